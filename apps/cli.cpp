@@ -1,0 +1,116 @@
+#include "apps/cli.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "kernels/base/error.h"
+
+namespace surf::cli {
+
+namespace {
+
+std::map<std::string, Command>& registry() {
+    static std::map<std::string, Command> commands;
+    return commands;
+}
+
+Error bad_flag(const std::string& message) { return Error(ErrorKind::kInvalidArgument, message); }
+
+}  // namespace
+
+Args::Args(const std::vector<std::string>& argv, const std::vector<FlagSpec>& specs) {
+    std::map<std::string, const FlagSpec*> by_name;
+    for (const auto& spec : specs) by_name[spec.name] = &spec;
+    bool only_positional = false;
+    for (size_t i = 0; i < argv.size(); ++i) {
+        const std::string& arg = argv[i];
+        if (only_positional || arg.size() < 3 || arg.rfind("--", 0) != 0) {
+            if (arg == "--") {
+                only_positional = true;
+                continue;
+            }
+            positional_.push_back(arg);
+            continue;
+        }
+        std::string name = arg.substr(2);
+        std::optional<std::string> inline_value;
+        if (auto eq = name.find('='); eq != std::string::npos) {
+            inline_value = name.substr(eq + 1);
+            name = name.substr(0, eq);
+        }
+        auto it = by_name.find(name);
+        if (it == by_name.end()) throw bad_flag("unknown flag --" + name);
+        const FlagSpec& spec = *it->second;
+        std::string value;
+        if (spec.value_name.empty()) {
+            if (inline_value) throw bad_flag("flag --" + name + " takes no value");
+            value = "1";
+        } else if (inline_value) {
+            value = *inline_value;
+        } else {
+            if (i + 1 >= argv.size()) throw bad_flag("flag --" + name + " needs a value " + spec.value_name);
+            value = argv[++i];
+        }
+        auto& slot = values_[name];
+        if (!slot.empty() && !spec.repeatable) throw bad_flag("flag --" + name + " given more than once");
+        slot.push_back(value);
+    }
+}
+
+bool Args::has(const std::string& name) const { return values_.count(name) > 0; }
+
+std::string Args::get(const std::string& name, const std::string& fallback) const {
+    auto it = values_.find(name);
+    return it == values_.end() ? fallback : it->second.back();
+}
+
+std::string Args::require(const std::string& name) const {
+    auto it = values_.find(name);
+    if (it == values_.end()) throw bad_flag("missing required flag --" + name);
+    return it->second.back();
+}
+
+std::vector<std::string> Args::all(const std::string& name) const {
+    auto it = values_.find(name);
+    return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+long long Args::get_int(const std::string& name, long long fallback) const {
+    if (!has(name)) return fallback;
+    const std::string text = get(name);
+    char* end = nullptr;
+    long long value = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0') throw bad_flag("flag --" + name + ": '" + text + "' is not an integer");
+    return value;
+}
+
+double Args::get_double(const std::string& name, double fallback) const {
+    if (!has(name)) return fallback;
+    const std::string text = get(name);
+    char* end = nullptr;
+    double value = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0') throw bad_flag("flag --" + name + ": '" + text + "' is not a number");
+    return value;
+}
+
+int register_command(Command command) {
+    std::string name = command.name;
+    registry()[name] = std::move(command);
+    return 0;
+}
+
+const std::map<std::string, Command>& commands() { return registry(); }
+
+std::string usage_text(const Command& command) {
+    std::ostringstream out;
+    out << "usage: surf " << command.name << " " << command.usage << "\n\n" << command.summary << "\n";
+    if (!command.flags.empty()) out << "\nflags:\n";
+    for (const auto& flag : command.flags) {
+        std::string left = "  --" + flag.name + (flag.value_name.empty() ? "" : " " + flag.value_name);
+        out << left << std::string(left.size() < 28 ? 28 - left.size() : 1, ' ') << flag.help
+            << (flag.repeatable ? " (repeatable)" : "") << "\n";
+    }
+    return out.str();
+}
+
+}  // namespace surf::cli

@@ -1,0 +1,56 @@
+// The `surf` command line: each subcommand lives in its own apps/cmd_<name>.cpp and registers itself
+// with SURF_COMMAND. Flags are declared up front so that an unknown or malformed flag is an error
+// that names it.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace surf::cli {
+
+struct FlagSpec {
+    std::string name;        // without the leading "--"
+    std::string value_name;  // empty: a boolean switch
+    std::string help;
+    bool repeatable = false;
+};
+
+class Args {
+public:
+    // Parses argv against the specs; throws surf::Error(kInvalidArgument) naming the bad flag.
+    Args(const std::vector<std::string>& argv, const std::vector<FlagSpec>& specs);
+
+    bool has(const std::string& name) const;
+    std::string get(const std::string& name, const std::string& fallback = "") const;
+    std::string require(const std::string& name) const;
+    std::vector<std::string> all(const std::string& name) const;
+    long long get_int(const std::string& name, long long fallback) const;
+    double get_double(const std::string& name, double fallback) const;
+    const std::vector<std::string>& positional() const { return positional_; }
+
+private:
+    std::map<std::string, std::vector<std::string>> values_;
+    std::vector<std::string> positional_;
+};
+
+struct Command {
+    std::string name;
+    std::string summary;
+    std::string usage;
+    std::vector<FlagSpec> flags;
+    std::function<int(const Args&)> run;  // returns the process exit code
+};
+
+int register_command(Command command);
+const std::map<std::string, Command>& commands();
+std::string usage_text(const Command& command);
+
+}  // namespace surf::cli
+
+#define SURF_CLI_CONCAT_INNER(a, b) a##b
+#define SURF_CLI_CONCAT(a, b) SURF_CLI_CONCAT_INNER(a, b)
+#define SURF_COMMAND(...) \
+    static const int SURF_CLI_CONCAT(surf_command_registered_, __LINE__) = ::surf::cli::register_command(__VA_ARGS__)
