@@ -22,6 +22,11 @@ public:
     void write();  // writes now (idempotent); throws surf::Error(kIo) naming the path
     const std::string& path() const { return path_; }
     size_t size() const { return entries_.size(); }
+    // The recorded data of `name`, or null (for tests that compare intermediates in memory).
+    const std::vector<float>* find(const std::string& name) const {
+        for (const auto& e : entries_) if (e.name == name) return &e.data;
+        return nullptr;
+    }
 
 private:
     struct Entry {
