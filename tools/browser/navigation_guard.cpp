@@ -1,0 +1,144 @@
+#include "tools/browser/navigation_guard.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "kernels/base/error.h"
+
+namespace surf::tools {
+namespace {
+
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+}
+
+bool looks_like_ipv4(const std::string& host) {
+    int dots = 0;
+    for (char c : host) {
+        if (c == '.') ++dots;
+        else if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+    }
+    return dots == 3 && !host.empty();
+}
+
+bool looks_like_ip(const std::string& host) { return host.find(':') != std::string::npos || looks_like_ipv4(host); }
+
+std::string normalise_host(std::string host) {
+    host = lower(std::move(host));
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    while (!host.empty() && host.back() == '.') host.pop_back();
+    return host;
+}
+
+std::string normalise_rule(const std::string& raw) {
+    std::string rule = lower(raw);
+    if (rule.empty()) throw Error(ErrorKind::kInvalidArgument, "navigation guard: empty domain rule");
+    if (rule.find("://") != std::string::npos || rule.find('/') != std::string::npos ||
+        rule.find(' ') != std::string::npos ||
+        (rule.find(':') != std::string::npos && rule.front() != '[' && std::count(rule.begin(), rule.end(), ':') < 2)) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    "navigation guard: rule '" + raw + "' must be a bare host name (no scheme, port or path)");
+    }
+    bool wildcard = rule.rfind("*.", 0) == 0;
+    if (wildcard) rule = rule.substr(2);
+    else if (rule.front() == '.') rule = rule.substr(1);
+    rule = normalise_host(rule);
+    if (rule.empty() || rule.find('*') != std::string::npos) {
+        throw Error(ErrorKind::kInvalidArgument, "navigation guard: rule '" + raw + "' is not a host name");
+    }
+    return wildcard ? "*." + rule : rule;
+}
+
+}  // namespace
+
+ParsedUrl parse_url_host(const std::string& url) {
+    ParsedUrl parsed;
+    size_t colon = url.find(':');
+    if (colon == std::string::npos || colon == 0) {
+        throw Error(ErrorKind::kInvalidArgument, "URL '" + url + "' has no scheme (expected e.g. https://...)");
+    }
+    parsed.scheme = lower(url.substr(0, colon));
+    for (char c : parsed.scheme) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') {
+            throw Error(ErrorKind::kInvalidArgument, "URL '" + url + "' has a malformed scheme");
+        }
+    }
+    if (url.compare(colon, 3, "://") != 0) return parsed;  // about:blank, data:..., javascript:...
+    size_t start = colon + 3;
+    size_t end = url.find_first_of("/?#", start);
+    std::string authority = url.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    size_t at = authority.rfind('@');
+    if (at != std::string::npos) authority = authority.substr(at + 1);
+    std::string host;
+    if (!authority.empty() && authority.front() == '[') {
+        size_t close = authority.find(']');
+        host = authority.substr(0, close == std::string::npos ? std::string::npos : close + 1);
+    } else {
+        host = authority.substr(0, authority.find(':'));
+    }
+    parsed.host = normalise_host(host);
+    parsed.host_is_ip = looks_like_ip(parsed.host);
+    return parsed;
+}
+
+bool host_matches_rule(const std::string& host, bool host_is_ip, const std::string& rule) {
+    if (host.empty()) return false;
+    bool subdomains_only = rule.rfind("*.", 0) == 0;
+    std::string base = subdomains_only ? rule.substr(2) : rule;
+    if (host_is_ip || looks_like_ip(base)) return !subdomains_only && host == base;
+    if (!subdomains_only && host == base) return true;
+    // Label-boundary suffix: "example.com" matches "a.example.com", never "badexample.com".
+    return host.size() > base.size() + 1 && host.compare(host.size() - base.size(), base.size(), base) == 0 &&
+           host[host.size() - base.size() - 1] == '.';
+}
+
+NavigationGuard::NavigationGuard(std::vector<std::string> allow, std::vector<std::string> deny, bool allow_file_urls)
+    : allow_file_urls_(allow_file_urls) {
+    for (const auto& r : allow) allow_.push_back(normalise_rule(r));
+    for (const auto& r : deny) deny_.push_back(normalise_rule(r));
+}
+
+GuardDecision NavigationGuard::check(const std::string& url) const {
+    GuardDecision d;
+    ParsedUrl parsed = parse_url_host(url);
+    const std::string& s = parsed.scheme;
+    if (s == "about" || s == "data" || s == "blob") return d;
+    if (s == "file") {
+        if (allow_file_urls_ || !has_rules()) return d;
+        d.allowed = false;
+        d.rule = "scheme:file";
+        d.reason = "navigation to " + url + " refused: file: URLs are not allowed by the navigation guard";
+        return d;
+    }
+    if (s != "http" && s != "https" && s != "ws" && s != "wss") {
+        if (!has_rules()) return d;
+        d.allowed = false;
+        d.rule = "scheme:" + s;
+        d.reason = "navigation to " + url + " refused: scheme '" + s + "' is not allowed by the navigation guard";
+        return d;
+    }
+    for (const auto& rule : deny_) {
+        if (host_matches_rule(parsed.host, parsed.host_is_ip, rule)) {
+            d.allowed = false;
+            d.rule = "deny:" + rule;
+            d.reason = "navigation to " + url + " refused: host '" + parsed.host + "' matches deny rule '" + rule + "'";
+            return d;
+        }
+    }
+    if (allow_.empty()) return d;
+    for (const auto& rule : allow_) {
+        if (host_matches_rule(parsed.host, parsed.host_is_ip, rule)) {
+            d.rule = "allow:" + rule;
+            return d;
+        }
+    }
+    d.allowed = false;
+    d.rule = "allow-list";
+    std::string list;
+    for (const auto& rule : allow_) list += (list.empty() ? "" : ", ") + rule;
+    d.reason = "navigation to " + url + " refused: host '" + parsed.host + "' is not in the allow-list (" + list + ")";
+    return d;
+}
+
+}  // namespace surf::tools

@@ -1,0 +1,55 @@
+// Which top-level URLs a session may open. Pure logic (no browser): the session asks it before
+// Page.navigate and for every main-frame Document request it intercepts (Fetch.requestPaused), which
+// covers links, redirects, form posts and popups alike.
+//
+// Rules are host names. "example.com" matches example.com and any subdomain (www.example.com) but not
+// badexample.com; "*.example.com" matches subdomains only; an IP literal ("127.0.0.1", "[::1]") matches
+// that address exactly (no suffix matching on numbers); "localhost" matches localhost and *.localhost.
+// The deny-list wins over the allow-list; with a non-empty allow-list every other host is refused.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace surf::tools {
+
+struct GuardDecision {
+    bool allowed = true;
+    std::string rule;    // the rule that decided ("deny:example.com", "allow-list", "scheme:file"), "" if none
+    std::string reason;  // one sentence naming the URL and the rule, for error messages and observations
+};
+
+struct ParsedUrl {
+    std::string scheme;  // lower case, without ':'
+    std::string host;    // lower case, no brackets, no trailing dot; "" for about:/data:/file:
+    bool host_is_ip = false;
+};
+
+// Splits scheme and host out of an absolute URL. Throws Error(kInvalidArgument) naming the URL if it
+// has no scheme.
+ParsedUrl parse_url_host(const std::string& url);
+
+class NavigationGuard {
+public:
+    NavigationGuard() = default;
+    // Throws Error(kInvalidArgument) naming a malformed rule (empty, has a scheme, path, port or space).
+    NavigationGuard(std::vector<std::string> allow, std::vector<std::string> deny, bool allow_file_urls = false);
+
+    bool has_rules() const { return !allow_.empty() || !deny_.empty(); }
+    // about:, data: and blob: are always allowed (they reach no server); file: only when allow_file_urls
+    // or when there are no rules; http(s)/ws(s) by host; any other scheme only when there are no rules.
+    GuardDecision check(const std::string& url) const;
+
+    const std::vector<std::string>& allow_rules() const { return allow_; }
+    const std::vector<std::string>& deny_rules() const { return deny_; }
+
+private:
+    std::vector<std::string> allow_;
+    std::vector<std::string> deny_;
+    bool allow_file_urls_ = false;
+};
+
+// True if `host` is matched by `rule` under the rules above (both already normalised).
+bool host_matches_rule(const std::string& host, bool host_is_ip, const std::string& rule);
+
+}  // namespace surf::tools
