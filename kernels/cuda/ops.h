@@ -1,0 +1,330 @@
+// CUDA kernels of the Holotron engine (issue 6). Each op takes a params struct (pointers, sizes, strides)
+// and a stream; nothing allocates inside a launch. Ops that need scratch expose `*_workspace_bytes(params)`
+// and take the caller's workspace. Shapes use spec/holotron.md's notation; "row stride" is in elements.
+// Conventions:
+//   * bf16 activations and weights of matrices; small per-channel vectors (norm weights, conv weights and
+//     bias, A, D, dt_bias) are fp32, converted once at load.
+//   * residual streams are fp32; SSM state fp32 by default (bf16 optional), conv state fp32 or bf16.
+//   * every launch SURF_CHECKs its invariants (sizes, alignment) and checks the launch error.
+// Host-includable: plain C++ with the CUDA runtime headers.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+
+namespace surf::kernels::cuda {
+
+using bf16 = __nv_bfloat16;
+
+enum class DType : uint8_t { kF32, kBF16 };
+inline size_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
+
+// ---------------------------------------------------------------------------------------------------
+// GEMM (gemm.cu): y[m, n] = alpha · x[m, k] · w[n, k]ᵀ (+ bias[n]) + beta · y, fp32 accumulation,
+// through cuBLASLt. One GemmContext per stream-user: it owns the handle, a workspace and a cache of
+// chosen algorithms per shape. Not thread-safe; create one per thread.
+
+class GemmContext {
+public:
+    explicit GemmContext(size_t workspace_bytes = size_t{32} << 20);
+    ~GemmContext();
+    GemmContext(const GemmContext&) = delete;
+    GemmContext& operator=(const GemmContext&) = delete;
+
+    struct Impl;
+    Impl* impl() { return impl_.get(); }
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+struct GemmParams {
+    const bf16* x = nullptr;     // [m, k] (row stride ldx, 0 → k)
+    const bf16* w = nullptr;     // [n, k] (row stride ldw, 0 → k): PyTorch Linear weight [out, in]
+    const void* bias = nullptr;  // [n] or null, same dtype as y (cuBLASLt bias epilogue)
+    void* y = nullptr;           // [m, n] (row stride ldy, 0 → n)
+    DType y_dtype = DType::kBF16;
+    int64_t m = 0, n = 0, k = 0;
+    int64_t ldx = 0, ldw = 0, ldy = 0;
+    float alpha = 1.0f, beta = 0.0f;  // beta = 1 with an fp32 y adds into a residual stream
+};
+void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------
+// Norms and activations (norm.cu)
+
+// With residual: residual ← residual + x; y = w ⊙ residual / sqrt(mean(residual²) + eps).
+// Without: y = w ⊙ x / sqrt(mean(x²) + eps). Statistics in fp32.
+struct RmsNormParams {
+    const void* x = nullptr;  // [rows, dim] (row stride x_stride, 0 → dim)
+    DType x_dtype = DType::kBF16;
+    float* residual = nullptr;     // [rows, dim] fp32 in/out, or null
+    const float* weight = nullptr; // [dim]
+    bf16* y = nullptr;             // [rows, dim]
+    int64_t rows = 0, dim = 0, x_stride = 0;
+    float eps = 1e-5f;
+};
+void rmsnorm(const RmsNormParams& p, cudaStream_t stream);
+
+// LayerNorm with weight and bias, same residual fusion as rmsnorm. Statistics in fp32.
+struct LayerNormParams {
+    const void* x = nullptr;  // [rows, dim] (row stride x_stride, 0 → dim)
+    DType x_dtype = DType::kBF16;
+    float* residual = nullptr;     // [rows, dim] fp32 in/out, or null
+    const float* weight = nullptr; // [dim]
+    const float* bias = nullptr;   // [dim] or null
+    bf16* y = nullptr;             // [rows, dim]
+    int64_t rows = 0, dim = 0, x_stride = 0;
+    float eps = 1e-6f;
+};
+void layernorm(const LayerNormParams& p, cudaStream_t stream);
+
+// Mamba-2 gated grouped RMSNorm (norm_before_gate=False): v = y ⊙ SiLU(z); each group of group_size
+// channels is RMS-normalised; out = w ⊙ v.
+struct GatedRmsNormParams {
+    const void* y = nullptr;  // [rows, dim] (row stride y_stride, 0 → dim)
+    DType y_dtype = DType::kF32;
+    const bf16* z = nullptr;       // [rows, dim] (row stride z_stride, 0 → dim): the z slice of in_proj
+    const float* weight = nullptr; // [dim]
+    bf16* out = nullptr;           // [rows, dim]
+    int64_t rows = 0, dim = 0, group_size = 0, y_stride = 0, z_stride = 0;
+    float eps = 1e-5f;
+};
+void gated_rmsnorm(const GatedRmsNormParams& p, cudaStream_t stream);
+
+// In place on bf16 [n]: ReLU(x)² (Nemotron MLP) and exact-erf GELU (RADIO MLP), fp32 math.
+void relu_squared(bf16* x, int64_t n, cudaStream_t stream);
+void gelu_erf(bf16* x, int64_t n, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------
+// Causal depthwise conv1d + SiLU (conv1d.cu). Conv state per slot: [n_slots, channels, K-1], the K-1
+// previous pre-conv inputs, oldest first.
+
+// Prefill over packed sequences: sequence s owns tokens [cu_seqlens[s], cu_seqlens[s+1]); its left
+// context is the state in slot slots[s] (zeros when has_initial_state is set and [s] == 0); afterwards
+// the slot holds the last K-1 inputs of the sequence (older state entries shifted in when len < K-1).
+struct ConvVarlenParams {
+    const bf16* x = nullptr;         // [n_tok, channels] (row stride x_stride, 0 → channels)
+    const float* weight = nullptr;   // [channels, K]
+    const float* bias = nullptr;     // [channels] or null
+    void* state = nullptr;           // [n_slots, channels, K-1]
+    DType state_dtype = DType::kBF16;
+    const int32_t* cu_seqlens = nullptr;        // [n_seq + 1]
+    const int32_t* slots = nullptr;             // [n_seq]
+    const uint8_t* has_initial_state = nullptr; // [n_seq] or null (= all 1)
+    bf16* out = nullptr;             // [n_tok, channels]
+    int64_t n_tok = 0, n_seq = 0, channels = 0, K = 4, x_stride = 0;
+};
+void causal_conv1d_varlen(const ConvVarlenParams& p, cudaStream_t stream);
+
+// One new token per sequence (decode): out = SiLU(conv(state ++ x)); state shifts by one.
+struct ConvUpdateParams {
+    const bf16* x = nullptr;        // [batch, channels] (row stride x_stride, 0 → channels)
+    const float* weight = nullptr;  // [channels, K]
+    const float* bias = nullptr;    // [channels] or null
+    void* state = nullptr;          // [n_slots, channels, K-1]
+    DType state_dtype = DType::kBF16;
+    const int32_t* slots = nullptr; // [batch]
+    bf16* out = nullptr;            // [batch, channels]
+    int64_t batch = 0, channels = 0, K = 4, x_stride = 0;
+};
+void causal_conv1d_update(const ConvUpdateParams& p, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------
+// Mamba-2 SSM (ssd.cu, ssu.cu). dt = clamp(softplus(dt_raw + dt_bias), dt_min, dt_max) is computed
+// inside; head h uses B/C group h / (H / G); y = SSM(x) + D ⊙ x.
+
+// Chunked SSD scan over packed sequences; sequence s starts from slot slots[s] (zeros when
+// has_initial_state[s] == 0) and its final state is written back to that slot. Chunks start at each
+// sequence's own offsets 0, chunk, 2·chunk, …
+struct SsdVarlenParams {
+    const bf16* x = nullptr;       // [n_tok, H, P] (row stride x_stride)
+    const bf16* B = nullptr;       // [n_tok, G, N] (row stride bc_stride)
+    const bf16* C = nullptr;       // [n_tok, G, N] (row stride bc_stride)
+    const bf16* dt_raw = nullptr;  // [n_tok, H]    (row stride dt_stride)
+    const float* dt_bias = nullptr;  // [H]
+    const float* A = nullptr;        // [H] (negative: −exp(A_log))
+    const float* D = nullptr;        // [H] or null
+    void* state = nullptr;           // [n_slots, H, P, N]
+    DType state_dtype = DType::kF32;
+    const int32_t* cu_seqlens = nullptr;        // [n_seq + 1]
+    const int32_t* slots = nullptr;             // [n_seq]
+    const uint8_t* has_initial_state = nullptr; // [n_seq] or null (= all 1)
+    void* y = nullptr;               // [n_tok, H, P] contiguous
+    DType y_dtype = DType::kF32;
+    int64_t n_tok = 0, n_seq = 0, H = 0, P = 0, G = 0, N = 0, chunk = 128;
+    int64_t x_stride = 0, bc_stride = 0, dt_stride = 0;
+    float dt_min = 0.0f, dt_max = std::numeric_limits<float>::infinity();
+};
+size_t ssd_workspace_bytes(const SsdVarlenParams& p);
+void ssd_varlen(const SsdVarlenParams& p, void* workspace, cudaStream_t stream);
+
+// Selective state update (decode, one token per sequence) on the state in slot slots[b].
+struct SsuParams {
+    const bf16* x = nullptr;       // [batch, H, P] (row stride x_stride)
+    const bf16* B = nullptr;       // [batch, G, N] (row stride bc_stride)
+    const bf16* C = nullptr;       // [batch, G, N] (row stride bc_stride)
+    const bf16* dt_raw = nullptr;  // [batch, H]    (row stride dt_stride)
+    const float* dt_bias = nullptr;  // [H]
+    const float* A = nullptr;        // [H]
+    const float* D = nullptr;        // [H] or null
+    void* state = nullptr;           // [n_slots, H, P, N]
+    DType state_dtype = DType::kF32;
+    const int32_t* slots = nullptr;  // [batch]
+    void* y = nullptr;               // [batch, H, P] contiguous
+    DType y_dtype = DType::kF32;
+    int64_t batch = 0, H = 0, P = 0, G = 0, N = 0;
+    int64_t x_stride = 0, bc_stride = 0, dt_stride = 0;
+    float dt_min = 0.0f, dt_max = std::numeric_limits<float>::infinity();
+};
+void selective_state_update(const SsuParams& p, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------
+// Attention (attention.cu). Paged KV cache: [n_pages, page_size, n_kv_heads, head_dim] bf16 for K and for
+// V; token j of sequence s lives in page block_table[s · max_pages_per_seq + j / page_size] at offset
+// j % page_size. head_dim must be a multiple of 8 and ≤ 128; GQA: q head h uses kv head h / (n_heads /
+// n_kv_heads). No positional encoding. scale 0 → 1/sqrt(head_dim).
+
+// Writes new K/V rows into the cache: token i goes to flat row slot_mapping[i] = page·page_size +
+// offset (negative → skipped, e.g. padding).
+struct KvAppendParams {
+    const bf16* k = nullptr;  // [n_tok, n_kv_heads, head_dim] (row stride k_stride)
+    const bf16* v = nullptr;  // [n_tok, n_kv_heads, head_dim] (row stride v_stride)
+    bf16* k_cache = nullptr;
+    bf16* v_cache = nullptr;
+    const int32_t* slot_mapping = nullptr;  // [n_tok]
+    int64_t n_tok = 0, n_kv_heads = 0, head_dim = 0, k_stride = 0, v_stride = 0;
+};
+void kv_cache_append(const KvAppendParams& p, cudaStream_t stream);
+
+// Varlen prefill (flash-style, online softmax, bf16 tensor cores with fp32 accumulation). Query token i
+// of sequence s sits at position past_s + i where past_s = len_k(s) − len_q(s): causal masking lets it
+// see keys 0..past_s + i; causal = false sees all len_k(s) keys (ViT).
+// KV source: paged (k_cache set: block_table, seq_lens_k) or contiguous (k/v set: cu_seqlens_k).
+struct AttentionPrefillParams {
+    const bf16* q = nullptr;      // [n_tok, n_heads, head_dim] (row stride q_stride, 0 → n_heads·head_dim)
+    bf16* out = nullptr;          // [n_tok, n_heads, head_dim] (row stride out_stride, 0 → n_heads·head_dim)
+    const int32_t* cu_seqlens_q = nullptr;  // [n_seq + 1]
+    // paged source
+    const bf16* k_cache = nullptr;
+    const bf16* v_cache = nullptr;
+    const int32_t* block_table = nullptr;   // [n_seq, max_pages_per_seq]
+    const int32_t* seq_lens_k = nullptr;    // [n_seq]: cached tokens including the new ones
+    int64_t page_size = 0, max_pages_per_seq = 0;
+    // contiguous source
+    const bf16* k = nullptr;      // [n_tok_k, n_kv_heads, head_dim] (row stride kv_stride)
+    const bf16* v = nullptr;
+    const int32_t* cu_seqlens_k = nullptr;  // [n_seq + 1]
+    int64_t kv_stride = 0;
+    int64_t n_seq = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+    int64_t max_seqlen_q = 0;     // ≥ every len_q(s): sizes the grid
+    bool causal = true;
+    float scale = 0.0f;
+};
+void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream);
+
+// Paged decode (one query token per sequence at position seq_lens[b] − 1, its K/V already appended):
+// split-KV ("flash-decoding"): each block takes all query heads of one kv head over one partition of the
+// keys; a second kernel merges the partitions. The split count depends on batch, kv heads, max_seq_len
+// and the SM count; the workspace holds the partial results.
+struct AttentionDecodeParams {
+    const bf16* q = nullptr;      // [batch, n_heads, head_dim] (row stride q_stride, 0 → n_heads·head_dim)
+    bf16* out = nullptr;          // [batch, n_heads, head_dim] contiguous
+    const bf16* k_cache = nullptr;
+    const bf16* v_cache = nullptr;
+    const int32_t* block_table = nullptr;  // [batch, max_pages_per_seq]
+    const int32_t* seq_lens = nullptr;     // [batch]
+    int64_t page_size = 0, max_pages_per_seq = 0;
+    int64_t batch = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, q_stride = 0;
+    int64_t max_seq_len = 0;      // ≥ every seq_lens[b]: sizes the split grid
+    int32_t n_splits = 0;         // 0 → chosen from the shapes; otherwise forced (tests)
+    float scale = 0.0f;
+};
+int32_t attention_decode_splits(const AttentionDecodeParams& p);
+size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p);
+void attention_decode(const AttentionDecodeParams& p, void* workspace, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------
+// Vision and embedding glue (vision.cu)
+
+// Bilinear resize, PyTorch align_corners=False, channel-last: [in_h, in_w, C] → [out_h, out_w, C].
+// (CPE: the 128×128 pos_embed grid → 32×32, computed once.) fp32 math, bf16 in/out.
+struct BilinearParams {
+    const bf16* in = nullptr;
+    bf16* out = nullptr;
+    int64_t channels = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+};
+void bilinear_resize(const BilinearParams& p, cudaStream_t stream);
+
+// Im2patch (RADIO): image [n_img, 3, H, W] fp32 → patches [n_img, (H/ps)·(W/ps), 3·ps·ps] bf16 with
+// patch index py·(W/ps) + px and feature c·ps² + yy·ps + xx.
+struct PatchifyParams {
+    const float* images = nullptr;
+    bf16* patches = nullptr;
+    int64_t n_img = 0, height = 0, width = 0, patch = 16;
+};
+void patchify(const PatchifyParams& p, cudaStream_t stream);
+
+// ViT token assembly: out[tile] = [prefix rows] ++ [patch_emb + pos] (fp32 residual stream).
+struct VitTokensParams {
+    const bf16* patch_emb = nullptr;  // [n_tiles · n_patches, width]
+    const bf16* pos = nullptr;        // [n_patches, width] (resized CPE)
+    const bf16* prefix = nullptr;     // [n_prefix, width] (cls_token.token)
+    float* out = nullptr;             // [n_tiles · (n_prefix + n_patches), width]
+    int64_t n_tiles = 0, n_patches = 0, n_prefix = 0, width = 0;
+};
+void vit_tokens(const VitTokensParams& p, cudaStream_t stream);
+
+// Pixel shuffle v2 (spec §3.2), per tile: in [side·side, C] (rows of tile t start at t·in_tile_stride
+// rows, so the ViT's prefix rows can be skipped) → out [(side/s)², s²·C] bf16.
+struct PixelShuffleParams {
+    const void* in = nullptr;
+    DType in_dtype = DType::kF32;
+    bf16* out = nullptr;
+    int64_t n_tiles = 0, side = 0, channels = 0, factor = 2, in_tile_stride = 0;  // stride 0 → side²
+};
+void pixel_shuffle(const PixelShuffleParams& p, cudaStream_t stream);
+
+// Embedding gather with image merge: out[i] = table[ids[i]] except tokens with id == image_token_id,
+// which take image rows in order: the k-th image token of sequence s takes image row
+// image_row_offset[s] + k. Tokens of sequence s are [cu_seqlens[s], cu_seqlens[s+1]).
+// The workspace holds one int32 per token (the row index).
+struct EmbedParams {
+    const int32_t* ids = nullptr;          // [n_tok]
+    const bf16* table = nullptr;           // [vocab, dim]
+    const bf16* image_rows = nullptr;      // [n_image_rows, dim] or null
+    const int32_t* cu_seqlens = nullptr;   // [n_seq + 1]
+    const int32_t* image_row_offset = nullptr;  // [n_seq] or null (no images)
+    void* out = nullptr;                   // [n_tok, dim]
+    DType out_dtype = DType::kF32;
+    int64_t n_tok = 0, n_seq = 0, dim = 0, vocab = 0, n_image_rows = 0;
+    int32_t image_token_id = -1;
+};
+size_t embed_workspace_bytes(const EmbedParams& p);
+void embed_tokens(const EmbedParams& p, void* workspace, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------
+// Sampling (sampling.cu): per row, the same function as model/sampler.h's sample_token with
+// (seed[r], step[r]): temperature 0 or top_k 1 → argmax (first maximum, NaN skipped); otherwise
+// candidates sorted by logit (desc, ties by id) cut to top_k, softmax at temperature, cut to top_p,
+// inverse CDF at u·total. `allowed` (optional) is a per-row bitmask (bit i of word i/32 = token i
+// allowed); a row that allows nothing yields −1.
+struct SamplingParams {
+    const float* logits = nullptr;       // [rows, vocab] (row stride logits_stride, 0 → vocab)
+    const float* temperature = nullptr;  // [rows]
+    const int32_t* top_k = nullptr;      // [rows] or null (= 0, off)
+    const float* top_p = nullptr;        // [rows] or null (= 1, off)
+    const uint64_t* seed = nullptr;      // [rows]
+    const uint64_t* step = nullptr;      // [rows]
+    const uint32_t* allowed = nullptr;   // [rows, allowed_stride] or null
+    int32_t* tokens = nullptr;           // [rows]
+    int64_t rows = 0, vocab = 0, logits_stride = 0, allowed_stride = 0;
+};
+void sample_tokens(const SamplingParams& p, cudaStream_t stream);
+
+}  // namespace surf::kernels::cuda
