@@ -1,0 +1,219 @@
+// The Engine on the CPU backend: one CpuModel, sessions in a map, one call at a time (the CPU backend
+// serves small models; batching across sessions is the CUDA engine's job).
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include "kernels/base/error.h"
+#include "model/cpu/cpu_model.h"
+#include "model/dump.h"
+#include "model/engine.h"
+#include "model/image_tiling.h"
+
+namespace surf::model {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+class CpuEngine final : public Engine {
+public:
+    CpuEngine(const std::string& dir, const EngineOptions& options)
+        : model_(cpu::CpuModel::load(dir)), tokenizer_(load_model_tokenizer(dir)) {
+        if (!options.dump_pattern.empty()) dumper_ = std::make_unique<Dumper>(options.dump_pattern, options.dump_path);
+        const ModelConfig& cfg = model_->config();
+        if (tokenizer_.vocab_size() > cfg.llm.vocab_size) {
+            throw Error(ErrorKind::kFormat, dir + "/tokenizer.json: " + std::to_string(tokenizer_.vocab_size()) +
+                                                " tokens but the model has " + std::to_string(cfg.llm.vocab_size) + " embedding rows");
+        }
+        if (cfg.has_vision) {
+            image_token_id_ = resolve_token(cfg.image_context_token, cfg.image_context_token_id);
+            image_start_id_ = resolve_token(cfg.image_start_token, -1);
+            image_end_id_ = resolve_token(cfg.image_end_token, -1);
+            tiling_ = tiling_config_from(cfg.image);
+        }
+        index_ = TokenIndex::build(token_vocabulary(tokenizer_, cfg.eos_token_ids));
+    }
+
+    const ModelConfig& config() const override { return model_->config(); }
+    const Tokenizer& tokenizer() const override { return tokenizer_; }
+    std::shared_ptr<const TokenIndex> token_index() const override { return index_; }
+    std::string backend_name() const override { return "cpu"; }
+
+    SessionId open_session() override {
+        std::lock_guard<std::mutex> lock(mu_);
+        const SessionId id = next_id_++;
+        sessions_.emplace(id, Session{model_->new_state(), {}});
+        return id;
+    }
+
+    SessionId fork_session(SessionId from) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        const Session& src = get(from);
+        const SessionId id = next_id_++;
+        sessions_.emplace(id, src);
+        return id;
+    }
+
+    void close_session(SessionId id) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        sessions_.erase(id);
+    }
+
+    GenerateResult generate(SessionId id, const std::vector<InputPart>& input, const GenerateOptions& options) override {
+        validate(options.sampling);
+        if (options.max_tokens < 0) throw Error(ErrorKind::kInvalidArgument, "max_tokens must be ≥ 0");
+        std::lock_guard<std::mutex> lock(mu_);
+        Session& session = get(id);
+        const ModelConfig& cfg = model_->config();
+        GenerateResult result;
+
+        // Tokens to prefill: a token sampled last call but not yet fed, then the new input.
+        std::vector<int32_t> tokens = session.pending;
+        Tensor image_embeds;
+        std::vector<float> image_rows;
+        const auto t0 = Clock::now();
+        for (const InputPart& part : input) {
+            if (part.image) {
+                if (!cfg.has_vision) throw Error(ErrorKind::kUnsupported, cfg.dir + ": this model has no vision tower; cannot take an image");
+                const TiledImage tiled = tile_image(*part.image, tiling_);
+                Tensor pixels;
+                pixels.shape = {tiled.plan.n_tiles, 3, tiled.tile_size, tiled.tile_size};
+                pixels.data = tiled.pixels;
+                const Tensor embeds = model_->encode_images(pixels, dumper_.get());
+                image_rows.insert(image_rows.end(), embeds.data.begin(), embeds.data.end());
+                tokens.push_back(image_start_id_);
+                tokens.insert(tokens.end(), static_cast<size_t>(embeds.dim(0)), image_token_id_);
+                tokens.push_back(image_end_id_);
+                result.image_tokens += embeds.dim(0);
+            } else if (!part.text.empty()) {
+                const std::vector<int32_t> ids = tokenizer_.encode(part.text, /*parse_special=*/true);
+                for (int32_t t : ids) {
+                    if (t == image_token_id_ && image_token_id_ >= 0) {
+                        throw Error(ErrorKind::kInvalidArgument, "input text contains the image-context token " + cfg.image_context_token +
+                                                                     "; pass images as image parts");
+                    }
+                }
+                tokens.insert(tokens.end(), ids.begin(), ids.end());
+            }
+        }
+        if (tokens.empty()) throw Error(ErrorKind::kInvalidArgument, "generate: nothing to prefill (empty input on a session with no pending token)");
+        image_embeds.shape = {static_cast<int64_t>(image_rows.size()) / cfg.llm.hidden_size, cfg.llm.hidden_size};
+        image_embeds.data = std::move(image_rows);
+
+        cpu::ForwardInput in;
+        in.tokens = &tokens;
+        in.image_embeds = image_embeds.dim(0) > 0 ? &image_embeds : nullptr;
+        in.image_token_id = image_token_id_;
+        in.dumper = dumper_.get();
+        Tensor logits = model_->forward(session.state, in);
+        session.pending.clear();
+        result.prefill_tokens = static_cast<int64_t>(tokens.size());
+        result.prefill_seconds = seconds_since(t0);
+
+        decode(session, logits, options, &result);
+        result.session_tokens = session.state.n_tokens + static_cast<int64_t>(session.pending.size());
+        return result;
+    }
+
+private:
+    struct Session {
+        cpu::SequenceState state;
+        std::vector<int32_t> pending;  // sampled, not yet fed through the model
+    };
+
+    Session& get(SessionId id) {
+        auto it = sessions_.find(id);
+        if (it == sessions_.end()) throw Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(id));
+        return it->second;
+    }
+
+    int32_t resolve_token(const std::string& text, int64_t config_id) const {
+        if (auto id = tokenizer_.token_id(text)) return *id;
+        if (config_id >= 0) return static_cast<int32_t>(config_id);
+        throw Error(ErrorKind::kFormat, model_->config().dir + "/tokenizer.json: no token '" + text + "' (needed for images)");
+    }
+
+    // The decode loop: sample (under the schema's mask), stream text, stop on a stop id or max_tokens.
+    void decode(Session& session, Tensor logits, const GenerateOptions& options, GenerateResult* result) {
+        const auto t0 = Clock::now();
+        const int64_t V = model_->config().llm.vocab_size;
+        std::vector<int64_t> stops(options.stop_ids.begin(), options.stop_ids.end());
+        if (stops.empty()) stops = model_->config().eos_token_ids;
+        auto is_stop = [&](int32_t t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
+        std::unique_ptr<TokenConstraint> constraint;
+        std::vector<uint32_t> mask;
+        if (options.schema) {
+            constraint = std::make_unique<TokenConstraint>(options.schema, index_);
+            mask.assign((static_cast<size_t>(V) + 31) / 32, 0u);
+        }
+        StreamDecoder stream(tokenizer_, /*skip_special=*/true);
+        result->finish = FinishReason::kLength;
+        for (int32_t step = 0; step < options.max_tokens; ++step) {
+            int32_t token;
+            if (constraint && constraint->is_complete()) {
+                token = static_cast<int32_t>(stops.empty() ? -1 : stops.front());  // only an end token may follow
+            } else {
+                const uint32_t* allowed = nullptr;
+                if (constraint) {
+                    std::fill(mask.begin(), mask.end(), 0u);
+                    constraint->fill_allowed(mask.data());
+                    if (constraint->can_end()) {
+                        for (int64_t s : stops) mask[static_cast<size_t>(s) / 32] |= 1u << (s % 32);
+                    }
+                    allowed = mask.data();
+                }
+                if (options.on_logits) options.on_logits(logits.ptr(), V);
+                token = sample_token(logits.ptr(), V, options.sampling, static_cast<uint64_t>(session.state.n_tokens), allowed);
+                if (token < 0) throw Error(ErrorKind::kModelOutput, "the output constraint allows no token at step " + std::to_string(step));
+                if (constraint && !is_stop(token)) constraint->accept(token);
+            }
+            result->tokens.push_back(token);
+            if (is_stop(token)) {
+                session.pending = {token};
+                result->finish = FinishReason::kStop;
+                break;
+            }
+            const std::string piece = stream.push(token);
+            result->text += piece;
+            if (options.on_text && !piece.empty() && !options.on_text(piece)) {
+                session.pending = {token};
+                result->finish = FinishReason::kCancelled;
+                break;
+            }
+            if (step + 1 == options.max_tokens) {
+                session.pending = {token};
+                break;
+            }
+            std::vector<int32_t> one = {token};
+            cpu::ForwardInput in;
+            in.tokens = &one;
+            logits = model_->forward(session.state, in);
+        }
+        const std::string tail = stream.flush();
+        result->text += tail;
+        if (options.on_text && !tail.empty()) options.on_text(tail);
+        result->decode_seconds = seconds_since(t0);
+    }
+
+    std::unique_ptr<cpu::CpuModel> model_;
+    std::unique_ptr<Dumper> dumper_;
+    Tokenizer tokenizer_;
+    std::shared_ptr<const TokenIndex> index_;
+    TilingConfig tiling_;
+    int32_t image_token_id_ = -1, image_start_id_ = -1, image_end_id_ = -1;
+    std::mutex mu_;
+    std::map<SessionId, Session> sessions_;
+    SessionId next_id_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> open_cpu_engine(const std::string& model_dir, const EngineOptions& options) {
+    return std::make_unique<CpuEngine>(model_dir, options);
+}
+
+}  // namespace surf::model

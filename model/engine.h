@@ -1,0 +1,103 @@
+// The engine: ONE model instance per process (per GPU), shared by every caller. Callers talk in
+// sessions: a session keeps its recurrent state (conv + SSM per Mamba layer) and its attention KV between
+// calls, so each call prefills only what it appends. A call appends input parts (chat-formatted text,
+// images) and generates, optionally constrained to a JSON schema. Thread-safe: the policy, localizer
+// and validator of many agents call concurrently; the backend batches what it can.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/config.h"
+#include "model/image.h"
+#include "model/json_schema.h"
+#include "model/sampler.h"
+#include "model/token_constraint.h"
+#include "model/tokenizer.h"
+
+namespace surf::model {
+
+// One piece of input: text (may contain special tokens such as <SPECIAL_11>) or an image, which the engine
+// tiles and expands to <img> + <image>×(tokens per tile · tiles) + </img>.
+struct InputPart {
+    std::string text;
+    std::shared_ptr<const Image> image;
+
+    static InputPart of_text(std::string t) { return {std::move(t), nullptr}; }
+    static InputPart of_image(std::shared_ptr<const Image> i) { return {"", std::move(i)}; }
+};
+
+// Splits text with one image placeholder per image ("<image>" by default) into parts; throws
+// kInvalidArgument when the placeholder count differs from the image count.
+std::vector<InputPart> interleave_images(const std::string& text, const std::vector<std::shared_ptr<const Image>>& images,
+                                         const std::string& placeholder = "<image>");
+
+struct GenerateOptions {
+    int32_t max_tokens = 256;
+    SamplingParams sampling;
+    std::shared_ptr<const CompiledSchema> schema;     // constrain the output to a JSON value of this schema
+    std::vector<int32_t> stop_ids;                     // empty: the model's eos ids
+    std::function<bool(std::string_view)> on_text;     // streamed UTF-8 text; return false to cancel
+    std::function<void(const float*, int64_t)> on_logits;  // the logits [vocab] each token is sampled from
+};
+
+enum class FinishReason { kStop, kLength, kCancelled };
+const char* finish_reason_name(FinishReason reason);
+
+struct GenerateResult {
+    std::string text;                  // generated text (stop token excluded)
+    std::vector<int32_t> tokens;       // generated ids (stop token included when it stopped on one)
+    FinishReason finish = FinishReason::kLength;
+    int64_t prefill_tokens = 0;        // tokens prefilled by this call (the appended input)
+    int64_t image_tokens = 0;          // of which image-context tokens
+    int64_t session_tokens = 0;        // tokens in the session after this call
+    double prefill_seconds = 0.0;
+    double decode_seconds = 0.0;
+};
+
+using SessionId = uint64_t;
+
+class Engine {
+public:
+    virtual ~Engine() = default;
+
+    virtual const ModelConfig& config() const = 0;
+    virtual const Tokenizer& tokenizer() const = 0;
+    // The vocabulary index structured outputs compile against (built once per engine).
+    virtual std::shared_ptr<const TokenIndex> token_index() const = 0;
+    // A short description ("cpu", "cuda:0 H100") for logs.
+    virtual std::string backend_name() const = 0;
+
+    virtual SessionId open_session() = 0;
+    // A new session holding a copy of `from`'s state: a localizer or validator call on the fork never
+    // disturbs the original. Throws kInvalidArgument for an unknown id.
+    virtual SessionId fork_session(SessionId from) = 0;
+    virtual void close_session(SessionId id) = 0;
+
+    // Appends `input` to the session, then generates up to options.max_tokens tokens.
+    // Throws surf::Error for bad input (unknown session, unreadable image, a too-long prompt).
+    virtual GenerateResult generate(SessionId id, const std::vector<InputPart>& input, const GenerateOptions& options) = 0;
+};
+
+struct EngineOptions {
+    // Named intermediates to dump (DESIGN.md rule 10): a regex over names such as "layers.3" or
+    // "vision.features" (the CLI takes it from SURF_DUMP), written to dump_path as safetensors.
+    std::string dump_pattern;
+    std::string dump_path = "surf_dump.safetensors";
+};
+
+// Loads a model folder (config.json, safetensors, tokenizer.json) on the CPU backend.
+std::unique_ptr<Engine> open_cpu_engine(const std::string& model_dir, const EngineOptions& options = {});
+
+// The tokenizer of a model folder: tokenizer.json in the folder.
+Tokenizer load_model_tokenizer(const std::string& model_dir);
+
+// The vocabulary as structured outputs see it: each token's bytes, eos ids as end tokens, special
+// tokens unusable.
+TokenVocabulary token_vocabulary(const Tokenizer& tokenizer, const std::vector<int64_t>& eos_ids);
+
+}  // namespace surf::model
