@@ -1,0 +1,334 @@
+// Argument binding and Python string operations for the Jinja builtins.
+#include "model/jinja_text.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+namespace surf::model::jinja {
+
+const Value* Args::find(size_t index, const char* name) {
+    if (index < call_.positional.size()) {
+        positional_seen_ = std::max(positional_seen_, index + 1);
+        return &call_.positional[index];
+    }
+    for (const auto& [key, value] : call_.keyword) {
+        if (key == name) {
+            keywords_seen_.push_back(key);
+            return &value;
+        }
+    }
+    return nullptr;
+}
+
+Value Args::required(size_t index, const char* name) {
+    const Value* v = find(index, name);
+    if (!v) throw TemplateError(function_ + "() missing required argument '" + name + "'");
+    return *v;
+}
+
+Value Args::optional(size_t index, const char* name, Value fallback) {
+    const Value* v = find(index, name);
+    return v ? *v : fallback;
+}
+
+int64_t Args::integer(size_t index, const char* name, int64_t fallback) {
+    const Value* v = find(index, name);
+    if (!v || v->is_none()) return fallback;
+    if (!v->is_number() || v->is_float()) {
+        throw TemplateError(function_ + "() argument '" + name + "' must be an integer, not " + v->type_name());
+    }
+    return v->as_int();
+}
+
+bool Args::flag(size_t index, const char* name, bool fallback) {
+    const Value* v = find(index, name);
+    return v ? v->truthy() : fallback;
+}
+
+std::string Args::string(size_t index, const char* name) {
+    Value v = required(index, name);
+    if (!v.is_string()) {
+        throw TemplateError(function_ + "() argument '" + name + "' must be str, not " + v.type_name());
+    }
+    return v.as_string();
+}
+
+void Args::finish() const {
+    if (call_.positional.size() > positional_seen_) {
+        throw TemplateError(function_ + "() takes " + std::to_string(positional_seen_) +
+                            " positional arguments but " + std::to_string(call_.positional.size()) +
+                            " were given");
+    }
+    for (const auto& [key, value] : call_.keyword) {
+        if (std::find(keywords_seen_.begin(), keywords_seen_.end(), key) == keywords_seen_.end()) {
+            throw TemplateError(function_ + "() got an unexpected keyword argument '" + key + "'");
+        }
+    }
+}
+
+namespace {
+
+// One code point of `s` at `i` (advancing i); invalid bytes decode as themselves.
+uint32_t next_codepoint(const std::string& s, size_t& i) {
+    unsigned char c = static_cast<unsigned char>(s[i++]);
+    int extra = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc0 ? 1 : 0;
+    uint32_t cp = extra ? c & (0x3f >> extra) : c;
+    for (int k = 0; k < extra && i < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i++]) & 0x3f);
+    return cp;
+}
+
+// Python's str.isspace for one code point.
+bool is_unicode_space(uint32_t cp) {
+    return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f ||
+           cp == 0x3000;
+}
+
+struct CodePoint {
+    uint32_t cp;
+    size_t begin, end;  // byte range
+};
+
+std::vector<CodePoint> decode(const std::string& s) {
+    std::vector<CodePoint> out;
+    for (size_t i = 0; i < s.size();) {
+        size_t begin = i;
+        uint32_t cp = next_codepoint(s, i);
+        out.push_back({cp, begin, i});
+    }
+    return out;
+}
+
+}  // namespace
+
+Value split_string(const std::string& s, const Value& sep, int64_t maxsplit, bool from_right) {
+    ValueList parts;
+    if (sep.is_none() || sep.is_undefined()) {
+        // Runs of whitespace; leading/trailing whitespace never makes empty parts.
+        std::vector<CodePoint> cps = decode(s);
+        std::vector<std::pair<size_t, size_t>> words;
+        for (size_t i = 0; i < cps.size();) {
+            while (i < cps.size() && is_unicode_space(cps[i].cp)) ++i;
+            if (i == cps.size()) break;
+            size_t j = i;
+            while (j < cps.size() && !is_unicode_space(cps[j].cp)) ++j;
+            words.emplace_back(cps[i].begin, cps[j - 1].end);
+            i = j;
+        }
+        if (maxsplit >= 0 && int64_t(words.size()) > maxsplit + 1) {
+            // The unsplit remainder keeps its inner whitespace, trimmed on the split side only.
+            if (!from_right) {
+                size_t keep = size_t(maxsplit);
+                std::string rest = s.substr(words[keep].first);
+                words.resize(keep);
+                for (auto& [b, e] : words) parts.push_back(Value::string(s.substr(b, e - b)));
+                parts.push_back(Value::string(strip_string(rest, Value::none(), false, true)));
+                return Value::list(std::move(parts));
+            }
+            size_t first_kept = words.size() - size_t(maxsplit);
+            std::string rest = s.substr(0, words[first_kept - 1].second);
+            parts.push_back(Value::string(strip_string(rest, Value::none(), true, false)));
+            for (size_t k = first_kept; k < words.size(); ++k) {
+                parts.push_back(Value::string(s.substr(words[k].first, words[k].second - words[k].first)));
+            }
+            return Value::list(std::move(parts));
+        }
+        for (auto& [b, e] : words) parts.push_back(Value::string(s.substr(b, e - b)));
+        return Value::list(std::move(parts));
+    }
+    if (!sep.is_string()) throw TemplateError(std::string("must be str or None, not ") + sep.type_name());
+    const std::string& d = sep.as_string();
+    if (d.empty()) throw TemplateError("empty separator");
+    std::vector<std::string> pieces;
+    if (!from_right) {
+        size_t start = 0;
+        for (size_t at = s.find(d); at != std::string::npos && (maxsplit < 0 || int64_t(pieces.size()) < maxsplit);
+             at = s.find(d, start)) {
+            pieces.push_back(s.substr(start, at - start));
+            start = at + d.size();
+        }
+        pieces.push_back(s.substr(start));
+    } else {
+        size_t end = s.size();
+        while (maxsplit < 0 || int64_t(pieces.size()) < maxsplit) {
+            if (end < d.size()) break;
+            size_t at = s.rfind(d, end - d.size());
+            if (at == std::string::npos) break;
+            pieces.push_back(s.substr(at + d.size(), end - at - d.size()));
+            end = at;
+        }
+        pieces.push_back(s.substr(0, end));
+        std::reverse(pieces.begin(), pieces.end());
+    }
+    for (std::string& p : pieces) parts.push_back(Value::string(std::move(p)));
+    return Value::list(std::move(parts));
+}
+
+std::string strip_string(const std::string& s, const Value& chars, bool left, bool right) {
+    std::vector<CodePoint> cps = decode(s);
+    std::vector<uint32_t> set;
+    bool whitespace = chars.is_none() || chars.is_undefined();
+    if (!whitespace) {
+        if (!chars.is_string()) throw TemplateError(std::string("strip arg must be None or str, not ") + chars.type_name());
+        for (const CodePoint& c : decode(chars.as_string())) set.push_back(c.cp);
+    }
+    auto strip = [&](uint32_t cp) {
+        return whitespace ? is_unicode_space(cp) : std::find(set.begin(), set.end(), cp) != set.end();
+    };
+    size_t b = 0, e = cps.size();
+    if (left) {
+        while (b < e && strip(cps[b].cp)) ++b;
+    }
+    if (right) {
+        while (e > b && strip(cps[e - 1].cp)) --e;
+    }
+    if (b == e) return "";
+    return s.substr(cps[b].begin, cps[e - 1].end - cps[b].begin);
+}
+
+std::string replace_string(const std::string& s, const std::string& old_text, const std::string& new_text,
+                           int64_t count) {
+    std::string out;
+    int64_t done = 0;
+    if (old_text.empty()) {
+        // Python inserts `new` before every character and at the end.
+        for (const std::string& c : utf8_chars(s)) {
+            if (count < 0 || done < count) {
+                out += new_text;
+                ++done;
+            }
+            out += c;
+        }
+        if (count < 0 || done < count) out += new_text;
+        return out;
+    }
+    size_t start = 0;
+    for (size_t at = s.find(old_text); at != std::string::npos && (count < 0 || done < count);
+         at = s.find(old_text, start)) {
+        out.append(s, start, at - start);
+        out += new_text;
+        start = at + old_text.size();
+        ++done;
+    }
+    out.append(s, start, std::string::npos);
+    return out;
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+    std::vector<std::string> lines;
+    std::string current;
+    for (size_t i = 0; i < s.size(); ++i) {
+        char c = s[i];
+        if (c == '\n' || c == '\r' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e)) {
+            if (c == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
+            lines.push_back(current);
+            current.clear();
+        } else {
+            current += c;
+        }
+    }
+    if (!current.empty()) lines.push_back(current);
+    return lines;
+}
+
+std::string ascii_upper(std::string s) {
+    for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+}
+
+std::string ascii_lower(std::string s) {
+    for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+std::string title_string(const std::string& s) {
+    std::string out = s;
+    bool previous_cased = false;
+    for (char& c : out) {
+        bool alpha = std::isalpha(static_cast<unsigned char>(c));
+        if (alpha) c = char(previous_cased ? std::tolower(c) : std::toupper(c));
+        previous_cased = alpha;
+    }
+    return out;
+}
+
+std::string jinja_title(const std::string& s) {
+    // Words start after runs of [-\s({[<]; each word is capitalised (first upper, rest lower).
+    std::string out;
+    bool word_start = true;
+    for (char c : s) {
+        bool boundary = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' ||
+                        std::isspace(static_cast<unsigned char>(c));
+        if (boundary) {
+            out += c;
+            word_start = true;
+        } else {
+            out += char(word_start ? std::toupper(static_cast<unsigned char>(c))
+                                   : std::tolower(static_cast<unsigned char>(c)));
+            word_start = false;
+        }
+    }
+    return out;
+}
+
+std::string capitalize_string(const std::string& s) {
+    std::string out = ascii_lower(s);
+    if (!out.empty()) out[0] = char(std::toupper(static_cast<unsigned char>(out[0])));
+    return out;
+}
+
+bool all_chars(const std::string& s, int (*pred)(int)) {
+    if (s.empty()) return false;
+    return std::all_of(s.begin(), s.end(), [&](char c) { return pred(static_cast<unsigned char>(c)) != 0; });
+}
+
+std::string percent_format(const std::string& fmt, const Value& args) {
+    ValueList values = args.is_tuple() ? args.as_list() : ValueList{args};
+    size_t next = 0;
+    std::string out;
+    for (size_t i = 0; i < fmt.size(); ++i) {
+        if (fmt[i] != '%') {
+            out += fmt[i];
+            continue;
+        }
+        size_t j = i + 1;
+        std::string spec = "%";
+        while (j < fmt.size() && std::string("-+ 0#").find(fmt[j]) != std::string::npos) spec += fmt[j++];
+        while (j < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[j]))) spec += fmt[j++];
+        if (j < fmt.size() && fmt[j] == '.') {
+            spec += fmt[j++];
+            while (j < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[j]))) spec += fmt[j++];
+        }
+        if (j >= fmt.size()) throw TemplateError("incomplete format");
+        char conv = fmt[j];
+        i = j;
+        if (conv == '%') {
+            out += '%';
+            continue;
+        }
+        if (next >= values.size()) throw TemplateError("not enough arguments for format string");
+        const Value& v = values[next++];
+        char buf[512];
+        if (conv == 's' || conv == 'r') {
+            std::string text = conv == 's' ? to_str(v) : to_repr(v);
+            std::snprintf(buf, sizeof(buf), (spec + "s").c_str(), text.c_str());
+            out += spec.size() == 1 ? text : std::string(buf);
+        } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X') {
+            if (!v.is_number()) throw TemplateError(std::string("%d format: a real number is required, not ") + v.type_name());
+            std::snprintf(buf, sizeof(buf), (spec + "ll" + (conv == 'i' ? 'd' : conv)).c_str(),
+                          static_cast<long long>(v.is_float() ? int64_t(v.as_double()) : v.as_int()));
+            out += buf;
+        } else if (conv == 'f' || conv == 'F' || conv == 'e' || conv == 'g') {
+            if (!v.is_number()) throw TemplateError(std::string("must be real number, not ") + v.type_name());
+            std::snprintf(buf, sizeof(buf), (spec + conv).c_str(), v.as_double());
+            out += buf;
+        } else {
+            throw TemplateError(std::string("unsupported format character '") + conv + "'");
+        }
+    }
+    if (next < values.size()) throw TemplateError("not all arguments converted during string formatting");
+    return out;
+}
+
+}  // namespace surf::model::jinja
