@@ -222,6 +222,7 @@ struct AttentionPrefillParams {
     const int32_t* cu_seqlens_k = nullptr;  // [n_seq + 1]
     int64_t kv_stride = 0;
     int64_t n_seq = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+    int64_t q_stride = 0, out_stride = 0;
     int64_t max_seqlen_q = 0;     // ≥ every len_q(s): sizes the grid
     bool causal = true;
     float scale = 0.0f;
