@@ -31,19 +31,20 @@ def control_tokens():
 
 
 def training_corpus(seed):
-    """Self-contained varied text (no external files, so the tokenizer is reproducible): English-like prose from a
-    word list, seeded pseudo-words built from syllables (enough distinct merges for a 2k vocabulary), code, JSON
-    actions, numbers and non-ASCII lines (accents, CJK, Cyrillic, Greek, emoji) so byte-level merges of multi-byte
-    characters exist."""
+    """Self-contained varied text (no external files, so the tokenizer is reproducible): English-like prose
+    from a word list, seeded pseudo-words built from syllables (enough distinct merges for a 2k vocabulary),
+    code, JSON actions, numbers and non-ASCII lines (accents, CJK, Cyrillic, Greek, emoji) so byte-level
+    merges of multi-byte characters exist."""
     rng = random.Random(seed)
     words = ("the a of and to in is you that it for on are with as be this have from or by not but what all "
-             "web page button click image screen user assistant system describe picture colour red green blue "
-             "circle square tile model token layer state browser search result form field submit login navigate "
-             "scroll down up left right window tab open close text input value number price date weather sky "
+             "web page button click image screen user assistant system describe picture colour red green "
+             "blue circle square tile model token layer state browser search result form field submit login "
+             "navigate scroll down up left right window tab open close text input value number price date "
+             "weather sky "
              "detail careful agent answer briefly short note three things Paris London Tokyo "
              "café naïve résumé über straße").split()
-    syll = ("ka ri to me na su lo pe ti ra mo ne shi ku ba de fi go ha ji lu mi no pa qu se tu vi wa xe yo za "
-            "tion ing er an en on al or ar th st ch ph sk tr pl gr").split()
+    syll = ("ka ri to me na su lo pe ti ra mo ne shi ku ba de fi go ha ji lu mi no pa qu se tu vi wa xe yo "
+            "za tion ing er an en on al or ar th st ch ph sk tr pl gr").split()
     pseudo = ["".join(rng.choice(syll) for _ in range(rng.randint(1, 4))) for _ in range(1500)]
     texts = []
     for _ in range(4000):
@@ -52,13 +53,18 @@ def training_corpus(seed):
         s = s[0].upper() + s[1:] + rng.choice([".", "!", "?", ":", ";", ",", ".\n", "\n\n"])
         texts.append(s)
     for i in range(600):
-        texts.append(f"def {rng.choice(pseudo)}_{i}(x, y={rng.randint(0, 999)}):\n    return x * {rng.random():.4f} + y"
+        texts.append(f"def {rng.choice(pseudo)}_{i}(x, y={rng.randint(0, 999)}):\n"
+                     f"    return x * {rng.random():.4f} + y"
                      f"  # {rng.choice(pseudo)}\n")
-        texts.append(f"{{\"action\": \"click\", \"x\": {rng.randint(0, 1000)}, \"y\": {rng.randint(0, 1000)}}}")
-        texts.append(f"<SPECIAL_11>User\n{rng.choice(pseudo).capitalize()} {rng.randint(0, 99999)} items cost "
-                     f"${rng.randint(1, 999)}.{rng.randint(0, 99):02d} on {rng.randint(1, 28)}/{rng.randint(1, 12)}.")
-    texts += ["日本語のテキストと漢字。画像を説明してください。", "中文文本，图像描述。请点击按钮。", "Ελληνικά κείμενα και εικόνες",
-              "Русский текст о картинке и кнопке", "emoji 🙂🚀👍 ok", "tab\tand\r\nCRLF lines\n\n\n",
+        texts.append(f"{{\"action\": \"click\", \"x\": {rng.randint(0, 1000)}, "
+                     f"\"y\": {rng.randint(0, 1000)}}}")
+        texts.append(f"<SPECIAL_11>User\n{rng.choice(pseudo).capitalize()} {rng.randint(0, 99999)} items "
+                     f"cost "
+                     f"${rng.randint(1, 999)}.{rng.randint(0, 99):02d} on {rng.randint(1, 28)}/"
+                     f"{rng.randint(1, 12)}.")
+    texts += ["日本語のテキストと漢字。画像を説明してください。", "中文文本，图像描述。请点击按钮。",
+              "Ελληνικά κείμενα και εικόνες", "Русский текст о картинке и кнопке", "emoji 🙂🚀👍 ok",
+              "tab\tand\r\nCRLF lines\n\n\n",
               "Ünïcödé àccénts: ç ñ ø å ß œ"] * 40
     return texts
 
@@ -78,7 +84,8 @@ def build_tokenizer(text_vocab, seed):
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(training_corpus(seed), trainer=trainer)
     if tok.get_vocab_size() != text_vocab:
-        raise RuntimeError(f"BPE trained {tok.get_vocab_size()} tokens, wanted {text_vocab}: enlarge the corpus")
+        raise RuntimeError(f"BPE trained {tok.get_vocab_size()} tokens, wanted {text_vocab}: "
+                           "enlarge the corpus")
     from tokenizers import AddedToken
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in IMAGE_TOKENS])
     j = json.loads(tok.to_str())
@@ -103,9 +110,9 @@ def build_tokenizer(text_vocab, seed):
     return j, ids
 
 
-# Written when prompts/chat_template_nemotron_nano_v2_vl.jinja does not exist. Follows spec §6.2 (Megatron
-# nemotron-h-5p5-reasoning inference format). All output comes from {{ }} expressions with explicit "\n", so the
-# result does not depend on trim_blocks/lstrip_blocks. Images in list content render as "<image>\n".
+# Used when prompts/chat_template_nemotron_nano_v2_vl.jinja does not exist. Follows spec §6.2 (Megatron
+# nemotron-h-5p5-reasoning inference format). All output comes from {{ }} expressions with explicit "\n", so
+# the result does not depend on trim_blocks/lstrip_blocks. Images in list content render as "<image>\n".
 FALLBACK_CHAT_TEMPLATE = (
     "{%- set ns = namespace(system='', reasoning=true) -%}"
     "{%- if messages and messages[0]['role'] == 'system' -%}"
@@ -115,8 +122,10 @@ FALLBACK_CHAT_TEMPLATE = (
     "{%- for m in loop_messages -%}"
     "{%- if m['role'] == 'user' and m['content'] is string and '/no_think' in m['content'] -%}"
     "{%- set ns.reasoning = false -%}{%- endif -%}{%- endfor -%}"
-    "{%- if enable_thinking is defined and not enable_thinking -%}{%- set ns.reasoning = false -%}{%- endif -%}"
-    "{{- '<SPECIAL_10>System\\n' + (ns.system | replace('/no_think', '') | replace('/think', '') | trim) + '\\n' -}}"
+    "{%- if enable_thinking is defined and not enable_thinking -%}"
+    "{%- set ns.reasoning = false -%}{%- endif -%}"
+    "{{- '<SPECIAL_10>System\\n' + (ns.system | replace('/no_think', '') | replace('/think', '') | trim)"
+    " + '\\n' -}}"
     "{%- for m in loop_messages -%}"
     "{%- if m['content'] is string -%}{%- set content = m['content'] -%}"
     "{%- else -%}{%- set content = namespace(s='') -%}"
@@ -174,9 +183,10 @@ def candidate_grids(max_num, min_num=1):
     return sorted(grids, key=lambda g: g[0] * g[1])
 
 
-SPEC_GRID_ORDER_12 = [(1, 1), (1, 2), (2, 1), (3, 1), (1, 3), (2, 2), (4, 1), (1, 4), (5, 1), (1, 5), (1, 6), (6, 1),
-                      (3, 2), (2, 3), (7, 1), (1, 7), (4, 2), (2, 4), (1, 8), (8, 1), (1, 9), (3, 3), (9, 1), (2, 5),
-                      (5, 2), (10, 1), (1, 10), (11, 1), (1, 11), (12, 1), (3, 4), (4, 3), (1, 12), (6, 2), (2, 6)]
+SPEC_GRID_ORDER_12 = [(1, 1), (1, 2), (2, 1), (3, 1), (1, 3), (2, 2), (4, 1), (1, 4), (5, 1), (1, 5),
+                      (1, 6), (6, 1), (3, 2), (2, 3), (7, 1), (1, 7), (4, 2), (2, 4), (1, 8), (8, 1),
+                      (1, 9), (3, 3), (9, 1), (2, 5), (5, 2), (10, 1), (1, 10), (11, 1), (1, 11), (12, 1),
+                      (3, 4), (4, 3), (1, 12), (6, 2), (2, 6)]
 
 
 def pick_grid(width, height, grids, tile):

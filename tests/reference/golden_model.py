@@ -1,5 +1,6 @@
-"""Model side of the golden fixtures: HF NemotronH + RadioModel + a hand-made mlp1, weight init, the renames to the
-real checkpoint layout, the composed VL forward, and independent self-checks. See make_golden.py's docstring."""
+"""Model side of the golden fixtures: HF NemotronH + RadioModel + a hand-made mlp1, weight init, the renames
+to the real checkpoint layout, the composed VL forward, and independent self-checks. See make_golden.py's
+docstring."""
 
 import math
 
@@ -10,7 +11,7 @@ from torch import nn
 PATTERN_KIND = {"M": "mamba", "*": "attention", "-": "mlp"}
 
 
-# ---------------------------------------------------------------------------------------------- configs
+# ------------------------------------------------------------------------------------- configs
 
 def llm_config_dict(s, ids):
     """llm_config with the field names of the real Nemotron-H config (spec §1.1)."""
@@ -61,7 +62,8 @@ def llm_config_dict(s, ids):
 
 
 def vision_config_dict(s, norm_mean, norm_std):
-    """RADIO config with both the original `args` form and HF RadioConfig-style explicit fields (spec §3.1, §9)."""
+    """RADIO config with both the original `args` form and HF RadioConfig-style explicit fields (spec §3.1,
+    §9)."""
     n_cls, reg_mult = s["vit_n_cls"], s["vit_register_multiple"]
     n_reg = reg_mult - (n_cls % reg_mult)  # RADIO cls_token.py rule (spec §4.4)
     return {
@@ -103,14 +105,15 @@ def build_models(llm_cfg, vis_cfg, vl):
     llm = NemotronHForCausalLM(cfg).eval()
     rcfg = RadioConfig(hidden_size=vis_cfg["hidden_size"], num_hidden_layers=vis_cfg["num_hidden_layers"],
                        num_attention_heads=vis_cfg["num_attention_heads"], mlp_ratio=4.0, hidden_act="gelu",
-                       layer_norm_eps=vis_cfg["layer_norm_eps"], patch_size=16, image_size=vl["force_image_size"],
-                       max_img_size=vis_cfg["max_img_size"], num_cls_tokens=vis_cfg["num_cls_tokens"],
-                       num_registers=vis_cfg["num_registers"], summary_idxs=list(range(vis_cfg["num_cls_tokens"])),
+                       layer_norm_eps=vis_cfg["layer_norm_eps"], patch_size=16,
+                       image_size=vl["force_image_size"], max_img_size=vis_cfg["max_img_size"],
+                       num_cls_tokens=vis_cfg["num_cls_tokens"], num_registers=vis_cfg["num_registers"],
+                       summary_idxs=list(range(vis_cfg["num_cls_tokens"])),
                        norm_mean=vis_cfg["norm_mean"], norm_std=vis_cfg["norm_std"], layerscale_value=1.0)
     rcfg._attn_implementation = "eager"
     radio = RadioModel(rcfg).eval()
-    # Pixels are normalised in preprocessing (vLLM, spec §5 step 7), so the tower's own conditioner is detached:
-    # normalisation is applied exactly once.
+    # Pixels are normalised in preprocessing (vLLM, spec §5 step 7), so the tower's own conditioner is
+    # detached: normalisation is applied exactly once.
     radio.make_preprocessor_external()
     c4 = vis_cfg["hidden_size"] * 4
     mlp1 = Mlp1(c4, vl["projector_hidden_size"], llm_cfg["hidden_size"]).eval()
@@ -135,7 +138,7 @@ class Mlp1(nn.Module):
         return self.fc2(torch.relu(h) ** 2)
 
 
-# ---------------------------------------------------------------------------------------------- init
+# ------------------------------------------------------------------------------------- init
 
 def _normal(gen, shape, std, mean=0.0):
     return torch.randn(shape, generator=gen) * std + mean
@@ -143,8 +146,9 @@ def _normal(gen, shape, std, mean=0.0):
 
 def init_weights(llm, radio, mlp1, gen, s):
     """Realistic scales: Linear ~ N(0, 1/fan_in), norms ~ 1 ± 0.1, A_log = log U(1,16), D ~ 1 ± 0.1,
-    dt_bias = softplus⁻¹(dt0) with dt0 log-uniform in [dt_lo, dt_hi]; the dt rows of in_proj are scaled down by
-    dt_row_scale so that dt = softplus(dt_raw + dt_bias) stays above HF's floor time_step_min (checked at run time)."""
+    dt_bias = softplus⁻¹(dt0) with dt0 log-uniform in [dt_lo, dt_hi]; the dt rows of in_proj are scaled down
+    by dt_row_scale so that dt = softplus(dt_raw + dt_bias) stays above HF's floor time_step_min (checked at
+    run time)."""
     with torch.no_grad():
         for name, p in llm.named_parameters():
             fan_in = p.shape[-1] if p.dim() >= 2 else 1
@@ -204,11 +208,12 @@ def round_to_bf16(*modules):
                 p.copy_(p.bfloat16().float())
 
 
-# ---------------------------------------------------------------------------------------------- renames (spec §9)
+# ------------------------------------------------------------------------------------- renames (spec §9)
 
 def checkpoint_state_dict(llm, radio, mlp1):
-    """HF internal names → real VL checkpoint names (spec §1.6, §3.2, §4.5). q,k,v are fused into attn.qkv rows
-    [q | k | v]; HF's layer_scale (all ones) is dropped; the RADIO buffers of the real checkpoint are kept."""
+    """HF internal names → real VL checkpoint names (spec §1.6, §3.2, §4.5). q,k,v are fused into attn.qkv
+    rows [q | k | v]; HF's layer_scale (all ones) is dropped; the RADIO buffers of the real checkpoint are
+    kept."""
     out = {}
     for name, t in llm.state_dict().items():
         if name.startswith("model."):
@@ -243,7 +248,8 @@ def checkpoint_state_dict(llm, radio, mlp1):
             assert torch.all(sd[h + n] == 1.0), "HF layer scale must stay 1.0"
             used.add(h + n)
     take("summary_idxs", "summary_idxs")
-    # The conditioner was detached (build_models), so its buffers are rebuilt from the config, as the checkpoint has them.
+    # The conditioner was detached (build_models): its buffers are rebuilt from the config, as the checkpoint
+    # has them.
     out[rp + "input_conditioner.norm_mean"] = torch.tensor(radio.config.norm_mean).view(3, 1, 1)
     out[rp + "input_conditioner.norm_std"] = torch.tensor(radio.config.norm_std).view(3, 1, 1)
     leftover = set(sd) - used
@@ -254,7 +260,7 @@ def checkpoint_state_dict(llm, radio, mlp1):
     return {k: v.detach().contiguous().clone() for k, v in out.items()}
 
 
-# ---------------------------------------------------------------------------------------------- VL forward
+# ------------------------------------------------------------------------------------- VL forward
 
 def pixel_shuffle_v2(x, scale=0.5):
     """vLLM/InternVL pixel_shuffle with ps_version v2: x [n, w, h, c] → [n, h·s, w·s, c/s²]."""
@@ -287,7 +293,8 @@ class LlmRun:
         for i, blk in enumerate(llm.model.layers):
             self.hooks.append(blk.register_forward_hook(self._block_hook(i)))
             if blk.block_type == "linear_attention":
-                self.hooks.append(blk.mixer.register_forward_pre_hook(self._dt_hook(blk.mixer), with_kwargs=True))
+                hook = self._dt_hook(blk.mixer)
+                self.hooks.append(blk.mixer.register_forward_pre_hook(hook, with_kwargs=True))
         self.hooks.append(llm.model.norm_f.register_forward_hook(self._norm_hook))
 
     def _block_hook(self, i):
@@ -313,9 +320,9 @@ class LlmRun:
 
 
 def extract_states(llm, cache, pattern):
-    """HF cache → fixture layout. conv: HF keeps the last K xBC inputs [1, conv_dim, K]; only the last K-1 matter
-    for the next token (the oldest column is overwritten before use), so state.conv = [conv_dim, K-1] oldest→newest.
-    ssm: [1,H,P,N] → [H,P,N]. KV: [1, n_kv, T, hd] → [T, n_kv, hd]."""
+    """HF cache → fixture layout. conv: HF keeps the last K xBC inputs [1, conv_dim, K]; only the last K-1
+    matter for the next token (the oldest column is overwritten before use), so state.conv = [conv_dim, K-1]
+    oldest→newest. ssm: [1,H,P,N] → [H,P,N]. KV: [1, n_kv, T, hd] → [T, n_kv, hd]."""
     st = {}
     k = llm.config.conv_kernel
     for i, ch in enumerate(pattern):
@@ -371,11 +378,12 @@ def margins(logits_steps):
     return res
 
 
-# ---------------------------------------------------------------------------------------------- self-checks
+# ------------------------------------------------------------------------------------- self-checks
 
 def manual_vit(ckpt, pixels, n_layers, n_heads, eps, patch=16):
-    """Independent RADIO forward from the renamed checkpoint tensors (spec §4): im2patch, embed, CPE bilinear resize
-    (align_corners=False, written out by hand), prefix tokens, pre-norm blocks with exact GELU, drop prefix."""
+    """Independent RADIO forward from the renamed checkpoint tensors (spec §4): im2patch, embed, CPE bilinear
+    resize (align_corners=False, written out by hand), prefix tokens, pre-norm blocks with exact GELU, drop
+    prefix."""
     rp = "vision_model.radio_model.model."
     x = pixels.double()
     n, c, hh, ww = x.shape
@@ -425,7 +433,8 @@ def manual_vit(ckpt, pixels, n_layers, n_heads, eps, patch=16):
 
 
 def check_pixel_shuffle(feats, shuffled):
-    """Spec §3.2 step 3 index map: out[t, ch] = X[i, j, c], t = (i//2)·(g/2) + j//2, ch = (i%2)·2C + (j%2)·C + c."""
+    """Spec §3.2 step 3 index map: out[t, ch] = X[i, j, c], t = (i//2)·(g/2) + j//2,
+    ch = (i%2)·2C + (j%2)·C + c."""
     n, n_patch, c = feats.shape
     g = int(round(math.sqrt(n_patch)))
     X = feats.reshape(n, g, g, c)
@@ -440,7 +449,8 @@ def check_pixel_shuffle(feats, shuffled):
 
 def manual_mamba(ckpt, layer, u, cfg, conv_init=None, ssm_init=None):
     """Token-by-token Mamba-2 mixer (spec §1.5, §2.1) in float64 from checkpoint tensors.
-    u: [T, D] = the block's normed input. Returns (y [T, D], conv_state [conv_dim, K-1], ssm_state [H,P,N])."""
+    u: [T, D] = the block's normed input. Returns (y [T, D], conv_state [conv_dim, K-1], ssm_state
+    [H,P,N])."""
     p = f"language_model.backbone.layers.{layer}.mixer."
     W = {k[len(p):]: v.double() for k, v in ckpt.items() if k.startswith(p)}
     H, P, N, G, K = cfg["mamba_num_heads"], cfg["mamba_head_dim"], cfg["ssm_state_size"], cfg["n_groups"], \
@@ -449,7 +459,10 @@ def manual_mamba(ckpt, layer, u, cfg, conv_init=None, ssm_init=None):
     zxbcdt = u.double() @ W["in_proj.weight"].T
     z, xbc, dt_raw = zxbcdt.split([d_inner, conv_dim, H], -1)
     T = u.shape[0]
-    hist = torch.zeros(K - 1, conv_dim, dtype=torch.float64) if conv_init is None else conv_init.double().T.clone()
+    if conv_init is None:
+        hist = torch.zeros(K - 1, conv_dim, dtype=torch.float64)
+    else:
+        hist = conv_init.double().T.clone()
     S = torch.zeros(H, P, N, dtype=torch.float64) if ssm_init is None else ssm_init.double().clone()
     A = -torch.exp(W["A_log"])
     w = W["conv1d.weight"][:, 0, :]  # [conv_dim, K]
@@ -478,11 +491,12 @@ def rel_err(a, b):
 
 
 def models_from_checkpoint(config, ckpt):
-    """Inverse of checkpoint_state_dict: rebuilds the HF models from a fixture folder's config.json and tensors
-    (upcast to fp32). Used to prove the saved files alone reproduce the expected outputs."""
+    """Inverse of checkpoint_state_dict: rebuilds the HF models from a fixture folder's config.json and
+    tensors (upcast to fp32). Used to prove the saved files alone reproduce the expected outputs."""
     llm_cfg, vis_cfg = config["llm_config"], config["vision_config"]
-    llm, radio, mlp1 = build_models(llm_cfg, vis_cfg, {"force_image_size": config["force_image_size"],
-                                                       "projector_hidden_size": config["projector_hidden_size"]})
+    vl = {"force_image_size": config["force_image_size"],
+          "projector_hidden_size": config["projector_hidden_size"]}
+    llm, radio, mlp1 = build_models(llm_cfg, vis_cfg, vl)
     t = {k: v.float() if v.is_floating_point() else v for k, v in ckpt.items()}
     sd = {}
     for k, v in t.items():

@@ -8,83 +8,87 @@ Needs:  torch (CPU), transformers 5.17 (NemotronH*, RadioModel), tokenizers, tor
 
 What it builds
 --------------
-Tiny random models IN THE REAL CHECKPOINT LAYOUT of nvidia/NVIDIA-Nemotron-Nano-12B-v2-VL (architecture
-NemotronH_Nano_VL_V2, spec /work/shared/spec/holotron.md): the LLM is HF `NemotronHForCausalLM`, the vision tower
-HF `RadioModel`, and the VL wrapper (which transformers does not have) is composed by hand exactly as spec §3.2:
-static tiling (§5) → RadioModel → drop the cls+register prefix rows → pixel shuffle v2 → mlp1 (RMSNorm → Linear →
-ReLU² → Linear, no biases) → the projected rows replace the `<image>` token embeddings, in order → NemotronH on
-inputs_embeds. Each fixture is a folder tests/fixtures/golden/<name>/ that looks like a model dir:
+Tiny random models IN THE REAL CHECKPOINT LAYOUT of
+nvidia/NVIDIA-Nemotron-Nano-12B-v2-VL (architecture NemotronH_Nano_VL_V2, spec /work/shared/spec/holotron.md):
+the LLM is HF `NemotronHForCausalLM`, the vision tower HF `RadioModel`, and the VL wrapper (which transformers
+does not have) is composed by hand exactly as spec §3.2: static tiling (§5) → RadioModel → drop the
+cls+register prefix rows → pixel shuffle v2 → mlp1 (RMSNorm → Linear → ReLU² → Linear, no biases) → the
+projected rows replace the `<image>` token embeddings, in order → NemotronH on inputs_embeds. Each fixture is
+a folder tests/fixtures/golden/<name>/ that looks like a model dir:
 
-  config.json               VL layout: llm_config (real Nemotron-H field names), vision_config (RADIO `args` AND
-                            HF RadioConfig-style explicit fields; explicit fields are authoritative, args.model is a
-                            made-up name), force_image_size, patch_size, downsample_ratio, ps_version, use_thumbnail,
-                            max_num_tiles, norm_mean/std, vit_hidden_size, projector_hidden_size, image token strings/ids
-  generation_config.json    eos_token_id [2, 12]
-  preprocessor_config.json  image_size, max_num_tiles, use_thumbnail, norm_mean/std
-  tokenizer.json            byte-level BPE trained here; ids 0..19 control tokens (<unk> <s> </s> <SPECIAL_3..19>),
-                            <think>=20 and </think>=21 (added, not special), then the BPE vocabulary, then <image>,
-                            <img>, </img> at text_vocab, +1, +2. It carries a BOS-adding post-processor that chat
-                            prompts must NOT use (tokenized with add_special_tokens=False, spec §6.1)
-  tokenizer_config.json     chat_template inside (prompts/chat_template_nemotron_nano_v2_vl.jinja if that exists at
-                            generation time, else the fallback written in golden_assets.py from spec §6.2)
-  image.png                 the raw input image
-  model.safetensors         (tiny_fp32)  or model-0000{1,2}-of-00002.safetensors + model.safetensors.index.json
-  expected.safetensors      reference inputs/outputs, below
-  manifest.json             generator, versions, seed, configs, prompts, min dt, self-check errors, sha256 of files
+  config.json: VL layout: llm_config (real Nemotron-H field names), vision_config (RADIO `args` AND HF
+      RadioConfig-style explicit fields; explicit fields are authoritative, args.model is a made-up name),
+      force_image_size, patch_size, downsample_ratio, ps_version, use_thumbnail, max_num_tiles, norm_mean/std,
+      vit_hidden_size, projector_hidden_size, image token strings/ids
+  generation_config.json: eos_token_id [2, 12]
+  preprocessor_config.json: image_size, max_num_tiles, use_thumbnail, norm_mean/std
+  tokenizer.json: byte-level BPE trained here; ids 0..19 control tokens (<unk> <s> </s> <SPECIAL_3..19>),
+      <think>=20 and </think>=21 (added, not special), then the BPE vocabulary, then <image>, <img>, </img> at
+      text_vocab, +1, +2. It carries a BOS-adding post-processor that chat prompts must NOT use (tokenized
+      with add_special_tokens=False, spec §6.1)
+  tokenizer_config.json: chat_template inside (prompts/chat_template_nemotron_nano_v2_vl.jinja if that exists
+      at generation time, else the fallback written in golden_assets.py from spec §6.2)
+  image.png: the raw input image
+  model.safetensors: (tiny_fp32)  or model-0000{1,2}-of-00002.safetensors + model.safetensors.index.json
+  expected.safetensors: reference inputs/outputs, below
+  manifest.json: generator, versions, seed, configs, prompts, min dt, self-check errors, sha256 of files
 
-expected.safetensors (float tensors F32, ids I64; T = prompt length, V = vocab rows):
-  input_ids [T]; pixel_values [n_tiles,3,S,S] (already normalised with norm_mean/std: do NOT apply the
-  input_conditioner buffers again); vision.features [n_tiles, n_patches, vit_hidden] (prefix rows dropped, before the
-  shuffle); vision.projected [n_tiles·tokens_per_tile, hidden]; embeds [T, hidden] (after the merge); layers.{i}
-  [T, hidden] (residual stream after block i, every i); norm_f [T, hidden]; logits [T, V]; greedy_tokens [32];
-  state.conv.{i} [conv_dim, K-1] and state.ssm.{i} [H, P, N] for every Mamba layer i, state.k.{i} / state.v.{i}
-  [T, n_kv_heads, head_dim] for every attention layer i, all after the prompt prefill; text.input_ids,
-  text.logits, text.greedy_tokens for a text-only chat prompt; small_bf16 only: bf16.logits [T, V] from HF run
-  natively in bfloat16 (vision, projector and LLM), for the looser bf16 threshold.
+expected.safetensors (float tensors F32, ids I64; T = prompt length, V = vocab rows): input_ids [T];
+pixel_values [n_tiles,3,S,S] (already normalised with norm_mean/std: do NOT apply the input_conditioner
+buffers again); vision.features [n_tiles, n_patches, vit_hidden] (prefix rows dropped, before the shuffle);
+vision.projected [n_tiles·tokens_per_tile, hidden]; embeds [T, hidden] (after the merge); layers.{i} [T,
+hidden] (residual stream after block i, every i); norm_f [T, hidden]; logits [T, V]; greedy_tokens [32];
+state.conv.{i} [conv_dim, K-1] and state.ssm.{i} [H, P, N] for every Mamba layer i, state.k.{i} / state.v.{i}
+[T, n_kv_heads, head_dim] for every attention layer i, all after the prompt prefill; text.input_ids,
+text.logits, text.greedy_tokens for a text-only chat prompt; small_bf16 only: bf16.logits [T, V] from HF run
+natively in bfloat16 (vision, projector and LLM), for the looser bf16 threshold.
 
 Choices (and why)
 -----------------
-* dt floor: HF 5.17's Mamba mixer clamps dt = softplus(dt_raw + dt_bias) at time_step_min = 0.001 in the chunked
-  (prefill) path; vLLM applies no clamp; the decode path clamps nothing. We keep every dt above the floor instead of
-  changing HF: dt_bias = softplus⁻¹(dt0), dt0 log-uniform in [dt_lo, dt_hi], and the dt rows of in_proj are scaled
-  down (dt_row_scale). Forward pre-hooks on every mixer recompute dt for every token of every run (prefill and each
-  decode step) and the script asserts min dt > 0.001; the minimum is in manifest.json ("min_dt"). So the clamp is a
-  no-op and an engine that follows vLLM (no clamp) must match. config.json has no time_step_limit (= no clamp).
-* Conv-state layout: HF's cache keeps the last K pre-conv xBC inputs as [1, conv_dim, K]; the oldest column is never
-  used again (decode concatenates and keeps the last K). The fixture stores the last K-1 as [conv_dim, K-1],
-  oldest → newest (spec §2.1), i.e. HF[0, :, 1:]. Checked against a float64 token-by-token recurrence.
+* dt floor: HF 5.17's Mamba mixer clamps dt = softplus(dt_raw + dt_bias) at time_step_min = 0.001 in the
+  chunked (prefill) path; vLLM applies no clamp; the decode path clamps nothing. We keep every dt above the
+  floor instead of changing HF: dt_bias = softplus⁻¹(dt0), dt0 log-uniform in [dt_lo, dt_hi], and the dt rows
+  of in_proj are scaled down (dt_row_scale). Forward pre-hooks on every mixer recompute dt for every token of
+  every run (prefill and each decode step) and the script asserts min dt > 0.001; the minimum is in
+  manifest.json ("min_dt"). So the clamp is a no-op and an engine that follows vLLM (no clamp) must match.
+  config.json has no time_step_limit (= no clamp).
+* Conv-state layout: HF's cache keeps the last K pre-conv xBC inputs as [1, conv_dim, K]; the oldest column is
+  never used again (decode concatenates and keeps the last K). The fixture stores the last K-1 as [conv_dim,
+  K-1], oldest → newest (spec §2.1), i.e. HF[0, :, 1:]. Checked against a float64 token-by-token recurrence.
 * SSM state: HF [1, H, P, N] → [H, P, N] (fp32). KV: HF [1, n_kv, T, hd] → [T, n_kv, hd]. No RoPE anywhere.
-* CPE: RadioModel resizes the stored pos_embed grid (max_img_size/16 per side, larger than the tile grid) to the tile
-  grid with F.interpolate(bilinear, align_corners=False), as RADIO eval and vLLM do (spec §4.3). The manual ViT
-  self-check re-derives the bilinear weights by hand.
+* CPE: RadioModel resizes the stored pos_embed grid (max_img_size/16 per side, larger than the tile grid) to
+  the tile grid with F.interpolate(bilinear, align_corners=False), as RADIO eval and vLLM do (spec §4.3). The
+  manual ViT self-check re-derives the bilinear weights by hand.
 * Renames (spec §9): model.* → language_model.backbone.*, lm_head → language_model.lm_head; RADIO:
   embeddings.patch_projection → model.patch_generator.embedder, embeddings.position_embedding →
   model.patch_generator.pos_embed, embeddings.cls_register_token → model.patch_generator.cls_token.token,
   encoder.layer.{i}.attention.attention.{query,key,value} → model.blocks.{i}.attn.qkv (rows q|k|v),
   attention.output.dense → attn.proj, norm1/norm2/mlp.fc1/mlp.fc2 unchanged under model.blocks.{i}; HF's
   layer_scale{1,2} must be 1.0 and are not saved. The checkpoint's RADIO buffers are saved too, as the real
-  checkpoint has them: vision_model.radio_model.summary_idxs (I64) and input_conditioner.norm_mean/norm_std [3,1,1]
-  (unused: pixels are normalised in preprocessing). mlp1.{0,1,3}.weight hold the projector.
+  checkpoint has them: vision_model.radio_model.summary_idxs (I64) and input_conditioner.norm_mean/norm_std
+  [3,1,1] (unused: pixels are normalised in preprocessing). mlp1.{0,1,3}.weight hold the projector.
 * Prompts: rendered with the chat template (jinja2 sandbox, as HF apply_chat_template; cross-checked against
-  transformers' tokenizer loaded from the fixture folder), `<image>` expanded to `<img>` + `<image>`×(tiles·tokens)
-  + `</img>`, tokenized without BOS. The image prompt is longer than chunk_size and not a multiple of it, so the
-  chunked prefill crosses chunk boundaries with a ragged tail.
-* Precision: tiny_fp32 is fp32 end to end. small_bf16 stores bf16 weights; its main outputs are fp32 math on the
-  bf16 weights upcast to fp32 (what the CPU engine does), so greedy tokens must match exactly. bf16.logits is HF
-  natively in bfloat16 (pixels cast to bf16 as vLLM does).
-* Greedy: 32 new tokens through HF's cached decode path (conv update, SSM recurrence, KV append), no early stop.
-  Every step's top-1 − top-2 margin must exceed MARGIN = 2e-3·max|logit| (image and text case), else the next
-  seed is tried (the FIXTURES seeds are the first that pass, so a re-run needs no search); the tokens are also
-  re-derived by a cache-free teacher-forced forward.
+  transformers' tokenizer loaded from the fixture folder), `<image>` expanded to `<img>` +
+  `<image>`×(tiles·tokens) + `</img>`, tokenized without BOS. The image prompt is longer than chunk_size and
+  not a multiple of it, so the chunked prefill crosses chunk boundaries with a ragged tail.
+* Precision: tiny_fp32 is fp32 end to end. small_bf16 stores bf16 weights; its main outputs are fp32 math on
+  the bf16 weights upcast to fp32 (what the CPU engine does), so greedy tokens must match exactly. bf16.logits
+  is HF natively in bfloat16 (pixels cast to bf16 as vLLM does).
+* Greedy: 32 new tokens through HF's cached decode path (conv update, SSM recurrence, KV append), no early
+  stop. Every step's top-1 − top-2 margin must exceed MARGIN = 2e-3·max|logit| (image and text case), else the
+  next seed is tried (the FIXTURES seeds are the first that pass, so a re-run needs no search); the tokens are
+  also re-derived by a cache-free teacher-forced forward.
 * bf16.logits vs logits (fp32 math on the same bf16 weights) differ by max|Δ|/max|ref| ≈ 2.7e-2 on small_bf16
-  (manifest self_checks.bf16_vs_fp32_logits_rel): HF's native bf16 keeps the residual stream and activations in
-  bf16. An fp32-math engine should be compared with `logits`; bf16.logits needs a threshold above that number.
-* The tokenizer is trained on a self-contained seeded corpus (golden_assets.training_corpus), so it depends only
-  on the seed. The prompt length must exceed chunk_size and not be a multiple of it; else the next seed is tried.
+  (manifest self_checks.bf16_vs_fp32_logits_rel): HF's native bf16 keeps the residual stream and activations
+  in bf16. An fp32-math engine should be compared with `logits`; bf16.logits needs a threshold above that
+  number.
+* The tokenizer is trained on a self-contained seeded corpus (golden_assets.training_corpus), so it depends
+  only on the seed. The prompt length must exceed chunk_size and not be a multiple of it; else the next seed
+  is tried.
 * Shapes are chosen so that no two weight matrices of a block are confusable by transposition in small_bf16
   (attention q dim 8·40 = 320 ≠ hidden 256; mamba head_dim 24 with 3 heads per group; projector hidden 320).
-* Self-checks (errors recorded in manifest.json): manual float64 ViT vs RadioModel features; pixel shuffle vs the
-  spec's index map; each Mamba layer vs a float64 token-by-token recurrence (output, conv and SSM state);
+* Self-checks (errors recorded in manifest.json): manual float64 ViT vs RadioModel features; pixel shuffle vs
+  the spec's index map; each Mamba layer vs a float64 token-by-token recurrence (output, conv and SSM state);
   prefill(N) vs prefill(k) + prefill(N−k) with k inside a chunk (logits and every state); cached greedy vs
   teacher forcing; tokenizer ids vs transformers' PreTrainedTokenizerFast.
 """
@@ -135,12 +139,14 @@ FIXTURES = {
 
 IMAGE_MESSAGES = [
     {"role": "system", "content": "You are Surfer, a careful web agent. Answer briefly. /no_think"},
-    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Describe this image in detail, then say which button to click."}]},
+    {"role": "user", "content": [
+        {"type": "image"},
+        {"type": "text", "text": "Describe this image in detail, then say which button to click."}]},
 ]
 TEXT_MESSAGES = [
     {"role": "system", "content": "You are a helpful assistant. /no_think"},
-    {"role": "user", "content": "Write a short note about the weather in Paris and the colour of the sky today, "
-                                "then list three things to click on the page."},
+    {"role": "user", "content": "Write a short note about the weather in Paris and the colour of the sky "
+                                "today, then list three things to click on the page."},
 ]
 
 
@@ -248,7 +254,8 @@ def run_case(llm, embeds, pattern):
 
 @torch.no_grad()
 def teacher_forced_check(llm, embeds, toks):
-    """Cache-free forward over prompt + greedy tokens: argmax at each position must reproduce the greedy tokens."""
+    """Cache-free forward over prompt + greedy tokens: the argmax at each position must reproduce the greedy
+    tokens."""
     emb_new = llm.model.embeddings(torch.tensor(toks[:-1]))
     full = torch.cat([embeds, emb_new], 0)
     lg = llm(inputs_embeds=full[None], use_cache=False, logits_to_keep=0).logits[0]
@@ -330,7 +337,7 @@ def generate(name, s, out_root, seed):
         check_with_transformers(tmp, rendered, text_rendered, prompt_text, input_ids, text_ids)
         T = len(input_ids)
         if T <= s["chunk"] or T % s["chunk"] == 0:  # the tokenizer depends on the seed
-            raise SeedRejected(f"prompt length {T} must exceed chunk {s['chunk']} and not be a multiple of it")
+            raise SeedRejected(f"prompt length {T} must exceed chunk {s['chunk']} and not be a multiple")
 
         # ---- reference forward (fp32 math)
         with torch.no_grad():
@@ -384,8 +391,8 @@ def generate(name, s, out_root, seed):
         save_file({k: (v.long() if v.dtype in (torch.int32, torch.int64) else v.float()).contiguous()
                    for k, v in expected.items()}, os.path.join(tmp, "expected.safetensors"),
                   metadata={"format": "pt"})
-        manifest = make_manifest(name, s, seed, config, template_src, rendered, prompt_text, text_rendered, grid,
-                                 n_tiles, tpt, T, len(text_ids), min_dt, min_margin, res, text_res,
+        manifest = make_manifest(name, s, seed, config, template_src, rendered, prompt_text, text_rendered,
+                                 grid, n_tiles, tpt, T, len(text_ids), min_dt, min_margin, res, text_res,
                                  dict(vit_features_rel=vit_err, mamba_manual_rel=mamba_err,
                                       split_prefill_rel=split_err, split_prefill_k=k, **extra), tmp)
         manifest["self_checks"]["reload_from_files_rel"] = reload_check(tmp)
@@ -403,8 +410,8 @@ def generate(name, s, out_root, seed):
 
 @torch.no_grad()
 def reload_check(folder):
-    """Rebuilds the models from the folder's config.json + safetensors only, reruns the VL prefill, and compares with
-    expected.safetensors: proves the renames, the sharding and the config are complete."""
+    """Rebuilds the models from the folder's config.json + safetensors only, reruns the VL prefill and
+    compares with expected.safetensors: proves the renames, the sharding and the config are complete."""
     from safetensors.torch import load_file
     with open(os.path.join(folder, "config.json")) as f:
         config = json.load(f)
@@ -454,8 +461,8 @@ def check_with_transformers(folder, rendered, text_rendered, prompt_text, input_
     assert hf.decode(input_ids) == prompt_text, "tokenizer does not round-trip the prompt"
 
 
-def make_manifest(name, s, seed, config, template_src, rendered, prompt_text, text_rendered, grid, n_tiles, tpt, T,
-                  T_text, min_dt, min_margin, res, text_res, checks, folder):
+def make_manifest(name, s, seed, config, template_src, rendered, prompt_text, text_rendered, grid, n_tiles,
+                  tpt, T, T_text, min_dt, min_margin, res, text_res, checks, folder):
     import PIL
     import safetensors
     import tokenizers
@@ -510,7 +517,8 @@ def main():
             raise SystemExit(f"{name}: no seed gave comfortable greedy margins")
         size = sum(os.path.getsize(os.path.join(args.out, name, f)) for f in m["sha256"])
         print(f"{name}: seed {seed}, T={m['prompt']['n_tokens']} (text {m['text_prompt']['n_tokens']}), "
-              f"tiles {m['image']['n_tiles']}, min dt {m['min_dt']:.4g}, min margin {m['greedy']['min_margin_rel']:.3g}, "
+              f"tiles {m['image']['n_tiles']}, min dt {m['min_dt']:.4g}, "
+              f"min margin {m['greedy']['min_margin_rel']:.3g}, "
               f"checks {m['self_checks']}, {size / 1e6:.2f} MB")
 
 
