@@ -184,7 +184,6 @@ void TokenConstraint::walk(uint32_t trie_node, const std::vector<GrammarStack>& 
                            uint32_t* mask) const {
     const Grammar& g = schema_->grammar;
     const TokenIndex& ix = *index_;
-    if (scratch_.size() <= depth) scratch_.resize(depth + 1);
     const TokenIndex::Node& n = ix.node(trie_node);
     for (uint32_t e = n.edge_begin; e < n.edge_end; ++e) {
         std::vector<GrammarStack>& next = scratch_[depth];
@@ -206,6 +205,8 @@ void TokenConstraint::fill_allowed(uint32_t* mask) const {
     std::fill(mask, mask + ix.mask_words(), 0u);
     if (ended_) return;
     const Grammar& g = schema_->grammar;
+    // One scratch level per trie depth, sized up front: walk() holds references into it while recursing.
+    if (scratch_.size() < ix.max_token_bytes() + 1) scratch_.resize(ix.max_token_bytes() + 1);
     std::vector<GrammarStack> single(1), parents;
     for (const GrammarStack& s : matcher_.stacks()) {
         if (s.empty()) continue;
