@@ -1,0 +1,294 @@
+// Token sampling on the GPU, one block per row, reproducing model/sampler.h's sample_token draw for draw.
+// The CPU sorts candidates (logit desc, id asc); here every "position in sorted order" question is
+// answered without sorting, by radix selection on an order-preserving 32-bit key of the logit:
+//   select(weight, target): the first candidate in sorted order whose cumulative weight reaches target,
+// found with four 8-bit digit passes (weight histograms per digit, scanned from the top) plus one pass
+// that orders the exactly-equal logits by id. weight = 1 gives the top_k cut; weight = the softmax mass
+// exp(l/T − top) gives the top_p cut and the inverse-CDF draw at u·total. Masses are fp64 like the CPU.
+#include <cfloat>
+
+#include "kernels/cuda/common.cuh"
+
+namespace surf::kernels::cuda {
+
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kWarps = kThreads / 32;
+
+struct Row {
+    const float* logits;
+    const uint32_t* allowed;
+    int64_t vocab;
+    float inv_t, top;
+};
+
+// First candidate of the sorted order that is *not* kept: elements (key, id) with key > b.key, or equal
+// key and id ≤ b.id, are inside the boundary.
+struct Bound {
+    uint32_t key;
+    int32_t id;
+};
+
+struct Shared {
+    double hist[256];
+    double dred[kWarps];
+    int ired[kWarps];
+    float fred[kWarps];
+    int32_t idred[kWarps];
+    // select() results, written by thread 0
+    uint32_t prefix, mask;
+    double before, target;
+    bool strict;
+    int32_t m;       // 1-based rank among the ties of the selected key
+    int32_t sel_id;
+    double sel_cum;  // cumulative weight up to and including the selected element
+};
+
+__device__ __forceinline__ bool is_allowed(const Row& r, int64_t i) {
+    return r.allowed == nullptr || ((r.allowed[i >> 5] >> (i & 31)) & 1u);
+}
+// A sampling candidate: allowed, not NaN, not −inf (as sample_token).
+__device__ __forceinline__ bool candidate(const Row& r, int64_t i, float& v) {
+    v = r.logits[i];
+    return is_allowed(r, i) && !isnan(v) && v > -INFINITY;
+}
+__device__ __forceinline__ uint32_t order_key(float v) {
+    if (v == 0.0f) v = 0.0f;  // −0 == +0 for the CPU comparison
+    const uint32_t u = __float_as_uint(v);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ bool inside(uint32_t key, int32_t id, const Bound& b) {
+    return key > b.key || (key == b.key && id <= b.id);
+}
+__device__ __forceinline__ double mass(const Row& r, float v) {
+    // Same float rounding as the CPU's `logit * inv_t - top` (no contraction into an fma).
+    return exp(static_cast<double>(__fsub_rn(__fmul_rn(v, r.inv_t), r.top)));
+}
+__device__ __forceinline__ bool crosses(double cum, double target, bool strict) {
+    return strict ? cum > target : cum >= target;
+}
+
+__device__ double block_sum_d(double v, Shared& sh) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) sh.dred[threadIdx.x >> 5] = v;
+    __syncthreads();
+    double total = 0.0;
+    for (int w = 0; w < kWarps; ++w) total += sh.dred[w];
+    return total;
+}
+
+// Exclusive prefix of per-thread counts across the block; returns the block total via `total`.
+__device__ int block_exclusive_scan(int c, Shared& sh, int& total) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int incl = c;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int n = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += n;
+    }
+    __syncthreads();
+    if (lane == 31) sh.ired[warp] = incl;
+    __syncthreads();
+    int before = 0;
+    total = 0;
+    for (int w = 0; w < kWarps; ++w) {
+        if (w < warp) before += sh.ired[w];
+        total += sh.ired[w];
+    }
+    return before + incl - c;
+}
+
+// The first element of the kept set (candidates inside `bound`) in sorted order whose cumulative weight
+// crosses `target`; falls back to the last kept element when rounding leaves the target unreached.
+// Returns its id; sh.sel_cum holds the cumulative weight through it.
+__device__ int32_t select(const Row& r, const Bound& bound, bool use_mass, double target, bool strict, Shared& sh) {
+    if (threadIdx.x == 0) {
+        sh.prefix = 0;
+        sh.mask = 0;
+        sh.before = 0.0;
+        sh.target = target;
+        sh.strict = strict;
+    }
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int i = threadIdx.x; i < 256; i += kThreads) sh.hist[i] = 0.0;
+        __syncthreads();
+        const uint32_t prefix = sh.prefix, mask = sh.mask;
+        for (int64_t i = threadIdx.x; i < r.vocab; i += kThreads) {
+            float v;
+            if (!candidate(r, i, v)) continue;
+            const uint32_t key = order_key(v);
+            if ((key & mask) != prefix || !inside(key, static_cast<int32_t>(i), bound)) continue;
+            atomicAdd(&sh.hist[(key >> shift) & 255u], use_mass ? mass(r, v) : 1.0);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            double acc = sh.before;
+            int chosen = -1, last_nonempty = -1;
+            for (int d = 255; d >= 0; --d) {
+                if (sh.hist[d] == 0.0) continue;
+                last_nonempty = d;
+                if (crosses(acc + sh.hist[d], sh.target, sh.strict)) {
+                    chosen = d;
+                    break;
+                }
+                acc += sh.hist[d];
+            }
+            if (chosen < 0) {  // target beyond the total (rounding): take the very last element
+                chosen = last_nonempty;
+                acc -= sh.hist[chosen];
+                sh.target = acc + sh.hist[chosen];
+                sh.strict = false;
+            }
+            sh.before = acc;
+            sh.prefix |= static_cast<uint32_t>(chosen) << shift;
+            sh.mask |= 255u << shift;
+        }
+        __syncthreads();
+    }
+    // Ties: every element with the selected key has the same weight; the crossing is at rank m by id.
+    const uint32_t key_sel = sh.prefix;
+    const int64_t per = (r.vocab + kThreads - 1) / kThreads;
+    const int64_t lo = threadIdx.x * per, hi = min(r.vocab, lo + per);
+    int count = 0;
+    double w = 0.0;
+    for (int64_t i = lo; i < hi; ++i) {
+        float v;
+        if (candidate(r, i, v) && order_key(v) == key_sel && inside(key_sel, static_cast<int32_t>(i), bound)) {
+            if (count == 0) w = use_mass ? mass(r, v) : 1.0;
+            ++count;
+        }
+    }
+    int n_ties = 0;
+    const int before_me = block_exclusive_scan(count, sh, n_ties);
+    if (count > 0 && before_me == 0) {
+        // The first tie-holding thread decides the rank (all ties share w).
+        int m = 1;
+        while (m < n_ties && !crosses(sh.before + m * w, sh.target, sh.strict)) ++m;
+        sh.m = m;
+        sh.sel_cum = sh.before + m * w;
+    }
+    __syncthreads();
+    const int m = sh.m;
+    if (count > 0 && before_me < m && m <= before_me + count) {
+        int k = before_me;
+        for (int64_t i = lo; i < hi; ++i) {
+            float v;
+            if (candidate(r, i, v) && order_key(v) == key_sel && inside(key_sel, static_cast<int32_t>(i), bound)) {
+                if (++k == m) {
+                    sh.sel_id = static_cast<int32_t>(i);
+                    break;
+                }
+            }
+        }
+    }
+    __syncthreads();
+    return sh.sel_id;
+}
+
+__device__ __forceinline__ float counter_uniform(uint64_t seed, uint64_t step) {
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (step + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+}
+
+__global__ void __launch_bounds__(kThreads) sample_kernel(SamplingParams p, int64_t logits_stride) {
+    __shared__ Shared sh;
+    const int64_t row = blockIdx.x;
+    Row r{p.logits + row * logits_stride, p.allowed ? p.allowed + row * p.allowed_stride : nullptr, p.vocab, 1.0f, 0.0f};
+    const float temperature = p.temperature[row];
+    const int32_t top_k = p.top_k ? p.top_k[row] : 0;
+    const float top_p = p.top_p ? p.top_p[row] : 1.0f;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+    // Best (value, id): larger value, then smaller id. Greedy admits −inf; sampling does not.
+    const bool greedy = temperature == 0.0f || top_k == 1;
+    float best_v = -INFINITY;
+    int32_t best_id = INT32_MAX;
+    int n_valid = 0;
+    for (int64_t i = threadIdx.x; i < p.vocab; i += kThreads) {
+        const float v = r.logits[i];
+        if (!is_allowed(r, i) || isnan(v)) continue;
+        if (!greedy && v == -INFINITY) continue;
+        ++n_valid;
+        if (v > best_v || best_id == INT32_MAX) {  // ids rise within a thread: first maximum kept
+            best_v = v;
+            best_id = static_cast<int32_t>(i);
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, best_v, o);
+        const int32_t oid = __shfl_xor_sync(0xffffffffu, best_id, o);
+        if (oid != INT32_MAX && (best_id == INT32_MAX || ov > best_v || (ov == best_v && oid < best_id))) {
+            best_v = ov;
+            best_id = oid;
+        }
+    }
+    if (lane == 0) {
+        sh.fred[warp] = best_v;
+        sh.idred[warp] = best_id;
+    }
+    int total_valid = 0;
+    block_exclusive_scan(n_valid, sh, total_valid);  // also orders the fred/idred writes
+    if (threadIdx.x == 0) {
+        for (int w = 0; w < kWarps; ++w) {
+            const int32_t oid = sh.idred[w];
+            const float ov = sh.fred[w];
+            if (oid != INT32_MAX && (best_id == INT32_MAX || ov > best_v || (ov == best_v && oid < best_id))) {
+                best_v = ov;
+                best_id = oid;
+            }
+        }
+        sh.sel_id = best_id;
+        sh.fred[0] = best_v;
+    }
+    __syncthreads();
+    best_id = sh.sel_id;
+    best_v = sh.fred[0];
+    if (greedy || best_id == INT32_MAX) {
+        if (threadIdx.x == 0) p.tokens[row] = best_id == INT32_MAX ? -1 : best_id;
+        return;
+    }
+    r.inv_t = 1.0f / temperature;
+    r.top = __fmul_rn(best_v, r.inv_t);
+
+    Bound bound{0u, INT32_MAX};  // every candidate (any finite or +inf logit has key > 0)
+    if (top_k > 0 && top_k < total_valid) {
+        const int32_t id = select(r, bound, false, static_cast<double>(top_k), false, sh);
+        bound = {order_key(r.logits[id]), id};
+    }
+    double total = 0.0;
+    for (int64_t i = threadIdx.x; i < p.vocab; i += kThreads) {
+        float v;
+        if (candidate(r, i, v) && inside(order_key(v), static_cast<int32_t>(i), bound)) total += mass(r, v);
+    }
+    total = block_sum_d(total, sh);
+    if (top_p < 1.0f) {
+        const int32_t id = select(r, bound, true, static_cast<double>(top_p) * total, false, sh);
+        bound = {order_key(r.logits[id]), id};
+        total = sh.sel_cum;
+    }
+    const double u = static_cast<double>(counter_uniform(p.seed[row], p.step[row])) * total;
+    const int32_t id = select(r, bound, true, u, true, sh);
+    if (threadIdx.x == 0) p.tokens[row] = id;
+}
+
+}  // namespace
+
+void sample_tokens(const SamplingParams& p, cudaStream_t stream) {
+    SURF_CHECK(p.logits && p.temperature && p.seed && p.step && p.tokens, "sample_tokens: null pointer");
+    SURF_CHECK(p.vocab > 0 && p.vocab < INT32_MAX, "sample_tokens: vocab ", p.vocab);
+    SURF_CHECK(p.allowed == nullptr || p.allowed_stride >= (p.vocab + 31) / 32, "sample_tokens: allowed_stride ",
+               p.allowed_stride);
+    const int64_t stride = p.logits_stride ? p.logits_stride : p.vocab;
+    if (p.rows == 0) return;
+    sample_kernel<<<static_cast<unsigned>(p.rows), kThreads, 0, stream>>>(p, stride);
+    SURF_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace surf::kernels::cuda
