@@ -11,8 +11,9 @@
 #include "kernels/base/error.h"
 
 // stb is compiled here only, with static linkage, so no other translation unit (or Debian's
-// libstb.so) can clash with these symbols. Formats without a magic number (TGA) are left out
-// because stb would "recognise" arbitrary garbage as one.
+// libstb.so) can clash with these symbols. Only PNG, JPEG and BMP are compiled in: formats without a
+// magic number (TGA) would "recognise" garbage, and stb 2.27's GIF, PNM, PSD and HDR readers have
+// published memory-safety bugs (CVE-2023-45661..45667, CVE-2021-42715/42716).
 #if defined(__GNUC__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -26,9 +27,7 @@
 #define STBI_NO_STDIO
 #define STBI_ONLY_PNG
 #define STBI_ONLY_JPEG
-#define STBI_ONLY_GIF
 #define STBI_ONLY_BMP
-#define STBI_ONLY_PNM
 #include <stb/stb_image.h>
 #define STB_IMAGE_WRITE_STATIC
 #define STB_IMAGE_WRITE_IMPLEMENTATION
@@ -41,35 +40,18 @@
 namespace surf::model {
 namespace {
 
-enum class Format { kPng, kJpeg, kGif, kBmp, kPnm, kUnknown };
+enum class Format { kPng, kJpeg, kBmp, kUnknown };
 
 Format sniff_format(const uint8_t* d, size_t n) {
     static const uint8_t kPngMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     if (n >= 8 && std::memcmp(d, kPngMagic, 8) == 0) return Format::kPng;
     if (n >= 3 && d[0] == 0xff && d[1] == 0xd8 && d[2] == 0xff) return Format::kJpeg;
-    if (n >= 6 && (std::memcmp(d, "GIF87a", 6) == 0 || std::memcmp(d, "GIF89a", 6) == 0)) return Format::kGif;
     if (n >= 2 && d[0] == 'B' && d[1] == 'M') return Format::kBmp;
-    if (n >= 2 && d[0] == 'P' && (d[1] == '5' || d[1] == '6')) return Format::kPnm;
     return Format::kUnknown;
 }
 
 [[noreturn]] void fail(ErrorKind kind, const std::string& name, const std::string& reason) {
     throw Error(kind, "image " + name + ": " + reason);
-}
-
-// stb's JPEG decoder pads a truncated entropy-coded segment with zeros and reports success, whereas
-// PIL refuses such files. The end-of-image marker FF D9 cannot occur inside entropy-coded data (FF is
-// byte-stuffed there), so a complete file has one after its last start-of-scan marker FF DA.
-bool jpeg_has_end_marker(const uint8_t* d, size_t n) {
-    size_t last_sos = 0;
-    for (size_t i = 0; i + 1 < n; ++i) {
-        if (d[i] == 0xff && d[i + 1] == 0xda) last_sos = i;
-    }
-    if (last_sos == 0) return false;
-    for (size_t i = last_sos + 2; i + 1 < n; ++i) {
-        if (d[i] == 0xff && d[i + 1] == 0xd9) return true;
-    }
-    return false;
 }
 
 // A 16-bit greyscale PNG opens in PIL as mode "I;16", and convert("RGB") clips each sample to 255
@@ -87,8 +69,7 @@ uint32_t le32(const uint8_t* p) {
     return uint32_t{p[3]} << 24 | uint32_t{p[2]} << 16 | uint32_t{p[1]} << 8 | p[0];
 }
 
-// The width and height a header declares, for the formats where that is a fixed-offset read (or,
-// for JPEG, a walk over marker segments to the first start-of-frame). False when not found.
+// The width and height a PNG or BMP header declares (fixed offsets). False when not found.
 bool declared_size(Format format, const uint8_t* d, size_t n, int64_t* w, int64_t* h) {
     switch (format) {
         case Format::kPng:
@@ -96,36 +77,76 @@ bool declared_size(Format format, const uint8_t* d, size_t n, int64_t* w, int64_
             *w = be32(d + 16);
             *h = be32(d + 20);
             return true;
-        case Format::kGif:
-            if (n < 10) return false;
-            *w = d[6] | d[7] << 8;
-            *h = d[8] | d[9] << 8;
-            return true;
         case Format::kBmp:
             if (n < 26) return false;
             *w = std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(d + 18))));
             *h = std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(d + 22))));
             return true;
-        case Format::kJpeg:
-            for (size_t i = 2; i + 9 < n;) {
-                if (d[i] != 0xff) return false;
-                const uint8_t marker = d[i + 1];
-                if (marker == 0xff) {  // fill byte
-                    ++i;
-                    continue;
-                }
-                const bool sof =
-                    marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc;
-                if (sof) {
-                    *h = d[i + 5] << 8 | d[i + 6];
-                    *w = d[i + 7] << 8 | d[i + 8];
-                    return true;
-                }
-                i += 2 + (size_t{d[i + 2]} << 8 | d[i + 3]);
-            }
-            return false;
         default: return false;
     }
+}
+
+bool is_sof_marker(uint8_t m) {
+    return m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc;
+}
+bool is_rst_marker(uint8_t m) {
+    return m >= 0xd0 && m <= 0xd7;
+}
+
+// Walks a JPEG's marker segments (skipping the entropy-coded data after each start-of-scan) and
+// returns "" when the structure is sound, else the reason. It does three things stb_image 2.27 does not:
+//  - truncation: stb pads missing entropy-coded data with zeros and reports success, whereas PIL
+//    refuses the file; a complete file has an end-of-image marker after its last scan;
+//  - Huffman tables declaring more than 256 codes: stb 2.27 writes past its tables (fixed upstream
+//    in 2.28), so they must never reach it;
+//  - the frame size, read before stb allocates anything (decompression bombs).
+std::string check_jpeg_structure(const uint8_t* d, size_t n, int64_t* w, int64_t* h) {
+    bool seen_frame = false, seen_scan = false;
+    size_t i = 2;  // after SOI
+    while (true) {
+        if (i + 1 >= n)
+            return seen_scan ? "truncated JPEG (no end-of-image marker)" : "truncated JPEG header";
+        if (d[i] != 0xff) return "corrupt JPEG (no marker at byte " + std::to_string(i) + ")";
+        const uint8_t marker = d[i + 1];
+        if (marker == 0xff) {  // fill byte before a marker
+            ++i;
+            continue;
+        }
+        if (marker == 0xd9) break;                                        // EOI
+        if (marker == 0x01 || is_rst_marker(marker) || marker == 0xd8) {  // no length field
+            i += 2;
+            continue;
+        }
+        if (i + 3 >= n) return "truncated JPEG segment";
+        const size_t length = size_t{d[i + 2]} << 8 | d[i + 3];
+        if (length < 2 || i + 2 + length > n) return "truncated or corrupt JPEG segment";
+        const uint8_t* seg = d + i + 4;
+        const size_t seg_len = length - 2;
+        if (is_sof_marker(marker) && !seen_frame) {
+            if (seg_len < 5) return "corrupt JPEG frame header";
+            *h = seg[1] << 8 | seg[2];
+            *w = seg[3] << 8 | seg[4];
+            seen_frame = true;
+        }
+        if (marker == 0xc4) {  // DHT: tables of (class/id byte, 16 code counts, symbols)
+            size_t p = 0;
+            while (p < seg_len) {
+                if (p + 17 > seg_len) return "corrupt JPEG Huffman table";
+                size_t codes = 0;
+                for (int k = 1; k <= 16; ++k) codes += seg[p + k];
+                if (codes > 256) return "corrupt JPEG Huffman table (" + std::to_string(codes) + " codes)";
+                p += 17 + codes;
+            }
+            if (p != seg_len) return "corrupt JPEG Huffman table (length mismatch)";
+        }
+        i += 2 + length;
+        if (marker == 0xda) {  // entropy-coded data runs to the next marker other than a stuffed 00 or RSTn
+            seen_scan = true;
+            while (i + 1 < n && !(d[i] == 0xff && d[i + 1] != 0x00 && !is_rst_marker(d[i + 1]))) ++i;
+        }
+    }
+    if (!seen_frame || !seen_scan) return "corrupt JPEG (no frame or no scan)";
+    return "";
 }
 
 struct StbFree {
@@ -149,8 +170,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
         std::snprintf(head, sizeof(head), "%02x %02x %02x %02x", data[0], size > 1 ? data[1] : 0,
                       size > 2 ? data[2] : 0, size > 3 ? data[3] : 0);
         fail(ErrorKind::kUnsupported, name,
-             std::string("unrecognised format (first bytes ") + head +
-                 "; expected PNG, JPEG, GIF, BMP or PNM)");
+             std::string("unrecognised format (first bytes ") + head + "; expected PNG, JPEG or BMP)");
     }
 
     // Header first: reject zero-size and decompression bombs before allocating any pixels.
@@ -165,15 +185,18 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
     // stb rejects some huge headers itself but then reports only "unknown image type"; read the
     // declared size first so that a bomb is named as one.
     int64_t declared_w = 0, declared_h = 0;
-    if (declared_size(format, data, size, &declared_w, &declared_h)) check_limits(declared_w, declared_h);
+    if (format == Format::kJpeg) {
+        const std::string problem = check_jpeg_structure(data, size, &declared_w, &declared_h);
+        if (declared_w > 0 || declared_h > 0) check_limits(declared_w, declared_h);
+        if (!problem.empty()) fail(ErrorKind::kFormat, name, problem);
+    } else if (declared_size(format, data, size, &declared_w, &declared_h)) {
+        check_limits(declared_w, declared_h);
+    }
     if (!stbi_info_from_memory(data, len, &w, &h, &file_channels)) {
         fail(ErrorKind::kFormat, name, "unreadable header (" + stb_reason() + ")");
     }
     if (w <= 0 || h <= 0) fail(ErrorKind::kFormat, name, "zero-size image");
     check_limits(w, h);
-    if (format == Format::kJpeg && !jpeg_has_end_marker(data, size)) {
-        fail(ErrorKind::kFormat, name, "truncated JPEG (no end-of-image marker after the last scan)");
-    }
 
     Image image(w, h, 3);
     int dw = 0, dh = 0, dc = 0;

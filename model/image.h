@@ -1,4 +1,4 @@
-// Decoded images: PNG / JPEG / GIF (first frame) / BMP / PNM through stb_image, always converted to
+// Decoded images: PNG / JPEG / BMP through stb_image, always converted to
 // 8-bit RGB the way PIL's `Image.convert("RGB")` does (grey replicated, alpha dropped without
 // compositing, palette looked up). Also PNG encoding for traces and drawing.
 #pragma once

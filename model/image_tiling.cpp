@@ -155,18 +155,22 @@ constexpr int32_t kHalf = 1 << (kPrecisionBits - 1);
 
 // out rows [0, out.height) come from input rows [row_offset, row_offset + out.height).
 void resample_horizontal(const Image& in, int row_offset, const ResampleTaps& taps, Image& out) {
-    const int c = in.channels;
+    SURF_CHECK(in.channels == 3, "resample_horizontal channels", in.channels);
     for (int y = 0; y < out.height; ++y) {
         const uint8_t* src = in.row(y + row_offset);
         uint8_t* dst = out.row(y);
         for (int xx = 0; xx < out.width; ++xx) {
             const int32_t* k = &taps.weights[static_cast<size_t>(xx) * taps.ksize];
-            const uint8_t* s = src + static_cast<size_t>(taps.first[xx]) * c;
-            for (int ch = 0; ch < c; ++ch) {
-                int32_t acc = kHalf;
-                for (int x = 0; x < taps.count[xx]; ++x) acc += s[x * c + ch] * k[x];
-                dst[xx * c + ch] = clip8(acc);
+            const uint8_t* s = src + static_cast<size_t>(taps.first[xx]) * 3;
+            int32_t r = kHalf, g = kHalf, b = kHalf;
+            for (int x = 0; x < taps.count[xx]; ++x) {
+                r += s[3 * x + 0] * k[x];
+                g += s[3 * x + 1] * k[x];
+                b += s[3 * x + 2] * k[x];
             }
+            dst[3 * xx + 0] = clip8(r);
+            dst[3 * xx + 1] = clip8(g);
+            dst[3 * xx + 2] = clip8(b);
         }
     }
 }
@@ -311,12 +315,12 @@ TilingPlan plan_tiles(int width, int height, const TilingConfig& config) {
 }
 
 Image resize_bicubic(const Image& image, int out_width, int out_height, ResizePassOrder order) {
-    if (image.empty() || out_width <= 0 || out_height <= 0 || out_width > kMaxImageSide ||
-        out_height > kMaxImageSide) {
+    if (image.empty() || image.channels != 3 || out_width <= 0 || out_height <= 0 ||
+        out_width > kMaxImageSide || out_height > kMaxImageSide) {
         throw Error(ErrorKind::kInvalidArgument,
                     "resize_bicubic: cannot resize " + std::to_string(image.width) + "x" +
-                        std::to_string(image.height) + " to " + std::to_string(out_width) + "x" +
-                        std::to_string(out_height));
+                        std::to_string(image.height) + "x" + std::to_string(image.channels) + " to " +
+                        std::to_string(out_width) + "x" + std::to_string(out_height));
     }
     SURF_CHECK(image.pixels.size() == image.row_bytes() * image.height, "image buffer size",
                image.pixels.size());
@@ -392,17 +396,22 @@ std::vector<Image> make_tiles(const Image& image, const TilingConfig& config, Ti
 void normalize_tile(const Image& tile, const TilingConfig& config, float* out) {
     SURF_CHECK(tile.channels == 3 && tile.width == config.tile_size && tile.height == config.tile_size,
                "normalize_tile shape", tile.width, "x", tile.height, "x", tile.channels);
-    const size_t plane = static_cast<size_t>(tile.width) * tile.height;
+    // The result depends only on (value, channel): tabulate the 3 x 256 outputs. Each entry is two
+    // rounded float32 steps, as torchvision: ToTensor divides by 255, Normalize subtracts then divides
+    // (not a multiply by the reciprocal, which would round differently).
+    float table[3][256];
     for (int ch = 0; ch < 3; ++ch) {
-        const float mean = config.norm_mean[ch];
-        const float std = config.norm_std[ch];
-        float* dst = out + ch * plane;
-        for (size_t i = 0; i < plane; ++i) {
-            // Two rounded float32 steps, as torchvision: ToTensor divides by 255, Normalize
-            // subtracts then divides (no reciprocal multiply, which would round differently).
-            const float unit = static_cast<float>(tile.pixels[3 * i + ch]) / 255.0f;
-            dst[i] = (unit - mean) / std;
+        for (int v = 0; v < 256; ++v) {
+            const float unit = static_cast<float>(v) / 255.0f;
+            table[ch][v] = (unit - config.norm_mean[ch]) / config.norm_std[ch];
         }
+    }
+    const size_t plane = static_cast<size_t>(tile.width) * tile.height;
+    const uint8_t* src = tile.pixels.data();
+    for (size_t i = 0; i < plane; ++i) {
+        out[i] = table[0][src[3 * i + 0]];
+        out[plane + i] = table[1][src[3 * i + 1]];
+        out[2 * plane + i] = table[2][src[3 * i + 2]];
     }
 }
 

@@ -74,7 +74,7 @@ struct TilingPlan {
 // The plan for an image of width x height pixels. Throws kInvalidArgument for a non-positive size.
 TilingPlan plan_tiles(int width, int height, const TilingConfig& config);
 
-// Pillow `Image.resize((out_width, out_height), Resampling.BICUBIC)` on 8-bit data, bit-exact:
+// Pillow `Image.resize((out_width, out_height), Resampling.BICUBIC)` of an RGB image, bit-exact:
 // separable antialiased bicubic (a = -0.5, support scaled by the downscale factor), 22-bit fixed-point
 // coefficients, one pass per axis (order as `order` says), each rounded and clipped to uint8.
 Image resize_bicubic(const Image& image, int out_width, int out_height,

@@ -170,6 +170,10 @@ def make_synthetic(rng):
     photo = np.clip(photo, 0, 255).round().astype(np.uint8)
     Image.fromarray(photo, "RGB").save(os.path.join(SRC, "photo.jpg"), quality=90)
     Image.fromarray(photo[..., 0], "L").save(os.path.join(SRC, "grey.jpg"), quality=85)
+    # Progressive, optimised Huffman tables, 4:4:4, restart markers: several scans and DHT segments.
+    Image.fromarray(photo[:64, :80], "RGB").save(os.path.join(SRC, "progressive.jpg"), quality=80,
+                                                 progressive=True, optimize=True, subsampling=0,
+                                                 restart_marker_blocks=4)
 
 
 SCREEN_HTML = """<!doctype html><html><head><meta charset="utf-8"><style>
@@ -315,7 +319,7 @@ TILINGS = [  # (source, config)
     ("screen_1280x720.png", {}), ("screen_390x844.png", {}), ("screen_1024x768_rgba.png", {}),
     ("gradient_rgb.png", {}), ("noise_rgb.png", {}), ("grey.png", {}), ("rgba.png", {}),
     ("palette.png", {}), ("grey_alpha.png", {}), ("bilevel.png", {}), ("grey16.png", {}),
-    ("photo.jpg", {}), ("grey.jpg", {}),
+    ("photo.jpg", {}), ("grey.jpg", {}), ("progressive.jpg", {}),
     ("screen_1280x720.png", {"tile_size": 448, "max_tiles": 6, "use_thumbnail": False,
                              "norm_mean": IMAGENET_MEAN, "norm_std": IMAGENET_STD}),
     ("gradient_rgb.png", {"tile_size": 256, "max_tiles": 40, "use_thumbnail": True}),

@@ -331,6 +331,7 @@ TEST_CASE("resize and crop edge cases") {
     CHECK(resize_bicubic(screen, 1280, 720).pixels == screen.pixels);
     CHECK(error_kind_of([&] { resize_bicubic(screen, 0, 10); }) == ErrorKind::kInvalidArgument);
     CHECK(error_kind_of([&] { resize_bicubic(Image(), 10, 10); }) == ErrorKind::kInvalidArgument);
+    CHECK(error_kind_of([&] { resize_bicubic(Image(4, 4, 4), 10, 10); }) == ErrorKind::kInvalidArgument);
     CHECK(error_kind_of([&] { crop(screen, 1200, 0, 100, 10); }) == ErrorKind::kInvalidArgument);
     CHECK(error_kind_of([&] { crop(screen, -1, 0, 10, 10); }) == ErrorKind::kInvalidArgument);
     CHECK(error_kind_of([&] { make_tiles(Image(4, 4, 4), TilingConfig()); }) == ErrorKind::kInvalidArgument);
