@@ -44,11 +44,14 @@ std::optional<std::string> template_from_config(const nlohmann::ordered_json& co
                 return entry["template"].get<std::string>();
             }
         }
-        throw Error(ErrorKind::kConfig, path.string() + ": field 'chat_template' lists named templates but none "
-                                                        "is named 'default'");
+        throw Error(ErrorKind::kConfig, path.string() +
+                                            ": field 'chat_template' lists named templates but none "
+                                            "is named 'default'");
     }
-    throw Error(ErrorKind::kFormat, path.string() + ": field 'chat_template' must be a string or a list of "
-                                                    "{name, template}, got " + std::string(value.type_name()));
+    throw Error(ErrorKind::kFormat, path.string() +
+                                        ": field 'chat_template' must be a string or a list of "
+                                        "{name, template}, got " +
+                                        std::string(value.type_name()));
 }
 
 }  // namespace
@@ -74,7 +77,8 @@ nlohmann::ordered_json read_special_tokens(const fs::path& path) {
     return tokens;
 }
 
-ChatTemplate::ChatTemplate(const std::string& source, std::string origin, nlohmann::ordered_json special_tokens)
+ChatTemplate::ChatTemplate(const std::string& source, std::string origin,
+                           nlohmann::ordered_json special_tokens)
     : origin_(std::move(origin)), special_tokens_(std::move(special_tokens)), template_(source, origin_) {}
 
 ChatTemplate ChatTemplate::from_model_dir(const fs::path& dir) {
@@ -98,7 +102,8 @@ ChatTemplate ChatTemplate::from_model_dir(const fs::path& dir) {
     fs::path json_path = dir / "chat_template.json";
     if (fs::exists(json_path)) {
         nlohmann::ordered_json processor = read_json(json_path);
-        if (!processor.is_object() || !processor.contains("chat_template") || !processor["chat_template"].is_string()) {
+        if (!processor.is_object() || !processor.contains("chat_template") ||
+            !processor["chat_template"].is_string()) {
             throw Error(ErrorKind::kFormat, json_path.string() + ": expected a string field 'chat_template'");
         }
         return ChatTemplate(processor["chat_template"].get<std::string>(), json_path.string(), tokens);
@@ -141,14 +146,16 @@ nlohmann::ordered_json messages_to_json(const std::vector<ChatMessage>& messages
     return out;
 }
 
-std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const {
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
+                                 const ChatRenderOptions& options) const {
     return render(messages_to_json(messages), options);
 }
 
-std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const ChatRenderOptions& options) const {
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
+                                 const ChatRenderOptions& options) const {
     if (!messages.is_array()) {
-        throw Error(ErrorKind::kInvalidArgument, "chat messages must be a JSON list, got " +
-                                                     std::string(messages.type_name()));
+        throw Error(ErrorKind::kInvalidArgument,
+                    "chat messages must be a JSON list, got " + std::string(messages.type_name()));
     }
     if (!options.extra.is_object()) {
         throw Error(ErrorKind::kInvalidArgument, "extra chat template variables must be a JSON object");
@@ -168,8 +175,8 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const C
 int image_token_count(int n_tiles, int tokens_per_tile) {
     if (n_tiles <= 0 || tokens_per_tile <= 0) {
         throw Error(ErrorKind::kInvalidArgument, "image_token_count: n_tiles (" + std::to_string(n_tiles) +
-                                                     ") and tokens_per_tile (" + std::to_string(tokens_per_tile) +
-                                                     ") must be positive");
+                                                     ") and tokens_per_tile (" +
+                                                     std::to_string(tokens_per_tile) + ") must be positive");
     }
     return n_tiles * tokens_per_tile;
 }
@@ -184,17 +191,19 @@ std::string expand_image_placeholders(const std::string& rendered, std::span<con
     }
     if (positions.size() != tokens_per_image.size()) {
         throw Error(ErrorKind::kInvalidArgument,
-                    "the rendered prompt has " + std::to_string(positions.size()) + " image placeholder(s) '" +
-                        tokens.placeholder + "' but " + std::to_string(tokens_per_image.size()) +
-                        " image token count(s) were given");
+                    "the rendered prompt has " + std::to_string(positions.size()) +
+                        " image placeholder(s) '" + tokens.placeholder + "' but " +
+                        std::to_string(tokens_per_image.size()) + " image token count(s) were given");
     }
     size_t extra = 0;
     for (size_t i = 0; i < tokens_per_image.size(); ++i) {
         if (tokens_per_image[i] <= 0) {
-            throw Error(ErrorKind::kInvalidArgument, "image " + std::to_string(i) + " has a non-positive token count " +
+            throw Error(ErrorKind::kInvalidArgument, "image " + std::to_string(i) +
+                                                         " has a non-positive token count " +
                                                          std::to_string(tokens_per_image[i]));
         }
-        extra += tokens.start.size() + tokens.end.size() + size_t(tokens_per_image[i] - 1) * tokens.placeholder.size();
+        extra += tokens.start.size() + tokens.end.size() +
+                 size_t(tokens_per_image[i] - 1) * tokens.placeholder.size();
     }
     std::string out;
     out.reserve(rendered.size() + extra);

@@ -16,7 +16,8 @@ using namespace jinja;
 
 namespace {
 
-constexpr int kMaxCallDepth = 256;  // macro recursion limit: bad templates fail instead of overflowing the stack
+constexpr int kMaxCallDepth =
+    256;  // macro recursion limit: bad templates fail instead of overflowing the stack
 
 struct Frame {
     Dict vars;
@@ -42,7 +43,8 @@ Value from_json(const Json& j) {
         }
         case Json::value_t::object: {
             Dict d;
-            for (auto it = j.begin(); it != j.end(); ++it) d.entries.emplace_back(it.key(), from_json(it.value()));
+            for (auto it = j.begin(); it != j.end(); ++it)
+                d.entries.emplace_back(it.key(), from_json(it.value()));
             return Value::dict(std::move(d));
         }
         default: return Value::none();
@@ -150,8 +152,10 @@ private:
             loop.set("length", Value::integer(n));
             loop.set("depth", Value::integer(1));
             loop.set("depth0", Value::integer(0));
-            loop.set("previtem", i > 0 ? items[size_t(i - 1)] : Value::undefined("there is no previous item"));
-            loop.set("nextitem", i + 1 < n ? items[size_t(i + 1)] : Value::undefined("there is no next item"));
+            loop.set("previtem",
+                     i > 0 ? items[size_t(i - 1)] : Value::undefined("there is no previous item"));
+            loop.set("nextitem",
+                     i + 1 < n ? items[size_t(i + 1)] : Value::undefined("there is no next item"));
             loop.set("cycle", Value::callable("loop.cycle", [i](CallArgs& call) {
                          if (call.positional.empty()) throw TemplateError("no items for cycling given");
                          return call.positional[size_t(i) % call.positional.size()];
@@ -169,8 +173,9 @@ private:
             FramePtr parent = defined_in.lock();
             if (!parent) throw TemplateError("macro '" + macro->text + "' called after its scope ended");
             if (call.positional.size() > macro->targets.size()) {
-                throw TemplateError("macro '" + macro->text + "' takes " + std::to_string(macro->targets.size()) +
-                                    " arguments, got " + std::to_string(call.positional.size()));
+                throw TemplateError("macro '" + macro->text + "' takes " +
+                                    std::to_string(macro->targets.size()) + " arguments, got " +
+                                    std::to_string(call.positional.size()));
             }
             auto scope = std::make_shared<Frame>(Frame{{}, parent});
             for (size_t i = 0; i < macro->targets.size(); ++i) {
@@ -188,15 +193,18 @@ private:
                     }
                 }
                 if (!given && macro->defaults[i]) value = eval(*macro->defaults[i], scope);
-                if (!given && !macro->defaults[i]) value = Value::undefined("parameter '" + param + "' was not provided");
+                if (!given && !macro->defaults[i])
+                    value = Value::undefined("parameter '" + param + "' was not provided");
                 scope->vars.set(param, value);
             }
             for (const auto& [key, v] : call.keyword) {
                 if (std::find(macro->targets.begin(), macro->targets.end(), key) == macro->targets.end()) {
-                    throw TemplateError("macro '" + macro->text + "' takes no keyword argument '" + key + "'");
+                    throw TemplateError("macro '" + macro->text + "' takes no keyword argument '" + key +
+                                        "'");
                 }
             }
-            if (++depth_ > kMaxCallDepth) throw TemplateError("macro recursion deeper than " + std::to_string(kMaxCallDepth));
+            if (++depth_ > kMaxCallDepth)
+                throw TemplateError("macro recursion deeper than " + std::to_string(kMaxCallDepth));
             std::string out;
             render(macro->body, scope, out);
             --depth_;
@@ -224,7 +232,8 @@ private:
 
     CallArgs eval_args(const Expr& e, size_t first, const FramePtr& frame) {
         CallArgs args;
-        for (size_t i = first; i < e.children.size(); ++i) args.positional.push_back(eval(*e.children[i], frame));
+        for (size_t i = first; i < e.children.size(); ++i)
+            args.positional.push_back(eval(*e.children[i], frame));
         for (const auto& [key, value] : e.kwargs) args.keyword.emplace_back(key, eval(*value, frame));
         return args;
     }
@@ -243,7 +252,8 @@ private:
                 Dict d;
                 for (size_t i = 0; i + 1 < e.children.size(); i += 2) {
                     Value key = eval(*e.children[i], frame);
-                    if (!key.is_string()) throw TemplateError(std::string("dict keys must be strings, got ") + key.type_name());
+                    if (!key.is_string())
+                        throw TemplateError(std::string("dict keys must be strings, got ") + key.type_name());
                     d.set(key.as_string(), eval(*e.children[i + 1], frame));
                 }
                 return Value::dict(std::move(d));
@@ -257,7 +267,8 @@ private:
                 Value callee = eval(*e.children[0], frame);
                 CallArgs args = eval_args(e, 1, frame);
                 if (callee.is_undefined()) fail_undefined(callee);
-                if (!callee.is_callable()) throw TemplateError(std::string("'") + callee.type_name() + "' object is not callable");
+                if (!callee.is_callable())
+                    throw TemplateError(std::string("'") + callee.type_name() + "' object is not callable");
                 return callee.as_callable().fn(args);
             }
             case ExprKind::kFilter: {
@@ -274,11 +285,14 @@ private:
                 Value v = eval(*e.children[0], frame);
                 if (e.name == "not") return Value::boolean(!v.truthy());
                 if (v.is_undefined()) fail_undefined(v);
-                if (!v.is_number()) throw TemplateError(std::string("bad operand type for unary ") + e.name + ": '" + v.type_name() + "'");
+                if (!v.is_number())
+                    throw TemplateError(std::string("bad operand type for unary ") + e.name + ": '" +
+                                        v.type_name() + "'");
                 if (e.name == "+") return v.is_bool() ? Value::integer(v.as_int()) : v;
                 return v.is_float() ? Value::number(-v.as_double()) : Value::integer(-v.as_int());
             }
-            case ExprKind::kBinary: return binary_op(e.name, eval(*e.children[0], frame), eval(*e.children[1], frame));
+            case ExprKind::kBinary:
+                return binary_op(e.name, eval(*e.children[0], frame), eval(*e.children[1], frame));
             case ExprKind::kAnd: {
                 Value left = eval(*e.children[0], frame);
                 return left.truthy() ? eval(*e.children[1], frame) : left;
@@ -293,10 +307,14 @@ private:
                     Value right = eval(*e.children[i + 1], frame);
                     const std::string& op = e.ops[i];
                     bool ok;
-                    if (op == "==") ok = equals(left, right);
-                    else if (op == "!=") ok = !equals(left, right);
-                    else if (op == "in") ok = contains(right, left);
-                    else if (op == "not in") ok = !contains(right, left);
+                    if (op == "==")
+                        ok = equals(left, right);
+                    else if (op == "!=")
+                        ok = !equals(left, right);
+                    else if (op == "in")
+                        ok = contains(right, left);
+                    else if (op == "not in")
+                        ok = !contains(right, left);
                     else {
                         if (left.is_undefined()) fail_undefined(left);
                         if (right.is_undefined()) fail_undefined(right);
@@ -346,7 +364,8 @@ std::string render_with(const Body& body, const std::string& name, const Json& v
         throw Error(ErrorKind::kInvalidArgument, name + ": template variables must be a JSON object");
     }
     auto root = std::make_shared<Frame>();
-    for (auto it = variables.begin(); it != variables.end(); ++it) root->vars.set(it.key(), from_json(it.value()));
+    for (auto it = variables.begin(); it != variables.end(); ++it)
+        root->vars.set(it.key(), from_json(it.value()));
     Renderer renderer(root);
     std::string out;
     try {

@@ -17,7 +17,19 @@ struct LexerOptions {
     bool keep_trailing_newline = false;
 };
 
-enum class TokenType { kData, kVarBegin, kVarEnd, kBlockBegin, kBlockEnd, kName, kString, kInt, kFloat, kOp, kEof };
+enum class TokenType {
+    kData,
+    kVarBegin,
+    kVarEnd,
+    kBlockBegin,
+    kBlockEnd,
+    kName,
+    kString,
+    kInt,
+    kFloat,
+    kOp,
+    kEof
+};
 
 struct Token {
     TokenType type;
@@ -73,7 +85,7 @@ enum class NodeKind {
     kMacro,     // {% macro name(targets = defaults) %}body{% endmacro %}
     kBreak,
     kContinue,
-    kScope,     // a block rendered in place (HF's {% generation %})
+    kScope,  // a block rendered in place (HF's {% generation %})
 };
 
 struct Node;
@@ -87,9 +99,9 @@ struct Branch {
 struct Node {
     NodeKind kind;
     int line = 0;
-    std::string text;       // kText; kMacro: macro name; kSet: attribute of a namespace target
-    ExprPtr expr;           // kOutput, kFor (iterable), kSet (value)
-    ExprPtr condition;      // kFor filter
+    std::string text;   // kText; kMacro: macro name; kSet: attribute of a namespace target
+    ExprPtr expr;       // kOutput, kFor (iterable), kSet (value)
+    ExprPtr condition;  // kFor filter
     std::vector<std::string> targets;
     std::vector<ExprPtr> defaults;  // kMacro: one per target, null = required
     std::vector<Branch> branches;   // kIf

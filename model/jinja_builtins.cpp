@@ -3,10 +3,11 @@
 //
 // Methods: str.startswith/endswith/split/rsplit/strip/lstrip/rstrip/replace/upper/lower/title/
 // capitalize/find/count/join/splitlines/isdigit/isalpha/isalnum/isspace/islower/isupper,
-// dict.items/keys/values/get. Globals: range, namespace, dict, raise_exception.
+// dict.items/keys/values/get. Globals: range, namespace, dict, raise_exception, strftime_now.
 // Case mapping is ASCII-only (Python maps all of Unicode).
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <functional>
 #include <optional>
 
@@ -39,7 +40,8 @@ int64_t floor_mod(int64_t a, int64_t b) {
 Value repeat(const Value& seq, int64_t n) {
     n = std::max<int64_t>(n, 0);
     if (seq.is_string()) {
-        if (int64_t(seq.as_string().size()) * n > kMaxSequence) throw TemplateError("string repetition too large");
+        if (int64_t(seq.as_string().size()) * n > kMaxSequence)
+            throw TemplateError("string repetition too large");
         std::string out;
         for (int64_t i = 0; i < n; ++i) out += seq.as_string();
         return Value::string(out);
@@ -63,10 +65,12 @@ Value string_method(const Value& self, const std::string& name) {
     using Fn = std::function<Value(const Value&, Args&)>;
     auto str = [](const Value& v) -> const std::string& { return v.as_string(); };
     static const std::vector<std::pair<std::string, Fn>> kMethods = {
-        {"startswith", [str](const Value& s, Args& a) {
+        {"startswith",
+         [str](const Value& s, Args& a) {
              Value prefix = a.required(0, "prefix");
              auto check = [&](const Value& p) {
-                 if (!p.is_string()) throw TemplateError("startswith first arg must be str or a tuple of str");
+                 if (!p.is_string())
+                     throw TemplateError("startswith first arg must be str or a tuple of str");
                  return str(s).compare(0, p.as_string().size(), p.as_string()) == 0;
              };
              if (prefix.is_list()) {
@@ -77,7 +81,8 @@ Value string_method(const Value& self, const std::string& name) {
              }
              return Value::boolean(check(prefix));
          }},
-        {"endswith", [str](const Value& s, Args& a) {
+        {"endswith",
+         [str](const Value& s, Args& a) {
              Value suffix = a.required(0, "suffix");
              auto check = [&](const Value& p) {
                  if (!p.is_string()) throw TemplateError("endswith first arg must be str or a tuple of str");
@@ -93,47 +98,60 @@ Value string_method(const Value& self, const std::string& name) {
              }
              return Value::boolean(check(suffix));
          }},
-        {"split", [str](const Value& s, Args& a) {
-             return split_string(str(s), a.optional(0, "sep", Value::none()), a.integer(1, "maxsplit", -1), false);
+        {"split",
+         [str](const Value& s, Args& a) {
+             return split_string(str(s), a.optional(0, "sep", Value::none()), a.integer(1, "maxsplit", -1),
+                                 false);
          }},
-        {"rsplit", [str](const Value& s, Args& a) {
-             return split_string(str(s), a.optional(0, "sep", Value::none()), a.integer(1, "maxsplit", -1), true);
+        {"rsplit",
+         [str](const Value& s, Args& a) {
+             return split_string(str(s), a.optional(0, "sep", Value::none()), a.integer(1, "maxsplit", -1),
+                                 true);
          }},
-        {"strip", [str](const Value& s, Args& a) {
+        {"strip",
+         [str](const Value& s, Args& a) {
              return Value::string(strip_string(str(s), a.optional(0, "chars", Value::none()), true, true));
          }},
-        {"lstrip", [str](const Value& s, Args& a) {
+        {"lstrip",
+         [str](const Value& s, Args& a) {
              return Value::string(strip_string(str(s), a.optional(0, "chars", Value::none()), true, false));
          }},
-        {"rstrip", [str](const Value& s, Args& a) {
+        {"rstrip",
+         [str](const Value& s, Args& a) {
              return Value::string(strip_string(str(s), a.optional(0, "chars", Value::none()), false, true));
          }},
-        {"replace", [str](const Value& s, Args& a) {
-             return Value::string(replace_string(str(s), a.string(0, "old"), a.string(1, "new"),
-                                                 a.integer(2, "count", -1)));
+        {"replace",
+         [str](const Value& s, Args& a) {
+             return Value::string(
+                 replace_string(str(s), a.string(0, "old"), a.string(1, "new"), a.integer(2, "count", -1)));
          }},
         {"upper", [str](const Value& s, Args&) { return Value::string(ascii_upper(str(s))); }},
         {"lower", [str](const Value& s, Args&) { return Value::string(ascii_lower(str(s))); }},
         {"title", [str](const Value& s, Args&) { return Value::string(title_string(str(s))); }},
         {"capitalize", [str](const Value& s, Args&) { return Value::string(capitalize_string(str(s))); }},
-        {"find", [str](const Value& s, Args& a) {
+        {"find",
+         [str](const Value& s, Args& a) {
              size_t at = str(s).find(a.string(0, "sub"));
              return Value::integer(at == std::string::npos ? -1 : int64_t(utf8_length(str(s).substr(0, at))));
          }},
-        {"count", [str](const Value& s, Args& a) {
+        {"count",
+         [str](const Value& s, Args& a) {
              std::string sub = a.string(0, "sub");
              if (sub.empty()) return Value::integer(int64_t(utf8_length(str(s))) + 1);
              int64_t n = 0;
-             for (size_t at = str(s).find(sub); at != std::string::npos; at = str(s).find(sub, at + sub.size())) ++n;
+             for (size_t at = str(s).find(sub); at != std::string::npos;
+                  at = str(s).find(sub, at + sub.size()))
+                 ++n;
              return Value::integer(n);
          }},
-        {"join", [str](const Value& s, Args& a) {
+        {"join",
+         [str](const Value& s, Args& a) {
              std::string out;
              bool first = true;
              for (const Value& item : iterate(a.required(0, "iterable"))) {
                  if (!item.is_string()) {
-                     throw TemplateError(std::string("sequence item: expected str instance, ") + item.type_name() +
-                                         " found");
+                     throw TemplateError(std::string("sequence item: expected str instance, ") +
+                                         item.type_name() + " found");
                  }
                  if (!first) out += str(s);
                  out += item.as_string();
@@ -141,7 +159,8 @@ Value string_method(const Value& self, const std::string& name) {
              }
              return Value::string(out);
          }},
-        {"splitlines", [str](const Value& s, Args&) {
+        {"splitlines",
+         [str](const Value& s, Args&) {
              ValueList lines;
              for (std::string& line : split_lines(str(s))) lines.push_back(Value::string(std::move(line)));
              return Value::list(std::move(lines));
@@ -150,10 +169,12 @@ Value string_method(const Value& self, const std::string& name) {
         {"isalpha", [str](const Value& s, Args&) { return Value::boolean(all_chars(str(s), ::isalpha)); }},
         {"isalnum", [str](const Value& s, Args&) { return Value::boolean(all_chars(str(s), ::isalnum)); }},
         {"isspace", [str](const Value& s, Args&) { return Value::boolean(all_chars(str(s), ::isspace)); }},
-        {"islower", [str](const Value& s, Args&) {
+        {"islower",
+         [str](const Value& s, Args&) {
              return Value::boolean(ascii_lower(str(s)) == str(s) && ascii_upper(str(s)) != str(s));
          }},
-        {"isupper", [str](const Value& s, Args&) {
+        {"isupper",
+         [str](const Value& s, Args&) {
              return Value::boolean(ascii_upper(str(s)) == str(s) && ascii_lower(str(s)) != str(s));
          }},
     };
@@ -167,7 +188,8 @@ Value dict_method(const Value& self, const std::string& name) {
     if (name == "items") {
         return method(self, name, [](const Value& d, Args&) {
             ValueList items;
-            for (const auto& [k, v] : d.as_dict().entries) items.push_back(Value::list({Value::string(k), v}, true));
+            for (const auto& [k, v] : d.as_dict().entries)
+                items.push_back(Value::list({Value::string(k), v}, true));
             return Value::list(std::move(items));
         });
     }
@@ -198,8 +220,8 @@ Value dict_method(const Value& self, const std::string& name) {
 }
 
 bool is_mutating_method(const std::string& name) {
-    static const char* kNames[] = {"append", "extend", "insert", "pop", "remove", "clear", "update",
-                                   "setdefault", "popitem", "sort", "reverse", "add", "discard"};
+    static const char* kNames[] = {"append",     "extend",  "insert", "pop",     "remove", "clear",  "update",
+                                   "setdefault", "popitem", "sort",   "reverse", "add",    "discard"};
     for (const char* n : kNames) {
         if (name == n) return true;
     }
@@ -210,7 +232,7 @@ bool is_mutating_method(const std::string& name) {
 
 [[noreturn]] void fail_undefined(const Value& v) {
     throw TemplateError(v.is_undefined() && !v.undefined_hint().empty() ? v.undefined_hint()
-                                                                         : "use of an undefined value");
+                                                                        : "use of an undefined value");
 }
 
 Value get_attribute(const Value& obj, const std::string& name) {
@@ -264,7 +286,8 @@ Value get_item(const Value& obj, const Value& key) {
             if (i < 0) i += n;
             if (i >= 0 && i < n) return Value::string(chars[size_t(i)]);
         }
-        return Value::undefined(std::string(obj.type_name()) + " object has no element " + std::to_string(key.as_int()));
+        return Value::undefined(std::string(obj.type_name()) + " object has no element " +
+                                std::to_string(key.as_int()));
     }
     if (key.is_string()) return get_attribute(obj, key.as_string());
     return Value::undefined(std::string(obj.type_name()) + " object has no element " + to_repr(key));
@@ -274,10 +297,12 @@ Value get_slice(const Value& obj, const Value& start_v, const Value& stop_v, con
     if (obj.is_undefined()) fail_undefined(obj);
     auto bound = [](const Value& v, const char* what) -> std::optional<int64_t> {
         if (v.is_undefined() || v.is_none()) return std::nullopt;
-        if (!v.is_number() || v.is_float()) throw TemplateError(std::string("slice ") + what + " must be an integer");
+        if (!v.is_number() || v.is_float())
+            throw TemplateError(std::string("slice ") + what + " must be an integer");
         return v.as_int();
     };
-    std::optional<int64_t> start = bound(start_v, "start"), stop = bound(stop_v, "stop"), step_o = bound(step_v, "step");
+    std::optional<int64_t> start = bound(start_v, "start"), stop = bound(stop_v, "stop"),
+                           step_o = bound(step_v, "step");
     int64_t step = step_o.value_or(1);
     if (step == 0) throw TemplateError("slice step cannot be zero");
     std::vector<std::string> chars;
@@ -340,14 +365,18 @@ bool contains(const Value& container, const Value& item) {
         case Value::Kind::kUndefined: return false;
         case Value::Kind::kString:
             if (!item.is_string()) {
-                throw TemplateError(std::string("'in <string>' requires string as left operand, not ") + item.type_name());
+                throw TemplateError(std::string("'in <string>' requires string as left operand, not ") +
+                                    item.type_name());
             }
             return container.as_string().find(item.as_string()) != std::string::npos;
         case Value::Kind::kList:
             return std::any_of(container.as_list().begin(), container.as_list().end(),
                                [&](const Value& v) { return equals(v, item); });
-        case Value::Kind::kDict: return item.is_string() && container.as_dict().find(item.as_string()) != nullptr;
-        default: throw TemplateError(std::string("argument of type '") + container.type_name() + "' is not iterable");
+        case Value::Kind::kDict:
+            return item.is_string() && container.as_dict().find(item.as_string()) != nullptr;
+        default:
+            throw TemplateError(std::string("argument of type '") + container.type_name() +
+                                "' is not iterable");
     }
 }
 
@@ -358,7 +387,9 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     bool numbers = a.is_number() && b.is_number();
     bool floats = numbers && (a.is_float() || b.is_float());
     if (op == "+") {
-        if (numbers) return floats ? Value::number(a.as_double() + b.as_double()) : Value::integer(a.as_int() + b.as_int());
+        if (numbers)
+            return floats ? Value::number(a.as_double() + b.as_double())
+                          : Value::integer(a.as_int() + b.as_int());
         if (a.is_string() && b.is_string()) return Value::string(a.as_string() + b.as_string());
         if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
             ValueList out = a.as_list();
@@ -372,21 +403,28 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
         unsupported_operands(op, a, b);
     }
     if (op == "*") {
-        if (numbers) return floats ? Value::number(a.as_double() * b.as_double()) : Value::integer(a.as_int() * b.as_int());
+        if (numbers)
+            return floats ? Value::number(a.as_double() * b.as_double())
+                          : Value::integer(a.as_int() * b.as_int());
         if ((a.is_string() || a.is_list()) && b.is_number() && !b.is_float()) return repeat(a, b.as_int());
         if ((b.is_string() || b.is_list()) && a.is_number() && !a.is_float()) return repeat(b, a.as_int());
         unsupported_operands(op, a, b);
     }
     if (op == "%" && a.is_string()) return Value::string(percent_format(a.as_string(), b));
     if (!numbers) unsupported_operands(op, a, b);
-    if (op == "-") return floats ? Value::number(a.as_double() - b.as_double()) : Value::integer(a.as_int() - b.as_int());
+    if (op == "-")
+        return floats ? Value::number(a.as_double() - b.as_double())
+                      : Value::integer(a.as_int() - b.as_int());
     if (op == "/") {
         if (b.as_double() == 0.0) throw TemplateError("division by zero");
         return Value::number(a.as_double() / b.as_double());
     }
     if (op == "//" || op == "%") {
-        if (b.as_double() == 0.0) throw TemplateError(op == "//" ? "integer division or modulo by zero" : "modulo by zero");
-        if (!floats) return Value::integer(op == "//" ? floor_div(a.as_int(), b.as_int()) : floor_mod(a.as_int(), b.as_int()));
+        if (b.as_double() == 0.0)
+            throw TemplateError(op == "//" ? "integer division or modulo by zero" : "modulo by zero");
+        if (!floats)
+            return Value::integer(op == "//" ? floor_div(a.as_int(), b.as_int())
+                                             : floor_mod(a.as_int(), b.as_int()));
         double x = a.as_double(), y = b.as_double();
         double q = std::floor(x / y);
         return Value::number(op == "//" ? q : x - q * y);
@@ -429,11 +467,27 @@ Value lookup_global(const std::string& name) {
         return Value::callable(name, [ns](CallArgs& call) {
             Dict d;
             for (const Value& v : call.positional) {
-                if (!v.is_dict()) throw TemplateError("namespace()/dict() positional argument must be a dict");
+                if (!v.is_dict())
+                    throw TemplateError("namespace()/dict() positional argument must be a dict");
                 for (const auto& [k, x] : v.as_dict().entries) d.set(k, x);
             }
             for (const auto& [k, v] : call.keyword) d.set(k, v);
             return ns ? Value::name_space(std::move(d)) : Value::dict(std::move(d));
+        });
+    }
+    if (name == "strftime_now") {
+        // HF's strftime_now(format): the current local time, datetime.now().strftime(format).
+        return Value::callable(name, [](CallArgs& call) {
+            Args a(call, "strftime_now");
+            std::string format = a.string(0, "format");
+            a.finish();
+            std::time_t now = std::time(nullptr);
+            std::tm local{};
+            localtime_r(&now, &local);
+            char buf[512];
+            size_t n = format.empty() ? 0 : std::strftime(buf, sizeof(buf), format.c_str(), &local);
+            if (n == 0 && !format.empty()) throw TemplateError("strftime_now: format too long or invalid");
+            return Value::string(std::string(buf, n));
         });
     }
     if (name == "raise_exception") {

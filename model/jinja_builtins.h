@@ -18,7 +18,7 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
 Value apply_filter(const std::string& name, const Value& subject, CallArgs& args);
 bool apply_test(const std::string& name, const Value& subject, CallArgs& args);
 
-// Global functions: range, namespace, dict, raise_exception. Undefined when `name` is not one.
+// Global functions: range, namespace, dict, raise_exception, strftime_now. Undefined when `name` is not one.
 Value lookup_global(const std::string& name);
 
 // Python's binary operators (+ - * / // % ** and ~) and `in`.

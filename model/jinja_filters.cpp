@@ -21,17 +21,17 @@ namespace surf::model::jinja {
 namespace {
 
 const char* const kFilters[] = {
-    "abs",   "attr",  "capitalize", "count",  "d",      "default", "dictsort", "e",          "escape",
-    "first", "float", "indent",     "int",    "items",  "join",    "last",     "length",     "list",
-    "lower", "map",   "max",        "min",    "reject", "rejectattr", "replace", "reverse",  "round",
-    "safe",  "select", "selectattr", "sort",  "string", "sum",     "title",    "tojson",     "trim",
-    "unique", "upper", "wordcount", "format"};
+    "abs",     "attr",    "capitalize", "count",  "d",      "default",    "dictsort",  "e",
+    "escape",  "first",   "float",      "indent", "int",    "items",      "join",      "last",
+    "length",  "list",    "lower",      "map",    "max",    "min",        "reject",    "rejectattr",
+    "replace", "reverse", "round",      "safe",   "select", "selectattr", "sort",      "string",
+    "sum",     "title",   "tojson",     "trim",   "unique", "upper",      "wordcount", "format"};
 
-const char* const kTests[] = {"defined", "undefined", "none", "boolean", "true", "false", "integer", "float",
-                              "number",  "string",    "mapping", "iterable", "sequence", "callable", "sameas",
-                              "equalto", "eq",        "ne",   "lt",      "le",   "gt",    "ge",      "in",
-                              "odd",     "even",      "divisibleby", "lower", "upper", "==", "!=", "<", "<=",
-                              ">",       ">="};
+const char* const kTests[] = {
+    "defined", "undefined", "none",     "boolean",  "true",     "false",  "integer", "float",       "number",
+    "string",  "mapping",   "iterable", "sequence", "callable", "sameas", "equalto", "eq",          "ne",
+    "lt",      "le",        "gt",       "ge",       "in",       "odd",    "even",    "divisibleby", "lower",
+    "upper",   "==",        "!=",       "<",        "<=",       ">",      ">="};
 
 // `a.b.0` attribute paths as map/selectattr/sort/join take them.
 Value lookup_path(const Value& v, const std::string& path) {
@@ -117,14 +117,16 @@ double python_round(double x, int64_t digits) {
     if (digits == 0) return std::nearbyint(x);
     char buf[512];
     std::snprintf(buf, sizeof(buf), "%.*f", int(std::clamp<int64_t>(digits, 0, 300)), x);
-    return digits > 0 ? std::strtod(buf, nullptr) : std::nearbyint(x / std::pow(10.0, double(-digits))) * std::pow(10.0, double(-digits));
+    return digits > 0 ? std::strtod(buf, nullptr)
+                      : std::nearbyint(x / std::pow(10.0, double(-digits))) * std::pow(10.0, double(-digits));
 }
 
 std::string indent_text(const std::string& text, const Value& width, bool first, bool blank) {
     if (!width.is_string() && (!width.is_number() || width.is_float())) {
         throw TemplateError("indent width must be an integer or a string");
     }
-    std::string pad = width.is_string() ? width.as_string() : std::string(size_t(std::max<int64_t>(width.as_int(), 0)), ' ');
+    std::string pad = width.is_string() ? width.as_string()
+                                        : std::string(size_t(std::max<int64_t>(width.as_int(), 0)), ' ');
     std::vector<std::string> lines = split_lines(text + "\n");
     std::string out;
     for (size_t i = 0; i < lines.size(); ++i) {
@@ -143,13 +145,15 @@ bool run_test(const std::string& name, const Value& v, CallArgs& call);
 Value filter_items(const Value& subject, CallArgs& call, bool keep, bool by_attribute, const char* fname) {
     size_t first_test_arg = by_attribute ? 1 : 0;
     Value attribute = by_attribute ? (call.positional.empty() ? Value() : call.positional[0]) : Value();
-    if (by_attribute && call.positional.empty()) throw TemplateError(std::string(fname) + "() missing attribute name");
+    if (by_attribute && call.positional.empty())
+        throw TemplateError(std::string(fname) + "() missing attribute name");
     std::string test;
     CallArgs test_args;
     if (call.positional.size() > first_test_arg) {
         test = to_str(call.positional[first_test_arg]);
         if (!is_known_test(test)) throw TemplateError("no test named '" + test + "'");
-        test_args.positional.assign(call.positional.begin() + long(first_test_arg) + 1, call.positional.end());
+        test_args.positional.assign(call.positional.begin() + long(first_test_arg) + 1,
+                                    call.positional.end());
     }
     test_args.keyword = call.keyword;
     ValueList out;
@@ -205,8 +209,8 @@ Value run_filter(const std::string& name, const Value& v, CallArgs& call) {
     } else if (name == "trim") {
         result = Value::string(strip_string(to_str(v), a.optional(0, "chars", Value::none()), true, true));
     } else if (name == "replace") {
-        result = Value::string(replace_string(to_str(v), to_str(a.required(0, "old")), to_str(a.required(1, "new")),
-                                              a.integer(2, "count", -1)));
+        result = Value::string(replace_string(to_str(v), to_str(a.required(0, "old")),
+                                              to_str(a.required(1, "new")), a.integer(2, "count", -1)));
     } else if (name == "tojson") {
         JsonOptions o;
         Value indent = a.optional(1, "indent", Value::none());
@@ -237,7 +241,8 @@ Value run_filter(const std::string& name, const Value& v, CallArgs& call) {
     } else if (name == "items") {
         ValueList items;
         if (v.is_dict() || v.is_namespace()) {
-            for (const auto& [k, x] : v.as_dict().entries) items.push_back(Value::list({Value::string(k), x}, true));
+            for (const auto& [k, x] : v.as_dict().entries)
+                items.push_back(Value::list({Value::string(k), x}, true));
         } else if (!v.is_undefined()) {
             throw TemplateError(std::string("Can only get item pairs from a mapping, not ") + v.type_name());
         }
@@ -265,7 +270,8 @@ Value run_filter(const std::string& name, const Value& v, CallArgs& call) {
         bool reverse = a.flag(2, "reverse", false);
         if (!v.is_dict()) throw TemplateError(std::string("dictsort expects a dict, not ") + v.type_name());
         ValueList pairs;
-        for (const auto& [k, x] : v.as_dict().entries) pairs.push_back(Value::list({Value::string(k), x}, true));
+        for (const auto& [k, x] : v.as_dict().entries)
+            pairs.push_back(Value::list({Value::string(k), x}, true));
         result = sorted(std::move(pairs), reverse, case_sensitive, Value::integer(by == "value" ? 1 : 0));
     } else if (name == "unique") {
         bool case_sensitive = a.flag(0, "case_sensitive", false);
@@ -315,8 +321,10 @@ Value run_filter(const std::string& name, const Value& v, CallArgs& call) {
         // jinja2's attr() does getattr only: dict keys are not attributes.
         result = v.is_dict() && !attribute.is_callable() ? Value::undefined() : attribute;
     } else if (name == "abs") {
-        if (!v.is_number()) throw TemplateError(std::string("bad operand type for abs(): '") + v.type_name() + "'");
-        result = v.is_float() ? Value::number(std::fabs(v.as_double())) : Value::integer(std::llabs(v.as_int()));
+        if (!v.is_number())
+            throw TemplateError(std::string("bad operand type for abs(): '") + v.type_name() + "'");
+        result =
+            v.is_float() ? Value::number(std::fabs(v.as_double())) : Value::integer(std::llabs(v.as_int()));
     } else if (name == "int") {
         result = to_int(v, a.optional(0, "default", Value::integer(0)));
     } else if (name == "float") {
@@ -327,10 +335,14 @@ Value run_filter(const std::string& name, const Value& v, CallArgs& call) {
         if (!v.is_number()) throw TemplateError(std::string("round expects a number, not ") + v.type_name());
         double x = v.as_double();
         double scale = std::pow(10.0, double(precision));
-        if (method == "common") result = Value::number(python_round(x, precision));
-        else if (method == "ceil") result = Value::number(std::ceil(x * scale) / scale);
-        else if (method == "floor") result = Value::number(std::floor(x * scale) / scale);
-        else throw TemplateError("method must be common, ceil or floor");
+        if (method == "common")
+            result = Value::number(python_round(x, precision));
+        else if (method == "ceil")
+            result = Value::number(std::ceil(x * scale) / scale);
+        else if (method == "floor")
+            result = Value::number(std::floor(x * scale) / scale);
+        else
+            throw TemplateError("method must be common, ceil or floor");
     } else if (name == "indent") {
         Value width = a.optional(0, "width", Value::integer(4));
         bool first = a.flag(1, "first", false);
@@ -352,42 +364,55 @@ Value run_filter(const std::string& name, const Value& v, CallArgs& call) {
     return result;
 }
 
+bool type_test(const std::string& name, const Value& v) {
+    if (name == "defined") return !v.is_undefined();
+    if (name == "undefined") return v.is_undefined();
+    if (name == "none") return v.is_none();
+    if (name == "boolean") return v.is_bool();
+    if (name == "true") return v.is_bool() && v.as_bool();
+    if (name == "false") return v.is_bool() && !v.as_bool();
+    if (name == "integer") return v.is_int();
+    if (name == "float") return v.is_float();
+    if (name == "number") return v.is_number();
+    if (name == "string") return v.is_string();
+    if (name == "mapping") return v.is_dict();
+    // jinja2's Undefined is iterable (empty), has len() and is callable (it raises when called).
+    if (name == "iterable" || name == "sequence") {
+        return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
+    }
+    if (name == "callable") return v.is_callable() || v.is_undefined();
+    throw TemplateError("no test named '" + name + "'");
+}
+
+// Python's `is`: identity for containers; None, bools and small values compare by value.
+bool same_as(const Value& v, const Value& o) {
+    if (v.kind() != o.kind()) return false;
+    if (v.is_list()) return &v.as_list() == &o.as_list();
+    if (v.is_dict() || v.is_namespace()) return &v.as_dict() == &o.as_dict();
+    if (v.is_callable()) return &v.as_callable() == &o.as_callable();
+    return equals(v, o);
+}
+
 bool run_test(const std::string& name, const Value& v, CallArgs& call) {
     Args a(call, name);
-    bool result = false;
     auto other = [&]() { return a.required(0, "other"); };
-    if (name == "defined") result = !v.is_undefined();
-    else if (name == "undefined") result = v.is_undefined();
-    else if (name == "none") result = v.is_none();
-    else if (name == "boolean") result = v.is_bool();
-    else if (name == "true") result = v.is_bool() && v.as_bool();
-    else if (name == "false") result = v.is_bool() && !v.as_bool();
-    else if (name == "integer") result = v.is_int();
-    else if (name == "float") result = v.is_float();
-    else if (name == "number") result = v.is_number();
-    else if (name == "string") result = v.is_string();
-    else if (name == "mapping") result = v.is_dict();
-    else if (name == "iterable") result = v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
-    else if (name == "sequence") result = v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
-    else if (name == "callable") result = v.is_callable() || v.is_undefined();
-    else if (name == "sameas") {
-        // Python's `is`: identity for containers; None, bools and small values compare by value.
-        Value o = other();
-        if (v.kind() != o.kind()) result = false;
-        else if (v.is_list()) result = &v.as_list() == &o.as_list();
-        else if (v.is_dict() || v.is_namespace()) result = &v.as_dict() == &o.as_dict();
-        else if (v.is_callable()) result = &v.as_callable() == &o.as_callable();
-        else result = equals(v, o);
-    }
-    else if (name == "equalto" || name == "eq" || name == "==") result = equals(v, other());
-    else if (name == "ne" || name == "!=") result = !equals(v, other());
-    else if (name == "lt" || name == "<") result = compare(v, other()) < 0;
-    else if (name == "le" || name == "<=") result = compare(v, other()) <= 0;
-    else if (name == "gt" || name == ">") result = compare(v, other()) > 0;
-    else if (name == "ge" || name == ">=") result = compare(v, other()) >= 0;
-    else if (name == "in") result = contains(a.required(0, "seq"), v);
-    else if (name == "odd" || name == "even" || name == "divisibleby") {
-        if (!v.is_number() || v.is_float()) throw TemplateError(std::string("test '") + name + "' needs an integer");
+    bool result;
+    if (name == "sameas") {
+        result = same_as(v, other());
+    } else if (name == "equalto" || name == "eq" || name == "==") {
+        result = equals(v, other());
+    } else if (name == "ne" || name == "!=") {
+        result = !equals(v, other());
+    } else if (name == "lt" || name == "<" || name == "le" || name == "<=" || name == "gt" || name == ">" ||
+               name == "ge" || name == ">=") {
+        int c = compare(v, other());
+        char op = name[0] == 'l' || name[0] == '<' ? '<' : '>';
+        bool or_equal = name == "le" || name == "<=" || name == "ge" || name == ">=";
+        result = (op == '<' ? c < 0 : c > 0) || (or_equal && c == 0);
+    } else if (name == "in") {
+        result = contains(a.required(0, "seq"), v);
+    } else if (name == "odd" || name == "even" || name == "divisibleby") {
+        if (!v.is_number() || v.is_float()) throw TemplateError("test '" + name + "' needs an integer");
         int64_t divisor = name == "divisibleby" ? a.integer(0, "num", 1) : 2;
         if (divisor == 0) throw TemplateError("integer division or modulo by zero");
         int64_t r = ((v.as_int() % divisor) + divisor) % divisor;
@@ -396,7 +421,7 @@ bool run_test(const std::string& name, const Value& v, CallArgs& call) {
         std::string s = to_str(v);
         result = name == "lower" ? ascii_lower(s) == s : ascii_upper(s) == s;
     } else {
-        throw TemplateError("no test named '" + name + "'");
+        result = type_test(name, v);
     }
     a.finish();
     return result;

@@ -12,12 +12,19 @@ namespace {
 
 bool is_space(char c) {
     // Python's str.isspace for the ASCII range (\x1c-\x1f count as whitespace there).
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' || (c >= 0x1c && c <= 0x1f);
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' ||
+           (c >= 0x1c && c <= 0x1f);
 }
 
-bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_name_start(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+bool is_name_char(char c) {
+    return is_name_start(c) || (c >= '0' && c <= '9');
+}
+bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
 
 std::string rstrip(const std::string& s) {
     size_t end = s.size();
@@ -111,7 +118,8 @@ private:
 
     size_t find_tag(size_t pos) const {
         for (size_t i = src_.find('{', pos); i != std::string::npos; i = src_.find('{', i + 1)) {
-            if (i + 1 < src_.size() && (src_[i + 1] == '{' || src_[i + 1] == '%' || src_[i + 1] == '#')) return i;
+            if (i + 1 < src_.size() && (src_[i + 1] == '{' || src_[i + 1] == '%' || src_[i + 1] == '#'))
+                return i;
         }
         return std::string::npos;
     }
@@ -198,7 +206,8 @@ private:
                 const char* end = block ? "%}" : "}}";
                 char sign = 0;
                 size_t p = pos;
-                if ((src_[p] == '-' || (block && src_[p] == '+')) && starts_with(p + 1, end)) sign = src_[p++];
+                if ((src_[p] == '-' || (block && src_[p] == '+')) && starts_with(p + 1, end))
+                    sign = src_[p++];
                 if (starts_with(p, end)) {
                     tokens_.push_back({block ? TokenType::kBlockEnd : TokenType::kVarEnd, "", line_at(p)});
                     return after_block_end(p + 2, sign, block && options_.trim_blocks);
@@ -226,7 +235,8 @@ private:
                 return pos + 2;
             }
         }
-        if (std::strchr("+-/*%~[](){}<>=.:|,;", c) == nullptr) fail(pos, std::string("unexpected char '") + c + "'");
+        if (std::strchr("+-/*%~[](){}<>=.:|,;", c) == nullptr)
+            fail(pos, std::string("unexpected char '") + c + "'");
         if (c == '(' || c == '[' || c == '{') {
             brackets += c;
         } else if (c == ')' || c == ']' || c == '}') {

@@ -20,6 +20,17 @@ public:
     }
 
 private:
+    // Bounds the recursion of the descent parser so a pathological template fails instead of
+    // overflowing the stack.
+    struct DepthGuard {
+        static constexpr int kMaxDepth = 1000;
+        explicit DepthGuard(Parser& p) : parser(p) {
+            if (++parser.depth_ > kMaxDepth) parser.fail("template nested too deeply");
+        }
+        ~DepthGuard() { --parser.depth_; }
+        Parser& parser;
+    };
+
     struct OpenBlock {
         std::string name;
         int line;
@@ -73,7 +84,8 @@ private:
         return next().text;
     }
     void expect_block_end() {
-        if (peek().type != TokenType::kBlockEnd) fail("expected end of statement '%}', got " + describe(peek()));
+        if (peek().type != TokenType::kBlockEnd)
+            fail("expected end of statement '%}', got " + describe(peek()));
         next();
     }
 
@@ -111,7 +123,8 @@ private:
                 node->line = t.line;
                 next();
                 node->expr = parse_tuple(true);
-                if (peek().type != TokenType::kVarEnd) fail("expected end of print statement '}}', got " + describe(peek()));
+                if (peek().type != TokenType::kVarEnd)
+                    fail("expected end of print statement '}}', got " + describe(peek()));
                 next();
                 body.push_back(std::move(node));
             } else if (t.type == TokenType::kBlockBegin) {
@@ -134,6 +147,7 @@ private:
     }
 
     std::unique_ptr<Node> parse_statement() {
+        DepthGuard guard(*this);
         int line = next().line;  // {%
         if (peek().type != TokenType::kName) fail("expected a statement name, got " + describe(peek()));
         std::string tag = next().text;
@@ -178,7 +192,8 @@ private:
                 node->kind = NodeKind::kSet;
                 node->expr = parse_tuple(true);
             } else {
-                if (node->targets.size() != 1 || !node->text.empty()) fail("a block set takes one plain name");
+                if (node->targets.size() != 1 || !node->text.empty())
+                    fail("a block set takes one plain name");
                 if (is_op("|")) fail("filters on a block set are not supported");
                 node->kind = NodeKind::kSetBlock;
                 expect_block_end();
@@ -202,8 +217,8 @@ private:
             expect_block_end();
             node->body = parse_until({"endgeneration"}, &found, &open);
         } else {
-            static const char* kUnsupported[] = {"include", "import", "from", "extends", "block", "call",
-                                                 "filter", "with", "autoescape", "do"};
+            static const char* kUnsupported[] = {"include", "import", "from", "extends",    "block",
+                                                 "call",    "filter", "with", "autoescape", "do"};
             for (const char* name : kUnsupported) {
                 if (tag == name) fail("unsupported tag '" + tag + "'", line);
             }
@@ -239,6 +254,7 @@ private:
     }
 
     ExprPtr parse_expression(bool allow_condition) {
+        DepthGuard guard(*this);
         return allow_condition ? parse_condition() : parse_or();
     }
 
@@ -282,6 +298,7 @@ private:
     }
 
     ExprPtr parse_not() {
+        DepthGuard guard(*this);
         if (is_name("not")) {
             auto e = make(ExprKind::kUnary, next().line);
             e->name = "not";
@@ -357,6 +374,7 @@ private:
     }
 
     ExprPtr parse_unary(bool with_filter) {
+        DepthGuard guard(*this);
         ExprPtr node;
         if (is_op("-") || is_op("+")) {
             const Token& t = next();
@@ -402,7 +420,9 @@ private:
                 if (errno == ERANGE) fail("integer literal out of range: " + t.text);
                 return literal(Value::integer(v), line);
             }
-            case TokenType::kFloat: next(); return literal(Value::number(std::strtod(t.text.c_str(), nullptr)), line);
+            case TokenType::kFloat:
+                next();
+                return literal(Value::number(std::strtod(t.text.c_str(), nullptr)), line);
             case TokenType::kOp:
                 if (t.text == "(") {
                     next();
@@ -552,10 +572,13 @@ private:
 
     const std::vector<Token>& tokens_;
     size_t pos_ = 0;
+    int depth_ = 0;
 };
 
 }  // namespace
 
-Body parse(const std::vector<Token>& tokens) { return Parser(tokens).parse_template(); }
+Body parse(const std::vector<Token>& tokens) {
+    return Parser(tokens).parse_template();
+}
 
 }  // namespace surf::model::jinja

@@ -36,7 +36,8 @@ int64_t Args::integer(size_t index, const char* name, int64_t fallback) {
     const Value* v = find(index, name);
     if (!v || v->is_none()) return fallback;
     if (!v->is_number() || v->is_float()) {
-        throw TemplateError(function_ + "() argument '" + name + "' must be an integer, not " + v->type_name());
+        throw TemplateError(function_ + "() argument '" + name + "' must be an integer, not " +
+                            v->type_name());
     }
     return v->as_int();
 }
@@ -74,15 +75,16 @@ uint32_t next_codepoint(const std::string& s, size_t& i) {
     unsigned char c = static_cast<unsigned char>(s[i++]);
     int extra = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc0 ? 1 : 0;
     uint32_t cp = extra ? c & (0x3f >> extra) : c;
-    for (int k = 0; k < extra && i < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i++]) & 0x3f);
+    for (int k = 0; k < extra && i < s.size(); ++k)
+        cp = (cp << 6) | (static_cast<unsigned char>(s[i++]) & 0x3f);
     return cp;
 }
 
 // Python's str.isspace for one code point.
 bool is_unicode_space(uint32_t cp) {
-    return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
-           (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f ||
-           cp == 0x3000;
+    return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0 ||
+           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
+           cp == 0x205f || cp == 0x3000;
 }
 
 struct CodePoint {
@@ -143,7 +145,8 @@ Value split_string(const std::string& s, const Value& sep, int64_t maxsplit, boo
     std::vector<std::string> pieces;
     if (!from_right) {
         size_t start = 0;
-        for (size_t at = s.find(d); at != std::string::npos && (maxsplit < 0 || int64_t(pieces.size()) < maxsplit);
+        for (size_t at = s.find(d);
+             at != std::string::npos && (maxsplit < 0 || int64_t(pieces.size()) < maxsplit);
              at = s.find(d, start)) {
             pieces.push_back(s.substr(start, at - start));
             start = at + d.size();
@@ -170,7 +173,8 @@ std::string strip_string(const std::string& s, const Value& chars, bool left, bo
     std::vector<uint32_t> set;
     bool whitespace = chars.is_none() || chars.is_undefined();
     if (!whitespace) {
-        if (!chars.is_string()) throw TemplateError(std::string("strip arg must be None or str, not ") + chars.type_name());
+        if (!chars.is_string())
+            throw TemplateError(std::string("strip arg must be None or str, not ") + chars.type_name());
         for (const CodePoint& c : decode(chars.as_string())) set.push_back(c.cp);
     }
     auto strip = [&](uint32_t cp) {
@@ -315,7 +319,9 @@ std::string percent_format(const std::string& fmt, const Value& args) {
             std::snprintf(buf, sizeof(buf), (spec + "s").c_str(), text.c_str());
             out += spec.size() == 1 ? text : std::string(buf);
         } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X') {
-            if (!v.is_number()) throw TemplateError(std::string("%d format: a real number is required, not ") + v.type_name());
+            if (!v.is_number())
+                throw TemplateError(std::string("%d format: a real number is required, not ") +
+                                    v.type_name());
             std::snprintf(buf, sizeof(buf), (spec + "ll" + (conv == 'i' ? 'd' : conv)).c_str(),
                           static_cast<long long>(v.is_float() ? int64_t(v.as_double()) : v.as_int()));
             out += buf;

@@ -283,9 +283,12 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int dept
         case Value::Kind::kInt: out += std::to_string(v.as_int()); return;
         case Value::Kind::kFloat: {
             double d = v.as_double();
-            if (std::isnan(d)) out += "NaN";
-            else if (std::isinf(d)) out += d < 0 ? "-Infinity" : "Infinity";
-            else out += python_float_repr(d);
+            if (std::isnan(d))
+                out += "NaN";
+            else if (std::isinf(d))
+                out += d < 0 ? "-Infinity" : "Infinity";
+            else
+                out += python_float_repr(d);
             return;
         }
         case Value::Kind::kString: json_string(out, v.as_string(), o.ensure_ascii); return;

@@ -16,7 +16,8 @@ namespace surf::model::jinja {
 
 // A render-time error; `line` is filled in by the innermost expression that lets it pass (0 = not yet).
 struct TemplateError : std::runtime_error {
-    explicit TemplateError(const std::string& message, int line_ = 0) : std::runtime_error(message), line(line_) {}
+    explicit TemplateError(const std::string& message, int line_ = 0)
+        : std::runtime_error(message), line(line_) {}
     int line;
 };
 
@@ -62,7 +63,9 @@ public:
         return v;
     }
     static Value dict(Dict d = {}) { return with(Kind::kDict, std::make_shared<Dict>(std::move(d))); }
-    static Value name_space(Dict d = {}) { return with(Kind::kNamespace, std::make_shared<Dict>(std::move(d))); }
+    static Value name_space(Dict d = {}) {
+        return with(Kind::kNamespace, std::make_shared<Dict>(std::move(d)));
+    }
     static Value callable(std::string name, std::function<Value(CallArgs&)> fn) {
         return with(Kind::kCallable, std::make_shared<Callable>(Callable{std::move(name), std::move(fn)}));
     }
@@ -120,10 +123,11 @@ std::string to_str(const Value& v);   // str(v); Undefined → "" (Jinja's defau
 std::string to_repr(const Value& v);  // repr(v), as str() shows list items
 std::string python_float_repr(double d);
 bool equals(const Value& a, const Value& b);  // ==
-int compare(const Value& a, const Value& b);  // <0, 0, >0 for <, ==, > on numbers/strings/lists; throws otherwise
+int compare(const Value& a,
+            const Value& b);  // <0, 0, >0 for <, ==, > on numbers/strings/lists; throws otherwise
 
 struct JsonOptions {
-    int indent = -1;  // < 0: single line
+    int indent = -1;             // < 0: single line
     std::string item_separator;  // empty: json.dumps default for the indent mode
     std::string key_separator;
     bool sort_keys = false;

@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kFixtures = std::string(SURF_FIXTURES_DIR) + "/chat_template/";
-const std::string kOurTemplate = std::string(SURF_SOURCE_DIR) + "/prompts/chat_template_nemotron_nano_v2_vl.jinja";
+const std::string kOurTemplate =
+    std::string(SURF_SOURCE_DIR) + "/prompts/chat_template_nemotron_nano_v2_vl.jinja";
 
 Json load_fixture(const std::string& name) {
     std::ifstream in(kFixtures + name);
@@ -42,7 +43,8 @@ ChatRenderOptions options_of(const Json& conversation) {
     ChatRenderOptions options;
     options.add_generation_prompt = conversation["add_generation_prompt"];
     if (conversation.contains("tools")) options.tools = conversation["tools"];
-    if (conversation.contains("enable_thinking")) options.enable_thinking = conversation["enable_thinking"].get<bool>();
+    if (conversation.contains("enable_thinking"))
+        options.enable_thinking = conversation["enable_thinking"].get<bool>();
     if (conversation.contains("thinking")) options.extra["thinking"] = conversation["thinking"];
     return options;
 }
@@ -75,8 +77,8 @@ TEST_CASE("chat templates render byte for byte like transformers") {
         CAPTURE(template_name);
         CAPTURE(conversation);
         if (!templates.count(template_name)) {
-            templates.emplace(template_name,
-                              ChatTemplate(read_file(template_path(template_name)), template_name, kSpecialTokens));
+            templates.emplace(template_name, ChatTemplate(read_file(template_path(template_name)),
+                                                          template_name, kSpecialTokens));
         }
         const ChatTemplate& t = templates.at(template_name);
         const Json& c = by_name.at(conversation);
@@ -99,7 +101,8 @@ TEST_CASE("the Nemotron VL template renders the spec §6.2 format") {
     ChatTemplate t = ChatTemplate::from_file(kOurTemplate);
     std::vector<ChatMessage> messages = {
         {"system", std::string("You are a web agent.")},
-        {"user", std::vector<ChatPart>{{ChatPartKind::kImage, ""}, {ChatPartKind::kText, "Find the login button"}}},
+        {"user",
+         std::vector<ChatPart>{{ChatPartKind::kImage, ""}, {ChatPartKind::kText, "Find the login button"}}},
         {"assistant", std::string("<think>It is top right.</think>Top right.")},
         {"user", std::string("Click it")},
     };
@@ -115,7 +118,8 @@ TEST_CASE("the Nemotron VL template renders the spec §6.2 format") {
     CHECK(t.render(messages, no_thinking) == expected + "<think></think>");
     ChatRenderOptions no_prompt;
     no_prompt.add_generation_prompt = false;
-    CHECK(t.render(messages, no_prompt) == expected.substr(0, expected.size() - std::string("<SPECIAL_11>Assistant\n").size()));
+    CHECK(t.render(messages, no_prompt) ==
+          expected.substr(0, expected.size() - std::string("<SPECIAL_11>Assistant\n").size()));
 
     // The typed API and the JSON API agree.
     CHECK(t.render(messages_to_json(messages)) == t.render(messages));
@@ -142,7 +146,8 @@ TEST_CASE("chat template errors: unknown role and bad parts name the template an
 
 TEST_CASE("ChatTemplate::from_model_dir follows transformers' precedence and reads special tokens") {
     TempDir dir("model_dir");
-    const std::string bos_template = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}{{ eos_token }}";
+    const std::string bos_template =
+        "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}{{ eos_token }}";
     Json config = {{"bos_token", {{"content", "<s>"}, {"lstrip", false}}},
                    {"eos_token", "</s>"},
                    {"pad_token", nullptr},
@@ -162,8 +167,9 @@ TEST_CASE("ChatTemplate::from_model_dir follows transformers' precedence and rea
 
     TempDir named("named");
     named.write("tokenizer_config.json",
-                Json{{"chat_template", {{{"name", "tool_use"}, {"template", "tools"}},
-                                        {{"name", "default"}, {"template", "default:{{ add_generation_prompt }}"}}}}}
+                Json{{"chat_template",
+                      {{{"name", "tool_use"}, {"template", "tools"}},
+                       {{"name", "default"}, {"template", "default:{{ add_generation_prompt }}"}}}}}
                     .dump());
     CHECK(ChatTemplate::from_model_dir(named.path).render(messages) == "default:True");
 }
@@ -229,10 +235,11 @@ TEST_CASE("image placeholders expand to <img> + <image> x tokens + </img>") {
 
     // End to end: render with the VL template, then expand.
     ChatTemplate t = ChatTemplate::from_file(kOurTemplate);
-    std::vector<ChatMessage> messages = {
-        {"user", std::vector<ChatPart>{{ChatPartKind::kImage, ""}, {ChatPartKind::kImage, ""},
-                                       {ChatPartKind::kText, "Compare"}}}};
+    std::vector<ChatMessage> messages = {{"user", std::vector<ChatPart>{{ChatPartKind::kImage, ""},
+                                                                        {ChatPartKind::kImage, ""},
+                                                                        {ChatPartKind::kText, "Compare"}}}};
     std::string prompt = expand_image_placeholders(t.render(messages), std::vector<int>{1, 2});
-    CHECK(prompt == "<SPECIAL_10>System\n\n<SPECIAL_11>User\n<img><image></img>\n<img><image><image></img>\nCompare\n"
-                    "<SPECIAL_11>Assistant\n<think>\n");
+    CHECK(prompt ==
+          "<SPECIAL_10>System\n\n<SPECIAL_11>User\n<img><image></img>\n<img><image><image></img>\nCompare\n"
+          "<SPECIAL_11>Assistant\n<think>\n");
 }

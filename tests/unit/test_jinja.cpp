@@ -2,6 +2,7 @@
 // tests/reference/make_chat_template_fixture.py), plus readable per-feature checks and error messages.
 #include <doctest/doctest.h>
 
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -89,27 +90,30 @@ TEST_CASE("jinja control flow: if, for with loop variables, break/continue, set,
     CHECK(render("{% set ns = namespace(n=0) %}{% for i in [1, 2, 3] %}{% set ns.n = ns.n + i %}{% endfor %}"
                  "{{ ns.n }}") == "6");
     CHECK(render("{% set x = 1 %}{% for i in [5] %}{% set x = i %}{% endfor %}{{ x }}") == "1");
-    CHECK(render("{% macro m(a, b='B') %}{{ a }}{{ b }}{% endmacro %}{{ m('x') }}{{ m('y', b='z') }}") == "xByz");
+    CHECK(render("{% macro m(a, b='B') %}{{ a }}{{ b }}{% endmacro %}{{ m('x') }}{{ m('y', b='z') }}") ==
+          "xByz");
 }
 
 TEST_CASE("jinja expressions: operators, slicing, methods, filters and tests") {
     CHECK(render("{{ 'abc'[::-1] }} {{ [1, 2, 3][1:] }} {{ 'héllo'[1] }}") == "cba [2, 3] é");
     CHECK(render("{{ 7 // 2 }} {{ -7 % 3 }} {{ 2 ** 3 }} {{ 'a' ~ 1 }} {{ 1 in [1] }}") == "3 2 8 a1 True");
-    CHECK(render("{{ ' x '.strip() }}|{{ 'a,b'.split(',') }}|{{ 'ab'.startswith('a') }}") == "x|['a', 'b']|True");
+    CHECK(render("{{ ' x '.strip() }}|{{ 'a,b'.split(',') }}|{{ 'ab'.startswith('a') }}") ==
+          "x|['a', 'b']|True");
     CHECK(render("{{ d.get('k', 0) }} {{ d.items() | list }}", {{"d", {{"k", 1}}}}) == "1 [('k', 1)]");
     CHECK(render("{{ ['b', 'a'] | sort | join('-') }} {{ '  t ' | trim | upper }} {{ x | default('d') }}") ==
           "a-b T d");
     CHECK(render("{{ m | selectattr('role', 'equalto', 'user') | list | length }}",
                  {{"m", {{{"role", "user"}}, {{"role", "assistant"}}}}}) == "1");
-    CHECK(render("{{ x is defined }} {{ none is none }} {{ 'a' is string }} {{ {} is mapping }} {{ 2 is equalto 2 }}") ==
-          "False True True True True");
+    CHECK(render("{{ x is defined }} {{ none is none }} {{ 'a' is string }} {{ {} is mapping }} {{ 2 is "
+                 "equalto 2 }}") == "False True True True True");
 }
 
 TEST_CASE("jinja tojson is HF's: no HTML escaping, non-ASCII kept, options honoured") {
     Json v = {{"b", "é<&>"}, {"a", {1, 2.5, nullptr}}};
     CHECK(render("{{ v | tojson }}", {{"v", v}}) == "{\"b\": \"é<&>\", \"a\": [1, 2.5, null]}");
     CHECK(render("{{ v | tojson(indent=1) }}", {{"v", {{"k", {1}}}}}) == "{\n \"k\": [\n  1\n ]\n}");
-    CHECK(render("{{ v | tojson(sort_keys=true) }}", {{"v", v}}) == "{\"a\": [1, 2.5, null], \"b\": \"é<&>\"}");
+    CHECK(render("{{ v | tojson(sort_keys=true) }}", {{"v", v}}) ==
+          "{\"a\": [1, 2.5, null], \"b\": \"é<&>\"}");
 }
 
 TEST_CASE("jinja keeps JSON object key order") {
@@ -118,7 +122,8 @@ TEST_CASE("jinja keeps JSON object key order") {
     d["alpha"] = 2;
     CHECK(render("{% for k in d %}{{ k }} {% endfor %}", {{"d", d}}) == "zeta alpha ");
     nlohmann::json sorted = {{"zeta", 1}, {"alpha", 2}};  // nlohmann::json sorts its keys
-    CHECK(JinjaTemplate("{% for k in d %}{{ k }} {% endfor %}").render(nlohmann::json{{"d", sorted}}) == "alpha zeta ");
+    CHECK(JinjaTemplate("{% for k in d %}{{ k }} {% endfor %}").render(nlohmann::json{{"d", sorted}}) ==
+          "alpha zeta ");
 }
 
 TEST_CASE("jinja undefined values behave like jinja2's default Undefined") {
@@ -192,12 +197,40 @@ TEST_CASE("jinja render errors name the line: undefined function, raise_exceptio
     CHECK(message.find("too large") != std::string::npos);
 }
 
+TEST_CASE("jinja strftime_now gives the local time like HF's global") {
+    std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char year[16];
+    std::strftime(year, sizeof(year), "%Y", &local);
+    CHECK(render("{{ strftime_now('%Y') }}") == year);
+    CHECK(render("{{ strftime_now('%d %b %Y') }}").size() == 11);
+}
+
+TEST_CASE("jinja rejects pathological nesting instead of overflowing the stack") {
+    std::string deep = "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}";
+    CHECK(error_of(deep).find("nested too deeply") != std::string::npos);
+    CHECK(error_of("{{ " + std::string(100000, '-') + "1 }}").find("nested too deeply") != std::string::npos);
+    std::string ifs;
+    for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
+    CHECK(error_of(ifs).find("nested too deeply") != std::string::npos);
+    CHECK(render(std::string(100, '(').insert(0, "{{ ") + "1" + std::string(100, ')') + " }}") == "1");
+}
+
 TEST_CASE("jinja never crashes on random template soup") {
     const std::vector<std::string> pieces = {
-        "{{", "}}", "{%", "%}", "{#", "#}", "-", "+", " if ", " for ", " in ", " endif ", " endfor ", " set ",
-        " x ", " ns.a ", "(", ")", "[", "]", "{", "}", "'s'", "\"", "1", "2.5", ",", ":", "|", " length ", " trim ",
-        " is ", " defined ", " not ", " and ", " or ", "~", "*", "/", "//", "%", ".", "=", "==", "\n", " ", "\\",
-        " macro ", " endmacro ", " raw ", " endraw ", "loop", " else ", " elif ", " namespace(a=1) ", "messages"};
+        "{{",       "}}",      "{%",        "%}",         "{#",
+        "#}",       "-",       "+",         " if ",       " for ",
+        " in ",     " endif ", " endfor ",  " set ",      " x ",
+        " ns.a ",   "(",       ")",         "[",          "]",
+        "{",        "}",       "'s'",       "\"",         "1",
+        "2.5",      ",",       ":",         "|",          " length ",
+        " trim ",   " is ",    " defined ", " not ",      " and ",
+        " or ",     "~",       "*",         "/",          "//",
+        "%",        ".",       "=",         "==",         "\n",
+        " ",        "\\",      " macro ",   " endmacro ", " raw ",
+        " endraw ", "loop",    " else ",    " elif ",     " namespace(a=1) ",
+        "messages"};
     std::mt19937 rng(1234);
     Json variables = {{"x", {1, "two", nullptr}}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
     int rendered = 0;
