@@ -84,8 +84,9 @@ inline std::vector<float> random_vec(size_t n, std::mt19937& rng, float lo = -1.
 
 // Checks |got − want| ≤ atol + rtol·|want| for every element; NaN never passes. On failure prints the
 // count of bad elements, max abs/rel error, the first bad index and its values.
+// max_rel_l2 > 0 also bounds ‖got − want‖ / ‖want‖ (for outputs whose elements are small averages).
 inline bool compare(const std::string& what, const std::vector<float>& got, const std::vector<float>& want, float atol,
-                    float rtol) {
+                    float rtol, double max_rel_l2 = -1.0) {
     REQUIRE(got.size() == want.size());
     double max_abs = 0.0, max_rel = 0.0, ref_norm = 0.0, err_norm = 0.0;
     size_t bad = 0, first_bad = SIZE_MAX, nan = 0;
@@ -108,6 +109,10 @@ inline bool compare(const std::string& what, const std::vector<float>& got, cons
         }
     }
     const double rel_l2 = ref_norm > 0 ? std::sqrt(err_norm / ref_norm) : std::sqrt(err_norm);
+    if (max_rel_l2 > 0 && rel_l2 > max_rel_l2 && bad == 0) {
+        bad = 1;
+        first_bad = 0;
+    }
     char line[512];
     if (bad == 0) {
         std::snprintf(line, sizeof line, "[ok]   %-48s n=%zu max_abs=%.3g max_rel=%.3g rel_l2=%.3g (atol %.1g rtol %.1g)",

@@ -1,0 +1,341 @@
+// Kernel benchmark at the Holotron-12B shapes (issue 6 item 5): measures the two ceilings on this card
+// (device-to-device copy bandwidth, a large cuBLAS bf16 GEMM) and then achieved GB/s or TFLOP/s and the
+// fraction of the ceiling for decode state update, decode attention, the SSD prefill scan, attention
+// prefill and the big GEMMs at batch 1, 16, 64 and 100. Inputs are random (never zeros); decode kernels
+// rotate over buffers larger than L2 so that repeated launches do not measure the cache.
+// Usage: bench_kernels [--quick]   (prints a markdown table last)
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ops.h"
+
+namespace cu = surf::kernels::cuda;
+using cu::bf16;
+
+namespace {
+
+struct Row {
+    std::string kernel, shape;
+    int64_t batch;
+    double us, achieved;
+    std::string unit;
+    double pct;
+};
+std::vector<Row> g_rows;
+
+void* dalloc(size_t bytes) {
+    void* p = nullptr;
+    SURF_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    return p;
+}
+
+// Fills with uniform values in [lo, hi) (bf16 or fp32), generated on the host in blocks.
+void fill_random(void* ptr, size_t n, bool is_bf16, float lo, float hi, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    const size_t block = size_t{1} << 22;
+    std::vector<float> f(std::min(n, block));
+    std::vector<bf16> h(is_bf16 ? f.size() : 0);
+    for (size_t off = 0; off < n; off += block) {
+        const size_t m = std::min(block, n - off);
+        for (size_t i = 0; i < m; ++i) f[i] = dist(rng);
+        if (is_bf16) {
+            for (size_t i = 0; i < m; ++i) h[i] = __float2bfloat16_rn(f[i]);
+            SURF_CUDA_CHECK(cudaMemcpy(static_cast<bf16*>(ptr) + off, h.data(), m * 2, cudaMemcpyHostToDevice));
+        } else {
+            SURF_CUDA_CHECK(cudaMemcpy(static_cast<float*>(ptr) + off, f.data(), m * 4, cudaMemcpyHostToDevice));
+        }
+    }
+}
+
+// Median time in µs of `fn(i)` over `reps` launches after `warmup`, each timed with events.
+double time_us(const std::function<void(int)>& fn, int reps = 20, int warmup = 3) {
+    for (int i = 0; i < warmup; ++i) fn(i);
+    SURF_CUDA_CHECK(cudaDeviceSynchronize());
+    cudaEvent_t a, b;
+    SURF_CUDA_CHECK(cudaEventCreate(&a));
+    SURF_CUDA_CHECK(cudaEventCreate(&b));
+    std::vector<float> ms(reps);
+    for (int i = 0; i < reps; ++i) {
+        SURF_CUDA_CHECK(cudaEventRecord(a));
+        fn(warmup + i);
+        SURF_CUDA_CHECK(cudaEventRecord(b));
+        SURF_CUDA_CHECK(cudaEventSynchronize(b));
+        SURF_CUDA_CHECK(cudaEventElapsedTime(&ms[i], a, b));
+    }
+    SURF_CUDA_CHECK(cudaEventDestroy(a));
+    SURF_CUDA_CHECK(cudaEventDestroy(b));
+    std::sort(ms.begin(), ms.end());
+    return ms[reps / 2] * 1000.0;
+}
+
+void record(const std::string& kernel, const std::string& shape, int64_t batch, double us, double amount,
+            bool is_flops, double ceiling) {
+    const double rate = amount / (us * 1e-6) / (is_flops ? 1e12 : 1e9);
+    g_rows.push_back({kernel, shape, batch, us, rate, is_flops ? "TFLOP/s" : "GB/s", 100.0 * rate / ceiling});
+    std::printf("%-28s %-34s batch %4lld  %10.1f us  %8.1f %s  (%5.1f%% of ceiling)\n", kernel.c_str(), shape.c_str(),
+                static_cast<long long>(batch), us, rate, is_flops ? "TFLOP/s" : "GB/s", 100.0 * rate / ceiling);
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+    cudaDeviceProp prop{};
+    SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    const std::vector<int64_t> batches{1, 16, 64, 100};
+
+    // ---- ceilings -----------------------------------------------------------------------------------
+    const size_t copy_bytes = size_t{1} << 30;
+    void* c0 = dalloc(copy_bytes);
+    void* c1 = dalloc(copy_bytes);
+    fill_random(c0, copy_bytes / 4, false, -1, 1, 1);
+    const double copy_us = time_us([&](int) { SURF_CUDA_CHECK(cudaMemcpyAsync(c1, c0, copy_bytes, cudaMemcpyDeviceToDevice)); });
+    const double copy_gbs = 2.0 * copy_bytes / (copy_us * 1e-6) / 1e9;
+    SURF_CUDA_CHECK(cudaFree(c0));
+    SURF_CUDA_CHECK(cudaFree(c1));
+    cu::GemmContext gemm_ctx;
+    double gemm_tflops = 0.0;
+    {
+        const int64_t n = 8192;
+        auto* a = static_cast<bf16*>(dalloc(n * n * 2));
+        auto* b = static_cast<bf16*>(dalloc(n * n * 2));
+        auto* c = static_cast<bf16*>(dalloc(n * n * 2));
+        fill_random(a, n * n, true, -1, 1, 2);
+        fill_random(b, n * n, true, -1, 1, 3);
+        const double us = time_us([&](int) { cu::gemm(gemm_ctx, {a, b, nullptr, c, cu::DType::kBF16, n, n, n}, nullptr); }, 10);
+        gemm_tflops = 2.0 * n * n * n / (us * 1e-6) / 1e12;
+        SURF_CUDA_CHECK(cudaFree(a));
+        SURF_CUDA_CHECK(cudaFree(b));
+        SURF_CUDA_CHECK(cudaFree(c));
+    }
+    std::printf("ceilings: copy %.0f GB/s (read+write), bf16 GEMM 8192^3 %.0f TFLOP/s\n", copy_gbs, gemm_tflops);
+    record("ceiling: D2D copy", "1 GiB", 1, copy_us, 2.0 * copy_bytes, false, copy_gbs);
+    record("ceiling: cuBLASLt bf16 GEMM", "8192x8192x8192", 1, 2.0 * 8192.0 * 8192 * 8192 / (gemm_tflops * 1e12) * 1e6,
+           2.0 * 8192.0 * 8192 * 8192, true, gemm_tflops);
+
+    // ---- decode: selective state update ---------------------------------------------------------------
+    const int64_t H = 128, P = 80, G = 8, N = 128, conv_dim = H * P + 2 * G * N, zx_stride = 22656;
+    {
+        const int64_t max_b = 100, n_slots = 400;  // 400 fp32 states = 2.1 GB ≫ L2
+        auto* xbc = static_cast<bf16*>(dalloc(max_b * zx_stride * 2));
+        fill_random(xbc, max_b * zx_stride, true, -1, 1, 4);
+        auto* vec = static_cast<float*>(dalloc(3 * H * 4));
+        std::vector<float> hv(3 * H);
+        for (int64_t h = 0; h < H; ++h) { hv[h] = -0.5f; hv[H + h] = -1.0f - 0.01f * h; hv[2 * H + h] = 1.0f; }
+        SURF_CUDA_CHECK(cudaMemcpy(vec, hv.data(), hv.size() * 4, cudaMemcpyHostToDevice));
+        void* state = dalloc(n_slots * H * P * N * 4);
+        fill_random(state, n_slots * H * P * N, false, -1, 1, 5);
+        auto* y = static_cast<float*>(dalloc(max_b * H * P * 4));
+        std::vector<int32_t> slots_h(n_slots);
+        for (int64_t i = 0; i < n_slots; ++i) slots_h[i] = static_cast<int32_t>((i * 7) % n_slots);
+        auto* slots = static_cast<int32_t*>(dalloc(n_slots * 4));
+        SURF_CUDA_CHECK(cudaMemcpy(slots, slots_h.data(), n_slots * 4, cudaMemcpyHostToDevice));
+        for (auto sdt : {cu::DType::kF32, cu::DType::kBF16}) {
+            const size_t es = cu::dtype_size(sdt);
+            for (int64_t b : batches) {
+                cu::SsuParams p;
+                p.x = xbc; p.B = xbc + H * P; p.C = xbc + H * P + G * N; p.dt_raw = xbc + conv_dim;
+                p.dt_bias = vec; p.A = vec + H; p.D = vec + 2 * H; p.state = state; p.state_dtype = sdt;
+                p.y = y; p.y_dtype = cu::DType::kF32; p.batch = b; p.H = H; p.P = P; p.G = G; p.N = N;
+                p.x_stride = zx_stride; p.bc_stride = zx_stride; p.dt_stride = zx_stride;
+                const int64_t sets = n_slots / b;
+                const double us = time_us([&](int i) {
+                    p.slots = slots + (i % sets) * b;
+                    cu::selective_state_update(p, nullptr);
+                }, 30);
+                const double bytes = b * (2.0 * H * P * N * es + (H * P + 2 * G * N + H) * 2.0 + H * P * 4.0);
+                record(std::string("ssu decode (state ") + (es == 4 ? "fp32)" : "bf16)"), "H128 P80 N128 G8", b, us, bytes,
+                       false, copy_gbs);
+            }
+        }
+        SURF_CUDA_CHECK(cudaFree(xbc));
+        SURF_CUDA_CHECK(cudaFree(vec));
+        SURF_CUDA_CHECK(cudaFree(state));
+        SURF_CUDA_CHECK(cudaFree(y));
+        SURF_CUDA_CHECK(cudaFree(slots));
+    }
+
+    // ---- decode: paged attention at 4k context --------------------------------------------------------
+    {
+        const int64_t nh = 40, nkv = 8, D = 128, ctx = 4096, page = 16, n_seqs = 160;  // 160 × 16 MB KV ≫ L2
+        const int64_t pages_per_seq = ctx / page, n_pages = n_seqs * pages_per_seq;
+        auto* kc = static_cast<bf16*>(dalloc(n_pages * page * nkv * D * 2));
+        auto* vc = static_cast<bf16*>(dalloc(n_pages * page * nkv * D * 2));
+        fill_random(kc, n_pages * page * nkv * D, true, -1, 1, 6);
+        fill_random(vc, n_pages * page * nkv * D, true, -1, 1, 7);
+        std::vector<int32_t> bt(n_pages);
+        std::mt19937 rng(8);
+        for (int64_t i = 0; i < n_pages; ++i) bt[i] = static_cast<int32_t>(i);
+        std::shuffle(bt.begin(), bt.end(), rng);
+        auto* dbt = static_cast<int32_t*>(dalloc(n_pages * 4));
+        SURF_CUDA_CHECK(cudaMemcpy(dbt, bt.data(), n_pages * 4, cudaMemcpyHostToDevice));
+        std::vector<int32_t> lens(n_seqs, static_cast<int32_t>(ctx));
+        auto* dlens = static_cast<int32_t*>(dalloc(n_seqs * 4));
+        SURF_CUDA_CHECK(cudaMemcpy(dlens, lens.data(), n_seqs * 4, cudaMemcpyHostToDevice));
+        auto* q = static_cast<bf16*>(dalloc(n_seqs * nh * D * 2));
+        fill_random(q, n_seqs * nh * D, true, -1, 1, 9);
+        auto* out = static_cast<bf16*>(dalloc(n_seqs * nh * D * 2));
+        for (int64_t b : batches) {
+            cu::AttentionDecodeParams p;
+            p.q = q; p.out = out; p.k_cache = kc; p.v_cache = vc; p.seq_lens = dlens; p.page_size = page;
+            p.max_pages_per_seq = pages_per_seq; p.batch = b; p.n_heads = nh; p.n_kv_heads = nkv; p.head_dim = D;
+            p.max_seq_len = ctx;
+            void* ws = dalloc(cu::attention_decode_workspace_bytes(p));
+            const int64_t sets = n_seqs / b;
+            const double us = time_us([&](int i) {
+                p.block_table = dbt + (i % sets) * b * pages_per_seq;
+                cu::attention_decode(p, ws, nullptr);
+            }, 30);
+            const double bytes = b * (2.0 * ctx * nkv * D * 2 + 2.0 * nh * D * 2);
+            record("attention decode (paged)", "40/8x128 ctx4096 page16 splits " + std::to_string(cu::attention_decode_splits(p)),
+                   b, us, bytes, false, copy_gbs);
+            SURF_CUDA_CHECK(cudaFree(ws));
+        }
+        SURF_CUDA_CHECK(cudaFree(kc));
+        SURF_CUDA_CHECK(cudaFree(vc));
+        SURF_CUDA_CHECK(cudaFree(dbt));
+        SURF_CUDA_CHECK(cudaFree(dlens));
+        SURF_CUDA_CHECK(cudaFree(q));
+        SURF_CUDA_CHECK(cudaFree(out));
+    }
+
+    // ---- prefill: SSD scan, b sequences × 1024 tokens ---------------------------------------------------
+    {
+        const int64_t seq = quick ? 512 : 1024;
+        const int64_t max_tok = 100 * seq;
+        auto* xbc = static_cast<bf16*>(dalloc(max_tok * conv_dim * 2));
+        auto* dt = static_cast<bf16*>(dalloc(max_tok * H * 2));
+        fill_random(xbc, max_tok * conv_dim, true, -1, 1, 10);
+        fill_random(dt, max_tok * H, true, -3, 0.5f, 11);
+        auto* vec = static_cast<float*>(dalloc(3 * H * 4));
+        std::vector<float> hv(3 * H);
+        for (int64_t h = 0; h < H; ++h) { hv[h] = -0.5f; hv[H + h] = -1.0f - 0.01f * h; hv[2 * H + h] = 1.0f; }
+        SURF_CUDA_CHECK(cudaMemcpy(vec, hv.data(), hv.size() * 4, cudaMemcpyHostToDevice));
+        void* state = dalloc(100 * H * P * N * 4);
+        fill_random(state, 100 * H * P * N, false, -1, 1, 12);
+        auto* y = static_cast<bf16*>(dalloc(max_tok * H * P * 2));
+        std::vector<int32_t> cu_h(101), slots_h(100);
+        for (int i = 0; i <= 100; ++i) cu_h[i] = static_cast<int32_t>(i * seq);
+        for (int i = 0; i < 100; ++i) slots_h[i] = i;
+        auto* dcu = static_cast<int32_t*>(dalloc(101 * 4));
+        auto* dslots = static_cast<int32_t*>(dalloc(100 * 4));
+        SURF_CUDA_CHECK(cudaMemcpy(dcu, cu_h.data(), 101 * 4, cudaMemcpyHostToDevice));
+        SURF_CUDA_CHECK(cudaMemcpy(dslots, slots_h.data(), 100 * 4, cudaMemcpyHostToDevice));
+        for (int64_t b : batches) {
+            cu::SsdVarlenParams p;
+            p.x = xbc; p.B = xbc + H * P; p.C = xbc + H * P + G * N; p.dt_raw = dt; p.dt_bias = vec; p.A = vec + H;
+            p.D = vec + 2 * H; p.state = state; p.cu_seqlens = dcu; p.slots = dslots; p.y = y; p.y_dtype = cu::DType::kBF16;
+            p.n_tok = b * seq; p.n_seq = b; p.H = H; p.P = P; p.G = G; p.N = N; p.chunk = 128;
+            p.x_stride = conv_dim; p.bc_stride = conv_dim; p.dt_stride = H;
+            void* ws = dalloc(cu::ssd_workspace_bytes(p));
+            const double us = time_us([&](int) { cu::ssd_varlen(p, ws, nullptr); }, b >= 64 ? 5 : 10, 1);
+            const double tok = static_cast<double>(b * seq);
+            const double flops = tok * (H * (2.0 * 128 * P + 4.0 * N * P) + G * 2.0 * 128 * N);  // serving.md §3.1
+            record("ssd prefill scan (fp32 math)", "H128 P80 N128 chunk128 len" + std::to_string(seq), b, us, flops, true,
+                   gemm_tflops);
+            std::printf("    ssd: %.0f tokens/s, %.2f us/token\n", tok / (us * 1e-6), us / tok);
+            SURF_CUDA_CHECK(cudaFree(ws));
+        }
+        for (void* ptr : {static_cast<void*>(xbc), static_cast<void*>(dt), static_cast<void*>(vec), state,
+                          static_cast<void*>(y), static_cast<void*>(dcu), static_cast<void*>(dslots)}) {
+            SURF_CUDA_CHECK(cudaFree(ptr));
+        }
+    }
+
+    // ---- prefill attention: LLM causal (paged, 4k) and ViT bidirectional (13 tiles) -----------------------
+    {
+        const int64_t nh = 40, nkv = 8, D = 128, len = 4096, page = 64, pages = len / page;
+        auto* q = static_cast<bf16*>(dalloc(len * nh * D * 2));
+        auto* kc = static_cast<bf16*>(dalloc(len * nkv * D * 2));
+        auto* vc = static_cast<bf16*>(dalloc(len * nkv * D * 2));
+        auto* out = static_cast<bf16*>(dalloc(len * nh * D * 2));
+        fill_random(q, len * nh * D, true, -1, 1, 13);
+        fill_random(kc, len * nkv * D, true, -1, 1, 14);
+        fill_random(vc, len * nkv * D, true, -1, 1, 15);
+        std::vector<int32_t> bt(pages), cu_h{0, static_cast<int32_t>(len)}, lens{static_cast<int32_t>(len)};
+        for (int64_t i = 0; i < pages; ++i) bt[i] = static_cast<int32_t>(i);
+        auto* dbt = static_cast<int32_t*>(dalloc(pages * 4));
+        auto* dcu = static_cast<int32_t*>(dalloc(8));
+        auto* dl = static_cast<int32_t*>(dalloc(4));
+        SURF_CUDA_CHECK(cudaMemcpy(dbt, bt.data(), pages * 4, cudaMemcpyHostToDevice));
+        SURF_CUDA_CHECK(cudaMemcpy(dcu, cu_h.data(), 8, cudaMemcpyHostToDevice));
+        SURF_CUDA_CHECK(cudaMemcpy(dl, lens.data(), 4, cudaMemcpyHostToDevice));
+        cu::AttentionPrefillParams p;
+        p.q = q; p.out = out; p.cu_seqlens_q = dcu; p.k_cache = kc; p.v_cache = vc; p.block_table = dbt;
+        p.seq_lens_k = dl; p.page_size = page; p.max_pages_per_seq = pages; p.n_seq = 1; p.n_heads = nh;
+        p.n_kv_heads = nkv; p.head_dim = D; p.max_seqlen_q = len; p.causal = true;
+        const double us = time_us([&](int) { cu::attention_prefill(p, nullptr); }, 10);
+        record("attention prefill causal", "40/8x128 len4096 paged", 1, us, 4.0 * nh * D * len * len / 2.0, true, gemm_tflops);
+        for (void* ptr : {static_cast<void*>(q), static_cast<void*>(kc), static_cast<void*>(vc), static_cast<void*>(out),
+                          static_cast<void*>(dbt), static_cast<void*>(dcu), static_cast<void*>(dl)}) {
+            SURF_CUDA_CHECK(cudaFree(ptr));
+        }
+        const int64_t tiles = 13, tl = 1032, vh = 16, vd = 80, w = vh * vd;
+        auto* qkv = static_cast<bf16*>(dalloc(tiles * tl * 3 * w * 2));
+        auto* vo = static_cast<bf16*>(dalloc(tiles * tl * w * 2));
+        fill_random(qkv, tiles * tl * 3 * w, true, -1, 1, 16);
+        std::vector<int32_t> tcu(tiles + 1);
+        for (int64_t i = 0; i <= tiles; ++i) tcu[i] = static_cast<int32_t>(i * tl);
+        auto* dtcu = static_cast<int32_t*>(dalloc((tiles + 1) * 4));
+        SURF_CUDA_CHECK(cudaMemcpy(dtcu, tcu.data(), (tiles + 1) * 4, cudaMemcpyHostToDevice));
+        cu::AttentionPrefillParams v;
+        v.q = qkv; v.q_stride = 3 * w; v.out = vo; v.cu_seqlens_q = dtcu; v.k = qkv + w; v.v = qkv + 2 * w;
+        v.kv_stride = 3 * w; v.cu_seqlens_k = dtcu; v.n_seq = tiles; v.n_heads = vh; v.n_kv_heads = vh; v.head_dim = vd;
+        v.max_seqlen_q = tl; v.causal = false;
+        const double vus = time_us([&](int) { cu::attention_prefill(v, nullptr); }, 10);
+        record("attention ViT bidirectional", "16x80, 13 tiles x 1032", tiles, vus, 4.0 * vh * vd * tl * tl * tiles, true,
+               gemm_tflops);
+        SURF_CUDA_CHECK(cudaFree(qkv));
+        SURF_CUDA_CHECK(cudaFree(vo));
+        SURF_CUDA_CHECK(cudaFree(dtcu));
+    }
+
+    // ---- GEMMs: the LLM's projections at decode batches (weight-bound) and one prefill size -------------
+    {
+        struct Lin { const char* name; int64_t n, k; };
+        const Lin lins[] = {{"mamba in_proj", 22656, 5120}, {"mamba out_proj", 5120, 10240}, {"mlp up", 20480, 5120},
+                            {"mlp down", 5120, 20480}, {"attn q_proj", 5120, 5120}, {"lm_head", 131072, 5120}};
+        const int64_t max_m = 4096, n_w = 4;  // rotate over 4 weight copies (in_proj weight 232 MB ≫ L2 anyway)
+        for (const Lin& l : lins) {
+            std::vector<bf16*> w(n_w);
+            for (auto& ptr : w) {
+                ptr = static_cast<bf16*>(dalloc(l.n * l.k * 2));
+                fill_random(ptr, l.n * l.k, true, -0.05f, 0.05f, 17);
+            }
+            auto* x = static_cast<bf16*>(dalloc(max_m * l.k * 2));
+            auto* y = static_cast<bf16*>(dalloc(max_m * l.n * 2));
+            fill_random(x, max_m * l.k, true, -1, 1, 18);
+            std::vector<int64_t> ms(batches);
+            ms.push_back(max_m);
+            for (int64_t m : ms) {
+                const double us = time_us([&](int i) {
+                    cu::gemm(gemm_ctx, {x, w[i % n_w], nullptr, y, cu::DType::kBF16, m, l.n, l.k}, nullptr);
+                }, 20);
+                const double bytes = 2.0 * (l.n * l.k + m * l.k + m * l.n), flops = 2.0 * m * l.n * l.k;
+                const std::string shape = std::string(l.name) + " " + std::to_string(l.n) + "x" + std::to_string(l.k);
+                if (m <= 100) record("gemm bf16 (weight-bound)", shape, m, us, bytes, false, copy_gbs);
+                else record("gemm bf16 (prefill)", shape, m, us, flops, true, gemm_tflops);
+            }
+            for (auto* ptr : w) SURF_CUDA_CHECK(cudaFree(ptr));
+            SURF_CUDA_CHECK(cudaFree(x));
+            SURF_CUDA_CHECK(cudaFree(y));
+        }
+    }
+
+    std::printf("\n## Kernel benchmark (%s; copy %.0f GB/s, GEMM %.0f TFLOP/s)\n\n", prop.name, copy_gbs, gemm_tflops);
+    std::printf("| kernel | shape | batch | time (us) | achieved | %% of ceiling |\n|---|---|---|---|---|---|\n");
+    for (const Row& r : g_rows) {
+        std::printf("| %s | %s | %lld | %.1f | %.1f %s | %.1f%% |\n", r.kernel.c_str(), r.shape.c_str(),
+                    static_cast<long long>(r.batch), r.us, r.achieved, r.unit.c_str(), r.pct);
+    }
+    return 0;
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# One device call: build the CUDA targets (GPU-only configuration), run every gpu test and the kernel
+# benchmark, write logs to $OUT and print a short summary last. Needs .deps/ (scripts/fetch_gpu_deps.sh).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+OUT="${OUT:-$ROOT/gpu_out}"
+mkdir -p "$OUT"
+DEPS="$ROOT/.deps"
+JOBS="$(nproc)"
+status() { echo "$1" | tee -a "$OUT/summary.log"; }
+: > "$OUT/summary.log"
+
+{ date -u; nvidia-smi; nvcc --version; cmake --version; } > "$OUT/env.log" 2>&1
+status "card: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+
+# pkg-config from .deps when the machine has none.
+export PKG_CONFIG_PATH="$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
+extra=()
+if ! command -v pkg-config > /dev/null && [ -x "$DEPS/usr/bin/pkgconf" ]; then
+    export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+    extra+=("-DPKG_CONFIG_EXECUTABLE=$DEPS/usr/bin/pkgconf")
+fi
+
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSURF_GPU_ONLY=ON -DSURF_DEPS_PREFIX="$DEPS" \
+    -DCMAKE_PREFIX_PATH="$DEPS/usr" "${extra[@]}" > "$OUT/configure.log" 2>&1
+cfg=$?
+status "configure: rc=$cfg ($(( $(date +%s) - t0 ))s)"
+[ $cfg -ne 0 ] && { tail -30 "$OUT/configure.log"; exit 1; }
+
+targets=$(ninja -C build-gpu -t targets all 2>/dev/null | grep -oE '^(gpu_test_[a-z0-9_]+|bench_kernels)(:| )' | tr -d ': ' | sort -u)
+t0=$(date +%s)
+cmake --build build-gpu -j"$JOBS" --target $targets > "$OUT/build.log" 2>&1
+brc=$?
+status "build ($(echo $targets | wc -w) targets): rc=$brc ($(( $(date +%s) - t0 ))s)"
+[ $brc -ne 0 ] && { grep -E "error|FAILED" "$OUT/build.log" | head -40; }
+
+# Register/shared-memory/spill report of the kernels (sm_90a).
+for f in kernels/cuda/*.cu; do
+    nvcc -std=c++20 -O3 --expt-relaxed-constexpr -I. -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -c "$f" \
+        -o /dev/null 2>&1 | c++filt | grep -E "Compiling entry|registers|spill|stack" | sed "s|^|$(basename $f): |"
+done > "$OUT/ptxas.log" 2>&1
+status "ptxas: $(grep -cE '[1-9][0-9]* bytes spill' "$OUT/ptxas.log") kernels with spills (see ptxas.log)"
+
+t0=$(date +%s)
+ctest --test-dir build-gpu -L gpu -V --timeout 600 > "$OUT/ctest.log" 2>&1
+trc=$?
+status "ctest -L gpu: rc=$trc ($(( $(date +%s) - t0 ))s): $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
+grep -E '\[FAIL\]|ERROR|FAILED|mismatch|Subprocess aborted|Exception' "$OUT/ctest.log" | head -40 | tee -a "$OUT/summary.log"
+
+if [ -x build-gpu/apps/bench_kernels ] || [ -x build-gpu/bench_kernels ]; then
+    bench=$(ls build-gpu/apps/bench_kernels build-gpu/bench_kernels 2>/dev/null | head -1)
+    t0=$(date +%s)
+    timeout 400 "$bench" > "$OUT/bench_kernels.log" 2>&1
+    status "bench_kernels: rc=$? ($(( $(date +%s) - t0 ))s)"
+fi
+if python3 -c "import torch" 2>/dev/null && [ -f tests/reference/bench_torch_kernels.py ]; then
+    timeout 120 python3 tests/reference/bench_torch_kernels.py > "$OUT/bench_torch.log" 2>&1
+    status "bench_torch: rc=$?"
+fi
+
+echo
+echo "==== per-check results ===="
+grep -E '^\[(ok|FAIL)\]|\[ok\]|\[FAIL\]' "$OUT/ctest.log" | sed 's/^.*\(\[ok\]\|\[FAIL\]\)/\1/' | cut -c1-150 | tail -70
+echo
+echo "==== benchmark ===="
+sed -n '/^## Kernel benchmark/,$p' "$OUT/bench_kernels.log" 2>/dev/null
+echo
+echo "==== summary ===="
+cat "$OUT/summary.log"

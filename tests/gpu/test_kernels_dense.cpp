@@ -1,0 +1,125 @@
+// GEMM, norms and activations against the CPU references (kernels/cpu) on random bf16-rounded inputs,
+// at the Holotron shapes and small ones. Outputs are NaN-poisoned before every launch.
+#include <doctest/doctest.h>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace cpu = surf::kernels::cpu;
+namespace cu = surf::kernels::cuda;
+using namespace surf::gpu_test;
+
+TEST_CASE("gemm: bf16 x·Wᵀ (+bias, +beta·y) with fp32 accumulation, bf16 and fp32 outputs") {
+    std::mt19937 rng(1);
+    cu::GemmContext ctx;
+    struct Shape { int64_t m, n, k; };
+    // (tokens, out, in): Mamba in_proj, MLP down, ViT qkv, odd small shapes.
+    for (Shape s : {Shape{37, 22656, 5120}, Shape{5, 5120, 20480}, Shape{64, 3840, 1280}, Shape{3, 24, 40}, Shape{17, 8, 16}}) {
+        auto x = random_vec(s.m * s.k, rng), w = random_vec(s.n * s.k, rng, -0.05f, 0.05f);
+        auto bias = random_vec(s.n, rng);
+        auto y0 = random_vec(s.m * s.n, rng);
+        std::vector<float> ref(s.m * s.n);
+        cpu::linear({x.data(), w.data(), bias.data(), ref.data(), s.m, s.n, s.k});
+        DeviceBuffer<bf16> dx(to_bf16(x)), dw(to_bf16(w)), dbias_h(to_bf16(bias)), dyh(s.m * s.n);
+        DeviceBuffer<float> dbias_f(bias), dyf(s.m * s.n);
+        const std::string tag = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+        // bf16 out + bias: rounding of the output dominates (2^-8 relative).
+        dyh.poison();
+        cu::gemm(ctx, {dx.get(), dw.get(), dbias_h.get(), dyh.get(), cu::DType::kBF16, s.m, s.n, s.k}, nullptr);
+        compare("gemm bf16 out +bias " + tag, to_float(dyh.download()), ref, 2e-3f, 1e-2f);
+        // fp32 out, beta = 1 accumulating into y0 (the residual-add use).
+        dyf.upload(y0);
+        cu::GemmParams gp{dx.get(), dw.get(), dbias_f.get(), dyf.get(), cu::DType::kF32, s.m, s.n, s.k};
+        gp.beta = 1.0f;
+        cu::gemm(ctx, gp, nullptr);
+        std::vector<float> ref_acc(ref);
+        for (size_t i = 0; i < ref.size(); ++i) ref_acc[i] += y0[i];
+        compare("gemm fp32 out +bias +y " + tag, dyf.download(), ref_acc, 1e-3f, 1e-3f);
+        // No bias, strided x (a slice of a wider row).
+        if (s.k % 8 == 0) {
+            const int64_t ldx = s.k + 8;
+            std::vector<float> xs(s.m * ldx, 0.5f);
+            for (int64_t r = 0; r < s.m; ++r) for (int64_t c = 0; c < s.k; ++c) xs[r * ldx + c] = x[r * s.k + c];
+            DeviceBuffer<bf16> dxs(to_bf16(xs));
+            cu::GemmParams sp{dxs.get(), dw.get(), nullptr, dyf.get(), cu::DType::kF32, s.m, s.n, s.k};
+            sp.ldx = ldx;
+            dyf.poison();
+            cu::gemm(ctx, sp, nullptr);
+            for (size_t i = 0; i < ref.size(); ++i) ref_acc[i] = ref[i] - bias[i % s.n];
+            compare("gemm fp32 strided x no bias " + tag, dyf.download(), ref_acc, 1e-3f, 1e-3f);
+        }
+    }
+}
+
+TEST_CASE("rmsnorm / layernorm with fused residual add; gated grouped rmsnorm") {
+    std::mt19937 rng(2);
+    for (int64_t dim : {5120, 1280, 64, 40}) {
+        const int64_t rows = 33;
+        auto x = random_vec(rows * dim, rng, -2.0f, 2.0f), res = random_vec(rows * dim, rng, -3.0f, 3.0f, false);
+        auto w = random_vec(dim, rng, 0.5f, 1.5f, false), b = random_vec(dim, rng, -0.5f, 0.5f, false);
+        DeviceBuffer<bf16> dx(to_bf16(x)), dy(rows * dim);
+        DeviceBuffer<float> dxf(x), dres(res), dw(w), db(b);
+        // RMSNorm with residual (bf16 x) — y bf16: tolerance = bf16 output rounding.
+        std::vector<float> ref_res(res), ref_y(rows * dim);
+        cpu::rmsnorm({x.data(), ref_res.data(), w.data(), ref_y.data(), rows, dim, 1e-5f});
+        dy.poison();
+        cu::rmsnorm({dx.get(), cu::DType::kBF16, dres.get(), dw.get(), dy.get(), rows, dim, 0, 1e-5f}, nullptr);
+        compare("rmsnorm+residual y dim " + std::to_string(dim), to_float(dy.download()), ref_y, 1e-2f, 8e-3f);
+        compare("rmsnorm+residual residual dim " + std::to_string(dim), dres.download(), ref_res, 1e-5f, 1e-6f);
+        // RMSNorm without residual, fp32 x.
+        cpu::rmsnorm({x.data(), nullptr, w.data(), ref_y.data(), rows, dim, 1e-5f});
+        dy.poison();
+        cu::rmsnorm({dxf.get(), cu::DType::kF32, nullptr, dw.get(), dy.get(), rows, dim, 0, 1e-5f}, nullptr);
+        compare("rmsnorm fp32 x dim " + std::to_string(dim), to_float(dy.download()), ref_y, 1e-2f, 8e-3f);
+        // LayerNorm with residual: the CPU reference has no residual, so feed it res + x.
+        dres.upload(res);
+        std::vector<float> sum(rows * dim);
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] = res[i] + x[i];
+        cpu::layernorm({sum.data(), w.data(), b.data(), ref_y.data(), rows, dim, 1e-6f});
+        dy.poison();
+        cu::layernorm({dx.get(), cu::DType::kBF16, dres.get(), dw.get(), db.get(), dy.get(), rows, dim, 0, 1e-6f}, nullptr);
+        compare("layernorm+residual y dim " + std::to_string(dim), to_float(dy.download()), ref_y, 1e-2f, 8e-3f);
+        compare("layernorm+residual residual dim " + std::to_string(dim), dres.download(), sum, 1e-5f, 1e-6f);
+    }
+    // Gated norm: Holotron (10240 wide, 8 groups, z a slice of in_proj rows of 22656) and small_bf16 shapes.
+    struct G { int64_t dim, group, z_stride; };
+    for (G g : {G{10240, 1280, 22656}, G{288, 72, 600}}) {
+        const int64_t rows = 19;
+        auto y = random_vec(rows * g.dim, rng, -2.0f, 2.0f), z = random_vec(rows * g.z_stride, rng, -3.0f, 3.0f);
+        auto w = random_vec(g.dim, rng, 0.5f, 1.5f, false);
+        std::vector<float> ref(rows * g.dim);
+        cpu::gated_rmsnorm({y.data(), z.data(), w.data(), ref.data(), rows, g.dim, g.group, g.z_stride, 1e-5f});
+        DeviceBuffer<float> dyf(y), dw(w);
+        DeviceBuffer<bf16> dyh(to_bf16(y)), dz(to_bf16(z)), dout(rows * g.dim);
+        for (auto dt : {cu::DType::kF32, cu::DType::kBF16}) {
+            dout.poison();
+            cu::GatedRmsNormParams p;
+            p.y = dt == cu::DType::kF32 ? static_cast<const void*>(dyf.get()) : dyh.get();
+            p.y_dtype = dt;
+            p.z = dz.get();
+            p.weight = dw.get();
+            p.out = dout.get();
+            p.rows = rows; p.dim = g.dim; p.group_size = g.group; p.z_stride = g.z_stride;
+            cu::gated_rmsnorm(p, nullptr);
+            compare("gated_rmsnorm dim " + std::to_string(g.dim) + (dt == cu::DType::kF32 ? " y fp32" : " y bf16"),
+                    to_float(dout.download()), ref, 1e-2f, 8e-3f);
+        }
+    }
+}
+
+TEST_CASE("relu² and exact GELU in place on bf16 (vector body and scalar tail)") {
+    std::mt19937 rng(3);
+    for (int64_t n : {int64_t{5120} * 37, int64_t{13}}) {
+        auto x = random_vec(n, rng, -4.0f, 4.0f);
+        DeviceBuffer<bf16> d(to_bf16(x));
+        std::vector<float> ref(x);
+        cpu::relu_squared(ref.data(), n);
+        cu::relu_squared(d.get(), n, nullptr);
+        compare("relu_squared n=" + std::to_string(n), to_float(d.download()), ref, 1e-6f, 8e-3f);
+        d.upload(to_bf16(x));
+        ref = x;
+        cpu::gelu_erf(ref.data(), n);
+        cu::gelu_erf(d.get(), n, nullptr);
+        compare("gelu_erf n=" + std::to_string(n), to_float(d.download()), ref, 1e-5f, 8e-3f);
+    }
+}
