@@ -200,8 +200,9 @@ void BrowserSession::on_target_attached(const nlohmann::json& params) {
                    {{"width", v.css_width}, {"height", v.css_height}, {"deviceScaleFactor", v.device_scale_factor},
                     {"mobile", false}, {"screenWidth", v.css_width}, {"screenHeight", v.css_height}},
                    sid);
-    // Every session's tab behaves as focused (focus/blur, :focus, caret) although only one is in front.
-    browser_->post("Emulation.setFocusEmulationEnabled", {{"enabled", true}}, sid);
+    // No Emulation.setFocusEmulationEnabled: on Chromium 156 it made the initial about:blank renderer
+    // crash on the first cross-site navigation (3 runs in 4). Each context has its own window, and
+    // focus inside it works without it (the parallel-session test types into 8 tabs at once).
     browser_->post("Page.setInterceptFileChooserDialog", {{"enabled", true}}, sid);
     if (options_.guard.has_rules()) {
         browser_->post("Fetch.enable",
@@ -310,15 +311,18 @@ void BrowserSession::on_page_event(const std::string& sid, const std::string& me
             browser_->post("Fetch.continueRequest", {{"requestId", request_id}}, sid);
             return;
         }
-        browser_->post("Fetch.failRequest", {{"requestId", request_id}, {"errorReason", "BlockedByClient"}}, sid);
+        // A tab showing a page is aborted (like pressing Stop), so the agent stays on the page it was
+        // on; BlockedByClient would commit Chrome's error page at the refused URL instead. A popup whose
+        // very first page is refused has nothing to show: it is failed and closed.
+        const bool fresh_popup = !tab->committed && !tab->opener_id.empty();
+        browser_->post("Fetch.failRequest",
+                       {{"requestId", request_id}, {"errorReason", tab->committed ? "Aborted" : "BlockedByClient"}}, sid);
         record(SessionEventKind::kNavigationDenied, decision.reason, url, decision.rule);
-        // A popup whose very first page is refused would only show an error page: close it.
-        if (!tab->committed && !tab->opener_id.empty()) {
-            browser_->post("Target.closeTarget", {{"targetId", tab->target_id}}, "");
-        }
+        if (fresh_popup) browser_->post("Target.closeTarget", {{"targetId", tab->target_id}}, "");
     } else if (method == "Inspector.targetCrashed") {
-        record(SessionEventKind::kTabCrashed, "the tab's renderer crashed (" + tab->url + "); the tab was closed", tab->url);
-        browser_->post("Target.closeTarget", {{"targetId", tab->target_id}}, "");
+        // The tab itself survives: the next navigation or reload starts a new renderer.
+        record(SessionEventKind::kTabCrashed,
+               "the tab's renderer crashed (" + tab->url + "); reload or navigate to continue", tab->url);
     } else {
         return;
     }

@@ -51,6 +51,11 @@ NavigationResult BrowserSession::navigate(const std::string& url) {
     Tab tab = active_tab_copy();
     NavigationResult result;
     result.requested_url = url;
+    size_t events_before;
+    {
+        std::lock_guard<std::mutex> lock(state_mutex_);
+        events_before = events_.size();
+    }
     const auto deadline = started + options_.navigation_timeout;
     nlohmann::json answer;
     try {
@@ -66,11 +71,13 @@ NavigationResult BrowserSession::navigate(const std::string& url) {
     }
     const std::string error_text = answer.value("errorText", std::string());
     if (!error_text.empty()) {
-        if (error_text == "net::ERR_BLOCKED_BY_CLIENT") {
-            // Refused by our request interception (a redirect to a refused host): report it as a denial.
+        {
+            // Refused by our request interception (e.g. a redirect to a refused host): a denial.
             std::lock_guard<std::mutex> lock(state_mutex_);
-            for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
-                if (it->kind == SessionEventKind::kNavigationDenied) throw Error(ErrorKind::kNavigationDenied, it->message);
+            for (size_t i = std::min(events_before, events_.size()); i < events_.size(); ++i) {
+                if (events_[i].kind == SessionEventKind::kNavigationDenied) {
+                    throw Error(ErrorKind::kNavigationDenied, events_[i].message);
+                }
             }
         }
         result.outcome = error_text == "net::ERR_HTTP_RESPONSE_CODE_FAILURE" ? NavigationOutcome::kHttpError

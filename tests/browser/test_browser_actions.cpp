@@ -1,0 +1,320 @@
+// Page actions against real Chromium and local pages (tests/browser/pages/) served on 127.0.0.1.
+// Host names under .test are mapped to 127.0.0.1 by a host-resolver rule, so the navigation guard can
+// be exercised with real host names on a closed network.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "kernels/base/error.h"
+#include "tests/browser/test_http_server.h"
+#include "tools/browser/browser.h"
+#include "tools/browser/browser_session.h"
+
+using namespace surf;
+using namespace surf::tools;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Env {
+    test::TestHttpServer server{std::string(SURF_SOURCE_DIR) + "/tests/browser/pages",
+                                [](const test::HttpRequest& req, test::HttpResponse& res) {
+                                    if (req.path == "/hang") {  // headers and half a page, then nothing
+                                        res.body = "<html><head><title>hanging</title></head><body><p>partial";
+                                        res.never_finish = true;
+                                        return true;
+                                    }
+                                    if (req.path == "/status500") {
+                                        res.status = 500;
+                                        res.body = "<html><body>server error page</body></html>";
+                                        return true;
+                                    }
+                                    return false;
+                                }};
+    std::shared_ptr<Browser> browser;
+    Env() {
+        BrowserOptions options;
+        options.extra_args.push_back("--host-resolver-rules=MAP *.test 127.0.0.1");
+        browser = Browser::launch(options);
+    }
+};
+
+Env& env() {
+    static Env e;
+    return e;
+}
+
+std::string page(const std::string& path, const std::string& host = "127.0.0.1") { return env().server.url(path, host); }
+
+bool has_event(const std::vector<SessionEvent>& events, SessionEventKind kind, const std::string& needle = "") {
+    return std::any_of(events.begin(), events.end(), [&](const SessionEvent& e) {
+        return e.kind == kind && (needle.empty() || e.message.find(needle) != std::string::npos ||
+                                  e.url.find(needle) != std::string::npos);
+    });
+}
+
+// A port nothing listens on (bound, then released).
+int closed_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    ::close(fd);
+    return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+TEST_CASE("a click at known coordinates changes the page; double and right click; keys reach the page") {
+    auto session = env().browser->new_session();
+    NavigationResult nav = session->navigate(page("/click.html"));
+    REQUIRE_MESSAGE(nav.ok(), nav.describe());
+    CHECK(nav.http_status == 200);
+    CHECK(session->title() == "click test");
+
+    session->click(50, 50);  // empty background
+    CHECK(session->title() == "click test");
+    session->click(200, 140);  // inside the 200x80 box at (100,100)
+    CHECK(session->title() == "clicked");
+    CHECK(session->evaluate("clicks[0]") == "click@200,140");
+
+    session->double_click(150, 120);
+    CHECK(session->evaluate("clicks.includes('dblclick')") == true);
+    session->right_click(150, 120);
+    CHECK(session->evaluate("clicks.includes('contextmenu')") == true);
+    session->move_mouse(160, 130);
+    CHECK(session->evaluate("hover > 0") == true);
+
+    session->press("Escape");
+    session->press("shift+Tab");
+    CHECK(session->evaluate("clicks.includes('key:Escape')") == true);
+    CHECK(session->evaluate("clicks.includes('key:Tab+shift')") == true);
+
+    CHECK_THROWS_AS(session->click(-1, 10), Error);
+    CHECK_THROWS_AS(session->click(1280, 10), Error);
+    CHECK_THROWS_AS(session->press("ctrl+nosuchkey"), Error);
+}
+
+TEST_CASE("typed text lands in the focused input; clearing works; Enter submits") {
+    auto session = env().browser->new_session();
+    REQUIRE(session->navigate(page("/input.html")).ok());
+    session->click(250, 115);
+    session->press("End");
+    session->type_text(" world");
+    CHECK(session->evaluate("document.getElementById('name').value") == "prefilled world");
+
+    session->type_text("fresh text", /*clear_first=*/true);
+    CHECK(session->evaluate("document.getElementById('name').value") == "fresh text");
+
+    session->press("Enter");
+    CHECK(session->evaluate("window.submitted") == "fresh text");
+
+    session->clear_focused();
+    CHECK(session->evaluate("document.getElementById('name').value") == "");
+
+    session->press("Tab");  // focus moves to the second input
+    CHECK(session->evaluate("document.activeElement.id") == "other");
+    session->type_text("two\n");
+    CHECK(session->evaluate("document.getElementById('other').value") == "two");
+    CHECK(session->evaluate("window.submitted") == "two");
+    session->press("ctrl+a");
+    session->press("Backspace");
+    CHECK(session->evaluate("document.getElementById('other').value") == "");
+}
+
+TEST_CASE("a wheel scroll at a point moves the inner scrollable div under it") {
+    auto session = env().browser->new_session();
+    REQUIRE(session->navigate(page("/scroll.html")).ok());
+    CHECK(session->evaluate("document.getElementById('box').scrollTop") == 0);
+    session->scroll(250, 200, 0, 400);
+    CHECK(session->wait_for("document.getElementById('box').scrollTop > 0", 3s));
+    CHECK(session->evaluate("document.scrollingElement.scrollTop") == 0);
+    double after = session->evaluate("document.getElementById('box').scrollTop").get<double>();
+    session->scroll(250, 200, 0, -100);
+    CHECK(session->wait_for("document.getElementById('box').scrollTop < " + std::to_string(after), 3s));
+}
+
+TEST_CASE("target=_blank and window.open activate the new tab; closing falls back to the previous one") {
+    auto session = env().browser->new_session();
+    REQUIRE(session->navigate(page("/popup.html")).ok());
+    REQUIRE(session->tab_count() == 1);
+
+    session->click(200, 120);  // <a target=_blank>
+    CHECK(session->tab_count() == 2);
+    CHECK(session->url().find("/target.html") != std::string::npos);
+    CHECK(session->evaluate("document.getElementById('p').textContent") == "target");
+    CHECK(has_event(session->take_events(), SessionEventKind::kPopupOpened));
+    auto tabs = session->tabs();
+    REQUIRE(tabs.size() == 2);
+    CHECK(tabs[1].active);
+
+    session->close_active_tab();
+    CHECK(session->tab_count() == 1);
+    CHECK(session->url().find("/popup.html") != std::string::npos);
+
+    session->click(200, 220);  // window.open
+    CHECK(session->tab_count() == 2);
+    CHECK(session->url().find("via=open") != std::string::npos);
+    session->click(200, 120);  // the popup's own window.close() button
+    session->settle();
+    CHECK(session->tab_count() == 1);
+    CHECK(session->url().find("/popup.html") != std::string::npos);
+    CHECK(has_event(session->take_events(), SessionEventKind::kTabClosed));
+}
+
+TEST_CASE("JavaScript dialogs never block: answered by policy and recorded") {
+    auto session = env().browser->new_session();
+    NavigationResult nav = session->navigate(page("/dialogs.html"));
+    REQUIRE_MESSAGE(nav.ok(), nav.describe());
+    CHECK(session->title() == "after dialogs");
+    CHECK(session->evaluate("window.confirmed") == true);
+    CHECK(session->evaluate("window.prompted") == "");
+    auto events = session->take_events();
+    CHECK(has_event(events, SessionEventKind::kDialog, "hello from alert"));
+    CHECK(has_event(events, SessionEventKind::kDialog, "sure?"));
+    session->click(200, 120);
+    CHECK(session->title() == "after click alert");
+    CHECK(has_event(session->take_events(), SessionEventKind::kDialog, "clicked alert"));
+
+    SessionOptions dismiss;
+    dismiss.dialog_policy = DialogPolicy::kDismiss;
+    auto other = env().browser->new_session(dismiss);
+    REQUIRE(other->navigate(page("/dialogs.html")).ok());
+    CHECK(other->evaluate("window.confirmed") == false);
+    CHECK(other->evaluate("window.prompted") == nullptr);
+}
+
+TEST_CASE("navigation guard: denied hosts are refused before and during navigation, popups too") {
+    SessionOptions options;
+    options.guard = NavigationGuard({"allowed.test"}, {"ads.allowed.test"});
+    auto session = env().browser->new_session(options);
+    REQUIRE(session->navigate(page("/popup.html", "allowed.test")).ok());
+    REQUIRE(session->navigate(page("/blank.html", "www.allowed.test")).ok());
+
+    try {
+        session->navigate(page("/target.html", "badallowed.test"));
+        FAIL("navigation to a host outside the allow-list was not refused");
+    } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::kNavigationDenied);
+        CHECK(std::string(e.what()).find("badallowed.test") != std::string::npos);
+        CHECK(std::string(e.what()).find("allow-list") != std::string::npos);
+    }
+    try {
+        session->navigate(page("/target.html", "ads.allowed.test"));
+        FAIL("navigation to a denied host was not refused");
+    } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::kNavigationDenied);
+        CHECK(std::string(e.what()).find("deny rule 'ads.allowed.test'") != std::string::npos);
+    }
+    const int target_hits = env().server.requests("/target.html");
+
+    // A link the page follows by itself is intercepted (Fetch) and never reaches the server.
+    REQUIRE(session->navigate(page("/popup.html", "allowed.test")).ok());
+    session->take_events();
+    session->click(200, 320);  // same-tab link to denied.test
+    CHECK(has_event(session->take_events(), SessionEventKind::kNavigationDenied, "denied.test"));
+    CHECK(session->url() == page("/popup.html", "allowed.test"));  // still on the page it was on
+    session->click(200, 420);  // window.open to denied.test
+    session->settle();
+    CHECK(has_event(session->take_events(), SessionEventKind::kNavigationDenied, "denied.test"));
+    CHECK(session->wait_for("true", 100ms));
+    CHECK(session->tab_count() == 1);
+    CHECK(session->url() == page("/popup.html", "allowed.test"));
+    CHECK(env().server.requests("/target.html") == target_hits);
+}
+
+TEST_CASE("navigation failures are reported, not swallowed") {
+    SessionOptions options;
+    options.navigation_timeout = 3s;
+    auto session = env().browser->new_session(options);
+
+    NavigationResult missing = session->navigate(page("/no-such-page.html"));
+    CHECK(missing.outcome == NavigationOutcome::kHttpError);
+    CHECK(missing.http_status == 404);
+    NavigationResult error = session->navigate(page("/status500"));
+    CHECK(error.outcome == NavigationOutcome::kHttpError);
+    CHECK(error.http_status == 500);
+
+    NavigationResult refused = session->navigate("http://127.0.0.1:" + std::to_string(closed_port()) + "/");
+    CHECK(refused.outcome == NavigationOutcome::kNetworkError);
+    CHECK(refused.error_text == "net::ERR_CONNECTION_REFUSED");
+    NavigationResult dns = session->navigate("http://surf-no-such-host.invalid/");
+    CHECK(dns.outcome == NavigationOutcome::kNetworkError);
+    CHECK(dns.error_text.find("net::ERR_") == 0);
+    MESSAGE("DNS failure: ", dns.describe());
+    CHECK_THROWS_AS(session->navigate("no-scheme.example.com"), Error);
+
+    // A page that never finishes loading returns within the timeout, and the tab stays usable.
+    auto started = std::chrono::steady_clock::now();
+    NavigationResult hang = session->navigate(page("/hang"));
+    auto took = std::chrono::steady_clock::now() - started;
+    CHECK(hang.outcome == NavigationOutcome::kTimeout);
+    CHECK(took < 3s + 2s);
+    MESSAGE("never-finishing page: ", hang.describe());
+    CHECK(session->navigate(page("/blank.html")).ok());
+}
+
+TEST_CASE("history, reload, URL, title and evaluate") {
+    auto session = env().browser->new_session();
+    REQUIRE(session->navigate(page("/blank.html")).ok());
+    REQUIRE(session->navigate(page("/click.html")).ok());
+    NavigationResult back = session->back();
+    CHECK(back.ok());
+    CHECK(session->url() == page("/blank.html"));
+    CHECK(session->title() == "blank");
+    CHECK(session->forward().ok());
+    CHECK(session->url() == page("/click.html"));
+    CHECK(session->forward().outcome == NavigationOutcome::kNoHistory);
+    session->evaluate("window.marker = 1");
+    CHECK(session->reload().ok());
+    CHECK(session->evaluate("typeof window.marker") == "undefined");
+    CHECK(session->evaluate("1 + 2") == 3);
+    CHECK(session->evaluate("Promise.resolve('async')") == "async");
+    CHECK_THROWS_AS(session->evaluate("throw new Error('boom')"), Error);
+}
+
+TEST_CASE("screenshots: PNG and JPEG, viewport and clip, exact pixel <-> CSS mapping") {
+    auto session = env().browser->new_session();
+    REQUIRE(session->navigate(page("/click.html")).ok());
+    Screenshot png = session->screenshot();
+    CHECK(png.width == 1280);
+    CHECK(png.height == 720);
+    CHECK(png.bytes.size() > 1000);
+    ScreenshotOptions jpeg_options;
+    jpeg_options.format = ImageFormat::kJpeg;
+    jpeg_options.jpeg_quality = 80;
+    Screenshot jpeg = session->screenshot(jpeg_options);
+    CHECK(jpeg.width == 1280);
+    CHECK(jpeg.height == 720);
+    CHECK(jpeg.bytes[0] == 0xFF);
+
+    SessionOptions hidpi;
+    hidpi.viewport = {800, 600, 2.0};
+    auto retina = env().browser->new_session(hidpi);
+    REQUIRE(retina->navigate(page("/click.html")).ok());
+    CHECK(retina->evaluate("[innerWidth, innerHeight, devicePixelRatio]") == nlohmann::json({800, 600, 2}));
+    Screenshot big = retina->screenshot();
+    CHECK(big.width == 1600);
+    CHECK(big.height == 1200);
+    // The box's centre in image pixels maps back to CSS (200, 140), which the click then hits.
+    CssPoint p = big.css_from_pixel(400, 280);
+    CHECK(p.x == doctest::Approx(200));
+    CHECK(p.y == doctest::Approx(140));
+    CssPoint q = big.pixel_from_css(p.x, p.y);
+    CHECK(q.x == doctest::Approx(400));
+    retina->click(p.x, p.y);
+    CHECK(retina->evaluate("clicks[0]") == "click@200,140");
+
+    ScreenshotOptions clip_options;
+    clip_options.clip = CssRect{100, 100, 200, 80};
+    Screenshot clip = retina->screenshot(clip_options);
+    CHECK(clip.width == 400);
+    CHECK(clip.height == 160);
+    CssPoint c = clip.css_from_pixel(0, 0);
+    CHECK(c.x == doctest::Approx(100));
+    CHECK(c.y == doctest::Approx(100));
+}
