@@ -12,9 +12,11 @@
 
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +28,11 @@ namespace surf::model {
 struct CompiledSchema {
     Grammar grammar;
     std::string schema_text;  // the schema as compiled (compact dump), for logs and cache keys
+
+    // Memo filled by TokenConstraint (model/token_constraint.cpp): allowed-token lists keyed by vocabulary
+    // and matcher state, shared by every sequence decoding this schema. Thread-safe; bounded in size.
+    mutable std::shared_mutex memo_mutex;
+    mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<int32_t>>> token_memo;
 };
 
 // Compile a schema (key order matters: properties are generated in the order the schema lists them,

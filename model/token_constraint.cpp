@@ -1,6 +1,7 @@
 #include "model/token_constraint.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -43,7 +44,9 @@ std::string printable(const std::string& bytes) {
 // ---------------------------------------------------------------------------------------------- index
 
 std::shared_ptr<const TokenIndex> TokenIndex::build(const TokenVocabulary& vocab) {
+    static std::atomic<uint64_t> next_id{1};
     std::shared_ptr<TokenIndex> index(new TokenIndex());
+    index->id_ = next_id++;
     index->vocab_size_ = static_cast<int32_t>(vocab.token_bytes.size());
     index->token_bytes_ = vocab.token_bytes;
     index->usable_.assign(vocab.token_bytes.size(), 1);
@@ -181,7 +184,7 @@ TokenConstraint& TokenConstraint::operator=(const TokenConstraint& other) {
 }
 
 void TokenConstraint::walk(uint32_t trie_node, const std::vector<GrammarStack>& stacks, uint32_t depth,
-                           uint32_t* mask) const {
+                           std::vector<int32_t>& allowed) const {
     const Grammar& g = schema_->grammar;
     const TokenIndex& ix = *index_;
     const TokenIndex::Node& n = ix.node(trie_node);
@@ -193,11 +196,44 @@ void TokenConstraint::walk(uint32_t trie_node, const std::vector<GrammarStack>& 
         if (next.empty()) continue;
         uint32_t child = ix.edge_child(e);
         const TokenIndex::Node& c = ix.node(child);
-        for (uint32_t t = c.token_begin; t < c.token_end; ++t) set_bit(mask, ix.tokens_at(c)[t - c.token_begin]);
+        allowed.insert(allowed.end(), ix.tokens_at(c), ix.tokens_at(c) + (c.token_end - c.token_begin));
         if (c.edge_begin == c.edge_end) continue;
         dedupe_stacks(next);
-        walk(child, next, depth + 1, mask);
+        walk(child, next, depth + 1, allowed);
     }
+}
+
+const std::vector<int32_t>& TokenConstraint::memo_walk(const void* tag, const std::vector<uint32_t>& starts,
+                                                       const std::vector<GrammarStack>& stacks) const {
+    // The allowed set is a function of (vocabulary, start nodes, stacks): memoise it in the schema, so a
+    // state is walked once per process rather than once per step per sequence.
+    constexpr size_t kMemoLimit = 200000;
+    key_.clear();
+    uint64_t index_id = index_->id();
+    key_.append(reinterpret_cast<const char*>(&index_id), sizeof index_id);
+    key_.append(reinterpret_cast<const char*>(&tag), sizeof tag);
+    for (const GrammarStack& s : stacks) {
+        uint32_t depth = s.depth();
+        key_.append(reinterpret_cast<const char*>(&depth), sizeof depth);
+        for (uint32_t i = 0; i < depth; ++i) key_.append(reinterpret_cast<const char*>(&s.at(i)), sizeof(Frame));
+    }
+    {
+        std::shared_lock<std::shared_mutex> lock(schema_->memo_mutex);
+        auto it = schema_->token_memo.find(key_);
+        if (it != schema_->token_memo.end()) {
+            last_ = it->second;
+            return *last_;
+        }
+    }
+    auto allowed = std::make_shared<std::vector<int32_t>>();
+    for (uint32_t start : starts) walk(start, stacks, 0, *allowed);
+    std::unique_lock<std::shared_mutex> lock(schema_->memo_mutex);
+    if (schema_->token_memo.size() >= kMemoLimit) {  // e.g. unbounded integers: too many states to keep
+        uncached_ = std::move(*allowed);
+        return uncached_;
+    }
+    last_ = schema_->token_memo.emplace(key_, std::move(allowed)).first->second;
+    return *last_;
 }
 
 void TokenConstraint::fill_allowed(uint32_t* mask) const {
@@ -207,6 +243,7 @@ void TokenConstraint::fill_allowed(uint32_t* mask) const {
     const Grammar& g = schema_->grammar;
     // One scratch level per trie depth, sized up front: walk() holds references into it while recursing.
     if (scratch_.size() < ix.max_token_bytes() + 1) scratch_.resize(ix.max_token_bytes() + 1);
+    static const std::vector<uint32_t> kRoot = {0};
     std::vector<GrammarStack> single(1), parents;
     for (const GrammarStack& s : matcher_.stacks()) {
         if (s.empty()) continue;
@@ -218,10 +255,10 @@ void TokenConstraint::fill_allowed(uint32_t* mask) const {
             if (entry.exits.empty()) continue;
             parents.clear();
             g.finish_top(s, parents);  // the enclosing value right after the closing quote
-            for (uint32_t exit : entry.exits) walk(exit, parents, 0, mask);
+            for (int32_t t : memo_walk(&entry, entry.exits, parents)) set_bit(mask, t);
         } else {
             single[0] = s;
-            walk(0, single, 0, mask);
+            for (int32_t t : memo_walk(nullptr, kRoot, single)) set_bit(mask, t);
         }
     }
     if (matcher_.can_end()) {
@@ -262,13 +299,15 @@ bool TokenConstraint::is_complete() const { return ended_ || matcher_.is_complet
 
 void apply_token_bitmask(float* logits, const uint32_t* mask, int32_t vocab_size) {
     const float neg_inf = -std::numeric_limits<float>::infinity();
-    for (int32_t w = 0; w * 32 < vocab_size; ++w) {
+    const int32_t full_words = vocab_size / 32;
+    for (int32_t w = 0; w < full_words; ++w) {
         uint32_t bits = mask[w];
         if (bits == 0xFFFFFFFFu) continue;
-        int32_t end = std::min(vocab_size, w * 32 + 32);
-        for (int32_t i = w * 32; i < end; ++i) {
-            if (!(bits >> (i & 31) & 1u)) logits[i] = neg_inf;
-        }
+        float* row = logits + static_cast<size_t>(w) * 32;
+        for (int j = 0; j < 32; ++j) row[j] = (bits >> j & 1u) ? row[j] : neg_inf;  // branch-free: vectorises
+    }
+    for (int32_t i = full_words * 32; i < vocab_size; ++i) {
+        if (!(mask[i >> 5] >> (i & 31) & 1u)) logits[i] = neg_inf;
     }
 }
 
@@ -352,11 +391,13 @@ TokenVocabulary synthetic_byte_vocabulary(int32_t size, uint64_t seed) {
         int parts = 1 + static_cast<int>(rng() % 4);
         std::string w;
         for (int i = 0; i < parts; ++i) w += syll[rng() % n_syll];
-        uint64_t style = rng() % 10;
-        if (style < 5) w = cat(" ", w);
-        else if (style == 5) w[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(w[0])));
-        else if (style == 6) w.push_back('"');
-        else if (style == 7) w = cat("\"", w);
+        // Roughly the mix of a real BPE vocabulary: half with a leading space, few touching a quote.
+        uint64_t style = rng() % 50;
+        if (style < 25) w = cat(" ", w);
+        else if (style < 30) w[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(w[0])));
+        else if (style == 30) w.push_back('"');
+        else if (style == 31) w = cat("\"", w);
+        else if (style == 32) w = cat(w, "\",");
         add(w);
     }
     TokenVocabulary vocab;

@@ -68,12 +68,14 @@ public:
     // `frame` is a string frame strictly inside the string; min/max bound its length.
     const StringEntry& string_entry(const Frame& frame, uint32_t min_length, uint32_t max_length) const;
     size_t string_cache_size() const;
+    uint64_t id() const { return id_; }  // unique per index in this process (memo keys)
 
 private:
     TokenIndex() = default;
     void build_string_entry(StringEntry& entry, uint32_t node, Frame f, uint32_t min_length,
                             uint32_t max_length) const;
 
+    uint64_t id_ = 0;
     int32_t vocab_size_ = 0;
     std::vector<std::string> token_bytes_;
     std::vector<int32_t> end_ids_;
@@ -114,7 +116,11 @@ public:
     const std::string& generated_bytes() const { return generated_; }
 
 private:
-    void walk(uint32_t trie_node, const std::vector<GrammarStack>& stacks, uint32_t depth, uint32_t* mask) const;
+    void walk(uint32_t trie_node, const std::vector<GrammarStack>& stacks, uint32_t depth,
+              std::vector<int32_t>& allowed) const;
+    // Allowed tokens for walking `stacks` from the trie nodes `starts` (memoised in the schema).
+    const std::vector<int32_t>& memo_walk(const void* tag, const std::vector<uint32_t>& starts,
+                                          const std::vector<GrammarStack>& stacks) const;
 
     std::shared_ptr<const CompiledSchema> schema_;
     std::shared_ptr<const TokenIndex> index_;
@@ -122,6 +128,9 @@ private:
     bool ended_ = false;
     std::string generated_;
     mutable std::vector<std::vector<GrammarStack>> scratch_;  // per trie depth, reused across walks
+    mutable std::string key_;                                   // memo key scratch
+    mutable std::vector<int32_t> uncached_;                     // result when the memo is full
+    mutable std::shared_ptr<const std::vector<int32_t>> last_;  // keeps the memo entry in use alive
 };
 
 // logits[i] = -inf where bit i of the mask is clear. The sampler calls this on the CPU backend.
