@@ -365,9 +365,15 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& so
     for (const auto& [id, token] : data->added_by_id) size = std::max(size, id + 1);
     data->vocab_size = size;
     data->special_by_id.assign(static_cast<size_t>(size), 0);
+    const bool byte_level_only = data->decoders.size() == 1 && data->decoders[0].kind == DecoderStep::Kind::kByteLevel;
+    if (byte_level_only) data->byte_level_bytes.resize(static_cast<size_t>(size));
     for (int32_t id = 0; id < size; ++id) {
         auto token = data->id_to_token(id);
         data->special_by_id[id] = token && data->special_contents.count(*token) ? 1 : 0;
+        if (byte_level_only && token) {
+            auto raw = byte_level_decode(*token);
+            data->byte_level_bytes[id] = raw ? std::move(*raw) : *token;
+        }
     }
     return Tokenizer(std::move(data));
 }
@@ -433,6 +439,17 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
     const TokenizerData& d = *data_;
+    if (!d.byte_level_bytes.empty()) {  // ByteLevel alone: concatenate the bytes, then repair UTF-8
+        std::string bytes;
+        for (int32_t id : ids) {
+            if (id < 0 || id >= d.vocab_size || (skip_special && d.special_by_id[id])) continue;
+            bytes += d.byte_level_bytes[id];
+        }
+        std::string text;
+        text.reserve(bytes.size());
+        append_utf8_lossy(bytes, true, text);
+        return text;
+    }
     std::vector<std::string> tokens;
     tokens.reserve(ids.size());
     for (int32_t id : ids) {
@@ -446,6 +463,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
 
 std::string Tokenizer::token_bytes(int32_t id) const {
     const TokenizerData& d = *data_;
+    if (!d.byte_level_bytes.empty()) return id >= 0 && id < d.vocab_size ? d.byte_level_bytes[id] : std::string();
     auto token = d.id_to_token(id);
     if (!token) return {};
     std::string s = std::move(*token);

@@ -2,6 +2,7 @@
 // applied lowest rank first, leftmost first on ties, exactly as Word::merge_all orders them.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <queue>
 
 #include "kernels/base/error.h"
@@ -277,20 +278,46 @@ void Bpe::tokenize(std::string_view piece, std::vector<int32_t>& out) const {
         }
     }
     const bool cacheable = piece.size() < kCacheMaxWord;
+    const uint64_t hash = std::hash<std::string_view>{}(piece);
+    const size_t mask = kCacheCapacity * 2 - 1;
     if (cacheable) {
         std::lock_guard<std::mutex> lock(cache_mutex_);
-        if (auto it = cache_.find(piece); it != cache_.end()) {
-            out.insert(out.end(), it->second.begin(), it->second.end());
-            return;
+        if (!cache_slots_.empty()) {
+            for (size_t i = hash & mask;; i = (i + 1) & mask) {
+                const CacheSlot& slot = cache_slots_[i];
+                if (slot.key_len == 0) break;
+                if (slot.hash == hash && slot.key_len == piece.size() &&
+                    std::memcmp(cache_keys_.data() + slot.key_offset, piece.data(), piece.size()) == 0) {
+                    out.insert(out.end(), cache_ids_.begin() + slot.ids_offset,
+                               cache_ids_.begin() + slot.ids_offset + slot.ids_len);
+                    return;
+                }
+            }
         }
     }
     thread_local std::vector<int32_t> symbols;
     initial_symbols(piece, symbols);
     merge(symbols);
     out.insert(out.end(), symbols.begin(), symbols.end());
-    if (cacheable) {
+    if (cacheable && symbols.size() < 65536) {
         std::lock_guard<std::mutex> lock(cache_mutex_);
-        if (cache_.size() < kCacheCapacity) cache_.emplace(std::string(piece), symbols);
+        if (cache_used_ >= kCacheCapacity) return;
+        if (cache_slots_.empty()) cache_slots_.resize(kCacheCapacity * 2);
+        for (size_t i = hash & mask;; i = (i + 1) & mask) {
+            CacheSlot& slot = cache_slots_[i];
+            if (slot.key_len == 0) {
+                slot = {hash, static_cast<uint32_t>(cache_keys_.size()), static_cast<uint32_t>(cache_ids_.size()),
+                        static_cast<uint16_t>(piece.size()), static_cast<uint16_t>(symbols.size())};
+                cache_keys_.append(piece);
+                cache_ids_.insert(cache_ids_.end(), symbols.begin(), symbols.end());
+                ++cache_used_;
+                return;
+            }
+            if (slot.hash == hash && slot.key_len == piece.size() &&
+                std::memcmp(cache_keys_.data() + slot.key_offset, piece.data(), piece.size()) == 0) {
+                return;  // another thread cached it meanwhile
+            }
+        }
     }
 }
 

@@ -139,12 +139,18 @@ private:
     std::vector<int32_t> byte_symbols_[256];
     bool byte_is_unk_[256] = {};
 
-    struct StringHash {
-        using is_transparent = void;
-        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    // Word cache: open addressing over (hash, key, ids) kept in arenas; fills up to half its slots and
+    // then stops growing (HF's cache also stops inserting when full).
+    struct CacheSlot {
+        uint64_t hash = 0;
+        uint32_t key_offset = 0, ids_offset = 0;
+        uint16_t key_len = 0, ids_len = 0;  // key_len 0: empty slot
     };
     mutable std::mutex cache_mutex_;
-    mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
+    mutable std::vector<CacheSlot> cache_slots_;
+    mutable std::string cache_keys_;
+    mutable std::vector<int32_t> cache_ids_;
+    mutable size_t cache_used_ = 0;
 };
 
 struct TokenizerData {
@@ -168,6 +174,8 @@ struct TokenizerData {
     std::vector<DecoderStep> decoders;
     int32_t vocab_size = 0;
     std::vector<uint8_t> special_by_id;
+    // When the decoder is exactly ByteLevel: each id's bytes, so decode is a concatenation.
+    std::vector<std::string> byte_level_bytes;
 
     // Pipeline pieces (tokenizer_text.cpp).
     std::string normalize(std::string_view text) const;
