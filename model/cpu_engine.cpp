@@ -142,7 +142,7 @@ private:
         const auto t0 = Clock::now();
         const int64_t V = model_->config().llm.vocab_size;
         std::vector<int64_t> stops(options.stop_ids.begin(), options.stop_ids.end());
-        if (stops.empty()) stops = model_->config().eos_token_ids;
+        if (stops.empty() && !options.ignore_eos) stops = model_->config().eos_token_ids;
         auto is_stop = [&](int32_t t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
         std::unique_ptr<TokenConstraint> constraint;
         std::vector<uint32_t> mask;

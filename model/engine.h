@@ -41,6 +41,7 @@ struct GenerateOptions {
     SamplingParams sampling;
     std::shared_ptr<const CompiledSchema> schema;     // constrain the output to a JSON value of this schema
     std::vector<int32_t> stop_ids;                     // empty: the model's eos ids
+    bool ignore_eos = false;                           // generate exactly max_tokens (benchmarks, parity)
     std::function<bool(std::string_view)> on_text;     // streamed UTF-8 text; return false to cancel
     std::function<void(const float*, int64_t)> on_logits;  // the logits [vocab] each token is sampled from
 };
