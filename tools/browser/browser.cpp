@@ -225,7 +225,8 @@ nlohmann::json Browser::call(const std::string& method, const nlohmann::json& pa
         } catch (const Error& probe) {
             if (probe.kind() != ErrorKind::kTimeout) throw Error(ErrorKind::kBrowser, std::string(e.what()) + "; " + probe.what());
             // The browser process itself no longer answers: kill it so the next command relaunches.
-            pipe->kill_now();
+            pipe->kill_now("browser hung: no answer to a liveness probe within " +
+                           std::to_string(options_.hang_probe_timeout.count()) + " ms; killed");
             throw Error(ErrorKind::kBrowser, std::string(e.what()) + "; the browser did not answer a liveness probe within " +
                                                  std::to_string(options_.hang_probe_timeout.count()) +
                                                  " ms either, so it was killed and restarts on the next command");

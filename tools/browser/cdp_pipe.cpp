@@ -98,14 +98,26 @@ void CdpPipe::io_main(std::promise<pid_t> started) {
         started.set_exception(std::current_exception());
         return;
     }
-    read_loop();
-    // The child is gone or has dropped the pipe: kill what is left of its process group (renderers,
-    // zygote) so nothing outlives it, then reap it.
-    ::kill(-pid_, SIGKILL);
+    std::string reason = read_loop();
+    // The child is gone or has dropped the pipe. Give a dying process a moment so the reason can name
+    // its exit status, then kill what is left of its process group (renderers, zygote) so nothing
+    // outlives it, and reap it.
     int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    bool reaped = reaped_;
+    for (int i = 0; i < 25 && !reaped; ++i) {
+        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+            reaped = true;
+            reason = "browser process " + describe_wait_status(status);
+        } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
     }
-    mark_lost("browser process " + describe_wait_status(status));
+    ::kill(-pid_, SIGKILL);
+    if (!reaped) {
+        while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+        }
+    }
+    mark_lost(reason);
     {
         std::lock_guard<std::mutex> lock(mutex_);
         reaped_ = true;
@@ -193,7 +205,7 @@ void CdpPipe::spawn(std::promise<pid_t>& started) {
     started.set_value(pid);
 }
 
-void CdpPipe::read_loop() {
+std::string CdpPipe::read_loop() {
     std::string carry;
     std::vector<char> chunk(1 << 20);
     for (;;) {
@@ -201,32 +213,27 @@ void CdpPipe::read_loop() {
         int ready = ::poll(fds, 2, 250);
         if (ready < 0) {
             if (errno == EINTR) continue;
-            mark_lost(errno_text("poll on the DevTools pipe failed"));
-            return;
+            return errno_text("poll on the DevTools pipe failed");
         }
         if (fds[1].revents) {
-            mark_lost("browser connection closed by surf");
-            return;
+            return "browser connection closed by surf";
         }
         if (ready == 0) {
             // A child that exited while some grandchild still holds its fd 4 gives no EOF: check it.
             int status = 0;
             if (::waitpid(pid_, &status, WNOHANG) == pid_) {
                 reaped_ = true;
-                mark_lost("browser process " + describe_wait_status(status));
-                return;
+                return "browser process " + describe_wait_status(status);
             }
             continue;
         }
         ssize_t n = ::read(from_child_, chunk.data(), chunk.size());
         if (n < 0) {
             if (errno == EINTR || errno == EAGAIN) continue;
-            mark_lost(errno_text("read from the DevTools pipe failed"));
-            return;
+            return errno_text("read from the DevTools pipe failed");
         }
         if (n == 0) {
-            mark_lost("the browser closed its DevTools pipe");
-            return;
+            return "the browser closed its DevTools pipe";
         }
         // A read may hold several messages or part of one (screenshots are megabytes): split on NUL.
         size_t start = carry.size();
@@ -352,8 +359,10 @@ void CdpPipe::post(const std::string& method, const nlohmann::json& params, cons
     write_message(message.dump(), Clock::now() + std::chrono::seconds(2));
 }
 
-void CdpPipe::kill_now() {
+void CdpPipe::kill_now(const std::string& reason) {
     if (pid_ > 0 && !reaped_) ::kill(-pid_, SIGKILL);
+    // Lost from now on, so the next command relaunches instead of racing the reader's EOF.
+    mark_lost(reason);
 }
 
 void CdpPipe::terminate(std::chrono::milliseconds grace) {

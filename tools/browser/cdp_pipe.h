@@ -60,8 +60,9 @@ public:
     // Browser.close, then SIGTERM and SIGKILL to the whole process group after `grace`; reaps the child
     // and joins the I/O thread. Idempotent.
     void terminate(std::chrono::milliseconds grace);
-    // SIGKILL to the process group (used when the browser is hung). Does not wait.
-    void kill_now();
+    // SIGKILL to the process group (used when the browser is hung) and marks the connection lost with
+    // `reason`. Does not wait for the process.
+    void kill_now(const std::string& reason);
 
 private:
     struct Pending {
@@ -70,7 +71,7 @@ private:
 
     void io_main(std::promise<pid_t> started);
     void spawn(std::promise<pid_t>& started);
-    void read_loop();
+    std::string read_loop();  // returns why it stopped
     void dispatch(const std::string& text);
     void mark_lost(const std::string& reason);
     bool write_message(const std::string& text, std::chrono::steady_clock::time_point deadline);
