@@ -19,11 +19,12 @@ int run_inspect(const surf::cli::Args& args) {
     ModelConfig cfg = load_model_config(dir);
     const Checkpoint ckpt = Checkpoint::open(dir);
     // Shape-derived values (vocabulary rows, prefix tokens) as load_weights reads them.
-    if (const TensorInfo* emb = ckpt.find(cfg.has_vision ? "language_model.backbone.embeddings.weight" : "backbone.embeddings.weight")) {
+    const WeightPrefixes px = weight_prefixes(cfg);
+    if (const TensorInfo* emb = ckpt.find(px.backbone + "embeddings.weight"); emb && emb->shape.size() == 2) {
         cfg.llm.vocab_size = emb->shape[0];
     }
-    if (cfg.has_vision) {
-        if (const TensorInfo* cls = ckpt.find("vision_model.radio_model.model.patch_generator.cls_token.token")) cfg.vision.n_prefix = cls->shape[0];
+    if (const TensorInfo* cls = ckpt.find(px.vision + "model.patch_generator.cls_token.token"); cfg.has_vision && cls && cls->shape.size() == 2) {
+        cfg.vision.n_prefix = cls->shape[0];
     }
     const LlmConfig& c = cfg.llm;
     std::printf("model        %s\narchitecture %s\n", dir.c_str(), cfg.architecture.c_str());

@@ -28,20 +28,15 @@ bool shape_matches(const std::vector<int64_t>& want, const std::vector<int64_t>&
     return true;
 }
 
-// Checkpoint prefixes: the VL layout nests the LLM under language_model.
-struct Prefixes {
-    std::string backbone, lm_head, vision, projector;
-};
+}  // namespace
 
-Prefixes prefixes(const ModelConfig& cfg) {
+WeightPrefixes weight_prefixes(const ModelConfig& cfg) {
     if (cfg.has_vision) return {"language_model.backbone.", "language_model.lm_head.weight", "vision_model.radio_model.", "mlp1."};
     return {"backbone.", "lm_head.weight", "", ""};
 }
 
-}  // namespace
-
 void for_each_weight(const ModelConfig& cfg, const std::function<void(const WeightSpec&)>& fn) {
-    const Prefixes px = prefixes(cfg);
+    const WeightPrefixes px = weight_prefixes(cfg);
     const LlmConfig& c = cfg.llm;
     const int64_t d = c.hidden_size;
     fn({px.backbone + "embeddings.weight", {-1, d}});
@@ -139,9 +134,9 @@ Tensor load(const Checkpoint& ckpt, const std::string& name) {
 
 }  // namespace
 
-ModelWeights load_weights(ModelConfig& cfg, const Checkpoint& ckpt) {
+void validate_checkpoint(ModelConfig& cfg, const Checkpoint& ckpt) {
     // Shape-derived values first (spec: read the vocabulary rows and the prefix-token count from the tensors).
-    const Prefixes px = prefixes(cfg);
+    const WeightPrefixes px = weight_prefixes(cfg);
     if (const TensorInfo* emb = ckpt.find(px.backbone + "embeddings.weight"); emb && emb->shape.size() == 2) {
         if (emb->shape[0] < cfg.llm.vocab_size) {
             throw Error(ErrorKind::kFormat, emb->file + ": " + emb->name + " has " + std::to_string(emb->shape[0]) +
@@ -167,7 +162,11 @@ ModelWeights load_weights(ModelConfig& cfg, const Checkpoint& ckpt) {
         for (const auto& m : report.shape_mismatches) msg << "\n  " << m;
         throw Error(ErrorKind::kFormat, msg.str());
     }
+}
 
+ModelWeights load_weights(ModelConfig& cfg, const Checkpoint& ckpt) {
+    validate_checkpoint(cfg, ckpt);
+    const WeightPrefixes px = weight_prefixes(cfg);
     ModelWeights w;
     const LlmConfig& c = cfg.llm;
     w.embeddings = load(ckpt, px.backbone + "embeddings.weight");

@@ -19,6 +19,19 @@ struct WeightSpec {
     bool required = true;
 };
 
+// Checkpoint name prefixes: the VL layout nests the LLM under "language_model.".
+struct WeightPrefixes {
+    std::string backbone;   // "language_model.backbone." or "backbone."
+    std::string lm_head;    // full name of the lm_head weight
+    std::string vision;     // "vision_model.radio_model."
+    std::string projector;  // "mlp1."
+};
+WeightPrefixes weight_prefixes(const ModelConfig& cfg);
+
+// Fills the shape-derived config values (vocabulary rows from the embeddings, prefix-token rows from
+// cls_token.token), checks every tensor against the table, and throws kFormat listing the problems.
+void validate_checkpoint(ModelConfig& cfg, const Checkpoint& ckpt);
+
 // Calls fn for every tensor the config implies, in checkpoint order (LLM, vision, projector).
 void for_each_weight(const ModelConfig& cfg, const std::function<void(const WeightSpec&)>& fn);
 
