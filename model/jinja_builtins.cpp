@@ -125,8 +125,8 @@ Value string_method(const Value& self, const std::string& name) {
              return Value::string(
                  replace_string(str(s), a.string(0, "old"), a.string(1, "new"), a.integer(2, "count", -1)));
          }},
-        {"upper", [str](const Value& s, Args&) { return Value::string(ascii_upper(str(s))); }},
-        {"lower", [str](const Value& s, Args&) { return Value::string(ascii_lower(str(s))); }},
+        {"upper", [str](const Value& s, Args&) { return Value::string(upper_string(str(s))); }},
+        {"lower", [str](const Value& s, Args&) { return Value::string(lower_string(str(s))); }},
         {"title", [str](const Value& s, Args&) { return Value::string(title_string(str(s))); }},
         {"capitalize", [str](const Value& s, Args&) { return Value::string(capitalize_string(str(s))); }},
         {"find",
@@ -171,11 +171,11 @@ Value string_method(const Value& self, const std::string& name) {
         {"isspace", [str](const Value& s, Args&) { return Value::boolean(all_chars(str(s), ::isspace)); }},
         {"islower",
          [str](const Value& s, Args&) {
-             return Value::boolean(ascii_lower(str(s)) == str(s) && ascii_upper(str(s)) != str(s));
+             return Value::boolean(lower_string(str(s)) == str(s) && upper_string(str(s)) != str(s));
          }},
         {"isupper",
          [str](const Value& s, Args&) {
-             return Value::boolean(ascii_upper(str(s)) == str(s) && ascii_lower(str(s)) != str(s));
+             return Value::boolean(upper_string(str(s)) == str(s) && lower_string(str(s)) != str(s));
          }},
     };
     for (const auto& [n, fn] : kMethods) {
@@ -313,6 +313,7 @@ Value get_slice(const Value& obj, const Value& start_v, const Value& stop_v, con
     } else if (obj.is_list()) {
         size = obj.as_list().size();
     } else {
+        // jinja2 compiles slices to a plain Python subscript, so unlike getitem this raises.
         throw TemplateError(std::string("'") + obj.type_name() + "' object is not subscriptable");
     }
     int64_t n = int64_t(size);
@@ -425,9 +426,26 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
         if (!floats)
             return Value::integer(op == "//" ? floor_div(a.as_int(), b.as_int())
                                              : floor_mod(a.as_int(), b.as_int()));
+        // CPython's float_divmod: fmod-based, so 1 // 0.1 == 9.0 and 1 % 0.1 == 0.0999...
         double x = a.as_double(), y = b.as_double();
-        double q = std::floor(x / y);
-        return Value::number(op == "//" ? q : x - q * y);
+        double mod = std::fmod(x, y);
+        double div = (x - mod) / y;
+        if (mod != 0.0) {
+            if ((y < 0) != (mod < 0)) {
+                mod += y;
+                div -= 1.0;
+            }
+        } else {
+            mod = std::copysign(0.0, y);
+        }
+        double floordiv;
+        if (div != 0.0) {
+            floordiv = std::floor(div);
+            if (div - floordiv > 0.5) floordiv += 1.0;
+        } else {
+            floordiv = std::copysign(0.0, x / y);
+        }
+        return Value::number(op == "//" ? floordiv : mod);
     }
     if (op == "**") {
         if (!floats && b.as_int() >= 0) {

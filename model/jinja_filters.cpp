@@ -57,7 +57,7 @@ Value attribute_of(const Value& v, const Value& attribute) {
 
 // jinja2 compares strings case-insensitively in sort/unique/min/max/dictsort unless asked not to.
 Value sort_key(const Value& v, bool case_sensitive) {
-    if (!case_sensitive && v.is_string()) return Value::string(ascii_lower(v.as_string()));
+    if (!case_sensitive && v.is_string()) return Value::string(lower_string(v.as_string()));
     return v;
 }
 
@@ -201,7 +201,7 @@ Value run_filter(const std::string& name, const Value& v, CallArgs& call) {
     } else if (name == "string") {
         result = Value::string(to_str(v));
     } else if (name == "lower" || name == "upper") {
-        result = Value::string(name == "lower" ? ascii_lower(to_str(v)) : ascii_upper(to_str(v)));
+        result = Value::string(name == "lower" ? lower_string(to_str(v)) : upper_string(to_str(v)));
     } else if (name == "title") {
         result = Value::string(jinja_title(to_str(v)));
     } else if (name == "capitalize") {
@@ -325,6 +325,8 @@ Value run_filter(const std::string& name, const Value& v, CallArgs& call) {
             throw TemplateError(std::string("bad operand type for abs(): '") + v.type_name() + "'");
         result =
             v.is_float() ? Value::number(std::fabs(v.as_double())) : Value::integer(std::llabs(v.as_int()));
+    } else if ((name == "int" || name == "float") && v.is_undefined()) {
+        fail_undefined(v);  // int(Undefined) raises in jinja2
     } else if (name == "int") {
         result = to_int(v, a.optional(0, "default", Value::integer(0)));
     } else if (name == "float") {
@@ -336,7 +338,7 @@ Value run_filter(const std::string& name, const Value& v, CallArgs& call) {
         double x = v.as_double();
         double scale = std::pow(10.0, double(precision));
         if (method == "common")
-            result = Value::number(python_round(x, precision));
+            result = v.is_float() ? Value::number(python_round(x, precision)) : Value::integer(v.as_int());
         else if (method == "ceil")
             result = Value::number(std::ceil(x * scale) / scale);
         else if (method == "floor")
@@ -412,14 +414,15 @@ bool run_test(const std::string& name, const Value& v, CallArgs& call) {
     } else if (name == "in") {
         result = contains(a.required(0, "seq"), v);
     } else if (name == "odd" || name == "even" || name == "divisibleby") {
-        if (!v.is_number() || v.is_float()) throw TemplateError("test '" + name + "' needs an integer");
-        int64_t divisor = name == "divisibleby" ? a.integer(0, "num", 1) : 2;
-        if (divisor == 0) throw TemplateError("integer division or modulo by zero");
-        int64_t r = ((v.as_int() % divisor) + divisor) % divisor;
-        result = name == "odd" ? r == 1 : r == 0;
+        if (!v.is_number()) throw TemplateError("test '" + name + "' needs a number, not " + v.type_name());
+        Value divisor = name == "divisibleby" ? a.required(0, "num") : Value::integer(2);
+        Value r = binary_op("%", v, divisor);
+        result = equals(r, Value::integer(name == "odd" ? 1 : 0));
     } else if (name == "lower" || name == "upper") {
         std::string s = to_str(v);
-        result = name == "lower" ? ascii_lower(s) == s : ascii_upper(s) == s;
+        // str.islower()/isupper(): at least one cased character, all of them in that case.
+        bool cased = lower_string(s) != upper_string(s);
+        result = cased && (name == "lower" ? lower_string(s) == s : upper_string(s) == s);
     } else {
         result = type_test(name, v);
     }

@@ -236,23 +236,131 @@ std::vector<std::string> split_lines(const std::string& s) {
     return lines;
 }
 
-std::string ascii_upper(std::string s) {
-    for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
-    return s;
+namespace {
+
+// Simple case mapping for ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic (Python maps all of
+// Unicode; these cover the scripts chat templates meet in practice). Returns cp when unmapped.
+uint32_t map_case(uint32_t cp, bool upper) {
+    if (cp < 0x80) {
+        if (upper && cp >= 'a' && cp <= 'z') return cp - 32;
+        if (!upper && cp >= 'A' && cp <= 'Z') return cp + 32;
+        return cp;
+    }
+    if (upper) {
+        if ((cp >= 0xe0 && cp <= 0xfe && cp != 0xf7) || (cp >= 0x3b1 && cp <= 0x3cb && cp != 0x3c2) ||
+            (cp >= 0x430 && cp <= 0x44f)) {
+            return cp - 0x20;
+        }
+        if (cp == 0xff) return 0x178;
+        if (cp == 0x3c2) return 0x3a3;  // final sigma
+        if (cp == 0x3ac) return 0x386;  // Greek letters with tonos
+        if (cp >= 0x3ad && cp <= 0x3af) return cp - 0x25;
+        if (cp == 0x3cc) return 0x38c;
+        if (cp == 0x3cd || cp == 0x3ce) return cp - 0x3f;
+        if (cp >= 0x450 && cp <= 0x45f) return cp - 0x50;
+        if (cp >= 0x100 && cp <= 0x17f && cp != 0x131 && cp != 0x138 && cp != 0x149 && cp != 0x17f) {
+            bool odd_is_upper = (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e);
+            if ((cp % 2 == 1) == odd_is_upper) return cp;  // already upper case
+            return cp - 1;
+        }
+        return cp;
+    }
+    if ((cp >= 0xc0 && cp <= 0xde && cp != 0xd7) || (cp >= 0x391 && cp <= 0x3ab && cp != 0x3a2) ||
+        (cp >= 0x410 && cp <= 0x42f)) {
+        return cp + 0x20;
+    }
+    if (cp == 0x178) return 0xff;
+    if (cp == 0x386) return 0x3ac;
+    if (cp >= 0x388 && cp <= 0x38a) return cp + 0x25;
+    if (cp == 0x38c) return 0x3cc;
+    if (cp == 0x38e || cp == 0x38f) return cp + 0x3f;
+    if (cp >= 0x400 && cp <= 0x40f) return cp + 0x50;
+    if (cp >= 0x100 && cp <= 0x17f && cp != 0x130 && cp != 0x138 && cp != 0x149 && cp != 0x17f) {
+        bool odd_is_upper = (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e);
+        if ((cp % 2 == 1) != odd_is_upper) return cp;  // already lower case
+        return cp + 1;
+    }
+    return cp;
 }
 
-std::string ascii_lower(std::string s) {
-    for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-    return s;
+void append_utf8(std::string& out, uint32_t cp) {
+    if (cp < 0x80) {
+        out += char(cp);
+    } else if (cp < 0x800) {
+        out += char(0xc0 | (cp >> 6));
+        out += char(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+        out += char(0xe0 | (cp >> 12));
+        out += char(0x80 | ((cp >> 6) & 0x3f));
+        out += char(0x80 | (cp & 0x3f));
+    } else {
+        out += char(0xf0 | (cp >> 18));
+        out += char(0x80 | ((cp >> 12) & 0x3f));
+        out += char(0x80 | ((cp >> 6) & 0x3f));
+        out += char(0x80 | (cp & 0x3f));
+    }
+}
+
+std::string change_case(const std::string& s, bool upper) {
+    std::string out;
+    out.reserve(s.size());
+    for (const CodePoint& c : decode(s)) {
+        // Python's special (multi-character or cross-block) mappings in these blocks.
+        const char* special = nullptr;
+        if (upper) {
+            switch (c.cp) {
+                case 0xdf: special = "SS"; break;
+                case 0xb5: special = "\u039c"; break;
+                case 0x131: special = "I"; break;
+                case 0x149: special = "\u02bcN"; break;
+                case 0x17f: special = "S"; break;
+                case 0x390: special = "\u0399\u0308\u0301"; break;
+                case 0x3b0: special = "\u03a5\u0308\u0301"; break;
+                default: break;
+            }
+        } else if (c.cp == 0x130) {
+            special = "i\u0307";
+        }
+        if (special) {
+            out += special;
+            continue;
+        }
+        uint32_t mapped = map_case(c.cp, upper);
+        if (mapped == c.cp) {
+            out.append(s, c.begin, c.end - c.begin);  // keeps invalid bytes as they were
+        } else {
+            append_utf8(out, mapped);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string upper_string(std::string s) {
+    return change_case(s, true);
+}
+
+std::string lower_string(std::string s) {
+    return change_case(s, false);
 }
 
 std::string title_string(const std::string& s) {
-    std::string out = s;
+    // str.title: the first cased character after an uncased one is title-cased, the rest lowered.
+    std::string out;
     bool previous_cased = false;
-    for (char& c : out) {
-        bool alpha = std::isalpha(static_cast<unsigned char>(c));
-        if (alpha) c = char(previous_cased ? std::tolower(c) : std::toupper(c));
-        previous_cased = alpha;
+    for (const CodePoint& c : decode(s)) {
+        std::string ch = s.substr(c.begin, c.end - c.begin);
+        std::string upper = change_case(ch, true), lower = change_case(ch, false);
+        bool cased = upper != lower || upper != ch;
+        if (!cased) {
+            out += ch;
+        } else if (previous_cased) {
+            out += lower;
+        } else {
+            out += c.cp == 0xdf ? std::string("Ss") : upper;  // ß title-cases to "Ss"
+        }
+        previous_cased = cased;
     }
     return out;
 }
@@ -277,7 +385,7 @@ std::string jinja_title(const std::string& s) {
 }
 
 std::string capitalize_string(const std::string& s) {
-    std::string out = ascii_lower(s);
+    std::string out = lower_string(s);
     if (!out.empty()) out[0] = char(std::toupper(static_cast<unsigned char>(out[0])));
     return out;
 }
@@ -333,7 +441,11 @@ std::string percent_format(const std::string& fmt, const Value& args) {
             throw TemplateError(std::string("unsupported format character '") + conv + "'");
         }
     }
-    if (next < values.size()) throw TemplateError("not all arguments converted during string formatting");
+    // Like Python, a lone list/dict argument that no specifier consumed is not an error.
+    bool lone_container = !args.is_tuple() && (args.is_list() || args.is_dict()) && next == 0;
+    if (next < values.size() && !lone_container) {
+        throw TemplateError("not all arguments converted during string formatting");
+    }
     return out;
 }
 

@@ -39,8 +39,8 @@ std::string strip_string(const std::string& s, const Value& chars, bool left, bo
 std::string replace_string(const std::string& s, const std::string& old_text, const std::string& new_text,
                            int64_t count);
 std::vector<std::string> split_lines(const std::string& s);
-std::string ascii_upper(std::string s);
-std::string ascii_lower(std::string s);
+std::string upper_string(std::string s);
+std::string lower_string(std::string s);
 std::string title_string(const std::string& s);       // str.title
 std::string jinja_title(const std::string& s);        // jinja2's title filter
 std::string capitalize_string(const std::string& s);  // str.capitalize
