@@ -26,7 +26,7 @@ class DeviceBuffer {
 public:
     DeviceBuffer() = default;
     explicit DeviceBuffer(size_t n) : n_(n) {
-        if (n_ > 0) SURF_CUDA_CHECK(cudaMalloc(&ptr_, n_ * sizeof(T)));
+        if (n_ > 0) SURF_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr_), n_ * sizeof(T)));
     }
     explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
     ~DeviceBuffer() {
