@@ -1,0 +1,265 @@
+#include "agent/actions.h"
+
+#include <cmath>
+#include <set>
+
+#include "kernels/base/error.h"
+
+namespace surf::agent {
+
+namespace {
+
+constexpr int kMaxCoordinate = 1000;
+constexpr size_t kMaxElementChars = 300;
+constexpr size_t kMaxContentChars = 4000;
+constexpr size_t kMaxUrlChars = 2048;
+
+[[noreturn]] void fail(const std::string& message) { throw Error(ErrorKind::kModelOutput, message); }
+
+std::string shorten(const std::string& s, size_t n = 80) { return s.size() <= n ? s : s.substr(0, n) + "…"; }
+
+void check_fields(const nlohmann::json& obj, const std::string& where, const std::set<std::string>& allowed) {
+    if (!obj.is_object()) fail(where + ": expected a JSON object, got " + shorten(obj.dump()));
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+        if (!allowed.count(it.key())) fail(where + ": unknown field \"" + it.key() + "\"");
+    }
+}
+
+std::string get_string(const nlohmann::json& obj, const std::string& where, const std::string& key, size_t max_len,
+                       bool required = true, bool non_empty = false) {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+        if (required) fail(where + "." + key + ": missing");
+        return "";
+    }
+    if (!it->is_string()) fail(where + "." + key + ": expected a string, got " + shorten(it->dump()));
+    std::string s = it->get<std::string>();
+    if (s.size() > max_len) fail(where + "." + key + ": longer than " + std::to_string(max_len) + " characters");
+    if (non_empty && s.find_first_not_of(" \t\r\n") == std::string::npos) fail(where + "." + key + ": empty");
+    return s;
+}
+
+int get_int(const nlohmann::json& obj, const std::string& where, const std::string& key, int lo, int hi) {
+    auto it = obj.find(key);
+    if (it == obj.end()) fail(where + "." + key + ": missing");
+    if (!it->is_number()) fail(where + "." + key + ": expected an integer in [" + std::to_string(lo) + ", " +
+                               std::to_string(hi) + "], got " + shorten(it->dump()));
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || v != std::floor(v) || v < lo || v > hi) {
+        fail(where + "." + key + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+             "], got " + shorten(it->dump()));
+    }
+    return static_cast<int>(v);
+}
+
+bool get_bool(const nlohmann::json& obj, const std::string& where, const std::string& key, bool fallback) {
+    auto it = obj.find(key);
+    if (it == obj.end()) return fallback;
+    if (!it->is_boolean()) fail(where + "." + key + ": expected true or false, got " + shorten(it->dump()));
+    return it->get<bool>();
+}
+
+std::string quoted(const std::string& s) { return "\"" + shorten(s, 60) + "\""; }
+
+}  // namespace
+
+const char* scroll_direction_name(ScrollDirection d) {
+    switch (d) {
+        case ScrollDirection::kUp: return "up";
+        case ScrollDirection::kDown: return "down";
+        case ScrollDirection::kLeft: return "left";
+        case ScrollDirection::kRight: return "right";
+    }
+    return "?";
+}
+
+const char* action_name(const Action& action) {
+    static const char* const kNames[] = {"click", "write", "scroll", "goto", "back", "refresh", "wait", "answer"};
+    return kNames[action.index()];
+}
+
+bool needs_point(const Action& action) {
+    return std::holds_alternative<ClickAction>(action) || std::holds_alternative<WriteAction>(action);
+}
+
+bool is_answer(const Action& action) { return std::holds_alternative<AnswerAction>(action); }
+
+std::string action_target(const Action& action) {
+    if (auto* c = std::get_if<ClickAction>(&action)) return c->element;
+    if (auto* w = std::get_if<WriteAction>(&action)) return w->element;
+    if (auto* g = std::get_if<GotoAction>(&action)) return g->url;
+    return "";
+}
+
+nlohmann::ordered_json action_to_json(const Action& action) {
+    nlohmann::ordered_json j;
+    j["type"] = action_name(action);
+    std::visit(
+        [&](const auto& a) {
+            using T = std::decay_t<decltype(a)>;
+            if constexpr (std::is_same_v<T, ClickAction>) {
+                j["element"] = a.element;
+                j["x"] = a.x;
+                j["y"] = a.y;
+            } else if constexpr (std::is_same_v<T, WriteAction>) {
+                j["content"] = a.content;
+                j["element"] = a.element;
+                j["x"] = a.x;
+                j["y"] = a.y;
+                j["clear"] = a.clear;
+                j["press_enter"] = a.press_enter;
+            } else if constexpr (std::is_same_v<T, ScrollAction>) {
+                j["direction"] = scroll_direction_name(a.direction);
+            } else if constexpr (std::is_same_v<T, GotoAction>) {
+                j["url"] = a.url;
+            } else if constexpr (std::is_same_v<T, WaitAction>) {
+                j["seconds"] = a.seconds;
+            } else if constexpr (std::is_same_v<T, AnswerAction>) {
+                j["content"] = a.content;
+            }
+        },
+        action);
+    return j;
+}
+
+std::string describe_action(const Action& action) {
+    return std::visit(
+        [](const auto& a) -> std::string {
+            using T = std::decay_t<decltype(a)>;
+            if constexpr (std::is_same_v<T, ClickAction>) return "click " + quoted(a.element);
+            else if constexpr (std::is_same_v<T, WriteAction>) return "write " + quoted(a.content) + " into " + quoted(a.element);
+            else if constexpr (std::is_same_v<T, ScrollAction>) return std::string("scroll ") + scroll_direction_name(a.direction);
+            else if constexpr (std::is_same_v<T, GotoAction>) return "goto " + a.url;
+            else if constexpr (std::is_same_v<T, BackAction>) return "back";
+            else if constexpr (std::is_same_v<T, RefreshAction>) return "refresh";
+            else if constexpr (std::is_same_v<T, WaitAction>) return "wait " + std::to_string(a.seconds) + "s";
+            else return "answer " + quoted(a.content);
+        },
+        action);
+}
+
+nlohmann::json parse_model_json(const std::string& text, const std::string& what) {
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail(what + ": the output is empty");
+    try {
+        return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        fail(what + ": not valid JSON (" + std::string(e.what()) + "); output was: " + shorten(text, 200));
+    }
+}
+
+Action parse_action(const nlohmann::json& a, const std::string& where) {
+    if (!a.is_object()) fail(where + ": expected an object with a \"type\" field, got " + shorten(a.dump()));
+    auto t = a.find("type");
+    if (t == a.end() || !t->is_string()) fail(where + ".type: missing or not a string");
+    const std::string type = t->get<std::string>();
+    const auto coord = [&](const char* k) { return get_int(a, where, k, 0, kMaxCoordinate); };
+    if (type == "click") {
+        check_fields(a, where, {"type", "element", "x", "y"});
+        return ClickAction{get_string(a, where, "element", kMaxElementChars, true, true), coord("x"), coord("y")};
+    }
+    if (type == "write") {
+        check_fields(a, where, {"type", "content", "element", "x", "y", "clear", "press_enter"});
+        WriteAction w;
+        w.content = get_string(a, where, "content", kMaxContentChars);
+        w.element = get_string(a, where, "element", kMaxElementChars, true, true);
+        w.x = coord("x");
+        w.y = coord("y");
+        w.clear = get_bool(a, where, "clear", true);
+        w.press_enter = get_bool(a, where, "press_enter", true);
+        return w;
+    }
+    if (type == "scroll") {
+        check_fields(a, where, {"type", "direction"});
+        const std::string d = get_string(a, where, "direction", 10);
+        if (d == "up") return ScrollAction{ScrollDirection::kUp};
+        if (d == "down") return ScrollAction{ScrollDirection::kDown};
+        if (d == "left") return ScrollAction{ScrollDirection::kLeft};
+        if (d == "right") return ScrollAction{ScrollDirection::kRight};
+        fail(where + ".direction: expected up, down, left or right, got " + quoted(d));
+    }
+    if (type == "goto") {
+        check_fields(a, where, {"type", "url"});
+        return GotoAction{get_string(a, where, "url", kMaxUrlChars, true, true)};
+    }
+    if (type == "back") {
+        check_fields(a, where, {"type"});
+        return BackAction{};
+    }
+    if (type == "refresh") {
+        check_fields(a, where, {"type"});
+        return RefreshAction{};
+    }
+    if (type == "wait") {
+        check_fields(a, where, {"type", "seconds"});
+        if (!a.contains("seconds")) return WaitAction{};
+        return WaitAction{get_int(a, where, "seconds", 0, 10)};
+    }
+    if (type == "answer") {
+        check_fields(a, where, {"type", "content"});
+        return AnswerAction{get_string(a, where, "content", kMaxContentChars)};
+    }
+    fail(where + ".type: unknown action " + quoted(type) +
+         "; expected click, write, scroll, goto, back, refresh, wait or answer");
+}
+
+PolicyOutput parse_policy_output(const std::string& text) {
+    const nlohmann::json j = parse_model_json(text, "policy output");
+    check_fields(j, "policy output", {"thought", "note", "notes", "action"});
+    PolicyOutput out;
+    out.thought = get_string(j, "policy output", "thought", 4000, false);
+    const char* note_key = j.contains("note") ? "note" : "notes";
+    out.note = get_string(j, "policy output", note_key, 4000, false);
+    if (!j.contains("action")) fail("policy output.action: missing");
+    out.action = parse_action(j["action"], "action");
+    return out;
+}
+
+LocalizerOutput parse_localizer_output(const std::string& text, double max_x, double max_y) {
+    const nlohmann::json j = parse_model_json(text, "localizer output");
+    check_fields(j, "localizer output", {"x", "y", "action"});
+    LocalizerOutput out;
+    const auto coord = [&](const char* key, double hi) {
+        auto it = j.find(key);
+        if (it == j.end()) fail(std::string("localizer output.") + key + ": missing");
+        if (!it->is_number()) fail(std::string("localizer output.") + key + ": expected a number, got " + shorten(it->dump()));
+        const double v = it->get<double>();
+        if (!std::isfinite(v) || v < 0 || v > hi) {
+            char buf[160];
+            std::snprintf(buf, sizeof buf, "localizer output.%s: %g is outside [0, %g]", key, v, hi);
+            fail(buf);
+        }
+        return v;
+    };
+    out.x = coord("x", max_x);
+    out.y = coord("y", max_y);
+    return out;
+}
+
+Verdict parse_verdict(const std::string& text) {
+    nlohmann::json j;
+    bool is_json = false;
+    try {
+        j = nlohmann::json::parse(text);
+        is_json = j.is_object();
+    } catch (const nlohmann::json::parse_error&) {
+    }
+    if (!is_json) {
+        // WebVoyager's evaluator convention: the verdict is the last SUCCESS / NOT SUCCESS in the text.
+        const size_t not_at = text.rfind("NOT SUCCESS");
+        const size_t yes_at = text.rfind("SUCCESS");
+        if (yes_at == std::string::npos) fail("validator output: neither JSON nor a SUCCESS / NOT SUCCESS verdict: " + shorten(text, 200));
+        Verdict v;
+        v.success = not_at == std::string::npos || yes_at != not_at + 4;
+        v.reason = shorten(text, 1000);
+        return v;
+    }
+    check_fields(j, "validator output", {"reason", "success"});
+    Verdict v;
+    v.reason = get_string(j, "validator output", "reason", 4000, false);
+    auto it = j.find("success");
+    if (it == j.end() || !it->is_boolean()) fail("validator output.success: missing or not true/false");
+    v.success = it->get<bool>();
+    return v;
+}
+
+}  // namespace surf::agent

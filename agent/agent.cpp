@@ -1,0 +1,109 @@
+#include "agent/agent.h"
+
+#include <filesystem>
+#include <mutex>
+
+#include "agent/environment.h"
+#include "agent/loop.h"
+#include "agent/profile.h"
+#include "agent/trace.h"
+#include "kernels/base/error.h"
+#include "model/chat_template.h"
+#include "model/engine.h"
+#include "tools/browser/browser.h"
+#include "tools/browser/browser_session.h"
+
+namespace surf::agent {
+
+struct Agent::Impl {
+    AgentConfig config;
+    std::shared_ptr<model::Engine> engine;
+    PromptProfile profile;
+    std::unique_ptr<model::ChatTemplate> chat_template;
+    std::shared_ptr<tools::Browser> browser;
+    std::mutex run_mutex;
+    std::atomic<bool> cancel{false};
+    mutable std::mutex browser_mutex;
+};
+
+std::unique_ptr<Agent> Agent::create(const AgentConfig& config) {
+    if (config.model_dir.empty()) throw Error(ErrorKind::kInvalidArgument, "AgentConfig.model_dir: empty");
+    if (config.backend != "cpu") {
+        throw Error(ErrorKind::kUnsupported, "AgentConfig.backend \"" + config.backend +
+                                                 "\": only \"cpu\" is built into Agent::create; pass a GPU engine to the Agent constructor");
+    }
+    std::shared_ptr<model::Engine> engine = model::open_cpu_engine(config.model_dir);
+    return std::make_unique<Agent>(std::move(engine), config);
+}
+
+Agent::Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config) : impl_(std::make_unique<Impl>()) {
+    if (!engine) throw Error(ErrorKind::kInvalidArgument, "Agent: no engine");
+    impl_->config = config;
+    impl_->engine = std::move(engine);
+    impl_->profile = load_profile(config.profile.empty() ? default_profile_path() : config.profile);
+    if (!config.chat_template.empty()) {
+        impl_->chat_template = std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_file(config.chat_template));
+    } else {
+        impl_->chat_template = std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_model_dir(impl_->engine->config().dir));
+    }
+}
+
+Agent::~Agent() {
+    if (impl_ && impl_->browser) impl_->browser->shutdown();
+}
+
+void Agent::cancel() { impl_->cancel.store(true); }
+
+int Agent::browser_pid() const {
+    std::lock_guard<std::mutex> lock(impl_->browser_mutex);
+    return impl_->browser ? static_cast<int>(impl_->browser->pid()) : 0;
+}
+
+RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
+    std::lock_guard<std::mutex> run_lock(impl_->run_mutex);
+    impl_->cancel.store(false);
+    validate_run_options(options);
+    RunResult failed;
+    failed.status = RunStatus::kError;
+    std::unique_ptr<Trace> trace;
+    if (!options.trace_dir.empty()) trace = std::make_unique<Trace>(options.trace_dir);
+    try {
+        {
+            std::lock_guard<std::mutex> lock(impl_->browser_mutex);
+            if (!impl_->browser) {
+                tools::BrowserOptions bo;
+                bo.executable = impl_->config.chromium;
+                impl_->browser = tools::Browser::launch(bo);
+            }
+        }
+        tools::SessionOptions so;
+        so.viewport.css_width = options.viewport_width;
+        so.viewport.css_height = options.viewport_height;
+        so.viewport.device_scale_factor = options.device_scale_factor;
+        so.guard = tools::NavigationGuard(options.allow_domains, options.deny_domains, options.allow_file_urls);
+        std::unique_ptr<tools::BrowserSession> session = impl_->browser->new_session(so);
+        BrowserEnvironment environment(*session);
+        LoopContext ctx;
+        ctx.engine = impl_->engine.get();
+        ctx.chat_template = impl_->chat_template.get();
+        ctx.profile = &impl_->profile;
+        ctx.environment = &environment;
+        ctx.trace = trace.get();
+        ctx.on_step = on_step;
+        ctx.cancel = &impl_->cancel;
+        return run_loop(ctx, options);
+    } catch (const Error& e) {
+        // Only failures to start (browser, trace folder, options) get here; the loop handles the rest.
+        failed.error = std::string(error_kind_name(e.kind())) + ": " + e.what();
+    } catch (const std::exception& e) {
+        failed.error = std::string("internal: ") + e.what();
+    }
+    if (trace) {
+        trace->write({{"type", "run_end"}, {"status", "error"}, {"error", failed.error}});
+        trace->finish(options, failed);
+        failed.trace_dir = trace->dir();
+    }
+    return failed;
+}
+
+}  // namespace surf::agent

@@ -1,0 +1,125 @@
+// surf's agent library: the ONE header a product includes to run a web agent on a task.
+//
+//   surf::agent::AgentConfig config;
+//   config.model_dir = "/models/holotron-12b";
+//   auto agent = surf::agent::Agent::create(config);           // loads the model once, launches Chromium lazily
+//   surf::agent::RunOptions run;
+//   run.task = "Find the price of ...";
+//   run.start_url = "https://example.com";
+//   run.allow_domains = {"example.com"};
+//   surf::agent::RunResult r = agent->run(run, [](const surf::agent::StepEvent& e) { ... });
+//   // agent->cancel() from another thread ends a run early (status kCancelled).
+//
+// Every run: a fresh isolated browser context; policy → localizer → act → observe, with a validator on
+// answers (a rejection goes into the notes and the run continues, up to max_answer_attempts), a step
+// and wall-time budget and a forced answer at the end. With trace_dir set, the run writes trace.jsonl,
+// the screenshots and report.html there. Errors in the model's output or the browser are recorded and
+// the run goes on; only bad configuration throws (surf::Error, see kernels/base/error.h).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace surf::model {
+class Engine;
+}
+namespace surf::tools {
+class Browser;
+}
+
+namespace surf::agent {
+
+struct AgentConfig {
+    std::string model_dir;        // checkpoint folder (config.json, safetensors, tokenizer files)
+    std::string profile;          // prompt profile JSON; "" = prompts/profile_holotron.json
+    std::string chat_template;    // a .jinja file overriding the checkpoint's template; "" = the checkpoint's
+    std::string backend = "cpu";  // "cpu" (the GPU engine plugs in through Agent's engine constructor)
+    std::string chromium;         // Chromium binary; "" = the usual locations
+};
+
+struct RunOptions {
+    std::string task;
+    std::string start_url;
+    int max_steps = 30;            // policy steps, the forced answer included
+    int max_answer_attempts = 3;   // answers the validator may reject before the run fails
+    double timeout_seconds = 600;  // wall time; past it the next step is the forced answer
+    bool use_validator = true;
+    bool trust_policy_coordinates = false;  // skip the localizer and click where the policy pointed
+    std::vector<std::string> allow_domains; // empty = any host
+    std::vector<std::string> deny_domains;
+    bool allow_file_urls = false;
+    int viewport_width = 1280, viewport_height = 720;
+    double device_scale_factor = 1.0;
+    std::string trace_dir;         // "" = no trace
+    uint64_t seed = 0;             // mixed into every module's sampling seed
+};
+
+enum class RunStatus {
+    kAnswered,   // an answer the validator accepted (or the forced / unvalidated answer)
+    kRejected,   // every answer attempt was rejected by the validator
+    kNoAnswer,   // the budget ran out without a usable answer
+    kCancelled,  // cancel() was called
+    kError,      // the run could not start or the engine failed
+};
+const char* run_status_name(RunStatus status);
+
+enum class StepEventKind { kStep, kAnswerRejected, kFinished };
+
+struct StepEvent {
+    StepEventKind kind = StepEventKind::kStep;
+    int step = 0;
+    std::string action;      // "click", "write", ... ("" when the policy produced nothing usable)
+    std::string target;      // element description or URL
+    std::string description; // one line, describe_action()
+    bool has_point = false;
+    double x = 0, y = 0;     // CSS pixels clicked, when has_point
+    std::string thought;
+    std::string note;
+    std::string outcome;     // what the browser did, or the error
+    bool ok = true;
+    double seconds = 0;      // this step's wall time
+    double elapsed = 0;      // since the run began
+};
+
+struct RunResult {
+    RunStatus status = RunStatus::kNoAnswer;
+    std::string answer;
+    bool validated = false;   // the validator accepted the answer
+    bool forced = false;      // the answer came from the forced last step
+    int steps = 0;
+    int answer_attempts = 0;
+    int model_calls = 0;
+    int errors = 0;           // steps that failed (malformed output after retries, browser faults)
+    double seconds = 0;
+    std::string error;        // for kError / kNoAnswer: why
+    std::string trace_dir;
+};
+
+using StepCallback = std::function<void(const StepEvent&)>;
+
+class Agent {
+public:
+    // Loads the model (CPU backend) and the profile; Chromium starts at the first run.
+    static std::unique_ptr<Agent> create(const AgentConfig& config);
+    // Shares an engine that already exists (one model for many agents, or the GPU engine).
+    Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config);
+    ~Agent();
+    Agent(const Agent&) = delete;
+    Agent& operator=(const Agent&) = delete;
+
+    // Runs one task to the end. Thread-safe in the sense that runs on one Agent are serialised.
+    RunResult run(const RunOptions& options, const StepCallback& on_step = {});
+    // Asks the current run (if any) to stop; returns at once.
+    void cancel();
+    // The Chromium process pid (0 if none runs): for monitoring, and for tests that kill it.
+    int browser_pid() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace surf::agent

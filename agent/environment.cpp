@@ -1,0 +1,136 @@
+#include "agent/environment.h"
+
+#include <cstdio>
+#include <functional>
+#include <thread>
+
+#include "kernels/base/error.h"
+#include "tools/browser/browser_session.h"
+
+namespace surf::agent {
+
+namespace {
+std::string point_text(const tools::CssPoint& p) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "(%.0f, %.0f)", p.x, p.y);
+    return buf;
+}
+}  // namespace
+
+BrowserEnvironment::BrowserEnvironment(tools::BrowserSession& session, BrowserEnvironmentOptions options)
+    : session_(session), options_(options) {}
+
+void BrowserEnvironment::drain_events(std::vector<std::string>* out) {
+    bool restarted = false;
+    try {
+        for (const tools::SessionEvent& e : session_.take_events()) {
+            pending_events_.push_back(std::string(tools::session_event_kind_name(e.kind)) + ": " + e.message);
+            if (e.kind == tools::SessionEventKind::kBrowserRestarted) restarted = true;
+        }
+    } catch (const Error& e) {
+        pending_events_.push_back(std::string("browser: ") + e.what());
+    }
+    if (restarted && !last_url_.empty()) {
+        // The relaunched browser lost the page: reopen where the agent was, so the run can go on.
+        try {
+            const tools::NavigationResult r = session_.navigate(last_url_);
+            pending_events_.push_back("reopened " + last_url_ + " after the browser restart: " + r.describe());
+        } catch (const Error& e) {
+            pending_events_.push_back("could not reopen " + last_url_ + " after the browser restart: " + e.what());
+        }
+    }
+    if (out) {
+        out->insert(out->end(), pending_events_.begin(), pending_events_.end());
+        pending_events_.clear();
+    }
+}
+
+ActionOutcome BrowserEnvironment::guarded(const std::string& what, const std::function<std::string()>& body) {
+    ActionOutcome out;
+    try {
+        out.message = body();
+    } catch (const Error& e) {
+        out.ok = false;
+        out.error_kind = error_kind_name(e.kind());
+        out.message = what + " failed (" + out.error_kind + "): " + e.what();
+    } catch (const std::exception& e) {
+        out.ok = false;
+        out.error_kind = "internal";
+        out.message = what + " failed: " + e.what();
+    }
+    drain_events(nullptr);
+    return out;
+}
+
+ActionOutcome BrowserEnvironment::open(const std::string& url) {
+    return guarded("goto " + url, [&] {
+        const tools::NavigationResult r = session_.navigate(url);
+        if (r.ok() || !r.url.empty()) last_url_ = r.url.empty() ? url : r.url;
+        return r.describe();
+    });
+}
+
+Observation BrowserEnvironment::observe() {
+    Observation obs;
+    drain_events(nullptr);
+    try {
+        if (options_.after_action.count() > 0) std::this_thread::sleep_for(options_.after_action);
+        const tools::Screenshot shot = session_.screenshot();
+        obs.png = shot.bytes;
+        obs.frame = ScreenFrame::of(shot);
+        obs.image = std::make_shared<model::Image>(model::decode_image(shot.bytes, "screenshot"));
+        obs.url = session_.url();
+        obs.title = session_.title();
+        if (!obs.url.empty() && obs.url != "about:blank") last_url_ = obs.url;
+    } catch (const Error& e) {
+        obs.image.reset();
+        obs.error = std::string("no screenshot (") + error_kind_name(e.kind()) + "): " + e.what();
+    }
+    drain_events(&obs.events);
+    return obs;
+}
+
+ActionOutcome BrowserEnvironment::execute(const Action& action, std::optional<tools::CssPoint> point) {
+    if (needs_point(action) && !point) return ActionOutcome{false, "no point to act on", "invalid_argument"};
+    return guarded(describe_action(action), [&]() -> std::string {
+        if (std::holds_alternative<ClickAction>(action)) {
+            session_.click(point->x, point->y);
+            return "clicked " + point_text(*point);
+        }
+        if (auto* w = std::get_if<WriteAction>(&action)) {
+            session_.click(point->x, point->y);
+            session_.type_text(w->content, w->clear);
+            if (w->press_enter) session_.press("Enter");
+            return "typed " + std::to_string(w->content.size()) + " characters at " + point_text(*point) +
+                   (w->press_enter ? " and pressed Enter" : "");
+        }
+        if (auto* s = std::get_if<ScrollAction>(&action)) {
+            const tools::ViewportGeometry& v = session_.viewport();
+            const double dy = options_.scroll_fraction * v.css_height, dx = options_.scroll_fraction * v.css_width;
+            double sx = 0, sy = 0;
+            switch (s->direction) {
+                case ScrollDirection::kUp: sy = -dy; break;
+                case ScrollDirection::kDown: sy = dy; break;
+                case ScrollDirection::kLeft: sx = -dx; break;
+                case ScrollDirection::kRight: sx = dx; break;
+            }
+            session_.scroll(v.css_width / 2.0, v.css_height / 2.0, sx, sy);
+            return std::string("scrolled ") + scroll_direction_name(s->direction);
+        }
+        if (auto* g = std::get_if<GotoAction>(&action)) {
+            const tools::NavigationResult r = session_.navigate(g->url);
+            last_url_ = r.url.empty() ? g->url : r.url;
+            return r.describe();
+        }
+        if (std::holds_alternative<BackAction>(action)) return session_.back().describe();
+        if (std::holds_alternative<RefreshAction>(action)) return session_.reload().describe();
+        if (auto* w = std::get_if<WaitAction>(&action)) {
+            const auto d = std::min<std::chrono::milliseconds>(std::chrono::seconds(w->seconds), options_.max_wait);
+            std::this_thread::sleep_for(d);
+            return "waited " + std::to_string(d.count()) + " ms";
+        }
+        return "answer (no browser action)";
+    });
+}
+
+}  // namespace surf::agent

@@ -1,0 +1,72 @@
+// What the agent acts on: observe (a screenshot and where it is) and execute typed actions. The loop
+// sees only this interface, so it runs against the real browser (BrowserEnvironment) or a scripted page
+// in unit tests. Nothing here throws for browser faults: a crash, a timeout or a denied navigation is an
+// outcome the policy reads as an observation.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/actions.h"
+#include "agent/coordinates.h"
+#include "model/image.h"
+#include "tools/browser/screenshot.h"
+
+namespace surf::tools {
+class BrowserSession;
+}
+
+namespace surf::agent {
+
+struct Observation {
+    std::shared_ptr<const model::Image> image;  // decoded screenshot (RGB); null if none could be taken
+    std::vector<uint8_t> png;                   // the screenshot file, for traces
+    ScreenFrame frame;
+    std::string url;
+    std::string title;
+    std::string error;                          // why there is no screenshot ("" when there is one)
+    std::vector<std::string> events;            // browser events since the last observation
+};
+
+struct ActionOutcome {
+    bool ok = true;
+    std::string message;  // one line: what happened ("clicked (160, 120)", "navigation denied: ...")
+    std::string error_kind;  // surf::ErrorKind name when !ok
+};
+
+class Environment {
+public:
+    virtual ~Environment() = default;
+    virtual ActionOutcome open(const std::string& url) = 0;
+    virtual Observation observe() = 0;
+    // `point` is in CSS pixels for click and write (required for them, ignored otherwise).
+    virtual ActionOutcome execute(const Action& action, std::optional<tools::CssPoint> point) = 0;
+};
+
+struct BrowserEnvironmentOptions {
+    double scroll_fraction = 0.8;  // of the viewport per scroll action
+    std::chrono::milliseconds max_wait{10000};
+    std::chrono::milliseconds after_action{300};  // settle before the next screenshot
+};
+
+class BrowserEnvironment : public Environment {
+public:
+    BrowserEnvironment(tools::BrowserSession& session, BrowserEnvironmentOptions options = {});
+    ActionOutcome open(const std::string& url) override;
+    Observation observe() override;
+    ActionOutcome execute(const Action& action, std::optional<tools::CssPoint> point) override;
+
+private:
+    ActionOutcome guarded(const std::string& what, const std::function<std::string()>& body);
+    void drain_events(std::vector<std::string>* out);
+
+    tools::BrowserSession& session_;
+    BrowserEnvironmentOptions options_;
+    std::string last_url_;
+    std::vector<std::string> pending_events_;
+};
+
+}  // namespace surf::agent

@@ -1,0 +1,321 @@
+#include "agent/loop.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "agent/memory.h"
+#include "agent/modules.h"
+#include "kernels/base/error.h"
+#include "model/image_tiling.h"
+
+namespace surf::agent {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string shorten(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n) + "…"; }
+
+}  // namespace
+
+const char* run_status_name(RunStatus s) {
+    switch (s) {
+        case RunStatus::kAnswered: return "answered";
+        case RunStatus::kRejected: return "rejected";
+        case RunStatus::kNoAnswer: return "no_answer";
+        case RunStatus::kCancelled: return "cancelled";
+        case RunStatus::kError: return "error";
+    }
+    return "?";
+}
+
+void validate_run_options(const RunOptions& o) {
+    const auto bad = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, m); };
+    if (o.task.find_first_not_of(" \t\r\n") == std::string::npos) bad("task: empty");
+    if (o.start_url.empty()) bad("start_url: empty");
+    if (o.max_steps < 1 || o.max_steps > 1000) bad("max_steps: " + std::to_string(o.max_steps) + " is outside [1, 1000]");
+    if (o.max_answer_attempts < 1 || o.max_answer_attempts > 100) {
+        bad("max_answer_attempts: " + std::to_string(o.max_answer_attempts) + " is outside [1, 100]");
+    }
+    if (!(o.timeout_seconds > 0) || o.timeout_seconds > 86400) bad("timeout_seconds: must be in (0, 86400]");
+    if (o.viewport_width < 16 || o.viewport_height < 16 || o.viewport_width > 8192 || o.viewport_height > 8192) {
+        bad("viewport: " + std::to_string(o.viewport_width) + "x" + std::to_string(o.viewport_height) + " is outside 16..8192");
+    }
+    if (!(o.device_scale_factor >= 0.25 && o.device_scale_factor <= 4)) bad("device_scale_factor: must be in [0.25, 4]");
+}
+
+std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const model::Image>& shot, const PromptProfile& p) {
+    if (!shot) return shot;
+    const ImageSize fit = fit_size({shot->width, shot->height}, p.image_max_width, p.image_max_height);
+    if (fit.width == shot->width && fit.height == shot->height) return shot;
+    return std::make_shared<model::Image>(model::resize_bicubic(*shot, fit.width, fit.height));
+}
+
+RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
+    validate_run_options(options);
+    const PromptProfile& profile = *ctx.profile;
+    const Clock::time_point t0 = Clock::now();
+    // Past the budget the next step is the forced answer; past the hard deadline generation is stopped.
+    const double hard_deadline = options.timeout_seconds + std::max(30.0, 0.25 * options.timeout_seconds);
+    RunResult result;
+    result.trace_dir = ctx.trace ? ctx.trace->dir() : "";
+    Trace* trace = ctx.trace;
+    const auto cancelled = [&] { return ctx.cancel && ctx.cancel->load(); };
+
+    ModuleContext mc;
+    mc.engine = ctx.engine;
+    mc.chat_template = ctx.chat_template;
+    mc.profile = ctx.profile;
+    mc.seed = options.seed;
+    mc.sink = [&](const ModelCall& call) {
+        ++result.model_calls;
+        if (trace) trace->model_call(call);
+    };
+    mc.should_stop = [&] { return cancelled() || since(t0) > hard_deadline; };
+    Policy policy(mc);
+    Localizer localizer(mc);
+    Validator validator(mc);
+    Memory memory(options.task, std::max(profile.screenshots_on_restart, profile.validator_screenshots));
+
+    if (trace) {
+        trace->write({{"type", "run_start"},
+                      {"task", options.task},
+                      {"start_url", options.start_url},
+                      {"max_steps", options.max_steps},
+                      {"max_answer_attempts", options.max_answer_attempts},
+                      {"timeout_s", options.timeout_seconds},
+                      {"use_validator", options.use_validator},
+                      {"trust_policy_coordinates", options.trust_policy_coordinates},
+                      {"allow_domains", options.allow_domains},
+                      {"profile", profile.name},
+                      {"backend", ctx.engine->backend_name()},
+                      {"viewport", {options.viewport_width, options.viewport_height, options.device_scale_factor}}});
+    }
+    const ActionOutcome opened = ctx.environment->open(options.start_url);
+    std::string last_outcome = "opened " + options.start_url + ": " + opened.message;
+    if (trace) trace->write({{"type", "open"}, {"url", options.start_url}, {"ok", opened.ok}, {"message", opened.message}});
+
+    const auto emit = [&](StepEvent e) {
+        e.elapsed = since(t0);
+        if (ctx.on_step) {
+            try {
+                ctx.on_step(e);
+            } catch (...) {
+                // A product's callback must not break the run.
+            }
+        }
+    };
+
+    bool done = false;
+    for (int step = 1; step <= options.max_steps && !done; ++step) {
+        if (cancelled()) {
+            result.status = RunStatus::kCancelled;
+            break;
+        }
+        const Clock::time_point step_t0 = Clock::now();
+        const bool forced = step == options.max_steps || since(t0) > options.timeout_seconds;
+        result.steps = step;
+
+        Observation obs = ctx.environment->observe();
+        const std::shared_ptr<const model::Image> sent = image_to_send(obs.image, profile);
+        memory.add_screenshot(sent);
+        TraceStep ts;
+        ts.step = step;
+        ts.url = obs.url;
+        if (trace && !obs.png.empty()) {
+            try {
+                ts.screenshot = trace->screenshot(step, obs.png);
+                ts.shot_width = obs.frame.width;
+                ts.shot_height = obs.frame.height;
+            } catch (const Error& e) {
+                ts.error = e.what();
+            }
+        }
+        std::string observation = "URL " + (obs.url.empty() ? "(unknown)" : obs.url) + ", title \"" + shorten(obs.title, 120) +
+                                  "\". Last action: " + last_outcome + ".";
+        for (const std::string& ev : obs.events) observation += " Browser event: " + ev + ".";
+        if (!obs.error.empty()) observation += " " + obs.error + ".";
+
+        StepEvent ev;
+        ev.step = step;
+        PolicyOutput decision;
+        try {
+            decision = policy.decide(memory, PolicyStepInput{step, options.max_steps, forced, observation, sent});
+        } catch (const Error& e) {
+            if (e.kind() == ErrorKind::kCancelled) {
+                result.status = cancelled() ? RunStatus::kCancelled : RunStatus::kNoAnswer;
+                result.error = cancelled() ? "cancelled" : "the hard time limit stopped generation";
+                break;
+            }
+            ++result.errors;
+            ts.error = std::string("policy: ") + e.what();
+            if (trace) trace->step(ts);
+            ev.ok = false;
+            ev.outcome = ts.error;
+            ev.seconds = since(step_t0);
+            emit(ev);
+            if (e.kind() != ErrorKind::kModelOutput) {
+                // The engine itself failed (out of memory, bad input): nothing more can be done.
+                result.status = RunStatus::kError;
+                result.error = ts.error;
+                break;
+            }
+            memory.add_history({step, "(no action)", "the output was unusable: " + shorten(e.what(), 200)});
+            last_outcome = "none (the previous output was unusable)";
+            if (forced) {
+                result.status = RunStatus::kNoAnswer;
+                result.error = "the forced answer step produced no usable answer";
+                done = true;
+            }
+            continue;
+        }
+        memory.add_note(decision.note);
+        ts.thought = decision.thought;
+        ts.note = decision.note;
+        ts.action = action_to_json(decision.action).dump();
+        ev.action = action_name(decision.action);
+        ev.target = action_target(decision.action);
+        ev.description = describe_action(decision.action);
+        ev.thought = decision.thought;
+        ev.note = decision.note;
+
+        if (auto* answer = std::get_if<AnswerAction>(&decision.action)) {
+            ++result.answer_attempts;
+            result.answer = answer->content;
+            if (forced || !options.use_validator) {
+                result.status = RunStatus::kAnswered;
+                result.forced = forced;
+                ts.outcome = forced ? "forced answer (not validated)" : "answer (validator off)";
+                done = true;
+            } else {
+                Verdict verdict;
+                bool verdict_ok = true;
+                try {
+                    verdict = validator.judge(memory, answer->content, memory.recent_screenshots(profile.validator_screenshots), step);
+                } catch (const Error& e) {
+                    if (e.kind() == ErrorKind::kCancelled) {
+                        result.status = RunStatus::kCancelled;
+                        done = true;
+                    }
+                    // An unusable verdict must not cost the run its answer: keep it, unvalidated.
+                    verdict_ok = false;
+                    verdict.success = true;
+                    verdict.reason = std::string("validator failed: ") + e.what();
+                    ++result.errors;
+                }
+                ts.verdicts.push_back(std::string(verdict.success ? "accepted" : "rejected") + ": " + verdict.reason);
+                if (trace) {
+                    trace->write({{"type", "verdict"}, {"step", step}, {"attempt", result.answer_attempts}, {"answer", answer->content},
+                                  {"success", verdict.success}, {"usable", verdict_ok}, {"reason", verdict.reason}});
+                }
+                if (done) {
+                } else if (verdict.success) {
+                    result.status = RunStatus::kAnswered;
+                    result.validated = verdict_ok;
+                    ts.outcome = verdict_ok ? "answer accepted by the validator" : "answer kept (validator unusable)";
+                    done = true;
+                } else {
+                    memory.add_note("Answer attempt " + std::to_string(result.answer_attempts) + " (\"" +
+                                    shorten(answer->content, 200) + "\") was rejected by the validator: " + verdict.reason);
+                    memory.add_history({step, describe_action(decision.action), "rejected by the validator"});
+                    last_outcome = "your answer was rejected (see notes)";
+                    ts.outcome = "answer rejected: " + verdict.reason;
+                    StepEvent rej = ev;
+                    rej.kind = StepEventKind::kAnswerRejected;
+                    rej.outcome = verdict.reason;
+                    emit(rej);
+                    if (result.answer_attempts >= options.max_answer_attempts) {
+                        result.status = RunStatus::kRejected;
+                        result.error = "all " + std::to_string(result.answer_attempts) + " answer attempts were rejected";
+                        done = true;
+                    }
+                }
+            }
+            ev.outcome = ts.outcome;
+        } else {
+            std::optional<tools::CssPoint> point;
+            std::string point_error;
+            if (needs_point(decision.action)) {
+                if (!sent) {
+                    point_error = "no screenshot to locate the element on";
+                } else if (options.trust_policy_coordinates) {
+                    const auto* c = std::get_if<ClickAction>(&decision.action);
+                    const auto* w = std::get_if<WriteAction>(&decision.action);
+                    const double x = c ? c->x : w->x, y = c ? c->y : w->y;
+                    try {
+                        point = to_css(profile.policy_convention, x, y, {sent->width, sent->height}, obs.frame);
+                    } catch (const Error& e) {
+                        point_error = e.what();
+                    }
+                } else {
+                    try {
+                        point = localizer.locate(action_target(decision.action), sent, obs.frame, step).css;
+                    } catch (const Error& e) {
+                        if (e.kind() == ErrorKind::kCancelled) {
+                            result.status = cancelled() ? RunStatus::kCancelled : RunStatus::kNoAnswer;
+                            done = true;
+                        }
+                        point_error = std::string("localizer: ") + e.what();
+                    }
+                }
+            }
+            ActionOutcome outcome;
+            if (done) {
+                outcome = {false, "cancelled", "cancelled"};
+            } else if (!point_error.empty()) {
+                outcome = {false, point_error, "model_output"};
+            } else {
+                outcome = ctx.environment->execute(decision.action, point);
+            }
+            if (!outcome.ok) {
+                ++result.errors;
+                ts.error = outcome.message;
+            }
+            if (point) {
+                ts.has_point = true;
+                ts.point_px = (point->x - obs.frame.css_region.x) * obs.frame.pixels_per_css;
+                ts.point_py = (point->y - obs.frame.css_region.y) * obs.frame.pixels_per_css;
+                ev.has_point = true;
+                ev.x = point->x;
+                ev.y = point->y;
+            }
+            ts.outcome = outcome.message;
+            ev.outcome = outcome.message;
+            ev.ok = outcome.ok;
+            memory.add_history({step, describe_action(decision.action), shorten(outcome.message, 200)});
+            last_outcome = describe_action(decision.action) + " -> " + shorten(outcome.message, 300);
+        }
+        if (trace) trace->step(ts);
+        ev.seconds = since(step_t0);
+        emit(ev);
+    }
+    if (!done && result.status == RunStatus::kNoAnswer && result.error.empty()) result.error = "the step budget ran out";
+    result.seconds = since(t0);
+    if (trace) {
+        trace->write({{"type", "run_end"},
+                      {"status", run_status_name(result.status)},
+                      {"answer", result.answer},
+                      {"validated", result.validated},
+                      {"forced", result.forced},
+                      {"steps", result.steps},
+                      {"answer_attempts", result.answer_attempts},
+                      {"model_calls", result.model_calls},
+                      {"errors", result.errors},
+                      {"policy_fresh_starts", policy.fresh_starts()},
+                      {"error", result.error},
+                      {"seconds", result.seconds}});
+        trace->finish(options, result);
+    }
+    StepEvent fin;
+    fin.kind = StepEventKind::kFinished;
+    fin.step = result.steps;
+    fin.outcome = run_status_name(result.status);
+    fin.ok = result.status == RunStatus::kAnswered;
+    fin.description = result.answer;
+    emit(fin);
+    return result;
+}
+
+}  // namespace surf::agent

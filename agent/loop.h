@@ -1,0 +1,36 @@
+// The Surfer-H loop (spec/agent.md §1.2) over any Environment: observe → policy → localizer → act, the
+// validator on answers with its rejection written into the notes, budgets (steps, answer attempts, wall
+// time with a hard deadline) and the forced answer on the last step. Never throws for model or browser
+// faults: they are recorded (trace, step events) and the run goes on or ends with a status.
+#pragma once
+
+#include <atomic>
+
+#include "agent/agent.h"
+#include "agent/environment.h"
+#include "agent/profile.h"
+#include "agent/trace.h"
+#include "model/chat_template.h"
+#include "model/engine.h"
+
+namespace surf::agent {
+
+struct LoopContext {
+    model::Engine* engine = nullptr;
+    const model::ChatTemplate* chat_template = nullptr;
+    const PromptProfile* profile = nullptr;
+    Environment* environment = nullptr;
+    Trace* trace = nullptr;               // may be null
+    StepCallback on_step;                 // may be empty
+    const std::atomic<bool>* cancel = nullptr;  // may be null
+};
+
+RunResult run_loop(const LoopContext& context, const RunOptions& options);
+
+// Checks RunOptions; throws Error(kInvalidArgument) naming the field.
+void validate_run_options(const RunOptions& options);
+
+// The screenshot as it is sent to the model: downscaled to fit the profile's limits (Pillow-exact bicubic).
+std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const model::Image>& shot, const PromptProfile& profile);
+
+}  // namespace surf::agent

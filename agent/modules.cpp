@@ -1,0 +1,127 @@
+#include "agent/modules.h"
+
+#include <ctime>
+
+#include "kernels/base/error.h"
+
+namespace surf::agent {
+
+namespace {
+
+ConversationOptions conversation_options(const PromptProfile& p) { return {p.enable_thinking, p.stop_token}; }
+
+model::GenerateOptions module_options(const ModuleSettings& m, const std::shared_ptr<const model::CompiledSchema>& schema,
+                                      const ModuleContext& ctx, uint64_t salt) {
+    model::GenerateOptions o;
+    o.max_tokens = m.max_tokens;
+    o.sampling = m.sampling;
+    o.sampling.seed = m.sampling.seed ^ (ctx.seed * 0x9E3779B97F4A7C15ull) ^ salt;
+    o.schema = schema;
+    if (ctx.should_stop) {
+        auto stop = ctx.should_stop;
+        o.on_text = [stop](std::string_view) { return !stop(); };
+    }
+    return o;
+}
+
+}  // namespace
+
+std::string today_utc() {
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char buf[16];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+    return buf;
+}
+
+Policy::Policy(const ModuleContext& context)
+    : ctx_(context), conversation_(*context.engine, *context.chat_template, conversation_options(*context.profile)) {}
+
+model::GenerateOptions Policy::options(bool forced, int step) const {
+    const PromptProfile& p = *ctx_.profile;
+    return module_options(p.policy, forced ? p.answer_schema : p.policy_schema, ctx_, 0x1000u + static_cast<uint64_t>(step));
+}
+
+PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
+    const PromptProfile& p = *ctx_.profile;
+    std::string text = p.policy_turn->render({
+        {"task", memory.task()},
+        {"step", std::to_string(in.step)},
+        {"max_steps", std::to_string(in.max_steps)},
+        {"notes", memory.notes_text()},
+        {"history", memory.history_text(p.history_steps)},
+        {"observation", in.observation},
+        {"forced", in.forced ? " This is the last step: you must answer now with what you know." : ""},
+    });
+    Message turn{"user", text, {}};
+    if (in.screenshot) turn.images.push_back(in.screenshot);
+
+    const bool over_budget = conversation_.session_tokens() > p.max_session_tokens;
+    if (!started_ || over_budget) {
+        // (Re)build the session: the system prompt, then one turn carrying the last k screenshots so the
+        // policy keeps its visual context; the notes and history text carry the rest.
+        const std::string system = p.policy_system->render({{"schema", p.policy_schema_text}, {"date", today_utc()}});
+        if (started_) {
+            turn.images = memory.recent_screenshots(p.screenshots_on_restart);
+            if (in.screenshot && (turn.images.empty() || turn.images.back() != in.screenshot)) turn.images.push_back(in.screenshot);
+        }
+        conversation_.reset({Message{"system", system, {}}});
+        started_ = true;
+    }
+    return ask_parsed<PolicyOutput>(conversation_, std::move(turn), options(in.forced, in.step), p.policy.retries,
+                                    *p.retry_feedback, "policy", in.step, ctx_.sink, [&](const std::string& out) {
+                                        PolicyOutput o = parse_policy_output(out);
+                                        if (in.forced && !is_answer(o.action)) {
+                                            throw Error(ErrorKind::kModelOutput, "this is the last step: the action must be answer");
+                                        }
+                                        return o;
+                                    });
+}
+
+Localizer::Localizer(const ModuleContext& context) : ctx_(context) {}
+
+LocalizerResult Localizer::locate(const std::string& element, const std::shared_ptr<const model::Image>& sent,
+                                  const ScreenFrame& frame, int step) {
+    if (!sent) throw Error(ErrorKind::kInvalidArgument, "localizer: no screenshot to look at");
+    const PromptProfile& p = *ctx_.profile;
+    const ImageSize size{sent->width, sent->height};
+    Conversation conversation(*ctx_.engine, *ctx_.chat_template, conversation_options(p));
+    const std::string text = p.localizer_prompt->render({{"element", element},
+                                                         {"schema", p.localizer_schema_text},
+                                                         {"width", std::to_string(size.width)},
+                                                         {"height", std::to_string(size.height)}});
+    Message turn{"user", text, {sent}};
+    const auto opts = module_options(p.localizer, p.localizer_schema, ctx_, 0x2000u + static_cast<uint64_t>(step));
+    return ask_parsed<LocalizerResult>(
+        conversation, std::move(turn), opts, p.localizer.retries, *p.retry_feedback, "localizer", step, ctx_.sink,
+        [&](const std::string& out) {
+            const LocalizerOutput o = parse_localizer_output(out, max_coordinate_x(p.localizer_convention, size),
+                                                             max_coordinate_y(p.localizer_convention, size));
+            LocalizerResult r;
+            r.x = o.x;
+            r.y = o.y;
+            r.css = to_css(p.localizer_convention, o.x, o.y, size, frame);
+            return r;
+        });
+}
+
+Validator::Validator(const ModuleContext& context) : ctx_(context) {}
+
+Verdict Validator::judge(const Memory& memory, const std::string& answer,
+                         const std::vector<std::shared_ptr<const model::Image>>& screenshots, int step) {
+    const PromptProfile& p = *ctx_.profile;
+    Conversation conversation(*ctx_.engine, *ctx_.chat_template, conversation_options(p));
+    conversation.reset({Message{"system", p.validator_system->render({{"schema", p.validator_schema_text}}), {}}});
+    Message turn{"user",
+                 p.validator_turn->render({{"task", memory.task()},
+                                           {"answer", answer},
+                                           {"notes", memory.notes_text()},
+                                           {"n_screenshots", std::to_string(screenshots.size())}}),
+                 screenshots};
+    const auto opts = module_options(p.validator, p.validator_schema, ctx_, 0x3000u + static_cast<uint64_t>(step));
+    return ask_parsed<Verdict>(conversation, std::move(turn), opts, p.validator.retries, *p.retry_feedback, "validator",
+                               step, ctx_.sink, [](const std::string& out) { return parse_verdict(out); });
+}
+
+}  // namespace surf::agent

@@ -1,0 +1,84 @@
+// The three roles of Surfer-H (spec/agent.md §1): policy, localizer, validator. All three talk to the
+// same engine (one copy of the weights); each has its own sessions, so the localizer and validator never
+// touch the policy's state. The policy's session persists across steps and each step feeds only the new
+// turn (text + the new screenshot); the localizer and validator start a fresh session per call.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/actions.h"
+#include "agent/conversation.h"
+#include "agent/coordinates.h"
+#include "agent/memory.h"
+#include "agent/model_call.h"
+#include "agent/profile.h"
+
+namespace surf::agent {
+
+struct ModuleContext {
+    model::Engine* engine = nullptr;
+    const model::ChatTemplate* chat_template = nullptr;
+    const PromptProfile* profile = nullptr;
+    ModelCallSink sink;
+    std::function<bool()> should_stop;  // true: cancel the current generation
+    uint64_t seed = 0;                  // mixed into each module's sampling seed
+};
+
+struct PolicyStepInput {
+    int step = 1;
+    int max_steps = 1;
+    bool forced = false;      // the budget is spent: the action must be an answer
+    std::string observation;  // URL, title, the last action's outcome, browser events
+    std::shared_ptr<const model::Image> screenshot;  // as sent (may be null when none could be taken)
+};
+
+class Policy {
+public:
+    explicit Policy(const ModuleContext& context);
+    // One step: renders the turn, feeds it, parses {thought, note, action}; retries malformed output with
+    // feedback. Throws Error(kModelOutput) when every retry fails, kCancelled when stopped.
+    PolicyOutput decide(const Memory& memory, const PolicyStepInput& input);
+    int fresh_starts() const { return conversation_.fresh_starts(); }
+    int64_t session_tokens() const { return conversation_.session_tokens(); }
+
+private:
+    model::GenerateOptions options(bool forced, int step) const;
+
+    ModuleContext ctx_;
+    Conversation conversation_;
+    bool started_ = false;
+};
+
+struct LocalizerResult {
+    double x = 0, y = 0;      // as the model gave it, in the profile's convention
+    tools::CssPoint css;      // where the browser clicks
+};
+
+class Localizer {
+public:
+    explicit Localizer(const ModuleContext& context);
+    // Finds `element` on `sent` (the image as sent, a resize of the screenshot described by `frame`).
+    LocalizerResult locate(const std::string& element, const std::shared_ptr<const model::Image>& sent,
+                           const ScreenFrame& frame, int step);
+
+private:
+    ModuleContext ctx_;
+};
+
+class Validator {
+public:
+    explicit Validator(const ModuleContext& context);
+    Verdict judge(const Memory& memory, const std::string& answer,
+                  const std::vector<std::shared_ptr<const model::Image>>& screenshots, int step);
+
+private:
+    ModuleContext ctx_;
+};
+
+// Today's date as YYYY-MM-DD (UTC), for the policy's system prompt.
+std::string today_utc();
+
+}  // namespace surf::agent

@@ -1,0 +1,159 @@
+#include "agent/profile.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/base/error.h"
+
+#ifndef SURF_PROMPTS_DIR
+#define SURF_PROMPTS_DIR "prompts"
+#endif
+
+namespace surf::agent {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_text(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(ErrorKind::kIo, path.string() + ": cannot open");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+struct Reader {
+    const nlohmann::json& j;
+    std::string origin;
+    fs::path dir;
+    std::set<std::string> seen;
+
+    const nlohmann::json* find(const std::string& key) {
+        seen.insert(key);
+        auto it = j.find(key);
+        return it == j.end() ? nullptr : &*it;
+    }
+    std::string string(const std::string& key, const std::string& fallback = "", bool required = false) {
+        const nlohmann::json* v = find(key);
+        if (!v) {
+            if (required) throw Error(ErrorKind::kConfig, origin + ": missing field \"" + key + "\"");
+            return fallback;
+        }
+        if (!v->is_string()) throw Error(ErrorKind::kConfig, origin + ": field \"" + key + "\" must be a string");
+        return v->get<std::string>();
+    }
+    int64_t integer(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) {
+        const nlohmann::json* v = find(key);
+        if (!v) return fallback;
+        if (!v->is_number_integer() || v->get<int64_t>() < lo || v->get<int64_t>() > hi) {
+            throw Error(ErrorKind::kConfig, origin + ": field \"" + key + "\" must be an integer in [" + std::to_string(lo) +
+                                                ", " + std::to_string(hi) + "]");
+        }
+        return v->get<int64_t>();
+    }
+    bool boolean(const std::string& key, bool fallback) {
+        const nlohmann::json* v = find(key);
+        if (!v) return fallback;
+        if (!v->is_boolean()) throw Error(ErrorKind::kConfig, origin + ": field \"" + key + "\" must be true or false");
+        return v->get<bool>();
+    }
+    fs::path file(const std::string& key) {
+        const fs::path p = dir / string(key, "", true);
+        if (!fs::exists(p)) throw Error(ErrorKind::kIo, origin + ": field \"" + key + "\" names " + p.string() + ", which does not exist");
+        return p;
+    }
+    std::shared_ptr<PromptTemplate> prompt(const std::string& key, const std::set<std::string>& provided) {
+        auto t = std::make_shared<PromptTemplate>(PromptTemplate::load(file(key).string()));
+        for (const std::string& name : t->placeholders()) {
+            if (!provided.count(name)) {
+                throw Error(ErrorKind::kConfig, t->origin() + ": unknown placeholder {" + name + "} (this prompt may use: " +
+                                                    [&] { std::string s; for (auto& p : provided) s += "{" + p + "} "; return s; }() + ")");
+            }
+        }
+        return t;
+    }
+    std::shared_ptr<const model::CompiledSchema> schema(const std::string& key, std::string* text) {
+        const fs::path p = file(key);
+        *text = read_text(p);
+        return model::compile_json_schema_text(*text, p.string());
+    }
+    ModuleSettings module(const std::string& key) {
+        ModuleSettings m;
+        const nlohmann::json* v = find(key);
+        if (!v) return m;
+        if (!v->is_object()) throw Error(ErrorKind::kConfig, origin + ": field \"" + key + "\" must be an object");
+        Reader r{*v, origin + " (" + key + ")", dir, {}};
+        m.max_tokens = static_cast<int>(r.integer("max_tokens", m.max_tokens, 1, 32768));
+        m.retries = static_cast<int>(r.integer("retries", m.retries, 0, 10));
+        m.sampling.top_k = static_cast<int32_t>(r.integer("top_k", 0, 0, 1 << 20));
+        m.sampling.seed = static_cast<uint64_t>(r.integer("seed", 0, 0, INT64_MAX));
+        if (const nlohmann::json* t = r.find("temperature")) {
+            if (!t->is_number() || t->get<double>() < 0) throw Error(ErrorKind::kConfig, r.origin + ": temperature must be a number ≥ 0");
+            m.sampling.temperature = t->get<float>();
+        }
+        if (const nlohmann::json* t = r.find("top_p")) {
+            if (!t->is_number()) throw Error(ErrorKind::kConfig, r.origin + ": top_p must be a number");
+            m.sampling.top_p = t->get<float>();
+        }
+        r.check_unknown();
+        return m;
+    }
+    void check_unknown() const {
+        for (auto it = j.begin(); it != j.end(); ++it) {
+            if (!seen.count(it.key()) && it.key().rfind("_", 0) != 0) {
+                throw Error(ErrorKind::kConfig, origin + ": unknown field \"" + it.key() + "\"");
+            }
+        }
+    }
+};
+
+}  // namespace
+
+std::string default_profile_path() { return std::string(SURF_PROMPTS_DIR) + "/profile_holotron.json"; }
+
+PromptProfile load_profile(const std::string& path) {
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(read_text(path));
+    } catch (const nlohmann::json::parse_error& e) {
+        throw Error(ErrorKind::kFormat, path + ": not valid JSON: " + e.what());
+    }
+    if (!j.is_object()) throw Error(ErrorKind::kFormat, path + ": expected a JSON object");
+    Reader r{j, path, fs::path(path).parent_path(), {}};
+    PromptProfile p;
+    p.path = path;
+    p.name = r.string("name", fs::path(path).stem().string());
+    p.policy_system = r.prompt("policy_system", {"schema", "date"});
+    p.policy_turn = r.prompt("policy_turn", {"task", "step", "max_steps", "notes", "history", "observation", "forced"});
+    p.retry_feedback = r.prompt("retry_feedback", {"error"});
+    p.policy_schema = r.schema("policy_schema", &p.policy_schema_text);
+    std::string answer_text;
+    p.answer_schema = r.schema("answer_schema", &answer_text);
+    p.policy = r.module("policy");
+    p.policy_convention = parse_point_convention(r.string("policy_coordinates", "normalized_1000"));
+    p.localizer_prompt = r.prompt("localizer_prompt", {"element", "schema", "width", "height"});
+    p.localizer_schema = r.schema("localizer_schema", &p.localizer_schema_text);
+    p.localizer_convention = parse_point_convention(r.string("localizer_coordinates", "normalized_1000"));
+    p.localizer = r.module("localizer");
+    p.validator_system = r.prompt("validator_system", {"schema"});
+    p.validator_turn = r.prompt("validator_turn", {"task", "answer", "notes", "n_screenshots"});
+    p.validator_schema = r.schema("validator_schema", &p.validator_schema_text);
+    p.validator = r.module("validator");
+    p.enable_thinking = r.boolean("enable_thinking", false);
+    p.stop_token = r.string("stop_token", p.stop_token);
+    p.image_max_width = static_cast<int>(r.integer("image_max_width", 0, 0, 16384));
+    p.image_max_height = static_cast<int>(r.integer("image_max_height", 0, 0, 16384));
+    p.history_steps = static_cast<int>(r.integer("history_steps", 3, 0, 100));
+    p.screenshots_on_restart = static_cast<int>(r.integer("screenshots_on_restart", 3, 1, 16));
+    p.validator_screenshots = static_cast<int>(r.integer("validator_screenshots", 3, 1, 16));
+    p.max_session_tokens = r.integer("max_session_tokens", 60000, 1000, int64_t{1} << 30);
+    r.check_unknown();
+    return p;
+}
+
+}  // namespace surf::agent

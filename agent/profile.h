@@ -1,0 +1,71 @@
+// A prompt profile: which prompt files and schemas each module uses, and the model-specific settings
+// (coordinate convention, image size sent, thinking switch, stop token, sampling, token budgets). One
+// JSON file in prompts/ (prompts/profile_holotron.json is the default); paths inside it are relative to
+// the file. Loading renders nothing but checks everything: every file exists, every template parses and
+// uses exactly the placeholders its module provides, every schema compiles.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "agent/coordinates.h"
+#include "agent/prompt_renderer.h"
+#include "model/json_schema.h"
+#include "model/sampler.h"
+
+namespace surf::agent {
+
+struct ModuleSettings {
+    int max_tokens = 512;
+    model::SamplingParams sampling;  // temperature 0 = greedy
+    int retries = 2;                 // extra attempts after a malformed / out-of-range output
+};
+
+struct PromptProfile {
+    std::string name;
+    std::string path;  // the profile file
+
+    // Policy: system prompt, the per-step user turn, the feedback turn after malformed output.
+    std::shared_ptr<PromptTemplate> policy_system;     // {schema} {date}
+    std::shared_ptr<PromptTemplate> policy_turn;       // {task} {step} {max_steps} {notes} {history} {observation} {forced}
+    std::shared_ptr<PromptTemplate> retry_feedback;    // {error}
+    std::shared_ptr<const model::CompiledSchema> policy_schema;
+    std::string policy_schema_text;                    // shown in the system prompt
+    std::shared_ptr<const model::CompiledSchema> answer_schema;  // forced answer: action must be answer
+    ModuleSettings policy;
+
+    // Localizer: one user turn with the screenshot and the element description.
+    std::shared_ptr<PromptTemplate> localizer_prompt;  // {element} {schema} {width} {height}
+    std::shared_ptr<const model::CompiledSchema> localizer_schema;
+    std::string localizer_schema_text;
+    PointConvention localizer_convention = PointConvention::kNormalized1000;
+    PointConvention policy_convention = PointConvention::kNormalized1000;
+    ModuleSettings localizer;
+
+    // Validator: system prompt + user turn with the task, the answer and the last screenshots.
+    std::shared_ptr<PromptTemplate> validator_system;  // {schema}
+    std::shared_ptr<PromptTemplate> validator_turn;    // {task} {answer} {notes} {n_screenshots}; the screenshots follow as images
+    std::shared_ptr<const model::CompiledSchema> validator_schema;
+    std::string validator_schema_text;
+    ModuleSettings validator;
+
+    // Model format.
+    bool enable_thinking = false;       // passed to the chat template
+    std::string stop_token = "<SPECIAL_12>";  // ends an assistant turn
+    int image_max_width = 0;            // screenshots are downscaled to fit before sending (0 = as is)
+    int image_max_height = 0;
+
+    // Memory.
+    int history_steps = 3;              // recent actions listed in each turn's text
+    int screenshots_on_restart = 3;     // screenshots re-sent when the policy session is rebuilt
+    int validator_screenshots = 3;      // last screenshots the validator sees
+    int64_t max_session_tokens = 60000; // rebuild the policy session (compacted) beyond this
+};
+
+// Loads and checks a profile. Throws Error(kIo / kFormat / kConfig) naming the file and field.
+PromptProfile load_profile(const std::string& path);
+
+// prompts/profile_holotron.json in the source tree (SURF_PROMPTS_DIR), or $SURF_PROMPTS_DIR at run time.
+std::string default_profile_path();
+
+}  // namespace surf::agent

@@ -1,0 +1,175 @@
+#include "agent/trace.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kernels/base/error.h"
+#include "tools/browser/screenshot.h"
+
+namespace surf::agent {
+
+namespace {
+
+double now_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string read_file(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+}  // namespace
+
+std::string html_escape(const std::string& text) {
+    std::string out;
+    out.reserve(text.size());
+    for (char c : text) {
+        switch (c) {
+            case '&': out += "&amp;"; break;
+            case '<': out += "&lt;"; break;
+            case '>': out += "&gt;"; break;
+            case '"': out += "&quot;"; break;
+            case '\'': out += "&#39;"; break;
+            default: out += c;
+        }
+    }
+    return out;
+}
+
+Trace::Trace(const std::string& dir) : dir_(dir), t0_(now_seconds()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(dir) / "screenshots", ec);
+    if (ec) throw Error(ErrorKind::kIo, dir + ": cannot create the trace folder: " + ec.message());
+    const std::string path = (std::filesystem::path(dir) / "trace.jsonl").string();
+    file_ = std::fopen(path.c_str(), "w");
+    if (!file_) throw Error(ErrorKind::kIo, path + ": cannot open for writing");
+}
+
+Trace::~Trace() {
+    if (file_) std::fclose(file_);
+}
+
+void Trace::write(nlohmann::ordered_json line) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    nlohmann::ordered_json out;
+    out["t"] = std::round((now_seconds() - t0_) * 1000.0) / 1000.0;
+    for (auto it = line.begin(); it != line.end(); ++it) out[it.key()] = it.value();
+    // Model output may hold invalid UTF-8 (a cut multi-byte character): replace, never throw.
+    const std::string text = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::fputs(text.c_str(), file_);
+    std::fputc('\n', file_);
+    std::fflush(file_);
+}
+
+void Trace::model_call(const ModelCall& c) {
+    write({{"type", "model_call"},
+           {"role", c.role},
+           {"step", c.step},
+           {"attempt", c.attempt},
+           {"feed_mode", c.feed_mode},
+           {"prompt_tokens", c.prefill_tokens},
+           {"image_tokens", c.image_tokens},
+           {"images", c.images},
+           {"output_tokens", c.output_tokens},
+           {"session_tokens", c.session_tokens},
+           {"finish", c.finish},
+           {"output", c.output},
+           {"error", c.error},
+           {"prefill_s", c.prefill_seconds},
+           {"decode_s", c.decode_seconds},
+           {"latency_s", c.latency_seconds}});
+}
+
+std::string Trace::screenshot(int step, const std::vector<uint8_t>& png) {
+    char name[64];
+    std::snprintf(name, sizeof name, "screenshots/step_%03d.png", step);
+    const std::filesystem::path path = std::filesystem::path(dir_) / name;
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
+    if (!out) throw Error(ErrorKind::kIo, path.string() + ": cannot write the screenshot");
+    return name;
+}
+
+void Trace::step(const TraceStep& s) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        steps_.push_back(s);
+    }
+    nlohmann::ordered_json j{{"type", "step"},  {"step", s.step},       {"url", s.url},       {"screenshot", s.screenshot},
+                             {"thought", s.thought}, {"note", s.note},   {"action", s.action}, {"outcome", s.outcome},
+                             {"error", s.error}};
+    if (s.has_point) j["point_px"] = {s.point_px, s.point_py};
+    write(std::move(j));
+}
+
+void Trace::finish(const RunOptions& options, const RunResult& result) {
+    try {
+        std::vector<TraceStep> steps;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            steps = steps_;
+        }
+        const std::string html = render_report_html(dir_, options, result, steps);
+        const std::filesystem::path path = std::filesystem::path(dir_) / "report.html";
+        std::ofstream out(path, std::ios::binary);
+        out << html;
+        if (!out) throw Error(ErrorKind::kIo, path.string() + ": cannot write");
+    } catch (const std::exception& e) {
+        write({{"type", "error"}, {"where", "report"}, {"message", e.what()}});
+    }
+}
+
+std::string render_report_html(const std::string& dir, const RunOptions& options, const RunResult& result,
+                               const std::vector<TraceStep>& steps) {
+    std::ostringstream h;
+    h << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>surf run: " << html_escape(options.task)
+      << "</title>\n<style>body{font-family:sans-serif;margin:1em;max-width:1100px}"
+         ".step{border-top:1px solid #ccc;padding:.8em 0;display:flex;gap:1em}.shot{flex:0 0 55%}"
+         ".shot svg{width:100%;height:auto;border:1px solid #888}.meta{flex:1;font-size:14px}"
+         ".k{color:#666}.err{color:#b00}.ok{color:#070}pre{white-space:pre-wrap;margin:.2em 0}</style></head><body>\n";
+    h << "<h1>surf run</h1>\n<p><span class=\"k\">Task:</span> " << html_escape(options.task) << "<br>"
+      << "<span class=\"k\">Start:</span> " << html_escape(options.start_url) << "<br>"
+      << "<span class=\"k\">Status:</span> <b class=\"" << (result.status == RunStatus::kAnswered ? "ok" : "err") << "\">"
+      << run_status_name(result.status) << "</b> after " << result.steps << " steps, " << result.answer_attempts
+      << " answer attempt(s), " << result.model_calls << " model calls, " << result.errors << " errors, " << result.seconds
+      << " s<br><span class=\"k\">Answer:</span> " << html_escape(result.answer) << "</p>\n";
+    if (!result.error.empty()) h << "<p class=\"err\">" << html_escape(result.error) << "</p>\n";
+    for (const TraceStep& s : steps) {
+        h << "<div class=\"step\"><div class=\"shot\">";
+        if (!s.screenshot.empty() && s.shot_width > 0) {
+            const std::string png = read_file(std::filesystem::path(dir) / s.screenshot);
+            const std::string b64 = tools::base64_encode(std::vector<uint8_t>(png.begin(), png.end()));
+            const double r = std::max(4.0, s.shot_width / 80.0);
+            h << "<svg viewBox=\"0 0 " << s.shot_width << " " << s.shot_height << "\" xmlns=\"http://www.w3.org/2000/svg\">"
+              << "<image width=\"" << s.shot_width << "\" height=\"" << s.shot_height << "\" href=\"data:image/png;base64,"
+              << b64 << "\"/>";
+            if (s.has_point) {
+                h << "<circle class=\"click\" cx=\"" << s.point_px << "\" cy=\"" << s.point_py << "\" r=\"" << r
+                  << "\" fill=\"rgba(255,0,0,.35)\" stroke=\"red\" stroke-width=\"" << r / 3 << "\"/>"
+                  << "<circle cx=\"" << s.point_px << "\" cy=\"" << s.point_py << "\" r=\"" << r / 4 << "\" fill=\"red\"/>";
+            }
+            h << "</svg>";
+        } else {
+            h << "<p class=\"err\">(no screenshot)</p>";
+        }
+        h << "</div><div class=\"meta\"><b>Step " << s.step << "</b> <span class=\"k\">" << html_escape(s.url) << "</span>"
+          << "<p><span class=\"k\">Thought:</span><pre>" << html_escape(s.thought) << "</pre></p>"
+          << "<p><span class=\"k\">Note:</span><pre>" << html_escape(s.note) << "</pre></p>"
+          << "<p><span class=\"k\">Action:</span> <code>" << html_escape(s.action) << "</code></p>"
+          << "<p><span class=\"k\">Result:</span> " << html_escape(s.outcome) << "</p>";
+        if (!s.error.empty()) h << "<p class=\"err\">" << html_escape(s.error) << "</p>";
+        for (const std::string& v : s.verdicts) h << "<p><span class=\"k\">Validator:</span> " << html_escape(v) << "</p>";
+        h << "</div></div>\n";
+    }
+    h << "</body></html>\n";
+    return h.str();
+}
+
+}  // namespace surf::agent

@@ -1,0 +1,59 @@
+// A run's recording: one folder with trace.jsonl (one JSON object per line: run start, every model call
+// with its token counts, output and latency, every step with its action, point, result and error, answer
+// verdicts, the end), screenshots/step_NNN.png, and report.html, a self-contained page (screenshots
+// embedded as data URIs) showing each step's screenshot with the click point drawn on it, the thought,
+// notes and action. Lines are flushed as they are written, so a crashed run still leaves its trace.
+#pragma once
+
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/agent.h"
+#include "agent/model_call.h"
+
+namespace surf::agent {
+
+struct TraceStep {
+    int step = 0;
+    std::string screenshot;  // relative path, "" if none
+    int shot_width = 0, shot_height = 0;
+    bool has_point = false;
+    double point_px = 0, point_py = 0;  // screenshot pixels
+    std::string url, thought, note, action, outcome, error;
+    std::vector<std::string> verdicts;
+};
+
+class Trace {
+public:
+    // Creates the folder (and screenshots/); throws Error(kIo) naming it.
+    explicit Trace(const std::string& dir);
+    ~Trace();
+
+    void write(nlohmann::ordered_json line);  // adds "t" (seconds since start)
+    void model_call(const ModelCall& call);
+    // Saves a screenshot; returns its path relative to the folder.
+    std::string screenshot(int step, const std::vector<uint8_t>& png);
+    void step(const TraceStep& step);
+    // Writes report.html (and a final line). Never throws; a failure is written to the trace.
+    void finish(const RunOptions& options, const RunResult& result);
+
+    const std::string& dir() const { return dir_; }
+
+private:
+    std::string dir_;
+    std::FILE* file_ = nullptr;
+    std::mutex mutex_;
+    double t0_ = 0;
+    std::vector<TraceStep> steps_;
+};
+
+// The report page for a finished run (exposed for tests).
+std::string render_report_html(const std::string& dir, const RunOptions& options, const RunResult& result,
+                               const std::vector<TraceStep>& steps);
+std::string html_escape(const std::string& text);
+
+}  // namespace surf::agent

@@ -1,0 +1,212 @@
+// Unit tests of the agent's pure parts: action / localizer / verdict parsing, strict prompt rendering,
+// profile loading, coordinate mapping (normalised and pixel conventions, device scale factors, clips,
+// downscaled images) and memory.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/actions.h"
+#include "agent/coordinates.h"
+#include "agent/memory.h"
+#include "agent/profile.h"
+#include "agent/prompt_renderer.h"
+#include "kernels/base/error.h"
+
+using namespace surf;
+using namespace surf::agent;
+
+namespace {
+ErrorKind kind_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.kind();
+    }
+    FAIL("expected surf::Error");
+    return ErrorKind::kIo;
+}
+std::string message_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+}  // namespace
+
+TEST_CASE("policy output parses every action type") {
+    PolicyOutput o = parse_policy_output(R"({"thought":"t","note":"n","action":{"type":"click","element":"OK button","x":500,"y":10}})");
+    CHECK(o.thought == "t");
+    CHECK(o.note == "n");
+    auto* c = std::get_if<ClickAction>(&o.action);
+    REQUIRE(c);
+    CHECK(c->element == "OK button");
+    CHECK(c->x == 500);
+    CHECK(c->y == 10);
+    o = parse_policy_output(R"( {"thought":"","notes":"legacy","action":{"type":"write","content":"hi","element":"box","x":0,"y":1000}} )");
+    CHECK(o.note == "legacy");
+    auto* w = std::get_if<WriteAction>(&o.action);
+    REQUIRE(w);
+    CHECK(w->clear);
+    CHECK(w->press_enter);
+    CHECK(std::get<ScrollAction>(parse_action(nlohmann::json::parse(R"({"type":"scroll","direction":"left"})"))).direction ==
+          ScrollDirection::kLeft);
+    CHECK(std::get<GotoAction>(parse_action(nlohmann::json::parse(R"({"type":"goto","url":"http://a.b/"})"))).url == "http://a.b/");
+    CHECK(std::holds_alternative<BackAction>(parse_action(nlohmann::json::parse(R"({"type":"back"})"))));
+    CHECK(std::holds_alternative<RefreshAction>(parse_action(nlohmann::json::parse(R"({"type":"refresh"})"))));
+    CHECK(std::get<WaitAction>(parse_action(nlohmann::json::parse(R"({"type":"wait","seconds":3})"))).seconds == 3);
+    CHECK(std::get<AnswerAction>(parse_action(nlohmann::json::parse(R"({"type":"answer","content":"42"})"))).content == "42");
+    // Round trip through the schema's JSON.
+    const Action a = WriteAction{"text", "field", 1, 2, false, true};
+    const Action b = parse_action(nlohmann::json::parse(action_to_json(a).dump()));
+    CHECK(std::get<WriteAction>(b).clear == false);
+    CHECK(describe_action(a) == "write \"text\" into \"field\"");
+}
+
+TEST_CASE("malformed policy output is a kModelOutput error that names the problem") {
+    CHECK(kind_of([] { parse_policy_output("not json"); }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([] { parse_policy_output(""); }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([] { parse_policy_output(R"({"thought":"t","note":"","action":{"type":"click","element":"x","x":1200,"y":5}})"); }) ==
+          ErrorKind::kModelOutput);
+    CHECK(message_of([] { parse_policy_output(R"({"thought":"t","note":"","action":{"type":"click","element":"x","x":1200,"y":5}})"); })
+              .find("action.x") != std::string::npos);
+    CHECK(message_of([] { parse_policy_output(R"({"thought":"t","note":"","action":{"type":"fly"}})"); }).find("unknown action") !=
+          std::string::npos);
+    CHECK(message_of([] { parse_policy_output(R"({"thought":"t","note":"","extra":1,"action":{"type":"back"}})"); }).find("extra") !=
+          std::string::npos);
+    CHECK(kind_of([] { parse_policy_output(R"({"thought":"t","note":""})"); }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([] { parse_policy_output(R"({"thought":"t","note":"","action":{"type":"click","element":"  ","x":1,"y":1}})"); }) ==
+          ErrorKind::kModelOutput);
+    CHECK(kind_of([] { parse_policy_output(R"({"thought":"t","note":"","action":{"type":"click","element":"a","x":1.5,"y":1}})"); }) ==
+          ErrorKind::kModelOutput);
+    CHECK(kind_of([] { parse_policy_output(R"({"thought":"t","note":"","action":{"type":"scroll","direction":"sideways"}})"); }) ==
+          ErrorKind::kModelOutput);
+    CHECK(kind_of([] { parse_policy_output("[1,2]"); }) == ErrorKind::kModelOutput);
+}
+
+TEST_CASE("localizer and verdict parsing") {
+    LocalizerOutput p = parse_localizer_output(R"({"x":10,"y":1000})", 1000, 1000);
+    CHECK(p.x == 10);
+    CHECK(p.y == 1000);
+    CHECK(kind_of([] { parse_localizer_output(R"({"x":-1,"y":3})", 1000, 1000); }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([] { parse_localizer_output(R"({"x":320,"y":3})", 319, 239); }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([] { parse_localizer_output(R"({"x":"3","y":3})", 1000, 1000); }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([] { parse_localizer_output(R"({"y":3})", 1000, 1000); }) == ErrorKind::kModelOutput);
+    Verdict v = parse_verdict(R"({"reason":"price shown","success":true})");
+    CHECK(v.success);
+    CHECK(v.reason == "price shown");
+    CHECK_FALSE(parse_verdict("The page shows nothing. NOT SUCCESS").success);
+    CHECK(parse_verdict("All done. SUCCESS").success);
+    CHECK(kind_of([] { parse_verdict("maybe?"); }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([] { parse_verdict(R"({"reason":"x","success":"yes"})"); }) == ErrorKind::kModelOutput);
+}
+
+TEST_CASE("prompt rendering is strict") {
+    PromptTemplate t("Task: {task}; literal {{braces}} and {step}.", "test.md");
+    CHECK(t.render({{"task", "find {x}"}, {"step", "3"}}) == "Task: find {x}; literal {braces} and 3.");
+    CHECK(kind_of([&] { t.render({{"task", "a"}}); }) == ErrorKind::kConfig);  // missing
+    CHECK(message_of([&] { t.render({{"task", "a"}}); }).find("{step}") != std::string::npos);
+    CHECK(kind_of([&] { t.render({{"task", "a"}, {"step", "1"}, {"stpe", "1"}}); }) == ErrorKind::kConfig);  // unknown
+    CHECK(kind_of([] { PromptTemplate("unclosed {task", "x.md"); }) == ErrorKind::kConfig);
+    CHECK(kind_of([] { PromptTemplate("bad {Task}", "x.md"); }) == ErrorKind::kConfig);
+    CHECK(kind_of([] { PromptTemplate("stray } brace", "x.md"); }) == ErrorKind::kConfig);
+    CHECK(message_of([] { PromptTemplate("a\nb {bad-name}", "x.md"); }).find("x.md:2") != std::string::npos);
+    CHECK(kind_of([] { PromptTemplate::load("/nonexistent/prompt.md"); }) == ErrorKind::kIo);
+}
+
+TEST_CASE("the default profile loads and a profile with an unknown placeholder does not") {
+    const PromptProfile p = load_profile(default_profile_path());
+    CHECK(p.name == "holotron");
+    CHECK(p.policy_schema);
+    CHECK(p.answer_schema);
+    CHECK(p.localizer_convention == PointConvention::kNormalized1000);
+    CHECK(p.policy_turn->placeholders().count("task"));
+
+    const auto dir = std::filesystem::temp_directory_path() / "surf_agent_profile_test";
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy(SURF_SOURCE_DIR "/prompts", dir, std::filesystem::copy_options::recursive |
+                                                            std::filesystem::copy_options::overwrite_existing);
+    std::ofstream(dir / "policy_turn.md") << "Task: {task} {mystery}";
+    CHECK(message_of([&] { load_profile((dir / "profile_holotron.json").string()); }).find("{mystery}") != std::string::npos);
+    std::ofstream(dir / "policy_turn.md") << "Task: {task}";
+    std::ofstream(dir / "bad.json") << R"({"name":"x","typo_field":1})";
+    CHECK(kind_of([&] { load_profile((dir / "bad.json").string()); }) == ErrorKind::kConfig);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("coordinates: normalised 0-1000 to CSS pixels at device scale factor 1 and 2") {
+    ScreenFrame f1{320, 240, {0, 0, 320, 240}, 1.0};
+    tools::CssPoint p = to_css(PointConvention::kNormalized1000, 500, 500, {320, 240}, f1);
+    CHECK(p.x == doctest::Approx(160));
+    CHECK(p.y == doctest::Approx(120));
+    // The far edge is clamped onto the last pixel.
+    p = to_css(PointConvention::kNormalized1000, 1000, 1000, {320, 240}, f1);
+    CHECK(p.x == doctest::Approx(319));
+    CHECK(p.y == doctest::Approx(239));
+    // DSF 2: the screenshot is 640x480 device pixels of a 320x240 CSS viewport; the sent image is the full
+    // screenshot or half of it: the CSS point is the same.
+    ScreenFrame f2{640, 480, {0, 0, 320, 240}, 2.0};
+    p = to_css(PointConvention::kNormalized1000, 250, 750, {640, 480}, f2);
+    CHECK(p.x == doctest::Approx(80));
+    CHECK(p.y == doctest::Approx(180));
+    p = to_css(PointConvention::kNormalized1000, 250, 750, {320, 240}, f2);
+    CHECK(p.x == doctest::Approx(80));
+    CHECK(p.y == doctest::Approx(180));
+}
+
+TEST_CASE("coordinates: pixels of the sent image, downscaled images, clips and out-of-range points") {
+    // 1280x720 viewport at DSF 1.5 → 1920x1080 screenshot, sent downscaled to 960x540.
+    ScreenFrame f{1920, 1080, {0, 0, 1280, 720}, 1.5};
+    const ImageSize sent = fit_size({1920, 1080}, 960, 960);
+    CHECK(sent.width == 960);
+    CHECK(sent.height == 540);
+    tools::CssPoint p = to_css(PointConvention::kImagePixels, 480, 270, sent, f);
+    CHECK(p.x == doctest::Approx(640));
+    CHECK(p.y == doctest::Approx(360));
+    p = to_css(PointConvention::kImagePixels, 96, 54, sent, f);
+    CHECK(p.x == doctest::Approx(128));  // 96 * 2 sent→shot / 1.5 shot→css
+    CHECK(p.y == doctest::Approx(72));
+    // A clip at CSS (100, 50) of size 200x100 at DSF 2 → a 400x200 image.
+    ScreenFrame clip{400, 200, {100, 50, 200, 100}, 2.0};
+    p = to_css(PointConvention::kImagePixels, 200, 100, {400, 200}, clip);
+    CHECK(p.x == doctest::Approx(200));
+    CHECK(p.y == doctest::Approx(100));
+    // Inverse.
+    double x = 0, y = 0;
+    from_css(PointConvention::kImagePixels, {200, 100}, {400, 200}, clip, &x, &y);
+    CHECK(x == doctest::Approx(200));
+    CHECK(y == doctest::Approx(100));
+    from_css(PointConvention::kNormalized1000, {640, 360}, sent, f, &x, &y);
+    CHECK(x == doctest::Approx(500));
+    CHECK(y == doctest::Approx(500));
+    // Out of range: pixel beyond the sent image, negative, NaN, normalised > 1000.
+    CHECK(kind_of([&] { to_css(PointConvention::kImagePixels, 960, 10, sent, f); }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([&] { to_css(PointConvention::kImagePixels, -1, 10, sent, f); }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([&] { to_css(PointConvention::kNormalized1000, 1001, 10, sent, f); }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([&] { to_css(PointConvention::kNormalized1000, std::nan(""), 10, sent, f); }) == ErrorKind::kModelOutput);
+    // fit_size never upscales and keeps the aspect ratio.
+    CHECK(fit_size({320, 240}, 1000, 1000).width == 320);
+    CHECK(fit_size({1000, 500}, 0, 100).width == 200);
+    CHECK(parse_point_convention("image_pixels") == PointConvention::kImagePixels);
+    CHECK(kind_of([] { parse_point_convention("pixels"); }) == ErrorKind::kConfig);
+}
+
+TEST_CASE("memory keeps notes, history and the last k screenshots") {
+    Memory m("task", 2);
+    CHECK(m.notes_text() == "(none)");
+    m.add_note("");
+    m.add_note("price is 3");
+    CHECK(m.notes_text() == "- price is 3");
+    for (int i = 1; i <= 4; ++i) m.add_history({i, "scroll down", "ok"});
+    CHECK(m.history_text(2) == "step 3: scroll down -> ok\nstep 4: scroll down -> ok");
+    auto a = std::make_shared<model::Image>(2, 2), b = std::make_shared<model::Image>(3, 3), c = std::make_shared<model::Image>(4, 4);
+    m.add_screenshot(a);
+    m.add_screenshot(b);
+    m.add_screenshot(c);
+    const auto shots = m.recent_screenshots(3);
+    REQUIRE(shots.size() == 2);
+    CHECK(shots[0] == b);
+    CHECK(shots[1] == c);
+}
