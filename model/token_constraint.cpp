@@ -304,7 +304,12 @@ void apply_token_bitmask(float* logits, const uint32_t* mask, int32_t vocab_size
         uint32_t bits = mask[w];
         if (bits == 0xFFFFFFFFu) continue;
         float* row = logits + static_cast<size_t>(w) * 32;
-        for (int j = 0; j < 32; ++j) row[j] = (bits >> j & 1u) ? row[j] : neg_inf;  // branch-free: vectorises
+        if (bits == 0) {
+            std::fill(row, row + 32, neg_inf);
+            continue;
+        }
+        // Visit only the cleared bits: masks are mostly all-allowed (inside strings) or all-denied words.
+        for (uint32_t zeros = ~bits; zeros != 0; zeros &= zeros - 1) row[__builtin_ctz(zeros)] = neg_inf;
     }
     for (int32_t i = full_words * 32; i < vocab_size; ++i) {
         if (!(mask[i >> 5] >> (i & 31) & 1u)) logits[i] = neg_inf;
