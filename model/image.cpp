@@ -62,6 +62,12 @@ bool png_is_grey16(const uint8_t* d, size_t n) {
     return d[24] == 16 && d[25] == 0;
 }
 
+// PNG colour type 6 (RGBA), the files PIL opens in mode "RGBA".
+bool png_is_rgba(const uint8_t* d, size_t n) {
+    if (n < 26 || std::memcmp(d + 12, "IHDR", 4) != 0) return false;
+    return d[25] == 6;
+}
+
 uint32_t be32(const uint8_t* p) {
     return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
 }
@@ -160,7 +166,7 @@ std::string stb_reason() {
 
 }  // namespace
 
-Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
+Image decode_image(const uint8_t* data, size_t size, const std::string& name, AlphaMode alpha) {
     if (data == nullptr || size == 0) fail(ErrorKind::kFormat, name, "empty input");
     if (size > static_cast<size_t>(INT32_MAX)) fail(ErrorKind::kResourceExhausted, name, "input over 2 GiB");
     const int len = static_cast<int>(size);
@@ -211,6 +217,22 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
         }
         return image;
     }
+    if (alpha == AlphaMode::kCompositeOnWhite && format == Format::kPng && png_is_rgba(data, size)) {
+        std::unique_ptr<stbi_uc, StbFree> rgba(stbi_load_from_memory(data, len, &dw, &dh, &dc, 4));
+        if (!rgba) fail(ErrorKind::kFormat, name, "corrupt or truncated (" + stb_reason() + ")");
+        if (dw != w || dh != h) fail(ErrorKind::kFormat, name, "header and pixel data disagree on size");
+        const size_t n = static_cast<size_t>(w) * h;
+        const uint8_t* src = rgba.get();
+        for (size_t i = 0; i < n; ++i) {
+            const int a = src[4 * i + 3];
+            for (int c = 0; c < 3; ++c) {
+                // PIL's paste-with-mask blend, white underneath: DIV255(255 (255 - a) + v a), rounded.
+                const int t = 255 * (255 - a) + src[4 * i + c] * a + 128;
+                image.pixels[3 * i + c] = static_cast<uint8_t>(((t >> 8) + t) >> 8);
+            }
+        }
+        return image;
+    }
     // req_comp = 3: stb replicates grey and drops alpha without compositing, as convert("RGB").
     std::unique_ptr<stbi_uc, StbFree> rgb(stbi_load_from_memory(data, len, &dw, &dh, &dc, 3));
     if (!rgb) fail(ErrorKind::kFormat, name, "corrupt or truncated (" + stb_reason() + ")");
@@ -219,7 +241,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name) {
     return image;
 }
 
-Image load_image(const std::string& path) {
+Image load_image(const std::string& path, AlphaMode alpha) {
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) throw Error(ErrorKind::kIo, "image " + path + ": cannot open file");
     const std::streamoff end = in.tellg();
@@ -233,7 +255,7 @@ Image load_image(const std::string& path) {
     if (!bytes.empty() && !in.read(reinterpret_cast<char*>(bytes.data()), end)) {
         throw Error(ErrorKind::kIo, "image " + path + ": read failed");
     }
-    return decode_image(bytes, path);
+    return decode_image(bytes, path, alpha);
 }
 
 std::vector<uint8_t> encode_png(const Image& image) {

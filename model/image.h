@@ -34,16 +34,25 @@ struct Image {
     const uint8_t* at(int x, int y) const { return row(y) + static_cast<size_t>(x) * channels; }
 };
 
+// What happens to an alpha channel on conversion to RGB.
+enum class AlphaMode {
+    kDrop,              // PIL `convert("RGB")`: colour kept as stored, alpha ignored
+    kCompositeOnWhite,  // vLLM's image loader: RGBA images (PNG colour type 6) are pasted onto white
+                        // (`convert_image_mode` → `rgba_to_rgb`); every other mode is converted as kDrop
+};
+
 // Decodes an image held in memory. `name` is used in error messages ("<memory>" by default).
 // Throws surf::Error (kFormat / kUnsupported / kResourceExhausted) on empty, unknown, truncated,
 // corrupt or oversized input; never crashes.
-Image decode_image(const uint8_t* data, size_t size, const std::string& name = "<memory>");
-inline Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name = "<memory>") {
-    return decode_image(bytes.data(), bytes.size(), name);
+Image decode_image(const uint8_t* data, size_t size, const std::string& name = "<memory>",
+                   AlphaMode alpha = AlphaMode::kDrop);
+inline Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name = "<memory>",
+                          AlphaMode alpha = AlphaMode::kDrop) {
+    return decode_image(bytes.data(), bytes.size(), name, alpha);
 }
 
 // Reads and decodes a file; errors name the path (kIo when it cannot be read).
-Image load_image(const std::string& path);
+Image load_image(const std::string& path, AlphaMode alpha = AlphaMode::kDrop);
 
 // PNG encoding of an RGB (3) or RGBA (4) or grey (1) image.
 std::vector<uint8_t> encode_png(const Image& image);

@@ -8,7 +8,8 @@ The reference is Pillow + torchvision, the stack vLLM uses for Nemotron-Nano-VL 
                         1-bit, 16-bit grey, JPEG) and headless-Chromium screenshots of local HTML
   grids.json            candidate-grid orders (CPython set order) and the chosen grid for 200 random
                         sizes, the spec's worked examples and exact-tie sizes
-  decode.json           per source: PIL `convert("RGB")` size, CRC-32 (zlib) of its bytes, sampled pixels
+  decode.json           per source: PIL `convert("RGB")` size, CRC-32 (zlib) of its bytes, sampled pixels;
+                        for RGBA sources also vLLM's loader result (alpha composited onto white)
   *.rgb                 full PIL-decoded RGB bytes of the JPEG sources (stb and libjpeg differ slightly)
   resize.json           Pillow BICUBIC resizes: CRC-32 (zlib) of the whole output + sampled pixels
   tiling.json           whole pipeline: plan, per-tile CRC-32 (zlib) of the uint8 tiles, sampled
@@ -280,6 +281,11 @@ def decode_fixture(rng):
         rgb = np.asarray(im.convert("RGB"))
         entry = {"mode": mode, "width": rgb.shape[1], "height": rgb.shape[0], "crc32": crc32(rgb),
                  "samples": sample_pixels(rgb, rng, 60)}
+        if mode == "RGBA":  # vLLM's loader: convert_image_mode → rgba_to_rgb (paste onto white)
+            white = Image.new("RGB", im.size, (255, 255, 255))
+            white.paste(im, mask=im.split()[3])
+            entry["crc32_on_white"] = crc32(np.asarray(white))
+            entry["samples_on_white"] = sample_pixels(np.asarray(white), rng, 60)
         if name.endswith(".jpg"):
             raw = name[:-4] + ".rgb"
             with open(os.path.join(OUT, raw), "wb") as f:

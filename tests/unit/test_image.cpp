@@ -98,6 +98,30 @@ TEST_CASE("lossless sources decode exactly like PIL convert(\"RGB\")") {
     CHECK(checked == 11);
 }
 
+TEST_CASE("AlphaMode::kCompositeOnWhite reproduces vLLM's RGBA loading") {
+    const nlohmann::json fixture = read_json("decode.json");
+    int composited = 0;
+    for (const auto& [name, entry] : fixture.items()) {
+        if (entry.contains("raw_rgb")) continue;
+        CAPTURE(name);
+        const Image image = load_image(kDir + "sources/" + name, AlphaMode::kCompositeOnWhite);
+        const std::string crc = hex32(crc32(image.pixels.data(), image.pixels.size()));
+        if (!entry.contains("crc32_on_white")) {
+            CHECK(crc == entry["crc32"].get<std::string>());  // only RGBA images are composited
+            continue;
+        }
+        for (const auto& s : entry["samples_on_white"]) {
+            const uint8_t* p = image.at(s[0].get<int>(), s[1].get<int>());
+            CHECK(int(p[0]) == s[2].get<int>());
+            CHECK(int(p[1]) == s[3].get<int>());
+            CHECK(int(p[2]) == s[4].get<int>());
+        }
+        CHECK(crc == entry["crc32_on_white"].get<std::string>());
+        ++composited;
+    }
+    CHECK(composited == 2);  // rgba.png and the transparent-background screenshot
+}
+
 TEST_CASE("JPEG sources decode within a small error of PIL (libjpeg)") {
     const nlohmann::json fixture = read_json("decode.json");
     int checked = 0;

@@ -322,11 +322,11 @@ TEST_CASE("resize and crop edge cases") {
     Image one(1, 1);
     one.pixels = {10, 20, 30};
     const Image big = resize_bicubic(one, 512, 512);
+    bool constant = true;
     for (size_t i = 0; i < big.pixels.size(); i += 3) {
-        REQUIRE(big.pixels[i] == 10);
-        REQUIRE(big.pixels[i + 1] == 20);
-        REQUIRE(big.pixels[i + 2] == 30);
+        constant = constant && big.pixels[i] == 10 && big.pixels[i + 1] == 20 && big.pixels[i + 2] == 30;
     }
+    CHECK(constant);
     const Image& screen = source("screen_1280x720.png");
     CHECK(resize_bicubic(screen, 1280, 720).pixels == screen.pixels);
     CHECK(error_kind_of([&] { resize_bicubic(screen, 0, 10); }) == ErrorKind::kInvalidArgument);
