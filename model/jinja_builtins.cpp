@@ -4,7 +4,7 @@
 // Methods: str.startswith/endswith/split/rsplit/strip/lstrip/rstrip/replace/upper/lower/title/
 // capitalize/find/count/join/splitlines/isdigit/isalpha/isalnum/isspace/islower/isupper,
 // dict.items/keys/values/get. Globals: range, namespace, dict, raise_exception, strftime_now.
-// Case mapping is ASCII-only (Python maps all of Unicode).
+// Case mapping covers ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic (jinja_text.cpp).
 #include <algorithm>
 #include <cmath>
 #include <ctime>

@@ -366,18 +366,18 @@ std::string title_string(const std::string& s) {
 }
 
 std::string jinja_title(const std::string& s) {
-    // Words start after runs of [-\s({[<]; each word is capitalised (first upper, rest lower).
+    // Words start after runs of [-\s({[<]; each word is item[0].upper() + item[1:].lower().
     std::string out;
     bool word_start = true;
-    for (char c : s) {
-        bool boundary = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' ||
-                        std::isspace(static_cast<unsigned char>(c));
+    for (const CodePoint& c : decode(s)) {
+        std::string ch = s.substr(c.begin, c.end - c.begin);
+        bool boundary =
+            c.cp == '-' || c.cp == '(' || c.cp == '{' || c.cp == '[' || c.cp == '<' || is_unicode_space(c.cp);
         if (boundary) {
-            out += c;
+            out += ch;
             word_start = true;
         } else {
-            out += char(word_start ? std::toupper(static_cast<unsigned char>(c))
-                                   : std::tolower(static_cast<unsigned char>(c)));
+            out += change_case(ch, word_start);
             word_start = false;
         }
     }
@@ -385,9 +385,12 @@ std::string jinja_title(const std::string& s) {
 }
 
 std::string capitalize_string(const std::string& s) {
-    std::string out = lower_string(s);
-    if (!out.empty()) out[0] = char(std::toupper(static_cast<unsigned char>(out[0])));
-    return out;
+    // str.capitalize: the first character title-cased, the rest lowered.
+    std::vector<CodePoint> cps = decode(s);
+    if (cps.empty()) return s;
+    std::string first = s.substr(0, cps[0].end);
+    std::string out = cps[0].cp == 0xdf ? std::string("Ss") : change_case(first, true);
+    return out + change_case(s.substr(cps[0].end), false);
 }
 
 bool all_chars(const std::string& s, int (*pred)(int)) {

@@ -138,7 +138,7 @@ CASES = [
     ("filter_sort", "{{ ['B', 'a', 'C'] | sort }} {{ ['B', 'a', 'C'] | sort(case_sensitive=true) }} {{ [3, 1, 2] | sort(reverse=true) }} {{ [{'n': 2}, {'n': 1}] | sort(attribute='n') }}", {}),
     ("filter_dictsort", "{{ d | dictsort }} {{ d | dictsort(by='value') }} {{ d | dictsort(reverse=true) }}", {"d": {"b": 1, "a": 3, "C": 2}}),
     ("filter_unique_min_max_sum", "{{ ['a', 'A', 'b'] | unique | list }} {{ [3, 1, 2] | min }} {{ [3, 1, 2] | max }} {{ ['b', 'A'] | max }} {{ [1, 2.5] | sum }} {{ [{'v': 1}, {'v': 2}] | sum(attribute='v') }}", {}),
-    ("unicode_case", "{{ s | upper }}|{{ s | lower }}|{{ s.title() }}|{{ 'héllo wörld'.title() }}|{{ s is lower }}|{{ '123' is lower }}",
+    ("unicode_case", "{{ s | upper }}|{{ s | lower }}|{{ s.title() }}|{{ 'héllo wörld'.title() }}|{{ s is lower }}|{{ '123' is lower }}|{{ 'élan VITAL' | capitalize }}|{{ 'éa-öb (üc' | title }}|{{ 'ßa'.capitalize() }}",
      {"s": "Grüße Ærø Ĳssel ŉ ſ µ Ωμέγα άέ ΐ Привет Ёж İı"}),
     ("float_divmod_quirks", "{{ 1 // 0.1 }} {{ 1 % 0.1 }} {{ -1 // 0.1 }} {{ 5.5 % -2 }} {{ 0.0 // -1 }}", {}),
     ("round_int_stays_int", "{{ 2 | round }} {{ 2 | round(1) }} {{ true | round }} {{ 2 | round(0, 'ceil') }}", {}),
