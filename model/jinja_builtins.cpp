@@ -374,6 +374,8 @@ bool contains(const Value& container, const Value& item) {
             return std::any_of(container.as_list().begin(), container.as_list().end(),
                                [&](const Value& v) { return equals(v, item); });
         case Value::Kind::kDict:
+            if (item.is_list() && !item.is_tuple()) throw TemplateError("unhashable type: 'list'");
+            if (item.is_dict()) throw TemplateError("unhashable type: 'dict'");
             return item.is_string() && container.as_dict().find(item.as_string()) != nullptr;
         default:
             throw TemplateError(std::string("argument of type '") + container.type_name() +
@@ -448,6 +450,9 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
         return Value::number(op == "//" ? floordiv : mod);
     }
     if (op == "**") {
+        if (a.as_double() == 0.0 && b.as_double() < 0) {
+            throw TemplateError("0.0 cannot be raised to a negative power");
+        }
         if (!floats && b.as_int() >= 0) {
             int64_t result = 1;
             for (int64_t i = 0; i < b.as_int() && i < 64; ++i) result *= a.as_int();
