@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "kernels/base/error.h"
@@ -23,6 +25,12 @@ struct Env {
                                     if (req.path == "/hang") {  // headers and half a page, then nothing
                                         res.body = "<html><head><title>hanging</title></head><body><p>partial";
                                         res.never_finish = true;
+                                        return true;
+                                    }
+                                    if (req.path == "/download") {
+                                        res.content_type = "application/octet-stream";
+                                        res.headers.push_back("Content-Disposition: attachment; filename=\"report.txt\"");
+                                        res.body = "downloaded bytes";
                                         return true;
                                     }
                                     if (req.path == "/status500") {
@@ -317,4 +325,39 @@ TEST_CASE("screenshots: PNG and JPEG, viewport and clip, exact pixel <-> CSS map
     CssPoint c = clip.css_from_pixel(0, 0);
     CHECK(c.x == doctest::Approx(100));
     CHECK(c.y == doctest::Approx(100));
+}
+
+TEST_CASE("downloads are denied by default or saved per session; file choosers never hang") {
+    auto session = env().browser->new_session();
+    REQUIRE(session->navigate(page("/files.html")).ok());
+    session->click(200, 120);
+    CHECK(session->wait_for("true", 500ms));
+    auto events = session->take_events();
+    CHECK(has_event(events, SessionEventKind::kDownload, "refused"));
+    CHECK_FALSE(std::filesystem::exists(session->download_dir() / "report.txt"));
+    session->click(200, 220);  // the file input: intercepted, nothing opens
+    CHECK(has_event(session->take_events(), SessionEventKind::kFileChooser));
+    CHECK(session->evaluate("document.getElementById('file').files.length") == 0);
+    CHECK(session->evaluate("1") == 1);  // still responsive
+
+    SessionOptions allow;
+    allow.allow_downloads = true;
+    auto saver = env().browser->new_session(allow);
+    REQUIRE(saver->navigate(page("/files.html")).ok());
+    saver->click(200, 120);
+    const auto file = saver->download_dir() / "report.txt";
+    for (int i = 0; i < 100 && !std::filesystem::exists(file); ++i) std::this_thread::sleep_for(50ms);
+    REQUIRE(std::filesystem::exists(file));
+    std::ifstream in(file);
+    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(content == "downloaded bytes");
+    CHECK(has_event(saver->take_events(), SessionEventKind::kDownload, "report.txt"));
+
+    // With upload files set, the intercepted chooser fills the input.
+    const auto upload = std::filesystem::temp_directory_path() / "surf-browser-upload.txt";
+    std::ofstream(upload) << "upload";
+    saver->set_upload_files({upload.string()});
+    saver->click(200, 220);
+    CHECK(saver->wait_for("document.getElementById('file').files.length === 1", 3s));
+    std::filesystem::remove(upload);
 }
