@@ -102,8 +102,13 @@ int run_tokenize(const surf::cli::Args& args) {
     const auto ids = tokenizer.encode(text, special);
     if (verbose) {
         for (int32_t id : ids) {
-            std::printf("%8d  %-24s  %s%s\n", id, tokenizer.token_string(id).value_or("?").c_str(),
-                        show_bytes(tokenizer.token_bytes(id)).c_str(), tokenizer.is_special(id) ? "  (special)" : "");
+            // Pad by characters, not bytes, so columns line up for non-ASCII token strings.
+            std::string piece = tokenizer.token_string(id).value_or("?");
+            size_t width = 0;
+            for (char c : piece) width += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+            piece += std::string(width < 24 ? 24 - width : 1, ' ');
+            std::printf("%8d  %s  \"%s\"%s\n", id, piece.c_str(), show_bytes(tokenizer.token_bytes(id)).c_str(),
+                        tokenizer.is_special(id) ? "  (special)" : "");
         }
         std::printf("%zu tokens, %zu bytes\n", ids.size(), text.size());
         return 0;

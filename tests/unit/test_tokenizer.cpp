@@ -2,11 +2,13 @@
 // streaming decoder, and bad input.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "kernels/base/error.h"
 #include "model/tokenizer.h"
@@ -241,6 +243,23 @@ TEST_CASE("tokenizer: StreamDecoder never splits a character and matches decode"
     CHECK(split.flush().empty());
 }
 
+TEST_CASE("tokenizer: concurrent encodes share the word cache safely") {
+    Tokenizer tok = Tokenizer::load(fixture_dir("tekken_like") + "/tokenizer.json");
+    json cases = read_json(fixture_dir("tekken_like") + "/cases.json");
+    std::vector<std::thread> threads;
+    std::atomic<int> failures{0};
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+            for (size_t i = t; i < cases["encode"].size(); i += 2) {  // overlapping halves
+                const auto& c = cases["encode"][i];
+                if (tok.encode(c["text"].get<std::string>()) != c["ids"].get<std::vector<int32_t>>()) ++failures;
+            }
+        });
+    }
+    for (auto& thread : threads) thread.join();
+    CHECK(failures.load() == 0);
+}
+
 TEST_CASE("tokenizer: long and pathological inputs round-trip without crashing") {
     Tokenizer tok = Tokenizer::load(fixture_dir("tekken_like") + "/tokenizer.json");
     for (const std::string& text : {std::string(200000, 'a'), std::string(100000, ' '), std::string(50000, '\n'),
@@ -251,6 +270,20 @@ TEST_CASE("tokenizer: long and pathological inputs round-trip without crashing")
     std::mt19937 rng(3);
     for (int i = 0; i < 20000; ++i) mixed.push_back(static_cast<char>(rng() % 96 + 32));
     CHECK(tok.decode(tok.encode(mixed)) == mixed);
+
+    // Random byte strings (mostly invalid UTF-8, fragments of special tokens): byte-level BPE is lossless
+    // on valid text, and invalid bytes read as U+FFFD, so the round trip is the lossy reading of the input.
+    const std::string alphabet[] = {"a", " ", "\n", "<", ">", "s", "/", "\xC3", "\xA9", "\xE4\xB8\xAD", "\xF0\x9F",
+                                    "\x98\x80", "\xFF", "\x80", "<image>", "<SPECIAL_1", "1>", "\t", "\r", std::string("\0", 1)};
+    size_t mismatches = 0;
+    for (int i = 0; i < 3000; ++i) {
+        std::string text;
+        for (int k = static_cast<int>(rng() % 24); k > 0; --k) text += alphabet[rng() % std::size(alphabet)];
+        std::string lossy = tok.decode(tok.encode(text, false), false);
+        if (valid_utf8(text) ? lossy != text : !valid_utf8(lossy)) ++mismatches;
+        if (tok.decode(tok.encode(text)) != lossy) ++mismatches;
+    }
+    CHECK(mismatches == 0);
 }
 
 TEST_CASE("tokenizer: bad input gives errors naming the file and field") {
