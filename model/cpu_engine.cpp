@@ -9,6 +9,7 @@
 #include "model/cpu/cpu_model.h"
 #include "model/dump.h"
 #include "model/engine.h"
+#include "model/engine_input.h"
 #include "model/image_tiling.h"
 
 namespace surf::model {
@@ -29,12 +30,8 @@ public:
             throw Error(ErrorKind::kFormat, dir + "/tokenizer.json: " + std::to_string(tokenizer_.vocab_size()) +
                                                 " tokens but the model has " + std::to_string(cfg.llm.vocab_size) + " embedding rows");
         }
-        if (cfg.has_vision) {
-            image_token_id_ = resolve_token(cfg.image_context_token, cfg.image_context_token_id);
-            image_start_id_ = resolve_token(cfg.image_start_token, -1);
-            image_end_id_ = resolve_token(cfg.image_end_token, -1);
-            tiling_ = tiling_config_from(cfg.image);
-        }
+        image_ids_ = resolve_image_tokens(cfg, &tokenizer_);
+        if (cfg.has_vision) tiling_ = tiling_config_from(cfg.image);
         index_ = TokenIndex::build(token_vocabulary(tokenizer_, cfg.eos_token_ids));
     }
 
@@ -72,42 +69,28 @@ public:
         GenerateResult result;
 
         // Tokens to prefill: a token sampled last call but not yet fed, then the new input.
-        std::vector<int32_t> tokens = session.pending;
-        Tensor image_embeds;
-        std::vector<float> image_rows;
         const auto t0 = Clock::now();
-        for (const InputPart& part : input) {
-            if (part.image) {
-                if (!cfg.has_vision) throw Error(ErrorKind::kUnsupported, cfg.dir + ": this model has no vision tower; cannot take an image");
-                const TiledImage tiled = tile_image(*part.image, tiling_);
-                Tensor pixels;
-                pixels.shape = {tiled.plan.n_tiles, 3, tiled.tile_size, tiled.tile_size};
-                pixels.data = tiled.pixels;
-                const Tensor embeds = model_->encode_images(pixels, dumper_.get());
-                image_rows.insert(image_rows.end(), embeds.data.begin(), embeds.data.end());
-                tokens.push_back(image_start_id_);
-                tokens.insert(tokens.end(), static_cast<size_t>(embeds.dim(0)), image_token_id_);
-                tokens.push_back(image_end_id_);
-                result.image_tokens += embeds.dim(0);
-            } else if (!part.text.empty()) {
-                const std::vector<int32_t> ids = tokenizer_.encode(part.text, /*parse_special=*/true);
-                for (int32_t t : ids) {
-                    if (t == image_token_id_ && image_token_id_ >= 0) {
-                        throw Error(ErrorKind::kInvalidArgument, "input text contains the image-context token " + cfg.image_context_token +
-                                                                     "; pass images as image parts");
-                    }
-                }
-                tokens.insert(tokens.end(), ids.begin(), ids.end());
-            }
-        }
+        const PreparedInput prepared = prepare_input(input, cfg, &tokenizer_, image_ids_, tiling_);
+        std::vector<int32_t> tokens = session.pending;
+        tokens.insert(tokens.end(), prepared.tokens.begin(), prepared.tokens.end());
         if (tokens.empty()) throw Error(ErrorKind::kInvalidArgument, "generate: nothing to prefill (empty input on a session with no pending token)");
+        std::vector<float> image_rows;
+        for (const PreparedImage& img : prepared.images) {
+            Tensor pixels;
+            pixels.shape = {img.tiles.plan.n_tiles, 3, img.tiles.tile_size, img.tiles.tile_size};
+            pixels.data = img.tiles.pixels;
+            const Tensor embeds = model_->encode_images(pixels, dumper_.get());
+            image_rows.insert(image_rows.end(), embeds.data.begin(), embeds.data.end());
+        }
+        result.image_tokens = prepared.image_tokens;
+        Tensor image_embeds;
         image_embeds.shape = {static_cast<int64_t>(image_rows.size()) / cfg.llm.hidden_size, cfg.llm.hidden_size};
         image_embeds.data = std::move(image_rows);
 
         cpu::ForwardInput in;
         in.tokens = &tokens;
         in.image_embeds = image_embeds.dim(0) > 0 ? &image_embeds : nullptr;
-        in.image_token_id = image_token_id_;
+        in.image_token_id = image_ids_.context;
         in.dumper = dumper_.get();
         Tensor logits = model_->forward(session.state, in);
         session.pending.clear();
@@ -129,12 +112,6 @@ private:
         auto it = sessions_.find(id);
         if (it == sessions_.end()) throw Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(id));
         return it->second;
-    }
-
-    int32_t resolve_token(const std::string& text, int64_t config_id) const {
-        if (auto id = tokenizer_.token_id(text)) return *id;
-        if (config_id >= 0) return static_cast<int32_t>(config_id);
-        throw Error(ErrorKind::kFormat, model_->config().dir + "/tokenizer.json: no token '" + text + "' (needed for images)");
     }
 
     // The decode loop: sample (under the schema's mask), stream text, stop on a stop id or max_tokens.
@@ -204,7 +181,7 @@ private:
     Tokenizer tokenizer_;
     std::shared_ptr<const TokenIndex> index_;
     TilingConfig tiling_;
-    int32_t image_token_id_ = -1, image_start_id_ = -1, image_end_id_ = -1;
+    ImageTokenIds image_ids_;
     std::mutex mu_;
     std::map<SessionId, Session> sessions_;
     SessionId next_id_ = 1;

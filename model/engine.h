@@ -21,14 +21,17 @@
 
 namespace surf::model {
 
-// One piece of input: text (may contain special tokens such as <SPECIAL_11>) or an image, which the engine
-// tiles and expands to <img> + <image>×(tokens per tile · tiles) + </img>.
+// One piece of input: text (may contain special tokens such as <SPECIAL_11>), an image, which the engine
+// tiles and expands to <img> + <image>×(tokens per tile · tiles) + </img>, or raw token ids (benchmarks,
+// callers that tokenize themselves).
 struct InputPart {
     std::string text;
     std::shared_ptr<const Image> image;
+    std::vector<int32_t> token_ids;
 
-    static InputPart of_text(std::string t) { return {std::move(t), nullptr}; }
-    static InputPart of_image(std::shared_ptr<const Image> i) { return {"", std::move(i)}; }
+    static InputPart of_text(std::string t) { return {std::move(t), nullptr, {}}; }
+    static InputPart of_image(std::shared_ptr<const Image> i) { return {"", std::move(i), {}}; }
+    static InputPart of_tokens(std::vector<int32_t> ids) { return {"", nullptr, std::move(ids)}; }
 };
 
 // Splits text with one image placeholder per image ("<image>" by default) into parts; throws

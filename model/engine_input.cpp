@@ -1,0 +1,70 @@
+#include "model/engine_input.h"
+
+#include "kernels/base/error.h"
+
+namespace surf::model {
+
+ImageTokenIds resolve_image_tokens(const ModelConfig& cfg, const Tokenizer* tokenizer) {
+    ImageTokenIds ids;
+    if (!cfg.has_vision) return ids;
+    auto resolve = [&](const std::string& text, int64_t config_id) -> int32_t {
+        if (tokenizer) {
+            if (auto id = tokenizer->token_id(text)) return *id;
+        }
+        if (config_id >= 0) return static_cast<int32_t>(config_id);
+        throw Error(ErrorKind::kFormat, cfg.dir + ": no token id for '" + text + "' (needed for images)");
+    };
+    ids.context = resolve(cfg.image_context_token, cfg.image_context_token_id);
+    ids.start = resolve(cfg.image_start_token, -1);
+    ids.end = resolve(cfg.image_end_token, -1);
+    return ids;
+}
+
+namespace {
+
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+}  // namespace
+
+PreparedInput prepare_input(const std::vector<InputPart>& parts, const ModelConfig& cfg, const Tokenizer* tokenizer,
+                            const ImageTokenIds& ids, const TilingConfig& tiling) {
+    PreparedInput out;
+    const int64_t vocab = cfg.llm.vocab_size;
+    for (const InputPart& part : parts) {
+        if (part.image) {
+            if (!cfg.has_vision) throw Error(ErrorKind::kUnsupported, cfg.dir + ": this model has no vision tower; cannot take an image");
+            PreparedImage img;
+            img.tiles = tile_image(*part.image, tiling);
+            img.n_rows = img.tiles.plan.n_tiles * cfg.image.tokens_per_tile();
+            img.hash = fnv1a(img.tiles.pixels.data(), img.tiles.pixels.size() * sizeof(float), fnv1a(&img.n_rows, sizeof(img.n_rows)));
+            out.tokens.push_back(ids.start);
+            img.first_token = static_cast<int64_t>(out.tokens.size());
+            out.tokens.insert(out.tokens.end(), static_cast<size_t>(img.n_rows), ids.context);
+            out.tokens.push_back(ids.end);
+            out.image_tokens += img.n_rows;
+            out.images.push_back(std::move(img));
+            continue;
+        }
+        std::vector<int32_t> part_ids;
+        if (!part.token_ids.empty()) {
+            part_ids = part.token_ids;
+        } else if (!part.text.empty()) {
+            if (!tokenizer) throw Error(ErrorKind::kUnsupported, "this engine has no tokenizer: pass token ids instead of text");
+            part_ids = tokenizer->encode(part.text, /*parse_special=*/true);
+        }
+        for (int32_t t : part_ids) {
+            if (t < 0 || t >= vocab) throw Error(ErrorKind::kInvalidArgument, "token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(vocab));
+            if (t == ids.context && ids.context >= 0) {
+                throw Error(ErrorKind::kInvalidArgument, "input contains the image-context token " + cfg.image_context_token + "; pass images as image parts");
+            }
+        }
+        out.tokens.insert(out.tokens.end(), part_ids.begin(), part_ids.end());
+    }
+    return out;
+}
+
+}  // namespace surf::model
