@@ -82,7 +82,9 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
         so.viewport.device_scale_factor = options.device_scale_factor;
         so.guard = tools::NavigationGuard(options.allow_domains, options.deny_domains, options.allow_file_urls);
         std::unique_ptr<tools::BrowserSession> session = impl_->browser->new_session(so);
-        BrowserEnvironment environment(*session);
+        BrowserEnvironmentOptions eo;
+        eo.max_wait = std::chrono::milliseconds(static_cast<int64_t>(options.max_wait_seconds * 1000));
+        BrowserEnvironment environment(*session, eo);
         LoopContext ctx;
         ctx.engine = impl_->engine.get();
         ctx.chat_template = impl_->chat_template.get();

@@ -53,6 +53,7 @@ struct RunOptions {
     bool allow_file_urls = false;
     int viewport_width = 1280, viewport_height = 720;
     double device_scale_factor = 1.0;
+    double max_wait_seconds = 10;  // cap on the policy's wait action
     std::string trace_dir;         // "" = no trace
     uint64_t seed = 0;             // mixed into every module's sampling seed
 };

@@ -159,12 +159,12 @@ TurnReport Conversation::ask(Message user, model::GenerateOptions options) {
     const size_t e = last_reply_.find_last_not_of(" \t\r\n");
     last_reply_ = b == std::string::npos ? "" : last_reply_.substr(b, e - b + 1);
     messages_.push_back(Message{"assistant", last_reply_, {}});
-    last_render_ = render(messages_, false);
-    if (report.result.finish != model::FinishReason::kStop) {
-        // A truncated or cancelled reply left a token pending in the session that no render accounts
-        // for: start fresh next time rather than guess.
-        last_render_.clear();
-        fed_ += "\x01";  // never a prefix of a render
+    // A reply cut by max_tokens or cancelled left its last token pending (fed at the start of the next call)
+    // and no stop token: the splice then keeps the template's whole closing, which is what the session lacks.
+    try {
+        last_render_ = render(messages_, false);
+    } catch (const Error&) {
+        last_render_.clear();  // e.g. a reply cut inside a UTF-8 sequence: start fresh next turn
     }
     return report;
 }

@@ -43,6 +43,7 @@ void validate_run_options(const RunOptions& o) {
     if (o.viewport_width < 16 || o.viewport_height < 16 || o.viewport_width > 8192 || o.viewport_height > 8192) {
         bad("viewport: " + std::to_string(o.viewport_width) + "x" + std::to_string(o.viewport_height) + " is outside 16..8192");
     }
+    if (!(o.max_wait_seconds >= 0 && o.max_wait_seconds <= 600)) bad("max_wait_seconds: must be in [0, 600]");
     if (!(o.device_scale_factor >= 0.25 && o.device_scale_factor <= 4)) bad("device_scale_factor: must be in [0.25, 4]");
 }
 
@@ -124,6 +125,8 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
         TraceStep ts;
         ts.step = step;
         ts.url = obs.url;
+        ts.events = obs.events;
+        if (!obs.error.empty()) ts.events.push_back(obs.error);
         if (trace && !obs.png.empty()) {
             try {
                 ts.screenshot = trace->screenshot(step, obs.png);

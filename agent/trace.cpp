@@ -104,7 +104,7 @@ void Trace::step(const TraceStep& s) {
     }
     nlohmann::ordered_json j{{"type", "step"},  {"step", s.step},       {"url", s.url},       {"screenshot", s.screenshot},
                              {"thought", s.thought}, {"note", s.note},   {"action", s.action}, {"outcome", s.outcome},
-                             {"error", s.error}};
+                             {"error", s.error},     {"events", s.events}};
     if (s.has_point) j["point_px"] = {s.point_px, s.point_py};
     write(std::move(j));
 }
@@ -165,6 +165,7 @@ std::string render_report_html(const std::string& dir, const RunOptions& options
           << "<p><span class=\"k\">Action:</span> <code>" << html_escape(s.action) << "</code></p>"
           << "<p><span class=\"k\">Result:</span> " << html_escape(s.outcome) << "</p>";
         if (!s.error.empty()) h << "<p class=\"err\">" << html_escape(s.error) << "</p>";
+        for (const std::string& e : s.events) h << "<p><span class=\"k\">Browser:</span> " << html_escape(e) << "</p>";
         for (const std::string& v : s.verdicts) h << "<p><span class=\"k\">Validator:</span> " << html_escape(v) << "</p>";
         h << "</div></div>\n";
     }

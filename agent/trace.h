@@ -25,6 +25,7 @@ struct TraceStep {
     double point_px = 0, point_py = 0;  // screenshot pixels
     std::string url, thought, note, action, outcome, error;
     std::vector<std::string> verdicts;
+    std::vector<std::string> events;  // browser events seen before this step
 };
 
 class Trace {

@@ -1,0 +1,142 @@
+// `surf run "TASK" --url URL`: one web agent run, a live line per step, the final answer.
+// Exit codes: 0 answered, 1 failed (rejected / no answer / cancelled), 2 bad usage or input, 3 error.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "agent/agent.h"
+#include "apps/cli.h"
+#include "kernels/base/error.h"
+
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_sigint(int) { g_interrupted = 1; }
+
+void parse_viewport(const std::string& text, int* w, int* h) {
+    const size_t x = text.find('x');
+    try {
+        if (x == std::string::npos) throw std::invalid_argument("");
+        *w = std::stoi(text.substr(0, x));
+        *h = std::stoi(text.substr(x + 1));
+    } catch (const std::exception&) {
+        throw surf::Error(surf::ErrorKind::kInvalidArgument, "--viewport \"" + text + "\": expected WIDTHxHEIGHT, e.g. 1280x720");
+    }
+}
+
+std::string one_line(std::string s, size_t n) {
+    for (char& c : s) if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    return s.size() <= n ? s : s.substr(0, n) + "...";
+}
+
+int run_agent(const surf::cli::Args& args) {
+    using surf::Error;
+    using surf::ErrorKind;
+    if (args.positional().size() != 1) throw Error(ErrorKind::kInvalidArgument, "expected exactly one TASK argument (quote it)");
+    surf::agent::AgentConfig config;
+    config.model_dir = args.get("model");
+    if (config.model_dir.empty()) {
+        const char* env = std::getenv("SURF_MODEL");
+        if (env) config.model_dir = env;
+    }
+    if (config.model_dir.empty()) throw Error(ErrorKind::kInvalidArgument, "--model DIR is required (or set SURF_MODEL)");
+    config.profile = args.get("profile");
+    config.chat_template = args.get("template");
+    config.chromium = args.get("chromium");
+
+    surf::agent::RunOptions run;
+    run.task = args.positional()[0];
+    run.start_url = args.require("url");
+    run.max_steps = static_cast<int>(args.get_int("max-steps", 30));
+    run.max_answer_attempts = static_cast<int>(args.get_int("attempts", 3));
+    run.timeout_seconds = args.get_double("timeout", 600);
+    run.use_validator = !args.has("no-validator");
+    run.trust_policy_coordinates = args.has("trust-policy-coordinates");
+    run.allow_domains = args.all("allow-domain");
+    run.deny_domains = args.all("deny-domain");
+    run.allow_file_urls = run.start_url.rfind("file:", 0) == 0;
+    if (args.has("viewport")) parse_viewport(args.get("viewport"), &run.viewport_width, &run.viewport_height);
+    run.device_scale_factor = args.get_double("dsf", 1.0);
+    run.trace_dir = args.get("out");
+    run.seed = static_cast<uint64_t>(args.get_int("seed", 0));
+
+    std::fprintf(stderr, "loading %s ...\n", config.model_dir.c_str());
+    std::unique_ptr<surf::agent::Agent> agent = surf::agent::Agent::create(config);
+
+    std::signal(SIGINT, on_sigint);
+    std::atomic<bool> finished{false};
+    std::thread watcher([&] {
+        while (!finished.load()) {
+            if (g_interrupted) {
+                agent->cancel();
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    });
+    const auto on_step = [](const surf::agent::StepEvent& e) {
+        using surf::agent::StepEventKind;
+        if (e.kind == StepEventKind::kFinished) return;
+        if (e.kind == StepEventKind::kAnswerRejected) {
+            std::printf("      answer rejected: %s\n", one_line(e.outcome, 160).c_str());
+        } else {
+            std::string target = e.target.empty() ? "" : " \"" + one_line(e.target, 60) + "\"";
+            char point[48] = "";
+            if (e.has_point) std::snprintf(point, sizeof point, " @(%.0f,%.0f)", e.x, e.y);
+            std::printf("step %3d  %-8s%s%s  %.1fs  %s%s\n", e.step, e.action.empty() ? "-" : e.action.c_str(), target.c_str(),
+                        point, e.seconds, e.ok ? "" : "ERROR: ", one_line(e.outcome, 120).c_str());
+        }
+        std::fflush(stdout);
+    };
+    surf::agent::RunResult result;
+    try {
+        result = agent->run(run, on_step);
+    } catch (...) {
+        finished = true;
+        watcher.join();
+        throw;
+    }
+    finished = true;
+    watcher.join();
+
+    std::printf("status: %s (%d steps, %d answer attempts, %d model calls, %d errors, %.1f s)\n",
+                surf::agent::run_status_name(result.status), result.steps, result.answer_attempts, result.model_calls,
+                result.errors, result.seconds);
+    if (!result.error.empty()) std::printf("error: %s\n", result.error.c_str());
+    if (!result.answer.empty()) {
+        std::printf("answer%s: %s\n", result.validated ? "" : (result.forced ? " (forced)" : " (not validated)"),
+                    result.answer.c_str());
+    }
+    if (!result.trace_dir.empty()) std::printf("trace: %s/trace.jsonl, report: %s/report.html\n", result.trace_dir.c_str(), result.trace_dir.c_str());
+    switch (result.status) {
+        case surf::agent::RunStatus::kAnswered: return 0;
+        case surf::agent::RunStatus::kError: return 3;
+        default: return 1;
+    }
+}
+
+SURF_COMMAND(surf::cli::Command{
+    "run", "Run the web agent on a task: a live line per step, then the answer (exit 0 answered, 1 failed, 2 usage, 3 error).",
+    "\"TASK\" --url URL [--model DIR] [--max-steps N] [--attempts K] [--allow-domain D]... [--out DIR] [flags]",
+    {{"url", "URL", "start page"},
+     {"model", "DIR", "model folder (default $SURF_MODEL)"},
+     {"max-steps", "N", "policy steps including the forced answer (default 30)"},
+     {"attempts", "K", "answers the validator may reject before the run fails (default 3)"},
+     {"allow-domain", "D", "only these hosts (and subdomains) may be opened", true},
+     {"deny-domain", "D", "hosts that may never be opened", true},
+     {"out", "DIR", "write trace.jsonl, screenshots and report.html here"},
+     {"timeout", "S", "wall-time budget in seconds; then the answer is forced (default 600)"},
+     {"trust-policy-coordinates", "", "click where the policy points instead of asking the localizer"},
+     {"no-validator", "", "accept the first answer without validation"},
+     {"profile", "FILE", "prompt profile JSON (default prompts/profile_holotron.json)"},
+     {"template", "FILE", "a Jinja chat template instead of the checkpoint's"},
+     {"viewport", "WxH", "browser viewport in CSS pixels (default 1280x720)"},
+     {"dsf", "F", "device scale factor (default 1)"},
+     {"seed", "S", "sampling seed (default 0)"},
+     {"chromium", "PATH", "Chromium binary"}},
+    run_agent});
+
+}  // namespace

@@ -1,0 +1,206 @@
+// End to end: real Chromium, local pages served on 127.0.0.1 (tests/browser/agent_pages/), the tiny random
+// fixture model through the CPU engine and the public API (agent/agent.h). The model's output is random but
+// schema-constrained, so the runs exercise every path the loop has: a run finishes within its budget and
+// leaves a valid trace and report, the allow-list blocks a navigation, cut-off (malformed) output is retried
+// then recorded, and a Chromium killed mid-run is recorded while the run goes on.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/agent.h"
+#include "tests/browser/test_http_server.h"
+
+using namespace surf;
+using namespace surf::agent;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kPages = SURF_SOURCE_DIR "/tests/browser/agent_pages";
+const std::string kModel = SURF_FIXTURES_DIR "/golden/tiny_fp32";
+
+std::unique_ptr<Agent> make_agent(const std::string& profile = kPages + "/profile_tiny.json") {
+    AgentConfig config;
+    config.model_dir = kModel;
+    config.profile = profile;
+    return Agent::create(config);
+}
+
+RunOptions small_run(const std::string& url, const std::string& trace_dir, int max_steps = 4) {
+    RunOptions o;
+    o.task = "Find the price of the blue kettle";
+    o.start_url = url;
+    o.max_steps = max_steps;
+    o.max_answer_attempts = 2;
+    o.timeout_seconds = 120;
+    o.viewport_width = 320;
+    o.viewport_height = 240;
+    o.max_wait_seconds = 0.2;
+    o.allow_domains = {"127.0.0.1"};
+    o.trace_dir = trace_dir;
+    return o;
+}
+
+std::vector<nlohmann::json> read_trace(const fs::path& dir) {
+    std::ifstream in(dir / "trace.jsonl");
+    REQUIRE(in);
+    std::vector<nlohmann::json> lines;
+    std::string line;
+    while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));  // throws if invalid
+    return lines;
+}
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+fs::path fresh_dir(const std::string& name) {
+    const fs::path dir = fs::temp_directory_path() / ("surf_agent_e2e_" + name);
+    fs::remove_all(dir);
+    return dir;
+}
+
+bool any_line_mentions(const std::vector<nlohmann::json>& lines, const std::string& needle) {
+    for (const auto& j : lines) {
+        if (j.dump().find(needle) != std::string::npos) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("a run on local pages completes within its step budget and writes a valid trace and report") {
+    test::TestHttpServer server(kPages);
+    auto agent = make_agent();
+    const fs::path dir = fresh_dir("basic");
+    std::vector<StepEvent> events;
+    const RunResult r = agent->run(small_run(server.url("/index.html"), dir.string()), [&](const StepEvent& e) { events.push_back(e); });
+    MESSAGE("status " << std::string(run_status_name(r.status)) << ", steps " << r.steps << ", calls " << r.model_calls << ", " << r.seconds << " s");
+    CHECK(r.status != RunStatus::kError);
+    CHECK(r.steps >= 1);
+    CHECK(r.steps <= 4);
+    CHECK(r.model_calls >= r.steps);
+    REQUIRE_FALSE(events.empty());
+    CHECK(events.back().kind == StepEventKind::kFinished);
+
+    const auto lines = read_trace(dir);
+    REQUIRE(lines.size() >= 4);
+    CHECK(lines.front().at("type") == "run_start");
+    CHECK(lines.back().at("type") == "run_end");
+    int steps = 0, policy_calls = 0;
+    for (const auto& j : lines) {
+        if (j.at("type") == "step") {
+            ++steps;
+            const std::string shot = j.at("screenshot");
+            REQUIRE_FALSE(shot.empty());
+            CHECK(fs::file_size(dir / shot) > 100);
+        }
+        if (j.at("type") == "model_call" && j.at("role") == "policy") {
+            ++policy_calls;
+            CHECK(j.at("prompt_tokens").get<int64_t>() > 0);
+            CHECK(j.at("latency_s").get<double>() > 0);
+            if (j.at("step") == 1 && j.at("attempt") == 0) CHECK(j.at("image_tokens").get<int64_t>() > 0);
+        }
+    }
+    CHECK(steps == r.steps);
+    CHECK(policy_calls >= r.steps);
+    const std::string html = slurp(dir / "report.html");
+    CHECK(html.find("<!DOCTYPE html>") == 0);
+    CHECK(html.find("data:image/png;base64,") != std::string::npos);
+    CHECK(html.find("Find the price of the blue kettle") != std::string::npos);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("the allow-list blocks navigations away from the allowed host") {
+    test::TestHttpServer server(kPages);
+    auto agent = make_agent();
+    SUBCASE("a page that redirects to another host") {
+        const fs::path dir = fresh_dir("guard_redirect");
+        const RunResult r = agent->run(small_run(server.url("/redirect.html"), dir.string(), 2));
+        CHECK(r.status != RunStatus::kError);
+        const auto lines = read_trace(dir);
+        CHECK(any_line_mentions(lines, "blocked.example.com"));
+        CHECK(any_line_mentions(lines, "navigation_denied"));
+        fs::remove_all(dir);
+    }
+    SUBCASE("a start URL outside the allow-list") {
+        const fs::path dir = fresh_dir("guard_start");
+        RunOptions o = small_run("http://blocked.example.com/", dir.string(), 1);
+        const RunResult r = agent->run(o);
+        CHECK(r.status != RunStatus::kError);
+        const auto lines = read_trace(dir);
+        bool open_denied = false;
+        for (const auto& j : lines) {
+            if (j.at("type") == "open") open_denied = j.at("ok") == false && j.at("message").get<std::string>().find("navigation_denied") != std::string::npos;
+        }
+        CHECK(open_denied);
+        fs::remove_all(dir);
+    }
+}
+
+TEST_CASE("output cut off by the token budget is retried with feedback, recorded, and the run still ends cleanly") {
+    // The tiny profile with a policy budget too small for any complete JSON step.
+    const fs::path dir = fresh_dir("malformed");
+    fs::create_directories(dir);
+    nlohmann::json profile = nlohmann::json::parse(slurp(kPages + "/profile_tiny.json"));
+    for (auto it = profile.begin(); it != profile.end(); ++it) {
+        if (it->is_string() && (it->get<std::string>().find(".md") != std::string::npos || it->get<std::string>().find(".json") != std::string::npos)) {
+            *it = (fs::path(kPages) / it->get<std::string>()).lexically_normal().string();
+        }
+    }
+    profile["policy"]["max_tokens"] = 6;
+    profile["policy"]["retries"] = 1;
+    std::ofstream(dir / "profile.json") << profile.dump(1);
+
+    test::TestHttpServer server(kPages);
+    auto agent = make_agent((dir / "profile.json").string());
+    const fs::path trace_dir = dir / "trace";
+    const RunResult r = agent->run(small_run(server.url("/index.html"), trace_dir.string(), 2));
+    CHECK(r.status == RunStatus::kNoAnswer);
+    CHECK(r.errors == 2);
+    CHECK(r.steps == 2);
+    const auto lines = read_trace(trace_dir);
+    int cut = 0, feedback_retries = 0;
+    for (const auto& j : lines) {
+        if (j.at("type") == "model_call") {
+            if (j.at("finish") == "length" && !j.at("error").get<std::string>().empty()) ++cut;
+            if (j.at("attempt") == 1) ++feedback_retries;
+        }
+    }
+    CHECK(cut == 4);
+    CHECK(feedback_retries == 2);
+    CHECK(fs::exists(trace_dir / "report.html"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("a browser killed mid-run is recorded and the run goes on") {
+    test::TestHttpServer server(kPages);
+    auto agent = make_agent();
+    const fs::path dir = fresh_dir("crash");
+    int killed_pid = 0;
+    const RunResult r = agent->run(small_run(server.url("/index.html"), dir.string(), 3), [&](const StepEvent& e) {
+        if (e.kind == StepEventKind::kStep && e.step == 1 && agent->browser_pid() > 0) {
+            killed_pid = agent->browser_pid();
+            ::kill(killed_pid, SIGKILL);
+        }
+    });
+    REQUIRE(killed_pid > 0);
+    MESSAGE("status " << std::string(run_status_name(r.status)) << ", steps " << r.steps);
+    CHECK(r.status != RunStatus::kError);
+    REQUIRE(r.steps >= 2);  // the run went on after the kill
+    const auto lines = read_trace(dir);
+    CHECK(lines.back().at("type") == "run_end");
+    // The crash shows up: an event about the restart, or a failed action / screenshot naming the browser.
+    CHECK(any_line_mentions(lines, "browser_restarted"));
+    CHECK(agent->browser_pid() != killed_pid);
+    fs::remove_all(dir);
+}
