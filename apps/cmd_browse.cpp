@@ -17,7 +17,8 @@ std::pair<double, double> parse_point(const std::string& text) {
         if (comma == std::string::npos) throw std::invalid_argument("no comma");
         return {std::stod(text.substr(0, comma)), std::stod(text.substr(comma + 1))};
     } catch (const std::exception&) {
-        throw surf::Error(surf::ErrorKind::kInvalidArgument, "--click expects X,Y in CSS pixels, got '" + text + "'");
+        throw surf::Error(surf::ErrorKind::kInvalidArgument,
+                          "--click expects X,Y in CSS pixels, got '" + text + "'");
     }
 }
 
@@ -66,7 +67,8 @@ int run_browse(const surf::cli::Args& args) {
 SURF_COMMAND(surf::cli::Command{
     "browse",
     "Open a URL in headless Chromium, act on it, save a screenshot (debugging aid).",
-    "surf browse URL [--screenshot out.png|out.jpg] [--click X,Y]... [--type TEXT [--clear]] [--press KEY]...",
+    "surf browse URL [--screenshot out.png|out.jpg] [--click X,Y]... [--type TEXT [--clear]] [--press "
+    "KEY]...",
     {{"screenshot", "PATH", "save a viewport screenshot (.png or .jpg)"},
      {"click", "X,Y", "click at CSS pixel X,Y", true},
      {"type", "TEXT", "type into the focused element"},

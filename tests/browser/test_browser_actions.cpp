@@ -20,26 +20,27 @@ using namespace std::chrono_literals;
 namespace {
 
 struct Env {
-    test::TestHttpServer server{std::string(SURF_SOURCE_DIR) + "/tests/browser/pages",
-                                [](const test::HttpRequest& req, test::HttpResponse& res) {
-                                    if (req.path == "/hang") {  // headers and half a page, then nothing
-                                        res.body = "<html><head><title>hanging</title></head><body><p>partial";
-                                        res.never_finish = true;
-                                        return true;
-                                    }
-                                    if (req.path == "/download") {
-                                        res.content_type = "application/octet-stream";
-                                        res.headers.push_back("Content-Disposition: attachment; filename=\"report.txt\"");
-                                        res.body = "downloaded bytes";
-                                        return true;
-                                    }
-                                    if (req.path == "/status500") {
-                                        res.status = 500;
-                                        res.body = "<html><body>server error page</body></html>";
-                                        return true;
-                                    }
-                                    return false;
-                                }};
+    test::TestHttpServer server{
+        std::string(SURF_SOURCE_DIR) + "/tests/browser/pages",
+        [](const test::HttpRequest& req, test::HttpResponse& res) {
+            if (req.path == "/hang") {  // headers and half a page, then nothing
+                res.body = "<html><head><title>hanging</title></head><body><p>partial";
+                res.never_finish = true;
+                return true;
+            }
+            if (req.path == "/download") {
+                res.content_type = "application/octet-stream";
+                res.headers.push_back("Content-Disposition: attachment; filename=\"report.txt\"");
+                res.body = "downloaded bytes";
+                return true;
+            }
+            if (req.path == "/status500") {
+                res.status = 500;
+                res.body = "<html><body>server error page</body></html>";
+                return true;
+            }
+            return false;
+        }};
     std::shared_ptr<Browser> browser;
     Env() {
         BrowserOptions options;
@@ -53,9 +54,12 @@ Env& env() {
     return e;
 }
 
-std::string page(const std::string& path, const std::string& host = "127.0.0.1") { return env().server.url(path, host); }
+std::string page(const std::string& path, const std::string& host = "127.0.0.1") {
+    return env().server.url(path, host);
+}
 
-bool has_event(const std::vector<SessionEvent>& events, SessionEventKind kind, const std::string& needle = "") {
+bool has_event(const std::vector<SessionEvent>& events, SessionEventKind kind,
+               const std::string& needle = "") {
     return std::any_of(events.begin(), events.end(), [&](const SessionEvent& e) {
         return e.kind == kind && (needle.empty() || e.message.find(needle) != std::string::npos ||
                                   e.url.find(needle) != std::string::npos);
@@ -226,7 +230,7 @@ TEST_CASE("navigation guard: denied hosts are refused before and during navigati
     session->click(200, 320);  // same-tab link to denied.test
     CHECK(has_event(session->take_events(), SessionEventKind::kNavigationDenied, "denied.test"));
     CHECK(session->url() == page("/popup.html", "allowed.test"));  // still on the page it was on
-    session->click(200, 420);  // window.open to denied.test
+    session->click(200, 420);                                      // window.open to denied.test
     session->settle();
     CHECK(has_event(session->take_events(), SessionEventKind::kNavigationDenied, "denied.test"));
     CHECK(session->wait_for("true", 100ms));

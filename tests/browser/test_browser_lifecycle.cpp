@@ -21,7 +21,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string pages_dir() { return std::string(SURF_SOURCE_DIR) + "/tests/browser/pages"; }
+std::string pages_dir() {
+    return std::string(SURF_SOURCE_DIR) + "/tests/browser/pages";
+}
 
 // Processes whose process group is `pgid` (Chromium and its helpers all stay in the group we gave it).
 int processes_in_group(pid_t pgid) {
@@ -142,7 +144,8 @@ TEST_CASE("8 sessions in parallel in one browser never see each other's cookies"
         }
         if (req.path == "/echo") {  // the Cookie header the browser sent, as the page text
             auto it = req.headers.find("cookie");
-            res.body = "<html><body><pre id=c>" + (it == req.headers.end() ? std::string() : it->second) + "</pre></body></html>";
+            res.body = "<html><body><pre id=c>" + (it == req.headers.end() ? std::string() : it->second) +
+                       "</pre></body></html>";
             ++cookie_echoes;
             return true;
         }
@@ -151,7 +154,8 @@ TEST_CASE("8 sessions in parallel in one browser never see each other's cookies"
     auto browser = Browser::launch();
     constexpr int kSessions = 8;
     std::vector<std::unique_ptr<BrowserSession>> sessions(kSessions);
-    std::vector<std::string> seen_server(kSessions), seen_page(kSessions), typed(kSessions), failures(kSessions);
+    std::vector<std::string> seen_server(kSessions), seen_page(kSessions), typed(kSessions),
+        failures(kSessions);
     auto started = std::chrono::steady_clock::now();
     std::vector<std::thread> threads;
     for (int i = 0; i < kSessions; ++i) {
@@ -165,7 +169,8 @@ TEST_CASE("8 sessions in parallel in one browser never see each other's cookies"
                 s.evaluate("localStorage.setItem('owner', '" + me + "')");
                 if (!s.navigate(server.url("/echo")).ok()) failures[i] = "echo failed";
                 seen_server[i] = s.evaluate("document.getElementById('c').textContent").get<std::string>();
-                seen_page[i] = s.evaluate("document.cookie + '|' + localStorage.getItem('owner')").get<std::string>();
+                seen_page[i] =
+                    s.evaluate("document.cookie + '|' + localStorage.getItem('owner')").get<std::string>();
                 // Input goes to each session's own tab even though all run at once.
                 s.navigate(server.url("/input.html"));
                 s.click(250, 215);
@@ -177,8 +182,10 @@ TEST_CASE("8 sessions in parallel in one browser never see each other's cookies"
         });
     }
     for (auto& t : threads) t.join();
-    MESSAGE("8 parallel sessions took ", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              std::chrono::steady_clock::now() - started).count(), " ms");
+    MESSAGE("8 parallel sessions took ",
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+                .count(),
+            " ms");
     for (int i = 0; i < kSessions; ++i) {
         const std::string me = "s" + std::to_string(i);
         const std::string js = "js" + std::to_string(i) + "=1";

@@ -116,13 +116,14 @@ TEST_CASE("base64 round trip and image headers") {
     CHECK_THROWS_AS(base64_decode("TW!u"), Error);
 
     // A 1x1 PNG (IHDR says width 3, height 2 here) and a minimal JPEG SOF0 header.
-    std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R',
-                                0, 0, 0, 3, 0, 0, 0, 2, 8, 2, 0, 0, 0};
+    std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13, 'I', 'H', 'D',
+                                'R',  0,   0,   0,   3,    0,    0,    0,    2, 8, 2, 0,  0,   0};
     int w = 0, h = 0;
     image_dimensions(png, ImageFormat::kPng, w, h);
     CHECK(w == 3);
     CHECK(h == 2);
-    std::vector<uint8_t> jpeg = {0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 0, 0, 0xFF, 0xC0, 0, 11, 8, 0x02, 0xD0, 0x05, 0x00, 3, 0, 0, 0};
+    std::vector<uint8_t> jpeg = {0xFF, 0xD8, 0xFF, 0xE0, 0,    4,    0, 0, 0xFF, 0xC0, 0,
+                                 11,   8,    0x02, 0xD0, 0x05, 0x00, 3, 0, 0,    0};
     image_dimensions(jpeg, ImageFormat::kJpeg, w, h);
     CHECK(w == 1280);
     CHECK(h == 720);
@@ -155,9 +156,10 @@ TEST_CASE("viewport and screenshot mapping are exact inverses") {
 TEST_CASE("launch flags: closed network, headless, pipe; --no-sandbox only when asked") {
     auto flags = default_chromium_flags(false);
     auto has = [&](const std::string& f) { return std::find(flags.begin(), flags.end(), f) != flags.end(); };
-    for (const char* f : {"--headless=new", "--remote-debugging-pipe", "--disable-gpu", "--no-first-run",
-                          "--no-default-browser-check", "--disable-background-networking", "--disable-component-update",
-                          "--disable-sync", "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio"}) {
+    for (const char* f :
+         {"--headless=new", "--remote-debugging-pipe", "--disable-gpu", "--no-first-run",
+          "--no-default-browser-check", "--disable-background-networking", "--disable-component-update",
+          "--disable-sync", "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio"}) {
         CHECK_MESSAGE(has(f), f);
     }
     CHECK_FALSE(has("--no-sandbox"));

@@ -22,8 +22,8 @@ namespace surf::test {
 
 struct HttpRequest {
     std::string method;
-    std::string path;   // without the query
-    std::string query;  // after '?', "" if none
+    std::string path;                            // without the query
+    std::string query;                           // after '?', "" if none
     std::map<std::string, std::string> headers;  // lower-case names
 };
 
@@ -48,7 +48,8 @@ public:
         addr.sin_family = AF_INET;
         addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         addr.sin_port = 0;
-        if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listen_fd_, 64) != 0) {
+        if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+            ::listen(listen_fd_, 64) != 0) {
             throw std::runtime_error("test server: cannot listen on 127.0.0.1");
         }
         socklen_t len = sizeof addr;
@@ -147,7 +148,8 @@ private:
             }
         }
         std::string head = "HTTP/1.0 " + std::to_string(res.status) + " " + status_text(res.status) +
-                           "\r\nContent-Type: " + res.content_type + "\r\nConnection: close\r\nCache-Control: no-store\r\n";
+                           "\r\nContent-Type: " + res.content_type +
+                           "\r\nConnection: close\r\nCache-Control: no-store\r\n";
         for (const auto& h : res.headers) head += h + "\r\n";
         if (res.never_finish) {
             head += "Content-Length: " + std::to_string(res.body.size() + 100000) + "\r\n\r\n" + res.body;

@@ -15,7 +15,8 @@ namespace {
 std::string find_executable(const std::string& configured) {
     if (!configured.empty()) {
         if (::access(configured.c_str(), X_OK) != 0) {
-            throw Error(ErrorKind::kBrowser, "browser executable '" + configured + "' is missing or not executable");
+            throw Error(ErrorKind::kBrowser,
+                        "browser executable '" + configured + "' is missing or not executable");
         }
         return configured;
     }
@@ -51,12 +52,19 @@ std::vector<std::string> default_chromium_flags(bool no_sandbox) {
         // No GPU on the server; rendering goes through the software compositor.
         "--disable-gpu",
         // First-run dialogs, default-browser prompts and sign-in promos would wait for a user.
-        "--no-first-run", "--no-default-browser-check",
+        "--no-first-run",
+        "--no-default-browser-check",
         // Closed network: no calls home (component updates, sync, safe-browsing lists, variations,
         // crash and metrics uploads). They would only fail slowly or add noise.
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-domain-reliability", "--disable-client-side-phishing-detection", "--disable-breakpad",
-        "--metrics-recording-only", "--disable-default-apps", "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-domain-reliability",
+        "--disable-client-side-phishing-detection",
+        "--disable-breakpad",
+        "--metrics-recording-only",
+        "--disable-default-apps",
+        "--disable-extensions",
         // Containers often have a tiny /dev/shm; use /tmp for shared memory so renderers do not crash.
         "--disable-dev-shm-usage",
         // Screenshots show page content only, with no scrollbars taking viewport pixels.
@@ -64,8 +72,11 @@ std::vector<std::string> default_chromium_flags(bool no_sandbox) {
         "--mute-audio",
         // Several sessions' tabs render at once and none is "in front": keep timers, rendering and
         // input of background tabs at full speed, and do not kill renderers that look hung for a while.
-        "--disable-background-timer-throttling", "--disable-backgrounding-occluded-windows",
-        "--disable-renderer-backgrounding", "--disable-hang-monitor", "--disable-ipc-flooding-protection",
+        "--disable-background-timer-throttling",
+        "--disable-backgrounding-occluded-windows",
+        "--disable-renderer-backgrounding",
+        "--disable-hang-monitor",
+        "--disable-ipc-flooding-protection",
         // Popups opened by the page are tabs the agent must see, not something to block silently.
         "--disable-popup-blocking",
         // Deterministic actions: wheel scrolls land at once (no animation); back/forward really reload
@@ -92,10 +103,12 @@ std::shared_ptr<Browser> Browser::launch(BrowserOptions options) {
     b.executable_ = find_executable(b.options_.executable);
     b.args_ = default_chromium_flags(::geteuid() == 0 || !b.options_.sandbox);
     b.args_.insert(b.args_.end(), b.options_.extra_args.begin(), b.options_.extra_args.end());
-    std::filesystem::path root = b.options_.temp_root.empty() ? std::filesystem::temp_directory_path() : b.options_.temp_root;
+    std::filesystem::path root =
+        b.options_.temp_root.empty() ? std::filesystem::temp_directory_path() : b.options_.temp_root;
     std::string pattern = (root / "surf-browser-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) {
-        throw Error(ErrorKind::kIo, "cannot create a temporary browser directory under '" + root.string() + "'");
+        throw Error(ErrorKind::kIo,
+                    "cannot create a temporary browser directory under '" + root.string() + "'");
     }
     b.work_dir_ = pattern;
     std::lock_guard<std::mutex> lock(b.launch_mutex_);
@@ -110,7 +123,9 @@ std::shared_ptr<Browser> Browser::launch(BrowserOptions options) {
     return browser;
 }
 
-Browser::~Browser() { shutdown(); }
+Browser::~Browser() {
+    shutdown();
+}
 
 void Browser::start_process() {
     ++launches_;
@@ -137,12 +152,14 @@ void Browser::start_process() {
         }
         // Attach to every new tab of every context, paused until its session has set it up (viewport,
         // dialogs, request interception) so even a popup's first request passes the guard.
-        pipe->call("Target.setAutoAttach", {{"autoAttach", true}, {"waitForDebuggerOnStart", true}, {"flatten", true}},
-                   "", options_.command_timeout);
+        pipe->call("Target.setAutoAttach",
+                   {{"autoAttach", true}, {"waitForDebuggerOnStart", true}, {"flatten", true}}, "",
+                   options_.command_timeout);
     } catch (const Error& e) {
         pipe->terminate(std::chrono::milliseconds(1000));
         throw Error(ErrorKind::kBrowser, "browser '" + executable_ + "' did not start: " + e.what() +
-                                             "; its log (" + spec.log_path + ") ends with: " + log_tail(spec.log_path));
+                                             "; its log (" + spec.log_path +
+                                             ") ends with: " + log_tail(spec.log_path));
     }
 }
 
@@ -155,7 +172,9 @@ std::unique_ptr<BrowserSession> Browser::new_session(const SessionOptions& optio
     return std::make_unique<BrowserSession>(shared_from_this(), options, index);
 }
 
-std::unique_ptr<BrowserSession> Browser::new_session() { return new_session(SessionOptions{}); }
+std::unique_ptr<BrowserSession> Browser::new_session() {
+    return new_session(SessionOptions{});
+}
 
 void Browser::shutdown() {
     std::lock_guard<std::mutex> lock(launch_mutex_);
@@ -186,7 +205,9 @@ int Browser::launches() const {
     return launches_;
 }
 
-std::string Browser::version() const { return version_; }
+std::string Browser::version() const {
+    return version_;
+}
 
 uint64_t Browser::generation() const {
     std::lock_guard<std::mutex> lock(pipe_mutex_);
@@ -212,8 +233,8 @@ uint64_t Browser::ensure_running() {
     return generation();
 }
 
-nlohmann::json Browser::call(const std::string& method, const nlohmann::json& params, const std::string& session_id,
-                             std::chrono::milliseconds timeout) {
+nlohmann::json Browser::call(const std::string& method, const nlohmann::json& params,
+                             const std::string& session_id, std::chrono::milliseconds timeout) {
     std::shared_ptr<CdpPipe> pipe = current_pipe();
     if (!pipe) throw Error(ErrorKind::kBrowser, method + " not sent: the browser is not running");
     try {
@@ -223,15 +244,18 @@ nlohmann::json Browser::call(const std::string& method, const nlohmann::json& pa
         try {
             pipe->call("Browser.getVersion", {}, "", options_.hang_probe_timeout);
         } catch (const Error& probe) {
-            if (probe.kind() != ErrorKind::kTimeout) throw Error(ErrorKind::kBrowser, std::string(e.what()) + "; " + probe.what());
+            if (probe.kind() != ErrorKind::kTimeout)
+                throw Error(ErrorKind::kBrowser, std::string(e.what()) + "; " + probe.what());
             // The browser process itself no longer answers: kill it so the next command relaunches.
             pipe->kill_now("browser hung: no answer to a liveness probe within " +
                            std::to_string(options_.hang_probe_timeout.count()) + " ms; killed");
-            throw Error(ErrorKind::kBrowser, std::string(e.what()) + "; the browser did not answer a liveness probe within " +
-                                                 std::to_string(options_.hang_probe_timeout.count()) +
-                                                 " ms either, so it was killed and restarts on the next command");
+            throw Error(ErrorKind::kBrowser,
+                        std::string(e.what()) + "; the browser did not answer a liveness probe within " +
+                            std::to_string(options_.hang_probe_timeout.count()) +
+                            " ms either, so it was killed and restarts on the next command");
         }
-        throw Error(ErrorKind::kTimeout, std::string(e.what()) + " (the browser itself is responsive: the page is busy)");
+        throw Error(ErrorKind::kTimeout,
+                    std::string(e.what()) + " (the browser itself is responsive: the page is busy)");
     }
 }
 
@@ -245,7 +269,8 @@ void Browser::route_context(const std::string& context_id, BrowserSession* owner
     if (std::find(sessions_.begin(), sessions_.end(), owner) == sessions_.end()) sessions_.push_back(owner);
 }
 
-void Browser::route_target(const std::string& cdp_session_id, const std::string& target_id, BrowserSession* owner) {
+void Browser::route_target(const std::string& cdp_session_id, const std::string& target_id,
+                           BrowserSession* owner) {
     std::lock_guard<std::mutex> lock(routes_mutex_);
     by_cdp_session_[cdp_session_id] = owner;
     by_target_[target_id] = owner;
@@ -290,6 +315,7 @@ void Browser::on_event(const nlohmann::json& message) {
             by_cdp_session_.erase(it);
             by_target_.erase(params.value("targetId", std::string()));
             owner->on_target_detached(child);
+            if (auto pipe = current_pipe()) pipe->abandon_session(child, "the tab closed before answering");
         }
     } else if (method == "Browser.downloadWillBegin" || method == "Browser.downloadProgress") {
         // downloadWillBegin names the frame (a tab's main frame id is its target id); progress only the guid.
@@ -298,7 +324,8 @@ void Browser::on_event(const nlohmann::json& message) {
         if (it != by_target_.end()) {
             owner = it->second;
             by_target_["download:" + params.value("guid", std::string())] = owner;
-        } else if (auto g = by_target_.find("download:" + params.value("guid", std::string())); g != by_target_.end()) {
+        } else if (auto g = by_target_.find("download:" + params.value("guid", std::string()));
+                   g != by_target_.end()) {
             owner = g->second;
         }
         if (owner) owner->on_browser_event(method, params);

@@ -56,10 +56,10 @@ public:
     // temporary profile. Sessions still alive get Error(kBrowser) on their next command. Idempotent.
     void shutdown();
 
-    pid_t pid() const;             // the current Chromium process (0 when none runs)
+    pid_t pid() const;  // the current Chromium process (0 when none runs)
     bool running() const;
-    int launches() const;          // how many processes have been started (1 + restarts)
-    std::string version() const;   // "Chrome/156.0...", from the first launch
+    int launches() const;         // how many processes have been started (1 + restarts)
+    std::string version() const;  // "Chrome/156.0...", from the first launch
     const std::vector<std::string>& launch_args() const { return args_; }
     const std::filesystem::path& work_dir() const { return work_dir_; }
 
@@ -69,8 +69,8 @@ public:
     uint64_t generation() const;
     // A command for the current process. A timeout is checked against a liveness probe: if the browser
     // itself is hung it is killed and Error(kBrowser) is thrown; otherwise Error(kTimeout) (a busy page).
-    nlohmann::json call(const std::string& method, const nlohmann::json& params, const std::string& session_id,
-                        std::chrono::milliseconds timeout);
+    nlohmann::json call(const std::string& method, const nlohmann::json& params,
+                        const std::string& session_id, std::chrono::milliseconds timeout);
     void post(const std::string& method, const nlohmann::json& params, const std::string& session_id);
     // Event routing: a browser context, and each attached tab's CDP session, belong to one BrowserSession.
     void route_context(const std::string& context_id, BrowserSession* owner);

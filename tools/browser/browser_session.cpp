@@ -28,12 +28,14 @@ BrowserSession::BrowserSession(std::shared_ptr<Browser> browser, SessionOptions 
     const ViewportGeometry& v = options_.viewport;
     if (v.css_width < 16 || v.css_height < 16 || v.css_width > 8192 || v.css_height > 8192 ||
         !(v.device_scale_factor > 0.25 && v.device_scale_factor <= 4)) {
-        throw Error(ErrorKind::kInvalidArgument,
-                    "session viewport " + std::to_string(v.css_width) + "x" + std::to_string(v.css_height) + " @" +
-                        std::to_string(v.device_scale_factor) + " is out of range (16..8192 CSS px, scale 0.25..4)");
+        throw Error(ErrorKind::kInvalidArgument, "session viewport " + std::to_string(v.css_width) + "x" +
+                                                     std::to_string(v.css_height) + " @" +
+                                                     std::to_string(v.device_scale_factor) +
+                                                     " is out of range (16..8192 CSS px, scale 0.25..4)");
     }
-    download_dir_ = options_.download_dir.empty() ? browser_->work_dir() / ("downloads-" + std::to_string(index_))
-                                                  : options_.download_dir;
+    download_dir_ = options_.download_dir.empty()
+                        ? browser_->work_dir() / ("downloads-" + std::to_string(index_))
+                        : options_.download_dir;
     if (options_.allow_downloads) std::filesystem::create_directories(download_dir_);
     std::lock_guard<std::mutex> lock(action_mutex_);
     try {
@@ -53,7 +55,8 @@ BrowserSession::~BrowserSession() {
     }
     if (!context.empty() && browser_->running()) {
         try {
-            browser_->call("Target.disposeBrowserContext", {{"browserContextId", context}}, "", std::chrono::seconds(5));
+            browser_->call("Target.disposeBrowserContext", {{"browserContextId", context}}, "",
+                           std::chrono::seconds(5));
         } catch (const Error&) {
             // The browser is going away anyway; its contexts die with it.
         }
@@ -90,7 +93,8 @@ void BrowserSession::rebuild(uint64_t generation) {
         lost_ = false;
     }
     const auto timeout = options_.command_timeout;
-    nlohmann::json created = browser_->call("Target.createBrowserContext", {{"disposeOnDetach", true}}, "", timeout);
+    nlohmann::json created =
+        browser_->call("Target.createBrowserContext", {{"disposeOnDetach", true}}, "", timeout);
     std::string context = created.value("browserContextId", std::string());
     {
         std::lock_guard<std::mutex> lock(state_mutex_);
@@ -101,7 +105,8 @@ void BrowserSession::rebuild(uint64_t generation) {
     nlohmann::json downloads = {{"behavior", options_.allow_downloads ? "allow" : "deny"},
                                 {"browserContextId", context},
                                 {"eventsEnabled", true}};
-    if (options_.allow_downloads) downloads["downloadPath"] = std::filesystem::absolute(download_dir_).string();
+    if (options_.allow_downloads)
+        downloads["downloadPath"] = std::filesystem::absolute(download_dir_).string();
     browser_->call("Browser.setDownloadBehavior", downloads, "", timeout);
     if (restarted) {
         std::lock_guard<std::mutex> lock(state_mutex_);
@@ -121,21 +126,27 @@ std::string BrowserSession::open_tab() {
         std::lock_guard<std::mutex> lock(state_mutex_);
         context = context_id_;
     }
-    nlohmann::json created = browser_->call("Target.createTarget", {{"url", "about:blank"}, {"browserContextId", context}},
-                                            "", options_.command_timeout);
+    nlohmann::json created =
+        browser_->call("Target.createTarget", {{"url", "about:blank"}, {"browserContextId", context}}, "",
+                       options_.command_timeout);
     std::string target = created.value("targetId", std::string());
     std::unique_lock<std::mutex> lock(state_mutex_);
     bool attached = wait_state(lock, std::chrono::steady_clock::now() + options_.command_timeout,
                                [&] { return find_tab_locked(target) != nullptr; });
-    if (!attached) throw Error(ErrorKind::kBrowser, "new tab " + target + " was not attached within the command timeout");
+    if (!attached)
+        throw Error(ErrorKind::kBrowser,
+                    "new tab " + target + " was not attached within the command timeout");
     activate_locked(target);
     return target;
 }
 
-bool BrowserSession::wait_state(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline,
+bool BrowserSession::wait_state(std::unique_lock<std::mutex>& lock,
+                                std::chrono::steady_clock::time_point deadline,
                                 const std::function<bool()>& done) {
     for (;;) {
-        if (lost_) throw Error(ErrorKind::kBrowser, "the browser stopped (" + lost_reason_ + "); it restarts on the next command");
+        if (lost_)
+            throw Error(ErrorKind::kBrowser,
+                        "the browser stopped (" + lost_reason_ + "); it restarts on the next command");
         if (done()) return true;
         if (state_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
             if (lost_) continue;
@@ -173,7 +184,9 @@ void BrowserSession::activate_locked(const std::string& target_id) {
 
 BrowserSession::Tab BrowserSession::active_tab_copy() {
     std::lock_guard<std::mutex> lock(state_mutex_);
-    if (lost_) throw Error(ErrorKind::kBrowser, "the browser stopped (" + lost_reason_ + "); it restarts on the next command");
+    if (lost_)
+        throw Error(ErrorKind::kBrowser,
+                    "the browser stopped (" + lost_reason_ + "); it restarts on the next command");
     Tab* tab = active_tab_locked();
     if (!tab) throw Error(ErrorKind::kBrowser, "session has no open tab");
     return *tab;
@@ -183,6 +196,17 @@ nlohmann::json BrowserSession::call_tab(const std::string& method, const nlohman
                                         std::optional<std::chrono::milliseconds> timeout) {
     Tab tab = active_tab_copy();
     return browser_->call(method, params, tab.cdp_session, timeout.value_or(options_.command_timeout));
+}
+
+bool BrowserSession::input_to_tab(const Tab& tab, const std::string& method, const nlohmann::json& params) {
+    try {
+        browser_->call(method, params, tab.cdp_session, options_.command_timeout);
+        return true;
+    } catch (const Error& e) {
+        std::lock_guard<std::mutex> lock(state_mutex_);
+        if (e.kind() != ErrorKind::kBrowser || lost_ || find_tab_locked(tab.target_id) != nullptr) throw;
+        return false;
+    }
 }
 
 // --- events (I/O thread; Browser holds its routing lock) ---
@@ -197,18 +221,24 @@ void BrowserSession::on_target_attached(const nlohmann::json& params) {
     browser_->post("Page.enable", {}, sid);
     browser_->post("Page.setLifecycleEventsEnabled", {{"enabled", true}}, sid);
     browser_->post("Emulation.setDeviceMetricsOverride",
-                   {{"width", v.css_width}, {"height", v.css_height}, {"deviceScaleFactor", v.device_scale_factor},
-                    {"mobile", false}, {"screenWidth", v.css_width}, {"screenHeight", v.css_height}},
+                   {{"width", v.css_width},
+                    {"height", v.css_height},
+                    {"deviceScaleFactor", v.device_scale_factor},
+                    {"mobile", false},
+                    {"screenWidth", v.css_width},
+                    {"screenHeight", v.css_height}},
                    sid);
     // No Emulation.setFocusEmulationEnabled: on Chromium 156 it made the initial about:blank renderer
     // crash on the first cross-site navigation (3 runs in 4). Each context has its own window, and
     // focus inside it works without it (the parallel-session test types into 8 tabs at once).
     browser_->post("Page.setInterceptFileChooserDialog", {{"enabled", true}}, sid);
     if (options_.guard.has_rules()) {
-        browser_->post("Fetch.enable",
-                       {{"patterns", nlohmann::json::array({{{"urlPattern", "*"}, {"resourceType", "Document"},
-                                                             {"requestStage", "Request"}}})}},
-                       sid);
+        browser_->post(
+            "Fetch.enable",
+            {{"patterns",
+              nlohmann::json::array(
+                  {{{"urlPattern", "*"}, {"resourceType", "Document"}, {"requestStage", "Request"}}})}},
+            sid);
     }
     browser_->post("Runtime.runIfWaitingForDebugger", {}, sid);
 
@@ -220,10 +250,13 @@ void BrowserSession::on_target_attached(const nlohmann::json& params) {
     tab.url = info.value("url", std::string());
     tabs_.push_back(tab);
     if (!opener.empty()) {
-        if (options_.follow_popups) activate_locked(target);
-        else activation_.insert(activation_.begin(), target);
+        if (options_.follow_popups)
+            activate_locked(target);
+        else
+            activation_.insert(activation_.begin(), target);
         record(SessionEventKind::kPopupOpened,
-               std::string("the page opened a new tab") + (options_.follow_popups ? " (now the active tab)" : "") +
+               std::string("the page opened a new tab") +
+                   (options_.follow_popups ? " (now the active tab)" : "") +
                    (tab.url.empty() || tab.url == "about:blank" ? std::string() : ": " + tab.url),
                tab.url);
     }
@@ -241,14 +274,16 @@ void BrowserSession::on_target_detached(const std::string& cdp_session_id) {
     Tab* now = active_tab_locked();
     record(SessionEventKind::kTabClosed,
            std::string("a tab was closed") + (url.empty() ? "" : " (" + url + ")") +
-               (was_active ? (now ? "; the previous tab is active again" + (now->url.empty() ? "" : " (" + now->url + ")")
+               (was_active ? (now ? "; the previous tab is active again" +
+                                        (now->url.empty() ? "" : " (" + now->url + ")")
                                   : std::string("; no tab is left, a blank one opens on the next action"))
                            : std::string()),
            url, now ? now->target_id : "");
     state_cv_.notify_all();
 }
 
-void BrowserSession::on_page_event(const std::string& sid, const std::string& method, const nlohmann::json& params) {
+void BrowserSession::on_page_event(const std::string& sid, const std::string& method,
+                                   const nlohmann::json& params) {
     std::lock_guard<std::mutex> lock(state_mutex_);
     Tab* tab = find_tab_locked(sid);
     if (!tab) return;
@@ -257,7 +292,8 @@ void BrowserSession::on_page_event(const std::string& sid, const std::string& me
         if (!main_frame) return;
         const std::string loader = params.value("loaderId", std::string());
         const std::string name = params.value("name", std::string());
-        if (name == "init" && std::find(tab->loader_order.begin(), tab->loader_order.end(), loader) == tab->loader_order.end()) {
+        if (name == "init" && std::find(tab->loader_order.begin(), tab->loader_order.end(), loader) ==
+                                  tab->loader_order.end()) {
             tab->loader_order.push_back(loader);
             if (tab->loader_order.size() > 8) {
                 tab->lifecycle.erase(tab->loader_order.front());
@@ -290,11 +326,13 @@ void BrowserSession::on_page_event(const std::string& sid, const std::string& me
                params.value("url", std::string()), type);
     } else if (method == "Page.fileChooserOpened") {
         if (!upload_files_.empty() && params.contains("backendNodeId")) {
-            browser_->post("DOM.setFileInputFiles", {{"files", upload_files_}, {"backendNodeId", params["backendNodeId"]}}, sid);
+            browser_->post("DOM.setFileInputFiles",
+                           {{"files", upload_files_}, {"backendNodeId", params["backendNodeId"]}}, sid);
         }
         record(SessionEventKind::kFileChooser,
-               upload_files_.empty() ? std::string("a file chooser was intercepted and left empty (no upload files set)")
-                                     : "a file chooser received " + std::to_string(upload_files_.size()) + " file(s)",
+               upload_files_.empty()
+                   ? std::string("a file chooser was intercepted and left empty (no upload files set)")
+                   : "a file chooser received " + std::to_string(upload_files_.size()) + " file(s)",
                tab->url, params.value("mode", std::string()));
     } else if (method == "Fetch.requestPaused") {
         const std::string request_id = params.value("requestId", std::string());
@@ -315,8 +353,10 @@ void BrowserSession::on_page_event(const std::string& sid, const std::string& me
         // on; BlockedByClient would commit Chrome's error page at the refused URL instead. A popup whose
         // very first page is refused has nothing to show: it is failed and closed.
         const bool fresh_popup = !tab->committed && !tab->opener_id.empty();
-        browser_->post("Fetch.failRequest",
-                       {{"requestId", request_id}, {"errorReason", tab->committed ? "Aborted" : "BlockedByClient"}}, sid);
+        browser_->post(
+            "Fetch.failRequest",
+            {{"requestId", request_id}, {"errorReason", tab->committed ? "Aborted" : "BlockedByClient"}},
+            sid);
         record(SessionEventKind::kNavigationDenied, decision.reason, url, decision.rule);
         if (fresh_popup) browser_->post("Target.closeTarget", {{"targetId", tab->target_id}}, "");
     } else if (method == "Inspector.targetCrashed") {
@@ -335,18 +375,18 @@ void BrowserSession::on_browser_event(const std::string& method, const nlohmann:
         const std::string url = params.value("url", std::string());
         const std::string name = params.value("suggestedFilename", std::string());
         if (options_.allow_downloads) {
-            record(SessionEventKind::kDownload, "download of '" + name + "' started into " + download_dir_.string(), url,
-                   "started");
+            record(SessionEventKind::kDownload,
+                   "download of '" + name + "' started into " + download_dir_.string(), url, "started");
         } else {
-            record(SessionEventKind::kDownload, "download of '" + name + "' was refused (downloads are disabled)", url,
-                   "denied");
+            record(SessionEventKind::kDownload,
+                   "download of '" + name + "' was refused (downloads are disabled)", url, "denied");
         }
     } else if (method == "Browser.downloadProgress") {
         const std::string state = params.value("state", std::string());
         if (state == "completed" && options_.allow_downloads) {
             std::string path = params.value("filePath", std::string());
-            record(SessionEventKind::kDownload, "download finished" + (path.empty() ? std::string() : ": " + path), "",
-                   "completed");
+            record(SessionEventKind::kDownload,
+                   "download finished" + (path.empty() ? std::string() : ": " + path), "", "completed");
         } else if (state == "canceled" && options_.allow_downloads) {
             record(SessionEventKind::kDownload, "download was canceled", "", "canceled");
         }
@@ -379,7 +419,8 @@ std::vector<TabInfo> BrowserSession::tabs() {
         info.target_id = id;
         info.active = id == active;
         try {
-            nlohmann::json r = browser_->call("Target.getTargetInfo", {{"targetId", id}}, "", options_.command_timeout);
+            nlohmann::json r =
+                browser_->call("Target.getTargetInfo", {{"targetId", id}}, "", options_.command_timeout);
             info.url = r["targetInfo"].value("url", std::string());
             info.title = r["targetInfo"].value("title", std::string());
         } catch (const Error& e) {
@@ -405,8 +446,9 @@ void BrowserSession::activate_tab(size_t index) {
     {
         std::lock_guard<std::mutex> lock(state_mutex_);
         if (index >= tabs_.size()) {
-            throw Error(ErrorKind::kInvalidArgument, "tab index " + std::to_string(index) + " out of range (" +
-                                                         std::to_string(tabs_.size()) + " tabs open)");
+            throw Error(ErrorKind::kInvalidArgument, "tab index " + std::to_string(index) +
+                                                         " out of range (" + std::to_string(tabs_.size()) +
+                                                         " tabs open)");
         }
         target = tabs_[index].target_id;
         activate_locked(target);
@@ -423,7 +465,9 @@ void BrowserSession::close_active_tab() {
         std::unique_lock<std::mutex> lock(state_mutex_);
         bool gone = wait_state(lock, std::chrono::steady_clock::now() + options_.command_timeout,
                                [&] { return find_tab_locked(tab.target_id) == nullptr; });
-        if (!gone) throw Error(ErrorKind::kBrowser, "tab " + tab.target_id + " did not close within the command timeout");
+        if (!gone)
+            throw Error(ErrorKind::kBrowser,
+                        "tab " + tab.target_id + " did not close within the command timeout");
     }
     ensure_ready();  // opens a blank tab if that was the last one
 }

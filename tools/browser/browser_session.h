@@ -34,7 +34,7 @@ enum class DialogPolicy { kAccept, kDismiss };
 struct SessionOptions {
     ViewportGeometry viewport;  // 1280×720 CSS px at device scale factor 1 by default
     DialogPolicy dialog_policy = DialogPolicy::kAccept;
-    std::string prompt_text;    // answer to window.prompt() when accepting
+    std::string prompt_text;  // answer to window.prompt() when accepting
     bool allow_downloads = false;
     std::filesystem::path download_dir;  // "" = a per-session folder under the browser's work dir
     NavigationGuard guard;
@@ -67,14 +67,14 @@ struct NavigationResult {
 };
 
 enum class SessionEventKind {
-    kDialog,             // a JavaScript dialog was answered
-    kPopupOpened,        // the page opened a tab (now active if follow_popups)
-    kTabClosed,          // a tab closed (by the page or by us); `detail` says which tab is active now
-    kNavigationDenied,   // the guard refused a navigation (url, detail = rule)
-    kDownload,           // a download began (denied or saved; detail = state or path)
-    kFileChooser,        // a file chooser was intercepted
-    kTabCrashed,         // the renderer of a tab crashed
-    kBrowserRestarted,   // the browser died and was relaunched: all page state of the session was lost
+    kDialog,            // a JavaScript dialog was answered
+    kPopupOpened,       // the page opened a tab (now active if follow_popups)
+    kTabClosed,         // a tab closed (by the page or by us); `detail` says which tab is active now
+    kNavigationDenied,  // the guard refused a navigation (url, detail = rule)
+    kDownload,          // a download began (denied or saved; detail = state or path)
+    kFileChooser,       // a file chooser was intercepted
+    kTabCrashed,        // the renderer of a tab crashed
+    kBrowserRestarted,  // the browser died and was relaunched: all page state of the session was lost
 };
 
 struct SessionEvent {
@@ -148,8 +148,8 @@ public:
     size_t tab_count();
 
     // --- events and files ---
-    std::vector<SessionEvent> take_events();       // events since the last call
-    std::vector<SessionEvent> event_log() const;   // everything since the session began
+    std::vector<SessionEvent> take_events();      // events since the last call
+    std::vector<SessionEvent> event_log() const;  // everything since the session began
     // Files to hand to the next intercepted file chooser (empty: the chooser is dismissed).
     void set_upload_files(std::vector<std::string> paths);
     std::filesystem::path download_dir() const { return download_dir_; }
@@ -158,7 +158,8 @@ public:
     // --- called by Browser on its I/O thread ---
     void on_target_attached(const nlohmann::json& params);
     void on_target_detached(const std::string& cdp_session_id);
-    void on_page_event(const std::string& cdp_session_id, const std::string& method, const nlohmann::json& params);
+    void on_page_event(const std::string& cdp_session_id, const std::string& method,
+                       const nlohmann::json& params);
     void on_browser_event(const std::string& method, const nlohmann::json& params);
     void on_browser_lost(const std::string& reason);
 
@@ -169,8 +170,8 @@ private:
         std::string opener_id;
         std::string url;
         bool loading = false;
-        bool committed = false;  // has left about:blank
-        int load_events = 0;     // main-frame "load" lifecycle events seen
+        bool committed = false;                                  // has left about:blank
+        int load_events = 0;                                     // main-frame "load" lifecycle events seen
         std::map<std::string, std::set<std::string>> lifecycle;  // loaderId → lifecycle event names
         std::deque<std::string> loader_order;
     };
@@ -182,8 +183,12 @@ private:
     Tab active_tab_copy();
     nlohmann::json call_tab(const std::string& method, const nlohmann::json& params,
                             std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+    // For input events: a tab the event itself closed (window.close() on click) is a finished action,
+    // reported by returning false so the rest of the gesture is not sent to another tab.
+    bool input_to_tab(const Tab& tab, const std::string& method, const nlohmann::json& params);
     void check_point(double x, double y, const char* what) const;
-    void mouse_event(const char* type, double x, double y, MouseButton button, int buttons, int click_count);
+    bool mouse_event(const Tab& tab, const char* type, double x, double y, MouseButton button, int buttons,
+                     int click_count);
     void settle_locked(std::chrono::steady_clock::time_point started, NavigationResult* result);
     void finish_navigation(NavigationResult& result, std::chrono::steady_clock::time_point started);
     NavigationResult history_step(int delta);
@@ -213,8 +218,8 @@ private:
     bool lost_ = false;        // the browser of generation_ died
     std::string lost_reason_;
     std::string context_id_;
-    std::vector<Tab> tabs_;                    // in opening order
-    std::vector<std::string> activation_;      // target ids, most recently active last
+    std::vector<Tab> tabs_;                // in opening order
+    std::vector<std::string> activation_;  // target ids, most recently active last
     std::vector<SessionEvent> events_;
     size_t events_taken_ = 0;
     std::vector<std::string> upload_files_;

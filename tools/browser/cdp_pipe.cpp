@@ -17,7 +17,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+std::string errno_text(const char* what) {
+    return std::string(what) + ": " + std::strerror(errno);
+}
 
 void close_fd(int& fd) {
     if (fd >= 0) {
@@ -84,7 +86,9 @@ CdpPipe::CdpPipe(const LaunchSpec& spec, EventHandler on_event, ExitHandler on_e
     }
 }
 
-CdpPipe::~CdpPipe() { terminate(std::chrono::milliseconds(2000)); }
+CdpPipe::~CdpPipe() {
+    terminate(std::chrono::milliseconds(2000));
+}
 
 std::string CdpPipe::lost_reason() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -280,8 +284,8 @@ void CdpPipe::mark_lost(const std::string& reason) {
         pending.swap(pending_);
     }
     for (auto& [id, p] : pending) {
-        p->promise.set_exception(std::make_exception_ptr(
-            Error(ErrorKind::kBrowser, "browser connection lost (" + reason + ") while waiting for an answer")));
+        p->promise.set_exception(std::make_exception_ptr(Error(
+            ErrorKind::kBrowser, "browser connection lost (" + reason + ") while waiting for an answer")));
     }
     try {
         on_exit_(reason);
@@ -304,7 +308,8 @@ bool CdpPipe::write_message(const std::string& text, Clock::time_point deadline)
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) {
-            auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+            auto wait =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
             if (wait <= 0) return false;
             pollfd fd{to_child_, POLLOUT, 0};
             ::poll(&fd, 1, static_cast<int>(std::min<long long>(wait, 100)));
@@ -316,26 +321,33 @@ bool CdpPipe::write_message(const std::string& text, Clock::time_point deadline)
     return true;
 }
 
-nlohmann::json CdpPipe::call(const std::string& method, const nlohmann::json& params, const std::string& session_id,
-                             std::chrono::milliseconds timeout) {
+nlohmann::json CdpPipe::call(const std::string& method, const nlohmann::json& params,
+                             const std::string& session_id, std::chrono::milliseconds timeout) {
     const auto deadline = Clock::now() + timeout;
     const long long id = next_id();
     auto pending = std::make_shared<Pending>();
+    pending->method = method;
+    pending->session_id = session_id;
     std::future<nlohmann::json> answer = pending->promise.get_future();
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (lost_) {
-            throw Error(ErrorKind::kBrowser, method + " not sent: browser connection lost (" + lost_reason_ + ")");
+            throw Error(ErrorKind::kBrowser,
+                        method + " not sent: browser connection lost (" + lost_reason_ + ")");
         }
         pending_[id] = pending;
     }
-    nlohmann::json message = {{"id", id}, {"method", method}, {"params", params.is_null() ? nlohmann::json::object() : params}};
+    nlohmann::json message = {
+        {"id", id}, {"method", method}, {"params", params.is_null() ? nlohmann::json::object() : params}};
     if (!session_id.empty()) message["sessionId"] = session_id;
     if (!write_message(message.dump(), deadline)) {
         std::lock_guard<std::mutex> lock(mutex_);
         pending_.erase(id);
-        if (lost_) throw Error(ErrorKind::kBrowser, method + " not sent: browser connection lost (" + lost_reason_ + ")");
-        throw Error(ErrorKind::kTimeout, method + " could not be sent within " + std::to_string(timeout.count()) +
+        if (lost_)
+            throw Error(ErrorKind::kBrowser,
+                        method + " not sent: browser connection lost (" + lost_reason_ + ")");
+        throw Error(ErrorKind::kTimeout, method + " could not be sent within " +
+                                             std::to_string(timeout.count()) +
                                              " ms (the browser is not reading its pipe)");
     }
     if (answer.wait_until(deadline) != std::future_status::ready) {
@@ -347,16 +359,38 @@ nlohmann::json CdpPipe::call(const std::string& method, const nlohmann::json& pa
         // The answer (or the loss) arrived while we were giving up: take it.
     }
     nlohmann::json response = answer.get();  // rethrows a lost connection as kBrowser
-    if (response.contains("error")) throw Error(ErrorKind::kBrowser, describe_cdp_error(method, response["error"]));
+    if (response.contains("error"))
+        throw Error(ErrorKind::kBrowser, describe_cdp_error(method, response["error"]));
     if (!response.contains("result")) return nlohmann::json::object();
     return std::move(response["result"]);
 }
 
 void CdpPipe::post(const std::string& method, const nlohmann::json& params, const std::string& session_id) {
     if (lost_) return;
-    nlohmann::json message = {{"id", next_id()}, {"method", method}, {"params", params.is_null() ? nlohmann::json::object() : params}};
+    nlohmann::json message = {{"id", next_id()},
+                              {"method", method},
+                              {"params", params.is_null() ? nlohmann::json::object() : params}};
     if (!session_id.empty()) message["sessionId"] = session_id;
     write_message(message.dump(), Clock::now() + std::chrono::seconds(2));
+}
+
+void CdpPipe::abandon_session(const std::string& session_id, const std::string& reason) {
+    std::vector<std::shared_ptr<Pending>> abandoned;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto it = pending_.begin(); it != pending_.end();) {
+            if (it->second->session_id == session_id) {
+                abandoned.push_back(it->second);
+                it = pending_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    for (auto& p : abandoned) {
+        p->promise.set_exception(
+            std::make_exception_ptr(Error(ErrorKind::kBrowser, p->method + ": " + reason)));
+    }
 }
 
 void CdpPipe::kill_now(const std::string& reason) {
@@ -375,7 +409,8 @@ void CdpPipe::terminate(std::chrono::milliseconds grace) {
     };
     if (alive()) {
         try {
-            call("Browser.close", nlohmann::json::object(), "", std::min(grace, std::chrono::milliseconds(2000)));
+            call("Browser.close", nlohmann::json::object(), "",
+                 std::min(grace, std::chrono::milliseconds(2000)));
         } catch (const Error&) {
             // Already gone, or hung: the signals below deal with it.
         }

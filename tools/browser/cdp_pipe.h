@@ -48,10 +48,13 @@ public:
 
     // Sends one command and waits for its result. Throws Error(kBrowser) on a protocol error or a lost
     // connection, Error(kTimeout) when no answer came within `timeout`.
-    nlohmann::json call(const std::string& method, const nlohmann::json& params, const std::string& session_id,
-                        std::chrono::milliseconds timeout);
+    nlohmann::json call(const std::string& method, const nlohmann::json& params,
+                        const std::string& session_id, std::chrono::milliseconds timeout);
     // Sends one command and ignores its answer. Never throws; safe on the I/O thread.
     void post(const std::string& method, const nlohmann::json& params, const std::string& session_id);
+
+    // Fails every call waiting on `session_id` with Error(kBrowser, reason): a closed tab never answers.
+    void abandon_session(const std::string& session_id, const std::string& reason);
 
     bool alive() const { return !lost_.load(); }
     pid_t pid() const { return pid_; }
@@ -67,6 +70,8 @@ public:
 private:
     struct Pending {
         std::promise<nlohmann::json> promise;
+        std::string method;
+        std::string session_id;
     };
 
     void io_main(std::promise<pid_t> started);
@@ -82,8 +87,8 @@ private:
     ExitHandler on_exit_;
 
     pid_t pid_ = -1;
-    int to_child_ = -1;    // our end of the child's fd 3
-    int from_child_ = -1;  // our end of the child's fd 4
+    int to_child_ = -1;                     // our end of the child's fd 3
+    int from_child_ = -1;                   // our end of the child's fd 4
     int wake_read_ = -1, wake_write_ = -1;  // wakes the I/O thread for shutdown
     std::thread io_thread_;
 

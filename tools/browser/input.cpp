@@ -11,7 +11,8 @@ namespace surf::tools {
 namespace {
 
 std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     return s;
 }
 
@@ -58,10 +59,10 @@ struct Punct {
     int vk;
 };
 constexpr Punct kPunct[] = {
-    {'-', '_', "Minus", 189},       {'=', '+', "Equal", 187},        {'[', '{', "BracketLeft", 219},
-    {']', '}', "BracketRight", 221}, {'\\', '|', "Backslash", 220},  {';', ':', "Semicolon", 186},
-    {'\'', '"', "Quote", 222},      {',', '<', "Comma", 188},        {'.', '>', "Period", 190},
-    {'/', '?', "Slash", 191},       {'`', '~', "Backquote", 192},
+    {'-', '_', "Minus", 189},        {'=', '+', "Equal", 187},      {'[', '{', "BracketLeft", 219},
+    {']', '}', "BracketRight", 221}, {'\\', '|', "Backslash", 220}, {';', ':', "Semicolon", 186},
+    {'\'', '"', "Quote", 222},       {',', '<', "Comma", 188},      {'.', '>', "Period", 190},
+    {'/', '?', "Slash", 191},        {'`', '~', "Backquote", 192},
 };
 constexpr const char* kShiftedDigits = ")!@#$%^&*(";
 
@@ -78,7 +79,8 @@ std::optional<KeyDef> character_key(const std::string& name) {
     }
     for (const auto& p : kPunct) {
         if (p.c == c || p.shifted == c) {
-            return KeyDef{std::string(1, p.c), p.code, p.vk, std::string(1, p.c), std::string(1, p.shifted), 0};
+            return KeyDef{std::string(1, p.c),       p.code, p.vk, std::string(1, p.c),
+                          std::string(1, p.shifted), 0};
         }
     }
     return std::nullopt;
@@ -125,7 +127,8 @@ KeyChord parse_chord(const std::string& chord) {
         try {
             def = lookup_key(parts[i]);
         } catch (const Error&) {
-            throw Error(ErrorKind::kInvalidArgument, "key chord '" + chord + "': unknown key '" + parts[i] + "'");
+            throw Error(ErrorKind::kInvalidArgument,
+                        "key chord '" + chord + "': unknown key '" + parts[i] + "'");
         }
         int bit = modifier_bit(def.key);
         bool last = i + 1 == parts.size();
@@ -135,7 +138,8 @@ KeyChord parse_chord(const std::string& chord) {
             continue;
         }
         if (!last || has_main) {
-            throw Error(ErrorKind::kInvalidArgument, "key chord '" + chord + "' has more than one non-modifier key");
+            throw Error(ErrorKind::kInvalidArgument,
+                        "key chord '" + chord + "' has more than one non-modifier key");
         }
         // "Shift+a" types "A": with Shift the key value and text are the shifted ones.
         if ((out.modifiers & kShift) && !def.shifted_key.empty()) {
@@ -160,8 +164,11 @@ std::vector<nlohmann::json> chord_events(const KeyChord& chord) {
     std::vector<nlohmann::json> events;
     int held = 0;
     auto key_event = [](const char* type, const KeyDef& def, int modifiers) {
-        nlohmann::json e = {{"type", type},       {"key", def.key},   {"code", def.code},
-                            {"modifiers", modifiers}, {"windowsVirtualKeyCode", def.key_code},
+        nlohmann::json e = {{"type", type},
+                            {"key", def.key},
+                            {"code", def.code},
+                            {"modifiers", modifiers},
+                            {"windowsVirtualKeyCode", def.key_code},
                             {"nativeVirtualKeyCode", def.key_code}};
         if (def.location) e["location"] = def.location;
         return e;

@@ -16,17 +16,17 @@ enum Modifier : int { kAlt = 1, kCtrl = 2, kMeta = 4, kShift = 8 };
 enum class MouseButton { kLeft, kRight, kMiddle };
 
 struct KeyDef {
-    std::string key;   // KeyboardEvent.key, e.g. "Enter", "a"
-    std::string code;  // KeyboardEvent.code, e.g. "Enter", "KeyA"
-    int key_code = 0;  // windowsVirtualKeyCode, e.g. 13
-    std::string text;  // text the key inserts without modifiers ("" for none), e.g. "\r" for Enter
+    std::string key;          // KeyboardEvent.key, e.g. "Enter", "a"
+    std::string code;         // KeyboardEvent.code, e.g. "Enter", "KeyA"
+    int key_code = 0;         // windowsVirtualKeyCode, e.g. 13
+    std::string text;         // text the key inserts without modifiers ("" for none), e.g. "\r" for Enter
     std::string shifted_key;  // key (and text) with Shift, for printable keys
-    int location = 0;  // 1 for the left modifier keys
+    int location = 0;         // 1 for the left modifier keys
 };
 
 struct KeyChord {
-    int modifiers = 0;  // Modifier bits
-    KeyDef key;         // the non-modifier key (or a modifier key pressed alone)
+    int modifiers = 0;                  // Modifier bits
+    KeyDef key;                         // the non-modifier key (or a modifier key pressed alone)
     std::vector<KeyDef> modifier_keys;  // in press order
     std::vector<std::string> commands;  // editing commands Chromium should run (e.g. "selectAll")
 };

@@ -9,20 +9,25 @@ namespace surf::tools {
 namespace {
 
 std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     return s;
 }
 
 bool looks_like_ipv4(const std::string& host) {
     int dots = 0;
     for (char c : host) {
-        if (c == '.') ++dots;
-        else if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+        if (c == '.')
+            ++dots;
+        else if (!std::isdigit(static_cast<unsigned char>(c)))
+            return false;
     }
     return dots == 3 && !host.empty();
 }
 
-bool looks_like_ip(const std::string& host) { return host.find(':') != std::string::npos || looks_like_ipv4(host); }
+bool looks_like_ip(const std::string& host) {
+    return host.find(':') != std::string::npos || looks_like_ipv4(host);
+}
 
 std::string normalise_host(std::string host) {
     host = lower(std::move(host));
@@ -36,13 +41,16 @@ std::string normalise_rule(const std::string& raw) {
     if (rule.empty()) throw Error(ErrorKind::kInvalidArgument, "navigation guard: empty domain rule");
     if (rule.find("://") != std::string::npos || rule.find('/') != std::string::npos ||
         rule.find(' ') != std::string::npos ||
-        (rule.find(':') != std::string::npos && rule.front() != '[' && std::count(rule.begin(), rule.end(), ':') < 2)) {
-        throw Error(ErrorKind::kInvalidArgument,
-                    "navigation guard: rule '" + raw + "' must be a bare host name (no scheme, port or path)");
+        (rule.find(':') != std::string::npos && rule.front() != '[' &&
+         std::count(rule.begin(), rule.end(), ':') < 2)) {
+        throw Error(ErrorKind::kInvalidArgument, "navigation guard: rule '" + raw +
+                                                     "' must be a bare host name (no scheme, port or path)");
     }
     bool wildcard = rule.rfind("*.", 0) == 0;
-    if (wildcard) rule = rule.substr(2);
-    else if (rule.front() == '.') rule = rule.substr(1);
+    if (wildcard)
+        rule = rule.substr(2);
+    else if (rule.front() == '.')
+        rule = rule.substr(1);
     rule = normalise_host(rule);
     if (rule.empty() || rule.find('*') != std::string::npos) {
         throw Error(ErrorKind::kInvalidArgument, "navigation guard: rule '" + raw + "' is not a host name");
@@ -56,7 +64,8 @@ ParsedUrl parse_url_host(const std::string& url) {
     ParsedUrl parsed;
     size_t colon = url.find(':');
     if (colon == std::string::npos || colon == 0) {
-        throw Error(ErrorKind::kInvalidArgument, "URL '" + url + "' has no scheme (expected e.g. https://...)");
+        throw Error(ErrorKind::kInvalidArgument,
+                    "URL '" + url + "' has no scheme (expected e.g. https://...)");
     }
     parsed.scheme = lower(url.substr(0, colon));
     for (char c : parsed.scheme) {
@@ -93,7 +102,8 @@ bool host_matches_rule(const std::string& host, bool host_is_ip, const std::stri
            host[host.size() - base.size() - 1] == '.';
 }
 
-NavigationGuard::NavigationGuard(std::vector<std::string> allow, std::vector<std::string> deny, bool allow_file_urls)
+NavigationGuard::NavigationGuard(std::vector<std::string> allow, std::vector<std::string> deny,
+                                 bool allow_file_urls)
     : allow_file_urls_(allow_file_urls) {
     for (const auto& r : allow) allow_.push_back(normalise_rule(r));
     for (const auto& r : deny) deny_.push_back(normalise_rule(r));
@@ -115,14 +125,16 @@ GuardDecision NavigationGuard::check(const std::string& url) const {
         if (!has_rules()) return d;
         d.allowed = false;
         d.rule = "scheme:" + s;
-        d.reason = "navigation to " + url + " refused: scheme '" + s + "' is not allowed by the navigation guard";
+        d.reason =
+            "navigation to " + url + " refused: scheme '" + s + "' is not allowed by the navigation guard";
         return d;
     }
     for (const auto& rule : deny_) {
         if (host_matches_rule(parsed.host, parsed.host_is_ip, rule)) {
             d.allowed = false;
             d.rule = "deny:" + rule;
-            d.reason = "navigation to " + url + " refused: host '" + parsed.host + "' matches deny rule '" + rule + "'";
+            d.reason = "navigation to " + url + " refused: host '" + parsed.host + "' matches deny rule '" +
+                       rule + "'";
             return d;
         }
     }
@@ -137,7 +149,8 @@ GuardDecision NavigationGuard::check(const std::string& url) const {
     d.rule = "allow-list";
     std::string list;
     for (const auto& rule : allow_) list += (list.empty() ? "" : ", ") + rule;
-    d.reason = "navigation to " + url + " refused: host '" + parsed.host + "' is not in the allow-list (" + list + ")";
+    d.reason = "navigation to " + url + " refused: host '" + parsed.host + "' is not in the allow-list (" +
+               list + ")";
     return d;
 }
 

@@ -15,7 +15,7 @@ namespace surf::tools {
 
 struct GuardDecision {
     bool allowed = true;
-    std::string rule;    // the rule that decided ("deny:example.com", "allow-list", "scheme:file"), "" if none
+    std::string rule;  // the rule that decided ("deny:example.com", "allow-list", "scheme:file"), "" if none
     std::string reason;  // one sentence naming the URL and the rule, for error messages and observations
 };
 
@@ -33,7 +33,8 @@ class NavigationGuard {
 public:
     NavigationGuard() = default;
     // Throws Error(kInvalidArgument) naming a malformed rule (empty, has a scheme, path, port or space).
-    NavigationGuard(std::vector<std::string> allow, std::vector<std::string> deny, bool allow_file_urls = false);
+    NavigationGuard(std::vector<std::string> allow, std::vector<std::string> deny,
+                    bool allow_file_urls = false);
 
     bool has_rules() const { return !allow_.empty() || !deny_.empty(); }
     // about:, data: and blob: are always allowed (they reach no server); file: only when allow_file_urls

@@ -59,7 +59,8 @@ NavigationResult BrowserSession::navigate(const std::string& url) {
     const auto deadline = started + options_.navigation_timeout;
     nlohmann::json answer;
     try {
-        answer = browser_->call("Page.navigate", {{"url", url}}, tab.cdp_session, options_.navigation_timeout);
+        answer =
+            browser_->call("Page.navigate", {{"url", url}}, tab.cdp_session, options_.navigation_timeout);
     } catch (const Error& e) {
         if (e.kind() != ErrorKind::kTimeout) throw;
         // No response headers in time: stop the load so the tab is usable again, report the timeout.
@@ -80,8 +81,9 @@ NavigationResult BrowserSession::navigate(const std::string& url) {
                 }
             }
         }
-        result.outcome = error_text == "net::ERR_HTTP_RESPONSE_CODE_FAILURE" ? NavigationOutcome::kHttpError
-                                                                             : NavigationOutcome::kNetworkError;
+        result.outcome = error_text == "net::ERR_HTTP_RESPONSE_CODE_FAILURE"
+                             ? NavigationOutcome::kHttpError
+                             : NavigationOutcome::kNetworkError;
         result.error_text = error_text;
         finish_navigation(result, started);
         return result;
@@ -142,7 +144,8 @@ NavigationResult BrowserSession::history_step(int delta) {
     const nlohmann::json& entries = history["entries"];
     if (index < 0 || index >= static_cast<int>(entries.size())) {
         result.outcome = NavigationOutcome::kNoHistory;
-        result.error_text = delta < 0 ? "there is no previous page in this tab" : "there is no next page in this tab";
+        result.error_text =
+            delta < 0 ? "there is no previous page in this tab" : "there is no next page in this tab";
         finish_navigation(result, started);
         return result;
     }
@@ -202,7 +205,8 @@ void BrowserSession::settle_locked(Clock::time_point started, NavigationResult* 
             Tab* t = find_tab_locked(target);
             if (!t) return true;
             auto it = t->lifecycle.find(loader);
-            return it == t->lifecycle.end() || it->second.count("networkAlmostIdle") > 0 || it->second.count("load") == 0;
+            return it == t->lifecycle.end() || it->second.count("networkAlmostIdle") > 0 ||
+                   it->second.count("load") == 0;
         });
     }
 }
@@ -215,7 +219,8 @@ void BrowserSession::settle() {
 
 nlohmann::json BrowserSession::target_info_locked() {
     Tab tab = active_tab_copy();
-    nlohmann::json r = browser_->call("Target.getTargetInfo", {{"targetId", tab.target_id}}, "", options_.command_timeout);
+    nlohmann::json r =
+        browser_->call("Target.getTargetInfo", {{"targetId", tab.target_id}}, "", options_.command_timeout);
     return r["targetInfo"];
 }
 
@@ -240,11 +245,13 @@ Screenshot BrowserSession::screenshot(const ScreenshotOptions& options) {
     shot.format = options.format;
     shot.css_region = {0, 0, static_cast<double>(v.css_width), static_cast<double>(v.css_height)};
     shot.pixels_per_css = v.device_scale_factor;
-    nlohmann::json params = {{"format", options.format == ImageFormat::kPng ? "png" : "jpeg"}, {"fromSurface", true},
+    nlohmann::json params = {{"format", options.format == ImageFormat::kPng ? "png" : "jpeg"},
+                             {"fromSurface", true},
                              {"captureBeyondViewport", false}};
     if (options.format == ImageFormat::kJpeg) {
         if (options.jpeg_quality < 1 || options.jpeg_quality > 100) {
-            throw Error(ErrorKind::kInvalidArgument, "JPEG quality " + std::to_string(options.jpeg_quality) + " not in 1..100");
+            throw Error(ErrorKind::kInvalidArgument,
+                        "JPEG quality " + std::to_string(options.jpeg_quality) + " not in 1..100");
         }
         params["quality"] = options.jpeg_quality;
     }
@@ -253,15 +260,19 @@ Screenshot BrowserSession::screenshot(const ScreenshotOptions& options) {
         const CssRect& c = *options.clip;
         if (!(c.width > 0 && c.height > 0) || c.x < 0 || c.y < 0 || c.x + c.width > v.css_width ||
             c.y + c.height > v.css_height) {
-            throw Error(ErrorKind::kInvalidArgument, "screenshot clip must lie inside the " + std::to_string(v.css_width) +
-                                                         "x" + std::to_string(v.css_height) + " viewport");
+            throw Error(ErrorKind::kInvalidArgument, "screenshot clip must lie inside the " +
+                                                         std::to_string(v.css_width) + "x" +
+                                                         std::to_string(v.css_height) + " viewport");
         }
         // The clip of Page.captureScreenshot is in document coordinates: add the scroll offset so the
         // caller's viewport coordinates mean what they see.
         nlohmann::json metrics = call_tab("Page.getLayoutMetrics", {});
         const nlohmann::json& vv = metrics["cssVisualViewport"];
-        params["clip"] = {{"x", c.x + vv.value("pageX", 0.0)}, {"y", c.y + vv.value("pageY", 0.0)},
-                          {"width", c.width}, {"height", c.height}, {"scale", 1}};
+        params["clip"] = {{"x", c.x + vv.value("pageX", 0.0)},
+                          {"y", c.y + vv.value("pageY", 0.0)},
+                          {"width", c.width},
+                          {"height", c.height},
+                          {"scale", 1}};
         shot.css_region = c;
     }
     nlohmann::json r = call_tab("Page.captureScreenshot", params);
@@ -270,13 +281,16 @@ Screenshot BrowserSession::screenshot(const ScreenshotOptions& options) {
     return shot;
 }
 
-nlohmann::json BrowserSession::evaluate_locked(const std::string& expression, std::chrono::milliseconds timeout) {
-    nlohmann::json r = call_tab("Runtime.evaluate",
-                                {{"expression", expression}, {"returnByValue", true}, {"awaitPromise", true}}, timeout);
+nlohmann::json BrowserSession::evaluate_locked(const std::string& expression,
+                                               std::chrono::milliseconds timeout) {
+    nlohmann::json r =
+        call_tab("Runtime.evaluate",
+                 {{"expression", expression}, {"returnByValue", true}, {"awaitPromise", true}}, timeout);
     if (r.contains("exceptionDetails")) {
         const nlohmann::json& d = r["exceptionDetails"];
-        std::string text = d.contains("exception") ? d["exception"].value("description", d.value("text", std::string()))
-                                                   : d.value("text", std::string());
+        std::string text = d.contains("exception")
+                               ? d["exception"].value("description", d.value("text", std::string()))
+                               : d.value("text", std::string());
         throw Error(ErrorKind::kBrowser, "JavaScript exception in evaluate: " + text);
     }
     const nlohmann::json& result = r["result"];
@@ -319,7 +333,8 @@ void BrowserSession::check_point(double x, double y, const char* what) const {
     }
 }
 
-void BrowserSession::mouse_event(const char* type, double x, double y, MouseButton button, int buttons, int click_count) {
+bool BrowserSession::mouse_event(const Tab& tab, const char* type, double x, double y, MouseButton button,
+                                 int buttons, int click_count) {
     nlohmann::json params = {{"type", type}, {"x", x}, {"y", y}, {"modifiers", 0}, {"pointerType", "mouse"}};
     if (std::string(type) == "mouseMoved") {
         params["button"] = "none";
@@ -329,17 +344,18 @@ void BrowserSession::mouse_event(const char* type, double x, double y, MouseButt
         params["buttons"] = buttons;
         params["clickCount"] = click_count;
     }
-    call_tab("Input.dispatchMouseEvent", params);
+    return input_to_tab(tab, "Input.dispatchMouseEvent", params);
 }
 
 void BrowserSession::click_locked(double x, double y, MouseButton button, int click_count) {
     const auto started = Clock::now();
     ensure_ready();
-    mouse_event("mouseMoved", x, y, button, 0, 0);
+    const Tab tab = active_tab_copy();
+    bool open = mouse_event(tab, "mouseMoved", x, y, button, 0, 0);
     // A double click is two press/release pairs with clickCount 1 then 2, as a real mouse sends them.
-    for (int i = 1; i <= click_count; ++i) {
-        mouse_event("mousePressed", x, y, button, mouse_button_bit(button), i);
-        mouse_event("mouseReleased", x, y, button, 0, i);
+    for (int i = 1; open && i <= click_count; ++i) {
+        open = mouse_event(tab, "mousePressed", x, y, button, mouse_button_bit(button), i) &&
+               mouse_event(tab, "mouseReleased", x, y, button, 0, i);
     }
     settle_locked(started, nullptr);
 }
@@ -347,21 +363,26 @@ void BrowserSession::click_locked(double x, double y, MouseButton button, int cl
 void BrowserSession::click(double x, double y, MouseButton button, int click_count) {
     check_point(x, y, "click");
     if (click_count < 1 || click_count > 3) {
-        throw Error(ErrorKind::kInvalidArgument, "click count " + std::to_string(click_count) + " not in 1..3");
+        throw Error(ErrorKind::kInvalidArgument,
+                    "click count " + std::to_string(click_count) + " not in 1..3");
     }
     std::lock_guard<std::mutex> action(action_mutex_);
     click_locked(x, y, button, click_count);
 }
 
-void BrowserSession::double_click(double x, double y) { click(x, y, MouseButton::kLeft, 2); }
+void BrowserSession::double_click(double x, double y) {
+    click(x, y, MouseButton::kLeft, 2);
+}
 
-void BrowserSession::right_click(double x, double y) { click(x, y, MouseButton::kRight, 1); }
+void BrowserSession::right_click(double x, double y) {
+    click(x, y, MouseButton::kRight, 1);
+}
 
 void BrowserSession::move_mouse(double x, double y) {
     check_point(x, y, "mouse move");
     std::lock_guard<std::mutex> action(action_mutex_);
     ensure_ready();
-    mouse_event("mouseMoved", x, y, MouseButton::kLeft, 0, 0);
+    mouse_event(active_tab_copy(), "mouseMoved", x, y, MouseButton::kLeft, 0, 0);
 }
 
 void BrowserSession::scroll(double x, double y, double delta_x, double delta_y) {
@@ -372,14 +393,25 @@ void BrowserSession::scroll(double x, double y, double delta_x, double delta_y) 
     std::lock_guard<std::mutex> action(action_mutex_);
     const auto started = Clock::now();
     ensure_ready();
-    mouse_event("mouseMoved", x, y, MouseButton::kLeft, 0, 0);
-    call_tab("Input.dispatchMouseEvent", {{"type", "mouseWheel"}, {"x", x}, {"y", y}, {"deltaX", delta_x},
-                                          {"deltaY", delta_y}, {"modifiers", 0}, {"pointerType", "mouse"}});
+    const Tab tab = active_tab_copy();
+    if (mouse_event(tab, "mouseMoved", x, y, MouseButton::kLeft, 0, 0)) {
+        input_to_tab(tab, "Input.dispatchMouseEvent",
+                     {{"type", "mouseWheel"},
+                      {"x", x},
+                      {"y", y},
+                      {"deltaX", delta_x},
+                      {"deltaY", delta_y},
+                      {"modifiers", 0},
+                      {"pointerType", "mouse"}});
+    }
     settle_locked(started, nullptr);
 }
 
 void BrowserSession::press_locked(const KeyChord& chord) {
-    for (const nlohmann::json& event : chord_events(chord)) call_tab("Input.dispatchKeyEvent", event);
+    const Tab tab = active_tab_copy();
+    for (const nlohmann::json& event : chord_events(chord)) {
+        if (!input_to_tab(tab, "Input.dispatchKeyEvent", event)) return;  // the key closed the tab
+    }
 }
 
 void BrowserSession::press(const std::string& chord_text) {

@@ -9,8 +9,12 @@
 
 namespace surf::tools {
 
-int ViewportGeometry::pixel_width() const { return static_cast<int>(std::lround(css_width * device_scale_factor)); }
-int ViewportGeometry::pixel_height() const { return static_cast<int>(std::lround(css_height * device_scale_factor)); }
+int ViewportGeometry::pixel_width() const {
+    return static_cast<int>(std::lround(css_width * device_scale_factor));
+}
+int ViewportGeometry::pixel_height() const {
+    return static_cast<int>(std::lround(css_height * device_scale_factor));
+}
 
 CssPoint ViewportGeometry::css_from_pixel(double px, double py) const {
     return {px / device_scale_factor, py / device_scale_factor};
@@ -81,21 +85,25 @@ std::string base64_encode(const std::vector<uint8_t>& bytes) {
 void image_dimensions(const std::vector<uint8_t>& b, ImageFormat format, int& width, int& height) {
     auto be16 = [&](size_t i) { return (b[i] << 8) | b[i + 1]; };
     auto be32 = [&](size_t i) {
-        return static_cast<int>((uint32_t(b[i]) << 24) | (uint32_t(b[i + 1]) << 16) | (uint32_t(b[i + 2]) << 8) | b[i + 3]);
+        return static_cast<int>((uint32_t(b[i]) << 24) | (uint32_t(b[i + 1]) << 16) |
+                                (uint32_t(b[i + 2]) << 8) | b[i + 3]);
     };
     if (format == ImageFormat::kPng) {
         static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-        if (b.size() < 24 || !std::equal(sig, sig + 8, b.begin()) || std::string(b.begin() + 12, b.begin() + 16) != "IHDR") {
+        if (b.size() < 24 || !std::equal(sig, sig + 8, b.begin()) ||
+            std::string(b.begin() + 12, b.begin() + 16) != "IHDR") {
             throw Error(ErrorKind::kFormat, "screenshot is not a PNG file");
         }
         width = be32(16);
         height = be32(20);
         return;
     }
-    if (b.size() < 4 || b[0] != 0xFF || b[1] != 0xD8) throw Error(ErrorKind::kFormat, "screenshot is not a JPEG file");
+    if (b.size() < 4 || b[0] != 0xFF || b[1] != 0xD8)
+        throw Error(ErrorKind::kFormat, "screenshot is not a JPEG file");
     size_t i = 2;
     while (i + 9 < b.size()) {
-        if (b[i] != 0xFF) throw Error(ErrorKind::kFormat, "JPEG screenshot: bad marker at byte " + std::to_string(i));
+        if (b[i] != 0xFF)
+            throw Error(ErrorKind::kFormat, "JPEG screenshot: bad marker at byte " + std::to_string(i));
         uint8_t marker = b[i + 1];
         if (marker == 0xD8 || (marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) {
             i += 2;

@@ -30,15 +30,17 @@ struct ViewportGeometry {
     // Viewport screenshot pixel → CSS pixel, and back. Exact inverses of each other.
     CssPoint css_from_pixel(double px, double py) const;
     CssPoint pixel_from_css(double cx, double cy) const;
-    bool contains_css(double cx, double cy) const { return cx >= 0 && cy >= 0 && cx < css_width && cy < css_height; }
+    bool contains_css(double cx, double cy) const {
+        return cx >= 0 && cy >= 0 && cx < css_width && cy < css_height;
+    }
 };
 
 struct Screenshot {
     std::vector<uint8_t> bytes;  // the encoded PNG or JPEG file
     ImageFormat format = ImageFormat::kPng;
-    int width = 0, height = 0;   // image pixels, read from the file header
-    CssRect css_region;          // the CSS region the image shows (the viewport, or the clip)
-    double pixels_per_css = 1;   // device_scale_factor × clip scale
+    int width = 0, height = 0;  // image pixels, read from the file header
+    CssRect css_region;         // the CSS region the image shows (the viewport, or the clip)
+    double pixels_per_css = 1;  // device_scale_factor × clip scale
 
     // Image pixel → CSS pixel of the viewport (what click() takes), and back.
     CssPoint css_from_pixel(double px, double py) const;
