@@ -36,7 +36,7 @@ struct AgentConfig {
     std::string model_dir;        // checkpoint folder (config.json, safetensors, tokenizer files)
     std::string profile;          // prompt profile JSON; "" = prompts/profile_holotron.json
     std::string chat_template;    // a .jinja file overriding the checkpoint's template; "" = the checkpoint's
-    std::string backend = "cpu";  // "cpu" (the GPU engine plugs in through Agent's engine constructor)
+    std::string backend = "cpu";  // "cpu" or "cuda" (when built with CUDA); or pass any engine to Agent(engine, config)
     std::string chromium;         // Chromium binary; "" = the usual locations
 };
 

@@ -146,7 +146,7 @@ std::string render_report_html(const std::string& dir, const RunOptions& options
         if (!s.screenshot.empty() && s.shot_width > 0) {
             const std::string png = read_file(std::filesystem::path(dir) / s.screenshot);
             const std::string b64 = tools::base64_encode(std::vector<uint8_t>(png.begin(), png.end()));
-            const double r = std::max(4.0, s.shot_width / 80.0);
+            const double r = std::max(6.0, s.shot_width / 60.0);
             h << "<svg viewBox=\"0 0 " << s.shot_width << " " << s.shot_height << "\" xmlns=\"http://www.w3.org/2000/svg\">"
               << "<image width=\"" << s.shot_width << "\" height=\"" << s.shot_height << "\" href=\"data:image/png;base64,"
               << b64 << "\"/>";

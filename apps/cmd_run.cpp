@@ -43,6 +43,7 @@ int run_agent(const surf::cli::Args& args) {
         if (env) config.model_dir = env;
     }
     if (config.model_dir.empty()) throw Error(ErrorKind::kInvalidArgument, "--model DIR is required (or set SURF_MODEL)");
+    config.backend = args.get("backend", "cpu");
     config.profile = args.get("profile");
     config.chat_template = args.get("template");
     config.chromium = args.get("chromium");
@@ -123,6 +124,7 @@ SURF_COMMAND(surf::cli::Command{
     "\"TASK\" --url URL [--model DIR] [--max-steps N] [--attempts K] [--allow-domain D]... [--out DIR] [flags]",
     {{"url", "URL", "start page"},
      {"model", "DIR", "model folder (default $SURF_MODEL)"},
+     {"backend", "NAME", "cpu (default) or cuda"},
      {"max-steps", "N", "policy steps including the forced answer (default 30)"},
      {"attempts", "K", "answers the validator may reject before the run fails (default 3)"},
      {"allow-domain", "D", "only these hosts (and subdomains) may be opened", true},
