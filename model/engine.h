@@ -65,6 +65,20 @@ struct GenerateResult {
 
 using SessionId = uint64_t;
 
+// Counters for monitoring and benchmarks (cumulative unless noted).
+struct EngineStats {
+    int64_t prefill_tokens = 0, decode_tokens = 0, image_tokens = 0;
+    int64_t steps = 0, decode_only_steps = 0;
+    double step_seconds = 0.0, decode_only_seconds = 0.0;  // wall time of batched steps
+    int64_t decode_only_rows = 0;                          // sequences summed over decode-only steps
+    int64_t decode_only_context = 0;                       // KV tokens read, summed over those sequences
+    int64_t running = 0, waiting = 0;                      // now
+    int64_t resident_sessions = 0, offloaded_sessions = 0, offloads = 0, restores = 0;
+    int64_t slots_used = 0, slots_total = 0, kv_pages_used = 0, kv_pages_total = 0;
+    int64_t image_cache_hits = 0, image_cache_misses = 0;
+    int64_t device_bytes = 0;                              // allocated on the device (weights + state + workspaces)
+};
+
 class Engine {
 public:
     virtual ~Engine() = default;
@@ -75,6 +89,7 @@ public:
     virtual std::shared_ptr<const TokenIndex> token_index() const = 0;
     // A short description ("cpu", "cuda:0 H100") for logs.
     virtual std::string backend_name() const = 0;
+    virtual EngineStats stats() const { return {}; }
 
     virtual SessionId open_session() = 0;
     // A new session holding a copy of `from`'s state: a localizer or validator call on the fork never

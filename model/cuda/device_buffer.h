@@ -63,6 +63,7 @@ public:
     }
     template <typename T = void>
     T* as() const { return static_cast<T*>(ptr_); }
+    void* get() const { return ptr_; }
     size_t bytes() const { return bytes_; }
 
 private:

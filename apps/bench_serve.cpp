@@ -1,0 +1,301 @@
+// bench_serve: the synthetic agent workload of issue 7 on the CUDA engine with random weights drawn on
+// the GPU from a config (no checkpoint to move; no EOS; fixed output lengths).
+//   C concurrent sessions, each doing S steps; a step appends one W×H screenshot (random pixels, so no
+//   two are alike) and T text tokens, then generates O tokens.
+//   stateful : the session keeps its state; each step prefills only what it appends.
+//   stateless: each step opens a fresh session and re-sends the last 3 screenshots and the whole text
+//              history (prompt + outputs of earlier steps), as engines without prefix reuse must.
+// Reports output tok/s, total tok/s (every token the model processed), agent steps/s, step latency
+// p50/p95, time to first token, step S vs step 1 latency, device memory, and the decode phase against
+// the bandwidth roofline of spec/serving.md §4 with the copy bandwidth measured in the same run.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifdef SURF_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/base/error.h"
+#include "model/config.h"
+#include "model/cuda/cuda_engine.h"
+
+using namespace surf::model;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+    std::string config_dir = std::string(SURF_SOURCE_DIR_FOR_BENCH) + "/tests/fixtures/holotron_12b";
+    std::vector<int> concurrency = {1, 16, 64, 100};
+    int steps = 10, text_tokens = 200, output_tokens = 100, width = 1280, height = 720;
+    std::string mode = "both";
+    bool bf16_state = false;
+    int64_t prefill_chunk = 4096;
+    int64_t max_context = 16384;
+};
+
+std::vector<int> parse_list(const char* text) {
+    std::vector<int> out;
+    for (const char* p = text; *p;) {
+        out.push_back(std::atoi(p));
+        while (*p && *p != ',') ++p;
+        if (*p == ',') ++p;
+    }
+    return out;
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&]() -> const char* {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "bench_serve: %s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--config") o.config_dir = next();
+        else if (a == "--concurrency") o.concurrency = parse_list(next());
+        else if (a == "--steps") o.steps = std::atoi(next());
+        else if (a == "--text-tokens") o.text_tokens = std::atoi(next());
+        else if (a == "--output-tokens") o.output_tokens = std::atoi(next());
+        else if (a == "--mode") o.mode = next();
+        else if (a == "--bf16-state") o.bf16_state = true;
+        else if (a == "--prefill-chunk") o.prefill_chunk = std::atoll(next());
+        else if (a == "--image") {
+            const std::string s = next();
+            o.width = std::atoi(s.c_str());
+            o.height = std::atoi(s.c_str() + s.find('x') + 1);
+        } else {
+            std::fprintf(stderr, "usage: bench_serve [--config DIR] [--concurrency 1,16,64,100] [--steps 10] [--mode stateful|stateless|both]\n"
+                                 "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] [--bf16-state] [--prefill-chunk N]\n");
+            std::exit(2);
+        }
+    }
+    return o;
+}
+
+std::shared_ptr<const Image> random_screenshot(int w, int h, uint64_t seed) {
+    auto img = std::make_shared<Image>(w, h, 3);
+    std::mt19937_64 rng(seed);
+    // Blocks of colour with noise: cheap to draw, never equal between steps.
+    for (size_t i = 0; i < img->pixels.size(); i += 8) {
+        const uint64_t r = rng();
+        for (size_t k = 0; k < 8 && i + k < img->pixels.size(); ++k) img->pixels[i + k] = static_cast<uint8_t>(r >> (8 * k));
+    }
+    return img;
+}
+
+std::vector<int32_t> random_tokens(int n, std::mt19937_64& rng) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = static_cast<int32_t>(1000 + rng() % 130000);
+    return t;
+}
+
+double percentile(std::vector<double> v, double q) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v[static_cast<size_t>(std::min<double>(v.size() - 1, std::floor(q * (v.size() - 1) + 0.5)))];
+}
+
+double measure_copy_bandwidth() {
+    const size_t bytes = size_t{1} << 30;
+    void *a, *b;
+    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
+    cudaMemset(a, 1, bytes);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int i = 0; i < 3; ++i) cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e0);
+    for (int i = 0; i < 10; ++i) cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaFree(a);
+    cudaFree(b);
+    return 2.0 * bytes * 10 / (ms / 1e3);  // read + written
+}
+
+// Bytes a decode step must move (spec/serving.md §4): the non-embedding weights once, plus per
+// sequence its SSM + conv state read and written and its KV read.
+struct Roofline {
+    double weight_bytes = 0, state_rw_bytes = 0, kv_bytes_per_token = 0;
+};
+
+Roofline roofline(const ModelConfig& cfg, bool bf16_state) {
+    const LlmConfig& c = cfg.llm;
+    double params = static_cast<double>(c.vocab_size) * c.hidden_size;  // lm_head (the embedding row gather is negligible)
+    for (LayerKind k : c.layers) {
+        params += c.hidden_size;
+        if (k == LayerKind::kMamba2) params += static_cast<double>(c.in_proj_dim()) * c.hidden_size + static_cast<double>(c.d_inner()) * c.hidden_size;
+        if (k == LayerKind::kMlp) params += 2.0 * c.intermediate_size * c.hidden_size;
+        if (k == LayerKind::kAttention) params += static_cast<double>((c.n_heads * 2 + c.n_kv_heads * 2) * c.head_dim) * c.hidden_size;
+    }
+    Roofline r;
+    r.weight_bytes = 2.0 * params;
+    const double ssm = static_cast<double>(c.mamba_n_heads * c.mamba_head_dim * c.d_state) * (bf16_state ? 2 : 4);
+    const double conv = static_cast<double>(c.conv_dim() * (c.conv_kernel - 1)) * 2;
+    r.state_rw_bytes = 2.0 * c.count(LayerKind::kMamba2) * (ssm + conv);
+    r.kv_bytes_per_token = static_cast<double>(c.count(LayerKind::kAttention)) * 2 * c.n_kv_heads * c.head_dim * 2;
+    return r;
+}
+
+struct RunResult {
+    double wall = 0;
+    int64_t generated = 0, processed = 0, appended = 0, steps = 0;
+    std::vector<double> step_latency, ttft, first_step, last_step;
+};
+
+RunResult run(Engine& engine, const Options& o, int C, bool stateful) {
+    RunResult res;
+    std::mutex mu;
+    const auto t0 = Clock::now();
+    std::vector<std::thread> workers;
+    for (int w = 0; w < C; ++w) {
+        workers.emplace_back([&, w] {
+            std::mt19937_64 rng(1000003ull * (w + 1) + (stateful ? 0 : 7));
+            SessionId session = stateful ? engine.open_session() : 0;
+            std::vector<std::shared_ptr<const Image>> shots;
+            std::vector<int32_t> history;  // text tokens of all steps so far (stateless re-sends them)
+            GenerateOptions g;
+            g.max_tokens = o.output_tokens;
+            g.ignore_eos = true;
+            g.sampling.temperature = 0.7f;
+            g.sampling.seed = static_cast<uint64_t>(w);
+            for (int s = 0; s < o.steps; ++s) {
+                auto shot = random_screenshot(o.width, o.height, rng());
+                const std::vector<int32_t> text = random_tokens(o.text_tokens, rng);
+                std::vector<InputPart> input;
+                int64_t appended = 0;
+                if (stateful) {
+                    input.push_back(InputPart::of_image(shot));
+                    input.push_back(InputPart::of_tokens(text));
+                } else {
+                    session = engine.open_session();
+                    shots.push_back(shot);
+                    if (shots.size() > 3) shots.erase(shots.begin());
+                    history.insert(history.end(), text.begin(), text.end());
+                    if (!history.empty()) input.push_back(InputPart::of_tokens(history));
+                    for (const auto& img : shots) input.push_back(InputPart::of_image(img));
+                }
+                const auto ts = Clock::now();
+                const GenerateResult r = engine.generate(session, input, g);
+                const double lat = std::chrono::duration<double>(Clock::now() - ts).count();
+                appended = r.prefill_tokens;
+                if (!stateful) {
+                    history.insert(history.end(), r.tokens.begin(), r.tokens.end());
+                    engine.close_session(session);
+                }
+                std::lock_guard<std::mutex> lock(mu);
+                res.generated += static_cast<int64_t>(r.tokens.size());
+                res.processed += r.prefill_tokens + static_cast<int64_t>(r.tokens.size());
+                res.appended += appended;
+                ++res.steps;
+                res.step_latency.push_back(lat);
+                res.ttft.push_back(r.prefill_seconds);
+                if (s == 0) res.first_step.push_back(lat);
+                if (s == o.steps - 1) res.last_step.push_back(lat);
+            }
+            if (stateful) engine.close_session(session);
+        });
+    }
+    for (auto& t : workers) t.join();
+    res.wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    return res;
+}
+
+double mean(const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0 : s / v.size();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const Options o = parse(argc, argv);
+    try {
+        ModelConfig cfg = load_model_config(o.config_dir);
+        cudaDeviceProp prop{};
+        cudaGetDeviceProperties(&prop, 0);
+        const double copy_bw = measure_copy_bandwidth();
+        const int max_c = *std::max_element(o.concurrency.begin(), o.concurrency.end());
+        cuda::CudaEngineOptions eo;
+        eo.limits.max_slots = max_c + 4;
+        eo.limits.max_seqs = max_c + 4;
+        eo.limits.max_logit_rows = max_c + 4;
+        eo.limits.max_tokens = o.prefill_chunk + max_c + 4;
+        eo.limits.max_context = o.max_context;
+        eo.limits.page_size = 16;
+        const int64_t per_session = static_cast<int64_t>(o.steps) * (768 + 2 + o.text_tokens + o.output_tokens) + 4096;
+        eo.limits.kv_pages = (max_c + 4) * ((per_session + 15) / 16);
+        eo.limits.max_image_rows = 6 * 768 * (max_c + 4) > 262144 ? 262144 : 6 * 768 * (max_c + 4);
+        eo.limits.max_tiles = 13;
+        eo.limits.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
+        eo.prefill_chunk = o.prefill_chunk;
+        const auto tl = Clock::now();
+        auto engine = cuda::open_random_cuda_engine(cfg, eo, 42);
+        const double load_s = std::chrono::duration<double>(Clock::now() - tl).count();
+        const Roofline roof = roofline(cfg, o.bf16_state);
+        std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s\n", prop.name, prop.multiProcessorCount,
+                    copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32");
+        std::printf("# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random weights drawn in %.1f s; "
+                    "device memory in use %.1f GiB\n",
+                    o.steps, o.width, o.height, o.text_tokens, o.output_tokens, load_s, engine->stats().device_bytes / 1073741824.0);
+        std::printf("| mode | C | output tok/s | total tok/s | appended tok/s | steps/s | step p50 s | step p95 s | TTFT p50 s | step %d / step 1 | "
+                    "decode rows | decode ms/step | decode %% roofline | device GiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+                    o.steps);
+        for (const char* mode : {"stateful", "stateless"}) {
+            if (o.mode != "both" && o.mode != mode) continue;
+            for (int C : o.concurrency) {
+                const EngineStats before = engine->stats();
+                const RunResult r = run(*engine, o, C, std::string(mode) == "stateful");
+                const EngineStats after = engine->stats();
+                const double dsteps = static_cast<double>(after.decode_only_steps - before.decode_only_steps);
+                const double drows = static_cast<double>(after.decode_only_rows - before.decode_only_rows);
+                const double dsec = after.decode_only_seconds - before.decode_only_seconds;
+                const double dctx = static_cast<double>(after.decode_only_context - before.decode_only_context);
+                double roof_pct = 0, step_ms = 0, rows_per = 0;
+                if (dsteps > 0 && dsec > 0) {
+                    step_ms = 1e3 * dsec / dsteps;
+                    rows_per = drows / dsteps;
+                    const double bytes = dsteps * roof.weight_bytes + drows * roof.state_rw_bytes + dctx * roof.kv_bytes_per_token;
+                    roof_pct = 100.0 * (bytes / dsec) / copy_bw;
+                }
+                std::printf("| %s | %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f | %.1f |\n", mode, C,
+                            r.generated / r.wall, r.processed / r.wall, r.appended / r.wall, r.steps / r.wall, percentile(r.step_latency, 0.5),
+                            percentile(r.step_latency, 0.95), percentile(r.ttft, 0.5), mean(r.last_step) / std::max(1e-9, mean(r.first_step)),
+                            rows_per, step_ms, roof_pct, after.device_bytes / 1073741824.0);
+                std::fflush(stdout);
+            }
+        }
+        const EngineStats s = engine->stats();
+        std::printf("# engine: %lld steps (%lld decode-only), prefill %lld tokens, decode %lld tokens, image cache %lld hits / %lld misses, "
+                    "offloads %lld, restores %lld\n",
+                    (long long)s.steps, (long long)s.decode_only_steps, (long long)s.prefill_tokens, (long long)s.decode_tokens,
+                    (long long)s.image_cache_hits, (long long)s.image_cache_misses, (long long)s.offloads, (long long)s.restores);
+    } catch (const surf::Error& e) {
+        std::fprintf(stderr, "bench_serve: %s\n", e.what());
+        return 2;
+    }
+    return 0;
+}
+
+#else
+int main() {
+    std::fprintf(stderr, "bench_serve: built without CUDA\n");
+    return 2;
+}
+#endif

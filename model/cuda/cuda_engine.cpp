@@ -1,0 +1,733 @@
+#include "model/cuda/cuda_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <list>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "kernels/base/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "model/engine_input.h"
+
+namespace surf::model::cuda {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A session: where its state lives (a GPU slot and KV pages, or host copies when offloaded) and how
+// many tokens it holds.
+struct Session {
+    int32_t slot = -1;                 // -1: not resident
+    std::vector<int32_t> pages;        // KV pages (resident) covering `past` tokens (+ reserved room while busy)
+    int64_t past = 0;                  // tokens fed through the model
+    std::vector<int32_t> pending;      // sampled, not yet fed
+    std::vector<uint8_t> host_state, host_kv;  // offloaded copies
+    int64_t host_pages = 0;            // pages' worth of KV in host_kv
+    bool busy = false;                 // a request is admitted on it
+    uint64_t last_used = 0;
+};
+
+// Rows of the image arena (the GpuModel's image-row buffer) held by a request and kept afterwards as
+// the image-embedding cache (keyed by content hash) until evicted.
+struct ImageRegion {
+    int64_t first = 0, rows = 0;
+    int pins = 0;
+    uint64_t last_used = 0;
+    std::vector<std::pair<uint64_t, int64_t>> entries;  // (hash, offset in region) of each image
+};
+
+struct Request {
+    SessionId session = 0;
+    PreparedInput input;
+    std::vector<int32_t> tokens;       // pending + input tokens to prefill
+    GenerateOptions options;
+    int64_t prefill_pos = 0;           // tokens of `tokens` already fed
+    int64_t image_region = -1;         // key into regions_ (first row), -1 if no images
+    bool decoding = false;
+    int32_t last_token = -1;           // to feed on the next decode step
+    std::optional<TokenConstraint> constraint;
+    std::optional<StreamDecoder> stream;
+    GenerateResult result;
+    Clock::time_point started, first_token_time;
+    std::promise<GenerateResult> done;
+};
+
+class CudaEngine final : public Engine {
+public:
+    CudaEngine(std::unique_ptr<GpuModel> model, std::optional<Tokenizer> tokenizer, const CudaEngineOptions& options)
+        : model_(std::move(model)), tokenizer_(std::move(tokenizer)), options_(options) {
+        const ModelConfig& cfg = model_->config();
+        const GpuLimits& L = model_->limits();
+        image_ids_ = resolve_image_tokens(cfg, tokenizer_ ? &*tokenizer_ : nullptr);
+        model_->set_image_token_id(image_ids_.context);
+        if (cfg.has_vision) tiling_ = tiling_config_from(cfg.image);
+        if (tokenizer_) index_ = TokenIndex::build(token_vocabulary(*tokenizer_, cfg.eos_token_ids));
+        for (int32_t s = static_cast<int32_t>(L.max_slots) - 1; s >= 0; --s) free_slots_.push_back(s);
+        for (int32_t p = static_cast<int32_t>(L.kv_pages) - 1; p >= 0; --p) free_pages_.push_back(p);
+        free_image_rows_[0] = L.max_image_rows;
+        mask_words_ = (static_cast<size_t>(cfg.llm.vocab_size) + 31) / 32;
+        const size_t rows = static_cast<size_t>(L.max_logit_rows);
+        sample_host_ = PinnedBuffer(rows * (4 + 4 + 4 + 8 + 8) + rows * mask_words_ * 4);
+        sample_dev_ = DeviceBuffer(sample_host_.bytes());
+        tokens_host_ = PinnedBuffer(rows * 4);
+        tokens_dev_ = DeviceBuffer(rows * 4);
+        worker_ = std::thread([this] { loop(); });
+    }
+
+    ~CudaEngine() override {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        worker_.join();
+    }
+
+    const ModelConfig& config() const override { return model_->config(); }
+    const Tokenizer& tokenizer() const override {
+        if (!tokenizer_) throw Error(ErrorKind::kUnsupported, "this engine (random weights) has no tokenizer");
+        return *tokenizer_;
+    }
+    std::shared_ptr<const TokenIndex> token_index() const override { return index_; }
+    std::string backend_name() const override {
+        cudaDeviceProp prop{};
+        cudaGetDeviceProperties(&prop, options_.device);
+        return std::string("cuda:") + std::to_string(options_.device) + " " + prop.name;
+    }
+
+    EngineStats stats() const override {
+        std::lock_guard<std::mutex> lock(mu_);
+        EngineStats s = stats_;
+        s.running = static_cast<int64_t>(running_.size());
+        s.waiting = static_cast<int64_t>(waiting_.size());
+        s.slots_total = model_->limits().max_slots;
+        s.slots_used = s.slots_total - static_cast<int64_t>(free_slots_.size());
+        s.kv_pages_total = model_->limits().kv_pages;
+        s.kv_pages_used = s.kv_pages_total - static_cast<int64_t>(free_pages_.size());
+        s.resident_sessions = s.slots_used;
+        s.offloaded_sessions = 0;
+        for (const auto& [id, sess] : sessions_) s.offloaded_sessions += (sess.slot < 0 && !sess.host_state.empty());
+        size_t free_b = 0, total_b = 0;
+        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) s.device_bytes = static_cast<int64_t>(total_b - free_b);
+        return s;
+    }
+
+    SessionId open_session() override {
+        std::lock_guard<std::mutex> lock(mu_);
+        const SessionId id = next_session_++;
+        sessions_[id] = Session{};
+        return id;
+    }
+
+    SessionId fork_session(SessionId from) override {
+        std::unique_lock<std::mutex> lock(mu_);
+        idle_cv_.wait(lock, [&] { return !sessions_.count(from) || !sessions_.at(from).busy; });
+        Session& src = session(from);
+        const SessionId id = next_session_++;
+        Session copy;
+        copy.past = src.past;
+        copy.pending = src.pending;
+        copy.last_used = ++clock_;
+        if (src.slot >= 0) {
+            // Fork on the host: a copy of the state and KV, restored on the fork's first request.
+            std::lock_guard<std::mutex> gpu(gpu_mu_);
+            model_->save_slot(src.slot, copy.host_state);
+            const int64_t used = pages_for(src.past);
+            model_->save_pages(std::vector<int32_t>(src.pages.begin(), src.pages.begin() + used), copy.host_kv);
+            copy.host_pages = used;
+        } else {
+            copy.host_state = src.host_state;
+            copy.host_kv = src.host_kv;
+            copy.host_pages = src.host_pages;
+        }
+        sessions_[id] = std::move(copy);
+        return id;
+    }
+
+    void close_session(SessionId id) override {
+        std::unique_lock<std::mutex> lock(mu_);
+        idle_cv_.wait(lock, [&] { return !sessions_.count(id) || !sessions_.at(id).busy; });
+        auto it = sessions_.find(id);
+        if (it == sessions_.end()) return;
+        release_resident(it->second);
+        sessions_.erase(it);
+    }
+
+    GenerateResult generate(SessionId id, const std::vector<InputPart>& input, const GenerateOptions& options) override {
+        validate(options.sampling);
+        if (options.max_tokens < 0) throw Error(ErrorKind::kInvalidArgument, "max_tokens must be ≥ 0");
+        auto req = std::make_unique<Request>();
+        req->session = id;
+        req->options = options;
+        req->started = Clock::now();
+        // Tokenizing and tiling run on the caller's thread.
+        req->input = prepare_input(input, model_->config(), tokenizer_ ? &*tokenizer_ : nullptr, image_ids_, tiling_);
+        for (const PreparedImage& img : req->input.images) {
+            if (img.tiles.plan.n_tiles > model_->limits().max_tiles) {
+                throw Error(ErrorKind::kResourceExhausted, "an image of " + std::to_string(img.tiles.plan.n_tiles) + " tiles exceeds the engine's limit of " +
+                                                               std::to_string(model_->limits().max_tiles));
+            }
+        }
+        if (options.schema) {
+            if (!index_) throw Error(ErrorKind::kUnsupported, "structured output needs a tokenizer");
+            req->constraint.emplace(options.schema, index_);
+        }
+        if (tokenizer_) req->stream.emplace(*tokenizer_, true);
+        std::future<GenerateResult> future = req->done.get_future();
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            Session& sess = session(id);
+            const int64_t total = sess.past + static_cast<int64_t>(sess.pending.size() + req->input.tokens.size()) + options.max_tokens;
+            if (total > model_->limits().max_context) {
+                throw Error(ErrorKind::kResourceExhausted, "session " + std::to_string(id) + " would reach " + std::to_string(total) +
+                                                               " tokens, over the engine's context limit of " + std::to_string(model_->limits().max_context));
+            }
+            if (pages_for(total) > model_->limits().kv_pages) throw Error(ErrorKind::kResourceExhausted, "the request needs more KV pages than the pool holds");
+            waiting_.push_back(std::move(req));
+        }
+        cv_.notify_all();
+        return future.get();
+    }
+
+private:
+    int64_t pages_for(int64_t tokens) const { return (tokens + model_->limits().page_size - 1) / model_->limits().page_size; }
+
+    Session& session(SessionId id) {
+        auto it = sessions_.find(id);
+        if (it == sessions_.end()) throw Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(id));
+        return it->second;
+    }
+
+    // --- resources (mu_ held) ---------------------------------------------------------------------
+
+    void release_resident(Session& s) {
+        if (s.slot >= 0) free_slots_.push_back(s.slot);
+        free_pages_.insert(free_pages_.end(), s.pages.begin(), s.pages.end());
+        s.slot = -1;
+        s.pages.clear();
+    }
+
+    // Moves the least recently used idle resident session to host memory. False if none.
+    bool offload_one() {
+        Session* victim = nullptr;
+        for (auto& [id, s] : sessions_) {
+            if (s.busy || s.slot < 0) continue;
+            if (!victim || s.last_used < victim->last_used) victim = &s;
+        }
+        if (!victim) return false;
+        {
+            std::lock_guard<std::mutex> gpu(gpu_mu_);
+            model_->save_slot(victim->slot, victim->host_state);
+            const int64_t used = pages_for(victim->past);
+            model_->save_pages(std::vector<int32_t>(victim->pages.begin(), victim->pages.begin() + used), victim->host_kv);
+            victim->host_pages = used;
+        }
+        release_resident(*victim);
+        ++stats_.offloads;
+        return true;
+    }
+
+    // Gives the request's session a slot and pages for its whole request; false if the GPU is full of
+    // busy sessions (the request waits).
+    bool admit(Request& req) {
+        Session& s = session(req.session);
+        req.tokens = s.pending;
+        req.tokens.insert(req.tokens.end(), req.input.tokens.begin(), req.input.tokens.end());
+        const int64_t need_pages = pages_for(s.past + static_cast<int64_t>(req.tokens.size()) + req.options.max_tokens);
+        const int64_t have_pages = s.slot >= 0 ? static_cast<int64_t>(s.pages.size()) : 0;
+        const int64_t extra = std::max<int64_t>(0, need_pages - have_pages);
+        const int64_t want_pages = s.slot < 0 ? need_pages : extra;
+        s.busy = true;  // not a candidate for offloading while we make room for it
+        while ((s.slot < 0 && free_slots_.empty()) || static_cast<int64_t>(free_pages_.size()) < want_pages) {
+            if (!offload_one()) {
+                s.busy = false;
+                return false;
+            }
+        }
+        if (s.slot < 0) {
+            s.slot = free_slots_.back();
+            free_slots_.pop_back();
+            const bool restore = !s.host_state.empty();
+            for (int64_t i = 0; i < need_pages; ++i) {
+                s.pages.push_back(free_pages_.back());
+                free_pages_.pop_back();
+            }
+            if (restore) {
+                std::lock_guard<std::mutex> gpu(gpu_mu_);
+                model_->load_slot(s.slot, s.host_state);
+                model_->load_pages(std::vector<int32_t>(s.pages.begin(), s.pages.begin() + s.host_pages), s.host_kv);
+                s.host_state.clear();
+                s.host_kv.clear();
+                ++stats_.restores;
+            }
+        } else {
+            for (int64_t i = 0; i < extra; ++i) {
+                s.pages.push_back(free_pages_.back());
+                free_pages_.pop_back();
+            }
+        }
+        s.pending.clear();
+        s.busy = true;
+        s.last_used = ++clock_;
+        return true;
+    }
+
+    // Finds arena rows for the request's images (cache hits copied, misses encoded). False if the
+    // arena is full of pinned regions.
+    bool place_images(Request& req) {
+        if (req.input.images.empty()) return true;
+        int64_t rows = 0;
+        for (const PreparedImage& img : req.input.images) rows += img.n_rows;
+        int64_t first = -1;
+        for (;;) {
+            for (auto& [start, len] : free_image_rows_) {
+                if (len >= rows) {
+                    first = start;
+                    break;
+                }
+            }
+            if (first >= 0) break;
+            if (!evict_image_region()) return false;
+        }
+        take_image_rows(first, rows);
+        ImageRegion region;
+        region.first = first, region.rows = rows, region.pins = 1, region.last_used = ++clock_;
+        std::lock_guard<std::mutex> gpu(gpu_mu_);
+        int64_t at = first;
+        for (const PreparedImage& img : req.input.images) {
+            auto hit = image_cache_.find(img.hash);
+            if (hit != image_cache_.end()) {
+                model_->put_image_rows(model_->image_rows() + hit->second * model_->config().llm.hidden_size, img.n_rows, at);
+                ++stats_.image_cache_hits;
+            } else {
+                model_->encode_images(img.tiles.pixels.data(), img.tiles.plan.n_tiles, at);
+                ++stats_.image_cache_misses;
+            }
+            region.entries.emplace_back(img.hash, at - first);
+            at += img.n_rows;
+        }
+        for (const auto& [hash, off] : region.entries) image_cache_[hash] = first + off;
+        regions_[first] = std::move(region);
+        req.image_region = first;
+        return true;
+    }
+
+    void take_image_rows(int64_t first, int64_t rows) {
+        auto it = free_image_rows_.find(first);
+        const int64_t len = it->second;
+        free_image_rows_.erase(it);
+        if (len > rows) free_image_rows_[first + rows] = len - rows;
+    }
+
+    void give_image_rows(int64_t first, int64_t rows) {
+        auto [it, ok] = free_image_rows_.emplace(first, rows);
+        auto next = std::next(it);
+        if (next != free_image_rows_.end() && it->first + it->second == next->first) {
+            it->second += next->second;
+            free_image_rows_.erase(next);
+        }
+        if (it != free_image_rows_.begin()) {
+            auto prev = std::prev(it);
+            if (prev->first + prev->second == it->first) {
+                prev->second += it->second;
+                free_image_rows_.erase(it);
+            }
+        }
+    }
+
+    bool evict_image_region() {
+        auto victim = regions_.end();
+        for (auto it = regions_.begin(); it != regions_.end(); ++it) {
+            if (it->second.pins == 0 && (victim == regions_.end() || it->second.last_used < victim->second.last_used)) victim = it;
+        }
+        if (victim == regions_.end()) return false;
+        for (const auto& [hash, off] : victim->second.entries) {
+            auto hit = image_cache_.find(hash);
+            if (hit != image_cache_.end() && hit->second == victim->second.first + off) image_cache_.erase(hit);
+        }
+        give_image_rows(victim->second.first, victim->second.rows);
+        regions_.erase(victim);
+        return true;
+    }
+
+    // --- the scheduler ------------------------------------------------------------------------------
+
+    void loop() {
+        SURF_CUDA_CHECK(cudaSetDevice(options_.device));
+        for (;;) {
+            {
+                std::unique_lock<std::mutex> lock(mu_);
+                cv_.wait(lock, [&] { return stop_ || !waiting_.empty() || !running_.empty(); });
+                if (stop_) {
+                    fail_all(lock);
+                    return;
+                }
+                admit_waiting();
+            }
+            if (!running_.empty()) step();
+        }
+    }
+
+    void fail_all(std::unique_lock<std::mutex>&) {
+        for (auto& r : waiting_) r->done.set_exception(std::make_exception_ptr(Error(ErrorKind::kCancelled, "the engine is shutting down")));
+        for (auto& r : running_) r->done.set_exception(std::make_exception_ptr(Error(ErrorKind::kCancelled, "the engine is shutting down")));
+        waiting_.clear();
+        running_.clear();
+    }
+
+    void admit_waiting() {
+        const int64_t max_running = model_->limits().max_seqs;
+        for (auto it = waiting_.begin(); it != waiting_.end() && static_cast<int64_t>(running_.size()) < max_running;) {
+            Request& req = **it;
+            auto sit = sessions_.find(req.session);
+            if (sit == sessions_.end()) {
+                req.done.set_exception(std::make_exception_ptr(Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(req.session))));
+                it = waiting_.erase(it);
+                continue;
+            }
+            if (sit->second.busy) {  // one request per session at a time, in arrival order
+                ++it;
+                continue;
+            }
+            if (!admit(req)) break;
+            try {
+                if (!place_images(req)) {
+                    unadmit(req);
+                    break;
+                }
+            } catch (const Error&) {
+                unadmit(req);
+                req.done.set_exception(std::current_exception());
+                it = waiting_.erase(it);
+                continue;
+            }
+            if (req.tokens.empty()) {
+                unadmit(req);
+                req.done.set_exception(std::make_exception_ptr(Error(ErrorKind::kInvalidArgument, "generate: nothing to prefill")));
+                it = waiting_.erase(it);
+                continue;
+            }
+            req.result.image_tokens = req.input.image_tokens;
+            running_.push_back(std::move(*it));
+            it = waiting_.erase(it);
+        }
+    }
+
+    void unadmit(Request& req) {
+        Session& s = session(req.session);
+        s.busy = false;
+        s.pending = std::vector<int32_t>(req.tokens.begin(), req.tokens.begin() + static_cast<long>(req.tokens.size() - req.input.tokens.size()));
+        idle_cv_.notify_all();
+    }
+
+    // One batched step over the running requests: decode rows first (the model's order), then prefill
+    // chunks within the token budget.
+    void step() {
+        const auto t0 = Clock::now();
+        const GpuLimits& L = model_->limits();
+        std::vector<SeqStep> decode_rows, prefill_rows;
+        std::vector<Request*> decode_owners, prefill_owners;
+        std::vector<uint64_t> decode_steps, prefill_steps;  // sampling counters: position of the sampled-from token
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            int64_t budget = std::min(options_.prefill_chunk, L.max_tokens);
+            for (auto& r : running_) {
+                if (!r->decoding) continue;
+                const Session& s = sessions_.at(r->session);
+                SeqStep q;
+                q.slot = s.slot, q.past = s.past, q.tokens = {r->last_token}, q.pages = s.pages;
+                decode_steps.push_back(static_cast<uint64_t>(s.past));
+                decode_rows.push_back(std::move(q));
+                decode_owners.push_back(r.get());
+            }
+            budget = std::min(budget, L.max_tokens - static_cast<int64_t>(decode_rows.size()));
+            for (auto& r : running_) {
+                if (r->decoding || budget <= 0 || static_cast<int64_t>(decode_rows.size() + prefill_rows.size()) >= L.max_seqs) continue;
+                const Session& s = sessions_.at(r->session);
+                const int64_t n = std::min(static_cast<int64_t>(r->tokens.size()) - r->prefill_pos, budget);
+                SeqStep q;
+                q.slot = s.slot, q.past = s.past, q.pages = s.pages;
+                q.tokens.assign(r->tokens.begin() + r->prefill_pos, r->tokens.begin() + r->prefill_pos + n);
+                if (r->image_region >= 0) q.image_row = r->image_region + image_rows_before(*r, r->prefill_pos);
+                budget -= n;
+                // A one-token chunk on a sequence with state runs as a decode row.
+                const bool as_decode = q.is_decode();
+                (as_decode ? decode_steps : prefill_steps).push_back(static_cast<uint64_t>(s.past + n - 1));
+                (as_decode ? decode_rows : prefill_rows).push_back(std::move(q));
+                (as_decode ? decode_owners : prefill_owners).push_back(r.get());
+            }
+        }
+        const int64_t n_dec = static_cast<int64_t>(decode_rows.size());
+        std::vector<SeqStep> seqs = std::move(decode_rows);
+        seqs.insert(seqs.end(), std::make_move_iterator(prefill_rows.begin()), std::make_move_iterator(prefill_rows.end()));
+        std::vector<Request*> owners = std::move(decode_owners);
+        owners.insert(owners.end(), prefill_owners.begin(), prefill_owners.end());
+        std::vector<uint64_t> steps = std::move(decode_steps);
+        steps.insert(steps.end(), prefill_steps.begin(), prefill_steps.end());
+        if (seqs.empty()) return;
+        const bool decode_only = std::all_of(owners.begin(), owners.end(), [](const Request* r) { return r->decoding; });
+
+        {
+            std::lock_guard<std::mutex> gpu(gpu_mu_);
+            model_->forward(seqs);
+        }
+        // Rows that sample: decode rows, and prefill rows whose chunk ends the prompt.
+        std::vector<int64_t> sample_rows;
+        for (size_t i = 0; i < seqs.size(); ++i) {
+            const Request& r = *owners[i];
+            if (r.decoding || r.prefill_pos + static_cast<int64_t>(seqs[i].tokens.size()) == static_cast<int64_t>(r.tokens.size())) {
+                sample_rows.push_back(static_cast<int64_t>(i));
+            }
+        }
+        const std::vector<int32_t> sampled = sample(owners, steps, sample_rows);
+
+        std::lock_guard<std::mutex> lock(mu_);
+        const double dt = since(t0);
+        ++stats_.steps;
+        stats_.step_seconds += dt;
+        if (decode_only) {
+            ++stats_.decode_only_steps;
+            stats_.decode_only_seconds += dt;
+            stats_.decode_only_rows += n_dec;
+            for (const SeqStep& q : seqs) stats_.decode_only_context += q.past + 1;
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < seqs.size(); ++i) {
+            Request& r = *owners[i];
+            Session& s = sessions_.at(r.session);
+            const int64_t n = static_cast<int64_t>(seqs[i].tokens.size());
+            s.past += n;
+            if (r.decoding) {
+                ++stats_.decode_tokens;
+            } else {
+                r.prefill_pos += n;
+                stats_.prefill_tokens += n;
+                r.result.prefill_tokens += n;
+            }
+            if (k < sample_rows.size() && sample_rows[k] == static_cast<int64_t>(i)) {
+                if (!r.decoding) {
+                    r.decoding = true;
+                    r.result.prefill_seconds = since(r.started);
+                    stats_.image_tokens += r.input.image_tokens;
+                    if (r.image_region >= 0) unpin(r.image_region);
+                }
+                accept_token(r, sampled[k]);
+                ++k;
+            }
+        }
+        finish_done();
+    }
+
+    int64_t image_rows_before(const Request& r, int64_t pos) const {
+        // Image rows consumed by tokens [0, pos) of r.tokens (input images start after the pending tokens).
+        const int64_t offset = static_cast<int64_t>(r.tokens.size() - r.input.tokens.size());
+        int64_t rows = 0;
+        for (const PreparedImage& img : r.input.images) {
+            const int64_t begin = offset + img.first_token, end = begin + img.n_rows;
+            rows += std::clamp<int64_t>(pos - begin, 0, end - begin);
+        }
+        return rows;
+    }
+
+    void unpin(int64_t region) {
+        auto it = regions_.find(region);
+        if (it != regions_.end() && it->second.pins > 0) {
+            --it->second.pins;
+            it->second.last_used = ++clock_;
+        }
+    }
+
+    // Samples the logits rows of the given sequences on the GPU (each sequence has one logits row, its
+    // last token); masks for constrained rows are computed on the host.
+    std::vector<int32_t> sample(const std::vector<Request*>& owners, const std::vector<uint64_t>& steps, const std::vector<int64_t>& rows) {
+        if (rows.empty()) return {};
+        const int64_t V = model_->config().llm.vocab_size;
+        const size_t n = rows.size(), cap = static_cast<size_t>(model_->limits().max_logit_rows);
+        auto* temp = sample_host_.as<float>();
+        auto* top_k = reinterpret_cast<int32_t*>(temp + cap);
+        auto* top_p = reinterpret_cast<float*>(top_k + cap);
+        auto* seed = reinterpret_cast<uint64_t*>(top_p + cap);
+        auto* step = seed + cap;
+        auto* masks = reinterpret_cast<uint32_t*>(step + cap);
+        bool any_mask = false;
+        std::vector<int32_t> forced(n, -1);
+        for (size_t i = 0; i < n; ++i) {
+            const Request& r = *owners[static_cast<size_t>(rows[i])];
+            const SamplingParams& sp = r.options.sampling;
+            temp[i] = sp.temperature, top_k[i] = sp.top_k, top_p[i] = sp.top_p, seed[i] = sp.seed;
+            step[i] = steps[static_cast<size_t>(rows[i])];
+            any_mask |= r.constraint.has_value();
+        }
+        if (any_mask) {
+            for (size_t i = 0; i < n; ++i) {
+                const Request& r = *owners[static_cast<size_t>(rows[i])];
+                uint32_t* m = masks + i * mask_words_;
+                if (!r.constraint) {
+                    std::fill(m, m + mask_words_, ~0u);
+                    continue;
+                }
+                std::fill(m, m + mask_words_, 0u);
+                const std::vector<int64_t> stops = stop_ids(r);
+                if (r.constraint->is_complete()) {
+                    forced[i] = stops.empty() ? -1 : static_cast<int32_t>(stops.front());
+                    continue;
+                }
+                r.constraint->fill_allowed(m);
+                if (r.constraint->can_end()) {
+                    for (int64_t s : stops) m[s / 32] |= 1u << (s % 32);
+                }
+            }
+        }
+        std::lock_guard<std::mutex> gpu(gpu_mu_);
+        const size_t param_bytes = cap * (4 + 4 + 4 + 8 + 8);
+        SURF_CUDA_CHECK(cudaMemcpyAsync(sample_dev_.get(), sample_host_.get(), param_bytes + (any_mask ? n * mask_words_ * 4 : 0), cudaMemcpyHostToDevice,
+                                        model_->stream()));
+        auto* dtemp = sample_dev_.as<float>();
+        auto* dtop_k = reinterpret_cast<int32_t*>(dtemp + cap);
+        auto* dtop_p = reinterpret_cast<float*>(dtop_k + cap);
+        auto* dseed = reinterpret_cast<uint64_t*>(dtop_p + cap);
+        auto* dstep = dseed + cap;
+        auto* dmask = reinterpret_cast<uint32_t*>(dstep + cap);
+        // Logits row i belongs to sequence i; sampled rows come in runs of consecutive sequences.
+        size_t i = 0;
+        while (i < n) {
+            size_t j = i + 1;
+            while (j < n && rows[j] == rows[j - 1] + 1) ++j;
+            surf::kernels::cuda::SamplingParams p;
+            p.logits = model_->logits() + rows[i] * V;
+            p.temperature = dtemp + i, p.top_k = dtop_k + i, p.top_p = dtop_p + i, p.seed = dseed + i, p.step = dstep + i;
+            p.allowed = any_mask ? dmask + i * mask_words_ : nullptr;
+            p.tokens = tokens_dev_.as<int32_t>() + i;
+            p.rows = static_cast<int64_t>(j - i), p.vocab = V, p.logits_stride = V, p.allowed_stride = static_cast<int64_t>(mask_words_);
+            surf::kernels::cuda::sample_tokens(p, model_->stream());
+            i = j;
+        }
+        SURF_CUDA_CHECK(cudaMemcpyAsync(tokens_host_.get(), tokens_dev_.get(), n * 4, cudaMemcpyDeviceToHost, model_->stream()));
+        SURF_CUDA_CHECK(cudaStreamSynchronize(model_->stream()));
+        std::vector<int32_t> out(n);
+        for (size_t k = 0; k < n; ++k) out[k] = forced[k] >= 0 ? forced[k] : tokens_host_.as<int32_t>()[k];
+        return out;
+    }
+
+    std::vector<int64_t> stop_ids(const Request& r) const {
+        if (!r.options.stop_ids.empty()) return std::vector<int64_t>(r.options.stop_ids.begin(), r.options.stop_ids.end());
+        if (r.options.ignore_eos) return {};
+        return model_->config().eos_token_ids;
+    }
+
+    // mu_ held. Records a sampled token; marks the request finished on a stop id, max_tokens or cancel.
+    void accept_token(Request& r, int32_t token) {
+        GenerateResult& res = r.result;
+        if (res.tokens.empty()) r.first_token_time = Clock::now();
+        if (token < 0) {
+            finish(r, FinishReason::kStop, token, Error(ErrorKind::kModelOutput, "the output constraint allows no token"));
+            return;
+        }
+        res.tokens.push_back(token);
+        const std::vector<int64_t> stops = stop_ids(r);
+        if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+            finish(r, FinishReason::kStop, token);
+            return;
+        }
+        if (r.constraint && !r.constraint->try_accept(token)) {
+            finish(r, FinishReason::kStop, token, Error(ErrorKind::kModelOutput, "sampled token " + std::to_string(token) + " broke the output constraint"));
+            return;
+        }
+        if (r.stream) {
+            const std::string piece = r.stream->push(token);
+            res.text += piece;
+            if (r.options.on_text && !piece.empty() && !r.options.on_text(piece)) {
+                finish(r, FinishReason::kCancelled, token);
+                return;
+            }
+        }
+        if (static_cast<int64_t>(res.tokens.size()) >= r.options.max_tokens) {
+            finish(r, FinishReason::kLength, token);
+            return;
+        }
+        r.last_token = token;
+    }
+
+    void finish(Request& r, FinishReason reason, int32_t last, std::optional<Error> error = std::nullopt) {
+        Session& s = sessions_.at(r.session);
+        if (last >= 0) s.pending = {last};
+        if (r.stream) {
+            const std::string tail = r.stream->flush();
+            r.result.text += tail;
+            if (r.options.on_text && !tail.empty()) r.options.on_text(tail);
+        }
+        // Keep the pages that hold the state; return the reserved rest.
+        const int64_t keep = pages_for(s.past + 1);
+        while (static_cast<int64_t>(s.pages.size()) > keep) {
+            free_pages_.push_back(s.pages.back());
+            s.pages.pop_back();
+        }
+        s.busy = false;
+        s.last_used = ++clock_;
+        r.result.finish = reason;
+        r.result.session_tokens = s.past + static_cast<int64_t>(s.pending.size());
+        r.result.decode_seconds = r.decoding ? since(r.first_token_time) : 0.0;
+        if (error) r.done.set_exception(std::make_exception_ptr(*error));
+        else r.done.set_value(std::move(r.result));
+        r.decoding = false;
+        r.prefill_pos = -1;  // marks done
+        idle_cv_.notify_all();
+    }
+
+    void finish_done() {
+        running_.erase(std::remove_if(running_.begin(), running_.end(), [](const std::unique_ptr<Request>& r) { return r->prefill_pos < 0; }),
+                       running_.end());
+    }
+
+    std::unique_ptr<GpuModel> model_;
+    std::optional<Tokenizer> tokenizer_;
+    CudaEngineOptions options_;
+    std::shared_ptr<const TokenIndex> index_;
+    ImageTokenIds image_ids_;
+    TilingConfig tiling_;
+    size_t mask_words_ = 0;
+
+    mutable std::mutex mu_;          // sessions, queues, resources, stats
+    std::mutex gpu_mu_;              // the model's stream and buffers
+    std::condition_variable cv_, idle_cv_;
+    bool stop_ = false;
+    std::thread worker_;
+    std::map<SessionId, Session> sessions_;
+    SessionId next_session_ = 1;
+    uint64_t clock_ = 0;
+    std::deque<std::unique_ptr<Request>> waiting_;
+    std::vector<std::unique_ptr<Request>> running_;
+    std::vector<int32_t> free_slots_, free_pages_;
+    std::map<int64_t, int64_t> free_image_rows_;  // first row → length
+    std::map<int64_t, ImageRegion> regions_;      // first row → region
+    std::unordered_map<uint64_t, int64_t> image_cache_;  // content hash → first row
+    PinnedBuffer sample_host_, tokens_host_;
+    DeviceBuffer sample_dev_, tokens_dev_;
+    EngineStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> open_cuda_engine(const std::string& model_dir, const CudaEngineOptions& options) {
+    SURF_CUDA_CHECK(cudaSetDevice(options.device));
+    auto model = GpuModel::load(model_dir, options.limits);
+    return std::make_unique<CudaEngine>(std::move(model), load_model_tokenizer(model_dir), options);
+}
+
+std::unique_ptr<Engine> open_random_cuda_engine(const ModelConfig& cfg, const CudaEngineOptions& options, uint64_t seed) {
+    SURF_CUDA_CHECK(cudaSetDevice(options.device));
+    auto model = GpuModel::random(cfg, options.limits, seed);
+    return std::make_unique<CudaEngine>(std::move(model), std::nullopt, options);
+}
+
+}  // namespace surf::model::cuda

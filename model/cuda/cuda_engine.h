@@ -1,0 +1,28 @@
+// The Engine on the GPU: continuous batching of many sessions over one GpuModel. A scheduler thread
+// admits requests (a state slot and KV pages for each; idle sessions are offloaded to host memory when
+// the GPU is full), encodes their images (with an image-embedding cache keyed by content), and runs
+// mixed steps: one decode row per generating request plus chunked prefill of new input within a token
+// budget. Sampling (with JSON-schema masks computed on the host while the GPU runs) happens on the GPU.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/cuda/gpu_model.h"
+#include "model/engine.h"
+
+namespace surf::model::cuda {
+
+struct CudaEngineOptions {
+    GpuLimits limits;
+    int device = 0;
+    int64_t prefill_chunk = 2048;  // prefill tokens per step (decode rows come on top, within limits.max_tokens)
+};
+
+std::unique_ptr<Engine> open_cuda_engine(const std::string& model_dir, const CudaEngineOptions& options);
+
+// An engine over random weights drawn on the GPU from `cfg` (benchmarks); it has no tokenizer, so
+// callers pass token-id parts and images.
+std::unique_ptr<Engine> open_random_cuda_engine(const ModelConfig& cfg, const CudaEngineOptions& options, uint64_t seed);
+
+}  // namespace surf::model::cuda
