@@ -2,7 +2,8 @@
 // fixture model through the CPU engine and the public API (agent/agent.h). The model's output is random but
 // schema-constrained, so the runs exercise every path the loop has: a run finishes within its budget and
 // leaves a valid trace and report, the allow-list blocks a navigation, cut-off (malformed) output is retried
-// then recorded, and a Chromium killed mid-run is recorded while the run goes on.
+// then recorded, and a Chromium killed mid-run is recorded while the run goes on. The last case drives the
+// BrowserEnvironment directly (no model) to check each action lands where the mapped point says.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -14,7 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
+#include "agent/environment.h"
 #include "tests/browser/test_http_server.h"
+#include "tools/browser/browser.h"
+#include "tools/browser/browser_session.h"
 
 using namespace surf;
 using namespace surf::agent;
@@ -203,4 +207,53 @@ TEST_CASE("a browser killed mid-run is recorded and the run goes on") {
     CHECK(any_line_mentions(lines, "browser_restarted"));
     CHECK(agent->browser_pid() != killed_pid);
     fs::remove_all(dir);
+}
+
+TEST_CASE("BrowserEnvironment executes typed actions at mapped points on a real page (DSF 2)") {
+    test::TestHttpServer server(kPages);
+    tools::BrowserOptions bo;
+    auto browser = tools::Browser::launch(bo);
+    tools::SessionOptions so;
+    so.viewport.css_width = 320;
+    so.viewport.css_height = 240;
+    so.viewport.device_scale_factor = 2.0;
+    so.guard = tools::NavigationGuard({"127.0.0.1"}, {});
+    auto session = browser->new_session(so);
+    BrowserEnvironment env(*session, BrowserEnvironmentOptions{0.8, std::chrono::milliseconds(100), std::chrono::milliseconds(50)});
+    REQUIRE(env.open(server.url("/index.html")).ok);
+    Observation obs = env.observe();
+    REQUIRE(obs.image);
+    CHECK(obs.frame.width == 640);
+    CHECK(obs.frame.height == 480);
+    CHECK(obs.frame.pixels_per_css == doctest::Approx(2.0));
+    CHECK(obs.title == "Agent test shop");
+
+    // The red kettle box spans CSS x 10..300, y 160..200: its centre (155, 180) is (484, 750) in 0–1000.
+    const tools::CssPoint red = to_css(PointConvention::kNormalized1000, 484, 750, {640, 480}, obs.frame);
+    CHECK(red.x == doctest::Approx(154.88));
+    CHECK(red.y == doctest::Approx(180));
+    CHECK(env.execute(ClickAction{"red kettle", 484, 750}, red).ok);
+    CHECK(session->evaluate("document.getElementById('c').textContent") == "clicked");
+
+    // Write into the search box (CSS 10..210 × 10..~30) given in pixels of a half-size sent image, then Go.
+    const tools::CssPoint box = to_css(PointConvention::kImagePixels, 100, 20, {320, 240}, obs.frame);
+    CHECK(env.execute(WriteAction{"kettle", "search box", 0, 0, true, false}, box).ok);
+    CHECK(env.execute(WriteAction{"blue kettle", "search box", 0, 0, true, false}, box).ok);  // cleared first
+    CHECK(env.execute(ClickAction{"Go", 0, 0}, tools::CssPoint{260, 22}).ok);
+    CHECK(session->evaluate("document.getElementById('out').textContent") == "searched: blue kettle");
+
+    CHECK(env.execute(ScrollAction{ScrollDirection::kDown}, std::nullopt).ok);
+    CHECK(session->evaluate("window.scrollY").get<double>() > 100);
+
+    CHECK(env.execute(GotoAction{server.url("/page2.html")}, std::nullopt).ok);
+    CHECK(env.observe().title == "Blue kettle");
+    CHECK(env.execute(BackAction{}, std::nullopt).ok);
+    CHECK(env.observe().title == "Agent test shop");
+    // A denied navigation is an outcome, not an exception.
+    const ActionOutcome denied = env.execute(GotoAction{"http://blocked.example.com/"}, std::nullopt);
+    CHECK_FALSE(denied.ok);
+    CHECK(denied.error_kind == "navigation_denied");
+    // A click without a point is refused.
+    CHECK_FALSE(env.execute(ClickAction{"x", 1, 1}, std::nullopt).ok);
+    browser->shutdown();
 }

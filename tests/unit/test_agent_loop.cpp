@@ -41,6 +41,7 @@ public:
     std::map<model::SessionId, int64_t> tokens;
     std::map<model::SessionId, std::string> roles;
     int open_sessions = 0;
+    bool cut_next = false;  // the next reply ends by max_tokens (no stop token)
 
     const model::ModelConfig& config() const override { return config_; }
     const model::Tokenizer& tokenizer() const override { return tokenizer_; }
@@ -86,6 +87,9 @@ public:
         if (script.size() > 1) script.pop_front();
         if (options.on_text && !options.on_text(r.text)) {
             r.finish = model::FinishReason::kCancelled;
+        } else if (cut_next) {
+            cut_next = false;
+            r.finish = model::FinishReason::kLength;
         } else {
             r.finish = model::FinishReason::kStop;
             r.tokens = {12};
@@ -424,4 +428,38 @@ TEST_CASE("the report draws the click point over the screenshot") {
     CHECK(html.find("a &lt;b&gt;note&lt;/b&gt;") != std::string::npos);
     CHECK(html.find("<b>note</b>") == std::string::npos);
     std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a reply cut by max_tokens is followed by the template's whole closing") {
+    ScriptedEngine engine;
+    engine.scripts["policy"] = {"{\"a\":", "{\"b\":2}"};
+    engine.cut_next = true;
+    const auto tmpl = model::ChatTemplate::from_file(SURF_SOURCE_DIR "/prompts/chat_template_nemotron_nano_v2_vl.jinja");
+    Conversation conv(engine, tmpl, {});
+    conv.reset({Message{"system", "S", {}}});
+    TurnReport t1 = conv.ask(Message{"user", "one", {}}, {});
+    CHECK(t1.feed_mode == "fresh");
+    CHECK(t1.result.finish == model::FinishReason::kLength);
+    TurnReport t2 = conv.ask(Message{"user", "two", {}}, {});
+    CHECK(t2.feed_mode == "splice");
+    // No stop token was sampled, so the splice supplies the template's "\n<SPECIAL_12>\n" itself.
+    CHECK(engine.calls[1].text.rfind("\n<SPECIAL_12>\n<SPECIAL_11>User\ntwo", 0) == 0);
+}
+
+TEST_CASE("past the session token budget the policy rebuilds its session with the last k screenshots") {
+    Fixture f;
+    f.profile.max_session_tokens = 1000;  // the scripted engine counts characters: every step exceeds it
+    f.profile.screenshots_on_restart = 2;
+    f.engine.scripts["policy"] = {step_json(kScroll), step_json(kScroll), step_json(kScroll), step_json(kAnswer)};
+    const RunResult r = f.run(options(4));
+    CHECK(r.status == RunStatus::kAnswered);
+    const auto calls = f.engine.of("policy");
+    REQUIRE(calls.size() == 4);
+    CHECK(calls[0].images == 1);
+    for (size_t i = 1; i < calls.size(); ++i) {
+        CHECK(calls[i].session != calls[i - 1].session);            // a fresh session each time
+        CHECK(calls[i].text.find("You are a web agent") != std::string::npos);  // with the system prompt
+        CHECK(calls[i].images == 2);                                 // and the last 2 screenshots
+        CHECK(calls[i].text.find("step " + std::to_string(i) + ": scroll down") != std::string::npos);  // history text
+    }
 }
