@@ -328,6 +328,8 @@ ModelConfig load_model_config(const std::string& dir) {
         cfg.image_start_token = s.str_or("img_start_token", cfg.image_start_token);
         cfg.image_end_token = s.str_or("img_end_token", cfg.image_end_token);
         cfg.image_context_token_id = s.int_or("img_context_token_id", s.int_or("image_token_index", -1));
+        cfg.image_start_token_id = s.int_or("img_start_token_id", -1);
+        cfg.image_end_token_id = s.int_or("img_end_token_id", -1);
     } else if (cfg.architecture == "NemotronHForCausalLM" || cfg.architecture == "nemotron_h") {
         cfg.llm = parse_llm(Section{top, s.where});
     } else {

@@ -82,6 +82,8 @@ struct ModelConfig {
     std::string image_start_token = "<img>";
     std::string image_end_token = "</img>";
     int64_t image_context_token_id = -1;  // from config when present; otherwise from the tokenizer
+    int64_t image_start_token_id = -1;    // likewise (img_start_token_id / img_end_token_id)
+    int64_t image_end_token_id = -1;
     int64_t bos_token_id = -1;
     std::vector<int64_t> eos_token_ids;   // generation stops on any of these
 };

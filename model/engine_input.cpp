@@ -15,8 +15,8 @@ ImageTokenIds resolve_image_tokens(const ModelConfig& cfg, const Tokenizer* toke
         throw Error(ErrorKind::kFormat, cfg.dir + ": no token id for '" + text + "' (needed for images)");
     };
     ids.context = resolve(cfg.image_context_token, cfg.image_context_token_id);
-    ids.start = resolve(cfg.image_start_token, -1);
-    ids.end = resolve(cfg.image_end_token, -1);
+    ids.start = resolve(cfg.image_start_token, cfg.image_start_token_id);
+    ids.end = resolve(cfg.image_end_token, cfg.image_end_token_id);
     return ids;
 }
 
