@@ -14,9 +14,13 @@ constexpr size_t kMaxElementChars = 300;
 constexpr size_t kMaxContentChars = 4000;
 constexpr size_t kMaxUrlChars = 2048;
 
-[[noreturn]] void fail(const std::string& message) { throw Error(ErrorKind::kModelOutput, message); }
+[[noreturn]] void fail(const std::string& message) {
+    throw Error(ErrorKind::kModelOutput, message);
+}
 
-std::string shorten(const std::string& s, size_t n = 80) { return s.size() <= n ? s : s.substr(0, n) + "…"; }
+std::string shorten(const std::string& s, size_t n = 80) {
+    return s.size() <= n ? s : s.substr(0, n) + "…";
+}
 
 void check_fields(const nlohmann::json& obj, const std::string& where, const std::set<std::string>& allowed) {
     if (!obj.is_object()) fail(where + ": expected a JSON object, got " + shorten(obj.dump()));
@@ -25,8 +29,8 @@ void check_fields(const nlohmann::json& obj, const std::string& where, const std
     }
 }
 
-std::string get_string(const nlohmann::json& obj, const std::string& where, const std::string& key, size_t max_len,
-                       bool required = true, bool non_empty = false) {
+std::string get_string(const nlohmann::json& obj, const std::string& where, const std::string& key,
+                       size_t max_len, bool required = true, bool non_empty = false) {
     auto it = obj.find(key);
     if (it == obj.end()) {
         if (required) fail(where + "." + key + ": missing");
@@ -34,7 +38,8 @@ std::string get_string(const nlohmann::json& obj, const std::string& where, cons
     }
     if (!it->is_string()) fail(where + "." + key + ": expected a string, got " + shorten(it->dump()));
     std::string s = it->get<std::string>();
-    if (s.size() > max_len) fail(where + "." + key + ": longer than " + std::to_string(max_len) + " characters");
+    if (s.size() > max_len)
+        fail(where + "." + key + ": longer than " + std::to_string(max_len) + " characters");
     if (non_empty && s.find_first_not_of(" \t\r\n") == std::string::npos) fail(where + "." + key + ": empty");
     return s;
 }
@@ -42,12 +47,13 @@ std::string get_string(const nlohmann::json& obj, const std::string& where, cons
 int get_int(const nlohmann::json& obj, const std::string& where, const std::string& key, int lo, int hi) {
     auto it = obj.find(key);
     if (it == obj.end()) fail(where + "." + key + ": missing");
-    if (!it->is_number()) fail(where + "." + key + ": expected an integer in [" + std::to_string(lo) + ", " +
-                               std::to_string(hi) + "], got " + shorten(it->dump()));
+    if (!it->is_number())
+        fail(where + "." + key + ": expected an integer in [" + std::to_string(lo) + ", " +
+             std::to_string(hi) + "], got " + shorten(it->dump()));
     const double v = it->get<double>();
     if (!std::isfinite(v) || v != std::floor(v) || v < lo || v > hi) {
-        fail(where + "." + key + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-             "], got " + shorten(it->dump()));
+        fail(where + "." + key + ": expected an integer in [" + std::to_string(lo) + ", " +
+             std::to_string(hi) + "], got " + shorten(it->dump()));
     }
     return static_cast<int>(v);
 }
@@ -59,7 +65,9 @@ bool get_bool(const nlohmann::json& obj, const std::string& where, const std::st
     return it->get<bool>();
 }
 
-std::string quoted(const std::string& s) { return "\"" + shorten(s, 60) + "\""; }
+std::string quoted(const std::string& s) {
+    return "\"" + shorten(s, 60) + "\"";
+}
 
 }  // namespace
 
@@ -74,7 +82,8 @@ const char* scroll_direction_name(ScrollDirection d) {
 }
 
 const char* action_name(const Action& action) {
-    static const char* const kNames[] = {"click", "write", "scroll", "goto", "back", "refresh", "wait", "answer"};
+    static const char* const kNames[] = {"click", "write",   "scroll", "goto",
+                                         "back",  "refresh", "wait",   "answer"};
     return kNames[action.index()];
 }
 
@@ -82,7 +91,9 @@ bool needs_point(const Action& action) {
     return std::holds_alternative<ClickAction>(action) || std::holds_alternative<WriteAction>(action);
 }
 
-bool is_answer(const Action& action) { return std::holds_alternative<AnswerAction>(action); }
+bool is_answer(const Action& action) {
+    return std::holds_alternative<AnswerAction>(action);
+}
 
 std::string action_target(const Action& action) {
     if (auto* c = std::get_if<ClickAction>(&action)) return c->element;
@@ -126,14 +137,22 @@ std::string describe_action(const Action& action) {
     return std::visit(
         [](const auto& a) -> std::string {
             using T = std::decay_t<decltype(a)>;
-            if constexpr (std::is_same_v<T, ClickAction>) return "click " + quoted(a.element);
-            else if constexpr (std::is_same_v<T, WriteAction>) return "write " + quoted(a.content) + " into " + quoted(a.element);
-            else if constexpr (std::is_same_v<T, ScrollAction>) return std::string("scroll ") + scroll_direction_name(a.direction);
-            else if constexpr (std::is_same_v<T, GotoAction>) return "goto " + a.url;
-            else if constexpr (std::is_same_v<T, BackAction>) return "back";
-            else if constexpr (std::is_same_v<T, RefreshAction>) return "refresh";
-            else if constexpr (std::is_same_v<T, WaitAction>) return "wait " + std::to_string(a.seconds) + "s";
-            else return "answer " + quoted(a.content);
+            if constexpr (std::is_same_v<T, ClickAction>)
+                return "click " + quoted(a.element);
+            else if constexpr (std::is_same_v<T, WriteAction>)
+                return "write " + quoted(a.content) + " into " + quoted(a.element);
+            else if constexpr (std::is_same_v<T, ScrollAction>)
+                return std::string("scroll ") + scroll_direction_name(a.direction);
+            else if constexpr (std::is_same_v<T, GotoAction>)
+                return "goto " + a.url;
+            else if constexpr (std::is_same_v<T, BackAction>)
+                return "back";
+            else if constexpr (std::is_same_v<T, RefreshAction>)
+                return "refresh";
+            else if constexpr (std::is_same_v<T, WaitAction>)
+                return "wait " + std::to_string(a.seconds) + "s";
+            else
+                return "answer " + quoted(a.content);
         },
         action);
 }
@@ -155,7 +174,8 @@ Action parse_action(const nlohmann::json& a, const std::string& where) {
     const auto coord = [&](const char* k) { return get_int(a, where, k, 0, kMaxCoordinate); };
     if (type == "click") {
         check_fields(a, where, {"type", "element", "x", "y"});
-        return ClickAction{get_string(a, where, "element", kMaxElementChars, true, true), coord("x"), coord("y")};
+        return ClickAction{get_string(a, where, "element", kMaxElementChars, true, true), coord("x"),
+                           coord("y")};
     }
     if (type == "write") {
         check_fields(a, where, {"type", "content", "element", "x", "y", "clear", "press_enter"});
@@ -221,7 +241,8 @@ LocalizerOutput parse_localizer_output(const std::string& text, double max_x, do
     const auto coord = [&](const char* key, double hi) {
         auto it = j.find(key);
         if (it == j.end()) fail(std::string("localizer output.") + key + ": missing");
-        if (!it->is_number()) fail(std::string("localizer output.") + key + ": expected a number, got " + shorten(it->dump()));
+        if (!it->is_number())
+            fail(std::string("localizer output.") + key + ": expected a number, got " + shorten(it->dump()));
         const double v = it->get<double>();
         if (!std::isfinite(v) || v < 0 || v > hi) {
             char buf[160];
@@ -247,7 +268,8 @@ Verdict parse_verdict(const std::string& text) {
         // WebVoyager's evaluator convention: the verdict is the last SUCCESS / NOT SUCCESS in the text.
         const size_t not_at = text.rfind("NOT SUCCESS");
         const size_t yes_at = text.rfind("SUCCESS");
-        if (yes_at == std::string::npos) fail("validator output: neither JSON nor a SUCCESS / NOT SUCCESS verdict: " + shorten(text, 200));
+        if (yes_at == std::string::npos)
+            fail("validator output: neither JSON nor a SUCCESS / NOT SUCCESS verdict: " + shorten(text, 200));
         Verdict v;
         v.success = not_at == std::string::npos || yes_at != not_at + 4;
         v.reason = shorten(text, 1000);

@@ -40,8 +40,8 @@ struct AnswerAction {
     std::string content;
 };
 
-using Action = std::variant<ClickAction, WriteAction, ScrollAction, GotoAction, BackAction, RefreshAction, WaitAction,
-                            AnswerAction>;
+using Action = std::variant<ClickAction, WriteAction, ScrollAction, GotoAction, BackAction, RefreshAction,
+                            WaitAction, AnswerAction>;
 
 // "click", "write", ... as the schema's `type` discriminator spells them.
 const char* action_name(const Action& action);

@@ -41,20 +41,24 @@ std::unique_ptr<Agent> Agent::create(const AgentConfig& config) {
         throw Error(ErrorKind::kUnsupported, "AgentConfig.backend \"cuda\": this build has no CUDA backend");
 #endif
     } else {
-        throw Error(ErrorKind::kInvalidArgument, "AgentConfig.backend \"" + config.backend + "\": expected cpu or cuda");
+        throw Error(ErrorKind::kInvalidArgument,
+                    "AgentConfig.backend \"" + config.backend + "\": expected cpu or cuda");
     }
     return std::make_unique<Agent>(std::move(engine), config);
 }
 
-Agent::Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config) : impl_(std::make_unique<Impl>()) {
+Agent::Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config)
+    : impl_(std::make_unique<Impl>()) {
     if (!engine) throw Error(ErrorKind::kInvalidArgument, "Agent: no engine");
     impl_->config = config;
     impl_->engine = std::move(engine);
     impl_->profile = load_profile(config.profile.empty() ? default_profile_path() : config.profile);
     if (!config.chat_template.empty()) {
-        impl_->chat_template = std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_file(config.chat_template));
+        impl_->chat_template =
+            std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_file(config.chat_template));
     } else {
-        impl_->chat_template = std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_model_dir(impl_->engine->config().dir));
+        impl_->chat_template = std::make_unique<model::ChatTemplate>(
+            model::ChatTemplate::from_model_dir(impl_->engine->config().dir));
     }
 }
 
@@ -62,7 +66,9 @@ Agent::~Agent() {
     if (impl_ && impl_->browser) impl_->browser->shutdown();
 }
 
-void Agent::cancel() { impl_->cancel.store(true); }
+void Agent::cancel() {
+    impl_->cancel.store(true);
+}
 
 int Agent::browser_pid() const {
     std::lock_guard<std::mutex> lock(impl_->browser_mutex);
@@ -90,7 +96,8 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
         so.viewport.css_width = options.viewport_width;
         so.viewport.css_height = options.viewport_height;
         so.viewport.device_scale_factor = options.device_scale_factor;
-        so.guard = tools::NavigationGuard(options.allow_domains, options.deny_domains, options.allow_file_urls);
+        so.guard =
+            tools::NavigationGuard(options.allow_domains, options.deny_domains, options.allow_file_urls);
         std::unique_ptr<tools::BrowserSession> session = impl_->browser->new_session(so);
         BrowserEnvironmentOptions eo;
         eo.max_wait = std::chrono::milliseconds(static_cast<int64_t>(options.max_wait_seconds * 1000));

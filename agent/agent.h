@@ -2,12 +2,10 @@
 //
 //   surf::agent::AgentConfig config;
 //   config.model_dir = "/models/holotron-12b";
-//   auto agent = surf::agent::Agent::create(config);           // loads the model once, launches Chromium lazily
-//   surf::agent::RunOptions run;
-//   run.task = "Find the price of ...";
-//   run.start_url = "https://example.com";
-//   run.allow_domains = {"example.com"};
-//   surf::agent::RunResult r = agent->run(run, [](const surf::agent::StepEvent& e) { ... });
+//   auto agent = surf::agent::Agent::create(config);           // loads the model once, launches Chromium
+//   lazily surf::agent::RunOptions run; run.task = "Find the price of ..."; run.start_url =
+//   "https://example.com"; run.allow_domains = {"example.com"}; surf::agent::RunResult r = agent->run(run,
+//   [](const surf::agent::StepEvent& e) { ... });
 //   // agent->cancel() from another thread ends a run early (status kCancelled).
 //
 // Every run: a fresh isolated browser context; policy → localizer → act → observe, with a validator on
@@ -33,11 +31,12 @@ class Browser;
 namespace surf::agent {
 
 struct AgentConfig {
-    std::string model_dir;        // checkpoint folder (config.json, safetensors, tokenizer files)
-    std::string profile;          // prompt profile JSON; "" = prompts/profile_holotron.json
-    std::string chat_template;    // a .jinja file overriding the checkpoint's template; "" = the checkpoint's
-    std::string backend = "cpu";  // "cpu" or "cuda" (when built with CUDA); or pass any engine to Agent(engine, config)
-    std::string chromium;         // Chromium binary; "" = the usual locations
+    std::string model_dir;      // checkpoint folder (config.json, safetensors, tokenizer files)
+    std::string profile;        // prompt profile JSON; "" = prompts/profile_holotron.json
+    std::string chat_template;  // a .jinja file overriding the checkpoint's template; "" = the checkpoint's
+    std::string backend =
+        "cpu";  // "cpu" or "cuda" (when built with CUDA); or pass any engine to Agent(engine, config)
+    std::string chromium;  // Chromium binary; "" = the usual locations
 };
 
 struct RunOptions {
@@ -47,8 +46,8 @@ struct RunOptions {
     int max_answer_attempts = 3;   // answers the validator may reject before the run fails
     double timeout_seconds = 600;  // wall time; past it the next step is the forced answer
     bool use_validator = true;
-    bool trust_policy_coordinates = false;  // skip the localizer and click where the policy pointed
-    std::vector<std::string> allow_domains; // empty = any host
+    bool trust_policy_coordinates = false;   // skip the localizer and click where the policy pointed
+    std::vector<std::string> allow_domains;  // empty = any host
     std::vector<std::string> deny_domains;
     bool allow_file_urls = false;
     int viewport_width = 1280, viewport_height = 720;
@@ -72,30 +71,30 @@ enum class StepEventKind { kStep, kAnswerRejected, kFinished };
 struct StepEvent {
     StepEventKind kind = StepEventKind::kStep;
     int step = 0;
-    std::string action;      // "click", "write", ... ("" when the policy produced nothing usable)
-    std::string target;      // element description or URL
-    std::string description; // one line, describe_action()
+    std::string action;       // "click", "write", ... ("" when the policy produced nothing usable)
+    std::string target;       // element description or URL
+    std::string description;  // one line, describe_action()
     bool has_point = false;
-    double x = 0, y = 0;     // CSS pixels clicked, when has_point
+    double x = 0, y = 0;  // CSS pixels clicked, when has_point
     std::string thought;
     std::string note;
-    std::string outcome;     // what the browser did, or the error
+    std::string outcome;  // what the browser did, or the error
     bool ok = true;
-    double seconds = 0;      // this step's wall time
-    double elapsed = 0;      // since the run began
+    double seconds = 0;  // this step's wall time
+    double elapsed = 0;  // since the run began
 };
 
 struct RunResult {
     RunStatus status = RunStatus::kNoAnswer;
     std::string answer;
-    bool validated = false;   // the validator accepted the answer
-    bool forced = false;      // the answer came from the forced last step
+    bool validated = false;  // the validator accepted the answer
+    bool forced = false;     // the answer came from the forced last step
     int steps = 0;
     int answer_attempts = 0;
     int model_calls = 0;
-    int errors = 0;           // steps that failed (malformed output after retries, browser faults)
+    int errors = 0;  // steps that failed (malformed output after retries, browser faults)
     double seconds = 0;
-    std::string error;        // for kError / kNoAnswer: why
+    std::string error;  // for kError / kNoAnswer: why
     std::string trace_dir;
 };
 

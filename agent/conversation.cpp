@@ -11,7 +11,8 @@ namespace {
 
 size_t count_of(const std::string& text, const std::string& needle) {
     size_t n = 0;
-    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size()))
+        ++n;
     return n;
 }
 
@@ -44,11 +45,16 @@ std::string sanitize_for_prompt(const std::string& text, const std::vector<std::
     return out;
 }
 
-Conversation::Conversation(model::Engine& engine, const model::ChatTemplate& chat_template, ConversationOptions options)
-    : engine_(engine), template_(chat_template), options_(std::move(options)),
+Conversation::Conversation(model::Engine& engine, const model::ChatTemplate& chat_template,
+                           ConversationOptions options)
+    : engine_(engine),
+      template_(chat_template),
+      options_(std::move(options)),
       special_strings_(markup_special_tokens(engine.tokenizer())) {}
 
-Conversation::~Conversation() { close(); }
+Conversation::~Conversation() {
+    close();
+}
 
 void Conversation::close() {
     if (open_) {
@@ -104,9 +110,12 @@ TurnReport Conversation::ask(Message user, model::GenerateOptions options) {
         // What the template writes after the reply's text (e.g. "\n<SPECIAL_12>\n"), less the stop token
         // the session already holds.
         const size_t reply_at = last_reply_.empty() ? std::string::npos : last_render_.rfind(last_reply_);
-        std::string closing = reply_at == std::string::npos ? "" : last_render_.substr(reply_at + last_reply_.size());
+        std::string closing =
+            reply_at == std::string::npos ? "" : last_render_.substr(reply_at + last_reply_.size());
         const size_t stop_at = closing.find(options_.stop_token);
-        if (stop_at != std::string::npos && starts_with(fed_.substr(fed_.size() - std::min(fed_.size(), options_.stop_token.size())), options_.stop_token)) {
+        if (stop_at != std::string::npos &&
+            starts_with(fed_.substr(fed_.size() - std::min(fed_.size(), options_.stop_token.size())),
+                        options_.stop_token)) {
             closing = closing.substr(stop_at + options_.stop_token.size());
         }
         if (reply_at != std::string::npos) {
@@ -129,9 +138,11 @@ TurnReport Conversation::ask(Message user, model::GenerateOptions options) {
     for (const Message& m : messages_) all_images.insert(all_images.end(), m.images.begin(), m.images.end());
     const size_t n_images = count_of(delta, "<image>");
     if (n_images > all_images.size()) {
-        throw Error(ErrorKind::kInvalidArgument, "conversation: the prompt mentions more images than were given");
+        throw Error(ErrorKind::kInvalidArgument,
+                    "conversation: the prompt mentions more images than were given");
     }
-    std::vector<std::shared_ptr<const model::Image>> images(all_images.end() - static_cast<long>(n_images), all_images.end());
+    std::vector<std::shared_ptr<const model::Image>> images(all_images.end() - static_cast<long>(n_images),
+                                                            all_images.end());
     const std::vector<model::InputPart> parts = model::interleave_images(delta, images);
 
     if (options.stop_ids.empty()) {

@@ -21,17 +21,17 @@
 namespace surf::agent {
 
 struct Message {
-    std::string role;  // system, user, assistant
-    std::string text;  // text first ...
+    std::string role;                                         // system, user, assistant
+    std::string text;                                         // text first ...
     std::vector<std::shared_ptr<const model::Image>> images;  // ... then these images
 };
 
 struct TurnReport {
     model::GenerateResult result;
-    std::string feed_mode;      // "prefix", "splice", "fresh"
-    int64_t fed_chars = 0;      // characters of text fed this turn
+    std::string feed_mode;  // "prefix", "splice", "fresh"
+    int64_t fed_chars = 0;  // characters of text fed this turn
     int images_fed = 0;
-    double latency_seconds = 0; // wall time of the engine call
+    double latency_seconds = 0;  // wall time of the engine call
 };
 
 struct ConversationOptions {
@@ -41,7 +41,8 @@ struct ConversationOptions {
 
 class Conversation {
 public:
-    Conversation(model::Engine& engine, const model::ChatTemplate& chat_template, ConversationOptions options);
+    Conversation(model::Engine& engine, const model::ChatTemplate& chat_template,
+                 ConversationOptions options);
     ~Conversation();
     Conversation(const Conversation&) = delete;
     Conversation& operator=(const Conversation&) = delete;
@@ -67,9 +68,9 @@ private:
     std::vector<Message> messages_;
     model::SessionId session_ = 0;
     bool open_ = false;
-    std::string fed_;           // everything the session holds, as text
-    std::string last_render_;   // render of messages_ (no generation prompt) after the last reply
-    std::string last_reply_;    // sanitised text of the last reply
+    std::string fed_;          // everything the session holds, as text
+    std::string last_render_;  // render of messages_ (no generation prompt) after the last reply
+    std::string last_reply_;   // sanitised text of the last reply
     int64_t session_tokens_ = 0;
     int fresh_starts_ = 0;
     std::vector<std::string> special_strings_;

@@ -26,9 +26,9 @@ struct ImageSize {
 
 // What a screenshot shows: its pixel size and the CSS region it covers (tools::Screenshot's fields).
 struct ScreenFrame {
-    int width = 0, height = 0;        // screenshot pixels
-    tools::CssRect css_region;        // CSS region of the viewport shown
-    double pixels_per_css = 1.0;      // device scale factor × clip scale
+    int width = 0, height = 0;    // screenshot pixels
+    tools::CssRect css_region;    // CSS region of the viewport shown
+    double pixels_per_css = 1.0;  // device scale factor × clip scale
     static ScreenFrame of(const tools::Screenshot& shot);
 };
 
@@ -43,10 +43,11 @@ double max_coordinate_y(PointConvention convention, ImageSize sent);
 // Maps a model point to CSS pixels of the viewport. The point must lie in [0, max]; the result is
 // clamped inside the CSS region (a normalised 1000 is the far edge, which is not a clickable pixel).
 // Throws Error(kModelOutput) naming the value when the point is out of range.
-tools::CssPoint to_css(PointConvention convention, double x, double y, ImageSize sent, const ScreenFrame& frame);
+tools::CssPoint to_css(PointConvention convention, double x, double y, ImageSize sent,
+                       const ScreenFrame& frame);
 
 // The inverse, for drawing and for tests: the CSS point as a point in the model's convention.
-void from_css(PointConvention convention, const tools::CssPoint& css, ImageSize sent, const ScreenFrame& frame,
-              double* x, double* y);
+void from_css(PointConvention convention, const tools::CssPoint& css, ImageSize sent,
+              const ScreenFrame& frame, double* x, double* y);
 
 }  // namespace surf::agent

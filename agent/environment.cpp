@@ -34,9 +34,11 @@ void BrowserEnvironment::drain_events(std::vector<std::string>* out) {
         // The relaunched browser lost the page: reopen where the agent was, so the run can go on.
         try {
             const tools::NavigationResult r = session_.navigate(last_url_);
-            pending_events_.push_back("reopened " + last_url_ + " after the browser restart: " + r.describe());
+            pending_events_.push_back("reopened " + last_url_ +
+                                      " after the browser restart: " + r.describe());
         } catch (const Error& e) {
-            pending_events_.push_back("could not reopen " + last_url_ + " after the browser restart: " + e.what());
+            pending_events_.push_back("could not reopen " + last_url_ +
+                                      " after the browser restart: " + e.what());
         }
     }
     if (out) {
@@ -106,7 +108,8 @@ ActionOutcome BrowserEnvironment::execute(const Action& action, std::optional<to
         }
         if (auto* s = std::get_if<ScrollAction>(&action)) {
             const tools::ViewportGeometry& v = session_.viewport();
-            const double dy = options_.scroll_fraction * v.css_height, dx = options_.scroll_fraction * v.css_width;
+            const double dy = options_.scroll_fraction * v.css_height,
+                         dx = options_.scroll_fraction * v.css_width;
             double sx = 0, sy = 0;
             switch (s->direction) {
                 case ScrollDirection::kUp: sy = -dy; break;
@@ -125,7 +128,8 @@ ActionOutcome BrowserEnvironment::execute(const Action& action, std::optional<to
         if (std::holds_alternative<BackAction>(action)) return session_.back().describe();
         if (std::holds_alternative<RefreshAction>(action)) return session_.reload().describe();
         if (auto* w = std::get_if<WaitAction>(&action)) {
-            const auto d = std::min<std::chrono::milliseconds>(std::chrono::seconds(w->seconds), options_.max_wait);
+            const auto d =
+                std::min<std::chrono::milliseconds>(std::chrono::seconds(w->seconds), options_.max_wait);
             std::this_thread::sleep_for(d);
             return "waited " + std::to_string(d.count()) + " ms";
         }

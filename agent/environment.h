@@ -27,13 +27,13 @@ struct Observation {
     ScreenFrame frame;
     std::string url;
     std::string title;
-    std::string error;                          // why there is no screenshot ("" when there is one)
-    std::vector<std::string> events;            // browser events since the last observation
+    std::string error;                // why there is no screenshot ("" when there is one)
+    std::vector<std::string> events;  // browser events since the last observation
 };
 
 struct ActionOutcome {
     bool ok = true;
-    std::string message;  // one line: what happened ("clicked (160, 120)", "navigation denied: ...")
+    std::string message;     // one line: what happened ("clicked (160, 120)", "navigation denied: ...")
     std::string error_kind;  // surf::ErrorKind name when !ok
 };
 

@@ -14,9 +14,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
-std::string shorten(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n) + "…"; }
+std::string shorten(const std::string& s, size_t n) {
+    return s.size() <= n ? s : s.substr(0, n) + "…";
+}
 
 }  // namespace
 
@@ -35,19 +39,24 @@ void validate_run_options(const RunOptions& o) {
     const auto bad = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, m); };
     if (o.task.find_first_not_of(" \t\r\n") == std::string::npos) bad("task: empty");
     if (o.start_url.empty()) bad("start_url: empty");
-    if (o.max_steps < 1 || o.max_steps > 1000) bad("max_steps: " + std::to_string(o.max_steps) + " is outside [1, 1000]");
+    if (o.max_steps < 1 || o.max_steps > 1000)
+        bad("max_steps: " + std::to_string(o.max_steps) + " is outside [1, 1000]");
     if (o.max_answer_attempts < 1 || o.max_answer_attempts > 100) {
         bad("max_answer_attempts: " + std::to_string(o.max_answer_attempts) + " is outside [1, 100]");
     }
     if (!(o.timeout_seconds > 0) || o.timeout_seconds > 86400) bad("timeout_seconds: must be in (0, 86400]");
-    if (o.viewport_width < 16 || o.viewport_height < 16 || o.viewport_width > 8192 || o.viewport_height > 8192) {
-        bad("viewport: " + std::to_string(o.viewport_width) + "x" + std::to_string(o.viewport_height) + " is outside 16..8192");
+    if (o.viewport_width < 16 || o.viewport_height < 16 || o.viewport_width > 8192 ||
+        o.viewport_height > 8192) {
+        bad("viewport: " + std::to_string(o.viewport_width) + "x" + std::to_string(o.viewport_height) +
+            " is outside 16..8192");
     }
     if (!(o.max_wait_seconds >= 0 && o.max_wait_seconds <= 600)) bad("max_wait_seconds: must be in [0, 600]");
-    if (!(o.device_scale_factor >= 0.25 && o.device_scale_factor <= 4)) bad("device_scale_factor: must be in [0.25, 4]");
+    if (!(o.device_scale_factor >= 0.25 && o.device_scale_factor <= 4))
+        bad("device_scale_factor: must be in [0.25, 4]");
 }
 
-std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const model::Image>& shot, const PromptProfile& p) {
+std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const model::Image>& shot,
+                                                  const PromptProfile& p) {
     if (!shot) return shot;
     const ImageSize fit = fit_size({shot->width, shot->height}, p.image_max_width, p.image_max_height);
     if (fit.width == shot->width && fit.height == shot->height) return shot;
@@ -81,22 +90,25 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
     Memory memory(options.task, std::max(profile.screenshots_on_restart, profile.validator_screenshots));
 
     if (trace) {
-        trace->write({{"type", "run_start"},
-                      {"task", options.task},
-                      {"start_url", options.start_url},
-                      {"max_steps", options.max_steps},
-                      {"max_answer_attempts", options.max_answer_attempts},
-                      {"timeout_s", options.timeout_seconds},
-                      {"use_validator", options.use_validator},
-                      {"trust_policy_coordinates", options.trust_policy_coordinates},
-                      {"allow_domains", options.allow_domains},
-                      {"profile", profile.name},
-                      {"backend", ctx.engine->backend_name()},
-                      {"viewport", {options.viewport_width, options.viewport_height, options.device_scale_factor}}});
+        trace->write(
+            {{"type", "run_start"},
+             {"task", options.task},
+             {"start_url", options.start_url},
+             {"max_steps", options.max_steps},
+             {"max_answer_attempts", options.max_answer_attempts},
+             {"timeout_s", options.timeout_seconds},
+             {"use_validator", options.use_validator},
+             {"trust_policy_coordinates", options.trust_policy_coordinates},
+             {"allow_domains", options.allow_domains},
+             {"profile", profile.name},
+             {"backend", ctx.engine->backend_name()},
+             {"viewport", {options.viewport_width, options.viewport_height, options.device_scale_factor}}});
     }
     const ActionOutcome opened = ctx.environment->open(options.start_url);
     std::string last_outcome = "opened " + options.start_url + ": " + opened.message;
-    if (trace) trace->write({{"type", "open"}, {"url", options.start_url}, {"ok", opened.ok}, {"message", opened.message}});
+    if (trace)
+        trace->write(
+            {{"type", "open"}, {"url", options.start_url}, {"ok", opened.ok}, {"message", opened.message}});
 
     const auto emit = [&](StepEvent e) {
         e.elapsed = since(t0);
@@ -136,8 +148,8 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
                 ts.error = e.what();
             }
         }
-        std::string observation = "URL " + (obs.url.empty() ? "(unknown)" : obs.url) + ", title \"" + shorten(obs.title, 120) +
-                                  "\". Last action: " + last_outcome + ".";
+        std::string observation = "URL " + (obs.url.empty() ? "(unknown)" : obs.url) + ", title \"" +
+                                  shorten(obs.title, 120) + "\". Last action: " + last_outcome + ".";
         for (const std::string& ev : obs.events) observation += " Browser event: " + ev + ".";
         if (!obs.error.empty()) observation += " " + obs.error + ".";
 
@@ -145,7 +157,8 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
         ev.step = step;
         PolicyOutput decision;
         try {
-            decision = policy.decide(memory, PolicyStepInput{step, options.max_steps, forced, observation, sent});
+            decision =
+                policy.decide(memory, PolicyStepInput{step, options.max_steps, forced, observation, sent});
         } catch (const Error& e) {
             if (e.kind() == ErrorKind::kCancelled) {
                 result.status = cancelled() ? RunStatus::kCancelled : RunStatus::kNoAnswer;
@@ -196,7 +209,8 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
                 Verdict verdict;
                 bool verdict_ok = true;
                 try {
-                    verdict = validator.judge(memory, answer->content, memory.recent_screenshots(profile.validator_screenshots), step);
+                    verdict = validator.judge(memory, answer->content,
+                                              memory.recent_screenshots(profile.validator_screenshots), step);
                 } catch (const Error& e) {
                     if (e.kind() == ErrorKind::kCancelled) {
                         result.status = RunStatus::kCancelled;
@@ -208,20 +222,28 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
                     verdict.reason = std::string("validator failed: ") + e.what();
                     ++result.errors;
                 }
-                ts.verdicts.push_back(std::string(verdict.success ? "accepted" : "rejected") + ": " + verdict.reason);
+                ts.verdicts.push_back(std::string(verdict.success ? "accepted" : "rejected") + ": " +
+                                      verdict.reason);
                 if (trace) {
-                    trace->write({{"type", "verdict"}, {"step", step}, {"attempt", result.answer_attempts}, {"answer", answer->content},
-                                  {"success", verdict.success}, {"usable", verdict_ok}, {"reason", verdict.reason}});
+                    trace->write({{"type", "verdict"},
+                                  {"step", step},
+                                  {"attempt", result.answer_attempts},
+                                  {"answer", answer->content},
+                                  {"success", verdict.success},
+                                  {"usable", verdict_ok},
+                                  {"reason", verdict.reason}});
                 }
                 if (done) {
                 } else if (verdict.success) {
                     result.status = RunStatus::kAnswered;
                     result.validated = verdict_ok;
-                    ts.outcome = verdict_ok ? "answer accepted by the validator" : "answer kept (validator unusable)";
+                    ts.outcome =
+                        verdict_ok ? "answer accepted by the validator" : "answer kept (validator unusable)";
                     done = true;
                 } else {
                     memory.add_note("Answer attempt " + std::to_string(result.answer_attempts) + " (\"" +
-                                    shorten(answer->content, 200) + "\") was rejected by the validator: " + verdict.reason);
+                                    shorten(answer->content, 200) +
+                                    "\") was rejected by the validator: " + verdict.reason);
                     memory.add_history({step, describe_action(decision.action), "rejected by the validator"});
                     last_outcome = "your answer was rejected (see notes)";
                     ts.outcome = "answer rejected: " + verdict.reason;
@@ -231,7 +253,8 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
                     emit(rej);
                     if (result.answer_attempts >= options.max_answer_attempts) {
                         result.status = RunStatus::kRejected;
-                        result.error = "all " + std::to_string(result.answer_attempts) + " answer attempts were rejected";
+                        result.error = "all " + std::to_string(result.answer_attempts) +
+                                       " answer attempts were rejected";
                         done = true;
                     }
                 }
@@ -248,7 +271,8 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
                     const auto* w = std::get_if<WriteAction>(&decision.action);
                     const double x = c ? c->x : w->x, y = c ? c->y : w->y;
                     try {
-                        point = to_css(profile.policy_convention, x, y, {sent->width, sent->height}, obs.frame);
+                        point =
+                            to_css(profile.policy_convention, x, y, {sent->width, sent->height}, obs.frame);
                     } catch (const Error& e) {
                         point_error = e.what();
                     }
@@ -294,7 +318,8 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
         ev.seconds = since(step_t0);
         emit(ev);
     }
-    if (!done && result.status == RunStatus::kNoAnswer && result.error.empty()) result.error = "the step budget ran out";
+    if (!done && result.status == RunStatus::kNoAnswer && result.error.empty())
+        result.error = "the step budget ran out";
     result.seconds = since(t0);
     if (trace) {
         trace->write({{"type", "run_end"},

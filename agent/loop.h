@@ -20,8 +20,8 @@ struct LoopContext {
     const model::ChatTemplate* chat_template = nullptr;
     const PromptProfile* profile = nullptr;
     Environment* environment = nullptr;
-    Trace* trace = nullptr;               // may be null
-    StepCallback on_step;                 // may be empty
+    Trace* trace = nullptr;                     // may be null
+    StepCallback on_step;                       // may be empty
     const std::atomic<bool>* cancel = nullptr;  // may be null
 };
 
@@ -31,6 +31,7 @@ RunResult run_loop(const LoopContext& context, const RunOptions& options);
 void validate_run_options(const RunOptions& options);
 
 // The screenshot as it is sent to the model: downscaled to fit the profile's limits (Pillow-exact bicubic).
-std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const model::Image>& shot, const PromptProfile& profile);
+std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const model::Image>& shot,
+                                                  const PromptProfile& profile);
 
 }  // namespace surf::agent

@@ -4,7 +4,8 @@
 
 namespace surf::agent {
 
-Memory::Memory(std::string task, int keep_screenshots) : task_(std::move(task)), keep_(std::max(1, keep_screenshots)) {}
+Memory::Memory(std::string task, int keep_screenshots)
+    : task_(std::move(task)), keep_(std::max(1, keep_screenshots)) {}
 
 void Memory::add_note(const std::string& note) {
     if (note.find_first_not_of(" \t\r\n") == std::string::npos) return;
@@ -30,7 +31,8 @@ std::string Memory::history_text(int last_n) const {
     std::string out;
     const size_t from = history_.size() > static_cast<size_t>(last_n) ? history_.size() - last_n : 0;
     for (size_t i = from; i < history_.size(); ++i) {
-        out += "step " + std::to_string(history_[i].step) + ": " + history_[i].action + " -> " + history_[i].outcome + "\n";
+        out += "step " + std::to_string(history_[i].step) + ": " + history_[i].action + " -> " +
+               history_[i].outcome + "\n";
     }
     out.pop_back();
     return out;

@@ -7,13 +7,13 @@
 #include <string>
 
 #include "agent/conversation.h"
-#include "agent/prompt_renderer.h"
 #include "agent/profile.h"
+#include "agent/prompt_renderer.h"
 
 namespace surf::agent {
 
 struct ModelCall {
-    std::string role;       // policy, localizer, validator
+    std::string role;  // policy, localizer, validator
     int step = 0;
     int attempt = 0;        // 0 = first try, 1.. = retries after malformed output
     std::string feed_mode;  // prefix / splice / fresh
@@ -22,9 +22,9 @@ struct ModelCall {
     int64_t output_tokens = 0;
     int64_t session_tokens = 0;
     int images = 0;
-    std::string finish;     // stop / length / cancelled
+    std::string finish;  // stop / length / cancelled
     std::string output;
-    std::string error;      // parse / validation error, "" if the output was used
+    std::string error;  // parse / validation error, "" if the output was used
     double prefill_seconds = 0, decode_seconds = 0, latency_seconds = 0;
 };
 

@@ -8,9 +8,12 @@ namespace surf::agent {
 
 namespace {
 
-ConversationOptions conversation_options(const PromptProfile& p) { return {p.enable_thinking, p.stop_token}; }
+ConversationOptions conversation_options(const PromptProfile& p) {
+    return {p.enable_thinking, p.stop_token};
+}
 
-model::GenerateOptions module_options(const ModuleSettings& m, const std::shared_ptr<const model::CompiledSchema>& schema,
+model::GenerateOptions module_options(const ModuleSettings& m,
+                                      const std::shared_ptr<const model::CompiledSchema>& schema,
                                       const ModuleContext& ctx, uint64_t salt) {
     model::GenerateOptions o;
     o.max_tokens = m.max_tokens;
@@ -36,11 +39,13 @@ std::string today_utc() {
 }
 
 Policy::Policy(const ModuleContext& context)
-    : ctx_(context), conversation_(*context.engine, *context.chat_template, conversation_options(*context.profile)) {}
+    : ctx_(context),
+      conversation_(*context.engine, *context.chat_template, conversation_options(*context.profile)) {}
 
 model::GenerateOptions Policy::options(bool forced, int step) const {
     const PromptProfile& p = *ctx_.profile;
-    return module_options(p.policy, forced ? p.answer_schema : p.policy_schema, ctx_, 0x1000u + static_cast<uint64_t>(step));
+    return module_options(p.policy, forced ? p.answer_schema : p.policy_schema, ctx_,
+                          0x1000u + static_cast<uint64_t>(step));
 }
 
 PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
@@ -61,22 +66,25 @@ PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
     if (!started_ || over_budget) {
         // (Re)build the session: the system prompt, then one turn carrying the last k screenshots so the
         // policy keeps its visual context; the notes and history text carry the rest.
-        const std::string system = p.policy_system->render({{"schema", p.policy_schema_text}, {"date", today_utc()}});
+        const std::string system =
+            p.policy_system->render({{"schema", p.policy_schema_text}, {"date", today_utc()}});
         if (started_) {
             turn.images = memory.recent_screenshots(p.screenshots_on_restart);
-            if (in.screenshot && (turn.images.empty() || turn.images.back() != in.screenshot)) turn.images.push_back(in.screenshot);
+            if (in.screenshot && (turn.images.empty() || turn.images.back() != in.screenshot))
+                turn.images.push_back(in.screenshot);
         }
         conversation_.reset({Message{"system", system, {}}});
         started_ = true;
     }
-    return ask_parsed<PolicyOutput>(conversation_, std::move(turn), options(in.forced, in.step), p.policy.retries,
-                                    *p.retry_feedback, "policy", in.step, ctx_.sink, [&](const std::string& out) {
-                                        PolicyOutput o = parse_policy_output(out);
-                                        if (in.forced && !is_answer(o.action)) {
-                                            throw Error(ErrorKind::kModelOutput, "this is the last step: the action must be answer");
-                                        }
-                                        return o;
-                                    });
+    return ask_parsed<PolicyOutput>(
+        conversation_, std::move(turn), options(in.forced, in.step), p.policy.retries, *p.retry_feedback,
+        "policy", in.step, ctx_.sink, [&](const std::string& out) {
+            PolicyOutput o = parse_policy_output(out);
+            if (in.forced && !is_answer(o.action)) {
+                throw Error(ErrorKind::kModelOutput, "this is the last step: the action must be answer");
+            }
+            return o;
+        });
 }
 
 Localizer::Localizer(const ModuleContext& context) : ctx_(context) {}
@@ -92,12 +100,14 @@ LocalizerResult Localizer::locate(const std::string& element, const std::shared_
                                                          {"width", std::to_string(size.width)},
                                                          {"height", std::to_string(size.height)}});
     Message turn{"user", text, {sent}};
-    const auto opts = module_options(p.localizer, p.localizer_schema, ctx_, 0x2000u + static_cast<uint64_t>(step));
+    const auto opts =
+        module_options(p.localizer, p.localizer_schema, ctx_, 0x2000u + static_cast<uint64_t>(step));
     return ask_parsed<LocalizerResult>(
-        conversation, std::move(turn), opts, p.localizer.retries, *p.retry_feedback, "localizer", step, ctx_.sink,
-        [&](const std::string& out) {
-            const LocalizerOutput o = parse_localizer_output(out, max_coordinate_x(p.localizer_convention, size),
-                                                             max_coordinate_y(p.localizer_convention, size));
+        conversation, std::move(turn), opts, p.localizer.retries, *p.retry_feedback, "localizer", step,
+        ctx_.sink, [&](const std::string& out) {
+            const LocalizerOutput o =
+                parse_localizer_output(out, max_coordinate_x(p.localizer_convention, size),
+                                       max_coordinate_y(p.localizer_convention, size));
             LocalizerResult r;
             r.x = o.x;
             r.y = o.y;
@@ -112,16 +122,19 @@ Verdict Validator::judge(const Memory& memory, const std::string& answer,
                          const std::vector<std::shared_ptr<const model::Image>>& screenshots, int step) {
     const PromptProfile& p = *ctx_.profile;
     Conversation conversation(*ctx_.engine, *ctx_.chat_template, conversation_options(p));
-    conversation.reset({Message{"system", p.validator_system->render({{"schema", p.validator_schema_text}}), {}}});
+    conversation.reset(
+        {Message{"system", p.validator_system->render({{"schema", p.validator_schema_text}}), {}}});
     Message turn{"user",
                  p.validator_turn->render({{"task", memory.task()},
                                            {"answer", answer},
                                            {"notes", memory.notes_text()},
                                            {"n_screenshots", std::to_string(screenshots.size())}}),
                  screenshots};
-    const auto opts = module_options(p.validator, p.validator_schema, ctx_, 0x3000u + static_cast<uint64_t>(step));
-    return ask_parsed<Verdict>(conversation, std::move(turn), opts, p.validator.retries, *p.retry_feedback, "validator",
-                               step, ctx_.sink, [](const std::string& out) { return parse_verdict(out); });
+    const auto opts =
+        module_options(p.validator, p.validator_schema, ctx_, 0x3000u + static_cast<uint64_t>(step));
+    return ask_parsed<Verdict>(conversation, std::move(turn), opts, p.validator.retries, *p.retry_feedback,
+                               "validator", step, ctx_.sink,
+                               [](const std::string& out) { return parse_verdict(out); });
 }
 
 }  // namespace surf::agent

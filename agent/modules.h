@@ -30,8 +30,8 @@ struct ModuleContext {
 struct PolicyStepInput {
     int step = 1;
     int max_steps = 1;
-    bool forced = false;      // the budget is spent: the action must be an answer
-    std::string observation;  // URL, title, the last action's outcome, browser events
+    bool forced = false;                             // the budget is spent: the action must be an answer
+    std::string observation;                         // URL, title, the last action's outcome, browser events
     std::shared_ptr<const model::Image> screenshot;  // as sent (may be null when none could be taken)
 };
 
@@ -53,8 +53,8 @@ private:
 };
 
 struct LocalizerResult {
-    double x = 0, y = 0;      // as the model gave it, in the profile's convention
-    tools::CssPoint css;      // where the browser clicks
+    double x = 0, y = 0;  // as the model gave it, in the profile's convention
+    tools::CssPoint css;  // where the browser clicks
 };
 
 class Localizer {

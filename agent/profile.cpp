@@ -44,35 +44,46 @@ struct Reader {
             if (required) throw Error(ErrorKind::kConfig, origin + ": missing field \"" + key + "\"");
             return fallback;
         }
-        if (!v->is_string()) throw Error(ErrorKind::kConfig, origin + ": field \"" + key + "\" must be a string");
+        if (!v->is_string())
+            throw Error(ErrorKind::kConfig, origin + ": field \"" + key + "\" must be a string");
         return v->get<std::string>();
     }
     int64_t integer(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) {
         const nlohmann::json* v = find(key);
         if (!v) return fallback;
         if (!v->is_number_integer() || v->get<int64_t>() < lo || v->get<int64_t>() > hi) {
-            throw Error(ErrorKind::kConfig, origin + ": field \"" + key + "\" must be an integer in [" + std::to_string(lo) +
-                                                ", " + std::to_string(hi) + "]");
+            throw Error(ErrorKind::kConfig, origin + ": field \"" + key + "\" must be an integer in [" +
+                                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
         }
         return v->get<int64_t>();
     }
     bool boolean(const std::string& key, bool fallback) {
         const nlohmann::json* v = find(key);
         if (!v) return fallback;
-        if (!v->is_boolean()) throw Error(ErrorKind::kConfig, origin + ": field \"" + key + "\" must be true or false");
+        if (!v->is_boolean())
+            throw Error(ErrorKind::kConfig, origin + ": field \"" + key + "\" must be true or false");
         return v->get<bool>();
     }
     fs::path file(const std::string& key) {
         const fs::path p = dir / string(key, "", true);
-        if (!fs::exists(p)) throw Error(ErrorKind::kIo, origin + ": field \"" + key + "\" names " + p.string() + ", which does not exist");
+        if (!fs::exists(p))
+            throw Error(ErrorKind::kIo,
+                        origin + ": field \"" + key + "\" names " + p.string() + ", which does not exist");
         return p;
     }
     std::shared_ptr<PromptTemplate> prompt(const std::string& key, const std::set<std::string>& provided) {
         auto t = std::make_shared<PromptTemplate>(PromptTemplate::load(file(key).string()));
         for (const std::string& name : t->placeholders()) {
             if (!provided.count(name)) {
-                throw Error(ErrorKind::kConfig, t->origin() + ": unknown placeholder {" + name + "} (this prompt may use: " +
-                                                    [&] { std::string s; for (auto& p : provided) s += "{" + p + "} "; return s; }() + ")");
+                throw Error(
+                    ErrorKind::kConfig, t->origin() + ": unknown placeholder {" + name +
+                                            "} (this prompt may use: " +
+                                            [&] {
+                                                std::string s;
+                                                for (auto& p : provided) s += "{" + p + "} ";
+                                                return s;
+                                            }() +
+                                            ")");
             }
         }
         return t;
@@ -86,14 +97,16 @@ struct Reader {
         ModuleSettings m;
         const nlohmann::json* v = find(key);
         if (!v) return m;
-        if (!v->is_object()) throw Error(ErrorKind::kConfig, origin + ": field \"" + key + "\" must be an object");
+        if (!v->is_object())
+            throw Error(ErrorKind::kConfig, origin + ": field \"" + key + "\" must be an object");
         Reader r{*v, origin + " (" + key + ")", dir, {}};
         m.max_tokens = static_cast<int>(r.integer("max_tokens", m.max_tokens, 1, 32768));
         m.retries = static_cast<int>(r.integer("retries", m.retries, 0, 10));
         m.sampling.top_k = static_cast<int32_t>(r.integer("top_k", 0, 0, 1 << 20));
         m.sampling.seed = static_cast<uint64_t>(r.integer("seed", 0, 0, INT64_MAX));
         if (const nlohmann::json* t = r.find("temperature")) {
-            if (!t->is_number() || t->get<double>() < 0) throw Error(ErrorKind::kConfig, r.origin + ": temperature must be a number ≥ 0");
+            if (!t->is_number() || t->get<double>() < 0)
+                throw Error(ErrorKind::kConfig, r.origin + ": temperature must be a number ≥ 0");
             m.sampling.temperature = t->get<float>();
         }
         if (const nlohmann::json* t = r.find("top_p")) {
@@ -114,7 +127,9 @@ struct Reader {
 
 }  // namespace
 
-std::string default_profile_path() { return std::string(SURF_PROMPTS_DIR) + "/profile_holotron.json"; }
+std::string default_profile_path() {
+    return std::string(SURF_PROMPTS_DIR) + "/profile_holotron.json";
+}
 
 PromptProfile load_profile(const std::string& path) {
     nlohmann::json j;
@@ -129,7 +144,8 @@ PromptProfile load_profile(const std::string& path) {
     p.path = path;
     p.name = r.string("name", fs::path(path).stem().string());
     p.policy_system = r.prompt("policy_system", {"schema", "date"});
-    p.policy_turn = r.prompt("policy_turn", {"task", "step", "max_steps", "notes", "history", "observation", "forced"});
+    p.policy_turn =
+        r.prompt("policy_turn", {"task", "step", "max_steps", "notes", "history", "observation", "forced"});
     p.retry_feedback = r.prompt("retry_feedback", {"error"});
     p.policy_schema = r.schema("policy_schema", &p.policy_schema_text);
     std::string answer_text;

@@ -26,11 +26,12 @@ struct PromptProfile {
     std::string path;  // the profile file
 
     // Policy: system prompt, the per-step user turn, the feedback turn after malformed output.
-    std::shared_ptr<PromptTemplate> policy_system;     // {schema} {date}
-    std::shared_ptr<PromptTemplate> policy_turn;       // {task} {step} {max_steps} {notes} {history} {observation} {forced}
-    std::shared_ptr<PromptTemplate> retry_feedback;    // {error}
+    std::shared_ptr<PromptTemplate> policy_system;  // {schema} {date}
+    std::shared_ptr<PromptTemplate>
+        policy_turn;  // {task} {step} {max_steps} {notes} {history} {observation} {forced}
+    std::shared_ptr<PromptTemplate> retry_feedback;  // {error}
     std::shared_ptr<const model::CompiledSchema> policy_schema;
-    std::string policy_schema_text;                    // shown in the system prompt
+    std::string policy_schema_text;                              // shown in the system prompt
     std::shared_ptr<const model::CompiledSchema> answer_schema;  // forced answer: action must be answer
     ModuleSettings policy;
 
@@ -44,22 +45,23 @@ struct PromptProfile {
 
     // Validator: system prompt + user turn with the task, the answer and the last screenshots.
     std::shared_ptr<PromptTemplate> validator_system;  // {schema}
-    std::shared_ptr<PromptTemplate> validator_turn;    // {task} {answer} {notes} {n_screenshots}; the screenshots follow as images
+    std::shared_ptr<PromptTemplate>
+        validator_turn;  // {task} {answer} {notes} {n_screenshots}; the screenshots follow as images
     std::shared_ptr<const model::CompiledSchema> validator_schema;
     std::string validator_schema_text;
     ModuleSettings validator;
 
     // Model format.
-    bool enable_thinking = false;       // passed to the chat template
+    bool enable_thinking = false;             // passed to the chat template
     std::string stop_token = "<SPECIAL_12>";  // ends an assistant turn
-    int image_max_width = 0;            // screenshots are downscaled to fit before sending (0 = as is)
+    int image_max_width = 0;                  // screenshots are downscaled to fit before sending (0 = as is)
     int image_max_height = 0;
 
     // Memory.
-    int history_steps = 3;              // recent actions listed in each turn's text
-    int screenshots_on_restart = 3;     // screenshots re-sent when the policy session is rebuilt
-    int validator_screenshots = 3;      // last screenshots the validator sees
-    int64_t max_session_tokens = 60000; // rebuild the policy session (compacted) beyond this
+    int history_steps = 3;               // recent actions listed in each turn's text
+    int screenshots_on_restart = 3;      // screenshots re-sent when the policy session is rebuilt
+    int validator_screenshots = 3;       // last screenshots the validator sees
+    int64_t max_session_tokens = 60000;  // rebuild the policy session (compacted) beyond this
 };
 
 // Loads and checks a profile. Throws Error(kIo / kFormat / kConfig) naming the file and field.

@@ -29,14 +29,16 @@ PromptTemplate::PromptTemplate(std::string text, std::string origin) : origin_(s
         } else if (c == '{') {
             const size_t close = text.find('}', i + 1);
             if (close == std::string::npos) {
-                throw Error(ErrorKind::kConfig, origin_ + ":" + std::to_string(line) + ": unclosed '{' (write '{{' for a literal brace)");
+                throw Error(ErrorKind::kConfig, origin_ + ":" + std::to_string(line) +
+                                                    ": unclosed '{' (write '{{' for a literal brace)");
             }
             const std::string name = text.substr(i + 1, close - i - 1);
             bool ok = !name.empty();
             for (size_t k = 0; k < name.size() && ok; ++k) ok = name_char(name[k], k == 0);
             if (!ok) {
-                throw Error(ErrorKind::kConfig, origin_ + ":" + std::to_string(line) + ": bad placeholder '{" + name +
-                                                    "}' (names are [a-z_][a-z0-9_]*; write '{{' for a literal brace)");
+                throw Error(ErrorKind::kConfig,
+                            origin_ + ":" + std::to_string(line) + ": bad placeholder '{" + name +
+                                "}' (names are [a-z_][a-z0-9_]*; write '{{' for a literal brace)");
             }
             if (!literal.empty()) pieces_.push_back({false, std::move(literal)});
             literal.clear();
@@ -44,7 +46,8 @@ PromptTemplate::PromptTemplate(std::string text, std::string origin) : origin_(s
             names_.insert(name);
             i = close;
         } else if (c == '}') {
-            throw Error(ErrorKind::kConfig, origin_ + ":" + std::to_string(line) + ": stray '}' (write '}}' for a literal brace)");
+            throw Error(ErrorKind::kConfig, origin_ + ":" + std::to_string(line) +
+                                                ": stray '}' (write '}}' for a literal brace)");
         } else {
             literal += c;
         }
@@ -63,7 +66,8 @@ PromptTemplate PromptTemplate::load(const std::string& path) {
 std::string PromptTemplate::render(const std::map<std::string, std::string>& values) const {
     for (const auto& [name, value] : values) {
         if (!names_.count(name)) {
-            throw Error(ErrorKind::kConfig, origin_ + ": a value is given for {" + name + "} but the prompt has no such placeholder");
+            throw Error(ErrorKind::kConfig, origin_ + ": a value is given for {" + name +
+                                                "} but the prompt has no such placeholder");
         }
     }
     std::string out;
@@ -73,7 +77,8 @@ std::string PromptTemplate::render(const std::map<std::string, std::string>& val
             continue;
         }
         auto it = values.find(p.text);
-        if (it == values.end()) throw Error(ErrorKind::kConfig, origin_ + ": no value for placeholder {" + p.text + "}");
+        if (it == values.end())
+            throw Error(ErrorKind::kConfig, origin_ + ": no value for placeholder {" + p.text + "}");
         out += it->second;
     }
     return out;

@@ -102,9 +102,10 @@ void Trace::step(const TraceStep& s) {
         std::lock_guard<std::mutex> lock(mutex_);
         steps_.push_back(s);
     }
-    nlohmann::ordered_json j{{"type", "step"},  {"step", s.step},       {"url", s.url},       {"screenshot", s.screenshot},
-                             {"thought", s.thought}, {"note", s.note},   {"action", s.action}, {"outcome", s.outcome},
-                             {"error", s.error},     {"events", s.events}};
+    nlohmann::ordered_json j{
+        {"type", "step"},       {"step", s.step},    {"url", s.url},       {"screenshot", s.screenshot},
+        {"thought", s.thought}, {"note", s.note},    {"action", s.action}, {"outcome", s.outcome},
+        {"error", s.error},     {"events", s.events}};
     if (s.has_point) j["point_px"] = {s.point_px, s.point_py};
     write(std::move(j));
 }
@@ -133,12 +134,14 @@ std::string render_report_html(const std::string& dir, const RunOptions& options
       << "</title>\n<style>body{font-family:sans-serif;margin:1em;max-width:1100px}"
          ".step{border-top:1px solid #ccc;padding:.8em 0;display:flex;gap:1em}.shot{flex:0 0 55%}"
          ".shot svg{width:100%;height:auto;border:1px solid #888}.meta{flex:1;font-size:14px}"
-         ".k{color:#666}.err{color:#b00}.ok{color:#070}pre{white-space:pre-wrap;margin:.2em 0}</style></head><body>\n";
+         ".k{color:#666}.err{color:#b00}.ok{color:#070}pre{white-space:pre-wrap;margin:.2em "
+         "0}</style></head><body>\n";
     h << "<h1>surf run</h1>\n<p><span class=\"k\">Task:</span> " << html_escape(options.task) << "<br>"
       << "<span class=\"k\">Start:</span> " << html_escape(options.start_url) << "<br>"
-      << "<span class=\"k\">Status:</span> <b class=\"" << (result.status == RunStatus::kAnswered ? "ok" : "err") << "\">"
-      << run_status_name(result.status) << "</b> after " << result.steps << " steps, " << result.answer_attempts
-      << " answer attempt(s), " << result.model_calls << " model calls, " << result.errors << " errors, " << result.seconds
+      << "<span class=\"k\">Status:</span> <b class=\""
+      << (result.status == RunStatus::kAnswered ? "ok" : "err") << "\">" << run_status_name(result.status)
+      << "</b> after " << result.steps << " steps, " << result.answer_attempts << " answer attempt(s), "
+      << result.model_calls << " model calls, " << result.errors << " errors, " << result.seconds
       << " s<br><span class=\"k\">Answer:</span> " << html_escape(result.answer) << "</p>\n";
     if (!result.error.empty()) h << "<p class=\"err\">" << html_escape(result.error) << "</p>\n";
     for (const TraceStep& s : steps) {
@@ -147,26 +150,31 @@ std::string render_report_html(const std::string& dir, const RunOptions& options
             const std::string png = read_file(std::filesystem::path(dir) / s.screenshot);
             const std::string b64 = tools::base64_encode(std::vector<uint8_t>(png.begin(), png.end()));
             const double r = std::max(6.0, s.shot_width / 60.0);
-            h << "<svg viewBox=\"0 0 " << s.shot_width << " " << s.shot_height << "\" xmlns=\"http://www.w3.org/2000/svg\">"
-              << "<image width=\"" << s.shot_width << "\" height=\"" << s.shot_height << "\" href=\"data:image/png;base64,"
-              << b64 << "\"/>";
+            h << "<svg viewBox=\"0 0 " << s.shot_width << " " << s.shot_height
+              << "\" xmlns=\"http://www.w3.org/2000/svg\">"
+              << "<image width=\"" << s.shot_width << "\" height=\"" << s.shot_height
+              << "\" href=\"data:image/png;base64," << b64 << "\"/>";
             if (s.has_point) {
-                h << "<circle class=\"click\" cx=\"" << s.point_px << "\" cy=\"" << s.point_py << "\" r=\"" << r
-                  << "\" fill=\"rgba(255,0,0,.35)\" stroke=\"red\" stroke-width=\"" << r / 3 << "\"/>"
-                  << "<circle cx=\"" << s.point_px << "\" cy=\"" << s.point_py << "\" r=\"" << r / 4 << "\" fill=\"red\"/>";
+                h << "<circle class=\"click\" cx=\"" << s.point_px << "\" cy=\"" << s.point_py << "\" r=\""
+                  << r << "\" fill=\"rgba(255,0,0,.35)\" stroke=\"red\" stroke-width=\"" << r / 3 << "\"/>"
+                  << "<circle cx=\"" << s.point_px << "\" cy=\"" << s.point_py << "\" r=\"" << r / 4
+                  << "\" fill=\"red\"/>";
             }
             h << "</svg>";
         } else {
             h << "<p class=\"err\">(no screenshot)</p>";
         }
-        h << "</div><div class=\"meta\"><b>Step " << s.step << "</b> <span class=\"k\">" << html_escape(s.url) << "</span>"
+        h << "</div><div class=\"meta\"><b>Step " << s.step << "</b> <span class=\"k\">" << html_escape(s.url)
+          << "</span>"
           << "<p><span class=\"k\">Thought:</span><pre>" << html_escape(s.thought) << "</pre></p>"
           << "<p><span class=\"k\">Note:</span><pre>" << html_escape(s.note) << "</pre></p>"
           << "<p><span class=\"k\">Action:</span> <code>" << html_escape(s.action) << "</code></p>"
           << "<p><span class=\"k\">Result:</span> " << html_escape(s.outcome) << "</p>";
         if (!s.error.empty()) h << "<p class=\"err\">" << html_escape(s.error) << "</p>";
-        for (const std::string& e : s.events) h << "<p><span class=\"k\">Browser:</span> " << html_escape(e) << "</p>";
-        for (const std::string& v : s.verdicts) h << "<p><span class=\"k\">Validator:</span> " << html_escape(v) << "</p>";
+        for (const std::string& e : s.events)
+            h << "<p><span class=\"k\">Browser:</span> " << html_escape(e) << "</p>";
+        for (const std::string& v : s.verdicts)
+            h << "<p><span class=\"k\">Validator:</span> " << html_escape(v) << "</p>";
         h << "</div></div>\n";
     }
     h << "</body></html>\n";

@@ -14,7 +14,9 @@
 namespace {
 
 volatile std::sig_atomic_t g_interrupted = 0;
-void on_sigint(int) { g_interrupted = 1; }
+void on_sigint(int) {
+    g_interrupted = 1;
+}
 
 void parse_viewport(const std::string& text, int* w, int* h) {
     const size_t x = text.find('x');
@@ -23,26 +25,30 @@ void parse_viewport(const std::string& text, int* w, int* h) {
         *w = std::stoi(text.substr(0, x));
         *h = std::stoi(text.substr(x + 1));
     } catch (const std::exception&) {
-        throw surf::Error(surf::ErrorKind::kInvalidArgument, "--viewport \"" + text + "\": expected WIDTHxHEIGHT, e.g. 1280x720");
+        throw surf::Error(surf::ErrorKind::kInvalidArgument,
+                          "--viewport \"" + text + "\": expected WIDTHxHEIGHT, e.g. 1280x720");
     }
 }
 
 std::string one_line(std::string s, size_t n) {
-    for (char& c : s) if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    for (char& c : s)
+        if (c == '\n' || c == '\r' || c == '\t') c = ' ';
     return s.size() <= n ? s : s.substr(0, n) + "...";
 }
 
 int run_agent(const surf::cli::Args& args) {
     using surf::Error;
     using surf::ErrorKind;
-    if (args.positional().size() != 1) throw Error(ErrorKind::kInvalidArgument, "expected exactly one TASK argument (quote it)");
+    if (args.positional().size() != 1)
+        throw Error(ErrorKind::kInvalidArgument, "expected exactly one TASK argument (quote it)");
     surf::agent::AgentConfig config;
     config.model_dir = args.get("model");
     if (config.model_dir.empty()) {
         const char* env = std::getenv("SURF_MODEL");
         if (env) config.model_dir = env;
     }
-    if (config.model_dir.empty()) throw Error(ErrorKind::kInvalidArgument, "--model DIR is required (or set SURF_MODEL)");
+    if (config.model_dir.empty())
+        throw Error(ErrorKind::kInvalidArgument, "--model DIR is required (or set SURF_MODEL)");
     config.backend = args.get("backend", "cpu");
     config.profile = args.get("profile");
     config.chat_template = args.get("template");
@@ -87,8 +93,9 @@ int run_agent(const surf::cli::Args& args) {
             std::string target = e.target.empty() ? "" : " \"" + one_line(e.target, 60) + "\"";
             char point[48] = "";
             if (e.has_point) std::snprintf(point, sizeof point, " @(%.0f,%.0f)", e.x, e.y);
-            std::printf("step %3d  %-8s%s%s  %.1fs  %s%s\n", e.step, e.action.empty() ? "-" : e.action.c_str(), target.c_str(),
-                        point, e.seconds, e.ok ? "" : "ERROR: ", one_line(e.outcome, 120).c_str());
+            std::printf("step %3d  %-8s%s%s  %.1fs  %s%s\n", e.step,
+                        e.action.empty() ? "-" : e.action.c_str(), target.c_str(), point, e.seconds,
+                        e.ok ? "" : "ERROR: ", one_line(e.outcome, 120).c_str());
         }
         std::fflush(stdout);
     };
@@ -104,14 +111,17 @@ int run_agent(const surf::cli::Args& args) {
     watcher.join();
 
     std::printf("status: %s (%d steps, %d answer attempts, %d model calls, %d errors, %.1f s)\n",
-                surf::agent::run_status_name(result.status), result.steps, result.answer_attempts, result.model_calls,
-                result.errors, result.seconds);
+                surf::agent::run_status_name(result.status), result.steps, result.answer_attempts,
+                result.model_calls, result.errors, result.seconds);
     if (!result.error.empty()) std::printf("error: %s\n", result.error.c_str());
     if (!result.answer.empty()) {
-        std::printf("answer%s: %s\n", result.validated ? "" : (result.forced ? " (forced)" : " (not validated)"),
+        std::printf("answer%s: %s\n",
+                    result.validated ? "" : (result.forced ? " (forced)" : " (not validated)"),
                     result.answer.c_str());
     }
-    if (!result.trace_dir.empty()) std::printf("trace: %s/trace.jsonl, report: %s/report.html\n", result.trace_dir.c_str(), result.trace_dir.c_str());
+    if (!result.trace_dir.empty())
+        std::printf("trace: %s/trace.jsonl, report: %s/report.html\n", result.trace_dir.c_str(),
+                    result.trace_dir.c_str());
     switch (result.status) {
         case surf::agent::RunStatus::kAnswered: return 0;
         case surf::agent::RunStatus::kError: return 3;
@@ -120,8 +130,11 @@ int run_agent(const surf::cli::Args& args) {
 }
 
 SURF_COMMAND(surf::cli::Command{
-    "run", "Run the web agent on a task: a live line per step, then the answer (exit 0 answered, 1 failed, 2 usage, 3 error).",
-    "\"TASK\" --url URL [--model DIR] [--max-steps N] [--attempts K] [--allow-domain D]... [--out DIR] [flags]",
+    "run",
+    "Run the web agent on a task: a live line per step, then the answer (exit 0 answered, 1 failed, 2 usage, "
+    "3 error).",
+    "\"TASK\" --url URL [--model DIR] [--max-steps N] [--attempts K] [--allow-domain D]... [--out DIR] "
+    "[flags]",
     {{"url", "URL", "start page"},
      {"model", "DIR", "model folder (default $SURF_MODEL)"},
      {"backend", "NAME", "cpu (default) or cuda"},

@@ -87,8 +87,10 @@ TEST_CASE("a run on local pages completes within its step budget and writes a va
     auto agent = make_agent();
     const fs::path dir = fresh_dir("basic");
     std::vector<StepEvent> events;
-    const RunResult r = agent->run(small_run(server.url("/index.html"), dir.string()), [&](const StepEvent& e) { events.push_back(e); });
-    MESSAGE("status " << std::string(run_status_name(r.status)) << ", steps " << r.steps << ", calls " << r.model_calls << ", " << r.seconds << " s");
+    const RunResult r = agent->run(small_run(server.url("/index.html"), dir.string()),
+                                   [&](const StepEvent& e) { events.push_back(e); });
+    MESSAGE("status " << std::string(run_status_name(r.status)) << ", steps " << r.steps << ", calls "
+                      << r.model_calls << ", " << r.seconds << " s");
     CHECK(r.status != RunStatus::kError);
     CHECK(r.steps >= 1);
     CHECK(r.steps <= 4);
@@ -144,20 +146,24 @@ TEST_CASE("the allow-list blocks navigations away from the allowed host") {
         const auto lines = read_trace(dir);
         bool open_denied = false;
         for (const auto& j : lines) {
-            if (j.at("type") == "open") open_denied = j.at("ok") == false && j.at("message").get<std::string>().find("navigation_denied") != std::string::npos;
+            if (j.at("type") == "open")
+                open_denied = j.at("ok") == false && j.at("message").get<std::string>().find(
+                                                         "navigation_denied") != std::string::npos;
         }
         CHECK(open_denied);
         fs::remove_all(dir);
     }
 }
 
-TEST_CASE("output cut off by the token budget is retried with feedback, recorded, and the run still ends cleanly") {
+TEST_CASE(
+    "output cut off by the token budget is retried with feedback, recorded, and the run still ends cleanly") {
     // The tiny profile with a policy budget too small for any complete JSON step.
     const fs::path dir = fresh_dir("malformed");
     fs::create_directories(dir);
     nlohmann::json profile = nlohmann::json::parse(slurp(kPages + "/profile_tiny.json"));
     for (auto it = profile.begin(); it != profile.end(); ++it) {
-        if (it->is_string() && (it->get<std::string>().find(".md") != std::string::npos || it->get<std::string>().find(".json") != std::string::npos)) {
+        if (it->is_string() && (it->get<std::string>().find(".md") != std::string::npos ||
+                                it->get<std::string>().find(".json") != std::string::npos)) {
             *it = (fs::path(kPages) / it->get<std::string>()).lexically_normal().string();
         }
     }
@@ -191,12 +197,13 @@ TEST_CASE("a browser killed mid-run is recorded and the run goes on") {
     auto agent = make_agent();
     const fs::path dir = fresh_dir("crash");
     int killed_pid = 0;
-    const RunResult r = agent->run(small_run(server.url("/index.html"), dir.string(), 3), [&](const StepEvent& e) {
-        if (e.kind == StepEventKind::kStep && e.step == 1 && agent->browser_pid() > 0) {
-            killed_pid = agent->browser_pid();
-            ::kill(killed_pid, SIGKILL);
-        }
-    });
+    const RunResult r =
+        agent->run(small_run(server.url("/index.html"), dir.string(), 3), [&](const StepEvent& e) {
+            if (e.kind == StepEventKind::kStep && e.step == 1 && agent->browser_pid() > 0) {
+                killed_pid = agent->browser_pid();
+                ::kill(killed_pid, SIGKILL);
+            }
+        });
     REQUIRE(killed_pid > 0);
     MESSAGE("status " << std::string(run_status_name(r.status)) << ", steps " << r.steps);
     CHECK(r.status != RunStatus::kError);
@@ -219,7 +226,8 @@ TEST_CASE("BrowserEnvironment executes typed actions at mapped points on a real 
     so.viewport.device_scale_factor = 2.0;
     so.guard = tools::NavigationGuard({"127.0.0.1"}, {});
     auto session = browser->new_session(so);
-    BrowserEnvironment env(*session, BrowserEnvironmentOptions{0.8, std::chrono::milliseconds(100), std::chrono::milliseconds(50)});
+    BrowserEnvironment env(*session, BrowserEnvironmentOptions{0.8, std::chrono::milliseconds(100),
+                                                               std::chrono::milliseconds(50)});
     REQUIRE(env.open(server.url("/index.html")).ok);
     Observation obs = env.observe();
     REQUIRE(obs.image);

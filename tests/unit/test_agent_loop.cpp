@@ -67,7 +67,8 @@ public:
         c.schema = options.schema.get();
         for (const auto& p : input) {
             if (p.image) {
-                c.text += "[IMG " + std::to_string(p.image->width) + "x" + std::to_string(p.image->height) + "]";
+                c.text +=
+                    "[IMG " + std::to_string(p.image->width) + "x" + std::to_string(p.image->height) + "]";
                 ++c.images;
             } else {
                 c.text += p.text;
@@ -77,7 +78,7 @@ public:
         if (!roles.count(id)) {
             roles[id] = c.text.find("Localize an element") != std::string::npos ? "localizer"
                         : c.text.find("As an evaluator") != std::string::npos   ? "validator"
-                                                                                 : "policy";
+                                                                                : "policy";
         }
         c.role = roles[id];
         std::deque<std::string>& script = scripts[c.role];
@@ -102,7 +103,8 @@ public:
     }
     std::vector<Call> of(const std::string& role) const {
         std::vector<Call> out;
-        for (const Call& c : calls) if (c.role == role) out.push_back(c);
+        for (const Call& c : calls)
+            if (c.role == role) out.push_back(c);
         return out;
     }
 
@@ -143,7 +145,8 @@ public:
 
 struct Fixture {
     ScriptedEngine engine;
-    model::ChatTemplate chat_template = model::ChatTemplate::from_file(SURF_SOURCE_DIR "/prompts/chat_template_nemotron_nano_v2_vl.jinja");
+    model::ChatTemplate chat_template =
+        model::ChatTemplate::from_file(SURF_SOURCE_DIR "/prompts/chat_template_nemotron_nano_v2_vl.jinja");
     PromptProfile profile = load_profile(default_profile_path());
     FakePage page;
     std::vector<StepEvent> events;
@@ -184,7 +187,8 @@ const std::string kAnswer = R"({"type":"answer","content":"42"})";
 TEST_CASE("conversation feeds only the new turn on a persistent session") {
     ScriptedEngine engine;
     engine.scripts["policy"] = {"{\"a\":1}", "{\"a\":2}", "{\"a\":3}"};
-    const auto tmpl = model::ChatTemplate::from_file(SURF_SOURCE_DIR "/prompts/chat_template_nemotron_nano_v2_vl.jinja");
+    const auto tmpl =
+        model::ChatTemplate::from_file(SURF_SOURCE_DIR "/prompts/chat_template_nemotron_nano_v2_vl.jinja");
     Conversation conv(engine, tmpl, {});
     conv.reset({Message{"system", "SYSTEM PROMPT", {}}});
     auto img = std::make_shared<model::Image>(8, 8);
@@ -211,9 +215,12 @@ TEST_CASE("conversation feeds only the new turn on a persistent session") {
     CHECK(conv.fresh_starts() == 1);
 }
 
-TEST_CASE("a click goes through the localizer; a rejected answer is written into the notes; the second is accepted") {
+TEST_CASE(
+    "a click goes through the localizer; a rejected answer is written into the notes; the second is "
+    "accepted") {
     Fixture f;
-    f.engine.scripts["policy"] = {step_json(kClick, "saw the button"), step_json(kAnswer), step_json(kAnswer)};
+    f.engine.scripts["policy"] = {step_json(kClick, "saw the button"), step_json(kAnswer),
+                                  step_json(kAnswer)};
     f.engine.scripts["localizer"] = {R"({"x":250,"y":500})"};
     f.engine.scripts["validator"] = {R"({"reason":"the price is not visible","success":false})",
                                      R"({"reason":"ok","success":true})"};
@@ -288,8 +295,10 @@ TEST_CASE("K rejected answers end the run as rejected") {
 TEST_CASE("malformed output is retried with feedback, then recorded, and the run goes on") {
     Fixture f;
     f.profile.policy.retries = 1;
-    // Step 1: garbage, then a valid step after the feedback. Step 2: garbage twice (recorded). Step 3: forced answer.
-    f.engine.scripts["policy"] = {"not json at all", step_json(kScroll), "{\"thought\":1}", "{}", step_json(kAnswer)};
+    // Step 1: garbage, then a valid step after the feedback. Step 2: garbage twice (recorded). Step 3: forced
+    // answer.
+    f.engine.scripts["policy"] = {"not json at all", step_json(kScroll), "{\"thought\":1}", "{}",
+                                  step_json(kAnswer)};
     const auto dir = std::filesystem::temp_directory_path() / "surf_agent_loop_trace";
     std::filesystem::remove_all(dir);
     RunResult r;
@@ -340,8 +349,9 @@ TEST_CASE("malformed output is retried with feedback, then recorded, and the run
 TEST_CASE("trusting the policy's coordinates skips the localizer; DSF 2 maps to CSS pixels") {
     Fixture f;
     f.page.dsf = 2.0;
-    f.engine.scripts["policy"] = {step_json(R"({"type":"write","content":"hello","element":"search box","x":500,"y":250})"),
-                                  step_json(kAnswer)};
+    f.engine.scripts["policy"] = {
+        step_json(R"({"type":"write","content":"hello","element":"search box","x":500,"y":250})"),
+        step_json(kAnswer)};
     RunOptions o = options(2);
     o.trust_policy_coordinates = true;
     const RunResult r = f.run(o);
@@ -434,7 +444,8 @@ TEST_CASE("a reply cut by max_tokens is followed by the template's whole closing
     ScriptedEngine engine;
     engine.scripts["policy"] = {"{\"a\":", "{\"b\":2}"};
     engine.cut_next = true;
-    const auto tmpl = model::ChatTemplate::from_file(SURF_SOURCE_DIR "/prompts/chat_template_nemotron_nano_v2_vl.jinja");
+    const auto tmpl =
+        model::ChatTemplate::from_file(SURF_SOURCE_DIR "/prompts/chat_template_nemotron_nano_v2_vl.jinja");
     Conversation conv(engine, tmpl, {});
     conv.reset({Message{"system", "S", {}}});
     TurnReport t1 = conv.ask(Message{"user", "one", {}}, {});
@@ -450,16 +461,18 @@ TEST_CASE("past the session token budget the policy rebuilds its session with th
     Fixture f;
     f.profile.max_session_tokens = 1000;  // the scripted engine counts characters: every step exceeds it
     f.profile.screenshots_on_restart = 2;
-    f.engine.scripts["policy"] = {step_json(kScroll), step_json(kScroll), step_json(kScroll), step_json(kAnswer)};
+    f.engine.scripts["policy"] = {step_json(kScroll), step_json(kScroll), step_json(kScroll),
+                                  step_json(kAnswer)};
     const RunResult r = f.run(options(4));
     CHECK(r.status == RunStatus::kAnswered);
     const auto calls = f.engine.of("policy");
     REQUIRE(calls.size() == 4);
     CHECK(calls[0].images == 1);
     for (size_t i = 1; i < calls.size(); ++i) {
-        CHECK(calls[i].session != calls[i - 1].session);            // a fresh session each time
+        CHECK(calls[i].session != calls[i - 1].session);                        // a fresh session each time
         CHECK(calls[i].text.find("You are a web agent") != std::string::npos);  // with the system prompt
-        CHECK(calls[i].images == 2);                                 // and the last 2 screenshots
-        CHECK(calls[i].text.find("step " + std::to_string(i) + ": scroll down") != std::string::npos);  // history text
+        CHECK(calls[i].images == 2);                                            // and the last 2 screenshots
+        CHECK(calls[i].text.find("step " + std::to_string(i) + ": scroll down") !=
+              std::string::npos);  // history text
     }
 }

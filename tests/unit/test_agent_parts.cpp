@@ -37,7 +37,8 @@ std::string message_of(const std::function<void()>& f) {
 }  // namespace
 
 TEST_CASE("policy output parses every action type") {
-    PolicyOutput o = parse_policy_output(R"({"thought":"t","note":"n","action":{"type":"click","element":"OK button","x":500,"y":10}})");
+    PolicyOutput o = parse_policy_output(
+        R"({"thought":"t","note":"n","action":{"type":"click","element":"OK button","x":500,"y":10}})");
     CHECK(o.thought == "t");
     CHECK(o.note == "n");
     auto* c = std::get_if<ClickAction>(&o.action);
@@ -45,19 +46,26 @@ TEST_CASE("policy output parses every action type") {
     CHECK(c->element == "OK button");
     CHECK(c->x == 500);
     CHECK(c->y == 10);
-    o = parse_policy_output(R"( {"thought":"","notes":"legacy","action":{"type":"write","content":"hi","element":"box","x":0,"y":1000}} )");
+    o = parse_policy_output(
+        R"( {"thought":"","notes":"legacy","action":{"type":"write","content":"hi","element":"box","x":0,"y":1000}} )");
     CHECK(o.note == "legacy");
     auto* w = std::get_if<WriteAction>(&o.action);
     REQUIRE(w);
     CHECK(w->clear);
     CHECK(w->press_enter);
-    CHECK(std::get<ScrollAction>(parse_action(nlohmann::json::parse(R"({"type":"scroll","direction":"left"})"))).direction ==
-          ScrollDirection::kLeft);
-    CHECK(std::get<GotoAction>(parse_action(nlohmann::json::parse(R"({"type":"goto","url":"http://a.b/"})"))).url == "http://a.b/");
+    CHECK(
+        std::get<ScrollAction>(parse_action(nlohmann::json::parse(R"({"type":"scroll","direction":"left"})")))
+            .direction == ScrollDirection::kLeft);
+    CHECK(std::get<GotoAction>(parse_action(nlohmann::json::parse(R"({"type":"goto","url":"http://a.b/"})")))
+              .url == "http://a.b/");
     CHECK(std::holds_alternative<BackAction>(parse_action(nlohmann::json::parse(R"({"type":"back"})"))));
-    CHECK(std::holds_alternative<RefreshAction>(parse_action(nlohmann::json::parse(R"({"type":"refresh"})"))));
-    CHECK(std::get<WaitAction>(parse_action(nlohmann::json::parse(R"({"type":"wait","seconds":3})"))).seconds == 3);
-    CHECK(std::get<AnswerAction>(parse_action(nlohmann::json::parse(R"({"type":"answer","content":"42"})"))).content == "42");
+    CHECK(
+        std::holds_alternative<RefreshAction>(parse_action(nlohmann::json::parse(R"({"type":"refresh"})"))));
+    CHECK(
+        std::get<WaitAction>(parse_action(nlohmann::json::parse(R"({"type":"wait","seconds":3})"))).seconds ==
+        3);
+    CHECK(std::get<AnswerAction>(parse_action(nlohmann::json::parse(R"({"type":"answer","content":"42"})")))
+              .content == "42");
     // Round trip through the schema's JSON.
     const Action a = WriteAction{"text", "field", 1, 2, false, true};
     const Action b = parse_action(nlohmann::json::parse(action_to_json(a).dump()));
@@ -68,21 +76,33 @@ TEST_CASE("policy output parses every action type") {
 TEST_CASE("malformed policy output is a kModelOutput error that names the problem") {
     CHECK(kind_of([] { parse_policy_output("not json"); }) == ErrorKind::kModelOutput);
     CHECK(kind_of([] { parse_policy_output(""); }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([] { parse_policy_output(R"({"thought":"t","note":"","action":{"type":"click","element":"x","x":1200,"y":5}})"); }) ==
-          ErrorKind::kModelOutput);
-    CHECK(message_of([] { parse_policy_output(R"({"thought":"t","note":"","action":{"type":"click","element":"x","x":1200,"y":5}})"); })
-              .find("action.x") != std::string::npos);
-    CHECK(message_of([] { parse_policy_output(R"({"thought":"t","note":"","action":{"type":"fly"}})"); }).find("unknown action") !=
-          std::string::npos);
-    CHECK(message_of([] { parse_policy_output(R"({"thought":"t","note":"","extra":1,"action":{"type":"back"}})"); }).find("extra") !=
-          std::string::npos);
+    CHECK(kind_of([] {
+              parse_policy_output(
+                  R"({"thought":"t","note":"","action":{"type":"click","element":"x","x":1200,"y":5}})");
+          }) == ErrorKind::kModelOutput);
+    CHECK(message_of([] {
+              parse_policy_output(
+                  R"({"thought":"t","note":"","action":{"type":"click","element":"x","x":1200,"y":5}})");
+          }).find("action.x") != std::string::npos);
+    CHECK(message_of([] {
+              parse_policy_output(R"({"thought":"t","note":"","action":{"type":"fly"}})");
+          }).find("unknown action") != std::string::npos);
+    CHECK(message_of([] {
+              parse_policy_output(R"({"thought":"t","note":"","extra":1,"action":{"type":"back"}})");
+          }).find("extra") != std::string::npos);
     CHECK(kind_of([] { parse_policy_output(R"({"thought":"t","note":""})"); }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([] { parse_policy_output(R"({"thought":"t","note":"","action":{"type":"click","element":"  ","x":1,"y":1}})"); }) ==
-          ErrorKind::kModelOutput);
-    CHECK(kind_of([] { parse_policy_output(R"({"thought":"t","note":"","action":{"type":"click","element":"a","x":1.5,"y":1}})"); }) ==
-          ErrorKind::kModelOutput);
-    CHECK(kind_of([] { parse_policy_output(R"({"thought":"t","note":"","action":{"type":"scroll","direction":"sideways"}})"); }) ==
-          ErrorKind::kModelOutput);
+    CHECK(kind_of([] {
+              parse_policy_output(
+                  R"({"thought":"t","note":"","action":{"type":"click","element":"  ","x":1,"y":1}})");
+          }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([] {
+              parse_policy_output(
+                  R"({"thought":"t","note":"","action":{"type":"click","element":"a","x":1.5,"y":1}})");
+          }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([] {
+              parse_policy_output(
+                  R"({"thought":"t","note":"","action":{"type":"scroll","direction":"sideways"}})");
+          }) == ErrorKind::kModelOutput);
     CHECK(kind_of([] { parse_policy_output("[1,2]"); }) == ErrorKind::kModelOutput);
 }
 
@@ -90,9 +110,11 @@ TEST_CASE("localizer and verdict parsing") {
     LocalizerOutput p = parse_localizer_output(R"({"x":10,"y":1000})", 1000, 1000);
     CHECK(p.x == 10);
     CHECK(p.y == 1000);
-    CHECK(kind_of([] { parse_localizer_output(R"({"x":-1,"y":3})", 1000, 1000); }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([] { parse_localizer_output(R"({"x":-1,"y":3})", 1000, 1000); }) ==
+          ErrorKind::kModelOutput);
     CHECK(kind_of([] { parse_localizer_output(R"({"x":320,"y":3})", 319, 239); }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([] { parse_localizer_output(R"({"x":"3","y":3})", 1000, 1000); }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([] { parse_localizer_output(R"({"x":"3","y":3})", 1000, 1000); }) ==
+          ErrorKind::kModelOutput);
     CHECK(kind_of([] { parse_localizer_output(R"({"y":3})", 1000, 1000); }) == ErrorKind::kModelOutput);
     Verdict v = parse_verdict(R"({"reason":"price shown","success":true})");
     CHECK(v.success);
@@ -108,7 +130,9 @@ TEST_CASE("prompt rendering is strict") {
     CHECK(t.render({{"task", "find {x}"}, {"step", "3"}}) == "Task: find {x}; literal {braces} and 3.");
     CHECK(kind_of([&] { t.render({{"task", "a"}}); }) == ErrorKind::kConfig);  // missing
     CHECK(message_of([&] { t.render({{"task", "a"}}); }).find("{step}") != std::string::npos);
-    CHECK(kind_of([&] { t.render({{"task", "a"}, {"step", "1"}, {"stpe", "1"}}); }) == ErrorKind::kConfig);  // unknown
+    CHECK(kind_of([&] {
+              t.render({{"task", "a"}, {"step", "1"}, {"stpe", "1"}});
+          }) == ErrorKind::kConfig);  // unknown
     CHECK(kind_of([] { PromptTemplate("unclosed {task", "x.md"); }) == ErrorKind::kConfig);
     CHECK(kind_of([] { PromptTemplate("bad {Task}", "x.md"); }) == ErrorKind::kConfig);
     CHECK(kind_of([] { PromptTemplate("stray } brace", "x.md"); }) == ErrorKind::kConfig);
@@ -126,10 +150,12 @@ TEST_CASE("the default profile loads and a profile with an unknown placeholder d
 
     const auto dir = std::filesystem::temp_directory_path() / "surf_agent_profile_test";
     std::filesystem::create_directories(dir);
-    std::filesystem::copy(SURF_SOURCE_DIR "/prompts", dir, std::filesystem::copy_options::recursive |
-                                                            std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy(
+        SURF_SOURCE_DIR "/prompts", dir,
+        std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
     std::ofstream(dir / "policy_turn.md") << "Task: {task} {mystery}";
-    CHECK(message_of([&] { load_profile((dir / "profile_holotron.json").string()); }).find("{mystery}") != std::string::npos);
+    CHECK(message_of([&] { load_profile((dir / "profile_holotron.json").string()); }).find("{mystery}") !=
+          std::string::npos);
     std::ofstream(dir / "policy_turn.md") << "Task: {task}";
     std::ofstream(dir / "bad.json") << R"({"name":"x","typo_field":1})";
     CHECK(kind_of([&] { load_profile((dir / "bad.json").string()); }) == ErrorKind::kConfig);
@@ -182,10 +208,14 @@ TEST_CASE("coordinates: pixels of the sent image, downscaled images, clips and o
     CHECK(x == doctest::Approx(500));
     CHECK(y == doctest::Approx(500));
     // Out of range: pixel beyond the sent image, negative, NaN, normalised > 1000.
-    CHECK(kind_of([&] { to_css(PointConvention::kImagePixels, 960, 10, sent, f); }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([&] { to_css(PointConvention::kImagePixels, -1, 10, sent, f); }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([&] { to_css(PointConvention::kNormalized1000, 1001, 10, sent, f); }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([&] { to_css(PointConvention::kNormalized1000, std::nan(""), 10, sent, f); }) == ErrorKind::kModelOutput);
+    CHECK(kind_of([&] { to_css(PointConvention::kImagePixels, 960, 10, sent, f); }) ==
+          ErrorKind::kModelOutput);
+    CHECK(kind_of([&] { to_css(PointConvention::kImagePixels, -1, 10, sent, f); }) ==
+          ErrorKind::kModelOutput);
+    CHECK(kind_of([&] { to_css(PointConvention::kNormalized1000, 1001, 10, sent, f); }) ==
+          ErrorKind::kModelOutput);
+    CHECK(kind_of([&] { to_css(PointConvention::kNormalized1000, std::nan(""), 10, sent, f); }) ==
+          ErrorKind::kModelOutput);
     // fit_size never upscales and keeps the aspect ratio.
     CHECK(fit_size({320, 240}, 1000, 1000).width == 320);
     CHECK(fit_size({1000, 500}, 0, 100).width == 200);
@@ -201,7 +231,8 @@ TEST_CASE("memory keeps notes, history and the last k screenshots") {
     CHECK(m.notes_text() == "- price is 3");
     for (int i = 1; i <= 4; ++i) m.add_history({i, "scroll down", "ok"});
     CHECK(m.history_text(2) == "step 3: scroll down -> ok\nstep 4: scroll down -> ok");
-    auto a = std::make_shared<model::Image>(2, 2), b = std::make_shared<model::Image>(3, 3), c = std::make_shared<model::Image>(4, 4);
+    auto a = std::make_shared<model::Image>(2, 2), b = std::make_shared<model::Image>(3, 3),
+         c = std::make_shared<model::Image>(4, 4);
     m.add_screenshot(a);
     m.add_screenshot(b);
     m.add_screenshot(c);
