@@ -106,10 +106,18 @@ void GpuModel::allocate() {
         ssd_ws_ = DeviceBuffer(kc::ssd_workspace_bytes(sp));
     }
     if (c.count(LayerKind::kAttention)) {
+        // The split count depends on the batch and the longest context, so size for the worst case.
         kc::AttentionDecodeParams dp;
-        dp.batch = L.max_seqs, dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = c.head_dim;
-        dp.page_size = L.page_size, dp.max_pages_per_seq = max_pages, dp.max_seq_len = L.max_context;
-        decode_ws_ = DeviceBuffer(kc::attention_decode_workspace_bytes(dp));
+        dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = c.head_dim;
+        dp.page_size = L.page_size, dp.max_pages_per_seq = max_pages;
+        size_t ws = 0;
+        for (int64_t b = 1; b <= L.max_seqs; ++b) {
+            for (int64_t len = L.page_size; len < 2 * L.max_context; len *= 2) {
+                dp.batch = b, dp.max_seq_len = std::min(len, L.max_context);
+                ws = std::max(ws, kc::attention_decode_workspace_bytes(dp));
+            }
+        }
+        decode_ws_ = DeviceBuffer(ws);
     }
     kc::EmbedParams ep;
     ep.n_tok = T, ep.n_seq = L.max_seqs, ep.dim = d;
