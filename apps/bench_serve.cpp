@@ -158,14 +158,15 @@ struct RunResult {
     std::vector<double> step_latency, ttft, first_step, last_step;
 };
 
-RunResult run(Engine& engine, const Options& o, int C, bool stateful) {
+RunResult run(Engine& engine, const Options& o, int C, bool stateful, uint64_t run_id) {
     RunResult res;
     std::mutex mu;
     const auto t0 = Clock::now();
     std::vector<std::thread> workers;
     for (int w = 0; w < C; ++w) {
         workers.emplace_back([&, w] {
-            std::mt19937_64 rng(1000003ull * (w + 1) + (stateful ? 0 : 7));
+            // Distinct per run and worker: no screenshot repeats across runs (the image cache must not help).
+            std::mt19937_64 rng(1000003ull * (w + 1) + 7919ull * run_id);
             SessionId session = stateful ? engine.open_session() : 0;
             std::vector<std::shared_ptr<const Image>> shots;
             std::vector<int32_t> history;  // text tokens of all steps so far (stateless re-sends them)
@@ -239,7 +240,9 @@ int main(int argc, char** argv) {
         eo.limits.max_tokens = o.prefill_chunk + max_c + 4;
         eo.limits.max_context = o.max_context;
         eo.limits.page_size = 16;
-        const int64_t per_session = static_cast<int64_t>(o.steps) * (768 + 2 + o.text_tokens + o.output_tokens) + 4096;
+        const int64_t per_step = 768 + 2 + o.text_tokens + o.output_tokens;
+        // Stateful sessions grow by a step each; stateless ones hold 3 screenshots and the text history.
+        const int64_t per_session = std::max<int64_t>(static_cast<int64_t>(o.steps) * per_step, 3 * 770 + static_cast<int64_t>(o.steps) * (o.text_tokens + o.output_tokens)) + 512;
         eo.limits.kv_pages = (max_c + 4) * ((per_session + 15) / 16);
         eo.limits.max_image_rows = 6 * 768 * (max_c + 4) > 262144 ? 262144 : 6 * 768 * (max_c + 4);
         eo.limits.max_tiles = 13;
@@ -257,11 +260,12 @@ int main(int argc, char** argv) {
         std::printf("| mode | C | output tok/s | total tok/s | appended tok/s | steps/s | step p50 s | step p95 s | TTFT p50 s | step %d / step 1 | "
                     "decode rows | decode ms/step | decode %% roofline | device GiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                     o.steps);
+        uint64_t run_id = 0;
         for (const char* mode : {"stateful", "stateless"}) {
             if (o.mode != "both" && o.mode != mode) continue;
             for (int C : o.concurrency) {
                 const EngineStats before = engine->stats();
-                const RunResult r = run(*engine, o, C, std::string(mode) == "stateful");
+                const RunResult r = run(*engine, o, C, std::string(mode) == "stateful", ++run_id);
                 const EngineStats after = engine->stats();
                 const double dsteps = static_cast<double>(after.decode_only_steps - before.decode_only_steps);
                 const double drows = static_cast<double>(after.decode_only_rows - before.decode_only_rows);
