@@ -1,375 +1,438 @@
-// Mamba-2 SSD chunked scan over packed variable-length sequences (spec §2.2), fp32 math.
-// Chunks are aligned to each sequence: sequence s owns chunk slots off(s) = s + cu_seqlens[s] / Q onwards
-// (off is strictly increasing and leaves room for ⌈len/Q⌉ chunks, so a block finds its sequence by a
-// binary search and no planning kernel is needed; a few slots stay unused).
-// Four kernels, in stream order:
-//   1. chunk_state  (slot, head):  dt, Λ = cumsum(dt·A) and the chunk's own state Σ_j e^{Λ_last−Λ_j} dt_j x_j⊗B_j
-//   2. chunk_cb     (slot, group): C·Bᵀ of the chunk, shared by the group's heads
-//   3. state_pass   (seq, head, elements): S ← e^{Λ_last}·S + chunk state, sequentially over the chunks;
-//                   each chunk's entering state replaces its own state in the workspace; final → slot
-//   4. chunk_output (slot, head): y_i = e^{Λ_i} C_i·S_in + Σ_{j≤i} (C_i·B_j) e^{Λ_i−Λ_j} dt_j x_j + D x_i
+// Mamba-2 SSD chunked scan over packed variable-length sequences (spec §2.2, serving.md §3), fused into
+// one kernel on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulation).
+//
+// One block per (head, sequence) walks its sequence chunk by chunk (chunks start at the sequence's own
+// offsets 0, Q, 2Q, …). The running state S [P×N] stays in fp32 registers as mma accumulators for the
+// whole sequence, so chunk states never go through device memory and no workspace is needed. Per chunk:
+//   dt_j = clamp(softplus(dt_raw + dt_bias)),  Λ = cumsum(dt·A)            (fp32, warp 0)
+//   Y    = e^{Λ_i} · C·S_inᵀ                                               (C bf16, S_in rounded to bf16)
+//        + ((C·Bᵀ) ⊙ e^{Λ_i−Λ_j} dt_j ⊙ [j ≤ i]) · X                      (C·Bᵀ fp32, the product rounded to bf16)
+//        + D·x
+//   S    = e^{Λ_last}·S + Xᵀ · (e^{Λ_last−Λ_j} dt_j B_j)                  (B_j·weight rounded to bf16)
+// Warp w computes output rows 16w..16w+15 of the chunk (C·Bᵀ only up to the diagonal) and a fixed slice
+// of the state tiles. The grid puts the heads of one sequence next to each other, so x/B/C rows of a
+// chunk come from HBM once and from L2 for the other heads of the group.
+// Precision: dt, Λ, the decays and S are fp32; the mma operands are bf16 (x, B, C exact; decay-weighted
+// operands and the state copy used for the output rounded to bf16, relative error ≤ 2^-9 each).
 #include "kernels/cuda/common.cuh"
+
+#include <algorithm>
 
 namespace surf::kernels::cuda {
 
 namespace {
 
+using detail::cp_async16;
+using detail::pack_bf16x2;
+using detail::smem_addr;
 using detail::to_float;
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int kMaxChunk = 128;
 
-struct Workspace {
-    float* dt;      // [slots, H, Q]
-    float* cum;     // [slots, H, Q]
-    float* states;  // [slots, H, P, N]
-    float* cb;      // [slots, G, Q, Q]
-};
-
-int64_t chunk_slots(const SsdVarlenParams& p) { return p.n_seq + p.n_tok / p.chunk; }
-size_t align256(size_t v) { return (v + 255) & ~size_t{255}; }
-
-Workspace carve(const SsdVarlenParams& p, void* base) {
-    const size_t slots = static_cast<size_t>(chunk_slots(p));
-    char* ptr = static_cast<char*>(base);
-    Workspace w;
-    w.dt = reinterpret_cast<float*>(ptr);
-    ptr += align256(slots * p.H * p.chunk * 4);
-    w.cum = reinterpret_cast<float*>(ptr);
-    ptr += align256(slots * p.H * p.chunk * 4);
-    w.states = reinterpret_cast<float*>(ptr);
-    ptr += align256(slots * p.H * p.P * p.N * 4);
-    w.cb = reinterpret_cast<float*>(ptr);
-    return w;
+// Plain (not volatile) so the compiler may schedule the mma chain; it only reads registers.
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// ldmatrix reads shared memory: volatile + memory clobber keeps it behind the barriers.
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p))
+                 : "memory");
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p))
+                 : "memory");
+}
+__device__ __forceinline__ void ldsm_x2_t(uint32_t (&r)[2], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(smem_addr(p))
+                 : "memory");
+}
+__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t v, float s0, float s1) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
+    return pack_bf16x2(f.x * s0, f.y * s1);
 }
 
-// The chunk a block works on: sequence, first packed token, length (≤ 0: unused slot).
-struct ChunkInfo {
-    int seq;
-    int64_t start, len;
-};
-__device__ __forceinline__ ChunkInfo locate_chunk(const SsdVarlenParams& p, int64_t slot) {
-    int lo = 0, hi = static_cast<int>(p.n_seq) - 1;
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (mid + p.cu_seqlens[mid] / p.chunk <= slot) lo = mid;
-        else hi = mid - 1;
+// Shared-memory layout for d_state N and head_dim padded to PT (a multiple of 16).
+//  X  [Q][PT+8]   bf16: the pad makes the 8 row addresses of an ldmatrix hit distinct 16-byte bank groups
+//  B, C [Q][N]    bf16, Sb [PT][N] bf16 (the entering state): rows of ≥ 8 16-byte units are XOR-swizzled
+//                 by (row & 7), shorter rows padded by one unit, for the same reason
+//  dts, cum, expl, wgt [Q] fp32, decay
+template <int N, int PT>
+struct Layout {
+    static constexpr int kXs = PT + 8;
+    static constexpr bool kSwizzle = N >= 64;
+    static constexpr int kBs = kSwizzle ? N : N + 8;
+    static constexpr size_t kX = 0;
+    static constexpr size_t kB = kX + size_t{kMaxChunk} * kXs * 2;
+    static constexpr size_t kC = kB + size_t{kMaxChunk} * kBs * 2;
+    static constexpr size_t kS = kC + size_t{kMaxChunk} * kBs * 2;
+    static constexpr size_t kF = kS + size_t{PT} * kBs * 2;
+    static constexpr size_t kBytes = kF + (4 * kMaxChunk + 4) * 4;
+    __device__ static int bc(int row, int col) {
+        int unit = col >> 3;
+        if (kSwizzle) unit ^= row & 7;
+        return row * kBs + unit * 8 + (col & 7);
     }
-    const int64_t local = slot - (lo + p.cu_seqlens[lo] / p.chunk);
-    const int64_t start = p.cu_seqlens[lo] + local * p.chunk;
-    const int64_t end = min(static_cast<int64_t>(p.cu_seqlens[lo + 1]), start + p.chunk);
-    return {lo, start, end - start};
+};
+
+template <typename T> __device__ __forceinline__ void load2(const T* p, float& a, float& b);
+template <> __device__ __forceinline__ void load2<float>(const float* p, float& a, float& b) {
+    const float2 v = *reinterpret_cast<const float2*>(p);
+    a = v.x;
+    b = v.y;
+}
+template <> __device__ __forceinline__ void load2<bf16>(const bf16* p, float& a, float& b) {
+    const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+    a = v.x;
+    b = v.y;
+}
+template <typename T> __device__ __forceinline__ void store2(T* p, float a, float b);
+template <> __device__ __forceinline__ void store2<float>(float* p, float a, float b) {
+    *reinterpret_cast<float2*>(p) = make_float2(a, b);
+}
+template <> __device__ __forceinline__ void store2<bf16>(bf16* p, float a, float b) {
+    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
 }
 
-// ---- 1. dt, cumsum, chunk-local state ----------------------------------------------------------------
-// Thread t owns state columns n = 4·(t % (N/4)) .. +3 and rows p = t / (N/4) + r · (256 / (N/4)).
-template <int N>
-__global__ void __launch_bounds__(kThreads) chunk_state_kernel(SsdVarlenParams p, Workspace ws) {
-    constexpr int kCols = N / 4, kRowGroups = kThreads / kCols, kMaxRows = 16;
-    extern __shared__ float smem[];
-    const int64_t slot = blockIdx.x, h = blockIdx.y, Q = p.chunk, P = p.P;
-    const ChunkInfo ci = locate_chunk(p, slot);
-    if (ci.len <= 0) return;
-    const int64_t g = h / (p.H / p.G);
-    float* cum = smem;                         // [Q]
-    float* wgt = cum + kMaxChunk;              // [Q]
-    float* xw = wgt + kMaxChunk;               // [Q, P]
-    bf16* Bs = reinterpret_cast<bf16*>(xw + Q * P);  // [Q, N]
-    const int tid = threadIdx.x;
-
-    // dt and a = dt·A, then an inclusive scan (Hillis–Steele; Q ≤ 128 threads take part).
-    float dt = 0.0f;
-    if (tid < ci.len) {
-        dt = detail::softplus(to_float(p.dt_raw[(ci.start + tid) * p.dt_stride + h]) + p.dt_bias[h]);
-        dt = fminf(fmaxf(dt, p.dt_min), p.dt_max);
-    }
-    if (tid < Q) cum[tid] = dt * p.A[h];
-    __syncthreads();
-    for (int off = 1; off < Q; off <<= 1) {
-        float v = 0.0f;
-        if (tid < Q && tid >= off) v = cum[tid - off];
-        __syncthreads();
-        if (tid < Q) cum[tid] += v;
-        __syncthreads();
-    }
-    const float last = cum[ci.len - 1];
-    if (tid < Q) {
-        ws.dt[(slot * p.H + h) * Q + tid] = dt;
-        ws.cum[(slot * p.H + h) * Q + tid] = cum[tid];
-        wgt[tid] = tid < ci.len ? __expf(last - cum[tid]) * dt : 0.0f;
-    }
-    __syncthreads();
-    for (int64_t e = tid; e < Q * P; e += kThreads) {
-        const int64_t j = e / P, pp = e % P;
-        xw[e] = j < ci.len ? wgt[j] * to_float(p.x[(ci.start + j) * p.x_stride + h * P + pp]) : 0.0f;
-    }
-    for (int64_t e = tid; e < Q * N; e += kThreads) {
-        const int64_t j = e / N, n = e % N;
-        Bs[e] = j < ci.len ? p.B[(ci.start + j) * p.bc_stride + g * N + n] : __float2bfloat16_rn(0.0f);
-    }
-    __syncthreads();
-
-    const int c4 = (tid % kCols) * 4, rg = tid / kCols;
-    const int n_rows = static_cast<int>((P - rg + kRowGroups - 1) / kRowGroups);
-    float acc[kMaxRows][4] = {};
-    for (int64_t j = 0; j < ci.len; ++j) {
-        const uint2 raw = *reinterpret_cast<const uint2*>(Bs + j * N + c4);
-        const float2 b01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
-        const float2 b23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
-        const float* xr = xw + j * P + rg;
+// Slot state ↔ the state accumulators. Element (p, n) pairs (n, n+1) are adjacent in memory (N even).
+template <typename TS, int MTW, int NTW, int WM, int WN, int MT>
+__device__ void state_io(TS* st, float (&s)[MTW][NTW][4], int P, int N, int wm, int wn, int g, int t, bool load) {
 #pragma unroll
-        for (int r = 0; r < kMaxRows; ++r) {
-            if (r < n_rows) {
-                const float xv = xr[r * kRowGroups];
-                acc[r][0] += xv * b01.x;
-                acc[r][1] += xv * b01.y;
-                acc[r][2] += xv * b23.x;
-                acc[r][3] += xv * b23.y;
+    for (int b = 0; b < MTW; ++b) {
+        const int mt = wm + WM * b;
+#pragma unroll
+        for (int a = 0; a < NTW; ++a) {
+            const int n = (wn + WN * a) * 8 + 2 * t;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int row = mt * 16 + g + 8 * half;
+                if (mt >= MT || row >= P) continue;
+                if (load) load2(st + static_cast<int64_t>(row) * N + n, s[b][a][2 * half], s[b][a][2 * half + 1]);
+                else store2(st + static_cast<int64_t>(row) * N + n, s[b][a][2 * half], s[b][a][2 * half + 1]);
             }
         }
     }
-    float* out = ws.states + (slot * p.H + h) * P * N;
-#pragma unroll
-    for (int r = 0; r < kMaxRows; ++r) {
-        if (r < n_rows) {
-            const int64_t row = rg + static_cast<int64_t>(r) * kRowGroups;
-            *reinterpret_cast<float4*>(out + row * N + c4) = make_float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
-        }
-    }
 }
 
-// ---- 2. C·Bᵀ per (chunk, group) ----------------------------------------------------------------------
-// Thread (ti, tj) = (t / 16, t % 16) owns G[ti + 16r][tj + 16c]. C and B are staged transposed
-// ([N][Q + 2]) so that the inner loop over n reads rows of consecutive i / j.
-__global__ void __launch_bounds__(kThreads) chunk_cb_kernel(SsdVarlenParams p, Workspace ws) {
-    extern __shared__ float smem[];
-    const int64_t slot = blockIdx.x, g = blockIdx.y, Q = p.chunk, N = p.N, ld = Q + 2;
-    const ChunkInfo ci = locate_chunk(p, slot);
-    if (ci.len <= 0) return;
-    bf16* Ct = reinterpret_cast<bf16*>(smem);
-    bf16* Bt = Ct + N * ld;
-    for (int64_t e = threadIdx.x; e < Q * N; e += kThreads) {
-        const int64_t i = e / N, n = e % N;
-        const bool valid = i < ci.len;
-        const int64_t src = (ci.start + i) * p.bc_stride + g * N + n;
-        Ct[n * ld + i] = valid ? p.C[src] : __float2bfloat16_rn(0.0f);
-        Bt[n * ld + i] = valid ? p.B[src] : __float2bfloat16_rn(0.0f);
-    }
-    __syncthreads();
-    const int ti = threadIdx.x / 16, tj = threadIdx.x % 16, q16 = static_cast<int>(Q / 16);
-    float acc[8][8] = {};
-    for (int64_t n = 0; n < N; ++n) {
-        float cv[8], bv[8];
-#pragma unroll
-        for (int r = 0; r < 8; ++r) {
-            cv[r] = r < q16 ? __bfloat162float(Ct[n * ld + ti + 16 * r]) : 0.0f;
-            bv[r] = r < q16 ? __bfloat162float(Bt[n * ld + tj + 16 * r]) : 0.0f;
-        }
-#pragma unroll
-        for (int r = 0; r < 8; ++r) {
-#pragma unroll
-            for (int c = 0; c < 8; ++c) acc[r][c] += cv[r] * bv[c];
-        }
-    }
-    float* out = ws.cb + (slot * p.G + g) * Q * Q;
-#pragma unroll
-    for (int r = 0; r < 8; ++r) {
-#pragma unroll
-        for (int c = 0; c < 8; ++c) {
-            if (r < q16 && c < q16) out[(ti + 16 * r) * Q + tj + 16 * c] = acc[r][c];
-        }
-    }
-}
+template <int N, int PT>
+__global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(SsdVarlenParams p, bool vec) {
+    using L = Layout<N, PT>;
+    constexpr int MT = PT / 16, NT = N / 8;          // state tiles: m16 over p, n8 over n
+    constexpr int WN = NT < kWarps ? NT : kWarps;    // warps across n, then across p
+    constexpr int WM = kWarps / WN;
+    constexpr int NTW = NT / WN, MTW = (MT + WM - 1) / WM;
+    constexpr int PN8 = PT / 8;                      // n8 tiles of the output over p
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16* Xs = reinterpret_cast<bf16*>(smem + L::kX);
+    bf16* Bs = reinterpret_cast<bf16*>(smem + L::kB);
+    bf16* Cs = reinterpret_cast<bf16*>(smem + L::kC);
+    bf16* Sb = reinterpret_cast<bf16*>(smem + L::kS);
+    float* dts = reinterpret_cast<float*>(smem + L::kF);
+    float* cum = dts + kMaxChunk;
+    float* expl = cum + kMaxChunk;
+    float* wgt = expl + kMaxChunk;
+    float* decay = wgt + kMaxChunk;
 
-// ---- 3. state passing ---------------------------------------------------------------------------------
-template <typename TS>
-__global__ void state_pass_kernel(SsdVarlenParams p, Workspace ws) {
-    const int s = blockIdx.x;
-    const int64_t h = blockIdx.y, PN = p.P * p.N;
-    const int64_t e = static_cast<int64_t>(blockIdx.z) * blockDim.x + threadIdx.x;
-    if (e >= PN) return;
-    const int64_t start = p.cu_seqlens[s], len = p.cu_seqlens[s + 1] - start;
+    const int h = blockIdx.x, s = blockIdx.y;
+    const int P = static_cast<int>(p.P), Q = static_cast<int>(p.chunk), H = static_cast<int>(p.H);
+    const int g_idx = h / (H / static_cast<int>(p.G));
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int lr = lane & 7, lm = lane >> 3;  // ldmatrix: row within an 8×8 matrix, matrix index
+    const int wn = warp % WN, wm = warp / WN;
+
+    const int64_t seq_start = p.cu_seqlens[s];
+    const int seq_len = p.cu_seqlens[s + 1] - p.cu_seqlens[s];
     const bool init = p.has_initial_state == nullptr || p.has_initial_state[s] != 0;
-    TS* slot_state = static_cast<TS*>(p.state) + (static_cast<int64_t>(p.slots[s]) * p.H + h) * PN + e;
-    float S = init ? to_float(*slot_state) : 0.0f;
-    const int64_t first = s + start / p.chunk, n_chunks = (len + p.chunk - 1) / p.chunk;
-    for (int64_t c = 0; c < n_chunks; ++c) {
-        const int64_t slot = first + c;
-        const int64_t clen = min(p.chunk, len - c * p.chunk);
-        const float decay = __expf(ws.cum[(slot * p.H + h) * p.chunk + clen - 1]);
-        float* cs = ws.states + (slot * p.H + h) * PN + e;
-        const float own = *cs;
-        *cs = S;
-        S = decay * S + own;
-    }
-    *slot_state = detail::from_float<TS>(S);
-}
+    const int64_t st_off = (static_cast<int64_t>(p.slots[s]) * H + h) * P * N;
+    const bool s32 = p.state_dtype == DType::kF32;
 
-// ---- 4. outputs -----------------------------------------------------------------------------------------
-// Thread (ig, pg) = (t / 16, t % 16) owns y[ig + 16r][pg + 16q]. Phase A stages Cᵀ and the entering
-// state; phase B reuses the same shared memory for the decayed C·Bᵀ (row pitch Q+1) and x.
-template <typename TY>
-__global__ void __launch_bounds__(kThreads) chunk_output_kernel(SsdVarlenParams p, Workspace ws) {
-    extern __shared__ float smem[];
-    const int64_t slot = blockIdx.x, h = blockIdx.y, Q = p.chunk, N = p.N, P = p.P;
-    const ChunkInfo ci = locate_chunk(p, slot);
-    if (ci.len <= 0) return;
-    const int64_t g = h / (p.H / p.G);
-    float* cum = smem;              // [Q]
-    float* dts = cum + kMaxChunk;   // [Q]
-    float* area = dts + kMaxChunk;  // phase-dependent
-    const int tid = threadIdx.x;
-    if (tid < Q) {
-        cum[tid] = ws.cum[(slot * p.H + h) * Q + tid];
-        dts[tid] = ws.dt[(slot * p.H + h) * Q + tid];
+    float st[MTW][NTW][4];
+#pragma unroll
+    for (int b = 0; b < MTW; ++b)
+#pragma unroll
+        for (int a = 0; a < NTW; ++a)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) st[b][a][e] = 0.0f;
+    if (init) {
+        if (s32) state_io<float, MTW, NTW, WM, WN, MT>(static_cast<float*>(p.state) + st_off, st, P, N, wm, wn, g, t, true);
+        else state_io<bf16, MTW, NTW, WM, WN, MT>(static_cast<bf16*>(p.state) + st_off, st, P, N, wm, wn, g, t, true);
     }
-    // Phase A: Cᵀ [N][Q+2] bf16, Sᵀ [N][P+1] fp32.
-    const int64_t ldc = Q + 2, lds = P + 1;
-    bf16* Ct = reinterpret_cast<bf16*>(area);
-    float* St = area + (N * ldc + 1) / 2;
-    for (int64_t e = tid; e < Q * N; e += kThreads) {
-        const int64_t i = e / N, n = e % N;
-        Ct[n * ldc + i] = i < ci.len ? p.C[(ci.start + i) * p.bc_stride + g * N + n] : __float2bfloat16_rn(0.0f);
-    }
-    const float* S_in = ws.states + (slot * p.H + h) * P * N;
-    for (int64_t e = tid; e < P * N; e += kThreads) St[(e % N) * lds + e / N] = S_in[e];
-    __syncthreads();
-    const int ig = tid / 16, pg = tid % 16, q16 = static_cast<int>(Q / 16);
-    const int n_pcols = static_cast<int>((P - pg + 15) / 16);
-    float acc[8][8] = {};
-    for (int64_t n = 0; n < N; ++n) {
-        float cv[8], sv[8];
-#pragma unroll
-        for (int r = 0; r < 8; ++r) cv[r] = r < q16 ? __bfloat162float(Ct[n * ldc + ig + 16 * r]) : 0.0f;
-#pragma unroll
-        for (int q = 0; q < 8; ++q) sv[q] = q < n_pcols ? St[n * lds + pg + 16 * q] : 0.0f;
-#pragma unroll
-        for (int r = 0; r < 8; ++r) {
-#pragma unroll
-            for (int q = 0; q < 8; ++q) acc[r][q] += cv[r] * sv[q];
+
+    const float A = p.A[h], dt_bias = p.dt_bias[h], Dh = p.D ? p.D[h] : 0.0f;
+    const bool y32 = p.y_dtype == DType::kF32;
+
+    for (int c0 = 0; c0 < seq_len; c0 += Q) {
+        const int len = min(Q, seq_len - c0);
+        const int64_t tok0 = seq_start + c0;
+        const bool s_zero = c0 == 0 && !init;
+        __syncthreads();  // the previous chunk is done with every shared buffer
+
+        // ---- stage x, B, C of the chunk (rows ≥ len and columns ≥ P as zeros) -------------------------
+        const bf16* xg = p.x + tok0 * p.x_stride + static_cast<int64_t>(h) * P;
+        const bf16* bg = p.B + tok0 * p.bc_stride + static_cast<int64_t>(g_idx) * N;
+        const bf16* cg = p.C + tok0 * p.bc_stride + static_cast<int64_t>(g_idx) * N;
+        if (vec) {
+            for (int e = tid; e < Q * (PT / 8); e += kThreads) {
+                const int j = e / (PT / 8), u = e % (PT / 8);
+                const bool ok = j < len && u * 8 < P;
+                cp_async16(Xs + j * L::kXs + u * 8, ok ? xg + j * p.x_stride + u * 8 : xg, ok);
+            }
+            for (int e = tid; e < Q * (N / 8); e += kThreads) {
+                const int j = e / (N / 8), u = e % (N / 8);
+                const bool ok = j < len;
+                cp_async16(Bs + L::bc(j, u * 8), ok ? bg + j * p.bc_stride + u * 8 : bg, ok);
+                cp_async16(Cs + L::bc(j, u * 8), ok ? cg + j * p.bc_stride + u * 8 : cg, ok);
+            }
+            detail::cp_async_commit();
+        } else {
+            const bf16 zero = __float2bfloat16_rn(0.0f);
+            for (int e = tid; e < Q * PT; e += kThreads) {
+                const int j = e / PT, pp = e % PT;
+                Xs[j * L::kXs + pp] = j < len && pp < P ? xg[j * p.x_stride + pp] : zero;
+            }
+            for (int e = tid; e < Q * N; e += kThreads) {
+                const int j = e / N, n = e % N;
+                Bs[L::bc(j, n)] = j < len ? bg[j * p.bc_stride + n] : zero;
+                Cs[L::bc(j, n)] = j < len ? cg[j * p.bc_stride + n] : zero;
+            }
         }
-    }
-#pragma unroll
-    for (int r = 0; r < 8; ++r) {
-        const float decay = r < q16 ? __expf(cum[ig + 16 * r]) : 0.0f;
-#pragma unroll
-        for (int q = 0; q < 8; ++q) acc[r][q] *= decay;
-    }
-    __syncthreads();
-    // Phase B: M [Q][Q+1] fp32 (decayed, masked C·Bᵀ ⊙ dt_j), X [Q][P] bf16.
-    const int64_t ldm = Q + 1;
-    float* M = area;
-    bf16* X = reinterpret_cast<bf16*>(M + Q * ldm);
-    const float* G = ws.cb + (slot * p.G + g) * Q * Q;
-    for (int64_t e = tid; e < Q * Q; e += kThreads) {
-        const int64_t i = e / Q, j = e % Q;
-        M[i * ldm + j] = (j <= i && i < ci.len) ? G[e] * __expf(cum[i] - cum[j]) * dts[j] : 0.0f;
-    }
-    for (int64_t e = tid; e < Q * P; e += kThreads) {
-        const int64_t j = e / P, pp = e % P;
-        X[e] = j < ci.len ? p.x[(ci.start + j) * p.x_stride + h * P + pp] : __float2bfloat16_rn(0.0f);
-    }
-    __syncthreads();
-    // Rows ig + 16r only need j ≤ their index; the last row bounds the loop.
-    for (int64_t j = 0; j < ci.len; ++j) {
-        float mv[8], xv[8];
-#pragma unroll
-        for (int r = 0; r < 8; ++r) mv[r] = r < q16 ? M[(ig + 16 * r) * ldm + j] : 0.0f;
-#pragma unroll
-        for (int q = 0; q < 8; ++q) xv[q] = q < n_pcols ? __bfloat162float(X[j * P + pg + 16 * q]) : 0.0f;
-#pragma unroll
-        for (int r = 0; r < 8; ++r) {
-#pragma unroll
-            for (int q = 0; q < 8; ++q) acc[r][q] += mv[r] * xv[q];
+        if (tid < kMaxChunk) {
+            float dt = 0.0f;
+            if (tid < len) {
+                dt = detail::softplus(to_float(p.dt_raw[(tok0 + tid) * p.dt_stride + h]) + dt_bias);
+                dt = fminf(fmaxf(dt, p.dt_min), p.dt_max);
+            }
+            dts[tid] = dt;
         }
-    }
-    const float Dh = p.D ? p.D[h] : 0.0f;
-    TY* y = static_cast<TY*>(p.y);
+        // The entering state, bf16, [p][n]: the B operand of C·Sᵀ.
 #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-        const int64_t i = ig + 16 * r;
-        if (r >= q16 || i >= ci.len) continue;
+        for (int b = 0; b < MTW; ++b) {
+            const int mt = wm + WM * b;
+            if (mt >= MT) continue;
 #pragma unroll
-        for (int q = 0; q < 8; ++q) {
-            if (q < n_pcols) {
-                const int64_t pp = pg + 16 * q;
-                const float xv = __bfloat162float(X[i * P + pp]);
-                y[((ci.start + i) * p.H + h) * P + pp] = detail::from_float<TY>(acc[r][q] + Dh * xv);
+            for (int a = 0; a < NTW; ++a) {
+                const int n = (wn + WN * a) * 8 + 2 * t, row = mt * 16 + g;
+                *reinterpret_cast<uint32_t*>(Sb + L::bc(row, n)) = pack_bf16x2(st[b][a][0], st[b][a][1]);
+                *reinterpret_cast<uint32_t*>(Sb + L::bc(row + 8, n)) = pack_bf16x2(st[b][a][2], st[b][a][3]);
+            }
+        }
+        if (vec) detail::cp_async_wait_all();
+        __syncthreads();
+
+        // ---- Λ = inclusive cumsum of dt·A (warp 0, 4 per lane), decays, state weights ----------------
+        if (warp == 0) {
+            float v[4], run = 0.0f;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                run += dts[lane * 4 + k] * A;
+                v[k] = run;
+            }
+            float incl = run;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const float up = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o) incl += up;
+            }
+            const float excl = incl - run, total = __shfl_sync(0xffffffffu, incl, 31);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const int j = lane * 4 + k;
+                const float cj = v[k] + excl;
+                cum[j] = cj;
+                expl[j] = __expf(cj);
+                wgt[j] = __expf(total - cj) * dts[j];
+            }
+            if (lane == 0) *decay = __expf(total);
+        }
+        __syncthreads();
+
+        // ---- outputs: warp w owns rows i0 = 16w .. i0 + 15 --------------------------------------------
+        const int i0 = warp * 16;
+        if (i0 < len) {
+            float yacc[PN8][4];
+#pragma unroll
+            for (int n = 0; n < PN8; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) yacc[n][e] = 0.0f;
+            const int r0 = i0 + g, r1 = r0 + 8;
+            if (!s_zero) {
+#pragma unroll 2
+                for (int ks = 0; ks < N / 16; ++ks) {
+                    uint32_t a[4];
+                    ldsm_x4(a, Cs + L::bc(i0 + (lm & 1) * 8 + lr, ks * 16 + (lm >> 1) * 8));
+#pragma unroll
+                    for (int pp = 0; pp < PT / 16; ++pp) {
+                        uint32_t b[4];
+                        ldsm_x4(b, Sb + L::bc(pp * 16 + (lm >> 1) * 8 + lr, ks * 16 + (lm & 1) * 8));
+                        mma16816(yacc[2 * pp], a, b[0], b[1]);
+                        mma16816(yacc[2 * pp + 1], a, b[2], b[3]);
+                    }
+                }
+                const float e0 = expl[r0], e1 = expl[r1];
+#pragma unroll
+                for (int n = 0; n < PN8; ++n) {
+                    yacc[n][0] *= e0;
+                    yacc[n][1] *= e0;
+                    yacc[n][2] *= e1;
+                    yacc[n][3] *= e1;
+                }
+            }
+            const float cum0 = cum[r0], cum1 = cum[r1];
+            for (int jt = 0; jt <= warp; ++jt) {
+                const int j0 = jt * 16;
+                float cb[2][4] = {};
+#pragma unroll
+                for (int ks = 0; ks < N / 16; ++ks) {
+                    uint32_t a[4], b[4];
+                    ldsm_x4(a, Cs + L::bc(i0 + (lm & 1) * 8 + lr, ks * 16 + (lm >> 1) * 8));
+                    ldsm_x4(b, Bs + L::bc(j0 + (lm >> 1) * 8 + lr, ks * 16 + (lm & 1) * 8));
+                    mma16816(cb[0], a, b[0], b[1]);
+                    mma16816(cb[1], a, b[2], b[3]);
+                }
+                // Decay mask: element (i, j) × e^{Λ_i − Λ_j}·dt_j for j ≤ i, else 0.
+#pragma unroll
+                for (int nb = 0; nb < 2; ++nb) {
+                    const int j = j0 + nb * 8 + 2 * t;
+                    const float cj0 = cum[j], cj1 = cum[j + 1], d0 = dts[j], d1 = dts[j + 1];
+                    cb[nb][0] = j <= r0 ? cb[nb][0] * __expf(cum0 - cj0) * d0 : 0.0f;
+                    cb[nb][1] = j + 1 <= r0 ? cb[nb][1] * __expf(cum0 - cj1) * d1 : 0.0f;
+                    cb[nb][2] = j <= r1 ? cb[nb][2] * __expf(cum1 - cj0) * d0 : 0.0f;
+                    cb[nb][3] = j + 1 <= r1 ? cb[nb][3] * __expf(cum1 - cj1) * d1 : 0.0f;
+                }
+                // The m16n8 accumulator layout of two n8 tiles is the m16k16 A layout.
+                const uint32_t pa[4] = {pack_bf16x2(cb[0][0], cb[0][1]), pack_bf16x2(cb[0][2], cb[0][3]),
+                                        pack_bf16x2(cb[1][0], cb[1][1]), pack_bf16x2(cb[1][2], cb[1][3])};
+#pragma unroll
+                for (int pp = 0; pp < PT / 16; ++pp) {
+                    uint32_t b[4];
+                    ldsm_x4_t(b, Xs + (j0 + (lm & 1) * 8 + lr) * L::kXs + pp * 16 + (lm >> 1) * 8);
+                    mma16816(yacc[2 * pp], pa, b[0], b[1]);
+                    mma16816(yacc[2 * pp + 1], pa, b[2], b[3]);
+                }
+            }
+            // y = acc + D·x
+#pragma unroll
+            for (int n = 0; n < PN8; ++n) {
+                const int pc = n * 8 + 2 * t;
+                if (pc >= P) continue;
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    const int i = half ? r1 : r0;
+                    if (i >= len) continue;
+                    const float2 xv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Xs + i * L::kXs + pc));
+                    const float v0 = yacc[n][2 * half] + Dh * xv.x, v1 = yacc[n][2 * half + 1] + Dh * xv.y;
+                    const int64_t o = ((tok0 + i) * H + h) * P + pc;
+                    const bool pair = (P & 1) == 0;  // pc + 1 < P and o even
+                    if (y32) {
+                        float* y = static_cast<float*>(p.y);
+                        if (pair) store2(y + o, v0, v1);
+                        else {
+                            y[o] = v0;
+                            if (pc + 1 < P) y[o + 1] = v1;
+                        }
+                    } else {
+                        bf16* y = static_cast<bf16*>(p.y);
+                        if (pair) store2(y + o, v0, v1);
+                        else {
+                            y[o] = __float2bfloat16_rn(v0);
+                            if (pc + 1 < P) y[o + 1] = __float2bfloat16_rn(v1);
+                        }
+                    }
+                }
+            }
+        }
+
+        // ---- state: S ← e^{Λ_last}·S + Xᵀ·(w ⊙ B) ----------------------------------------------------
+        const float dec = *decay;
+#pragma unroll
+        for (int b = 0; b < MTW; ++b)
+#pragma unroll
+            for (int a = 0; a < NTW; ++a)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) st[b][a][e] *= dec;
+        for (int j0 = 0; j0 < len; j0 += 16) {
+            const float w0 = wgt[j0 + 2 * t], w1 = wgt[j0 + 2 * t + 1];
+            const float w8 = wgt[j0 + 8 + 2 * t], w9 = wgt[j0 + 9 + 2 * t];
+            uint32_t bw[NTW][2];
+#pragma unroll
+            for (int a = 0; a < NTW; ++a) {
+                const int n0 = (wn + WN * a) * 8;
+                ldsm_x2_t(bw[a], Bs + L::bc(j0 + (lm & 1) * 8 + lr, n0));
+                bw[a][0] = scale_bf16x2(bw[a][0], w0, w1);
+                bw[a][1] = scale_bf16x2(bw[a][1], w8, w9);
+            }
+#pragma unroll
+            for (int b = 0; b < MTW; ++b) {
+                const int mt = wm + WM * b;
+                if (mt >= MT) continue;
+                uint32_t xa[4];
+                ldsm_x4_t(xa, Xs + (j0 + (lm >> 1) * 8 + lr) * L::kXs + mt * 16 + (lm & 1) * 8);
+#pragma unroll
+                for (int a = 0; a < NTW; ++a) mma16816(st[b][a], xa, bw[a][0], bw[a][1]);
             }
         }
     }
+
+    if (s32) state_io<float, MTW, NTW, WM, WN, MT>(static_cast<float*>(p.state) + st_off, st, P, N, wm, wn, g, t, false);
+    else state_io<bf16, MTW, NTW, WM, WN, MT>(static_cast<bf16*>(p.state) + st_off, st, P, N, wm, wn, g, t, false);
 }
 
-size_t chunk_state_smem(const SsdVarlenParams& p) {
-    return (2 * kMaxChunk + p.chunk * p.P) * 4 + p.chunk * p.N * 2;
-}
-size_t chunk_cb_smem(const SsdVarlenParams& p) { return 2 * p.N * (p.chunk + 2) * 2; }
-size_t chunk_output_smem(const SsdVarlenParams& p) {
-    const size_t phase_a = (p.N * (p.chunk + 2) + 1) / 2 * 4 + p.N * (p.P + 1) * 4;
-    const size_t phase_b = p.chunk * (p.chunk + 1) * 4 + p.chunk * p.P * 2;
-    return 2 * kMaxChunk * 4 + std::max(phase_a, phase_b);
-}
-
-template <typename K>
-void allow_smem(K kernel, size_t bytes) {
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+template <int N, int PT>
+void launch_fused(const SsdVarlenParams& p, bool vec, cudaStream_t stream) {
+    constexpr size_t smem = Layout<N, PT>::kBytes;
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(ssd_fused_kernel<N, PT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+    const dim3 grid(static_cast<unsigned>(p.H), static_cast<unsigned>(p.n_seq));
+    ssd_fused_kernel<N, PT><<<grid, kThreads, smem, stream>>>(p, vec);
 }
 
 template <int N>
-void launch_chunk_state(const SsdVarlenParams& p, const Workspace& ws, dim3 grid, cudaStream_t stream) {
-    const size_t smem = chunk_state_smem(p);
-    allow_smem(chunk_state_kernel<N>, smem);
-    chunk_state_kernel<N><<<grid, kThreads, smem, stream>>>(p, ws);
+void launch_for_p(const SsdVarlenParams& p, bool vec, cudaStream_t stream) {
+    if (p.P <= 16) launch_fused<N, 16>(p, vec, stream);
+    else if (p.P <= 32) launch_fused<N, 32>(p, vec, stream);
+    else if (p.P <= 64) launch_fused<N, 64>(p, vec, stream);
+    else if (p.P <= 80) launch_fused<N, 80>(p, vec, stream);
+    else launch_fused<N, 128>(p, vec, stream);
 }
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
 
-size_t ssd_workspace_bytes(const SsdVarlenParams& p) {
-    const size_t slots = static_cast<size_t>(chunk_slots(p));
-    return 2 * align256(slots * p.H * p.chunk * 4) + align256(slots * p.H * p.P * p.N * 4) +
-           align256(slots * p.G * p.chunk * p.chunk * 4);
-}
+// Fused: the running state lives in registers, nothing is staged in device memory.
+size_t ssd_workspace_bytes(const SsdVarlenParams&) { return 0; }
 
-void ssd_varlen(const SsdVarlenParams& p, void* workspace, cudaStream_t stream) {
-    SURF_CHECK(p.x && p.B && p.C && p.dt_raw && p.dt_bias && p.A && p.state && p.cu_seqlens && p.slots && p.y && workspace,
+void ssd_varlen(const SsdVarlenParams& p, void*, cudaStream_t stream) {
+    SURF_CHECK(p.x && p.B && p.C && p.dt_raw && p.dt_bias && p.A && p.state && p.cu_seqlens && p.slots && p.y,
                "ssd_varlen: null pointer");
     SURF_CHECK(p.n_seq > 0 && p.H > 0 && p.G > 0 && p.H % p.G == 0, "ssd_varlen: n_seq ", p.n_seq, " H ", p.H, " G ", p.G);
+    SURF_CHECK(p.n_seq <= 65535, "ssd_varlen: n_seq ", p.n_seq, " exceeds the grid's y dimension");
     SURF_CHECK(p.chunk >= 16 && p.chunk <= kMaxChunk && p.chunk % 16 == 0, "ssd_varlen: chunk ", p.chunk,
                " must be a multiple of 16 in [16, 128]");
     SURF_CHECK(p.P > 0 && p.P <= 128, "ssd_varlen: head_dim ", p.P, " must be in [1, 128]");
     SURF_CHECK(p.x_stride >= p.H * p.P && p.bc_stride >= p.G * p.N && p.dt_stride >= p.H,
                "ssd_varlen: strides x ", p.x_stride, " bc ", p.bc_stride, " dt ", p.dt_stride);
-    SURF_CHECK(reinterpret_cast<uintptr_t>(p.B) % 8 == 0 && p.bc_stride % 4 == 0, "ssd_varlen: B must be 8-byte aligned");
-    SURF_CHECK(p.N >= 16 && (p.P + (kThreads / (p.N / 4)) - 1) / (kThreads / (p.N / 4)) <= 16, "ssd_varlen: P ", p.P,
-               " too large for N ", p.N);
-    const Workspace ws = carve(p, workspace);
-    const dim3 grid_h(static_cast<unsigned>(chunk_slots(p)), static_cast<unsigned>(p.H));
+    SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 8 == 0 && reinterpret_cast<uintptr_t>(p.y) % 8 == 0,
+               "ssd_varlen: state and y must be 8-byte aligned");
+    // 16-byte cp.async staging when every row start is 16-byte aligned; element loads otherwise.
+    const bool vec = aligned16(p.x) && aligned16(p.B) && aligned16(p.C) && p.P % 8 == 0 && p.x_stride % 8 == 0 &&
+                     p.bc_stride % 8 == 0;
     switch (p.N) {
-        case 16: launch_chunk_state<16>(p, ws, grid_h, stream); break;
-        case 32: launch_chunk_state<32>(p, ws, grid_h, stream); break;
-        case 64: launch_chunk_state<64>(p, ws, grid_h, stream); break;
-        case 128: launch_chunk_state<128>(p, ws, grid_h, stream); break;
+        case 16: launch_for_p<16>(p, vec, stream); break;
+        case 32: launch_for_p<32>(p, vec, stream); break;
+        case 64: launch_for_p<64>(p, vec, stream); break;
+        case 128: launch_for_p<128>(p, vec, stream); break;
         default: SURF_CHECK(false, "ssd_varlen: d_state ", p.N, " not instantiated (16/32/64/128)");
-    }
-    SURF_CUDA_CHECK_LAUNCH();
-
-    const size_t cb_smem = chunk_cb_smem(p);
-    allow_smem(chunk_cb_kernel, cb_smem);
-    chunk_cb_kernel<<<dim3(grid_h.x, static_cast<unsigned>(p.G)), kThreads, cb_smem, stream>>>(p, ws);
-    SURF_CUDA_CHECK_LAUNCH();
-
-    const dim3 grid_pass(static_cast<unsigned>(p.n_seq), static_cast<unsigned>(p.H), detail::grid_1d(p.P * p.N, 256));
-    if (p.state_dtype == DType::kF32) state_pass_kernel<float><<<grid_pass, 256, 0, stream>>>(p, ws);
-    else state_pass_kernel<bf16><<<grid_pass, 256, 0, stream>>>(p, ws);
-    SURF_CUDA_CHECK_LAUNCH();
-
-    const size_t out_smem = chunk_output_smem(p);
-    if (p.y_dtype == DType::kF32) {
-        allow_smem(chunk_output_kernel<float>, out_smem);
-        chunk_output_kernel<float><<<grid_h, kThreads, out_smem, stream>>>(p, ws);
-    } else {
-        allow_smem(chunk_output_kernel<bf16>, out_smem);
-        chunk_output_kernel<bf16><<<grid_h, kThreads, out_smem, stream>>>(p, ws);
     }
     SURF_CUDA_CHECK_LAUNCH();
 }

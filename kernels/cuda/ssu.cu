@@ -1,8 +1,11 @@
 // Selective state update (Mamba-2 decode step, spec §2.1) on slot-indexed states:
 //   dt = softplus(dt_raw + dt_bias); S ← exp(dt·A)·S + dt·x⊗B; y = S·C + D·x.
 // Memory-bound: each (sequence, head) reads and writes its P×N state once. One block per (sequence,
-// head); a state row of N values is spread over N/4 lanes (4 values = one 16-byte fp32 or 8-byte bf16
-// access per lane), several rows are loaded before any is used so enough bytes are in flight.
+// head). The block's whole state (contiguous, 40 KB fp32 / 20 KB bf16 at P = 80, N = 128) is first
+// copied into shared memory with 16-byte cp.async, issued before the dependent dt/B/C loads: the bytes
+// in flight per SM are then bounded by shared memory (5 fp32 blocks ≈ 200 KB) instead of by registers.
+// Then a state row of N values is spread over N / (16 / sizeof(state)) lanes, each lane updating 16
+// bytes (4 fp32 or 8 bf16 values) and storing them straight back to global memory.
 #include "kernels/cuda/common.cuh"
 
 namespace surf::kernels::cuda {
@@ -12,99 +15,118 @@ namespace {
 using detail::to_float;
 
 constexpr int kSsuThreads = 128;
-constexpr int kUnroll = 4;
 
-template <typename TS> struct Vec4;
-template <> struct Vec4<float> {
+template <typename TS> struct Vec;
+template <> struct Vec<float> {
+    static constexpr int kN = 4;
     using Raw = float4;
-    __device__ static void unpack(const Raw& r, float (&v)[4]) { v[0] = r.x; v[1] = r.y; v[2] = r.z; v[3] = r.w; }
-    __device__ static Raw pack(const float (&v)[4]) { return make_float4(v[0], v[1], v[2], v[3]); }
+    __device__ static void unpack(const Raw& r, float (&v)[kN]) { v[0] = r.x; v[1] = r.y; v[2] = r.z; v[3] = r.w; }
+    __device__ static Raw pack(const float (&v)[kN]) { return make_float4(v[0], v[1], v[2], v[3]); }
 };
-template <> struct Vec4<bf16> {
-    using Raw = uint2;
-    __device__ static void unpack(const Raw& r, float (&v)[4]) {
-        const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.x));
-        const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.y));
-        v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+template <> struct Vec<bf16> {
+    static constexpr int kN = 8;
+    using Raw = uint4;
+    __device__ static void unpack(const Raw& r, float (&v)[kN]) {
+        const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
+            v[2 * i] = f.x;
+            v[2 * i + 1] = f.y;
+        }
     }
-    __device__ static Raw pack(const float (&v)[4]) {
-        const __nv_bfloat162 a = __floats2bfloat162_rn(v[0], v[1]), b = __floats2bfloat162_rn(v[2], v[3]);
-        Raw r;
-        r.x = *reinterpret_cast<const uint32_t*>(&a);
-        r.y = *reinterpret_cast<const uint32_t*>(&b);
-        return r;
+    __device__ static Raw pack(const float (&v)[kN]) {
+        uint32_t w[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+            w[i] = *reinterpret_cast<const uint32_t*>(&h);
+        }
+        return make_uint4(w[0], w[1], w[2], w[3]);
     }
 };
 
 template <typename TS, typename TY, int N>
 __global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p) {
-    constexpr int kLanesPerRow = N / 4;
+    using V = Vec<TS>;
+    constexpr int kVec = V::kN;
+    constexpr int kLanesPerRow = N / kVec;
+    static_assert(kLanesPerRow >= 1 && kLanesPerRow <= 32, "row must fit a warp");
     constexpr int kRowsPerWarp = 32 / kLanesPerRow;
     constexpr int kRowsPerStep = kRowsPerWarp * (kSsuThreads / 32);
-    using V = Vec4<TS>;
+    extern __shared__ __align__(16) unsigned char ssu_smem[];
     const int64_t b = blockIdx.x / p.H, h = blockIdx.x % p.H;
     const int64_t g = h / (p.H / p.G);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int sub = lane % kLanesPerRow, row_in_warp = lane / kLanesPerRow;
-    const int n0 = sub * 4;
+    const int n0 = sub * kVec;
+    const int P = static_cast<int>(p.P);
+    TS* S = static_cast<TS*>(p.state) + (static_cast<int64_t>(p.slots[b]) * p.H + h) * P * N;
+
+    // The state first: nothing it depends on is computed here.
+    const int n16 = P * N * static_cast<int>(sizeof(TS)) / 16;
+    for (int i = tid; i < n16; i += kSsuThreads) {
+        detail::cp_async16(ssu_smem + i * 16, reinterpret_cast<const unsigned char*>(S) + i * 16, true);
+    }
+    detail::cp_async_commit();
 
     float dt = detail::softplus(to_float(p.dt_raw[b * p.dt_stride + h]) + p.dt_bias[h]);
     dt = fminf(fmaxf(dt, p.dt_min), p.dt_max);
     const float dA = __expf(dt * p.A[h]);
     const float Dh = p.D ? p.D[h] : 0.0f;
-    float Bv[4], Cv[4];
+    float Bv[kVec], Cv[kVec];
     const bf16* Bp = p.B + b * p.bc_stride + g * N + n0;
     const bf16* Cp = p.C + b * p.bc_stride + g * N + n0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < kVec; ++j) {
         Bv[j] = to_float(Bp[j]) * dt;  // dt·B folded once
         Cv[j] = to_float(Cp[j]);
     }
-    const bf16* x = p.x + b * p.x_stride + h * p.P;
-    TS* S = static_cast<TS*>(p.state) + (static_cast<int64_t>(p.slots[b]) * p.H + h) * p.P * N;
-    TY* y = static_cast<TY*>(p.y) + (b * p.H + h) * p.P;
+    const bf16* x = p.x + b * p.x_stride + h * P;
+    TY* y = static_cast<TY*>(p.y) + (b * p.H + h) * P;
+    detail::cp_async_wait_all();
+    __syncthreads();
 
-    for (int r0 = 0; r0 < p.P; r0 += kRowsPerStep * kUnroll) {
-        typename V::Raw raw[kUnroll];
-        float xv[kUnroll];
+    const TS* Ss = reinterpret_cast<const TS*>(ssu_smem);
+#pragma unroll 4
+    for (int r0 = 0; r0 < P; r0 += kRowsPerStep) {
+        const int row = r0 + warp * kRowsPerWarp + row_in_warp;
+        float acc = 0.0f, xv = 0.0f;
+        if (row < P) {
+            xv = to_float(x[row]);
+            float s[kVec];
+            V::unpack(*reinterpret_cast<const typename V::Raw*>(Ss + row * N + n0), s);
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int row = r0 + u * kRowsPerStep + warp * kRowsPerWarp + row_in_warp;
-            if (row < p.P) {
-                raw[u] = *reinterpret_cast<const typename V::Raw*>(S + static_cast<int64_t>(row) * N + n0);
-                xv[u] = to_float(x[row]);
+            for (int j = 0; j < kVec; ++j) {
+                s[j] = dA * s[j] + xv * Bv[j];
+                acc += s[j] * Cv[j];
             }
+            *reinterpret_cast<typename V::Raw*>(S + static_cast<int64_t>(row) * N + n0) = V::pack(s);
         }
+        // Reduce over the row's lanes (all lanes take part: shuffles need the full warp).
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int row = r0 + u * kRowsPerStep + warp * kRowsPerWarp + row_in_warp;
-            float s[4];
-            float acc = 0.0f;
-            if (row < p.P) {
-                V::unpack(raw[u], s);
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    s[j] = dA * s[j] + xv[u] * Bv[j];
-                    acc += s[j] * Cv[j];
-                }
-                *reinterpret_cast<typename V::Raw*>(S + static_cast<int64_t>(row) * N + n0) = V::pack(s);
-            }
-            // Reduce over the row's lanes (all lanes take part: shuffles need the full warp).
-#pragma unroll
-            for (int o = kLanesPerRow / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-            if (row < p.P && sub == 0) y[row] = detail::from_float<TY>(acc + Dh * xv[u]);
-        }
+        for (int o = kLanesPerRow / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (row < P && sub == 0) y[row] = detail::from_float<TY>(acc + Dh * xv);
     }
+}
+
+template <typename TS, typename TY, int N>
+void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
+    const size_t smem = static_cast<size_t>(p.P) * N * sizeof(TS);
+    if (smem > 48 * 1024) {  // P·N·4 > 48 KB (P > 96 at N = 128, fp32)
+        SURF_CUDA_CHECK(cudaFuncSetAttribute(ssu_kernel<TS, TY, N>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem)));
+    }
+    ssu_kernel<TS, TY, N><<<static_cast<unsigned>(p.batch * p.H), kSsuThreads, smem, stream>>>(p);
 }
 
 template <typename TS, typename TY>
 void launch_ssu(const SsuParams& p, cudaStream_t stream) {
-    const unsigned grid = static_cast<unsigned>(p.batch * p.H);
     switch (p.N) {
-        case 16: ssu_kernel<TS, TY, 16><<<grid, kSsuThreads, 0, stream>>>(p); break;
-        case 32: ssu_kernel<TS, TY, 32><<<grid, kSsuThreads, 0, stream>>>(p); break;
-        case 64: ssu_kernel<TS, TY, 64><<<grid, kSsuThreads, 0, stream>>>(p); break;
-        case 128: ssu_kernel<TS, TY, 128><<<grid, kSsuThreads, 0, stream>>>(p); break;
+        case 16: launch_ssu_n<TS, TY, 16>(p, stream); break;
+        case 32: launch_ssu_n<TS, TY, 32>(p, stream); break;
+        case 64: launch_ssu_n<TS, TY, 64>(p, stream); break;
+        case 128: launch_ssu_n<TS, TY, 128>(p, stream); break;
         default: SURF_CHECK(false, "selective_state_update: d_state ", p.N, " not instantiated (16/32/64/128)");
     }
     SURF_CUDA_CHECK_LAUNCH();
@@ -119,6 +141,7 @@ void selective_state_update(const SsuParams& p, cudaStream_t stream) {
     SURF_CHECK(p.x_stride >= p.H * p.P && p.bc_stride >= p.G * p.N && p.dt_stride >= p.H,
                "selective_state_update: strides x ", p.x_stride, " bc ", p.bc_stride, " dt ", p.dt_stride);
     SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 16 == 0, "selective_state_update: state not 16-byte aligned");
+    SURF_CHECK(p.P <= 128, "selective_state_update: head_dim ", p.P, " must be ≤ 128 (state staged in shared memory)");
     if (p.batch == 0) return;
     const bool s32 = p.state_dtype == DType::kF32, y32 = p.y_dtype == DType::kF32;
     if (s32 && y32) launch_ssu<float, float>(p, stream);
