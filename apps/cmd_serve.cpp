@@ -1,0 +1,163 @@
+// `surf serve --model DIR`: the OpenAI-compatible HTTP server (apps/serve/, docs/SERVE.md). One engine per
+// GPU with --gpus (sessions spread across them, each staying on its GPU). Prints the address it listens
+// on, then serves until SIGINT / SIGTERM. Exit codes: 0 stopped, 2 bad usage or model folder, 3 error.
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "apps/cli.h"
+#include "apps/serve/http_server.h"
+#include "apps/serve/openai_api.h"
+#include "kernels/base/error.h"
+#include "model/engine.h"
+#include "model/replicas.h"
+#ifdef SURF_HAVE_CUDA
+#include "model/cuda/cuda_engine.h"
+#endif
+
+namespace {
+
+using surf::Error;
+using surf::ErrorKind;
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) {
+    g_stop = 1;
+}
+
+[[maybe_unused]] std::vector<int> parse_gpus(const std::string& text) {
+    std::vector<int> out;
+    size_t at = 0;
+    while (at <= text.size()) {
+        const size_t comma = text.find(',', at);
+        const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        try {
+            size_t used = 0;
+            const int v = std::stoi(item, &used);
+            if (used != item.size() || v < 0) throw std::invalid_argument(item);
+            for (int g : out)
+                if (g == v) throw std::invalid_argument(item);
+            out.push_back(v);
+        } catch (const std::exception&) {
+            throw Error(ErrorKind::kInvalidArgument,
+                        "--gpus \"" + text + "\": expected distinct device numbers, e.g. 0,1 (bad item \"" + item + "\")");
+        }
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+    }
+    return out;
+}
+
+std::shared_ptr<surf::model::Engine> open_engines(const std::string& dir, const std::string& backend,
+                                                  const std::string& gpus, int cpu_replicas) {
+    std::vector<std::shared_ptr<surf::model::Engine>> engines;
+    if (backend == "cpu") {
+        if (!gpus.empty()) throw Error(ErrorKind::kInvalidArgument, "--gpus needs --backend cuda");
+        for (int i = 0; i < cpu_replicas; ++i) engines.push_back(surf::model::open_cpu_engine(dir));
+    } else if (backend == "cuda") {
+#ifdef SURF_HAVE_CUDA
+        for (int device : gpus.empty() ? std::vector<int>{0} : parse_gpus(gpus)) {
+            surf::model::cuda::CudaEngineOptions o;
+            o.device = device;
+            std::fprintf(stderr, "loading %s on cuda:%d ...\n", dir.c_str(), device);
+            engines.push_back(surf::model::cuda::open_cuda_engine(dir, o));
+        }
+#else
+        (void)gpus;
+        throw Error(ErrorKind::kUnsupported, "--backend cuda: this build has no CUDA backend");
+#endif
+    } else {
+        throw Error(ErrorKind::kInvalidArgument, "--backend \"" + backend + "\": expected cpu or cuda");
+    }
+    if (engines.size() == 1) return engines[0];
+    return std::make_shared<surf::model::ReplicaEngine>(std::move(engines));
+}
+
+int serve(const surf::cli::Args& args) {
+    const std::string dir = args.require("model");
+    if (!std::filesystem::is_directory(dir)) {
+        throw Error(ErrorKind::kIo, "--model " + dir + ": not a folder (surf serve loads a local checkpoint)");
+    }
+    const long long replicas = args.get_int("replicas", 1);
+    if (replicas < 1 || replicas > 64) throw Error(ErrorKind::kInvalidArgument, "--replicas: expected 1..64");
+    if (replicas > 1 && args.get("backend", "cpu") != "cpu") {
+        throw Error(ErrorKind::kInvalidArgument, "--replicas is for the cpu backend; use --gpus with cuda");
+    }
+
+    surf::serve::ServiceOptions so;
+    so.model_name = args.get("model-name");
+    if (so.model_name.empty()) so.model_name = std::filesystem::path(dir).lexically_normal().filename().string();
+    if (so.model_name.empty()) so.model_name = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
+    so.api_key = args.get("api-key");
+    if (so.api_key.empty()) {
+        if (const char* env = std::getenv("SURF_API_KEY")) so.api_key = env;
+    }
+    so.default_max_tokens = static_cast<int32_t>(args.get_int("default-max-tokens", 512));
+    so.max_tokens_limit = static_cast<int32_t>(args.get_int("max-tokens-limit", 8192));
+    so.max_prompt_tokens = args.get_int("max-prompt-tokens", 0);
+    so.max_images = static_cast<int>(args.get_int("max-images", 16));
+    if (so.default_max_tokens < 1 || so.max_tokens_limit < so.default_max_tokens) {
+        throw Error(ErrorKind::kInvalidArgument, "--default-max-tokens must be in [1, --max-tokens-limit]");
+    }
+
+    surf::serve::HttpServerOptions ho;
+    ho.host = args.get("host", "127.0.0.1");
+    const long long port = args.get_int("port", 8000);
+    if (port < 0 || port > 65535) throw Error(ErrorKind::kInvalidArgument, "--port: expected 0..65535");
+    ho.port = static_cast<int>(port);
+    ho.threads = static_cast<int>(args.get_int("threads", 64));
+    const double max_body_mb = args.get_double("max-body-mb", 32);
+    if (!(max_body_mb > 0) || ho.threads < 1) throw Error(ErrorKind::kInvalidArgument, "--max-body-mb and --threads must be positive");
+    ho.max_body_bytes = static_cast<size_t>(max_body_mb * (1 << 20));
+    so.max_image_bytes = std::min<size_t>(ho.max_body_bytes, so.max_image_bytes);
+
+    std::fprintf(stderr, "loading %s ...\n", dir.c_str());
+    std::shared_ptr<surf::model::Engine> engine =
+        open_engines(dir, args.get("backend", "cpu"), args.get("gpus"), static_cast<int>(replicas));
+    auto service = std::make_shared<surf::serve::OpenAiService>(engine, so);
+    surf::serve::HttpServer server(ho, [service](const surf::serve::HttpRequest& r, surf::serve::HttpResponseWriter& w) {
+        service->handle(r, w);
+    });
+    service->set_queue_probe([&server] { return server.queue_depth(); });
+
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    std::signal(SIGPIPE, SIG_IGN);
+    server.start();
+    const bool v6 = ho.host.find(':') != std::string::npos;
+    std::printf("surf serve: listening on http://%s%s%s:%d/v1 (model \"%s\", backend %s%s)\n", v6 ? "[" : "",
+                ho.host.c_str(), v6 ? "]" : "", server.port(), so.model_name.c_str(), engine->backend_name().c_str(),
+                so.api_key.empty() ? "" : ", API key required");
+    std::fflush(stdout);
+    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::fprintf(stderr, "surf serve: stopping\n");
+    server.stop();
+    return 0;
+}
+
+SURF_COMMAND(surf::cli::Command{
+    "serve",
+    "OpenAI-compatible HTTP server: /v1/chat/completions (streaming, images, json_schema), /v1/models, "
+    "/health, /metrics.",
+    "--model DIR [--host 127.0.0.1] [--port 8000] [--api-key K] [--backend cpu|cuda] [--gpus 0,1,...] [flags]",
+    {{"model", "DIR", "model folder (config.json, safetensors, tokenizer files)"},
+     {"model-name", "NAME", "the model id clients send (default: the folder's name)"},
+     {"host", "ADDR", "address to bind (default 127.0.0.1; 0.0.0.0 exposes the server to the network)"},
+     {"port", "P", "TCP port (default 8000; 0 picks a free one)"},
+     {"api-key", "K", "require \"Authorization: Bearer K\" (default $SURF_API_KEY; none if unset)"},
+     {"backend", "NAME", "cpu (default) or cuda"},
+     {"gpus", "LIST", "cuda: one engine per listed GPU, e.g. 0,1 (default 0)"},
+     {"replicas", "N", "cpu: N engines in the process (testing the replica spreading; default 1)"},
+     {"threads", "N", "requests handled at once (default 64; more wait in a queue)"},
+     {"max-body-mb", "MB", "largest request body (default 32)"},
+     {"default-max-tokens", "N", "max_tokens when a request gives none (default 512)"},
+     {"max-tokens-limit", "N", "largest max_tokens a request may ask for (default 8192)"},
+     {"max-prompt-tokens", "N", "largest prompt in text tokens (default: no limit beyond the engine's)"},
+     {"max-images", "N", "image parts per request (default 16)"}},
+    serve});
+
+}  // namespace

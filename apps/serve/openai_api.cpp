@@ -1,0 +1,504 @@
+#include "apps/serve/openai_api.h"
+
+#include <ctime>
+#include <sstream>
+
+#include "kernels/base/error.h"
+
+namespace surf::serve {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+ApiError bad(const std::string& param, const std::string& message, const std::string& code = "") {
+    ApiError e;
+    e.status = 400;
+    e.param = param;
+    e.message = param.empty() ? message : param + ": " + message;
+    e.code = code;
+    return e;
+}
+
+int http_status_of(ErrorKind kind) {
+    switch (kind) {
+        case ErrorKind::kInvalidArgument:
+        case ErrorKind::kFormat:
+        case ErrorKind::kUnsupported: return 400;
+        case ErrorKind::kResourceExhausted: return 503;
+        case ErrorKind::kTimeout: return 504;
+        default: return 500;
+    }
+}
+
+bool constant_time_equal(const std::string& a, const std::string& b) {
+    // Time independent of where the first difference is (the length may leak; keys are random).
+    if (a.size() != b.size()) return false;
+    unsigned diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
+    return diff == 0;
+}
+
+const char* finish_name(model::FinishReason f) {
+    return f == model::FinishReason::kStop ? "stop" : "length";
+}
+
+double number_field(const json& body, const char* name, double lo, double hi) {
+    const json& v = body[name];
+    if (!v.is_number()) throw bad(name, "expected a number");
+    const double x = v.get<double>();
+    if (!(x >= lo && x <= hi)) {
+        std::ostringstream os;
+        os << "must be in [" << lo << ", " << hi << "], got " << x;
+        throw bad(name, os.str());
+    }
+    return x;
+}
+
+int64_t int_field(const json& body, const char* name, int64_t lo, int64_t hi) {
+    const json& v = body[name];
+    if (!v.is_number_integer() && !v.is_number_unsigned()) throw bad(name, "expected an integer");
+    const int64_t x = v.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX))
+                                              : v.get<int64_t>();
+    if (x < lo || x > hi) {
+        throw bad(name, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                            std::to_string(x));
+    }
+    return x;
+}
+
+// Content: a string, null (assistant), or a list of {type: text|image_url} parts.
+model::ChatMessage parse_message(const json& m, size_t index, const ServiceOptions& options,
+                                 std::vector<std::shared_ptr<const model::Image>>* images) {
+    const std::string where = "messages[" + std::to_string(index) + "]";
+    if (!m.is_object()) throw bad(where, "expected an object");
+    if (!m.contains("role") || !m["role"].is_string()) throw bad(where + ".role", "expected a string");
+    model::ChatMessage out;
+    out.role = m["role"].get<std::string>();
+    if (out.role != "system" && out.role != "user" && out.role != "assistant" && out.role != "developer") {
+        throw bad(where + ".role", "\"" + out.role + "\" is not supported (system, developer, user, assistant)");
+    }
+    if (out.role == "developer") out.role = "system";  // OpenAI's newer name for the system role
+    const json content = m.value("content", json());
+    if (content.is_null()) {
+        if (out.role != "assistant") throw bad(where + ".content", "required");
+        out.content = std::string();
+    } else if (content.is_string()) {
+        out.content = content.get<std::string>();
+    } else if (content.is_array()) {
+        std::vector<model::ChatPart> parts;
+        for (size_t i = 0; i < content.size(); ++i) {
+            const json& p = content[i];
+            const std::string pw = where + ".content[" + std::to_string(i) + "]";
+            if (!p.is_object() || !p.contains("type") || !p["type"].is_string()) {
+                throw bad(pw, "expected an object with a string \"type\"");
+            }
+            const std::string type = p["type"].get<std::string>();
+            if (type == "text") {
+                if (!p.contains("text") || !p["text"].is_string()) throw bad(pw + ".text", "expected a string");
+                parts.push_back({model::ChatPartKind::kText, p["text"].get<std::string>()});
+            } else if (type == "image_url") {
+                const json iu = p.value("image_url", json());
+                std::string url;
+                if (iu.is_string()) url = iu.get<std::string>();
+                else if (iu.is_object() && iu.contains("url") && iu["url"].is_string()) url = iu["url"].get<std::string>();
+                else throw bad(pw + ".image_url", "expected {\"url\": \"data:image/...;base64,...\"}");
+                if (static_cast<int>(images->size()) >= options.max_images) {
+                    throw bad(pw, "more than " + std::to_string(options.max_images) + " images in one request",
+                              "too_many_images");
+                }
+                images->push_back(decode_data_url(url, options.max_image_bytes, pw + ".image_url.url"));
+                parts.push_back({model::ChatPartKind::kImage, ""});
+            } else {
+                throw bad(pw + ".type", "\"" + type + "\" is not supported (text, image_url)");
+            }
+        }
+        out.content = std::move(parts);
+    } else {
+        throw bad(where + ".content", "expected a string or a list of parts");
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string api_error_json(const ApiError& error) {
+    json e = {{"message", error.message},
+              {"type", error.type},
+              {"param", error.param.empty() ? json() : json(error.param)},
+              {"code", error.code.empty() ? json() : json(error.code)}};
+    return json{{"error", e}}.dump();
+}
+
+std::optional<std::string> base64_decode(const std::string& text) {
+    auto value = [](char c) -> int {
+        if (c >= 'A' && c <= 'Z') return c - 'A';
+        if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+        if (c >= '0' && c <= '9') return c - '0' + 52;
+        if (c == '+' || c == '-') return 62;
+        if (c == '/' || c == '_') return 63;
+        return -1;
+    };
+    size_t n = text.size();
+    while (n > 0 && text[n - 1] == '=') --n;
+    if (text.size() - n > 2 || n % 4 == 1) return std::nullopt;
+    std::string out;
+    out.reserve(n * 3 / 4);
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const int v = value(text[i]);
+        if (v < 0) return std::nullopt;
+        acc = (acc << 6) | static_cast<uint32_t>(v);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out.push_back(static_cast<char>((acc >> bits) & 0xFF));
+        }
+    }
+    return out;
+}
+
+std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size_t max_bytes,
+                                                    const std::string& param) {
+    if (url.rfind("data:", 0) != 0) {
+        throw bad(param, "only data URLs (data:image/png;base64,...) are accepted; the server fetches nothing",
+                  "invalid_image_url");
+    }
+    const size_t comma = url.find(',');
+    if (comma == std::string::npos) throw bad(param, "malformed data URL (no comma)", "invalid_image_url");
+    const std::string meta = url.substr(5, comma - 5);
+    if (meta.rfind("image/", 0) != 0 || meta.size() < 7 || meta.compare(meta.size() - 7, 7, ";base64") != 0) {
+        throw bad(param, "expected data:image/<type>;base64,... (got \"data:" + meta.substr(0, 40) + "\")",
+                  "invalid_image_url");
+    }
+    if ((url.size() - comma - 1) / 4 * 3 > max_bytes) {
+        ApiError e = bad(param, "image larger than " + std::to_string(max_bytes) + " bytes", "image_too_large");
+        e.status = 413;
+        throw e;
+    }
+    const std::optional<std::string> bytes = base64_decode(url.substr(comma + 1));
+    if (!bytes) throw bad(param, "malformed base64", "invalid_image_url");
+    try {
+        return std::make_shared<const model::Image>(model::decode_image(
+            reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), param, model::AlphaMode::kCompositeOnWhite));
+    } catch (const Error& e) {
+        throw bad(param, std::string("cannot decode the image: ") + e.what(), "invalid_image");
+    }
+}
+
+ChatRequest parse_chat_request(const std::string& body_text, const ServiceOptions& options,
+                               model::SchemaCache& schemas) {
+    json body;
+    try {
+        body = json::parse(body_text);
+    } catch (const json::parse_error& e) {
+        throw bad("", std::string("the body is not valid JSON: ") + e.what());
+    }
+    if (!body.is_object()) throw bad("", "the body must be a JSON object");
+    ChatRequest req;
+    if (!body.contains("model") || !body["model"].is_string()) throw bad("model", "required (a string)");
+    req.model = body["model"].get<std::string>();
+    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
+        throw bad("messages", "required (a non-empty list)");
+    }
+    for (size_t i = 0; i < body["messages"].size(); ++i) {
+        req.messages.push_back(parse_message(body["messages"][i], i, options, &req.images));
+    }
+
+    req.options.max_tokens = options.default_max_tokens;
+    for (const char* name : {"max_tokens", "max_completion_tokens"}) {
+        if (body.contains(name) && !body[name].is_null()) {
+            req.options.max_tokens = static_cast<int32_t>(int_field(body, name, 1, options.max_tokens_limit));
+        }
+    }
+    if (body.contains("temperature") && !body["temperature"].is_null())
+        req.options.sampling.temperature = static_cast<float>(number_field(body, "temperature", 0, 2));
+    if (body.contains("top_p") && !body["top_p"].is_null())
+        req.options.sampling.top_p = static_cast<float>(number_field(body, "top_p", 1e-6, 1));
+    if (body.contains("top_k") && !body["top_k"].is_null()) {
+        const int64_t k = int_field(body, "top_k", -1, 1 << 20);
+        req.options.sampling.top_k = static_cast<int32_t>(k < 0 ? 0 : k);  // vLLM: -1 = off
+    }
+    if (body.contains("seed") && !body["seed"].is_null())
+        req.options.sampling.seed = static_cast<uint64_t>(int_field(body, "seed", INT64_MIN, INT64_MAX));
+    if (body.contains("n") && !body["n"].is_null() && int_field(body, "n", 1, 1) != 1) throw bad("n", "must be 1");
+    if (body.contains("ignore_eos")) {
+        if (!body["ignore_eos"].is_boolean()) throw bad("ignore_eos", "expected a boolean");
+        req.options.ignore_eos = body["ignore_eos"].get<bool>();
+    }
+    for (const char* name : {"stop", "tools", "logprobs", "logit_bias"}) {
+        const json v = body.value(name, json());
+        const bool unset = v.is_null() || (v.is_boolean() && !v.get<bool>()) || (v.is_array() && v.empty());
+        if (!unset) throw bad(name, "not supported by surf serve", "unsupported_parameter");
+    }
+    if (body.contains("stream")) {
+        if (!body["stream"].is_boolean() && !body["stream"].is_null()) throw bad("stream", "expected a boolean");
+        req.stream = body["stream"].is_boolean() && body["stream"].get<bool>();
+    }
+    if (body.contains("stream_options") && body["stream_options"].is_object()) {
+        const json so = body["stream_options"];
+        req.include_usage = so.value("include_usage", false);
+    }
+    if (body.contains("response_format") && !body["response_format"].is_null()) {
+        const json& rf = body["response_format"];
+        const std::string type = rf.is_object() ? rf.value("type", "") : "";
+        if (type == "json_schema") {
+            const json js = rf.value("json_schema", json());
+            if (!js.is_object() || !js.contains("schema") || !js["schema"].is_object()) {
+                throw bad("response_format.json_schema.schema", "required (an object)");
+            }
+            try {
+                req.options.schema = schemas.get(js["schema"].dump());
+            } catch (const Error& e) {
+                throw bad("response_format.json_schema.schema", e.what(), "invalid_schema");
+            }
+        } else if (type != "text") {
+            throw bad("response_format.type", "\"" + type + "\" is not supported (text, json_schema)");
+        }
+    }
+    if (body.contains("chat_template_kwargs")) {
+        if (!body["chat_template_kwargs"].is_object()) throw bad("chat_template_kwargs", "expected an object");
+        req.template_kwargs = body["chat_template_kwargs"];
+    }
+    if (body.contains("add_generation_prompt")) {
+        if (!body["add_generation_prompt"].is_boolean()) throw bad("add_generation_prompt", "expected a boolean");
+        req.add_generation_prompt = body["add_generation_prompt"].get<bool>();
+    }
+    return req;
+}
+
+OpenAiService::OpenAiService(std::shared_ptr<model::Engine> engine, ServiceOptions options)
+    : engine_(std::move(engine)), options_(std::move(options)) {
+    template_ = std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_model_dir(engine_->config().dir));
+}
+
+void OpenAiService::send_error(HttpResponseWriter& writer, const ApiError& error) {
+    writer.send(error.status, "application/json", api_error_json(error));
+}
+
+std::string OpenAiService::render_prompt(const ChatRequest& req) const {
+    model::ChatRenderOptions ro;
+    ro.add_generation_prompt = req.add_generation_prompt;
+    ro.extra = req.template_kwargs;
+    try {
+        return template_->render(req.messages, ro);
+    } catch (const Error& e) {
+        throw bad("messages", std::string("the chat template refused them: ") + e.what());
+    }
+}
+
+void OpenAiService::record_finished(int64_t prompt_tokens, int64_t completion_tokens) {
+    prompt_tokens_total_ += prompt_tokens;
+    completion_tokens_total_ += completion_tokens;
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    recent_tokens_.emplace_back(Clock::now(), completion_tokens);
+}
+
+void OpenAiService::handle(const HttpRequest& request, HttpResponseWriter& writer) {
+    try {
+        const bool needs_key = request.path != "/health";
+        if (needs_key && !options_.api_key.empty()) {
+            const std::string auth = request.header("authorization");
+            const std::string prefix = "Bearer ";
+            if (auth.empty()) {
+                throw ApiError{401, "missing API key: send \"Authorization: Bearer <key>\"", "invalid_request_error",
+                               "", "invalid_api_key"};
+            }
+            if (auth.rfind(prefix, 0) != 0 || !constant_time_equal(auth.substr(prefix.size()), options_.api_key)) {
+                throw ApiError{401, "incorrect API key", "invalid_request_error", "", "invalid_api_key"};
+            }
+        }
+        const bool get = request.method == "GET";
+        if (request.path == "/health") {
+            if (!get) throw ApiError{405, "use GET /health", "invalid_request_error", "", "method_not_allowed"};
+            writer.send(200, "application/json", "{\"status\":\"ok\"}");
+        } else if (request.path == "/metrics") {
+            if (!get) throw ApiError{405, "use GET /metrics", "invalid_request_error", "", "method_not_allowed"};
+            writer.send(200, "text/plain; version=0.0.4; charset=utf-8", metrics_text());
+        } else if (request.path == "/v1/models") {
+            if (!get) throw ApiError{405, "use GET /v1/models", "invalid_request_error", "", "method_not_allowed"};
+            const json model = {{"id", options_.model_name}, {"object", "model"},
+                                {"created", static_cast<int64_t>(std::time(nullptr))}, {"owned_by", "surf"}};
+            writer.send(200, "application/json", json{{"object", "list"}, {"data", json::array({model})}}.dump());
+        } else if (request.path == "/v1/chat/completions") {
+            if (request.method != "POST") {
+                throw ApiError{405, "use POST /v1/chat/completions", "invalid_request_error", "", "method_not_allowed"};
+            }
+            chat_completions(request, writer);
+        } else {
+            throw ApiError{404, "no route " + request.method + " " + request.path, "invalid_request_error", "",
+                           "not_found"};
+        }
+    } catch (const ApiError& e) {
+        if (!writer.started()) send_error(writer, e);
+    }
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    ++responses_by_status_[writer.status()];
+}
+
+void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWriter& writer) {
+    ChatRequest req = parse_chat_request(request.body, options_, schemas_);
+    if (req.model != options_.model_name) {
+        throw ApiError{404, "the model \"" + req.model + "\" does not exist; this server serves \"" +
+                                options_.model_name + "\"",
+                       "invalid_request_error", "model", "model_not_found"};
+    }
+    const std::string prompt = render_prompt(req);
+    if (options_.max_prompt_tokens > 0) {
+        const int64_t n = static_cast<int64_t>(engine_->tokenizer().encode(prompt).size());
+        if (n > options_.max_prompt_tokens) {
+            throw bad("messages", "the prompt has " + std::to_string(n) + " text tokens; this server accepts " +
+                                      std::to_string(options_.max_prompt_tokens),
+                      "context_length_exceeded");
+        }
+    }
+    std::vector<model::InputPart> parts;
+    try {
+        parts = model::interleave_images(prompt, req.images, engine_->config().image_context_token);
+    } catch (const Error& e) {
+        throw bad("messages", std::string("text must not contain the image placeholder itself: ") + e.what());
+    }
+
+    const std::string id = "chatcmpl-surf" + std::to_string(next_id_++);
+    const int64_t created = static_cast<int64_t>(std::time(nullptr));
+    auto chunk = [&](const json& delta, const json& finish) {
+        json c = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", options_.model_name},
+                  {"choices", json::array({json{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}})}};
+        return "data: " + c.dump() + "\n\n";
+    };
+
+    bool client_left = false;
+    if (req.stream) {
+        req.options.on_text = [&](std::string_view piece) {
+            if (writer.client_gone() || !writer.write(chunk(json{{"content", std::string(piece)}}, nullptr))) {
+                client_left = true;
+                return false;
+            }
+            return true;
+        };
+        if (!writer.begin_stream(200, "text/event-stream") ||
+            !writer.write(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr))) {
+            return;
+        }
+    }
+
+    // The session lives exactly as long as this request: closed on every path, disconnects included.
+    struct SessionGuard {
+        model::Engine& engine;
+        std::atomic<int64_t>& open;
+        model::SessionId id;
+        SessionGuard(model::Engine& e, std::atomic<int64_t>& o) : engine(e), open(o), id(e.open_session()) { ++open; }
+        ~SessionGuard() {
+            try {
+                engine.close_session(id);
+            } catch (...) {
+            }
+            --open;
+        }
+    };
+    model::GenerateResult result;
+    ++running_;
+    try {
+        SessionGuard session(*engine_, open_sessions_);
+        result = engine_->generate(session.id, parts, req.options);
+        --running_;
+    } catch (const Error& e) {
+        --running_;
+        ApiError err{http_status_of(e.kind()), e.what(), "invalid_request_error", "", ""};
+        if (err.status >= 500) err.type = "server_error";
+        if (e.kind() == ErrorKind::kResourceExhausted) err.code = "overloaded";
+        if (!req.stream) throw err;
+        writer.write("data: " + api_error_json(err) + "\n\ndata: [DONE]\n\n");
+        return;
+    } catch (...) {
+        --running_;
+        throw;
+    }
+
+    const int64_t completion = static_cast<int64_t>(result.tokens.size());
+    record_finished(result.prefill_tokens, completion);
+    const json usage = {{"prompt_tokens", result.prefill_tokens},
+                        {"completion_tokens", completion},
+                        {"total_tokens", result.prefill_tokens + completion}};
+    if (result.finish == model::FinishReason::kCancelled || client_left) {
+        ++cancelled_total_;
+        return;
+    }
+    if (req.stream) {
+        std::string tail = chunk(json::object(), finish_name(result.finish));
+        if (req.include_usage) {
+            json u = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created},
+                      {"model", options_.model_name}, {"choices", json::array()}, {"usage", usage}};
+            tail += "data: " + u.dump() + "\n\n";
+        }
+        writer.write(tail + "data: [DONE]\n\n");
+        return;
+    }
+    const json message = {{"role", "assistant"}, {"content", result.text}};
+    const json response = {{"id", id}, {"object", "chat.completion"}, {"created", created},
+                           {"model", options_.model_name},
+                           {"choices", json::array({json{{"index", 0}, {"message", message},
+                                                         {"finish_reason", finish_name(result.finish)}}})},
+                           {"usage", usage}};
+    writer.send(200, "application/json", response.dump());
+}
+
+std::string OpenAiService::metrics_text() const {
+    std::ostringstream os;
+    auto metric = [&](const char* name, const char* type, const char* help, double value) {
+        os << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << " " << value << "\n";
+    };
+    const model::EngineStats s = engine_->stats();
+    const auto now = Clock::now();
+    double tokens_per_second = 0;
+    {
+        std::lock_guard<std::mutex> lock(metrics_mutex_);
+        auto& recent = recent_tokens_;
+        while (!recent.empty() && now - recent.front().first > std::chrono::seconds(10)) recent.pop_front();
+        int64_t sum = 0;
+        for (const auto& r : recent) sum += r.second;
+        const double window = std::min(10.0, std::chrono::duration<double>(now - started_).count());
+        tokens_per_second = window > 0 ? static_cast<double>(sum) / window : 0;
+        os << "# HELP surf_http_responses_total Responses sent, by status code.\n"
+              "# TYPE surf_http_responses_total counter\n";
+        for (const auto& [status, n] : responses_by_status_) {
+            os << "surf_http_responses_total{code=\"" << status << "\"} " << n << "\n";
+        }
+    }
+    const int64_t queued = queue_probe_ ? queue_probe_() : 0;
+    metric("surf_queue_depth", "gauge", "Requests waiting: HTTP connections not yet picked up plus engine requests waiting for a slot.",
+           static_cast<double>(queued + s.waiting));
+    metric("surf_requests_running", "gauge", "Chat completions generating now.", static_cast<double>(running_.load()));
+    metric("surf_sessions_open", "gauge", "Engine sessions held by in-flight requests.", static_cast<double>(open_sessions_.load()));
+    metric("surf_prompt_tokens_total", "counter", "Prompt tokens prefilled.", static_cast<double>(prompt_tokens_total_.load()));
+    metric("surf_generation_tokens_total", "counter", "Tokens generated.", static_cast<double>(completion_tokens_total_.load()));
+    metric("surf_generation_tokens_per_second", "gauge", "Tokens generated by requests that finished in the last 10 s, per second.",
+           tokens_per_second);
+    metric("surf_requests_cancelled_total", "counter", "Generations cancelled because the client disconnected.",
+           static_cast<double>(cancelled_total_.load()));
+    metric("surf_engine_running", "gauge", "Sequences the engine is running.", static_cast<double>(s.running));
+    metric("surf_engine_waiting", "gauge", "Requests waiting inside the engine.", static_cast<double>(s.waiting));
+    metric("surf_engine_decode_tokens_total", "counter", "Tokens decoded by the engine.", static_cast<double>(s.decode_tokens));
+    metric("surf_engine_prefill_tokens_total", "counter", "Tokens prefilled by the engine.", static_cast<double>(s.prefill_tokens));
+    metric("surf_engine_decode_tokens_per_second", "gauge", "Decode-only throughput over the engine's life (tokens / decode-step seconds).",
+           s.decode_only_seconds > 0 ? static_cast<double>(s.decode_only_rows) / s.decode_only_seconds : 0.0);
+    metric("surf_kv_pages_used", "gauge", "Paged-KV pages in use.", static_cast<double>(s.kv_pages_used));
+    metric("surf_kv_pages_total", "gauge", "Paged-KV pages.", static_cast<double>(s.kv_pages_total));
+    metric("surf_kv_occupancy", "gauge", "Fraction of KV pages in use.",
+           s.kv_pages_total > 0 ? static_cast<double>(s.kv_pages_used) / static_cast<double>(s.kv_pages_total) : 0.0);
+    metric("surf_state_slots_used", "gauge", "Recurrent-state (conv + SSM) slots in use.", static_cast<double>(s.slots_used));
+    metric("surf_state_slots_total", "gauge", "Recurrent-state slots.", static_cast<double>(s.slots_total));
+    metric("surf_state_occupancy", "gauge", "Fraction of state slots in use.",
+           s.slots_total > 0 ? static_cast<double>(s.slots_used) / static_cast<double>(s.slots_total) : 0.0);
+    metric("surf_sessions_resident", "gauge", "Sessions resident on the device.", static_cast<double>(s.resident_sessions));
+    metric("surf_sessions_offloaded", "gauge", "Sessions offloaded to host memory.", static_cast<double>(s.offloaded_sessions));
+    metric("surf_image_cache_hits_total", "counter", "Image-embedding cache hits.", static_cast<double>(s.image_cache_hits));
+    metric("surf_device_bytes", "gauge", "Bytes allocated on the device.", static_cast<double>(s.device_bytes));
+    metric("surf_uptime_seconds", "gauge", "Seconds since the server started.",
+           std::chrono::duration<double>(now - started_).count());
+    return os.str();
+}
+
+}  // namespace surf::serve

@@ -1,0 +1,106 @@
+// The OpenAI-compatible API of `surf serve` over one model::Engine (docs/SERVE.md):
+//   POST /v1/chat/completions  text + image_url (data URLs) parts, stream (server-sent events),
+//                              response_format json_schema (constrained decoding), usage counts
+//   GET  /v1/models, GET /health, GET /metrics (Prometheus text)
+// Every request is stateless: a fresh engine session, closed when the request ends (also when a streaming
+// client disconnects, which cancels its generation). Errors are OpenAI's JSON shape
+// {"error": {"message", "type", "param", "code"}} with the matching 4xx/5xx status.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/serve/http_server.h"
+#include "model/chat_template.h"
+#include "model/engine.h"
+#include "model/json_schema.h"
+
+namespace surf::serve {
+
+struct ServiceOptions {
+    std::string model_name;          // the id /v1/models lists and requests must name
+    std::string api_key;             // "" = no key; else "Authorization: Bearer <key>" on /v1/* and /metrics
+    int32_t default_max_tokens = 512;
+    int32_t max_tokens_limit = 8192;   // a larger max_tokens is refused (400)
+    int64_t max_prompt_tokens = 0;     // text tokens of the rendered prompt; 0 = no limit beyond the engine's
+    int max_images = 16;               // image parts per request
+    size_t max_image_bytes = 16 << 20; // decoded base64 bytes of one image
+};
+
+// An error as the API reports it.
+struct ApiError {
+    int status = 400;
+    std::string message;
+    std::string type = "invalid_request_error";
+    std::string param;  // "" = null
+    std::string code;   // "" = null
+};
+std::string api_error_json(const ApiError& error);
+
+// A chat completion request, parsed and checked.
+struct ChatRequest {
+    std::string model;
+    std::vector<model::ChatMessage> messages;
+    std::vector<std::shared_ptr<const model::Image>> images;  // in the order the template renders them
+    model::GenerateOptions options;                           // no callbacks set
+    bool stream = false;
+    bool include_usage = false;           // stream_options.include_usage
+    bool add_generation_prompt = true;
+    nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
+};
+
+// Parses a /v1/chat/completions body; throws ApiError naming the field. Unknown models are not checked
+// here (the service does it, with 404).
+ChatRequest parse_chat_request(const std::string& body, const ServiceOptions& options,
+                               model::SchemaCache& schemas);
+
+// Decodes "data:image/png;base64,...." (any image/* type stb_image reads); throws ApiError.
+std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size_t max_bytes,
+                                                    const std::string& param);
+
+// Standard base64 (padding optional, no whitespace); nullopt when malformed.
+std::optional<std::string> base64_decode(const std::string& text);
+
+class OpenAiService {
+public:
+    OpenAiService(std::shared_ptr<model::Engine> engine, ServiceOptions options);
+
+    void handle(const HttpRequest& request, HttpResponseWriter& writer);
+    // Connections waiting for a worker (the HTTP server's queue), reported in /metrics.
+    void set_queue_probe(std::function<int64_t()> probe) { queue_probe_ = std::move(probe); }
+    std::string metrics_text() const;
+
+    // Requests generating now / sessions this service holds open now (tests watch both).
+    int64_t running() const { return running_.load(); }
+    int64_t open_sessions() const { return open_sessions_.load(); }
+
+private:
+    void chat_completions(const HttpRequest& request, HttpResponseWriter& writer);
+    void send_error(HttpResponseWriter& writer, const ApiError& error);
+    std::string render_prompt(const ChatRequest& req) const;
+    void record_finished(int64_t prompt_tokens, int64_t completion_tokens);
+
+    std::shared_ptr<model::Engine> engine_;
+    ServiceOptions options_;
+    std::unique_ptr<model::ChatTemplate> template_;
+    model::SchemaCache schemas_;
+    std::function<int64_t()> queue_probe_;
+    std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+
+    std::atomic<int64_t> running_{0}, open_sessions_{0}, next_id_{1};
+    std::atomic<int64_t> prompt_tokens_total_{0}, completion_tokens_total_{0}, cancelled_total_{0};
+    mutable std::mutex metrics_mutex_;
+    std::map<int, int64_t> responses_by_status_;
+    mutable std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_tokens_;  // last 10 s
+};
+
+}  // namespace surf::serve
