@@ -1,0 +1,100 @@
+// Judging an evaluation task's outcome.
+//
+// 1. The WebVoyager auto-evaluator protocol (spec/agent.md §3.1, evaluation/auto_eval.py): the judge sees
+//    the task, the agent's final answer and the last k screenshots, and answers SUCCESS or NOT SUCCESS
+//    with a reason. `Judge` is the seam: LocalJudge runs it on our engine in its own session with a
+//    schema-constrained verdict (prompts/judge_system.md, prompts/judge_turn.md,
+//    prompts/schemas/judge_verdict.schema.json); a remote OpenAI-compatible judge (issue 10) implements
+//    the same interface and plugs into EvalRunner unchanged.
+// 2. Reference answers, when a task has them: exact and normalised string match.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/conversation.h"
+#include "agent/profile.h"
+#include "agent/prompt_renderer.h"
+#include "model/chat_template.h"
+#include "model/engine.h"
+#include "model/image.h"
+
+namespace surf::agent {
+
+struct JudgeInput {
+    std::string task;
+    std::string answer;
+    std::vector<std::shared_ptr<const model::Image>> screenshots;  // oldest first, at most k
+};
+
+struct JudgeVerdict {
+    std::optional<bool> success;  // nullopt: the judge gave no usable verdict (see error)
+    std::string reason;
+    std::string raw;    // the judge's last reply
+    std::string error;  // why there is no verdict
+    int64_t tokens = 0; // prompt + output tokens the judge used
+    double seconds = 0;
+};
+
+class Judge {
+public:
+    virtual ~Judge() = default;
+    virtual std::string name() const = 0;  // recorded in results.jsonl ("local", "remote:gpt-4o", ...)
+    // Never throws for model or network faults: they come back as a verdict without `success`.
+    // Must be safe to call from several threads at once (the runner judges tasks concurrently).
+    virtual JudgeVerdict judge(const JudgeInput& input) = 0;
+};
+
+// A parsed judge reply. JSON {"reason": "...", "verdict": "SUCCESS" | "NOT SUCCESS"} ({"success": bool}
+// is also accepted), optionally in a ```json fence; otherwise WebVoyager's free-text rule: "NOT SUCCESS"
+// anywhere → false, else "SUCCESS" anywhere → true. Throws Error(kModelOutput) when there is neither.
+struct ParsedJudgeReply {
+    bool success = false;
+    std::string reason;
+};
+ParsedJudgeReply parse_judge_reply(const std::string& text);
+
+struct LocalJudgeOptions {
+    std::string system_prompt;  // "" = prompts/judge_system.md ({schema})
+    std::string turn_prompt;    // "" = prompts/judge_turn.md ({task} {answer} {n_screenshots})
+    std::string schema;         // "" = prompts/schemas/judge_verdict.schema.json
+    ModuleSettings settings{400, {}, 1};  // greedy (WebVoyager's judge runs at temperature 0)
+    bool enable_thinking = false;
+    std::string stop_token = "<SPECIAL_12>";
+    int image_max_width = 0, image_max_height = 0;  // screenshots are downscaled to fit (0 = as is)
+};
+
+// The judge on our own engine: a fresh session per verdict, never touching the agents' sessions.
+class LocalJudge : public Judge {
+public:
+    LocalJudge(model::Engine& engine, const model::ChatTemplate& chat_template, LocalJudgeOptions options);
+    std::string name() const override { return "local"; }
+    JudgeVerdict judge(const JudgeInput& input) override;
+
+private:
+    model::Engine& engine_;
+    const model::ChatTemplate& template_;
+    LocalJudgeOptions options_;
+    PromptTemplate system_, turn_, feedback_;
+    std::shared_ptr<const model::CompiledSchema> schema_;
+    std::string schema_text_;
+};
+
+// The prompts/ folder (SURF_PROMPTS_DIR at build time, $SURF_PROMPTS_DIR at run time).
+std::string prompts_dir();
+
+// --- reference answers ---
+// Lower-case (ASCII), punctuation → space, articles (a, an, the) dropped, thousands separators in
+// numbers dropped ("1,234" → "1234"), whitespace collapsed.
+std::string normalize_answer(const std::string& text);
+struct AnswerMatch {
+    bool exact = false;       // equal after trimming whitespace
+    bool normalized = false;  // equal after normalize_answer
+    bool contains = false;    // a normalised reference appears in the normalised answer as whole words
+};
+// The best match over the references (any reference matching counts).
+AnswerMatch match_answer(const std::string& answer, const std::vector<std::string>& references);
+
+}  // namespace surf::agent

@@ -1,0 +1,352 @@
+#include "agent/eval_report.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "agent/trace.h"
+#include "kernels/base/error.h"
+
+namespace surf::agent {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+double percentile(std::vector<double> v, double q) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const double pos = q * static_cast<double>(v.size() - 1);
+    const size_t lo = static_cast<size_t>(std::floor(pos));
+    const size_t hi = std::min(v.size() - 1, lo + 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+ordered_json distribution(const std::vector<double>& v) {
+    ordered_json j;
+    double sum = 0;
+    for (double x : v) sum += x;
+    j["mean"] = v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+    j["p50"] = percentile(v, 0.5);
+    j["p90"] = percentile(v, 0.9);
+    j["max"] = v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+    j["total"] = sum;
+    return j;
+}
+
+double rate(size_t num, size_t den) {
+    return den == 0 ? 0.0 : static_cast<double>(num) / static_cast<double>(den);
+}
+
+std::string fmt(const char* f, double x) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, x);
+    return buf;
+}
+
+std::string pct(double r) {
+    return fmt("%.1f%%", 100.0 * r);
+}
+
+std::string tri(const std::optional<bool>& b, const char* yes = "yes", const char* no = "no") {
+    return b ? (*b ? yes : no) : "–";
+}
+
+void write_atomic(const fs::path& path, const std::string& text) {
+    const std::string tmp = path.string() + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error(ErrorKind::kIo, tmp + ": cannot open for writing");
+    size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n <= 0) {
+            ::close(fd);
+            throw Error(ErrorKind::kIo, tmp + ": write failed");
+        }
+        done += static_cast<size_t>(n);
+    }
+    ::fsync(fd);
+    ::close(fd);
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) throw Error(ErrorKind::kIo, path.string() + ": cannot replace: " + ec.message());
+}
+
+}  // namespace
+
+ordered_json summarize(const std::vector<TaskRecord>& records, size_t planned) {
+    ordered_json s;
+    s["tasks"] = records.size();
+    s["planned"] = planned;
+    std::map<std::string, size_t> status;
+    size_t succeeded = 0, errors = 0, known = 0;
+    size_t judged = 0, judge_yes = 0, judge_none = 0;
+    size_t with_ref = 0, exact = 0, normalized = 0, contains = 0;
+    std::set<std::string> judges;
+    std::vector<double> steps, wall, model, browser, tokens;
+    int64_t prompt = 0, output = 0, image = 0, judge_tokens = 0;
+    struct Site {
+        size_t tasks = 0, succeeded = 0, errors = 0;
+        double wall = 0;
+    };
+    std::map<std::string, Site> sites;
+    ordered_json error_list = ordered_json::array();
+    for (const TaskRecord& r : records) {
+        ++status[r.status];
+        Site& site = sites[r.site];
+        ++site.tasks;
+        site.wall += r.wall_seconds;
+        if (r.success) ++known;
+        if (r.success.value_or(false)) {
+            ++succeeded;
+            ++site.succeeded;
+        }
+        if (r.status == "error") {
+            ++errors;
+            ++site.errors;
+            error_list.push_back({{"id", r.id}, {"error", r.error}});
+        }
+        if (!r.judge.empty()) {
+            judges.insert(r.judge);
+            ++judged;
+            if (!r.judge_success) ++judge_none;
+            if (r.judge_success.value_or(false)) ++judge_yes;
+        }
+        if (!r.references.empty() && r.status != "error") {
+            ++with_ref;
+            exact += r.exact_match.value_or(false);
+            normalized += r.normalized_match.value_or(false);
+            contains += r.contains_match.value_or(false);
+        }
+        steps.push_back(r.steps);
+        wall.push_back(r.wall_seconds);
+        model.push_back(r.model_seconds);
+        browser.push_back(r.browser_seconds);
+        tokens.push_back(static_cast<double>(r.prompt_tokens + r.output_tokens));
+        prompt += r.prompt_tokens;
+        output += r.output_tokens;
+        image += r.image_tokens;
+        judge_tokens += r.judge_tokens;
+    }
+    s["status"] = status;
+    s["succeeded"] = succeeded;
+    s["success_rate"] = rate(succeeded, records.size());
+    s["success_rate_without_errors"] = rate(succeeded, records.size() - errors);
+    s["with_verdict"] = known;
+    s["errors"] = errors;
+    ordered_json judge;
+    judge["names"] = judges;
+    judge["judged"] = judged;
+    judge["success"] = judge_yes;
+    judge["no_verdict"] = judge_none;
+    judge["success_rate"] = rate(judge_yes, judged);
+    s["judge"] = judge;
+    ordered_json ref;
+    ref["tasks"] = with_ref;
+    ref["exact"] = exact;
+    ref["normalized"] = normalized;
+    ref["contains"] = contains;
+    ref["contains_rate"] = rate(contains, with_ref);
+    s["reference"] = ref;
+    ordered_json per_site;
+    for (const auto& [name, site] : sites) {
+        per_site[name] = {{"tasks", site.tasks},
+                          {"succeeded", site.succeeded},
+                          {"success_rate", rate(site.succeeded, site.tasks)},
+                          {"errors", site.errors},
+                          {"mean_wall_s", site.tasks ? site.wall / static_cast<double>(site.tasks) : 0.0}};
+    }
+    s["per_site"] = per_site;
+    s["tokens"] = {{"prompt", prompt},
+                   {"output", output},
+                   {"image", image},
+                   {"judge", judge_tokens},
+                   {"per_task", distribution(tokens)}};
+    s["model_s"] = distribution(model);
+    s["browser_s"] = distribution(browser);
+    s["wall_s"] = distribution(wall);
+    s["steps"] = distribution(steps);
+    s["error_list"] = error_list;
+    return s;
+}
+
+std::string svg_histogram(const std::vector<double>& values, int bins, const std::string& x_label, bool integers) {
+    const int W = 420, H = 180, left = 36, bottom = 34, top = 12, right = 10;
+    double lo = 0, hi = 1;
+    if (!values.empty()) {
+        lo = *std::min_element(values.begin(), values.end());
+        hi = *std::max_element(values.begin(), values.end());
+    }
+    if (integers) {
+        lo = std::floor(lo);
+        hi = std::floor(hi);
+        if (hi - lo + 1 <= 40) bins = static_cast<int>(hi - lo + 1);  // one bar per value
+    }
+    bins = std::max(1, bins);
+    const double width = integers && bins == static_cast<int>(hi - lo + 1) ? 1.0
+                                                                             : std::max(hi - lo, 1e-9) / bins;
+    std::vector<int> count(static_cast<size_t>(bins), 0);
+    for (double v : values) {
+        int b = static_cast<int>(std::floor((v - lo) / width));
+        count[static_cast<size_t>(std::clamp(b, 0, bins - 1))]++;
+    }
+    const int peak = std::max(1, *std::max_element(count.begin(), count.end()));
+    std::ostringstream o;
+    o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" viewBox=\"0 0 " << W
+      << " " << H << "\" role=\"img\"><title>" << html_escape(x_label) << "</title>";
+    const double plot_w = W - left - right, plot_h = H - top - bottom, bar_w = plot_w / bins;
+    o << "<line x1=\"" << left << "\" y1=\"" << H - bottom << "\" x2=\"" << W - right << "\" y2=\"" << H - bottom
+      << "\" stroke=\"#444\"/>";
+    o << "<text x=\"" << left - 4 << "\" y=\"" << top + 8 << "\" font-size=\"10\" text-anchor=\"end\">" << peak
+      << "</text>";
+    for (int b = 0; b < bins; ++b) {
+        const double h = plot_h * count[static_cast<size_t>(b)] / peak;
+        const double x = left + b * bar_w;
+        o << "<rect x=\"" << fmt("%.1f", x + 1) << "\" y=\"" << fmt("%.1f", H - bottom - h) << "\" width=\""
+          << fmt("%.1f", std::max(1.0, bar_w - 2)) << "\" height=\"" << fmt("%.1f", h)
+          << "\" fill=\"#4a7fb5\"><title>" << count[static_cast<size_t>(b)] << "</title></rect>";
+        const bool label = bins <= 12 || b % ((bins + 11) / 12) == 0;
+        if (label) {
+            const double v = lo + b * width;
+            o << "<text x=\"" << fmt("%.1f", x + bar_w / 2) << "\" y=\"" << H - bottom + 12
+              << "\" font-size=\"10\" text-anchor=\"middle\">" << (integers ? fmt("%.0f", v) : fmt("%.3g", v))
+              << "</text>";
+        }
+    }
+    o << "<text x=\"" << left + plot_w / 2 << "\" y=\"" << H - 6 << "\" font-size=\"11\" text-anchor=\"middle\">"
+      << html_escape(x_label) << "</text></svg>";
+    return o.str();
+}
+
+std::string render_eval_report(const std::vector<TaskRecord>& records, const ordered_json& s) {
+    std::ostringstream h;
+    h << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>surf eval report</title><style>"
+         "body{font-family:sans-serif;margin:20px;color:#222}table{border-collapse:collapse;font-size:13px}"
+         "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}"
+         "th{background:#eee}.ok{color:#176d17}.bad{color:#a31515}.err{color:#a36b00}"
+         ".charts{display:flex;gap:24px;flex-wrap:wrap}.k{color:#666}td.a{max-width:360px;word-break:break-word}"
+         "</style></head><body>\n<h1>surf eval</h1>\n";
+    const size_t n = records.size();
+    h << "<p><span class=\"k\">Tasks:</span> " << n;
+    if (s.value("planned", 0) > 0) h << " of " << s["planned"].get<size_t>() << " planned";
+    h << " &nbsp; <span class=\"k\">Success:</span> <b>" << s["succeeded"].get<size_t>() << " ("
+      << pct(s["success_rate"].get<double>()) << ")</b>, " << pct(s["success_rate_without_errors"].get<double>())
+      << " without errors &nbsp; <span class=\"k\">Errors:</span> " << s["errors"].get<size_t>() << "<br>";
+    const auto& judge = s["judge"];
+    if (judge["judged"].get<size_t>() > 0) {
+        h << "<span class=\"k\">Judge:</span> " << judge["success"].get<size_t>() << " SUCCESS of "
+          << judge["judged"].get<size_t>() << " judged (" << pct(judge["success_rate"].get<double>()) << "), "
+          << judge["no_verdict"].get<size_t>() << " without a usable verdict<br>";
+    }
+    const auto& ref = s["reference"];
+    if (ref["tasks"].get<size_t>() > 0) {
+        h << "<span class=\"k\">Reference answers:</span> " << ref["tasks"].get<size_t>() << " tasks; exact "
+          << ref["exact"].get<size_t>() << ", normalised " << ref["normalized"].get<size_t>() << ", contained "
+          << ref["contains"].get<size_t>() << "<br>";
+    }
+    const auto& tok = s["tokens"];
+    h << "<span class=\"k\">Tokens:</span> " << tok["prompt"].get<int64_t>() << " prompt, "
+      << tok["output"].get<int64_t>() << " output (" << fmt("%.0f", tok["per_task"]["mean"].get<double>())
+      << " per task), judge " << tok["judge"].get<int64_t>() << " &nbsp; <span class=\"k\">Model time:</span> "
+      << fmt("%.1f", s["model_s"]["mean"].get<double>()) << " s per task ("
+      << fmt("%.1f", s["model_s"]["total"].get<double>()) << " s in all) &nbsp; <span class=\"k\">Wall:</span> p50 "
+      << fmt("%.1f", s["wall_s"]["p50"].get<double>()) << " s, p90 " << fmt("%.1f", s["wall_s"]["p90"].get<double>())
+      << " s</p>\n";
+
+    h << "<h2>Per site</h2>\n<table><tr><th>Site</th><th>Tasks</th><th>Succeeded</th><th>Rate</th><th>Errors</th>"
+         "<th>Mean wall (s)</th></tr>\n";
+    for (const auto& [site, v] : s["per_site"].items()) {
+        h << "<tr><td>" << html_escape(site) << "</td><td>" << v["tasks"].get<size_t>() << "</td><td>"
+          << v["succeeded"].get<size_t>() << "</td><td>" << pct(v["success_rate"].get<double>()) << "</td><td>"
+          << v["errors"].get<size_t>() << "</td><td>" << fmt("%.1f", v["mean_wall_s"].get<double>())
+          << "</td></tr>\n";
+    }
+    h << "</table>\n";
+
+    std::vector<double> steps, wall, model, tokens;
+    for (const TaskRecord& r : records) {
+        steps.push_back(r.steps);
+        wall.push_back(r.wall_seconds);
+        model.push_back(r.model_seconds);
+        tokens.push_back(static_cast<double>(r.prompt_tokens + r.output_tokens));
+    }
+    h << "<h2>Distributions</h2>\n<div class=\"charts\">" << svg_histogram(steps, 15, "steps per task", true)
+      << svg_histogram(wall, 12, "wall seconds per task", false)
+      << svg_histogram(model, 12, "model seconds per task", false)
+      << svg_histogram(tokens, 12, "tokens per task", false) << "</div>\n";
+
+    h << "<h2>Tasks</h2>\n<table><tr><th>Task</th><th>Site</th><th>Status</th><th>Success</th><th>Judge</th>"
+         "<th>Match</th><th>Answer</th><th>Steps</th><th>Tokens</th><th>Model s</th><th>Wall s</th><th>Trace</th>"
+         "</tr>\n";
+    for (const TaskRecord& r : records) {
+        const char* cls = r.status == "error" ? "err" : (r.success.value_or(false) ? "ok" : "bad");
+        h << "<tr><td title=\"" << html_escape(r.question) << "\">" << html_escape(r.id) << "</td><td>"
+          << html_escape(r.site) << "</td><td class=\"" << cls << "\">" << html_escape(r.status);
+        if (!r.error.empty()) h << "<br><small>" << html_escape(r.error.substr(0, 300)) << "</small>";
+        h << "</td><td class=\"" << cls << "\">" << tri(r.success) << "</td><td>";
+        if (!r.judge.empty()) {
+            h << tri(r.judge_success, "SUCCESS", "NOT SUCCESS") << "<br><small>"
+              << html_escape(r.judge_reason.substr(0, 300)) << "</small>";
+        }
+        h << "</td><td>";
+        if (!r.references.empty()) {
+            h << "exact " << tri(r.exact_match) << ", norm. " << tri(r.normalized_match) << ", cont. "
+              << tri(r.contains_match) << "<br><small>ref: " << html_escape(r.references.front().substr(0, 200))
+              << "</small>";
+        }
+        h << "</td><td class=\"a\">" << html_escape(r.answer) << "</td><td>" << r.steps << "</td><td>"
+          << r.prompt_tokens + r.output_tokens << "</td><td>" << fmt("%.1f", r.model_seconds) << "</td><td>"
+          << fmt("%.1f", r.wall_seconds) << "</td><td>";
+        if (!r.trace.empty()) {
+            h << "<a href=\"" << html_escape(r.trace) << "/report.html\">report</a> <a href=\""
+              << html_escape(r.trace) << "/trace.jsonl\">trace</a>";
+        }
+        h << "</td></tr>\n";
+    }
+    h << "</table>\n</body></html>\n";
+    return h.str();
+}
+
+void write_summary_and_report(const std::string& dir, const std::vector<TaskRecord>& records, size_t planned) {
+    const ordered_json s = summarize(records, planned);
+    write_atomic(fs::path(dir) / "summary.json", s.dump(2) + "\n");
+    write_atomic(fs::path(dir) / "report.html", render_eval_report(records, s));
+}
+
+std::vector<TaskRecord> merge_results(const std::vector<std::string>& dirs, const std::string& out_dir) {
+    if (dirs.empty()) throw Error(ErrorKind::kInvalidArgument, "merge: no result folders");
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec) throw Error(ErrorKind::kIo, out_dir + ": cannot create: " + ec.message());
+    const fs::path out_abs = fs::absolute(out_dir).lexically_normal();
+    std::vector<TaskRecord> merged;
+    std::map<std::string, std::string> seen;  // id -> folder
+    for (const std::string& dir : dirs) {
+        const fs::path src_abs = fs::absolute(dir).lexically_normal();
+        if (src_abs == out_abs) throw Error(ErrorKind::kInvalidArgument, "merge: --out must differ from " + dir);
+        for (TaskRecord& r : read_results((fs::path(dir) / "results.jsonl").string())) {
+            auto [it, fresh] = seen.emplace(r.id, dir);
+            if (!fresh) {
+                throw Error(ErrorKind::kInvalidArgument,
+                            "merge: task \"" + r.id + "\" is in both " + it->second + " and " + dir);
+            }
+            if (!r.trace.empty()) r.trace = (src_abs / r.trace).lexically_relative(out_abs).string();
+            merged.push_back(std::move(r));
+        }
+    }
+    std::string body;
+    for (const TaskRecord& r : merged) body += record_to_json(r).dump() + "\n";
+    write_atomic(fs::path(out_dir) / "results.jsonl", body);
+    write_summary_and_report(out_dir, merged);
+    return merged;
+}
+
+}  // namespace surf::agent

@@ -1,0 +1,35 @@
+// An evaluation's summary.json and report.html, from its results.jsonl records; and `surf eval merge`,
+// which combines result folders (shards) into one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/eval_results.h"
+
+namespace surf::agent {
+
+// Success rates (overall, without errors, per site), judge and reference-match counts, tokens and
+// model/browser/wall seconds per task, step and latency distributions, the error list. `planned` is the
+// number of tasks the run was asked for (0 when unknown, as after a merge).
+nlohmann::ordered_json summarize(const std::vector<TaskRecord>& records, size_t planned = 0);
+
+// A self-contained page: totals, a per-site table, step and latency histograms as inline SVG, and one row
+// per task linking its trace folder (trace paths are relative to the page's folder).
+std::string render_eval_report(const std::vector<TaskRecord>& records, const nlohmann::ordered_json& summary);
+
+// An inline SVG bar chart of a histogram of `values` over `bins` equal bins (integers: one bin per value
+// when the range is small). Exposed for tests.
+std::string svg_histogram(const std::vector<double>& values, int bins, const std::string& x_label, bool integers);
+
+// Writes DIR/summary.json and DIR/report.html (each via a temp file and rename). Throws Error(kIo).
+void write_summary_and_report(const std::string& dir, const std::vector<TaskRecord>& records, size_t planned = 0);
+
+// Reads DIR/results.jsonl of each folder (a torn last line is ignored), checks that no task id appears in
+// two folders (Error kInvalidArgument naming both), rewrites trace paths relative to out_dir, and writes
+// out_dir/results.jsonl, summary.json and report.html. Returns the merged records.
+std::vector<TaskRecord> merge_results(const std::vector<std::string>& dirs, const std::string& out_dir);
+
+}  // namespace surf::agent

@@ -1,0 +1,406 @@
+#include "agent/eval_runner.h"
+
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <thread>
+
+#include "agent/environment.h"
+#include "agent/eval_report.h"
+#include "agent/loop.h"
+#include "agent/trace.h"
+#include "kernels/base/error.h"
+#include "tools/browser/browser_session.h"
+
+namespace surf::agent {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double now_seconds() {
+    return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+// The shared engine as one task sees it: every call is forwarded unchanged and its token counts and
+// engine seconds are added to the task's totals (and to the run's live token counter).
+class CountingEngine : public model::Engine {
+public:
+    CountingEngine(model::Engine& inner, std::atomic<int64_t>* run_tokens) : inner_(inner), run_tokens_(run_tokens) {}
+
+    const model::ModelConfig& config() const override { return inner_.config(); }
+    const model::Tokenizer& tokenizer() const override { return inner_.tokenizer(); }
+    std::shared_ptr<const model::TokenIndex> token_index() const override { return inner_.token_index(); }
+    std::string backend_name() const override { return inner_.backend_name(); }
+    model::EngineStats stats() const override { return inner_.stats(); }
+    model::SessionId open_session() override { return inner_.open_session(); }
+    model::SessionId fork_session(model::SessionId from) override { return inner_.fork_session(from); }
+    void close_session(model::SessionId id) override { inner_.close_session(id); }
+
+    model::GenerateResult generate(model::SessionId id, const std::vector<model::InputPart>& input,
+                                   const model::GenerateOptions& options) override {
+        model::GenerateResult r = inner_.generate(id, input, options);
+        prompt_tokens += r.prefill_tokens;
+        image_tokens += r.image_tokens;
+        output_tokens += static_cast<int64_t>(r.tokens.size());
+        seconds += r.prefill_seconds + r.decode_seconds;
+        if (run_tokens_) *run_tokens_ += r.prefill_tokens + static_cast<int64_t>(r.tokens.size());
+        return r;
+    }
+
+    std::atomic<int64_t> prompt_tokens{0}, image_tokens{0}, output_tokens{0};
+    double seconds = 0;  // only the task's own thread calls generate
+
+private:
+    model::Engine& inner_;
+    std::atomic<int64_t>* run_tokens_;
+};
+
+// The browser as one task sees it: BrowserEnvironment plus what the evaluation needs around it — the
+// start page's load checked (a site that is down or hangs makes the task an error, not an agent
+// failure), faults that end the task (a crashed context, a renderer that no longer gives screenshots),
+// the last k screenshots for the judge, and the time spent in the browser.
+class EvalEnvironment : public Environment {
+public:
+    EvalEnvironment(tools::Browser& browser, tools::BrowserSession& session, const EvalTask& task,
+                    const PromptProfile& profile, const EvalOptions& options, std::atomic<bool>& cancel,
+                    const std::function<void(const EvalTask&, tools::Browser&, tools::BrowserSession&)>& hook)
+        : browser_(browser),
+          session_(session),
+          inner_(session, env_options(options)),
+          task_(task),
+          profile_(profile),
+          options_(options),
+          cancel_(cancel),
+          hook_(hook) {}
+
+    ActionOutcome open(const std::string& url) override {
+        const Clock::time_point t0 = Clock::now();
+        if (opened_) {
+            ActionOutcome o = inner_.open(url);
+            add_time(t0);
+            return o;
+        }
+        opened_ = true;
+        ActionOutcome out;
+        try {
+            const tools::NavigationResult r = session_.navigate(url);
+            out.message = r.describe();
+            if (!r.ok()) {
+                out.ok = false;
+                fail("the start page did not load: " + r.describe());
+            }
+        } catch (const Error& e) {
+            out.ok = false;
+            out.error_kind = error_kind_name(e.kind());
+            out.message = std::string("goto ") + url + " failed (" + out.error_kind + "): " + e.what();
+            fail("the start page did not load: " + out.message);
+        }
+        if (out.ok && hook_) hook_(task_, browser_, session_);
+        add_time(t0);
+        return out;
+    }
+
+    Observation observe() override {
+        const Clock::time_point t0 = Clock::now();
+        Observation obs = inner_.observe();
+        add_time(t0);
+        for (const std::string& e : obs.events) {
+            if (e.rfind(tools::session_event_kind_name(tools::SessionEventKind::kTabCrashed), 0) == 0)
+                fail("the browser context crashed: " + e);
+        }
+        if (obs.image) {
+            blind_ = 0;
+            shots_.push_back(image_to_send(obs.image, profile_));
+            while (static_cast<int>(shots_.size()) > std::max(1, options_.judge_screenshots)) shots_.pop_front();
+        } else if (++blind_ >= options_.max_blind_steps) {
+            fail("no screenshot " + std::to_string(blind_) + " times in a row: " + obs.error);
+        }
+        return obs;
+    }
+
+    ActionOutcome execute(const Action& action, std::optional<tools::CssPoint> point) override {
+        const Clock::time_point t0 = Clock::now();
+        ActionOutcome o = inner_.execute(action, point);
+        add_time(t0);
+        return o;
+    }
+
+    const std::string& fault() const { return fault_; }
+    double seconds() const { return seconds_; }
+    std::vector<std::shared_ptr<const model::Image>> screenshots() const { return {shots_.begin(), shots_.end()}; }
+
+private:
+    static BrowserEnvironmentOptions env_options(const EvalOptions& o) {
+        BrowserEnvironmentOptions eo;
+        eo.max_wait = std::chrono::milliseconds(static_cast<int64_t>(o.max_wait_seconds * 1000));
+        return eo;
+    }
+    void fail(const std::string& why) {
+        if (fault_.empty()) fault_ = why;
+        cancel_.store(true);  // the loop stops at the next token or step
+    }
+    void add_time(Clock::time_point t0) { seconds_ += std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+    tools::Browser& browser_;
+    tools::BrowserSession& session_;
+    BrowserEnvironment inner_;
+    const EvalTask& task_;
+    const PromptProfile& profile_;
+    const EvalOptions& options_;
+    std::atomic<bool>& cancel_;
+    const std::function<void(const EvalTask&, tools::Browser&, tools::BrowserSession&)>& hook_;
+    bool opened_ = false;
+    std::string fault_;
+    int blind_ = 0;
+    double seconds_ = 0;
+    std::deque<std::shared_ptr<const model::Image>> shots_;
+};
+
+}  // namespace
+
+EvalRunner::EvalRunner(std::shared_ptr<model::Engine> engine, PromptProfile profile,
+                       std::shared_ptr<const model::ChatTemplate> chat_template, std::shared_ptr<Judge> judge,
+                       EvalOptions options, tools::BrowserOptions browser_options)
+    : engine_(std::move(engine)),
+      profile_(std::move(profile)),
+      chat_template_(std::move(chat_template)),
+      judge_(std::move(judge)),
+      options_(std::move(options)),
+      browser_options_(std::move(browser_options)) {
+    if (!engine_ || !chat_template_) throw Error(ErrorKind::kInvalidArgument, "EvalRunner: no engine or template");
+    if (options_.concurrency < 1 || options_.concurrency > 1024)
+        throw Error(ErrorKind::kInvalidArgument,
+                    "concurrency: " + std::to_string(options_.concurrency) + " is outside 1..1024");
+    if (options_.judge_screenshots < 1 || options_.judge_screenshots > 64)
+        throw Error(ErrorKind::kInvalidArgument, "judge screenshots: must be in 1..64");
+    if (!(options_.page_timeout_seconds > 0)) throw Error(ErrorKind::kInvalidArgument, "page timeout: must be > 0");
+}
+
+EvalRunner::~EvalRunner() = default;
+
+void EvalRunner::stop() {
+    stopping_.store(true);
+    std::lock_guard<std::mutex> lock(mutex_);
+    progress_.stopping = true;
+    for (auto& [task, cancel] : cancels_) cancel->store(true);
+}
+
+EvalProgress EvalRunner::progress() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    EvalProgress p = progress_;
+    p.tokens = tokens_.load();
+    p.elapsed = t0_ > 0 ? now_seconds() - t0_ : 0;
+    return p;
+}
+
+EvalOutcome EvalRunner::run(const std::vector<EvalTask>& tasks, const std::string& out_dir) {
+    ResultsFile results(out_dir, options_.retry_errors);
+    const std::set<std::string> finished = results.finished_ids();
+    std::vector<const EvalTask*> queue;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        progress_ = {};
+        progress_.total = tasks.size();
+        for (const EvalTask& t : tasks) {
+            if (finished.count(t.id)) {
+                ++progress_.skipped;
+            } else {
+                queue.push_back(&t);
+            }
+        }
+        t0_ = now_seconds();
+    }
+    if (!queue.empty() && !browser_) browser_ = tools::Browser::launch(browser_options_);
+    std::atomic<size_t> next{0};
+    const int n_workers = std::min<int>(options_.concurrency, static_cast<int>(queue.size()));
+    std::vector<std::thread> workers;
+    for (int i = 0; i < n_workers; ++i)
+        workers.emplace_back([&] { worker(queue, next, results, out_dir); });
+    for (std::thread& t : workers) t.join();
+
+    EvalOutcome outcome;
+    outcome.progress = progress();
+    outcome.stopped = stopping_.load();
+    outcome.records = results.all();
+    write_summary_and_report(out_dir, outcome.records, tasks.size());
+    return outcome;
+}
+
+void EvalRunner::worker(const std::vector<const EvalTask*>& queue, std::atomic<size_t>& next,
+                        ResultsFile& results, const std::string& out_dir) {
+    while (!stopping_.load()) {
+        const size_t i = next.fetch_add(1);
+        if (i >= queue.size()) return;
+        const EvalTask& task = *queue[i];
+        TaskRecord record;
+        bool finished = false;
+        try {
+            finished = run_task(task, out_dir, &record);
+        } catch (const std::exception& e) {
+            // run_task handles its own faults; anything escaping is still this task's error only.
+            record.status = "error";
+            record.error = std::string("internal: ") + e.what();
+            record.id = task.id;
+            finished = !stopping_.load();
+        }
+        if (!finished) continue;
+        try {
+            results.append(record);
+        } catch (const Error& e) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            std::fprintf(stderr, "surf eval: cannot record task %s: %s\n", task.id.c_str(), e.what());
+            continue;
+        }
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            ++progress_.done;
+            if (record.status == "error") ++progress_.errors;
+            if (record.success.value_or(false)) ++progress_.succeeded;
+        }
+        if (on_record) on_record(record);
+    }
+}
+
+bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, TaskRecord* rec) {
+    auto cancel = std::make_shared<std::atomic<bool>>(false);
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stopping_.load()) return false;
+        cancels_[&task] = cancel;
+        ++progress_.running;
+    }
+    struct Unregister {
+        EvalRunner* self;
+        const EvalTask* task;
+        ~Unregister() {
+            std::lock_guard<std::mutex> lock(self->mutex_);
+            self->cancels_.erase(task);
+            --self->progress_.running;
+        }
+    } unregister{this, &task};
+
+    const Clock::time_point t0 = Clock::now();
+    rec->id = task.id;
+    rec->site = task.site;
+    rec->question = task.question;
+    rec->start_url = task.start_url;
+    rec->references = task.references;
+    rec->reference_type = task.reference_type;
+    rec->shard = options_.shard;
+    rec->started_at = utc_now_iso();
+    rec->trace = "traces/" + task_dir_name(task.id);
+    const fs::path trace_dir = fs::path(out_dir) / rec->trace;
+    std::error_code ec;
+    fs::remove_all(trace_dir, ec);  // a partial trace left by a stopped or killed run
+
+    RunOptions run;
+    run.task = task.question;
+    run.start_url = task.start_url;
+    run.max_steps = task.max_steps > 0 ? task.max_steps : options_.max_steps;
+    run.max_answer_attempts = options_.attempts;
+    run.timeout_seconds = options_.task_timeout_seconds;
+    run.use_validator = options_.use_validator;
+    run.trust_policy_coordinates = options_.trust_policy_coordinates;
+    run.allow_domains = task.allowed_domains.empty() ? options_.allow_domains : task.allowed_domains;
+    run.deny_domains = options_.deny_domains;
+    run.allow_file_urls = task.start_url.rfind("file:", 0) == 0;
+    run.viewport_width = options_.viewport_width;
+    run.viewport_height = options_.viewport_height;
+    run.device_scale_factor = options_.device_scale_factor;
+    run.max_wait_seconds = options_.max_wait_seconds;
+    run.trace_dir = trace_dir.string();
+    run.seed = options_.seed;
+
+    CountingEngine engine(*engine_, &tokens_);
+    RunResult result;
+    std::string fault;
+    std::vector<std::shared_ptr<const model::Image>> shots;
+    try {
+        validate_run_options(run);
+        tools::SessionOptions so;
+        so.viewport.css_width = run.viewport_width;
+        so.viewport.css_height = run.viewport_height;
+        so.viewport.device_scale_factor = run.device_scale_factor;
+        so.guard = tools::NavigationGuard(run.allow_domains, run.deny_domains, run.allow_file_urls);
+        so.navigation_timeout =
+            std::chrono::milliseconds(static_cast<int64_t>(options_.page_timeout_seconds * 1000));
+        std::unique_ptr<tools::BrowserSession> session = browser_->new_session(so);
+        EvalEnvironment env(*browser_, *session, task, profile_, options_, *cancel, after_open);
+        Trace trace(run.trace_dir);
+        LoopContext ctx;
+        ctx.engine = &engine;
+        ctx.chat_template = chat_template_.get();
+        ctx.profile = &profile_;
+        ctx.environment = &env;
+        ctx.trace = &trace;
+        ctx.cancel = cancel.get();
+        result = run_loop(ctx, run);
+        fault = env.fault();
+        shots = env.screenshots();
+        rec->browser_seconds = env.seconds();
+    } catch (const Error& e) {
+        fault = std::string(error_kind_name(e.kind())) + ": " + e.what();
+        result.status = RunStatus::kError;
+    }
+    if (fault.empty() && stopping_.load() && result.status == RunStatus::kCancelled) return false;
+
+    rec->answer = result.answer;
+    rec->validated = result.validated;
+    rec->forced = result.forced;
+    rec->attempts = result.answer_attempts;
+    rec->steps = result.steps;
+    rec->model_calls = result.model_calls;
+    rec->step_errors = result.errors;
+    rec->prompt_tokens = engine.prompt_tokens.load();
+    rec->image_tokens = engine.image_tokens.load();
+    rec->output_tokens = engine.output_tokens.load();
+    rec->model_seconds = engine.seconds;
+    if (!fault.empty()) {
+        rec->status = "error";
+        rec->error = fault;
+    } else if (result.status == RunStatus::kError || result.status == RunStatus::kCancelled) {
+        rec->status = "error";
+        rec->error = result.error.empty() ? run_status_name(result.status) : result.error;
+    } else {
+        rec->status = run_status_name(result.status);
+        rec->error = result.error;
+    }
+
+    if (rec->status != "error") {
+        if (!task.references.empty()) {
+            const AnswerMatch m = match_answer(result.answer, task.references);
+            rec->exact_match = m.exact;
+            rec->normalized_match = m.normalized;
+            rec->contains_match = m.contains;
+        }
+        if (judge_) {
+            rec->judge = judge_->name();
+            if (result.answer.empty()) {
+                // Nothing to judge: the agent never declared the task done.
+                rec->judge_success = false;
+                rec->judge_reason = "the agent gave no answer";
+            } else {
+                const JudgeVerdict v = judge_->judge(JudgeInput{task.question, result.answer, shots});
+                rec->judge_success = v.success;
+                rec->judge_reason = v.success ? v.reason : "no usable verdict: " + v.error;
+                rec->judge_tokens = v.tokens;
+                rec->judge_seconds = v.seconds;
+                tokens_ += v.tokens;
+            }
+        }
+        if (rec->judge_success) {
+            rec->success = rec->judge_success;
+        } else if (rec->normalized_match) {
+            rec->success = *rec->normalized_match || *rec->contains_match;
+        }
+    } else {
+        rec->success = false;
+    }
+    rec->wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    rec->finished_at = utc_now_iso();
+    return true;
+}
+
+}  // namespace surf::agent

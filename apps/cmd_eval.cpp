@@ -1,0 +1,255 @@
+// `surf eval TASKS.jsonl --out DIR`: a WebVoyager-style evaluation, C agents at once on one engine and one
+// browser, resumable (re-run the same command to continue), with results.jsonl, summary.json and
+// report.html in DIR. `surf eval merge DIR... --out DIR` combines result folders (shards).
+// Exit codes: 0 every task ran (whatever the agents scored), 1 stopped with Ctrl-C (resumable),
+// 2 bad usage or input, 3 error (browser could not start, engine failure).
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "agent/eval_judge.h"
+#include "agent/eval_report.h"
+#include "agent/eval_runner.h"
+#include "agent/eval_tasks.h"
+#include "agent/profile.h"
+#include "apps/cli.h"
+#include "kernels/base/error.h"
+#include "model/chat_template.h"
+#include "model/engine.h"
+#ifdef SURF_HAVE_CUDA
+#include "model/cuda/cuda_engine.h"
+#endif
+
+namespace {
+
+using surf::Error;
+using surf::ErrorKind;
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_sigint(int) {
+    g_interrupted = 1;
+}
+
+void parse_viewport(const std::string& text, int* w, int* h) {
+    const size_t x = text.find('x');
+    try {
+        if (x == std::string::npos) throw std::invalid_argument("");
+        *w = std::stoi(text.substr(0, x));
+        *h = std::stoi(text.substr(x + 1));
+    } catch (const std::exception&) {
+        throw Error(ErrorKind::kInvalidArgument, "--viewport \"" + text + "\": expected WIDTHxHEIGHT, e.g. 1024x768");
+    }
+}
+
+std::string duration_text(double s) {
+    char buf[32];
+    if (!(s >= 0) || s > 1e7) return "?";
+    const long t = static_cast<long>(s + 0.5);
+    if (t >= 3600) {
+        std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+    } else {
+        std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+    }
+    return buf;
+}
+
+// One status line: [#####.....] 12/50  ok 7  err 1  running 4  ETA 3m10s  850 tok/s
+std::string progress_line(const surf::agent::EvalProgress& p) {
+    const size_t todo = p.total - p.skipped;
+    const size_t width = 24;
+    const size_t filled = todo == 0 ? width : width * p.done / todo;
+    std::string bar(filled, '#');
+    bar.resize(width, '.');
+    double eta = -1;
+    if (p.done > 0) eta = p.elapsed / static_cast<double>(p.done) * static_cast<double>(todo - p.done);
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "[%s] %zu/%zu done  %zu failed  %zu running  ETA %s  %.0f tok/s%s",
+                  bar.c_str(), p.done, todo, p.errors, p.running, p.done > 0 ? duration_text(eta).c_str() : "?",
+                  p.elapsed > 0 ? static_cast<double>(p.tokens) / p.elapsed : 0.0,
+                  p.stopping ? "  stopping..." : "");
+    return buf;
+}
+
+int merge(const surf::cli::Args& args) {
+    std::vector<std::string> dirs(args.positional().begin() + 1, args.positional().end());
+    if (dirs.empty()) throw Error(ErrorKind::kInvalidArgument, "merge: expected result folders: merge DIR... --out DIR");
+    for (const char* flag : {"model", "backend", "concurrency", "shard", "max-steps", "attempts", "judge"}) {
+        if (args.has(flag)) throw Error(ErrorKind::kInvalidArgument, std::string("merge takes only --out, not --") + flag);
+    }
+    const std::string out = args.require("out");
+    const auto records = surf::agent::merge_results(dirs, out);
+    const auto s = surf::agent::summarize(records);
+    std::printf("merged %zu tasks from %zu folders: %zu succeeded (%.1f%%), %zu errors\n", records.size(),
+                dirs.size(), s["succeeded"].get<size_t>(), 100 * s["success_rate"].get<double>(),
+                s["errors"].get<size_t>());
+    std::printf("results: %s/results.jsonl, report: %s/report.html\n", out.c_str(), out.c_str());
+    return 0;
+}
+
+int run_eval(const surf::cli::Args& args) {
+    if (!args.positional().empty() && args.positional()[0] == "merge") return merge(args);
+    if (args.positional().size() != 1)
+        throw Error(ErrorKind::kInvalidArgument, "expected exactly one TASKS.jsonl argument (or: merge DIR... --out DIR)");
+    const std::string out = args.require("out");
+    std::string model_dir = args.get("model");
+    if (model_dir.empty()) {
+        const char* env = std::getenv("SURF_MODEL");
+        if (env) model_dir = env;
+    }
+    if (model_dir.empty()) throw Error(ErrorKind::kInvalidArgument, "--model DIR is required (or set SURF_MODEL)");
+
+    std::vector<surf::agent::EvalTask> tasks = surf::agent::load_tasks(args.positional()[0]);
+    if (args.has("references")) {
+        const std::string path = args.get("references");
+        std::ifstream in(path);
+        if (!in) throw Error(ErrorKind::kIo, path + ": cannot open the reference answers");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        const int n = surf::agent::attach_references(tasks, ss.str(), path);
+        std::fprintf(stderr, "reference answers: %d of %zu tasks\n", n, tasks.size());
+    }
+    surf::agent::EvalOptions options;
+    if (args.has("shard")) {
+        const surf::agent::Shard shard = surf::agent::parse_shard(args.get("shard"));
+        tasks = surf::agent::select_shard(tasks, shard);
+        options.shard = args.get("shard");
+    }
+    options.concurrency = static_cast<int>(args.get_int("concurrency", 1));
+    options.max_steps = static_cast<int>(args.get_int("max-steps", 15));
+    options.attempts = static_cast<int>(args.get_int("attempts", 3));
+    options.task_timeout_seconds = args.get_double("timeout", 600);
+    options.page_timeout_seconds = args.get_double("page-timeout", 30);
+    options.use_validator = !args.has("no-validator");
+    options.trust_policy_coordinates = args.has("trust-policy-coordinates");
+    options.allow_domains = args.all("allow-domain");
+    options.deny_domains = args.all("deny-domain");
+    if (args.has("viewport")) parse_viewport(args.get("viewport"), &options.viewport_width, &options.viewport_height);
+    options.judge_screenshots = static_cast<int>(args.get_int("judge-screenshots", 3));
+    options.retry_errors = args.has("retry-errors");
+    options.seed = static_cast<uint64_t>(args.get_int("seed", 0));
+    const std::string judge_kind = args.get("judge", "local");
+    if (judge_kind != "local" && judge_kind != "none")
+        throw Error(ErrorKind::kInvalidArgument, "--judge \"" + judge_kind + "\": expected local or none");
+
+    const std::string profile_path = args.get("profile");
+    surf::agent::PromptProfile profile =
+        surf::agent::load_profile(profile_path.empty() ? surf::agent::default_profile_path() : profile_path);
+
+    const std::string backend = args.get("backend", "cpu");
+    std::fprintf(stderr, "loading %s (%s) ...\n", model_dir.c_str(), backend.c_str());
+    std::shared_ptr<surf::model::Engine> engine;
+    if (backend == "cpu") {
+        engine = surf::model::open_cpu_engine(model_dir);
+    } else if (backend == "cuda") {
+#ifdef SURF_HAVE_CUDA
+        surf::model::cuda::CudaEngineOptions co;
+        // Every agent holds a policy session and briefly a localizer/validator/judge session.
+        co.limits.max_slots = std::max<int64_t>(co.limits.max_slots, 4 * options.concurrency);
+        co.limits.max_seqs = std::max<int64_t>(co.limits.max_seqs, 4 * options.concurrency);
+        engine = surf::model::cuda::open_cuda_engine(model_dir, co);
+#else
+        throw Error(ErrorKind::kUnsupported, "--backend cuda: this build has no CUDA backend");
+#endif
+    } else {
+        throw Error(ErrorKind::kInvalidArgument, "--backend \"" + backend + "\": expected cpu or cuda");
+    }
+    const std::string template_path = args.get("template");
+    auto chat_template = std::make_shared<const surf::model::ChatTemplate>(
+        template_path.empty() ? surf::model::ChatTemplate::from_model_dir(engine->config().dir)
+                              : surf::model::ChatTemplate::from_file(template_path));
+    std::shared_ptr<surf::agent::Judge> judge;
+    if (judge_kind == "local") {
+        surf::agent::LocalJudgeOptions jo;
+        jo.schema = args.get("judge-schema");
+        jo.enable_thinking = profile.enable_thinking;
+        jo.stop_token = profile.stop_token;
+        jo.image_max_width = profile.image_max_width;
+        jo.image_max_height = profile.image_max_height;
+        judge = std::make_shared<surf::agent::LocalJudge>(*engine, *chat_template, jo);
+    }
+    surf::tools::BrowserOptions bo;
+    bo.executable = args.get("chromium");
+    surf::agent::EvalRunner runner(engine, profile, chat_template, judge, options, bo);
+
+    const bool tty = ::isatty(STDERR_FILENO);
+    runner.on_record = [&](const surf::agent::TaskRecord& r) {
+        if (tty) return;  // the live bar shows it
+        const auto p = runner.progress();
+        std::fprintf(stderr, "%s  %s %s\n", progress_line(p).c_str(), r.id.c_str(), r.status.c_str());
+    };
+    std::signal(SIGINT, on_sigint);
+    std::signal(SIGTERM, on_sigint);
+    std::atomic<bool> finished{false};
+    std::thread watcher([&] {
+        bool stopped = false;
+        while (!finished.load()) {
+            if (g_interrupted && !stopped) {
+                runner.stop();
+                stopped = true;
+            }
+            if (tty) std::fprintf(stderr, "\r%s\033[K", progress_line(runner.progress()).c_str());
+            std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        }
+    });
+    surf::agent::EvalOutcome outcome;
+    try {
+        outcome = runner.run(tasks, out);
+    } catch (...) {
+        finished = true;
+        watcher.join();
+        throw;
+    }
+    finished = true;
+    watcher.join();
+    if (tty) std::fprintf(stderr, "\r%s\033[K\n", progress_line(outcome.progress).c_str());
+
+    const auto s = surf::agent::summarize(outcome.records, tasks.size());
+    std::printf("%zu of %zu tasks recorded (%zu this run, %zu skipped): %zu succeeded (%.1f%%), %zu errors\n",
+                outcome.records.size(), tasks.size(), outcome.progress.done, outcome.progress.skipped,
+                s["succeeded"].get<size_t>(), 100 * s["success_rate"].get<double>(), s["errors"].get<size_t>());
+    std::printf("results: %s/results.jsonl, report: %s/report.html\n", out.c_str(), out.c_str());
+    if (outcome.stopped) {
+        std::printf("stopped: run the same command again to resume\n");
+        return 1;
+    }
+    return 0;
+}
+
+SURF_COMMAND(surf::cli::Command{
+    "eval",
+    "Evaluate the agent on a WebVoyager-style task file, many tasks at once, resumable; or merge result folders.",
+    "TASKS.jsonl --out DIR [--model DIR] [--backend cpu|cuda] [--concurrency C] [--shard i/n] [--max-steps N] "
+    "[--attempts K] [--judge local|none] [--allow-domain D]... [flags]  |  merge DIR... --out DIR",
+    {{"out", "DIR", "results folder (results.jsonl, summary.json, report.html, traces/); re-run to resume"},
+     {"model", "DIR", "model folder (default $SURF_MODEL)"},
+     {"backend", "NAME", "cpu (default) or cuda"},
+     {"concurrency", "C", "agents running at once on the one engine and browser (default 1)"},
+     {"shard", "i/n", "run only the i-th of n shards (task k goes to shard k mod n)"},
+     {"max-steps", "N", "policy steps per task unless the task sets max_steps (default 15)"},
+     {"attempts", "K", "answers the validator may reject (default 3)"},
+     {"judge", "NAME", "local (our engine, WebVoyager auto-evaluator protocol; default) or none"},
+     {"judge-screenshots", "K", "last screenshots the judge sees (default 3)"},
+     {"judge-schema", "FILE", "verdict schema (default prompts/schemas/judge_verdict.schema.json)"},
+     {"references", "FILE", "WebVoyager reference_answer.json to match answers against"},
+     {"allow-domain", "D", "hosts tasks may open, unless a task lists its own allowed_domains", true},
+     {"deny-domain", "D", "hosts that may never be opened", true},
+     {"timeout", "S", "wall-time budget per task in seconds (default 600)"},
+     {"page-timeout", "S", "a start page slower than this makes the task an error (default 30)"},
+     {"retry-errors", "", "run tasks recorded as errors again"},
+     {"no-validator", "", "accept the first answer without validation"},
+     {"trust-policy-coordinates", "", "click where the policy points instead of asking the localizer"},
+     {"profile", "FILE", "prompt profile JSON (default prompts/profile_holotron.json)"},
+     {"template", "FILE", "a Jinja chat template instead of the checkpoint's"},
+     {"viewport", "WxH", "browser viewport in CSS pixels (default 1024x768, WebVoyager's)"},
+     {"seed", "S", "sampling seed (default 0)"},
+     {"chromium", "PATH", "Chromium binary"}},
+    run_eval});
+
+}  // namespace
