@@ -1,0 +1,373 @@
+// The OpenAI-compatible API of `surf serve`, in process: the HTTP server and the service over the CPU
+// engine of the tiny fixture model on 127.0.0.1, driven with libcurl. Checks the response shapes, usage
+// counts (against the tokenizer and the image tiling), streaming == non-streaming text, json_schema,
+// image data URLs, every error path with OpenAI-style JSON and its status code, /metrics, and that a
+// client disconnecting mid-stream cancels its generation and frees its session.
+#include <doctest/doctest.h>
+
+#include <curl/curl.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+// The server sources live in the `surf` executable; the test compiles them in.
+#include "apps/serve/http_server.cpp"
+#include "apps/serve/openai_api.cpp"
+#include "agent/remote_client.h"
+
+using namespace surf;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string kModel = SURF_FIXTURES_DIR "/golden/tiny_fp32";
+
+struct Reply {
+    long status = 0;
+    std::string body;
+    std::string content_type;
+    json j() const { return json::parse(body); }
+};
+
+Reply http(int port, const std::string& method, const std::string& path, const std::string& body = "",
+           const std::vector<std::string>& headers = {}) {
+    CURL* c = curl_easy_init();
+    Reply r;
+    const std::string url = "http://127.0.0.1:" + std::to_string(port) + path;
+    curl_slist* h = nullptr;
+    for (const auto& x : headers) h = curl_slist_append(h, x.c_str());
+    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+    if (method == "POST") {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    }
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t, size_t n, void* u) -> size_t {
+        static_cast<std::string*>(u)->append(d, n);
+        return n;
+    });
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    const CURLcode rc = curl_easy_perform(c);
+    REQUIRE_MESSAGE(rc == CURLE_OK, curl_easy_strerror(rc));
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    char* ct = nullptr;
+    curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+    if (ct) r.content_type = ct;
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return r;
+}
+
+struct Fixture {
+    std::shared_ptr<model::Engine> engine{model::open_cpu_engine(kModel)};
+    std::shared_ptr<serve::OpenAiService> service;
+    std::unique_ptr<serve::HttpServer> server;
+    int port = 0;
+
+    explicit Fixture(serve::ServiceOptions so = {}, serve::HttpServerOptions ho = {}) {
+        if (so.model_name.empty()) so.model_name = "tiny";
+        service = std::make_shared<serve::OpenAiService>(engine, so);
+        ho.port = 0;
+        auto svc = service;
+        server = std::make_unique<serve::HttpServer>(
+            ho, [svc](const serve::HttpRequest& r, serve::HttpResponseWriter& w) { svc->handle(r, w); });
+        service->set_queue_probe([s = server.get()] { return s->queue_depth(); });
+        server->start();
+        port = server->port();
+    }
+    Reply chat(const json& body, const std::vector<std::string>& headers = {}) {
+        return http(port, "POST", "/v1/chat/completions", body.dump(), headers);
+    }
+};
+
+json user(const std::string& text, int max_tokens = 8) {
+    return {{"model", "tiny"}, {"messages", json::array({{{"role", "user"}, {"content", text}}})}, {"max_tokens", max_tokens}};
+}
+
+void check_error(const Reply& r, long status, const std::string& code = "") {
+    CHECK(r.status == status);
+    INFO(r.body);
+    const json j = r.j();
+    REQUIRE(j.contains("error"));
+    CHECK(j["error"]["message"].is_string());
+    CHECK(!j["error"]["message"].get<std::string>().empty());
+    CHECK(j["error"].contains("type"));
+    CHECK(j["error"].contains("param"));
+    CHECK(j["error"].contains("code"));
+    if (!code.empty()) CHECK(j["error"]["code"] == code);
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string b64(const std::string& bytes) {
+    static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    size_t i = 0;
+    for (; i + 2 < bytes.size(); i += 3) {
+        const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) | uint8_t(bytes[i + 2]);
+        out += {k[v >> 18], k[(v >> 12) & 63], k[(v >> 6) & 63], k[v & 63]};
+    }
+    if (i + 1 == bytes.size()) {
+        const uint32_t v = uint32_t(uint8_t(bytes[i])) << 16;
+        out += {k[v >> 18], k[(v >> 12) & 63], '=', '='};
+    } else if (i + 2 == bytes.size()) {
+        const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8);
+        out += {k[v >> 18], k[(v >> 12) & 63], k[(v >> 6) & 63], '='};
+    }
+    return out;
+}
+
+// Concatenated delta contents of an SSE body; `finish` gets the last finish_reason, `usage` the usage chunk.
+std::string sse_text(const std::string& body, std::string* finish, json* usage, bool* done) {
+    std::string text;
+    std::istringstream in(body);
+    std::string line;
+    *done = false;
+    while (std::getline(in, line)) {
+        if (line.rfind("data: ", 0) != 0) continue;
+        const std::string payload = line.substr(6);
+        if (payload == "[DONE]") {
+            *done = true;
+            continue;
+        }
+        const json c = json::parse(payload);
+        if (c.contains("usage")) *usage = c["usage"];
+        if (c["choices"].empty()) continue;
+        const json& ch = c["choices"][0];
+        CHECK(c["object"] == "chat.completion.chunk");
+        if (ch["delta"].contains("content")) text += ch["delta"]["content"].get<std::string>();
+        if (ch["finish_reason"].is_string()) *finish = ch["finish_reason"];
+    }
+    return text;
+}
+
+}  // namespace
+
+TEST_CASE("serve: health, models, metrics, routes") {
+    Fixture f;
+    Reply r = http(f.port, "GET", "/health");
+    CHECK(r.status == 200);
+    CHECK(r.j()["status"] == "ok");
+    r = http(f.port, "GET", "/v1/models");
+    CHECK(r.status == 200);
+    CHECK(r.j()["object"] == "list");
+    CHECK(r.j()["data"][0]["id"] == "tiny");
+    check_error(http(f.port, "GET", "/v2/nothing"), 404, "not_found");
+    check_error(http(f.port, "GET", "/v1/chat/completions"), 405, "method_not_allowed");
+    check_error(http(f.port, "POST", "/v1/models", "{}"), 405, "method_not_allowed");
+    r = http(f.port, "GET", "/metrics");
+    CHECK(r.status == 200);
+    CHECK(r.content_type.find("text/plain") == 0);
+    for (const char* name : {"surf_queue_depth", "surf_requests_running", "surf_sessions_open",
+                             "surf_generation_tokens_per_second", "surf_kv_occupancy", "surf_state_occupancy",
+                             "surf_generation_tokens_total", "surf_http_responses_total{code=\"404\"} 1"}) {
+        CHECK_MESSAGE(r.body.find(name) != std::string::npos, name);
+    }
+}
+
+TEST_CASE("serve: chat completion, usage counts, streaming equals non-streaming") {
+    Fixture f;
+    json body = user("Find the price of the blue kettle", 12);
+    body["temperature"] = 0;
+    const Reply r = f.chat(body);
+    REQUIRE(r.status == 200);
+    const json j = r.j();
+    CHECK(j["object"] == "chat.completion");
+    CHECK(j["model"] == "tiny");
+    CHECK(j["choices"][0]["message"]["role"] == "assistant");
+    const std::string text = j["choices"][0]["message"]["content"];
+    const std::string finish = j["choices"][0]["finish_reason"];
+    CHECK((finish == "stop" || finish == "length"));
+
+    // prompt_tokens = the chat template's render, tokenized; completion_tokens ≤ max_tokens.
+    const model::ChatTemplate t = model::ChatTemplate::from_model_dir(kModel);
+    const std::string prompt = t.render(std::vector<model::ChatMessage>{{"user", std::string("Find the price of the blue kettle")}});
+    CHECK(j["usage"]["prompt_tokens"] == static_cast<int64_t>(f.engine->tokenizer().encode(prompt).size()));
+    CHECK(j["usage"]["completion_tokens"].get<int>() <= 12);
+    CHECK(j["usage"]["completion_tokens"].get<int>() >= 1);
+    CHECK(j["usage"]["total_tokens"] == j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
+
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    const Reply s = f.chat(body);
+    REQUIRE(s.status == 200);
+    CHECK(s.content_type.find("text/event-stream") == 0);
+    std::string sfinish;
+    json usage;
+    bool done = false;
+    CHECK(sse_text(s.body, &sfinish, &usage, &done) == text);
+    CHECK(sfinish == finish);
+    CHECK(done);
+    CHECK(usage == j["usage"]);
+
+    // max_tokens cuts: finish_reason length, exactly max_tokens generated (ignore_eos as in vLLM).
+    json cut = user("hello", 3);
+    cut["ignore_eos"] = true;
+    const json c = f.chat(cut).j();
+    CHECK(c["choices"][0]["finish_reason"] == "length");
+    CHECK(c["usage"]["completion_tokens"] == 3);
+}
+
+TEST_CASE("serve: response_format json_schema constrains the output") {
+    Fixture f;
+    const json schema = {{"type", "object"},
+                         {"properties", {{"x", {{"type", "integer"}, {"minimum", 0}, {"maximum", 1000}}},
+                                         {"ok", {{"type", "boolean"}}}}},
+                         {"required", {"x", "ok"}}};
+    for (uint64_t seed : {1, 2, 3}) {
+        json body = user("Where is the button?", 40);
+        body["temperature"] = 1.0;
+        body["seed"] = seed;
+        body["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "point"}, {"schema", schema}}}};
+        const Reply r = f.chat(body);
+        REQUIRE(r.status == 200);
+        const json out = json::parse(r.j()["choices"][0]["message"]["content"].get<std::string>());
+        CHECK(out["x"].is_number_integer());
+        CHECK(out["x"].get<int>() >= 0);
+        CHECK(out["x"].get<int>() <= 1000);
+        CHECK(out["ok"].is_boolean());
+    }
+    json bad_schema = user("hi");
+    bad_schema["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "frobnicate"}}}}}};
+    check_error(f.chat(bad_schema), 400, "invalid_schema");
+    json obj = user("hi");
+    obj["response_format"] = {{"type", "json_object"}};
+    check_error(f.chat(obj), 400);
+}
+
+TEST_CASE("serve: image_url data URLs count their image tokens") {
+    Fixture f;
+    const std::string png = read_file(kModel + "/image.png");
+    REQUIRE(!png.empty());
+    const json parts = json::array({{{"type", "text"}, {"text", "What is shown?"}},
+                                    {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + b64(png)}}}}});
+    json body = {{"model", "tiny"}, {"messages", json::array({{{"role", "user"}, {"content", parts}}})}, {"max_tokens", 4}};
+    const Reply r = f.chat(body);
+    REQUIRE(r.status == 200);
+    const int with_image = r.j()["usage"]["prompt_tokens"];
+    const int text_only = f.chat(user("What is shown?", 4)).j()["usage"]["prompt_tokens"];
+    // The image adds <img> + tokens per tile × tiles + </img> (and its "\n"): well over the text alone.
+    CHECK(with_image > text_only + 16);
+
+    json broken = body;
+    broken["messages"][0]["content"][1]["image_url"]["url"] = "data:image/png;base64,AAAA";
+    check_error(f.chat(broken), 400, "invalid_image");
+    broken["messages"][0]["content"][1]["image_url"]["url"] = "https://example.com/cat.png";
+    check_error(f.chat(broken), 400, "invalid_image_url");
+    broken["messages"][0]["content"][1]["image_url"]["url"] = "data:image/png;base64,!!!";
+    check_error(f.chat(broken), 400, "invalid_image_url");
+    broken["messages"][0]["content"][1] = {{"type", "input_audio"}};
+    check_error(f.chat(broken), 400);
+}
+
+TEST_CASE("serve: malformed bodies, oversized inputs, unknown models and keys get OpenAI-style errors") {
+    serve::ServiceOptions so;
+    so.api_key = "sekret";
+    so.max_tokens_limit = 64;
+    so.max_prompt_tokens = 200;
+    so.max_images = 1;
+    serve::HttpServerOptions ho;
+    ho.max_body_bytes = 4096;
+    Fixture f(so, ho);
+    const std::vector<std::string> key = {"Authorization: Bearer sekret"};
+
+    check_error(f.chat(user("hi")), 401, "invalid_api_key");
+    check_error(f.chat(user("hi"), {"Authorization: Bearer wrong"}), 401, "invalid_api_key");
+    check_error(f.chat(user("hi"), {"Authorization: Basic c2VrcmV0"}), 401, "invalid_api_key");
+    check_error(http(f.port, "GET", "/v1/models"), 401, "invalid_api_key");
+    CHECK(http(f.port, "GET", "/health").status == 200);  // liveness probes carry no key
+    CHECK(http(f.port, "GET", "/v1/models", "", key).status == 200);
+    CHECK(f.chat(user("hi"), key).status == 200);
+
+    check_error(http(f.port, "POST", "/v1/chat/completions", "{\"model\": \"tiny\", ", key), 400);
+    check_error(http(f.port, "POST", "/v1/chat/completions", "[1, 2]", key), 400);
+    check_error(http(f.port, "POST", "/v1/chat/completions", "", key), 400);
+    check_error(f.chat({{"model", "tiny"}}, key), 400);
+    check_error(f.chat({{"messages", json::array({{{"role", "user"}, {"content", "x"}}})}}, key), 400);
+    check_error(f.chat({{"model", "tiny"}, {"messages", json::array({{{"role", "wizard"}, {"content", "x"}}})}}, key), 400);
+    check_error(f.chat({{"model", "tiny"}, {"messages", json::array({{{"role", "user"}, {"content", 5}}})}}, key), 400);
+    json b = user("hi");
+    b["max_tokens"] = 65;
+    check_error(f.chat(b, key), 400);
+    b["max_tokens"] = "ten";
+    check_error(f.chat(b, key), 400);
+    b = user("hi");
+    b["temperature"] = 7;
+    check_error(f.chat(b, key), 400);
+    b = user("hi");
+    b["stop"] = "\n";
+    check_error(f.chat(b, key), 400, "unsupported_parameter");
+    b = user("hi");
+    b["n"] = 2;
+    check_error(f.chat(b, key), 400);
+    b = user("hi");
+    b["model"] = "gpt-4o";
+    check_error(f.chat(b, key), 404, "model_not_found");
+
+    // Oversized: the body (413, from the HTTP layer), the prompt (context_length_exceeded).
+    check_error(f.chat(user(std::string(5000, 'a')), key), 413);
+    std::string words;
+    for (int i = 0; i < 300; ++i) words += "kettle ";
+    check_error(f.chat(user(words.substr(0, 2000)), key), 400, "context_length_exceeded");
+    // The server is still fine.
+    CHECK(f.chat(user("hi"), key).status == 200);
+    CHECK(f.service->open_sessions() == 0);
+}
+
+TEST_CASE("serve: a client that disconnects mid-stream cancels its generation and frees its session") {
+    Fixture f;
+    agent::RemoteClientOptions o;
+    o.base_url = "http://127.0.0.1:" + std::to_string(f.port) + "/v1";
+    o.model_name = "tiny";
+    agent::RemoteClient client(o);
+    agent::ChatCall call;
+    call.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "write a long story"}}});
+    call.max_tokens = 4000;
+    call.ignore_eos = true;
+    int pieces = 0;
+    call.on_text = [&](std::string_view) { return ++pieces < 3; };  // hang up after 3 pieces
+    const auto t0 = std::chrono::steady_clock::now();
+    const agent::ChatReply reply = client.chat(call);
+    CHECK(reply.cancelled);
+    // The server notices at its next write: the session closes long before 4000 tokens.
+    bool freed = false;
+    for (int i = 0; i < 200 && !freed; ++i) {
+        freed = f.service->open_sessions() == 0 && f.service->running() == 0;
+        if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    CHECK(freed);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+    const Reply m = http(f.port, "GET", "/metrics");
+    CHECK(m.body.find("surf_requests_cancelled_total 1") != std::string::npos);
+    CHECK(m.body.find("surf_sessions_open 0") != std::string::npos);
+    // And it keeps serving.
+    CHECK(f.chat(user("hi")).status == 200);
+}
+
+TEST_CASE("serve: helpers (base64, data URLs)") {
+    CHECK(serve::base64_decode("aGVsbG8=") == std::optional<std::string>("hello"));
+    CHECK(serve::base64_decode("aGVsbG8") == std::optional<std::string>("hello"));
+    CHECK(serve::base64_decode("aGVsbA==") == std::optional<std::string>("hell"));
+    CHECK(!serve::base64_decode("a"));
+    CHECK(!serve::base64_decode("aGV*bG8="));
+    CHECK(!serve::base64_decode("aG===="));
+    CHECK_THROWS_AS(serve::decode_data_url("data:text/plain;base64,aGk=", 100, "p"), serve::ApiError);
+    CHECK_THROWS_AS(serve::decode_data_url("data:image/png,raw", 100, "p"), serve::ApiError);
+    try {
+        serve::decode_data_url("data:image/png;base64," + std::string(400, 'A'), 100, "p");
+        FAIL("expected a 413");
+    } catch (const serve::ApiError& e) {
+        CHECK(e.status == 413);
+    }
+}
