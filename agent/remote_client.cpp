@@ -190,7 +190,8 @@ std::vector<std::string> RemoteClient::models() {
         }
         try {
             std::vector<std::string> ids;
-            for (const auto& m : json::parse(r.body).at("data")) ids.push_back(m.at("id").get<std::string>());
+            const json list = json::parse(r.body);  // named: a range-for over a temporary's member dangles
+            for (const auto& m : list.at("data")) ids.push_back(m.at("id").get<std::string>());
             return ids;
         } catch (const json::exception& e) {
             throw Error(ErrorKind::kModelOutput, "remote model server " + url("/models") + ": not a model list: " + e.what());
