@@ -26,7 +26,7 @@ std::string server_message(const std::string& body) {
         const json j = json::parse(body);
         if (j.contains("error") && j["error"].is_object() && j["error"].contains("message")) {
             return j["error"]["message"].is_string() ? j["error"]["message"].get<std::string>()
-                                                    : j["error"]["message"].dump();
+                                                     : j["error"]["message"].dump();
         }
         if (j.contains("detail")) return j["detail"].dump();  // FastAPI-style servers
     } catch (const json::exception&) {
@@ -58,16 +58,19 @@ struct RemoteClient::Response {
 };
 
 json chat_call_body(const ChatCall& call, const std::string& model_name) {
-    json body = {{"model", model_name}, {"messages", call.messages}, {"max_tokens", call.max_tokens},
+    json body = {{"model", model_name},
+                 {"messages", call.messages},
+                 {"max_tokens", call.max_tokens},
                  {"temperature", call.temperature}};
     if (call.top_p < 1) body["top_p"] = call.top_p;
     if (call.top_k > 0) body["top_k"] = call.top_k;
     if (call.send_seed) body["seed"] = call.seed;
     if (call.ignore_eos) body["ignore_eos"] = true;
     if (!call.json_schema.empty()) {
-        body["response_format"] = {{"type", "json_schema"},
-                                   {"json_schema", {{"name", "surf_output"}, {"schema", json::parse(call.json_schema)},
-                                                    {"strict", true}}}};
+        body["response_format"] = {
+            {"type", "json_schema"},
+            {"json_schema",
+             {{"name", "surf_output"}, {"schema", json::parse(call.json_schema)}, {"strict", true}}}};
     }
     if (!call.chat_template_kwargs.is_null()) body["chat_template_kwargs"] = call.chat_template_kwargs;
     if (call.continue_final_message) {
@@ -90,10 +93,12 @@ RemoteClient::RemoteClient(RemoteClientOptions options) : options_(std::move(opt
                     "remote model URL \"" + options_.base_url + "\": expected http://host:port/v1");
     }
     if (options_.model_name.empty()) {
-        throw Error(ErrorKind::kInvalidArgument, "remote model " + base_ + ": a model name is required (--model-name)");
+        throw Error(ErrorKind::kInvalidArgument,
+                    "remote model " + base_ + ": a model name is required (--model-name)");
     }
     if (options_.max_concurrency < 1 || options_.max_retries < 0) {
-        throw Error(ErrorKind::kInvalidArgument, "remote model " + base_ + ": max_concurrency ≥ 1 and max_retries ≥ 0");
+        throw Error(ErrorKind::kInvalidArgument,
+                    "remote model " + base_ + ": max_concurrency ≥ 1 and max_retries ≥ 0");
     }
 }
 
@@ -120,7 +125,8 @@ RemoteClient::Response RemoteClient::perform(const std::string& route, const std
                                              const std::function<bool(std::string_view)>& on_data) {
     Response r;
     CURL* curl = curl_easy_init();
-    if (!curl) throw Error(ErrorKind::kResourceExhausted, "remote model " + base_ + ": curl_easy_init failed");
+    if (!curl)
+        throw Error(ErrorKind::kResourceExhausted, "remote model " + base_ + ": curl_easy_init failed");
     struct Ctx {
         CURL* curl;
         Response* r;
@@ -130,34 +136,37 @@ RemoteClient::Response RemoteClient::perform(const std::string& route, const std
     curl_slist* headers = nullptr;
     headers = curl_slist_append(headers, "Content-Type: application/json");
     if (on_data) headers = curl_slist_append(headers, "Accept: text/event-stream");
-    if (!options_.api_key.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + options_.api_key).c_str());
+    if (!options_.api_key.empty())
+        headers = curl_slist_append(headers, ("Authorization: Bearer " + options_.api_key).c_str());
     const std::string target = url(route);
     curl_easy_setopt(curl, CURLOPT_URL, target.c_str());
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buf);
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_seconds * 1000));
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(options_.connect_timeout_seconds * 1000));
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout_seconds * 1000));
     if (body) {
         curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body->data());
         curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
     }
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &ctx);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, +[](char* data, size_t, size_t n, void* user) -> size_t {
-        auto* c = static_cast<Ctx*>(user);
-        long status = 0;
-        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
-        if (status == 200 && *c->on_data) {
-            c->r->delivered = true;
-            if (!(*c->on_data)(std::string_view(data, n))) {
-                c->r->cancelled = true;
-                return 0;  // aborts the transfer: the server sees the connection close and cancels
+    curl_easy_setopt(
+        curl, CURLOPT_WRITEFUNCTION, +[](char* data, size_t, size_t n, void* user) -> size_t {
+            auto* c = static_cast<Ctx*>(user);
+            long status = 0;
+            curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+            if (status == 200 && *c->on_data) {
+                c->r->delivered = true;
+                if (!(*c->on_data)(std::string_view(data, n))) {
+                    c->r->cancelled = true;
+                    return 0;  // aborts the transfer: the server sees the connection close and cancels
+                }
+            } else {
+                c->r->body.append(data, n);
             }
-        } else {
-            c->r->body.append(data, n);
-        }
-        return n;
-    });
+            return n;
+        });
     r.code = curl_easy_perform(curl);
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.status);
     r.curl_error = error_buf[0] ? error_buf : curl_easy_strerror(r.code);
@@ -170,8 +179,8 @@ std::vector<std::string> RemoteClient::models() {
     std::string last;
     for (int attempt = 0; attempt <= options_.max_retries; ++attempt) {
         if (attempt > 0) {
-            std::this_thread::sleep_for(std::chrono::duration<double>(
-                std::min(options_.backoff_max_seconds, options_.backoff_seconds * std::pow(2.0, attempt - 1))));
+            std::this_thread::sleep_for(std::chrono::duration<double>(std::min(
+                options_.backoff_max_seconds, options_.backoff_seconds * std::pow(2.0, attempt - 1))));
         }
         const Response r = perform("/models", nullptr, {});
         if (r.code != CURLE_OK) {
@@ -185,8 +194,9 @@ std::vector<std::string> RemoteClient::models() {
             continue;
         }
         if (r.status != 200) {
-            throw Error(ErrorKind::kInvalidArgument,
-                        "remote model server " + url("/models") + ": HTTP " + std::to_string(r.status) + ": " + server_message(r.body));
+            throw Error(ErrorKind::kInvalidArgument, "remote model server " + url("/models") + ": HTTP " +
+                                                         std::to_string(r.status) + ": " +
+                                                         server_message(r.body));
         }
         try {
             std::vector<std::string> ids;
@@ -194,7 +204,8 @@ std::vector<std::string> RemoteClient::models() {
             for (const auto& m : list.at("data")) ids.push_back(m.at("id").get<std::string>());
             return ids;
         } catch (const json::exception& e) {
-            throw Error(ErrorKind::kModelOutput, "remote model server " + url("/models") + ": not a model list: " + e.what());
+            throw Error(ErrorKind::kModelOutput,
+                        "remote model server " + url("/models") + ": not a model list: " + e.what());
         }
     }
     throw Error(ErrorKind::kIo, "remote model server " + base_ + " is not reachable (" + last + ") after " +
@@ -215,8 +226,8 @@ ChatReply RemoteClient::chat(const ChatCall& call) {
     std::string last;
     for (int attempt = 0; attempt <= options_.max_retries; ++attempt) {
         if (attempt > 0) {
-            std::this_thread::sleep_for(std::chrono::duration<double>(
-                std::min(options_.backoff_max_seconds, options_.backoff_seconds * std::pow(2.0, attempt - 1))));
+            std::this_thread::sleep_for(std::chrono::duration<double>(std::min(
+                options_.backoff_max_seconds, options_.backoff_seconds * std::pow(2.0, attempt - 1))));
         }
         reply = ChatReply{};
         reply.attempts = attempt + 1;
@@ -243,11 +254,13 @@ ChatReply RemoteClient::chat(const ChatCall& call) {
                 reply.prompt_tokens = chunk["usage"].value("prompt_tokens", int64_t{0});
                 reply.completion_tokens = chunk["usage"].value("completion_tokens", int64_t{0});
             }
-            if (!chunk.contains("choices") || !chunk["choices"].is_array() || chunk["choices"].empty()) return true;
+            if (!chunk.contains("choices") || !chunk["choices"].is_array() || chunk["choices"].empty())
+                return true;
             const json& choice = chunk["choices"][0];
             if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
                 reply.finish_reason = choice["finish_reason"].get<std::string>();
-            if (choice.contains("delta") && choice["delta"].contains("content") && choice["delta"]["content"].is_string()) {
+            if (choice.contains("delta") && choice["delta"].contains("content") &&
+                choice["delta"]["content"].is_string()) {
                 const std::string piece = choice["delta"]["content"].get<std::string>();
                 if (piece.empty()) return true;
                 reply.text += piece;
@@ -286,7 +299,8 @@ ChatReply RemoteClient::chat(const ChatCall& call) {
                                                      std::to_string(options_.request_timeout_seconds) + " s");
             }
             if (retryable_curl(r.code) && !r.delivered) continue;
-            throw Error(ErrorKind::kIo, where + ": " + r.curl_error + (r.delivered ? " (in the middle of the reply)" : ""));
+            throw Error(ErrorKind::kIo,
+                        where + ": " + r.curl_error + (r.delivered ? " (in the middle of the reply)" : ""));
         }
         if (r.status == 429 || r.status >= 500) {
             last = "HTTP " + std::to_string(r.status) + ": " + server_message(r.body);
@@ -320,8 +334,8 @@ ChatReply RemoteClient::chat(const ChatCall& call) {
         reply.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
         return reply;
     }
-    throw Error(ErrorKind::kIo, "remote model server " + base_ + " is not reachable or failing (" + last + ") after " +
-                                    std::to_string(options_.max_retries + 1) + " attempts");
+    throw Error(ErrorKind::kIo, "remote model server " + base_ + " is not reachable or failing (" + last +
+                                    ") after " + std::to_string(options_.max_retries + 1) + " attempts");
 }
 
 }  // namespace surf::agent

@@ -17,15 +17,15 @@
 namespace surf::agent {
 
 struct RemoteClientOptions {
-    std::string base_url;      // "http://host:port/v1" (a trailing slash is ignored)
-    std::string model_name;    // the "model" field of every request
-    std::string api_key;       // sent as "Authorization: Bearer <key>" when set
+    std::string base_url;    // "http://host:port/v1" (a trailing slash is ignored)
+    std::string model_name;  // the "model" field of every request
+    std::string api_key;     // sent as "Authorization: Bearer <key>" when set
     double connect_timeout_seconds = 5;
     double request_timeout_seconds = 600;  // a whole call, streaming included
     int max_retries = 3;                   // attempts after the first
     double backoff_seconds = 0.25;         // first wait; doubles each retry, at most backoff_max_seconds
     double backoff_max_seconds = 4;
-    int max_concurrency = 16;              // requests in flight from this client; more wait their turn
+    int max_concurrency = 16;  // requests in flight from this client; more wait their turn
 };
 
 struct ChatCall {
@@ -39,7 +39,7 @@ struct ChatCall {
     std::string json_schema;  // compact schema text; "" = free text
     bool ignore_eos = false;
     nlohmann::ordered_json chat_template_kwargs = nullptr;  // e.g. {"enable_thinking": false}
-    bool continue_final_message = false;                   // the last message is an assistant prefix
+    bool continue_final_message = false;                    // the last message is an assistant prefix
     // When set the call streams; each piece of text goes here; returning false cancels the call.
     std::function<bool(std::string_view)> on_text;
 };

@@ -40,7 +40,8 @@ std::string base64_encode(const std::vector<uint8_t>& bytes) {
         out += k[v & 63];
     }
     if (i < bytes.size()) {
-        const uint32_t v = (uint32_t{bytes[i]} << 16) | (i + 1 < bytes.size() ? uint32_t{bytes[i + 1]} << 8 : 0);
+        const uint32_t v =
+            (uint32_t{bytes[i]} << 16) | (i + 1 < bytes.size() ? uint32_t{bytes[i + 1]} << 8 : 0);
         out += k[v >> 18];
         out += k[(v >> 12) & 63];
         out += i + 1 < bytes.size() ? k[(v >> 6) & 63] : '=';
@@ -52,18 +53,14 @@ std::string base64_encode(const std::vector<uint8_t>& bytes) {
 // A BPE tokenizer with no ordinary vocabulary, only special tokens: the pass-through markers (so
 // the agent neutralises them in page text) and, when given, the checkpoint's own special tokens.
 model::Tokenizer marker_tokenizer(const std::string& tokenizer_dir) {
-    std::vector<std::string> specials = {"<unk>",
-                                         "<|surf_role:system|>",
-                                         "<|surf_role:user|>",
-                                         "<|surf_role:assistant|>",
-                                         kEnd,
-                                         kRemoteImageMarker,
-                                         "<|surf_thinking:on|>",
-                                         "<|surf_thinking:off|>"};
+    std::vector<std::string> specials = {
+        "<unk>", "<|surf_role:system|>", "<|surf_role:user|>",   "<|surf_role:assistant|>",
+        kEnd,    kRemoteImageMarker,     "<|surf_thinking:on|>", "<|surf_thinking:off|>"};
     if (!tokenizer_dir.empty()) {
         const fs::path path = fs::path(tokenizer_dir) / "tokenizer.json";
         std::ifstream in(path);
-        if (!in) throw Error(ErrorKind::kIo, path.string() + ": cannot open (RemoteEngineOptions.tokenizer_dir)");
+        if (!in)
+            throw Error(ErrorKind::kIo, path.string() + ": cannot open (RemoteEngineOptions.tokenizer_dir)");
         json j;
         try {
             j = json::parse(in);
@@ -81,11 +78,17 @@ model::Tokenizer marker_tokenizer(const std::string& tokenizer_dir) {
     json added = json::array();
     for (size_t i = 0; i < specials.size(); ++i) {
         vocab[specials[i]] = i;
-        added.push_back({{"id", i}, {"content", specials[i]}, {"single_word", false}, {"lstrip", false},
-                         {"rstrip", false}, {"normalized", false}, {"special", true}});
+        added.push_back({{"id", i},
+                         {"content", specials[i]},
+                         {"single_word", false},
+                         {"lstrip", false},
+                         {"rstrip", false},
+                         {"normalized", false},
+                         {"special", true}});
     }
-    const json tok = {{"added_tokens", added},
-                      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}, {"unk_token", "<unk>"}}}};
+    const json tok = {
+        {"added_tokens", added},
+        {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}, {"unk_token", "<unk>"}}}};
     return model::Tokenizer::from_json(tok.dump(), "remote engine marker tokenizer");
 }
 
@@ -117,8 +120,8 @@ const std::string& remote_chat_template() {
 std::vector<RemoteMessage> parse_remote_chat(const std::string& text, std::string* thinking) {
     auto fail = [&](size_t at, const std::string& what) {
         return Error(ErrorKind::kInvalidArgument,
-                     "remote engine: the input is not in the pass-through chat format (" + what + " at byte " +
-                         std::to_string(at) + ": \"" + text.substr(at, 40) +
+                     "remote engine: the input is not in the pass-through chat format (" + what +
+                         " at byte " + std::to_string(at) + ": \"" + text.substr(at, 40) +
                          "\"); render prompts with remote_chat_template(), not the checkpoint's template");
     };
     std::vector<RemoteMessage> out;
@@ -128,7 +131,9 @@ std::vector<RemoteMessage> parse_remote_chat(const std::string& text, std::strin
         if (starts_at(text, at, kThinkingPrefix)) {
             const size_t close = text.find("|>", at);
             if (close == std::string::npos) throw fail(at, "unterminated thinking marker");
-            if (thinking) *thinking = text.substr(at + std::string(kThinkingPrefix).size(), close - at - std::string(kThinkingPrefix).size());
+            if (thinking)
+                *thinking = text.substr(at + std::string(kThinkingPrefix).size(),
+                                        close - at - std::string(kThinkingPrefix).size());
             at = close + 2;
             continue;
         }
@@ -136,7 +141,8 @@ std::vector<RemoteMessage> parse_remote_chat(const std::string& text, std::strin
         const size_t role_end = text.find("|>", at);
         if (role_end == std::string::npos) throw fail(at, "unterminated role marker");
         RemoteMessage m;
-        m.role = text.substr(at + std::string(kRolePrefix).size(), role_end - at - std::string(kRolePrefix).size());
+        m.role = text.substr(at + std::string(kRolePrefix).size(),
+                             role_end - at - std::string(kRolePrefix).size());
         const size_t content_at = role_end + 2;
         const size_t end = text.find(kEnd, content_at);
         if (end == std::string::npos) {
@@ -153,11 +159,14 @@ std::vector<RemoteMessage> parse_remote_chat(const std::string& text, std::strin
 }
 
 RemoteEngine::RemoteEngine(RemoteEngineOptions options)
-    : options_(std::move(options)), client_(options_.client), tokenizer_(marker_tokenizer(options_.tokenizer_dir)) {
+    : options_(std::move(options)),
+      client_(options_.client),
+      tokenizer_(marker_tokenizer(options_.tokenizer_dir)) {
     // The agent loads its chat template from config().dir: give it a folder with the pass-through one.
     std::string dir_template = (fs::temp_directory_path() / "surf_remote_XXXXXX").string();
     if (!::mkdtemp(dir_template.data())) {
-        throw Error(ErrorKind::kIo, "remote engine: cannot create a folder under " + fs::temp_directory_path().string());
+        throw Error(ErrorKind::kIo,
+                    "remote engine: cannot create a folder under " + fs::temp_directory_path().string());
     }
     config_.dir = dir_template;
     std::ofstream(fs::path(config_.dir) / "chat_template.jinja") << remote_chat_template();
@@ -207,7 +216,8 @@ model::SessionId RemoteEngine::open_session() {
 model::SessionId RemoteEngine::fork_session(model::SessionId from) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = sessions_.find(from);
-    if (it == sessions_.end()) throw Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(from));
+    if (it == sessions_.end())
+        throw Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(from));
     const model::SessionId id = next_id_++;
     Session copy = it->second;
     sessions_.emplace(id, std::move(copy));
@@ -222,7 +232,8 @@ void RemoteEngine::close_session(model::SessionId id) {
 model::GenerateResult RemoteEngine::generate(model::SessionId id, const std::vector<model::InputPart>& input,
                                              const model::GenerateOptions& options) {
     if (options.on_logits) {
-        throw Error(ErrorKind::kUnsupported, "remote engine: on_logits (the server returns text, not logits)");
+        throw Error(ErrorKind::kUnsupported,
+                    "remote engine: on_logits (the server returns text, not logits)");
     }
     if (options.max_tokens < 0) throw Error(ErrorKind::kInvalidArgument, "max_tokens must be ≥ 0");
     model::validate(options.sampling);
@@ -230,18 +241,20 @@ model::GenerateResult RemoteEngine::generate(model::SessionId id, const std::vec
     {
         std::lock_guard<std::mutex> lock(mutex_);
         auto it = sessions_.find(id);
-        if (it == sessions_.end()) throw Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(id));
+        if (it == sessions_.end())
+            throw Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(id));
         s = it->second;
     }
     for (const model::InputPart& part : input) {
         if (!part.token_ids.empty()) {
-            throw Error(ErrorKind::kUnsupported, "remote engine: token-id inputs (the server takes chat messages)");
+            throw Error(ErrorKind::kUnsupported,
+                        "remote engine: token-id inputs (the server takes chat messages)");
         }
         if (part.image) {
             s.text += kRemoteImageMarker;
             s.images.push_back(part.image);
-            s.data_urls.push_back(std::make_shared<const std::string>("data:image/png;base64," +
-                                                                      base64_encode(model::encode_png(*part.image))));
+            s.data_urls.push_back(std::make_shared<const std::string>(
+                "data:image/png;base64," + base64_encode(model::encode_png(*part.image))));
         } else {
             s.text += part.text;
         }
@@ -267,7 +280,8 @@ model::GenerateResult RemoteEngine::generate(model::SessionId id, const std::vec
         size_t at = 0;
         for (;;) {
             const size_t mark = m.text.find(kRemoteImageMarker, at);
-            const std::string piece = m.text.substr(at, mark == std::string::npos ? std::string::npos : mark - at);
+            const std::string piece =
+                m.text.substr(at, mark == std::string::npos ? std::string::npos : mark - at);
             if (!piece.empty()) parts.push_back({{"type", "text"}, {"text", piece}});
             if (mark == std::string::npos) break;
             SURF_CHECK(image < s.data_urls.size());
@@ -302,7 +316,7 @@ model::GenerateResult RemoteEngine::generate(model::SessionId id, const std::vec
     }
     model::GenerateResult result;
     result.text = reply.text;
-    result.finish = reply.cancelled              ? model::FinishReason::kCancelled
+    result.finish = reply.cancelled                   ? model::FinishReason::kCancelled
                     : reply.finish_reason == "length" ? model::FinishReason::kLength
                                                       : model::FinishReason::kStop;
     result.prefill_tokens = reply.prompt_tokens;
@@ -329,8 +343,9 @@ std::shared_ptr<RemoteEngine> open_remote_engine(const RemoteEngineOptions& opti
         if (std::find(ids.begin(), ids.end(), options.client.model_name) == ids.end()) {
             std::string list;
             for (const auto& i : ids) list += (list.empty() ? "" : ", ") + i;
-            throw Error(ErrorKind::kInvalidArgument, "remote model server " + engine->client().url("") + " does not serve \"" +
-                                                         options.client.model_name + "\" (it serves: " + list + ")");
+            throw Error(ErrorKind::kInvalidArgument, "remote model server " + engine->client().url("") +
+                                                         " does not serve \"" + options.client.model_name +
+                                                         "\" (it serves: " + list + ")");
         }
     }
     return engine;

@@ -37,8 +37,8 @@ struct RemoteEngineOptions {
 // One message as the pass-through template carries it.
 struct RemoteMessage {
     std::string role;
-    std::string text;      // with kRemoteImageMarker where each image goes
-    bool open = false;     // the last message, not closed: the generation prompt (assistant)
+    std::string text;   // with kRemoteImageMarker where each image goes
+    bool open = false;  // the last message, not closed: the generation prompt (assistant)
 };
 
 inline constexpr const char* kRemoteImageMarker = "<|surf_image|>";
@@ -74,8 +74,8 @@ public:
 
 private:
     struct Session {
-        std::string text;                                         // the conversation, pass-through markup
-        std::vector<std::shared_ptr<const model::Image>> images;  // in marker order
+        std::string text;                                           // the conversation, pass-through markup
+        std::vector<std::shared_ptr<const model::Image>> images;    // in marker order
         std::vector<std::shared_ptr<const std::string>> data_urls;  // encoded once, re-sent every call
     };
 

@@ -44,7 +44,8 @@ void on_signal(int) {
             out.push_back(v);
         } catch (const std::exception&) {
             throw Error(ErrorKind::kInvalidArgument,
-                        "--gpus \"" + text + "\": expected distinct device numbers, e.g. 0,1 (bad item \"" + item + "\")");
+                        "--gpus \"" + text + "\": expected distinct device numbers, e.g. 0,1 (bad item \"" +
+                            item + "\")");
         }
         if (comma == std::string::npos) break;
         at = comma + 1;
@@ -80,7 +81,8 @@ std::shared_ptr<surf::model::Engine> open_engines(const std::string& dir, const 
 int serve(const surf::cli::Args& args) {
     const std::string dir = args.require("model");
     if (!std::filesystem::is_directory(dir)) {
-        throw Error(ErrorKind::kIo, "--model " + dir + ": not a folder (surf serve loads a local checkpoint)");
+        throw Error(ErrorKind::kIo,
+                    "--model " + dir + ": not a folder (surf serve loads a local checkpoint)");
     }
     const long long replicas = args.get_int("replicas", 1);
     if (replicas < 1 || replicas > 64) throw Error(ErrorKind::kInvalidArgument, "--replicas: expected 1..64");
@@ -90,8 +92,10 @@ int serve(const surf::cli::Args& args) {
 
     surf::serve::ServiceOptions so;
     so.model_name = args.get("model-name");
-    if (so.model_name.empty()) so.model_name = std::filesystem::path(dir).lexically_normal().filename().string();
-    if (so.model_name.empty()) so.model_name = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
+    if (so.model_name.empty())
+        so.model_name = std::filesystem::path(dir).lexically_normal().filename().string();
+    if (so.model_name.empty())
+        so.model_name = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
     so.api_key = args.get("api-key");
     if (so.api_key.empty()) {
         if (const char* env = std::getenv("SURF_API_KEY")) so.api_key = env;
@@ -111,7 +115,8 @@ int serve(const surf::cli::Args& args) {
     ho.port = static_cast<int>(port);
     ho.threads = static_cast<int>(args.get_int("threads", 64));
     const double max_body_mb = args.get_double("max-body-mb", 32);
-    if (!(max_body_mb > 0) || ho.threads < 1) throw Error(ErrorKind::kInvalidArgument, "--max-body-mb and --threads must be positive");
+    if (!(max_body_mb > 0) || ho.threads < 1)
+        throw Error(ErrorKind::kInvalidArgument, "--max-body-mb and --threads must be positive");
     ho.max_body_bytes = static_cast<size_t>(max_body_mb * (1 << 20));
     so.max_image_bytes = std::min<size_t>(ho.max_body_bytes, so.max_image_bytes);
 
@@ -119,9 +124,10 @@ int serve(const surf::cli::Args& args) {
     std::shared_ptr<surf::model::Engine> engine =
         open_engines(dir, args.get("backend", "cpu"), args.get("gpus"), static_cast<int>(replicas));
     auto service = std::make_shared<surf::serve::OpenAiService>(engine, so);
-    surf::serve::HttpServer server(ho, [service](const surf::serve::HttpRequest& r, surf::serve::HttpResponseWriter& w) {
-        service->handle(r, w);
-    });
+    surf::serve::HttpServer server(
+        ho, [service](const surf::serve::HttpRequest& r, surf::serve::HttpResponseWriter& w) {
+            service->handle(r, w);
+        });
     service->set_queue_probe([&server] { return server.queue_depth(); });
 
     std::signal(SIGINT, on_signal);
@@ -130,8 +136,8 @@ int serve(const surf::cli::Args& args) {
     server.start();
     const bool v6 = ho.host.find(':') != std::string::npos;
     std::printf("surf serve: listening on http://%s%s%s:%d/v1 (model \"%s\", backend %s%s)\n", v6 ? "[" : "",
-                ho.host.c_str(), v6 ? "]" : "", server.port(), so.model_name.c_str(), engine->backend_name().c_str(),
-                so.api_key.empty() ? "" : ", API key required");
+                ho.host.c_str(), v6 ? "]" : "", server.port(), so.model_name.c_str(),
+                engine->backend_name().c_str(), so.api_key.empty() ? "" : ", API key required");
     std::fflush(stdout);
     while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::fprintf(stderr, "surf serve: stopping\n");
@@ -143,7 +149,8 @@ SURF_COMMAND(surf::cli::Command{
     "serve",
     "OpenAI-compatible HTTP server: /v1/chat/completions (streaming, images, json_schema), /v1/models, "
     "/health, /metrics.",
-    "--model DIR [--host 127.0.0.1] [--port 8000] [--api-key K] [--backend cpu|cuda] [--gpus 0,1,...] [flags]",
+    "--model DIR [--host 127.0.0.1] [--port 8000] [--api-key K] [--backend cpu|cuda] [--gpus 0,1,...] "
+    "[flags]",
     {{"model", "DIR", "model folder (config.json, safetensors, tokenizer files)"},
      {"model-name", "NAME", "the model id clients send (default: the folder's name)"},
      {"host", "ADDR", "address to bind (default 127.0.0.1; 0.0.0.0 exposes the server to the network)"},

@@ -7,11 +7,14 @@ namespace surf::model {
 ReplicaEngine::ReplicaEngine(std::vector<std::shared_ptr<Engine>> replicas) : replicas_(std::move(replicas)) {
     if (replicas_.empty()) throw Error(ErrorKind::kInvalidArgument, "ReplicaEngine: no engines");
     for (size_t i = 0; i < replicas_.size(); ++i) {
-        if (!replicas_[i]) throw Error(ErrorKind::kInvalidArgument, "ReplicaEngine: engine " + std::to_string(i) + " is null");
-        if (replicas_[i]->config().llm.vocab_size != replicas_[0]->config().llm.vocab_size) {
+        if (!replicas_[i])
             throw Error(ErrorKind::kInvalidArgument,
-                        "ReplicaEngine: engine " + std::to_string(i) + " (" + replicas_[i]->config().dir +
-                            ") does not serve the same model as engine 0 (" + replicas_[0]->config().dir + ")");
+                        "ReplicaEngine: engine " + std::to_string(i) + " is null");
+        if (replicas_[i]->config().llm.vocab_size != replicas_[0]->config().llm.vocab_size) {
+            throw Error(ErrorKind::kInvalidArgument, "ReplicaEngine: engine " + std::to_string(i) + " (" +
+                                                         replicas_[i]->config().dir +
+                                                         ") does not serve the same model as engine 0 (" +
+                                                         replicas_[0]->config().dir + ")");
         }
     }
     load_.resize(replicas_.size());
@@ -60,7 +63,8 @@ std::vector<ReplicaLoad> ReplicaEngine::loads() const {
 
 ReplicaEngine::Placement ReplicaEngine::find(SessionId id) const {
     auto it = sessions_.find(id);
-    if (it == sessions_.end()) throw Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(id));
+    if (it == sessions_.end())
+        throw Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(id));
     return it->second;
 }
 
@@ -78,7 +82,8 @@ SessionId ReplicaEngine::open_session() {
         for (size_t i = 1; i < load_.size(); ++i) {
             const ReplicaLoad& a = load_[i];
             const ReplicaLoad& b = load_[best];
-            if (a.sessions < b.sessions || (a.sessions == b.sessions && a.generating < b.generating)) best = i;
+            if (a.sessions < b.sessions || (a.sessions == b.sessions && a.generating < b.generating))
+                best = i;
         }
         ++load_[best].sessions;  // reserve before the (possibly slow) open, so racing opens spread out
     }
@@ -128,7 +133,8 @@ void ReplicaEngine::close_session(SessionId id) {
     replicas_[p.replica]->close_session(p.local);
 }
 
-GenerateResult ReplicaEngine::generate(SessionId id, const std::vector<InputPart>& input, const GenerateOptions& options) {
+GenerateResult ReplicaEngine::generate(SessionId id, const std::vector<InputPart>& input,
+                                       const GenerateOptions& options) {
     Placement p;
     {
         std::lock_guard<std::mutex> lock(mutex_);

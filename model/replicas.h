@@ -14,9 +14,9 @@
 namespace surf::model {
 
 struct ReplicaLoad {
-    int64_t sessions = 0;     // open sessions placed on this replica
-    int64_t generating = 0;   // generate() calls running on it now
-    int64_t generated = 0;    // generate() calls it has run
+    int64_t sessions = 0;    // open sessions placed on this replica
+    int64_t generating = 0;  // generate() calls running on it now
+    int64_t generated = 0;   // generate() calls it has run
 };
 
 class ReplicaEngine final : public Engine {
@@ -34,7 +34,8 @@ public:
     SessionId open_session() override;
     SessionId fork_session(SessionId from) override;
     void close_session(SessionId id) override;
-    GenerateResult generate(SessionId id, const std::vector<InputPart>& input, const GenerateOptions& options) override;
+    GenerateResult generate(SessionId id, const std::vector<InputPart>& input,
+                            const GenerateOptions& options) override;
 
     size_t size() const { return replicas_.size(); }
     Engine& replica(size_t i) { return *replicas_.at(i); }

@@ -58,8 +58,9 @@ void plain_error(HttpResponseWriter& w, int status, const std::string& message) 
         escaped += (static_cast<unsigned char>(c) < 0x20) ? ' ' : c;
     }
     w.send(status, "application/json",
-           "{\"error\":{\"message\":\"" + escaped + "\",\"type\":\"invalid_request_error\",\"param\":null,"
-           "\"code\":null}}");
+           "{\"error\":{\"message\":\"" + escaped +
+               "\",\"type\":\"invalid_request_error\",\"param\":null,"
+               "\"code\":null}}");
 }
 
 }  // namespace
@@ -163,7 +164,8 @@ void HttpServer::start() {
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     addrinfo* found = nullptr;
     const std::string where = options_.host + ":" + std::to_string(options_.port);
-    const int rc = ::getaddrinfo(options_.host.c_str(), std::to_string(options_.port).c_str(), &hints, &found);
+    const int rc =
+        ::getaddrinfo(options_.host.c_str(), std::to_string(options_.port).c_str(), &hints, &found);
     if (rc != 0) throw Error(ErrorKind::kInvalidArgument, "--host " + where + ": " + ::gai_strerror(rc));
     std::string last_error = "no address";
     for (addrinfo* a = found; a; a = a->ai_next) {
@@ -264,12 +266,14 @@ void HttpServer::worker_loop() {
 
 void HttpServer::serve_connection(int fd, const std::string& peer) {
     HttpResponseWriter writer(fd);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.read_timeout_ms);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.read_timeout_ms);
     std::string buf;
     size_t header_end = std::string::npos;
     while ((header_end = buf.find("\r\n\r\n")) == std::string::npos) {
         if (buf.size() > options_.max_header_bytes) {
-            plain_error(writer, 431, "request headers exceed " + std::to_string(options_.max_header_bytes) + " bytes");
+            plain_error(writer, 431,
+                        "request headers exceed " + std::to_string(options_.max_header_bytes) + " bytes");
             return;
         }
         const ssize_t n = read_some(fd, buf, deadline);
@@ -280,7 +284,8 @@ void HttpServer::serve_connection(int fd, const std::string& peer) {
         }
     }
     if (header_end > options_.max_header_bytes) {
-        plain_error(writer, 431, "request headers exceed " + std::to_string(options_.max_header_bytes) + " bytes");
+        plain_error(writer, 431,
+                    "request headers exceed " + std::to_string(options_.max_header_bytes) + " bytes");
         return;
     }
 
@@ -304,7 +309,8 @@ void HttpServer::serve_connection(int fd, const std::string& peer) {
     }
     while (line_end != std::string::npos && line_end < head.size()) {
         const size_t next = head.find("\r\n", line_end + 2);
-        const std::string line = head.substr(line_end + 2, next == std::string::npos ? std::string::npos : next - line_end - 2);
+        const std::string line =
+            head.substr(line_end + 2, next == std::string::npos ? std::string::npos : next - line_end - 2);
         line_end = next;
         const size_t colon = line.find(':');
         if (colon == std::string::npos) {
@@ -326,8 +332,9 @@ void HttpServer::serve_connection(int fd, const std::string& peer) {
             const unsigned long long v = std::stoull(cl, &used);
             if (used != cl.size()) throw std::invalid_argument(cl);
             if (v > options_.max_body_bytes) {
-                plain_error(writer, 413, "request body of " + cl + " bytes exceeds the limit of " +
-                                             std::to_string(options_.max_body_bytes) + " bytes");
+                plain_error(writer, 413,
+                            "request body of " + cl + " bytes exceeds the limit of " +
+                                std::to_string(options_.max_body_bytes) + " bytes");
                 return;
             }
             length = static_cast<size_t>(v);

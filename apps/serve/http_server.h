@@ -61,12 +61,12 @@ using HttpHandler = std::function<void(const HttpRequest&, HttpResponseWriter&)>
 
 struct HttpServerOptions {
     std::string host = "127.0.0.1";
-    int port = 0;  // 0: an ephemeral port (see HttpServer::port())
-    int threads = 32;                     // concurrent requests (streamed generations hold a thread)
-    int max_queue = 256;                  // accepted connections waiting for a thread; beyond: 503
-    size_t max_header_bytes = 64 << 10;   // request line + headers; beyond: 431
-    size_t max_body_bytes = 32 << 20;     // beyond: 413
-    int read_timeout_ms = 30000;          // a client that stalls while sending its request: 408
+    int port = 0;                        // 0: an ephemeral port (see HttpServer::port())
+    int threads = 32;                    // concurrent requests (streamed generations hold a thread)
+    int max_queue = 256;                 // accepted connections waiting for a thread; beyond: 503
+    size_t max_header_bytes = 64 << 10;  // request line + headers; beyond: 431
+    size_t max_body_bytes = 32 << 20;    // beyond: 413
+    int read_timeout_ms = 30000;         // a client that stalls while sending its request: 408
 };
 
 class HttpServer {

@@ -36,7 +36,8 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
     // Time independent of where the first difference is (the length may leak; keys are random).
     if (a.size() != b.size()) return false;
     unsigned diff = 0;
-    for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
+    for (size_t i = 0; i < a.size(); ++i)
+        diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
     return diff == 0;
 }
 
@@ -59,8 +60,9 @@ double number_field(const json& body, const char* name, double lo, double hi) {
 int64_t int_field(const json& body, const char* name, int64_t lo, int64_t hi) {
     const json& v = body[name];
     if (!v.is_number_integer() && !v.is_number_unsigned()) throw bad(name, "expected an integer");
-    const int64_t x = v.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX))
-                                              : v.get<int64_t>();
+    const int64_t x = v.is_number_unsigned()
+                          ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX))
+                          : v.get<int64_t>();
     if (x < lo || x > hi) {
         throw bad(name, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
                             std::to_string(x));
@@ -77,7 +79,8 @@ model::ChatMessage parse_message(const json& m, size_t index, const ServiceOptio
     model::ChatMessage out;
     out.role = m["role"].get<std::string>();
     if (out.role != "system" && out.role != "user" && out.role != "assistant" && out.role != "developer") {
-        throw bad(where + ".role", "\"" + out.role + "\" is not supported (system, developer, user, assistant)");
+        throw bad(where + ".role",
+                  "\"" + out.role + "\" is not supported (system, developer, user, assistant)");
     }
     if (out.role == "developer") out.role = "system";  // OpenAI's newer name for the system role
     const json content = m.value("content", json());
@@ -96,16 +99,21 @@ model::ChatMessage parse_message(const json& m, size_t index, const ServiceOptio
             }
             const std::string type = p["type"].get<std::string>();
             if (type == "text") {
-                if (!p.contains("text") || !p["text"].is_string()) throw bad(pw + ".text", "expected a string");
+                if (!p.contains("text") || !p["text"].is_string())
+                    throw bad(pw + ".text", "expected a string");
                 parts.push_back({model::ChatPartKind::kText, p["text"].get<std::string>()});
             } else if (type == "image_url") {
                 const json iu = p.value("image_url", json());
                 std::string url;
-                if (iu.is_string()) url = iu.get<std::string>();
-                else if (iu.is_object() && iu.contains("url") && iu["url"].is_string()) url = iu["url"].get<std::string>();
-                else throw bad(pw + ".image_url", "expected {\"url\": \"data:image/...;base64,...\"}");
+                if (iu.is_string())
+                    url = iu.get<std::string>();
+                else if (iu.is_object() && iu.contains("url") && iu["url"].is_string())
+                    url = iu["url"].get<std::string>();
+                else
+                    throw bad(pw + ".image_url", "expected {\"url\": \"data:image/...;base64,...\"}");
                 if (static_cast<int>(images->size()) >= options.max_images) {
-                    throw bad(pw, "more than " + std::to_string(options.max_images) + " images in one request",
+                    throw bad(pw,
+                              "more than " + std::to_string(options.max_images) + " images in one request",
                               "too_many_images");
                 }
                 images->push_back(decode_data_url(url, options.max_image_bytes, pw + ".image_url.url"));
@@ -163,7 +171,8 @@ std::optional<std::string> base64_decode(const std::string& text) {
 std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size_t max_bytes,
                                                     const std::string& param) {
     if (url.rfind("data:", 0) != 0) {
-        throw bad(param, "only data URLs (data:image/png;base64,...) are accepted; the server fetches nothing",
+        throw bad(param,
+                  "only data URLs (data:image/png;base64,...) are accepted; the server fetches nothing",
                   "invalid_image_url");
     }
     const size_t comma = url.find(',');
@@ -174,15 +183,17 @@ std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size
                   "invalid_image_url");
     }
     if ((url.size() - comma - 1) / 4 * 3 > max_bytes) {
-        ApiError e = bad(param, "image larger than " + std::to_string(max_bytes) + " bytes", "image_too_large");
+        ApiError e =
+            bad(param, "image larger than " + std::to_string(max_bytes) + " bytes", "image_too_large");
         e.status = 413;
         throw e;
     }
     const std::optional<std::string> bytes = base64_decode(url.substr(comma + 1));
     if (!bytes) throw bad(param, "malformed base64", "invalid_image_url");
     try {
-        return std::make_shared<const model::Image>(model::decode_image(
-            reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), param, model::AlphaMode::kCompositeOnWhite));
+        return std::make_shared<const model::Image>(
+            model::decode_image(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), param,
+                                model::AlphaMode::kCompositeOnWhite));
     } catch (const Error& e) {
         throw bad(param, std::string("cannot decode the image: ") + e.what(), "invalid_image");
     }
@@ -223,7 +234,8 @@ ChatRequest parse_chat_request(const std::string& body_text, const ServiceOption
     }
     if (body.contains("seed") && !body["seed"].is_null())
         req.options.sampling.seed = static_cast<uint64_t>(int_field(body, "seed", INT64_MIN, INT64_MAX));
-    if (body.contains("n") && !body["n"].is_null() && int_field(body, "n", 1, 1) != 1) throw bad("n", "must be 1");
+    if (body.contains("n") && !body["n"].is_null() && int_field(body, "n", 1, 1) != 1)
+        throw bad("n", "must be 1");
     if (body.contains("ignore_eos")) {
         if (!body["ignore_eos"].is_boolean()) throw bad("ignore_eos", "expected a boolean");
         req.options.ignore_eos = body["ignore_eos"].get<bool>();
@@ -234,7 +246,8 @@ ChatRequest parse_chat_request(const std::string& body_text, const ServiceOption
         if (!unset) throw bad(name, "not supported by surf serve", "unsupported_parameter");
     }
     if (body.contains("stream")) {
-        if (!body["stream"].is_boolean() && !body["stream"].is_null()) throw bad("stream", "expected a boolean");
+        if (!body["stream"].is_boolean() && !body["stream"].is_null())
+            throw bad("stream", "expected a boolean");
         req.stream = body["stream"].is_boolean() && body["stream"].get<bool>();
     }
     if (body.contains("stream_options") && body["stream_options"].is_object()) {
@@ -259,11 +272,13 @@ ChatRequest parse_chat_request(const std::string& body_text, const ServiceOption
         }
     }
     if (body.contains("chat_template_kwargs")) {
-        if (!body["chat_template_kwargs"].is_object()) throw bad("chat_template_kwargs", "expected an object");
+        if (!body["chat_template_kwargs"].is_object())
+            throw bad("chat_template_kwargs", "expected an object");
         req.template_kwargs = body["chat_template_kwargs"];
     }
     if (body.contains("add_generation_prompt")) {
-        if (!body["add_generation_prompt"].is_boolean()) throw bad("add_generation_prompt", "expected a boolean");
+        if (!body["add_generation_prompt"].is_boolean())
+            throw bad("add_generation_prompt", "expected a boolean");
         req.add_generation_prompt = body["add_generation_prompt"].get<bool>();
     }
     return req;
@@ -271,7 +286,8 @@ ChatRequest parse_chat_request(const std::string& body_text, const ServiceOption
 
 OpenAiService::OpenAiService(std::shared_ptr<model::Engine> engine, ServiceOptions options)
     : engine_(std::move(engine)), options_(std::move(options)) {
-    template_ = std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_model_dir(engine_->config().dir));
+    template_ =
+        std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_model_dir(engine_->config().dir));
 }
 
 void OpenAiService::send_error(HttpResponseWriter& writer, const ApiError& error) {
@@ -303,33 +319,41 @@ void OpenAiService::handle(const HttpRequest& request, HttpResponseWriter& write
             const std::string auth = request.header("authorization");
             const std::string prefix = "Bearer ";
             if (auth.empty()) {
-                throw ApiError{401, "missing API key: send \"Authorization: Bearer <key>\"", "invalid_request_error",
-                               "", "invalid_api_key"};
+                throw ApiError{401, "missing API key: send \"Authorization: Bearer <key>\"",
+                               "invalid_request_error", "", "invalid_api_key"};
             }
-            if (auth.rfind(prefix, 0) != 0 || !constant_time_equal(auth.substr(prefix.size()), options_.api_key)) {
+            if (auth.rfind(prefix, 0) != 0 ||
+                !constant_time_equal(auth.substr(prefix.size()), options_.api_key)) {
                 throw ApiError{401, "incorrect API key", "invalid_request_error", "", "invalid_api_key"};
             }
         }
         const bool get = request.method == "GET";
         if (request.path == "/health") {
-            if (!get) throw ApiError{405, "use GET /health", "invalid_request_error", "", "method_not_allowed"};
+            if (!get)
+                throw ApiError{405, "use GET /health", "invalid_request_error", "", "method_not_allowed"};
             writer.send(200, "application/json", "{\"status\":\"ok\"}");
         } else if (request.path == "/metrics") {
-            if (!get) throw ApiError{405, "use GET /metrics", "invalid_request_error", "", "method_not_allowed"};
+            if (!get)
+                throw ApiError{405, "use GET /metrics", "invalid_request_error", "", "method_not_allowed"};
             writer.send(200, "text/plain; version=0.0.4; charset=utf-8", metrics_text());
         } else if (request.path == "/v1/models") {
-            if (!get) throw ApiError{405, "use GET /v1/models", "invalid_request_error", "", "method_not_allowed"};
-            const json model = {{"id", options_.model_name}, {"object", "model"},
-                                {"created", static_cast<int64_t>(std::time(nullptr))}, {"owned_by", "surf"}};
-            writer.send(200, "application/json", json{{"object", "list"}, {"data", json::array({model})}}.dump());
+            if (!get)
+                throw ApiError{405, "use GET /v1/models", "invalid_request_error", "", "method_not_allowed"};
+            const json model = {{"id", options_.model_name},
+                                {"object", "model"},
+                                {"created", static_cast<int64_t>(std::time(nullptr))},
+                                {"owned_by", "surf"}};
+            writer.send(200, "application/json",
+                        json{{"object", "list"}, {"data", json::array({model})}}.dump());
         } else if (request.path == "/v1/chat/completions") {
             if (request.method != "POST") {
-                throw ApiError{405, "use POST /v1/chat/completions", "invalid_request_error", "", "method_not_allowed"};
+                throw ApiError{405, "use POST /v1/chat/completions", "invalid_request_error", "",
+                               "method_not_allowed"};
             }
             chat_completions(request, writer);
         } else {
-            throw ApiError{404, "no route " + request.method + " " + request.path, "invalid_request_error", "",
-                           "not_found"};
+            throw ApiError{404, "no route " + request.method + " " + request.path, "invalid_request_error",
+                           "", "not_found"};
         }
     } catch (const ApiError& e) {
         if (!writer.started()) send_error(writer, e);
@@ -341,16 +365,18 @@ void OpenAiService::handle(const HttpRequest& request, HttpResponseWriter& write
 void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWriter& writer) {
     ChatRequest req = parse_chat_request(request.body, options_, schemas_);
     if (req.model != options_.model_name) {
-        throw ApiError{404, "the model \"" + req.model + "\" does not exist; this server serves \"" +
-                                options_.model_name + "\"",
+        throw ApiError{404,
+                       "the model \"" + req.model + "\" does not exist; this server serves \"" +
+                           options_.model_name + "\"",
                        "invalid_request_error", "model", "model_not_found"};
     }
     const std::string prompt = render_prompt(req);
     if (options_.max_prompt_tokens > 0) {
         const int64_t n = static_cast<int64_t>(engine_->tokenizer().encode(prompt).size());
         if (n > options_.max_prompt_tokens) {
-            throw bad("messages", "the prompt has " + std::to_string(n) + " text tokens; this server accepts " +
-                                      std::to_string(options_.max_prompt_tokens),
+            throw bad("messages",
+                      "the prompt has " + std::to_string(n) + " text tokens; this server accepts " +
+                          std::to_string(options_.max_prompt_tokens),
                       "context_length_exceeded");
         }
     }
@@ -364,15 +390,20 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
     const std::string id = "chatcmpl-surf" + std::to_string(next_id_++);
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
     auto chunk = [&](const json& delta, const json& finish) {
-        json c = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", options_.model_name},
-                  {"choices", json::array({json{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}})}};
+        json c = {
+            {"id", id},
+            {"object", "chat.completion.chunk"},
+            {"created", created},
+            {"model", options_.model_name},
+            {"choices", json::array({json{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}})}};
         return "data: " + c.dump() + "\n\n";
     };
 
     bool client_left = false;
     if (req.stream) {
         req.options.on_text = [&](std::string_view piece) {
-            if (writer.client_gone() || !writer.write(chunk(json{{"content", std::string(piece)}}, nullptr))) {
+            if (writer.client_gone() ||
+                !writer.write(chunk(json{{"content", std::string(piece)}}, nullptr))) {
                 client_left = true;
                 return false;
             }
@@ -389,7 +420,9 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
         model::Engine& engine;
         std::atomic<int64_t>& open;
         model::SessionId id;
-        SessionGuard(model::Engine& e, std::atomic<int64_t>& o) : engine(e), open(o), id(e.open_session()) { ++open; }
+        SessionGuard(model::Engine& e, std::atomic<int64_t>& o) : engine(e), open(o), id(e.open_session()) {
+            ++open;
+        }
         ~SessionGuard() {
             try {
                 engine.close_session(id);
@@ -429,26 +462,34 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
     if (req.stream) {
         std::string tail = chunk(json::object(), finish_name(result.finish));
         if (req.include_usage) {
-            json u = {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created},
-                      {"model", options_.model_name}, {"choices", json::array()}, {"usage", usage}};
+            json u = {{"id", id},
+                      {"object", "chat.completion.chunk"},
+                      {"created", created},
+                      {"model", options_.model_name},
+                      {"choices", json::array()},
+                      {"usage", usage}};
             tail += "data: " + u.dump() + "\n\n";
         }
         writer.write(tail + "data: [DONE]\n\n");
         return;
     }
     const json message = {{"role", "assistant"}, {"content", result.text}};
-    const json response = {{"id", id}, {"object", "chat.completion"}, {"created", created},
-                           {"model", options_.model_name},
-                           {"choices", json::array({json{{"index", 0}, {"message", message},
-                                                         {"finish_reason", finish_name(result.finish)}}})},
-                           {"usage", usage}};
+    const json response = {
+        {"id", id},
+        {"object", "chat.completion"},
+        {"created", created},
+        {"model", options_.model_name},
+        {"choices", json::array({json{
+                        {"index", 0}, {"message", message}, {"finish_reason", finish_name(result.finish)}}})},
+        {"usage", usage}};
     writer.send(200, "application/json", response.dump());
 }
 
 std::string OpenAiService::metrics_text() const {
     std::ostringstream os;
     auto metric = [&](const char* name, const char* type, const char* help, double value) {
-        os << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << " " << value << "\n";
+        os << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+           << name << " " << value << "\n";
     };
     const model::EngineStats s = engine_->stats();
     const auto now = Clock::now();
@@ -468,34 +509,51 @@ std::string OpenAiService::metrics_text() const {
         }
     }
     const int64_t queued = queue_probe_ ? queue_probe_() : 0;
-    metric("surf_queue_depth", "gauge", "Requests waiting: HTTP connections not yet picked up plus engine requests waiting for a slot.",
+    metric("surf_queue_depth", "gauge",
+           "Requests waiting: HTTP connections not yet picked up plus engine requests waiting for a slot.",
            static_cast<double>(queued + s.waiting));
-    metric("surf_requests_running", "gauge", "Chat completions generating now.", static_cast<double>(running_.load()));
-    metric("surf_sessions_open", "gauge", "Engine sessions held by in-flight requests.", static_cast<double>(open_sessions_.load()));
-    metric("surf_prompt_tokens_total", "counter", "Prompt tokens prefilled.", static_cast<double>(prompt_tokens_total_.load()));
-    metric("surf_generation_tokens_total", "counter", "Tokens generated.", static_cast<double>(completion_tokens_total_.load()));
-    metric("surf_generation_tokens_per_second", "gauge", "Tokens generated by requests that finished in the last 10 s, per second.",
-           tokens_per_second);
-    metric("surf_requests_cancelled_total", "counter", "Generations cancelled because the client disconnected.",
+    metric("surf_requests_running", "gauge", "Chat completions generating now.",
+           static_cast<double>(running_.load()));
+    metric("surf_sessions_open", "gauge", "Engine sessions held by in-flight requests.",
+           static_cast<double>(open_sessions_.load()));
+    metric("surf_prompt_tokens_total", "counter", "Prompt tokens prefilled.",
+           static_cast<double>(prompt_tokens_total_.load()));
+    metric("surf_generation_tokens_total", "counter", "Tokens generated.",
+           static_cast<double>(completion_tokens_total_.load()));
+    metric("surf_generation_tokens_per_second", "gauge",
+           "Tokens generated by requests that finished in the last 10 s, per second.", tokens_per_second);
+    metric("surf_requests_cancelled_total", "counter",
+           "Generations cancelled because the client disconnected.",
            static_cast<double>(cancelled_total_.load()));
-    metric("surf_engine_running", "gauge", "Sequences the engine is running.", static_cast<double>(s.running));
-    metric("surf_engine_waiting", "gauge", "Requests waiting inside the engine.", static_cast<double>(s.waiting));
-    metric("surf_engine_decode_tokens_total", "counter", "Tokens decoded by the engine.", static_cast<double>(s.decode_tokens));
-    metric("surf_engine_prefill_tokens_total", "counter", "Tokens prefilled by the engine.", static_cast<double>(s.prefill_tokens));
-    metric("surf_engine_decode_tokens_per_second", "gauge", "Decode-only throughput over the engine's life (tokens / decode-step seconds).",
+    metric("surf_engine_running", "gauge", "Sequences the engine is running.",
+           static_cast<double>(s.running));
+    metric("surf_engine_waiting", "gauge", "Requests waiting inside the engine.",
+           static_cast<double>(s.waiting));
+    metric("surf_engine_decode_tokens_total", "counter", "Tokens decoded by the engine.",
+           static_cast<double>(s.decode_tokens));
+    metric("surf_engine_prefill_tokens_total", "counter", "Tokens prefilled by the engine.",
+           static_cast<double>(s.prefill_tokens));
+    metric("surf_engine_decode_tokens_per_second", "gauge",
+           "Decode-only throughput over the engine's life (tokens / decode-step seconds).",
            s.decode_only_seconds > 0 ? static_cast<double>(s.decode_only_rows) / s.decode_only_seconds : 0.0);
     metric("surf_kv_pages_used", "gauge", "Paged-KV pages in use.", static_cast<double>(s.kv_pages_used));
     metric("surf_kv_pages_total", "gauge", "Paged-KV pages.", static_cast<double>(s.kv_pages_total));
     metric("surf_kv_occupancy", "gauge", "Fraction of KV pages in use.",
-           s.kv_pages_total > 0 ? static_cast<double>(s.kv_pages_used) / static_cast<double>(s.kv_pages_total) : 0.0);
-    metric("surf_state_slots_used", "gauge", "Recurrent-state (conv + SSM) slots in use.", static_cast<double>(s.slots_used));
+           s.kv_pages_total > 0 ? static_cast<double>(s.kv_pages_used) / static_cast<double>(s.kv_pages_total)
+                                : 0.0);
+    metric("surf_state_slots_used", "gauge", "Recurrent-state (conv + SSM) slots in use.",
+           static_cast<double>(s.slots_used));
     metric("surf_state_slots_total", "gauge", "Recurrent-state slots.", static_cast<double>(s.slots_total));
     metric("surf_state_occupancy", "gauge", "Fraction of state slots in use.",
            s.slots_total > 0 ? static_cast<double>(s.slots_used) / static_cast<double>(s.slots_total) : 0.0);
-    metric("surf_sessions_resident", "gauge", "Sessions resident on the device.", static_cast<double>(s.resident_sessions));
-    metric("surf_sessions_offloaded", "gauge", "Sessions offloaded to host memory.", static_cast<double>(s.offloaded_sessions));
-    metric("surf_image_cache_hits_total", "counter", "Image-embedding cache hits.", static_cast<double>(s.image_cache_hits));
-    metric("surf_device_bytes", "gauge", "Bytes allocated on the device.", static_cast<double>(s.device_bytes));
+    metric("surf_sessions_resident", "gauge", "Sessions resident on the device.",
+           static_cast<double>(s.resident_sessions));
+    metric("surf_sessions_offloaded", "gauge", "Sessions offloaded to host memory.",
+           static_cast<double>(s.offloaded_sessions));
+    metric("surf_image_cache_hits_total", "counter", "Image-embedding cache hits.",
+           static_cast<double>(s.image_cache_hits));
+    metric("surf_device_bytes", "gauge", "Bytes allocated on the device.",
+           static_cast<double>(s.device_bytes));
     metric("surf_uptime_seconds", "gauge", "Seconds since the server started.",
            std::chrono::duration<double>(now - started_).count());
     return os.str();

@@ -27,13 +27,13 @@
 namespace surf::serve {
 
 struct ServiceOptions {
-    std::string model_name;          // the id /v1/models lists and requests must name
-    std::string api_key;             // "" = no key; else "Authorization: Bearer <key>" on /v1/* and /metrics
+    std::string model_name;  // the id /v1/models lists and requests must name
+    std::string api_key;     // "" = no key; else "Authorization: Bearer <key>" on /v1/* and /metrics
     int32_t default_max_tokens = 512;
-    int32_t max_tokens_limit = 8192;   // a larger max_tokens is refused (400)
-    int64_t max_prompt_tokens = 0;     // text tokens of the rendered prompt; 0 = no limit beyond the engine's
-    int max_images = 16;               // image parts per request
-    size_t max_image_bytes = 16 << 20; // decoded base64 bytes of one image
+    int32_t max_tokens_limit = 8192;  // a larger max_tokens is refused (400)
+    int64_t max_prompt_tokens = 0;    // text tokens of the rendered prompt; 0 = no limit beyond the engine's
+    int max_images = 16;              // image parts per request
+    size_t max_image_bytes = 16 << 20;  // decoded base64 bytes of one image
 };
 
 // An error as the API reports it.
@@ -53,7 +53,7 @@ struct ChatRequest {
     std::vector<std::shared_ptr<const model::Image>> images;  // in the order the template renders them
     model::GenerateOptions options;                           // no callbacks set
     bool stream = false;
-    bool include_usage = false;           // stream_options.include_usage
+    bool include_usage = false;  // stream_options.include_usage
     bool add_generation_prompt = true;
     nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
 };
@@ -100,7 +100,8 @@ private:
     std::atomic<int64_t> prompt_tokens_total_{0}, completion_tokens_total_{0}, cancelled_total_{0};
     mutable std::mutex metrics_mutex_;
     std::map<int, int64_t> responses_by_status_;
-    mutable std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_tokens_;  // last 10 s
+    mutable std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>>
+        recent_tokens_;  // last 10 s
 };
 
 }  // namespace surf::serve

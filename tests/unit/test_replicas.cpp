@@ -46,7 +46,8 @@ TEST_CASE("replicas: least-loaded placement, sticky sessions, forks on their sou
     CHECK(r.replica_of(e) == one);
 
     // A session generates on its replica every call; a fork lands on the same replica.
-    const std::vector<InputPart> hello = {InputPart::of_text("<SPECIAL_11>User\nhello\n<SPECIAL_11>Assistant\n")};
+    const std::vector<InputPart> hello = {
+        InputPart::of_text("<SPECIAL_11>User\nhello\n<SPECIAL_11>Assistant\n")};
     r.generate(a, hello, greedy(3));
     const SessionId f = r.fork_session(a);
     CHECK(r.replica_of(f) == r.replica_of(a));
@@ -66,7 +67,8 @@ TEST_CASE("replicas: least-loaded placement, sticky sessions, forks on their sou
 TEST_CASE("replicas: same results as one engine, from concurrent callers on both replicas") {
     auto single = cpu();
     ReplicaEngine r({cpu(), cpu()});
-    const std::vector<InputPart> prompt = {InputPart::of_text("<SPECIAL_10>System\n\n<SPECIAL_11>User\nfind the kettle\n<SPECIAL_11>Assistant\n")};
+    const std::vector<InputPart> prompt = {InputPart::of_text(
+        "<SPECIAL_10>System\n\n<SPECIAL_11>User\nfind the kettle\n<SPECIAL_11>Assistant\n")};
     const SessionId s = single->open_session();
     const GenerateResult want = single->generate(s, prompt, greedy(12));
 

@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 // The server sources live in the `surf` executable; the test compiles them in.
+#include "agent/remote_client.h"
 #include "apps/serve/http_server.cpp"
 #include "apps/serve/openai_api.cpp"
-#include "agent/remote_client.h"
 
 using namespace surf;
 using json = nlohmann::json;
@@ -48,10 +48,11 @@ Reply http(int port, const std::string& method, const std::string& path, const s
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
     }
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t, size_t n, void* u) -> size_t {
-        static_cast<std::string*>(u)->append(d, n);
-        return n;
-    });
+    curl_easy_setopt(
+        c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t, size_t n, void* u) -> size_t {
+            static_cast<std::string*>(u)->append(d, n);
+            return n;
+        });
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
     const CURLcode rc = curl_easy_perform(c);
     REQUIRE_MESSAGE(rc == CURLE_OK, curl_easy_strerror(rc));
@@ -87,7 +88,9 @@ struct Fixture {
 };
 
 json user(const std::string& text, int max_tokens = 8) {
-    return {{"model", "tiny"}, {"messages", json::array({{{"role", "user"}, {"content", text}}})}, {"max_tokens", max_tokens}};
+    return {{"model", "tiny"},
+            {"messages", json::array({{{"role", "user"}, {"content", text}}})},
+            {"max_tokens", max_tokens}};
 }
 
 void check_error(const Reply& r, long status, const std::string& code = "") {
@@ -115,7 +118,8 @@ std::string b64(const std::string& bytes) {
     std::string out;
     size_t i = 0;
     for (; i + 2 < bytes.size(); i += 3) {
-        const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) | uint8_t(bytes[i + 2]);
+        const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) |
+                           uint8_t(bytes[i + 2]);
         out += {k[v >> 18], k[(v >> 12) & 63], k[(v >> 6) & 63], k[v & 63]};
     }
     if (i + 1 == bytes.size()) {
@@ -192,11 +196,13 @@ TEST_CASE("serve: chat completion, usage counts, streaming equals non-streaming"
 
     // prompt_tokens = the chat template's render, tokenized; completion_tokens ≤ max_tokens.
     const model::ChatTemplate t = model::ChatTemplate::from_model_dir(kModel);
-    const std::string prompt = t.render(std::vector<model::ChatMessage>{{"user", std::string("Find the price of the blue kettle")}});
+    const std::string prompt =
+        t.render(std::vector<model::ChatMessage>{{"user", std::string("Find the price of the blue kettle")}});
     CHECK(j["usage"]["prompt_tokens"] == static_cast<int64_t>(f.engine->tokenizer().encode(prompt).size()));
     CHECK(j["usage"]["completion_tokens"].get<int>() <= 12);
     CHECK(j["usage"]["completion_tokens"].get<int>() >= 1);
-    CHECK(j["usage"]["total_tokens"] == j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
+    CHECK(j["usage"]["total_tokens"] ==
+          j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
 
     body["stream"] = true;
     body["stream_options"] = {{"include_usage", true}};
@@ -221,15 +227,17 @@ TEST_CASE("serve: chat completion, usage counts, streaming equals non-streaming"
 
 TEST_CASE("serve: response_format json_schema constrains the output") {
     Fixture f;
-    const json schema = {{"type", "object"},
-                         {"properties", {{"x", {{"type", "integer"}, {"minimum", 0}, {"maximum", 1000}}},
-                                         {"ok", {{"type", "boolean"}}}}},
-                         {"required", {"x", "ok"}}};
+    const json schema = {
+        {"type", "object"},
+        {"properties",
+         {{"x", {{"type", "integer"}, {"minimum", 0}, {"maximum", 1000}}}, {"ok", {{"type", "boolean"}}}}},
+        {"required", {"x", "ok"}}};
     for (uint64_t seed : {1, 2, 3}) {
         json body = user("Where is the button?", 40);
         body["temperature"] = 1.0;
         body["seed"] = seed;
-        body["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "point"}, {"schema", schema}}}};
+        body["response_format"] = {{"type", "json_schema"},
+                                   {"json_schema", {{"name", "point"}, {"schema", schema}}}};
         const Reply r = f.chat(body);
         REQUIRE(r.status == 200);
         const json out = json::parse(r.j()["choices"][0]["message"]["content"].get<std::string>());
@@ -239,7 +247,8 @@ TEST_CASE("serve: response_format json_schema constrains the output") {
         CHECK(out["ok"].is_boolean());
     }
     json bad_schema = user("hi");
-    bad_schema["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "frobnicate"}}}}}};
+    bad_schema["response_format"] = {{"type", "json_schema"},
+                                     {"json_schema", {{"name", "x"}, {"schema", {{"type", "frobnicate"}}}}}};
     check_error(f.chat(bad_schema), 400, "invalid_schema");
     json obj = user("hi");
     obj["response_format"] = {{"type", "json_object"}};
@@ -250,9 +259,12 @@ TEST_CASE("serve: image_url data URLs count their image tokens") {
     Fixture f;
     const std::string png = read_file(kModel + "/image.png");
     REQUIRE(!png.empty());
-    const json parts = json::array({{{"type", "text"}, {"text", "What is shown?"}},
-                                    {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + b64(png)}}}}});
-    json body = {{"model", "tiny"}, {"messages", json::array({{{"role", "user"}, {"content", parts}}})}, {"max_tokens", 4}};
+    const json parts =
+        json::array({{{"type", "text"}, {"text", "What is shown?"}},
+                     {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + b64(png)}}}}});
+    json body = {{"model", "tiny"},
+                 {"messages", json::array({{{"role", "user"}, {"content", parts}}})},
+                 {"max_tokens", 4}};
     const Reply r = f.chat(body);
     REQUIRE(r.status == 200);
     const int with_image = r.j()["usage"]["prompt_tokens"];
@@ -295,8 +307,12 @@ TEST_CASE("serve: malformed bodies, oversized inputs, unknown models and keys ge
     check_error(http(f.port, "POST", "/v1/chat/completions", "", key), 400);
     check_error(f.chat({{"model", "tiny"}}, key), 400);
     check_error(f.chat({{"messages", json::array({{{"role", "user"}, {"content", "x"}}})}}, key), 400);
-    check_error(f.chat({{"model", "tiny"}, {"messages", json::array({{{"role", "wizard"}, {"content", "x"}}})}}, key), 400);
-    check_error(f.chat({{"model", "tiny"}, {"messages", json::array({{{"role", "user"}, {"content", 5}}})}}, key), 400);
+    check_error(
+        f.chat({{"model", "tiny"}, {"messages", json::array({{{"role", "wizard"}, {"content", "x"}}})}}, key),
+        400);
+    check_error(
+        f.chat({{"model", "tiny"}, {"messages", json::array({{{"role", "user"}, {"content", 5}}})}}, key),
+        400);
     json b = user("hi");
     b["max_tokens"] = 65;
     check_error(f.chat(b, key), 400);

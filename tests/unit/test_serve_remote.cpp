@@ -8,10 +8,10 @@
 #include <atomic>
 #include <thread>
 
-#include "apps/serve/http_server.cpp"
-#include "apps/serve/openai_api.cpp"
 #include "agent/conversation.h"
 #include "agent/remote_engine.h"
+#include "apps/serve/http_server.cpp"
+#include "apps/serve/openai_api.cpp"
 
 using namespace surf;
 using json = nlohmann::ordered_json;
@@ -51,8 +51,11 @@ agent::RemoteEngineOptions remote(const std::string& url) {
 }
 
 std::string canned_completion(const std::string& text) {
-    return json{{"id", "x"}, {"object", "chat.completion"},
-                {"choices", json::array({{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}, {"finish_reason", "stop"}}})},
+    return json{{"id", "x"},
+                {"object", "chat.completion"},
+                {"choices", json::array({{{"index", 0},
+                                          {"message", {{"role", "assistant"}, {"content", text}}},
+                                          {"finish_reason", "stop"}}})},
                 {"usage", {{"prompt_tokens", 7}, {"completion_tokens", 2}, {"total_tokens", 9}}}}
         .dump();
 }
@@ -63,7 +66,8 @@ TEST_CASE("remote: the pass-through chat format round-trips through the chat tem
     const model::ChatTemplate t(agent::remote_chat_template(), "remote");
     std::vector<model::ChatMessage> msgs = {
         {"system", std::string("You are an agent.")},
-        {"user", std::vector<model::ChatPart>{{model::ChatPartKind::kText, "Look: "}, {model::ChatPartKind::kImage, ""}}},
+        {"user", std::vector<model::ChatPart>{{model::ChatPartKind::kText, "Look: "},
+                                              {model::ChatPartKind::kImage, ""}}},
         {"assistant", std::string("{\"a\":1}")},
         {"user", std::string("again")}};
     model::ChatRenderOptions ro;
@@ -88,7 +92,8 @@ TEST_CASE("remote: the pass-through chat format round-trips through the chat tem
     CHECK_THROWS_AS(agent::parse_remote_chat("<SPECIAL_11>User\nhi\n", nullptr), Error);
 }
 
-TEST_CASE("remote: an agent Conversation runs on the remote engine, incrementally, with the server's output") {
+TEST_CASE(
+    "remote: an agent Conversation runs on the remote engine, incrementally, with the server's output") {
     Server s;
     auto engine = agent::open_remote_engine(remote(s.url));
     const model::ChatTemplate t = model::ChatTemplate::from_model_dir(engine->config().dir);
@@ -139,7 +144,9 @@ TEST_CASE("remote: 16 concurrent streaming json_schema calls") {
             };
             const model::GenerateResult r = engine->generate(id, {model::InputPart::of_text(prefix)}, o);
             const json j = json::parse(r.text);
-            if (j["x"].is_number_integer() && j["y"].is_number_integer() && r.finish == model::FinishReason::kStop) ++ok;
+            if (j["x"].is_number_integer() && j["y"].is_number_integer() &&
+                r.finish == model::FinishReason::kStop)
+                ++ok;
             if (streamed == r.text) ++streamed_ok;
             engine->close_session(id);
         });
@@ -193,7 +200,8 @@ TEST_CASE("remote: errors name the URL (server down, 4xx, unknown model, unsuppo
     // A port with nothing listening: bind one, note it, close it.
     int port = 0;
     {
-        serve::HttpServer tmp(serve::HttpServerOptions{}, [](const serve::HttpRequest&, serve::HttpResponseWriter&) {});
+        serve::HttpServer tmp(serve::HttpServerOptions{},
+                              [](const serve::HttpRequest&, serve::HttpResponseWriter&) {});
         tmp.start();
         port = tmp.port();
     }
@@ -210,7 +218,10 @@ TEST_CASE("remote: errors name the URL (server down, 4xx, unknown model, unsuppo
     down.check_model = false;
     auto offline = agent::open_remote_engine(down);
     const model::SessionId id = offline->open_session();
-    CHECK_THROWS_AS(offline->generate(id, {model::InputPart::of_text("<|surf_role:user|>hi<|surf_end|><|surf_role:assistant|>")}, {}), Error);
+    CHECK_THROWS_AS(
+        offline->generate(
+            id, {model::InputPart::of_text("<|surf_role:user|>hi<|surf_end|><|surf_role:assistant|>")}, {}),
+        Error);
     CHECK_THROWS_AS(offline->generate(id, {model::InputPart::of_tokens({1, 2})}, {}), Error);
     CHECK_THROWS_AS(offline->generate(id, {model::InputPart::of_text("<SPECIAL_11>User\nhi")}, {}), Error);
 
@@ -228,7 +239,8 @@ TEST_CASE("remote: errors name the URL (server down, 4xx, unknown model, unsuppo
     auto engine = agent::open_remote_engine(wrong);
     const model::SessionId sid = engine->open_session();
     try {
-        engine->generate(sid, {model::InputPart::of_text("<|surf_role:user|>hi<|surf_end|><|surf_role:assistant|>")}, {});
+        engine->generate(
+            sid, {model::InputPart::of_text("<|surf_role:user|>hi<|surf_end|><|surf_role:assistant|>")}, {});
         FAIL("expected an error");
     } catch (const Error& e) {
         CHECK(e.kind() == ErrorKind::kInvalidArgument);

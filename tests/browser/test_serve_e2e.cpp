@@ -1,0 +1,288 @@
+// End to end through the network: a child `surf serve` (the tiny fixture model, two CPU replicas, an API
+// key, a 1 MB body limit) on 127.0.0.1, driven through the remote backend: 16 concurrent streaming
+// json_schema calls; malformed bodies, oversized inputs, unknown models and missing keys get OpenAI-style
+// error JSON with the right code; a client that disconnects mid-stream frees its session; and a web agent
+// runs against local pages on real Chromium with every model call going through the server. The server
+// keeps serving throughout and stops cleanly on SIGTERM.
+#include <doctest/doctest.h>
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/agent.h"
+#include "agent/remote_engine.h"
+#include "tests/browser/test_http_server.h"
+
+using namespace surf;
+using json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kModel = SURF_FIXTURES_DIR "/golden/tiny_fp32";
+const std::string kPages = SURF_SOURCE_DIR "/tests/browser/agent_pages";
+const std::string kKey = "e2e-key";
+
+// `surf serve` as a child process; the port comes from its "listening on" line.
+struct ServeProcess {
+    pid_t pid = -1;
+    int port = 0;
+    int out_fd = -1;
+
+    ServeProcess() {
+        const std::string exe = SURF_BINARY_DIR "/surf";
+        REQUIRE_MESSAGE(fs::exists(exe), "build the surf executable first: " << exe);
+        int fds[2];
+        REQUIRE(::pipe(fds) == 0);
+        pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            ::dup2(fds[1], 1);
+            ::close(fds[0]);
+            ::close(fds[1]);
+            const int devnull = ::open("/dev/null", O_WRONLY);
+            ::dup2(devnull, 2);
+            ::execl(exe.c_str(), exe.c_str(), "serve", "--model", kModel.c_str(), "--model-name", "tiny",
+                    "--port", "0", "--api-key", kKey.c_str(), "--replicas", "2", "--max-body-mb", "1",
+                    nullptr);
+            ::_exit(127);
+        }
+        ::close(fds[1]);
+        out_fd = fds[0];
+        std::string line;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+            pollfd p{out_fd, POLLIN, 0};
+            if (::poll(&p, 1, 200) <= 0) continue;
+            char buf[256];
+            const ssize_t n = ::read(out_fd, buf, sizeof buf);
+            if (n <= 0) break;
+            line.append(buf, static_cast<size_t>(n));
+        }
+        const size_t at = line.find("127.0.0.1:");
+        REQUIRE_MESSAGE(at != std::string::npos, "surf serve did not start: " << line);
+        port = std::stoi(line.substr(at + 10));
+    }
+    ~ServeProcess() {
+        if (pid > 0) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+        }
+        if (out_fd >= 0) ::close(out_fd);
+    }
+    bool alive() const { return ::waitpid(pid, nullptr, WNOHANG) == 0; }
+    int terminate() {
+        ::kill(pid, SIGTERM);
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    std::string url() const { return "http://127.0.0.1:" + std::to_string(port) + "/v1"; }
+};
+
+struct Reply {
+    long status = 0;
+    std::string body;
+};
+
+Reply http(const std::string& url, const std::string& body, const std::vector<std::string>& headers,
+           bool post = true) {
+    CURL* c = curl_easy_init();
+    Reply r;
+    curl_slist* h = nullptr;
+    for (const auto& x : headers) h = curl_slist_append(h, x.c_str());
+    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (post) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    }
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
+    curl_easy_setopt(
+        c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t, size_t n, void* u) -> size_t {
+            static_cast<std::string*>(u)->append(d, n);
+            return n;
+        });
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return r;
+}
+
+std::string error_code(const Reply& r) {
+    const json j = json::parse(r.body);  // throws (fails the test) if the error is not JSON
+    REQUIRE(j.contains("error"));
+    REQUIRE(j["error"]["message"].is_string());
+    return j["error"]["code"].is_string() ? j["error"]["code"].get<std::string>() : "";
+}
+
+// A gauge from /metrics.
+double metric(const ServeProcess& s, const std::string& name) {
+    const Reply r = http("http://127.0.0.1:" + std::to_string(s.port) + "/metrics", "",
+                         {"Authorization: Bearer " + kKey}, false);
+    const size_t at = r.body.find("\n" + name + " ");
+    REQUIRE_MESSAGE(at != std::string::npos, name);
+    return std::stod(r.body.substr(at + name.size() + 2));
+}
+
+agent::RemoteEngineOptions remote(const ServeProcess& s) {
+    agent::RemoteEngineOptions o;
+    o.client.base_url = s.url();
+    o.client.model_name = "tiny";
+    o.client.api_key = kKey;
+    o.client.max_concurrency = 16;
+    o.tokenizer_dir = kModel;  // neutralise the checkpoint's special tokens in page text, as in-process
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an agent run") {
+    ServeProcess server;
+    const std::string chat_url = server.url() + "/chat/completions";
+    const std::vector<std::string> auth = {"Authorization: Bearer " + kKey, "Content-Type: application/json"};
+    auto engine = agent::open_remote_engine(remote(server));
+
+    SUBCASE("16 concurrent streaming json_schema calls through the remote backend") {
+        const auto schema = model::compile_json_schema_text(
+            R"({"type":"object","properties":{"action":{"type":"string","enum":["click","scroll","answer"]},"x":{"type":"integer","minimum":0,"maximum":1000}},"required":["action","x"]})");
+        std::atomic<int> valid{0};
+        std::vector<std::thread> threads;
+        for (int i = 0; i < 16; ++i) {
+            threads.emplace_back([&, i] {
+                const model::SessionId id = engine->open_session();
+                model::GenerateOptions o;
+                o.max_tokens = 48;
+                o.schema = schema;
+                o.sampling.temperature = 0.8f;
+                o.sampling.seed = static_cast<uint64_t>(100 + i);
+                std::string streamed;
+                o.on_text = [&](std::string_view p) {
+                    streamed += p;
+                    return true;
+                };
+                const std::string turn =
+                    "<|surf_role:user|>task " + std::to_string(i) + "<|surf_end|><|surf_role:assistant|>";
+                const model::GenerateResult r = engine->generate(id, {model::InputPart::of_text(turn)}, o);
+                const json j = json::parse(r.text);
+                if (streamed == r.text && j["x"].is_number_integer() && j["action"].is_string()) ++valid;
+                engine->close_session(id);
+            });
+        }
+        for (auto& t : threads) t.join();
+        CHECK(valid == 16);
+        CHECK(metric(server, "surf_sessions_open") == 0);
+        CHECK(metric(server, "surf_generation_tokens_total") > 16 * 4);
+    }
+
+    SUBCASE("malformed bodies, oversized inputs, unknown models, missing keys") {
+        const std::string ok =
+            R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":2})";
+        Reply r = http(chat_url, ok, {"Content-Type: application/json"});
+        CHECK(r.status == 401);
+        CHECK(error_code(r) == "invalid_api_key");
+        r = http(chat_url, ok, {"Authorization: Bearer nope"});
+        CHECK(r.status == 401);
+        r = http(chat_url, R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],)", auth);
+        CHECK(r.status == 400);
+        error_code(r);
+        r = http(chat_url, R"({"model":"tiny","messages":"hi"})", auth);
+        CHECK(r.status == 400);
+        CHECK(json::parse(r.body)["error"]["param"] == "messages");
+        r = http(chat_url, R"({"model":"gpt-5","messages":[{"role":"user","content":"hi"}]})", auth);
+        CHECK(r.status == 404);
+        CHECK(error_code(r) == "model_not_found");
+        r = http(
+            chat_url,
+            R"({"model":"tiny","messages":[{"role":"user","content":")" + std::string(1500000, 'a') + "\"}]}",
+            auth);
+        CHECK(r.status == 413);
+        error_code(r);
+        r = http(chat_url,
+                 R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":100000})", auth);
+        CHECK(r.status == 400);
+        CHECK(json::parse(r.body)["error"]["param"] == "max_tokens");
+        r = http(chat_url, ok, auth);
+        CHECK(r.status == 200);
+    }
+
+    SUBCASE("a client that disconnects mid-stream frees its session") {
+        agent::RemoteClient client(remote(server).client);
+        agent::ChatCall call;
+        call.messages = json::array({{{"role", "user"}, {"content", "tell me everything"}}});
+        call.max_tokens = 4000;
+        call.ignore_eos = true;
+        int pieces = 0;
+        call.on_text = [&](std::string_view) { return ++pieces < 4; };
+        const auto t0 = std::chrono::steady_clock::now();
+        CHECK(client.chat(call).cancelled);
+        bool freed = false;
+        for (int i = 0; i < 250 && !freed; ++i) {
+            freed = metric(server, "surf_sessions_open") == 0 && metric(server, "surf_requests_running") == 0;
+            if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        CHECK(freed);
+        CHECK(metric(server, "surf_requests_cancelled_total") >= 1);
+        CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+    }
+
+    SUBCASE("a web agent runs end to end through the server") {
+        test::TestHttpServer pages(kPages);
+        agent::AgentConfig config;
+        config.profile = kPages + "/profile_tiny.json";
+        agent::Agent a(engine, config);
+        agent::RunOptions run;
+        run.task = "Find the price of the blue kettle";
+        run.start_url = pages.url("/index.html");
+        run.max_steps = 3;
+        run.max_answer_attempts = 2;
+        run.timeout_seconds = 120;
+        run.viewport_width = 320;
+        run.viewport_height = 240;
+        run.max_wait_seconds = 0.2;
+        run.allow_domains = {"127.0.0.1"};
+        const fs::path dir = fs::temp_directory_path() / "surf_serve_e2e_agent";
+        fs::remove_all(dir);
+        run.trace_dir = dir.string();
+        const agent::RunResult r = a.run(run);
+        MESSAGE("status " << std::string(agent::run_status_name(r.status)) << ", steps " << r.steps
+                          << ", calls " << r.model_calls << ", " << r.seconds << " s, error " << r.error);
+        CHECK(r.status != agent::RunStatus::kError);
+        CHECK(r.steps >= 1);
+        CHECK(r.model_calls >= r.steps);
+        std::ifstream in(dir / "trace.jsonl");
+        std::string line;
+        int remote_calls = 0;
+        bool backend_named = false;
+        while (std::getline(in, line)) {
+            const json j = json::parse(line);
+            if (j["type"] == "run_start")
+                backend_named = j.dump().find("remote " + server.url()) != std::string::npos;
+            if (j["type"] == "model_call" && j["prompt_tokens"].get<int64_t>() > 0) ++remote_calls;
+        }
+        CHECK(backend_named);
+        CHECK(remote_calls >= r.steps);
+        CHECK(engine->open_sessions() == 0);
+        fs::remove_all(dir);
+    }
+
+    CHECK(server.alive());
+    CHECK(http(server.url().substr(0, server.url().size() - 3) + "/health", "", {}, false).status == 200);
+    CHECK(metric(server, "surf_sessions_open") == 0);
+    CHECK(server.terminate() == 0);
+}
