@@ -48,7 +48,8 @@ std::string strip_fence(const std::string& text) {
     return trim(t.substr(nl + 1, end - nl - 1));
 }
 
-std::shared_ptr<const model::Image> fit(const std::shared_ptr<const model::Image>& img, int max_w, int max_h) {
+std::shared_ptr<const model::Image> fit(const std::shared_ptr<const model::Image>& img, int max_w,
+                                        int max_h) {
     if (!img) return img;
     const ImageSize size = fit_size({img->width, img->height}, max_w, max_h);
     if (size.width == img->width && size.height == img->height) return img;
@@ -88,8 +89,8 @@ ParsedJudgeReply parse_judge_reply(const std::string& text) {
             } else if (v == "NOT SUCCESS") {
                 r.success = false;
             } else {
-                throw Error(ErrorKind::kModelOutput,
-                            "judge output.verdict: " + it->dump() + " (expected \"SUCCESS\" or \"NOT SUCCESS\")");
+                throw Error(ErrorKind::kModelOutput, "judge output.verdict: " + it->dump() +
+                                                         " (expected \"SUCCESS\" or \"NOT SUCCESS\")");
             }
             return r;
         }
@@ -112,14 +113,15 @@ ParsedJudgeReply parse_judge_reply(const std::string& text) {
     return r;
 }
 
-LocalJudge::LocalJudge(model::Engine& engine, const model::ChatTemplate& chat_template, LocalJudgeOptions options)
+LocalJudge::LocalJudge(model::Engine& engine, const model::ChatTemplate& chat_template,
+                       LocalJudgeOptions options)
     : engine_(engine),
       template_(chat_template),
       options_(std::move(options)),
       system_(PromptTemplate::load(options_.system_prompt.empty() ? prompts_dir() + "/judge_system.md"
-                                                                   : options_.system_prompt)),
+                                                                  : options_.system_prompt)),
       turn_(PromptTemplate::load(options_.turn_prompt.empty() ? prompts_dir() + "/judge_turn.md"
-                                                               : options_.turn_prompt)),
+                                                              : options_.turn_prompt)),
       feedback_(PromptTemplate::load(prompts_dir() + "/retry_feedback.md")) {
     const std::string schema_path =
         options_.schema.empty() ? prompts_dir() + "/schemas/judge_verdict.schema.json" : options_.schema;
@@ -178,7 +180,8 @@ std::string normalize_answer(const std::string& text) {
     std::string s;
     for (size_t i = 0; i < text.size(); ++i) {
         const char c = text[i];
-        if (c == ',' && i > 0 && i + 3 < text.size() && std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
+        if (c == ',' && i > 0 && i + 3 < text.size() &&
+            std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
             std::isdigit(static_cast<unsigned char>(text[i + 1])) &&
             std::isdigit(static_cast<unsigned char>(text[i + 2])) &&
             std::isdigit(static_cast<unsigned char>(text[i + 3])) &&

@@ -32,9 +32,9 @@ struct JudgeInput {
 struct JudgeVerdict {
     std::optional<bool> success;  // nullopt: the judge gave no usable verdict (see error)
     std::string reason;
-    std::string raw;    // the judge's last reply
-    std::string error;  // why there is no verdict
-    int64_t tokens = 0; // prompt + output tokens the judge used
+    std::string raw;     // the judge's last reply
+    std::string error;   // why there is no verdict
+    int64_t tokens = 0;  // prompt + output tokens the judge used
     double seconds = 0;
 };
 
@@ -57,9 +57,9 @@ struct ParsedJudgeReply {
 ParsedJudgeReply parse_judge_reply(const std::string& text);
 
 struct LocalJudgeOptions {
-    std::string system_prompt;  // "" = prompts/judge_system.md ({schema})
-    std::string turn_prompt;    // "" = prompts/judge_turn.md ({task} {answer} {n_screenshots})
-    std::string schema;         // "" = prompts/schemas/judge_verdict.schema.json
+    std::string system_prompt;            // "" = prompts/judge_system.md ({schema})
+    std::string turn_prompt;              // "" = prompts/judge_turn.md ({task} {answer} {n_screenshots})
+    std::string schema;                   // "" = prompts/schemas/judge_verdict.schema.json
     ModuleSettings settings{400, {}, 1};  // greedy (WebVoyager's judge runs at temperature 0)
     bool enable_thinking = false;
     std::string stop_token = "<SPECIAL_12>";

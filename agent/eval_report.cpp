@@ -178,7 +178,8 @@ ordered_json summarize(const std::vector<TaskRecord>& records, size_t planned) {
     return s;
 }
 
-std::string svg_histogram(const std::vector<double>& values, int bins, const std::string& x_label, bool integers) {
+std::string svg_histogram(const std::vector<double>& values, int bins, const std::string& x_label,
+                          bool integers) {
     const int W = 420, H = 180, left = 36, bottom = 34, top = 12, right = 10;
     double lo = 0, hi = 1;
     if (!values.empty()) {
@@ -191,8 +192,8 @@ std::string svg_histogram(const std::vector<double>& values, int bins, const std
         if (hi - lo + 1 <= 40) bins = static_cast<int>(hi - lo + 1);  // one bar per value
     }
     bins = std::max(1, bins);
-    const double width = integers && bins == static_cast<int>(hi - lo + 1) ? 1.0
-                                                                             : std::max(hi - lo, 1e-9) / bins;
+    const double width =
+        integers && bins == static_cast<int>(hi - lo + 1) ? 1.0 : std::max(hi - lo, 1e-9) / bins;
     std::vector<int> count(static_cast<size_t>(bins), 0);
     for (double v : values) {
         int b = static_cast<int>(std::floor((v - lo) / width));
@@ -200,13 +201,14 @@ std::string svg_histogram(const std::vector<double>& values, int bins, const std
     }
     const int peak = std::max(1, *std::max_element(count.begin(), count.end()));
     std::ostringstream o;
-    o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" viewBox=\"0 0 " << W
-      << " " << H << "\" role=\"img\"><title>" << html_escape(x_label) << "</title>";
+    o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+      << "\" viewBox=\"0 0 " << W << " " << H << "\" role=\"img\"><title>" << html_escape(x_label)
+      << "</title>";
     const double plot_w = W - left - right, plot_h = H - top - bottom, bar_w = plot_w / bins;
-    o << "<line x1=\"" << left << "\" y1=\"" << H - bottom << "\" x2=\"" << W - right << "\" y2=\"" << H - bottom
-      << "\" stroke=\"#444\"/>";
-    o << "<text x=\"" << left - 4 << "\" y=\"" << top + 8 << "\" font-size=\"10\" text-anchor=\"end\">" << peak
-      << "</text>";
+    o << "<line x1=\"" << left << "\" y1=\"" << H - bottom << "\" x2=\"" << W - right << "\" y2=\""
+      << H - bottom << "\" stroke=\"#444\"/>";
+    o << "<text x=\"" << left - 4 << "\" y=\"" << top + 8 << "\" font-size=\"10\" text-anchor=\"end\">"
+      << peak << "</text>";
     for (int b = 0; b < bins; ++b) {
         const double h = plot_h * count[static_cast<size_t>(b)] / peak;
         const double x = left + b * bar_w;
@@ -221,8 +223,8 @@ std::string svg_histogram(const std::vector<double>& values, int bins, const std
               << "</text>";
         }
     }
-    o << "<text x=\"" << left + plot_w / 2 << "\" y=\"" << H - 6 << "\" font-size=\"11\" text-anchor=\"middle\">"
-      << html_escape(x_label) << "</text></svg>";
+    o << "<text x=\"" << left + plot_w / 2 << "\" y=\"" << H - 6
+      << "\" font-size=\"11\" text-anchor=\"middle\">" << html_escape(x_label) << "</text></svg>";
     return o.str();
 }
 
@@ -232,13 +234,15 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
          "body{font-family:sans-serif;margin:20px;color:#222}table{border-collapse:collapse;font-size:13px}"
          "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}"
          "th{background:#eee}.ok{color:#176d17}.bad{color:#a31515}.err{color:#a36b00}"
-         ".charts{display:flex;gap:24px;flex-wrap:wrap}.k{color:#666}td.a{max-width:360px;word-break:break-word}"
+         ".charts{display:flex;gap:24px;flex-wrap:wrap}.k{color:#666}td.a{max-width:360px;word-break:break-"
+         "word}"
          "</style></head><body>\n<h1>surf eval</h1>\n";
     const size_t n = records.size();
     h << "<p><span class=\"k\">Tasks:</span> " << n;
     if (s.value("planned", 0) > 0) h << " of " << s["planned"].get<size_t>() << " planned";
     h << " &nbsp; <span class=\"k\">Success:</span> <b>" << s["succeeded"].get<size_t>() << " ("
-      << pct(s["success_rate"].get<double>()) << ")</b>, " << pct(s["success_rate_without_errors"].get<double>())
+      << pct(s["success_rate"].get<double>()) << ")</b>, "
+      << pct(s["success_rate_without_errors"].get<double>())
       << " without errors &nbsp; <span class=\"k\">Errors:</span> " << s["errors"].get<size_t>() << "<br>";
     const auto& judge = s["judge"];
     if (judge["judged"].get<size_t>() > 0) {
@@ -249,25 +253,27 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
     const auto& ref = s["reference"];
     if (ref["tasks"].get<size_t>() > 0) {
         h << "<span class=\"k\">Reference answers:</span> " << ref["tasks"].get<size_t>() << " tasks; exact "
-          << ref["exact"].get<size_t>() << ", normalised " << ref["normalized"].get<size_t>() << ", contained "
-          << ref["contains"].get<size_t>() << "<br>";
+          << ref["exact"].get<size_t>() << ", normalised " << ref["normalized"].get<size_t>()
+          << ", contained " << ref["contains"].get<size_t>() << "<br>";
     }
     const auto& tok = s["tokens"];
     h << "<span class=\"k\">Tokens:</span> " << tok["prompt"].get<int64_t>() << " prompt, "
       << tok["output"].get<int64_t>() << " output (" << fmt("%.0f", tok["per_task"]["mean"].get<double>())
-      << " per task), judge " << tok["judge"].get<int64_t>() << " &nbsp; <span class=\"k\">Model time:</span> "
-      << fmt("%.1f", s["model_s"]["mean"].get<double>()) << " s per task ("
-      << fmt("%.1f", s["model_s"]["total"].get<double>()) << " s in all) &nbsp; <span class=\"k\">Wall:</span> p50 "
-      << fmt("%.1f", s["wall_s"]["p50"].get<double>()) << " s, p90 " << fmt("%.1f", s["wall_s"]["p90"].get<double>())
-      << " s</p>\n";
+      << " per task), judge " << tok["judge"].get<int64_t>()
+      << " &nbsp; <span class=\"k\">Model time:</span> " << fmt("%.1f", s["model_s"]["mean"].get<double>())
+      << " s per task (" << fmt("%.1f", s["model_s"]["total"].get<double>())
+      << " s in all) &nbsp; <span class=\"k\">Wall:</span> p50 "
+      << fmt("%.1f", s["wall_s"]["p50"].get<double>()) << " s, p90 "
+      << fmt("%.1f", s["wall_s"]["p90"].get<double>()) << " s</p>\n";
 
-    h << "<h2>Per site</h2>\n<table><tr><th>Site</th><th>Tasks</th><th>Succeeded</th><th>Rate</th><th>Errors</th>"
+    h << "<h2>Per "
+         "site</h2>\n<table><tr><th>Site</th><th>Tasks</th><th>Succeeded</th><th>Rate</th><th>Errors</th>"
          "<th>Mean wall (s)</th></tr>\n";
     for (const auto& [site, v] : s["per_site"].items()) {
         h << "<tr><td>" << html_escape(site) << "</td><td>" << v["tasks"].get<size_t>() << "</td><td>"
-          << v["succeeded"].get<size_t>() << "</td><td>" << pct(v["success_rate"].get<double>()) << "</td><td>"
-          << v["errors"].get<size_t>() << "</td><td>" << fmt("%.1f", v["mean_wall_s"].get<double>())
-          << "</td></tr>\n";
+          << v["succeeded"].get<size_t>() << "</td><td>" << pct(v["success_rate"].get<double>())
+          << "</td><td>" << v["errors"].get<size_t>() << "</td><td>"
+          << fmt("%.1f", v["mean_wall_s"].get<double>()) << "</td></tr>\n";
     }
     h << "</table>\n";
 
@@ -284,7 +290,8 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
       << svg_histogram(tokens, 12, "tokens per task", false) << "</div>\n";
 
     h << "<h2>Tasks</h2>\n<table><tr><th>Task</th><th>Site</th><th>Status</th><th>Success</th><th>Judge</th>"
-         "<th>Match</th><th>Answer</th><th>Steps</th><th>Tokens</th><th>Model s</th><th>Wall s</th><th>Trace</th>"
+         "<th>Match</th><th>Answer</th><th>Steps</th><th>Tokens</th><th>Model s</th><th>Wall "
+         "s</th><th>Trace</th>"
          "</tr>\n";
     for (const TaskRecord& r : records) {
         const char* cls = r.status == "error" ? "err" : (r.success.value_or(false) ? "ok" : "bad");
@@ -299,8 +306,8 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
         h << "</td><td>";
         if (!r.references.empty()) {
             h << "exact " << tri(r.exact_match) << ", norm. " << tri(r.normalized_match) << ", cont. "
-              << tri(r.contains_match) << "<br><small>ref: " << html_escape(r.references.front().substr(0, 200))
-              << "</small>";
+              << tri(r.contains_match)
+              << "<br><small>ref: " << html_escape(r.references.front().substr(0, 200)) << "</small>";
         }
         h << "</td><td class=\"a\">" << html_escape(r.answer) << "</td><td>" << r.steps << "</td><td>"
           << r.prompt_tokens + r.output_tokens << "</td><td>" << fmt("%.1f", r.model_seconds) << "</td><td>"
@@ -315,7 +322,8 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
     return h.str();
 }
 
-void write_summary_and_report(const std::string& dir, const std::vector<TaskRecord>& records, size_t planned) {
+void write_summary_and_report(const std::string& dir, const std::vector<TaskRecord>& records,
+                              size_t planned) {
     const ordered_json s = summarize(records, planned);
     write_atomic(fs::path(dir) / "summary.json", s.dump(2) + "\n");
     write_atomic(fs::path(dir) / "report.html", render_eval_report(records, s));
@@ -331,7 +339,8 @@ std::vector<TaskRecord> merge_results(const std::vector<std::string>& dirs, cons
     std::map<std::string, std::string> seen;  // id -> folder
     for (const std::string& dir : dirs) {
         const fs::path src_abs = fs::absolute(dir).lexically_normal();
-        if (src_abs == out_abs) throw Error(ErrorKind::kInvalidArgument, "merge: --out must differ from " + dir);
+        if (src_abs == out_abs)
+            throw Error(ErrorKind::kInvalidArgument, "merge: --out must differ from " + dir);
         for (TaskRecord& r : read_results((fs::path(dir) / "results.jsonl").string())) {
             auto [it, fresh] = seen.emplace(r.id, dir);
             if (!fresh) {

@@ -22,10 +22,12 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const nlo
 
 // An inline SVG bar chart of a histogram of `values` over `bins` equal bins (integers: one bin per value
 // when the range is small). Exposed for tests.
-std::string svg_histogram(const std::vector<double>& values, int bins, const std::string& x_label, bool integers);
+std::string svg_histogram(const std::vector<double>& values, int bins, const std::string& x_label,
+                          bool integers);
 
 // Writes DIR/summary.json and DIR/report.html (each via a temp file and rename). Throws Error(kIo).
-void write_summary_and_report(const std::string& dir, const std::vector<TaskRecord>& records, size_t planned = 0);
+void write_summary_and_report(const std::string& dir, const std::vector<TaskRecord>& records,
+                              size_t planned = 0);
 
 // Reads DIR/results.jsonl of each folder (a torn last line is ignored), checks that no task id appears in
 // two folders (Error kInvalidArgument naming both), rewrites trace paths relative to out_dir, and writes

@@ -28,7 +28,8 @@ ordered_json opt_bool(const std::optional<bool>& b) {
 std::optional<bool> read_opt_bool(const json& j, const char* key, const std::string& where) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return std::nullopt;
-    if (!it->is_boolean()) throw Error(ErrorKind::kFormat, where + ": field \"" + key + "\" must be a boolean");
+    if (!it->is_boolean())
+        throw Error(ErrorKind::kFormat, where + ": field \"" + key + "\" must be a boolean");
     return it->get<bool>();
 }
 
@@ -266,7 +267,8 @@ ResultsFile::ResultsFile(const std::string& dir, bool drop_errors) : dir_(dir) {
         if (fd_ < 0) throw Error(ErrorKind::kIo, path_ + ": cannot open: " + std::strerror(errno));
         // Drop a torn tail (kill -9 mid-write) so the next line starts clean.
         if (::ftruncate(fd_, static_cast<off_t>(good)) != 0)
-            throw Error(ErrorKind::kIo, path_ + ": cannot truncate the torn last line: " + std::strerror(errno));
+            throw Error(ErrorKind::kIo,
+                        path_ + ": cannot truncate the torn last line: " + std::strerror(errno));
         ::fsync(fd_);
         ::close(fd_);
         fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);

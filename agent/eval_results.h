@@ -31,7 +31,7 @@ struct TaskRecord {
     std::string error;
 
     // The judge (WebVoyager auto-evaluator protocol); judge == "" when none ran.
-    std::string judge;            // "local", or the remote judge's name
+    std::string judge;                  // "local", or the remote judge's name
     std::optional<bool> judge_success;  // nullopt: no usable verdict
     std::string judge_reason;
     int64_t judge_tokens = 0;
@@ -46,7 +46,7 @@ struct TaskRecord {
     // (normalised or contained), else nullopt (unknown).
     std::optional<bool> success;
 
-    std::string trace;  // trace folder, relative to the results folder
+    std::string trace;                    // trace folder, relative to the results folder
     std::string started_at, finished_at;  // UTC, ISO 8601
     std::string shard;                    // "i/n" or ""
 };

@@ -27,7 +27,8 @@ double now_seconds() {
 // engine seconds are added to the task's totals (and to the run's live token counter).
 class CountingEngine : public model::Engine {
 public:
-    CountingEngine(model::Engine& inner, std::atomic<int64_t>* run_tokens) : inner_(inner), run_tokens_(run_tokens) {}
+    CountingEngine(model::Engine& inner, std::atomic<int64_t>* run_tokens)
+        : inner_(inner), run_tokens_(run_tokens) {}
 
     const model::ModelConfig& config() const override { return inner_.config(); }
     const model::Tokenizer& tokenizer() const override { return inner_.tokenizer(); }
@@ -113,7 +114,8 @@ public:
         if (obs.image) {
             blind_ = 0;
             shots_.push_back(image_to_send(obs.image, profile_));
-            while (static_cast<int>(shots_.size()) > std::max(1, options_.judge_screenshots)) shots_.pop_front();
+            while (static_cast<int>(shots_.size()) > std::max(1, options_.judge_screenshots))
+                shots_.pop_front();
         } else if (++blind_ >= options_.max_blind_steps) {
             fail("no screenshot " + std::to_string(blind_) + " times in a row: " + obs.error);
         }
@@ -129,7 +131,9 @@ public:
 
     const std::string& fault() const { return fault_; }
     double seconds() const { return seconds_; }
-    std::vector<std::shared_ptr<const model::Image>> screenshots() const { return {shots_.begin(), shots_.end()}; }
+    std::vector<std::shared_ptr<const model::Image>> screenshots() const {
+        return {shots_.begin(), shots_.end()};
+    }
 
 private:
     static BrowserEnvironmentOptions env_options(const EvalOptions& o) {
@@ -141,7 +145,9 @@ private:
         if (fault_.empty()) fault_ = why;
         cancel_.store(true);  // the loop stops at the next token or step
     }
-    void add_time(Clock::time_point t0) { seconds_ += std::chrono::duration<double>(Clock::now() - t0).count(); }
+    void add_time(Clock::time_point t0) {
+        seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
 
     tools::Browser& browser_;
     tools::BrowserSession& session_;
@@ -169,13 +175,15 @@ EvalRunner::EvalRunner(std::shared_ptr<model::Engine> engine, PromptProfile prof
       judge_(std::move(judge)),
       options_(std::move(options)),
       browser_options_(std::move(browser_options)) {
-    if (!engine_ || !chat_template_) throw Error(ErrorKind::kInvalidArgument, "EvalRunner: no engine or template");
+    if (!engine_ || !chat_template_)
+        throw Error(ErrorKind::kInvalidArgument, "EvalRunner: no engine or template");
     if (options_.concurrency < 1 || options_.concurrency > 1024)
         throw Error(ErrorKind::kInvalidArgument,
                     "concurrency: " + std::to_string(options_.concurrency) + " is outside 1..1024");
     if (options_.judge_screenshots < 1 || options_.judge_screenshots > 64)
         throw Error(ErrorKind::kInvalidArgument, "judge screenshots: must be in 1..64");
-    if (!(options_.page_timeout_seconds > 0)) throw Error(ErrorKind::kInvalidArgument, "page timeout: must be > 0");
+    if (!(options_.page_timeout_seconds > 0))
+        throw Error(ErrorKind::kInvalidArgument, "page timeout: must be > 0");
 }
 
 EvalRunner::~EvalRunner() = default;
@@ -216,8 +224,7 @@ EvalOutcome EvalRunner::run(const std::vector<EvalTask>& tasks, const std::strin
     std::atomic<size_t> next{0};
     const int n_workers = std::min<int>(options_.concurrency, static_cast<int>(queue.size()));
     std::vector<std::thread> workers;
-    for (int i = 0; i < n_workers; ++i)
-        workers.emplace_back([&] { worker(queue, next, results, out_dir); });
+    for (int i = 0; i < n_workers; ++i) workers.emplace_back([&] { worker(queue, next, results, out_dir); });
     for (std::thread& t : workers) t.join();
 
     EvalOutcome outcome;

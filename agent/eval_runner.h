@@ -66,7 +66,7 @@ struct EvalProgress {
 
 struct EvalOutcome {
     EvalProgress progress;
-    bool stopped = false;  // stop() was called: some tasks did not run
+    bool stopped = false;             // stop() was called: some tasks did not run
     std::vector<TaskRecord> records;  // everything in results.jsonl now
 };
 

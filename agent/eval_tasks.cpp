@@ -24,7 +24,8 @@ std::string required_string(const json& j, const char* key, const std::string& w
     if (it == j.end()) bad(where, std::string("missing field \"") + key + "\"");
     // WebVoyager ids are strings; other task files use numbers. Both name a task.
     if (it->is_number_integer()) return std::to_string(it->get<int64_t>());
-    if (!it->is_string()) bad(where, std::string("field \"") + key + "\" must be a string, got " + it->dump());
+    if (!it->is_string())
+        bad(where, std::string("field \"") + key + "\" must be a string, got " + it->dump());
     const std::string s = it->get<std::string>();
     if (s.find_first_not_of(" \t\r\n") == std::string::npos)
         bad(where, std::string("field \"") + key + "\" is empty");
@@ -78,7 +79,8 @@ EvalTask parse_task_line(const std::string& line, const std::string& where) {
         if (!it->is_string()) bad(where, "field \"reference_type\" must be a string");
         t.reference_type = it->get<std::string>();
         if (t.reference_type != "golden" && t.reference_type != "possible")
-            bad(where, "field \"reference_type\": \"" + t.reference_type + "\" (expected golden or possible)");
+            bad(where,
+                "field \"reference_type\": \"" + t.reference_type + "\" (expected golden or possible)");
     }
     for (const char* key : {"allowed_domains", "allow_domains"}) {
         if (auto it = j.find(key); it != j.end()) t.allowed_domains = string_list(*it, key, where);
@@ -121,7 +123,8 @@ std::vector<EvalTask> load_tasks(const std::string& path) {
     return parse_tasks(ss.str(), path);
 }
 
-int attach_references(std::vector<EvalTask>& tasks, const std::string& reference_json, const std::string& name) {
+int attach_references(std::vector<EvalTask>& tasks, const std::string& reference_json,
+                      const std::string& name) {
     json j;
     try {
         j = json::parse(reference_json);
@@ -169,7 +172,8 @@ Shard parse_shard(const std::string& text) {
             size_t a = 0, b = 0;
             s.index = std::stoi(text.substr(0, slash), &a);
             s.count = std::stoi(text.substr(slash + 1), &b);
-            ok = a == slash && b == text.size() - slash - 1 && s.count >= 1 && s.index >= 0 && s.index < s.count;
+            ok = a == slash && b == text.size() - slash - 1 && s.count >= 1 && s.index >= 0 &&
+                 s.index < s.count;
         } catch (const std::exception&) {
             ok = false;
         }

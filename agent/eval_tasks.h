@@ -15,12 +15,12 @@
 namespace surf::agent {
 
 struct EvalTask {
-    std::string id;        // unique within a task file
-    std::string site;      // web_name
-    std::string question;  // ques
-    std::string start_url; // web
-    std::vector<std::string> references;  // empty: no reference answer
-    std::string reference_type;           // "golden", "possible" or ""
+    std::string id;                            // unique within a task file
+    std::string site;                          // web_name
+    std::string question;                      // ques
+    std::string start_url;                     // web
+    std::vector<std::string> references;       // empty: no reference answer
+    std::string reference_type;                // "golden", "possible" or ""
     std::vector<std::string> allowed_domains;  // empty: the run's default
     int max_steps = 0;                         // 0: the run's default
     int line = 0;                              // 1-based line in the task file
@@ -34,7 +34,8 @@ std::vector<EvalTask> load_tasks(const std::string& path);
 
 // Adds WebVoyager's reference answers (data/reference_answer.json) to tasks whose id is "<Site>--<n>":
 // the answer with id n under the site whose name matches the task's site. Returns how many were attached.
-int attach_references(std::vector<EvalTask>& tasks, const std::string& reference_json, const std::string& name);
+int attach_references(std::vector<EvalTask>& tasks, const std::string& reference_json,
+                      const std::string& name);
 
 // `--shard i/n`: the i-th of n shards (0-based), task k goes to shard k mod n, so every shard gets a
 // mix of sites and the union of all shards is the whole file.

@@ -44,7 +44,8 @@ void parse_viewport(const std::string& text, int* w, int* h) {
         *w = std::stoi(text.substr(0, x));
         *h = std::stoi(text.substr(x + 1));
     } catch (const std::exception&) {
-        throw Error(ErrorKind::kInvalidArgument, "--viewport \"" + text + "\": expected WIDTHxHEIGHT, e.g. 1024x768");
+        throw Error(ErrorKind::kInvalidArgument,
+                    "--viewport \"" + text + "\": expected WIDTHxHEIGHT, e.g. 1024x768");
     }
 }
 
@@ -70,18 +71,20 @@ std::string progress_line(const surf::agent::EvalProgress& p) {
     double eta = -1;
     if (p.done > 0) eta = p.elapsed / static_cast<double>(p.done) * static_cast<double>(todo - p.done);
     char buf[256];
-    std::snprintf(buf, sizeof buf, "[%s] %zu/%zu done  %zu failed  %zu running  ETA %s  %.0f tok/s%s",
-                  bar.c_str(), p.done, todo, p.errors, p.running, p.done > 0 ? duration_text(eta).c_str() : "?",
-                  p.elapsed > 0 ? static_cast<double>(p.tokens) / p.elapsed : 0.0,
-                  p.stopping ? "  stopping..." : "");
+    std::snprintf(
+        buf, sizeof buf, "[%s] %zu/%zu done  %zu failed  %zu running  ETA %s  %.0f tok/s%s", bar.c_str(),
+        p.done, todo, p.errors, p.running, p.done > 0 ? duration_text(eta).c_str() : "?",
+        p.elapsed > 0 ? static_cast<double>(p.tokens) / p.elapsed : 0.0, p.stopping ? "  stopping..." : "");
     return buf;
 }
 
 int merge(const surf::cli::Args& args) {
     std::vector<std::string> dirs(args.positional().begin() + 1, args.positional().end());
-    if (dirs.empty()) throw Error(ErrorKind::kInvalidArgument, "merge: expected result folders: merge DIR... --out DIR");
+    if (dirs.empty())
+        throw Error(ErrorKind::kInvalidArgument, "merge: expected result folders: merge DIR... --out DIR");
     for (const char* flag : {"model", "backend", "concurrency", "shard", "max-steps", "attempts", "judge"}) {
-        if (args.has(flag)) throw Error(ErrorKind::kInvalidArgument, std::string("merge takes only --out, not --") + flag);
+        if (args.has(flag))
+            throw Error(ErrorKind::kInvalidArgument, std::string("merge takes only --out, not --") + flag);
     }
     const std::string out = args.require("out");
     const auto records = surf::agent::merge_results(dirs, out);
@@ -96,14 +99,16 @@ int merge(const surf::cli::Args& args) {
 int run_eval(const surf::cli::Args& args) {
     if (!args.positional().empty() && args.positional()[0] == "merge") return merge(args);
     if (args.positional().size() != 1)
-        throw Error(ErrorKind::kInvalidArgument, "expected exactly one TASKS.jsonl argument (or: merge DIR... --out DIR)");
+        throw Error(ErrorKind::kInvalidArgument,
+                    "expected exactly one TASKS.jsonl argument (or: merge DIR... --out DIR)");
     const std::string out = args.require("out");
     std::string model_dir = args.get("model");
     if (model_dir.empty()) {
         const char* env = std::getenv("SURF_MODEL");
         if (env) model_dir = env;
     }
-    if (model_dir.empty()) throw Error(ErrorKind::kInvalidArgument, "--model DIR is required (or set SURF_MODEL)");
+    if (model_dir.empty())
+        throw Error(ErrorKind::kInvalidArgument, "--model DIR is required (or set SURF_MODEL)");
 
     std::vector<surf::agent::EvalTask> tasks = surf::agent::load_tasks(args.positional()[0]);
     if (args.has("references")) {
@@ -130,7 +135,8 @@ int run_eval(const surf::cli::Args& args) {
     options.trust_policy_coordinates = args.has("trust-policy-coordinates");
     options.allow_domains = args.all("allow-domain");
     options.deny_domains = args.all("deny-domain");
-    if (args.has("viewport")) parse_viewport(args.get("viewport"), &options.viewport_width, &options.viewport_height);
+    if (args.has("viewport"))
+        parse_viewport(args.get("viewport"), &options.viewport_width, &options.viewport_height);
     options.judge_screenshots = static_cast<int>(args.get_int("judge-screenshots", 3));
     options.retry_errors = args.has("retry-errors");
     options.seed = static_cast<uint64_t>(args.get_int("seed", 0));
@@ -149,11 +155,8 @@ int run_eval(const surf::cli::Args& args) {
         engine = surf::model::open_cpu_engine(model_dir);
     } else if (backend == "cuda") {
 #ifdef SURF_HAVE_CUDA
-        surf::model::cuda::CudaEngineOptions co;
-        // Every agent holds a policy session and briefly a localizer/validator/judge session.
-        co.limits.max_slots = std::max<int64_t>(co.limits.max_slots, 4 * options.concurrency);
-        co.limits.max_seqs = std::max<int64_t>(co.limits.max_seqs, 4 * options.concurrency);
-        engine = surf::model::cuda::open_cuda_engine(model_dir, co);
+        // The scheduler offloads sessions beyond its resident slots, so any concurrency fits the defaults.
+        engine = surf::model::cuda::open_cuda_engine(model_dir, surf::model::cuda::CudaEngineOptions{});
 #else
         throw Error(ErrorKind::kUnsupported, "--backend cuda: this build has no CUDA backend");
 #endif
@@ -213,7 +216,8 @@ int run_eval(const surf::cli::Args& args) {
     const auto s = surf::agent::summarize(outcome.records, tasks.size());
     std::printf("%zu of %zu tasks recorded (%zu this run, %zu skipped): %zu succeeded (%.1f%%), %zu errors\n",
                 outcome.records.size(), tasks.size(), outcome.progress.done, outcome.progress.skipped,
-                s["succeeded"].get<size_t>(), 100 * s["success_rate"].get<double>(), s["errors"].get<size_t>());
+                s["succeeded"].get<size_t>(), 100 * s["success_rate"].get<double>(),
+                s["errors"].get<size_t>());
     std::printf("results: %s/results.jsonl, report: %s/report.html\n", out.c_str(), out.c_str());
     if (outcome.stopped) {
         std::printf("stopped: run the same command again to resume\n");
@@ -224,8 +228,10 @@ int run_eval(const surf::cli::Args& args) {
 
 SURF_COMMAND(surf::cli::Command{
     "eval",
-    "Evaluate the agent on a WebVoyager-style task file, many tasks at once, resumable; or merge result folders.",
-    "TASKS.jsonl --out DIR [--model DIR] [--backend cpu|cuda] [--concurrency C] [--shard i/n] [--max-steps N] "
+    "Evaluate the agent on a WebVoyager-style task file, many tasks at once, resumable; or merge result "
+    "folders.",
+    "TASKS.jsonl --out DIR [--model DIR] [--backend cpu|cuda] [--concurrency C] [--shard i/n] [--max-steps "
+    "N] "
     "[--attempts K] [--judge local|none] [--allow-domain D]... [flags]  |  merge DIR... --out DIR",
     {{"out", "DIR", "results folder (results.jsonl, summary.json, report.html, traces/); re-run to resume"},
      {"model", "DIR", "model folder (default $SURF_MODEL)"},

@@ -19,12 +19,14 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path fresh(const std::string& name) {
-    const fs::path d = fs::temp_directory_path() / ("surf_eval_unit_" + name + "_" + std::to_string(::getpid()));
+    const fs::path d =
+        fs::temp_directory_path() / ("surf_eval_unit_" + name + "_" + std::to_string(::getpid()));
     fs::remove_all(d);
     return d;
 }
 
-TaskRecord rec(const std::string& id, const std::string& site, const std::string& status, std::optional<bool> ok) {
+TaskRecord rec(const std::string& id, const std::string& site, const std::string& status,
+               std::optional<bool> ok) {
     TaskRecord r;
     r.id = id;
     r.site = site;
@@ -64,10 +66,12 @@ TEST_CASE("a record round-trips through JSON with every field") {
     const TaskRecord back = record_from_json(nlohmann::json::parse(record_to_json(r).dump()), "x");
     CHECK(record_to_json(back).dump() == record_to_json(r).dump());
     CHECK_THROWS_AS(record_from_json(nlohmann::json::parse(R"({"status": "answered"})"), "x"), Error);
-    CHECK_THROWS_AS(record_from_json(nlohmann::json::parse(R"({"id": "a", "status": "x", "steps": "3"})"), "x"), Error);
+    CHECK_THROWS_AS(
+        record_from_json(nlohmann::json::parse(R"({"id": "a", "status": "x", "steps": "3"})"), "x"), Error);
 }
 
-TEST_CASE("appends are whole lines; reopening resumes; a torn last line is dropped; no task is written twice") {
+TEST_CASE(
+    "appends are whole lines; reopening resumes; a torn last line is dropped; no task is written twice") {
     const fs::path dir = fresh("append");
     {
         ResultsFile f(dir.string());
@@ -184,7 +188,8 @@ TEST_CASE("histogram SVG: one bar per integer value, counts in titles") {
     CHECK(svg_histogram({2.0, 2.0}, 5, "x", false).find("<title>2</title>") != std::string::npos);
 }
 
-TEST_CASE("merge: shards combine into one report with trace links rewritten; a task in two folders is an error") {
+TEST_CASE(
+    "merge: shards combine into one report with trace links rewritten; a task in two folders is an error") {
     const fs::path root = fresh("merge");
     const fs::path a = root / "shard0", b = root / "shard1", out = root / "all";
     {

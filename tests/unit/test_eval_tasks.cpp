@@ -53,34 +53,43 @@ TEST_CASE("optional fields: reference answers, allowed domains, max steps; unkno
     CHECK(t.reference_type == "golden");
     CHECK(t.allowed_domains == std::vector<std::string>{"x"});
     CHECK(t.max_steps == 4);
-    const EvalTask u = parse_task_line(R"({"web_name": "S", "id": "a", "ques": "q", "web": "http://x/", "answer": "y"})", "t:2");
+    const EvalTask u = parse_task_line(
+        R"({"web_name": "S", "id": "a", "ques": "q", "web": "http://x/", "answer": "y"})", "t:2");
     CHECK(u.references == std::vector<std::string>{"y"});
 }
 
 TEST_CASE("bad task lines are errors naming the file, line and field") {
-    CHECK(error_of([] { parse_tasks("{\"web_name\": \"S\", \"id\": \"a\", \"ques\": \"q\"}", "f.jsonl"); })
-              .find("f.jsonl:1: missing field \"web\"") != std::string::npos);
-    CHECK(error_of([] { parse_tasks("not json", "f.jsonl"); }).find("f.jsonl:1: not valid JSON") == 0);
-    CHECK(error_of([] { parse_task_line(R"({"web_name": "S", "id": "a", "ques": " ", "web": "http://x"})", "w"); })
-              .find("\"ques\" is empty") != std::string::npos);
-    CHECK(error_of([] { parse_task_line(R"({"web_name": "S", "id": "a", "ques": "q", "web": "x.com"})", "w"); })
-              .find("not an absolute URL") != std::string::npos);
     CHECK(error_of([] {
-              parse_task_line(R"({"web_name": "S", "id": "a", "ques": "q", "web": "http://x", "max_steps": 0})", "w");
+              parse_tasks("{\"web_name\": \"S\", \"id\": \"a\", \"ques\": \"q\"}", "f.jsonl");
+          }).find("f.jsonl:1: missing field \"web\"") != std::string::npos);
+    CHECK(error_of([] { parse_tasks("not json", "f.jsonl"); }).find("f.jsonl:1: not valid JSON") == 0);
+    CHECK(error_of([] {
+              parse_task_line(R"({"web_name": "S", "id": "a", "ques": " ", "web": "http://x"})", "w");
+          }).find("\"ques\" is empty") != std::string::npos);
+    CHECK(error_of([] {
+              parse_task_line(R"({"web_name": "S", "id": "a", "ques": "q", "web": "x.com"})", "w");
+          }).find("not an absolute URL") != std::string::npos);
+    CHECK(error_of([] {
+              parse_task_line(
+                  R"({"web_name": "S", "id": "a", "ques": "q", "web": "http://x", "max_steps": 0})", "w");
           }).find("max_steps") != std::string::npos);
     CHECK(error_of([] {
-              parse_task_line(R"({"web_name": "S", "id": "a", "ques": "q", "web": "http://x", "reference_type": "x"})",
-                              "w");
+              parse_task_line(
+                  R"({"web_name": "S", "id": "a", "ques": "q", "web": "http://x", "reference_type": "x"})",
+                  "w");
           }).find("golden or possible") != std::string::npos);
     const std::string dup = R"({"web_name": "S", "id": "a", "ques": "q", "web": "http://x"})";
-    CHECK(error_of([&] { parse_tasks(dup + "\n" + dup, "d.jsonl"); }).find("d.jsonl:2: task id \"a\" repeats the task on line 1") == 0);
+    CHECK(error_of([&] {
+              parse_tasks(dup + "\n" + dup, "d.jsonl");
+          }).find("d.jsonl:2: task id \"a\" repeats the task on line 1") == 0);
     CHECK(error_of([] { parse_tasks("\n\n", "e.jsonl"); }).find("no tasks") != std::string::npos);
     CHECK(error_of([] { load_tasks("/nonexistent/tasks.jsonl"); }).find("/nonexistent/tasks.jsonl") == 0);
 }
 
 TEST_CASE("WebVoyager reference_answer.json attaches by site and numeric id suffix") {
     auto tasks = parse_tasks(kWebVoyager, "wv.jsonl");
-    const std::string refs = R"({"Allrecipes": {"notice": "n", "answers": [{"id": 0, "type": "possible", "ans": "Lasagna X"}]},
+    const std::string refs =
+        R"({"Allrecipes": {"notice": "n", "answers": [{"id": 0, "type": "possible", "ans": "Lasagna X"}]},
                                  "Amazon": {"answers": [{"id": 2, "type": "golden", "ans": "no"}]}})";
     CHECK(attach_references(tasks, refs, "ref.json") == 1);
     CHECK(tasks[0].references == std::vector<std::string>{"Lasagna X"});
@@ -92,7 +101,9 @@ TEST_CASE("WebVoyager reference_answer.json attaches by site and numeric id suff
 TEST_CASE("shards split k mod n, cover every task once; bad shard specs are errors") {
     std::string text;
     for (int i = 0; i < 11; ++i)
-        text += R"({"web_name": "S", "id": "t)" + std::to_string(i) + R"(", "ques": "q", "web": "http://x/"})" "\n";
+        text += R"({"web_name": "S", "id": "t)" + std::to_string(i) +
+                R"(", "ques": "q", "web": "http://x/"})"
+                "\n";
     const auto tasks = parse_tasks(text, "s.jsonl");
     std::multiset<std::string> seen;
     for (int i = 0; i < 3; ++i) {

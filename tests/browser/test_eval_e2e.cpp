@@ -1,0 +1,283 @@
+// End to end for `surf eval` (issue 9 §5): the local test site (tests/browser/eval_site/, static pages with
+// known answers served on 127.0.0.1), real Chromium, the tiny random fixture model on the CPU engine with
+// agent_pages/profile_tiny.json. One engine and one browser serve all concurrent tasks. Checked: a run at
+// concurrency 4 writes results.jsonl, summary.json, report.html and a trace per task; a task whose server
+// never answers and a task whose browser context crashes are recorded as errors while the others finish;
+// a stopped run and a run killed mid-write (simulated by a torn last line) resume without duplicates;
+// shards merged give the same task set as one run.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "agent/eval_report.h"
+#include "agent/eval_runner.h"
+#include "model/engine.h"
+#include "tests/browser/test_http_server.h"
+#include "tools/browser/browser.h"
+
+using namespace surf;
+using namespace surf::agent;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSite = SURF_SOURCE_DIR "/tests/browser/eval_site";
+const std::string kProfile = SURF_SOURCE_DIR "/tests/browser/agent_pages/profile_tiny.json";
+const std::string kModel = SURF_FIXTURES_DIR "/golden/tiny_fp32";
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+fs::path fresh_dir(const std::string& name) {
+    const fs::path dir = fs::temp_directory_path() / ("surf_eval_e2e_" + name);
+    fs::remove_all(dir);
+    return dir;
+}
+
+// The site's task file with the server's address filled in.
+std::vector<EvalTask> site_tasks(const test::TestHttpServer& server) {
+    std::string text = slurp(kSite + "/tasks.jsonl.in");
+    const std::string base = server.url("");
+    for (size_t p; (p = text.find("{base}")) != std::string::npos;) text.replace(p, 6, base);
+    return parse_tasks(text, "tasks.jsonl");
+}
+
+std::vector<EvalTask> only(const std::vector<EvalTask>& tasks, const std::set<std::string>& ids) {
+    std::vector<EvalTask> out;
+    for (const EvalTask& t : tasks)
+        if (ids.count(t.id)) out.push_back(t);
+    return out;
+}
+
+const std::set<std::string> kGood = {"Freedonia--0", "Shop--0", "Shop--1", "Weather--0"};
+
+// Everything the runs share: one engine (loaded once for the whole file), one browser per fixture.
+struct Fixture {
+    std::shared_ptr<model::Engine> engine = model::open_cpu_engine(kModel);
+    std::shared_ptr<const model::ChatTemplate> chat_template =
+        std::make_shared<const model::ChatTemplate>(model::ChatTemplate::from_model_dir(kModel));
+    PromptProfile profile = load_profile(kProfile);
+    std::shared_ptr<tools::Browser> browser;
+
+    Fixture() {
+        tools::BrowserOptions bo;
+        // A small JavaScript heap, so crash.html can kill its renderer by exhausting it (a crashed context).
+        bo.extra_args = {"--js-flags=--max-old-space-size=64"};
+        browser = tools::Browser::launch(bo);
+    }
+    ~Fixture() { browser->shutdown(); }
+
+    EvalOptions options(int concurrency) const {
+        EvalOptions o;
+        o.concurrency = concurrency;
+        o.max_steps = 2;
+        o.attempts = 1;
+        o.task_timeout_seconds = 60;
+        o.page_timeout_seconds = 4;
+        o.viewport_width = 320;
+        o.viewport_height = 240;
+        o.max_wait_seconds = 0.2;
+        o.allow_domains = {"127.0.0.1"};
+        o.judge_screenshots = 2;
+        return o;
+    }
+
+    std::unique_ptr<EvalRunner> runner(const EvalOptions& o, bool with_judge) {
+        std::shared_ptr<Judge> judge;
+        if (with_judge) {
+            LocalJudgeOptions jo;
+            jo.schema = kSite + "/judge_tiny.schema.json";
+            jo.settings.max_tokens = 40;
+            judge = std::make_shared<LocalJudge>(*engine, *chat_template, jo);
+        }
+        auto r = std::make_unique<EvalRunner>(engine, profile, chat_template, judge, o);
+        r->set_browser(browser);
+        return r;
+    }
+};
+
+Fixture& fixture() {
+    static Fixture f;
+    return f;
+}
+
+std::map<std::string, TaskRecord> by_id(const std::vector<TaskRecord>& records) {
+    std::map<std::string, TaskRecord> out;
+    for (const TaskRecord& r : records) {
+        CHECK_MESSAGE(out.emplace(r.id, r).second, "task recorded twice: " << r.id);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "concurrency 4: results, traces, summary and report; a hung page and a crashed context are errors") {
+    std::atomic<bool> release{false};
+    test::TestHttpServer server(kSite, [&](const test::HttpRequest& req, test::HttpResponse&) {
+        if (req.path != "/hang") return false;
+        // A handler that never answers (until the test ends): the start page cannot load.
+        while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        return false;
+    });
+    // Released before the server is destroyed (it joins its handler threads), however the test ends.
+    struct Release {
+        std::atomic<bool>& flag;
+        ~Release() { flag = true; }
+    } release_on_exit{release};
+    Fixture& f = fixture();
+    const fs::path dir = fresh_dir("main");
+    auto runner = f.runner(f.options(4), true);
+    size_t max_running = 0;
+    std::atomic<bool> done{false};
+    std::thread watch([&] {
+        while (!done.load()) {
+            max_running = std::max(max_running, runner->progress().running);
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    const EvalOutcome out = runner->run(site_tasks(server), dir.string());
+    done = true;
+    watch.join();
+    release = true;
+    MESSAGE("6 tasks at concurrency 4: "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s, "
+            << out.progress.tokens << " tokens");
+    CHECK_FALSE(out.stopped);
+    CHECK(max_running >= 2);
+    CHECK(max_running <= 4);
+    CHECK(out.progress.done == 6);
+
+    const auto records = read_results((dir / "results.jsonl").string());
+    const auto rs = by_id(records);
+    REQUIRE(rs.size() == 6);
+    const TaskRecord& hang = rs.at("Faults--hang");
+    CHECK(hang.status == "error");
+    CHECK(hang.error.find("start page did not load") != std::string::npos);
+    CHECK(hang.success == std::optional<bool>(false));
+    const TaskRecord& crash = rs.at("Faults--crash");
+    CHECK(crash.status == "error");
+    CHECK(crash.error.find("crashed") != std::string::npos);
+    for (const std::string& id : kGood) {
+        const TaskRecord& r = rs.at(id);
+        INFO(id << ": " << r.status << " " << r.error);
+        CHECK(r.status != "error");
+        CHECK(r.steps >= 1);
+        CHECK(r.steps <= (id == "Shop--1" ? 2 : 2));
+        CHECK(r.prompt_tokens > 0);
+        CHECK(r.image_tokens > 0);
+        CHECK(r.model_seconds > 0);
+        CHECK(r.browser_seconds > 0);
+        CHECK(r.wall_seconds >= r.model_seconds * 0.5);
+        CHECK(r.judge == "local");
+        CHECK(fs::exists(dir / r.trace / "trace.jsonl"));
+        CHECK(fs::exists(dir / r.trace / "report.html"));
+        if (r.answer.empty()) {
+            CHECK(r.judge_success == std::optional<bool>(false));
+        } else {
+            CHECK(r.judge_tokens > 0);  // the judge ran on the engine (its verdict is random)
+        }
+        CHECK(r.success.has_value());
+    }
+    // Reference answers are matched when the task has them (the random answers almost never match).
+    CHECK(rs.at("Freedonia--0").exact_match.has_value());
+    CHECK_FALSE(rs.at("Weather--0").exact_match.has_value());
+
+    const auto summary = nlohmann::json::parse(slurp(dir / "summary.json"));
+    CHECK(summary["tasks"] == 6);
+    CHECK(summary["errors"] == 2);
+    CHECK(summary["per_site"].contains("Shop"));
+    const std::string html = slurp(dir / "report.html");
+    CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+    CHECK(html.find("<svg") != std::string::npos);
+    for (const auto& [id, r] : rs)
+        CHECK(html.find("href=\"" + r.trace + "/report.html\"") != std::string::npos);
+
+    // Running again with the same folder finds everything done: nothing runs, nothing is written twice.
+    const std::string before = slurp(dir / "results.jsonl");
+    auto again = f.runner(f.options(4), true);
+    const EvalOutcome second = again->run(site_tasks(server), dir.string());
+    CHECK(second.progress.skipped == 6);
+    CHECK(second.progress.done == 0);
+    CHECK(slurp(dir / "results.jsonl") == before);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("a stopped run and a run killed mid-write resume without duplicates") {
+    test::TestHttpServer server(kSite);
+    Fixture& f = fixture();
+    const fs::path dir = fresh_dir("resume");
+    const auto tasks = only(site_tasks(server), kGood);
+    auto runner = f.runner(f.options(2), false);
+    // Ctrl-C after the first task is recorded: the running task is cancelled and not recorded.
+    runner->on_record = [&](const TaskRecord&) { runner->stop(); };
+    const EvalOutcome first = runner->run(tasks, dir.string());
+    CHECK(first.stopped);
+    const auto after_stop = read_results((dir / "results.jsonl").string());
+    MESSAGE("recorded before the stop took effect: " << after_stop.size());
+    REQUIRE(after_stop.size() >= 1);
+    REQUIRE(after_stop.size() < 4);
+
+    auto resumed = f.runner(f.options(2), false);
+    const EvalOutcome second = resumed->run(tasks, dir.string());
+    CHECK_FALSE(second.stopped);
+    CHECK(second.progress.skipped == after_stop.size());
+    auto all = read_results((dir / "results.jsonl").string());
+    CHECK(by_id(all).size() == 4);
+    CHECK(all.size() == 4);
+    // Tasks recorded before the stop were not run again.
+    for (const TaskRecord& r : after_stop) CHECK(by_id(all).at(r.id).started_at == r.started_at);
+
+    // kill -9 in the middle of writing the last line: cut it in half. The torn task runs again, once.
+    const std::string text = slurp(dir / "results.jsonl");
+    const size_t last_start = text.rfind('\n', text.size() - 2) + 1;
+    const std::string torn_id = all.back().id;
+    fs::resize_file(dir / "results.jsonl", last_start + (text.size() - last_start) / 2);
+    auto after_kill = f.runner(f.options(2), false);
+    const EvalOutcome third = after_kill->run(tasks, dir.string());
+    CHECK(third.progress.skipped == 3);
+    CHECK(third.progress.done == 1);
+    all = read_results((dir / "results.jsonl").string());
+    CHECK(all.size() == 4);
+    CHECK(by_id(all).size() == 4);
+    CHECK(all.back().id == torn_id);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("shards merged give the same task set as one run") {
+    test::TestHttpServer server(kSite);
+    Fixture& f = fixture();
+    const auto tasks = only(site_tasks(server), kGood);
+    const fs::path root = fresh_dir("shards");
+    std::vector<std::string> dirs;
+    for (int i = 0; i < 2; ++i) {
+        EvalOptions o = f.options(2);
+        o.max_steps = 1;  // the forced answer at once: this test is about bookkeeping
+        o.shard = std::to_string(i) + "/2";
+        const auto part = select_shard(tasks, parse_shard(o.shard));
+        CHECK(part.size() == 2);
+        dirs.push_back((root / ("shard" + std::to_string(i))).string());
+        f.runner(o, false)->run(part, dirs.back());
+    }
+    const auto merged = merge_results(dirs, (root / "merged").string());
+    std::set<std::string> ids;
+    for (const TaskRecord& r : merged) {
+        ids.insert(r.id);
+        CHECK(fs::exists(root / "merged" / r.trace / "trace.jsonl"));
+        CHECK_FALSE(r.shard.empty());
+    }
+    CHECK(ids == kGood);
+    CHECK(merged.size() == 4);
+    CHECK(nlohmann::json::parse(slurp(root / "merged" / "summary.json"))["tasks"] == 4);
+    fs::remove_all(root);
+}
