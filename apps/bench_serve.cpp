@@ -282,6 +282,10 @@ int main(int argc, char** argv) {
                             r.generated / r.wall, r.processed / r.wall, r.appended / r.wall, r.steps / r.wall, percentile(r.step_latency, 0.5),
                             percentile(r.step_latency, 0.95), percentile(r.ttft, 0.5), mean(r.last_step) / std::max(1e-9, mean(r.first_step)),
                             rows_per, step_ms, roof_pct, after.device_bytes / 1073741824.0);
+                const double steps_all = static_cast<double>(after.steps - before.steps);
+                const double sec_all = after.step_seconds - before.step_seconds;
+                std::printf("#   %s C=%d: %.0f steps (%.0f decode-only at %.1f ms, %.0f mixed/prefill at %.1f ms), step time %.1f s of %.1f s wall\n", mode, C,
+                            steps_all, dsteps, step_ms, steps_all - dsteps, 1e3 * (sec_all - dsec) / std::max(1.0, steps_all - dsteps), sec_all, r.wall);
                 std::fflush(stdout);
             }
         }
