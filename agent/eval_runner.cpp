@@ -405,6 +405,7 @@ bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, Task
     } else {
         rec->success = false;
     }
+    if (!fs::exists(trace_dir / "trace.jsonl", ec)) rec->trace.clear();  // the task never got as far
     rec->wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     rec->finished_at = utc_now_iso();
     return true;

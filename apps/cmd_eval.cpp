@@ -61,7 +61,7 @@ std::string duration_text(double s) {
     return buf;
 }
 
-// One status line: [#####.....] 12/50  ok 7  err 1  running 4  ETA 3m10s  850 tok/s
+// One status line: [#####.....] 12/50 done  7 ok  5 failed (1 errors)  4 running  ETA 3m10s  850 tok/s
 std::string progress_line(const surf::agent::EvalProgress& p) {
     const size_t todo = p.total - p.skipped;
     const size_t width = 24;
@@ -71,10 +71,13 @@ std::string progress_line(const surf::agent::EvalProgress& p) {
     double eta = -1;
     if (p.done > 0) eta = p.elapsed / static_cast<double>(p.done) * static_cast<double>(todo - p.done);
     char buf[256];
-    std::snprintf(
-        buf, sizeof buf, "[%s] %zu/%zu done  %zu failed  %zu running  ETA %s  %.0f tok/s%s", bar.c_str(),
-        p.done, todo, p.errors, p.running, p.done > 0 ? duration_text(eta).c_str() : "?",
-        p.elapsed > 0 ? static_cast<double>(p.tokens) / p.elapsed : 0.0, p.stopping ? "  stopping..." : "");
+    // "failed" = done but not succeeded (agent failures and errors); errors are also counted apart.
+    std::snprintf(buf, sizeof buf,
+                  "[%s] %zu/%zu done  %zu ok  %zu failed (%zu errors)  %zu running  ETA %s  %.0f tok/s%s",
+                  bar.c_str(), p.done, todo, p.succeeded, p.done - p.succeeded, p.errors, p.running,
+                  p.done > 0 ? duration_text(eta).c_str() : "?",
+                  p.elapsed > 0 ? static_cast<double>(p.tokens) / p.elapsed : 0.0,
+                  p.stopping ? "  stopping..." : "");
     return buf;
 }
 
