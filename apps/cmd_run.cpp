@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/remote_engine.h"
 #include "apps/cli.h"
 #include "kernels/base/error.h"
 
@@ -70,8 +71,20 @@ int run_agent(const surf::cli::Args& args) {
     run.trace_dir = args.get("out");
     run.seed = static_cast<uint64_t>(args.get_int("seed", 0));
 
-    std::fprintf(stderr, "loading %s ...\n", config.model_dir.c_str());
-    std::unique_ptr<surf::agent::Agent> agent = surf::agent::Agent::create(config);
+    std::unique_ptr<surf::agent::Agent> agent;
+    if (config.model_dir.rfind("http://", 0) == 0 || config.model_dir.rfind("https://", 0) == 0) {
+        // A remote OpenAI-compatible server (surf serve, vLLM, SGLang) instead of the in-process engine.
+        surf::agent::RemoteEngineOptions remote;
+        remote.client.base_url = config.model_dir;
+        remote.client.model_name = args.require("model-name");
+        remote.client.api_key = args.get("api-key", std::getenv("SURF_API_KEY") ? std::getenv("SURF_API_KEY") : "");
+        remote.tokenizer_dir = args.get("tokenizer");
+        std::fprintf(stderr, "connecting to %s (model %s) ...\n", remote.client.base_url.c_str(), remote.client.model_name.c_str());
+        agent = std::make_unique<surf::agent::Agent>(surf::agent::open_remote_engine(remote), config);
+    } else {
+        std::fprintf(stderr, "loading %s ...\n", config.model_dir.c_str());
+        agent = surf::agent::Agent::create(config);
+    }
 
     std::signal(SIGINT, on_sigint);
     std::atomic<bool> finished{false};
@@ -136,8 +149,11 @@ SURF_COMMAND(surf::cli::Command{
     "\"TASK\" --url URL [--model DIR] [--max-steps N] [--attempts K] [--allow-domain D]... [--out DIR] "
     "[flags]",
     {{"url", "URL", "start page"},
-     {"model", "DIR", "model folder (default $SURF_MODEL)"},
+     {"model", "DIR|URL", "model folder (default $SURF_MODEL), or an OpenAI-compatible server http://HOST:PORT/v1"},
      {"backend", "NAME", "cpu (default) or cuda"},
+     {"model-name", "NAME", "with --model http://HOST:PORT/v1: the served model's name"},
+     {"api-key", "KEY", "with a remote --model: Bearer key (default $SURF_API_KEY)"},
+     {"tokenizer", "DIR", "with a remote --model: a local checkpoint folder whose special tokens to neutralise"},
      {"max-steps", "N", "policy steps including the forced answer (default 30)"},
      {"attempts", "K", "answers the validator may reject before the run fails (default 3)"},
      {"allow-domain", "D", "only these hosts (and subdomains) may be opened", true},
