@@ -1,4 +1,5 @@
 #include "agent/actions.h"
+#include "model/utf8.h"
 
 #include <cmath>
 #include <set>
@@ -18,9 +19,7 @@ constexpr size_t kMaxUrlChars = 2048;
     throw Error(ErrorKind::kModelOutput, message);
 }
 
-std::string shorten(const std::string& s, size_t n = 80) {
-    return s.size() <= n ? s : s.substr(0, n) + "…";
-}
+std::string shorten(const std::string& s, size_t n = 80) { return model::shorten_utf8(s, n); }
 
 void check_fields(const nlohmann::json& obj, const std::string& where, const std::set<std::string>& allowed) {
     if (!obj.is_object()) fail(where + ": expected a JSON object, got " + shorten(obj.dump()));

@@ -1,4 +1,5 @@
 #include "agent/eval_judge.h"
+#include "model/utf8.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -34,9 +35,7 @@ std::string trim(const std::string& s) {
     return s.substr(a, b - a + 1);
 }
 
-std::string shorten(const std::string& s, size_t n) {
-    return s.size() <= n ? s : s.substr(0, n) + "...";
-}
+std::string shorten(const std::string& s, size_t n) { return model::shorten_utf8(s, n, "..."); }
 
 // Strips a Markdown code fence (```json ... ```) that chat models like to wrap JSON in.
 std::string strip_fence(const std::string& text) {

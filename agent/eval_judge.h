@@ -57,6 +57,7 @@ struct ParsedJudgeReply {
 ParsedJudgeReply parse_judge_reply(const std::string& text);
 
 struct LocalJudgeOptions {
+    std::string name = "local";  // recorded with each verdict ("remote" when the engine is a remote server)
     std::string system_prompt;            // "" = prompts/judge_system.md ({schema})
     std::string turn_prompt;              // "" = prompts/judge_turn.md ({task} {answer} {n_screenshots})
     std::string schema;                   // "" = prompts/schemas/judge_verdict.schema.json
@@ -70,7 +71,7 @@ struct LocalJudgeOptions {
 class LocalJudge : public Judge {
 public:
     LocalJudge(model::Engine& engine, const model::ChatTemplate& chat_template, LocalJudgeOptions options);
-    std::string name() const override { return "local"; }
+    std::string name() const override { return options_.name; }
     JudgeVerdict judge(const JudgeInput& input) override;
 
 private:

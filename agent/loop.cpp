@@ -1,4 +1,5 @@
 #include "agent/loop.h"
+#include "model/utf8.h"
 
 #include <chrono>
 #include <cmath>
@@ -18,9 +19,7 @@ double since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-std::string shorten(const std::string& s, size_t n) {
-    return s.size() <= n ? s : s.substr(0, n) + "…";
-}
+std::string shorten(const std::string& s, size_t n) { return model::shorten_utf8(s, n); }
 
 }  // namespace
 

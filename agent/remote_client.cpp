@@ -1,4 +1,5 @@
 #include "agent/remote_client.h"
+#include "model/utf8.h"
 
 #include <curl/curl.h>
 
@@ -31,7 +32,7 @@ std::string server_message(const std::string& body) {
         if (j.contains("detail")) return j["detail"].dump();  // FastAPI-style servers
     } catch (const json::exception&) {
     }
-    return body.size() > 300 ? body.substr(0, 300) + "..." : body;
+    return model::shorten_utf8(body, 300, "...");
 }
 
 bool retryable_curl(CURLcode code) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "agent/eval_judge.h"
+#include "agent/remote_engine.h"
 #include "agent/eval_report.h"
 #include "agent/eval_runner.h"
 #include "agent/eval_tasks.h"
@@ -144,8 +145,8 @@ int run_eval(const surf::cli::Args& args) {
     options.retry_errors = args.has("retry-errors");
     options.seed = static_cast<uint64_t>(args.get_int("seed", 0));
     const std::string judge_kind = args.get("judge", "local");
-    if (judge_kind != "local" && judge_kind != "none")
-        throw Error(ErrorKind::kInvalidArgument, "--judge \"" + judge_kind + "\": expected local or none");
+    if (judge_kind != "local" && judge_kind != "remote" && judge_kind != "none")
+        throw Error(ErrorKind::kInvalidArgument, "--judge \"" + judge_kind + "\": expected local, remote or none");
 
     const std::string profile_path = args.get("profile");
     surf::agent::PromptProfile profile =
@@ -171,14 +172,27 @@ int run_eval(const surf::cli::Args& args) {
         template_path.empty() ? surf::model::ChatTemplate::from_model_dir(engine->config().dir)
                               : surf::model::ChatTemplate::from_file(template_path));
     std::shared_ptr<surf::agent::Judge> judge;
-    if (judge_kind == "local") {
+    // A remote judge is the same WebVoyager protocol run by an OpenAI-compatible server's model (e.g. a
+    // stronger model served by vLLM or another surf serve): the local judge over a remote engine.
+    std::shared_ptr<surf::model::Engine> judge_engine = engine;
+    std::shared_ptr<const surf::model::ChatTemplate> judge_template = chat_template;
+    if (judge_kind == "remote") {
+        surf::agent::RemoteEngineOptions remote;
+        remote.client.base_url = args.require("judge-model");
+        remote.client.model_name = args.require("judge-model-name");
+        if (const char* key = std::getenv("SURF_JUDGE_API_KEY")) remote.client.api_key = key;
+        judge_engine = surf::agent::open_remote_engine(remote);
+        judge_template = std::make_shared<const surf::model::ChatTemplate>(surf::model::ChatTemplate::from_model_dir(judge_engine->config().dir));
+    }
+    if (judge_kind == "local" || judge_kind == "remote") {
         surf::agent::LocalJudgeOptions jo;
+        jo.name = judge_kind;
         jo.schema = args.get("judge-schema");
         jo.enable_thinking = profile.enable_thinking;
         jo.stop_token = profile.stop_token;
         jo.image_max_width = profile.image_max_width;
         jo.image_max_height = profile.image_max_height;
-        judge = std::make_shared<surf::agent::LocalJudge>(*engine, *chat_template, jo);
+        judge = std::make_shared<surf::agent::LocalJudge>(*judge_engine, *judge_template, jo);
     }
     surf::tools::BrowserOptions bo;
     bo.executable = args.get("chromium");
@@ -243,7 +257,9 @@ SURF_COMMAND(surf::cli::Command{
      {"shard", "i/n", "run only the i-th of n shards (task k goes to shard k mod n)"},
      {"max-steps", "N", "policy steps per task unless the task sets max_steps (default 15)"},
      {"attempts", "K", "answers the validator may reject (default 3)"},
-     {"judge", "NAME", "local (our engine, WebVoyager auto-evaluator protocol; default) or none"},
+     {"judge", "NAME", "local (our engine, WebVoyager auto-evaluator protocol; default), remote or none"},
+     {"judge-model", "URL", "with --judge remote: an OpenAI-compatible server http://HOST:PORT/v1 (key: $SURF_JUDGE_API_KEY)"},
+     {"judge-model-name", "NAME", "with --judge remote: the served model's name"},
      {"judge-screenshots", "K", "last screenshots the judge sees (default 3)"},
      {"judge-schema", "FILE", "verdict schema (default prompts/schemas/judge_verdict.schema.json)"},
      {"references", "FILE", "WebVoyager reference_answer.json to match answers against"},

@@ -1,0 +1,22 @@
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/utf8.h"
+
+using surf::model::shorten_utf8;
+using surf::model::utf8_prefix;
+
+TEST_CASE("cuts never split a UTF-8 character, so the result always serialises as JSON") {
+    const std::string text = "prix: 25 € — テキスト 👍 naïve";
+    for (size_t n = 0; n <= text.size() + 2; ++n) {
+        const std::string cut(utf8_prefix(text, n));
+        CHECK(cut.size() <= n);
+        CHECK(text.compare(0, cut.size(), cut) == 0);
+        CHECK_NOTHROW((void)nlohmann::json(shorten_utf8(text, n)).dump());
+    }
+    CHECK(utf8_prefix("€x", 2) == "");   // 3-byte character cut: nothing of it kept
+    CHECK(utf8_prefix("€x", 3) == "€");
+    CHECK(shorten_utf8("abcdef", 3, "...") == "abc...");
+    CHECK(shorten_utf8("abc", 3, "...") == "abc");
+}
