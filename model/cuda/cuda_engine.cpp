@@ -118,6 +118,7 @@ public:
         s.offloaded_sessions = 0;
         for (const auto& [id, sess] : sessions_) s.offloaded_sessions += (sess.slot < 0 && !sess.host_state.empty());
         size_t free_b = 0, total_b = 0;
+        DeviceGuard device(options_.device);
         if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) s.device_bytes = static_cast<int64_t>(total_b - free_b);
         return s;
     }
@@ -140,6 +141,7 @@ public:
         copy.last_used = ++clock_;
         if (src.slot >= 0) {
             // Fork on the host: a copy of the state and KV, restored on the fork's first request.
+            DeviceGuard device(options_.device);
             std::lock_guard<std::mutex> gpu(gpu_mu_);
             model_->save_slot(src.slot, copy.host_state);
             const int64_t used = pages_for(src.past);
@@ -719,13 +721,13 @@ private:
 }  // namespace
 
 std::unique_ptr<Engine> open_cuda_engine(const std::string& model_dir, const CudaEngineOptions& options) {
-    SURF_CUDA_CHECK(cudaSetDevice(options.device));
+    DeviceGuard device(options.device);
     auto model = GpuModel::load(model_dir, options.limits);
     return std::make_unique<CudaEngine>(std::move(model), load_model_tokenizer(model_dir), options);
 }
 
 std::unique_ptr<Engine> open_random_cuda_engine(const ModelConfig& cfg, const CudaEngineOptions& options, uint64_t seed) {
-    SURF_CUDA_CHECK(cudaSetDevice(options.device));
+    DeviceGuard device(options.device);
     auto model = GpuModel::random(cfg, options.limits, seed);
     return std::make_unique<CudaEngine>(std::move(model), std::nullopt, options);
 }

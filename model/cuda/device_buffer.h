@@ -42,6 +42,22 @@ private:
     size_t bytes_ = 0;
 };
 
+// Makes `device` current for a scope and restores the caller's device after (engines on several GPUs are
+// called from client threads whose current device is theirs to keep).
+class DeviceGuard {
+public:
+    explicit DeviceGuard(int device) {
+        SURF_CUDA_CHECK(cudaGetDevice(&previous_));
+        if (previous_ != device) SURF_CUDA_CHECK(cudaSetDevice(device));
+    }
+    ~DeviceGuard() { cudaSetDevice(previous_); }
+    DeviceGuard(const DeviceGuard&) = delete;
+    DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+private:
+    int previous_ = 0;
+};
+
 // Pinned host memory for staging uploads of per-step metadata.
 class PinnedBuffer {
 public:
