@@ -84,6 +84,22 @@ long long Args::get_int(const std::string& name, long long fallback) const {
     return value;
 }
 
+bool Args::get_size(const std::string& name, int* width, int* height) const {
+    if (!has(name)) return false;
+    const std::string text = get(name);
+    const size_t x = text.find('x');
+    char* end = nullptr;
+    const long w = x == std::string::npos ? 0 : std::strtol(text.c_str(), &end, 10);
+    const bool w_ok = x != std::string::npos && end == text.c_str() + x;
+    const long h = w_ok ? std::strtol(text.c_str() + x + 1, &end, 10) : 0;
+    if (!w_ok || *end != '\0' || w <= 0 || h <= 0 || w > 16384 || h > 16384) {
+        throw bad_flag("flag --" + name + ": '" + text + "' is not WIDTHxHEIGHT (e.g. 1280x720)");
+    }
+    *width = static_cast<int>(w);
+    *height = static_cast<int>(h);
+    return true;
+}
+
 double Args::get_double(const std::string& name, double fallback) const {
     if (!has(name)) return fallback;
     const std::string text = get(name);

@@ -28,6 +28,8 @@ public:
     std::string require(const std::string& name) const;
     std::vector<std::string> all(const std::string& name) const;
     long long get_int(const std::string& name, long long fallback) const;
+    // A WIDTHxHEIGHT flag ("1280x720"); false when absent. Throws kInvalidArgument naming the flag.
+    bool get_size(const std::string& name, int* width, int* height) const;
     double get_double(const std::string& name, double fallback) const;
     const std::vector<std::string>& positional() const { return positional_; }
 

@@ -38,18 +38,6 @@ void on_sigint(int) {
     g_interrupted = 1;
 }
 
-void parse_viewport(const std::string& text, int* w, int* h) {
-    const size_t x = text.find('x');
-    try {
-        if (x == std::string::npos) throw std::invalid_argument("");
-        *w = std::stoi(text.substr(0, x));
-        *h = std::stoi(text.substr(x + 1));
-    } catch (const std::exception&) {
-        throw Error(ErrorKind::kInvalidArgument,
-                    "--viewport \"" + text + "\": expected WIDTHxHEIGHT, e.g. 1024x768");
-    }
-}
-
 std::string duration_text(double s) {
     char buf[32];
     if (!(s >= 0) || s > 1e7) return "?";
@@ -139,8 +127,7 @@ int run_eval(const surf::cli::Args& args) {
     options.trust_policy_coordinates = args.has("trust-policy-coordinates");
     options.allow_domains = args.all("allow-domain");
     options.deny_domains = args.all("deny-domain");
-    if (args.has("viewport"))
-        parse_viewport(args.get("viewport"), &options.viewport_width, &options.viewport_height);
+    args.get_size("viewport", &options.viewport_width, &options.viewport_height);
     options.judge_screenshots = static_cast<int>(args.get_int("judge-screenshots", 3));
     options.retry_errors = args.has("retry-errors");
     options.seed = static_cast<uint64_t>(args.get_int("seed", 0));

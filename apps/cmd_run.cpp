@@ -19,18 +19,6 @@ void on_sigint(int) {
     g_interrupted = 1;
 }
 
-void parse_viewport(const std::string& text, int* w, int* h) {
-    const size_t x = text.find('x');
-    try {
-        if (x == std::string::npos) throw std::invalid_argument("");
-        *w = std::stoi(text.substr(0, x));
-        *h = std::stoi(text.substr(x + 1));
-    } catch (const std::exception&) {
-        throw surf::Error(surf::ErrorKind::kInvalidArgument,
-                          "--viewport \"" + text + "\": expected WIDTHxHEIGHT, e.g. 1280x720");
-    }
-}
-
 std::string one_line(std::string s, size_t n) {
     for (char& c : s)
         if (c == '\n' || c == '\r' || c == '\t') c = ' ';
@@ -66,7 +54,7 @@ int run_agent(const surf::cli::Args& args) {
     run.allow_domains = args.all("allow-domain");
     run.deny_domains = args.all("deny-domain");
     run.allow_file_urls = run.start_url.rfind("file:", 0) == 0;
-    if (args.has("viewport")) parse_viewport(args.get("viewport"), &run.viewport_width, &run.viewport_height);
+    args.get_size("viewport", &run.viewport_width, &run.viewport_height);
     run.device_scale_factor = args.get_double("dsf", 1.0);
     run.trace_dir = args.get("out");
     run.seed = static_cast<uint64_t>(args.get_int("seed", 0));

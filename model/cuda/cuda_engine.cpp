@@ -46,6 +46,29 @@ struct ImageRegion {
     std::vector<std::pair<uint64_t, int64_t>> entries;  // (hash, offset in region) of each image
 };
 
+// Per-row sampling parameters and masks, laid out the same way in the pinned staging buffer and its device
+// mirror: [temperature | top_k | top_p | seed | step] for `cap` rows, then the masks.
+struct SampleArrays {
+    float* temperature;
+    int32_t* top_k;
+    float* top_p;
+    uint64_t* seed;
+    uint64_t* step;
+    uint32_t* masks;
+
+    static constexpr size_t kParamBytesPerRow = 4 + 4 + 4 + 8 + 8;
+    static SampleArrays at(void* base, size_t cap) {
+        SampleArrays a;
+        a.temperature = static_cast<float*>(base);
+        a.top_k = reinterpret_cast<int32_t*>(a.temperature + cap);
+        a.top_p = reinterpret_cast<float*>(a.top_k + cap);
+        a.seed = reinterpret_cast<uint64_t*>(a.top_p + cap);
+        a.step = a.seed + cap;
+        a.masks = reinterpret_cast<uint32_t*>(a.step + cap);
+        return a;
+    }
+};
+
 struct Request {
     SessionId session = 0;
     PreparedInput input;
@@ -77,7 +100,7 @@ public:
         free_image_rows_[0] = L.max_image_rows;
         mask_words_ = (static_cast<size_t>(cfg.llm.vocab_size) + 31) / 32;
         const size_t rows = static_cast<size_t>(L.max_logit_rows);
-        sample_host_ = PinnedBuffer(rows * (4 + 4 + 4 + 8 + 8) + rows * mask_words_ * 4);
+        sample_host_ = PinnedBuffer(rows * SampleArrays::kParamBytesPerRow + rows * mask_words_ * 4);
         sample_dev_ = DeviceBuffer(sample_host_.bytes());
         tokens_host_ = PinnedBuffer(rows * 4);
         tokens_dev_ = DeviceBuffer(rows * 4);
@@ -555,25 +578,20 @@ private:
         if (rows.empty()) return {};
         const int64_t V = model_->config().llm.vocab_size;
         const size_t n = rows.size(), cap = static_cast<size_t>(model_->limits().max_logit_rows);
-        auto* temp = sample_host_.as<float>();
-        auto* top_k = reinterpret_cast<int32_t*>(temp + cap);
-        auto* top_p = reinterpret_cast<float*>(top_k + cap);
-        auto* seed = reinterpret_cast<uint64_t*>(top_p + cap);
-        auto* step = seed + cap;
-        auto* masks = reinterpret_cast<uint32_t*>(step + cap);
+        const SampleArrays host = SampleArrays::at(sample_host_.get(), cap);
         bool any_mask = false;
         std::vector<int32_t> forced(n, -1);
         for (size_t i = 0; i < n; ++i) {
             const Request& r = *owners[static_cast<size_t>(rows[i])];
             const SamplingParams& sp = r.options.sampling;
-            temp[i] = sp.temperature, top_k[i] = sp.top_k, top_p[i] = sp.top_p, seed[i] = sp.seed;
-            step[i] = steps[static_cast<size_t>(rows[i])];
+            host.temperature[i] = sp.temperature, host.top_k[i] = sp.top_k, host.top_p[i] = sp.top_p, host.seed[i] = sp.seed;
+            host.step[i] = steps[static_cast<size_t>(rows[i])];
             any_mask |= r.constraint.has_value();
         }
         if (any_mask) {
             for (size_t i = 0; i < n; ++i) {
                 const Request& r = *owners[static_cast<size_t>(rows[i])];
-                uint32_t* m = masks + i * mask_words_;
+                uint32_t* m = host.masks + i * mask_words_;
                 if (!r.constraint) {
                     std::fill(m, m + mask_words_, ~0u);
                     continue;
@@ -591,15 +609,10 @@ private:
             }
         }
         std::lock_guard<std::mutex> gpu(gpu_mu_);
-        const size_t param_bytes = cap * (4 + 4 + 4 + 8 + 8);
+        const size_t param_bytes = cap * SampleArrays::kParamBytesPerRow;
         SURF_CUDA_CHECK(cudaMemcpyAsync(sample_dev_.get(), sample_host_.get(), param_bytes + (any_mask ? n * mask_words_ * 4 : 0), cudaMemcpyHostToDevice,
                                         model_->stream()));
-        auto* dtemp = sample_dev_.as<float>();
-        auto* dtop_k = reinterpret_cast<int32_t*>(dtemp + cap);
-        auto* dtop_p = reinterpret_cast<float*>(dtop_k + cap);
-        auto* dseed = reinterpret_cast<uint64_t*>(dtop_p + cap);
-        auto* dstep = dseed + cap;
-        auto* dmask = reinterpret_cast<uint32_t*>(dstep + cap);
+        const SampleArrays dev = SampleArrays::at(sample_dev_.get(), cap);
         // Logits row i belongs to sequence i; sampled rows come in runs of consecutive sequences.
         size_t i = 0;
         while (i < n) {
@@ -607,8 +620,8 @@ private:
             while (j < n && rows[j] == rows[j - 1] + 1) ++j;
             surf::kernels::cuda::SamplingParams p;
             p.logits = model_->logits() + rows[i] * V;
-            p.temperature = dtemp + i, p.top_k = dtop_k + i, p.top_p = dtop_p + i, p.seed = dseed + i, p.step = dstep + i;
-            p.allowed = any_mask ? dmask + i * mask_words_ : nullptr;
+            p.temperature = dev.temperature + i, p.top_k = dev.top_k + i, p.top_p = dev.top_p + i, p.seed = dev.seed + i, p.step = dev.step + i;
+            p.allowed = any_mask ? dev.masks + i * mask_words_ : nullptr;
             p.tokens = tokens_dev_.as<int32_t>() + i;
             p.rows = static_cast<int64_t>(j - i), p.vocab = V, p.logits_stride = V, p.allowed_stride = static_cast<int64_t>(mask_words_);
             surf::kernels::cuda::sample_tokens(p, model_->stream());

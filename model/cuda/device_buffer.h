@@ -11,26 +11,28 @@
 
 namespace surf::model::cuda {
 
-class DeviceBuffer {
+// An owning allocation from `Alloc` (device memory or pinned host memory).
+template <typename Alloc>
+class OwnedBuffer {
 public:
-    DeviceBuffer() = default;
-    explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-        if (bytes_ > 0) SURF_CUDA_CHECK(cudaMalloc(&ptr_, bytes_));
+    OwnedBuffer() = default;
+    explicit OwnedBuffer(size_t bytes) : bytes_(bytes) {
+        if (bytes_ > 0) ptr_ = Alloc::allocate(bytes_);
     }
-    ~DeviceBuffer() {
-        if (ptr_) cudaFree(ptr_);
+    ~OwnedBuffer() {
+        if (ptr_) Alloc::release(ptr_);
     }
-    DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    OwnedBuffer(OwnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+    OwnedBuffer& operator=(OwnedBuffer&& o) noexcept {
         if (this != &o) {
-            if (ptr_) cudaFree(ptr_);
+            if (ptr_) Alloc::release(ptr_);
             ptr_ = std::exchange(o.ptr_, nullptr);
             bytes_ = std::exchange(o.bytes_, 0);
         }
         return *this;
     }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    OwnedBuffer(const OwnedBuffer&) = delete;
+    OwnedBuffer& operator=(const OwnedBuffer&) = delete;
 
     template <typename T = void>
     T* as() const { return static_cast<T*>(ptr_); }
@@ -41,6 +43,28 @@ private:
     void* ptr_ = nullptr;
     size_t bytes_ = 0;
 };
+
+struct DeviceAlloc {
+    static void* allocate(size_t bytes) {
+        void* p = nullptr;
+        SURF_CUDA_CHECK(cudaMalloc(&p, bytes));
+        return p;
+    }
+    static void release(void* p) { cudaFree(p); }
+};
+
+// Pinned host memory, for staging uploads of per-step metadata and async copies.
+struct PinnedAlloc {
+    static void* allocate(size_t bytes) {
+        void* p = nullptr;
+        SURF_CUDA_CHECK(cudaMallocHost(&p, bytes));
+        return p;
+    }
+    static void release(void* p) { cudaFreeHost(p); }
+};
+
+using DeviceBuffer = OwnedBuffer<DeviceAlloc>;
+using PinnedBuffer = OwnedBuffer<PinnedAlloc>;
 
 // Makes `device` current for a scope and restores the caller's device after (engines on several GPUs are
 // called from client threads whose current device is theirs to keep).
@@ -56,35 +80,6 @@ public:
 
 private:
     int previous_ = 0;
-};
-
-// Pinned host memory for staging uploads of per-step metadata.
-class PinnedBuffer {
-public:
-    PinnedBuffer() = default;
-    explicit PinnedBuffer(size_t bytes) : bytes_(bytes) {
-        if (bytes_ > 0) SURF_CUDA_CHECK(cudaMallocHost(&ptr_, bytes_));
-    }
-    ~PinnedBuffer() {
-        if (ptr_) cudaFreeHost(ptr_);
-    }
-    PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-    PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-        if (this != &o) {
-            if (ptr_) cudaFreeHost(ptr_);
-            ptr_ = std::exchange(o.ptr_, nullptr);
-            bytes_ = std::exchange(o.bytes_, 0);
-        }
-        return *this;
-    }
-    template <typename T = void>
-    T* as() const { return static_cast<T*>(ptr_); }
-    void* get() const { return ptr_; }
-    size_t bytes() const { return bytes_; }
-
-private:
-    void* ptr_ = nullptr;
-    size_t bytes_ = 0;
 };
 
 }  // namespace surf::model::cuda
