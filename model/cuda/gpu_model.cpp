@@ -38,10 +38,18 @@ std::unique_ptr<GpuModel> GpuModel::random(ModelConfig cfg, const GpuLimits& lim
 GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaStream_t stream)
     : cfg_(std::move(cfg)), w_(std::move(w)), limits_(limits), stream_(stream) {
     gemm_ = std::make_unique<kc::GemmContext>();
+    vision_gemm_ = std::make_unique<kc::GemmContext>();
+    SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&vision_stream_, cudaStreamNonBlocking));
+    SURF_CUDA_CHECK(cudaEventCreateWithFlags(&vision_done_, cudaEventDisableTiming));
     allocate();
 }
 
 GpuModel::~GpuModel() {
+    if (vision_stream_) {
+        cudaStreamSynchronize(vision_stream_);
+        cudaStreamDestroy(vision_stream_);
+    }
+    if (vision_done_) cudaEventDestroy(vision_done_);
     if (stream_) {
         cudaStreamSynchronize(stream_);
         cudaStreamDestroy(stream_);
@@ -138,6 +146,7 @@ void GpuModel::allocate() {
         vit_attn_ = DeviceBuffer(static_cast<size_t>(rows * width) * 2);
         vit_big_ = DeviceBuffer(static_cast<size_t>(rows * std::max({3 * width, cfg_.vision.intermediate_size, width})) * 2);
         const int64_t proj_rows = tiles * cfg_.image.tokens_per_tile();
+        vision_cu_ = DeviceBuffer(static_cast<size_t>(tiles + 1) * 4);
         vit_shuffled_ = DeviceBuffer(static_cast<size_t>(proj_rows * std::max(width * s * s, cfg_.projector_hidden)) * 2 * 2);
     }
     SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -156,53 +165,54 @@ int64_t GpuModel::encode_images(const float* pixels, int64_t n_tiles, int64_t fi
         throw Error(ErrorKind::kResourceExhausted, "encode_images: image rows " + std::to_string(first_row + out_rows) + " exceed the limit " +
                                                        std::to_string(limits_.max_image_rows));
     }
-    SURF_CUDA_CHECK(cudaMemcpyAsync(vit_pixels_.get(), pixels, static_cast<size_t>(n_tiles * 3 * S * S) * 4, cudaMemcpyHostToDevice, stream_));
-    kc::patchify({vit_pixels_.as<float>(), vit_patches_.as<bf16>(), n_tiles, S, S, ps}, stream_);
+    SURF_CUDA_CHECK(cudaMemcpyAsync(vit_pixels_.get(), pixels, static_cast<size_t>(n_tiles * 3 * S * S) * 4, cudaMemcpyHostToDevice, vision_stream_));
+    kc::patchify({vit_pixels_.as<float>(), vit_patches_.as<bf16>(), n_tiles, S, S, ps}, vision_stream_);
     // Patch embeddings (no bias) into vit_ln_, then [prefix ; emb + pos] into the fp32 residual.
-    kc::gemm(*gemm_, {vit_patches_.as<bf16>(), w_.patch_embed.ptr(), nullptr, vit_ln_.get(), kc::DType::kBF16, n_tiles * n_patch, width, 3 * ps * ps}, stream_);
-    kc::vit_tokens({vit_ln_.as<bf16>(), w_.tile_pos.as<bf16>(), w_.prefix.as<bf16>(), vit_h_.as<float>(), n_tiles, n_patch, n_pre, width}, stream_);
+    kc::gemm(*vision_gemm_, {vit_patches_.as<bf16>(), w_.patch_embed.ptr(), nullptr, vit_ln_.get(), kc::DType::kBF16, n_tiles * n_patch, width, 3 * ps * ps}, vision_stream_);
+    kc::vit_tokens({vit_ln_.as<bf16>(), w_.tile_pos.as<bf16>(), w_.prefix.as<bf16>(), vit_h_.as<float>(), n_tiles, n_patch, n_pre, width}, vision_stream_);
 
     std::vector<int32_t> cu(static_cast<size_t>(n_tiles + 1));
     for (int64_t t = 0; t <= n_tiles; ++t) cu[t] = static_cast<int32_t>(t * n_tok_tile);
-    int32_t* cu_dev = meta_dev_.as<int32_t>();
-    SURF_CUDA_CHECK(cudaMemcpyAsync(cu_dev, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice, stream_));
+    int32_t* cu_dev = vision_cu_.as<int32_t>();
+    SURF_CUDA_CHECK(cudaMemcpyAsync(cu_dev, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice, vision_stream_));
     for (const GpuVitBlock& B : w_.vit) {
         // x ← x + proj(Attn(LN1(x)))
         kc::LayerNormParams ln;
         ln.x = vit_h_.get(), ln.x_dtype = kc::DType::kF32, ln.weight = B.norm1_w.ptr(), ln.bias = B.norm1_b.ptr();
         ln.y = vit_ln_.as<bf16>(), ln.rows = rows, ln.dim = width, ln.eps = cfg_.vision.norm_eps;
-        kc::layernorm(ln, stream_);
-        kc::gemm(*gemm_, {vit_ln_.as<bf16>(), B.qkv.ptr(), B.qkv_b.get(), vit_big_.get(), kc::DType::kBF16, rows, 3 * width, width}, stream_);
+        kc::layernorm(ln, vision_stream_);
+        kc::gemm(*vision_gemm_, {vit_ln_.as<bf16>(), B.qkv.ptr(), B.qkv_b.get(), vit_big_.get(), kc::DType::kBF16, rows, 3 * width, width}, vision_stream_);
         kc::AttentionPrefillParams ap;
         ap.q = vit_big_.as<bf16>(), ap.k = vit_big_.as<bf16>() + width, ap.v = vit_big_.as<bf16>() + 2 * width;
         ap.q_stride = 3 * width, ap.kv_stride = 3 * width, ap.out = vit_attn_.as<bf16>(), ap.out_stride = width;
         ap.cu_seqlens_q = cu_dev, ap.cu_seqlens_k = cu_dev, ap.n_seq = n_tiles, ap.n_heads = heads, ap.n_kv_heads = heads;
         ap.head_dim = width / heads, ap.max_seqlen_q = n_tok_tile, ap.causal = false;
-        kc::attention_prefill(ap, stream_);
+        kc::attention_prefill(ap, vision_stream_);
         kc::GemmParams proj{vit_attn_.as<bf16>(), B.proj.ptr(), B.proj_b.ptr(), vit_h_.get(), kc::DType::kF32, rows, width, width};
         proj.beta = 1.0f;
-        kc::gemm(*gemm_, proj, stream_);
+        kc::gemm(*vision_gemm_, proj, vision_stream_);
         // x ← x + fc2(GELU(fc1(LN2(x))))
         ln.weight = B.norm2_w.ptr(), ln.bias = B.norm2_b.ptr();
-        kc::layernorm(ln, stream_);
-        kc::gemm(*gemm_, {vit_ln_.as<bf16>(), B.fc1.ptr(), B.fc1_b.get(), vit_big_.get(), kc::DType::kBF16, rows, inter, width}, stream_);
-        kc::gelu_erf(vit_big_.as<bf16>(), rows * inter, stream_);
+        kc::layernorm(ln, vision_stream_);
+        kc::gemm(*vision_gemm_, {vit_ln_.as<bf16>(), B.fc1.ptr(), B.fc1_b.get(), vit_big_.get(), kc::DType::kBF16, rows, inter, width}, vision_stream_);
+        kc::gelu_erf(vit_big_.as<bf16>(), rows * inter, vision_stream_);
         kc::GemmParams fc2{vit_big_.as<bf16>(), B.fc2.ptr(), B.fc2_b.ptr(), vit_h_.get(), kc::DType::kF32, rows, width, inter};
         fc2.beta = 1.0f;
-        kc::gemm(*gemm_, fc2, stream_);
+        kc::gemm(*vision_gemm_, fc2, vision_stream_);
     }
     // Drop the prefix rows, pixel-shuffle, then mlp1: RMSNorm → Linear → ReLU² → Linear.
     bf16* shuffled = vit_shuffled_.as<bf16>();
     bf16* hidden = shuffled + out_rows * std::max(width * s * s, cfg_.projector_hidden);
-    kc::pixel_shuffle({vit_h_.as<float>() + n_pre * width, kc::DType::kF32, shuffled, n_tiles, side, width, s, n_tok_tile}, stream_);
+    kc::pixel_shuffle({vit_h_.as<float>() + n_pre * width, kc::DType::kF32, shuffled, n_tiles, side, width, s, n_tok_tile}, vision_stream_);
     kc::RmsNormParams rn;
     rn.x = shuffled, rn.x_dtype = kc::DType::kBF16, rn.weight = w_.proj_norm.ptr(), rn.y = hidden, rn.rows = out_rows, rn.dim = width * s * s, rn.eps = 1e-5f;
-    kc::rmsnorm(rn, stream_);
-    kc::gemm(*gemm_, {hidden, w_.proj_fc1.ptr(), nullptr, shuffled, kc::DType::kBF16, out_rows, cfg_.projector_hidden, width * s * s}, stream_);
-    kc::relu_squared(shuffled, out_rows * cfg_.projector_hidden, stream_);
-    kc::gemm(*gemm_, {shuffled, w_.proj_fc2.ptr(), nullptr, image_rows_.as<bf16>() + first_row * cfg_.llm.hidden_size, kc::DType::kBF16, out_rows,
+    kc::rmsnorm(rn, vision_stream_);
+    kc::gemm(*vision_gemm_, {hidden, w_.proj_fc1.ptr(), nullptr, shuffled, kc::DType::kBF16, out_rows, cfg_.projector_hidden, width * s * s}, vision_stream_);
+    kc::relu_squared(shuffled, out_rows * cfg_.projector_hidden, vision_stream_);
+    kc::gemm(*vision_gemm_, {shuffled, w_.proj_fc2.ptr(), nullptr, image_rows_.as<bf16>() + first_row * cfg_.llm.hidden_size, kc::DType::kBF16, out_rows,
                       cfg_.llm.hidden_size, cfg_.projector_hidden},
-             stream_);
+             vision_stream_);
+    SURF_CUDA_CHECK(cudaEventRecord(vision_done_, vision_stream_));
     return out_rows;
 }
 
@@ -210,14 +220,15 @@ void GpuModel::put_image_rows(const bf16* device_rows, int64_t n_rows, int64_t f
     if (first_row < 0 || first_row + n_rows > limits_.max_image_rows) throw Error(ErrorKind::kResourceExhausted, "put_image_rows: past the image-row limit");
     const size_t row_bytes = static_cast<size_t>(cfg_.llm.hidden_size) * 2;
     SURF_CUDA_CHECK(cudaMemcpyAsync(image_rows_.as<bf16>() + first_row * cfg_.llm.hidden_size, device_rows, n_rows * row_bytes,
-                                    cudaMemcpyDeviceToDevice, stream_));
+                                    cudaMemcpyDeviceToDevice, vision_stream_));
+    SURF_CUDA_CHECK(cudaEventRecord(vision_done_, vision_stream_));
 }
 
 void GpuModel::copy_vision_features(int64_t n_tiles, std::vector<float>& host) const {
     const int64_t side = cfg_.image.patches_per_side(), width = cfg_.vision.hidden_size, n_tok_tile = w_.n_prefix + side * side;
     std::vector<float> all(static_cast<size_t>(n_tiles * n_tok_tile * width));
-    SURF_CUDA_CHECK(cudaMemcpyAsync(all.data(), vit_h_.get(), all.size() * 4, cudaMemcpyDeviceToHost, stream_));
-    SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    SURF_CUDA_CHECK(cudaMemcpyAsync(all.data(), vit_h_.get(), all.size() * 4, cudaMemcpyDeviceToHost, vision_stream_));
+    SURF_CUDA_CHECK(cudaStreamSynchronize(vision_stream_));
     host.clear();
     for (int64_t t = 0; t < n_tiles; ++t) {
         const float* begin = all.data() + (t * n_tok_tile + w_.n_prefix) * width;
@@ -313,7 +324,8 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs) {
     st.slots_pre = dev + o_slots_pre, st.cu_pre = dev + o_cu_pre, st.lens_pre = dev + o_lens_pre, st.bt_pre = dev + o_bt_pre;
     st.slot_mapping = dev + o_slot_map, st.has_init_pre = reinterpret_cast<const uint8_t*>(dev + o_init);
 
-    // Embeddings (image rows merged) into the fp32 residual stream.
+    // Embeddings (image rows merged) into the fp32 residual stream, once the vision stream has written them.
+    SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, vision_done_, 0));
     kc::EmbedParams ep;
     ep.ids = dev + o_ids, ep.table = w_.embeddings.ptr(), ep.image_rows = image_rows_.as<bf16>(), ep.cu_seqlens = dev + o_cu_all;
     ep.image_row_offset = dev + o_img, ep.out = residual_.get(), ep.out_dtype = kc::DType::kF32;

@@ -96,6 +96,12 @@ private:
     GpuLimits limits_;
     cudaStream_t stream_ = nullptr;
     std::unique_ptr<kc::GemmContext> gemm_;
+    // The vision tower runs on its own stream so that it overlaps the language model's steps (decode
+    // steps leave the tensor cores idle); a forward waits for the image rows written before it.
+    cudaStream_t vision_stream_ = nullptr;
+    cudaEvent_t vision_done_ = nullptr;
+    std::unique_ptr<kc::GemmContext> vision_gemm_;
+    DeviceBuffer vision_cu_;  // [max_tiles + 1] int32 tile offsets
     int32_t image_token_id_ = -1;
 
     // Persistent state: per Mamba layer conv + SSM slots; per attention layer K and V page pools.
