@@ -52,6 +52,7 @@ Agent::Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config)
     if (!engine) throw Error(ErrorKind::kInvalidArgument, "Agent: no engine");
     impl_->config = config;
     impl_->engine = std::move(engine);
+    impl_->browser = config.browser;
     impl_->profile = load_profile(config.profile.empty() ? default_profile_path() : config.profile);
     if (!config.chat_template.empty()) {
         impl_->chat_template =
@@ -63,7 +64,7 @@ Agent::Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config)
 }
 
 Agent::~Agent() {
-    if (impl_ && impl_->browser) impl_->browser->shutdown();
+    if (impl_ && impl_->browser && !impl_->config.browser) impl_->browser->shutdown();  // only the one it launched
 }
 
 void Agent::cancel() {

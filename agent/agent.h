@@ -37,6 +37,9 @@ struct AgentConfig {
     std::string backend =
         "cpu";  // "cpu" or "cuda" (when built with CUDA); or pass any engine to Agent(engine, config)
     std::string chromium;  // Chromium binary; "" = the usual locations
+    // A running browser to share between agents (one Chromium, one isolated context per run); null = the
+    // agent launches its own at its first run and shuts it down when destroyed.
+    std::shared_ptr<tools::Browser> browser;
 };
 
 struct RunOptions {

@@ -16,6 +16,8 @@
 
 #include "agent/agent.h"
 #include "agent/environment.h"
+#include <thread>
+#include "model/engine.h"
 #include "tests/browser/test_http_server.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"
@@ -264,4 +266,27 @@ TEST_CASE("BrowserEnvironment executes typed actions at mapped points on a real 
     // A click without a point is refused.
     CHECK_FALSE(env.execute(ClickAction{"x", 1, 1}, std::nullopt).ok);
     browser->shutdown();
+}
+
+TEST_CASE("two agents share one engine and one browser (one context per run)") {
+    test::TestHttpServer server(kPages);
+    auto browser = tools::Browser::launch(tools::BrowserOptions{});
+    auto engine = std::shared_ptr<model::Engine>(model::open_cpu_engine(kModel));
+    AgentConfig config;
+    config.model_dir = kModel;
+    config.profile = kPages + "/profile_tiny.json";
+    config.browser = browser;
+    Agent a(engine, config), b(engine, config);
+    const auto dir = fs::temp_directory_path() / "surf_agent_shared";
+    fs::remove_all(dir);
+    RunResult ra, rb;
+    std::thread ta([&] { ra = a.run(small_run(server.url("/index.html"), (dir / "a").string(), 2)); });
+    std::thread tb([&] { rb = b.run(small_run(server.url("/page2.html"), (dir / "b").string(), 2)); });
+    ta.join();
+    tb.join();
+    CHECK(ra.status != RunStatus::kError);
+    CHECK(rb.status != RunStatus::kError);
+    CHECK(a.browser_pid() == b.browser_pid());
+    CHECK(a.browser_pid() == static_cast<int>(browser->pid()));
+    CHECK(browser->launches() == 1);
 }
