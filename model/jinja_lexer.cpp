@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/utf8.h"
 #include "model/jinja_ast.h"
 
 namespace surf::model::jinja {
@@ -32,23 +33,6 @@ std::string rstrip(const std::string& s) {
     return s.substr(0, end);
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += char(cp);
-    } else if (cp < 0x800) {
-        out += char(0xc0 | (cp >> 6));
-        out += char(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        out += char(0xe0 | (cp >> 12));
-        out += char(0x80 | ((cp >> 6) & 0x3f));
-        out += char(0x80 | (cp & 0x3f));
-    } else {
-        out += char(0xf0 | (cp >> 18));
-        out += char(0x80 | ((cp >> 12) & 0x3f));
-        out += char(0x80 | ((cp >> 6) & 0x3f));
-        out += char(0x80 | (cp & 0x3f));
-    }
-}
 
 class Lexer {
 public:

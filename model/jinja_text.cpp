@@ -1,4 +1,5 @@
 // Argument binding and Python string operations for the Jinja builtins.
+#include "model/utf8.h"
 #include "model/jinja_text.h"
 
 #include <algorithm>
@@ -283,23 +284,6 @@ uint32_t map_case(uint32_t cp, bool upper) {
     return cp;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += char(cp);
-    } else if (cp < 0x800) {
-        out += char(0xc0 | (cp >> 6));
-        out += char(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        out += char(0xe0 | (cp >> 12));
-        out += char(0x80 | ((cp >> 6) & 0x3f));
-        out += char(0x80 | (cp & 0x3f));
-    } else {
-        out += char(0xf0 | (cp >> 18));
-        out += char(0x80 | ((cp >> 12) & 0x3f));
-        out += char(0x80 | ((cp >> 6) & 0x3f));
-        out += char(0x80 | (cp & 0x3f));
-    }
-}
 
 std::string change_case(const std::string& s, bool upper) {
     std::string out;

@@ -2,6 +2,8 @@
 // Not part of the public API.
 #pragma once
 
+#include "model/utf8.h"
+
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -22,7 +24,7 @@ namespace surf::model::tokenizer_detail {
 // not consumed. Returns the number of bytes consumed.
 size_t append_utf8_lossy(std::string_view bytes, bool final_chunk, std::string& out);
 bool is_valid_utf8(std::string_view bytes);
-void append_utf8(std::string& out, uint32_t cp);
+using surf::model::append_utf8;
 // Decodes the code point at text[pos] (text is valid UTF-8); sets *len.
 uint32_t decode_utf8(std::string_view text, size_t pos, size_t* len);
 // Unicode White_Space (Rust char::is_whitespace, Oniguruma \s).

@@ -1,11 +1,32 @@
+// UTF-8 helpers shared by the tokenizer, the Jinja interpreter and every message writer.
 // Cutting text for messages, traces and reports without splitting a UTF-8 character: a byte cut in the
 // middle of one makes invalid UTF-8, which JSON writers reject (nlohmann::json::dump throws).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace surf::model {
+
+// Appends the UTF-8 encoding of code point `cp` (≤ 0x10FFFF).
+inline void append_utf8(std::string& out, uint32_t cp) {
+    if (cp < 0x80) {
+        out.push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+}
 
 // The longest prefix of `s` of at most `max_bytes` bytes that ends on a character boundary.
 inline std::string_view utf8_prefix(std::string_view s, size_t max_bytes) {
