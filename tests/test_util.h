@@ -1,8 +1,11 @@
 // Small helpers shared by the test files.
 #pragma once
 
+#include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -29,6 +32,27 @@ inline std::string temp_dir(const std::string& name) {
     fs::remove_all(dir);
     fs::create_directories(dir);
     return dir.string();
+}
+
+// Kind of the surf::Error `fn` throws (its message in *message); fails the test when something else, or
+// nothing, is thrown.
+template <typename Fn>
+surf::ErrorKind error_kind_of(Fn&& fn, std::string* message = nullptr) {
+    try {
+        fn();
+    } catch (const surf::Error& e) {
+        if (message) *message = e.what();
+        return e.kind();
+    }
+    FAIL("expected a surf::Error");
+    return surf::ErrorKind::kCancelled;
+}
+
+// An unsigned value as 8 hex digits (checksums in fixture comparisons).
+inline std::string hex32(uint32_t v) {
+    char buf[16];
+    std::snprintf(buf, sizeof(buf), "%08x", v);
+    return buf;
 }
 
 inline void write_file(const std::string& path, const std::string& bytes) {

@@ -21,6 +21,9 @@ using surf::ErrorKind;
 
 namespace {
 
+using surf::test::error_kind_of;
+using surf::test::hex32;
+
 const std::string kDir = std::string(SURF_FIXTURES_DIR) + "/image/";
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
@@ -32,25 +35,6 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 nlohmann::json read_json(const std::string& name) {
     const std::vector<uint8_t> bytes = read_bytes(kDir + name);
     return nlohmann::json::parse(bytes.begin(), bytes.end());
-}
-
-std::string hex32(uint32_t v) {
-    char buf[16];
-    std::snprintf(buf, sizeof(buf), "%08x", v);
-    return buf;
-}
-
-// Kind of the surf::Error thrown by fn; fails the test when something else (or nothing) is thrown.
-template <typename Fn>
-ErrorKind error_kind_of(Fn&& fn, std::string* message = nullptr) {
-    try {
-        fn();
-    } catch (const surf::Error& e) {
-        if (message) *message = e.what();
-        return e.kind();
-    }
-    FAIL("expected a surf::Error");
-    return ErrorKind::kCancelled;
 }
 
 std::vector<uint8_t> png_header_only(uint32_t width, uint32_t height, uint8_t depth = 8, uint8_t color = 2) {

@@ -3,6 +3,8 @@
 // resizes (bit-exact, checked by CRC-32 of the whole output), uint8 tiles and normalised floats.
 #include <doctest/doctest.h>
 
+#include "tests/test_util.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -21,18 +23,15 @@ using surf::ErrorKind;
 
 namespace {
 
+using surf::test::error_kind_of;
+using surf::test::hex32;
+
 const std::string kDir = std::string(SURF_FIXTURES_DIR) + "/image/";
 
 nlohmann::json read_json(const std::string& name) {
     std::ifstream in(kDir + name);
     REQUIRE_MESSAGE(in.good(), "missing fixture ", kDir + name);
     return nlohmann::json::parse(in);
-}
-
-std::string hex32(uint32_t v) {
-    char buf[16];
-    std::snprintf(buf, sizeof(buf), "%08x", v);
-    return buf;
 }
 
 uint32_t image_crc(const Image& image) {
@@ -60,18 +59,6 @@ TilingConfig config_of(const nlohmann::json& c) {
         config.norm_std[ch] = c["norm_std"][ch].get<float>();
     }
     return config;
-}
-
-template <typename Fn>
-ErrorKind error_kind_of(Fn&& fn, std::string* message = nullptr) {
-    try {
-        fn();
-    } catch (const surf::Error& e) {
-        if (message) *message = e.what();
-        return e.kind();
-    }
-    FAIL("expected a surf::Error");
-    return ErrorKind::kCancelled;
 }
 
 }  // namespace
