@@ -41,6 +41,8 @@ struct Options {
     bool bf16_state = false;
     int64_t prefill_chunk = 4096;
     int64_t max_context = 16384;
+    int64_t vision_batch_tiles = 24;  // tiles per vision-tower pass (8 screenshots of 3 tiles)
+    bool graphs = true;
 };
 
 std::vector<int> parse_list(const char* text) {
@@ -72,13 +74,16 @@ Options parse(int argc, char** argv) {
         else if (a == "--mode") o.mode = next();
         else if (a == "--bf16-state") o.bf16_state = true;
         else if (a == "--prefill-chunk") o.prefill_chunk = std::atoll(next());
+        else if (a == "--vision-batch") o.vision_batch_tiles = std::atoll(next());
+        else if (a == "--no-graphs") o.graphs = false;
         else if (a == "--image") {
             const std::string s = next();
             o.width = std::atoi(s.c_str());
             o.height = std::atoi(s.c_str() + s.find('x') + 1);
         } else {
             std::fprintf(stderr, "usage: bench_serve [--config DIR] [--concurrency 1,16,64,100] [--steps 10] [--mode stateful|stateless|both]\n"
-                                 "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] [--bf16-state] [--prefill-chunk N]\n");
+                                 "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] [--bf16-state] [--prefill-chunk N]\n"
+                                 "                   [--vision-batch TILES] [--no-graphs]\n");
             std::exit(2);
         }
     }
@@ -245,7 +250,8 @@ int main(int argc, char** argv) {
         const int64_t per_session = std::max<int64_t>(static_cast<int64_t>(o.steps) * per_step, 3 * 770 + static_cast<int64_t>(o.steps) * (o.text_tokens + o.output_tokens)) + 512;
         eo.limits.kv_pages = (max_c + 4) * ((per_session + 15) / 16);
         eo.limits.max_image_rows = 6 * 768 * (max_c + 4) > 262144 ? 262144 : 6 * 768 * (max_c + 4);
-        eo.limits.max_tiles = 13;
+        eo.limits.max_tiles = o.vision_batch_tiles;
+        eo.limits.decode_graphs = o.graphs;
         eo.limits.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         eo.prefill_chunk = o.prefill_chunk;
         const auto tl = Clock::now();
@@ -290,10 +296,11 @@ int main(int argc, char** argv) {
             }
         }
         const EngineStats s = engine->stats();
-        std::printf("# engine: %lld steps (%lld decode-only), prefill %lld tokens, decode %lld tokens, image cache %lld hits / %lld misses, "
-                    "offloads %lld, restores %lld\n",
-                    (long long)s.steps, (long long)s.decode_only_steps, (long long)s.prefill_tokens, (long long)s.decode_tokens,
-                    (long long)s.image_cache_hits, (long long)s.image_cache_misses, (long long)s.offloads, (long long)s.restores);
+        std::printf("# engine: %lld steps (%lld decode-only, %lld from %lld CUDA graphs), prefill %lld tokens, decode %lld tokens, image cache %lld hits / "
+                    "%lld misses, vision %lld batches / %lld tiles, offloads %lld, restores %lld\n",
+                    (long long)s.steps, (long long)s.decode_only_steps, (long long)s.graph_steps, (long long)s.graphs_captured, (long long)s.prefill_tokens,
+                    (long long)s.decode_tokens, (long long)s.image_cache_hits, (long long)s.image_cache_misses, (long long)s.vision_batches,
+                    (long long)s.vision_tiles, (long long)s.offloads, (long long)s.restores);
     } catch (const surf::Error& e) {
         std::fprintf(stderr, "bench_serve: %s\n", e.what());
         return 2;

@@ -76,6 +76,8 @@ struct EngineStats {
     int64_t resident_sessions = 0, offloaded_sessions = 0, offloads = 0, restores = 0;
     int64_t slots_used = 0, slots_total = 0, kv_pages_used = 0, kv_pages_total = 0;
     int64_t image_cache_hits = 0, image_cache_misses = 0;
+    int64_t vision_batches = 0, vision_tiles = 0;          // vision-tower passes and the tiles they encoded
+    int64_t graph_steps = 0, graphs_captured = 0;          // decode-only steps replayed from CUDA graphs
     int64_t device_bytes = 0;                              // allocated on the device (weights + state + workspaces)
 };
 

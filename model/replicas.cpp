@@ -51,6 +51,10 @@ EngineStats ReplicaEngine::stats() const {
         t.kv_pages_total += s.kv_pages_total;
         t.image_cache_hits += s.image_cache_hits;
         t.image_cache_misses += s.image_cache_misses;
+        t.vision_batches += s.vision_batches;
+        t.vision_tiles += s.vision_tiles;
+        t.graph_steps += s.graph_steps;
+        t.graphs_captured += s.graphs_captured;
         t.device_bytes += s.device_bytes;
     }
     return t;

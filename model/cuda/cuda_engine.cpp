@@ -69,6 +69,15 @@ struct SampleArrays {
     }
 };
 
+struct Request;
+
+// An image of an admitted request waiting for the vision tower, and the arena row it goes to.
+struct VisionJob {
+    Request* request = nullptr;
+    size_t image = 0;
+    int64_t row = 0;
+};
+
 struct Request {
     SessionId session = 0;
     PreparedInput input;
@@ -76,6 +85,8 @@ struct Request {
     GenerateOptions options;
     int64_t prefill_pos = 0;           // tokens of `tokens` already fed
     int64_t image_region = -1;         // key into regions_ (first row), -1 if no images
+    int pending_images = 0;            // images still queued for the vision tower (no prefill until 0)
+    uint64_t vision_ticket = 0;        // the vision work its image rows come from (the forward waits for it)
     bool decoding = false;
     int32_t last_token = -1;           // to feed on the next decode step
     std::optional<TokenConstraint> constraint;
@@ -143,6 +154,7 @@ public:
         size_t free_b = 0, total_b = 0;
         DeviceGuard device(options_.device);
         if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) s.device_bytes = static_cast<int64_t>(total_b - free_b);
+        s.graphs_captured = graphs_captured_;
         return s;
     }
 
@@ -327,21 +339,26 @@ private:
         take_image_rows(first, rows);
         ImageRegion region;
         region.first = first, region.rows = rows, region.pins = 1, region.last_used = ++clock_;
-        std::lock_guard<std::mutex> gpu(gpu_mu_);
         int64_t at = first;
-        for (const PreparedImage& img : req.input.images) {
+        for (size_t i = 0; i < req.input.images.size(); ++i) {
+            const PreparedImage& img = req.input.images[i];
             auto hit = image_cache_.find(img.hash);
             if (hit != image_cache_.end()) {
-                model_->put_image_rows(model_->image_rows() + hit->second * model_->config().llm.hidden_size, img.n_rows, at);
+                // The copy is ordered after the encode that wrote the source rows (one vision stream).
+                std::lock_guard<std::mutex> gpu(gpu_mu_);
+                const uint64_t ticket = model_->put_image_rows(model_->image_rows() + hit->second * model_->config().llm.hidden_size, img.n_rows, at);
+                req.vision_ticket = std::max(req.vision_ticket, ticket);
+                hit->second = at;
                 ++stats_.image_cache_hits;
             } else {
-                model_->encode_images(img.tiles.pixels.data(), img.tiles.plan.n_tiles, at);
+                // Encoded in a batch with other requests' images by the step loop; cached once enqueued.
+                vision_queue_.push_back({&req, i, at});
+                ++req.pending_images;
                 ++stats_.image_cache_misses;
             }
             region.entries.emplace_back(img.hash, at - first);
             at += img.n_rows;
         }
-        for (const auto& [hash, off] : region.entries) image_cache_[hash] = first + off;
         regions_[first] = std::move(region);
         req.image_region = first;
         return true;
@@ -408,6 +425,7 @@ private:
         for (auto& r : running_) r->done.set_exception(std::make_exception_ptr(Error(ErrorKind::kCancelled, "the engine is shutting down")));
         waiting_.clear();
         running_.clear();
+        vision_queue_.clear();
     }
 
     void admit_waiting() {
@@ -425,20 +443,21 @@ private:
                 continue;
             }
             if (!admit(req)) break;
+            if (req.tokens.empty()) {
+                unadmit(req);
+                req.done.set_exception(std::make_exception_ptr(Error(ErrorKind::kInvalidArgument, "generate: nothing to prefill")));
+                it = waiting_.erase(it);
+                continue;
+            }
             try {
                 if (!place_images(req)) {
                     unadmit(req);
                     break;
                 }
             } catch (const Error&) {
+                drop_vision_jobs(req);
                 unadmit(req);
                 req.done.set_exception(std::current_exception());
-                it = waiting_.erase(it);
-                continue;
-            }
-            if (req.tokens.empty()) {
-                unadmit(req);
-                req.done.set_exception(std::make_exception_ptr(Error(ErrorKind::kInvalidArgument, "generate: nothing to prefill")));
                 it = waiting_.erase(it);
                 continue;
             }
@@ -463,6 +482,7 @@ private:
         std::vector<SeqStep> decode_rows, prefill_rows;
         std::vector<Request*> decode_owners, prefill_owners;
         std::vector<uint64_t> decode_steps, prefill_steps;  // sampling counters: position of the sampled-from token
+        uint64_t vision_ticket = 0;                          // the vision work the prefill rows' images need
         {
             std::lock_guard<std::mutex> lock(mu_);
             int64_t budget = std::min(options_.prefill_chunk, L.max_tokens);
@@ -477,7 +497,10 @@ private:
             }
             budget = std::min(budget, L.max_tokens - static_cast<int64_t>(decode_rows.size()));
             for (auto& r : running_) {
-                if (r->decoding || budget <= 0 || static_cast<int64_t>(decode_rows.size() + prefill_rows.size()) >= L.max_seqs) continue;
+                if (r->decoding || r->pending_images > 0 || budget <= 0 || static_cast<int64_t>(decode_rows.size() + prefill_rows.size()) >= L.max_seqs) {
+                    continue;
+                }
+                vision_ticket = std::max(vision_ticket, r->vision_ticket);
                 const Session& s = sessions_.at(r->session);
                 const int64_t n = std::min(static_cast<int64_t>(r->tokens.size()) - r->prefill_pos, budget);
                 SeqStep q;
@@ -499,13 +522,22 @@ private:
         owners.insert(owners.end(), prefill_owners.begin(), prefill_owners.end());
         std::vector<uint64_t> steps = std::move(decode_steps);
         steps.insert(steps.end(), prefill_steps.begin(), prefill_steps.end());
-        if (seqs.empty()) return;
+        if (seqs.empty()) {  // every running request waits for its images
+            encode_queued_images();
+            return;
+        }
         const bool decode_only = std::all_of(owners.begin(), owners.end(), [](const Request* r) { return r->decoding; });
 
+        bool graph = false;
         {
             std::lock_guard<std::mutex> gpu(gpu_mu_);
-            model_->forward(seqs);
+            const int64_t launches = model_->decode_graph_launches();
+            model_->forward(seqs, vision_ticket);
+            graph = model_->decode_graph_launches() > launches;
+            graphs_captured_ = model_->decode_graphs_captured();
         }
+        // The next images go through the vision tower on its stream while this step runs.
+        encode_queued_images();
         // Rows that sample: decode rows, and prefill rows whose chunk ends the prompt.
         std::vector<int64_t> sample_rows;
         for (size_t i = 0; i < seqs.size(); ++i) {
@@ -519,6 +551,7 @@ private:
         std::lock_guard<std::mutex> lock(mu_);
         const double dt = since(t0);
         ++stats_.steps;
+        stats_.graph_steps += graph ? 1 : 0;
         stats_.step_seconds += dt;
         if (decode_only) {
             ++stats_.decode_only_steps;
@@ -551,6 +584,64 @@ private:
             }
         }
         finish_done();
+    }
+
+    // One batch of queued images (FIFO, up to the model's tile limit) through the vision tower. Runs on
+    // the scheduler thread; the requests stay in running_ while queued, so their pixels stay alive.
+    void encode_queued_images() {
+        std::vector<ImageJob> jobs;
+        std::vector<VisionJob> taken;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            int64_t tiles = 0;
+            while (!vision_queue_.empty()) {
+                const VisionJob& j = vision_queue_.front();
+                const PreparedImage& img = j.request->input.images[j.image];
+                if (tiles > 0 && tiles + img.tiles.plan.n_tiles > model_->limits().max_tiles) break;
+                tiles += img.tiles.plan.n_tiles;
+                jobs.push_back({img.tiles.pixels.data(), img.tiles.plan.n_tiles, j.row});
+                taken.push_back(j);
+                vision_queue_.pop_front();
+            }
+        }
+        if (jobs.empty()) return;
+        std::optional<Error> failure;
+        uint64_t ticket = 0;
+        try {
+            std::lock_guard<std::mutex> gpu(gpu_mu_);
+            ticket = model_->encode_images(jobs);
+        } catch (const Error& e) {
+            failure = e;
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const VisionJob& j : taken) {
+            Request& r = *j.request;
+            --r.pending_images;
+            if (failure) continue;
+            r.vision_ticket = std::max(r.vision_ticket, ticket);
+            image_cache_[r.input.images[j.image].hash] = j.row;
+            stats_.vision_tiles += r.input.images[j.image].tiles.plan.n_tiles;
+        }
+        if (!failure) {
+            ++stats_.vision_batches;
+            return;
+        }
+        // A failed batch fails its requests (and drops their other queued images).
+        for (const VisionJob& j : taken) {
+            Request& r = *j.request;
+            if (r.prefill_pos < 0) continue;
+            drop_vision_jobs(r);
+            if (r.image_region >= 0) unpin(r.image_region);
+            // Nothing was fed: the tokens carried over from the last request stay pending.
+            sessions_.at(r.session).pending.assign(r.tokens.begin(), r.tokens.end() - static_cast<long>(r.input.tokens.size()));
+            finish(r, FinishReason::kStop, -1, *failure);
+        }
+        finish_done();
+    }
+
+    void drop_vision_jobs(const Request& r) {
+        vision_queue_.erase(std::remove_if(vision_queue_.begin(), vision_queue_.end(), [&](const VisionJob& q) { return q.request == &r; }),
+                            vision_queue_.end());
     }
 
     int64_t image_rows_before(const Request& r, int64_t pos) const {
@@ -725,7 +816,9 @@ private:
     std::vector<int32_t> free_slots_, free_pages_;
     std::map<int64_t, int64_t> free_image_rows_;  // first row → length
     std::map<int64_t, ImageRegion> regions_;      // first row → region
-    std::unordered_map<uint64_t, int64_t> image_cache_;  // content hash → first row
+    std::unordered_map<uint64_t, int64_t> image_cache_;  // content hash → first row (of encoded or enqueued images)
+    std::deque<VisionJob> vision_queue_;                 // images of admitted requests not yet encoded
+    int64_t graphs_captured_ = 0;
     PinnedBuffer sample_host_, tokens_host_;
     DeviceBuffer sample_dev_, tokens_dev_;
     EngineStats stats_;

@@ -1,8 +1,10 @@
 // The Engine on the GPU: continuous batching of many sessions over one GpuModel. A scheduler thread
 // admits requests (a state slot and KV pages for each; idle sessions are offloaded to host memory when
-// the GPU is full), encodes their images (with an image-embedding cache keyed by content), and runs
-// mixed steps: one decode row per generating request plus chunked prefill of new input within a token
-// budget. Sampling (with JSON-schema masks computed on the host while the GPU runs) happens on the GPU.
+// the GPU is full) and queues their images; each step encodes one batch of queued images (from many
+// requests, with an image-embedding cache keyed by content) on the vision stream while the step runs.
+// Steps are mixed: one decode row per generating request plus chunked prefill of new input (of requests
+// whose images are encoded) within a token budget; decode-only steps replay CUDA graphs. Sampling (with
+// JSON-schema masks computed on the host while the GPU runs) happens on the GPU.
 #pragma once
 
 #include <memory>

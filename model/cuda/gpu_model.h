@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/ops.h"
 #include "model/config.h"
+#include "model/cuda/decode_graphs.h"
 #include "model/cuda/device_buffer.h"
 #include "model/cuda/gpu_weights.h"
 
@@ -27,8 +28,17 @@ struct GpuLimits {
     int64_t max_context = 32768;      // tokens per sequence (sizes block tables and decode workspaces)
     int64_t max_logit_rows = 256;     // logits rows per forward
     int64_t max_image_rows = 8192;    // projector output rows held for the next forward
-    int64_t max_tiles = 32;           // tiles per vision call
+    int64_t max_tiles = 32;           // tiles per vision call (one batch of images)
     kc::DType ssm_state = kc::DType::kF32;
+    bool decode_graphs = true;        // replay decode-only steps from CUDA graphs
+};
+
+// One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
+// row of the image-row buffer its n_tiles · tokens_per_tile projected rows go to.
+struct ImageJob {
+    const float* pixels = nullptr;
+    int64_t n_tiles = 0;
+    int64_t first_row = 0;
 };
 
 // One sequence of a batch. Decode rows (n_tokens == 1, past > 0) must come before prefill rows.
@@ -58,16 +68,24 @@ public:
     int32_t image_token_id() const { return image_token_id_; }
     void set_image_token_id(int32_t id) { image_token_id_ = id; }
 
-    // Vision: pixel tiles [n_tiles, 3, S, S] fp32 (host) → projector rows written to the image-row
-    // buffer at `first_row`; returns the number of rows (n_tiles · tokens per tile).
+    // Vision work runs on its own stream and overlaps language-model steps. Each call returns a ticket;
+    // a forward whose rows use image rows waits for the ticket it is given (tickets are ordered: waiting
+    // for one covers every earlier one).
+    static constexpr uint64_t kLatestVision = ~uint64_t{0};
+    // A batch of images (≤ max_tiles tiles in all) through the vision tower in one pass: pixels are
+    // staged in pinned memory and uploaded asynchronously; projector rows land at each job's first_row.
+    uint64_t encode_images(const std::vector<ImageJob>& jobs);
+    // One image; returns the number of rows (n_tiles · tokens per tile).
     int64_t encode_images(const float* pixels, int64_t n_tiles, int64_t first_row);
     const bf16* image_rows() const { return image_rows_.as<bf16>(); }
     // Image rows computed elsewhere (e.g. an embedding cache) copied into the buffer.
-    void put_image_rows(const bf16* device_rows, int64_t n_rows, int64_t first_row);
+    uint64_t put_image_rows(const bf16* device_rows, int64_t n_rows, int64_t first_row);
 
     // One step over `seqs`; logits rows (per sequence: all new tokens or the last) end on the device,
-    // in sequence order. Returns the number of logits rows.
-    int64_t forward(const std::vector<SeqStep>& seqs);
+    // in sequence order. Returns the number of logits rows. Decode-only steps replay a CUDA graph.
+    int64_t forward(const std::vector<SeqStep>& seqs, uint64_t vision_ticket = kLatestVision);
+    int64_t decode_graphs_captured() const { return graphs_ ? graphs_->captured() : 0; }
+    int64_t decode_graph_launches() const { return graphs_ ? graphs_->launches() : 0; }
     const float* logits() const { return logits_.as<float>(); }  // [rows, vocab] fp32, device
     void copy_logits_to_host(int64_t rows, std::vector<float>& host);
 
@@ -90,6 +108,14 @@ private:
     void mamba_layer(size_t li, const GpuLayer& L);
     void attention_layer(size_t li, const GpuLayer& L);
     void mlp_layer(const GpuLayer& L);
+    // A logits row source: `count` consecutive tokens of the step starting at token `first`.
+    struct LogitRun {
+        int64_t first, count;
+    };
+    // Embeddings, every layer and the logits of the step planned in step_.
+    void enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_rows);
+    uint64_t record_vision();
+    void wait_vision(uint64_t ticket);
 
     ModelConfig cfg_;
     GpuWeights w_;
@@ -97,11 +123,18 @@ private:
     cudaStream_t stream_ = nullptr;
     std::unique_ptr<kc::GemmContext> gemm_;
     // The vision tower runs on its own stream so that it overlaps the language model's steps (decode
-    // steps leave the tensor cores idle); a forward waits for the image rows written before it.
+    // steps leave the tensor cores idle). Ticket t's completion is vision_events_[t % ring]; an event is
+    // re-recorded only after its previous ticket completed, so tickets older than the ring are done.
     cudaStream_t vision_stream_ = nullptr;
-    cudaEvent_t vision_done_ = nullptr;
+    std::vector<cudaEvent_t> vision_events_;
+    uint64_t vision_issued_ = 0;
     std::unique_ptr<kc::GemmContext> vision_gemm_;
-    DeviceBuffer vision_cu_;  // [max_tiles + 1] int32 tile offsets
+    DeviceBuffer vision_cu_;      // [max_tiles + 1] int32 tile offsets (all tiles have the same length)
+    PinnedBuffer vit_staging_;    // [max_tiles, 3, S, S] fp32 pixels on their way to vit_pixels_
+    cudaEvent_t staging_free_ = nullptr;  // the last upload from vit_staging_ finished
+    // Decode-only steps: graphs over padded batches; padding rows use the scratch slot and page.
+    std::unique_ptr<DecodeGraphs> graphs_;
+    int32_t scratch_slot_ = 0, scratch_page_ = 0;
     int32_t image_token_id_ = -1;
 
     // Persistent state: per Mamba layer conv + SSM slots; per attention layer K and V page pools.
@@ -120,6 +153,7 @@ private:
         int64_t n_tok = 0, n_dec = 0, n_pre = 0, n_pre_tok = 0, max_pages = 0, max_len = 0, max_q = 0;
         const int32_t *slots_dec = nullptr, *slots_pre = nullptr, *cu_pre = nullptr, *bt_dec = nullptr, *bt_pre = nullptr;
         const int32_t *lens_dec = nullptr, *lens_pre = nullptr, *slot_mapping = nullptr;
+        const int32_t *ids = nullptr, *cu_all = nullptr, *image_offsets = nullptr;
         const uint8_t* has_init_pre = nullptr;
     } step_;
 };

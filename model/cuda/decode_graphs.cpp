@@ -1,0 +1,59 @@
+#include "model/cuda/decode_graphs.h"
+
+#include <algorithm>
+
+#include "kernels/base/check.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace surf::model::cuda {
+
+DecodeGraphs::DecodeGraphs(int64_t max_batch) {
+    for (int64_t b : {1, 2, 4, 8, 12, 16}) {
+        if (b < max_batch) buckets_.push_back(b);
+    }
+    for (int64_t b = 24; b < max_batch; b += 8) buckets_.push_back(b);
+    buckets_.push_back(max_batch);
+}
+
+DecodeGraphs::~DecodeGraphs() {
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+}
+
+int64_t DecodeGraphs::batch_bucket(int64_t n) const {
+    const auto it = std::lower_bound(buckets_.begin(), buckets_.end(), n);
+    SURF_CHECK(it != buckets_.end(), "decode graph: batch ", n, " over the limit ", buckets_.back());
+    return *it;
+}
+
+int64_t DecodeGraphs::pages_bucket(int64_t pages, int64_t max_pages) {
+    int64_t p = 4;
+    while (p < pages) p *= 2;
+    return std::min(p, max_pages);
+}
+
+void DecodeGraphs::launch(int64_t batch, int64_t pages, cudaStream_t stream, const std::function<void()>& enqueue) {
+    const auto key = std::make_pair(batch, pages);
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) {
+        cudaGraph_t graph = nullptr;
+        // Thread-local mode: other threads' CUDA calls (client threads saving a slot) do not break the capture.
+        SURF_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        try {
+            enqueue();
+        } catch (...) {
+            cudaStreamEndCapture(stream, &graph);
+            if (graph) cudaGraphDestroy(graph);
+            throw;
+        }
+        SURF_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        SURF_CUDA_CHECK(err);
+        it = graphs_.emplace(key, exec).first;
+    }
+    SURF_CUDA_CHECK(cudaGraphLaunch(it->second, stream));
+    ++launches_;
+}
+
+}  // namespace surf::model::cuda

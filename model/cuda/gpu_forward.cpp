@@ -1,0 +1,289 @@
+// GpuModel's language-model step: metadata packing, the layer loop and the logits; decode-only steps
+// are padded to a graph bucket and replayed from a CUDA graph.
+#include <algorithm>
+#include <limits>
+
+#include "kernels/base/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "model/cuda/gpu_model.h"
+
+namespace surf::model::cuda {
+
+int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_ticket) {
+    const LlmConfig& c = cfg_.llm;
+    const GpuLimits& L = limits_;
+    const int64_t n_seq = static_cast<int64_t>(seqs.size());
+    if (n_seq == 0) return 0;
+    if (n_seq > L.max_seqs) throw Error(ErrorKind::kResourceExhausted, "forward: " + std::to_string(n_seq) + " sequences (limit " + std::to_string(L.max_seqs) + ")");
+    Step& st = step_;
+    st = Step{};
+    int64_t logit_rows = 0;
+    bool in_decode = true;
+    for (const SeqStep& s : seqs) {
+        const int64_t n = static_cast<int64_t>(s.tokens.size());
+        if (n == 0) throw Error(ErrorKind::kInvalidArgument, "forward: a sequence with no tokens");
+        if (s.slot < 0 || s.slot >= L.max_slots) throw Error(ErrorKind::kInvalidArgument, "forward: state slot " + std::to_string(s.slot) + " out of range");
+        if (s.past + n > L.max_context) throw Error(ErrorKind::kResourceExhausted, "forward: context " + std::to_string(s.past + n) + " exceeds " + std::to_string(L.max_context));
+        if (static_cast<int64_t>(s.pages.size()) * L.page_size < s.past + n) throw Error(ErrorKind::kInvalidArgument, "forward: KV pages do not cover the sequence");
+        if (s.is_decode()) {
+            if (!in_decode) throw Error(ErrorKind::kInvalidArgument, "forward: decode rows must come before prefill rows");
+            ++st.n_dec;
+        } else {
+            in_decode = false;
+            ++st.n_pre;
+            st.n_pre_tok += n;
+            st.max_q = std::max(st.max_q, n);
+        }
+        st.n_tok += n;
+        st.max_pages = std::max<int64_t>(st.max_pages, static_cast<int64_t>(s.pages.size()));
+        st.max_len = std::max(st.max_len, s.past + n);
+        logit_rows += s.all_logits ? n : 1;
+    }
+    if (st.n_tok > L.max_tokens) throw Error(ErrorKind::kResourceExhausted, "forward: " + std::to_string(st.n_tok) + " tokens (limit " + std::to_string(L.max_tokens) + ")");
+    if (logit_rows > L.max_logit_rows) throw Error(ErrorKind::kResourceExhausted, "forward: " + std::to_string(logit_rows) + " logits rows (limit " + std::to_string(L.max_logit_rows) + ")");
+    const bool needs_vision = std::any_of(seqs.begin(), seqs.end(), [](const SeqStep& s) { return s.image_row >= 0; });
+
+    // Decode-only steps run as a graph over a padded batch: the padding rows decode token 0 on the scratch
+    // slot and page; the block-table width and the attention split grid come from the padded shape.
+    const bool graph = graphs_ && st.n_pre == 0 && !keep_layers_ && graphs_->batch_bucket(n_seq) <= L.max_logit_rows;
+    int64_t rows = n_seq;
+    if (graph) {
+        const int64_t max_pages_per_seq = (L.max_context + L.page_size - 1) / L.page_size;
+        rows = graphs_->batch_bucket(n_seq);
+        st.max_pages = DecodeGraphs::pages_bucket(st.max_pages, max_pages_per_seq);
+        st.max_len = std::min(st.max_pages * L.page_size, L.max_context);
+        st.n_dec = st.n_tok = rows;
+        logit_rows = rows;
+    }
+
+    // Per-step metadata, packed into one pinned buffer and uploaded with one copy.
+    int32_t* host = meta_host_.as<int32_t>();
+    int64_t at = 0;
+    auto region = [&](int64_t words) {
+        const int64_t start = at;
+        at += words;
+        return start;
+    };
+    const int64_t o_ids = region(st.n_tok), o_cu_all = region(rows + 1), o_img = region(rows);
+    const int64_t o_slots_dec = region(st.n_dec), o_lens_dec = region(st.n_dec), o_bt_dec = region(st.n_dec * st.max_pages);
+    const int64_t o_slots_pre = region(st.n_pre), o_cu_pre = region(st.n_pre + 1), o_lens_pre = region(st.n_pre);
+    const int64_t o_bt_pre = region(st.n_pre * st.max_pages), o_slot_map = region(st.n_tok);
+    const int64_t o_init = region((st.n_pre + 3) / 4);  // uint8 flags
+    SURF_CHECK(static_cast<size_t>(at) * 4 <= meta_host_.bytes(), "metadata overflow");
+    uint8_t* has_init = reinterpret_cast<uint8_t*>(host + o_init);
+    int64_t tok = 0, pre_tok = 0;
+    host[o_cu_all] = 0;
+    host[o_cu_pre] = 0;
+    SeqStep padding;
+    padding.slot = scratch_slot_, padding.past = 0, padding.tokens = {0}, padding.pages = {scratch_page_};
+    for (int64_t i = 0; i < rows; ++i) {
+        const SeqStep& s = i < n_seq ? seqs[i] : padding;
+        const int64_t n = static_cast<int64_t>(s.tokens.size());
+        for (int64_t j = 0; j < n; ++j) {
+            host[o_ids + tok + j] = s.tokens[j];
+            const int64_t pos = s.past + j;
+            host[o_slot_map + tok + j] = static_cast<int32_t>(s.pages[pos / L.page_size] * L.page_size + pos % L.page_size);
+        }
+        tok += n;
+        host[o_cu_all + i + 1] = static_cast<int32_t>(tok);
+        host[o_img + i] = static_cast<int32_t>(std::max<int64_t>(s.image_row, 0));
+        int32_t* bt;
+        if (i < st.n_dec) {
+            host[o_slots_dec + i] = s.slot;
+            host[o_lens_dec + i] = static_cast<int32_t>(s.past + 1);
+            bt = host + o_bt_dec + i * st.max_pages;
+        } else {
+            const int64_t k = i - st.n_dec;
+            host[o_slots_pre + k] = s.slot;
+            pre_tok += n;
+            host[o_cu_pre + k + 1] = static_cast<int32_t>(pre_tok);
+            host[o_lens_pre + k] = static_cast<int32_t>(s.past + n);
+            has_init[k] = s.past > 0 ? 1 : 0;
+            bt = host + o_bt_pre + k * st.max_pages;
+        }
+        for (int64_t p = 0; p < st.max_pages; ++p) bt[p] = p < static_cast<int64_t>(s.pages.size()) ? s.pages[p] : 0;
+    }
+    int32_t* dev = meta_dev_.as<int32_t>();
+    SURF_CUDA_CHECK(cudaMemcpyAsync(dev, host, static_cast<size_t>(at) * 4, cudaMemcpyHostToDevice, stream_));
+    st.slots_dec = dev + o_slots_dec, st.lens_dec = dev + o_lens_dec, st.bt_dec = dev + o_bt_dec;
+    st.slots_pre = dev + o_slots_pre, st.cu_pre = dev + o_cu_pre, st.lens_pre = dev + o_lens_pre, st.bt_pre = dev + o_bt_pre;
+    st.slot_mapping = dev + o_slot_map, st.has_init_pre = reinterpret_cast<const uint8_t*>(dev + o_init);
+    st.ids = dev + o_ids, st.cu_all = dev + o_cu_all, st.image_offsets = dev + o_img;
+
+    if (needs_vision) wait_vision(vision_ticket);
+
+    // Logits rows: per sequence its last token or all of them, as runs of consecutive tokens.
+    std::vector<LogitRun> runs;
+    int64_t t0 = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+        const SeqStep& s = i < n_seq ? seqs[i] : padding;
+        const int64_t n = static_cast<int64_t>(s.tokens.size()), first = s.all_logits ? t0 : t0 + n - 1, count = s.all_logits ? n : 1;
+        if (!runs.empty() && runs.back().first + runs.back().count == first) runs.back().count += count;
+        else runs.push_back({first, count});
+        t0 += n;
+    }
+    if (graph) {
+        graphs_->launch(rows, st.max_pages, stream_, [&] { enqueue_step(runs, logit_rows); });
+        return n_seq;
+    }
+    enqueue_step(runs, logit_rows);
+    return logit_rows;
+}
+
+void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_rows) {
+    const LlmConfig& c = cfg_.llm;
+    const GpuLimits& L = limits_;
+    const Step& st = step_;
+    const int64_t d = c.hidden_size, n_seq = st.n_dec + st.n_pre;
+    // Embeddings (image rows merged) into the fp32 residual stream.
+    kc::EmbedParams ep;
+    ep.ids = st.ids, ep.table = w_.embeddings.ptr(), ep.image_rows = image_rows_.as<bf16>(), ep.cu_seqlens = st.cu_all;
+    ep.image_row_offset = st.image_offsets, ep.out = residual_.get(), ep.out_dtype = kc::DType::kF32;
+    ep.n_tok = st.n_tok, ep.n_seq = n_seq, ep.dim = d, ep.vocab = w_.embeddings.rows, ep.n_image_rows = L.max_image_rows;
+    ep.image_token_id = image_token_id_;
+    kc::embed_tokens(ep, embed_ws_.get(), stream_);
+
+    if (keep_layers_ && layer_out_.size() != static_cast<size_t>(c.n_layers())) {
+        layer_out_.clear();
+        for (int64_t i = 0; i < c.n_layers(); ++i) layer_out_.emplace_back(static_cast<size_t>(L.max_tokens * d) * 4);
+    }
+    for (size_t li = 0; li < w_.layers.size(); ++li) {
+        const GpuLayer& layer = w_.layers[li];
+        // h ← h + mixer(RMSNorm(h)); the mixer's last GEMM adds into the fp32 residual (beta = 1).
+        kc::RmsNormParams rn;
+        rn.x = residual_.get(), rn.x_dtype = kc::DType::kF32, rn.weight = layer.norm.ptr(), rn.y = normed_.as<bf16>();
+        rn.rows = st.n_tok, rn.dim = d, rn.eps = c.norm_eps;
+        kc::rmsnorm(rn, stream_);
+        switch (layer.kind) {
+            case LayerKind::kMamba2: mamba_layer(li, layer); break;
+            case LayerKind::kAttention: attention_layer(li, layer); break;
+            case LayerKind::kMlp: mlp_layer(layer); break;
+        }
+        if (keep_layers_) {
+            SURF_CUDA_CHECK(cudaMemcpyAsync(layer_out_[li].get(), residual_.get(), static_cast<size_t>(st.n_tok * d) * 4, cudaMemcpyDeviceToDevice, stream_));
+        }
+    }
+
+    // Logits rows: gather the rows that need logits, final norm, lm_head.
+    int64_t row = 0;
+    for (const LogitRun& r : runs) {
+        SURF_CUDA_CHECK(cudaMemcpyAsync(logit_in_.as<float>() + row * d, residual_.as<float>() + r.first * d, static_cast<size_t>(r.count * d) * 4,
+                                        cudaMemcpyDeviceToDevice, stream_));
+        row += r.count;
+    }
+    kc::RmsNormParams fn;
+    fn.x = logit_in_.get(), fn.x_dtype = kc::DType::kF32, fn.weight = w_.norm_f.ptr(), fn.y = normed_.as<bf16>();
+    fn.rows = logit_rows, fn.dim = d, fn.eps = c.norm_eps;
+    kc::rmsnorm(fn, stream_);
+    kc::gemm(*gemm_, {normed_.as<bf16>(), w_.lm_head.ptr(), nullptr, logits_.get(), kc::DType::kF32, logit_rows, w_.lm_head.rows, d}, stream_);
+}
+
+void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
+    const LlmConfig& c = cfg_.llm;
+    const Step& st = step_;
+    const int64_t proj = c.in_proj_dim(), d_inner = c.d_inner(), conv_dim = c.conv_dim(), H = c.mamba_n_heads, P = c.mamba_head_dim;
+    const int64_t G = c.n_groups, N = c.d_state, d = c.hidden_size;
+    bf16* zx = big_.as<bf16>();    // [n_tok, z | xBC | dt]
+    bf16* xbc = xbc_.as<bf16>();   // [n_tok, conv_dim] after conv + SiLU
+    float* y = y_.as<float>();     // [n_tok, H·P]
+    kc::gemm(*gemm_, {normed_.as<bf16>(), W.in_proj.ptr(), nullptr, zx, kc::DType::kBF16, st.n_tok, proj, d}, stream_);
+    const float dt_max = c.dt_max > 0.0f ? c.dt_max : std::numeric_limits<float>::infinity();
+    if (st.n_dec > 0) {
+        kc::ConvUpdateParams cu;
+        cu.x = zx + d_inner, cu.x_stride = proj, cu.weight = W.conv_w.ptr(), cu.bias = W.conv_b.ptr();
+        cu.state = conv_state_[li].get(), cu.state_dtype = kc::DType::kBF16, cu.slots = st.slots_dec, cu.out = xbc;
+        cu.batch = st.n_dec, cu.channels = conv_dim, cu.K = c.conv_kernel;
+        kc::causal_conv1d_update(cu, stream_);
+        kc::SsuParams su;
+        su.x = xbc, su.B = xbc + d_inner, su.C = xbc + d_inner + G * N, su.x_stride = conv_dim, su.bc_stride = conv_dim;
+        su.dt_raw = zx + d_inner + conv_dim, su.dt_stride = proj, su.dt_bias = W.dt_bias.ptr(), su.A = W.A.ptr(), su.D = W.D.ptr();
+        su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state, su.slots = st.slots_dec, su.y = y, su.y_dtype = kc::DType::kF32;
+        su.batch = st.n_dec, su.H = H, su.P = P, su.G = G, su.N = N, su.dt_min = c.dt_min, su.dt_max = dt_max;
+        kc::selective_state_update(su, stream_);
+    }
+    if (st.n_pre > 0) {
+        const int64_t t0 = st.n_dec;
+        kc::ConvVarlenParams cv;
+        cv.x = zx + t0 * proj + d_inner, cv.x_stride = proj, cv.weight = W.conv_w.ptr(), cv.bias = W.conv_b.ptr();
+        cv.state = conv_state_[li].get(), cv.state_dtype = kc::DType::kBF16, cv.cu_seqlens = st.cu_pre, cv.slots = st.slots_pre;
+        cv.has_initial_state = st.has_init_pre, cv.out = xbc + t0 * conv_dim, cv.n_tok = st.n_pre_tok, cv.n_seq = st.n_pre;
+        cv.channels = conv_dim, cv.K = c.conv_kernel;
+        kc::causal_conv1d_varlen(cv, stream_);
+        kc::SsdVarlenParams sp;
+        bf16* xb = xbc + t0 * conv_dim;
+        sp.x = xb, sp.B = xb + d_inner, sp.C = xb + d_inner + G * N, sp.x_stride = conv_dim, sp.bc_stride = conv_dim;
+        sp.dt_raw = zx + t0 * proj + d_inner + conv_dim, sp.dt_stride = proj, sp.dt_bias = W.dt_bias.ptr(), sp.A = W.A.ptr(), sp.D = W.D.ptr();
+        sp.state = ssm_state_[li].get(), sp.state_dtype = limits_.ssm_state, sp.cu_seqlens = st.cu_pre, sp.slots = st.slots_pre;
+        sp.has_initial_state = st.has_init_pre, sp.y = y + t0 * H * P, sp.y_dtype = kc::DType::kF32;
+        sp.n_tok = st.n_pre_tok, sp.n_seq = st.n_pre, sp.H = H, sp.P = P, sp.G = G, sp.N = N, sp.chunk = c.chunk_size;
+        sp.dt_min = c.dt_min, sp.dt_max = dt_max;
+        SURF_CHECK(kc::ssd_workspace_bytes(sp) <= ssd_ws_.bytes(), "ssd workspace too small");
+        kc::ssd_varlen(sp, ssd_ws_.get(), stream_);
+    }
+    kc::GatedRmsNormParams gn;
+    gn.y = y, gn.y_dtype = kc::DType::kF32, gn.z = zx, gn.z_stride = proj, gn.weight = W.gated_norm.ptr(), gn.out = normed_.as<bf16>();
+    gn.rows = st.n_tok, gn.dim = d_inner, gn.group_size = d_inner / G, gn.eps = c.norm_eps;
+    kc::gated_rmsnorm(gn, stream_);
+    kc::GemmParams out{normed_.as<bf16>(), W.out_proj.ptr(), nullptr, residual_.get(), kc::DType::kF32, st.n_tok, d, d_inner};
+    out.beta = 1.0f;
+    kc::gemm(*gemm_, out, stream_);
+}
+
+void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
+    const LlmConfig& c = cfg_.llm;
+    const Step& st = step_;
+    const int64_t hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd, qkv_dim = q_dim + 2 * kv_dim, d = c.hidden_size;
+    bf16* qkv = big_.as<bf16>();      // [n_tok, q | k | v]
+    bf16* out = normed_.as<bf16>();   // [n_tok, n_heads, hd] (the norm output is consumed by the qkv GEMM first)
+    kc::gemm(*gemm_, {normed_.as<bf16>(), W.qkv.ptr(), nullptr, qkv, kc::DType::kBF16, st.n_tok, qkv_dim, d}, stream_);
+    kc::KvAppendParams ka;
+    ka.k = qkv + q_dim, ka.v = qkv + q_dim + kv_dim, ka.k_stride = qkv_dim, ka.v_stride = qkv_dim;
+    ka.k_cache = k_cache_[li].as<bf16>(), ka.v_cache = v_cache_[li].as<bf16>(), ka.slot_mapping = st.slot_mapping;
+    ka.n_tok = st.n_tok, ka.n_kv_heads = c.n_kv_heads, ka.head_dim = hd;
+    kc::kv_cache_append(ka, stream_);
+    if (st.n_dec > 0) {
+        kc::AttentionDecodeParams dp;
+        dp.q = qkv, dp.q_stride = qkv_dim, dp.out = out, dp.k_cache = k_cache_[li].as<bf16>(), dp.v_cache = v_cache_[li].as<bf16>();
+        dp.block_table = st.bt_dec, dp.seq_lens = st.lens_dec, dp.page_size = limits_.page_size, dp.max_pages_per_seq = st.max_pages;
+        dp.batch = st.n_dec, dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = hd, dp.max_seq_len = st.max_len;
+        SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
+        kc::attention_decode(dp, decode_ws_.get(), stream_);
+    }
+    if (st.n_pre > 0) {
+        kc::AttentionPrefillParams ap;
+        ap.q = qkv + st.n_dec * qkv_dim, ap.q_stride = qkv_dim, ap.out = out + st.n_dec * q_dim, ap.out_stride = q_dim;
+        ap.cu_seqlens_q = st.cu_pre, ap.k_cache = k_cache_[li].as<bf16>(), ap.v_cache = v_cache_[li].as<bf16>();
+        ap.block_table = st.bt_pre, ap.seq_lens_k = st.lens_pre, ap.page_size = limits_.page_size, ap.max_pages_per_seq = st.max_pages;
+        ap.n_seq = st.n_pre, ap.n_heads = c.n_heads, ap.n_kv_heads = c.n_kv_heads, ap.head_dim = hd, ap.max_seqlen_q = st.max_q, ap.causal = true;
+        kc::attention_prefill(ap, stream_);
+    }
+    kc::GemmParams o{out, W.o.ptr(), nullptr, residual_.get(), kc::DType::kF32, st.n_tok, d, q_dim};
+    o.beta = 1.0f;
+    kc::gemm(*gemm_, o, stream_);
+}
+
+void GpuModel::mlp_layer(const GpuLayer& W) {
+    const LlmConfig& c = cfg_.llm;
+    const int64_t n = step_.n_tok, d = c.hidden_size, inter = c.intermediate_size;
+    bf16* hidden = big_.as<bf16>();  // [n_tok, intermediate]
+    kc::gemm(*gemm_, {normed_.as<bf16>(), W.up.ptr(), nullptr, hidden, kc::DType::kBF16, n, inter, d}, stream_);
+    kc::relu_squared(hidden, n * inter, stream_);
+    kc::GemmParams down{hidden, W.down.ptr(), nullptr, residual_.get(), kc::DType::kF32, n, d, inter};
+    down.beta = 1.0f;
+    kc::gemm(*gemm_, down, stream_);
+}
+
+void GpuModel::copy_logits_to_host(int64_t rows, std::vector<float>& host) {
+    host.resize(static_cast<size_t>(rows * cfg_.llm.vocab_size));
+    SURF_CUDA_CHECK(cudaMemcpyAsync(host.data(), logits_.get(), host.size() * 4, cudaMemcpyDeviceToHost, stream_));
+    SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void GpuModel::copy_layer_output(int64_t layer, int64_t n_tok, std::vector<float>& host) const {
+    SURF_CHECK(keep_layers_ && layer >= 0 && static_cast<size_t>(layer) < layer_out_.size(), "layer outputs not kept");
+    host.resize(static_cast<size_t>(n_tok * cfg_.llm.hidden_size));
+    SURF_CUDA_CHECK(cudaMemcpyAsync(host.data(), layer_out_[layer].get(), host.size() * 4, cudaMemcpyDeviceToHost, stream_));
+    SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+}  // namespace surf::model::cuda

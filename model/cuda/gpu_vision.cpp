@@ -1,0 +1,137 @@
+// The vision tower of GpuModel (C-RADIO ViT + pixel shuffle + mlp1 projector), run on its own stream over
+// a batch of images at a time, and the tickets that order language-model steps after it.
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/base/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "model/cuda/gpu_model.h"
+
+namespace surf::model::cuda {
+
+uint64_t GpuModel::record_vision() {
+    const uint64_t ticket = ++vision_issued_;
+    cudaEvent_t& ev = vision_events_[ticket % vision_events_.size()];
+    // The event's previous ticket must be complete before it is re-recorded (wait_vision relies on it).
+    if (ticket > vision_events_.size()) SURF_CUDA_CHECK(cudaEventSynchronize(ev));
+    SURF_CUDA_CHECK(cudaEventRecord(ev, vision_stream_));
+    return ticket;
+}
+
+void GpuModel::wait_vision(uint64_t ticket) {
+    if (ticket == kLatestVision) ticket = vision_issued_;
+    if (ticket == 0 || ticket + vision_events_.size() <= vision_issued_) return;  // none, or long complete
+    SURF_CHECK(ticket <= vision_issued_, "wait_vision: ticket ", ticket, " not issued (", vision_issued_, ")");
+    SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, vision_events_[ticket % vision_events_.size()], 0));
+}
+
+int64_t GpuModel::encode_images(const float* pixels, int64_t n_tiles, int64_t first_row) {
+    encode_images(std::vector<ImageJob>{{pixels, n_tiles, first_row}});
+    return n_tiles * cfg_.image.tokens_per_tile();
+}
+
+uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
+    if (!cfg_.has_vision) throw Error(ErrorKind::kUnsupported, cfg_.dir + ": this model has no vision tower");
+    const int64_t S = cfg_.image.tile_size, side = cfg_.image.patches_per_side(), width = cfg_.vision.hidden_size;
+    const int64_t n_patch = side * side, n_pre = w_.n_prefix, n_tok_tile = n_pre + n_patch;
+    const int64_t tpt = cfg_.image.tokens_per_tile(), s = cfg_.image.shuffle_factor();
+    const int64_t heads = cfg_.vision.n_heads, inter = cfg_.vision.intermediate_size, ps = cfg_.image.patch_size;
+    const int64_t tile_floats = 3 * S * S;
+    int64_t n_tiles = 0;
+    for (const ImageJob& j : jobs) {
+        if (j.n_tiles <= 0 || !j.pixels) throw Error(ErrorKind::kInvalidArgument, "encode_images: an image with no tiles");
+        if (j.first_row < 0 || j.first_row + j.n_tiles * tpt > limits_.max_image_rows) {
+            throw Error(ErrorKind::kResourceExhausted, "encode_images: image rows " + std::to_string(j.first_row + j.n_tiles * tpt) +
+                                                           " exceed the limit " + std::to_string(limits_.max_image_rows));
+        }
+        n_tiles += j.n_tiles;
+    }
+    if (n_tiles <= 0 || n_tiles > limits_.max_tiles) {
+        throw Error(ErrorKind::kResourceExhausted, "encode_images: " + std::to_string(n_tiles) + " tiles (limit " + std::to_string(limits_.max_tiles) + ")");
+    }
+    const int64_t rows = n_tiles * n_tok_tile, out_rows = n_tiles * tpt;
+
+    // Pixels: host → pinned staging (once the previous upload has left it) → device, asynchronously.
+    SURF_CUDA_CHECK(cudaEventSynchronize(staging_free_));
+    float* staging = vit_staging_.as<float>();
+    for (const ImageJob& j : jobs) {
+        std::memcpy(staging, j.pixels, static_cast<size_t>(j.n_tiles * tile_floats) * 4);
+        staging += j.n_tiles * tile_floats;
+    }
+    SURF_CUDA_CHECK(cudaMemcpyAsync(vit_pixels_.get(), vit_staging_.get(), static_cast<size_t>(n_tiles * tile_floats) * 4, cudaMemcpyHostToDevice,
+                                    vision_stream_));
+    SURF_CUDA_CHECK(cudaEventRecord(staging_free_, vision_stream_));
+
+    kc::patchify({vit_pixels_.as<float>(), vit_patches_.as<bf16>(), n_tiles, S, S, ps}, vision_stream_);
+    // Patch embeddings (no bias) into vit_ln_, then [prefix ; emb + pos] into the fp32 residual.
+    kc::gemm(*vision_gemm_, {vit_patches_.as<bf16>(), w_.patch_embed.ptr(), nullptr, vit_ln_.get(), kc::DType::kBF16, n_tiles * n_patch, width, 3 * ps * ps}, vision_stream_);
+    kc::vit_tokens({vit_ln_.as<bf16>(), w_.tile_pos.as<bf16>(), w_.prefix.as<bf16>(), vit_h_.as<float>(), n_tiles, n_patch, n_pre, width}, vision_stream_);
+
+    const int32_t* cu_dev = vision_cu_.as<int32_t>();  // tile t's tokens are rows [t·n_tok_tile, (t+1)·n_tok_tile)
+    for (const GpuVitBlock& B : w_.vit) {
+        // x ← x + proj(Attn(LN1(x)))
+        kc::LayerNormParams ln;
+        ln.x = vit_h_.get(), ln.x_dtype = kc::DType::kF32, ln.weight = B.norm1_w.ptr(), ln.bias = B.norm1_b.ptr();
+        ln.y = vit_ln_.as<bf16>(), ln.rows = rows, ln.dim = width, ln.eps = cfg_.vision.norm_eps;
+        kc::layernorm(ln, vision_stream_);
+        kc::gemm(*vision_gemm_, {vit_ln_.as<bf16>(), B.qkv.ptr(), B.qkv_b.get(), vit_big_.get(), kc::DType::kBF16, rows, 3 * width, width}, vision_stream_);
+        kc::AttentionPrefillParams ap;
+        ap.q = vit_big_.as<bf16>(), ap.k = vit_big_.as<bf16>() + width, ap.v = vit_big_.as<bf16>() + 2 * width;
+        ap.q_stride = 3 * width, ap.kv_stride = 3 * width, ap.out = vit_attn_.as<bf16>(), ap.out_stride = width;
+        ap.cu_seqlens_q = cu_dev, ap.cu_seqlens_k = cu_dev, ap.n_seq = n_tiles, ap.n_heads = heads, ap.n_kv_heads = heads;
+        ap.head_dim = width / heads, ap.max_seqlen_q = n_tok_tile, ap.causal = false;
+        kc::attention_prefill(ap, vision_stream_);
+        kc::GemmParams proj{vit_attn_.as<bf16>(), B.proj.ptr(), B.proj_b.ptr(), vit_h_.get(), kc::DType::kF32, rows, width, width};
+        proj.beta = 1.0f;
+        kc::gemm(*vision_gemm_, proj, vision_stream_);
+        // x ← x + fc2(GELU(fc1(LN2(x))))
+        ln.weight = B.norm2_w.ptr(), ln.bias = B.norm2_b.ptr();
+        kc::layernorm(ln, vision_stream_);
+        kc::gemm(*vision_gemm_, {vit_ln_.as<bf16>(), B.fc1.ptr(), B.fc1_b.get(), vit_big_.get(), kc::DType::kBF16, rows, inter, width}, vision_stream_);
+        kc::gelu_erf(vit_big_.as<bf16>(), rows * inter, vision_stream_);
+        kc::GemmParams fc2{vit_big_.as<bf16>(), B.fc2.ptr(), B.fc2_b.ptr(), vit_h_.get(), kc::DType::kF32, rows, width, inter};
+        fc2.beta = 1.0f;
+        kc::gemm(*vision_gemm_, fc2, vision_stream_);
+    }
+    // Drop the prefix rows, pixel-shuffle, then mlp1: RMSNorm → Linear → ReLU² → Linear; the last GEMM
+    // runs per image, writing straight into that image's rows.
+    bf16* shuffled = vit_shuffled_.as<bf16>();
+    bf16* hidden = shuffled + out_rows * std::max(width * s * s, cfg_.projector_hidden);
+    kc::pixel_shuffle({vit_h_.as<float>() + n_pre * width, kc::DType::kF32, shuffled, n_tiles, side, width, s, n_tok_tile}, vision_stream_);
+    kc::RmsNormParams rn;
+    rn.x = shuffled, rn.x_dtype = kc::DType::kBF16, rn.weight = w_.proj_norm.ptr(), rn.y = hidden, rn.rows = out_rows, rn.dim = width * s * s, rn.eps = 1e-5f;
+    kc::rmsnorm(rn, vision_stream_);
+    kc::gemm(*vision_gemm_, {hidden, w_.proj_fc1.ptr(), nullptr, shuffled, kc::DType::kBF16, out_rows, cfg_.projector_hidden, width * s * s}, vision_stream_);
+    kc::relu_squared(shuffled, out_rows * cfg_.projector_hidden, vision_stream_);
+    int64_t row = 0;
+    for (const ImageJob& j : jobs) {
+        const int64_t n = j.n_tiles * tpt;
+        kc::gemm(*vision_gemm_, {shuffled + row * cfg_.projector_hidden, w_.proj_fc2.ptr(), nullptr, image_rows_.as<bf16>() + j.first_row * cfg_.llm.hidden_size,
+                                 kc::DType::kBF16, n, cfg_.llm.hidden_size, cfg_.projector_hidden},
+                 vision_stream_);
+        row += n;
+    }
+    return record_vision();
+}
+
+uint64_t GpuModel::put_image_rows(const bf16* device_rows, int64_t n_rows, int64_t first_row) {
+    if (first_row < 0 || first_row + n_rows > limits_.max_image_rows) throw Error(ErrorKind::kResourceExhausted, "put_image_rows: past the image-row limit");
+    const size_t row_bytes = static_cast<size_t>(cfg_.llm.hidden_size) * 2;
+    SURF_CUDA_CHECK(cudaMemcpyAsync(image_rows_.as<bf16>() + first_row * cfg_.llm.hidden_size, device_rows, n_rows * row_bytes,
+                                    cudaMemcpyDeviceToDevice, vision_stream_));
+    return record_vision();
+}
+
+void GpuModel::copy_vision_features(int64_t n_tiles, std::vector<float>& host) const {
+    const int64_t side = cfg_.image.patches_per_side(), width = cfg_.vision.hidden_size, n_tok_tile = w_.n_prefix + side * side;
+    std::vector<float> all(static_cast<size_t>(n_tiles * n_tok_tile * width));
+    SURF_CUDA_CHECK(cudaMemcpyAsync(all.data(), vit_h_.get(), all.size() * 4, cudaMemcpyDeviceToHost, vision_stream_));
+    SURF_CUDA_CHECK(cudaStreamSynchronize(vision_stream_));
+    host.clear();
+    for (int64_t t = 0; t < n_tiles; ++t) {
+        const float* begin = all.data() + (t * n_tok_tile + w_.n_prefix) * width;
+        host.insert(host.end(), begin, begin + side * side * width);
+    }
+}
+
+}  // namespace surf::model::cuda
