@@ -1,7 +1,8 @@
 // The GPU forward pass against the golden fixtures (HF transformers reference, fp32 math over the
 // fixture weights): bf16 weights and activations with fp32 accumulation, fp32 residual and SSM state,
 // held to the bf16 threshold of the CPU issue (logits max|Δ|/max|ref| ≤ 2e-2), greedy continuations
-// compared with the reference, and prefill(N) = prefill(k) + decode(N−k) on the GPU.
+// compared with the reference (all 32 tokens, image and text prompt, on greedy_bf16, whose every step is
+// decisive), and prefill(N) = prefill(k) + decode(N−k) on the GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -53,7 +54,7 @@ std::vector<int64_t> greedy(GpuModel& model, SeqStep seq, std::vector<float> log
         seq.past += static_cast<int64_t>(seq.tokens.size());
         seq.tokens = {next};
         seq.all_logits = false;
-        seq.pages = pages_for(seq.past + 1, model.limits().page_size, 0);
+        seq.pages = pages_for(seq.past + 1, model.limits().page_size, seq.pages.front());
         model.forward({seq});
         model.copy_logits_to_host(1, logits);
     }
@@ -91,9 +92,38 @@ std::vector<double> reference_margins(const std::string& dir, const std::vector<
     return margins;
 }
 
+// The text-only prompt on its own slot and pages: logits within `logit_tol`, then all 32 greedy tokens
+// identical to the reference.
+void check_text_prompt(GpuModel& model, const std::string& name, const Checkpoint& expected,
+                       double logit_tol) {
+    const auto ids64 = expected.to_i64("text.input_ids");
+    SeqStep seq;
+    seq.slot = 1;
+    seq.tokens.assign(ids64.begin(), ids64.end());
+    const int64_t T = static_cast<int64_t>(seq.tokens.size());
+    seq.pages = pages_for(T, model.limits().page_size, 128);  // clear of slot 0's pages
+    seq.all_logits = true;
+    REQUIRE(model.forward({seq}) == T);
+    std::vector<float> logits;
+    model.copy_logits_to_host(T, logits);
+    const double err = rel_err(logits.data(), expected.to_f32("text.logits"));
+    MESSAGE(name << " GPU text.logits rel err " << err << " (threshold " << logit_tol << ")");
+    CHECK(err <= logit_tol);
+    const auto want = expected.to_i64("text.greedy_tokens");
+    const auto got = greedy(model, seq, logits, static_cast<int>(want.size()));
+    size_t same = 0;
+    while (same < want.size() && got[same] == want[same]) ++same;
+    MESSAGE(name << " GPU text greedy: first " << same << " of " << want.size()
+                 << " tokens identical to the reference");
+    CHECK(got == want);
+}
+
 // `logit_tol`: the bf16 threshold of the CPU issue (2e-2) for bf16 fixtures; fp32 fixtures also carry the
 // rounding of their fp32 weights to bf16 on upload, which the bf16 fixture does not have.
-void check_fixture(const std::string& name, double logit_tol) {
+// `require_all_greedy`: the fixture's every reference step has a top-1 − top-2 margin of at least 6% of
+// max|logit| (3× the logits threshold), so no bf16 error within the threshold can flip one: all 32 tokens
+// of the image and the text prompt must equal the reference's.
+void check_fixture(const std::string& name, double logit_tol, bool require_all_greedy = false) {
     const std::string dir = fixture(name);
     auto model = GpuModel::load(dir, small_limits());
     model->keep_layer_outputs(true);
@@ -147,12 +177,21 @@ void check_fixture(const std::string& name, double logit_tol) {
     size_t decisive = 0;  // steps before the first low-margin one
     while (decisive < margins.size() && margins[decisive] >= 2 * logit_err) ++decisive;
     CHECK(same >= decisive);
+    if (require_all_greedy) {
+        MESSAGE(name << " smallest reference margin: " << *std::min_element(margins.begin(), margins.end())
+                     << " of max|logit|");
+        CHECK(got == want);
+        check_text_prompt(*model, name, expected, logit_tol);
+    }
 }
 
 }  // namespace
 
 TEST_CASE("GPU forward: tiny fp32 fixture (weights rounded to bf16 on upload)") { check_fixture("tiny_fp32", 3e-2); }
 TEST_CASE("GPU forward: small bf16 fixture") { check_fixture("small_bf16", 2e-2); }
+TEST_CASE("GPU forward: greedy bf16 fixture (every greedy step decisive)") {
+    check_fixture("greedy_bf16", 2e-2, true);
+}
 
 TEST_CASE("GPU sessions: prefill(N) = prefill(k) + decode(N-k), batched with another sequence") {
     const std::string dir = fixture("small_bf16");

@@ -136,3 +136,6 @@ TEST_CASE("tiny fp32 fixture matches HF transformers") { check_fixture("tiny_fp3
 // Our math is fp32 over the bf16 weights; the fixture's main outputs were computed the same way by
 // the reference, and bf16.logits by HF natively in bf16 (threshold 2e-2).
 TEST_CASE("small bf16 fixture matches HF transformers") { check_fixture("small_bf16", {1e-4, 1e-4}); }
+
+// Same thresholds on the fixture built for decisive greedy steps (every reference margin ≥ 6% of max|logit|).
+TEST_CASE("greedy bf16 fixture matches HF transformers") { check_fixture("greedy_bf16", {1e-4, 1e-4}); }

@@ -53,6 +53,7 @@ void check_pipeline(const std::string& name) {
 
 TEST_CASE("tiny fp32: template + tokenizer + tiling + model give the reference's greedy tokens") { check_pipeline("tiny_fp32"); }
 TEST_CASE("small bf16: template + tokenizer + tiling + model give the reference's greedy tokens") { check_pipeline("small_bf16"); }
+TEST_CASE("greedy bf16: template + tokenizer + tiling + model give the reference's greedy tokens") { check_pipeline("greedy_bf16"); }
 
 TEST_CASE("forked sessions continue independently of their parent") {
     auto engine = open_cpu_engine(fixture("tiny_fp32"));

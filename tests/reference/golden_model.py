@@ -198,6 +198,27 @@ def init_weights(llm, radio, mlp1, gen, s):
         mlp1.norm_weight.copy_(_normal(gen, mlp1.norm_weight.shape, 0.1, 1.0))
         mlp1.fc1.weight.copy_(_normal(gen, mlp1.fc1.weight.shape, 1.0 / math.sqrt(mlp1.fc1.weight.shape[1])))
         mlp1.fc2.weight.copy_(_normal(gen, mlp1.fc2.weight.shape, 1.0 / math.sqrt(mlp1.fc2.weight.shape[1])))
+        if s.get("bigram_scale"):
+            add_direct_path_bigrams(llm, gen, s)
+
+
+def add_direct_path_bigrams(llm, gen, s):
+    """Decisive-greedy init (greedy_bf16, see make_golden.py): lm_head row π(t) += bigram_scale/√d · E[t] for
+    a seeded random permutation π, so the direct path embedding → lm_head favours π(t) after token t (the
+    bigram table W_U·W_E that trained LMs learn first); the residual branches' output projections are scaled
+    by residual_scale (1/√n_layers, the rescale_prenorm_residual rule) so the current token's embedding
+    stays a large part of the final hidden state. Drawn after every other weight: the rest of the init is
+    the same as without it. Returns π."""
+    with torch.no_grad():
+        E = llm.model.embeddings.weight
+        n_vocab, d = E.shape
+        perm = torch.randperm(n_vocab, generator=gen)
+        llm.lm_head.weight[perm] += s["bigram_scale"] / math.sqrt(d) * E
+        for name, p in llm.named_parameters():
+            if name.endswith(("mixer.out_proj.weight", "mixer.o_proj.weight", "mixer.down_proj.weight")):
+                p.mul_(s["residual_scale"])
+    llm.bigram_successor = perm.tolist()
+    return perm
 
 
 def round_to_bf16(*modules):
