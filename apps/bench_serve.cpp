@@ -267,6 +267,12 @@ int main(int argc, char** argv) {
                     "decode rows | decode ms/step | decode %% roofline | device GiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                     o.steps);
         uint64_t run_id = 0;
+        {
+            // Warm-up, not reported: GEMM tuning, first graph captures, allocator paths.
+            Options warm = o;
+            warm.steps = 2;
+            run(*engine, warm, std::min(4, max_c), true, ++run_id);
+        }
         for (const char* mode : {"stateful", "stateless"}) {
             if (o.mode != "both" && o.mode != mode) continue;
             for (int C : o.concurrency) {

@@ -1,7 +1,9 @@
 // bf16 GEMMs with fp32 accumulation through cuBLASLt. Row-major y[m,n] = x[m,k]·w[n,k]ᵀ is the
 // column-major product yᵀ[n,m] = op(w)ᵀ-view: A = w (k×n col-major, transposed), B = x (k×m col-major),
 // D = yᵀ (n×m col-major, ld = ldy). The bias epilogue adds bias[n] along D's rows, i.e. per output feature.
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -28,6 +30,14 @@ int alignment_of(const void* ptr, int64_t ld, size_t elem) {
     return align;
 }
 
+// Shapes whose tuned algorithm is shared: the plan key with m replaced by its bucket.
+int64_t m_bucket(int64_t m) {
+    if (m <= 128) return m;
+    int64_t b = 256;
+    while (b < m) b *= 2;
+    return b;
+}
+
 }  // namespace
 
 struct GemmContext::Impl {
@@ -35,7 +45,95 @@ struct GemmContext::Impl {
     void* workspace = nullptr;
     size_t workspace_bytes = 0;
     std::map<PlanKey, GemmPlan> plans;
+    bool autotune = false;
+    std::map<PlanKey, cublasLtMatmulAlgo_t> tuned;  // by bucket key
+    std::vector<GemmContext::TuneRecord> log;
+    void* scratch = nullptr;  // tuning output
+    size_t scratch_bytes = 0;
+    cudaEvent_t ev[2] = {nullptr, nullptr};
+
+    void* scratch_of(size_t bytes) {
+        if (bytes > scratch_bytes) {
+            if (scratch) SURF_CUDA_CHECK(cudaFree(scratch));
+            scratch = nullptr;
+            SURF_CUDA_CHECK(cudaMalloc(&scratch, bytes));
+            scratch_bytes = bytes;
+        }
+        return scratch;
+    }
 };
+
+namespace {
+
+// Times `algo` on the plan's shape (output to scratch): microseconds per GEMM, best of 3 after a warm-up;
+// infinity if cuBLASLt rejects it.
+float time_algo(GemmContext::Impl& impl, GemmPlan& plan, const cublasLtMatmulAlgo_t& algo, const GemmParams& p, void* out,
+                cudaStream_t stream) {
+    auto run = [&] {
+        return cublasLtMatmul(impl.handle, plan.op, &p.alpha, p.w, plan.a, p.x, plan.b, &p.beta, out, plan.d, out, plan.d, &algo,
+                              impl.workspace, impl.workspace_bytes, stream);
+    };
+    if (run() != CUBLAS_STATUS_SUCCESS) return std::numeric_limits<float>::infinity();
+    float best = std::numeric_limits<float>::infinity();
+    for (int r = 0; r < 3; ++r) {
+        SURF_CUDA_CHECK(cudaEventRecord(impl.ev[0], stream));
+        if (run() != CUBLAS_STATUS_SUCCESS) return std::numeric_limits<float>::infinity();
+        SURF_CUDA_CHECK(cudaEventRecord(impl.ev[1], stream));
+        SURF_CUDA_CHECK(cudaEventSynchronize(impl.ev[1]));
+        float ms = 0;
+        SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, impl.ev[0], impl.ev[1]));
+        best = std::min(best, ms * 1e3f);
+    }
+    return best;
+}
+
+// Picks the plan's algorithm: the bucket's tuned one if cuBLASLt accepts it for this shape, else (tuning
+// on, not capturing) the fastest of the heuristic's candidates, else the heuristic's first.
+void choose_algo(GemmContext::Impl& impl, GemmPlan& plan, const PlanKey& key, const GemmParams& p, size_t y_elem,
+                 const cublasLtMatmulHeuristicResult_t* results, int found, cudaStream_t stream) {
+    plan.algo = results[0].algo;
+    if (!impl.autotune) return;
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    SURF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+    PlanKey bucket = key;
+    std::get<0>(bucket) = m_bucket(p.m);
+    auto tuned = impl.tuned.find(bucket);
+    if (tuned != impl.tuned.end()) {
+        cublasLtMatmulHeuristicResult_t check{};
+        if (cublasLtMatmulAlgoCheck(impl.handle, plan.op, plan.a, plan.b, plan.d, plan.d, &tuned->second, &check) == CUBLAS_STATUS_SUCCESS &&
+            check.workspaceSize <= impl.workspace_bytes) {
+            plan.algo = tuned->second;
+            return;
+        }
+    }
+    if (capturing != cudaStreamCaptureStatusNone || found <= 1) return;
+    if (!impl.ev[0]) {
+        SURF_CUDA_CHECK(cudaEventCreate(&impl.ev[0]));
+        SURF_CUDA_CHECK(cudaEventCreate(&impl.ev[1]));
+    }
+    const int64_t ldy = p.ldy ? p.ldy : p.n;
+    void* out = impl.scratch_of(static_cast<size_t>(p.m * ldy) * y_elem);
+    GemmContext::TuneRecord rec;
+    rec.m = p.m, rec.n = p.n, rec.k = p.k, rec.candidates = found;
+    float best = std::numeric_limits<float>::infinity();
+    for (int i = 0; i < found; ++i) {
+        const float us = time_algo(impl, plan, results[i].algo, p, out, stream);
+        if (i == 0) rec.heuristic_us = us;
+        if (us < best) {
+            best = us;
+            rec.chosen = i;
+        }
+    }
+    rec.best_us = best;
+    plan.algo = results[rec.chosen].algo;
+    impl.tuned[bucket] = plan.algo;
+    impl.log.push_back(rec);
+}
+
+}  // namespace
+
+void GemmContext::set_autotune(bool on) { impl_->autotune = on; }
+const std::vector<GemmContext::TuneRecord>& GemmContext::tune_log() const { return impl_->log; }
 
 GemmContext::GemmContext(size_t workspace_bytes) : impl_(std::make_unique<Impl>()) {
     SURF_CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
@@ -51,6 +149,10 @@ GemmContext::~GemmContext() {
         cublasLtMatmulDescDestroy(plan.op);
     }
     if (impl_->workspace) cudaFree(impl_->workspace);
+    if (impl_->scratch) cudaFree(impl_->scratch);
+    for (cudaEvent_t e : impl_->ev) {
+        if (e) cudaEventDestroy(e);
+    }
     if (impl_->handle) cublasLtDestroy(impl_->handle);
 }
 
@@ -90,13 +192,16 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
                           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
             SURF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &a32, sizeof(a32)));
         }
-        cublasLtMatmulHeuristicResult_t result{};
+        cublasLtMatmulHeuristicResult_t results[8]{};
         int found = 0;
         SURF_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(impl->handle, plan.op, plan.a, plan.b, plan.d, plan.d,
-                                                         pref, 1, &result, &found));
+                                                         pref, impl->autotune ? 8 : 1, results, &found));
         cublasLtMatmulPreferenceDestroy(pref);
         SURF_CHECK(found > 0, "gemm: cuBLASLt has no algorithm for m ", p.m, " n ", p.n, " k ", p.k, " align ", align);
-        plan.algo = result.algo;
+        if (p.bias) {
+            SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
+        }
+        choose_algo(*impl, plan, key, p, y_elem, results, found, stream);
         it = impl->plans.emplace(key, plan).first;
     }
     GemmPlan& plan = it->second;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <vector>
 
 namespace surf::kernels::cuda {
 
@@ -35,6 +36,18 @@ public:
     ~GemmContext();
     GemmContext(const GemmContext&) = delete;
     GemmContext& operator=(const GemmContext&) = delete;
+
+    // Autotuning (off by default). The first GEMM of each shape bucket (m exact up to 128, else rounded up
+    // to a power of two) times up to 8 cuBLASLt candidates, writing to scratch memory, and keeps the
+    // fastest; later shapes of the bucket reuse that algorithm when cuBLASLt accepts it for them. Never
+    // while the stream is being captured into a graph (those shapes use the heuristic's first choice).
+    void set_autotune(bool on);
+    struct TuneRecord {
+        int64_t m = 0, n = 0, k = 0;
+        int candidates = 0, chosen = 0;        // candidates timed, index of the fastest (0 = heuristic's pick)
+        float heuristic_us = 0, best_us = 0;   // per GEMM
+    };
+    const std::vector<TuneRecord>& tune_log() const;
 
     struct Impl;
     Impl* impl() { return impl_.get(); }

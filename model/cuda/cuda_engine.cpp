@@ -495,7 +495,10 @@ private:
                 decode_rows.push_back(std::move(q));
                 decode_owners.push_back(r.get());
             }
-            budget = std::min(budget, L.max_tokens - static_cast<int64_t>(decode_rows.size()));
+            // Decode rows count against the chunk (so a step's GEMMs keep one shape while prompts are
+            // prefilled), but prefill keeps at least a quarter of it.
+            const int64_t n_dec_rows = static_cast<int64_t>(decode_rows.size());
+            budget = std::min(std::max(budget - n_dec_rows, budget / 4), L.max_tokens - n_dec_rows);
             for (auto& r : running_) {
                 if (r->decoding || r->pending_images > 0 || budget <= 0 || static_cast<int64_t>(decode_rows.size() + prefill_rows.size()) >= L.max_seqs) {
                     continue;
@@ -710,11 +713,11 @@ private:
             size_t j = i + 1;
             while (j < n && rows[j] == rows[j - 1] + 1) ++j;
             surf::kernels::cuda::SamplingParams p;
-            p.logits = model_->logits() + rows[i] * V;
+            p.logits = model_->logits() + rows[i] * model_->logits_stride();
             p.temperature = dev.temperature + i, p.top_k = dev.top_k + i, p.top_p = dev.top_p + i, p.seed = dev.seed + i, p.step = dev.step + i;
             p.allowed = any_mask ? dev.masks + i * mask_words_ : nullptr;
             p.tokens = tokens_dev_.as<int32_t>() + i;
-            p.rows = static_cast<int64_t>(j - i), p.vocab = V, p.logits_stride = V, p.allowed_stride = static_cast<int64_t>(mask_words_);
+            p.rows = static_cast<int64_t>(j - i), p.vocab = V, p.logits_stride = model_->logits_stride(), p.allowed_stride = static_cast<int64_t>(mask_words_);
             surf::kernels::cuda::sample_tokens(p, model_->stream());
             i = j;
         }

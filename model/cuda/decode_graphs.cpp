@@ -34,6 +34,11 @@ int64_t DecodeGraphs::pages_bucket(int64_t pages, int64_t max_pages) {
 void DecodeGraphs::launch(int64_t batch, int64_t pages, cudaStream_t stream, const std::function<void()>& enqueue) {
     const auto key = std::make_pair(batch, pages);
     auto it = graphs_.find(key);
+    if (it == graphs_.end() && !seen_[key]) {
+        seen_[key] = true;
+        enqueue();
+        return;
+    }
     if (it == graphs_.end()) {
         cudaGraph_t graph = nullptr;
         // Thread-local mode: other threads' CUDA calls (client threads saving a slot) do not break the capture.

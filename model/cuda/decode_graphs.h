@@ -28,8 +28,9 @@ public:
     // Block-table width bucket: the next power of two ≥ `pages` (≥ 4), capped at `max_pages`.
     static int64_t pages_bucket(int64_t pages, int64_t max_pages);
 
-    // Launches the graph of (batch, pages) on `stream`, capturing it first from `enqueue` (which must
-    // only enqueue work on `stream`) when this shape is new.
+    // Runs a step of shape (batch, pages) on `stream`: the first one kernel by kernel through `enqueue`
+    // (which must only enqueue work on `stream`; GEMM plans and tuning happen then, outside any capture),
+    // the second captured into a graph and launched, later ones as launches of that graph.
     void launch(int64_t batch, int64_t pages, cudaStream_t stream, const std::function<void()>& enqueue);
 
     int64_t captured() const { return static_cast<int64_t>(graphs_.size()); }
@@ -38,6 +39,7 @@ public:
 private:
     std::vector<int64_t> buckets_;
     std::map<std::pair<int64_t, int64_t>, cudaGraphExec_t> graphs_;
+    std::map<std::pair<int64_t, int64_t>, bool> seen_;  // shapes run once without a graph
     int64_t launches_ = 0;
 };
 

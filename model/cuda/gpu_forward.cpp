@@ -45,7 +45,7 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
 
     // Decode-only steps run as a graph over a padded batch: the padding rows decode token 0 on the scratch
     // slot and page; the block-table width and the attention split grid come from the padded shape.
-    const bool graph = graphs_ && st.n_pre == 0 && !keep_layers_ && graphs_->batch_bucket(n_seq) <= L.max_logit_rows;
+    const bool graph = graphs_ && st.n_pre == 0 && !keep_layers_ && !timer_.enabled() && graphs_->batch_bucket(n_seq) <= L.max_logit_rows;
     int64_t rows = n_seq;
     if (graph) {
         const int64_t max_pages_per_seq = (L.max_context + L.page_size - 1) / L.page_size;
@@ -141,7 +141,10 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
     ep.image_row_offset = st.image_offsets, ep.out = residual_.get(), ep.out_dtype = kc::DType::kF32;
     ep.n_tok = st.n_tok, ep.n_seq = n_seq, ep.dim = d, ep.vocab = w_.embeddings.rows, ep.n_image_rows = L.max_image_rows;
     ep.image_token_id = image_token_id_;
-    kc::embed_tokens(ep, embed_ws_.get(), stream_);
+    {
+        auto timed = timer_.scope("embed", stream_);
+        kc::embed_tokens(ep, embed_ws_.get(), stream_);
+    }
 
     if (keep_layers_ && layer_out_.size() != static_cast<size_t>(c.n_layers())) {
         layer_out_.clear();
@@ -153,7 +156,10 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
         kc::RmsNormParams rn;
         rn.x = residual_.get(), rn.x_dtype = kc::DType::kF32, rn.weight = layer.norm.ptr(), rn.y = normed_.as<bf16>();
         rn.rows = st.n_tok, rn.dim = d, rn.eps = c.norm_eps;
-        kc::rmsnorm(rn, stream_);
+        {
+            auto timed = timer_.scope("norm", stream_);
+            kc::rmsnorm(rn, stream_);
+        }
         switch (layer.kind) {
             case LayerKind::kMamba2: mamba_layer(li, layer); break;
             case LayerKind::kAttention: attention_layer(li, layer); break;
@@ -165,6 +171,7 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
     }
 
     // Logits rows: gather the rows that need logits, final norm, lm_head.
+    auto timed = timer_.scope("logits", stream_);
     int64_t row = 0;
     for (const LogitRun& r : runs) {
         SURF_CUDA_CHECK(cudaMemcpyAsync(logit_in_.as<float>() + row * d, residual_.as<float>() + r.first * d, static_cast<size_t>(r.count * d) * 4,
@@ -175,7 +182,9 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
     fn.x = logit_in_.get(), fn.x_dtype = kc::DType::kF32, fn.weight = w_.norm_f.ptr(), fn.y = normed_.as<bf16>();
     fn.rows = logit_rows, fn.dim = d, fn.eps = c.norm_eps;
     kc::rmsnorm(fn, stream_);
-    kc::gemm(*gemm_, {normed_.as<bf16>(), w_.lm_head.ptr(), nullptr, logits_.get(), kc::DType::kF32, logit_rows, w_.lm_head.rows, d}, stream_);
+    kc::GemmParams head{normed_.as<bf16>(), w_.lm_head.ptr(), nullptr, logits_.get(), kc::DType::kF32, logit_rows, w_.lm_head.rows, d};
+    head.ldy = logits_stride();
+    kc::gemm(*gemm_, head, stream_);
 }
 
 void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
@@ -186,19 +195,26 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
     bf16* zx = big_.as<bf16>();    // [n_tok, z | xBC | dt]
     bf16* xbc = xbc_.as<bf16>();   // [n_tok, conv_dim] after conv + SiLU
     float* y = y_.as<float>();     // [n_tok, H·P]
-    kc::gemm(*gemm_, {normed_.as<bf16>(), W.in_proj.ptr(), nullptr, zx, kc::DType::kBF16, st.n_tok, proj, d}, stream_);
+    {
+        auto timed = timer_.scope("mamba.in_proj", stream_);
+        kc::gemm(*gemm_, {normed_.as<bf16>(), W.in_proj.ptr(), nullptr, zx, kc::DType::kBF16, st.n_tok, proj, d}, stream_);
+    }
     const float dt_max = c.dt_max > 0.0f ? c.dt_max : std::numeric_limits<float>::infinity();
     if (st.n_dec > 0) {
         kc::ConvUpdateParams cu;
         cu.x = zx + d_inner, cu.x_stride = proj, cu.weight = W.conv_w.ptr(), cu.bias = W.conv_b.ptr();
         cu.state = conv_state_[li].get(), cu.state_dtype = kc::DType::kBF16, cu.slots = st.slots_dec, cu.out = xbc;
         cu.batch = st.n_dec, cu.channels = conv_dim, cu.K = c.conv_kernel;
-        kc::causal_conv1d_update(cu, stream_);
+        {
+            auto timed = timer_.scope("mamba.conv_update", stream_);
+            kc::causal_conv1d_update(cu, stream_);
+        }
         kc::SsuParams su;
         su.x = xbc, su.B = xbc + d_inner, su.C = xbc + d_inner + G * N, su.x_stride = conv_dim, su.bc_stride = conv_dim;
         su.dt_raw = zx + d_inner + conv_dim, su.dt_stride = proj, su.dt_bias = W.dt_bias.ptr(), su.A = W.A.ptr(), su.D = W.D.ptr();
         su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state, su.slots = st.slots_dec, su.y = y, su.y_dtype = kc::DType::kF32;
         su.batch = st.n_dec, su.H = H, su.P = P, su.G = G, su.N = N, su.dt_min = c.dt_min, su.dt_max = dt_max;
+        auto timed = timer_.scope("mamba.state_update", stream_);
         kc::selective_state_update(su, stream_);
     }
     if (st.n_pre > 0) {
@@ -208,7 +224,10 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         cv.state = conv_state_[li].get(), cv.state_dtype = kc::DType::kBF16, cv.cu_seqlens = st.cu_pre, cv.slots = st.slots_pre;
         cv.has_initial_state = st.has_init_pre, cv.out = xbc + t0 * conv_dim, cv.n_tok = st.n_pre_tok, cv.n_seq = st.n_pre;
         cv.channels = conv_dim, cv.K = c.conv_kernel;
-        kc::causal_conv1d_varlen(cv, stream_);
+        {
+            auto timed = timer_.scope("mamba.conv_varlen", stream_);
+            kc::causal_conv1d_varlen(cv, stream_);
+        }
         kc::SsdVarlenParams sp;
         bf16* xb = xbc + t0 * conv_dim;
         sp.x = xb, sp.B = xb + d_inner, sp.C = xb + d_inner + G * N, sp.x_stride = conv_dim, sp.bc_stride = conv_dim;
@@ -218,14 +237,19 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         sp.n_tok = st.n_pre_tok, sp.n_seq = st.n_pre, sp.H = H, sp.P = P, sp.G = G, sp.N = N, sp.chunk = c.chunk_size;
         sp.dt_min = c.dt_min, sp.dt_max = dt_max;
         SURF_CHECK(kc::ssd_workspace_bytes(sp) <= ssd_ws_.bytes(), "ssd workspace too small");
+        auto timed = timer_.scope("mamba.ssd_scan", stream_);
         kc::ssd_varlen(sp, ssd_ws_.get(), stream_);
     }
     kc::GatedRmsNormParams gn;
     gn.y = y, gn.y_dtype = kc::DType::kF32, gn.z = zx, gn.z_stride = proj, gn.weight = W.gated_norm.ptr(), gn.out = normed_.as<bf16>();
     gn.rows = st.n_tok, gn.dim = d_inner, gn.group_size = d_inner / G, gn.eps = c.norm_eps;
-    kc::gated_rmsnorm(gn, stream_);
+    {
+        auto timed = timer_.scope("mamba.gated_norm", stream_);
+        kc::gated_rmsnorm(gn, stream_);
+    }
     kc::GemmParams out{normed_.as<bf16>(), W.out_proj.ptr(), nullptr, residual_.get(), kc::DType::kF32, st.n_tok, d, d_inner};
     out.beta = 1.0f;
+    auto timed = timer_.scope("mamba.out_proj", stream_);
     kc::gemm(*gemm_, out, stream_);
 }
 
@@ -235,18 +259,25 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
     const int64_t hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd, qkv_dim = q_dim + 2 * kv_dim, d = c.hidden_size;
     bf16* qkv = big_.as<bf16>();      // [n_tok, q | k | v]
     bf16* out = normed_.as<bf16>();   // [n_tok, n_heads, hd] (the norm output is consumed by the qkv GEMM first)
-    kc::gemm(*gemm_, {normed_.as<bf16>(), W.qkv.ptr(), nullptr, qkv, kc::DType::kBF16, st.n_tok, qkv_dim, d}, stream_);
+    {
+        auto timed = timer_.scope("attn.qkv", stream_);
+        kc::gemm(*gemm_, {normed_.as<bf16>(), W.qkv.ptr(), nullptr, qkv, kc::DType::kBF16, st.n_tok, qkv_dim, d}, stream_);
+    }
     kc::KvAppendParams ka;
     ka.k = qkv + q_dim, ka.v = qkv + q_dim + kv_dim, ka.k_stride = qkv_dim, ka.v_stride = qkv_dim;
     ka.k_cache = k_cache_[li].as<bf16>(), ka.v_cache = v_cache_[li].as<bf16>(), ka.slot_mapping = st.slot_mapping;
     ka.n_tok = st.n_tok, ka.n_kv_heads = c.n_kv_heads, ka.head_dim = hd;
-    kc::kv_cache_append(ka, stream_);
+    {
+        auto timed = timer_.scope("attn.kv_append", stream_);
+        kc::kv_cache_append(ka, stream_);
+    }
     if (st.n_dec > 0) {
         kc::AttentionDecodeParams dp;
         dp.q = qkv, dp.q_stride = qkv_dim, dp.out = out, dp.k_cache = k_cache_[li].as<bf16>(), dp.v_cache = v_cache_[li].as<bf16>();
         dp.block_table = st.bt_dec, dp.seq_lens = st.lens_dec, dp.page_size = limits_.page_size, dp.max_pages_per_seq = st.max_pages;
         dp.batch = st.n_dec, dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = hd, dp.max_seq_len = st.max_len;
         SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
+        auto timed = timer_.scope("attn.decode", stream_);
         kc::attention_decode(dp, decode_ws_.get(), stream_);
     }
     if (st.n_pre > 0) {
@@ -255,10 +286,12 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         ap.cu_seqlens_q = st.cu_pre, ap.k_cache = k_cache_[li].as<bf16>(), ap.v_cache = v_cache_[li].as<bf16>();
         ap.block_table = st.bt_pre, ap.seq_lens_k = st.lens_pre, ap.page_size = limits_.page_size, ap.max_pages_per_seq = st.max_pages;
         ap.n_seq = st.n_pre, ap.n_heads = c.n_heads, ap.n_kv_heads = c.n_kv_heads, ap.head_dim = hd, ap.max_seqlen_q = st.max_q, ap.causal = true;
+        auto timed = timer_.scope("attn.prefill", stream_);
         kc::attention_prefill(ap, stream_);
     }
     kc::GemmParams o{out, W.o.ptr(), nullptr, residual_.get(), kc::DType::kF32, st.n_tok, d, q_dim};
     o.beta = 1.0f;
+    auto timed = timer_.scope("attn.o_proj", stream_);
     kc::gemm(*gemm_, o, stream_);
 }
 
@@ -266,16 +299,25 @@ void GpuModel::mlp_layer(const GpuLayer& W) {
     const LlmConfig& c = cfg_.llm;
     const int64_t n = step_.n_tok, d = c.hidden_size, inter = c.intermediate_size;
     bf16* hidden = big_.as<bf16>();  // [n_tok, intermediate]
-    kc::gemm(*gemm_, {normed_.as<bf16>(), W.up.ptr(), nullptr, hidden, kc::DType::kBF16, n, inter, d}, stream_);
-    kc::relu_squared(hidden, n * inter, stream_);
+    {
+        auto timed = timer_.scope("mlp.up", stream_);
+        kc::gemm(*gemm_, {normed_.as<bf16>(), W.up.ptr(), nullptr, hidden, kc::DType::kBF16, n, inter, d}, stream_);
+    }
+    {
+        auto timed = timer_.scope("mlp.relu2", stream_);
+        kc::relu_squared(hidden, n * inter, stream_);
+    }
     kc::GemmParams down{hidden, W.down.ptr(), nullptr, residual_.get(), kc::DType::kF32, n, d, inter};
     down.beta = 1.0f;
+    auto timed = timer_.scope("mlp.down", stream_);
     kc::gemm(*gemm_, down, stream_);
 }
 
 void GpuModel::copy_logits_to_host(int64_t rows, std::vector<float>& host) {
-    host.resize(static_cast<size_t>(rows * cfg_.llm.vocab_size));
-    SURF_CUDA_CHECK(cudaMemcpyAsync(host.data(), logits_.get(), host.size() * 4, cudaMemcpyDeviceToHost, stream_));
+    const size_t V = static_cast<size_t>(cfg_.llm.vocab_size);
+    host.resize(static_cast<size_t>(rows) * V);
+    SURF_CUDA_CHECK(cudaMemcpy2DAsync(host.data(), V * 4, logits_.get(), static_cast<size_t>(logits_stride()) * 4, V * 4, static_cast<size_t>(rows),
+                                      cudaMemcpyDeviceToHost, stream_));
     SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 

@@ -39,6 +39,8 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
     : cfg_(std::move(cfg)), w_(std::move(w)), limits_(limits), stream_(stream) {
     gemm_ = std::make_unique<kc::GemmContext>();
     vision_gemm_ = std::make_unique<kc::GemmContext>();
+    gemm_->set_autotune(limits_.autotune_gemms);
+    vision_gemm_->set_autotune(limits_.autotune_gemms);
     SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&vision_stream_, cudaStreamNonBlocking));
     vision_events_.assign(32, nullptr);
     for (cudaEvent_t& ev : vision_events_) SURF_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
@@ -61,6 +63,13 @@ GpuModel::~GpuModel() {
         cudaStreamSynchronize(stream_);
         cudaStreamDestroy(stream_);
     }
+}
+
+std::vector<kc::GemmContext::TuneRecord> GpuModel::gemm_tune_log() const {
+    std::vector<kc::GemmContext::TuneRecord> log = gemm_->tune_log();
+    const auto& vision = vision_gemm_->tune_log();
+    log.insert(log.end(), vision.begin(), vision.end());
+    return log;
 }
 
 int64_t GpuModel::state_bytes_per_slot() const {
@@ -113,7 +122,7 @@ void GpuModel::allocate() {
     big_ = DeviceBuffer(static_cast<size_t>(T * big) * 2);
     xbc_ = DeviceBuffer(static_cast<size_t>(T * std::max<int64_t>(c.conv_dim(), 1)) * 2);
     y_ = DeviceBuffer(static_cast<size_t>(T * std::max<int64_t>(c.d_inner(), 1)) * 4);
-    logits_ = DeviceBuffer(static_cast<size_t>(L.max_logit_rows * c.vocab_size) * 4);
+    logits_ = DeviceBuffer(static_cast<size_t>(L.max_logit_rows * logits_stride()) * 4);
     logit_in_ = DeviceBuffer(static_cast<size_t>(L.max_logit_rows * d) * 4);
     image_rows_ = DeviceBuffer(static_cast<size_t>(std::max<int64_t>(L.max_image_rows, 1) * d) * 2);
 

@@ -13,6 +13,7 @@
 #include "model/config.h"
 #include "model/cuda/decode_graphs.h"
 #include "model/cuda/device_buffer.h"
+#include "model/cuda/op_timer.h"
 #include "model/cuda/gpu_weights.h"
 
 namespace surf::model::cuda {
@@ -31,6 +32,7 @@ struct GpuLimits {
     int64_t max_tiles = 32;           // tiles per vision call (one batch of images)
     kc::DType ssm_state = kc::DType::kF32;
     bool decode_graphs = true;        // replay decode-only steps from CUDA graphs
+    bool autotune_gemms = true;       // time cuBLASLt candidates per GEMM shape bucket on first use
 };
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
@@ -62,6 +64,7 @@ public:
     const ModelConfig& config() const { return cfg_; }
     const GpuLimits& limits() const { return limits_; }
     cudaStream_t stream() const { return stream_; }
+    cudaStream_t vision_stream() const { return vision_stream_; }
     int64_t weight_bytes() const { return w_.bytes; }
     int64_t state_bytes_per_slot() const;
     int64_t kv_bytes_per_token() const;
@@ -86,7 +89,14 @@ public:
     int64_t forward(const std::vector<SeqStep>& seqs, uint64_t vision_ticket = kLatestVision);
     int64_t decode_graphs_captured() const { return graphs_ ? graphs_->captured() : 0; }
     int64_t decode_graph_launches() const { return graphs_ ? graphs_->launches() : 0; }
-    const float* logits() const { return logits_.as<float>(); }  // [rows, vocab] fp32, device
+    // GPU time per op (profiling runs; while enabled, decode steps run kernel by kernel, not as graphs).
+    OpTimer& op_timer() { return timer_; }
+    // The GEMM shapes tuned so far (language model, then vision tower).
+    std::vector<kc::GemmContext::TuneRecord> gemm_tune_log() const;
+    // [rows, vocab] fp32 on the device, rows logits_stride() apart (the vocabulary rounded up to 64 so the
+    // lm_head GEMM writes aligned rows; a vocabulary of 131,075 would otherwise force 4-byte-aligned kernels).
+    const float* logits() const { return logits_.as<float>(); }
+    int64_t logits_stride() const { return (cfg_.llm.vocab_size + 63) / 64 * 64; }
     void copy_logits_to_host(int64_t rows, std::vector<float>& host);
 
     // State slots: copy (fork), and save/restore to host memory (offload).
@@ -134,6 +144,7 @@ private:
     cudaEvent_t staging_free_ = nullptr;  // the last upload from vit_staging_ finished
     // Decode-only steps: graphs over padded batches; padding rows use the scratch slot and page.
     std::unique_ptr<DecodeGraphs> graphs_;
+    OpTimer timer_;
     int32_t scratch_slot_ = 0, scratch_page_ = 0;
     int32_t image_token_id_ = -1;
 

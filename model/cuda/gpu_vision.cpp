@@ -2,6 +2,7 @@
 // a batch of images at a time, and the tickets that order language-model steps after it.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "kernels/base/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -53,6 +54,8 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
 
     // Pixels: host → pinned staging (once the previous upload has left it) → device, asynchronously.
     SURF_CUDA_CHECK(cudaEventSynchronize(staging_free_));
+    std::optional<OpTimer::Scope> timed;
+    timed.emplace(timer_.if_enabled(), "vit.upload_embed", vision_stream_);
     float* staging = vit_staging_.as<float>();
     for (const ImageJob& j : jobs) {
         std::memcpy(staging, j.pixels, static_cast<size_t>(j.n_tiles * tile_floats) * 4);
@@ -68,33 +71,46 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
     kc::vit_tokens({vit_ln_.as<bf16>(), w_.tile_pos.as<bf16>(), w_.prefix.as<bf16>(), vit_h_.as<float>(), n_tiles, n_patch, n_pre, width}, vision_stream_);
 
     const int32_t* cu_dev = vision_cu_.as<int32_t>();  // tile t's tokens are rows [t·n_tok_tile, (t+1)·n_tok_tile)
+    auto time_as = [&](const char* name) {
+        timed.reset();
+        timed.emplace(timer_.if_enabled(), name, vision_stream_);
+    };
     for (const GpuVitBlock& B : w_.vit) {
         // x ← x + proj(Attn(LN1(x)))
         kc::LayerNormParams ln;
         ln.x = vit_h_.get(), ln.x_dtype = kc::DType::kF32, ln.weight = B.norm1_w.ptr(), ln.bias = B.norm1_b.ptr();
         ln.y = vit_ln_.as<bf16>(), ln.rows = rows, ln.dim = width, ln.eps = cfg_.vision.norm_eps;
+        time_as("vit.layernorm");
         kc::layernorm(ln, vision_stream_);
+        time_as("vit.qkv");
         kc::gemm(*vision_gemm_, {vit_ln_.as<bf16>(), B.qkv.ptr(), B.qkv_b.get(), vit_big_.get(), kc::DType::kBF16, rows, 3 * width, width}, vision_stream_);
         kc::AttentionPrefillParams ap;
         ap.q = vit_big_.as<bf16>(), ap.k = vit_big_.as<bf16>() + width, ap.v = vit_big_.as<bf16>() + 2 * width;
         ap.q_stride = 3 * width, ap.kv_stride = 3 * width, ap.out = vit_attn_.as<bf16>(), ap.out_stride = width;
         ap.cu_seqlens_q = cu_dev, ap.cu_seqlens_k = cu_dev, ap.n_seq = n_tiles, ap.n_heads = heads, ap.n_kv_heads = heads;
         ap.head_dim = width / heads, ap.max_seqlen_q = n_tok_tile, ap.causal = false;
+        time_as("vit.attention");
         kc::attention_prefill(ap, vision_stream_);
+        time_as("vit.proj");
         kc::GemmParams proj{vit_attn_.as<bf16>(), B.proj.ptr(), B.proj_b.ptr(), vit_h_.get(), kc::DType::kF32, rows, width, width};
         proj.beta = 1.0f;
         kc::gemm(*vision_gemm_, proj, vision_stream_);
         // x ← x + fc2(GELU(fc1(LN2(x))))
         ln.weight = B.norm2_w.ptr(), ln.bias = B.norm2_b.ptr();
+        time_as("vit.layernorm");
         kc::layernorm(ln, vision_stream_);
+        time_as("vit.fc1");
         kc::gemm(*vision_gemm_, {vit_ln_.as<bf16>(), B.fc1.ptr(), B.fc1_b.get(), vit_big_.get(), kc::DType::kBF16, rows, inter, width}, vision_stream_);
+        time_as("vit.gelu");
         kc::gelu_erf(vit_big_.as<bf16>(), rows * inter, vision_stream_);
+        time_as("vit.fc2");
         kc::GemmParams fc2{vit_big_.as<bf16>(), B.fc2.ptr(), B.fc2_b.ptr(), vit_h_.get(), kc::DType::kF32, rows, width, inter};
         fc2.beta = 1.0f;
         kc::gemm(*vision_gemm_, fc2, vision_stream_);
     }
     // Drop the prefix rows, pixel-shuffle, then mlp1: RMSNorm → Linear → ReLU² → Linear; the last GEMM
     // runs per image, writing straight into that image's rows.
+    time_as("vit.shuffle_projector");
     bf16* shuffled = vit_shuffled_.as<bf16>();
     bf16* hidden = shuffled + out_rows * std::max(width * s * s, cfg_.projector_hidden);
     kc::pixel_shuffle({vit_h_.as<float>() + n_pre * width, kc::DType::kF32, shuffled, n_tiles, side, width, s, n_tok_tile}, vision_stream_);
@@ -111,6 +127,7 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
                  vision_stream_);
         row += n;
     }
+    timed.reset();
     return record_vision();
 }
 

@@ -99,7 +99,7 @@ TEST_CASE("decode graphs: graph steps match kernel-by-kernel steps; idle session
     MESSAGE("decode graphs: " << with->decode_graphs_captured() << " graphs captured, " << with->decode_graph_launches()
                               << " launches; worst logits rel err vs kernel-by-kernel " << worst);
     CHECK(with->decode_graphs_captured() == 3);
-    CHECK(with->decode_graph_launches() == 12);
+    CHECK(with->decode_graph_launches() == 9);  // each shape's first step runs kernel by kernel
     CHECK(without->decode_graph_launches() == 0);
     CHECK(worst <= 1e-2);
     // The idle session's state (conv + SSM) is bit-identical after twelve padded graph steps.

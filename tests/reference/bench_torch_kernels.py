@@ -66,12 +66,24 @@ def main():
         cfg = NemotronHConfig(hidden_size=5120, mamba_num_heads=128, mamba_head_dim=80, ssm_state_size=128, n_groups=8,
                               conv_kernel=4, chunk_size=128, hybrid_override_pattern="M", num_hidden_layers=1,
                               use_mamba_kernels=False)
-        mixer = m.NemotronHMamba2Mixer(cfg, layer_idx=0).to("cuda", torch.bfloat16)
+        mixer = m.NemotronHMamba2Mixer(cfg, layer_idx=0).to("cuda", torch.bfloat16).eval()
         for L in (1024,):
             h = torch.randn(1, L, 5120, device="cuda", dtype=torch.bfloat16)
             with torch.no_grad():
-                us = bench(lambda: mixer.torch_forward(h), reps=5, warmup=1)
+                # transformers 5.x: forward() without a cache and outside training takes the PyTorch chunked
+                # scan (mamba2_chunk_scan's torch fallback when mamba_ssm is absent).
+                us = bench(lambda: mixer(h), reps=5, warmup=1)
             print(f"| transformers Mamba-2 mixer (PyTorch chunked scan, whole layer incl. projections) | 1x{L} | 1 | {us:.0f} | {L / (us * 1e-6) / 1e6:.2f} M tok/s | |")
+            # The scan alone (its inputs as the mixer feeds them: x [1,L,H,P], dt [1,L,H], B/C [1,L,G,N]).
+            x = torch.randn(1, L, 128, 80, device="cuda", dtype=torch.bfloat16)
+            dt = torch.rand(1, L, 128, device="cuda", dtype=torch.bfloat16)
+            Bs = torch.randn(1, L, 8, 128, device="cuda", dtype=torch.bfloat16)
+            Cs = torch.randn_like(Bs)
+            A = -torch.rand(128, device="cuda")
+            with torch.no_grad():
+                us = bench(lambda: m.mamba2_chunk_scan(x, dt, A, Bs, Cs, chunk_size=128, D=mixer.D, dt_bias=mixer.dt_bias,
+                                                       dt_softplus=True, return_final_states=True), reps=5, warmup=1)
+            print(f"| transformers mamba2_chunk_scan (PyTorch, scan only) | 1x{L} | 1 | {us:.0f} | {L / (us * 1e-6) / 1e6:.2f} M tok/s | |")
     except Exception as e:  # the mixer's API moves between transformers releases
         print(f"# transformers mixer not timed: {type(e).__name__}: {e}")
 

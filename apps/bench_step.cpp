@@ -1,0 +1,267 @@
+// bench_step: where the GPU time of one engine step goes, op by op, at the Holotron-12B shapes (random
+// weights drawn on the GPU from the config; KV contents are whatever the pool holds: timings do not
+// depend on values). Cases, each timed over warm-up + reps:
+//   vision  : one vision-tower batch of T tiles (the engine's per-step batch)
+//   prefill : P prompt tokens in S sequences at a context of K tokens
+//   decode  : B decode rows at a context of K tokens (also as a whole step from its CUDA graph)
+//   mixed   : the decode rows and the prefill chunk in one step (what the engine runs while prefilling)
+// Per op: milliseconds per step (CUDA events around each op, so small ops carry a few µs of event cost),
+// share of the step, and TFLOP/s where the op's FLOPs are known; next to an 8192³ bf16 GEMM ceiling and the
+// device-to-device copy bandwidth measured in the same run.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#ifdef SURF_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/base/error.h"
+#include "model/config.h"
+#include "model/cuda/gpu_model.h"
+
+using namespace surf::model;
+using namespace surf::model::cuda;
+
+namespace {
+
+struct Options {
+    std::string config_dir = std::string(SURF_SOURCE_DIR_FOR_BENCH) + "/tests/fixtures/holotron_12b";
+    int64_t tiles = 24, prefill_tokens = 4096, prefill_seqs = 4, decode_rows = 100, context = 5000;
+    int reps = 5;
+    bool bf16_state = false;
+    bool autotune = true;
+};
+
+Options parse(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&]() -> const char* {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "bench_step: %s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--config") o.config_dir = next();
+        else if (a == "--tiles") o.tiles = std::atoll(next());
+        else if (a == "--prefill") o.prefill_tokens = std::atoll(next());
+        else if (a == "--prefill-seqs") o.prefill_seqs = std::atoll(next());
+        else if (a == "--decode") o.decode_rows = std::atoll(next());
+        else if (a == "--context") o.context = std::atoll(next());
+        else if (a == "--reps") o.reps = std::atoi(next());
+        else if (a == "--bf16-state") o.bf16_state = true;
+        else if (a == "--no-autotune") o.autotune = false;
+        else {
+            std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
+                                 "                  [--reps 5] [--bf16-state] [--no-autotune]\n");
+            std::exit(2);
+        }
+    }
+    return o;
+}
+
+double elapsed_ms(cudaEvent_t a, cudaEvent_t b) {
+    float ms = 0;
+    SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    return ms;
+}
+
+// Bf16 GEMM ceiling (8192³, the kernel library's own gemm) in TFLOP/s.
+double gemm_ceiling() {
+    namespace kc = surf::kernels::cuda;
+    const int64_t n = 8192;
+    DeviceBuffer a(static_cast<size_t>(n * n) * 2), b(static_cast<size_t>(n * n) * 2), c(static_cast<size_t>(n * n) * 2);
+    SURF_CUDA_CHECK(cudaMemset(a.get(), 0x3c, a.bytes()));
+    SURF_CUDA_CHECK(cudaMemset(b.get(), 0x3c, b.bytes()));
+    kc::GemmContext ctx;
+    cudaEvent_t e0, e1;
+    SURF_CUDA_CHECK(cudaEventCreate(&e0));
+    SURF_CUDA_CHECK(cudaEventCreate(&e1));
+    const kc::GemmParams p{a.as<kc::bf16>(), b.as<kc::bf16>(), nullptr, c.get(), kc::DType::kBF16, n, n, n};
+    for (int i = 0; i < 3; ++i) kc::gemm(ctx, p, nullptr);
+    SURF_CUDA_CHECK(cudaEventRecord(e0));
+    for (int i = 0; i < 10; ++i) kc::gemm(ctx, p, nullptr);
+    SURF_CUDA_CHECK(cudaEventRecord(e1));
+    SURF_CUDA_CHECK(cudaEventSynchronize(e1));
+    const double ms = elapsed_ms(e0, e1) / 10;
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return 2.0 * n * n * n / (ms * 1e-3) / 1e12;
+}
+
+// FLOPs per op label for one step (GEMMs and attention), from the shapes.
+std::map<std::string, double> op_flops(const ModelConfig& cfg, int64_t tokens, int64_t logit_rows, double attn_prefill_pairs, int64_t tiles) {
+    const LlmConfig& c = cfg.llm;
+    const double n = static_cast<double>(tokens), d = static_cast<double>(c.hidden_size);
+    const double nm = static_cast<double>(c.count(LayerKind::kMamba2)), na = static_cast<double>(c.count(LayerKind::kAttention));
+    const double nl = static_cast<double>(c.count(LayerKind::kMlp));
+    std::map<std::string, double> f;
+    f["mamba.in_proj"] = 2 * n * d * c.in_proj_dim() * nm;
+    f["mamba.out_proj"] = 2 * n * c.d_inner() * d * nm;
+    f["attn.qkv"] = 2 * n * d * (c.n_heads + 2 * c.n_kv_heads) * c.head_dim * na;
+    f["attn.o_proj"] = 2 * n * c.n_heads * c.head_dim * d * na;
+    f["attn.prefill"] = 4 * attn_prefill_pairs * c.n_heads * c.head_dim * na;
+    f["mlp.up"] = f["mlp.down"] = 2 * n * d * c.intermediate_size * nl;
+    f["logits"] = 2.0 * logit_rows * d * c.vocab_size;
+    if (tiles > 0 && cfg.has_vision) {
+        const double side = static_cast<double>(cfg.image.patches_per_side());
+        const double w = static_cast<double>(cfg.vision.hidden_size), L = static_cast<double>(cfg.vision.n_layers);
+        const double tok = side * side + std::max<int64_t>(cfg.vision.n_prefix, 0), rows = tok * tiles;
+        f["vit.qkv"] = 2 * rows * w * 3 * w * L;
+        f["vit.proj"] = 2 * rows * w * w * L;
+        f["vit.fc1"] = f["vit.fc2"] = 2 * rows * w * cfg.vision.intermediate_size * L;
+        f["vit.attention"] = 4.0 * tiles * tok * tok * w * L;
+    }
+    return f;
+}
+
+void print_profile(const char* title, const std::vector<std::pair<std::string, double>>& ops, int reps, const std::map<std::string, double>& flops,
+                   double whole_ms) {
+    double total = 0;
+    for (const auto& [name, ms] : ops) total += ms / reps;
+    std::printf("\n### %s: %.2f ms per step with per-op events, %.2f ms without\n\n| op | ms | share | TFLOP/s |\n|---|---|---|---|\n", title, total,
+                whole_ms);
+    for (const auto& [name, ms] : ops) {
+        const double per = ms / reps;
+        auto f = flops.find(name);
+        if (f != flops.end() && f->second > 0) {
+            std::printf("| %s | %.3f | %.1f%% | %.0f |\n", name.c_str(), per, 100 * per / total, f->second / (per * 1e-3) / 1e12);
+        } else {
+            std::printf("| %s | %.3f | %.1f%% | |\n", name.c_str(), per, 100 * per / total);
+        }
+    }
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const Options o = parse(argc, argv);
+    try {
+        const ModelConfig cfg = load_model_config(o.config_dir);
+        cudaDeviceProp prop{};
+        SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+        const double ceiling = gemm_ceiling();
+        const int64_t pages_per_seq = (o.context + o.prefill_tokens + 64 + 15) / 16;
+        const int64_t n_seqs = o.decode_rows + o.prefill_seqs;
+        GpuLimits L;
+        L.max_tokens = o.prefill_tokens + o.decode_rows + 8;
+        L.max_seqs = n_seqs + 4, L.max_slots = n_seqs + 4, L.max_logit_rows = n_seqs + 4;
+        L.page_size = 16, L.kv_pages = n_seqs * pages_per_seq, L.max_context = pages_per_seq * 16;
+        L.max_tiles = std::max<int64_t>(o.tiles, 1), L.max_image_rows = std::max<int64_t>(o.tiles, 1) * cfg.image.tokens_per_tile();
+        L.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
+        L.autotune_gemms = o.autotune;
+        auto model = GpuModel::random(cfg, L, 7);
+        std::printf("# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3); SSM state %s; %d reps per case\n", prop.name,
+                    prop.multiProcessorCount, ceiling, o.bf16_state ? "bf16" : "fp32", o.reps);
+        std::mt19937_64 rng(11);
+        auto token = [&] { return static_cast<int32_t>(rng() % static_cast<uint64_t>(cfg.llm.vocab_size)); };
+        auto pages_of = [&](int64_t seq) {
+            std::vector<int32_t> p(static_cast<size_t>(pages_per_seq));
+            for (int64_t i = 0; i < pages_per_seq; ++i) p[i] = static_cast<int32_t>(seq * pages_per_seq + i);
+            return p;
+        };
+        std::vector<SeqStep> decode, prefill;
+        for (int64_t i = 0; i < o.decode_rows; ++i) {
+            SeqStep s;
+            s.slot = static_cast<int32_t>(i), s.past = o.context, s.tokens = {token()}, s.pages = pages_of(i);
+            decode.push_back(s);
+        }
+        double pairs = 0;
+        for (int64_t i = 0; i < o.prefill_seqs; ++i) {
+            SeqStep s;
+            s.slot = static_cast<int32_t>(o.decode_rows + i), s.past = o.context, s.pages = pages_of(o.decode_rows + i);
+            const int64_t n = o.prefill_tokens / o.prefill_seqs;
+            for (int64_t t = 0; t < n; ++t) s.tokens.push_back(token());
+            pairs += static_cast<double>(n) * (o.context + (n + 1) / 2.0);
+            prefill.push_back(s);
+        }
+        std::vector<SeqStep> mixed = decode;
+        mixed.insert(mixed.end(), prefill.begin(), prefill.end());
+
+        cudaEvent_t e0, e1;
+        SURF_CUDA_CHECK(cudaEventCreate(&e0));
+        SURF_CUDA_CHECK(cudaEventCreate(&e1));
+        auto whole = [&](const std::function<void()>& run, cudaStream_t stream) {
+            run();  // warm-up (and graph capture)
+            SURF_CUDA_CHECK(cudaStreamSynchronize(stream));
+            SURF_CUDA_CHECK(cudaEventRecord(e0, stream));
+            for (int r = 0; r < o.reps; ++r) run();
+            SURF_CUDA_CHECK(cudaEventRecord(e1, stream));
+            SURF_CUDA_CHECK(cudaEventSynchronize(e1));
+            return elapsed_ms(e0, e1) / o.reps;
+        };
+        auto profile = [&](const std::function<void()>& run) {
+            model->op_timer().enable(true);
+            run();
+            model->op_timer().collect();
+            for (int r = 0; r < o.reps; ++r) run();
+            auto ops = model->op_timer().collect();
+            model->op_timer().enable(false);
+            return ops;
+        };
+
+        if (o.tiles > 0 && cfg.has_vision) {
+            const int64_t S = cfg.image.tile_size;
+            std::vector<float> pixels(static_cast<size_t>(o.tiles * 3 * S * S));
+            std::normal_distribution<float> nd;
+            for (float& v : pixels) v = nd(rng);
+            std::vector<ImageJob> jobs;
+            for (int64_t t = 0; t < o.tiles; t += 3) {
+                const int64_t n = std::min<int64_t>(3, o.tiles - t);
+                jobs.push_back({pixels.data() + t * 3 * S * S, n, t * cfg.image.tokens_per_tile()});
+            }
+            auto run = [&] { model->encode_images(jobs); };
+            const auto ops = profile(run);
+            const double ms = whole(run, model->vision_stream());
+            char title[128];
+            std::snprintf(title, sizeof title, "vision batch: %lld tiles (%lld images)", (long long)o.tiles, (long long)jobs.size());
+            print_profile(title, ops, o.reps, op_flops(cfg, 0, 0, 0, o.tiles), ms);
+        }
+        {
+            const auto ops = profile([&] { model->forward(prefill, 0); });
+            const double ms = whole([&] { model->forward(prefill, 0); }, model->stream());
+            char title[160];
+            std::snprintf(title, sizeof title, "prefill: %lld tokens in %lld sequences at context %lld", (long long)o.prefill_tokens,
+                          (long long)o.prefill_seqs, (long long)o.context);
+            print_profile(title, ops, o.reps, op_flops(cfg, o.prefill_tokens, o.prefill_seqs, pairs, 0), ms);
+        }
+        if (o.decode_rows > 0) {
+            const auto ops = profile([&] { model->forward(decode, 0); });
+            const double graph_ms = whole([&] { model->forward(decode, 0); }, model->stream());
+            char title[160];
+            std::snprintf(title, sizeof title, "decode: %lld rows at context %lld (whole step from its CUDA graph)", (long long)o.decode_rows,
+                          (long long)o.context);
+            print_profile(title, ops, o.reps, op_flops(cfg, o.decode_rows, o.decode_rows, 0, 0), graph_ms);
+            const auto mixed_ops = profile([&] { model->forward(mixed, 0); });
+            const double mixed_ms = whole([&] { model->forward(mixed, 0); }, model->stream());
+            std::snprintf(title, sizeof title, "mixed: %lld decode rows + %lld prefill tokens, context %lld", (long long)o.decode_rows,
+                          (long long)o.prefill_tokens, (long long)o.context);
+            print_profile(title, mixed_ops, o.reps, op_flops(cfg, o.decode_rows + o.prefill_tokens, n_seqs, pairs, 0), mixed_ms);
+        }
+        std::printf("\n### GEMM shapes tuned (cuBLASLt candidates timed on first use)\n\n| m | n | k | candidates | heuristic µs | best µs | "
+                    "chosen |\n|---|---|---|---|---|---|---|\n");
+        for (const auto& t : model->gemm_tune_log()) {
+            std::printf("| %lld | %lld | %lld | %d | %.1f | %.1f | %d |\n", (long long)t.m, (long long)t.n, (long long)t.k, t.candidates,
+                        t.heuristic_us, t.best_us, t.chosen);
+        }
+        std::printf("\n# GEMM FLOPs per step are 2·tokens·params of each projection; attention FLOPs 4·(query,key pairs)·heads·head_dim.\n");
+    } catch (const surf::Error& e) {
+        std::fprintf(stderr, "bench_step: %s\n", e.what());
+        return 2;
+    }
+    return 0;
+}
+
+#else
+int main() {
+    std::fprintf(stderr, "bench_step: built without CUDA\n");
+    return 2;
+}
+#endif
