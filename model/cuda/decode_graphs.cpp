@@ -27,7 +27,8 @@ int64_t DecodeGraphs::batch_bucket(int64_t n) const {
 
 int64_t DecodeGraphs::pages_bucket(int64_t pages, int64_t max_pages) {
     int64_t p = 4;
-    while (p < pages) p *= 2;
+    while (p < pages && p < 64) p *= 2;
+    if (p < pages) p = (pages + 63) / 64 * 64;
     return std::min(p, max_pages);
 }
 

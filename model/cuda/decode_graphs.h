@@ -25,7 +25,9 @@ public:
 
     // The bucket a batch of `n` rows is padded to (n ≤ max_batch).
     int64_t batch_bucket(int64_t n) const;
-    // Block-table width bucket: the next power of two ≥ `pages` (≥ 4), capped at `max_pages`.
+    // Block-table width bucket: the next power of two ≥ `pages` (≥ 4) up to 64, then the next multiple of 64
+    // (1,024 tokens of 16), capped at `max_pages`: the split-KV grid of decode attention follows this
+    // width, so it should not run far past the longest context.
     static int64_t pages_bucket(int64_t pages, int64_t max_pages);
 
     // Runs a step of shape (batch, pages) on `stream`: the first one kernel by kernel through `enqueue`

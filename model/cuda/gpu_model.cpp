@@ -139,7 +139,15 @@ void GpuModel::allocate() {
         dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = c.head_dim;
         dp.page_size = L.page_size, dp.max_pages_per_seq = max_pages;
         size_t ws = 0;
+        // The split count never exceeds min(⌈len/128⌉, ⌈8·SMs / (batch·kv_heads)⌉) (attention.cu's plan), so
+        // this bounds every length a step can plan with; the planned sizes at powers of two are checked too.
+        int device = 0, sms = 0;
+        SURF_CUDA_CHECK(cudaGetDevice(&device));
+        SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
         for (int64_t b = 1; b <= L.max_seqs; ++b) {
+            const int64_t base = b * c.n_kv_heads;
+            const int64_t splits = std::min((L.max_context + 127) / 128, (8 * sms + base - 1) / base);
+            ws = std::max(ws, static_cast<size_t>(b * c.n_heads * splits * (c.head_dim + 1)) * 4);
             for (int64_t len = L.page_size; len < 2 * L.max_context; len *= 2) {
                 dp.batch = b, dp.max_seq_len = std::min(len, L.max_context);
                 ws = std::max(ws, kc::attention_decode_workspace_bytes(dp));
