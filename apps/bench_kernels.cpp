@@ -1,8 +1,10 @@
 // Kernel benchmark at the Holotron-12B shapes (issue 6 item 5): measures the two ceilings on this card
 // (device-to-device copy bandwidth, a large cuBLAS bf16 GEMM) and then achieved GB/s or TFLOP/s and the
 // fraction of the ceiling for decode state update, decode attention, the SSD prefill scan, attention
-// prefill and the big GEMMs at batch 1, 16, 64 and 100. Inputs are random (never zeros); decode kernels
-// rotate over buffers larger than L2 so that repeated launches do not measure the cache.
+// prefill, the memory-bound prefill ops (norms, conv1d, activations at one 4096-token LLM step and one
+// 19056-row ViT batch) and the big GEMMs at batch 1, 16, 64 and 100. Inputs are random (never zeros);
+// decode kernels rotate over buffers larger than L2 so that repeated launches do not measure the cache;
+// the prefill ops' buffers are each larger than L2 already.
 // Usage: bench_kernels [--quick]   (prints a markdown table last)
 #include <algorithm>
 #include <cstdio>
@@ -305,6 +307,80 @@ int main(int argc, char** argv) {
         SURF_CUDA_CHECK(cudaFree(qkv));
         SURF_CUDA_CHECK(cudaFree(vo));
         SURF_CUDA_CHECK(cudaFree(dtcu));
+    }
+
+    // ---- prefill memory-bound ops: bytes = each input read once + each output written once ------------
+    {
+        const int64_t tok = 4096, d = 5120, d_inner = H * P, proj = zx_stride;  // one 4096-token LLM prefill step
+        const int64_t vit_rows = 19056, vit_w = 1280, vit_inter = 5120;  // the profiled vision batch
+        const int64_t mlp_inter = 20480;
+        auto* zx = static_cast<bf16*>(dalloc(tok * proj * 2));              // [tok, z | xBC | dt] in_proj output
+        auto* yf = static_cast<float*>(dalloc(std::max(tok * d_inner, vit_rows * vit_w) * 4));  // fp32 rows
+        auto* out = static_cast<bf16*>(dalloc(std::max(tok * mlp_inter, vit_rows * vit_inter) * 2));
+        auto* vec = static_cast<float*>(dalloc(std::max(d_inner, conv_dim * 5) * 4));  // norm weight / conv w+b
+        fill_random(zx, tok * proj, true, -2, 2, 19);
+        fill_random(yf, std::max(tok * d_inner, vit_rows * vit_w), false, -2, 2, 20);
+        fill_random(vec, std::max(d_inner, conv_dim * 5), false, 0.5f, 1.5f, 21);
+
+        cu::RmsNormParams rn;
+        rn.x = yf, rn.x_dtype = cu::DType::kF32, rn.weight = vec, rn.y = out, rn.rows = tok, rn.dim = d;
+        const double rn_us = time_us([&](int) { cu::rmsnorm(rn, nullptr); });
+        record("rmsnorm fp32 -> bf16", "4096 x 5120", 1, rn_us, tok * d * 6.0 + d * 4.0, false, copy_gbs);
+
+        cu::GatedRmsNormParams gn;
+        gn.y = yf, gn.y_dtype = cu::DType::kF32, gn.z = zx, gn.z_stride = proj, gn.weight = vec, gn.out = out;
+        gn.rows = tok, gn.dim = d_inner, gn.group_size = d_inner / G;
+        const double gn_us = time_us([&](int) { cu::gated_rmsnorm(gn, nullptr); });
+        record("gated_rmsnorm y fp32, z bf16", "4096 x 10240 group 1280", 1, gn_us, tok * d_inner * 8.0 + d_inner * 4.0,
+               false, copy_gbs);
+
+        // conv1d varlen over the xBC slice of in_proj rows (stride 22656): one 4096-token sequence, and 16 × 256.
+        const int64_t max_seqs = 16;
+        void* cstate = dalloc(max_seqs * conv_dim * 3 * 2);
+        fill_random(cstate, max_seqs * conv_dim * 3, true, -1, 1, 22);
+        auto* dcu = static_cast<int32_t*>(dalloc((max_seqs + 1) * 4));
+        auto* dslots = static_cast<int32_t*>(dalloc(max_seqs * 4));
+        std::vector<int32_t> slots_h(max_seqs);
+        for (int64_t i = 0; i < max_seqs; ++i) slots_h[i] = static_cast<int32_t>(i);
+        SURF_CUDA_CHECK(cudaMemcpy(dslots, slots_h.data(), max_seqs * 4, cudaMemcpyHostToDevice));
+        for (int64_t n_seq : {int64_t{1}, max_seqs}) {
+            std::vector<int32_t> cu_r(n_seq + 1);
+            for (int64_t i = 0; i <= n_seq; ++i) cu_r[i] = static_cast<int32_t>(i * tok / n_seq);
+            SURF_CUDA_CHECK(cudaMemcpy(dcu, cu_r.data(), (n_seq + 1) * 4, cudaMemcpyHostToDevice));
+            cu::ConvVarlenParams cv;
+            cv.x = zx + d_inner, cv.x_stride = proj, cv.weight = vec, cv.bias = vec + conv_dim * 4, cv.state = cstate;
+            cv.state_dtype = cu::DType::kBF16, cv.cu_seqlens = dcu, cv.slots = dslots, cv.out = out;
+            cv.n_tok = tok, cv.n_seq = n_seq, cv.channels = conv_dim, cv.K = 4;
+            // The state round-trips (K-1 entries per channel and sequence); the launch restores nothing, so
+            // later launches start from the previous state, which costs the same.
+            const double us = time_us([&](int) { cu::causal_conv1d_varlen(cv, nullptr); });
+            const double bytes = tok * conv_dim * 4.0 + n_seq * conv_dim * 3 * 2 * 2.0 + conv_dim * 5 * 4.0;
+            record("conv1d_varlen + SiLU (bf16)", "4096 tok x 12288 ch, x stride 22656", n_seq, us, bytes, false,
+                   copy_gbs);
+        }
+        SURF_CUDA_CHECK(cudaFree(cstate));
+        SURF_CUDA_CHECK(cudaFree(dcu));
+        SURF_CUDA_CHECK(cudaFree(dslots));
+
+        cu::LayerNormParams ln;
+        ln.x = yf, ln.x_dtype = cu::DType::kF32, ln.weight = vec, ln.bias = vec + vit_w, ln.y = out;
+        ln.rows = vit_rows, ln.dim = vit_w;
+        const double ln_us = time_us([&](int) { cu::layernorm(ln, nullptr); });
+        record("ViT layernorm fp32 -> bf16", "19056 x 1280 (+bias)", 1, ln_us, vit_rows * vit_w * 6.0 + vit_w * 8.0,
+               false, copy_gbs);
+
+        // In place: the values drift launch to launch but stay finite (GELU and ReLU² of bf16 values).
+        fill_random(out, vit_rows * vit_inter, true, -3, 3, 23);
+        const double ge_us = time_us([&](int) { cu::gelu_erf(out, vit_rows * vit_inter, nullptr); });
+        record("ViT gelu_erf in place (bf16)", "19056 x 5120", 1, ge_us, vit_rows * vit_inter * 4.0, false, copy_gbs);
+        fill_random(out, tok * mlp_inter, true, -1, 1, 24);
+        const double rs_us = time_us([&](int) { cu::relu_squared(out, tok * mlp_inter, nullptr); });
+        record("MLP relu_squared in place (bf16)", "4096 x 20480", 1, rs_us, tok * mlp_inter * 4.0, false, copy_gbs);
+
+        for (void* ptr : {static_cast<void*>(zx), static_cast<void*>(yf), static_cast<void*>(out),
+                          static_cast<void*>(vec)}) {
+            SURF_CUDA_CHECK(cudaFree(ptr));
+        }
     }
 
     // ---- GEMMs: the LLM's projections at decode batches (weight-bound) and one prefill size -------------
