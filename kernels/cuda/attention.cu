@@ -1,8 +1,11 @@
 // GQA attention on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulation), FlashAttention-2 style:
 // S = Q·Kᵀ and O += P·V per key tile with an online softmax kept in registers (the S accumulator layout of
 // two n8 tiles is the A-operand layout of one k16 step, so P never leaves registers).
-//   * prefill: block = 64 query rows of one head (4 warps × 16 rows), K/V tiles of 64 keys double-buffered
-//     through cp.async, from a paged cache or from contiguous rows (ViT, non-causal).
+//   * prefill: block = 128 query rows of one head (8 warps × 16 rows; 64 rows / 4 warps when that leaves
+//     too few blocks to fill the GPU), K/V tiles of 64 keys double-buffered through cp.async, from a paged
+//     cache or from contiguous rows (ViT, non-causal). Each key's source row is computed once per tile into
+//     shared memory (page lookups off the copy path); Q and K fragments come from ldmatrix; tiles that no
+//     row of a warp masks skip the mask, tiles that mask all its rows are skipped.
 //   * decode: block = all query heads of one kv head (≤ 16 rows) over one partition of the keys; each warp
 //     streams its own 32-key tiles; warps merge in shared memory, partitions merge in a second kernel.
 // Head dims are padded to DP ∈ {16, 48, 80, 128} with zeros (fixture head dims 16/40, ViT 80, LLM 128).
@@ -20,6 +23,21 @@ using detail::mma_bf16_16816;
 
 constexpr float kLog2e = 1.4426950408889634f;
 
+// Four 8×8 b16 matrices (not transposed): lane l supplies the row address of matrix l/8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem_row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(detail::smem_addr(smem_row)));
+}
+
+// 2^x in one MUFU op; arguments here are ≤ 0 and results below 2^-126 flush to zero, which softmax weights
+// (later rounded to bf16) never miss.
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // Online-softmax state of one warp's 16 rows: rows g = lane/4 and g + 8 of the mma fragments.
 template <int DP>
 struct WarpFlash {
@@ -34,44 +52,80 @@ struct WarpFlash {
         l[0] = l[1] = 0.0f;
     }
 
-    // One tile of NK keys: Ks/Vs [NK][ld] bf16 in shared memory; key k is visible to row g when k < lim0,
-    // to row g + 8 when k < lim1.
+    // S = Q·Kᵀ for NK keys (Ks [NK][ld]), Q fragments in registers. K fragments of two n8 tiles per ldmatrix.
     template <int NK>
-    __device__ void attend(const uint32_t (&qf)[DP / 16][4], const bf16* Ks, const bf16* Vs, int ld, int lim0,
-                           int lim1, float scale_log2) {
-        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-        float s[NK / 8][4];
+    __device__ void scores(float (&s)[NK / 8][4], const uint32_t (&qf)[DP / 16][4], const bf16* Ks, int ld) {
+        const bf16* krow = k_frag_row(Ks, ld);
 #pragma unroll
-        for (int nt = 0; nt < NK / 8; ++nt) {
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-            const bf16* krow = Ks + (nt * 8 + g) * ld + 2 * t;
+        for (int nt = 0; nt < NK / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
-            for (int ks = 0; ks < DP / 16; ++ks) {
-                const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + ks * 16);
-                const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + ks * 16 + 8);
-                mma_bf16_16816(s[nt], qf[ks], b0, b1);
+        for (int ks = 0; ks < DP / 16; ++ks) {
+#pragma unroll
+            for (int np = 0; np < NK / 16; ++np) {
+                uint32_t b[4];
+                ldmatrix_x4(b, krow + np * 16 * ld + ks * 16);
+                mma_bf16_16816(s[2 * np], qf[ks], b[0], b[1]);
+                mma_bf16_16816(s[2 * np + 1], qf[ks], b[2], b[3]);
             }
         }
-        float mx[2] = {-INFINITY, -INFINITY};
+    }
+
+    // Same with Q read from shared memory ([16][ld]) one k16 step at a time: frees 2·DP/8 registers, which
+    // lets two 8-warp blocks share an SM at head_dim 128.
+    template <int NK>
+    __device__ void scores_smem(float (&s)[NK / 8][4], const bf16* Qs, const bf16* Ks, int ld) {
+        const int lane = threadIdx.x & 31, mi = lane >> 3, mr = lane & 7;
+        // A fragment matrices: (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, 8-15).
+        const bf16* qrow = Qs + ((mi & 1) * 8 + mr) * ld + (mi >> 1) * 8;
+        const bf16* krow = k_frag_row(Ks, ld);
+#pragma unroll
+        for (int nt = 0; nt < NK / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < DP / 16; ++ks) {
+            uint32_t qa[4];
+            ldmatrix_x4(qa, qrow + ks * 16);
+#pragma unroll
+            for (int np = 0; np < NK / 16; ++np) {
+                uint32_t b[4];
+                ldmatrix_x4(b, krow + np * 16 * ld + ks * 16);
+                mma_bf16_16816(s[2 * np], qa, b[0], b[1]);
+                mma_bf16_16816(s[2 * np + 1], qa, b[2], b[3]);
+            }
+        }
+    }
+
+    // Hides key k from row g unless k < lim0 and from row g + 8 unless k < lim1 (only tiles that need it).
+    template <int NK>
+    __device__ static void mask(float (&s)[NK / 8][4], int lim0, int lim1) {
+        const int t = threadIdx.x & 3;
 #pragma unroll
         for (int nt = 0; nt < NK / 8; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int key = nt * 8 + 2 * t + (e & 1);
-                const int r = e >> 1;
-                const bool ok = key < (r ? lim1 : lim0);
-                s[nt][e] = ok ? s[nt][e] * scale_log2 : -INFINITY;
-                mx[r] = fmaxf(mx[r], s[nt][e]);
+                if (key >= ((e >> 1) ? lim1 : lim0)) s[nt][e] = -INFINITY;
             }
+        }
+    }
+
+    // Online-softmax update with one tile's raw scores s (masked keys at −∞), then O += P·V (Vs [NK][ld]).
+    template <int NK>
+    __device__ void softmax_pv(float (&s)[NK / 8][4], const bf16* Vs, int ld, float scale_log2) {
+        const int lane = threadIdx.x & 31;
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < NK / 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
         }
         float alpha[2], base[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            const float m_new = fmaxf(m[r], mx[r]);
+            const float m_new = fmaxf(m[r], mx[r] * scale_log2);  // scale > 0, so max commutes with it
             base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a fully masked row so far stays at zero weight
-            alpha[r] = exp2f(m[r] - base[r]);
+            alpha[r] = fast_exp2(m[r] - base[r]);
             m[r] = m_new;
             l[r] *= alpha[r];
         }
@@ -79,16 +133,19 @@ struct WarpFlash {
         for (int nt = 0; nt < NK / 8; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                s[nt][e] = exp2f(s[nt][e] - base[e >> 1]);
+                s[nt][e] = fast_exp2(fmaf(s[nt][e], scale_log2, -base[e >> 1]));
                 l[e >> 1] += s[nt][e];
             }
         }
+        // Once the running max settles α is exactly 1 for the whole warp: skip the multiplies (same result).
+        if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
-        for (int dt = 0; dt < DP / 8; ++dt) {
-            o[dt][0] *= alpha[0];
-            o[dt][1] *= alpha[0];
-            o[dt][2] *= alpha[1];
-            o[dt][3] *= alpha[1];
+            for (int dt = 0; dt < DP / 8; ++dt) {
+                o[dt][0] *= alpha[0];
+                o[dt][1] *= alpha[0];
+                o[dt][2] *= alpha[1];
+                o[dt][3] *= alpha[1];
+            }
         }
         // O += P·V: P from registers, V fragments via ldmatrix.trans (two d-tiles per x4 load).
         const int mi = lane >> 3, mr = lane & 7;
@@ -108,6 +165,23 @@ struct WarpFlash {
                 mma_bf16_16816(o[2 * dp + 1], pa, b[2], b[3]);
             }
         }
+    }
+
+    // One tile of NK keys with Q fragments in registers (decode).
+    template <int NK>
+    __device__ void attend(const uint32_t (&qf)[DP / 16][4], const bf16* Ks, const bf16* Vs, int ld, int lim0,
+                           int lim1, float scale_log2) {
+        float s[NK / 8][4];
+        scores<NK>(s, qf, Ks, ld);
+        mask<NK>(s, lim0, lim1);
+        softmax_pv<NK>(s, Vs, ld, scale_log2);
+    }
+
+    // Lane l's row address for ldmatrix.x4 over keys [16·np, 16·np + 16) at k16 step 0: matrices (keys 0-7,
+    // d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15) = (b0, b1) of two n8 tiles.
+    __device__ static const bf16* k_frag_row(const bf16* Ks, int ld) {
+        const int lane = threadIdx.x & 31, mi = lane >> 3, mr = lane & 7;
+        return Ks + ((mi >> 1) * 8 + mr) * ld + (mi & 1) * 8;
     }
 
     // Quad-reduce l (every thread of a quad then holds the row total).
@@ -171,86 +245,140 @@ __device__ __forceinline__ int clamp_lim(int64_t v, int hi) {
 
 // ---- prefill -----------------------------------------------------------------------------------------
 
-constexpr int kPrefillRows = 64, kPrefillKeys = 64, kPrefillThreads = 128;
+constexpr int kPrefillKeys = 64;
 
-template <int DP>
-__global__ void __launch_bounds__(kPrefillThreads) attention_prefill_kernel(AttentionPrefillParams p, float scale_log2,
-                                                                             int64_t q_stride, int64_t out_stride) {
-    constexpr int ld = DP + 8;
+template <int DP, int kWarps>
+constexpr size_t prefill_smem_bytes() {
+    // Q [16·kWarps][ld], K and V [2][64][ld] bf16, key source rows [2][64] int32.
+    return static_cast<size_t>(16 * kWarps + 4 * kPrefillKeys) * (DP + 8) * 2 + 2 * kPrefillKeys * 4;
+}
+
+// Two blocks per SM: ≤ 128 registers per thread at 8 warps (hence Q fragments from shared memory), and
+// shared memory ≤ 105 KB per block.
+template <int DP, int kWarps>
+__global__ void __launch_bounds__(32 * kWarps, 2)
+attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_stride, int64_t out_stride) {
+    constexpr int kRows = 16 * kWarps, kThreads = 32 * kWarps, ld = DP + 8, kChunks = DP / 8;
+    static_assert(kThreads >= 2 * kPrefillKeys, "the prologue fills two tiles' key rows, one per thread");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16* Qs = reinterpret_cast<bf16*>(smem_raw);
-    bf16* Kbuf = Qs + kPrefillRows * ld;  // [2][64][ld]
-    bf16* Vbuf = Kbuf + 2 * kPrefillKeys * ld;
+    bf16* Qs = reinterpret_cast<bf16*>(smem_raw);  // [kRows][ld]
+    bf16* Kbuf = Qs + kRows * ld;                   // [2][64][ld]
+    bf16* Vbuf = Kbuf + 2 * kPrefillKeys * ld;      // [2][64][ld]
+    // [2][64]: the K/V row (units of row_stride) of each key of the tile in that buffer; −1 past len_k.
+    int32_t* key_rows = reinterpret_cast<int32_t*>(Vbuf + 2 * kPrefillKeys * ld);
     const int s = blockIdx.z, h = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int64_t q0 = p.cu_seqlens_q[s], len_q = p.cu_seqlens_q[s + 1] - q0;
-    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kPrefillRows;
+    // Token counts and cache slots are int32 throughout (cu_seqlens, seq_lens, slot_mapping): 32-bit math.
+    const int q0 = p.cu_seqlens_q[s], len_q = p.cu_seqlens_q[s + 1] - q0;
+    // Last row blocks first: under a causal mask they see the most keys, so the grid ends on short blocks.
+    const int row0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kRows;
     if (row0 >= len_q) return;
     const int kvh = h / static_cast<int>(p.n_heads / p.n_kv_heads);
     const int D = static_cast<int>(p.head_dim);
-    KvSource src;
-    int64_t len_k;
-    if (p.k_cache) {
-        src = {p.k_cache, p.v_cache, p.block_table + s * p.max_pages_per_seq, p.page_size, p.max_pages_per_seq,
-               p.n_kv_heads * p.head_dim, kvh * p.head_dim, 0};
-        len_k = p.seq_lens_k[s];
-    } else {
-        src = {p.k, p.v, nullptr, 0, 0, p.kv_stride, kvh * p.head_dim, p.cu_seqlens_k[s]};
-        len_k = p.cu_seqlens_k[s + 1] - p.cu_seqlens_k[s];
-    }
-    const int64_t past = len_k - len_q;
-    const int64_t rows_here = min(static_cast<int64_t>(kPrefillRows), len_q - row0);
-    const int64_t key_end = p.causal ? min(len_k, past + row0 + rows_here) : len_k;
+    const bool paged = p.k_cache != nullptr;
+    const bf16* k_src = (paged ? p.k_cache : p.k) + static_cast<int64_t>(kvh) * D;
+    const bf16* v_src = (paged ? p.v_cache : p.v) + static_cast<int64_t>(kvh) * D;
+    const int64_t row_stride = paged ? p.n_kv_heads * p.head_dim : p.kv_stride;
+    const int32_t* block_table = paged ? p.block_table + s * p.max_pages_per_seq : nullptr;
+    const int page_size = static_cast<int>(p.page_size);
+    const int base_row = paged ? 0 : p.cu_seqlens_k[s];
+    const int len_k = paged ? p.seq_lens_k[s] : p.cu_seqlens_k[s + 1] - base_row;
+    auto key_row = [&](int j) -> int32_t {
+        if (j >= len_k) return -1;
+        if (paged) return __ldg(block_table + j / page_size) * page_size + j % page_size;
+        return base_row + j;
+    };
+    const int past = len_k - len_q;
+    const int rows_here = min(kRows, len_q - row0);
+    const int key_end = p.causal ? min(len_k, past + row0 + rows_here) : len_k;
+    const int n_tiles = static_cast<int>((key_end + kPrefillKeys - 1) / kPrefillKeys);
+
+    // Copies the K/V rows listed in key_rows[buf] into buffer `buf` (zeros past len_k and past head_dim).
+    // Thread → (row, 16-byte column) with rows stepping by kRowStep, so every per-pass offset is a constant
+    // and the copy path costs one shared-memory read and one multiply per chunk; 16 consecutive threads
+    // cover one row's 256 bytes at head_dim 128.
+    constexpr int kRowStep = kThreads / kChunks, kPasses = (kPrefillKeys + kRowStep - 1) / kRowStep;
+    const int ld_row = tid / kChunks, ld_col = (tid % kChunks) * 8;
+    const bool ld_active = ld_row < kRowStep;  // threads past kRowStep·kChunks idle
+    const bool ld_in_head = ld_col < D;         // columns past head_dim are zero-filled
+    const bf16* k_col = k_src + ld_col;
+    const bf16* v_col = v_src + ld_col;
+    auto load_tile = [&](int buf) {
+        const int32_t* rows = key_rows + buf * kPrefillKeys + ld_row;
+        bf16* Kd = Kbuf + (buf * kPrefillKeys + ld_row) * ld + ld_col;
+        bf16* Vd = Vbuf + (buf * kPrefillKeys + ld_row) * ld + ld_col;
+#pragma unroll
+        for (int i = 0; i < kPasses; ++i) {
+            if (!ld_active || (kPrefillKeys % kRowStep != 0 && ld_row + i * kRowStep >= kPrefillKeys)) break;
+            const int32_t r = rows[i * kRowStep];
+            const bool ok = r >= 0 && ld_in_head;
+            const int64_t off = ok ? static_cast<int64_t>(r) * row_stride : 0;
+            cp_async16(Kd + i * kRowStep * ld, k_col + off, ok);
+            cp_async16(Vd + i * kRowStep * ld, v_col + off, ok);
+        }
+    };
 
     // Q tile (zero rows past the sequence, zero columns past head_dim) joins the first K/V group.
-    constexpr int kChunks = DP / 8;
-    for (int c = tid; c < kPrefillRows * kChunks; c += kPrefillThreads) {
+    for (int c = tid; c < kRows * kChunks; c += kThreads) {
         const int row = c / kChunks, col = (c % kChunks) * 8;
         const bool ok = row < rows_here && col < D;
-        const bf16* g = p.q + (ok ? (q0 + row0 + row) * q_stride + static_cast<int64_t>(h) * D + col : 0);
+        const bf16* g = p.q + (ok ? static_cast<int64_t>(q0 + row0 + row) * q_stride + h * D + col : 0);
         cp_async16(Qs + row * ld + col, g, ok);
     }
-    const int n_tiles = static_cast<int>((key_end + kPrefillKeys - 1) / kPrefillKeys);
-    load_kv_tile<DP, kPrefillKeys>(src, 0, len_k, D, Kbuf, Vbuf, ld, tid, kPrefillThreads);
+    if (tid < 2 * kPrefillKeys) key_rows[tid] = key_row(tid);  // tiles 0 and 1
+    __syncthreads();
+    load_tile(0);
     detail::cp_async_commit();
 
     WarpFlash<DP> st;
     st.init();
-    uint32_t qf[DP / 16][4];
-    const int64_t qi0 = row0 + warp * 16 + (lane >> 2), qi1 = qi0 + 8;  // this thread's two rows (seq-local)
+    const bf16* Qw = Qs + warp * 16 * ld;
+    const int wrow0 = row0 + warp * 16;                  // this warp's first row (seq-local)
+    const int qi0 = wrow0 + (lane >> 2), qi1 = qi0 + 8;  // this thread's two rows
     for (int it = 0; it < n_tiles; ++it) {
         const int buf = it & 1;
         if (it + 1 < n_tiles) {
-            load_kv_tile<DP, kPrefillKeys>(src, static_cast<int64_t>(it + 1) * kPrefillKeys, len_k, D,
-                                           Kbuf + (buf ^ 1) * kPrefillKeys * ld, Vbuf + (buf ^ 1) * kPrefillKeys * ld,
-                                           ld, tid, kPrefillThreads);
+            load_tile(buf ^ 1);
             detail::cp_async_commit();
             detail::cp_async_wait<1>();
         } else {
             detail::cp_async_wait<0>();
         }
         __syncthreads();
-        if (it == 0) load_q_frags<DP>(qf, Qs + warp * 16 * ld, ld);
-        const int64_t kb = static_cast<int64_t>(it) * kPrefillKeys;
-        int64_t lim0 = len_k - kb, lim1 = lim0;
-        if (p.causal) {
-            lim0 = min(lim0, past + qi0 + 1 - kb);
-            lim1 = min(lim1, past + qi1 + 1 - kb);
+        // key_rows[buf] has been read by every thread (tile `it` was issued before this barrier): refill it
+        // for tile it + 2. The block-table read is issued here and stored after the math hides its latency.
+        const bool refill = tid < kPrefillKeys && it + 2 < n_tiles;
+        const int32_t next_row = refill ? key_row((it + 2) * kPrefillKeys + tid) : 0;
+        const int kb = it * kPrefillKeys;
+        // Warp-uniform: a tile wholly after this warp's last row's diagonal changes nothing (skip it); one
+        // wholly visible to its first row needs no mask.
+        if (!p.causal || kb < past + wrow0 + 16) {
+            const bf16* Ks = Kbuf + buf * kPrefillKeys * ld;
+            const bf16* Vs = Vbuf + buf * kPrefillKeys * ld;
+            float sc[kPrefillKeys / 8][4];
+            st.template scores_smem<kPrefillKeys>(sc, Qw, Ks, ld);
+            if (kb + kPrefillKeys > len_k || (p.causal && kb + kPrefillKeys > past + wrow0 + 1)) {
+                int lim0 = len_k - kb, lim1 = lim0;
+                if (p.causal) {
+                    lim0 = min(lim0, past + qi0 + 1 - kb);
+                    lim1 = min(lim1, past + qi1 + 1 - kb);
+                }
+                // Negative limits hide every key; limits past 64 hide none.
+                WarpFlash<DP>::template mask<kPrefillKeys>(sc, lim0, lim1);
+            }
+            st.template softmax_pv<kPrefillKeys>(sc, Vs, ld, scale_log2);
         }
-        st.template attend<kPrefillKeys>(qf, Kbuf + buf * kPrefillKeys * ld, Vbuf + buf * kPrefillKeys * ld, ld,
-                                         clamp_lim(lim0, kPrefillKeys),
-                                         clamp_lim(lim1, kPrefillKeys),
-                                         scale_log2);
-        __syncthreads();  // the next iteration's prefetch overwrites this buffer
+        if (refill) key_rows[buf * kPrefillKeys + tid] = next_row;
+        __syncthreads();  // the next iteration's prefetch overwrites this buffer and reads key_rows
     }
     detail::cp_async_wait<0>();  // no copy may outlive the block (empty key range)
     st.reduce_l();
     const int t = lane & 3;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const int64_t qi = r ? qi1 : qi0;
+        const int qi = r ? qi1 : qi0;
         if (qi >= len_q) continue;
         const float inv = st.l[r] > 0.0f ? 1.0f / st.l[r] : 0.0f;
-        bf16* out = p.out + (q0 + qi) * out_stride + static_cast<int64_t>(h) * D;
+        bf16* out = p.out + static_cast<int64_t>(q0 + qi) * out_stride + h * D;
 #pragma unroll
         for (int dt = 0; dt < DP / 8; ++dt) {
             const int col = dt * 8 + 2 * t;
@@ -405,17 +533,33 @@ int padded_head_dim(int64_t head_dim) {
     return 128;
 }
 
+template <int DP, int kWarps>
+void launch_prefill_warps(const AttentionPrefillParams& p, float scale_log2, int64_t q_stride,
+                          int64_t out_stride, cudaStream_t stream) {
+    constexpr size_t smem = prefill_smem_bytes<DP, kWarps>();
+    auto* kernel = attention_prefill_kernel<DP, kWarps>;
+    SURF_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    const dim3 grid(static_cast<unsigned>((p.max_seqlen_q + 16 * kWarps - 1) / (16 * kWarps)),
+                    static_cast<unsigned>(p.n_heads), static_cast<unsigned>(p.n_seq));
+    kernel<<<grid, 32 * kWarps, smem, stream>>>(p, scale_log2, q_stride, out_stride);
+    SURF_CUDA_CHECK_LAUNCH();
+}
+
+// 128-row blocks read each K/V tile once for twice the rows of 64-row blocks; they are used whenever they
+// still fill every SM with two blocks (short prompts keep 64-row blocks for parallelism).
 template <int DP>
 void launch_prefill(const AttentionPrefillParams& p, float scale_log2, int64_t q_stride, int64_t out_stride,
                     cudaStream_t stream) {
-    constexpr int ld = DP + 8;
-    const size_t smem = (kPrefillRows + 4 * kPrefillKeys) * ld * 2;
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
-    const dim3 grid(static_cast<unsigned>((p.max_seqlen_q + kPrefillRows - 1) / kPrefillRows),
-                    static_cast<unsigned>(p.n_heads), static_cast<unsigned>(p.n_seq));
-    attention_prefill_kernel<DP><<<grid, kPrefillThreads, smem, stream>>>(p, scale_log2, q_stride, out_stride);
-    SURF_CUDA_CHECK_LAUNCH();
+    int device = 0, sms = 132;
+    SURF_CUDA_CHECK(cudaGetDevice(&device));
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int64_t blocks128 = (p.max_seqlen_q + 127) / 128 * p.n_heads * p.n_seq;
+    if (blocks128 >= 2 * static_cast<int64_t>(sms)) {
+        launch_prefill_warps<DP, 8>(p, scale_log2, q_stride, out_stride, stream);
+    } else {
+        launch_prefill_warps<DP, 4>(p, scale_log2, q_stride, out_stride, stream);
+    }
 }
 
 struct DecodePlan {

@@ -1,0 +1,174 @@
+// bench_attention: attention_prefill alone at the Holotron-12B serving shapes (issue 7).
+//   llm   : paged causal prefill, 40 query / 8 KV heads, head_dim 128, page 16 (pages in shuffled order),
+//           4 sequences × 1024 new queries on 5000 cached keys each (one agent step of 4 sessions).
+//   vit   : contiguous bidirectional attention, 16 heads, head_dim 80, 24 tiles × 794 tokens, q/k/v read from
+//           fused qkv rows of stride 3·1280 (the vision tower's layout).
+//   fresh : paged causal prefill of one 4096-token prompt (causal imbalance across query blocks).
+//   small : paged causal prefill of 200 new queries on 3000 cached keys (few blocks: the 64-row path).
+// FLOPs = 4 · (visible query-key pairs, causal pairs counted exactly) · heads · head_dim.
+// Inputs are uniform random on the GPU; the output is checked for non-finite values.
+// Usage: bench_attention [--reps N]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#ifdef SURF_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/random_fill.h"
+
+namespace cu = surf::kernels::cuda;
+using cu::bf16;
+
+namespace {
+
+// Device buffer freed at scope exit.
+template <typename T>
+struct Buffer {
+    T* ptr = nullptr;
+    explicit Buffer(size_t n) {
+        SURF_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<size_t>(n, 1) * sizeof(T)));
+    }
+    Buffer(Buffer&& o) noexcept : ptr(std::exchange(o.ptr, nullptr)) {}
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    ~Buffer() { cudaFree(ptr); }
+};
+
+void fill(bf16* x, int64_t n, uint64_t seed) {
+    cu::UniformFillParams f;
+    f.x = x;
+    f.n = n;
+    f.seed = seed;
+    cu::uniform_fill(f, nullptr);
+}
+
+Buffer<int32_t> upload(const std::vector<int32_t>& v) {
+    Buffer<int32_t> b(v.size());
+    SURF_CUDA_CHECK(cudaMemcpy(b.ptr, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+    return b;
+}
+
+// Mean µs per launch over `reps` launches after 3 warm-up launches.
+template <typename Fn>
+double time_us(Fn&& fn, int reps) {
+    for (int i = 0; i < 3; ++i) fn();
+    cudaEvent_t a, b;
+    SURF_CUDA_CHECK(cudaEventCreate(&a));
+    SURF_CUDA_CHECK(cudaEventCreate(&b));
+    SURF_CUDA_CHECK(cudaEventRecord(a));
+    for (int i = 0; i < reps; ++i) fn();
+    SURF_CUDA_CHECK(cudaEventRecord(b));
+    SURF_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0.0f;
+    SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    SURF_CUDA_CHECK(cudaEventDestroy(a));
+    SURF_CUDA_CHECK(cudaEventDestroy(b));
+    return 1e3 * ms / reps;
+}
+
+int64_t count_non_finite(const bf16* out, int64_t n) {
+    std::vector<bf16> h(n);
+    SURF_CUDA_CHECK(cudaMemcpy(h.data(), out, n * sizeof(bf16), cudaMemcpyDeviceToHost));
+    int64_t bad = 0;
+    for (const bf16& v : h) bad += !std::isfinite(__bfloat162float(v));
+    return bad;
+}
+
+void report(const char* name, const std::string& shape, double us, double flops, int64_t bad) {
+    const double tflops = flops / (us * 1e-6) / 1e12;
+    std::printf("| %-6s | %-52s | %9.1f | %7.1f | %s |\n", name, shape.c_str(), us, tflops,
+                bad ? ("NON-FINITE " + std::to_string(bad)).c_str() : "ok");
+    std::fflush(stdout);
+}
+
+// Paged causal prefill: n_seq sequences of `fresh` new queries on `past` cached keys each.
+void bench_paged(const char* name, int64_t n_seq, int64_t fresh, int64_t past, int64_t page, int reps) {
+    const int64_t nh = 40, nkv = 8, D = 128, len = past + fresh, pages_per_seq = (len + page - 1) / page;
+    const int64_t n_pages = n_seq * pages_per_seq, n_tok = n_seq * fresh;
+    std::vector<int32_t> perm(n_pages);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::mt19937 rng(5);
+    std::shuffle(perm.begin(), perm.end(), rng);  // a long-running cache hands out pages in no order
+    std::vector<int32_t> cu_q{0}, lens(n_seq, static_cast<int32_t>(len));
+    for (int64_t s = 0; s < n_seq; ++s) cu_q.push_back(static_cast<int32_t>((s + 1) * fresh));
+    const int64_t cache_elems = n_pages * page * nkv * D;
+    Buffer<bf16> q(n_tok * nh * D), out(n_tok * nh * D), kc(cache_elems), vc(cache_elems);
+    fill(q.ptr, n_tok * nh * D, 1);
+    fill(kc.ptr, cache_elems, 2);
+    fill(vc.ptr, cache_elems, 3);
+    Buffer<int32_t> bt = upload(perm), dcu = upload(cu_q), dlens = upload(lens);
+    cu::AttentionPrefillParams p;
+    p.q = q.ptr; p.out = out.ptr; p.cu_seqlens_q = dcu.ptr;
+    p.k_cache = kc.ptr; p.v_cache = vc.ptr; p.block_table = bt.ptr; p.seq_lens_k = dlens.ptr;
+    p.page_size = page; p.max_pages_per_seq = pages_per_seq;
+    p.n_seq = n_seq; p.n_heads = nh; p.n_kv_heads = nkv; p.head_dim = D;
+    p.max_seqlen_q = fresh; p.causal = true;
+    const double us = time_us([&] { cu::attention_prefill(p, nullptr); }, reps);
+    const double pairs = static_cast<double>(n_seq) * (fresh * past + fresh * (fresh + 1) / 2.0);
+    char shape[160];
+    std::snprintf(shape, sizeof shape, "40/8x128 paged p%lld, %lld seq x %lld new, %lld past",
+                  (long long)page, (long long)n_seq, (long long)fresh, (long long)past);
+    report(name, shape, us, 4.0 * pairs * nh * D, count_non_finite(out.ptr, n_tok * nh * D));
+}
+
+// Contiguous bidirectional attention over `tiles` independent tiles of `tl` tokens (fused qkv rows).
+void bench_vit(const char* name, int64_t tiles, int64_t tl, int reps) {
+    const int64_t nh = 16, D = 80, w = nh * D, n_tok = tiles * tl;
+    Buffer<bf16> qkv(n_tok * 3 * w), out(n_tok * w);
+    fill(qkv.ptr, n_tok * 3 * w, 4);
+    std::vector<int32_t> cu(tiles + 1);
+    for (int64_t i = 0; i <= tiles; ++i) cu[i] = static_cast<int32_t>(i * tl);
+    Buffer<int32_t> dcu = upload(cu);
+    cu::AttentionPrefillParams p;
+    p.q = qkv.ptr; p.q_stride = 3 * w; p.out = out.ptr; p.cu_seqlens_q = dcu.ptr;
+    p.k = qkv.ptr + w; p.v = qkv.ptr + 2 * w; p.kv_stride = 3 * w; p.cu_seqlens_k = dcu.ptr;
+    p.n_seq = tiles; p.n_heads = nh; p.n_kv_heads = nh; p.head_dim = D; p.max_seqlen_q = tl; p.causal = false;
+    const double us = time_us([&] { cu::attention_prefill(p, nullptr); }, reps);
+    char shape[160];
+    std::snprintf(shape, sizeof shape, "16x80 contiguous, %lld tiles x %lld, bidirectional", (long long)tiles,
+                  (long long)tl);
+    report(name, shape, us, 4.0 * tiles * tl * tl * nh * D, count_non_finite(out.ptr, n_tok * w));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int reps = 20;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+            reps = std::max(1, std::atoi(argv[++i]));
+        } else {
+            std::fprintf(stderr, "usage: bench_attention [--reps N]\n");
+            return 2;
+        }
+    }
+    cudaDeviceProp prop{};
+    SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("# %s, %d SMs; mean of %d launches after 3 warm-ups\n", prop.name, prop.multiProcessorCount,
+                reps);
+    std::printf("| case   | shape%48s|        us | TFLOP/s | output |\n", "");
+    std::printf("|--------|%s|-----------|---------|--------|\n", std::string(54, '-').c_str());
+    bench_paged("llm", 4, 1024, 5000, 16, reps);
+    bench_vit("vit", 24, 794, reps);
+    bench_paged("fresh", 1, 4096, 0, 16, reps);
+    bench_paged("small", 1, 200, 3000, 16, reps);
+    return 0;
+}
+
+#else
+#include <cstdio>
+int main() {
+    std::fprintf(stderr, "bench_attention: built without CUDA\n");
+    return 2;
+}
+#endif
