@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: build the CUDA targets (GPU-only configuration), run every gpu test and the kernel
-# benchmark, write logs to $OUT and print a short summary last. Needs .deps/ (scripts/fetch_gpu_deps.sh).
+# benchmarks (bench_kernels, bench_attention, bench_step: per-op profile of the 12B step), write logs to $OUT and print a short summary last. Needs .deps/ (scripts/fetch_gpu_deps.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -29,7 +29,7 @@ cfg=$?
 status "configure: rc=$cfg ($(( $(date +%s) - t0 ))s)"
 [ $cfg -ne 0 ] && { tail -30 "$OUT/configure.log"; exit 1; }
 
-targets=$(ninja -C build-gpu -t targets all 2>/dev/null | grep -oE '^(gpu_test_[a-z0-9_]+|bench_kernels)(:| )' | tr -d ': ' | sort -u)
+targets=$(ninja -C build-gpu -t targets all 2>/dev/null | grep -oE '^(gpu_test_[a-z0-9_]+|bench_kernels|bench_attention|bench_step)(:| )' | tr -d ': ' | sort -u)
 t0=$(date +%s)
 cmake --build build-gpu -j"$JOBS" --target $targets > "$OUT/build.log" 2>&1
 brc=$?
@@ -56,7 +56,14 @@ if [ -x build-gpu/apps/bench_kernels ] || [ -x build-gpu/bench_kernels ]; then
     timeout 400 "$bench" > "$OUT/bench_kernels.log" 2>&1
     status "bench_kernels: rc=$? ($(( $(date +%s) - t0 ))s)"
 fi
-if python3 -c "import torch" 2>/dev/null && [ -f tests/reference/bench_torch_kernels.py ]; then
+for b in bench_attention bench_step; do
+    if [ -x "build-gpu/apps/$b" ]; then
+        t0=$(date +%s)
+        timeout 200 "build-gpu/apps/$b" > "$OUT/$b.log" 2>&1
+        status "$b: rc=$? ($(( $(date +%s) - t0 ))s)"
+    fi
+done
+if [ "${SURF_SKIP_TORCH:-0}" != 1 ] && python3 -c "import torch" 2>/dev/null && [ -f tests/reference/bench_torch_kernels.py ]; then
     timeout 120 python3 tests/reference/bench_torch_kernels.py > "$OUT/bench_torch.log" 2>&1
     status "bench_torch: rc=$?"
 fi

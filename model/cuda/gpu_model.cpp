@@ -35,8 +35,27 @@ std::unique_ptr<GpuModel> GpuModel::random(ModelConfig cfg, const GpuLimits& lim
     return std::unique_ptr<GpuModel>(new GpuModel(std::move(cfg), std::move(w), limits, stream));
 }
 
+namespace {
+
+// lm_head with zero rows appended up to `rows`: the logits GEMM then has an N that is a multiple of 64
+// (cuBLASLt's kernels for an N like 131,075 read the weights at a third of the bandwidth); the padding
+// columns of the logits are never sampled.
+GpuMatrix pad_rows(GpuMatrix m, int64_t rows, cudaStream_t stream) {
+    if (m.rows >= rows) return m;
+    GpuMatrix out;
+    out.rows = rows, out.cols = m.cols;
+    out.buf = DeviceBuffer(static_cast<size_t>(rows * m.cols) * 2);
+    SURF_CUDA_CHECK(cudaMemcpyAsync(out.buf.get(), m.buf.get(), m.buf.bytes(), cudaMemcpyDeviceToDevice, stream));
+    SURF_CUDA_CHECK(cudaMemsetAsync(out.buf.as<uint8_t>() + m.buf.bytes(), 0, out.buf.bytes() - m.buf.bytes(), stream));
+    SURF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return out;
+}
+
+}  // namespace
+
 GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaStream_t stream)
     : cfg_(std::move(cfg)), w_(std::move(w)), limits_(limits), stream_(stream) {
+    w_.lm_head = pad_rows(std::move(w_.lm_head), logits_stride(), stream_);
     gemm_ = std::make_unique<kc::GemmContext>();
     vision_gemm_ = std::make_unique<kc::GemmContext>();
     gemm_->set_autotune(limits_.autotune_gemms);
