@@ -159,7 +159,7 @@ Roofline roofline(const ModelConfig& cfg, bool bf16_state) {
 
 struct RunResult {
     double wall = 0;
-    int64_t generated = 0, processed = 0, appended = 0, steps = 0;
+    int64_t generated = 0, processed = 0, appended = 0, steps = 0, errors = 0;
     std::vector<double> step_latency, ttft, first_step, last_step;
 };
 
@@ -197,11 +197,22 @@ RunResult run(Engine& engine, const Options& o, int C, bool stateful, uint64_t r
                     for (const auto& img : shots) input.push_back(InputPart::of_image(img));
                 }
                 const auto ts = Clock::now();
-                const GenerateResult r = engine.generate(session, input, g);
+                GenerateResult r;
+                try {
+                    r = engine.generate(session, input, g);
+                } catch (const surf::Error& e) {
+                    std::lock_guard<std::mutex> lock(mu);
+                    std::fprintf(stderr, "bench_serve: worker %d step %d: %s\n", w, s, e.what());
+                    ++res.errors;
+                    if (!stateful) engine.close_session(session);
+                    break;
+                }
                 const double lat = std::chrono::duration<double>(Clock::now() - ts).count();
                 appended = r.prefill_tokens;
                 if (!stateful) {
-                    history.insert(history.end(), r.tokens.begin(), r.tokens.end());
+                    // Random weights can sample any id, image placeholders included; those may only enter
+                    // through image parts, so the re-sent history carries a plain token in their place.
+                    for (int32_t t : r.tokens) history.push_back(t >= 1000 + 130000 ? 1000 + t % 130000 : t);
                     engine.close_session(session);
                 }
                 std::lock_guard<std::mutex> lock(mu);
@@ -267,6 +278,7 @@ int main(int argc, char** argv) {
                     "decode rows | decode ms/step | decode %% roofline | device GiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                     o.steps);
         uint64_t run_id = 0;
+        int64_t failed = 0;
         {
             // Warm-up, not reported: GEMM tuning, first graph captures, allocator paths.
             Options warm = o;
@@ -296,8 +308,10 @@ int main(int argc, char** argv) {
                             rows_per, step_ms, roof_pct, after.device_bytes / 1073741824.0);
                 const double steps_all = static_cast<double>(after.steps - before.steps);
                 const double sec_all = after.step_seconds - before.step_seconds;
-                std::printf("#   %s C=%d: %.0f steps (%.0f decode-only at %.1f ms, %.0f mixed/prefill at %.1f ms), step time %.1f s of %.1f s wall\n", mode, C,
-                            steps_all, dsteps, step_ms, steps_all - dsteps, 1e3 * (sec_all - dsec) / std::max(1.0, steps_all - dsteps), sec_all, r.wall);
+                std::printf("#   %s C=%d: %.0f steps (%.0f decode-only at %.1f ms, %.0f mixed/prefill at %.1f ms), step time %.1f s of %.1f s wall%s\n", mode,
+                            C, steps_all, dsteps, step_ms, steps_all - dsteps, 1e3 * (sec_all - dsec) / std::max(1.0, steps_all - dsteps), sec_all, r.wall,
+                            r.errors ? " — FAILED REQUESTS, see stderr" : "");
+                failed += r.errors;
                 std::fflush(stdout);
             }
         }
@@ -307,6 +321,10 @@ int main(int argc, char** argv) {
                     (long long)s.steps, (long long)s.decode_only_steps, (long long)s.graph_steps, (long long)s.graphs_captured, (long long)s.prefill_tokens,
                     (long long)s.decode_tokens, (long long)s.image_cache_hits, (long long)s.image_cache_misses, (long long)s.vision_batches,
                     (long long)s.vision_tiles, (long long)s.offloads, (long long)s.restores);
+        if (failed > 0) {
+            std::fprintf(stderr, "bench_serve: %lld requests failed\n", static_cast<long long>(failed));
+            return 1;
+        }
     } catch (const surf::Error& e) {
         std::fprintf(stderr, "bench_serve: %s\n", e.what());
         return 2;
