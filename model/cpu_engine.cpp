@@ -31,6 +31,7 @@ public:
                                                 " tokens but the model has " + std::to_string(cfg.llm.vocab_size) + " embedding rows");
         }
         image_ids_ = resolve_image_tokens(cfg, &tokenizer_);
+        output_mask_ = output_token_mask(cfg.llm.vocab_size, image_ids_);
         if (cfg.has_vision) tiling_ = tiling_config_from(cfg.image);
         index_ = TokenIndex::build(token_vocabulary(tokenizer_, cfg.eos_token_ids));
     }
@@ -134,13 +135,14 @@ private:
             if (constraint && constraint->is_complete()) {
                 token = static_cast<int32_t>(stops.empty() ? -1 : stops.front());  // only an end token may follow
             } else {
-                const uint32_t* allowed = nullptr;
+                const uint32_t* allowed = output_mask_.data();
                 if (constraint) {
                     std::fill(mask.begin(), mask.end(), 0u);
                     constraint->fill_allowed(mask.data());
                     if (constraint->can_end()) {
                         for (int64_t s : stops) mask[static_cast<size_t>(s) / 32] |= 1u << (s % 32);
                     }
+                    for (size_t w = 0; w < mask.size(); ++w) mask[w] &= output_mask_[w];
                     allowed = mask.data();
                 }
                 if (options.on_logits) options.on_logits(logits.ptr(), V);
@@ -182,6 +184,7 @@ private:
     std::shared_ptr<const TokenIndex> index_;
     TilingConfig tiling_;
     ImageTokenIds image_ids_;
+    std::vector<uint32_t> output_mask_;  // generable tokens (no image placeholders)
     std::mutex mu_;
     std::map<SessionId, Session> sessions_;
     SessionId next_id_ = 1;

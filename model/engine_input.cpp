@@ -4,6 +4,15 @@
 
 namespace surf::model {
 
+std::vector<uint32_t> output_token_mask(int64_t vocab, const ImageTokenIds& ids) {
+    std::vector<uint32_t> mask(static_cast<size_t>((vocab + 31) / 32), ~0u);
+    if (vocab % 32) mask.back() = (1u << (vocab % 32)) - 1;
+    for (int32_t id : {ids.context, ids.start, ids.end}) {
+        if (id >= 0 && id < vocab) mask[static_cast<size_t>(id) / 32] &= ~(1u << (id % 32));
+    }
+    return mask;
+}
+
 ImageTokenIds resolve_image_tokens(const ModelConfig& cfg, const Tokenizer* tokenizer) {
     ImageTokenIds ids;
     if (!cfg.has_vision) return ids;

@@ -21,6 +21,11 @@ struct ImageTokenIds {
 // Resolves the image token ids from the tokenizer (or the config's id); throws kFormat when missing.
 ImageTokenIds resolve_image_tokens(const ModelConfig& cfg, const Tokenizer* tokenizer);
 
+// The tokens a model may generate, as a bit mask of ⌈vocab/32⌉ words: every id except the image
+// placeholders, which only image parts may put in a sequence (a sampled <image> fed back as text would
+// pull in image rows that do not exist).
+std::vector<uint32_t> output_token_mask(int64_t vocab, const ImageTokenIds& ids);
+
 struct PreparedImage {
     TiledImage tiles;            // [n_tiles, 3, S, S] normalised
     uint64_t hash = 0;           // of the tiled pixels (image-embedding cache key)

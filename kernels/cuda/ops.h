@@ -335,7 +335,7 @@ struct SamplingParams {
     const float* top_p = nullptr;        // [rows] or null (= 1, off)
     const uint64_t* seed = nullptr;      // [rows]
     const uint64_t* step = nullptr;      // [rows]
-    const uint32_t* allowed = nullptr;   // [rows, allowed_stride] or null
+    const uint32_t* allowed = nullptr;   // [rows, allowed_stride] or null; stride 0: one mask for every row
     int32_t* tokens = nullptr;           // [rows]
     int64_t rows = 0, vocab = 0, logits_stride = 0, allowed_stride = 0;
 };

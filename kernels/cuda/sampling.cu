@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SamplingParams p, int6
 void sample_tokens(const SamplingParams& p, cudaStream_t stream) {
     SURF_CHECK(p.logits && p.temperature && p.seed && p.step && p.tokens, "sample_tokens: null pointer");
     SURF_CHECK(p.vocab > 0 && p.vocab < INT32_MAX, "sample_tokens: vocab ", p.vocab);
-    SURF_CHECK(p.allowed == nullptr || p.allowed_stride >= (p.vocab + 31) / 32, "sample_tokens: allowed_stride ",
+    SURF_CHECK(p.allowed == nullptr || p.allowed_stride == 0 || p.allowed_stride >= (p.vocab + 31) / 32, "sample_tokens: allowed_stride ",
                p.allowed_stride);
     const int64_t stride = p.logits_stride ? p.logits_stride : p.vocab;
     if (p.rows == 0) return;

@@ -113,6 +113,9 @@ public:
         const size_t rows = static_cast<size_t>(L.max_logit_rows);
         sample_host_ = PinnedBuffer(rows * SampleArrays::kParamBytesPerRow + rows * mask_words_ * 4);
         sample_dev_ = DeviceBuffer(sample_host_.bytes());
+        output_mask_ = output_token_mask(cfg.llm.vocab_size, image_ids_);
+        output_mask_dev_ = DeviceBuffer(output_mask_.size() * 4);
+        SURF_CUDA_CHECK(cudaMemcpy(output_mask_dev_.get(), output_mask_.data(), output_mask_.size() * 4, cudaMemcpyHostToDevice));
         tokens_host_ = PinnedBuffer(rows * 4);
         tokens_dev_ = DeviceBuffer(rows * 4);
         worker_ = std::thread([this] { loop(); });
@@ -687,7 +690,7 @@ private:
                 const Request& r = *owners[static_cast<size_t>(rows[i])];
                 uint32_t* m = host.masks + i * mask_words_;
                 if (!r.constraint) {
-                    std::fill(m, m + mask_words_, ~0u);
+                    std::copy(output_mask_.begin(), output_mask_.end(), m);
                     continue;
                 }
                 std::fill(m, m + mask_words_, 0u);
@@ -700,6 +703,7 @@ private:
                 if (r.constraint->can_end()) {
                     for (int64_t s : stops) m[s / 32] |= 1u << (s % 32);
                 }
+                for (size_t w = 0; w < mask_words_; ++w) m[w] &= output_mask_[w];
             }
         }
         std::lock_guard<std::mutex> gpu(gpu_mu_);
@@ -715,9 +719,10 @@ private:
             surf::kernels::cuda::SamplingParams p;
             p.logits = model_->logits() + rows[i] * model_->logits_stride();
             p.temperature = dev.temperature + i, p.top_k = dev.top_k + i, p.top_p = dev.top_p + i, p.seed = dev.seed + i, p.step = dev.step + i;
-            p.allowed = any_mask ? dev.masks + i * mask_words_ : nullptr;
+            // Without schemas every row shares the output mask (no image placeholders): stride 0.
+            p.allowed = any_mask ? dev.masks + i * mask_words_ : output_mask_dev_.as<uint32_t>();
             p.tokens = tokens_dev_.as<int32_t>() + i;
-            p.rows = static_cast<int64_t>(j - i), p.vocab = V, p.logits_stride = model_->logits_stride(), p.allowed_stride = static_cast<int64_t>(mask_words_);
+            p.rows = static_cast<int64_t>(j - i), p.vocab = V, p.logits_stride = model_->logits_stride(), p.allowed_stride = any_mask ? static_cast<int64_t>(mask_words_) : 0;
             surf::kernels::cuda::sample_tokens(p, model_->stream());
             i = j;
         }
@@ -822,6 +827,8 @@ private:
     std::unordered_map<uint64_t, int64_t> image_cache_;  // content hash → first row (of encoded or enqueued images)
     std::deque<VisionJob> vision_queue_;                 // images of admitted requests not yet encoded
     int64_t graphs_captured_ = 0;
+    std::vector<uint32_t> output_mask_;  // generable tokens: all but the image placeholders
+    DeviceBuffer output_mask_dev_;
     PinnedBuffer sample_host_, tokens_host_;
     DeviceBuffer sample_dev_, tokens_dev_;
     EngineStats stats_;

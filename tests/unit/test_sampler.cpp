@@ -4,6 +4,7 @@
 #include <map>
 #include <vector>
 
+#include "model/engine_input.h"
 #include "model/sampler.h"
 #include "tests/test_util.h"
 
@@ -51,4 +52,17 @@ TEST_CASE("bad sampling parameters are rejected by name") {
     p = {};
     p.temperature = -1.0f;
     CHECK(surf::test::error_of([&] { validate(p); }).find("temperature") != std::string::npos);
+}
+
+TEST_CASE("the output mask keeps every token but the image placeholders, even when they would win") {
+    ImageTokenIds ids;
+    ids.context = 40, ids.start = 41, ids.end = 42;
+    const std::vector<uint32_t> mask = output_token_mask(45, ids);
+    REQUIRE(mask.size() == 2);
+    for (int t = 0; t < 45; ++t) CHECK(((mask[t / 32] >> (t % 32)) & 1u) == (t < 40 ? 1u : t < 43 ? 0u : 1u));
+    CHECK((mask[1] >> 13) == 0u);  // bits past the vocabulary stay clear
+    std::vector<float> logits(45, 0.0f);
+    logits[40] = 9.0f, logits[41] = 8.0f, logits[7] = 1.0f;
+    CHECK(sample_token(logits.data(), 45, SamplingParams{}, 0, mask.data()) == 7);
+    CHECK(output_token_mask(64, ImageTokenIds{}) == std::vector<uint32_t>{~0u, ~0u});  // text-only model
 }
