@@ -187,5 +187,22 @@ TEST_CASE("sample_tokens reproduces model::sample_token (greedy, temperature, to
                         << ": " << rows - mismatches << "/" << rows << " rows equal to the CPU sampler");
             CHECK(mismatches == 0);
         }
+        // allowed_stride 0: every row samples under one shared mask (row 3's sparse set).
+        cu::SamplingParams p;
+        p.logits = dl.get(); p.temperature = dt.get(); p.top_k = dk.get(); p.top_p = dp.get();
+        p.seed = ds.get(); p.step = dst.get(); p.allowed = da.get() + 3 * words; p.allowed_stride = 0;
+        p.tokens = dtok.get(); p.rows = rows; p.vocab = vocab;
+        dtok.poison();
+        cu::sample_tokens(p, nullptr);
+        const auto got = dtok.download();
+        int mismatches = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+            surf::model::SamplingParams sp;
+            sp.temperature = temp[r]; sp.top_k = top_k[r]; sp.top_p = top_p[r]; sp.seed = seed[r];
+            mismatches += got[r] != surf::model::sample_token(logits.data() + r * vocab, vocab, sp, step[r], allowed.data() + 3 * words);
+        }
+        MESSAGE("[" << (mismatches ? "FAIL" : "ok") << "]   sample_tokens vocab " << vocab << " shared mask (stride 0): "
+                    << rows - mismatches << "/" << rows << " rows equal to the CPU sampler");
+        CHECK(mismatches == 0);
     }
 }
