@@ -6,15 +6,14 @@
 #include <cstring>
 #include <deque>
 #include <future>
-#include <list>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <unordered_map>
 
 #include "kernels/base/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "model/cuda/image_arena.h"
 #include "model/engine_input.h"
 
 namespace surf::model::cuda {
@@ -35,15 +34,6 @@ struct Session {
     int64_t host_pages = 0;            // pages' worth of KV in host_kv
     bool busy = false;                 // a request is admitted on it
     uint64_t last_used = 0;
-};
-
-// Rows of the image arena (the GpuModel's image-row buffer) held by a request and kept afterwards as
-// the image-embedding cache (keyed by content hash) until evicted.
-struct ImageRegion {
-    int64_t first = 0, rows = 0;
-    int pins = 0;
-    uint64_t last_used = 0;
-    std::vector<std::pair<uint64_t, int64_t>> entries;  // (hash, offset in region) of each image
 };
 
 // Per-row sampling parameters and masks, laid out the same way in the pinned staging buffer and its device
@@ -84,7 +74,7 @@ struct Request {
     std::vector<int32_t> tokens;       // pending + input tokens to prefill
     GenerateOptions options;
     int64_t prefill_pos = 0;           // tokens of `tokens` already fed
-    int64_t image_region = -1;         // key into regions_ (first row), -1 if no images
+    int64_t image_region = -1;         // its region of the image arena (first row), -1 if no images
     int pending_images = 0;            // images still queued for the vision tower (no prefill until 0)
     uint64_t vision_ticket = 0;        // the vision work its image rows come from (the forward waits for it)
     bool decoding = false;
@@ -99,7 +89,7 @@ struct Request {
 class CudaEngine final : public Engine {
 public:
     CudaEngine(std::unique_ptr<GpuModel> model, std::optional<Tokenizer> tokenizer, const CudaEngineOptions& options)
-        : model_(std::move(model)), tokenizer_(std::move(tokenizer)), options_(options) {
+        : model_(std::move(model)), tokenizer_(std::move(tokenizer)), options_(options), arena_(model_->limits().max_image_rows) {
         const ModelConfig& cfg = model_->config();
         const GpuLimits& L = model_->limits();
         image_ids_ = resolve_image_tokens(cfg, tokenizer_ ? &*tokenizer_ : nullptr);
@@ -108,7 +98,6 @@ public:
         if (tokenizer_) index_ = TokenIndex::build(token_vocabulary(*tokenizer_, cfg.eos_token_ids));
         for (int32_t s = static_cast<int32_t>(L.max_slots) - 1; s >= 0; --s) free_slots_.push_back(s);
         for (int32_t p = static_cast<int32_t>(L.kv_pages) - 1; p >= 0; --p) free_pages_.push_back(p);
-        free_image_rows_[0] = L.max_image_rows;
         mask_words_ = (static_cast<size_t>(cfg.llm.vocab_size) + 31) / 32;
         const size_t rows = static_cast<size_t>(L.max_logit_rows);
         sample_host_ = PinnedBuffer(rows * SampleArrays::kParamBytesPerRow + rows * mask_words_ * 4);
@@ -322,36 +311,24 @@ private:
         return true;
     }
 
-    // Finds arena rows for the request's images (cache hits copied, misses encoded). False if the
-    // arena is full of pinned regions.
+    // Finds arena rows for the request's images (cache hits copied now, misses queued for the vision
+    // tower). False if the arena is full of pinned regions.
     bool place_images(Request& req) {
         if (req.input.images.empty()) return true;
         int64_t rows = 0;
         for (const PreparedImage& img : req.input.images) rows += img.n_rows;
-        int64_t first = -1;
-        for (;;) {
-            for (auto& [start, len] : free_image_rows_) {
-                if (len >= rows) {
-                    first = start;
-                    break;
-                }
-            }
-            if (first >= 0) break;
-            if (!evict_image_region()) return false;
-        }
-        take_image_rows(first, rows);
-        ImageRegion region;
-        region.first = first, region.rows = rows, region.pins = 1, region.last_used = ++clock_;
-        int64_t at = first;
+        const std::optional<int64_t> first = arena_.allocate(rows, ++clock_);
+        if (!first) return false;
+        req.image_region = *first;
+        int64_t at = *first;
         for (size_t i = 0; i < req.input.images.size(); ++i) {
             const PreparedImage& img = req.input.images[i];
-            auto hit = image_cache_.find(img.hash);
-            if (hit != image_cache_.end()) {
+            const std::optional<int64_t> hit = arena_.find(img.hash);
+            if (hit) {
                 // The copy is ordered after the encode that wrote the source rows (one vision stream).
                 std::lock_guard<std::mutex> gpu(gpu_mu_);
-                const uint64_t ticket = model_->put_image_rows(model_->image_rows() + hit->second * model_->config().llm.hidden_size, img.n_rows, at);
+                const uint64_t ticket = model_->put_image_rows(model_->image_rows() + *hit * model_->config().llm.hidden_size, img.n_rows, at);
                 req.vision_ticket = std::max(req.vision_ticket, ticket);
-                hit->second = at;
                 ++stats_.image_cache_hits;
             } else {
                 // Encoded in a batch with other requests' images by the step loop; cached once enqueued.
@@ -359,49 +336,9 @@ private:
                 ++req.pending_images;
                 ++stats_.image_cache_misses;
             }
-            region.entries.emplace_back(img.hash, at - first);
+            arena_.place(*first, img.hash, at, hit.has_value());
             at += img.n_rows;
         }
-        regions_[first] = std::move(region);
-        req.image_region = first;
-        return true;
-    }
-
-    void take_image_rows(int64_t first, int64_t rows) {
-        auto it = free_image_rows_.find(first);
-        const int64_t len = it->second;
-        free_image_rows_.erase(it);
-        if (len > rows) free_image_rows_[first + rows] = len - rows;
-    }
-
-    void give_image_rows(int64_t first, int64_t rows) {
-        auto [it, ok] = free_image_rows_.emplace(first, rows);
-        auto next = std::next(it);
-        if (next != free_image_rows_.end() && it->first + it->second == next->first) {
-            it->second += next->second;
-            free_image_rows_.erase(next);
-        }
-        if (it != free_image_rows_.begin()) {
-            auto prev = std::prev(it);
-            if (prev->first + prev->second == it->first) {
-                prev->second += it->second;
-                free_image_rows_.erase(it);
-            }
-        }
-    }
-
-    bool evict_image_region() {
-        auto victim = regions_.end();
-        for (auto it = regions_.begin(); it != regions_.end(); ++it) {
-            if (it->second.pins == 0 && (victim == regions_.end() || it->second.last_used < victim->second.last_used)) victim = it;
-        }
-        if (victim == regions_.end()) return false;
-        for (const auto& [hash, off] : victim->second.entries) {
-            auto hit = image_cache_.find(hash);
-            if (hit != image_cache_.end() && hit->second == victim->second.first + off) image_cache_.erase(hit);
-        }
-        give_image_rows(victim->second.first, victim->second.rows);
-        regions_.erase(victim);
         return true;
     }
 
@@ -459,6 +396,7 @@ private:
                 }
             } catch (const Error&) {
                 drop_vision_jobs(req);
+                if (req.image_region >= 0) unpin(req.image_region);
                 unadmit(req);
                 req.done.set_exception(std::current_exception());
                 it = waiting_.erase(it);
@@ -625,7 +563,7 @@ private:
             --r.pending_images;
             if (failure) continue;
             r.vision_ticket = std::max(r.vision_ticket, ticket);
-            image_cache_[r.input.images[j.image].hash] = j.row;
+            arena_.cache(r.input.images[j.image].hash, j.row);
             stats_.vision_tiles += r.input.images[j.image].tiles.plan.n_tiles;
         }
         if (!failure) {
@@ -661,13 +599,7 @@ private:
         return rows;
     }
 
-    void unpin(int64_t region) {
-        auto it = regions_.find(region);
-        if (it != regions_.end() && it->second.pins > 0) {
-            --it->second.pins;
-            it->second.last_used = ++clock_;
-        }
-    }
+    void unpin(int64_t region) { arena_.unpin(region, ++clock_); }
 
     // Samples the logits rows of the given sequences on the GPU (each sequence has one logits row, its
     // last token); masks for constrained rows are computed on the host.
@@ -822,9 +754,7 @@ private:
     std::deque<std::unique_ptr<Request>> waiting_;
     std::vector<std::unique_ptr<Request>> running_;
     std::vector<int32_t> free_slots_, free_pages_;
-    std::map<int64_t, int64_t> free_image_rows_;  // first row → length
-    std::map<int64_t, ImageRegion> regions_;      // first row → region
-    std::unordered_map<uint64_t, int64_t> image_cache_;  // content hash → first row (of encoded or enqueued images)
+    ImageArena arena_;                                   // the model's image rows and the embedding cache
     std::deque<VisionJob> vision_queue_;                 // images of admitted requests not yet encoded
     int64_t graphs_captured_ = 0;
     std::vector<uint32_t> output_mask_;  // generable tokens: all but the image placeholders
