@@ -356,7 +356,20 @@ private:
                 }
                 admit_waiting();
             }
-            if (!running_.empty()) step();
+            if (running_.empty()) continue;
+            try {
+                step();
+            } catch (const Error& e) {
+                // A step the model refused (a limit the admission checks missed): its requests fail with the
+                // reason instead of the scheduler thread dying (their sessions keep what was fed before).
+                std::lock_guard<std::mutex> lock(mu_);
+                for (auto& r : running_) {
+                    drop_vision_jobs(*r);
+                    if (r->image_region >= 0 && !r->decoding) unpin(r->image_region);
+                    finish(*r, FinishReason::kStop, -1, e);
+                }
+                finish_done();
+            }
         }
     }
 
