@@ -10,29 +10,15 @@
 #include "model/cuda/gpu_model.h"
 #include "model/safetensors.h"
 #include "model/sampler.h"
+#include "tests/gpu/gpu_model_test_util.h"
 
 using namespace surf::model;
 using namespace surf::model::cuda;
+using surf::gpu_test::golden_fixture;
+using surf::gpu_test::max_rel_err;
+using surf::gpu_test::pages_for;
 
 namespace {
-
-std::string fixture(const std::string& name) { return std::string(SURF_FIXTURES_DIR) + "/golden/" + name; }
-
-std::vector<int32_t> pages_for(int64_t tokens, int32_t first_page) {
-    std::vector<int32_t> pages(static_cast<size_t>((tokens + 15) / 16));
-    std::iota(pages.begin(), pages.end(), first_page);
-    return pages;
-}
-
-double rel_err(const std::vector<float>& a, const std::vector<float>& ref) {
-    double diff = 0, mx = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-        if (!std::isfinite(a[i])) return INFINITY;
-        diff = std::max(diff, static_cast<double>(std::fabs(a[i] - ref[i])));
-        mx = std::max(mx, static_cast<double>(std::fabs(ref[i])));
-    }
-    return mx > 0 ? diff / mx : diff;
-}
 
 std::vector<uint8_t> slot_bytes(const GpuModel& m, int32_t slot) {
     std::vector<uint8_t> bytes;
@@ -43,7 +29,7 @@ std::vector<uint8_t> slot_bytes(const GpuModel& m, int32_t slot) {
 }  // namespace
 
 TEST_CASE("decode graphs: graph steps match kernel-by-kernel steps; idle sessions untouched") {
-    const std::string dir = fixture("small_bf16");
+    const std::string dir = golden_fixture("small_bf16");
     GpuLimits L;
     L.max_tokens = 512, L.max_seqs = 16, L.max_slots = 8, L.page_size = 16, L.kv_pages = 512, L.max_context = 1024;
     L.max_logit_rows = 64, L.max_image_rows = 512, L.max_tiles = 4;
@@ -62,7 +48,7 @@ TEST_CASE("decode graphs: graph steps match kernel-by-kernel steps; idle session
     for (int i = 0; i < n_sessions; ++i) {
         SeqStep s;
         s.slot = i, s.tokens.assign(prompt.begin(), prompt.begin() + static_cast<long>(prompt.size()) - 3 * i);
-        s.pages = pages_for(1024, 64 * i);
+        s.pages = pages_for(1024, 16, 64 * i);
         seqs.push_back(s);
     }
     for (GpuModel* m : {with.get(), without.get()}) m->forward(seqs);
@@ -89,7 +75,7 @@ TEST_CASE("decode graphs: graph steps match kernel-by-kernel steps; idle session
         with->copy_logits_to_host(batch, a);
         REQUIRE(without->forward(dec) == batch);
         without->copy_logits_to_host(batch, b);
-        const double err = rel_err(a, b);
+        const double err = max_rel_err(a.data(), b);
         worst = std::max(worst, err);
         for (int i = 0; i < batch; ++i) {
             next[i] = sample_token(b.data() + i * V, V, SamplingParams{}, 0);

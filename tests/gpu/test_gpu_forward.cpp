@@ -13,29 +13,15 @@
 #include "model/cuda/gpu_model.h"
 #include "model/safetensors.h"
 #include "model/sampler.h"
+#include "tests/gpu/gpu_model_test_util.h"
 
 using namespace surf::model;
 using namespace surf::model::cuda;
+using surf::gpu_test::golden_fixture;
+using surf::gpu_test::max_rel_err;
+using surf::gpu_test::pages_for;
 
 namespace {
-
-std::string fixture(const std::string& name) { return std::string(SURF_FIXTURES_DIR) + "/golden/" + name; }
-
-double rel_err(const float* a, const std::vector<float>& ref) {
-    double diff = 0, mx = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-        if (!std::isfinite(a[i])) return INFINITY;
-        diff = std::max(diff, static_cast<double>(std::fabs(a[i] - ref[i])));
-        mx = std::max(mx, static_cast<double>(std::fabs(ref[i])));
-    }
-    return mx > 0 ? diff / mx : diff;
-}
-
-std::vector<int32_t> pages_for(int64_t tokens, int64_t page_size, int32_t first_page) {
-    std::vector<int32_t> pages(static_cast<size_t>((tokens + page_size - 1) / page_size));
-    std::iota(pages.begin(), pages.end(), first_page);
-    return pages;
-}
 
 GpuLimits small_limits() {
     GpuLimits L;
@@ -106,7 +92,7 @@ void check_text_prompt(GpuModel& model, const std::string& name, const Checkpoin
     REQUIRE(model.forward({seq}) == T);
     std::vector<float> logits;
     model.copy_logits_to_host(T, logits);
-    const double err = rel_err(logits.data(), expected.to_f32("text.logits"));
+    const double err = max_rel_err(logits.data(), expected.to_f32("text.logits"));
     MESSAGE(name << " GPU text.logits rel err " << err << " (threshold " << logit_tol << ")");
     CHECK(err <= logit_tol);
     const auto want = expected.to_i64("text.greedy_tokens");
@@ -124,7 +110,7 @@ void check_text_prompt(GpuModel& model, const std::string& name, const Checkpoin
 // max|logit| (3× the logits threshold), so no bf16 error within the threshold can flip one: all 32 tokens
 // of the image and the text prompt must equal the reference's.
 void check_fixture(const std::string& name, double logit_tol, bool require_all_greedy = false) {
-    const std::string dir = fixture(name);
+    const std::string dir = golden_fixture(name);
     auto model = GpuModel::load(dir, small_limits());
     model->keep_layer_outputs(true);
     const Checkpoint expected = Checkpoint::open(dir + "/expected.safetensors");
@@ -135,7 +121,7 @@ void check_fixture(const std::string& name, double logit_tol, bool require_all_g
     const int64_t rows = model->encode_images(pixels.data(), n_tiles, 0);
     std::vector<float> features;
     model->copy_vision_features(n_tiles, features);
-    const double feat_err = rel_err(features.data(), expected.to_f32("vision.features"));
+    const double feat_err = max_rel_err(features.data(), expected.to_f32("vision.features"));
     MESSAGE(name << " GPU vision.features rel err " << feat_err);
     CHECK(feat_err <= 2e-2);
     CHECK(rows == expected.get("vision.projected").shape[0]);
@@ -154,10 +140,10 @@ void check_fixture(const std::string& name, double logit_tol, bool require_all_g
     model->copy_logits_to_host(n_rows, logits);
     for (int64_t i = 0; i < cfg.llm.n_layers(); ++i) {
         model->copy_layer_output(i, T, layer);
-        const double e = rel_err(layer.data(), expected.to_f32("layers." + std::to_string(i)));
+        const double e = max_rel_err(layer.data(), expected.to_f32("layers." + std::to_string(i)));
         MESSAGE(name << " GPU layers." << i << " (" << layer_kind_name(cfg.llm.layers[i]) << ") rel err " << e);
     }
-    const double logit_err = rel_err(logits.data(), expected.to_f32("logits"));
+    const double logit_err = max_rel_err(logits.data(), expected.to_f32("logits"));
     MESSAGE(name << " GPU logits rel err " << logit_err << " (threshold " << logit_tol << ")");
     CHECK(logit_err <= logit_tol);
 
@@ -194,7 +180,7 @@ TEST_CASE("GPU forward: greedy bf16 fixture (every greedy step decisive)") {
 }
 
 TEST_CASE("GPU sessions: prefill(N) = prefill(k) + decode(N-k), batched with another sequence") {
-    const std::string dir = fixture("small_bf16");
+    const std::string dir = golden_fixture("small_bf16");
     auto model = GpuModel::load(dir, small_limits());
     const Checkpoint expected = Checkpoint::open(dir + "/expected.safetensors");
     const auto ids64 = expected.to_i64("text.input_ids");
@@ -225,7 +211,7 @@ TEST_CASE("GPU sessions: prefill(N) = prefill(k) + decode(N-k), batched with ano
         model->forward({dec, pre});
         model->copy_logits_to_host(2, got);
         const std::vector<float> row(want.begin() + t * V, want.begin() + (t + 1) * V);
-        worst = std::max(worst, rel_err(got.data(), row));
+        worst = std::max(worst, max_rel_err(got.data(), row));
     }
     MESSAGE("GPU prefill(k) + decode(N-k) vs prefill(N): worst logits rel err " << worst);
     CHECK(worst <= 2e-2);
