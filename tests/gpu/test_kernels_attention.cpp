@@ -60,10 +60,14 @@ struct Heads {
 TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes") {
     std::mt19937 rng(7);
     for (Heads hd : {Heads{"holotron", 40, 8, 128}, Heads{"tiny_fp32", 4, 2, 16}, Heads{"small_bf16", 8, 2, 40}}) {
-        for (int64_t page_size : {16, 64}) {
-            // (past, new) per sequence: fresh prompts, continuations, single tokens, non-multiples of 64.
-            const std::vector<int64_t> past{0, 0, 200, 1000, 5, 63};
-            const std::vector<int64_t> fresh{1, 130, 77, 64, 1, 65};
+        // (past, new) per sequence: fresh prompts, continuations, single tokens, non-multiples of 64. The
+        // second layout is small enough (≤ 100 new tokens, 3 sequences) that the kernel picks its 64-row
+        // variant even at the Holotron shape (the first takes 128-row blocks there).
+        const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> layouts{
+            {{0, 0, 200, 1000, 5, 63}, {1, 130, 77, 64, 1, 65}}, {{0, 300, 17}, {9, 40, 100}}};
+        for (const auto& [layout, page_size] : std::vector<std::pair<size_t, int64_t>>{{0, 16}, {0, 64}, {1, 16}, {1, 64}}) {
+            const std::vector<int64_t>& past = layouts[layout].first;
+            const std::vector<int64_t>& fresh = layouts[layout].second;
             const size_t n_seq = past.size();
             std::vector<int64_t> lens(n_seq);
             for (size_t s = 0; s < n_seq; ++s) lens[s] = past[s] + fresh[s];
@@ -94,7 +98,7 @@ TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes") 
             ap.slot_mapping = dslot.get(); ap.n_tok = n_tok; ap.n_kv_heads = hd.n_kv; ap.head_dim = hd.D;
             ap.k_stride = row_w; ap.v_stride = row_w;
             cu::kv_cache_append(ap, nullptr);
-            const std::string tag = std::string(" ") + hd.name + " page " + std::to_string(page_size);
+            const std::string tag = std::string(" ") + hd.name + " page " + std::to_string(page_size) + (layout ? " short" : "");
             compare("kv_cache_append K" + tag, to_float(dk.download()), k_full, 0.0f, 0.0f);
             compare("kv_cache_append V" + tag, to_float(dv.download()), v_full, 0.0f, 0.0f);
 
