@@ -43,6 +43,7 @@ struct Options {
     int64_t max_context = 16384;
     int64_t vision_batch_tiles = 24;  // tiles per vision-tower pass (8 screenshots of 3 tiles)
     bool graphs = true;
+    bool lm_priority = false;
 };
 
 std::vector<int> parse_list(const char* text) {
@@ -76,6 +77,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--prefill-chunk") o.prefill_chunk = std::atoll(next());
         else if (a == "--vision-batch") o.vision_batch_tiles = std::atoll(next());
         else if (a == "--no-graphs") o.graphs = false;
+        else if (a == "--lm-priority") o.lm_priority = true;
         else if (a == "--image") {
             const std::string s = next();
             o.width = std::atoi(s.c_str());
@@ -83,7 +85,7 @@ Options parse(int argc, char** argv) {
         } else {
             std::fprintf(stderr, "usage: bench_serve [--config DIR] [--concurrency 1,16,64,100] [--steps 10] [--mode stateful|stateless|both]\n"
                                  "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] [--bf16-state] [--prefill-chunk N]\n"
-                                 "                   [--vision-batch TILES] [--no-graphs]\n");
+                                 "                   [--vision-batch TILES] [--no-graphs] [--lm-priority]\n");
             std::exit(2);
         }
     }
@@ -263,6 +265,7 @@ int main(int argc, char** argv) {
         eo.limits.max_image_rows = 6 * 768 * (max_c + 4) > 262144 ? 262144 : 6 * 768 * (max_c + 4);
         eo.limits.max_tiles = o.vision_batch_tiles;
         eo.limits.decode_graphs = o.graphs;
+        eo.limits.lm_stream_priority = o.lm_priority;
         eo.limits.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         eo.prefill_chunk = o.prefill_chunk;
         const auto tl = Clock::now();

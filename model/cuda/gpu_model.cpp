@@ -15,13 +15,22 @@ namespace {
 template <typename T>
 T* offset(const DeviceBuffer& b, int64_t elements) { return b.as<T>() + elements; }
 
+// The language model's stream: the device's highest priority when `priority` (so that its steps take SMs
+// ahead of the vision tower's pass, which then fills what the steps leave idle), else the default.
+cudaStream_t language_model_stream(bool priority) {
+    int least = 0, greatest = 0;
+    SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaStream_t stream = nullptr;
+    SURF_CUDA_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority ? greatest : least));
+    return stream;
+}
+
 }  // namespace
 
 std::unique_ptr<GpuModel> GpuModel::load(const std::string& dir, const GpuLimits& limits) {
     ModelConfig cfg = load_model_config(dir);
     const Checkpoint ckpt = Checkpoint::open(dir);
-    cudaStream_t stream;
-    SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaStream_t stream = language_model_stream(limits.lm_stream_priority);
     GpuWeights w = upload_weights(cfg, ckpt, stream);
     std::unique_ptr<GpuModel> model(new GpuModel(std::move(cfg), std::move(w), limits, stream));
     model->image_token_id_ = static_cast<int32_t>(model->cfg_.image_context_token_id);
@@ -29,8 +38,7 @@ std::unique_ptr<GpuModel> GpuModel::load(const std::string& dir, const GpuLimits
 }
 
 std::unique_ptr<GpuModel> GpuModel::random(ModelConfig cfg, const GpuLimits& limits, uint64_t seed) {
-    cudaStream_t stream;
-    SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaStream_t stream = language_model_stream(limits.lm_stream_priority);
     GpuWeights w = random_weights(cfg, seed, stream);
     return std::unique_ptr<GpuModel>(new GpuModel(std::move(cfg), std::move(w), limits, stream));
 }

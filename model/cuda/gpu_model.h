@@ -33,6 +33,7 @@ struct GpuLimits {
     kc::DType ssm_state = kc::DType::kF32;
     bool decode_graphs = true;        // replay decode-only steps from CUDA graphs
     bool autotune_gemms = true;       // time cuBLASLt candidates per GEMM shape bucket on first use
+    bool lm_stream_priority = false;  // language-model steps at a higher stream priority than the vision tower
 };
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
