@@ -7,8 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "kernels/base/error.h"
 
@@ -62,6 +66,27 @@ private:
     sigset_t old_;
     bool got_epipe_ = false;
 };
+
+// Whether any live (not zombie) process is left in process group `pgid`. Helpers of a killed browser
+// (renderers, zygote, GPU process) are reparented and take a moment to die after SIGKILL.
+bool group_has_live_process(pid_t pgid) {
+    DIR* dir = ::opendir("/proc");
+    if (!dir) return false;
+    bool found = false;
+    while (dirent* e = ::readdir(dir)) {
+        const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+        if (pid <= 0 || ::getpgid(pid) != pgid) continue;
+        std::ifstream stat(std::string("/proc/") + e->d_name + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        const size_t close = line.rfind(')');
+        if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') continue;
+        found = true;
+        break;
+    }
+    ::closedir(dir);
+    return found;
+}
 
 }  // namespace
 
@@ -426,6 +451,11 @@ void CdpPipe::terminate(std::chrono::milliseconds grace) {
         (void)ignored;
     }
     if (io_thread_.joinable()) io_thread_.join();
+    // The browser is reaped; make sure its helpers are gone too before returning (bounded: 2 s).
+    for (int i = 0; i < 200 && pid_ > 0 && group_has_live_process(pid_); ++i) {
+        ::kill(-pid_, SIGKILL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     {
         std::lock_guard<std::mutex> lock(write_mutex_);
         close_fd(to_child_);
