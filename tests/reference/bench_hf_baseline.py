@@ -3,10 +3,12 @@ Holotron-12B shapes with random bf16 weights, on the agent workload at the concu
 
 HF has no class for the VL wrapper, so the screenshot is fed as 768 image-sized token positions (random
 ids) and the vision tower's cost is left out, which flatters the baseline. Each step appends 768 + 200
-tokens and generates 100 (no EOS), continuing the session's cache (stateful), C sessions one after the
-other (HF batches padded prompts only; its reference scan runs out of memory at 16 x 1024 tokens).
+tokens and generates 100 (no EOS), continuing the session's cache (stateful). C sessions run in groups of
+--batch: a group's sessions advance together in one batched forward (their prompts have equal lengths, so no
+padding), groups one after the other. The reference scan's memory grows with batch x tokens (it runs out at
+16 x 1024), which bounds the batch.
 
-usage: python3 tests/reference/bench_hf_baseline.py [--steps 2] [--concurrency 1] [--config tests/fixtures/holotron_12b/config.json]
+usage: python3 tests/reference/bench_hf_baseline.py [--steps 2] [--concurrency 1] [--batch 1] [--config tests/fixtures/holotron_12b/config.json]
 """
 import argparse
 import json
@@ -22,6 +24,7 @@ def main():
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--concurrency", type=int, default=1)
     ap.add_argument("--new-tokens", type=int, default=100)
+    ap.add_argument("--batch", type=int, default=1)
     args = ap.parse_args()
     llm = json.load(open(args.config))["llm_config"]
     cfg = NemotronHConfig(
@@ -41,10 +44,11 @@ def main():
     generated = processed = 0
     latencies = []
     t_start = time.time()
-    for c in range(args.concurrency):
+    B = args.batch
+    for c in range(0, args.concurrency, B):
         past = None
         for s in range(args.steps):
-            ids = torch.randint(1000, 131000, (1, 968), device="cuda")
+            ids = torch.randint(1000, 131000, (B, 968), device="cuda")
             ts = time.time()
             with torch.no_grad():
                 out = model(input_ids=ids, past_key_values=past, use_cache=True)
@@ -56,11 +60,11 @@ def main():
                     tok = out.logits[:, -1:].argmax(-1)
             torch.cuda.synchronize()
             latencies.append(time.time() - ts)
-            generated += args.new_tokens
-            processed += 968 + args.new_tokens
-            print(f"session {c} step {s}: {latencies[-1]:.2f} s", flush=True)
+            generated += B * args.new_tokens
+            processed += B * (968 + args.new_tokens)
+            print(f"sessions {c}..{c + B - 1} step {s}: {latencies[-1]:.2f} s", flush=True)
     wall = time.time() - t_start
-    print(f"| HF transformers baseline | C={args.concurrency} (sequential) | output {generated / wall:.1f} tok/s | total {processed / wall:.1f} tok/s | "
+    print(f"| HF transformers baseline | C={args.concurrency} (batches of {B}) | output {generated / wall:.1f} tok/s | total {processed / wall:.1f} tok/s | "
           f"step mean {sum(latencies) / len(latencies):.2f} s | peak GPU {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB |")
 
 
