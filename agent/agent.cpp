@@ -12,9 +12,6 @@
 #include "model/engine.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"
-#ifdef SURF_HAVE_CUDA
-#include "model/cuda/cuda_engine.h"
-#endif
 
 namespace surf::agent {
 
@@ -31,19 +28,7 @@ struct Agent::Impl {
 
 std::unique_ptr<Agent> Agent::create(const AgentConfig& config) {
     if (config.model_dir.empty()) throw Error(ErrorKind::kInvalidArgument, "AgentConfig.model_dir: empty");
-    std::shared_ptr<model::Engine> engine;
-    if (config.backend == "cpu") {
-        engine = model::open_cpu_engine(config.model_dir);
-    } else if (config.backend == "cuda") {
-#ifdef SURF_HAVE_CUDA
-        engine = model::cuda::open_cuda_engine(config.model_dir, model::cuda::CudaEngineOptions{});
-#else
-        throw Error(ErrorKind::kUnsupported, "AgentConfig.backend \"cuda\": this build has no CUDA backend");
-#endif
-    } else {
-        throw Error(ErrorKind::kInvalidArgument,
-                    "AgentConfig.backend \"" + config.backend + "\": expected cpu or cuda");
-    }
+    std::shared_ptr<model::Engine> engine = model::open_engine(config.model_dir, config.backend, "AgentConfig.backend");
     return std::make_unique<Agent>(std::move(engine), config);
 }
 

@@ -24,9 +24,6 @@
 #include "kernels/base/error.h"
 #include "model/chat_template.h"
 #include "model/engine.h"
-#ifdef SURF_HAVE_CUDA
-#include "model/cuda/cuda_engine.h"
-#endif
 
 namespace {
 
@@ -141,19 +138,7 @@ int run_eval(const surf::cli::Args& args) {
 
     const std::string backend = args.get("backend", "cpu");
     std::fprintf(stderr, "loading %s (%s) ...\n", model_dir.c_str(), backend.c_str());
-    std::shared_ptr<surf::model::Engine> engine;
-    if (backend == "cpu") {
-        engine = surf::model::open_cpu_engine(model_dir);
-    } else if (backend == "cuda") {
-#ifdef SURF_HAVE_CUDA
-        // The scheduler offloads sessions beyond its resident slots, so any concurrency fits the defaults.
-        engine = surf::model::cuda::open_cuda_engine(model_dir, surf::model::cuda::CudaEngineOptions{});
-#else
-        throw Error(ErrorKind::kUnsupported, "--backend cuda: this build has no CUDA backend");
-#endif
-    } else {
-        throw Error(ErrorKind::kInvalidArgument, "--backend \"" + backend + "\": expected cpu or cuda");
-    }
+    std::shared_ptr<surf::model::Engine> engine = surf::model::open_engine(model_dir, backend, "--backend");
     const std::string template_path = args.get("template");
     auto chat_template = std::make_shared<const surf::model::ChatTemplate>(
         template_path.empty() ? surf::model::ChatTemplate::from_model_dir(engine->config().dir)

@@ -15,9 +15,6 @@
 #include "kernels/base/error.h"
 #include "model/engine.h"
 #include "model/replicas.h"
-#ifdef SURF_HAVE_CUDA
-#include "model/cuda/cuda_engine.h"
-#endif
 
 namespace {
 
@@ -29,7 +26,7 @@ void on_signal(int) {
     g_stop = 1;
 }
 
-[[maybe_unused]] std::vector<int> parse_gpus(const std::string& text) {
+std::vector<int> parse_gpus(const std::string& text) {
     std::vector<int> out;
     size_t at = 0;
     while (at <= text.size()) {
@@ -59,20 +56,12 @@ std::shared_ptr<surf::model::Engine> open_engines(const std::string& dir, const 
     if (backend == "cpu") {
         if (!gpus.empty()) throw Error(ErrorKind::kInvalidArgument, "--gpus needs --backend cuda");
         for (int i = 0; i < cpu_replicas; ++i) engines.push_back(surf::model::open_cpu_engine(dir));
-    } else if (backend == "cuda") {
-#ifdef SURF_HAVE_CUDA
-        for (int device : gpus.empty() ? std::vector<int>{0} : parse_gpus(gpus)) {
-            surf::model::cuda::CudaEngineOptions o;
-            o.device = device;
-            std::fprintf(stderr, "loading %s on cuda:%d ...\n", dir.c_str(), device);
-            engines.push_back(surf::model::cuda::open_cuda_engine(dir, o));
-        }
-#else
-        (void)gpus;
-        throw Error(ErrorKind::kUnsupported, "--backend cuda: this build has no CUDA backend");
-#endif
     } else {
-        throw Error(ErrorKind::kInvalidArgument, "--backend \"" + backend + "\": expected cpu or cuda");
+        // cuda on each listed GPU (default 0); any other name gets open_engine's error.
+        for (int device : backend == "cuda" && !gpus.empty() ? parse_gpus(gpus) : std::vector<int>{0}) {
+            if (backend == "cuda") std::fprintf(stderr, "loading %s on cuda:%d ...\n", dir.c_str(), device);
+            engines.push_back(surf::model::open_engine(dir, backend, "--backend", device));
+        }
     }
     if (engines.size() == 1) return engines[0];
     return std::make_shared<surf::model::ReplicaEngine>(std::move(engines));

@@ -114,6 +114,11 @@ struct EngineOptions {
 // Loads a model folder (config.json, safetensors, tokenizer.json) on the CPU backend.
 std::unique_ptr<Engine> open_cpu_engine(const std::string& model_dir, const EngineOptions& options = {});
 
+// Loads a model folder on a backend by name: "cpu", or "cuda" (on GPU `device`) where this build has the
+// CUDA backend. `field` names where the name came from ("--backend", "AgentConfig.backend") in errors.
+std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend, const std::string& field,
+                                    int device = 0);
+
 // The tokenizer of a model folder: tokenizer.json in the folder.
 Tokenizer load_model_tokenizer(const std::string& model_dir);
 

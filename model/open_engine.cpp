@@ -1,0 +1,28 @@
+#include <memory>
+#include <string>
+
+#include "kernels/base/error.h"
+#include "model/engine.h"
+#ifdef SURF_HAVE_CUDA
+#include "model/cuda/cuda_engine.h"
+#endif
+
+namespace surf::model {
+
+std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend, const std::string& field, int device) {
+    if (backend == "cpu") return open_cpu_engine(model_dir);
+    if (backend == "cuda") {
+#ifdef SURF_HAVE_CUDA
+        // The scheduler offloads sessions beyond its resident slots, so any concurrency fits the defaults.
+        cuda::CudaEngineOptions options;
+        options.device = device;
+        return cuda::open_cuda_engine(model_dir, options);
+#else
+        (void)device;
+        throw Error(ErrorKind::kUnsupported, field + " \"cuda\": this build has no CUDA backend");
+#endif
+    }
+    throw Error(ErrorKind::kInvalidArgument, field + " \"" + backend + "\": expected cpu or cuda");
+}
+
+}  // namespace surf::model
