@@ -1,4 +1,5 @@
-// UTF-8 helpers shared by the tokenizer, the Jinja interpreter and every message writer.
+// UTF-8 helpers shared by the tokenizer, the Jinja interpreter and every message writer, and ASCII case
+// folding for protocol names (hosts, HTTP headers, key names).
 // Cutting text for messages, traces and reports without splitting a UTF-8 character: a byte cut in the
 // middle of one makes invalid UTF-8, which JSON writers reject (nlohmann::json::dump throws).
 #pragma once
@@ -8,6 +9,14 @@
 #include <string_view>
 
 namespace surf::model {
+
+// ASCII lower case: A–Z only; other bytes (UTF-8 sequences included) unchanged, whatever the C locale.
+inline std::string ascii_lower(std::string s) {
+    for (char& c : s) {
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    }
+    return s;
+}
 
 // Appends the UTF-8 encoding of code point `cp` (≤ 0x10FFFF).
 inline void append_utf8(std::string& out, uint32_t cp) {

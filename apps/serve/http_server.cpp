@@ -14,15 +14,11 @@
 #include <cstring>
 
 #include "kernels/base/error.h"
+#include "model/utf8.h"
 
 namespace surf::serve {
 
 namespace {
-
-std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
-}
 
 std::string trim(const std::string& s) {
     const size_t b = s.find_first_not_of(" \t");
@@ -317,7 +313,7 @@ void HttpServer::serve_connection(int fd, const std::string& peer) {
             plain_error(writer, 400, "malformed header line");
             return;
         }
-        req.headers[lower(trim(line.substr(0, colon)))] = trim(line.substr(colon + 1));
+        req.headers[model::ascii_lower(trim(line.substr(0, colon)))] = trim(line.substr(colon + 1));
     }
 
     if (!req.header("transfer-encoding").empty()) {

@@ -6,15 +6,10 @@
 #include <optional>
 
 #include "kernels/base/error.h"
+#include "model/utf8.h"
 
 namespace surf::tools {
 namespace {
-
-std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return s;
-}
 
 // Named (non-character) keys. Codes follow the UI Events KeyboardEvent code and key values and the
 // Windows virtual key codes that Chromium expects in windowsVirtualKeyCode.
@@ -22,7 +17,7 @@ const std::map<std::string, KeyDef>& named_keys() {
     static const std::map<std::string, KeyDef> table = [] {
         std::map<std::string, KeyDef> t;
         auto add = [&](std::vector<std::string> names, KeyDef def) {
-            for (auto& n : names) t[lower(n)] = def;
+            for (auto& n : names) t[model::ascii_lower(n)] = def;
         };
         add({"Enter", "return"}, {"Enter", "Enter", 13, "\r", "", 0});
         add({"Tab"}, {"Tab", "Tab", 9, "", "", 0});
@@ -98,7 +93,7 @@ int modifier_bit(const std::string& key) {
 
 KeyDef lookup_key(const std::string& name) {
     if (name.empty()) throw Error(ErrorKind::kInvalidArgument, "empty key name");
-    auto it = named_keys().find(lower(name));
+    auto it = named_keys().find(model::ascii_lower(name));
     if (it != named_keys().end()) return it->second;
     if (auto def = character_key(name)) return *def;
     throw Error(ErrorKind::kInvalidArgument, "unknown key '" + name + "'");

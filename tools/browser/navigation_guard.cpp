@@ -4,15 +4,10 @@
 #include <cctype>
 
 #include "kernels/base/error.h"
+#include "model/utf8.h"
 
 namespace surf::tools {
 namespace {
-
-std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return s;
-}
 
 bool looks_like_ipv4(const std::string& host) {
     int dots = 0;
@@ -30,14 +25,14 @@ bool looks_like_ip(const std::string& host) {
 }
 
 std::string normalise_host(std::string host) {
-    host = lower(std::move(host));
+    host = model::ascii_lower(std::move(host));
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
     while (!host.empty() && host.back() == '.') host.pop_back();
     return host;
 }
 
 std::string normalise_rule(const std::string& raw) {
-    std::string rule = lower(raw);
+    std::string rule = model::ascii_lower(raw);
     if (rule.empty()) throw Error(ErrorKind::kInvalidArgument, "navigation guard: empty domain rule");
     if (rule.find("://") != std::string::npos || rule.find('/') != std::string::npos ||
         rule.find(' ') != std::string::npos ||
@@ -67,7 +62,7 @@ ParsedUrl parse_url_host(const std::string& url) {
         throw Error(ErrorKind::kInvalidArgument,
                     "URL '" + url + "' has no scheme (expected e.g. https://...)");
     }
-    parsed.scheme = lower(url.substr(0, colon));
+    parsed.scheme = model::ascii_lower(url.substr(0, colon));
     for (char c : parsed.scheme) {
         if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') {
             throw Error(ErrorKind::kInvalidArgument, "URL '" + url + "' has a malformed scheme");
