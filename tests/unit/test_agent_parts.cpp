@@ -12,29 +12,13 @@
 #include "agent/profile.h"
 #include "agent/prompt_renderer.h"
 #include "kernels/base/error.h"
+#include "tests/test_util.h"
 
 using namespace surf;
 using namespace surf::agent;
 
-namespace {
-ErrorKind kind_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.kind();
-    }
-    FAIL("expected surf::Error");
-    return ErrorKind::kIo;
-}
-std::string message_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-}  // namespace
+using surf::test::error_kind_of;
+using surf::test::error_of;
 
 TEST_CASE("policy output parses every action type") {
     PolicyOutput o = parse_policy_output(
@@ -74,70 +58,70 @@ TEST_CASE("policy output parses every action type") {
 }
 
 TEST_CASE("malformed policy output is a kModelOutput error that names the problem") {
-    CHECK(kind_of([] { parse_policy_output("not json"); }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([] { parse_policy_output(""); }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([] {
+    CHECK(error_kind_of([] { parse_policy_output("not json"); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] { parse_policy_output(""); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] {
               parse_policy_output(
                   R"({"thought":"t","note":"","action":{"type":"click","element":"x","x":1200,"y":5}})");
           }) == ErrorKind::kModelOutput);
-    CHECK(message_of([] {
+    CHECK(error_of([] {
               parse_policy_output(
                   R"({"thought":"t","note":"","action":{"type":"click","element":"x","x":1200,"y":5}})");
           }).find("action.x") != std::string::npos);
-    CHECK(message_of([] {
+    CHECK(error_of([] {
               parse_policy_output(R"({"thought":"t","note":"","action":{"type":"fly"}})");
           }).find("unknown action") != std::string::npos);
-    CHECK(message_of([] {
+    CHECK(error_of([] {
               parse_policy_output(R"({"thought":"t","note":"","extra":1,"action":{"type":"back"}})");
           }).find("extra") != std::string::npos);
-    CHECK(kind_of([] { parse_policy_output(R"({"thought":"t","note":""})"); }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([] {
+    CHECK(error_kind_of([] { parse_policy_output(R"({"thought":"t","note":""})"); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] {
               parse_policy_output(
                   R"({"thought":"t","note":"","action":{"type":"click","element":"  ","x":1,"y":1}})");
           }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([] {
+    CHECK(error_kind_of([] {
               parse_policy_output(
                   R"({"thought":"t","note":"","action":{"type":"click","element":"a","x":1.5,"y":1}})");
           }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([] {
+    CHECK(error_kind_of([] {
               parse_policy_output(
                   R"({"thought":"t","note":"","action":{"type":"scroll","direction":"sideways"}})");
           }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([] { parse_policy_output("[1,2]"); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] { parse_policy_output("[1,2]"); }) == ErrorKind::kModelOutput);
 }
 
 TEST_CASE("localizer and verdict parsing") {
     LocalizerOutput p = parse_localizer_output(R"({"x":10,"y":1000})", 1000, 1000);
     CHECK(p.x == 10);
     CHECK(p.y == 1000);
-    CHECK(kind_of([] { parse_localizer_output(R"({"x":-1,"y":3})", 1000, 1000); }) ==
+    CHECK(error_kind_of([] { parse_localizer_output(R"({"x":-1,"y":3})", 1000, 1000); }) ==
           ErrorKind::kModelOutput);
-    CHECK(kind_of([] { parse_localizer_output(R"({"x":320,"y":3})", 319, 239); }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([] { parse_localizer_output(R"({"x":"3","y":3})", 1000, 1000); }) ==
+    CHECK(error_kind_of([] { parse_localizer_output(R"({"x":320,"y":3})", 319, 239); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] { parse_localizer_output(R"({"x":"3","y":3})", 1000, 1000); }) ==
           ErrorKind::kModelOutput);
-    CHECK(kind_of([] { parse_localizer_output(R"({"y":3})", 1000, 1000); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] { parse_localizer_output(R"({"y":3})", 1000, 1000); }) == ErrorKind::kModelOutput);
     Verdict v = parse_verdict(R"({"reason":"price shown","success":true})");
     CHECK(v.success);
     CHECK(v.reason == "price shown");
     CHECK_FALSE(parse_verdict("The page shows nothing. NOT SUCCESS").success);
     CHECK(parse_verdict("All done. SUCCESS").success);
-    CHECK(kind_of([] { parse_verdict("maybe?"); }) == ErrorKind::kModelOutput);
-    CHECK(kind_of([] { parse_verdict(R"({"reason":"x","success":"yes"})"); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] { parse_verdict("maybe?"); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] { parse_verdict(R"({"reason":"x","success":"yes"})"); }) == ErrorKind::kModelOutput);
 }
 
 TEST_CASE("prompt rendering is strict") {
     PromptTemplate t("Task: {task}; literal {{braces}} and {step}.", "test.md");
     CHECK(t.render({{"task", "find {x}"}, {"step", "3"}}) == "Task: find {x}; literal {braces} and 3.");
-    CHECK(kind_of([&] { t.render({{"task", "a"}}); }) == ErrorKind::kConfig);  // missing
-    CHECK(message_of([&] { t.render({{"task", "a"}}); }).find("{step}") != std::string::npos);
-    CHECK(kind_of([&] {
+    CHECK(error_kind_of([&] { t.render({{"task", "a"}}); }) == ErrorKind::kConfig);  // missing
+    CHECK(error_of([&] { t.render({{"task", "a"}}); }).find("{step}") != std::string::npos);
+    CHECK(error_kind_of([&] {
               t.render({{"task", "a"}, {"step", "1"}, {"stpe", "1"}});
           }) == ErrorKind::kConfig);  // unknown
-    CHECK(kind_of([] { PromptTemplate("unclosed {task", "x.md"); }) == ErrorKind::kConfig);
-    CHECK(kind_of([] { PromptTemplate("bad {Task}", "x.md"); }) == ErrorKind::kConfig);
-    CHECK(kind_of([] { PromptTemplate("stray } brace", "x.md"); }) == ErrorKind::kConfig);
-    CHECK(message_of([] { PromptTemplate("a\nb {bad-name}", "x.md"); }).find("x.md:2") != std::string::npos);
-    CHECK(kind_of([] { PromptTemplate::load("/nonexistent/prompt.md"); }) == ErrorKind::kIo);
+    CHECK(error_kind_of([] { PromptTemplate("unclosed {task", "x.md"); }) == ErrorKind::kConfig);
+    CHECK(error_kind_of([] { PromptTemplate("bad {Task}", "x.md"); }) == ErrorKind::kConfig);
+    CHECK(error_kind_of([] { PromptTemplate("stray } brace", "x.md"); }) == ErrorKind::kConfig);
+    CHECK(error_of([] { PromptTemplate("a\nb {bad-name}", "x.md"); }).find("x.md:2") != std::string::npos);
+    CHECK(error_kind_of([] { PromptTemplate::load("/nonexistent/prompt.md"); }) == ErrorKind::kIo);
 }
 
 TEST_CASE("the default profile loads and a profile with an unknown placeholder does not") {
@@ -154,11 +138,11 @@ TEST_CASE("the default profile loads and a profile with an unknown placeholder d
         SURF_SOURCE_DIR "/prompts", dir,
         std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
     std::ofstream(dir / "policy_turn.md") << "Task: {task} {mystery}";
-    CHECK(message_of([&] { load_profile((dir / "profile_holotron.json").string()); }).find("{mystery}") !=
+    CHECK(error_of([&] { load_profile((dir / "profile_holotron.json").string()); }).find("{mystery}") !=
           std::string::npos);
     std::ofstream(dir / "policy_turn.md") << "Task: {task}";
     std::ofstream(dir / "bad.json") << R"({"name":"x","typo_field":1})";
-    CHECK(kind_of([&] { load_profile((dir / "bad.json").string()); }) == ErrorKind::kConfig);
+    CHECK(error_kind_of([&] { load_profile((dir / "bad.json").string()); }) == ErrorKind::kConfig);
     std::filesystem::remove_all(dir);
 }
 
@@ -208,19 +192,19 @@ TEST_CASE("coordinates: pixels of the sent image, downscaled images, clips and o
     CHECK(x == doctest::Approx(500));
     CHECK(y == doctest::Approx(500));
     // Out of range: pixel beyond the sent image, negative, NaN, normalised > 1000.
-    CHECK(kind_of([&] { to_css(PointConvention::kImagePixels, 960, 10, sent, f); }) ==
+    CHECK(error_kind_of([&] { to_css(PointConvention::kImagePixels, 960, 10, sent, f); }) ==
           ErrorKind::kModelOutput);
-    CHECK(kind_of([&] { to_css(PointConvention::kImagePixels, -1, 10, sent, f); }) ==
+    CHECK(error_kind_of([&] { to_css(PointConvention::kImagePixels, -1, 10, sent, f); }) ==
           ErrorKind::kModelOutput);
-    CHECK(kind_of([&] { to_css(PointConvention::kNormalized1000, 1001, 10, sent, f); }) ==
+    CHECK(error_kind_of([&] { to_css(PointConvention::kNormalized1000, 1001, 10, sent, f); }) ==
           ErrorKind::kModelOutput);
-    CHECK(kind_of([&] { to_css(PointConvention::kNormalized1000, std::nan(""), 10, sent, f); }) ==
+    CHECK(error_kind_of([&] { to_css(PointConvention::kNormalized1000, std::nan(""), 10, sent, f); }) ==
           ErrorKind::kModelOutput);
     // fit_size never upscales and keeps the aspect ratio.
     CHECK(fit_size({320, 240}, 1000, 1000).width == 320);
     CHECK(fit_size({1000, 500}, 0, 100).width == 200);
     CHECK(parse_point_convention("image_pixels") == PointConvention::kImagePixels);
-    CHECK(kind_of([] { parse_point_convention("pixels"); }) == ErrorKind::kConfig);
+    CHECK(error_kind_of([] { parse_point_convention("pixels"); }) == ErrorKind::kConfig);
 }
 
 TEST_CASE("memory keeps notes, history and the last k screenshots") {

@@ -7,9 +7,11 @@
 
 #include "agent/eval_tasks.h"
 #include "kernels/base/error.h"
+#include "tests/test_util.h"
 
 using namespace surf;
 using namespace surf::agent;
+using surf::test::error_of;
 
 namespace {
 
@@ -18,15 +20,6 @@ const std::string kWebVoyager =
     R"({"web_name": "Allrecipes", "id": "Allrecipes--0", "ques": "Provide a recipe for vegetarian lasagna.", "web": "https://www.allrecipes.com/"})"
     "\n"
     R"({"web_name": "Amazon", "id": "Amazon--3", "ques": "Find a kettle.", "web": "https://www.amazon.com/"})";
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 }  // namespace
 
