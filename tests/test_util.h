@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 
 #include "kernels/base/error.h"
@@ -53,6 +54,13 @@ inline std::string hex32(uint32_t v) {
     char buf[16];
     std::snprintf(buf, sizeof(buf), "%08x", v);
     return buf;
+}
+
+// A whole file's bytes; fails the test when it cannot be read.
+inline std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE_MESSAGE(in.good(), "cannot read ", path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 inline void write_file(const std::string& path, const std::string& bytes) {

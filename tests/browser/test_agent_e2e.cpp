@@ -10,7 +10,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +20,7 @@
 #include "tests/browser/test_http_server.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"
+#include "tests/test_util.h"
 
 using namespace surf;
 using namespace surf::agent;
@@ -62,12 +62,7 @@ std::vector<nlohmann::json> read_trace(const fs::path& dir) {
     return lines;
 }
 
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
+std::string slurp(const fs::path& p) { return surf::test::read_file(p.string()); }
 
 fs::path fresh_dir(const std::string& name) {
     const fs::path dir = fs::temp_directory_path() / ("surf_agent_e2e_" + name);

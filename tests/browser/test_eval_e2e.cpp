@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "agent/eval_report.h"
@@ -19,6 +18,7 @@
 #include "model/engine.h"
 #include "tests/browser/test_http_server.h"
 #include "tools/browser/browser.h"
+#include "tests/test_util.h"
 
 using namespace surf;
 using namespace surf::agent;
@@ -30,12 +30,7 @@ const std::string kSite = SURF_SOURCE_DIR "/tests/browser/eval_site";
 const std::string kProfile = SURF_SOURCE_DIR "/tests/browser/agent_pages/profile_tiny.json";
 const std::string kModel = SURF_FIXTURES_DIR "/golden/tiny_fp32";
 
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
+std::string slurp(const fs::path& p) { return surf::test::read_file(p.string()); }
 
 fs::path fresh_dir(const std::string& name) {
     const fs::path dir = fs::temp_directory_path() / ("surf_eval_e2e_" + name);

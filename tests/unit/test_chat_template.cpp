@@ -9,6 +9,7 @@
 
 #include "kernels/base/error.h"
 #include "model/chat_template.h"
+#include "tests/test_util.h"
 
 using namespace surf::model;
 using surf::Error;
@@ -28,11 +29,7 @@ Json load_fixture(const std::string& name) {
     return Json::parse(in);
 }
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE(in.good());
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using surf::test::read_file;
 
 std::string template_path(const std::string& name) {
     return name == "chat_template_nemotron_nano_v2_vl.jinja" ? kOurTemplate : kFixtures + name;

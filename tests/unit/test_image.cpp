@@ -27,9 +27,8 @@ using surf::test::hex32;
 const std::string kDir = std::string(SURF_FIXTURES_DIR) + "/image/";
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE_MESSAGE(in.good(), "missing fixture ", path);
-    return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string bytes = surf::test::read_file(path);
+    return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 nlohmann::json read_json(const std::string& name) {
