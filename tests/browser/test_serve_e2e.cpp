@@ -6,7 +6,6 @@
 // keeps serving throughout and stops cleanly on SIGTERM.
 #include <doctest/doctest.h>
 
-#include <curl/curl.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -24,6 +23,7 @@
 #include "agent/agent.h"
 #include "agent/remote_engine.h"
 #include "tests/browser/test_http_server.h"
+#include "tests/http_client.h"
 
 using namespace surf;
 using json = nlohmann::ordered_json;
@@ -93,35 +93,11 @@ struct ServeProcess {
     std::string url() const { return "http://127.0.0.1:" + std::to_string(port) + "/v1"; }
 };
 
-struct Reply {
-    long status = 0;
-    std::string body;
-};
+using Reply = surf::test::HttpReply;
 
 Reply http(const std::string& url, const std::string& body, const std::vector<std::string>& headers,
            bool post = true) {
-    CURL* c = curl_easy_init();
-    Reply r;
-    curl_slist* h = nullptr;
-    for (const auto& x : headers) h = curl_slist_append(h, x.c_str());
-    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    if (post) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-    }
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
-    curl_easy_setopt(
-        c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t, size_t n, void* u) -> size_t {
-            static_cast<std::string*>(u)->append(d, n);
-            return n;
-        });
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-    curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return r;
+    return surf::test::http_request(post ? "POST" : "GET", url, body, headers);
 }
 
 std::string error_code(const Reply& r) {

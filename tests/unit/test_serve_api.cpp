@@ -5,7 +5,6 @@
 // client disconnecting mid-stream cancels its generation and frees its session.
 #include <doctest/doctest.h>
 
-#include <curl/curl.h>
 
 #include <chrono>
 #include <fstream>
@@ -18,6 +17,7 @@
 #include "agent/remote_client.h"
 #include "apps/serve/http_server.cpp"
 #include "apps/serve/openai_api.cpp"
+#include "tests/http_client.h"
 
 using namespace surf;
 using json = nlohmann::json;
@@ -26,43 +26,13 @@ namespace {
 
 const std::string kModel = SURF_FIXTURES_DIR "/golden/tiny_fp32";
 
-struct Reply {
-    long status = 0;
-    std::string body;
-    std::string content_type;
+struct Reply : surf::test::HttpReply {
     json j() const { return json::parse(body); }
 };
 
 Reply http(int port, const std::string& method, const std::string& path, const std::string& body = "",
            const std::vector<std::string>& headers = {}) {
-    CURL* c = curl_easy_init();
-    Reply r;
-    const std::string url = "http://127.0.0.1:" + std::to_string(port) + path;
-    curl_slist* h = nullptr;
-    for (const auto& x : headers) h = curl_slist_append(h, x.c_str());
-    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
-    if (method == "POST") {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-    }
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
-    curl_easy_setopt(
-        c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t, size_t n, void* u) -> size_t {
-            static_cast<std::string*>(u)->append(d, n);
-            return n;
-        });
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-    const CURLcode rc = curl_easy_perform(c);
-    REQUIRE_MESSAGE(rc == CURLE_OK, curl_easy_strerror(rc));
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-    char* ct = nullptr;
-    curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
-    if (ct) r.content_type = ct;
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return r;
+    return {surf::test::http_request(method, "http://127.0.0.1:" + std::to_string(port) + path, body, headers)};
 }
 
 struct Fixture {
