@@ -37,24 +37,26 @@ struct Session {
 };
 
 // Per-row sampling parameters and masks, laid out the same way in the pinned staging buffer and its device
-// mirror: [temperature | top_k | top_p | seed | step] for `cap` rows, then the masks.
+// mirror: [seed | step | temperature | top_k | top_p] for `cap` rows (8-byte arrays first, so every array
+// is aligned for any cap), then the masks from a 16-byte boundary.
 struct SampleArrays {
+    uint64_t* seed;
+    uint64_t* step;
     float* temperature;
     int32_t* top_k;
     float* top_p;
-    uint64_t* seed;
-    uint64_t* step;
     uint32_t* masks;
 
-    static constexpr size_t kParamBytesPerRow = 4 + 4 + 4 + 8 + 8;
+    // Bytes before the masks.
+    static size_t param_bytes(size_t cap) { return (cap * (8 + 8 + 4 + 4 + 4) + 15) / 16 * 16; }
     static SampleArrays at(void* base, size_t cap) {
         SampleArrays a;
-        a.temperature = static_cast<float*>(base);
+        a.seed = static_cast<uint64_t*>(base);
+        a.step = a.seed + cap;
+        a.temperature = reinterpret_cast<float*>(a.step + cap);
         a.top_k = reinterpret_cast<int32_t*>(a.temperature + cap);
         a.top_p = reinterpret_cast<float*>(a.top_k + cap);
-        a.seed = reinterpret_cast<uint64_t*>(a.top_p + cap);
-        a.step = a.seed + cap;
-        a.masks = reinterpret_cast<uint32_t*>(a.step + cap);
+        a.masks = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(base) + param_bytes(cap));
         return a;
     }
 };
@@ -100,7 +102,7 @@ public:
         for (int32_t p = static_cast<int32_t>(L.kv_pages) - 1; p >= 0; --p) free_pages_.push_back(p);
         mask_words_ = (static_cast<size_t>(cfg.llm.vocab_size) + 31) / 32;
         const size_t rows = static_cast<size_t>(L.max_logit_rows);
-        sample_host_ = PinnedBuffer(rows * SampleArrays::kParamBytesPerRow + rows * mask_words_ * 4);
+        sample_host_ = PinnedBuffer(SampleArrays::param_bytes(rows) + rows * mask_words_ * 4);
         sample_dev_ = DeviceBuffer(sample_host_.bytes());
         output_mask_ = output_token_mask(cfg.llm.vocab_size, image_ids_);
         output_mask_dev_ = DeviceBuffer(output_mask_.size() * 4);
@@ -652,7 +654,7 @@ private:
             }
         }
         std::lock_guard<std::mutex> gpu(gpu_mu_);
-        const size_t param_bytes = cap * SampleArrays::kParamBytesPerRow;
+        const size_t param_bytes = SampleArrays::param_bytes(cap);
         SURF_CUDA_CHECK(cudaMemcpyAsync(sample_dev_.get(), sample_host_.get(), param_bytes + (any_mask ? n * mask_words_ * 4 : 0), cudaMemcpyHostToDevice,
                                         model_->stream()));
         const SampleArrays dev = SampleArrays::at(sample_dev_.get(), cap);

@@ -21,7 +21,8 @@ std::string fixture(const std::string& name) { return std::string(SURF_FIXTURES_
 cuda::CudaEngineOptions small_options(int64_t slots = 8) {
     cuda::CudaEngineOptions o;
     o.limits.max_tokens = 512, o.limits.max_seqs = 16, o.limits.max_slots = slots, o.limits.page_size = 16;
-    o.limits.kv_pages = 512, o.limits.max_context = 2048, o.limits.max_logit_rows = 32, o.limits.max_image_rows = 1024;
+    // An odd number of logits rows: the sampler's per-row parameter arrays must stay aligned for any count.
+    o.limits.kv_pages = 512, o.limits.max_context = 2048, o.limits.max_logit_rows = 33, o.limits.max_image_rows = 1024;
     o.limits.max_tiles = 16;
     // GEMM autotuning picks algorithms by timing, so two engines may round differently; these tests compare
     // engines token for token, so every engine here uses cuBLASLt's heuristic choice.
