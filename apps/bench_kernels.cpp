@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench_ceilings.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops.h"
 
@@ -97,28 +98,10 @@ int main(int argc, char** argv) {
 
     // ---- ceilings -----------------------------------------------------------------------------------
     const size_t copy_bytes = size_t{1} << 30;
-    void* c0 = dalloc(copy_bytes);
-    void* c1 = dalloc(copy_bytes);
-    fill_random(c0, copy_bytes / 4, false, -1, 1, 1);
-    const double copy_us = time_us([&](int) { SURF_CUDA_CHECK(cudaMemcpyAsync(c1, c0, copy_bytes, cudaMemcpyDeviceToDevice)); });
-    const double copy_gbs = 2.0 * copy_bytes / (copy_us * 1e-6) / 1e9;
-    SURF_CUDA_CHECK(cudaFree(c0));
-    SURF_CUDA_CHECK(cudaFree(c1));
+    const double copy_gbs = surf::bench::copy_bandwidth() / 1e9;
+    const double copy_us = 2.0 * copy_bytes / (copy_gbs * 1e9) * 1e6;
     cu::GemmContext gemm_ctx;
-    double gemm_tflops = 0.0;
-    {
-        const int64_t n = 8192;
-        auto* a = static_cast<bf16*>(dalloc(n * n * 2));
-        auto* b = static_cast<bf16*>(dalloc(n * n * 2));
-        auto* c = static_cast<bf16*>(dalloc(n * n * 2));
-        fill_random(a, n * n, true, -1, 1, 2);
-        fill_random(b, n * n, true, -1, 1, 3);
-        const double us = time_us([&](int) { cu::gemm(gemm_ctx, {a, b, nullptr, c, cu::DType::kBF16, n, n, n}, nullptr); }, 10);
-        gemm_tflops = 2.0 * n * n * n / (us * 1e-6) / 1e12;
-        SURF_CUDA_CHECK(cudaFree(a));
-        SURF_CUDA_CHECK(cudaFree(b));
-        SURF_CUDA_CHECK(cudaFree(c));
-    }
+    const double gemm_tflops = surf::bench::gemm_ceiling() / 1e12;
     std::printf("ceilings: copy %.0f GB/s (read+write), bf16 GEMM 8192^3 %.0f TFLOP/s\n", copy_gbs, gemm_tflops);
     record("ceiling: D2D copy", "1 GiB", 1, copy_us, 2.0 * copy_bytes, false, copy_gbs);
     record("ceiling: cuBLASLt bf16 GEMM", "8192x8192x8192", 1, 2.0 * 8192.0 * 8192 * 8192 / (gemm_tflops * 1e12) * 1e6,

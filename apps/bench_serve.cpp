@@ -24,6 +24,7 @@
 #ifdef SURF_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "apps/bench_ceilings.h"
 #include "kernels/base/error.h"
 #include "model/config.h"
 #include "model/cuda/cuda_engine.h"
@@ -113,26 +114,6 @@ double percentile(std::vector<double> v, double q) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
     return v[static_cast<size_t>(std::min<double>(v.size() - 1, std::floor(q * (v.size() - 1) + 0.5)))];
-}
-
-double measure_copy_bandwidth() {
-    const size_t bytes = size_t{1} << 30;
-    void *a, *b;
-    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
-    cudaMemset(a, 1, bytes);
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    for (int i = 0; i < 3; ++i) cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(e0);
-    for (int i = 0; i < 10; ++i) cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    cudaFree(a);
-    cudaFree(b);
-    return 2.0 * bytes * 10 / (ms / 1e3);  // read + written
 }
 
 // Bytes a decode step must move (spec/serving.md §4): the non-embedding weights once, plus per
@@ -249,7 +230,7 @@ int main(int argc, char** argv) {
         ModelConfig cfg = load_model_config(o.config_dir);
         cudaDeviceProp prop{};
         cudaGetDeviceProperties(&prop, 0);
-        const double copy_bw = measure_copy_bandwidth();
+        const double copy_bw = surf::bench::copy_bandwidth();
         const int max_c = *std::max_element(o.concurrency.begin(), o.concurrency.end());
         cuda::CudaEngineOptions eo;
         eo.limits.max_slots = max_c + 4;

@@ -20,9 +20,9 @@
 #ifdef SURF_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "apps/bench_ceilings.h"
 #include "kernels/base/error.h"
 #include "model/config.h"
-#include "kernels/cuda/random_fill.h"
 #include "model/cuda/gpu_model.h"
 
 using namespace surf::model;
@@ -71,30 +71,6 @@ double elapsed_ms(cudaEvent_t a, cudaEvent_t b) {
     float ms = 0;
     SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
     return ms;
-}
-
-// Bf16 GEMM ceiling (8192³, the kernel library's own gemm) in TFLOP/s.
-double gemm_ceiling() {
-    namespace kc = surf::kernels::cuda;
-    const int64_t n = 8192;
-    DeviceBuffer a(static_cast<size_t>(n * n) * 2), b(static_cast<size_t>(n * n) * 2), c(static_cast<size_t>(n * n) * 2);
-    // Random operands: constant ones draw less power and let the clocks boost past what real GEMMs get.
-    kc::uniform_fill({a.get(), true, n * n, -1.0f, 1.0f, 1}, nullptr);
-    kc::uniform_fill({b.get(), true, n * n, -1.0f, 1.0f, 2}, nullptr);
-    kc::GemmContext ctx;
-    cudaEvent_t e0, e1;
-    SURF_CUDA_CHECK(cudaEventCreate(&e0));
-    SURF_CUDA_CHECK(cudaEventCreate(&e1));
-    const kc::GemmParams p{a.as<kc::bf16>(), b.as<kc::bf16>(), nullptr, c.get(), kc::DType::kBF16, n, n, n};
-    for (int i = 0; i < 3; ++i) kc::gemm(ctx, p, nullptr);
-    SURF_CUDA_CHECK(cudaEventRecord(e0));
-    for (int i = 0; i < 10; ++i) kc::gemm(ctx, p, nullptr);
-    SURF_CUDA_CHECK(cudaEventRecord(e1));
-    SURF_CUDA_CHECK(cudaEventSynchronize(e1));
-    const double ms = elapsed_ms(e0, e1) / 10;
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    return 2.0 * n * n * n / (ms * 1e-3) / 1e12;
 }
 
 // FLOPs per op label for one step (GEMMs and attention), from the shapes.
@@ -149,7 +125,7 @@ int main(int argc, char** argv) {
         const ModelConfig cfg = load_model_config(o.config_dir);
         cudaDeviceProp prop{};
         SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-        const double ceiling = gemm_ceiling();
+        const double ceiling = surf::bench::gemm_ceiling() / 1e12;
         const int64_t pages_per_seq = (o.context + o.prefill_tokens + 64 + 15) / 16;
         const int64_t n_seqs = o.decode_rows + o.prefill_seqs;
         GpuLimits L;
