@@ -6,6 +6,7 @@
 #include <numeric>
 #include <string>
 
+#include "kernels/base/counter_random.h"
 #include "kernels/base/error.h"
 
 namespace surf::model {
@@ -16,14 +17,6 @@ void validate(const SamplingParams& p) {
     }
     if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) throw Error(ErrorKind::kInvalidArgument, "top_p must be in (0, 1], got " + std::to_string(p.top_p));
     if (p.top_k < 0) throw Error(ErrorKind::kInvalidArgument, "top_k must be ≥ 0, got " + std::to_string(p.top_k));
-}
-
-float counter_uniform(uint64_t seed, uint64_t step) {
-    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (step + 1);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
 }
 
 namespace {
@@ -84,7 +77,7 @@ int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& p
         ids.resize(cut);
         total = std::accumulate(probs.begin(), probs.end(), 0.0);
     }
-    const double u = static_cast<double>(counter_uniform(p.seed, step)) * total;
+    const double u = static_cast<double>(kernels::counter_uniform(p.seed, step)) * total;
     double cum = 0.0;
     for (size_t i = 0; i < ids.size(); ++i) {
         cum += probs[i];

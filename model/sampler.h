@@ -18,9 +18,6 @@ struct SamplingParams {
 // Validates ranges; throws surf::Error(kInvalidArgument) naming the field.
 void validate(const SamplingParams& params);
 
-// Uniform draw in [0, 1) for (seed, step): splitmix64 of the pair, top 24 bits.
-float counter_uniform(uint64_t seed, uint64_t step);
-
 // Picks a token from logits [vocab]. `allowed` (vocab bits, bit i of word i/32) restricts the choice;
 // when it allows nothing the result is -1. `step` indexes the draw for the seed.
 int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& params, uint64_t step,

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cuda_bf16.h>
 
+#include "kernels/base/counter_random.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/random_fill.h"
 
@@ -8,19 +9,11 @@ namespace surf::kernels::cuda {
 
 namespace {
 
-__device__ __forceinline__ float hash_uniform(uint64_t seed, uint64_t i) {
-    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (i + 1);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
-}
-
 __global__ void uniform_fill_kernel(UniformFillParams p) {
     const float span = p.hi - p.lo;
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-        const float v = p.lo + span * hash_uniform(p.seed, static_cast<uint64_t>(i));
+        const float v = p.lo + span * surf::kernels::counter_uniform(p.seed, static_cast<uint64_t>(i));
         if (p.bf16) static_cast<__nv_bfloat16*>(p.x)[i] = __float2bfloat16_rn(v);
         else static_cast<float*>(p.x)[i] = v;
     }

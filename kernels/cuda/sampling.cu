@@ -7,6 +7,7 @@
 // exp(l/T − top) gives the top_p cut and the inverse-CDF draw at u·total. Masses are fp64 like the CPU.
 #include <cfloat>
 
+#include "kernels/base/counter_random.h"
 #include "kernels/cuda/common.cuh"
 
 namespace surf::kernels::cuda {
@@ -188,14 +189,6 @@ __device__ int32_t select(const Row& r, const Bound& bound, bool use_mass, doubl
     return sh.sel_id;
 }
 
-__device__ __forceinline__ float counter_uniform(uint64_t seed, uint64_t step) {
-    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (step + 1);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
-}
-
 __global__ void __launch_bounds__(kThreads) sample_kernel(SamplingParams p, int64_t logits_stride) {
     __shared__ Shared sh;
     const int64_t row = blockIdx.x;
@@ -273,7 +266,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SamplingParams p, int6
         bound = {order_key(r.logits[id]), id};
         total = sh.sel_cum;
     }
-    const double u = static_cast<double>(counter_uniform(p.seed[row], p.step[row])) * total;
+    const double u = static_cast<double>(surf::kernels::counter_uniform(p.seed[row], p.step[row])) * total;
     const int32_t id = select(r, bound, true, u, true, sh);
     if (threadIdx.x == 0) p.tokens[row] = id;
 }
