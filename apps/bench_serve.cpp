@@ -193,9 +193,8 @@ RunResult run(Engine& engine, const Options& o, int C, bool stateful, uint64_t r
                 const double lat = std::chrono::duration<double>(Clock::now() - ts).count();
                 appended = r.prefill_tokens;
                 if (!stateful) {
-                    // Random weights can sample any id, image placeholders included; those may only enter
-                    // through image parts, so the re-sent history carries a plain token in their place.
-                    for (int32_t t : r.tokens) history.push_back(t >= 1000 + 130000 ? 1000 + t % 130000 : t);
+                    // Engines never sample the image placeholders, so the outputs can be re-sent as text.
+                    history.insert(history.end(), r.tokens.begin(), r.tokens.end());
                     engine.close_session(session);
                 }
                 std::lock_guard<std::mutex> lock(mu);
