@@ -44,6 +44,9 @@ struct Command {
     std::string usage;
     std::vector<FlagSpec> flags;
     std::function<int(const Args&)> run;  // returns the process exit code
+    // When set, main calls this instead of run with the arguments after the command name untouched: no
+    // flag parsing and no --help interception, for commands that hand them to another program (surf bench).
+    std::function<int(const std::vector<std::string>&)> run_raw = nullptr;
 };
 
 int register_command(Command command);

@@ -36,12 +36,13 @@ int main(int argc, char** argv) {
     const surf::cli::Command& command = it->second;
     std::vector<std::string> rest(argv + 2, argv + argc);
     for (const auto& arg : rest) {
-        if (arg == "--help" || arg == "-h") {
+        if (!command.run_raw && (arg == "--help" || arg == "-h")) {
             std::printf("%s", surf::cli::usage_text(command).c_str());
             return 0;
         }
     }
     try {
+        if (command.run_raw) return command.run_raw(rest);
         surf::cli::Args args(rest, command.flags);
         return command.run(args);
     } catch (const surf::Error& error) {

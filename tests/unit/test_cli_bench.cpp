@@ -1,0 +1,155 @@
+// `surf bench NAME [args...]` as a child process of the built surf: the listing names the CPU benchmarks,
+// an unknown name exits 2 naming it, flags reach the benchmark untouched (its own usage, its exit code),
+// and a benchmark killed by a signal makes surf exit 3. The pass-through and the signal use small shell
+// scripts placed next to the real benchmarks for the duration of a test case.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSurf = SURF_BINARY_DIR "/surf";
+
+struct Result {
+    int code = -1;  // exit code; -1 if the child did not exit normally
+    std::string out;
+    std::string err;
+};
+
+std::string slurp(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream content;
+    content << in.rdbuf();
+    return content.str();
+}
+
+// Runs surf with args, stdout and stderr to temporary files (no pipe to drain while waiting).
+Result run_surf(const std::vector<std::string>& args) {
+    const fs::path dir = fs::temp_directory_path();
+    const std::string tag = "surf_test_cli_bench_" + std::to_string(::getpid());
+    const fs::path out_path = dir / (tag + ".out"), err_path = dir / (tag + ".err");
+    std::vector<std::string> storage = {kSurf};
+    storage.insert(storage.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& arg : storage) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (out < 0 || err < 0) ::_exit(126);
+        ::dup2(out, 1);
+        ::dup2(err, 2);
+        ::execv(kSurf.c_str(), argv.data());
+        ::_exit(127);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    Result result;
+    result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    result.out = slurp(out_path);
+    result.err = slurp(err_path);
+    fs::remove(out_path);
+    fs::remove(err_path);
+    return result;
+}
+
+bool have_surf() {
+    if (fs::exists(kSurf)) return true;
+    MESSAGE("skipped: no surf executable at " << kSurf << " (build the surf target)");
+    return false;
+}
+
+// An executable script bench_<name> where surf looks first (the build tree's apps/), removed on scope exit.
+struct FakeBench {
+    std::string name;
+    fs::path path;
+    FakeBench(const std::string& stem, const std::string& body)
+        : name(stem + "_" + std::to_string(::getpid())),
+          path(fs::path(SURF_BINARY_DIR) / "apps" / ("bench_" + name)) {
+        {
+            std::ofstream out(path);
+            out << "#!/bin/sh\n" << body << "\n";
+        }
+        fs::permissions(path, fs::perms::owner_all);
+    }
+    ~FakeBench() { fs::remove(path); }
+};
+
+}  // namespace
+
+TEST_CASE("surf bench lists the benchmarks that are built") {
+    if (!have_surf()) return;
+    for (const auto& args :
+         {std::vector<std::string>{"bench"}, std::vector<std::string>{"bench", "--help"}}) {
+        const Result r = run_surf(args);
+        CHECK(r.code == (args.size() == 1 ? 2 : 0));  // no NAME is bad usage, as a bare `surf` is
+        CHECK(r.out.find("usage: surf bench NAME") != std::string::npos);
+        // The CPU benchmarks are built in every non-GPU-only build, each with its description.
+        CHECK(r.out.find("  tokenizer    tokenizer encode/decode throughput") != std::string::npos);
+        CHECK(r.out.find("  structured   cost of JSON-schema-constrained decoding") != std::string::npos);
+    }
+    const Result overview = run_surf({"--help"});
+    CHECK(overview.out.find("  bench ") != std::string::npos);
+}
+
+TEST_CASE("surf bench with an unknown or malformed name exits 2 and says what it looked for") {
+    if (!have_surf()) return;
+    const Result r = run_surf({"bench", "no_such_bench", "--flag"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("unknown benchmark 'no_such_bench'") != std::string::npos);
+    CHECK(r.err.find("bench_no_such_bench") != std::string::npos);
+    CHECK(r.err.find(std::string(SURF_BINARY_DIR)) != std::string::npos);  // where it looked
+
+    // A path is not a name: it must not reach outside the lookup directories.
+    const Result path = run_surf({"bench", "../surf"});
+    CHECK(path.code == 2);
+    CHECK(path.err.find("'../surf' is not a benchmark name") != std::string::npos);
+}
+
+TEST_CASE("surf bench passes arguments to the real benchmark untouched") {
+    if (!have_surf()) return;
+    // bench_tokenizer with too many positionals prints its own usage and exits 2 at once; --help reaches it
+    // rather than surf's own help (bench_tokenizer then fails to open a tokenizer named --help: exit 2).
+    const Result usage = run_surf({"bench", "tokenizer", "a", "b", "c"});
+    CHECK(usage.code == 2);
+    CHECK(usage.err.find("usage: bench_tokenizer TOKENIZER_JSON") != std::string::npos);
+    const Result help = run_surf({"bench", "tokenizer", "--help"});
+    CHECK(help.code == 2);
+    CHECK(help.err.find("--help") != std::string::npos);
+    CHECK(help.out.find("usage: surf") == std::string::npos);
+}
+
+TEST_CASE("surf bench forwards every argument, the exit code and a death by signal") {
+    if (!have_surf()) return;
+    if (!fs::is_directory(fs::path(SURF_BINARY_DIR) / "apps")) {
+        MESSAGE("skipped: no " << SURF_BINARY_DIR << "/apps");
+        return;
+    }
+    {
+        FakeBench echo("surftest_echo", "printf '[%s]\\n' \"$@\"\nexit 7");
+        const Result r = run_surf({"bench", echo.name, "--concurrency", "100", "--mode=stateful", "--", "-h",
+                                   "--help", "two words", ""});
+        CHECK(r.code == 7);
+        CHECK(r.out == "[--concurrency]\n[100]\n[--mode=stateful]\n[--]\n[-h]\n[--help]\n[two words]\n[]\n");
+        const Result listed = run_surf({"bench"});
+        CHECK(listed.out.find("  " + echo.name) != std::string::npos);  // unknown extras are listed too
+    }
+    {
+        FakeBench killed("surftest_kill", "kill -TERM $$");
+        const Result r = run_surf({"bench", killed.name});
+        CHECK(r.code == 3);
+        CHECK(r.err.find("bench_" + killed.name + " was killed by signal 15") != std::string::npos);
+    }
+}
