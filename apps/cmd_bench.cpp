@@ -91,8 +91,11 @@ void print_list(std::FILE* out) {
     if (available.empty()) std::fprintf(out, "  (none)\n");
     for (const auto& [name, path] : available) {
         auto it = known_benches().find(name);
-        std::fprintf(out, "  %-12s %s\n", name.c_str(),
-                     it == known_benches().end() ? "" : it->second.description);
+        if (it == known_benches().end()) {
+            std::fprintf(out, "  %s\n", name.c_str());  // an extra bench_*.cpp: no description known
+        } else {
+            std::fprintf(out, "  %-12s %s\n", name.c_str(), it->second.description);
+        }
     }
     std::string missing;
     for (const auto& [name, known] : known_benches()) {
@@ -102,7 +105,8 @@ void print_list(std::FILE* out) {
 }
 
 // Runs the program and waits for it, as system() does: surf ignores SIGINT/SIGQUIT while it waits so a
-// Ctrl-C reaches the benchmark and surf reports how it ended; the child gets the default handlers back.
+// Ctrl-C reaches the benchmark and surf reports how it ended; the child gets the default handlers back
+// unless surf itself was started with them ignored (nohup, a background job).
 int run_program(const fs::path& program, const std::vector<std::string>& args) {
     std::vector<std::string> argv_storage = {program.string()};
     argv_storage.insert(argv_storage.end(), args.begin(), args.end());
@@ -110,8 +114,9 @@ int run_program(const fs::path& program, const std::vector<std::string>& args) {
     for (auto& arg : argv_storage) argv.push_back(arg.data());
     argv.push_back(nullptr);
 
-    struct sigaction ignore {
-    }, old_int{}, old_quit{};
+    struct sigaction ignore = {};
+    struct sigaction old_int = {};
+    struct sigaction old_quit = {};
     ignore.sa_handler = SIG_IGN;
     sigemptyset(&ignore.sa_mask);
     sigaction(SIGINT, &ignore, &old_int);
@@ -120,8 +125,8 @@ int run_program(const fs::path& program, const std::vector<std::string>& args) {
     posix_spawnattr_init(&attr);
     sigset_t defaults;
     sigemptyset(&defaults);
-    sigaddset(&defaults, SIGINT);
-    sigaddset(&defaults, SIGQUIT);
+    if (old_int.sa_handler != SIG_IGN) sigaddset(&defaults, SIGINT);
+    if (old_quit.sa_handler != SIG_IGN) sigaddset(&defaults, SIGQUIT);
     posix_spawnattr_setsigdefault(&attr, &defaults);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
 
