@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +46,8 @@ struct Options {
     int64_t vision_batch_tiles = 24;  // tiles per vision-tower pass (8 screenshots of 3 tiles)
     bool graphs = true;
     bool lm_priority = false;
+    int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
+    int hf_baseline_steps = 2;
 };
 
 std::vector<int> parse_list(const char* text) {
@@ -79,6 +82,8 @@ Options parse(int argc, char** argv) {
         else if (a == "--vision-batch") o.vision_batch_tiles = std::atoll(next());
         else if (a == "--no-graphs") o.graphs = false;
         else if (a == "--lm-priority") o.lm_priority = true;
+        else if (a == "--hf-baseline") o.hf_baseline_batch = std::atoi(next());
+        else if (a == "--hf-baseline-steps") o.hf_baseline_steps = std::atoi(next());
         else if (a == "--image") {
             const std::string s = next();
             o.width = std::atoi(s.c_str());
@@ -86,7 +91,8 @@ Options parse(int argc, char** argv) {
         } else {
             std::fprintf(stderr, "usage: bench_serve [--config DIR] [--concurrency 1,16,64,100] [--steps 10] [--mode stateful|stateless|both]\n"
                                  "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] [--bf16-state] [--prefill-chunk N]\n"
-                                 "                   [--vision-batch TILES] [--no-graphs] [--lm-priority]\n");
+                                 "                   [--vision-batch TILES] [--no-graphs] [--lm-priority]\n"
+                                 "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
         }
     }
@@ -215,6 +221,35 @@ RunResult run(Engine& engine, const Options& o, int C, bool stateful, uint64_t r
     return res;
 }
 
+// The same-card baseline in the same run: tests/reference/bench_hf_baseline.py (HF transformers NemotronH,
+// pure PyTorch) at `hf_baseline_batch` sessions advancing together, its lines echoed here. False (with the
+// reason on stderr) when it could not run.
+bool run_hf_baseline(const Options& o) {
+    const std::string script = std::string(SURF_SOURCE_DIR_FOR_BENCH) + "/tests/reference/bench_hf_baseline.py";
+    const std::string command = "python3 '" + script + "' --config '" + o.config_dir + "/config.json' --steps " + std::to_string(o.hf_baseline_steps) +
+                                " --concurrency " + std::to_string(o.hf_baseline_batch) + " --batch " + std::to_string(o.hf_baseline_batch) + " 2>&1";
+    std::printf("# baseline: %s\n", command.c_str());
+    std::fflush(stdout);
+    FILE* pipe = popen(command.c_str(), "r");
+    if (!pipe) {
+        std::fprintf(stderr, "bench_serve: could not start the HF baseline (%s)\n", std::strerror(errno));
+        return false;
+    }
+    char line[4096];
+    bool got_result = false;
+    while (std::fgets(line, sizeof line, pipe)) {
+        got_result |= std::strncmp(line, "| HF transformers baseline", 26) == 0;
+        std::printf("%s%s", line[0] == '|' ? "" : "#   hf: ", line);
+        std::fflush(stdout);
+    }
+    const int status = pclose(pipe);
+    if (status != 0 || !got_result) {
+        std::fprintf(stderr, "bench_serve: the HF baseline failed (exit status %d%s)\n", status, got_result ? "" : ", no result line");
+        return false;
+    }
+    return true;
+}
+
 double mean(const std::vector<double>& v) {
     double s = 0;
     for (double x : v) s += x;
@@ -291,9 +326,16 @@ int main(int argc, char** argv) {
                             rows_per, step_ms, roof_pct, after.device_bytes / 1073741824.0);
                 const double steps_all = static_cast<double>(after.steps - before.steps);
                 const double sec_all = after.step_seconds - before.step_seconds;
-                std::printf("#   %s C=%d: %.0f steps (%.0f decode-only at %.1f ms, %.0f mixed/prefill at %.1f ms), step time %.1f s of %.1f s wall%s\n", mode,
-                            C, steps_all, dsteps, step_ms, steps_all - dsteps, 1e3 * (sec_all - dsec) / std::max(1.0, steps_all - dsteps), sec_all, r.wall,
-                            r.errors ? " — FAILED REQUESTS, see stderr" : "");
+                const double dgpu = after.decode_only_gpu_seconds - before.decode_only_gpu_seconds;
+                // Everything is allocated up front, so memory in use after the run is its peak (engine + CUDA
+                // context + libraries; the table's "device GiB" counts the engine's own buffers).
+                size_t free_bytes = 0, total_bytes = 0;
+                cudaMemGetInfo(&free_bytes, &total_bytes);
+                std::printf("#   %s C=%d: %.0f steps (%.0f decode-only at %.1f ms, of which GPU %.1f ms; %.0f mixed/prefill at %.1f ms), step time %.1f s of "
+                            "%.1f s wall; GPU memory in use %.1f of %.1f GiB%s\n",
+                            mode, C, steps_all, dsteps, step_ms, dsteps > 0 ? 1e3 * dgpu / dsteps : 0.0, steps_all - dsteps,
+                            1e3 * (sec_all - dsec) / std::max(1.0, steps_all - dsteps), sec_all, r.wall, (total_bytes - free_bytes) / 1073741824.0,
+                            total_bytes / 1073741824.0, r.errors ? " — FAILED REQUESTS, see stderr" : "");
                 failed += r.errors;
                 std::fflush(stdout);
             }
@@ -307,6 +349,10 @@ int main(int argc, char** argv) {
         if (failed > 0) {
             std::fprintf(stderr, "bench_serve: %lld requests failed\n", static_cast<long long>(failed));
             return 1;
+        }
+        if (o.hf_baseline_batch > 0) {
+            engine.reset();  // the baseline needs the GPU memory
+            if (!run_hf_baseline(o)) return 1;
         }
     } catch (const surf::Error& e) {
         std::fprintf(stderr, "bench_serve: %s\n", e.what());

@@ -37,6 +37,7 @@ EngineStats ReplicaEngine::stats() const {
         t.decode_only_steps += s.decode_only_steps;
         t.step_seconds += s.step_seconds;
         t.decode_only_seconds += s.decode_only_seconds;
+        t.decode_only_gpu_seconds += s.decode_only_gpu_seconds;
         t.decode_only_rows += s.decode_only_rows;
         t.decode_only_context += s.decode_only_context;
         t.running += s.running;

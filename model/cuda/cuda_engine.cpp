@@ -109,6 +109,8 @@ public:
         SURF_CUDA_CHECK(cudaMemcpy(output_mask_dev_.get(), output_mask_.data(), output_mask_.size() * 4, cudaMemcpyHostToDevice));
         tokens_host_ = PinnedBuffer(rows * 4);
         tokens_dev_ = DeviceBuffer(rows * 4);
+        SURF_CUDA_CHECK(cudaEventCreate(&step_begin_));
+        SURF_CUDA_CHECK(cudaEventCreate(&step_end_));
         worker_ = std::thread([this] { loop(); });
     }
 
@@ -119,6 +121,8 @@ public:
         }
         cv_.notify_all();
         worker_.join();
+        cudaEventDestroy(step_begin_);
+        cudaEventDestroy(step_end_);
     }
 
     const ModelConfig& config() const override { return model_->config(); }
@@ -491,6 +495,7 @@ private:
         {
             std::lock_guard<std::mutex> gpu(gpu_mu_);
             const int64_t launches = model_->decode_graph_launches();
+            SURF_CUDA_CHECK(cudaEventRecord(step_begin_, model_->stream()));
             model_->forward(seqs, vision_ticket);
             graph = model_->decode_graph_launches() > launches;
             graphs_captured_ = model_->decode_graphs_captured();
@@ -513,6 +518,10 @@ private:
         stats_.graph_steps += graph ? 1 : 0;
         stats_.step_seconds += dt;
         if (decode_only) {
+            // Every decode row samples, so sample() recorded step_end_ after the tokens' copy.
+            float gpu_ms = 0;
+            SURF_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, step_begin_, step_end_));
+            stats_.decode_only_gpu_seconds += gpu_ms * 1e-3;
             ++stats_.decode_only_steps;
             stats_.decode_only_seconds += dt;
             stats_.decode_only_rows += n_dec;
@@ -674,6 +683,7 @@ private:
             i = j;
         }
         SURF_CUDA_CHECK(cudaMemcpyAsync(tokens_host_.get(), tokens_dev_.get(), n * 4, cudaMemcpyDeviceToHost, model_->stream()));
+        SURF_CUDA_CHECK(cudaEventRecord(step_end_, model_->stream()));
         SURF_CUDA_CHECK(cudaStreamSynchronize(model_->stream()));
         std::vector<int32_t> out(n);
         for (size_t k = 0; k < n; ++k) out[k] = forced[k] >= 0 ? forced[k] : tokens_host_.as<int32_t>()[k];
@@ -776,6 +786,7 @@ private:
     DeviceBuffer output_mask_dev_;
     PinnedBuffer sample_host_, tokens_host_;
     DeviceBuffer sample_dev_, tokens_dev_;
+    cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;  // a step's GPU span (decode-only steps' stats)
     EngineStats stats_;
 };
 

@@ -16,8 +16,8 @@ namespace surf::model::cuda {
 
 class DecodeGraphs {
 public:
-    // Batch buckets up to `max_batch`: 1, 2, 4, 8, 12, 16, then every 8 (padding costs at most 8 rows,
-    // ≤ 8% of a batch of 100).
+    // Batch buckets up to `max_batch`: 1, 2, 4, 8, 12, 16, then every 4 (padding costs at most 3 rows,
+    // ≤ 3% of a batch of 100).
     explicit DecodeGraphs(int64_t max_batch);
     ~DecodeGraphs();
     DecodeGraphs(const DecodeGraphs&) = delete;

@@ -10,7 +10,6 @@
 namespace surf::model::cuda {
 
 int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_ticket) {
-    const LlmConfig& c = cfg_.llm;
     const GpuLimits& L = limits_;
     const int64_t n_seq = static_cast<int64_t>(seqs.size());
     if (n_seq == 0) return 0;
