@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for the engine: build the GPU-only targets, run the forward/engine gpu tests, then
-# bench_serve (arguments passed through). Logs under $OUT.
+# `surf bench serve` (arguments passed through). Logs under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"
@@ -9,7 +9,7 @@ DEPS="$PWD/.deps"
 export PKG_CONFIG_PATH="$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSURF_GPU_ONLY=ON -DSURF_DEPS_PREFIX="$DEPS" -DCMAKE_PREFIX_PATH="$DEPS/usr" \
     > "$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
-cmake --build build-gpu -j"$(nproc)" --target gpu_test_gpu_forward gpu_test_decode_graphs gpu_test_vision_batch gpu_test_cuda_engine gpu_test_agent_gpu gpu_test_kernels_mamba gpu_test_kernels_misc bench_serve > "$OUT/build.log" 2>&1 \
+cmake --build build-gpu -j"$(nproc)" --target gpu_test_gpu_forward gpu_test_decode_graphs gpu_test_vision_batch gpu_test_cuda_engine gpu_test_agent_gpu gpu_test_kernels_mamba gpu_test_kernels_misc bench_serve surf > "$OUT/build.log" 2>&1 \
     || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
 for t in gpu_test_decode_graphs gpu_test_vision_batch gpu_test_gpu_forward gpu_test_cuda_engine gpu_test_agent_gpu gpu_test_kernels_mamba gpu_test_kernels_misc; do
     timeout 300 build-gpu/tests/$t > "$OUT/$t.log" 2>&1
@@ -17,5 +17,5 @@ for t in gpu_test_decode_graphs gpu_test_vision_batch gpu_test_gpu_forward gpu_t
     grep -E "MESSAGE|ERROR|values|rror:" "$OUT/$t.log" | grep -v "layers\." | head -30
 done
 if [ "$#" -gt 0 ]; then
-    timeout "${BENCH_TIMEOUT:-400}" build-gpu/apps/bench_serve "$@" 2>&1 | tee "$OUT/bench_serve.log"
+    timeout "${BENCH_TIMEOUT:-400}" build-gpu/surf bench serve "$@" 2>&1 | tee "$OUT/bench_serve.log"
 fi
