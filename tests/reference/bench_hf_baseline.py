@@ -29,13 +29,19 @@ CPU smoke test: --device cpu with a tiny config (same keys, small sizes), --step
 import argparse
 import contextlib
 import json
+import os
 import time
 
-import torch
-from transformers import NemotronHConfig, NemotronHForCausalLM, RadioConfig, RadioModel
+# The reference SSD scan allocates one ~48 GiB intermediate per prefill at batch 6; with fixed-size segments
+# the freed block gets split by the growing cache and the next step's copy no longer fits (fragmentation,
+# not a real shortage). Set before torch touches CUDA; an explicit setting from the caller wins.
+os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+
+import torch  # noqa: E402
+from transformers import NemotronHConfig, NemotronHForCausalLM, RadioConfig, RadioModel  # noqa: E402
 
 # Small, import-side-effect-free pieces shared with the golden fixtures (math/torch imports only).
-from golden_model import Mlp1, pixel_shuffle_v2
+from golden_model import Mlp1, pixel_shuffle_v2  # noqa: E402
 
 TILES_PER_SCREENSHOT = 3  # 1280x720 at 512-px tiles: 2x1 grid + thumbnail (spec/holotron.md tiling)
 TEXT_TOKENS = 200
