@@ -23,7 +23,7 @@ activations, to the peak.
 and echoes the lines; the last one starts with "| HF transformers baseline".
 
 usage: python3 tests/reference/bench_hf_baseline.py [--steps 2] [--concurrency 1] [--batch 1] [--new-tokens 100]
-           [--config tests/fixtures/holotron_12b/config.json] [--vision | --no-vision] [--device cuda]
+           [--config tests/fixtures/holotron_12b/config.json] [--vision | --no-vision] [--device cuda] [--no-warmup]
 CPU smoke test: --device cpu with a tiny config (same keys, small sizes), --steps 1 --new-tokens 3.
 """
 import argparse
@@ -148,6 +148,8 @@ def main():
     ap.add_argument("--vision", action=argparse.BooleanOptionalAction, default=True,
                     help="encode each step's screenshot with the RADIO tower + mlp1 (default on)")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                    help="one short untimed step first (kernel selection, lazy init), as bench_serve warms up")
     args = ap.parse_args()
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"
@@ -184,10 +186,24 @@ def main():
     else:
         label = "vision off"
     embed = model.get_input_embeddings()
+    B = args.batch
+    if args.warmup:
+        # Untimed: the vision tower on a batch of tiles, a short prefill and two decode steps at batch B.
+        t0 = time.time()
+        with torch.no_grad():
+            if args.vision:
+                pixels = torch.randn(B * TILES_PER_SCREENSHOT, 3, tile, tile, device=dev).to(torch.bfloat16)
+                rows = encode(radio, mlp1, ratio, pixels)
+                del pixels, rows
+            out = model(input_ids=torch.randint(id_lo, id_hi, (B, 64), device=dev), use_cache=True)
+            for _ in range(2):
+                out = model(input_ids=out.logits[:, -1:].argmax(-1), past_key_values=out.past_key_values, use_cache=True)
+            del out
+        sync()
+        print(f"# warm-up step (untimed) {time.time() - t0:.1f} s", flush=True)
     generated = processed = 0
     latencies, vision_s = [], []
     t_start = time.time()
-    B = args.batch
     for c in range(0, args.concurrency, B):
         past = None
         for s in range(args.steps):
