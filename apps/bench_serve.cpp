@@ -41,7 +41,7 @@ struct Options {
     int steps = 10, text_tokens = 200, output_tokens = 100, width = 1280, height = 720;
     std::string mode = "both";
     bool bf16_state = false;
-    int64_t prefill_chunk = 4096;
+    int64_t prefill_chunk = 1024;  // the engine's default
     int64_t max_context = 16384;
     int64_t vision_batch_tiles = 24;  // tiles per vision-tower pass (8 screenshots of 3 tiles)
     bool graphs = true;

@@ -13,11 +13,18 @@ namespace surf::kernels::cuda {
 
 namespace {
 
-// One planned shape: descriptors and the algorithm the heuristic chose (planning costs tens of µs).
+constexpr int kMaxCandidates = 8;
+
+// One planned shape: descriptors, the algorithm in use and (autotuning) the heuristic's candidates, which
+// are timed once the shape recurs (planning costs tens of µs, tuning a few GEMMs' worth).
 struct GemmPlan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    cublasLtMatmulAlgo_t candidates[kMaxCandidates]{};
+    int n_candidates = 0;
+    int uses = 0;
+    bool tuned = false;
 };
 
 using PlanKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, bool, int>;
@@ -30,13 +37,14 @@ int alignment_of(const void* ptr, int64_t ld, size_t elem) {
     return align;
 }
 
-// Shapes whose tuned algorithm is shared: the plan key with m replaced by its bucket.
-int64_t m_bucket(int64_t m) {
-    if (m <= 128) return m;
-    int64_t b = 256;
-    while (b < m) b *= 2;
-    return b;
-}
+// Row counts up to this are tuned on first use: decode steps (captured into graphs on a shape's second
+// step, when no tuning can run) and small batches. Larger ones are prefill and mixed steps, whose row
+// count varies with the work queued: each is tuned on its own, once it has run kTuneAfterUses times, so
+// that one-off row counts (the tail chunk of a prompt) cost no tuning. Sharing a tuned algorithm across
+// row counts is not safe: on H100 the one tuned at m = 924 ran mlp.down (n 5120, k 20480) at m = 1024 in
+// 489 µs against 270 µs for that shape's own pick.
+constexpr int64_t kTuneOnFirstUseRows = 128;
+constexpr int kTuneAfterUses = 3;
 
 }  // namespace
 
@@ -46,7 +54,6 @@ struct GemmContext::Impl {
     size_t workspace_bytes = 0;
     std::map<PlanKey, GemmPlan> plans;
     bool autotune = false;
-    std::map<PlanKey, cublasLtMatmulAlgo_t> tuned;  // by bucket key
     std::vector<GemmContext::TuneRecord> log;
     void* scratch = nullptr;  // tuning output
     size_t scratch_bytes = 0;
@@ -87,26 +94,14 @@ float time_algo(GemmContext::Impl& impl, GemmPlan& plan, const cublasLtMatmulAlg
     return best;
 }
 
-// Picks the plan's algorithm: the bucket's tuned one if cuBLASLt accepts it for this shape, else (tuning
-// on, not capturing) the fastest of the heuristic's candidates, else the heuristic's first.
-void choose_algo(GemmContext::Impl& impl, GemmPlan& plan, const PlanKey& key, const GemmParams& p, size_t y_elem,
-                 const cublasLtMatmulHeuristicResult_t* results, int found, cudaStream_t stream) {
-    plan.algo = results[0].algo;
-    if (!impl.autotune) return;
+// Times the plan's candidates on this call's shape (output to scratch) and keeps the fastest; not while the
+// stream is being captured (the plan keeps its algorithm and is tuned on a later use).
+void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, size_t y_elem, cudaStream_t stream) {
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     SURF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
-    PlanKey bucket = key;
-    std::get<0>(bucket) = m_bucket(p.m);
-    auto tuned = impl.tuned.find(bucket);
-    if (tuned != impl.tuned.end()) {
-        cublasLtMatmulHeuristicResult_t check{};
-        if (cublasLtMatmulAlgoCheck(impl.handle, plan.op, plan.a, plan.b, plan.d, plan.d, &tuned->second, &check) == CUBLAS_STATUS_SUCCESS &&
-            check.workspaceSize <= impl.workspace_bytes) {
-            plan.algo = tuned->second;
-            return;
-        }
-    }
-    if (capturing != cudaStreamCaptureStatusNone || found <= 1) return;
+    if (capturing != cudaStreamCaptureStatusNone) return;
+    plan.tuned = true;
+    if (plan.n_candidates <= 1) return;
     if (!impl.ev[0]) {
         SURF_CUDA_CHECK(cudaEventCreate(&impl.ev[0]));
         SURF_CUDA_CHECK(cudaEventCreate(&impl.ev[1]));
@@ -114,10 +109,10 @@ void choose_algo(GemmContext::Impl& impl, GemmPlan& plan, const PlanKey& key, co
     const int64_t ldy = p.ldy ? p.ldy : p.n;
     void* out = impl.scratch_of(static_cast<size_t>(p.m * ldy) * y_elem);
     GemmContext::TuneRecord rec;
-    rec.m = p.m, rec.n = p.n, rec.k = p.k, rec.candidates = found;
+    rec.m = p.m, rec.n = p.n, rec.k = p.k, rec.candidates = plan.n_candidates;
     float best = std::numeric_limits<float>::infinity();
-    for (int i = 0; i < found; ++i) {
-        const float us = time_algo(impl, plan, results[i].algo, p, out, stream);
+    for (int i = 0; i < plan.n_candidates; ++i) {
+        const float us = time_algo(impl, plan, plan.candidates[i], p, out, stream);
         if (i == 0) rec.heuristic_us = us;
         if (us < best) {
             best = us;
@@ -125,8 +120,7 @@ void choose_algo(GemmContext::Impl& impl, GemmPlan& plan, const PlanKey& key, co
         }
     }
     rec.best_us = best;
-    plan.algo = results[rec.chosen].algo;
-    impl.tuned[bucket] = plan.algo;
+    plan.algo = plan.candidates[rec.chosen];
     impl.log.push_back(rec);
 }
 
@@ -192,22 +186,23 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
                           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
             SURF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &a32, sizeof(a32)));
         }
-        cublasLtMatmulHeuristicResult_t results[8]{};
+        cublasLtMatmulHeuristicResult_t results[kMaxCandidates]{};
         int found = 0;
         SURF_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(impl->handle, plan.op, plan.a, plan.b, plan.d, plan.d,
-                                                         pref, impl->autotune ? 8 : 1, results, &found));
+                                                         pref, impl->autotune ? kMaxCandidates : 1, results, &found));
         cublasLtMatmulPreferenceDestroy(pref);
         SURF_CHECK(found > 0, "gemm: cuBLASLt has no algorithm for m ", p.m, " n ", p.n, " k ", p.k, " align ", align);
-        if (p.bias) {
-            SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
-        }
-        choose_algo(*impl, plan, key, p, y_elem, results, found, stream);
+        plan.algo = results[0].algo;
+        for (int i = 0; i < found; ++i) plan.candidates[i] = results[i].algo;
+        plan.n_candidates = found;
+        plan.tuned = !impl->autotune;
         it = impl->plans.emplace(key, plan).first;
     }
     GemmPlan& plan = it->second;
     if (p.bias) {
         SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
     }
+    if (!plan.tuned && ++plan.uses >= (p.m <= kTuneOnFirstUseRows ? 1 : kTuneAfterUses)) tune_plan(*impl, plan, p, y_elem, stream);
     SURF_CUBLAS_CHECK(cublasLtMatmul(impl->handle, plan.op, &p.alpha, p.w, plan.a, p.x, plan.b, &p.beta, p.y, plan.d,
                                      p.y, plan.d, &plan.algo, impl->workspace, impl->workspace_bytes, stream));
 }

@@ -37,10 +37,11 @@ public:
     GemmContext(const GemmContext&) = delete;
     GemmContext& operator=(const GemmContext&) = delete;
 
-    // Autotuning (off by default). The first GEMM of each shape bucket (m exact up to 128, else rounded up
-    // to a power of two) times up to 8 cuBLASLt candidates, writing to scratch memory, and keeps the
-    // fastest; later shapes of the bucket reuse that algorithm when cuBLASLt accepts it for them. Never
-    // while the stream is being captured into a graph (those shapes use the heuristic's first choice).
+    // Autotuning (off by default): each shape's cuBLASLt heuristic candidates (up to 8) are timed, writing
+    // to scratch memory, and the fastest kept. Shapes of up to 128 rows are tuned on first use, larger
+    // ones once they have run 3 times (prefill row counts vary; one-off counts keep the heuristic's pick).
+    // Every row count is tuned on its own: an algorithm tuned for one m can be 2× slower at another. Never
+    // while the stream is being captured into a graph (such a shape is tuned on a later uncaptured use).
     void set_autotune(bool on);
     struct TuneRecord {
         int64_t m = 0, n = 0, k = 0;

@@ -32,7 +32,7 @@ struct GpuLimits {
     int64_t max_tiles = 32;           // tiles per vision call (one batch of images)
     kc::DType ssm_state = kc::DType::kF32;
     bool decode_graphs = true;        // replay decode-only steps from CUDA graphs
-    bool autotune_gemms = true;       // time cuBLASLt candidates per GEMM shape bucket on first use
+    bool autotune_gemms = true;       // time cuBLASLt candidates per GEMM shape (kernels/cuda/ops.h)
     bool lm_stream_priority = false;  // language-model steps at a higher stream priority than the vision tower
 };
 

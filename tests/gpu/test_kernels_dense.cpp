@@ -51,6 +51,41 @@ TEST_CASE("gemm: bf16 x·Wᵀ (+bias, +beta·y) with fp32 accumulation, bf16 and
     }
 }
 
+TEST_CASE("gemm autotuning: tuned algorithms give the reference result; large row counts tuned on their 3rd use") {
+    std::mt19937 rng(11);
+    cu::GemmContext ctx;
+    ctx.set_autotune(true);
+    struct Shape { int64_t m, n, k; };
+    // A decode-sized shape (tuned on first use) and two prefill-sized row counts of the same weights
+    // (each tuned on its own, on its third use), with bias and bf16 out, then fp32 out with beta = 1.
+    for (Shape s : {Shape{100, 5120, 2048}, Shape{924, 2048, 1024}, Shape{1024, 2048, 1024}}) {
+        auto x = random_vec(s.m * s.k, rng), w = random_vec(s.n * s.k, rng, -0.05f, 0.05f), bias = random_vec(s.n, rng);
+        auto y0 = random_vec(s.m * s.n, rng);
+        std::vector<float> ref(s.m * s.n);
+        cpu::linear({x.data(), w.data(), bias.data(), ref.data(), s.m, s.n, s.k});
+        std::vector<float> ref_acc(ref);
+        for (size_t i = 0; i < ref.size(); ++i) ref_acc[i] += y0[i];
+        DeviceBuffer<bf16> dx(to_bf16(x)), dw(to_bf16(w)), dbias_h(to_bf16(bias)), dyh(s.m * s.n);
+        DeviceBuffer<float> dbias_f(bias), dyf(s.m * s.n);
+        const std::string tag = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+        const size_t tuned_before = ctx.tune_log().size();
+        for (int use = 1; use <= 4; ++use) {
+            dyh.poison();
+            cu::gemm(ctx, {dx.get(), dw.get(), dbias_h.get(), dyh.get(), cu::DType::kBF16, s.m, s.n, s.k}, nullptr);
+            compare("tuned gemm bf16 out +bias " + tag + " use " + std::to_string(use), to_float(dyh.download()), ref, 2e-3f, 1e-2f);
+            dyf.upload(y0);
+            cu::GemmParams gp{dx.get(), dw.get(), dbias_f.get(), dyf.get(), cu::DType::kF32, s.m, s.n, s.k};
+            gp.beta = 1.0f;
+            cu::gemm(ctx, gp, nullptr);
+            compare("tuned gemm fp32 out +bias +y " + tag + " use " + std::to_string(use), dyf.download(), ref_acc, 1e-3f, 1e-3f);
+            // Two shapes (bf16 and fp32 out) per row count: tuned at use 1 up to 128 rows, else at use 3.
+            const size_t expected = (s.m <= 128 || use >= 3) ? 2 : 0;
+            CHECK(ctx.tune_log().size() - tuned_before == expected);
+        }
+        for (size_t i = tuned_before; i < ctx.tune_log().size(); ++i) CHECK(ctx.tune_log()[i].m == s.m);
+    }
+}
+
 TEST_CASE("rmsnorm / layernorm with fused residual add; gated grouped rmsnorm") {
     std::mt19937 rng(2);
     for (int64_t dim : {5120, 1280, 64, 40}) {
