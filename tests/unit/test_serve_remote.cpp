@@ -247,5 +247,7 @@ TEST_CASE("remote: errors name the URL (server down, 4xx, unknown model, unsuppo
         CHECK(std::string(e.what()).find("404") != std::string::npos);
         CHECK(std::string(e.what()).find("does not exist") != std::string::npos);
     }
-    CHECK_THROWS_AS(agent::RemoteClient(agent::RemoteClientOptions{"ftp://x", "m"}), Error);
+    agent::RemoteClientOptions ftp;
+    ftp.base_url = "ftp://x", ftp.model_name = "m";
+    CHECK_THROWS_AS(agent::RemoteClient{ftp}, Error);
 }
