@@ -55,7 +55,9 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
         logit_rows = rows;
     }
 
-    // Per-step metadata, packed into one pinned buffer and uploaded with one copy.
+    // Per-step metadata, packed into one pinned buffer and uploaded with one copy (once the previous
+    // step's copy out of the buffer has run).
+    SURF_CUDA_CHECK(cudaEventSynchronize(meta_uploaded_));
     int32_t* host = meta_host_.as<int32_t>();
     int64_t at = 0;
     auto region = [&](int64_t words) {
@@ -104,6 +106,7 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     }
     int32_t* dev = meta_dev_.as<int32_t>();
     SURF_CUDA_CHECK(cudaMemcpyAsync(dev, host, static_cast<size_t>(at) * 4, cudaMemcpyHostToDevice, stream_));
+    SURF_CUDA_CHECK(cudaEventRecord(meta_uploaded_, stream_));
     st.slots_dec = dev + o_slots_dec, st.lens_dec = dev + o_lens_dec, st.bt_dec = dev + o_bt_dec;
     st.slots_pre = dev + o_slots_pre, st.cu_pre = dev + o_cu_pre, st.lens_pre = dev + o_lens_pre, st.bt_pre = dev + o_bt_pre;
     st.slot_mapping = dev + o_slot_map, st.has_init_pre = reinterpret_cast<const uint8_t*>(dev + o_init);

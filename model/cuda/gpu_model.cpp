@@ -72,6 +72,7 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
     vision_events_.assign(32, nullptr);
     for (cudaEvent_t& ev : vision_events_) SURF_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     SURF_CUDA_CHECK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
+    SURF_CUDA_CHECK(cudaEventCreateWithFlags(&meta_uploaded_, cudaEventDisableTiming));
     SURF_CUDA_CHECK(cudaEventRecord(staging_free_, vision_stream_));
     allocate();
     if (limits_.decode_graphs) graphs_ = std::make_unique<DecodeGraphs>(std::min(limits_.max_seqs, limits_.max_tokens));
@@ -86,6 +87,7 @@ GpuModel::~GpuModel() {
         if (ev) cudaEventDestroy(ev);
     }
     if (staging_free_) cudaEventDestroy(staging_free_);
+    if (meta_uploaded_) cudaEventDestroy(meta_uploaded_);
     if (stream_) {
         cudaStreamSynchronize(stream_);
         cudaStreamDestroy(stream_);

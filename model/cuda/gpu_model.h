@@ -156,9 +156,12 @@ private:
     DeviceBuffer vit_h_, vit_ln_, vit_big_, vit_attn_, vit_patches_, vit_pixels_, vit_shuffled_;
     std::vector<DeviceBuffer> layer_out_;
     bool keep_layers_ = false;
-    // Per-step metadata: one pinned staging buffer and its device mirror.
+    // Per-step metadata: one pinned staging buffer and its device mirror. The buffer is rewritten only once
+    // the previous step's upload from it has run (meta_uploaded_): steps that sample nothing (prefill
+    // chunks) are queued without the host waiting for the GPU.
     PinnedBuffer meta_host_;
     DeviceBuffer meta_dev_;
+    cudaEvent_t meta_uploaded_ = nullptr;
 
     // The current step (set by forward for the layer functions).
     struct Step {

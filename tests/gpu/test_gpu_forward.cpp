@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 
 #include "model/cpu/cpu_model.h"
 #include "model/cuda/gpu_model.h"
@@ -215,4 +216,59 @@ TEST_CASE("GPU sessions: prefill(N) = prefill(k) + decode(N-k), batched with ano
     }
     MESSAGE("GPU prefill(k) + decode(N-k) vs prefill(N): worst logits rel err " << worst);
     CHECK(worst <= 2e-2);
+}
+
+TEST_CASE("GPU long prompt: chunked prefill (1024, 2048, 48 tokens a step) ends in the whole prompt's logits") {
+    // A 3,284-token prompt, as the agent's first policy call on the tiny model: chunk boundaries far into
+    // the context (past up to 3,072), SSD chunks of 16, every layer kind. The steps are queued back to back:
+    // this caught the per-step metadata staging buffer being rewritten for the next step while the previous
+    // step's upload from it was still queued (NaN logits at 1,024-token chunks).
+    const std::string dir = golden_fixture("tiny_fp32");
+    GpuLimits L;
+    L.max_tokens = 4096, L.max_seqs = 8, L.max_slots = 8, L.page_size = 16, L.kv_pages = 1024, L.max_context = 8192;
+    L.max_logit_rows = 16, L.max_image_rows = 512, L.max_tiles = 16;
+    auto model = GpuModel::load(dir, L);
+    const int64_t N = 3284, V = model->config().llm.vocab_size;
+    std::mt19937 rng(7);
+    std::vector<int32_t> tokens(N);
+    for (auto& t : tokens) t = static_cast<int32_t>(rng() % 1000);
+    std::vector<float> want;
+    int32_t slot = 0;
+    for (int64_t chunk : {N, int64_t{2048}, int64_t{1024}, int64_t{48}}) {
+        const std::vector<int32_t> pages = pages_for(N, 16, 256 * slot);
+        std::vector<float> got;
+        for (int64_t past = 0; past < N; past += chunk) {
+            SeqStep s;
+            s.slot = slot, s.past = past, s.pages = pages;
+            s.tokens.assign(tokens.begin() + past, tokens.begin() + std::min(N, past + chunk));
+            // No synchronisation between the steps (only the last one is read back), as when the engine
+            // prefills a long prompt alone: steps without sampled rows follow each other back to back.
+            const bool last = past + chunk >= N;
+            model->keep_layer_outputs(last);
+            model->forward({s});
+            if (!last) continue;
+            model->copy_logits_to_host(1, got);
+            // Where a non-finite value first appears, if any (diagnostics for a failure).
+            for (int64_t layer = 0; layer < model->config().llm.n_layers(); ++layer) {
+                std::vector<float> h;
+                model->copy_layer_output(layer, static_cast<int64_t>(s.tokens.size()), h);
+                const auto bad = std::find_if(h.begin(), h.end(), [](float v) { return !std::isfinite(v); });
+                if (bad != h.end()) {
+                    MESSAGE("chunks of " << chunk << ": first non-finite value after layer " << layer << " at token "
+                                         << (bad - h.begin()) / model->config().llm.hidden_size << " of the last chunk");
+                    break;
+                }
+            }
+        }
+        if (chunk == N) {
+            want = got;
+        } else {
+            const double err = max_rel_err(got.data(), want);
+            MESSAGE("prefill in chunks of " << chunk << " vs whole: last logits rel err " << err);
+            CHECK(err <= 2e-2);
+        }
+        ++slot;
+    }
+    REQUIRE(want.size() == static_cast<size_t>(V));
+    CHECK(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }));
 }
