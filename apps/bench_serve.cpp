@@ -90,7 +90,7 @@ Options parse(int argc, char** argv) {
             o.height = std::atoi(s.c_str() + s.find('x') + 1);
         } else {
             std::fprintf(stderr, "usage: bench_serve [--config DIR] [--concurrency 1,16,64,100] [--steps 10] [--mode stateful|stateless|both]\n"
-                                 "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] [--bf16-state] [--prefill-chunk N]\n"
+                                 "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] [--bf16-state] [--prefill-chunk 1024]\n"
                                  "                   [--vision-batch TILES] [--no-graphs] [--lm-priority]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
