@@ -1,7 +1,8 @@
 // The ceilings the GPU benchmarks report against, measured on this card in the same run: device-to-device
 // copy bandwidth (bytes read + written per second over a 1 GiB copy) and an 8192³ bf16 GEMM through the
 // kernel library, on random operands (constant ones draw less power and let the clocks boost past what
-// real GEMMs get). Each is the median of 10 timed repetitions after 3 warm-ups.
+// real GEMMs get). Each is the median of 10 timed repetitions after 3 warm-ups. And the bytes a decode step
+// must move (spec/serving.md §4), which the decode timings are put against.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -13,6 +14,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/random_fill.h"
+#include "model/config.h"
 
 namespace surf::bench {
 
@@ -64,6 +66,35 @@ inline double gemm_ceiling() {
     const double ms = median_ms([&] { kc::gemm(ctx, p, nullptr); });
     for (void* q : {a, b, c}) SURF_CUDA_CHECK(cudaFree(q));
     return 2.0 * static_cast<double>(n) * n * n / (ms * 1e-3);
+}
+
+// Bytes a decode step must move (spec/serving.md §4): the non-embedding weights once, plus per
+// sequence its SSM + conv state read and written and its KV read.
+struct Roofline {
+    double weight_bytes = 0, state_rw_bytes = 0, kv_bytes_per_token = 0;
+    // A step of `rows` sequences reading `context_tokens` KV tokens in all.
+    double step_bytes(double rows, double context_tokens) const {
+        return weight_bytes + rows * state_rw_bytes + context_tokens * kv_bytes_per_token;
+    }
+};
+
+inline Roofline roofline(const model::ModelConfig& cfg, bool bf16_state) {
+    using model::LayerKind;
+    const model::LlmConfig& c = cfg.llm;
+    double params = static_cast<double>(c.vocab_size) * c.hidden_size;  // lm_head (the embedding row gather is negligible)
+    for (LayerKind k : c.layers) {
+        params += c.hidden_size;
+        if (k == LayerKind::kMamba2) params += static_cast<double>(c.in_proj_dim()) * c.hidden_size + static_cast<double>(c.d_inner()) * c.hidden_size;
+        if (k == LayerKind::kMlp) params += 2.0 * c.intermediate_size * c.hidden_size;
+        if (k == LayerKind::kAttention) params += static_cast<double>((c.n_heads * 2 + c.n_kv_heads * 2) * c.head_dim) * c.hidden_size;
+    }
+    Roofline r;
+    r.weight_bytes = 2.0 * params;
+    const double ssm = static_cast<double>(c.mamba_n_heads * c.mamba_head_dim * c.d_state) * (bf16_state ? 2 : 4);
+    const double conv = static_cast<double>(c.conv_dim() * (c.conv_kernel - 1)) * 2;
+    r.state_rw_bytes = 2.0 * c.count(LayerKind::kMamba2) * (ssm + conv);
+    r.kv_bytes_per_token = static_cast<double>(c.count(LayerKind::kAttention)) * 2 * c.n_kv_heads * c.head_dim * 2;
+    return r;
 }
 
 }  // namespace surf::bench

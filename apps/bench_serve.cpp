@@ -122,30 +122,6 @@ double percentile(std::vector<double> v, double q) {
     return v[static_cast<size_t>(std::min<double>(v.size() - 1, std::floor(q * (v.size() - 1) + 0.5)))];
 }
 
-// Bytes a decode step must move (spec/serving.md §4): the non-embedding weights once, plus per
-// sequence its SSM + conv state read and written and its KV read.
-struct Roofline {
-    double weight_bytes = 0, state_rw_bytes = 0, kv_bytes_per_token = 0;
-};
-
-Roofline roofline(const ModelConfig& cfg, bool bf16_state) {
-    const LlmConfig& c = cfg.llm;
-    double params = static_cast<double>(c.vocab_size) * c.hidden_size;  // lm_head (the embedding row gather is negligible)
-    for (LayerKind k : c.layers) {
-        params += c.hidden_size;
-        if (k == LayerKind::kMamba2) params += static_cast<double>(c.in_proj_dim()) * c.hidden_size + static_cast<double>(c.d_inner()) * c.hidden_size;
-        if (k == LayerKind::kMlp) params += 2.0 * c.intermediate_size * c.hidden_size;
-        if (k == LayerKind::kAttention) params += static_cast<double>((c.n_heads * 2 + c.n_kv_heads * 2) * c.head_dim) * c.hidden_size;
-    }
-    Roofline r;
-    r.weight_bytes = 2.0 * params;
-    const double ssm = static_cast<double>(c.mamba_n_heads * c.mamba_head_dim * c.d_state) * (bf16_state ? 2 : 4);
-    const double conv = static_cast<double>(c.conv_dim() * (c.conv_kernel - 1)) * 2;
-    r.state_rw_bytes = 2.0 * c.count(LayerKind::kMamba2) * (ssm + conv);
-    r.kv_bytes_per_token = static_cast<double>(c.count(LayerKind::kAttention)) * 2 * c.n_kv_heads * c.head_dim * 2;
-    return r;
-}
-
 struct RunResult {
     double wall = 0;
     int64_t generated = 0, processed = 0, appended = 0, steps = 0, errors = 0;
@@ -286,7 +262,7 @@ int main(int argc, char** argv) {
         const auto tl = Clock::now();
         auto engine = cuda::open_random_cuda_engine(cfg, eo, 42);
         const double load_s = std::chrono::duration<double>(Clock::now() - tl).count();
-        const Roofline roof = roofline(cfg, o.bf16_state);
+        const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state);
         std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s\n", prop.name, prop.multiProcessorCount,
                     copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32");
         std::printf("# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random weights drawn in %.1f s; "
@@ -317,7 +293,7 @@ int main(int argc, char** argv) {
                 if (dsteps > 0 && dsec > 0) {
                     step_ms = 1e3 * dsec / dsteps;
                     rows_per = drows / dsteps;
-                    const double bytes = dsteps * roof.weight_bytes + drows * roof.state_rw_bytes + dctx * roof.kv_bytes_per_token;
+                    const double bytes = dsteps * roof.step_bytes(drows / dsteps, dctx / dsteps);
                     roof_pct = 100.0 * (bytes / dsec) / copy_bw;
                 }
                 std::printf("| %s | %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f | %.1f |\n", mode, C,

@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
         cudaDeviceProp prop{};
         SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
         const double ceiling = surf::bench::gemm_ceiling() / 1e12;
+        const double copy_bw = surf::bench::copy_bandwidth();
         const int64_t pages_per_seq = (o.context + o.prefill_tokens + 64 + 15) / 16;
         const int64_t n_seqs = o.decode_rows + o.prefill_seqs;
         GpuLimits L;
@@ -136,8 +137,9 @@ int main(int argc, char** argv) {
         L.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         L.autotune_gemms = o.autotune;
         auto model = GpuModel::random(cfg, L, 7);
-        std::printf("# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3); SSM state %s; %d reps per case\n", prop.name,
-                    prop.multiProcessorCount, ceiling, o.bf16_state ? "bf16" : "fp32", o.reps);
+        std::printf("# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3), copy bandwidth %.0f GB/s (read+write); SSM state "
+                    "%s; %d reps per case\n",
+                    prop.name, prop.multiProcessorCount, ceiling, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32", o.reps);
         std::mt19937_64 rng(11);
         auto token = [&] { return static_cast<int32_t>(rng() % static_cast<uint64_t>(cfg.llm.vocab_size)); };
         auto pages_of = [&](int64_t seq) {
@@ -220,6 +222,12 @@ int main(int argc, char** argv) {
             std::snprintf(title, sizeof title, "decode: %lld rows at context %lld (whole step from its CUDA graph)", (long long)o.decode_rows,
                           (long long)o.context);
             print_profile(title, ops, o.reps, op_flops(cfg, o.decode_rows, o.decode_rows, 0, 0), graph_ms);
+            // The decode step against its bandwidth roofline (spec/serving.md §4): weights once, each row's state
+            // read and written, each row's KV (context + the new token) read.
+            const double rows = static_cast<double>(o.decode_rows);
+            const double bytes = surf::bench::roofline(cfg, o.bf16_state).step_bytes(rows, rows * static_cast<double>(o.context + 1));
+            std::printf("\ndecode step vs roofline: %.1f GB in %.2f ms = %.0f GB/s = %.1f%% of the copy bandwidth\n", bytes / 1e9, graph_ms,
+                        bytes / (graph_ms * 1e-3) / 1e9, 100.0 * bytes / (graph_ms * 1e-3) / copy_bw);
             const auto mixed_ops = profile([&] { model->forward(mixed, 0); });
             const double mixed_ms = whole([&] { model->forward(mixed, 0); }, model->stream());
             std::snprintf(title, sizeof title, "mixed: %lld decode rows + %lld prefill tokens, context %lld", (long long)o.decode_rows,
