@@ -46,6 +46,7 @@ struct Options {
     int64_t vision_batch_tiles = 24;  // tiles per vision-tower pass (8 screenshots of 3 tiles)
     bool graphs = true;
     bool lm_priority = false;
+    int vision_sms = 0;
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
     int hf_baseline_steps = 2;
 };
@@ -82,6 +83,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--vision-batch") o.vision_batch_tiles = std::atoll(next());
         else if (a == "--no-graphs") o.graphs = false;
         else if (a == "--lm-priority") o.lm_priority = true;
+        else if (a == "--vision-sms") o.vision_sms = std::atoi(next());
         else if (a == "--hf-baseline") o.hf_baseline_batch = std::atoi(next());
         else if (a == "--hf-baseline-steps") o.hf_baseline_steps = std::atoi(next());
         else if (a == "--image") {
@@ -91,7 +93,7 @@ Options parse(int argc, char** argv) {
         } else {
             std::fprintf(stderr, "usage: bench_serve [--config DIR] [--concurrency 1,16,64,100] [--steps 10] [--mode stateful|stateless|both]\n"
                                  "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] [--bf16-state] [--prefill-chunk 1024]\n"
-                                 "                   [--vision-batch TILES] [--no-graphs] [--lm-priority]\n"
+                                 "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
         }
@@ -257,6 +259,7 @@ int main(int argc, char** argv) {
         eo.limits.max_tiles = o.vision_batch_tiles;
         eo.limits.decode_graphs = o.graphs;
         eo.limits.lm_stream_priority = o.lm_priority;
+        eo.limits.vision_gemm_sms = o.vision_sms;
         eo.limits.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         eo.prefill_chunk = o.prefill_chunk;
         const auto tl = Clock::now();

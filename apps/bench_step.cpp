@@ -9,6 +9,7 @@
 // share of the step, and TFLOP/s where the op's FLOPs are known; next to an 8192³ bf16 GEMM ceiling and the
 // device-to-device copy bandwidth measured in the same run.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -36,6 +37,7 @@ struct Options {
     int reps = 5;
     bool bf16_state = false;
     bool autotune = true;
+    int vision_sms = 0;
 };
 
 Options parse(int argc, char** argv) {
@@ -58,9 +60,10 @@ Options parse(int argc, char** argv) {
         else if (a == "--reps") o.reps = std::atoi(next());
         else if (a == "--bf16-state") o.bf16_state = true;
         else if (a == "--no-autotune") o.autotune = false;
+        else if (a == "--vision-sms") o.vision_sms = std::atoi(next());
         else {
             std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
-                                 "                  [--reps 5] [--bf16-state] [--no-autotune]\n");
+                                 "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N]\n");
             std::exit(2);
         }
     }
@@ -136,6 +139,7 @@ int main(int argc, char** argv) {
         L.max_tiles = std::max<int64_t>(o.tiles, 1), L.max_image_rows = std::max<int64_t>(o.tiles, 1) * cfg.image.tokens_per_tile();
         L.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         L.autotune_gemms = o.autotune;
+        L.vision_gemm_sms = o.vision_sms;
         auto model = GpuModel::random(cfg, L, 7);
         std::printf("# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3), copy bandwidth %.0f GB/s (read+write); SSM state "
                     "%s; %d reps per case\n",
@@ -190,12 +194,14 @@ int main(int argc, char** argv) {
             return ops;
         };
 
+        std::vector<float> pixels;
+        std::vector<ImageJob> jobs;
+        double vision_ms = 0, decode_ms = 0;
         if (o.tiles > 0 && cfg.has_vision) {
             const int64_t S = cfg.image.tile_size;
-            std::vector<float> pixels(static_cast<size_t>(o.tiles * 3 * S * S));
+            pixels.resize(static_cast<size_t>(o.tiles * 3 * S * S));
             std::normal_distribution<float> nd;
             for (float& v : pixels) v = nd(rng);
-            std::vector<ImageJob> jobs;
             for (int64_t t = 0; t < o.tiles; t += 3) {
                 const int64_t n = std::min<int64_t>(3, o.tiles - t);
                 jobs.push_back({pixels.data() + t * 3 * S * S, n, t * cfg.image.tokens_per_tile()});
@@ -203,6 +209,7 @@ int main(int argc, char** argv) {
             auto run = [&] { model->encode_images(jobs); };
             const auto ops = profile(run);
             const double ms = whole(run, model->vision_stream());
+            vision_ms = ms;
             char title[128];
             std::snprintf(title, sizeof title, "vision batch: %lld tiles (%lld images)", (long long)o.tiles, (long long)jobs.size());
             print_profile(title, ops, o.reps, op_flops(cfg, 0, 0, 0, o.tiles), ms);
@@ -218,6 +225,7 @@ int main(int argc, char** argv) {
         if (o.decode_rows > 0) {
             const auto ops = profile([&] { model->forward(decode, 0); });
             const double graph_ms = whole([&] { model->forward(decode, 0); }, model->stream());
+            decode_ms = graph_ms;
             char title[160];
             std::snprintf(title, sizeof title, "decode: %lld rows at context %lld (whole step from its CUDA graph)", (long long)o.decode_rows,
                           (long long)o.context);
@@ -233,6 +241,27 @@ int main(int argc, char** argv) {
             std::snprintf(title, sizeof title, "mixed: %lld decode rows + %lld prefill tokens, context %lld", (long long)o.decode_rows,
                           (long long)o.prefill_tokens, (long long)o.context);
             print_profile(title, mixed_ops, o.reps, op_flops(cfg, o.decode_rows + o.prefill_tokens, n_seqs, pairs, 0), mixed_ms);
+        }
+        if (vision_ms > 0 && decode_ms > 0) {
+            // One vision pass (its stream) issued together with as many decode steps (the language model's
+            // stream) as take about as long: how much of the compute-bound tower hides under the bandwidth-bound
+            // steps. Wall time over the reps, device synchronised before and after.
+            const int k = std::max(1, static_cast<int>(vision_ms / decode_ms + 0.5));
+            auto both = [&] {
+                model->encode_images(jobs);
+                for (int i = 0; i < k; ++i) model->forward(decode, 0);
+            };
+            both();
+            SURF_CUDA_CHECK(cudaDeviceSynchronize());
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int r = 0; r < o.reps; ++r) both();
+            SURF_CUDA_CHECK(cudaDeviceSynchronize());
+            const double together = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / o.reps;
+            const double serial = vision_ms + k * decode_ms;
+            std::printf("\n### vision pass || %d decode steps (vision GEMMs on %s SMs): %.2f ms together vs %.2f ms one after the other "
+                        "(%.2f + %d x %.2f), %.0f%% of the shorter part hidden\n",
+                        k, o.vision_sms > 0 ? std::to_string(o.vision_sms).c_str() : "all", together, serial, vision_ms, k, decode_ms,
+                        100.0 * (serial - together) / std::min(vision_ms, k * decode_ms));
         }
         std::printf("\n### GEMM shapes tuned (cuBLASLt candidates timed on first use)\n\n| m | n | k | candidates | heuristic µs | best µs | "
                     "chosen |\n|---|---|---|---|---|---|---|\n");

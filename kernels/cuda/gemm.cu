@@ -54,6 +54,7 @@ struct GemmContext::Impl {
     size_t workspace_bytes = 0;
     std::map<PlanKey, GemmPlan> plans;
     bool autotune = false;
+    int sm_target = 0;
     std::vector<GemmContext::TuneRecord> log;
     void* scratch = nullptr;  // tuning output
     size_t scratch_bytes = 0;
@@ -127,6 +128,11 @@ void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, siz
 }  // namespace
 
 void GemmContext::set_autotune(bool on) { impl_->autotune = on; }
+
+void GemmContext::set_sm_count_target(int sms) {
+    SURF_CHECK(sms >= 0, "gemm: SM count target ", sms);
+    impl_->sm_target = sms;
+}
 const std::vector<GemmContext::TuneRecord>& GemmContext::tune_log() const { return impl_->log; }
 
 GemmContext::GemmContext(size_t workspace_bytes) : impl_(std::make_unique<Impl>()) {
@@ -173,6 +179,10 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
         if (p.bias) {
             const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
             SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+        }
+        if (impl->sm_target > 0) {
+            const int32_t sms = impl->sm_target;
+            SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof(sms)));
         }
         SURF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, p.k, p.n, ldw));
         SURF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, p.k, p.m, ldx));

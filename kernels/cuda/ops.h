@@ -43,6 +43,9 @@ public:
     // Every row count is tuned on its own: an algorithm tuned for one m can be 2× slower at another. Never
     // while the stream is being captured into a graph (such a shape is tuned on a later uncaptured use).
     void set_autotune(bool on);
+    // > 0: plan GEMMs for this many SMs (cuBLASLt's SM count target), leaving the rest of the device to work
+    // on other streams. Applies to shapes planned after the call; 0 (default) plans for the whole device.
+    void set_sm_count_target(int sms);
     struct TuneRecord {
         int64_t m = 0, n = 0, k = 0;
         int candidates = 0, chosen = 0;        // candidates timed, index of the fastest (0 = heuristic's pick)

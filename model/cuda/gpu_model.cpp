@@ -68,6 +68,7 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
     vision_gemm_ = std::make_unique<kc::GemmContext>();
     gemm_->set_autotune(limits_.autotune_gemms);
     vision_gemm_->set_autotune(limits_.autotune_gemms);
+    vision_gemm_->set_sm_count_target(limits_.vision_gemm_sms);
     SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&vision_stream_, cudaStreamNonBlocking));
     vision_events_.assign(32, nullptr);
     for (cudaEvent_t& ev : vision_events_) SURF_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));

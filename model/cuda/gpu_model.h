@@ -34,6 +34,9 @@ struct GpuLimits {
     bool decode_graphs = true;        // replay decode-only steps from CUDA graphs
     bool autotune_gemms = true;       // time cuBLASLt candidates per GEMM shape (kernels/cuda/ops.h)
     bool lm_stream_priority = false;  // language-model steps at a higher stream priority than the vision tower
+    // > 0: the vision tower's GEMMs are planned for this many SMs (cuBLASLt SM count target), so that the
+    // bandwidth-bound language-model kernels running at the same time keep the others. 0: all SMs.
+    int vision_gemm_sms = 0;
 };
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
