@@ -161,12 +161,12 @@ TEST_CASE("sample_tokens reproduces model::sample_token (greedy, temperature, to
         DeviceBuffer<int32_t> dk(top_k), dtok(rows);
         DeviceBuffer<uint64_t> ds(seed), dst(step);
         DeviceBuffer<uint32_t> da(allowed);
-        for (int round = 0; round < 3; ++round) {
-            for (auto& s : step) s += 1;
-            dst.upload(step);
+        // Samples every row on the GPU under the masks at `dev_allowed` (`stride` words apart, 0: one shared
+        // mask) and counts the rows that differ from the CPU sampler under the same masks (`host_allowed`).
+        auto mismatches_vs_cpu = [&](const uint32_t* dev_allowed, const uint32_t* host_allowed, int64_t stride) {
             cu::SamplingParams p;
             p.logits = dl.get(); p.temperature = dt.get(); p.top_k = dk.get(); p.top_p = dp.get();
-            p.seed = ds.get(); p.step = dst.get(); p.allowed = da.get(); p.allowed_stride = words;
+            p.seed = ds.get(); p.step = dst.get(); p.allowed = dev_allowed; p.allowed_stride = stride;
             p.tokens = dtok.get(); p.rows = rows; p.vocab = vocab;
             dtok.poison();
             cu::sample_tokens(p, nullptr);
@@ -175,32 +175,25 @@ TEST_CASE("sample_tokens reproduces model::sample_token (greedy, temperature, to
             for (int64_t r = 0; r < rows; ++r) {
                 surf::model::SamplingParams sp;
                 sp.temperature = temp[r]; sp.top_k = top_k[r]; sp.top_p = top_p[r]; sp.seed = seed[r];
-                const int32_t want = surf::model::sample_token(logits.data() + r * vocab, vocab, sp, step[r],
-                                                               allowed.data() + r * words);
+                const int32_t want = surf::model::sample_token(logits.data() + r * vocab, vocab, sp, step[r], host_allowed + r * stride);
                 if (got[r] != want) {
                     ++mismatches;
                     MESSAGE("sample mismatch vocab " << vocab << " row " << r << " T " << temp[r] << " k " << top_k[r]
                                                      << " p " << top_p[r] << " got " << got[r] << " want " << want);
                 }
             }
+            return mismatches;
+        };
+        for (int round = 0; round < 3; ++round) {
+            for (auto& s : step) s += 1;
+            dst.upload(step);
+            const int mismatches = mismatches_vs_cpu(da.get(), allowed.data(), words);
             MESSAGE("[" << (mismatches ? "FAIL" : "ok") << "]   sample_tokens vocab " << vocab << " round " << round
                         << ": " << rows - mismatches << "/" << rows << " rows equal to the CPU sampler");
             CHECK(mismatches == 0);
         }
         // allowed_stride 0: every row samples under one shared mask (row 3's sparse set).
-        cu::SamplingParams p;
-        p.logits = dl.get(); p.temperature = dt.get(); p.top_k = dk.get(); p.top_p = dp.get();
-        p.seed = ds.get(); p.step = dst.get(); p.allowed = da.get() + 3 * words; p.allowed_stride = 0;
-        p.tokens = dtok.get(); p.rows = rows; p.vocab = vocab;
-        dtok.poison();
-        cu::sample_tokens(p, nullptr);
-        const auto got = dtok.download();
-        int mismatches = 0;
-        for (int64_t r = 0; r < rows; ++r) {
-            surf::model::SamplingParams sp;
-            sp.temperature = temp[r]; sp.top_k = top_k[r]; sp.top_p = top_p[r]; sp.seed = seed[r];
-            mismatches += got[r] != surf::model::sample_token(logits.data() + r * vocab, vocab, sp, step[r], allowed.data() + 3 * words);
-        }
+        const int mismatches = mismatches_vs_cpu(da.get() + 3 * words, allowed.data() + 3 * words, 0);
         MESSAGE("[" << (mismatches ? "FAIL" : "ok") << "]   sample_tokens vocab " << vocab << " shared mask (stride 0): "
                     << rows - mismatches << "/" << rows << " rows equal to the CPU sampler");
         CHECK(mismatches == 0);
