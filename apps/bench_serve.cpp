@@ -98,6 +98,18 @@ Options parse(int argc, char** argv) {
             std::exit(2);
         }
     }
+    if (o.vision_sms < 0) {
+        std::fprintf(stderr, "bench_serve: --vision-sms %d is out of range\n", o.vision_sms);
+        std::exit(2);
+    }
+    if (o.hf_baseline_batch < 0) {
+        std::fprintf(stderr, "bench_serve: --hf-baseline %d is out of range\n", o.hf_baseline_batch);
+        std::exit(2);
+    }
+    if (o.hf_baseline_steps < 1) {
+        std::fprintf(stderr, "bench_serve: --hf-baseline-steps %d is out of range\n", o.hf_baseline_steps);
+        std::exit(2);
+    }
     return o;
 }
 

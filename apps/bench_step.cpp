@@ -67,6 +67,10 @@ Options parse(int argc, char** argv) {
             std::exit(2);
         }
     }
+    if (o.vision_sms < 0) {
+        std::fprintf(stderr, "bench_step: --vision-sms %d is out of range\n", o.vision_sms);
+        std::exit(2);
+    }
     return o;
 }
 
