@@ -280,9 +280,10 @@ int main(int argc, char** argv) {
         const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state);
         std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s\n", prop.name, prop.multiProcessorCount,
                     copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32");
-        std::printf("# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random weights drawn in %.1f s; "
-                    "device memory in use %.1f GiB\n",
-                    o.steps, o.width, o.height, o.text_tokens, o.output_tokens, load_s, engine->stats().device_bytes / 1073741824.0);
+        std::printf("# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random weights drawn and engine "
+                    "warmed up in %.1f s (warm-up, GEMM tuning: %.1f s); device memory in use %.1f GiB\n",
+                    o.steps, o.width, o.height, o.text_tokens, o.output_tokens, load_s, engine->stats().warm_up_seconds,
+                    engine->stats().device_bytes / 1073741824.0);
         std::printf("| mode | C | output tok/s | total tok/s | appended tok/s | steps/s | step p50 s | step p95 s | TTFT p50 s | step %d / step 1 | "
                     "decode rows | decode ms/step | decode %% roofline | device GiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                     o.steps);
@@ -327,6 +328,10 @@ int main(int argc, char** argv) {
                             mode, C, steps_all, dsteps, step_ms, dsteps > 0 ? 1e3 * dgpu / dsteps : 0.0, steps_all - dsteps,
                             1e3 * (sec_all - dsec) / std::max(1.0, steps_all - dsteps), sec_all, r.wall, (total_bytes - free_bytes) / 1073741824.0,
                             total_bytes / 1073741824.0, r.errors ? " — FAILED REQUESTS, see stderr" : "");
+                std::printf("#   %s C=%d: %lld GEMM shapes tuned during the run (%.2f s of step time), %lld decode graphs captured\n", mode, C,
+                            static_cast<long long>(after.gemm_shapes_tuned - before.gemm_shapes_tuned),
+                            after.gemm_tune_seconds - before.gemm_tune_seconds,
+                            static_cast<long long>(after.graphs_captured - before.graphs_captured));
                 failed += r.errors;
                 std::fflush(stdout);
             }

@@ -38,6 +38,10 @@ struct Options {
     bool bf16_state = false;
     bool autotune = true;
     int vision_sms = 0;
+    bool vision_priority = false;  // the vision stream at the device's highest priority
+    bool nano = false;      // decode rows and the prefill chunk as two steps of two models on two streams
+    int nano_prefill_sms = 0;
+    bool nano_decode_priority = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -61,9 +65,14 @@ Options parse(int argc, char** argv) {
         else if (a == "--bf16-state") o.bf16_state = true;
         else if (a == "--no-autotune") o.autotune = false;
         else if (a == "--vision-sms") o.vision_sms = std::atoi(next());
+        else if (a == "--vision-priority") o.vision_priority = true;
+        else if (a == "--nano") o.nano = true;
+        else if (a == "--nano-prefill-sms") o.nano_prefill_sms = std::atoi(next());
+        else if (a == "--nano-decode-priority") o.nano_decode_priority = true;
         else {
             std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
-                                 "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N]\n");
+                                 "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N] [--vision-priority]\n"
+                                 "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]]\n");
             std::exit(2);
         }
     }
@@ -144,6 +153,8 @@ int main(int argc, char** argv) {
         L.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         L.autotune_gemms = o.autotune;
         L.vision_gemm_sms = o.vision_sms;
+        L.lm_stream_priority = o.nano && o.nano_decode_priority;
+        L.vision_stream_priority = o.vision_priority;
         auto model = GpuModel::random(cfg, L, 7);
         std::printf("# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3), copy bandwidth %.0f GB/s (read+write); SSM state "
                     "%s; %d reps per case\n",
@@ -162,7 +173,7 @@ int main(int argc, char** argv) {
             decode.push_back(s);
         }
         double pairs = 0;
-        for (int64_t i = 0; i < o.prefill_seqs; ++i) {
+        for (int64_t i = 0; i < (o.prefill_tokens > 0 ? o.prefill_seqs : 0); ++i) {  // --prefill 0: no prefill or mixed case
             SeqStep s;
             s.slot = static_cast<int32_t>(o.decode_rows + i), s.past = o.context, s.pages = pages_of(o.decode_rows + i);
             const int64_t n = o.prefill_tokens / o.prefill_seqs;
@@ -218,7 +229,8 @@ int main(int argc, char** argv) {
             std::snprintf(title, sizeof title, "vision batch: %lld tiles (%lld images)", (long long)o.tiles, (long long)jobs.size());
             print_profile(title, ops, o.reps, op_flops(cfg, 0, 0, 0, o.tiles), ms);
         }
-        {
+        double mixed_ms = 0;
+        if (!prefill.empty()) {
             const auto ops = profile([&] { model->forward(prefill, 0); });
             const double ms = whole([&] { model->forward(prefill, 0); }, model->stream());
             char title[160];
@@ -240,20 +252,24 @@ int main(int argc, char** argv) {
             const double bytes = surf::bench::roofline(cfg, o.bf16_state).step_bytes(rows, rows * static_cast<double>(o.context + 1));
             std::printf("\ndecode step vs roofline: %.1f GB in %.2f ms = %.0f GB/s = %.1f%% of the copy bandwidth\n", bytes / 1e9, graph_ms,
                         bytes / (graph_ms * 1e-3) / 1e9, 100.0 * bytes / (graph_ms * 1e-3) / copy_bw);
+        }
+        if (o.decode_rows > 0 && !prefill.empty()) {
+            char title[160];
             const auto mixed_ops = profile([&] { model->forward(mixed, 0); });
-            const double mixed_ms = whole([&] { model->forward(mixed, 0); }, model->stream());
+            mixed_ms = whole([&] { model->forward(mixed, 0); }, model->stream());
             std::snprintf(title, sizeof title, "mixed: %lld decode rows + %lld prefill tokens, context %lld", (long long)o.decode_rows,
                           (long long)o.prefill_tokens, (long long)o.context);
             print_profile(title, mixed_ops, o.reps, op_flops(cfg, o.decode_rows + o.prefill_tokens, n_seqs, pairs, 0), mixed_ms);
         }
-        if (vision_ms > 0 && decode_ms > 0) {
-            // One vision pass (its stream) issued together with as many decode steps (the language model's
-            // stream) as take about as long: how much of the compute-bound tower hides under the bandwidth-bound
-            // steps. Wall time over the reps, device synchronised before and after.
-            const int k = std::max(1, static_cast<int>(vision_ms / decode_ms + 0.5));
+        // One vision pass (its stream) issued together with k language-model steps (its stream), k such that
+        // the two take about as long: how much of the tower hides under the steps. Wall time over the reps,
+        // device synchronised before and after. Against decode-only steps (bandwidth-bound) and against mixed
+        // steps (what the engine overlaps the tower with while sessions prefill).
+        auto overlap = [&](const char* what, const std::vector<SeqStep>& step, double step_ms) {
+            const int k = std::max(1, static_cast<int>(vision_ms / step_ms + 0.5));
             auto both = [&] {
                 model->encode_images(jobs);
-                for (int i = 0; i < k; ++i) model->forward(decode, 0);
+                for (int i = 0; i < k; ++i) model->forward(step, 0);
             };
             both();
             SURF_CUDA_CHECK(cudaDeviceSynchronize());
@@ -261,11 +277,45 @@ int main(int argc, char** argv) {
             for (int r = 0; r < o.reps; ++r) both();
             SURF_CUDA_CHECK(cudaDeviceSynchronize());
             const double together = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / o.reps;
-            const double serial = vision_ms + k * decode_ms;
-            std::printf("\n### vision pass || %d decode steps (vision GEMMs on %s SMs): %.2f ms together vs %.2f ms one after the other "
+            const double serial = vision_ms + k * step_ms;
+            std::printf("\n### vision pass || %d %s steps (vision GEMMs on %s SMs%s): %.2f ms together vs %.2f ms one after the other "
                         "(%.2f + %d x %.2f), %.0f%% of the shorter part hidden\n",
-                        k, o.vision_sms > 0 ? std::to_string(o.vision_sms).c_str() : "all", together, serial, vision_ms, k, decode_ms,
-                        100.0 * (serial - together) / std::min(vision_ms, k * decode_ms));
+                        k, what, o.vision_sms > 0 ? std::to_string(o.vision_sms).c_str() : "all", o.vision_priority ? ", high-priority stream" : "", together, serial, vision_ms, k, step_ms,
+                        100.0 * (serial - together) / std::min(vision_ms, k * step_ms));
+        };
+        if (vision_ms > 0 && decode_ms > 0) overlap("decode", decode, decode_ms);
+        if (vision_ms > 0 && mixed_ms > 0) overlap("mixed", mixed, mixed_ms);
+        if (o.nano && o.decode_rows > 0 && !prefill.empty()) {
+            // Experiment: the decode rows (this model, its CUDA graph) and the prefill chunk (a second model
+            // with its own random weights, buffers and stream) as two steps issued together, against the
+            // mixed step that carries both. Tells whether splitting a step into a bandwidth-bound and a
+            // compute-bound half that overlap beats one step.
+            GpuLimits LB = L;
+            LB.max_seqs = LB.max_slots = LB.max_logit_rows = o.prefill_seqs + 4;
+            LB.kv_pages = o.prefill_seqs * pages_per_seq;
+            LB.max_tiles = 1, LB.max_image_rows = cfg.image.tokens_per_tile();
+            LB.decode_graphs = false, LB.lm_stream_priority = false, LB.lm_gemm_sms = o.nano_prefill_sms;
+            auto second = GpuModel::random(cfg, LB, 8);
+            std::vector<SeqStep> prefill_b = prefill;
+            for (size_t i = 0; i < prefill_b.size(); ++i) {
+                prefill_b[i].slot = static_cast<int32_t>(i);
+                prefill_b[i].pages = pages_of(static_cast<int64_t>(i));
+            }
+            const double prefill_b_ms = whole([&] { second->forward(prefill_b, 0); }, second->stream());
+            auto both = [&] {
+                model->forward(decode, 0);
+                second->forward(prefill_b, 0);
+            };
+            for (int w = 0; w < kWarmups; ++w) both();
+            SURF_CUDA_CHECK(cudaDeviceSynchronize());
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int r = 0; r < o.reps; ++r) both();
+            SURF_CUDA_CHECK(cudaDeviceSynchronize());
+            const double together = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / o.reps;
+            std::printf("\n### nano-batches: decode step (%lld rows, graph%s) || prefill step (%lld tokens, GEMMs on %s SMs): %.2f ms together vs "
+                        "%.2f + %.2f one after the other; the mixed step takes %.2f ms\n",
+                        (long long)o.decode_rows, o.nano_decode_priority ? ", high-priority stream" : "", (long long)o.prefill_tokens,
+                        o.nano_prefill_sms > 0 ? std::to_string(o.nano_prefill_sms).c_str() : "all", together, decode_ms, prefill_b_ms, mixed_ms);
         }
         std::printf("\n### GEMM shapes tuned (cuBLASLt candidates timed on first use)\n\n| m | n | k | candidates | heuristic µs | best µs | "
                     "chosen |\n|---|---|---|---|---|---|---|\n");

@@ -80,6 +80,9 @@ struct EngineStats {
     int64_t image_cache_hits = 0, image_cache_misses = 0;
     int64_t vision_batches = 0, vision_tiles = 0;          // vision-tower passes and the tiles they encoded
     int64_t graph_steps = 0, graphs_captured = 0;          // decode-only steps replayed from CUDA graphs
+    int64_t gemm_shapes_tuned = 0;                         // GEMM shapes whose cuBLASLt candidates were timed
+    double gemm_tune_seconds = 0.0;                        // GPU time of those tuning runs (inside steps)
+    double warm_up_seconds = 0.0;                          // the engine's warm-up before serving (GEMM tuning)
     int64_t device_bytes = 0;                              // allocated on the device (weights + state + workspaces)
 };
 

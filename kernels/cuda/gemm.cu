@@ -58,7 +58,7 @@ struct GemmContext::Impl {
     std::vector<GemmContext::TuneRecord> log;
     void* scratch = nullptr;  // tuning output
     size_t scratch_bytes = 0;
-    cudaEvent_t ev[2] = {nullptr, nullptr};
+    cudaEvent_t ev[kMaxCandidates + 2] = {};  // tuning: before the warm-up runs, after them, after each candidate
 
     void* scratch_of(size_t bytes) {
         if (bytes > scratch_bytes) {
@@ -73,47 +73,47 @@ struct GemmContext::Impl {
 
 namespace {
 
-// Times `algo` on the plan's shape (output to scratch): microseconds per GEMM, best of 3 after a warm-up;
-// infinity if cuBLASLt rejects it.
-float time_algo(GemmContext::Impl& impl, GemmPlan& plan, const cublasLtMatmulAlgo_t& algo, const GemmParams& p, void* out,
-                cudaStream_t stream) {
-    auto run = [&] {
-        return cublasLtMatmul(impl.handle, plan.op, &p.alpha, p.w, plan.a, p.x, plan.b, &p.beta, out, plan.d, out, plan.d, &algo,
-                              impl.workspace, impl.workspace_bytes, stream);
-    };
-    if (run() != CUBLAS_STATUS_SUCCESS) return std::numeric_limits<float>::infinity();
-    float best = std::numeric_limits<float>::infinity();
-    for (int r = 0; r < 3; ++r) {
-        SURF_CUDA_CHECK(cudaEventRecord(impl.ev[0], stream));
-        if (run() != CUBLAS_STATUS_SUCCESS) return std::numeric_limits<float>::infinity();
-        SURF_CUDA_CHECK(cudaEventRecord(impl.ev[1], stream));
-        SURF_CUDA_CHECK(cudaEventSynchronize(impl.ev[1]));
-        float ms = 0;
-        SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, impl.ev[0], impl.ev[1]));
-        best = std::min(best, ms * 1e3f);
-    }
-    return best;
-}
-
 // Times the plan's candidates on this call's shape (output to scratch) and keeps the fastest; not while the
-// stream is being captured (the plan keeps its algorithm and is tuned on a later use).
+// stream is being captured (the plan keeps its algorithm and is tuned on a later use). All candidates run
+// back to back on the stream (each once untimed, then kTimedRuns times between two events) and the host
+// waits once, at the end: a tuning costs the GPU about 3·candidates GEMMs and the host one synchronisation.
 void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, size_t y_elem, cudaStream_t stream) {
+    constexpr int kTimedRuns = 2;
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     SURF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
     if (capturing != cudaStreamCaptureStatusNone) return;
     plan.tuned = true;
     if (plan.n_candidates <= 1) return;
     if (!impl.ev[0]) {
-        SURF_CUDA_CHECK(cudaEventCreate(&impl.ev[0]));
-        SURF_CUDA_CHECK(cudaEventCreate(&impl.ev[1]));
+        for (cudaEvent_t& e : impl.ev) SURF_CUDA_CHECK(cudaEventCreate(&e));
     }
     const int64_t ldy = p.ldy ? p.ldy : p.n;
     void* out = impl.scratch_of(static_cast<size_t>(p.m * ldy) * y_elem);
+    auto run = [&](int i) {
+        return cublasLtMatmul(impl.handle, plan.op, &p.alpha, p.w, plan.a, p.x, plan.b, &p.beta, out, plan.d, out, plan.d, &plan.candidates[i],
+                              impl.workspace, impl.workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
+    };
+    const int n = plan.n_candidates;
+    bool ok[kMaxCandidates] = {};
+    // ev[0] … warm-up runs … ev[1] … candidate i's timed runs … ev[i + 2].
+    SURF_CUDA_CHECK(cudaEventRecord(impl.ev[0], stream));
+    for (int i = 0; i < n; ++i) ok[i] = run(i);
+    SURF_CUDA_CHECK(cudaEventRecord(impl.ev[1], stream));
+    for (int i = 0; i < n; ++i) {
+        for (int r = 0; r < kTimedRuns && ok[i]; ++r) ok[i] = run(i);
+        SURF_CUDA_CHECK(cudaEventRecord(impl.ev[i + 2], stream));
+    }
+    SURF_CUDA_CHECK(cudaEventSynchronize(impl.ev[n + 1]));
     GemmContext::TuneRecord rec;
-    rec.m = p.m, rec.n = p.n, rec.k = p.k, rec.candidates = plan.n_candidates;
+    rec.m = p.m, rec.n = p.n, rec.k = p.k, rec.candidates = n;
     float best = std::numeric_limits<float>::infinity();
-    for (int i = 0; i < plan.n_candidates; ++i) {
-        const float us = time_algo(impl, plan, plan.candidates[i], p, out, stream);
+    for (int i = 0; i < n; ++i) {
+        float ms = std::numeric_limits<float>::infinity();
+        if (ok[i]) {
+            SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, impl.ev[i + 1], impl.ev[i + 2]));
+            ms /= kTimedRuns;
+        }
+        const float us = ms * 1e3f;
         if (i == 0) rec.heuristic_us = us;
         if (us < best) {
             best = us;
@@ -121,6 +121,7 @@ void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, siz
         }
     }
     rec.best_us = best;
+    SURF_CUDA_CHECK(cudaEventElapsedTime(&rec.tune_ms, impl.ev[0], impl.ev[n + 1]));
     plan.algo = plan.candidates[rec.chosen];
     impl.log.push_back(rec);
 }

@@ -50,6 +50,7 @@ public:
         int64_t m = 0, n = 0, k = 0;
         int candidates = 0, chosen = 0;        // candidates timed, index of the fastest (0 = heuristic's pick)
         float heuristic_us = 0, best_us = 0;   // per GEMM
+        float tune_ms = 0;                     // GPU time the tuning runs took (the host waits once for them)
     };
     const std::vector<TuneRecord>& tune_log() const;
 

@@ -111,6 +111,7 @@ public:
         tokens_dev_ = DeviceBuffer(rows * 4);
         SURF_CUDA_CHECK(cudaEventCreate(&step_begin_));
         SURF_CUDA_CHECK(cudaEventCreate(&step_end_));
+        if (options_.warm_up) stats_.warm_up_seconds = model_->warm_up(std::min(options_.prefill_chunk, L.max_tokens));
         worker_ = std::thread([this] { loop(); });
     }
 
@@ -153,6 +154,8 @@ public:
         DeviceGuard device(options_.device);
         if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) s.device_bytes = static_cast<int64_t>(total_b - free_b);
         s.graphs_captured = graphs_captured_;
+        s.gemm_shapes_tuned = gemm_tunes_.first;
+        s.gemm_tune_seconds = gemm_tunes_.second;
         return s;
     }
 
@@ -492,6 +495,7 @@ private:
         const bool decode_only = std::all_of(owners.begin(), owners.end(), [](const Request* r) { return r->decoding; });
 
         bool graph = false;
+        std::pair<int64_t, double> tunes;
         {
             std::lock_guard<std::mutex> gpu(gpu_mu_);
             const int64_t launches = model_->decode_graph_launches();
@@ -499,6 +503,7 @@ private:
             model_->forward(seqs, vision_ticket);
             graph = model_->decode_graph_launches() > launches;
             graphs_captured_ = model_->decode_graphs_captured();
+            tunes = model_->gemm_tune_totals();
         }
         // The next images go through the vision tower on its stream while this step runs.
         encode_queued_images();
@@ -514,6 +519,7 @@ private:
 
         std::lock_guard<std::mutex> lock(mu_);
         const double dt = since(t0);
+        gemm_tunes_ = tunes;
         ++stats_.steps;
         stats_.graph_steps += graph ? 1 : 0;
         stats_.step_seconds += dt;
@@ -782,6 +788,7 @@ private:
     ImageArena arena_;                                   // the model's image rows and the embedding cache
     std::deque<VisionJob> vision_queue_;                 // images of admitted requests not yet encoded
     int64_t graphs_captured_ = 0;
+    std::pair<int64_t, double> gemm_tunes_{0, 0.0};  // GEMM shapes tuned so far and the seconds it took
     std::vector<uint32_t> output_mask_;  // generable tokens: all but the image placeholders
     DeviceBuffer output_mask_dev_;
     PinnedBuffer sample_host_, tokens_host_;

@@ -23,6 +23,9 @@ struct CudaEngineOptions {
     // on H100 at 100 agent sessions it gave 14.2 k tok/s against 13.8 k (2,048) and 13.6 k (4,096), and a
     // time to first token of 0.39 s against 0.48 / 0.90 s (docs/BENCHMARKS.md).
     int64_t prefill_chunk = 1024;
+    // Before serving, tune the GEMM shapes of the decode-graph batch buckets and of a full prefill chunk
+    // (GpuModel::warm_up; about a second at 12B): otherwise the first steps of each shape stop to tune.
+    bool warm_up = true;
 };
 
 std::unique_ptr<Engine> open_cuda_engine(const std::string& model_dir, const CudaEngineOptions& options);

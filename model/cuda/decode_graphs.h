@@ -25,6 +25,7 @@ public:
 
     // The bucket a batch of `n` rows is padded to (n ≤ max_batch).
     int64_t batch_bucket(int64_t n) const;
+    const std::vector<int64_t>& batch_buckets() const { return buckets_; }
     // Block-table width bucket: the next power of two ≥ `pages` (≥ 4) up to 64, then the next multiple of 64
     // (1,024 tokens of 16), capped at `max_pages`: the split-KV grid of decode attention follows this
     // width, so it should not run far past the longest context.

@@ -1,6 +1,7 @@
 // GpuModel's language-model step: metadata packing, the layer loop and the logits; decode-only steps
 // are padded to a graph bucket and replayed from a CUDA graph.
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 #include "kernels/base/error.h"
@@ -21,7 +22,7 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     for (const SeqStep& s : seqs) {
         const int64_t n = static_cast<int64_t>(s.tokens.size());
         if (n == 0) throw Error(ErrorKind::kInvalidArgument, "forward: a sequence with no tokens");
-        if (s.slot < 0 || s.slot >= L.max_slots) throw Error(ErrorKind::kInvalidArgument, "forward: state slot " + std::to_string(s.slot) + " out of range");
+        if (s.slot < 0 || (s.slot >= L.max_slots && !(warming_up_ && s.slot == scratch_slot_))) throw Error(ErrorKind::kInvalidArgument, "forward: state slot " + std::to_string(s.slot) + " out of range");
         if (s.past + n > L.max_context) throw Error(ErrorKind::kResourceExhausted, "forward: context " + std::to_string(s.past + n) + " exceeds " + std::to_string(L.max_context));
         if (static_cast<int64_t>(s.pages.size()) * L.page_size < s.past + n) throw Error(ErrorKind::kInvalidArgument, "forward: KV pages do not cover the sequence");
         if (s.is_decode()) {
@@ -132,6 +133,36 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     return logit_rows;
 }
 
+double GpuModel::warm_up(int64_t prefill_tokens) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const GpuLimits& L = limits_;
+    warming_up_ = true;
+    struct Reset {
+        bool& flag;
+        ~Reset() { flag = false; }
+    } reset{warming_up_};
+    SeqStep row;
+    row.slot = scratch_slot_, row.past = 1, row.tokens = {0}, row.pages = {scratch_page_};
+    // Decode steps at each batch bucket (GEMMs of ≤ 128 rows are tuned on first use). Their rows share the
+    // scratch slot and page, whose contents are never read by a real sequence.
+    if (graphs_) {
+        for (int64_t b : graphs_->batch_buckets()) {
+            if (b > L.max_seqs || b > L.max_logit_rows) break;
+            forward(std::vector<SeqStep>(static_cast<size_t>(b), row), 0);
+        }
+    }
+    // A prefill step of prefill_tokens rows, three times (larger row counts are tuned on their third use).
+    const int64_t n = std::min({prefill_tokens, L.max_tokens, L.max_context});
+    if (n > 1) {
+        SeqStep pre;
+        pre.slot = scratch_slot_, pre.past = 0, pre.tokens.assign(static_cast<size_t>(n), 0);
+        pre.pages.assign(static_cast<size_t>((n + L.page_size - 1) / L.page_size), scratch_page_);
+        for (int i = 0; i < 3; ++i) forward({pre}, 0);
+    }
+    SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_rows) {
     const LlmConfig& c = cfg_.llm;
     const GpuLimits& L = limits_;
@@ -184,7 +215,11 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
     fn.x = logit_in_.get(), fn.x_dtype = kc::DType::kF32, fn.weight = w_.norm_f.ptr(), fn.y = normed_.as<bf16>();
     fn.rows = logit_rows, fn.dim = d, fn.eps = c.norm_eps;
     kc::rmsnorm(fn, stream_);
-    kc::GemmParams head{normed_.as<bf16>(), w_.lm_head.ptr(), nullptr, logits_.get(), kc::DType::kF32, logit_rows, w_.lm_head.rows, d};
+    // lm_head over the rows rounded up to a multiple of 8 (the extra rows' logits are never read): a step's
+    // logits row count varies with how many prompts end in it, and every row count would be a GEMM shape
+    // of its own to tune; the weights are read once either way.
+    const int64_t head_rows = std::min({(logit_rows + 7) / 8 * 8, L.max_logit_rows, L.max_tokens});
+    kc::GemmParams head{normed_.as<bf16>(), w_.lm_head.ptr(), nullptr, logits_.get(), kc::DType::kF32, std::max(head_rows, logit_rows), w_.lm_head.rows, d};
     head.ldy = logits_stride();
     kc::gemm(*gemm_, head, stream_);
 }

@@ -69,7 +69,12 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
     gemm_->set_autotune(limits_.autotune_gemms);
     vision_gemm_->set_autotune(limits_.autotune_gemms);
     vision_gemm_->set_sm_count_target(limits_.vision_gemm_sms);
-    SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&vision_stream_, cudaStreamNonBlocking));
+    gemm_->set_sm_count_target(limits_.lm_gemm_sms);
+    {
+        int least = 0, greatest = 0;
+        SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        SURF_CUDA_CHECK(cudaStreamCreateWithPriority(&vision_stream_, cudaStreamNonBlocking, limits_.vision_stream_priority ? greatest : least));
+    }
     vision_events_.assign(32, nullptr);
     for (cudaEvent_t& ev : vision_events_) SURF_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     SURF_CUDA_CHECK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
@@ -100,6 +105,16 @@ std::vector<kc::GemmContext::TuneRecord> GpuModel::gemm_tune_log() const {
     const auto& vision = vision_gemm_->tune_log();
     log.insert(log.end(), vision.begin(), vision.end());
     return log;
+}
+
+std::pair<int64_t, double> GpuModel::gemm_tune_totals() const {
+    int64_t n = 0;
+    double ms = 0;
+    for (const kc::GemmContext* g : {gemm_.get(), vision_gemm_.get()}) {
+        for (const auto& r : g->tune_log()) ms += r.tune_ms;
+        n += static_cast<int64_t>(g->tune_log().size());
+    }
+    return {n, ms * 1e-3};
 }
 
 int64_t GpuModel::state_bytes_per_slot() const {

@@ -34,9 +34,13 @@ struct GpuLimits {
     bool decode_graphs = true;        // replay decode-only steps from CUDA graphs
     bool autotune_gemms = true;       // time cuBLASLt candidates per GEMM shape (kernels/cuda/ops.h)
     bool lm_stream_priority = false;  // language-model steps at a higher stream priority than the vision tower
+    bool vision_stream_priority = false;  // the vision tower at a higher stream priority than the language model
     // > 0: the vision tower's GEMMs are planned for this many SMs (cuBLASLt SM count target), so that the
     // bandwidth-bound language-model kernels running at the same time keep the others. 0: all SMs.
     int vision_gemm_sms = 0;
+    // > 0: the language model's GEMMs are planned for this many SMs (experiments with two models' steps
+    // running side by side). 0: all SMs.
+    int lm_gemm_sms = 0;
 };
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
@@ -91,12 +95,18 @@ public:
     // One step over `seqs`; logits rows (per sequence: all new tokens or the last) end on the device,
     // in sequence order. Returns the number of logits rows. Decode-only steps replay a CUDA graph.
     int64_t forward(const std::vector<SeqStep>& seqs, uint64_t vision_ticket = kLatestVision);
+    // Runs throw-away steps on the scratch slot and page so that the GEMM shapes of every decode-graph batch
+    // bucket and of a `prefill_tokens`-row step are planned and tuned before serving (tuning inside a step
+    // stalls it: 280 shapes took 8 s of a 76 s benchmark run). Returns the seconds it took.
+    double warm_up(int64_t prefill_tokens);
     int64_t decode_graphs_captured() const { return graphs_ ? graphs_->captured() : 0; }
     int64_t decode_graph_launches() const { return graphs_ ? graphs_->launches() : 0; }
     // GPU time per op (profiling runs; while enabled, decode steps run kernel by kernel, not as graphs).
     OpTimer& op_timer() { return timer_; }
     // The GEMM shapes tuned so far (language model, then vision tower).
     std::vector<kc::GemmContext::TuneRecord> gemm_tune_log() const;
+    // How many GEMM shapes have been tuned and the host seconds it took (both contexts).
+    std::pair<int64_t, double> gemm_tune_totals() const;
     // [rows, vocab] fp32 on the device, rows logits_stride() apart (the vocabulary rounded up to 64 so the
     // lm_head GEMM writes aligned rows; a vocabulary of 131,075 would otherwise force 4-byte-aligned kernels).
     const float* logits() const { return logits_.as<float>(); }
@@ -150,6 +160,7 @@ private:
     std::unique_ptr<DecodeGraphs> graphs_;
     OpTimer timer_;
     int32_t scratch_slot_ = 0, scratch_page_ = 0;
+    bool warming_up_ = false;  // warm_up's steps may name the scratch slot
     int32_t image_token_id_ = -1;
 
     // Persistent state: per Mamba layer conv + SSM slots; per attention layer K and V page pools.

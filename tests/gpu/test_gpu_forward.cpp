@@ -272,3 +272,42 @@ TEST_CASE("GPU long prompt: chunked prefill (1024, 2048, 48 tokens a step) ends 
     REQUIRE(want.size() == static_cast<size_t>(V));
     CHECK(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }));
 }
+
+TEST_CASE("GPU warm-up: tunes the decode buckets' and the prefill chunk's GEMMs, leaves real sequences alone") {
+    // Tuning needs random-access candidates, so autotuning on (small_limits leaves it at its default, on).
+    const std::string dir = golden_fixture("small_bf16");
+    auto model = GpuModel::load(dir, small_limits());
+    REQUIRE(model->limits().autotune_gemms);
+    const Checkpoint expected = Checkpoint::open(dir + "/expected.safetensors");
+    const auto ids64 = expected.to_i64("text.input_ids");
+    const std::vector<int32_t> tokens(ids64.begin(), ids64.end());
+    const int64_t N = static_cast<int64_t>(tokens.size());
+    auto last_logits = [&](int32_t slot) {
+        SeqStep s;
+        s.slot = slot, s.tokens = tokens, s.pages = pages_for(N, 16, 64 * slot);
+        model->forward({s});
+        std::vector<float> got;
+        model->copy_logits_to_host(1, got);
+        return got;
+    };
+    const std::vector<float> before = last_logits(0);
+    const double seconds = model->warm_up(256);
+    MESSAGE("warm-up: " << seconds << " s, " << model->gemm_tune_totals().first << " GEMM shapes tuned");
+    CHECK(model->gemm_tune_totals().first > 0);
+    // The warm-up's steps ran on the scratch slot and page only: the same prompt on another slot gives the
+    // same logits (up to the tuned algorithms' summation order).
+    CHECK(max_rel_err(last_logits(1).data(), before) <= 1e-2);
+    // Decode steps at a batch bucket (here 4 rows, padded from 3) and a 256-row prefill step tune nothing.
+    const int64_t tuned = model->gemm_tune_totals().first;
+    std::vector<SeqStep> rows;
+    for (int32_t slot : {0, 1}) {
+        SeqStep d;
+        d.slot = slot, d.past = N, d.tokens = {tokens[0]}, d.pages = pages_for(N + 1, 16, 64 * slot);
+        rows.push_back(d);
+    }
+    model->forward(rows);
+    SeqStep pre;
+    pre.slot = 2, pre.tokens.assign(256, 5), pre.pages = pages_for(256, 16, 128);
+    for (int i = 0; i < 3; ++i) model->forward({pre});
+    CHECK(model->gemm_tune_totals().first == tuned);
+}

@@ -2,6 +2,8 @@
 // at the Holotron shapes and small ones. Outputs are NaN-poisoned before every launch.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "kernels/cpu/cpu_ops.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -82,7 +84,14 @@ TEST_CASE("gemm autotuning: tuned algorithms give the reference result; large ro
             const size_t expected = (s.m <= 128 || use >= 3) ? 2 : 0;
             CHECK(ctx.tune_log().size() - tuned_before == expected);
         }
-        for (size_t i = tuned_before; i < ctx.tune_log().size(); ++i) CHECK(ctx.tune_log()[i].m == s.m);
+        for (size_t i = tuned_before; i < ctx.tune_log().size(); ++i) {
+            const auto& rec = ctx.tune_log()[i];
+            CHECK(rec.m == s.m);
+            // Every candidate was timed (batched, one wait): the pick is finite, no slower than the heuristic's.
+            CHECK(std::isfinite(rec.best_us));
+            CHECK(rec.best_us <= rec.heuristic_us);
+            CHECK(rec.tune_ms > 0.0f);
+        }
     }
 }
 
