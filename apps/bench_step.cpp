@@ -39,6 +39,7 @@ struct Options {
     bool autotune = true;
     int vision_sms = 0;
     bool vision_priority = false;  // the vision stream at the device's highest priority
+    bool attention_splits = true;  // split-KV prefill attention when the blocks leave SMs idle
     bool nano = false;      // decode rows and the prefill chunk as two steps of two models on two streams
     int nano_prefill_sms = 0;
     bool nano_decode_priority = false;
@@ -66,12 +67,13 @@ Options parse(int argc, char** argv) {
         else if (a == "--no-autotune") o.autotune = false;
         else if (a == "--vision-sms") o.vision_sms = std::atoi(next());
         else if (a == "--vision-priority") o.vision_priority = true;
+        else if (a == "--no-attention-splits") o.attention_splits = false;
         else if (a == "--nano") o.nano = true;
         else if (a == "--nano-prefill-sms") o.nano_prefill_sms = std::atoi(next());
         else if (a == "--nano-decode-priority") o.nano_decode_priority = true;
         else {
             std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
-                                 "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N] [--vision-priority]\n"
+                                 "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N] [--vision-priority] [--no-attention-splits]\n"
                                  "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]]\n");
             std::exit(2);
         }
@@ -155,6 +157,7 @@ int main(int argc, char** argv) {
         L.vision_gemm_sms = o.vision_sms;
         L.lm_stream_priority = o.nano && o.nano_decode_priority;
         L.vision_stream_priority = o.vision_priority;
+        L.attention_splits = o.attention_splits;
         auto model = GpuModel::random(cfg, L, 7);
         std::printf("# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3), copy bandwidth %.0f GB/s (read+write); SSM state "
                     "%s; %d reps per case\n",

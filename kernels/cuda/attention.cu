@@ -257,7 +257,8 @@ constexpr size_t prefill_smem_bytes() {
 // shared memory ≤ 105 KB per block.
 template <int DP, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps, 2)
-attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_stride, int64_t out_stride) {
+attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_stride, int64_t out_stride, int n_splits,
+                         float* ws_o, float* ws_lse) {
     constexpr int kRows = 16 * kWarps, kThreads = 32 * kWarps, ld = DP + 8, kChunks = DP / 8;
     static_assert(kThreads >= 2 * kPrefillKeys, "the prologue fills two tiles' key rows, one per thread");
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -266,7 +267,9 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
     bf16* Vbuf = Kbuf + 2 * kPrefillKeys * ld;      // [2][64][ld]
     // [2][64]: the K/V row (units of row_stride) of each key of the tile in that buffer; −1 past len_k.
     int32_t* key_rows = reinterpret_cast<int32_t*>(Vbuf + 2 * kPrefillKeys * ld);
-    const int s = blockIdx.z, h = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    // blockIdx.y = head · n_splits + split: the split's share of this block's key tiles.
+    const int s = blockIdx.z, h = blockIdx.y / n_splits, split = blockIdx.y % n_splits;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     // Token counts and cache slots are int32 throughout (cu_seqlens, seq_lens, slot_mapping): 32-bit math.
     const int q0 = p.cu_seqlens_q[s], len_q = p.cu_seqlens_q[s + 1] - q0;
     // Last row blocks first: under a causal mask they see the most keys, so the grid ends on short blocks.
@@ -290,7 +293,9 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
     const int past = len_k - len_q;
     const int rows_here = min(kRows, len_q - row0);
     const int key_end = p.causal ? min(len_k, past + row0 + rows_here) : len_k;
-    const int n_tiles = static_cast<int>((key_end + kPrefillKeys - 1) / kPrefillKeys);
+    const int all_tiles = static_cast<int>((key_end + kPrefillKeys - 1) / kPrefillKeys);
+    const int per_split = (all_tiles + n_splits - 1) / n_splits;
+    const int tile0 = min(all_tiles, split * per_split), n_tiles = min(all_tiles, tile0 + per_split);  // tiles [tile0, n_tiles)
 
     // Copies the K/V rows listed in key_rows[buf] into buffer `buf` (zeros past len_k and past head_dim).
     // Thread → (row, 16-byte column) with rows stepping by kRowStep, so every per-pass offset is a constant
@@ -324,9 +329,9 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
         const bf16* g = p.q + (ok ? static_cast<int64_t>(q0 + row0 + row) * q_stride + h * D + col : 0);
         cp_async16(Qs + row * ld + col, g, ok);
     }
-    if (tid < 2 * kPrefillKeys) key_rows[tid] = key_row(tid);  // tiles 0 and 1
+    if (tid < 2 * kPrefillKeys) key_rows[tid] = key_row(tile0 * kPrefillKeys + tid);  // tiles tile0 and tile0 + 1
     __syncthreads();
-    load_tile(0);
+    if (tile0 < n_tiles) load_tile(0);
     detail::cp_async_commit();
 
     WarpFlash<DP> st;
@@ -334,8 +339,8 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
     const bf16* Qw = Qs + warp * 16 * ld;
     const int wrow0 = row0 + warp * 16;                  // this warp's first row (seq-local)
     const int qi0 = wrow0 + (lane >> 2), qi1 = qi0 + 8;  // this thread's two rows
-    for (int it = 0; it < n_tiles; ++it) {
-        const int buf = it & 1;
+    for (int it = tile0; it < n_tiles; ++it) {
+        const int buf = (it - tile0) & 1;
         if (it + 1 < n_tiles) {
             load_tile(buf ^ 1);
             detail::cp_async_commit();
@@ -378,6 +383,18 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
         const int qi = r ? qi1 : qi0;
         if (qi >= len_q) continue;
         const float inv = st.l[r] > 0.0f ? 1.0f / st.l[r] : 0.0f;
+        if (n_splits > 1) {
+            // Partial result of this split: normalised o and its log2-sum-exp (−∞ when it saw no key).
+            const int64_t idx = (static_cast<int64_t>(split) * p.n_tok_q + q0 + qi) * p.n_heads + h;
+            float* o = ws_o + idx * D;
+#pragma unroll
+            for (int dt = 0; dt < DP / 8; ++dt) {
+                const int col = dt * 8 + 2 * t;
+                if (col < D) *reinterpret_cast<float2*>(o + col) = make_float2(st.o[dt][2 * r] * inv, st.o[dt][2 * r + 1] * inv);
+            }
+            if (t == 0) ws_lse[idx] = st.l[r] > 0.0f ? st.m[r] + log2f(st.l[r]) : -INFINITY;
+            continue;
+        }
         bf16* out = p.out + static_cast<int64_t>(q0 + qi) * out_stride + h * D;
 #pragma unroll
         for (int dt = 0; dt < DP / 8; ++dt) {
@@ -386,6 +403,34 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
                 *reinterpret_cast<uint32_t*>(out + col) =
                     detail::pack_bf16x2(st.o[dt][2 * r] * inv, st.o[dt][2 * r + 1] * inv);
             }
+        }
+    }
+}
+
+// One block per query token, a warp per head (round robin): out = Σ_s 2^{lse_s − max} o_s / Σ_s 2^{lse_s − max}.
+__global__ void attention_prefill_combine_kernel(AttentionPrefillParams p, int n_splits, int64_t out_stride, const float* ws_o,
+                                                 const float* ws_lse) {
+    const int64_t tok = blockIdx.x;
+    const int D = static_cast<int>(p.head_dim), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t split_stride = p.n_tok_q * p.n_heads;
+    for (int h = warp; h < static_cast<int>(p.n_heads); h += blockDim.x / 32) {
+        const int64_t idx = tok * p.n_heads + h;
+        float M = -INFINITY;
+        for (int s = 0; s < n_splits; ++s) M = fmaxf(M, ws_lse[s * split_stride + idx]);
+        bf16* out = p.out + tok * out_stride + static_cast<int64_t>(h) * D;
+        for (int col = 2 * lane; col < D; col += 64) {
+            float num0 = 0.0f, num1 = 0.0f, den = 0.0f;
+            if (M != -INFINITY) {
+                for (int s = 0; s < n_splits; ++s) {
+                    const float w = exp2f(ws_lse[s * split_stride + idx] - M);
+                    const float2 o = *reinterpret_cast<const float2*>(ws_o + (s * split_stride + idx) * D + col);
+                    den += w;
+                    num0 += w * o.x;
+                    num1 += w * o.y;
+                }
+            }
+            const float inv = den > 0.0f ? 1.0f / den : 0.0f;
+            *reinterpret_cast<uint32_t*>(out + col) = detail::pack_bf16x2(num0 * inv, num1 * inv);
         }
     }
 }
@@ -534,32 +579,61 @@ int padded_head_dim(int64_t head_dim) {
 }
 
 template <int DP, int kWarps>
-void launch_prefill_warps(const AttentionPrefillParams& p, float scale_log2, int64_t q_stride,
-                          int64_t out_stride, cudaStream_t stream) {
+void launch_prefill_warps(const AttentionPrefillParams& p, float scale_log2, int64_t q_stride, int64_t out_stride, int n_splits,
+                          float* ws_o, float* ws_lse, cudaStream_t stream) {
     constexpr size_t smem = prefill_smem_bytes<DP, kWarps>();
     auto* kernel = attention_prefill_kernel<DP, kWarps>;
     SURF_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     const dim3 grid(static_cast<unsigned>((p.max_seqlen_q + 16 * kWarps - 1) / (16 * kWarps)),
-                    static_cast<unsigned>(p.n_heads), static_cast<unsigned>(p.n_seq));
-    kernel<<<grid, 32 * kWarps, smem, stream>>>(p, scale_log2, q_stride, out_stride);
+                    static_cast<unsigned>(p.n_heads * n_splits), static_cast<unsigned>(p.n_seq));
+    kernel<<<grid, 32 * kWarps, smem, stream>>>(p, scale_log2, q_stride, out_stride, n_splits, ws_o, ws_lse);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
-// 128-row blocks read each K/V tile once for twice the rows of 64-row blocks; they are used whenever they
-// still fill every SM with two blocks (short prompts keep 64-row blocks for parallelism).
-template <int DP>
-void launch_prefill(const AttentionPrefillParams& p, float scale_log2, int64_t q_stride, int64_t out_stride,
-                    cudaStream_t stream) {
+struct PrefillPlan {
+    int rows;    // query rows per block: 128 (8 warps) or 64 (4 warps)
+    int splits;  // key-range splits (1 = none)
+};
+
+int device_sms() {
     int device = 0, sms = 132;
     SURF_CUDA_CHECK(cudaGetDevice(&device));
     SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+}
+
+// 128-row blocks read each K/V tile once for twice the rows of 64-row blocks; they are used whenever they
+// still fill every SM with two blocks (short prompts keep 64-row blocks for parallelism). Split-KV when
+// the blocks make few waves of the 2·SMs block slots: the split count s ≤ 4 minimising the waves it takes,
+// ⌈blocks·s / slots⌉ / s (plus 10% for the merge), with ≥ 4 key tiles per split and the partial results
+// fitting the workspace.
+PrefillPlan plan_prefill(const AttentionPrefillParams& p) {
+    const int64_t sms = device_sms(), slots = 2 * sms;
     const int64_t blocks128 = (p.max_seqlen_q + 127) / 128 * p.n_heads * p.n_seq;
-    if (blocks128 >= 2 * static_cast<int64_t>(sms)) {
-        launch_prefill_warps<DP, 8>(p, scale_log2, q_stride, out_stride, stream);
-    } else {
-        launch_prefill_warps<DP, 4>(p, scale_log2, q_stride, out_stride, stream);
+    PrefillPlan plan{blocks128 >= slots ? 128 : 64, 1};
+    const int64_t blocks = (p.max_seqlen_q + plan.rows - 1) / plan.rows * p.n_heads * p.n_seq;
+    int64_t want = p.n_splits;
+    if (want == 0) {
+        if (!p.workspace || p.n_tok_q <= 0 || p.max_seqlen_k <= 0 || p.head_dim % 2 != 0 || blocks >= 4 * slots) return plan;
+        double best = std::ceil(static_cast<double>(blocks) / slots);
+        want = 1;
+        for (int64_t s = 2; s <= 4; ++s) {
+            if (p.max_seqlen_k < s * 4 * kPrefillKeys) break;
+            if (attention_prefill_workspace_bytes(p.n_tok_q, p.n_heads, p.head_dim, s) > p.workspace_bytes) break;
+            const double waves = std::ceil(static_cast<double>(blocks * s) / slots) / s * 1.1;
+            if (waves < best) best = waves, want = s;
+        }
     }
+    plan.splits = static_cast<int>(std::max<int64_t>(want, 1));
+    return plan;
+}
+
+template <int DP>
+void launch_prefill(const AttentionPrefillParams& p, const PrefillPlan& plan, float scale_log2, int64_t q_stride, int64_t out_stride,
+                    float* ws_o, float* ws_lse, cudaStream_t stream) {
+    if (plan.rows == 128) launch_prefill_warps<DP, 8>(p, scale_log2, q_stride, out_stride, plan.splits, ws_o, ws_lse, stream);
+    else launch_prefill_warps<DP, 4>(p, scale_log2, q_stride, out_stride, plan.splits, ws_o, ws_lse, stream);
 }
 
 struct DecodePlan {
@@ -571,9 +645,7 @@ DecodePlan plan_decode(const AttentionDecodeParams& p) {
     const int64_t max_len = std::max<int64_t>(p.max_seq_len, 1);
     int64_t splits = p.n_splits;
     if (splits <= 0) {
-        int device = 0, sms = 132;
-        SURF_CUDA_CHECK(cudaGetDevice(&device));
-        SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        const int64_t sms = device_sms();
         // Enough blocks for several waves (wave-quantisation tail), but ≥ 128 keys (one tile per warp) each.
         const int64_t base = std::max<int64_t>(p.batch * p.n_kv_heads, 1);
         splits = std::clamp<int64_t>((8 * sms + base - 1) / base, 1, (max_len + 127) / 128);
@@ -623,12 +695,33 @@ void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream) {
     if (p.n_seq == 0 || p.max_seqlen_q == 0) return;
     const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
     const float scale_log2 = scale * kLog2e;
-    switch (dp) {
-        case 16: launch_prefill<16>(p, scale_log2, q_stride, out_stride, stream); break;
-        case 48: launch_prefill<48>(p, scale_log2, q_stride, out_stride, stream); break;
-        case 80: launch_prefill<80>(p, scale_log2, q_stride, out_stride, stream); break;
-        default: launch_prefill<128>(p, scale_log2, q_stride, out_stride, stream); break;
+    const PrefillPlan plan = plan_prefill(p);
+    float* ws_o = nullptr;
+    float* ws_lse = nullptr;
+    if (plan.splits > 1) {
+        const size_t need = attention_prefill_workspace_bytes(p.n_tok_q, p.n_heads, p.head_dim, plan.splits);
+        SURF_CHECK(p.workspace && need <= p.workspace_bytes && p.n_tok_q > 0 && p.head_dim % 2 == 0, "attention_prefill: ", plan.splits,
+                   " splits need ", need, " workspace bytes (have ", p.workspace_bytes, ") and n_tok_q (", p.n_tok_q, ")");
+        ws_o = static_cast<float*>(p.workspace);
+        ws_lse = ws_o + plan.splits * p.n_tok_q * p.n_heads * p.head_dim;
     }
+    switch (dp) {
+        case 16: launch_prefill<16>(p, plan, scale_log2, q_stride, out_stride, ws_o, ws_lse, stream); break;
+        case 48: launch_prefill<48>(p, plan, scale_log2, q_stride, out_stride, ws_o, ws_lse, stream); break;
+        case 80: launch_prefill<80>(p, plan, scale_log2, q_stride, out_stride, ws_o, ws_lse, stream); break;
+        default: launch_prefill<128>(p, plan, scale_log2, q_stride, out_stride, ws_o, ws_lse, stream); break;
+    }
+    if (plan.splits > 1) {
+        attention_prefill_combine_kernel<<<static_cast<unsigned>(p.n_tok_q), 256, 0, stream>>>(p, plan.splits, out_stride, ws_o, ws_lse);
+        SURF_CUDA_CHECK_LAUNCH();
+    }
+}
+
+int64_t attention_prefill_splits(const AttentionPrefillParams& p) { return plan_prefill(p).splits; }
+
+size_t attention_prefill_workspace_bytes(int64_t n_tok_q, int64_t n_heads, int64_t head_dim, int64_t splits) {
+    if (splits <= 1) return 0;
+    return static_cast<size_t>(splits * n_tok_q * n_heads) * (head_dim + 1) * 4;
 }
 
 int32_t attention_decode_splits(const AttentionDecodeParams& p) { return plan_decode(p).splits; }

@@ -178,6 +178,9 @@ struct SsdVarlenParams {
     int64_t n_tok = 0, n_seq = 0, H = 0, P = 0, G = 0, N = 0, chunk = 128;
     int64_t x_stride = 0, bc_stride = 0, dt_stride = 0;
     float dt_min = 0.0f, dt_max = std::numeric_limits<float>::infinity();
+    // Head-dim slices per head, each its own block (C·Bᵀ recomputed per slice): 0 = automatic (2 when the
+    // (sequence, head) blocks would leave SMs idle, e.g. one long prompt), else must divide P into even slices.
+    int64_t p_split = 0;
 };
 size_t ssd_workspace_bytes(const SsdVarlenParams& p);
 void ssd_varlen(const SsdVarlenParams& p, void* workspace, cudaStream_t stream);
@@ -244,8 +247,19 @@ struct AttentionPrefillParams {
     int64_t max_seqlen_q = 0;     // ≥ every len_q(s): sizes the grid
     bool causal = true;
     float scale = 0.0f;
+    // Split-KV: with few (row block, head, sequence) blocks for the GPU (one prompt chunk: 8 × 40 blocks on
+    // 264 block slots runs as two waves, the second 20% full), each block takes 1/n_splits of its key
+    // tiles and a second kernel merges the partial results through the workspace. n_splits 0 = automatic
+    // when a workspace is given (needs n_tok_q = Σ len_q and max_seqlen_k ≥ every len_k), 1 = off.
+    void* workspace = nullptr;
+    size_t workspace_bytes = 0;
+    int64_t n_splits = 0, n_tok_q = 0, max_seqlen_k = 0;
 };
 void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream);
+// The split count attention_prefill would use for p (1 = no split), and the workspace bytes it needs
+// for n_tok_q query tokens at `splits` splits.
+int64_t attention_prefill_splits(const AttentionPrefillParams& p);
+size_t attention_prefill_workspace_bytes(int64_t n_tok_q, int64_t n_heads, int64_t head_dim, int64_t splits);
 
 // Paged decode (one query token per sequence at position seq_lens[b] − 1, its K/V already appended):
 // split-KV ("flash-decoding"): each block takes all query heads of one kv head over one partition of the

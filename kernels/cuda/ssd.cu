@@ -2,7 +2,8 @@
 // one kernel on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulation).
 //
 // One block per (head, sequence) walks its sequence chunk by chunk (chunks start at the sequence's own
-// offsets 0, Q, 2Q, …). The running state S [P×N] stays in fp32 registers as mma accumulators for the
+// offsets 0, Q, 2Q, …); when that gives too few blocks to fill the GPU (one long prompt: 128 blocks), each
+// head runs as two blocks over halves of its head dim (the columns of x, y and rows of S are independent). The running state S [P×N] stays in fp32 registers as mma accumulators for the
 // whole sequence, so chunk states never go through device memory and no workspace is needed. Per chunk:
 //   dt_j = clamp(softplus(dt_raw + dt_bias)),  Λ = cumsum(dt·A)            (fp32, warp 0)
 //   Y    = e^{Λ_i} · C·S_inᵀ                                               (C bf16, S_in rounded to bf16)
@@ -124,7 +125,7 @@ __device__ void state_io(TS* st, float (&s)[MTW][NTW][4], int P, int N, int wm, 
 }
 
 template <int N, int PT>
-__global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(SsdVarlenParams p, bool vec) {
+__global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(SsdVarlenParams p, bool vec, int split) {
     using L = Layout<N, PT>;
     constexpr int MT = PT / 16, NT = N / 8;          // state tiles: m16 over p, n8 over n
     constexpr int WN = NT < kWarps ? NT : kWarps;    // warps across n, then across p
@@ -142,8 +143,11 @@ __global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(S
     float* wgt = expl + kMaxChunk;
     float* decay = wgt + kMaxChunk;
 
-    const int h = blockIdx.x, s = blockIdx.y;
-    const int P = static_cast<int>(p.P), Q = static_cast<int>(p.chunk), H = static_cast<int>(p.H);
+    // Block (h·split + ps, s): head h's head-dim columns [p0, p0 + P) of sequence s (split > 1 runs a head as
+    // independent column slices: more blocks when few sequences leave SMs idle; C·Bᵀ is computed per slice).
+    const int h = blockIdx.x / split, ps = blockIdx.x % split, s = blockIdx.y;
+    const int P_all = static_cast<int>(p.P), P = P_all / split, p0 = ps * P;
+    const int Q = static_cast<int>(p.chunk), H = static_cast<int>(p.H);
     const int g_idx = h / (H / static_cast<int>(p.G));
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
@@ -153,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(S
     const int64_t seq_start = p.cu_seqlens[s];
     const int seq_len = p.cu_seqlens[s + 1] - p.cu_seqlens[s];
     const bool init = p.has_initial_state == nullptr || p.has_initial_state[s] != 0;
-    const int64_t st_off = (static_cast<int64_t>(p.slots[s]) * H + h) * P * N;
+    const int64_t st_off = ((static_cast<int64_t>(p.slots[s]) * H + h) * P_all + p0) * N;
     const bool s32 = p.state_dtype == DType::kF32;
 
     float st[MTW][NTW][4];
@@ -178,7 +182,7 @@ __global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(S
         __syncthreads();  // the previous chunk is done with every shared buffer
 
         // ---- stage x, B, C of the chunk (rows ≥ len and columns ≥ P as zeros) -------------------------
-        const bf16* xg = p.x + tok0 * p.x_stride + static_cast<int64_t>(h) * P;
+        const bf16* xg = p.x + tok0 * p.x_stride + static_cast<int64_t>(h) * P_all + p0;
         const bf16* bg = p.B + tok0 * p.bc_stride + static_cast<int64_t>(g_idx) * N;
         const bf16* cg = p.C + tok0 * p.bc_stride + static_cast<int64_t>(g_idx) * N;
         if (vec) {
@@ -331,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(S
                     if (i >= len) continue;
                     const float2 xv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Xs + i * L::kXs + pc));
                     const float v0 = yacc[n][2 * half] + Dh * xv.x, v1 = yacc[n][2 * half + 1] + Dh * xv.y;
-                    const int64_t o = ((tok0 + i) * H + h) * P + pc;
+                    const int64_t o = ((tok0 + i) * H + h) * P_all + p0 + pc;
                     const bool pair = (P & 1) == 0;  // pc + 1 < P and o even
                     if (y32) {
                         float* y = static_cast<float*>(p.y);
@@ -388,21 +392,34 @@ __global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(S
 }
 
 template <int N, int PT>
-void launch_fused(const SsdVarlenParams& p, bool vec, cudaStream_t stream) {
+void launch_fused(const SsdVarlenParams& p, bool vec, int split, cudaStream_t stream) {
     constexpr size_t smem = Layout<N, PT>::kBytes;
     SURF_CUDA_CHECK(cudaFuncSetAttribute(ssd_fused_kernel<N, PT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
-    const dim3 grid(static_cast<unsigned>(p.H), static_cast<unsigned>(p.n_seq));
-    ssd_fused_kernel<N, PT><<<grid, kThreads, smem, stream>>>(p, vec);
+    const dim3 grid(static_cast<unsigned>(p.H * split), static_cast<unsigned>(p.n_seq));
+    ssd_fused_kernel<N, PT><<<grid, kThreads, smem, stream>>>(p, vec, split);
 }
 
+// The block's head-dim slice (P / split columns) padded to a multiple of 16.
 template <int N>
-void launch_for_p(const SsdVarlenParams& p, bool vec, cudaStream_t stream) {
-    if (p.P <= 16) launch_fused<N, 16>(p, vec, stream);
-    else if (p.P <= 32) launch_fused<N, 32>(p, vec, stream);
-    else if (p.P <= 64) launch_fused<N, 64>(p, vec, stream);
-    else if (p.P <= 80) launch_fused<N, 80>(p, vec, stream);
-    else launch_fused<N, 128>(p, vec, stream);
+void launch_for_p(const SsdVarlenParams& p, bool vec, int split, cudaStream_t stream) {
+    const int64_t w = p.P / split;
+    if (w <= 16) launch_fused<N, 16>(p, vec, split, stream);
+    else if (w <= 32) launch_fused<N, 32>(p, vec, split, stream);
+    else if (w <= 48) launch_fused<N, 48>(p, vec, split, stream);
+    else if (w <= 64) launch_fused<N, 64>(p, vec, split, stream);
+    else if (w <= 80) launch_fused<N, 80>(p, vec, split, stream);
+    else launch_fused<N, 128>(p, vec, split, stream);
+}
+
+// Head-dim slices per head: 2 when (sequence, head) blocks would not give every SM two (a single long
+// prompt runs 128 blocks on 132 SMs, each walking its chunks in series) and the halves stay even.
+int choose_split(const SsdVarlenParams& p) {
+    if (p.p_split > 0) return static_cast<int>(p.p_split);
+    int device = 0, sms = 132;
+    SURF_CUDA_CHECK(cudaGetDevice(&device));
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return p.n_seq * p.H < 2 * static_cast<int64_t>(sms) && p.P >= 32 && p.P % 4 == 0 ? 2 : 1;
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -424,14 +441,17 @@ void ssd_varlen(const SsdVarlenParams& p, void*, cudaStream_t stream) {
                "ssd_varlen: strides x ", p.x_stride, " bc ", p.bc_stride, " dt ", p.dt_stride);
     SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 8 == 0 && reinterpret_cast<uintptr_t>(p.y) % 8 == 0,
                "ssd_varlen: state and y must be 8-byte aligned");
+    const int split = choose_split(p);
+    SURF_CHECK(split >= 1 && p.P % split == 0 && (split == 1 || (p.P / split) % 2 == 0), "ssd_varlen: head_dim ", p.P,
+               " cannot be split in ", split, " even slices");
     // 16-byte cp.async staging when every row start is 16-byte aligned; element loads otherwise.
-    const bool vec = aligned16(p.x) && aligned16(p.B) && aligned16(p.C) && p.P % 8 == 0 && p.x_stride % 8 == 0 &&
+    const bool vec = aligned16(p.x) && aligned16(p.B) && aligned16(p.C) && (p.P / split) % 8 == 0 && p.x_stride % 8 == 0 &&
                      p.bc_stride % 8 == 0;
     switch (p.N) {
-        case 16: launch_for_p<16>(p, vec, stream); break;
-        case 32: launch_for_p<32>(p, vec, stream); break;
-        case 64: launch_for_p<64>(p, vec, stream); break;
-        case 128: launch_for_p<128>(p, vec, stream); break;
+        case 16: launch_for_p<16>(p, vec, split, stream); break;
+        case 32: launch_for_p<32>(p, vec, split, stream); break;
+        case 64: launch_for_p<64>(p, vec, split, stream); break;
+        case 128: launch_for_p<128>(p, vec, split, stream); break;
         default: SURF_CHECK(false, "ssd_varlen: d_state ", p.N, " not instantiated (16/32/64/128)");
     }
     SURF_CUDA_CHECK_LAUNCH();

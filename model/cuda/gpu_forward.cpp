@@ -323,6 +323,8 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         ap.cu_seqlens_q = st.cu_pre, ap.k_cache = k_cache_[li].as<bf16>(), ap.v_cache = v_cache_[li].as<bf16>();
         ap.block_table = st.bt_pre, ap.seq_lens_k = st.lens_pre, ap.page_size = limits_.page_size, ap.max_pages_per_seq = st.max_pages;
         ap.n_seq = st.n_pre, ap.n_heads = c.n_heads, ap.n_kv_heads = c.n_kv_heads, ap.head_dim = hd, ap.max_seqlen_q = st.max_q, ap.causal = true;
+        ap.workspace = prefill_ws_.get(), ap.workspace_bytes = prefill_ws_.bytes(), ap.n_tok_q = st.n_pre_tok, ap.max_seqlen_k = st.max_len;
+        ap.n_splits = limits_.attention_splits ? 0 : 1;
         auto timed = timer_.scope("attn.prefill", stream_);
         kc::attention_prefill(ap, stream_);
     }

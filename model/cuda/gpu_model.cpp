@@ -199,6 +199,8 @@ void GpuModel::allocate() {
             }
         }
         decode_ws_ = DeviceBuffer(ws);
+        // Split-KV prefill: up to 4 splits of up to 2,048 query tokens (longer steps have blocks enough).
+        if (L.attention_splits) prefill_ws_ = DeviceBuffer(kc::attention_prefill_workspace_bytes(std::min<int64_t>(T, 2048), c.n_heads, c.head_dim, 4));
     }
     kc::EmbedParams ep;
     ep.n_tok = T, ep.n_seq = L.max_seqs, ep.dim = d;

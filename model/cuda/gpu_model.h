@@ -41,6 +41,9 @@ struct GpuLimits {
     // > 0: the language model's GEMMs are planned for this many SMs (experiments with two models' steps
     // running side by side). 0: all SMs.
     int lm_gemm_sms = 0;
+    // Split-KV prefill attention of the language model (kernels/cuda/ops.h) when a step's blocks would
+    // leave the GPU part idle; off: one pass over the keys per block (A/B measurements).
+    bool attention_splits = true;
 };
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
@@ -167,6 +170,7 @@ private:
     std::vector<DeviceBuffer> conv_state_, ssm_state_, k_cache_, v_cache_;
     // Activation workspaces sized by limits.
     DeviceBuffer residual_, normed_, big_, xbc_, y_, attn_, logits_, ssd_ws_, decode_ws_, embed_ws_, logit_in_, image_rows_;
+    DeviceBuffer prefill_ws_;  // split-KV partial results of prefill attention
     DeviceBuffer vit_h_, vit_ln_, vit_big_, vit_attn_, vit_patches_, vit_pixels_, vit_shuffled_;
     std::vector<DeviceBuffer> layer_out_;
     bool keep_layers_ = false;

@@ -108,8 +108,6 @@ TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes") 
             p.page_size = page_size; p.max_pages_per_seq = cache.max_pages;
             p.n_seq = static_cast<int64_t>(n_seq); p.n_heads = hd.n_heads; p.n_kv_heads = hd.n_kv; p.head_dim = hd.D;
             p.max_seqlen_q = *std::max_element(fresh.begin(), fresh.end()); p.causal = true;
-            dout.poison();
-            cu::attention_prefill(p, nullptr);
             std::vector<float> ref(n_tok * qw);
             for (size_t s = 0; s < n_seq; ++s) {
                 auto ks = cache.gather(k_full, s, lens[s]), vs = cache.gather(v_full, s, lens[s]);
@@ -119,8 +117,20 @@ TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes") 
                 c.q_stride = row_w; c.kv_stride = kvw; c.causal = true;
                 cpu::attention(c);
             }
-            // bf16 P and bf16 output: ~2^-8 relative on O, plus P rounding inside the sum.
-            compare("attention_prefill paged causal" + tag, to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
+            // bf16 P and bf16 output: ~2^-8 relative on O, plus P rounding inside the sum. Split-KV (partial
+            // results merged in fp32) has the same bound. Runs: one pass, 3 forced splits (some empty for the
+            // short sequences), the automatic choice given a workspace.
+            p.n_tok_q = n_tok, p.max_seqlen_k = *std::max_element(lens.begin(), lens.end());
+            DeviceBuffer<uint8_t> ws(cu::attention_prefill_workspace_bytes(n_tok, hd.n_heads, hd.D, 4));
+            for (int64_t splits : {int64_t{1}, int64_t{3}, int64_t{0}}) {
+                p.n_splits = splits;
+                p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
+                if (splits == 0) MESSAGE("automatic split count" << tag << ": " << cu::attention_prefill_splits(p));
+                dout.poison();
+                cu::attention_prefill(p, nullptr);
+                compare("attention_prefill paged causal" + tag + " splits " + std::to_string(splits), to_float(dout.download()), ref, 3e-3f,
+                        2e-2f, 1e-2);
+            }
         }
     }
 }
@@ -140,8 +150,6 @@ TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles
         p.k = dqkv.get() + w; p.v = dqkv.get() + 2 * w; p.kv_stride = row_w; p.cu_seqlens_k = dcu.get();
         p.n_seq = static_cast<int64_t>(tile_lens.size()); p.n_heads = hd.n_heads; p.n_kv_heads = hd.n_kv;
         p.head_dim = hd.D; p.max_seqlen_q = tile_lens[0]; p.causal = false;
-        dout.poison();
-        cu::attention_prefill(p, nullptr);
         std::vector<float> ref(n_tok * w);
         for (size_t s = 0; s < tile_lens.size(); ++s) {
             cpu::AttentionParams c;
@@ -151,7 +159,17 @@ TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles
             c.q_stride = row_w; c.kv_stride = row_w; c.causal = false;
             cpu::attention(c);
         }
-        compare(std::string("attention_prefill bidirectional ") + hd.name, to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
+        p.n_tok_q = n_tok, p.max_seqlen_k = tile_lens[0];
+        DeviceBuffer<uint8_t> ws(cu::attention_prefill_workspace_bytes(n_tok, hd.n_heads, hd.D, 4));
+        for (int64_t splits : {int64_t{1}, int64_t{2}, int64_t{0}}) {
+            p.n_splits = splits;
+            p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
+            if (splits == 0) MESSAGE("automatic split count " << hd.name << ": " << cu::attention_prefill_splits(p));
+            dout.poison();
+            cu::attention_prefill(p, nullptr);
+            compare(std::string("attention_prefill bidirectional ") + hd.name + " splits " + std::to_string(splits), to_float(dout.download()),
+                    ref, 3e-3f, 2e-2f, 1e-2);
+        }
     }
 }
 

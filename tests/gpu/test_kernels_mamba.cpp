@@ -104,6 +104,7 @@ TEST_CASE("ssd_varlen: chunked scan over packed ragged sequences from slot state
         MambaShape sh;
         std::vector<int32_t> lens;
         bool y_bf16;
+        int64_t p_split = 0;  // 0: the kernel's choice (2 when few (sequence, head) blocks)
     };
     const std::vector<Case> cases{
         {{"holotron", 128, 80, 8, 128, 128}, {1, 300, 128, 45, 0, 517}, false},
@@ -112,6 +113,11 @@ TEST_CASE("ssd_varlen: chunked scan over packed ragged sequences from slot state
         {{"tiny", 8, 16, 2, 16, 16}, {1, 40, 16, 7, 33, 2}, false},
         {{"small", 12, 24, 4, 32, 32}, {1, 40, 16, 7, 33, 2, 0, 95}, false},
         {{"p20 n64 (element loads)", 6, 20, 3, 64, 64}, {70, 1, 64, 200}, true},
+        // Head-dim slices: one long prompt at the Holotron shape (automatic: 128 blocks → 2 slices of 40),
+        // forced slices of 12 (element loads) and of 32.
+        {{"holotron one prompt (p slices)", 128, 80, 8, 128, 128}, {924}, false},
+        {{"small, 2 p slices", 12, 24, 4, 32, 32}, {1, 40, 16, 7, 33, 2, 0, 95}, true, 2},
+        {{"p128 n128, 4 p slices", 4, 128, 1, 128, 64}, {200, 64, 3, 1}, false, 4},
     };
     for (const Case& cs : cases) {
         const MambaShape& sh = cs.sh;
@@ -124,7 +130,7 @@ TEST_CASE("ssd_varlen: chunked scan over packed ragged sequences from slot state
             std::shuffle(slots.begin(), slots.end(), rng);
             slots.pop_back();
             std::vector<uint8_t> has_init(lens.size(), 1);
-            has_init[1] = 0;
+            if (has_init.size() > 1) has_init[1] = 0;
             const int64_t n_seq = lens.size(), n_slots = n_seq + 1, H = sh.H, P = sh.P, G = sh.G, N = sh.N;
             const auto cu_h = prefix(lens);
             const int64_t n_tok = cu_h.back();
@@ -163,7 +169,7 @@ TEST_CASE("ssd_varlen: chunked scan over packed ragged sequences from slot state
             p.y = cs.y_bf16 ? static_cast<void*>(dyh.get()) : dy.get();
             p.y_dtype = cs.y_bf16 ? cu::DType::kBF16 : cu::DType::kF32;
             p.n_tok = n_tok; p.n_seq = n_seq; p.H = H; p.P = P; p.G = G; p.N = N; p.chunk = sh.chunk;
-            p.x_stride = xbc_stride; p.bc_stride = xbc_stride; p.dt_stride = dt_stride;
+            p.x_stride = xbc_stride; p.bc_stride = xbc_stride; p.dt_stride = dt_stride; p.p_split = cs.p_split;
             const size_t ws_bytes = cu::ssd_workspace_bytes(p);
             CHECK(ws_bytes == 0);  // fused: the running state stays on chip
             DeviceBuffer<uint8_t> ws(ws_bytes);
