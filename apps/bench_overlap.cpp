@@ -1,0 +1,180 @@
+// bench_overlap: can a mixed step's bandwidth-bound decode work run *beside* its compute-bound prefill GEMMs?
+// At Holotron-12B shapes, one Mamba layer's pieces: the prefill rows' in_proj GEMM (924 × 22,656 × 5,120) and
+// the 100 decode rows' selective state update (fp32 state, 5.2 MB a row). The GEMM is planned for all SMs but
+// K (cuBLASLt SM-count target) and issued first on one stream, the state update right after on another, and
+// the pair is timed against each alone. If the state update keeps most of its bandwidth on the K spare SMs
+// while the GEMM loses only K/132 of its speed, a layer that splits in_proj into decode and prefill rows and
+// overlaps the decode rows' state update with the prefill rows' GEMM wins (docs/BENCHMARKS.md, session 4).
+//   bench_overlap [--decode 100] [--prefill 924] [--reps 20]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#ifdef SURF_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/base/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/random_fill.h"
+
+namespace cu = surf::kernels::cuda;
+using cu::bf16;
+
+namespace {
+
+// Holotron-12B's Mamba layer (tests/fixtures/holotron_12b/config.json).
+constexpr int64_t kHidden = 5120, kHeads = 128, kHeadDim = 80, kGroups = 8, kState = 128;
+constexpr int64_t kInProj = 2 * kHeads * kHeadDim + 2 * kGroups * kState + kHeads;  // z | xBC | dt = 22,656
+
+struct Buf {
+    void* p = nullptr;
+    explicit Buf(size_t bytes) { SURF_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16))); }
+    ~Buf() { cudaFree(p); }
+    Buf(const Buf&) = delete;
+    Buf& operator=(const Buf&) = delete;
+    template <typename T> T* as() const { return static_cast<T*>(p); }
+};
+
+void fill(const Buf& b, int64_t n, bool is_bf16, float lo, float hi, uint64_t seed) {
+    cu::UniformFillParams f;
+    f.x = b.p, f.bf16 = is_bf16, f.n = n, f.lo = lo, f.hi = hi, f.seed = seed;
+    cu::uniform_fill(f, nullptr);
+}
+
+float elapsed(cudaEvent_t a, cudaEvent_t b) {
+    float ms = 0;
+    SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    return ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int64_t decode = 100, prefill = 924;
+    int reps = 20;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (i + 1 < argc && a == "--decode") decode = std::atoll(argv[++i]);
+        else if (i + 1 < argc && a == "--prefill") prefill = std::atoll(argv[++i]);
+        else if (i + 1 < argc && a == "--reps") reps = std::atoi(argv[++i]);
+        else {
+            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20]\n");
+            return 2;
+        }
+    }
+    if (decode < 1 || prefill < 1 || reps < 1) {
+        std::fprintf(stderr, "bench_overlap: --decode, --prefill and --reps must be ≥ 1\n");
+        return 2;
+    }
+    try {
+        int sms = 0;
+        SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+        cudaDeviceProp prop{};
+        SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+        // GEMM operands: normed rows [prefill, hidden] · in_proj [22,656, hidden]ᵀ → [prefill, 22,656] bf16.
+        Buf x(prefill * kHidden * 2), w(kInProj * kHidden * 2), y(prefill * kInProj * 2);
+        fill(x, prefill * kHidden, true, -1.0f, 1.0f, 1);
+        fill(w, kInProj * kHidden, true, -0.02f, 0.02f, 2);
+        // State update operands: decode rows of the in_proj output, slots 0..decode-1, fp32 state.
+        const int64_t slot_floats = kHeads * kHeadDim * kState;
+        Buf zx(decode * kInProj * 2), state(decode * slot_floats * 4), ssu_y(decode * kHeads * kHeadDim * 4);
+        Buf dt_bias(kHeads * 4), A(kHeads * 4), D(kHeads * 4), slots(decode * 4);
+        fill(zx, decode * kInProj, true, -1.0f, 1.0f, 3);
+        fill(state, decode * slot_floats, false, -1.0f, 1.0f, 4);
+        fill(dt_bias, kHeads, false, -1.0f, 0.0f, 5);
+        fill(A, kHeads, false, -4.0f, -0.5f, 6);
+        fill(D, kHeads, false, -1.0f, 1.0f, 7);
+        std::vector<int32_t> slot_ids(static_cast<size_t>(decode));
+        for (int64_t i = 0; i < decode; ++i) slot_ids[i] = static_cast<int32_t>(i);
+        SURF_CUDA_CHECK(cudaMemcpy(slots.p, slot_ids.data(), slot_ids.size() * 4, cudaMemcpyHostToDevice));
+        cu::SsuParams sp;
+        const bf16* xbc = zx.as<bf16>() + kHeads * kHeadDim;  // after z
+        sp.x = xbc, sp.B = xbc + kHeads * kHeadDim, sp.C = sp.B + kGroups * kState, sp.dt_raw = xbc + kHeads * kHeadDim + 2 * kGroups * kState;
+        sp.dt_bias = dt_bias.as<float>(), sp.A = A.as<float>(), sp.D = D.as<float>(), sp.state = state.p, sp.state_dtype = cu::DType::kF32;
+        sp.slots = slots.as<int32_t>(), sp.y = ssu_y.p, sp.y_dtype = cu::DType::kF32;
+        sp.batch = decode, sp.H = kHeads, sp.P = kHeadDim, sp.G = kGroups, sp.N = kState;
+        sp.x_stride = sp.bc_stride = sp.dt_stride = kInProj;
+        SURF_CUDA_CHECK(cudaDeviceSynchronize());
+
+        cudaStream_t s_gemm, s_ssu;
+        SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&s_gemm, cudaStreamNonBlocking));
+        SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&s_ssu, cudaStreamNonBlocking));
+        cudaEvent_t e0, e1, e_ssu;
+        SURF_CUDA_CHECK(cudaEventCreate(&e0));
+        SURF_CUDA_CHECK(cudaEventCreate(&e1));
+        SURF_CUDA_CHECK(cudaEventCreate(&e_ssu));
+        const double state_bytes = 2.0 * static_cast<double>(decode) * slot_floats * 4;  // read + write
+        const double gemm_flops = 2.0 * prefill * kInProj * kHidden;
+
+        auto ssu = [&](cudaStream_t s) { cu::selective_state_update(sp, s); };
+        // Median over reps of `issue` between events on s_gemm (s_ssu joined back into it).
+        auto time_ms = [&](const std::function<void()>& issue) {
+            for (int i = 0; i < 3; ++i) issue();
+            SURF_CUDA_CHECK(cudaDeviceSynchronize());
+            std::vector<float> t;
+            for (int r = 0; r < reps; ++r) {
+                SURF_CUDA_CHECK(cudaEventRecord(e0, s_gemm));
+                issue();
+                SURF_CUDA_CHECK(cudaEventRecord(e1, s_gemm));
+                SURF_CUDA_CHECK(cudaEventSynchronize(e1));
+                t.push_back(elapsed(e0, e1));
+            }
+            std::sort(t.begin(), t.end());
+            return static_cast<double>(t[t.size() / 2]);
+        };
+        const double ssu_ms = time_ms([&] { ssu(s_gemm); });
+        std::printf("# bench_overlap on %s (%d SMs): in_proj GEMM %lld x %lld x %lld bf16 || state update of %lld rows (fp32 state, %.2f GB "
+                    "read + written); median of %d\n",
+                    prop.name, sms, (long long)prefill, (long long)kInProj, (long long)kHidden, (long long)decode, state_bytes / 1e9, reps);
+        std::printf("# state update alone (all SMs): %.3f ms = %.0f GB/s\n\n", ssu_ms, state_bytes / (ssu_ms * 1e-3) / 1e9);
+        std::printf("| SMs left to the state update | GEMM alone ms (TFLOP/s) | together, GEMM first ms | together, state update first ms | "
+                    "serial (full-GPU GEMM + state update) ms | saved |\n|---|---|---|---|---|---|\n");
+        double full_gemm_ms = 0;
+        for (int spare : {0, 8, 16, 24, 32, 48, 66}) {
+            if (spare >= sms) continue;
+            cu::GemmContext ctx;
+            ctx.set_autotune(true);
+            ctx.set_sm_count_target(spare > 0 ? sms - spare : 0);
+            const cu::GemmParams gp{x.as<bf16>(), w.as<bf16>(), nullptr, y.p, cu::DType::kBF16, prefill, kInProj, kHidden};
+            const double gemm_ms = time_ms([&] { cu::gemm(ctx, gp, s_gemm); });
+            if (spare == 0) full_gemm_ms = gemm_ms;
+            auto pair = [&](bool gemm_first) {
+                return time_ms([&] {
+                    SURF_CUDA_CHECK(cudaEventRecord(e_ssu, s_gemm));
+                    SURF_CUDA_CHECK(cudaStreamWaitEvent(s_ssu, e_ssu, 0));
+                    if (gemm_first) {
+                        cu::gemm(ctx, gp, s_gemm);
+                        ssu(s_ssu);
+                    } else {
+                        ssu(s_ssu);
+                        cu::gemm(ctx, gp, s_gemm);
+                    }
+                    SURF_CUDA_CHECK(cudaEventRecord(e_ssu, s_ssu));
+                    SURF_CUDA_CHECK(cudaStreamWaitEvent(s_gemm, e_ssu, 0));
+                });
+            };
+            const double a = pair(true), b = pair(false), serial = full_gemm_ms + ssu_ms;
+            std::printf("| %d | %.3f (%.0f) | %.3f | %.3f | %.3f | %.0f%% |\n", spare, gemm_ms, gemm_flops / (gemm_ms * 1e-3) / 1e12, a, b, serial,
+                        100.0 * (serial - std::min(a, b)) / serial);
+            std::fflush(stdout);
+        }
+        std::printf("\n# 'SMs left' 0 = the GEMM planned for the whole device (plain stream concurrency). A Mamba layer of the mixed step "
+                    "runs in_proj over all rows, then the state update: serial is what it does today.\n");
+    } catch (const surf::Error& e) {
+        std::fprintf(stderr, "bench_overlap: %s\n", e.what());
+        return 2;
+    }
+    return 0;
+}
+
+#else
+int main() {
+    std::fprintf(stderr, "bench_overlap: built without CUDA\n");
+    return 2;
+}
+#endif
