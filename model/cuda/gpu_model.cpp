@@ -15,9 +15,9 @@ namespace {
 template <typename T>
 T* offset(const DeviceBuffer& b, int64_t elements) { return b.as<T>() + elements; }
 
-// The language model's stream: the device's highest priority when `priority` (so that its steps take SMs
-// ahead of the vision tower's pass, which then fills what the steps leave idle), else the default.
-cudaStream_t language_model_stream(bool priority) {
+// A non-blocking stream at the device's highest priority when `priority` (its kernels take SMs ahead of
+// the other stream's, which then fills what they leave idle), else at the default (lowest) one.
+cudaStream_t prioritised_stream(bool priority) {
     int least = 0, greatest = 0;
     SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     cudaStream_t stream = nullptr;
@@ -30,7 +30,7 @@ cudaStream_t language_model_stream(bool priority) {
 std::unique_ptr<GpuModel> GpuModel::load(const std::string& dir, const GpuLimits& limits) {
     ModelConfig cfg = load_model_config(dir);
     const Checkpoint ckpt = Checkpoint::open(dir);
-    cudaStream_t stream = language_model_stream(limits.lm_stream_priority);
+    cudaStream_t stream = prioritised_stream(limits.lm_stream_priority);
     GpuWeights w = upload_weights(cfg, ckpt, stream);
     std::unique_ptr<GpuModel> model(new GpuModel(std::move(cfg), std::move(w), limits, stream));
     model->image_token_id_ = static_cast<int32_t>(model->cfg_.image_context_token_id);
@@ -38,7 +38,7 @@ std::unique_ptr<GpuModel> GpuModel::load(const std::string& dir, const GpuLimits
 }
 
 std::unique_ptr<GpuModel> GpuModel::random(ModelConfig cfg, const GpuLimits& limits, uint64_t seed) {
-    cudaStream_t stream = language_model_stream(limits.lm_stream_priority);
+    cudaStream_t stream = prioritised_stream(limits.lm_stream_priority);
     GpuWeights w = random_weights(cfg, seed, stream);
     return std::unique_ptr<GpuModel>(new GpuModel(std::move(cfg), std::move(w), limits, stream));
 }
@@ -70,11 +70,7 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
     vision_gemm_->set_autotune(limits_.autotune_gemms);
     vision_gemm_->set_sm_count_target(limits_.vision_gemm_sms);
     gemm_->set_sm_count_target(limits_.lm_gemm_sms);
-    {
-        int least = 0, greatest = 0;
-        SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-        SURF_CUDA_CHECK(cudaStreamCreateWithPriority(&vision_stream_, cudaStreamNonBlocking, limits_.vision_stream_priority ? greatest : least));
-    }
+    vision_stream_ = prioritised_stream(limits_.vision_stream_priority);
     vision_events_.assign(32, nullptr);
     for (cudaEvent_t& ev : vision_events_) SURF_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     SURF_CUDA_CHECK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
