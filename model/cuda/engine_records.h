@@ -1,0 +1,86 @@
+// CudaEngine's bookkeeping records (model/cuda/cuda_engine.cpp only): a session's residency, a request in
+// flight, an image waiting for the vision tower, and the layout of the per-row sampling parameters.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <future>
+#include <optional>
+#include <vector>
+
+#include "model/engine.h"
+#include "model/engine_input.h"
+#include "model/token_constraint.h"
+#include "model/tokenizer.h"
+
+namespace surf::model::cuda::engine_detail {
+
+using Clock = std::chrono::steady_clock;
+
+// A session: where its state lives (a GPU slot and KV pages, or host copies when offloaded) and how
+// many tokens it holds.
+struct Session {
+    int32_t slot = -1;                 // -1: not resident
+    std::vector<int32_t> pages;        // KV pages (resident) covering `past` tokens (+ reserved room while busy)
+    int64_t past = 0;                  // tokens fed through the model
+    std::vector<int32_t> pending;      // sampled, not yet fed
+    std::vector<uint8_t> host_state, host_kv;  // offloaded copies
+    int64_t host_pages = 0;            // pages' worth of KV in host_kv
+    bool busy = false;                 // a request is admitted on it
+    uint64_t last_used = 0;
+};
+
+// Per-row sampling parameters and masks, laid out the same way in the pinned staging buffer and its device
+// mirror: [seed | step | temperature | top_k | top_p] for `cap` rows (8-byte arrays first, so every array
+// is aligned for any cap), then the masks from a 16-byte boundary.
+struct SampleArrays {
+    uint64_t* seed;
+    uint64_t* step;
+    float* temperature;
+    int32_t* top_k;
+    float* top_p;
+    uint32_t* masks;
+
+    // Bytes before the masks.
+    static size_t param_bytes(size_t cap) { return (cap * (8 + 8 + 4 + 4 + 4) + 15) / 16 * 16; }
+    static SampleArrays at(void* base, size_t cap) {
+        SampleArrays a;
+        a.seed = static_cast<uint64_t*>(base);
+        a.step = a.seed + cap;
+        a.temperature = reinterpret_cast<float*>(a.step + cap);
+        a.top_k = reinterpret_cast<int32_t*>(a.temperature + cap);
+        a.top_p = reinterpret_cast<float*>(a.top_k + cap);
+        a.masks = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(base) + param_bytes(cap));
+        return a;
+    }
+};
+
+struct Request;
+
+// An image of an admitted request waiting for the vision tower, and the arena row it goes to.
+struct VisionJob {
+    Request* request = nullptr;
+    size_t image = 0;
+    int64_t row = 0;
+};
+
+struct Request {
+    SessionId session = 0;
+    PreparedInput input;
+    std::vector<int32_t> tokens;       // pending + input tokens to prefill
+    GenerateOptions options;
+    int64_t prefill_pos = 0;           // tokens of `tokens` already fed
+    int64_t image_region = -1;         // its region of the image arena (first row), -1 if no images
+    int pending_images = 0;            // images still queued for the vision tower (no prefill until 0)
+    uint64_t vision_ticket = 0;        // the vision work its image rows come from (the forward waits for it)
+    bool decoding = false;
+    int32_t last_token = -1;           // to feed on the next decode step
+    std::optional<TokenConstraint> constraint;
+    std::optional<StreamDecoder> stream;
+    GenerateResult result;
+    Clock::time_point started, first_token_time;
+    std::promise<GenerateResult> done;
+};
+
+}  // namespace surf::model::cuda::engine_detail
