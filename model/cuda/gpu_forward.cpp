@@ -142,7 +142,8 @@ double GpuModel::warm_up(int64_t prefill_tokens) {
         ~Reset() { flag = false; }
     } reset{warming_up_};
     SeqStep row;
-    row.slot = scratch_slot_, row.past = 1, row.tokens = {0}, row.pages = {scratch_page_};
+    row.slot = scratch_slot_, row.past = 1, row.tokens = {0};
+    row.pages.assign(static_cast<size_t>((2 + L.page_size - 1) / L.page_size), scratch_page_);  // covers its 2 tokens
     // Decode steps at each batch bucket (GEMMs of ≤ 128 rows are tuned on first use). Their rows share the
     // scratch slot and page, whose contents are never read by a real sequence.
     if (graphs_) {
