@@ -596,20 +596,13 @@ struct PrefillPlan {
     int splits;  // key-range splits (1 = none)
 };
 
-int device_sms() {
-    int device = 0, sms = 132;
-    SURF_CUDA_CHECK(cudaGetDevice(&device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms;
-}
-
 // 128-row blocks read each K/V tile once for twice the rows of 64-row blocks; they are used whenever they
 // still fill every SM with two blocks (short prompts keep 64-row blocks for parallelism). Split-KV when
 // the blocks make few waves of the 2·SMs block slots: the split count s ≤ 4 minimising the waves it takes,
 // ⌈blocks·s / slots⌉ / s (plus 10% for the merge), with ≥ 4 key tiles per split and the partial results
 // fitting the workspace.
 PrefillPlan plan_prefill(const AttentionPrefillParams& p) {
-    const int64_t sms = device_sms(), slots = 2 * sms;
+    const int64_t sms = detail::device_sm_count(), slots = 2 * sms;
     const int64_t blocks128 = (p.max_seqlen_q + 127) / 128 * p.n_heads * p.n_seq;
     PrefillPlan plan{blocks128 >= slots ? 128 : 64, 1};
     const int64_t blocks = (p.max_seqlen_q + plan.rows - 1) / plan.rows * p.n_heads * p.n_seq;
@@ -645,7 +638,7 @@ DecodePlan plan_decode(const AttentionDecodeParams& p) {
     const int64_t max_len = std::max<int64_t>(p.max_seq_len, 1);
     int64_t splits = p.n_splits;
     if (splits <= 0) {
-        const int64_t sms = device_sms();
+        const int64_t sms = detail::device_sm_count();
         // Enough blocks for several waves (wave-quantisation tail), but ≥ 128 keys (one tile per warp) each.
         const int64_t base = std::max<int64_t>(p.batch * p.n_kv_heads, 1);
         splits = std::clamp<int64_t>((8 * sms + base - 1) / base, 1, (max_len + 127) / 128);

@@ -84,4 +84,12 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 
 inline unsigned grid_1d(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
+// Multiprocessors of the current device (launch planning: waves of blocks, split counts).
+inline int device_sm_count() {
+    int device = 0, sms = 132;
+    SURF_CUDA_CHECK(cudaGetDevice(&device));
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+}
+
 }  // namespace surf::kernels::cuda::detail

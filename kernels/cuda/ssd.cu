@@ -416,10 +416,7 @@ void launch_for_p(const SsdVarlenParams& p, bool vec, int split, cudaStream_t st
 // prompt runs 128 blocks on 132 SMs, each walking its chunks in series) and the halves stay even.
 int choose_split(const SsdVarlenParams& p) {
     if (p.p_split > 0) return static_cast<int>(p.p_split);
-    int device = 0, sms = 132;
-    SURF_CUDA_CHECK(cudaGetDevice(&device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return p.n_seq * p.H < 2 * static_cast<int64_t>(sms) && p.P >= 32 && p.P % 4 == 0 ? 2 : 1;
+    return p.n_seq * p.H < 2 * static_cast<int64_t>(detail::device_sm_count()) && p.P >= 32 && p.P % 4 == 0 ? 2 : 1;
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
