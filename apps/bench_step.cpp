@@ -78,8 +78,9 @@ Options parse(int argc, char** argv) {
             std::exit(2);
         }
     }
-    if (o.vision_sms < 0) {
-        std::fprintf(stderr, "bench_step: --vision-sms %d is out of range\n", o.vision_sms);
+    if (o.vision_sms < 0 || o.nano_prefill_sms < 0) {
+        std::fprintf(stderr, "bench_step: --%s %d is out of range\n", o.vision_sms < 0 ? "vision-sms" : "nano-prefill-sms",
+                     o.vision_sms < 0 ? o.vision_sms : o.nano_prefill_sms);
         std::exit(2);
     }
     return o;
@@ -268,18 +269,23 @@ int main(int argc, char** argv) {
         // the two take about as long: how much of the tower hides under the steps. Wall time over the reps,
         // device synchronised before and after. Against decode-only steps (bandwidth-bound) and against mixed
         // steps (what the engine overlaps the tower with while sessions prefill).
-        auto overlap = [&](const char* what, const std::vector<SeqStep>& step, double step_ms) {
-            const int k = std::max(1, static_cast<int>(vision_ms / step_ms + 0.5));
-            auto both = [&] {
-                model->encode_images(jobs);
-                for (int i = 0; i < k; ++i) model->forward(step, 0);
-            };
-            both();
+        // Wall milliseconds per run of work issued on several streams, device synchronised around the reps.
+        auto wall_ms = [&](const std::function<void()>& run, int warmups) {
+            for (int w = 0; w < warmups; ++w) run();
             SURF_CUDA_CHECK(cudaDeviceSynchronize());
             const auto t0 = std::chrono::steady_clock::now();
-            for (int r = 0; r < o.reps; ++r) both();
+            for (int r = 0; r < o.reps; ++r) run();
             SURF_CUDA_CHECK(cudaDeviceSynchronize());
-            const double together = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / o.reps;
+            return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / o.reps;
+        };
+        auto overlap = [&](const char* what, const std::vector<SeqStep>& step, double step_ms) {
+            const int k = std::max(1, static_cast<int>(vision_ms / step_ms + 0.5));
+            const double together = wall_ms(
+                [&] {
+                    model->encode_images(jobs);
+                    for (int i = 0; i < k; ++i) model->forward(step, 0);
+                },
+                1);
             const double serial = vision_ms + k * step_ms;
             std::printf("\n### vision pass || %d %s steps (vision GEMMs on %s SMs%s): %.2f ms together vs %.2f ms one after the other "
                         "(%.2f + %d x %.2f), %.0f%% of the shorter part hidden\n",
@@ -305,16 +311,12 @@ int main(int argc, char** argv) {
                 prefill_b[i].pages = pages_of(static_cast<int64_t>(i));
             }
             const double prefill_b_ms = whole([&] { second->forward(prefill_b, 0); }, second->stream());
-            auto both = [&] {
-                model->forward(decode, 0);
-                second->forward(prefill_b, 0);
-            };
-            for (int w = 0; w < kWarmups; ++w) both();
-            SURF_CUDA_CHECK(cudaDeviceSynchronize());
-            const auto t0 = std::chrono::steady_clock::now();
-            for (int r = 0; r < o.reps; ++r) both();
-            SURF_CUDA_CHECK(cudaDeviceSynchronize());
-            const double together = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / o.reps;
+            const double together = wall_ms(
+                [&] {
+                    model->forward(decode, 0);
+                    second->forward(prefill_b, 0);
+                },
+                kWarmups);
             std::printf("\n### nano-batches: decode step (%lld rows, graph%s) || prefill step (%lld tokens, GEMMs on %s SMs): %.2f ms together vs "
                         "%.2f + %.2f one after the other; the mixed step takes %.2f ms\n",
                         (long long)o.decode_rows, o.nano_decode_priority ? ", high-priority stream" : "", (long long)o.prefill_tokens,
