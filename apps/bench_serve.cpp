@@ -47,6 +47,9 @@ struct Options {
     bool graphs = true;
     bool lm_priority = false;
     int vision_sms = 0;
+    // GpuLimits::overlap_*_branches and ssd_split (-1: the engine's defaults).
+    int overlap_mamba = -1, overlap_attention = -1, ssd_split = -1, ssu_split = -1;
+    bool attention_splits = true;  // split-KV prefill attention (GpuLimits::attention_splits)
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
     int hf_baseline_steps = 2;
 };
@@ -84,6 +87,11 @@ Options parse(int argc, char** argv) {
         else if (a == "--no-graphs") o.graphs = false;
         else if (a == "--lm-priority") o.lm_priority = true;
         else if (a == "--vision-sms") o.vision_sms = std::atoi(next());
+        else if (a == "--overlap-mamba") o.overlap_mamba = std::atoi(next());
+        else if (a == "--overlap-attention") o.overlap_attention = std::atoi(next());
+        else if (a == "--ssd-split") o.ssd_split = std::atoi(next());
+        else if (a == "--ssu-split") o.ssu_split = std::atoi(next());
+        else if (a == "--no-attention-splits") o.attention_splits = false;
         else if (a == "--hf-baseline") o.hf_baseline_batch = std::atoi(next());
         else if (a == "--hf-baseline-steps") o.hf_baseline_steps = std::atoi(next());
         else if (a == "--image") {
@@ -94,12 +102,18 @@ Options parse(int argc, char** argv) {
             std::fprintf(stderr, "usage: bench_serve [--config DIR] [--concurrency 1,16,64,100] [--steps 10] [--mode stateful|stateless|both]\n"
                                  "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] [--bf16-state] [--prefill-chunk 1024]\n"
                                  "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
+                                 "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssu-split N]\n"
+                                 "                   [--no-attention-splits]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
         }
     }
     if (o.vision_sms < 0) {
         std::fprintf(stderr, "bench_serve: --vision-sms %d is out of range\n", o.vision_sms);
+        std::exit(2);
+    }
+    if (o.overlap_mamba > 1 || o.overlap_attention > 1 || o.ssd_split > 4 || o.ssu_split > 4) {
+        std::fprintf(stderr, "bench_serve: --overlap-mamba / --overlap-attention take 0 or 1, --ssd-split / --ssu-split 0 to 4\n");
         std::exit(2);
     }
     if (o.hf_baseline_batch < 0) {
@@ -272,14 +286,23 @@ int main(int argc, char** argv) {
         eo.limits.decode_graphs = o.graphs;
         eo.limits.lm_stream_priority = o.lm_priority;
         eo.limits.vision_gemm_sms = o.vision_sms;
+        if (o.overlap_mamba >= 0) eo.limits.overlap_mamba_branches = o.overlap_mamba == 1;
+        if (o.overlap_attention >= 0) eo.limits.overlap_attention_branches = o.overlap_attention == 1;
+        if (o.ssd_split >= 0) eo.limits.ssd_split = o.ssd_split;
+        if (o.ssu_split >= 0) eo.limits.ssu_split = o.ssu_split;
+        eo.limits.attention_splits = o.attention_splits;
         eo.limits.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         eo.prefill_chunk = o.prefill_chunk;
         const auto tl = Clock::now();
         auto engine = cuda::open_random_cuda_engine(cfg, eo, 42);
         const double load_s = std::chrono::duration<double>(Clock::now() - tl).count();
         const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state);
-        std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s\n", prop.name, prop.multiProcessorCount,
-                    copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32");
+        std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s; mixed steps: Mamba branches %s, "
+                    "attention branches %s, SSD slices %s, SSU row slices %s, prefill split-KV %s\n",
+                    prop.name, prop.multiProcessorCount, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32",
+                    eo.limits.overlap_mamba_branches ? "overlapped" : "serial", eo.limits.overlap_attention_branches ? "overlapped" : "serial",
+                    eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
+                    eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.attention_splits ? "auto" : "off");
         std::printf("# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random weights drawn and engine "
                     "warmed up in %.1f s (warm-up, GEMM tuning: %.1f s); device memory in use %.1f GiB\n",
                     o.steps, o.width, o.height, o.text_tokens, o.output_tokens, load_s, engine->stats().warm_up_seconds,

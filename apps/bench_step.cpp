@@ -264,6 +264,37 @@ int main(int argc, char** argv) {
             std::snprintf(title, sizeof title, "mixed: %lld decode rows + %lld prefill tokens, context %lld", (long long)o.decode_rows,
                           (long long)o.prefill_tokens, (long long)o.context);
             print_profile(title, mixed_ops, o.reps, op_flops(cfg, o.decode_rows + o.prefill_tokens, n_seqs, pairs, 0), mixed_ms);
+            // The prefill rows' branch of each layer on a second stream beside the decode rows' (GpuLimits::
+            // overlap_*_branches), with the SSD scan's head-dim slices and the prefill attention's split-KV as
+            // the other knobs that decide how the two branches share SMs. Whole steps, no per-op events.
+            struct Variant {
+                bool mamba, attention;
+                int ssd_split, ssu_split;
+                bool attention_splits;
+            };
+            std::printf("\n### mixed step, prefill branch on a second stream (whole step, no per-op events; auto = the engine's rule: one SSD "
+                        "slice and no split-KV where that branch overlaps)\n\n| Mamba branches | attention "
+                        "branches | SSD slices | SSU row slices | prefill split-KV | ms | vs serial |\n|---|---|---|---|---|---|---|\n");
+            double serial_ms = 0;
+            auto slices = [](int n) { return n ? std::to_string(n) : std::string("auto"); };
+            for (const Variant& v : {Variant{false, false, 0, 1, true}, Variant{false, false, 0, 0, true}, Variant{true, false, 1, 1, true},
+                                     Variant{true, false, 1, 0, true}, Variant{true, false, 2, 0, true}, Variant{false, true, 0, 0, false},
+                                     Variant{true, true, 1, 1, false}, Variant{true, true, 1, 0, false}, Variant{true, true, 1, 4, false}}) {
+                model->set_branch_overlap(v.mamba, v.attention);
+                model->set_ssd_split(v.ssd_split);
+                model->set_ssu_split(v.ssu_split);
+                model->set_attention_splits(v.attention_splits && o.attention_splits);
+                const double ms = whole([&] { model->forward(mixed, 0); }, model->stream());
+                if (serial_ms == 0) serial_ms = ms;
+                std::printf("| %s | %s | %s | %s | %s | %.2f | %+.1f%% |\n", v.mamba ? "overlap" : "serial", v.attention ? "overlap" : "serial",
+                            slices(v.ssd_split).c_str(), slices(v.ssu_split).c_str(), v.attention_splits && o.attention_splits ? "auto" : "off", ms,
+                            100.0 * (ms - serial_ms) / serial_ms);
+            }
+            model->set_ssu_split(L.ssu_split);
+            model->set_branch_overlap(L.overlap_mamba_branches, L.overlap_attention_branches);
+            model->set_ssd_split(L.ssd_split);
+            model->set_attention_splits(L.attention_splits);
+            std::fflush(stdout);
         }
         // One vision pass (its stream) issued together with k language-model steps (its stream), k such that
         // the two take about as long: how much of the tower hides under the steps. Wall time over the reps,

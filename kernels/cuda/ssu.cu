@@ -1,8 +1,8 @@
 // Selective state update (Mamba-2 decode step, spec §2.1) on slot-indexed states:
 //   dt = softplus(dt_raw + dt_bias); S ← exp(dt·A)·S + dt·x⊗B; y = S·C + D·x.
 // Memory-bound: each (sequence, head) reads and writes its P×N state once. One block per (sequence,
-// head). The block's whole state (contiguous, 40 KB fp32 / 20 KB bf16 at P = 80, N = 128) is first
-// copied into shared memory with 16-byte cp.async, issued before the dependent dt/B/C loads: the bytes
+// head, slice of P / row_split state rows). The block's state rows (contiguous; a whole head is 40 KB fp32 /
+// 20 KB bf16 at P = 80, N = 128) are first copied into shared memory with 16-byte cp.async, issued before the dependent dt/B/C loads: the bytes
 // in flight per SM are then bounded by shared memory (5 fp32 blocks ≈ 200 KB) instead of by registers.
 // Then a state row of N values is spread over N / (16 / sizeof(state)) lanes, each lane updating 16
 // bytes (4 fp32 or 8 bf16 values) and storing them straight back to global memory.
@@ -47,7 +47,7 @@ template <> struct Vec<bf16> {
 };
 
 template <typename TS, typename TY, int N>
-__global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p) {
+__global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p, int row_split) {
     using V = Vec<TS>;
     constexpr int kVec = V::kN;
     constexpr int kLanesPerRow = N / kVec;
@@ -55,13 +55,14 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p) {
     constexpr int kRowsPerWarp = 32 / kLanesPerRow;
     constexpr int kRowsPerStep = kRowsPerWarp * (kSsuThreads / 32);
     extern __shared__ __align__(16) unsigned char ssu_smem[];
-    const int64_t b = blockIdx.x / p.H, h = blockIdx.x % p.H;
+    // Block = (sequence b, head h, rows [row0, row0 + P) of the head's p.P state rows).
+    const int64_t bh = blockIdx.x / row_split, b = bh / p.H, h = bh % p.H;
     const int64_t g = h / (p.H / p.G);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int sub = lane % kLanesPerRow, row_in_warp = lane / kLanesPerRow;
     const int n0 = sub * kVec;
-    const int P = static_cast<int>(p.P);
-    TS* S = static_cast<TS*>(p.state) + (static_cast<int64_t>(p.slots[b]) * p.H + h) * P * N;
+    const int P = static_cast<int>(p.P) / row_split, row0 = static_cast<int>(blockIdx.x % row_split) * P;
+    TS* S = static_cast<TS*>(p.state) + ((static_cast<int64_t>(p.slots[b]) * p.H + h) * p.P + row0) * N;
 
     // The state first: nothing it depends on is computed here.
     const int n16 = P * N * static_cast<int>(sizeof(TS)) / 16;
@@ -82,8 +83,8 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p) {
         Bv[j] = to_float(Bp[j]) * dt;  // dt·B folded once
         Cv[j] = to_float(Cp[j]);
     }
-    const bf16* x = p.x + b * p.x_stride + h * P;
-    TY* y = static_cast<TY*>(p.y) + (b * p.H + h) * P;
+    const bf16* x = p.x + b * p.x_stride + h * p.P + row0;
+    TY* y = static_cast<TY*>(p.y) + (b * p.H + h) * p.P + row0;
     detail::cp_async_wait_all();
     __syncthreads();
 
@@ -112,12 +113,15 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p) {
 
 template <typename TS, typename TY, int N>
 void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
-    const size_t smem = static_cast<size_t>(p.P) * N * sizeof(TS);
-    if (smem > 48 * 1024) {  // P·N·4 > 48 KB (P > 96 at N = 128, fp32)
+    const int64_t head_bytes = p.P * N * static_cast<int64_t>(sizeof(TS));
+    const int64_t split = p.row_split > 0 ? p.row_split : (head_bytes > 24 * 1024 && p.P % 2 == 0 ? 2 : 1);
+    SURF_CHECK(p.P % split == 0, "selective_state_update: row_split ", split, " does not divide head_dim ", p.P);
+    const size_t smem = static_cast<size_t>(head_bytes / split);
+    if (smem > 48 * 1024) {  // P·N·4 > 48 KB (P > 96 at N = 128, fp32, unsplit)
         SURF_CUDA_CHECK(cudaFuncSetAttribute(ssu_kernel<TS, TY, N>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem)));
     }
-    ssu_kernel<TS, TY, N><<<static_cast<unsigned>(p.batch * p.H), kSsuThreads, smem, stream>>>(p);
+    ssu_kernel<TS, TY, N><<<static_cast<unsigned>(p.batch * p.H * split), kSsuThreads, smem, stream>>>(p, static_cast<int>(split));
 }
 
 template <typename TS, typename TY>

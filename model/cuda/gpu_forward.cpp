@@ -238,6 +238,36 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         kc::gemm(*gemm_, {normed_.as<bf16>(), W.in_proj.ptr(), nullptr, zx, kc::DType::kBF16, st.n_tok, proj, d}, stream_);
     }
     const float dt_max = c.dt_max > 0.0f ? c.dt_max : std::numeric_limits<float>::infinity();
+    // Prefill rows first (their own stream when overlapping): conv, then the SSD scan. The decode rows'
+    // state update is released only once the prefill conv is done, so that the scan (high priority, one
+    // wave of blocks) is placed on the SMs first and the bandwidth-bound update fills the room left.
+    const bool overlap = overlap_branches(limits_.overlap_mamba_branches);
+    cudaStream_t pre_stream = overlap ? branch_stream_ : stream_;
+    if (overlap) fork_branch();
+    if (st.n_pre > 0) {
+        const int64_t t0 = st.n_dec;
+        kc::ConvVarlenParams cv;
+        cv.x = zx + t0 * proj + d_inner, cv.x_stride = proj, cv.weight = W.conv_w.ptr(), cv.bias = W.conv_b.ptr();
+        cv.state = conv_state_[li].get(), cv.state_dtype = kc::DType::kBF16, cv.cu_seqlens = st.cu_pre, cv.slots = st.slots_pre;
+        cv.has_initial_state = st.has_init_pre, cv.out = xbc + t0 * conv_dim, cv.n_tok = st.n_pre_tok, cv.n_seq = st.n_pre;
+        cv.channels = conv_dim, cv.K = c.conv_kernel;
+        {
+            auto timed = timer_.scope("mamba.conv_varlen", pre_stream);
+            kc::causal_conv1d_varlen(cv, pre_stream);
+        }
+        if (overlap) SURF_CUDA_CHECK(cudaEventRecord(branch_ready_, pre_stream));
+        kc::SsdVarlenParams sp;
+        bf16* xb = xbc + t0 * conv_dim;
+        sp.x = xb, sp.B = xb + d_inner, sp.C = xb + d_inner + G * N, sp.x_stride = conv_dim, sp.bc_stride = conv_dim;
+        sp.dt_raw = zx + t0 * proj + d_inner + conv_dim, sp.dt_stride = proj, sp.dt_bias = W.dt_bias.ptr(), sp.A = W.A.ptr(), sp.D = W.D.ptr();
+        sp.state = ssm_state_[li].get(), sp.state_dtype = limits_.ssm_state, sp.cu_seqlens = st.cu_pre, sp.slots = st.slots_pre;
+        sp.has_initial_state = st.has_init_pre, sp.y = y + t0 * H * P, sp.y_dtype = kc::DType::kF32;
+        sp.n_tok = st.n_pre_tok, sp.n_seq = st.n_pre, sp.H = H, sp.P = P, sp.G = G, sp.N = N, sp.chunk = c.chunk_size;
+        sp.dt_min = c.dt_min, sp.dt_max = dt_max, sp.p_split = limits_.ssd_split ? limits_.ssd_split : (overlap ? 1 : 0);
+        SURF_CHECK(kc::ssd_workspace_bytes(sp) <= ssd_ws_.bytes(), "ssd workspace too small");
+        auto timed = timer_.scope("mamba.ssd_scan", pre_stream);
+        kc::ssd_varlen(sp, ssd_ws_.get(), pre_stream);
+    }
     if (st.n_dec > 0) {
         kc::ConvUpdateParams cu;
         cu.x = zx + d_inner, cu.x_stride = proj, cu.weight = W.conv_w.ptr(), cu.bias = W.conv_b.ptr();
@@ -247,37 +277,16 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
             auto timed = timer_.scope("mamba.conv_update", stream_);
             kc::causal_conv1d_update(cu, stream_);
         }
+        if (overlap) SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_ready_, 0));
         kc::SsuParams su;
         su.x = xbc, su.B = xbc + d_inner, su.C = xbc + d_inner + G * N, su.x_stride = conv_dim, su.bc_stride = conv_dim;
         su.dt_raw = zx + d_inner + conv_dim, su.dt_stride = proj, su.dt_bias = W.dt_bias.ptr(), su.A = W.A.ptr(), su.D = W.D.ptr();
         su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state, su.slots = st.slots_dec, su.y = y, su.y_dtype = kc::DType::kF32;
-        su.batch = st.n_dec, su.H = H, su.P = P, su.G = G, su.N = N, su.dt_min = c.dt_min, su.dt_max = dt_max;
+        su.batch = st.n_dec, su.H = H, su.P = P, su.G = G, su.N = N, su.dt_min = c.dt_min, su.dt_max = dt_max, su.row_split = limits_.ssu_split;
         auto timed = timer_.scope("mamba.state_update", stream_);
         kc::selective_state_update(su, stream_);
     }
-    if (st.n_pre > 0) {
-        const int64_t t0 = st.n_dec;
-        kc::ConvVarlenParams cv;
-        cv.x = zx + t0 * proj + d_inner, cv.x_stride = proj, cv.weight = W.conv_w.ptr(), cv.bias = W.conv_b.ptr();
-        cv.state = conv_state_[li].get(), cv.state_dtype = kc::DType::kBF16, cv.cu_seqlens = st.cu_pre, cv.slots = st.slots_pre;
-        cv.has_initial_state = st.has_init_pre, cv.out = xbc + t0 * conv_dim, cv.n_tok = st.n_pre_tok, cv.n_seq = st.n_pre;
-        cv.channels = conv_dim, cv.K = c.conv_kernel;
-        {
-            auto timed = timer_.scope("mamba.conv_varlen", stream_);
-            kc::causal_conv1d_varlen(cv, stream_);
-        }
-        kc::SsdVarlenParams sp;
-        bf16* xb = xbc + t0 * conv_dim;
-        sp.x = xb, sp.B = xb + d_inner, sp.C = xb + d_inner + G * N, sp.x_stride = conv_dim, sp.bc_stride = conv_dim;
-        sp.dt_raw = zx + t0 * proj + d_inner + conv_dim, sp.dt_stride = proj, sp.dt_bias = W.dt_bias.ptr(), sp.A = W.A.ptr(), sp.D = W.D.ptr();
-        sp.state = ssm_state_[li].get(), sp.state_dtype = limits_.ssm_state, sp.cu_seqlens = st.cu_pre, sp.slots = st.slots_pre;
-        sp.has_initial_state = st.has_init_pre, sp.y = y + t0 * H * P, sp.y_dtype = kc::DType::kF32;
-        sp.n_tok = st.n_pre_tok, sp.n_seq = st.n_pre, sp.H = H, sp.P = P, sp.G = G, sp.N = N, sp.chunk = c.chunk_size;
-        sp.dt_min = c.dt_min, sp.dt_max = dt_max;
-        SURF_CHECK(kc::ssd_workspace_bytes(sp) <= ssd_ws_.bytes(), "ssd workspace too small");
-        auto timed = timer_.scope("mamba.ssd_scan", stream_);
-        kc::ssd_varlen(sp, ssd_ws_.get(), stream_);
-    }
+    if (overlap) join_branch();
     kc::GatedRmsNormParams gn;
     gn.y = y, gn.y_dtype = kc::DType::kF32, gn.z = zx, gn.z_stride = proj, gn.weight = W.gated_norm.ptr(), gn.out = normed_.as<bf16>();
     gn.rows = st.n_tok, gn.dim = d_inner, gn.group_size = d_inner / G, gn.eps = c.norm_eps;
@@ -309,6 +318,21 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         auto timed = timer_.scope("attn.kv_append", stream_);
         kc::kv_cache_append(ka, stream_);
     }
+    // Prefill rows first (their own stream at the highest priority when overlapping), then the decode rows.
+    const bool overlap = overlap_branches(limits_.overlap_attention_branches);
+    cudaStream_t pre_stream = overlap ? branch_stream_ : stream_;
+    if (overlap) fork_branch();
+    if (st.n_pre > 0) {
+        kc::AttentionPrefillParams ap;
+        ap.q = qkv + st.n_dec * qkv_dim, ap.q_stride = qkv_dim, ap.out = out + st.n_dec * q_dim, ap.out_stride = q_dim;
+        ap.cu_seqlens_q = st.cu_pre, ap.k_cache = k_cache_[li].as<bf16>(), ap.v_cache = v_cache_[li].as<bf16>();
+        ap.block_table = st.bt_pre, ap.seq_lens_k = st.lens_pre, ap.page_size = limits_.page_size, ap.max_pages_per_seq = st.max_pages;
+        ap.n_seq = st.n_pre, ap.n_heads = c.n_heads, ap.n_kv_heads = c.n_kv_heads, ap.head_dim = hd, ap.max_seqlen_q = st.max_q, ap.causal = true;
+        ap.workspace = prefill_ws_.get(), ap.workspace_bytes = prefill_ws_.bytes(), ap.n_tok_q = st.n_pre_tok, ap.max_seqlen_k = st.max_len;
+        ap.n_splits = limits_.attention_splits && !overlap ? 0 : 1;
+        auto timed = timer_.scope("attn.prefill", pre_stream);
+        kc::attention_prefill(ap, pre_stream);
+    }
     if (st.n_dec > 0) {
         kc::AttentionDecodeParams dp;
         dp.q = qkv, dp.q_stride = qkv_dim, dp.out = out, dp.k_cache = k_cache_[li].as<bf16>(), dp.v_cache = v_cache_[li].as<bf16>();
@@ -318,21 +342,25 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         auto timed = timer_.scope("attn.decode", stream_);
         kc::attention_decode(dp, decode_ws_.get(), stream_);
     }
-    if (st.n_pre > 0) {
-        kc::AttentionPrefillParams ap;
-        ap.q = qkv + st.n_dec * qkv_dim, ap.q_stride = qkv_dim, ap.out = out + st.n_dec * q_dim, ap.out_stride = q_dim;
-        ap.cu_seqlens_q = st.cu_pre, ap.k_cache = k_cache_[li].as<bf16>(), ap.v_cache = v_cache_[li].as<bf16>();
-        ap.block_table = st.bt_pre, ap.seq_lens_k = st.lens_pre, ap.page_size = limits_.page_size, ap.max_pages_per_seq = st.max_pages;
-        ap.n_seq = st.n_pre, ap.n_heads = c.n_heads, ap.n_kv_heads = c.n_kv_heads, ap.head_dim = hd, ap.max_seqlen_q = st.max_q, ap.causal = true;
-        ap.workspace = prefill_ws_.get(), ap.workspace_bytes = prefill_ws_.bytes(), ap.n_tok_q = st.n_pre_tok, ap.max_seqlen_k = st.max_len;
-        ap.n_splits = limits_.attention_splits ? 0 : 1;
-        auto timed = timer_.scope("attn.prefill", stream_);
-        kc::attention_prefill(ap, stream_);
-    }
+    if (overlap) join_branch();
     kc::GemmParams o{out, W.o.ptr(), nullptr, residual_.get(), kc::DType::kF32, st.n_tok, d, q_dim};
     o.beta = 1.0f;
     auto timed = timer_.scope("attn.o_proj", stream_);
     kc::gemm(*gemm_, o, stream_);
+}
+
+bool GpuModel::overlap_branches(bool enabled) const {
+    return enabled && step_.n_dec > 0 && step_.n_pre > 0 && !timer_.enabled();
+}
+
+void GpuModel::fork_branch() {
+    SURF_CUDA_CHECK(cudaEventRecord(branch_fork_, stream_));
+    SURF_CUDA_CHECK(cudaStreamWaitEvent(branch_stream_, branch_fork_, 0));
+}
+
+void GpuModel::join_branch() {
+    SURF_CUDA_CHECK(cudaEventRecord(branch_join_, branch_stream_));
+    SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_join_, 0));
 }
 
 void GpuModel::mlp_layer(const GpuLayer& W) {

@@ -76,6 +76,8 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
     SURF_CUDA_CHECK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
     SURF_CUDA_CHECK(cudaEventCreateWithFlags(&meta_uploaded_, cudaEventDisableTiming));
     SURF_CUDA_CHECK(cudaEventRecord(staging_free_, vision_stream_));
+    branch_stream_ = prioritised_stream(true);
+    for (cudaEvent_t* ev : {&branch_fork_, &branch_ready_, &branch_join_}) SURF_CUDA_CHECK(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
     allocate();
     if (limits_.decode_graphs) graphs_ = std::make_unique<DecodeGraphs>(std::min(limits_.max_seqs, limits_.max_tokens));
 }
@@ -86,6 +88,13 @@ GpuModel::~GpuModel() {
         cudaStreamDestroy(vision_stream_);
     }
     for (cudaEvent_t ev : vision_events_) {
+        if (ev) cudaEventDestroy(ev);
+    }
+    if (branch_stream_) {
+        cudaStreamSynchronize(branch_stream_);
+        cudaStreamDestroy(branch_stream_);
+    }
+    for (cudaEvent_t ev : {branch_fork_, branch_ready_, branch_join_}) {
         if (ev) cudaEventDestroy(ev);
     }
     if (staging_free_) cudaEventDestroy(staging_free_);

@@ -192,7 +192,7 @@ TEST_CASE("ssd_varlen: chunked scan over packed ragged sequences from slot state
     }
 }
 
-TEST_CASE("selective_state_update: one decode step on slot states (fp32 and bf16 state)") {
+TEST_CASE("selective_state_update: one decode step on slot states (fp32 and bf16 state, whole heads and row slices)") {
     std::mt19937 rng(6);
     for (MambaShape sh : {MambaShape{"holotron", 128, 80, 8, 128, 0}, MambaShape{"tiny_fp32", 8, 16, 2, 16, 0},
                           MambaShape{"small_bf16", 12, 24, 4, 32, 0}}) {
@@ -218,27 +218,33 @@ TEST_CASE("selective_state_update: one decode step on slot states (fp32 and bf16
                     c.x_stride = xbc_stride; c.dt_stride = H; c.bc_stride = xbc_stride;
                     cpu::ssd(c);
                 }
-                DeviceBuffer<bf16> dxbc(to_bf16(xbc)), ddt(to_bf16(dt_raw)), dst16(to_bf16(state0)), dyh(batch * H * P);
-                DeviceBuffer<float> ddtb(dt_bias), dA(A), dD(D), dst32(state0), dyf(batch * H * P);
-                DeviceBuffer<int32_t> dslots(slots);
-                cu::SsuParams p;
-                p.x = dxbc.get(); p.B = dxbc.get() + H * P; p.C = dxbc.get() + H * P + G * N; p.dt_raw = ddt.get();
-                p.dt_bias = ddtb.get(); p.A = dA.get(); p.D = dD.get();
-                p.state = s32 ? static_cast<void*>(dst32.get()) : dst16.get(); p.state_dtype = sdt;
-                p.slots = dslots.get();
-                p.y = y32 ? static_cast<void*>(dyf.get()) : dyh.get(); p.y_dtype = ydt;
-                p.batch = batch; p.H = H; p.P = P; p.G = G; p.N = N;
-                p.x_stride = xbc_stride; p.bc_stride = xbc_stride; p.dt_stride = dt_stride;
-                dyf.poison();
-                dyh.poison();
-                cu::selective_state_update(p, nullptr);
-                const std::string tag = std::string(" ") + sh.name + (s32 ? " state fp32" : " state bf16") +
-                                        (y32 ? " y fp32" : " y bf16");
-                const float ytol = (s32 && y32) ? 1e-4f : 2e-2f;
-                compare("ssu y" + tag, y32 ? dyf.download() : to_float(dyh.download()), ref_y, ytol, s32 && y32 ? 1e-4f : 1e-2f);
-                // Untouched slots must keep their values exactly; touched ones match the CPU step.
-                compare("ssu state" + tag, s32 ? dst32.download() : to_float(dst16.download()), ref_state,
-                        s32 ? 1e-5f : 1e-2f, s32 ? 1e-5f : 8e-3f);
+                // Row splits: the automatic choice (2 for the fp32 Holotron head), whole heads, and halves /
+                // quarters of the state rows per block where the head dim divides.
+                for (int64_t split : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{4}}) {
+                    if (split > 0 && P % split != 0) continue;
+                    DeviceBuffer<bf16> dxbc(to_bf16(xbc)), ddt(to_bf16(dt_raw)), dst16(to_bf16(state0)), dyh(batch * H * P);
+                    DeviceBuffer<float> ddtb(dt_bias), dA(A), dD(D), dst32(state0), dyf(batch * H * P);
+                    DeviceBuffer<int32_t> dslots(slots);
+                    cu::SsuParams p;
+                    p.x = dxbc.get(); p.B = dxbc.get() + H * P; p.C = dxbc.get() + H * P + G * N; p.dt_raw = ddt.get();
+                    p.dt_bias = ddtb.get(); p.A = dA.get(); p.D = dD.get();
+                    p.state = s32 ? static_cast<void*>(dst32.get()) : dst16.get(); p.state_dtype = sdt;
+                    p.slots = dslots.get();
+                    p.y = y32 ? static_cast<void*>(dyf.get()) : dyh.get(); p.y_dtype = ydt;
+                    p.batch = batch; p.H = H; p.P = P; p.G = G; p.N = N;
+                    p.x_stride = xbc_stride; p.bc_stride = xbc_stride; p.dt_stride = dt_stride;
+                    p.row_split = split;
+                    dyf.poison();
+                    dyh.poison();
+                    cu::selective_state_update(p, nullptr);
+                    const std::string tag = std::string(" ") + sh.name + (s32 ? " state fp32" : " state bf16") +
+                                            (y32 ? " y fp32" : " y bf16") + " row split " + std::to_string(split);
+                    const float ytol = (s32 && y32) ? 1e-4f : 2e-2f;
+                    compare("ssu y" + tag, y32 ? dyf.download() : to_float(dyh.download()), ref_y, ytol, s32 && y32 ? 1e-4f : 1e-2f);
+                    // Untouched slots must keep their values exactly; touched ones match the CPU step.
+                    compare("ssu state" + tag, s32 ? dst32.download() : to_float(dst16.download()), ref_state,
+                            s32 ? 1e-5f : 1e-2f, s32 ? 1e-5f : 8e-3f);
+                }
             }
         }
     }
