@@ -5,8 +5,11 @@
 // the pair is timed against each alone. If the state update keeps most of its bandwidth on the K spare SMs
 // while the GEMM loses only K/132 of its speed, a layer that splits in_proj into decode and prefill rows and
 // overlaps the decode rows' state update with the prefill rows' GEMM wins (docs/BENCHMARKS.md, session 4).
+// Second table: the state update alone on K SMs (the others held by kernels/cuda/sm_occupier.h), i.e. how
+// many SMs it needs for its bandwidth, which decides whether compute-bound work can share the GPU with it.
 //   bench_overlap [--decode 100] [--prefill 924] [--reps 20]
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -21,6 +24,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/random_fill.h"
+#include "kernels/cuda/sm_occupier.h"
 
 namespace cu = surf::kernels::cuda;
 using cu::bf16;
@@ -165,6 +169,40 @@ int main(int argc, char** argv) {
         }
         std::printf("\n# 'SMs left' 0 = the GEMM planned for the whole device (plain stream concurrency). A Mamba layer of the mixed step "
                     "runs in_proj over all rows, then the state update: serial is what it does today.\n");
+
+        // The state update alone on K SMs, the others held by occupy_sms (no other work): how its bandwidth
+        // scales with the SMs it gets. If a fraction of the SMs already reaches most of the copy bandwidth,
+        // compute-bound work (the vision tower, prefill GEMMs) can run on the rest at little cost to it.
+        int* started = nullptr;
+        SURF_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&started), sms * sizeof(int), cudaHostAllocMapped));
+        int* started_dev = nullptr;
+        SURF_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&started_dev), started, 0));
+        std::printf("\n| SMs the state update runs on (others held) | ms (median of %d) | GB/s | %% of its all-SM bandwidth | GB/s per SM |\n"
+                    "|---|---|---|---|---|\n", std::min(reps, 7));
+        for (int k : {sms, sms * 3 / 4, sms / 2, sms / 3, sms / 4, sms / 6}) {
+            std::vector<float> t;
+            for (int r = 0; r < std::min(reps, 7); ++r) {
+                std::fill(started, started + sms, 0);
+                cu::SmOccupyParams op;
+                op.blocks = sms - k, op.nanoseconds = 50'000'000, op.started = started_dev;  // 50 ms ≫ the update
+                cu::occupy_sms(op, s_gemm);
+                const auto t0 = std::chrono::steady_clock::now();
+                while (!cu::all_started(started, op.blocks)) {
+                    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(5)) throw surf::Error(surf::ErrorKind::kTimeout, "bench_overlap: the occupy_sms blocks were not all resident after 5 s");
+                }
+                SURF_CUDA_CHECK(cudaEventRecord(e0, s_ssu));
+                ssu(s_ssu);
+                SURF_CUDA_CHECK(cudaEventRecord(e1, s_ssu));
+                SURF_CUDA_CHECK(cudaEventSynchronize(e1));
+                t.push_back(elapsed(e0, e1));
+                SURF_CUDA_CHECK(cudaDeviceSynchronize());
+            }
+            std::sort(t.begin(), t.end());
+            const double ms = t[t.size() / 2], gbs = state_bytes / (ms * 1e-3) / 1e9;
+            std::printf("| %d | %.3f | %.0f | %.0f%% | %.1f |\n", k, ms, gbs, 100.0 * ssu_ms / ms, gbs / k);
+            std::fflush(stdout);
+        }
+        SURF_CUDA_CHECK(cudaFreeHost(started));
     } catch (const surf::Error& e) {
         std::fprintf(stderr, "bench_overlap: %s\n", e.what());
         return 2;

@@ -3,9 +3,12 @@
 // vs model/sampler.h's sample_token draw for draw.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/sm_occupier.h"
 #include "model/sampler.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -198,4 +201,49 @@ TEST_CASE("sample_tokens reproduces model::sample_token (greedy, temperature, to
                     << rows - mismatches << "/" << rows << " rows equal to the CPU sampler");
         CHECK(mismatches == 0);
     }
+}
+
+TEST_CASE("occupy_sms holds its SMs: a kernel launched meanwhile runs only on the others") {
+    int sms = 0;
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    REQUIRE(sms > 8);
+    const int free_sms = 8, probes = 16 * sms;
+    int* started = nullptr;  // host-mapped flags the occupier blocks set
+    SURF_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&started), sms * sizeof(int), cudaHostAllocMapped));
+    std::fill(started, started + sms, 0);
+    int* started_dev = nullptr;
+    SURF_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&started_dev), started, 0));
+    cudaStream_t hold, probe;
+    SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&hold, cudaStreamNonBlocking));
+    SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&probe, cudaStreamNonBlocking));
+    DeviceBuffer<int32_t> ids(static_cast<size_t>(probes));
+    cu::SmOccupyParams op;
+    op.blocks = sms - free_sms, op.nanoseconds = 200'000'000, op.started = started_dev;  // 200 ms
+    cu::occupy_sms(op, hold);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!cu::all_started(started, op.blocks) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+    }
+    REQUIRE(cu::all_started(started, op.blocks));  // every holding block is resident
+    cu::probe_sm_ids(ids.get(), probes, probe);
+    SURF_CUDA_CHECK(cudaStreamSynchronize(probe));
+    const auto held = ids.download();
+    std::vector<int32_t> distinct(held.begin(), held.end());
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    MESSAGE("probe blocks beside " << op.blocks << " held SMs ran on " << distinct.size() << " SMs");
+    CHECK(distinct.size() <= static_cast<size_t>(free_sms));
+    CHECK(!distinct.empty());
+    SURF_CUDA_CHECK(cudaStreamSynchronize(hold));
+    // Released: the same probe now spreads over more than the free SMs.
+    cu::probe_sm_ids(ids.get(), probes, probe);
+    SURF_CUDA_CHECK(cudaStreamSynchronize(probe));
+    const auto after = ids.download();
+    std::vector<int32_t> all(after.begin(), after.end());
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    MESSAGE("after the hold ends: " << all.size() << " SMs");
+    CHECK(all.size() > static_cast<size_t>(free_sms));
+    SURF_CUDA_CHECK(cudaStreamDestroy(hold));
+    SURF_CUDA_CHECK(cudaStreamDestroy(probe));
+    SURF_CUDA_CHECK(cudaFreeHost(started));
 }

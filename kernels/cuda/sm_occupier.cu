@@ -1,0 +1,73 @@
+// See sm_occupier.h. One 32-thread block per held SM: its dynamic shared memory is the per-block maximum
+// (227 KB on H100), which with the 1 KB every block reserves fills the SM's 228 KB, so no other block fits.
+#include "kernels/cuda/sm_occupier.h"
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace surf::kernels::cuda {
+
+namespace {
+
+__device__ __forceinline__ uint64_t global_ns() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ int32_t sm_id() {
+    uint32_t id;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+    return static_cast<int32_t>(id);
+}
+
+__global__ void occupy_kernel(int64_t nanoseconds, int* started) {
+    extern __shared__ unsigned char held[];
+    if (threadIdx.x == 0) {
+        if (started) {  // a plain store (no system-scope atomics over PCIe), pushed out to the host
+            *reinterpret_cast<volatile int*>(started + blockIdx.x) = 1;
+            __threadfence_system();
+        }
+        const uint64_t t0 = global_ns();
+        while (global_ns() - t0 < static_cast<uint64_t>(nanoseconds)) {
+        }
+        held[0] = 1;  // touch the allocation
+    }
+}
+
+__global__ void probe_kernel(int32_t* out) {
+    __shared__ int32_t id;
+    if (threadIdx.x == 0) id = sm_id();
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = id;
+}
+
+}  // namespace
+
+void occupy_sms(const SmOccupyParams& p, cudaStream_t stream) {
+    SURF_CHECK(p.blocks >= 0 && p.nanoseconds >= 0, "occupy_sms: blocks ", p.blocks, " nanoseconds ", p.nanoseconds);
+    if (p.blocks == 0) return;
+    int device = 0, sms = 0, max_smem = 0;
+    SURF_CUDA_CHECK(cudaGetDevice(&device));
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    SURF_CHECK(p.blocks <= sms, "occupy_sms: ", p.blocks, " blocks for ", sms, " SMs");
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(occupy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
+    occupy_kernel<<<static_cast<unsigned>(p.blocks), 32, static_cast<size_t>(max_smem), stream>>>(p.nanoseconds, p.started);
+    SURF_CUDA_CHECK_LAUNCH();
+}
+
+bool all_started(const int* started, int blocks) {
+    for (int i = 0; i < blocks; ++i) {
+        if (reinterpret_cast<const volatile int*>(started)[i] != 1) return false;
+    }
+    return true;
+}
+
+void probe_sm_ids(int32_t* out, int blocks, cudaStream_t stream) {
+    SURF_CHECK(out != nullptr && blocks >= 0, "probe_sm_ids: out ", static_cast<void*>(out), " blocks ", blocks);
+    if (blocks == 0) return;
+    probe_kernel<<<static_cast<unsigned>(blocks), 32, 0, stream>>>(out);
+    SURF_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace surf::kernels::cuda
