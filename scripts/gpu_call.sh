@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One device call of choice (`run` with carry [".deps"]): build TARGETS, run TESTS (gpu test binaries), then
+# bench_step with STEP_ARGS and `surf bench serve` once per ';'-separated SERVE_ARGS entry. Logs and a
+# summary.txt (what the call printed) go under $OUT. Example:
+#   TARGETS="gpu_test_gpu_forward bench_step bench_serve surf" TESTS="gpu_test_gpu_forward" \
+#   STEP_ARGS="--tiles 3 --prefill 924 --prefill-seqs 1 --decode 100" \
+#   SERVE_ARGS="--concurrency 100 --mode stateful;--concurrency 100 --mode stateful --overlap-mamba 0" bash scripts/gpu_call.sh
+# `surf bench serve` needs the bench_serve target built (TARGETS); TESTS="none" skips the tests.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu_out}"; mkdir -p "$OUT"
+D="$PWD/.deps"
+export PKG_CONFIG_PATH="$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
+S="$OUT/summary.txt"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSURF_GPU_ONLY=ON -DSURF_DEPS_PREFIX="$D" -DCMAKE_PREFIX_PATH="$D/usr" > "$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
+t0=$(date +%s)
+cmake --build build-gpu -j16 --target ${TARGETS:-gpu_test_gpu_forward bench_step surf} > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
+echo "build $(( $(date +%s) - t0 )) s" | tee -a "$S"
+for t in ${TESTS:-gpu_test_gpu_forward}; do
+  [ "$t" = none ] && continue
+  timeout 300 build-gpu/tests/$t > "$OUT/$t.log" 2>&1
+  echo "$t: rc=$? $(grep -E 'test cases' "$OUT/$t.log" | tail -1)" | tee -a "$S"
+  grep -E "MESSAGE|ERROR|rror:|bit for bit" "$OUT/$t.log" | head -20 | tee -a "$S"
+done
+if [ -n "${STEP_ARGS:-}" ]; then
+  timeout 300 build-gpu/apps/bench_step $STEP_ARGS > "$OUT/bench_step.log" 2>&1
+  echo "bench_step rc=$?" | tee -a "$S"
+  grep -E "^#|^###|mixed step|overlap|serial|vs roofline" "$OUT/bench_step.log" | tee -a "$S"
+fi
+if [ -n "${SERVE_ARGS:-}" ]; then
+  IFS=';' read -ra RUNS <<< "$SERVE_ARGS"
+  i=0
+  for r in "${RUNS[@]}"; do
+    i=$((i+1))
+    timeout "${BENCH_TIMEOUT:-300}" build-gpu/surf bench serve $r > "$OUT/serve_$i.log" 2>&1
+    echo "serve $i ($r) rc=$?" | tee -a "$S"
+    grep -E "^#|stateful|mixed|tuned" "$OUT/serve_$i.log" | head -12 | tee -a "$S"
+  done
+fi
