@@ -226,10 +226,14 @@ TEST_CASE("occupy_sms holds its SMs: a kernel launched meanwhile runs only on th
     REQUIRE(cu::all_started(started, op.blocks));  // every holding block is resident
     cu::probe_sm_ids(ids.get(), probes, probe);
     SURF_CUDA_CHECK(cudaStreamSynchronize(probe));
-    const auto held = ids.download();
-    std::vector<int32_t> distinct(held.begin(), held.end());
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    // The distinct SM ids the probe's blocks reported.
+    auto probed_sms = [&] {
+        std::vector<int32_t> v = ids.download();
+        std::sort(v.begin(), v.end());
+        v.erase(std::unique(v.begin(), v.end()), v.end());
+        return v;
+    };
+    const std::vector<int32_t> distinct = probed_sms();
     MESSAGE("probe blocks beside " << op.blocks << " held SMs ran on " << distinct.size() << " SMs");
     CHECK(distinct.size() <= static_cast<size_t>(free_sms));
     CHECK(!distinct.empty());
@@ -237,10 +241,7 @@ TEST_CASE("occupy_sms holds its SMs: a kernel launched meanwhile runs only on th
     // Released: the same probe now spreads over more than the free SMs.
     cu::probe_sm_ids(ids.get(), probes, probe);
     SURF_CUDA_CHECK(cudaStreamSynchronize(probe));
-    const auto after = ids.download();
-    std::vector<int32_t> all(after.begin(), after.end());
-    std::sort(all.begin(), all.end());
-    all.erase(std::unique(all.begin(), all.end()), all.end());
+    const std::vector<int32_t> all = probed_sms();
     MESSAGE("after the hold ends: " << all.size() << " SMs");
     CHECK(all.size() > static_cast<size_t>(free_sms));
     SURF_CUDA_CHECK(cudaStreamDestroy(hold));
