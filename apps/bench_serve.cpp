@@ -50,6 +50,7 @@ struct Options {
     // GpuLimits::overlap_*_branches and ssd_split (-1: the engine's defaults).
     int overlap_mamba = -1, overlap_attention = -1, ssd_split = -1, ssu_split = -1;
     bool attention_splits = true;  // split-KV prefill attention (GpuLimits::attention_splits)
+    bool gemm_reuse = false;       // GpuLimits::gemm_reuse_tuned_in_bucket
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
     int hf_baseline_steps = 2;
 };
@@ -92,6 +93,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--ssd-split") o.ssd_split = std::atoi(next());
         else if (a == "--ssu-split") o.ssu_split = std::atoi(next());
         else if (a == "--no-attention-splits") o.attention_splits = false;
+        else if (a == "--gemm-reuse-in-bucket") o.gemm_reuse = true;
         else if (a == "--hf-baseline") o.hf_baseline_batch = std::atoi(next());
         else if (a == "--hf-baseline-steps") o.hf_baseline_steps = std::atoi(next());
         else if (a == "--image") {
@@ -103,7 +105,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] [--bf16-state] [--prefill-chunk 1024]\n"
                                  "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
                                  "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssu-split N]\n"
-                                 "                   [--no-attention-splits]\n"
+                                 "                   [--no-attention-splits] [--gemm-reuse-in-bucket]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
         }
@@ -291,6 +293,7 @@ int main(int argc, char** argv) {
         if (o.ssd_split >= 0) eo.limits.ssd_split = o.ssd_split;
         if (o.ssu_split >= 0) eo.limits.ssu_split = o.ssu_split;
         eo.limits.attention_splits = o.attention_splits;
+        eo.limits.gemm_reuse_tuned_in_bucket = o.gemm_reuse;
         eo.limits.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         eo.prefill_chunk = o.prefill_chunk;
         const auto tl = Clock::now();
@@ -298,11 +301,12 @@ int main(int argc, char** argv) {
         const double load_s = std::chrono::duration<double>(Clock::now() - tl).count();
         const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state);
         std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s; mixed steps: Mamba branches %s, "
-                    "attention branches %s, SSD slices %s, SSU row slices %s, prefill split-KV %s\n",
+                    "attention branches %s, SSD slices %s, SSU row slices %s, prefill split-KV %s%s\n",
                     prop.name, prop.multiProcessorCount, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32",
                     eo.limits.overlap_mamba_branches ? "overlapped" : "serial", eo.limits.overlap_attention_branches ? "overlapped" : "serial",
                     eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
-                    eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.attention_splits ? "auto" : "off");
+                    eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.attention_splits ? "auto" : "off",
+                    o.gemm_reuse ? "; tuned GEMM algorithms reused within 64-row buckets" : "");
         std::printf("# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random weights drawn and engine "
                     "warmed up in %.1f s (warm-up, GEMM tuning: %.1f s); device memory in use %.1f GiB\n",
                     o.steps, o.width, o.height, o.text_tokens, o.output_tokens, load_s, engine->stats().warm_up_seconds,

@@ -43,6 +43,8 @@ int alignment_of(const void* ptr, int64_t ld, size_t elem) {
 // that one-off row counts (the tail chunk of a prompt) cost no tuning. Sharing a tuned algorithm across
 // row counts is not safe: on H100 the one tuned at m = 924 ran mlp.down (n 5120, k 20480) at m = 1024 in
 // 489 µs against 270 µs for that shape's own pick.
+// GemmContext::set_reuse_tuned_in_bucket (off by default) relaxes this within 64-row buckets only (same
+// tile counts), and only to an algorithm the heuristic also lists for the new row count.
 constexpr int64_t kTuneOnFirstUseRows = 128;
 constexpr int kTuneAfterUses = 3;
 
@@ -54,6 +56,8 @@ struct GemmContext::Impl {
     size_t workspace_bytes = 0;
     std::map<PlanKey, GemmPlan> plans;
     bool autotune = false;
+    bool reuse_in_bucket = false;
+    int64_t reused = 0;
     int sm_target = 0;
     std::vector<GemmContext::TuneRecord> log;
     void* scratch = nullptr;  // tuning output
@@ -126,9 +130,27 @@ void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, siz
     impl.log.push_back(rec);
 }
 
+// A tuned plan of the same shape except m, with ⌈m/64⌉ equal, whose chosen algorithm is one of `plan`'s
+// heuristic candidates for m (so valid here): that algorithm, else null.
+const cublasLtMatmulAlgo_t* tuned_neighbour(const GemmContext::Impl& impl, const PlanKey& key, const GemmPlan& plan) {
+    const int64_t m = std::get<0>(key), bucket = (m + 63) / 64;
+    for (const auto& [other_key, other] : impl.plans) {
+        if (!other.tuned || (std::get<0>(other_key) + 63) / 64 != bucket) continue;
+        PlanKey same_m = other_key;
+        std::get<0>(same_m) = m;
+        if (same_m != key) continue;
+        for (int i = 0; i < plan.n_candidates; ++i) {
+            if (std::memcmp(&plan.candidates[i], &other.algo, sizeof(cublasLtMatmulAlgo_t)) == 0) return &other.algo;
+        }
+    }
+    return nullptr;
+}
+
 }  // namespace
 
 void GemmContext::set_autotune(bool on) { impl_->autotune = on; }
+void GemmContext::set_reuse_tuned_in_bucket(bool on) { impl_->reuse_in_bucket = on; }
+int64_t GemmContext::reused_count() const { return impl_->reused; }
 
 void GemmContext::set_sm_count_target(int sms) {
     SURF_CHECK(sms >= 0, "gemm: SM count target ", sms);
@@ -207,6 +229,13 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
         for (int i = 0; i < found; ++i) plan.candidates[i] = results[i].algo;
         plan.n_candidates = found;
         plan.tuned = !impl->autotune;
+        if (!plan.tuned && impl->reuse_in_bucket && p.m > kTuneOnFirstUseRows) {
+            if (const cublasLtMatmulAlgo_t* algo = tuned_neighbour(*impl, key, plan)) {
+                plan.algo = *algo;
+                plan.tuned = true;
+                ++impl->reused;
+            }
+        }
         it = impl->plans.emplace(key, plan).first;
     }
     GemmPlan& plan = it->second;

@@ -46,6 +46,13 @@ public:
     // > 0: plan GEMMs for this many SMs (cuBLASLt's SM count target), leaving the rest of the device to work
     // on other streams. Applies to shapes planned after the call; 0 (default) plans for the whole device.
     void set_sm_count_target(int sms);
+    // Off by default. On: a new shape of more than 128 rows first looks for a tuned shape that differs only
+    // in m, within the same 64-row bucket (⌈m/64⌉ equal: the same count of 64-, 128- and 256-row tiles); if
+    // that shape's chosen algorithm is among this shape's heuristic candidates (so valid for it), it is used
+    // without tuning. Mixed steps' row counts (decode rows + a prompt's chunk) vary by a few rows from step
+    // to step, and each one tuned on its own costs a tuning stall inside a step.
+    void set_reuse_tuned_in_bucket(bool on);
+    int64_t reused_count() const;  // shapes that took a neighbour's tuned algorithm
     struct TuneRecord {
         int64_t m = 0, n = 0, k = 0;
         int candidates = 0, chosen = 0;        // candidates timed, index of the fastest (0 = heuristic's pick)

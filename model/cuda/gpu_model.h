@@ -33,6 +33,10 @@ struct GpuLimits {
     kc::DType ssm_state = kc::DType::kF32;
     bool decode_graphs = true;        // replay decode-only steps from CUDA graphs
     bool autotune_gemms = true;       // time cuBLASLt candidates per GEMM shape (kernels/cuda/ops.h)
+    // Language-model GEMMs of a new row count over 128 take the algorithm tuned for a row count of the same
+    // 64-row bucket when it is valid for them (GemmContext::set_reuse_tuned_in_bucket) instead of being tuned
+    // inside a step on their third use. Off until measured on a GPU (written in session 5).
+    bool gemm_reuse_tuned_in_bucket = false;
     bool lm_stream_priority = false;  // language-model steps at a higher stream priority than the vision tower
     bool vision_stream_priority = false;  // the vision tower at a higher stream priority than the language model
     // > 0: the vision tower's GEMMs are planned for this many SMs (cuBLASLt SM count target), so that the

@@ -95,6 +95,42 @@ TEST_CASE("gemm autotuning: tuned algorithms give the reference result; large ro
     }
 }
 
+TEST_CASE("gemm autotuning with reuse in 64-row buckets: a neighbouring row count takes the tuned algorithm when it is valid") {
+    std::mt19937 rng(12);
+    cu::GemmContext ctx;
+    ctx.set_autotune(true);
+    ctx.set_reuse_tuned_in_bucket(true);
+    const int64_t n = 2048, k = 1024;
+    auto w = random_vec(n * k, rng, -0.05f, 0.05f);
+    DeviceBuffer<bf16> dw(to_bf16(w));
+    // Runs m rows three times (the third use of a new row count over 128 tunes it unless it reused a
+    // neighbour's pick), checking every result against the CPU reference.
+    auto run = [&](int64_t m) {
+        auto x = random_vec(m * k, rng);
+        std::vector<float> ref(m * n);
+        cpu::linear({x.data(), w.data(), nullptr, ref.data(), m, n, k});
+        DeviceBuffer<bf16> dx(to_bf16(x)), dy(m * n);
+        for (int use = 1; use <= 3; ++use) {
+            dy.poison();
+            cu::gemm(ctx, {dx.get(), dw.get(), nullptr, dy.get(), cu::DType::kBF16, m, n, k}, nullptr);
+            compare("bucket-reuse gemm m " + std::to_string(m) + " use " + std::to_string(use), to_float(dy.download()), ref, 2e-3f, 1e-2f);
+        }
+    };
+    run(1000);  // tuned on its third use: nothing to reuse yet
+    REQUIRE(ctx.tune_log().size() == 1);
+    CHECK(ctx.reused_count() == 0);
+    run(990);   // same bucket (⌈m/64⌉ = 16): reuses 1000's pick when the heuristic lists it for 990, else tunes
+    const bool reused = ctx.reused_count() == 1;
+    MESSAGE("m = 990 " << (reused ? "reused m = 1000's tuned algorithm" : "was tuned (1000's pick is not among its candidates)"));
+    CHECK(ctx.tune_log().size() == (reused ? 1u : 2u));
+    const size_t tuned = ctx.tune_log().size();
+    const int64_t reuses = ctx.reused_count();
+    run(1030);  // the next bucket: tuned on its own
+    CHECK(ctx.tune_log().size() == tuned + 1);
+    CHECK(ctx.reused_count() == reuses);
+    CHECK(ctx.tune_log().back().m == 1030);
+}
+
 TEST_CASE("rmsnorm / layernorm with fused residual add; gated grouped rmsnorm") {
     std::mt19937 rng(2);
     for (int64_t dim : {5120, 1280, 64, 40}) {
