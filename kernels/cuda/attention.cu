@@ -339,6 +339,9 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
     const bf16* Qw = Qs + warp * 16 * ld;
     const int wrow0 = row0 + warp * 16;                  // this warp's first row (seq-local)
     const int qi0 = wrow0 + (lane >> 2), qi1 = qi0 + 8;  // this thread's two rows
+    // A block past the end of its sequence's rows (a ViT tile's 1,032 tokens leave 8 in the last 128-row
+    // block) has warps with no row at all: they still copy tiles and meet the barriers, but skip the math.
+    const bool warp_has_rows = warp * 16 < rows_here;
     for (int it = tile0; it < n_tiles; ++it) {
         const int buf = (it - tile0) & 1;
         if (it + 1 < n_tiles) {
@@ -354,9 +357,9 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
         const bool refill = tid < kPrefillKeys && it + 2 < n_tiles;
         const int32_t next_row = refill ? key_row((it + 2) * kPrefillKeys + tid) : 0;
         const int kb = it * kPrefillKeys;
-        // Warp-uniform: a tile wholly after this warp's last row's diagonal changes nothing (skip it); one
-        // wholly visible to its first row needs no mask.
-        if (!p.causal || kb < past + wrow0 + 16) {
+        // Warp-uniform: a tile wholly after this warp's last row's diagonal changes nothing (skip it), nor does
+        // any tile for a warp without rows; one wholly visible to its first row needs no mask.
+        if (warp_has_rows && (!p.causal || kb < past + wrow0 + 16)) {
             const bf16* Ks = Kbuf + buf * kPrefillKeys * ld;
             const bf16* Vs = Vbuf + buf * kPrefillKeys * ld;
             float sc[kPrefillKeys / 8][4];
