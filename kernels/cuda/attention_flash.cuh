@@ -1,0 +1,251 @@
+// The FlashAttention-2 building blocks of the attention kernels (attention.cu: prefill and the KV append;
+// attention_decode.cu: decode), on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulation): S = Q·Kᵀ and
+// O += P·V per key tile with an online softmax kept in registers (the S accumulator layout of two n8 tiles is
+// the A-operand layout of one k16 step, so P never leaves registers). Head dims are padded to
+// DP ∈ {16, 48, 80, 128} with zeros (fixture head dims 16/40, ViT 80, LLM 128).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/common.cuh"
+
+namespace surf::kernels::cuda::flash {
+
+using detail::cp_async16;
+using detail::mma_bf16_16816;
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Four 8×8 b16 matrices (not transposed): lane l supplies the row address of matrix l/8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem_row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(detail::smem_addr(smem_row)));
+}
+
+// 2^x in one MUFU op; arguments here are ≤ 0 and results below 2^-126 flush to zero, which softmax weights
+// (later rounded to bf16) never miss.
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Online-softmax state of one warp's 16 rows: rows g = lane/4 and g + 8 of the mma fragments.
+template <int DP>
+struct WarpFlash {
+    float o[DP / 8][4];
+    float m[2];  // running max in log2 units (score · scale · log2 e)
+    float l[2];  // running denominator (this thread's partial; quad-reduced at the end)
+
+    __device__ void init() {
+#pragma unroll
+        for (int i = 0; i < DP / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+        m[0] = m[1] = -INFINITY;
+        l[0] = l[1] = 0.0f;
+    }
+
+    // S = Q·Kᵀ for NK keys (Ks [NK][ld]), Q fragments in registers. K fragments of two n8 tiles per ldmatrix.
+    template <int NK>
+    __device__ void scores(float (&s)[NK / 8][4], const uint32_t (&qf)[DP / 16][4], const bf16* Ks, int ld) {
+        const bf16* krow = k_frag_row(Ks, ld);
+#pragma unroll
+        for (int nt = 0; nt < NK / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < DP / 16; ++ks) {
+#pragma unroll
+            for (int np = 0; np < NK / 16; ++np) {
+                uint32_t b[4];
+                ldmatrix_x4(b, krow + np * 16 * ld + ks * 16);
+                mma_bf16_16816(s[2 * np], qf[ks], b[0], b[1]);
+                mma_bf16_16816(s[2 * np + 1], qf[ks], b[2], b[3]);
+            }
+        }
+    }
+
+    // Same with Q read from shared memory ([16][ld]) one k16 step at a time: frees 2·DP/8 registers, which
+    // lets two 8-warp blocks share an SM at head_dim 128.
+    template <int NK>
+    __device__ void scores_smem(float (&s)[NK / 8][4], const bf16* Qs, const bf16* Ks, int ld) {
+        const int lane = threadIdx.x & 31, mi = lane >> 3, mr = lane & 7;
+        // A fragment matrices: (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, 8-15).
+        const bf16* qrow = Qs + ((mi & 1) * 8 + mr) * ld + (mi >> 1) * 8;
+        const bf16* krow = k_frag_row(Ks, ld);
+#pragma unroll
+        for (int nt = 0; nt < NK / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < DP / 16; ++ks) {
+            uint32_t qa[4];
+            ldmatrix_x4(qa, qrow + ks * 16);
+#pragma unroll
+            for (int np = 0; np < NK / 16; ++np) {
+                uint32_t b[4];
+                ldmatrix_x4(b, krow + np * 16 * ld + ks * 16);
+                mma_bf16_16816(s[2 * np], qa, b[0], b[1]);
+                mma_bf16_16816(s[2 * np + 1], qa, b[2], b[3]);
+            }
+        }
+    }
+
+    // Hides key k from row g unless k < lim0 and from row g + 8 unless k < lim1 (only tiles that need it).
+    template <int NK>
+    __device__ static void mask(float (&s)[NK / 8][4], int lim0, int lim1) {
+        const int t = threadIdx.x & 3;
+#pragma unroll
+        for (int nt = 0; nt < NK / 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int key = nt * 8 + 2 * t + (e & 1);
+                if (key >= ((e >> 1) ? lim1 : lim0)) s[nt][e] = -INFINITY;
+            }
+        }
+    }
+
+    // Online-softmax update with one tile's raw scores s (masked keys at −∞), then O += P·V (Vs [NK][ld]).
+    template <int NK>
+    __device__ void softmax_pv(float (&s)[NK / 8][4], const bf16* Vs, int ld, float scale_log2) {
+        const int lane = threadIdx.x & 31;
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < NK / 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+        }
+        float alpha[2], base[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float m_new = fmaxf(m[r], mx[r] * scale_log2);  // scale > 0, so max commutes with it
+            base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a fully masked row so far stays at zero weight
+            alpha[r] = fast_exp2(m[r] - base[r]);
+            m[r] = m_new;
+            l[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int nt = 0; nt < NK / 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                s[nt][e] = fast_exp2(fmaf(s[nt][e], scale_log2, -base[e >> 1]));
+                l[e >> 1] += s[nt][e];
+            }
+        }
+        // Once the running max settles α is exactly 1 for the whole warp: skip the multiplies (same result).
+        if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+            for (int dt = 0; dt < DP / 8; ++dt) {
+                o[dt][0] *= alpha[0];
+                o[dt][1] *= alpha[0];
+                o[dt][2] *= alpha[1];
+                o[dt][3] *= alpha[1];
+            }
+        }
+        // O += P·V: P from registers, V fragments via ldmatrix.trans (two d-tiles per x4 load).
+        const int mi = lane >> 3, mr = lane & 7;
+#pragma unroll
+        for (int kk = 0; kk < NK / 16; ++kk) {
+            uint32_t pa[4];
+            pa[0] = detail::pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+            pa[1] = detail::pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+            pa[2] = detail::pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[3] = detail::pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            const bf16* vrow = Vs + (kk * 16 + (mi & 1) * 8 + mr) * ld + (mi >> 1) * 8;
+#pragma unroll
+            for (int dp = 0; dp < DP / 16; ++dp) {
+                uint32_t b[4];
+                detail::ldmatrix_x4_trans(b, vrow + dp * 16);
+                mma_bf16_16816(o[2 * dp], pa, b[0], b[1]);
+                mma_bf16_16816(o[2 * dp + 1], pa, b[2], b[3]);
+            }
+        }
+    }
+
+    // One tile of NK keys with Q fragments in registers (decode).
+    template <int NK>
+    __device__ void attend(const uint32_t (&qf)[DP / 16][4], const bf16* Ks, const bf16* Vs, int ld, int lim0,
+                           int lim1, float scale_log2) {
+        float s[NK / 8][4];
+        scores<NK>(s, qf, Ks, ld);
+        mask<NK>(s, lim0, lim1);
+        softmax_pv<NK>(s, Vs, ld, scale_log2);
+    }
+
+    // Lane l's row address for ldmatrix.x4 over keys [16·np, 16·np + 16) at k16 step 0: matrices (keys 0-7,
+    // d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15) = (b0, b1) of two n8 tiles.
+    __device__ static const bf16* k_frag_row(const bf16* Ks, int ld) {
+        const int lane = threadIdx.x & 31, mi = lane >> 3, mr = lane & 7;
+        return Ks + ((mi >> 1) * 8 + mr) * ld + (mi & 1) * 8;
+    }
+
+    // Quad-reduce l (every thread of a quad then holds the row total).
+    __device__ void reduce_l() {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        }
+    }
+};
+
+// A fragments of 16 query rows from shared memory [16][ld].
+template <int DP>
+__device__ __forceinline__ void load_q_frags(uint32_t (&qf)[DP / 16][4], const bf16* Qs, int ld) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int ks = 0; ks < DP / 16; ++ks) {
+        const bf16* r0 = Qs + g * ld + ks * 16 + 2 * t;
+        const bf16* r1 = r0 + 8 * ld;
+        qf[ks][0] = *reinterpret_cast<const uint32_t*>(r0);
+        qf[ks][1] = *reinterpret_cast<const uint32_t*>(r1);
+        qf[ks][2] = *reinterpret_cast<const uint32_t*>(r0 + 8);
+        qf[ks][3] = *reinterpret_cast<const uint32_t*>(r1 + 8);
+    }
+}
+
+// Where key j of sequence s lives (row pointer at kv head kvh), for either source.
+struct KvSource {
+    const bf16* k;
+    const bf16* v;
+    const int32_t* block_table;  // null → contiguous
+    int64_t page_size, max_pages, row_stride, head_offset, base_row;
+    __device__ __forceinline__ int64_t offset(int64_t j) const {
+        if (block_table) {
+            const int64_t page = block_table[j / page_size];
+            return (page * page_size + j % page_size) * row_stride + head_offset;
+        }
+        return (base_row + j) * row_stride + head_offset;
+    }
+};
+
+// Copies rows [kb, kb + NROWS) of K and V (zeros past `end` and past head_dim) into [NROWS][ld] tiles;
+// `tid`/`nthreads` split the 16-byte chunks.
+template <int DP, int NROWS>
+__device__ __forceinline__ void load_kv_tile(const KvSource& src, int64_t kb, int64_t end, int head_dim, bf16* Ks,
+                                             bf16* Vs, int ld, int tid, int nthreads) {
+    constexpr int kChunks = DP / 8;
+    for (int c = tid; c < NROWS * kChunks; c += nthreads) {
+        const int row = c / kChunks, col = (c % kChunks) * 8;
+        const bool ok = kb + row < end && col < head_dim;
+        const int64_t off = ok ? src.offset(kb + row) + col : 0;
+        cp_async16(Ks + row * ld + col, src.k + off, ok);
+        cp_async16(Vs + row * ld + col, src.v + off, ok);
+    }
+}
+
+__device__ __forceinline__ int clamp_lim(int64_t v, int hi) {
+    return v < 0 ? 0 : (v > hi ? hi : static_cast<int>(v));
+}
+
+inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+inline int padded_head_dim(int64_t head_dim) {
+    SURF_CHECK(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128, "attention: head_dim ", head_dim,
+               " must be a multiple of 8 in [8, 128]");
+    if (head_dim <= 16) return 16;
+    if (head_dim <= 48) return 48;
+    if (head_dim <= 80) return 80;
+    return 128;
+}
+
+}  // namespace surf::kernels::cuda::flash
