@@ -51,6 +51,7 @@ struct Options {
     int overlap_mamba = -1, overlap_attention = -1, ssd_split = -1, ssu_split = -1;
     bool attention_splits = true;  // split-KV prefill attention (GpuLimits::attention_splits)
     bool gemm_reuse = false;       // GpuLimits::gemm_reuse_tuned_in_bucket
+    int attention_rows_per_warp = 0;  // GpuLimits::attention_rows_per_warp (0 = 16)
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
     int hf_baseline_steps = 2;
 };
@@ -94,6 +95,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--ssu-split") o.ssu_split = std::atoi(next());
         else if (a == "--no-attention-splits") o.attention_splits = false;
         else if (a == "--gemm-reuse-in-bucket") o.gemm_reuse = true;
+        else if (a == "--attention-rows-per-warp") o.attention_rows_per_warp = std::atoi(next());
         else if (a == "--hf-baseline") o.hf_baseline_batch = std::atoi(next());
         else if (a == "--hf-baseline-steps") o.hf_baseline_steps = std::atoi(next());
         else if (a == "--image") {
@@ -105,13 +107,17 @@ Options parse(int argc, char** argv) {
                                  "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] [--bf16-state] [--prefill-chunk 1024]\n"
                                  "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
                                  "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssu-split N]\n"
-                                 "                   [--no-attention-splits] [--gemm-reuse-in-bucket]\n"
+                                 "                   [--no-attention-splits] [--gemm-reuse-in-bucket] [--attention-rows-per-warp 16|32]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
         }
     }
     if (o.vision_sms < 0) {
         std::fprintf(stderr, "bench_serve: --vision-sms %d is out of range\n", o.vision_sms);
+        std::exit(2);
+    }
+    if (o.attention_rows_per_warp != 0 && o.attention_rows_per_warp != 16 && o.attention_rows_per_warp != 32) {
+        std::fprintf(stderr, "bench_serve: --attention-rows-per-warp takes 16 or 32, got %d\n", o.attention_rows_per_warp);
         std::exit(2);
     }
     if (o.overlap_mamba > 1 || o.overlap_attention > 1 || o.ssd_split > 4 || o.ssu_split > 4) {
@@ -294,6 +300,7 @@ int main(int argc, char** argv) {
         if (o.ssu_split >= 0) eo.limits.ssu_split = o.ssu_split;
         eo.limits.attention_splits = o.attention_splits;
         eo.limits.gemm_reuse_tuned_in_bucket = o.gemm_reuse;
+        eo.limits.attention_rows_per_warp = o.attention_rows_per_warp;
         eo.limits.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         eo.prefill_chunk = o.prefill_chunk;
         const auto tl = Clock::now();
@@ -301,12 +308,13 @@ int main(int argc, char** argv) {
         const double load_s = std::chrono::duration<double>(Clock::now() - tl).count();
         const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state);
         std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s; mixed steps: Mamba branches %s, "
-                    "attention branches %s, SSD slices %s, SSU row slices %s, prefill split-KV %s%s\n",
+                    "attention branches %s, SSD slices %s, SSU row slices %s, prefill split-KV %s%s%s\n",
                     prop.name, prop.multiProcessorCount, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32",
                     eo.limits.overlap_mamba_branches ? "overlapped" : "serial", eo.limits.overlap_attention_branches ? "overlapped" : "serial",
                     eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
                     eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.attention_splits ? "auto" : "off",
-                    o.gemm_reuse ? "; tuned GEMM algorithms reused within 64-row buckets" : "");
+                    o.gemm_reuse ? "; tuned GEMM algorithms reused within 64-row buckets" : "",
+                    o.attention_rows_per_warp == 32 ? "; prefill attention at 32 query rows per warp" : "");
         std::printf("# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random weights drawn and engine "
                     "warmed up in %.1f s (warm-up, GEMM tuning: %.1f s); device memory in use %.1f GiB\n",
                     o.steps, o.width, o.height, o.text_tokens, o.output_tokens, load_s, engine->stats().warm_up_seconds,

@@ -232,6 +232,12 @@ int main(int argc, char** argv) {
             char title[128];
             std::snprintf(title, sizeof title, "vision batch: %lld tiles (%lld images)", (long long)o.tiles, (long long)jobs.size());
             print_profile(title, ops, o.reps, op_flops(cfg, 0, 0, 0, o.tiles), ms);
+            // The same pass with the ViT attention at 32 query rows per warp (GpuLimits::attention_rows_per_warp).
+            model->set_attention_rows_per_warp(32);
+            const double ms32 = whole(run, model->vision_stream());
+            model->set_attention_rows_per_warp(L.attention_rows_per_warp);
+            std::printf("\nvision batch with the attention at 32 query rows per warp: %.2f ms (%+.1f%% against %.2f at %d)\n", ms32,
+                        100.0 * (ms32 - ms) / ms, ms, L.attention_rows_per_warp ? L.attention_rows_per_warp : 16);
         }
         double mixed_ms = 0;
         if (!prefill.empty()) {
@@ -271,26 +277,31 @@ int main(int argc, char** argv) {
                 bool mamba, attention;
                 int ssd_split, ssu_split;
                 bool attention_splits;
+                int rows_per_warp = 0;  // prefill attention (0 = 16)
             };
             std::printf("\n### mixed step, prefill branch on a second stream (whole step, no per-op events; auto = the engine's rule: one SSD "
                         "slice and no split-KV where that branch overlaps)\n\n| Mamba branches | attention "
-                        "branches | SSD slices | SSU row slices | prefill split-KV | ms | vs serial |\n|---|---|---|---|---|---|---|\n");
+                        "branches | SSD slices | SSU row slices | prefill split-KV | attention rows/warp | ms | vs serial |\n|---|---|---|---|---|---|---|---|\n");
             double serial_ms = 0;
             auto slices = [](int n) { return n ? std::to_string(n) : std::string("auto"); };
             for (const Variant& v : {Variant{false, false, 0, 1, true}, Variant{false, false, 0, 0, true}, Variant{true, false, 1, 1, true},
                                      Variant{true, false, 1, 0, true}, Variant{true, false, 2, 0, true}, Variant{false, true, 0, 0, false},
-                                     Variant{true, true, 1, 1, false}, Variant{true, true, 1, 0, false}, Variant{true, true, 1, 4, false}}) {
+                                     Variant{true, true, 1, 1, false}, Variant{true, true, 1, 0, false}, Variant{true, true, 1, 4, false},
+                                     Variant{true, true, 0, 0, true, 32}, Variant{false, false, 0, 0, true, 32}}) {
                 model->set_branch_overlap(v.mamba, v.attention);
                 model->set_ssd_split(v.ssd_split);
                 model->set_ssu_split(v.ssu_split);
                 model->set_attention_splits(v.attention_splits && o.attention_splits);
+                model->set_attention_rows_per_warp(v.rows_per_warp);
                 const double ms = whole([&] { model->forward(mixed, 0); }, model->stream());
                 if (serial_ms == 0) serial_ms = ms;
-                std::printf("| %s | %s | %s | %s | %s | %.2f | %+.1f%% |\n", v.mamba ? "overlap" : "serial", v.attention ? "overlap" : "serial",
-                            slices(v.ssd_split).c_str(), slices(v.ssu_split).c_str(), v.attention_splits && o.attention_splits ? "auto" : "off", ms,
+                std::printf("| %s | %s | %s | %s | %s | %d | %.2f | %+.1f%% |\n", v.mamba ? "overlap" : "serial", v.attention ? "overlap" : "serial",
+                            slices(v.ssd_split).c_str(), slices(v.ssu_split).c_str(), v.attention_splits && o.attention_splits ? "auto" : "off",
+                            v.rows_per_warp ? v.rows_per_warp : 16, ms,
                             100.0 * (ms - serial_ms) / serial_ms);
             }
             model->set_ssu_split(L.ssu_split);
+            model->set_attention_rows_per_warp(L.attention_rows_per_warp);
             model->set_branch_overlap(L.overlap_mamba_branches, L.overlap_attention_branches);
             model->set_ssd_split(L.ssd_split);
             model->set_attention_splits(L.attention_splits);

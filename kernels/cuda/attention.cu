@@ -19,19 +19,21 @@ using namespace flash;
 
 constexpr int kPrefillKeys = 64;
 
-template <int DP, int kWarps>
+template <int DP, int kWarps, int MT>
 constexpr size_t prefill_smem_bytes() {
-    // Q [16·kWarps][ld], K and V [2][64][ld] bf16, key source rows [2][64] int32.
-    return static_cast<size_t>(16 * kWarps + 4 * kPrefillKeys) * (DP + 8) * 2 + 2 * kPrefillKeys * 4;
+    // Q [16·MT·kWarps][ld], K and V [2][64][ld] bf16, key source rows [2][64] int32.
+    return static_cast<size_t>(16 * MT * kWarps + 4 * kPrefillKeys) * (DP + 8) * 2 + 2 * kPrefillKeys * 4;
 }
 
-// Two blocks per SM: ≤ 128 registers per thread at 8 warps (hence Q fragments from shared memory), and
-// shared memory ≤ 105 KB per block.
-template <int DP, int kWarps>
+// Each warp takes MT 16-row m-tiles (MT = 2: K and V fragments shared by both, attention_flash.cuh). Two
+// blocks per SM: ≤ 128 registers per thread at 8 warps × 16 rows (hence Q fragments from shared memory),
+// ≤ 255 at 4 warps × 32 rows; shared memory ≤ 105 KB per block.
+template <int DP, int kWarps, int MT>
 __global__ void __launch_bounds__(32 * kWarps, 2)
 attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_stride, int64_t out_stride, int n_splits,
                          float* ws_o, float* ws_lse) {
-    constexpr int kRows = 16 * kWarps, kThreads = 32 * kWarps, ld = DP + 8, kChunks = DP / 8;
+    static_assert(MT == 1 || MT == 2, "one or two m-tiles per warp");
+    constexpr int kWarpRows = 16 * MT, kRows = kWarpRows * kWarps, kThreads = 32 * kWarps, ld = DP + 8, kChunks = DP / 8;
     static_assert(kThreads >= 2 * kPrefillKeys, "the prologue fills two tiles' key rows, one per thread");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16* Qs = reinterpret_cast<bf16*>(smem_raw);  // [kRows][ld]
@@ -106,14 +108,15 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
     if (tile0 < n_tiles) load_tile(0);
     detail::cp_async_commit();
 
-    WarpFlash<DP> st;
-    st.init();
-    const bf16* Qw = Qs + warp * 16 * ld;
-    const int wrow0 = row0 + warp * 16;                  // this warp's first row (seq-local)
-    const int qi0 = wrow0 + (lane >> 2), qi1 = qi0 + 8;  // this thread's two rows
+    WarpFlash<DP> st[MT];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) st[mt].init();
+    const bf16* Qw = Qs + warp * kWarpRows * ld;
+    const int wrow0 = row0 + warp * kWarpRows;           // this warp's first row (seq-local)
+    const int qi0 = wrow0 + (lane >> 2), qi1 = qi0 + 8;  // this thread's two rows of m-tile 0 (+16 per m-tile)
     // A block past the end of its sequence's rows (a ViT tile's 1,032 tokens leave 8 in the last 128-row
     // block) has warps with no row at all: they still copy tiles and meet the barriers, but skip the math.
-    const bool warp_has_rows = warp * 16 < rows_here;
+    const bool warp_has_rows = warp * kWarpRows < rows_here;
     for (int it = tile0; it < n_tiles; ++it) {
         const int buf = (it - tile0) & 1;
         if (it + 1 < n_tiles) {
@@ -131,33 +134,45 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
         const int kb = it * kPrefillKeys;
         // Warp-uniform: a tile wholly after this warp's last row's diagonal changes nothing (skip it), nor does
         // any tile for a warp without rows; one wholly visible to its first row needs no mask.
-        if (warp_has_rows && (!p.causal || kb < past + wrow0 + 16)) {
+        if (warp_has_rows && (!p.causal || kb < past + wrow0 + kWarpRows)) {
             const bf16* Ks = Kbuf + buf * kPrefillKeys * ld;
             const bf16* Vs = Vbuf + buf * kPrefillKeys * ld;
-            float sc[kPrefillKeys / 8][4];
-            st.template scores_smem<kPrefillKeys>(sc, Qw, Ks, ld);
+            float sc[MT][kPrefillKeys / 8][4];
+            if constexpr (MT == 1) st[0].template scores_smem<kPrefillKeys>(sc[0], Qw, Ks, ld);
+            else scores_smem_pair<DP, kPrefillKeys>(sc[0], sc[1], Qw, Ks, ld);
             if (kb + kPrefillKeys > len_k || (p.causal && kb + kPrefillKeys > past + wrow0 + 1)) {
-                int lim0 = len_k - kb, lim1 = lim0;
-                if (p.causal) {
-                    lim0 = min(lim0, past + qi0 + 1 - kb);
-                    lim1 = min(lim1, past + qi1 + 1 - kb);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    int lim0 = len_k - kb, lim1 = lim0;
+                    if (p.causal) {
+                        lim0 = min(lim0, past + qi0 + 16 * mt + 1 - kb);
+                        lim1 = min(lim1, past + qi1 + 16 * mt + 1 - kb);
+                    }
+                    // Negative limits hide every key; limits past 64 hide none.
+                    WarpFlash<DP>::template mask<kPrefillKeys>(sc[mt], lim0, lim1);
                 }
-                // Negative limits hide every key; limits past 64 hide none.
-                WarpFlash<DP>::template mask<kPrefillKeys>(sc, lim0, lim1);
             }
-            st.template softmax_pv<kPrefillKeys>(sc, Vs, ld, scale_log2);
+            if constexpr (MT == 1) {
+                st[0].template softmax_pv<kPrefillKeys>(sc[0], Vs, ld, scale_log2);
+            } else {
+                st[0].template softmax_update<kPrefillKeys>(sc[0], scale_log2);
+                st[1].template softmax_update<kPrefillKeys>(sc[1], scale_log2);
+                accumulate_pv_pair<DP, kPrefillKeys>(st[0], st[1], sc[0], sc[1], Vs, ld);
+            }
         }
         if (refill) key_rows[buf * kPrefillKeys + tid] = next_row;
         __syncthreads();  // the next iteration's prefetch overwrites this buffer and reads key_rows
     }
     detail::cp_async_wait<0>();  // no copy may outlive the block (empty key range)
-    st.reduce_l();
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) st[mt].reduce_l();
     const int t = lane & 3;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int qi = r ? qi1 : qi0;
+    for (int q = 0; q < 2 * MT; ++q) {  // (m-tile q / 2, row g or g + 8 of it)
+        const WarpFlash<DP>& sm = st[q >> 1];
+        const int r = q & 1, qi = (r ? qi1 : qi0) + 16 * (q >> 1);
         if (qi >= len_q) continue;
-        const float inv = st.l[r] > 0.0f ? 1.0f / st.l[r] : 0.0f;
+        const float inv = sm.l[r] > 0.0f ? 1.0f / sm.l[r] : 0.0f;
         if (n_splits > 1) {
             // Partial result of this split: normalised o and its log2-sum-exp (−∞ when it saw no key).
             const int64_t idx = (static_cast<int64_t>(split) * p.n_tok_q + q0 + qi) * p.n_heads + h;
@@ -165,9 +180,9 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
 #pragma unroll
             for (int dt = 0; dt < DP / 8; ++dt) {
                 const int col = dt * 8 + 2 * t;
-                if (col < D) *reinterpret_cast<float2*>(o + col) = make_float2(st.o[dt][2 * r] * inv, st.o[dt][2 * r + 1] * inv);
+                if (col < D) *reinterpret_cast<float2*>(o + col) = make_float2(sm.o[dt][2 * r] * inv, sm.o[dt][2 * r + 1] * inv);
             }
-            if (t == 0) ws_lse[idx] = st.l[r] > 0.0f ? st.m[r] + log2f(st.l[r]) : -INFINITY;
+            if (t == 0) ws_lse[idx] = sm.l[r] > 0.0f ? sm.m[r] + log2f(sm.l[r]) : -INFINITY;
             continue;
         }
         bf16* out = p.out + static_cast<int64_t>(q0 + qi) * out_stride + h * D;
@@ -176,7 +191,7 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
             const int col = dt * 8 + 2 * t;
             if (col < D) {
                 *reinterpret_cast<uint32_t*>(out + col) =
-                    detail::pack_bf16x2(st.o[dt][2 * r] * inv, st.o[dt][2 * r + 1] * inv);
+                    detail::pack_bf16x2(sm.o[dt][2 * r] * inv, sm.o[dt][2 * r + 1] * inv);
             }
         }
     }
@@ -225,22 +240,24 @@ __global__ void kv_append_kernel(KvAppendParams p) {
         *reinterpret_cast<const uint4*>(p.v + tok * p.v_stride + kvh * p.head_dim + col);
 }
 
-template <int DP, int kWarps>
+template <int DP, int kWarps, int MT>
 void launch_prefill_warps(const AttentionPrefillParams& p, float scale_log2, int64_t q_stride, int64_t out_stride, int n_splits,
                           float* ws_o, float* ws_lse, cudaStream_t stream) {
-    constexpr size_t smem = prefill_smem_bytes<DP, kWarps>();
-    auto* kernel = attention_prefill_kernel<DP, kWarps>;
+    constexpr size_t smem = prefill_smem_bytes<DP, kWarps, MT>();
+    auto* kernel = attention_prefill_kernel<DP, kWarps, MT>;
     SURF_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    const dim3 grid(static_cast<unsigned>((p.max_seqlen_q + 16 * kWarps - 1) / (16 * kWarps)),
+    constexpr int kRows = 16 * MT * kWarps;
+    const dim3 grid(static_cast<unsigned>((p.max_seqlen_q + kRows - 1) / kRows),
                     static_cast<unsigned>(p.n_heads * n_splits), static_cast<unsigned>(p.n_seq));
     kernel<<<grid, 32 * kWarps, smem, stream>>>(p, scale_log2, q_stride, out_stride, n_splits, ws_o, ws_lse);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
 struct PrefillPlan {
-    int rows;    // query rows per block: 128 (8 warps) or 64 (4 warps)
-    int splits;  // key-range splits (1 = none)
+    int rows;           // query rows per block: 128 (8 warps × 16 rows, or 4 × 32) or 64 (4 warps × 16 rows)
+    int splits;         // key-range splits (1 = none)
+    int rows_per_warp;  // 16, or 32 (128-row blocks of 4 warps) when p.rows_per_warp asks for it
 };
 
 // 128-row blocks read each K/V tile once for twice the rows of 64-row blocks; they are used whenever they
@@ -251,7 +268,8 @@ struct PrefillPlan {
 PrefillPlan plan_prefill(const AttentionPrefillParams& p) {
     const int64_t sms = detail::device_sm_count(), slots = 2 * sms;
     const int64_t blocks128 = (p.max_seqlen_q + 127) / 128 * p.n_heads * p.n_seq;
-    PrefillPlan plan{blocks128 >= slots ? 128 : 64, 1};
+    PrefillPlan plan{blocks128 >= slots ? 128 : 64, 1, 16};
+    if (p.rows_per_warp == 32) plan.rows = 128, plan.rows_per_warp = 32;  // asked for: 128-row blocks of 4 warps
     const int64_t blocks = (p.max_seqlen_q + plan.rows - 1) / plan.rows * p.n_heads * p.n_seq;
     int64_t want = p.n_splits;
     if (want == 0) {
@@ -272,8 +290,9 @@ PrefillPlan plan_prefill(const AttentionPrefillParams& p) {
 template <int DP>
 void launch_prefill(const AttentionPrefillParams& p, const PrefillPlan& plan, float scale_log2, int64_t q_stride, int64_t out_stride,
                     float* ws_o, float* ws_lse, cudaStream_t stream) {
-    if (plan.rows == 128) launch_prefill_warps<DP, 8>(p, scale_log2, q_stride, out_stride, plan.splits, ws_o, ws_lse, stream);
-    else launch_prefill_warps<DP, 4>(p, scale_log2, q_stride, out_stride, plan.splits, ws_o, ws_lse, stream);
+    if (plan.rows == 128 && plan.rows_per_warp == 32) launch_prefill_warps<DP, 4, 2>(p, scale_log2, q_stride, out_stride, plan.splits, ws_o, ws_lse, stream);
+    else if (plan.rows == 128) launch_prefill_warps<DP, 8, 1>(p, scale_log2, q_stride, out_stride, plan.splits, ws_o, ws_lse, stream);
+    else launch_prefill_warps<DP, 4, 1>(p, scale_log2, q_stride, out_stride, plan.splits, ws_o, ws_lse, stream);
 }
 
 }  // namespace
@@ -299,6 +318,8 @@ void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream) {
     const int64_t q_stride = p.q_stride ? p.q_stride : p.n_heads * p.head_dim;
     const int64_t out_stride = p.out_stride ? p.out_stride : p.n_heads * p.head_dim;
     SURF_CHECK(q_stride % 8 == 0 && out_stride % 2 == 0 && aligned16(p.q), "attention_prefill: q must be 16-byte aligned rows");
+    SURF_CHECK(p.rows_per_warp == 0 || p.rows_per_warp == 16 || p.rows_per_warp == 32, "attention_prefill: rows_per_warp ", p.rows_per_warp,
+               " (0, 16 or 32)");
     if (p.n_seq == 0 || p.max_seqlen_q == 0) return;
     const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
     const float scale_log2 = scale * kLog2e;

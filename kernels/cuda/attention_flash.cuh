@@ -102,10 +102,10 @@ struct WarpFlash {
         }
     }
 
-    // Online-softmax update with one tile's raw scores s (masked keys at −∞), then O += P·V (Vs [NK][ld]).
+    // Online-softmax update with one tile's raw scores s (masked keys at −∞): s becomes the tile's weights P,
+    // the running max, denominator and O move to the new max.
     template <int NK>
-    __device__ void softmax_pv(float (&s)[NK / 8][4], const bf16* Vs, int ld, float scale_log2) {
-        const int lane = threadIdx.x & 31;
+    __device__ void softmax_update(float (&s)[NK / 8][4], float scale_log2) {
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int nt = 0; nt < NK / 8; ++nt) {
@@ -141,7 +141,13 @@ struct WarpFlash {
                 o[dt][3] *= alpha[1];
             }
         }
-        // O += P·V: P from registers, V fragments via ldmatrix.trans (two d-tiles per x4 load).
+    }
+
+    // O += P·V (Vs [NK][ld]) with the tile's weights P = s after softmax_update.
+    template <int NK>
+    __device__ void accumulate_pv(const float (&s)[NK / 8][4], const bf16* Vs, int ld) {
+        const int lane = threadIdx.x & 31;
+        // P from registers, V fragments via ldmatrix.trans (two d-tiles per x4 load).
         const int mi = lane >> 3, mr = lane & 7;
 #pragma unroll
         for (int kk = 0; kk < NK / 16; ++kk) {
@@ -159,6 +165,13 @@ struct WarpFlash {
                 mma_bf16_16816(o[2 * dp + 1], pa, b[2], b[3]);
             }
         }
+    }
+
+    // Online-softmax update with one tile's raw scores s (masked keys at −∞), then O += P·V (Vs [NK][ld]).
+    template <int NK>
+    __device__ void softmax_pv(float (&s)[NK / 8][4], const bf16* Vs, int ld, float scale_log2) {
+        softmax_update<NK>(s, scale_log2);
+        accumulate_pv<NK>(s, Vs, ld);
     }
 
     // One tile of NK keys with Q fragments in registers (decode).
@@ -187,6 +200,66 @@ struct WarpFlash {
         }
     }
 };
+
+// One warp over 32 query rows as two 16-row m-tiles (a: rows 0-15, b: rows 16-31): every K and V fragment
+// read from shared memory feeds the mma of both, so a 32-row warp moves half the shared-memory bytes per mma
+// of two 16-row warps (prefill attention's rows_per_warp = 32).
+// S of both m-tiles for NK keys (Ks [NK][ld]); Q [32][ld] from shared memory one k16 step at a time.
+template <int DP, int NK>
+__device__ void scores_smem_pair(float (&s0)[NK / 8][4], float (&s1)[NK / 8][4], const bf16* Qs, const bf16* Ks, int ld) {
+    const int lane = threadIdx.x & 31, mi = lane >> 3, mr = lane & 7;
+    const bf16* qrow = Qs + ((mi & 1) * 8 + mr) * ld + (mi >> 1) * 8;
+    const bf16* krow = WarpFlash<DP>::k_frag_row(Ks, ld);
+#pragma unroll
+    for (int nt = 0; nt < NK / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s0[nt][e] = s1[nt][e] = 0.0f;
+    }
+#pragma unroll
+    for (int ks = 0; ks < DP / 16; ++ks) {
+        uint32_t qa[4], qb[4];
+        ldmatrix_x4(qa, qrow + ks * 16);
+        ldmatrix_x4(qb, qrow + 16 * ld + ks * 16);
+#pragma unroll
+        for (int np = 0; np < NK / 16; ++np) {
+            uint32_t b[4];
+            ldmatrix_x4(b, krow + np * 16 * ld + ks * 16);
+            mma_bf16_16816(s0[2 * np], qa, b[0], b[1]);
+            mma_bf16_16816(s0[2 * np + 1], qa, b[2], b[3]);
+            mma_bf16_16816(s1[2 * np], qb, b[0], b[1]);
+            mma_bf16_16816(s1[2 * np + 1], qb, b[2], b[3]);
+        }
+    }
+}
+
+// O_a += P_a·V and O_b += P_b·V (Vs [NK][ld]) with the weights after softmax_update, V fragments shared.
+template <int DP, int NK>
+__device__ void accumulate_pv_pair(WarpFlash<DP>& a, WarpFlash<DP>& b, const float (&s0)[NK / 8][4], const float (&s1)[NK / 8][4],
+                                   const bf16* Vs, int ld) {
+    const int lane = threadIdx.x & 31, mi = lane >> 3, mr = lane & 7;
+#pragma unroll
+    for (int kk = 0; kk < NK / 16; ++kk) {
+        uint32_t pa[4], pb[4];
+        pa[0] = detail::pack_bf16x2(s0[2 * kk][0], s0[2 * kk][1]);
+        pa[1] = detail::pack_bf16x2(s0[2 * kk][2], s0[2 * kk][3]);
+        pa[2] = detail::pack_bf16x2(s0[2 * kk + 1][0], s0[2 * kk + 1][1]);
+        pa[3] = detail::pack_bf16x2(s0[2 * kk + 1][2], s0[2 * kk + 1][3]);
+        pb[0] = detail::pack_bf16x2(s1[2 * kk][0], s1[2 * kk][1]);
+        pb[1] = detail::pack_bf16x2(s1[2 * kk][2], s1[2 * kk][3]);
+        pb[2] = detail::pack_bf16x2(s1[2 * kk + 1][0], s1[2 * kk + 1][1]);
+        pb[3] = detail::pack_bf16x2(s1[2 * kk + 1][2], s1[2 * kk + 1][3]);
+        const bf16* vrow = Vs + (kk * 16 + (mi & 1) * 8 + mr) * ld + (mi >> 1) * 8;
+#pragma unroll
+        for (int dp = 0; dp < DP / 16; ++dp) {
+            uint32_t v[4];
+            detail::ldmatrix_x4_trans(v, vrow + dp * 16);
+            mma_bf16_16816(a.o[2 * dp], pa, v[0], v[1]);
+            mma_bf16_16816(a.o[2 * dp + 1], pa, v[2], v[3]);
+            mma_bf16_16816(b.o[2 * dp], pb, v[0], v[1]);
+            mma_bf16_16816(b.o[2 * dp + 1], pb, v[2], v[3]);
+        }
+    }
+}
 
 // A fragments of 16 query rows from shared memory [16][ld].
 template <int DP>

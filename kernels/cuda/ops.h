@@ -265,6 +265,10 @@ struct AttentionPrefillParams {
     void* workspace = nullptr;
     size_t workspace_bytes = 0;
     int64_t n_splits = 0, n_tok_q = 0, max_seqlen_k = 0;
+    // Query rows per warp: 16 (0, the default: 128-row blocks of 8 warps, or 64-row blocks of 4 when that
+    // leaves too few blocks) or 32 (always 128-row blocks of 4 warps, each K and V fragment feeding the mma of
+    // two 16-row m-tiles: half the shared-memory traffic per mma, half the warps per SM).
+    int64_t rows_per_warp = 0;
 };
 void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream);
 // The split count attention_prefill would use for p (1 = no split), and the workspace bytes it needs

@@ -330,6 +330,7 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         ap.n_seq = st.n_pre, ap.n_heads = c.n_heads, ap.n_kv_heads = c.n_kv_heads, ap.head_dim = hd, ap.max_seqlen_q = st.max_q, ap.causal = true;
         ap.workspace = prefill_ws_.get(), ap.workspace_bytes = prefill_ws_.bytes(), ap.n_tok_q = st.n_pre_tok, ap.max_seqlen_k = st.max_len;
         ap.n_splits = limits_.attention_splits && !overlap ? 0 : 1;
+        ap.rows_per_warp = limits_.attention_rows_per_warp;
         auto timed = timer_.scope("attn.prefill", pre_stream);
         kc::attention_prefill(ap, pre_stream);
     }

@@ -61,6 +61,10 @@ struct GpuLimits {
     int ssd_split = 0;
     // Blocks per (sequence, head) of the decode rows' state update (SsuParams::row_split); 0 = the kernel's rule.
     int ssu_split = 0;
+    // Query rows per warp of prefill attention, language model and vision tower (AttentionPrefillParams::
+    // rows_per_warp): 0 = 16, or 32 (K/V fragments shared by two m-tiles). 32 was written in session 5 and
+    // has not run on a GPU yet.
+    int attention_rows_per_warp = 0;
 };
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
@@ -98,7 +102,8 @@ public:
     }
     void set_ssd_split(int split) { limits_.ssd_split = split; }
     void set_ssu_split(int split) { limits_.ssu_split = split; }
-    void set_attention_splits(bool on) { limits_.attention_splits = on; }  // takes effect only with the workspace (constructed on)
+    void set_attention_splits(bool on) { limits_.attention_splits = on; }
+    void set_attention_rows_per_warp(int rows) { limits_.attention_rows_per_warp = rows; }  // takes effect only with the workspace (constructed on)
     cudaStream_t stream() const { return stream_; }
     cudaStream_t vision_stream() const { return vision_stream_; }
     int64_t weight_bytes() const { return w_.bytes; }

@@ -57,7 +57,7 @@ struct Heads {
 
 }  // namespace
 
-TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes") {
+TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes (16 and 32 query rows per warp)") {
     std::mt19937 rng(7);
     for (Heads hd : {Heads{"holotron", 40, 8, 128}, Heads{"tiny_fp32", 4, 2, 16}, Heads{"small_bf16", 8, 2, 40}}) {
         // (past, new) per sequence: fresh prompts, continuations, single tokens, non-multiples of 64. The
@@ -122,20 +122,25 @@ TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes") 
             // short sequences), the automatic choice given a workspace.
             p.n_tok_q = n_tok, p.max_seqlen_k = *std::max_element(lens.begin(), lens.end());
             DeviceBuffer<uint8_t> ws(cu::attention_prefill_workspace_bytes(n_tok, hd.n_heads, hd.D, 4));
-            for (int64_t splits : {int64_t{1}, int64_t{3}, int64_t{0}}) {
-                p.n_splits = splits;
-                p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
-                if (splits == 0) MESSAGE("automatic split count" << tag << ": " << cu::attention_prefill_splits(p));
-                dout.poison();
-                cu::attention_prefill(p, nullptr);
-                compare("attention_prefill paged causal" + tag + " splits " + std::to_string(splits), to_float(dout.download()), ref, 3e-3f,
-                        2e-2f, 1e-2);
+            // Both warp layouts: 16 query rows per warp (the default) and 32 (two m-tiles sharing fragments).
+            for (int64_t rows_per_warp : {int64_t{0}, int64_t{32}}) {
+                p.rows_per_warp = rows_per_warp;
+                for (int64_t splits : {int64_t{1}, int64_t{3}, int64_t{0}}) {
+                    p.n_splits = splits;
+                    p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
+                    if (splits == 0) MESSAGE("automatic split count" << tag << ": " << cu::attention_prefill_splits(p));
+                    dout.poison();
+                    cu::attention_prefill(p, nullptr);
+                    compare("attention_prefill paged causal" + tag + " splits " + std::to_string(splits) + " rows/warp " +
+                                std::to_string(rows_per_warp ? rows_per_warp : 16),
+                            to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
+                }
             }
         }
     }
 }
 
-TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles (contiguous qkv rows)") {
+TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles (contiguous qkv rows; 16 and 32 rows per warp)") {
     std::mt19937 rng(8);
     for (Heads hd : {Heads{"radio_h", 16, 16, 80}, Heads{"tiny_vit", 2, 2, 16}}) {
         const std::vector<int32_t> tile_lens = hd.D == 80 ? std::vector<int32_t>{1032, 1032} : std::vector<int32_t>{18, 18, 18};
@@ -161,14 +166,18 @@ TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles
         }
         p.n_tok_q = n_tok, p.max_seqlen_k = tile_lens[0];
         DeviceBuffer<uint8_t> ws(cu::attention_prefill_workspace_bytes(n_tok, hd.n_heads, hd.D, 4));
-        for (int64_t splits : {int64_t{1}, int64_t{2}, int64_t{0}}) {
-            p.n_splits = splits;
-            p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
-            if (splits == 0) MESSAGE("automatic split count " << hd.name << ": " << cu::attention_prefill_splits(p));
-            dout.poison();
-            cu::attention_prefill(p, nullptr);
-            compare(std::string("attention_prefill bidirectional ") + hd.name + " splits " + std::to_string(splits), to_float(dout.download()),
-                    ref, 3e-3f, 2e-2f, 1e-2);
+        for (int64_t rows_per_warp : {int64_t{0}, int64_t{32}}) {
+            p.rows_per_warp = rows_per_warp;
+            for (int64_t splits : {int64_t{1}, int64_t{2}, int64_t{0}}) {
+                p.n_splits = splits;
+                p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
+                if (splits == 0) MESSAGE("automatic split count " << hd.name << ": " << cu::attention_prefill_splits(p));
+                dout.poison();
+                cu::attention_prefill(p, nullptr);
+                compare(std::string("attention_prefill bidirectional ") + hd.name + " splits " + std::to_string(splits) + " rows/warp " +
+                            std::to_string(rows_per_warp ? rows_per_warp : 16),
+                        to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
+            }
         }
     }
 }
