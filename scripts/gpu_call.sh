@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call of choice (`run` with carry [".deps"]): build TARGETS, run TESTS (gpu test binaries), then
-# bench_step with STEP_ARGS and `surf bench serve` once per ';'-separated SERVE_ARGS entry. Logs and a
+# the APPS benchmark programs (no arguments), bench_step with STEP_ARGS and `surf bench serve` once per
+# ';'-separated SERVE_ARGS entry. Logs and a
 # summary.txt (what the call printed) go under $OUT. Example:
 #   TARGETS="gpu_test_gpu_forward bench_step bench_serve surf" TESTS="gpu_test_gpu_forward" \
 #   STEP_ARGS="--tiles 3 --prefill 924 --prefill-seqs 1 --decode 100" \
@@ -21,6 +22,11 @@ for t in ${TESTS:-gpu_test_gpu_forward}; do
   timeout 300 build-gpu/tests/$t > "$OUT/$t.log" 2>&1
   echo "$t: rc=$? $(grep -E 'test cases' "$OUT/$t.log" | tail -1)" | tee -a "$S"
   grep -E "MESSAGE|ERROR|rror:|bit for bit" "$OUT/$t.log" | head -20 | tee -a "$S"
+done
+for a in ${APPS:-}; do  # other benchmark programs, no arguments (e.g. APPS="bench_attention bench_overlap")
+  timeout 300 build-gpu/apps/$a > "$OUT/$a.log" 2>&1
+  echo "$a rc=$?" | tee -a "$S"
+  grep -E "^#|^\|" "$OUT/$a.log" | head -40 | tee -a "$S"
 done
 if [ -n "${STEP_ARGS:-}" ]; then
   timeout 300 build-gpu/apps/bench_step $STEP_ARGS > "$OUT/bench_step.log" 2>&1
