@@ -29,6 +29,7 @@
 #include "kernels/base/error.h"
 #include "model/config.h"
 #include "model/cuda/cuda_engine.h"
+#include "model/image_tiling.h"
 
 using namespace surf::model;
 using Clock = std::chrono::steady_clock;
@@ -52,6 +53,8 @@ struct Options {
     bool attention_splits = true;  // split-KV prefill attention (GpuLimits::attention_splits)
     bool gemm_reuse = false;       // GpuLimits::gemm_reuse_tuned_in_bucket
     int attention_rows_per_warp = 0;  // GpuLimits::attention_rows_per_warp (0 = 16)
+    int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
+    bool warm_vision = false;  // warm-up also tunes the vision passes of 1 .. vision-batch tiles of screenshots
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
     int hf_baseline_steps = 2;
 };
@@ -96,6 +99,9 @@ Options parse(int argc, char** argv) {
         else if (a == "--no-attention-splits") o.attention_splits = false;
         else if (a == "--gemm-reuse-in-bucket") o.gemm_reuse = true;
         else if (a == "--attention-rows-per-warp") o.attention_rows_per_warp = std::atoi(next());
+        else if (a == "--vision-min-tiles") o.vision_min_tiles = std::atoll(next());
+        else if (a == "--vision-max-wait") o.vision_max_wait = std::atoll(next());
+        else if (a == "--warm-vision") o.warm_vision = true;
         else if (a == "--hf-baseline") o.hf_baseline_batch = std::atoi(next());
         else if (a == "--hf-baseline-steps") o.hf_baseline_steps = std::atoi(next());
         else if (a == "--image") {
@@ -108,6 +114,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
                                  "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssu-split N]\n"
                                  "                   [--no-attention-splits] [--gemm-reuse-in-bucket] [--attention-rows-per-warp 16|32]\n"
+                                 "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
         }
@@ -301,6 +308,12 @@ int main(int argc, char** argv) {
         eo.limits.attention_splits = o.attention_splits;
         eo.limits.gemm_reuse_tuned_in_bucket = o.gemm_reuse;
         eo.limits.attention_rows_per_warp = o.attention_rows_per_warp;
+        eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
+        if (o.warm_vision && cfg.has_vision) {
+            // Passes of 1, 2, … screenshots of this workload's size, up to the tiles one pass may take.
+            const int64_t per_shot = plan_tiles(o.width, o.height, tiling_config_from(cfg.image)).n_tiles;
+            for (int64_t k = 1; k * per_shot <= o.vision_batch_tiles; ++k) eo.warm_up_vision_batches.push_back(std::vector<int64_t>(k, per_shot));
+        }
         eo.limits.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         eo.prefill_chunk = o.prefill_chunk;
         const auto tl = Clock::now();
@@ -315,6 +328,10 @@ int main(int argc, char** argv) {
                     eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.attention_splits ? "auto" : "off",
                     o.gemm_reuse ? "; tuned GEMM algorithms reused within 64-row buckets" : "",
                     o.attention_rows_per_warp == 32 ? "; prefill attention at 32 query rows per warp" : "");
+        if (o.vision_min_tiles > 1 || o.warm_vision) {
+            std::printf("# vision: passes wait for %lld tiles or %lld steps; warm-up tunes %zu vision passes\n", (long long)o.vision_min_tiles,
+                        (long long)o.vision_max_wait, eo.warm_up_vision_batches.size());
+        }
         std::printf("# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random weights drawn and engine "
                     "warmed up in %.1f s (warm-up, GEMM tuning: %.1f s); device memory in use %.1f GiB\n",
                     o.steps, o.width, o.height, o.text_tokens, o.output_tokens, load_s, engine->stats().warm_up_seconds,

@@ -48,6 +48,7 @@ public:
         SURF_CUDA_CHECK(cudaEventCreate(&step_begin_));
         SURF_CUDA_CHECK(cudaEventCreate(&step_end_));
         if (options_.warm_up) stats_.warm_up_seconds = model_->warm_up(std::min(options_.prefill_chunk, L.max_tokens));
+        if (!options_.warm_up_vision_batches.empty() && cfg.has_vision) stats_.warm_up_seconds += model_->warm_up_vision(options_.warm_up_vision_batches);
         worker_ = std::thread([this] { loop(); });
     }
 
@@ -277,7 +278,7 @@ private:
                 ++stats_.image_cache_hits;
             } else {
                 // Encoded in a batch with other requests' images by the step loop; cached once enqueued.
-                vision_queue_.push_back({&req, i, at});
+                vision_queue_.push_back({&req, i, at, stats_.steps});
                 ++req.pending_images;
                 ++stats_.image_cache_misses;
             }
@@ -441,8 +442,9 @@ private:
             graphs_captured_ = model_->decode_graphs_captured();
             tunes = model_->gemm_tune_totals();
         }
-        // The next images go through the vision tower on its stream while this step runs.
-        encode_queued_images();
+        // The next images go through the vision tower on its stream while this step runs (or wait for more,
+        // CudaEngineOptions::vision_min_tiles).
+        if (vision_batch_due(!prefill_owners.empty())) encode_queued_images();
         // Rows that sample: decode rows, and prefill rows whose chunk ends the prompt.
         std::vector<int64_t> sample_rows;
         for (size_t i = 0; i < seqs.size(); ++i) {
@@ -494,6 +496,19 @@ private:
             }
         }
         finish_done();
+    }
+
+    // Whether the queued images go through the vision tower after this step: always when batching across
+    // steps is off; else once they add up to vision_min_tiles tiles, once the oldest has waited
+    // vision_max_wait_steps steps, or when the step prefilled nothing (holding images back would stall).
+    bool vision_batch_due(bool step_had_prefill) {
+        if (options_.vision_min_tiles <= 1) return true;
+        std::lock_guard<std::mutex> lock(mu_);
+        if (vision_queue_.empty()) return false;
+        if (!step_had_prefill || stats_.steps - vision_queue_.front().queued_at_step >= options_.vision_max_wait_steps) return true;
+        int64_t tiles = 0;
+        for (const VisionJob& j : vision_queue_) tiles += j.request->input.images[j.image].tiles.plan.n_tiles;
+        return tiles >= options_.vision_min_tiles;
     }
 
     // One batch of queued images (FIFO, up to the model's tile limit) through the vision tower. Runs on

@@ -63,6 +63,7 @@ struct VisionJob {
     Request* request = nullptr;
     size_t image = 0;
     int64_t row = 0;
+    int64_t queued_at_step = 0;  // EngineStats::steps when it was queued (vision batching across steps)
 };
 
 struct Request {

@@ -132,6 +132,9 @@ public:
     // bucket and of a `prefill_tokens`-row step are planned and tuned before serving (tuning inside a step
     // stalls it: 280 shapes took 8 s of a 76 s benchmark run). Returns the seconds it took.
     double warm_up(int64_t prefill_tokens);
+    // Vision passes over zero pixels (image rows from row 0: call before any request), three times each so
+    // that their GEMM shapes are tuned; each entry is one pass as its images' tile counts. Returns seconds.
+    double warm_up_vision(const std::vector<std::vector<int64_t>>& batches);
     int64_t decode_graphs_captured() const { return graphs_ ? graphs_->captured() : 0; }
     int64_t decode_graph_launches() const { return graphs_ ? graphs_->launches() : 0; }
     // GPU time per op (profiling runs; while enabled, decode steps run kernel by kernel, not as graphs).

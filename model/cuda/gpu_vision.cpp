@@ -1,7 +1,9 @@
 // The vision tower of GpuModel (C-RADIO ViT + pixel shuffle + mlp1 projector), run on its own stream over
 // a batch of images at a time, and the tickets that order language-model steps after it.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <numeric>
 #include <optional>
 
 #include "kernels/base/error.h"
@@ -132,6 +134,32 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
     }
     timed.reset();
     return record_vision();
+}
+
+double GpuModel::warm_up_vision(const std::vector<std::vector<int64_t>>& batches) {
+    if (!cfg_.has_vision) return 0.0;
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t S = cfg_.image.tile_size, tpt = cfg_.image.tokens_per_tile();
+    int64_t most = 0;
+    for (const auto& b : batches) most = std::max<int64_t>(most, std::accumulate(b.begin(), b.end(), int64_t{0}));
+    const std::vector<float> pixels(static_cast<size_t>(std::max<int64_t>(most, 1) * 3 * S * S), 0.0f);
+    for (const auto& b : batches) {
+        const int64_t tiles = std::accumulate(b.begin(), b.end(), int64_t{0});
+        // Passes the limits refuse are skipped: the warm-up only prepares shapes serving can meet.
+        if (b.empty() || tiles > limits_.max_tiles || tiles * tpt > limits_.max_image_rows ||
+            std::any_of(b.begin(), b.end(), [](int64_t n) { return n <= 0; })) {
+            continue;
+        }
+        std::vector<ImageJob> jobs;
+        int64_t tile = 0;
+        for (int64_t n : b) {
+            jobs.push_back({pixels.data() + tile * 3 * S * S, n, tile * tpt});
+            tile += n;
+        }
+        for (int i = 0; i < 3; ++i) encode_images(jobs);  // shapes over 128 rows are tuned on their third use
+    }
+    SURF_CUDA_CHECK(cudaStreamSynchronize(vision_stream_));
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 uint64_t GpuModel::put_image_rows(const bf16* device_rows, int64_t n_rows, int64_t first_row) {

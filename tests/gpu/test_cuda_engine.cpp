@@ -59,6 +59,52 @@ TEST_CASE("CUDA engine: chat template + image prompt, chunked prefill, greedy co
     CHECK(same == want.size());
 }
 
+TEST_CASE("CUDA engine: vision batches across steps (min tiles, max wait) serve every image; warm-up of vision passes") {
+    // A tile minimum no queue reaches: images go through the tower only when their wait runs out or a step
+    // has nothing to prefill, so an image request must still finish while text prompts keep the steps busy.
+    const std::string dir = fixture("tiny_fp32");
+    cuda::CudaEngineOptions o = small_options();
+    o.vision_min_tiles = 1000, o.vision_max_wait_steps = 2;
+    o.warm_up_vision_batches = {{1}, {2, 1}};
+    auto engine = cuda::open_cuda_engine(dir, o);
+    CHECK(engine->stats().warm_up_seconds > 0.0);
+    std::ifstream mf(dir + "/manifest.json");
+    const auto manifest = nlohmann::ordered_json::parse(mf);
+    const Checkpoint expected = Checkpoint::open(dir + "/expected.safetensors");
+    const ChatTemplate tmpl = ChatTemplate::from_model_dir(dir);
+    const std::string rendered = tmpl.render(manifest["prompt"]["messages"]);
+    std::vector<std::shared_ptr<const Image>> images = {std::make_shared<Image>(load_image(dir + "/image.png"))};
+    const auto want = expected.to_i64("greedy_tokens");
+    auto matching = [&](const std::vector<int32_t>& got) {
+        size_t same = 0;
+        while (same < want.size() && same < got.size() && got[same] == want[same]) ++same;
+        return same;
+    };
+    // Alone: nothing else to prefill, so the image is encoded at once; the result is the reference's.
+    const SessionId alone = engine->open_session();
+    const GenerateResult a = engine->generate(alone, interleave_images(rendered, images), greedy(32));
+    CHECK(matching(a.tokens) == want.size());
+    // Beside two long text prompts (prefill chunks of 48 tokens keep every step busy): the image waits at
+    // most 2 steps. The image is new to the cache (a copy with one pixel changed), so it is encoded again.
+    auto changed = std::make_shared<Image>(*images[0]);
+    changed->pixels[0] ^= 1;
+    std::vector<std::shared_ptr<const Image>> other = {changed};
+    std::string long_text;
+    for (int i = 0; i < 40; ++i) long_text += "<SPECIAL_11>User\nitem " + std::to_string(i) + " again\n";
+    GenerateResult image_result, text_results[2];
+    std::thread t_image([&] { image_result = engine->generate(engine->open_session(), interleave_images(rendered, other), greedy(32)); });
+    std::thread t0([&] { text_results[0] = engine->generate(engine->open_session(), {InputPart::of_text(long_text)}, greedy(8)); });
+    std::thread t1([&] { text_results[1] = engine->generate(engine->open_session(), {InputPart::of_text(long_text + " more")}, greedy(8)); });
+    t_image.join(), t0.join(), t1.join();
+    CHECK(image_result.tokens.size() == 32);
+    CHECK(text_results[0].tokens.size() == 8);
+    CHECK(text_results[1].tokens.size() == 8);
+    const EngineStats st = engine->stats();
+    CHECK(st.vision_batches >= 2);
+    MESSAGE("vision batching across steps: " << st.vision_batches << " vision passes, " << st.steps << " steps; the batched image request "
+                                             << matching(image_result.tokens) << " of 32 tokens as the reference (one pixel differs)");
+}
+
 TEST_CASE("CUDA engine: offload/restore is exact; concurrent batching keeps sessions apart") {
     const std::string dir = fixture("small_bf16");
     std::vector<std::string> prompts;
