@@ -32,6 +32,16 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
+// The A fragment (m16k16, bf16) of the weights of keys [16·kk, 16·kk + 16) from the fp32 S/P accumulators of
+// two n8 tiles: the accumulator layout of two n8 tiles is the A layout of one k16 step.
+template <int NK>
+__device__ __forceinline__ void pack_weights(uint32_t (&pa)[4], const float (&s)[NK / 8][4], int kk) {
+    pa[0] = detail::pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+    pa[1] = detail::pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+    pa[2] = detail::pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[3] = detail::pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
 // Online-softmax state of one warp's 16 rows: rows g = lane/4 and g + 8 of the mma fragments.
 template <int DP>
 struct WarpFlash {
@@ -152,10 +162,7 @@ struct WarpFlash {
 #pragma unroll
         for (int kk = 0; kk < NK / 16; ++kk) {
             uint32_t pa[4];
-            pa[0] = detail::pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
-            pa[1] = detail::pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
-            pa[2] = detail::pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[3] = detail::pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            pack_weights<NK>(pa, s, kk);
             const bf16* vrow = Vs + (kk * 16 + (mi & 1) * 8 + mr) * ld + (mi >> 1) * 8;
 #pragma unroll
             for (int dp = 0; dp < DP / 16; ++dp) {
@@ -240,14 +247,8 @@ __device__ void accumulate_pv_pair(WarpFlash<DP>& a, WarpFlash<DP>& b, const flo
 #pragma unroll
     for (int kk = 0; kk < NK / 16; ++kk) {
         uint32_t pa[4], pb[4];
-        pa[0] = detail::pack_bf16x2(s0[2 * kk][0], s0[2 * kk][1]);
-        pa[1] = detail::pack_bf16x2(s0[2 * kk][2], s0[2 * kk][3]);
-        pa[2] = detail::pack_bf16x2(s0[2 * kk + 1][0], s0[2 * kk + 1][1]);
-        pa[3] = detail::pack_bf16x2(s0[2 * kk + 1][2], s0[2 * kk + 1][3]);
-        pb[0] = detail::pack_bf16x2(s1[2 * kk][0], s1[2 * kk][1]);
-        pb[1] = detail::pack_bf16x2(s1[2 * kk][2], s1[2 * kk][3]);
-        pb[2] = detail::pack_bf16x2(s1[2 * kk + 1][0], s1[2 * kk + 1][1]);
-        pb[3] = detail::pack_bf16x2(s1[2 * kk + 1][2], s1[2 * kk + 1][3]);
+        pack_weights<NK>(pa, s0, kk);
+        pack_weights<NK>(pb, s1, kk);
         const bf16* vrow = Vs + (kk * 16 + (mi & 1) * 8 + mr) * ld + (mi >> 1) * 8;
 #pragma unroll
         for (int dp = 0; dp < DP / 16; ++dp) {

@@ -38,25 +38,45 @@ GenerateOptions greedy(int n) {
     return g;
 }
 
+// The fixture's chat-template prompt with its image, and the reference greedy continuation.
+struct ImagePrompt {
+    std::string rendered;
+    std::vector<std::shared_ptr<const Image>> images;
+    std::vector<int64_t> want;
+    int64_t input_ids = 0;
+};
+
+ImagePrompt image_prompt(const std::string& dir) {
+    std::ifstream mf(dir + "/manifest.json");
+    const auto manifest = nlohmann::ordered_json::parse(mf);
+    const Checkpoint expected = Checkpoint::open(dir + "/expected.safetensors");
+    ImagePrompt p;
+    p.rendered = ChatTemplate::from_model_dir(dir).render(manifest["prompt"]["messages"]);
+    p.images = {std::make_shared<Image>(load_image(dir + "/image.png"))};
+    p.want = expected.to_i64("greedy_tokens");
+    p.input_ids = expected.get("input_ids").numel();
+    return p;
+}
+
+// How many leading tokens of `got` are the reference's.
+size_t leading_matches(const std::vector<int32_t>& got, const std::vector<int64_t>& want) {
+    size_t same = 0;
+    while (same < want.size() && same < got.size() && got[same] == want[same]) ++same;
+    return same;
+}
+
 }  // namespace
 
 TEST_CASE("CUDA engine: chat template + image prompt, chunked prefill, greedy continuation") {
     const std::string dir = fixture("tiny_fp32");
     auto engine = cuda::open_cuda_engine(dir, small_options());
-    std::ifstream mf(dir + "/manifest.json");
-    const auto manifest = nlohmann::ordered_json::parse(mf);
-    const Checkpoint expected = Checkpoint::open(dir + "/expected.safetensors");
-    const ChatTemplate tmpl = ChatTemplate::from_model_dir(dir);
-    const std::string rendered = tmpl.render(manifest["prompt"]["messages"]);
-    std::vector<std::shared_ptr<const Image>> images = {std::make_shared<Image>(load_image(dir + "/image.png"))};
+    const ImagePrompt prompt = image_prompt(dir);
     const SessionId s = engine->open_session();
-    const GenerateResult r = engine->generate(s, interleave_images(rendered, images), greedy(32));
-    CHECK(r.prefill_tokens == expected.get("input_ids").numel());
-    const auto want = expected.to_i64("greedy_tokens");
-    size_t same = 0;
-    while (same < want.size() && same < r.tokens.size() && r.tokens[same] == want[same]) ++same;
+    const GenerateResult r = engine->generate(s, interleave_images(prompt.rendered, prompt.images), greedy(32));
+    CHECK(r.prefill_tokens == prompt.input_ids);
+    const size_t same = leading_matches(r.tokens, prompt.want);
     MESSAGE("CUDA engine greedy: " << same << " of 32 tokens identical to the reference (tiny_fp32, bf16 weights)");
-    CHECK(same == want.size());
+    CHECK(same == prompt.want.size());
 }
 
 TEST_CASE("CUDA engine: vision batches across steps (min tiles, max wait) serve every image; warm-up of vision passes") {
@@ -68,31 +88,20 @@ TEST_CASE("CUDA engine: vision batches across steps (min tiles, max wait) serve 
     o.warm_up_vision_batches = {{1}, {2, 1}};
     auto engine = cuda::open_cuda_engine(dir, o);
     CHECK(engine->stats().warm_up_seconds > 0.0);
-    std::ifstream mf(dir + "/manifest.json");
-    const auto manifest = nlohmann::ordered_json::parse(mf);
-    const Checkpoint expected = Checkpoint::open(dir + "/expected.safetensors");
-    const ChatTemplate tmpl = ChatTemplate::from_model_dir(dir);
-    const std::string rendered = tmpl.render(manifest["prompt"]["messages"]);
-    std::vector<std::shared_ptr<const Image>> images = {std::make_shared<Image>(load_image(dir + "/image.png"))};
-    const auto want = expected.to_i64("greedy_tokens");
-    auto matching = [&](const std::vector<int32_t>& got) {
-        size_t same = 0;
-        while (same < want.size() && same < got.size() && got[same] == want[same]) ++same;
-        return same;
-    };
+    const ImagePrompt prompt = image_prompt(dir);
     // Alone: nothing else to prefill, so the image is encoded at once; the result is the reference's.
     const SessionId alone = engine->open_session();
-    const GenerateResult a = engine->generate(alone, interleave_images(rendered, images), greedy(32));
-    CHECK(matching(a.tokens) == want.size());
+    const GenerateResult a = engine->generate(alone, interleave_images(prompt.rendered, prompt.images), greedy(32));
+    CHECK(leading_matches(a.tokens, prompt.want) == prompt.want.size());
     // Beside two long text prompts (prefill chunks of 48 tokens keep every step busy): the image waits at
     // most 2 steps. The image is new to the cache (a copy with one pixel changed), so it is encoded again.
-    auto changed = std::make_shared<Image>(*images[0]);
+    auto changed = std::make_shared<Image>(*prompt.images[0]);
     changed->pixels[0] ^= 1;
     std::vector<std::shared_ptr<const Image>> other = {changed};
     std::string long_text;
     for (int i = 0; i < 40; ++i) long_text += "<SPECIAL_11>User\nitem " + std::to_string(i) + " again\n";
     GenerateResult image_result, text_results[2];
-    std::thread t_image([&] { image_result = engine->generate(engine->open_session(), interleave_images(rendered, other), greedy(32)); });
+    std::thread t_image([&] { image_result = engine->generate(engine->open_session(), interleave_images(prompt.rendered, other), greedy(32)); });
     std::thread t0([&] { text_results[0] = engine->generate(engine->open_session(), {InputPart::of_text(long_text)}, greedy(8)); });
     std::thread t1([&] { text_results[1] = engine->generate(engine->open_session(), {InputPart::of_text(long_text + " more")}, greedy(8)); });
     t_image.join(), t0.join(), t1.join();
@@ -102,7 +111,7 @@ TEST_CASE("CUDA engine: vision batches across steps (min tiles, max wait) serve 
     const EngineStats st = engine->stats();
     CHECK(st.vision_batches >= 2);
     MESSAGE("vision batching across steps: " << st.vision_batches << " vision passes, " << st.steps << " steps; the batched image request "
-                                             << matching(image_result.tokens) << " of 32 tokens as the reference (one pixel differs)");
+                                             << leading_matches(image_result.tokens, prompt.want) << " of 32 tokens as the reference (one pixel differs)");
 }
 
 TEST_CASE("CUDA engine: offload/restore is exact; concurrent batching keeps sessions apart") {
