@@ -7,6 +7,10 @@
 // overlaps the decode rows' state update with the prefill rows' GEMM wins (docs/BENCHMARKS.md, session 4).
 // Second table: the state update alone on K SMs (the others held by kernels/cuda/sm_occupier.h), i.e. how
 // many SMs it needs for its bandwidth, which decides whether compute-bound work can share the GPU with it.
+// Third table: one vision-tower layer of a 3-tile screenshot (LayerNorm, qkv, attention, proj, LayerNorm,
+// fc1, GELU, fc2 at C-RADIO-H shapes, random weights) beside the same state update, its GEMMs planned for
+// all SMs or fewer, on a stream of the highest priority: the pairing an engine would make by running the
+// tower inside the Mamba layers' state-update windows (docs/BENCHMARKS.md, session 5).
 //   bench_overlap [--decode 100] [--prefill 924] [--reps 20]
 #include <algorithm>
 #include <chrono>
@@ -33,6 +37,8 @@ namespace {
 
 // Holotron-12B's Mamba layer (tests/fixtures/holotron_12b/config.json).
 constexpr int64_t kHidden = 5120, kHeads = 128, kHeadDim = 80, kGroups = 8, kState = 128;
+// Its vision tower (C-RADIO-H): width, heads, MLP width, tokens per 512-pixel tile (1,024 patches + 8 prefix).
+constexpr int64_t kVitWidth = 1280, kVitHeads = 16, kVitInter = 5120, kVitTileTokens = 1032;
 constexpr int64_t kInProj = 2 * kHeads * kHeadDim + 2 * kGroups * kState + kHeads;  // z | xBC | dt = 22,656
 
 struct Buf {
@@ -203,6 +209,89 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
         }
         SURF_CUDA_CHECK(cudaFreeHost(started));
+
+        // One ViT layer over 3 tiles beside the state update.
+        const int64_t tiles = 3, rows = tiles * kVitTileTokens, w3 = 3 * kVitWidth;
+        Buf vh(rows * kVitWidth * 4), vln(rows * kVitWidth * 2), vbig(rows * kVitInter * 2), vattn(rows * kVitWidth * 2);
+        Buf n_w(kVitWidth * 4), n_b(kVitWidth * 4), w_qkv(w3 * kVitWidth * 2), b_qkv(w3 * 2), w_proj(kVitWidth * kVitWidth * 2),
+            b_proj(kVitWidth * 4), w_fc1(kVitInter * kVitWidth * 2), b_fc1(kVitInter * 2), w_fc2(kVitWidth * kVitInter * 2), b_fc2(kVitWidth * 4);
+        fill(vh, rows * kVitWidth, false, -1.0f, 1.0f, 11);
+        fill(n_w, kVitWidth, false, 0.5f, 1.5f, 12);
+        fill(n_b, kVitWidth, false, -0.1f, 0.1f, 13);
+        fill(w_qkv, w3 * kVitWidth, true, -0.03f, 0.03f, 14);
+        fill(b_qkv, w3, true, -0.1f, 0.1f, 15);
+        fill(w_proj, kVitWidth * kVitWidth, true, -0.03f, 0.03f, 16);
+        fill(b_proj, kVitWidth, false, -0.1f, 0.1f, 17);
+        fill(w_fc1, kVitInter * kVitWidth, true, -0.03f, 0.03f, 18);
+        fill(b_fc1, kVitInter, true, -0.1f, 0.1f, 19);
+        fill(w_fc2, kVitWidth * kVitInter, true, -0.015f, 0.015f, 20);
+        fill(b_fc2, kVitWidth, false, -0.1f, 0.1f, 21);
+        std::vector<int32_t> tile_cu(static_cast<size_t>(tiles + 1));
+        for (int64_t t = 0; t <= tiles; ++t) tile_cu[t] = static_cast<int32_t>(t * kVitTileTokens);
+        Buf vcu((tiles + 1) * 4);
+        SURF_CUDA_CHECK(cudaMemcpy(vcu.p, tile_cu.data(), tile_cu.size() * 4, cudaMemcpyHostToDevice));
+        int least = 0, greatest = 0;
+        SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        cudaStream_t s_vit;
+        SURF_CUDA_CHECK(cudaStreamCreateWithPriority(&s_vit, cudaStreamNonBlocking, greatest));
+        auto vit_layer = [&](cu::GemmContext& ctx, cudaStream_t st) {
+            cu::LayerNormParams ln;
+            ln.x = vh.p, ln.x_dtype = cu::DType::kF32, ln.weight = n_w.as<float>(), ln.bias = n_b.as<float>(), ln.y = vln.as<bf16>();
+            ln.rows = rows, ln.dim = kVitWidth, ln.eps = 1e-6f;
+            cu::layernorm(ln, st);
+            cu::gemm(ctx, {vln.as<bf16>(), w_qkv.as<bf16>(), b_qkv.p, vbig.p, cu::DType::kBF16, rows, w3, kVitWidth}, st);
+            cu::AttentionPrefillParams ap;
+            ap.q = vbig.as<bf16>(), ap.k = vbig.as<bf16>() + kVitWidth, ap.v = vbig.as<bf16>() + 2 * kVitWidth;
+            ap.q_stride = w3, ap.kv_stride = w3, ap.out = vattn.as<bf16>(), ap.out_stride = kVitWidth;
+            ap.cu_seqlens_q = ap.cu_seqlens_k = vcu.as<int32_t>(), ap.n_seq = tiles, ap.n_heads = ap.n_kv_heads = kVitHeads;
+            ap.head_dim = kVitWidth / kVitHeads, ap.max_seqlen_q = kVitTileTokens, ap.causal = false, ap.n_splits = 1;
+            cu::attention_prefill(ap, st);
+            cu::GemmParams proj{vattn.as<bf16>(), w_proj.as<bf16>(), b_proj.p, vh.p, cu::DType::kF32, rows, kVitWidth, kVitWidth};
+            proj.beta = 1.0f;
+            cu::gemm(ctx, proj, st);
+            cu::layernorm(ln, st);
+            cu::gemm(ctx, {vln.as<bf16>(), w_fc1.as<bf16>(), b_fc1.p, vbig.p, cu::DType::kBF16, rows, kVitInter, kVitWidth}, st);
+            cu::gelu_erf(vbig.as<bf16>(), rows * kVitInter, st);
+            cu::GemmParams fc2{vbig.as<bf16>(), w_fc2.as<bf16>(), b_fc2.p, vh.p, cu::DType::kF32, rows, kVitWidth, kVitInter};
+            fc2.beta = 1.0f;
+            cu::gemm(ctx, fc2, st);
+        };
+        std::printf("\n# one ViT layer, %lld tiles x %lld tokens (C-RADIO-H shapes), on a highest-priority stream || the state update above\n\n"
+                    "| ViT GEMMs planned for | ViT layer alone ms | state update alone ms | together, ViT first ms | together, state update "
+                    "first ms | serial (all-SM ViT + update) ms | saved |\n|---|---|---|---|---|---|---|\n",
+                    (long long)tiles, (long long)kVitTileTokens);
+        double full_vit_ms = 0;
+        for (int cap : {0, 110, 88, 66}) {
+            if (cap >= sms) continue;
+            cu::GemmContext vctx;
+            vctx.set_autotune(true);
+            vctx.set_sm_count_target(cap);
+            const double vit_ms = time_ms([&] { vit_layer(vctx, s_gemm); });
+            if (cap == 0) full_vit_ms = vit_ms;
+            auto pair = [&](bool vit_first) {
+                return time_ms([&] {
+                    SURF_CUDA_CHECK(cudaEventRecord(e_ssu, s_gemm));
+                    SURF_CUDA_CHECK(cudaStreamWaitEvent(s_vit, e_ssu, 0));
+                    SURF_CUDA_CHECK(cudaStreamWaitEvent(s_ssu, e_ssu, 0));
+                    if (vit_first) {
+                        vit_layer(vctx, s_vit);
+                        ssu(s_ssu);
+                    } else {
+                        ssu(s_ssu);
+                        vit_layer(vctx, s_vit);
+                    }
+                    for (cudaStream_t st : {s_vit, s_ssu}) {
+                        SURF_CUDA_CHECK(cudaEventRecord(e_ssu, st));
+                        SURF_CUDA_CHECK(cudaStreamWaitEvent(s_gemm, e_ssu, 0));
+                    }
+                });
+            };
+            const double a = pair(true), b = pair(false), serial = full_vit_ms + ssu_ms;
+            std::printf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% |\n", cap ? std::to_string(cap).c_str() : "all SMs", vit_ms, ssu_ms, a, b,
+                        serial, 100.0 * (serial - std::min(a, b)) / serial);
+            std::fflush(stdout);
+        }
+        SURF_CUDA_CHECK(cudaStreamDestroy(s_vit));
     } catch (const surf::Error& e) {
         std::fprintf(stderr, "bench_overlap: %s\n", e.what());
         return 2;
