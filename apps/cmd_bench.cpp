@@ -39,6 +39,8 @@ const std::map<std::string, KnownBench>& known_benches() {
         {"kernels",
          {"kernels at the 12B shapes against the measured copy-bandwidth and GEMM ceilings", true}},
         {"attention", {"attention prefill alone at the LLM and ViT serving shapes", true}},
+        {"overlap",
+         {"the decode rows' state update beside a prefill GEMM or a ViT layer, and alone on fewer SMs", true}},
         {"structured", {"cost of JSON-schema-constrained decoding per decode step", false}},
         {"tokenizer", {"tokenizer encode/decode throughput (MB/s) on one core", false}},
     };
