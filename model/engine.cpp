@@ -57,4 +57,38 @@ TokenVocabulary token_vocabulary(const Tokenizer& tokenizer, const std::vector<i
     return vocab;
 }
 
+EngineStats& EngineStats::operator+=(const EngineStats& o) {
+    prefill_tokens += o.prefill_tokens;
+    decode_tokens += o.decode_tokens;
+    image_tokens += o.image_tokens;
+    steps += o.steps;
+    decode_only_steps += o.decode_only_steps;
+    step_seconds += o.step_seconds;
+    decode_only_seconds += o.decode_only_seconds;
+    decode_only_rows += o.decode_only_rows;
+    decode_only_context += o.decode_only_context;
+    decode_only_gpu_seconds += o.decode_only_gpu_seconds;
+    running += o.running;
+    waiting += o.waiting;
+    resident_sessions += o.resident_sessions;
+    offloaded_sessions += o.offloaded_sessions;
+    offloads += o.offloads;
+    restores += o.restores;
+    slots_used += o.slots_used;
+    slots_total += o.slots_total;
+    kv_pages_used += o.kv_pages_used;
+    kv_pages_total += o.kv_pages_total;
+    image_cache_hits += o.image_cache_hits;
+    image_cache_misses += o.image_cache_misses;
+    vision_batches += o.vision_batches;
+    vision_tiles += o.vision_tiles;
+    graph_steps += o.graph_steps;
+    graphs_captured += o.graphs_captured;
+    gemm_shapes_tuned += o.gemm_shapes_tuned;
+    gemm_tune_seconds += o.gemm_tune_seconds;
+    warm_up_seconds += o.warm_up_seconds;
+    device_bytes += o.device_bytes;
+    return *this;
+}
+
 }  // namespace surf::model

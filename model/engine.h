@@ -84,6 +84,9 @@ struct EngineStats {
     double gemm_tune_seconds = 0.0;                        // GPU time of those tuning runs (inside steps)
     double warm_up_seconds = 0.0;                          // the engine's warm-up before serving (GEMM tuning)
     int64_t device_bytes = 0;                              // allocated on the device (weights + state + workspaces)
+
+    // Adds every counter of `o` (engines serving side by side, e.g. one replica per GPU).
+    EngineStats& operator+=(const EngineStats& o);
 };
 
 class Engine {

@@ -28,36 +28,7 @@ std::string ReplicaEngine::backend_name() const {
 
 EngineStats ReplicaEngine::stats() const {
     EngineStats t;
-    for (const auto& r : replicas_) {
-        const EngineStats s = r->stats();
-        t.prefill_tokens += s.prefill_tokens;
-        t.decode_tokens += s.decode_tokens;
-        t.image_tokens += s.image_tokens;
-        t.steps += s.steps;
-        t.decode_only_steps += s.decode_only_steps;
-        t.step_seconds += s.step_seconds;
-        t.decode_only_seconds += s.decode_only_seconds;
-        t.decode_only_gpu_seconds += s.decode_only_gpu_seconds;
-        t.decode_only_rows += s.decode_only_rows;
-        t.decode_only_context += s.decode_only_context;
-        t.running += s.running;
-        t.waiting += s.waiting;
-        t.resident_sessions += s.resident_sessions;
-        t.offloaded_sessions += s.offloaded_sessions;
-        t.offloads += s.offloads;
-        t.restores += s.restores;
-        t.slots_used += s.slots_used;
-        t.slots_total += s.slots_total;
-        t.kv_pages_used += s.kv_pages_used;
-        t.kv_pages_total += s.kv_pages_total;
-        t.image_cache_hits += s.image_cache_hits;
-        t.image_cache_misses += s.image_cache_misses;
-        t.vision_batches += s.vision_batches;
-        t.vision_tiles += s.vision_tiles;
-        t.graph_steps += s.graph_steps;
-        t.graphs_captured += s.graphs_captured;
-        t.device_bytes += s.device_bytes;
-    }
+    for (const auto& r : replicas_) t += r->stats();
     return t;
 }
 

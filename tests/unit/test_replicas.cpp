@@ -3,6 +3,7 @@
 // concurrent callers on both replicas work, and bad ids are errors.
 #include <doctest/doctest.h>
 
+#include <string>
 #include <thread>
 
 #include "kernels/base/error.h"
@@ -98,4 +99,66 @@ TEST_CASE("replicas: same results as one engine, from concurrent callers on both
     CHECK(r.loads()[0].generated + r.loads()[1].generated == kThreads);
     const EngineStats st = r.stats();  // the CPU engine reports no counters: the sum is still well formed
     CHECK(st.running == 0);
+}
+
+namespace {
+
+// Every EngineStats counter (all 8-byte fields; the static_assert below catches a new one left out here
+// and in EngineStats::operator+=).
+#define SURF_ENGINE_STATS_FIELDS(X)                                                                              \
+    X(prefill_tokens) X(decode_tokens) X(image_tokens) X(steps) X(decode_only_steps) X(step_seconds)              \
+    X(decode_only_seconds) X(decode_only_rows) X(decode_only_context) X(decode_only_gpu_seconds) X(running)       \
+    X(waiting) X(resident_sessions) X(offloaded_sessions) X(offloads) X(restores) X(slots_used) X(slots_total)     \
+    X(kv_pages_used) X(kv_pages_total) X(image_cache_hits) X(image_cache_misses) X(vision_batches) X(vision_tiles) \
+    X(graph_steps) X(graphs_captured) X(gemm_shapes_tuned) X(gemm_tune_seconds) X(warm_up_seconds) X(device_bytes)
+#define SURF_COUNT_FIELD(f) +1
+static_assert(sizeof(EngineStats) == 8 * (0 SURF_ENGINE_STATS_FIELDS(SURF_COUNT_FIELD)),
+              "an EngineStats field is missing from this list (and maybe from EngineStats::operator+=)");
+
+// Field i (from 1) set to scale · i.
+EngineStats numbered_stats(int scale) {
+    EngineStats s;
+    int i = 0;
+#define SURF_SET_FIELD(f) s.f = scale * ++i;
+    SURF_ENGINE_STATS_FIELDS(SURF_SET_FIELD)
+#undef SURF_SET_FIELD
+    return s;
+}
+
+// A CPU engine that reports the given counters (the CPU engine itself reports none).
+class FixedStatsEngine : public Engine {
+public:
+    FixedStatsEngine(std::shared_ptr<Engine> inner, EngineStats stats) : inner_(std::move(inner)), stats_(stats) {}
+    const ModelConfig& config() const override { return inner_->config(); }
+    const Tokenizer& tokenizer() const override { return inner_->tokenizer(); }
+    std::shared_ptr<const TokenIndex> token_index() const override { return inner_->token_index(); }
+    std::string backend_name() const override { return "fixed-stats"; }
+    EngineStats stats() const override { return stats_; }
+    SessionId open_session() override { return inner_->open_session(); }
+    SessionId fork_session(SessionId from) override { return inner_->fork_session(from); }
+    void close_session(SessionId id) override { inner_->close_session(id); }
+    GenerateResult generate(SessionId id, const std::vector<InputPart>& input, const GenerateOptions& options) override {
+        return inner_->generate(id, input, options);
+    }
+
+private:
+    std::shared_ptr<Engine> inner_;
+    EngineStats stats_;
+};
+
+}  // namespace
+
+TEST_CASE("replicas: stats add every counter of every replica") {
+    const EngineStats want = numbered_stats(101);
+    auto check_all = [&](const EngineStats& got, const char* what) {
+#define SURF_CHECK_FIELD(f) CHECK_MESSAGE(got.f == want.f, (std::string(what) + ": " + #f));
+        SURF_ENGINE_STATS_FIELDS(SURF_CHECK_FIELD)
+#undef SURF_CHECK_FIELD
+    };
+    EngineStats sum = numbered_stats(1);
+    sum += numbered_stats(100);
+    check_all(sum, "operator+=");
+    const auto engine = cpu();
+    ReplicaEngine r({std::make_shared<FixedStatsEngine>(engine, numbered_stats(1)), std::make_shared<FixedStatsEngine>(engine, numbered_stats(100))});
+    check_all(r.stats(), "ReplicaEngine::stats");
 }
