@@ -233,9 +233,11 @@ int main(int argc, char** argv) {
             std::snprintf(title, sizeof title, "vision batch: %lld tiles (%lld images)", (long long)o.tiles, (long long)jobs.size());
             print_profile(title, ops, o.reps, op_flops(cfg, 0, 0, 0, o.tiles), ms);
             // The same pass with the ViT attention at 32 query rows per warp (GpuLimits::attention_rows_per_warp).
-            model->set_attention_rows_per_warp(32);
+            GpuLimits wide = L;
+            wide.attention_rows_per_warp = 32;
+            model->set_step_knobs(wide);
             const double ms32 = whole(run, model->vision_stream());
-            model->set_attention_rows_per_warp(L.attention_rows_per_warp);
+            model->set_step_knobs(L);
             std::printf("\nvision batch with the attention at 32 query rows per warp: %.2f ms (%+.1f%% against %.2f at %d)\n", ms32,
                         100.0 * (ms32 - ms) / ms, ms, L.attention_rows_per_warp ? L.attention_rows_per_warp : 16);
         }
@@ -288,11 +290,11 @@ int main(int argc, char** argv) {
                                      Variant{true, false, 1, 0, true}, Variant{true, false, 2, 0, true}, Variant{false, true, 0, 0, false},
                                      Variant{true, true, 1, 1, false}, Variant{true, true, 1, 0, false}, Variant{true, true, 1, 4, false},
                                      Variant{true, true, 0, 0, true, 32}, Variant{false, false, 0, 0, true, 32}}) {
-                model->set_branch_overlap(v.mamba, v.attention);
-                model->set_ssd_split(v.ssd_split);
-                model->set_ssu_split(v.ssu_split);
-                model->set_attention_splits(v.attention_splits && o.attention_splits);
-                model->set_attention_rows_per_warp(v.rows_per_warp);
+                GpuLimits knobs = L;
+                knobs.overlap_mamba_branches = v.mamba, knobs.overlap_attention_branches = v.attention;
+                knobs.ssd_split = v.ssd_split, knobs.ssu_split = v.ssu_split, knobs.attention_rows_per_warp = v.rows_per_warp;
+                knobs.attention_splits = v.attention_splits && o.attention_splits;
+                model->set_step_knobs(knobs);
                 const double ms = whole([&] { model->forward(mixed, 0); }, model->stream());
                 if (serial_ms == 0) serial_ms = ms;
                 std::printf("| %s | %s | %s | %s | %s | %d | %.2f | %+.1f%% |\n", v.mamba ? "overlap" : "serial", v.attention ? "overlap" : "serial",
@@ -300,11 +302,7 @@ int main(int argc, char** argv) {
                             v.rows_per_warp ? v.rows_per_warp : 16, ms,
                             100.0 * (ms - serial_ms) / serial_ms);
             }
-            model->set_ssu_split(L.ssu_split);
-            model->set_attention_rows_per_warp(L.attention_rows_per_warp);
-            model->set_branch_overlap(L.overlap_mamba_branches, L.overlap_attention_branches);
-            model->set_ssd_split(L.ssd_split);
-            model->set_attention_splits(L.attention_splits);
+            model->set_step_knobs(L);
             std::fflush(stdout);
         }
         // One vision pass (its stream) issued together with k language-model steps (its stream), k such that

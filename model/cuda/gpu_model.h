@@ -95,15 +95,17 @@ public:
 
     const ModelConfig& config() const { return cfg_; }
     const GpuLimits& limits() const { return limits_; }
-    // A/B switches for benchmarks, between steps: GpuLimits::overlap_*_branches, ssd_split, ssu_split, attention_splits.
-    void set_branch_overlap(bool mamba, bool attention) {
-        limits_.overlap_mamba_branches = mamba;
-        limits_.overlap_attention_branches = attention;
+    // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
+    // (overlap_*_branches, ssd_split, ssu_split, attention_splits, attention_rows_per_warp) and nothing that
+    // sized a buffer. attention_splits takes effect only if the model was built with it (its workspace).
+    void set_step_knobs(const GpuLimits& from) {
+        limits_.overlap_mamba_branches = from.overlap_mamba_branches;
+        limits_.overlap_attention_branches = from.overlap_attention_branches;
+        limits_.ssd_split = from.ssd_split;
+        limits_.ssu_split = from.ssu_split;
+        limits_.attention_splits = from.attention_splits;
+        limits_.attention_rows_per_warp = from.attention_rows_per_warp;
     }
-    void set_ssd_split(int split) { limits_.ssd_split = split; }
-    void set_ssu_split(int split) { limits_.ssu_split = split; }
-    void set_attention_splits(bool on) { limits_.attention_splits = on; }
-    void set_attention_rows_per_warp(int rows) { limits_.attention_rows_per_warp = rows; }  // takes effect only with the workspace (constructed on)
     cudaStream_t stream() const { return stream_; }
     cudaStream_t vision_stream() const { return vision_stream_; }
     int64_t weight_bytes() const { return w_.bytes; }
@@ -141,7 +143,7 @@ public:
     OpTimer& op_timer() { return timer_; }
     // The GEMM shapes tuned so far (language model, then vision tower).
     std::vector<kc::GemmContext::TuneRecord> gemm_tune_log() const;
-    // How many GEMM shapes have been tuned and the host seconds it took (both contexts).
+    // How many GEMM shapes have been tuned and the GPU seconds their tuning runs took (both contexts).
     std::pair<int64_t, double> gemm_tune_totals() const;
     // [rows, vocab] fp32 on the device, rows logits_stride() apart (the vocabulary rounded up to 64 so the
     // lm_head GEMM writes aligned rows; a vocabulary of 131,075 would otherwise force 4-byte-aligned kernels).
