@@ -55,6 +55,27 @@ struct Heads {
     int64_t n_heads, n_kv, D;
 };
 
+// Runs prefill attention p at both warp layouts (16 query rows per warp, the default, and 32: two m-tiles
+// sharing fragments) and each split count (0 = automatic, given the workspace), each against `ref`. bf16 P and
+// bf16 output: ~2^-8 relative on O, plus P rounding inside the sum; split-KV (partial results merged in fp32)
+// has the same bound.
+void check_prefill_variants(cu::AttentionPrefillParams p, DeviceBuffer<uint8_t>& ws, DeviceBuffer<bf16>& dout,
+                            std::initializer_list<int64_t> split_counts, const std::string& what, const std::vector<float>& ref) {
+    for (int64_t rows_per_warp : {int64_t{0}, int64_t{32}}) {
+        p.rows_per_warp = rows_per_warp;
+        for (int64_t splits : split_counts) {
+            p.n_splits = splits;
+            p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
+            if (splits == 0) MESSAGE("automatic split count" << what << ": " << cu::attention_prefill_splits(p));
+            dout.poison();
+            cu::attention_prefill(p, nullptr);
+            compare("attention_prefill" + what + " splits " + std::to_string(splits) + " rows/warp " +
+                        std::to_string(rows_per_warp ? rows_per_warp : 16),
+                    to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
+        }
+    }
+}
+
 }  // namespace
 
 TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes (16 and 32 query rows per warp)") {
@@ -117,25 +138,10 @@ TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes (1
                 c.q_stride = row_w; c.kv_stride = kvw; c.causal = true;
                 cpu::attention(c);
             }
-            // bf16 P and bf16 output: ~2^-8 relative on O, plus P rounding inside the sum. Split-KV (partial
-            // results merged in fp32) has the same bound. Runs: one pass, 3 forced splits (some empty for the
-            // short sequences), the automatic choice given a workspace.
+            // Runs: one pass, 3 forced splits (some empty for the short sequences), the automatic choice.
             p.n_tok_q = n_tok, p.max_seqlen_k = *std::max_element(lens.begin(), lens.end());
             DeviceBuffer<uint8_t> ws(cu::attention_prefill_workspace_bytes(n_tok, hd.n_heads, hd.D, 4));
-            // Both warp layouts: 16 query rows per warp (the default) and 32 (two m-tiles sharing fragments).
-            for (int64_t rows_per_warp : {int64_t{0}, int64_t{32}}) {
-                p.rows_per_warp = rows_per_warp;
-                for (int64_t splits : {int64_t{1}, int64_t{3}, int64_t{0}}) {
-                    p.n_splits = splits;
-                    p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
-                    if (splits == 0) MESSAGE("automatic split count" << tag << ": " << cu::attention_prefill_splits(p));
-                    dout.poison();
-                    cu::attention_prefill(p, nullptr);
-                    compare("attention_prefill paged causal" + tag + " splits " + std::to_string(splits) + " rows/warp " +
-                                std::to_string(rows_per_warp ? rows_per_warp : 16),
-                            to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
-                }
-            }
+            check_prefill_variants(p, ws, dout, {1, 3, 0}, " paged causal" + tag, ref);
         }
     }
 }
@@ -166,19 +172,7 @@ TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles
         }
         p.n_tok_q = n_tok, p.max_seqlen_k = tile_lens[0];
         DeviceBuffer<uint8_t> ws(cu::attention_prefill_workspace_bytes(n_tok, hd.n_heads, hd.D, 4));
-        for (int64_t rows_per_warp : {int64_t{0}, int64_t{32}}) {
-            p.rows_per_warp = rows_per_warp;
-            for (int64_t splits : {int64_t{1}, int64_t{2}, int64_t{0}}) {
-                p.n_splits = splits;
-                p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
-                if (splits == 0) MESSAGE("automatic split count " << hd.name << ": " << cu::attention_prefill_splits(p));
-                dout.poison();
-                cu::attention_prefill(p, nullptr);
-                compare(std::string("attention_prefill bidirectional ") + hd.name + " splits " + std::to_string(splits) + " rows/warp " +
-                            std::to_string(rows_per_warp ? rows_per_warp : 16),
-                        to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
-            }
-        }
+        check_prefill_variants(p, ws, dout, {1, 2, 0}, std::string(" bidirectional ") + hd.name, ref);
     }
 }
 
