@@ -127,8 +127,21 @@ Options parse(int argc, char** argv) {
         std::fprintf(stderr, "bench_serve: --attention-rows-per-warp takes 16 or 32, got %d\n", o.attention_rows_per_warp);
         std::exit(2);
     }
-    if (o.overlap_mamba > 1 || o.overlap_attention > 1 || o.ssd_split > 4 || o.ssu_split > 4) {
-        std::fprintf(stderr, "bench_serve: --overlap-mamba / --overlap-attention take 0 or 1, --ssd-split / --ssu-split 0 to 4\n");
+    // -1 is "not given" (the engine's default); anything else outside the range is a usage error.
+    auto check_range = [](const char* flag, int64_t v, int64_t lo, int64_t hi) {
+        if (v != -1 && (v < lo || v > hi)) {
+            std::fprintf(stderr, "bench_serve: %s %lld is out of range (%lld to %lld)\n", flag, static_cast<long long>(v), static_cast<long long>(lo),
+                         static_cast<long long>(hi));
+            std::exit(2);
+        }
+    };
+    check_range("--overlap-mamba", o.overlap_mamba, 0, 1);
+    check_range("--overlap-attention", o.overlap_attention, 0, 1);
+    check_range("--ssd-split", o.ssd_split, 0, 4);
+    check_range("--ssu-split", o.ssu_split, 0, 4);
+    if (o.vision_min_tiles < 0 || o.vision_max_wait < 0) {
+        std::fprintf(stderr, "bench_serve: --%s %lld is out of range\n", o.vision_min_tiles < 0 ? "vision-min-tiles" : "vision-max-wait",
+                     static_cast<long long>(o.vision_min_tiles < 0 ? o.vision_min_tiles : o.vision_max_wait));
         std::exit(2);
     }
     if (o.hf_baseline_batch < 0) {

@@ -136,6 +136,7 @@ public:
     double warm_up(int64_t prefill_tokens);
     // Vision passes over zero pixels (image rows from row 0: call before any request), three times each so
     // that their GEMM shapes are tuned; each entry is one pass as its images' tile counts. Returns seconds.
+    // A pass that is empty, has an image of no tiles or exceeds max_tiles / max_image_rows is an error.
     double warm_up_vision(const std::vector<std::vector<int64_t>>& batches);
     int64_t decode_graphs_captured() const { return graphs_ ? graphs_->captured() : 0; }
     int64_t decode_graph_launches() const { return graphs_ ? graphs_->launches() : 0; }

@@ -141,15 +141,20 @@ double GpuModel::warm_up_vision(const std::vector<std::vector<int64_t>>& batches
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t S = cfg_.image.tile_size, tpt = cfg_.image.tokens_per_tile();
     int64_t most = 0;
-    for (const auto& b : batches) most = std::max<int64_t>(most, std::accumulate(b.begin(), b.end(), int64_t{0}));
-    const std::vector<float> pixels(static_cast<size_t>(std::max<int64_t>(most, 1) * 3 * S * S), 0.0f);
-    for (const auto& b : batches) {
-        const int64_t tiles = std::accumulate(b.begin(), b.end(), int64_t{0});
-        // Passes the limits refuse are skipped: the warm-up only prepares shapes serving can meet.
-        if (b.empty() || tiles > limits_.max_tiles || tiles * tpt > limits_.max_image_rows ||
-            std::any_of(b.begin(), b.end(), [](int64_t n) { return n <= 0; })) {
-            continue;
+    for (size_t i = 0; i < batches.size(); ++i) {
+        const std::vector<int64_t>& b = batches[i];
+        const bool bad_image = std::any_of(b.begin(), b.end(), [&](int64_t n) { return n <= 0 || n > limits_.max_tiles; });
+        const int64_t tiles = bad_image ? 0 : std::accumulate(b.begin(), b.end(), int64_t{0});
+        if (b.empty() || bad_image || tiles > limits_.max_tiles || tiles * tpt > limits_.max_image_rows) {
+            throw Error(ErrorKind::kInvalidArgument, "warm_up_vision: pass " + std::to_string(i) + " (" + std::to_string(b.size()) +
+                                                         " images) is empty, has an image of no tiles, or exceeds the limits (" +
+                                                         std::to_string(limits_.max_tiles) + " tiles, " + std::to_string(limits_.max_image_rows) +
+                                                         " image rows)");
         }
+        most = std::max(most, tiles);
+    }
+    const std::vector<float> pixels(static_cast<size_t>(most * 3 * S * S), 0.0f);
+    for (const std::vector<int64_t>& b : batches) {
         std::vector<ImageJob> jobs;
         int64_t tile = 0;
         for (int64_t n : b) {

@@ -86,6 +86,11 @@ TEST_CASE("CUDA engine: vision batches across steps (min tiles, max wait) serve 
     cuda::CudaEngineOptions o = small_options();
     o.vision_min_tiles = 1000, o.vision_max_wait_steps = 2;
     o.warm_up_vision_batches = {{1}, {2, 1}};
+    for (const std::vector<std::vector<int64_t>>& bad : {std::vector<std::vector<int64_t>>{{}}, {{0}}, {{3, 14}}}) {  // max_tiles is 16
+        cuda::CudaEngineOptions wrong = o;
+        wrong.warm_up_vision_batches = bad;
+        CHECK_THROWS_AS(cuda::open_cuda_engine(dir, wrong), surf::Error);
+    }
     auto engine = cuda::open_cuda_engine(dir, o);
     CHECK(engine->stats().warm_up_seconds > 0.0);
     const ImagePrompt prompt = image_prompt(dir);
