@@ -52,7 +52,7 @@ struct Options {
     int overlap_mamba = -1, overlap_attention = -1, ssd_split = -1, ssu_split = -1;
     bool attention_splits = true;  // split-KV prefill attention (GpuLimits::attention_splits)
     bool gemm_reuse = false;       // GpuLimits::gemm_reuse_tuned_in_bucket
-    int attention_rows_per_warp = 0;  // GpuLimits::attention_rows_per_warp (0 = 16)
+    int attention_rows_per_warp = 0;  // GpuLimits::attention_rows_per_warp; 0 = not given (the engine default)
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
     bool warm_vision = false;  // warm-up also tunes the vision passes of 1 .. vision-batch tiles of screenshots
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
@@ -320,7 +320,7 @@ int main(int argc, char** argv) {
         if (o.ssu_split >= 0) eo.limits.ssu_split = o.ssu_split;
         eo.limits.attention_splits = o.attention_splits;
         eo.limits.gemm_reuse_tuned_in_bucket = o.gemm_reuse;
-        eo.limits.attention_rows_per_warp = o.attention_rows_per_warp;
+        if (o.attention_rows_per_warp) eo.limits.attention_rows_per_warp = o.attention_rows_per_warp;
         eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
         if (o.warm_vision && cfg.has_vision) {
             // Passes of 1, 2, … screenshots of this workload's size, up to the tiles one pass may take.
@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
                     eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
                     eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.attention_splits ? "auto" : "off",
                     o.gemm_reuse ? "; tuned GEMM algorithms reused within 64-row buckets" : "",
-                    o.attention_rows_per_warp == 32 ? "; prefill attention at 32 query rows per warp" : "");
+                    eo.limits.attention_rows_per_warp == 32 ? "; prefill attention at 32 query rows per warp" : "; prefill attention at 16 query rows per warp");
         if (o.vision_min_tiles > 1 || o.warm_vision) {
             std::printf("# vision: passes wait for %lld tiles or %lld steps; warm-up tunes %zu vision passes\n", (long long)o.vision_min_tiles,
                         (long long)o.vision_max_wait, eo.warm_up_vision_batches.size());

@@ -232,14 +232,24 @@ int main(int argc, char** argv) {
             char title[128];
             std::snprintf(title, sizeof title, "vision batch: %lld tiles (%lld images)", (long long)o.tiles, (long long)jobs.size());
             print_profile(title, ops, o.reps, op_flops(cfg, 0, 0, 0, o.tiles), ms);
-            // The same pass with the ViT attention at 32 query rows per warp (GpuLimits::attention_rows_per_warp).
-            GpuLimits wide = L;
-            wide.attention_rows_per_warp = 32;
-            model->set_step_knobs(wide);
-            const double ms32 = whole(run, model->vision_stream());
+            // The same pass with the ViT attention at the other warp layout (GpuLimits::attention_rows_per_warp).
+            const int rows_now = L.attention_rows_per_warp == 32 ? 32 : 16;
+            GpuLimits other_rows = L;
+            other_rows.attention_rows_per_warp = rows_now == 32 ? 16 : 32;
+            model->set_step_knobs(other_rows);
+            const double ms_rows = whole(run, model->vision_stream());
             model->set_step_knobs(L);
-            std::printf("\nvision batch with the attention at 32 query rows per warp: %.2f ms (%+.1f%% against %.2f at %d)\n", ms32,
-                        100.0 * (ms32 - ms) / ms, ms, L.attention_rows_per_warp ? L.attention_rows_per_warp : 16);
+            std::printf("\nvision batch with the attention at %d query rows per warp: %.2f ms (%+.1f%% against %.2f at %d)\n",
+                        other_rows.attention_rows_per_warp, ms_rows, 100.0 * (ms_rows - ms) / ms, ms, rows_now);
+            // The same pass with the GELU as its own exact-erf pass instead of fc1's epilogue (vit_gelu_in_gemm).
+            GpuLimits split_gelu = L;
+            split_gelu.vit_gelu_in_gemm = !L.vit_gelu_in_gemm;
+            model->set_step_knobs(split_gelu);
+            const double ms_gelu = whole(run, model->vision_stream());
+            model->set_step_knobs(L);
+            std::printf("vision batch with the GELU %s: %.2f ms (%+.1f%% against %.2f with it %s)\n",
+                        split_gelu.vit_gelu_in_gemm ? "in fc1's epilogue" : "as its own pass", ms_gelu, 100.0 * (ms_gelu - ms) / ms, ms,
+                        L.vit_gelu_in_gemm ? "in fc1's epilogue" : "as its own pass");
         }
         double mixed_ms = 0;
         if (!prefill.empty()) {
@@ -279,7 +289,7 @@ int main(int argc, char** argv) {
                 bool mamba, attention;
                 int ssd_split, ssu_split;
                 bool attention_splits;
-                int rows_per_warp = 0;  // prefill attention (0 = 16)
+                int rows_per_warp = 16;  // prefill attention
             };
             std::printf("\n### mixed step, prefill branch on a second stream (whole step, no per-op events; auto = the engine's rule: one SSD "
                         "slice and no split-KV where that branch overlaps)\n\n| Mamba branches | attention "
@@ -299,7 +309,7 @@ int main(int argc, char** argv) {
                 if (serial_ms == 0) serial_ms = ms;
                 std::printf("| %s | %s | %s | %s | %s | %d | %.2f | %+.1f%% |\n", v.mamba ? "overlap" : "serial", v.attention ? "overlap" : "serial",
                             slices(v.ssd_split).c_str(), slices(v.ssu_split).c_str(), v.attention_splits && o.attention_splits ? "auto" : "off",
-                            v.rows_per_warp ? v.rows_per_warp : 16, ms,
+                            v.rows_per_warp, ms,
                             100.0 * (ms - serial_ms) / serial_ms);
             }
             model->set_step_knobs(L);

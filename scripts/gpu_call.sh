@@ -31,7 +31,7 @@ done
 if [ -n "${STEP_ARGS:-}" ]; then
   timeout 300 build-gpu/apps/bench_step $STEP_ARGS > "$OUT/bench_step.log" 2>&1
   echo "bench_step rc=$?" | tee -a "$S"
-  grep -E "^#|^###|mixed step|overlap|serial|vs roofline" "$OUT/bench_step.log" | tee -a "$S"
+  grep -E "^#|^###|mixed step|overlap|serial|vs roofline|vision batch with" "$OUT/bench_step.log" | tee -a "$S"
 fi
 if [ -n "${SERVE_ARGS:-}" ]; then
   IFS=';' read -ra RUNS <<< "$SERVE_ARGS"

@@ -27,7 +27,8 @@ struct GemmPlan {
     bool tuned = false;
 };
 
-using PlanKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, bool, int>;
+// m, n, k, ldx, ldw, ldy, y dtype, bias, beta ≠ 0, alignment, activation.
+using PlanKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, bool, int, int>;
 
 int alignment_of(const void* ptr, int64_t ld, size_t elem) {
     // The largest power of two ≤ 256 dividing the address and the row pitch in bytes.
@@ -189,7 +190,7 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
     const int align_d = alignment_of(p.y, ldy, y_elem);
     const int align = std::min(align_a, std::min(align_b, align_d));
     const PlanKey key{p.m, p.n, p.k, ldx, ldw, ldy, static_cast<int>(p.y_dtype), p.bias != nullptr,
-                      p.beta != 0.0f, align};
+                      p.beta != 0.0f, align, static_cast<int>(p.activation)};
     auto* impl = ctx.impl();
     auto it = impl->plans.find(key);
     if (it == impl->plans.end()) {
@@ -199,8 +200,9 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
         const cublasOperation_t trans = CUBLAS_OP_T, no_trans = CUBLAS_OP_N;
         SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
         SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &no_trans, sizeof(no_trans)));
-        if (p.bias) {
-            const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        const bool gelu = p.activation == GemmActivation::kGeluTanh;
+        if (p.bias || gelu) {
+            const cublasLtEpilogue_t epi = gelu ? (p.bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU) : CUBLASLT_EPILOGUE_BIAS;
             SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
         }
         if (impl->sm_target > 0) {

@@ -1,5 +1,6 @@
 // See sm_occupier.h. One 32-thread block per held SM: its dynamic shared memory is the per-block maximum
-// (227 KB on H100), which with the 1 KB every block reserves fills the SM's 228 KB, so no other block fits.
+// (227 KB on H100), which with the 1 KB every block reserves fills the SM's 228 KB, so no other block that
+// asks for shared memory fits.
 #include "kernels/cuda/sm_occupier.h"
 
 #include "kernels/cuda/cuda_check.h"
@@ -34,11 +35,16 @@ __global__ void occupy_kernel(int64_t nanoseconds, int* started) {
     }
 }
 
+// Launched with kProbeSharedBytes of dynamic shared memory, which is allocated whether or not the code
+// touches it (a static __shared__ int that only thread 0 used could be kept in a register by the compiler,
+// and blocks with no shared memory were placed on held SMs: the first version ran on all 132 of an H100's).
+constexpr size_t kProbeSharedBytes = 2048;
+
 __global__ void probe_kernel(int32_t* out) {
-    __shared__ int32_t id;
-    if (threadIdx.x == 0) id = sm_id();
+    extern __shared__ int32_t scratch[];
+    if (threadIdx.x == 0) scratch[0] = sm_id();
     __syncthreads();
-    if (threadIdx.x == 0) out[blockIdx.x] = id;
+    if (threadIdx.x == 0) out[blockIdx.x] = scratch[0];
 }
 
 }  // namespace
@@ -66,7 +72,7 @@ bool all_started(const int* started, int blocks) {
 void probe_sm_ids(int32_t* out, int blocks, cudaStream_t stream) {
     SURF_CHECK(out != nullptr && blocks >= 0, "probe_sm_ids: out ", static_cast<void*>(out), " blocks ", blocks);
     if (blocks == 0) return;
-    probe_kernel<<<static_cast<unsigned>(blocks), 32, 0, stream>>>(out);
+    probe_kernel<<<static_cast<unsigned>(blocks), 32, kProbeSharedBytes, stream>>>(out);
     SURF_CUDA_CHECK_LAUNCH();
 }
 

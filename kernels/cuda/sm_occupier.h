@@ -1,6 +1,8 @@
 // Benchmark tools for running a kernel on part of the GPU: hold some SMs with blocks that take all of an
-// SM's shared memory and spin, so that the next kernel's blocks (which all need shared memory: every block
-// reserves 1 KB) can only be placed on the others; and a probe that reports which SM each block ran on.
+// SM's shared memory and spin, so that the next kernel's blocks can only be placed on the others, provided
+// they ask for shared memory (the kernels measured this way all do: the state update stages 20 KB a block).
+// A kernel with no shared memory at all is NOT kept off: H100 placed such blocks on held SMs. And a probe
+// that reports which SM each block ran on.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,8 +20,8 @@ void occupy_sms(const SmOccupyParams& p, cudaStream_t stream);
 // Whether every block of an occupy_sms launch has set its `started` entry (host view of host-mapped flags).
 bool all_started(const int* started, int blocks);
 
-// out[i] ← the SM that block i of a `blocks`-block kernel ran on (each block uses a little shared memory,
-// so it cannot share an SM with an occupy_sms block). out is device memory.
+// out[i] ← the SM that block i of a `blocks`-block kernel ran on (each block asks for 2 KB of dynamic shared
+// memory, so it cannot share an SM with an occupy_sms block). out is device memory.
 void probe_sm_ids(int32_t* out, int blocks, cudaStream_t stream);
 
 }  // namespace surf::kernels::cuda

@@ -62,9 +62,13 @@ struct GpuLimits {
     // Blocks per (sequence, head) of the decode rows' state update (SsuParams::row_split); 0 = the kernel's rule.
     int ssu_split = 0;
     // Query rows per warp of prefill attention, language model and vision tower (AttentionPrefillParams::
-    // rows_per_warp): 0 = 16, or 32 (K/V fragments shared by two m-tiles). 32 was written in session 5 and
-    // has not run on a GPU yet.
-    int attention_rows_per_warp = 0;
+    // rows_per_warp): 16, or 32 (K/V fragments shared by two m-tiles; 0 = 16). H100 (bench_attention,
+    // session 6): 32 takes 14–17% off the language model's prefill cases and 3% off a 3-tile ViT layer
+    // (1.7% slower at 24 tiles); serving C = 100: 14,981 → 15,017 tok/s, within the noise.
+    int attention_rows_per_warp = 32;
+    // The ViT MLP's GELU runs in fc1's GEMM epilogue (tanh form, kernels/cuda/ops.h GemmActivation) instead of
+    // as its own exact-erf pass over the [tokens, 5120] activations; off: the separate pass (A/B, parity).
+    bool vit_gelu_in_gemm = true;
 };
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
@@ -96,7 +100,8 @@ public:
     const ModelConfig& config() const { return cfg_; }
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
-    // (overlap_*_branches, ssd_split, ssu_split, attention_splits, attention_rows_per_warp) and nothing that
+    // (overlap_*_branches, ssd_split, ssu_split, attention_splits, attention_rows_per_warp, vit_gelu_in_gemm)
+    // and nothing that
     // sized a buffer. attention_splits takes effect only if the model was built with it (its workspace).
     void set_step_knobs(const GpuLimits& from) {
         limits_.overlap_mamba_branches = from.overlap_mamba_branches;
@@ -105,6 +110,7 @@ public:
         limits_.ssu_split = from.ssu_split;
         limits_.attention_splits = from.attention_splits;
         limits_.attention_rows_per_warp = from.attention_rows_per_warp;
+        limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
     }
     cudaStream_t stream() const { return stream_; }
     cudaStream_t vision_stream() const { return vision_stream_; }

@@ -105,9 +105,13 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
         time_as("vit.layernorm");
         kc::layernorm(ln, vision_stream_);
         time_as("vit.fc1");
-        kc::gemm(*vision_gemm_, {vit_ln_.as<bf16>(), B.fc1.ptr(), B.fc1_b.get(), vit_big_.get(), kc::DType::kBF16, rows, inter, width}, vision_stream_);
-        time_as("vit.gelu");
-        kc::gelu_erf(vit_big_.as<bf16>(), rows * inter, vision_stream_);
+        kc::GemmParams fc1{vit_ln_.as<bf16>(), B.fc1.ptr(), B.fc1_b.get(), vit_big_.get(), kc::DType::kBF16, rows, inter, width};
+        if (limits_.vit_gelu_in_gemm) fc1.activation = kc::GemmActivation::kGeluTanh;
+        kc::gemm(*vision_gemm_, fc1, vision_stream_);
+        if (!limits_.vit_gelu_in_gemm) {
+            time_as("vit.gelu");
+            kc::gelu_erf(vit_big_.as<bf16>(), rows * inter, vision_stream_);
+        }
         time_as("vit.fc2");
         kc::GemmParams fc2{vit_big_.as<bf16>(), B.fc2.ptr(), B.fc2_b.ptr(), vit_h_.get(), kc::DType::kF32, rows, width, inter};
         fc2.beta = 1.0f;
