@@ -36,8 +36,7 @@ __global__ void occupy_kernel(int64_t nanoseconds, int* started) {
 }
 
 // Launched with kProbeSharedBytes of dynamic shared memory, which is allocated whether or not the code
-// touches it (a static __shared__ int that only thread 0 used could be kept in a register by the compiler,
-// and blocks with no shared memory were placed on held SMs: the first version ran on all 132 of an H100's).
+// touches it (a static __shared__ int that only thread 0 uses could be kept in a register by the compiler).
 constexpr size_t kProbeSharedBytes = 2048;
 
 __global__ void probe_kernel(int32_t* out) {
@@ -58,6 +57,10 @@ void occupy_sms(const SmOccupyParams& p, cudaStream_t stream) {
     SURF_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     SURF_CHECK(p.blocks <= sms, "occupy_sms: ", p.blocks, " blocks for ", sms, " SMs");
     SURF_CUDA_CHECK(cudaFuncSetAttribute(occupy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
+    // Load the probe now: under CUDA's lazy module loading (the default) a kernel's first launch may wait for
+    // the device to go idle, i.e. for this hold to end, and then run on every SM (H100: 132 of 132).
+    cudaFuncAttributes loaded{};
+    SURF_CUDA_CHECK(cudaFuncGetAttributes(&loaded, probe_kernel));
     occupy_kernel<<<static_cast<unsigned>(p.blocks), 32, static_cast<size_t>(max_smem), stream>>>(p.nanoseconds, p.started);
     SURF_CUDA_CHECK_LAUNCH();
 }

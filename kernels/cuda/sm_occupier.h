@@ -1,8 +1,10 @@
 // Benchmark tools for running a kernel on part of the GPU: hold some SMs with blocks that take all of an
 // SM's shared memory and spin, so that the next kernel's blocks can only be placed on the others, provided
-// they ask for shared memory (the kernels measured this way all do: the state update stages 20 KB a block).
-// A kernel with no shared memory at all is NOT kept off: H100 placed such blocks on held SMs. And a probe
-// that reports which SM each block ran on.
+// they ask for shared memory (the kernels measured this way all do: the state update stages 20 KB a block)
+// and are already loaded: under CUDA's lazy module loading (the default) a kernel's first launch may wait
+// for the device to go idle, i.e. for the hold to end, and then runs on every SM. Launch the kernel once
+// before (benchmarks time it alone first) or call cudaFuncGetAttributes on it. And a probe that reports
+// which SM each block ran on (occupy_sms loads it).
 #pragma once
 
 #include <cuda_runtime_api.h>
