@@ -37,7 +37,6 @@ struct Options {
     int reps = 5;
     bool bf16_state = false;
     bool autotune = true;
-    int gemm_candidates = 8;  // GpuLimits::gemm_candidates
     int vision_sms = 0;
     bool vision_priority = false;  // the vision stream at the device's highest priority
     bool attention_splits = true;  // split-KV prefill attention when the blocks leave SMs idle
@@ -66,7 +65,6 @@ Options parse(int argc, char** argv) {
         else if (a == "--reps") o.reps = std::atoi(next());
         else if (a == "--bf16-state") o.bf16_state = true;
         else if (a == "--no-autotune") o.autotune = false;
-        else if (a == "--gemm-candidates") o.gemm_candidates = std::atoi(next());
         else if (a == "--vision-sms") o.vision_sms = std::atoi(next());
         else if (a == "--vision-priority") o.vision_priority = true;
         else if (a == "--no-attention-splits") o.attention_splits = false;
@@ -75,15 +73,10 @@ Options parse(int argc, char** argv) {
         else if (a == "--nano-decode-priority") o.nano_decode_priority = true;
         else {
             std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
-                                 "                  [--reps 5] [--bf16-state] [--no-autotune] [--gemm-candidates 8] [--vision-sms N] [--vision-priority]\n"
-                                 "                  [--no-attention-splits]\n"
+                                 "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N] [--vision-priority] [--no-attention-splits]\n"
                                  "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]]\n");
             std::exit(2);
         }
-    }
-    if (o.gemm_candidates < 1 || o.gemm_candidates > 32) {
-        std::fprintf(stderr, "bench_step: --gemm-candidates takes 1 to 32, got %d\n", o.gemm_candidates);
-        std::exit(2);
     }
     if (o.vision_sms < 0 || o.nano_prefill_sms < 0) {
         std::fprintf(stderr, "bench_step: --%s %d is out of range\n", o.vision_sms < 0 ? "vision-sms" : "nano-prefill-sms",
@@ -162,16 +155,14 @@ int main(int argc, char** argv) {
         L.max_tiles = std::max<int64_t>(o.tiles, 1), L.max_image_rows = std::max<int64_t>(o.tiles, 1) * cfg.image.tokens_per_tile();
         L.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         L.autotune_gemms = o.autotune;
-        L.gemm_candidates = o.gemm_candidates;
         L.vision_gemm_sms = o.vision_sms;
         L.lm_stream_priority = o.nano && o.nano_decode_priority;
         L.vision_stream_priority = o.vision_priority;
         L.attention_splits = o.attention_splits;
         auto model = GpuModel::random(cfg, L, 7);
         std::printf("# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3), copy bandwidth %.0f GB/s (read+write); SSM state "
-                    "%s; %d reps per case; GEMM autotuning %s, %d candidates per shape\n",
-                    prop.name, prop.multiProcessorCount, ceiling, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32", o.reps, o.autotune ? "on" : "off",
-                    o.gemm_candidates);
+                    "%s; %d reps per case\n",
+                    prop.name, prop.multiProcessorCount, ceiling, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32", o.reps);
         std::mt19937_64 rng(11);
         auto token = [&] { return static_cast<int32_t>(rng() % static_cast<uint64_t>(cfg.llm.vocab_size)); };
         auto pages_of = [&](int64_t seq) {

@@ -13,8 +13,7 @@ namespace surf::kernels::cuda {
 
 namespace {
 
-constexpr int kMaxCandidates = 32;      // capacity; GemmContext::set_max_candidates picks how many are asked for
-constexpr int kDefaultCandidates = 8;
+constexpr int kMaxCandidates = 8;
 
 // One planned shape: descriptors, the algorithm in use and (autotuning) the heuristic's candidates, which
 // are timed once the shape recurs (planning costs tens of µs, tuning a few GEMMs' worth).
@@ -59,7 +58,6 @@ struct GemmContext::Impl {
     std::map<PlanKey, GemmPlan> plans;
     bool autotune = false;
     bool reuse_in_bucket = false;
-    int max_candidates = kDefaultCandidates;
     int64_t reused = 0;
     int sm_target = 0;
     std::vector<GemmContext::TuneRecord> log;
@@ -153,10 +151,6 @@ const cublasLtMatmulAlgo_t* tuned_neighbour(const GemmContext::Impl& impl, const
 
 void GemmContext::set_autotune(bool on) { impl_->autotune = on; }
 void GemmContext::set_reuse_tuned_in_bucket(bool on) { impl_->reuse_in_bucket = on; }
-void GemmContext::set_max_candidates(int n) {
-    SURF_CHECK(n >= 1 && n <= kMaxCandidates, "gemm: candidates to time per shape ", n, " (1 to ", kMaxCandidates, ")");
-    impl_->max_candidates = n;
-}
 int64_t GemmContext::reused_count() const { return impl_->reused; }
 
 void GemmContext::set_sm_count_target(int sms) {
@@ -230,7 +224,7 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
         cublasLtMatmulHeuristicResult_t results[kMaxCandidates]{};
         int found = 0;
         SURF_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(impl->handle, plan.op, plan.a, plan.b, plan.d, plan.d,
-                                                         pref, impl->autotune ? impl->max_candidates : 1, results, &found));
+                                                         pref, impl->autotune ? kMaxCandidates : 1, results, &found));
         cublasLtMatmulPreferenceDestroy(pref);
         SURF_CHECK(found > 0, "gemm: cuBLASLt has no algorithm for m ", p.m, " n ", p.n, " k ", p.k, " align ", align);
         plan.algo = results[0].algo;

@@ -37,7 +37,7 @@ public:
     GemmContext(const GemmContext&) = delete;
     GemmContext& operator=(const GemmContext&) = delete;
 
-    // Autotuning (off by default): each shape's cuBLASLt heuristic candidates (8 unless set_max_candidates) are timed, writing
+    // Autotuning (off by default): each shape's cuBLASLt heuristic candidates (up to 8) are timed, writing
     // to scratch memory, and the fastest kept. Shapes of up to 128 rows are tuned on first use, larger
     // ones once they have run 3 times (prefill row counts vary; one-off counts keep the heuristic's pick).
     // Every row count is tuned on its own: an algorithm tuned for one m can be 2× slower at another. Never
@@ -52,9 +52,6 @@ public:
     // without tuning. Mixed steps' row counts (decode rows + a prompt's chunk) vary by a few rows from step
     // to step, and each one tuned on its own costs a tuning stall inside a step.
     void set_reuse_tuned_in_bucket(bool on);
-    // How many of the heuristic's candidates autotuning times per shape (1 to 32, default 8), for shapes
-    // planned after the call. More can find a faster algorithm; each tuning costs ≈ 3 GEMMs per candidate.
-    void set_max_candidates(int n);
     int64_t reused_count() const;  // shapes that took a neighbour's tuned algorithm
     struct TuneRecord {
         int64_t m = 0, n = 0, k = 0;

@@ -33,7 +33,6 @@ struct GpuLimits {
     kc::DType ssm_state = kc::DType::kF32;
     bool decode_graphs = true;        // replay decode-only steps from CUDA graphs
     bool autotune_gemms = true;       // time cuBLASLt candidates per GEMM shape (kernels/cuda/ops.h)
-    int gemm_candidates = 8;          // candidates timed per shape (GemmContext::set_max_candidates, 1 to 32)
     // Language-model GEMMs of a new row count over 128 take the algorithm tuned for a row count of the same
     // 64-row bucket when it is valid for them (GemmContext::set_reuse_tuned_in_bucket) instead of being tuned
     // inside a step on their third use. H100, session 6: serving C = 16 tuned 35 shapes in its steps instead

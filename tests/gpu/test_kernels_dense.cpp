@@ -126,31 +126,6 @@ TEST_CASE("gemm autotuning: tuned algorithms give the reference result; large ro
     }
 }
 
-TEST_CASE("gemm autotuning over 32 heuristic candidates: more are timed and the pick gives the reference result") {
-    std::mt19937 rng(13);
-    cu::GemmContext ctx;
-    ctx.set_autotune(true);
-    CHECK_THROWS(ctx.set_max_candidates(0));
-    CHECK_THROWS(ctx.set_max_candidates(33));
-    ctx.set_max_candidates(32);
-    const int64_t m = 64, n = 5120, k = 2048;  // ≤ 128 rows: tuned on first use
-    auto x = random_vec(m * k, rng), w = random_vec(n * k, rng, -0.05f, 0.05f);
-    std::vector<float> ref(m * n);
-    cpu::linear({x.data(), w.data(), nullptr, ref.data(), m, n, k});
-    DeviceBuffer<bf16> dx(to_bf16(x)), dw(to_bf16(w)), dy(m * n);
-    for (int use = 0; use < 2; ++use) {
-        dy.poison();
-        cu::gemm(ctx, {dx.get(), dw.get(), nullptr, dy.get(), cu::DType::kBF16, m, n, k}, nullptr);
-        compare("gemm tuned over 32 candidates use " + std::to_string(use), to_float(dy.download()), ref, 2e-3f, 1e-2f);
-    }
-    REQUIRE(ctx.tune_log().size() == 1);
-    const auto& rec = ctx.tune_log()[0];
-    MESSAGE("64x5120x2048: " << rec.candidates << " candidates, chosen " << rec.chosen << ", " << rec.best_us << " µs vs the heuristic's "
-                             << rec.heuristic_us);
-    CHECK(rec.candidates > 8);  // cuBLASLt lists more than 8 algorithms for this shape on Hopper
-    CHECK(rec.best_us <= rec.heuristic_us);
-}
-
 TEST_CASE("gemm autotuning with reuse in 64-row buckets: a neighbouring row count takes the tuned algorithm when it is valid") {
     std::mt19937 rng(12);
     cu::GemmContext ctx;
