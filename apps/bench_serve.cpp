@@ -385,6 +385,9 @@ int main(int argc, char** argv) {
                 const double steps_all = static_cast<double>(after.steps - before.steps);
                 const double sec_all = after.step_seconds - before.step_seconds;
                 const double dgpu = after.decode_only_gpu_seconds - before.decode_only_gpu_seconds;
+                const double msteps = static_cast<double>(after.mixed_sampled_steps - before.mixed_sampled_steps);
+                const double msec = after.mixed_sampled_seconds - before.mixed_sampled_seconds;
+                const double mgpu = after.mixed_sampled_gpu_seconds - before.mixed_sampled_gpu_seconds;
                 // Everything is allocated up front, so memory in use after the run is its peak (engine + CUDA
                 // context + libraries; the table's "device GiB" counts the engine's own buffers).
                 size_t free_bytes = 0, total_bytes = 0;
@@ -394,6 +397,10 @@ int main(int argc, char** argv) {
                             mode, C, steps_all, dsteps, step_ms, dsteps > 0 ? 1e3 * dgpu / dsteps : 0.0, steps_all - dsteps,
                             1e3 * (sec_all - dsec) / std::max(1.0, steps_all - dsteps), sec_all, r.wall, (total_bytes - free_bytes) / 1073741824.0,
                             total_bytes / 1073741824.0, r.errors ? " — FAILED REQUESTS, see stderr" : "");
+                if (msteps > 0) {
+                    std::printf("#   %s C=%d: %.0f mixed steps that sampled: %.1f ms wall, of which the language model's GPU span %.1f ms\n", mode, C,
+                                msteps, 1e3 * msec / msteps, 1e3 * mgpu / msteps);
+                }
                 std::printf("#   %s C=%d: %lld GEMM shapes tuned during the run (%.2f s of step time), %lld decode graphs captured\n", mode, C,
                             static_cast<long long>(after.gemm_shapes_tuned - before.gemm_shapes_tuned),
                             after.gemm_tune_seconds - before.gemm_tune_seconds,

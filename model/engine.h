@@ -74,6 +74,9 @@ struct EngineStats {
     int64_t decode_only_context = 0;                       // KV tokens read, summed over those sequences
     double decode_only_gpu_seconds = 0.0;                  // GPU span of those steps (first op to sampled tokens);
                                                            // the rest of their wall time is host work between steps
+    int64_t mixed_sampled_steps = 0;                       // steps with prefill rows that sampled a token
+    double mixed_sampled_seconds = 0.0;                    // their wall time
+    double mixed_sampled_gpu_seconds = 0.0;                // their language-model stream's span, as above
     int64_t running = 0, waiting = 0;                      // now
     int64_t resident_sessions = 0, offloaded_sessions = 0, offloads = 0, restores = 0;
     int64_t slots_used = 0, slots_total = 0, kv_pages_used = 0, kv_pages_total = 0;

@@ -470,6 +470,13 @@ private:
             stats_.decode_only_seconds += dt;
             stats_.decode_only_rows += n_dec;
             for (const SeqStep& q : seqs) stats_.decode_only_context += q.past + 1;
+        } else if (!sample_rows.empty()) {
+            // sample() recorded step_end_ after the tokens' copy; the vision tower's stream is not in this span.
+            float gpu_ms = 0;
+            SURF_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, step_begin_, step_end_));
+            stats_.mixed_sampled_gpu_seconds += gpu_ms * 1e-3;
+            ++stats_.mixed_sampled_steps;
+            stats_.mixed_sampled_seconds += dt;
         }
         size_t k = 0;
         for (size_t i = 0; i < seqs.size(); ++i) {
