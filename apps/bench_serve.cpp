@@ -52,6 +52,7 @@ struct Options {
     int overlap_mamba = -1, overlap_attention = -1, ssd_split = -1, ssu_split = -1;
     bool attention_splits = true;  // split-KV prefill attention (GpuLimits::attention_splits)
     int gemm_reuse = -1;           // GpuLimits::gemm_reuse_tuned_in_bucket; -1 = not given (the engine default)
+    bool small_m_kernel = true;    // GpuLimits::small_m_kernel
     int attention_rows_per_warp = 0;  // GpuLimits::attention_rows_per_warp; 0 = not given (the engine default)
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
     bool warm_vision = false;  // warm-up also tunes the vision passes of 1 .. vision-batch tiles of screenshots
@@ -99,6 +100,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--no-attention-splits") o.attention_splits = false;
         else if (a == "--gemm-reuse-in-bucket") o.gemm_reuse = 1;
         else if (a == "--no-gemm-reuse-in-bucket") o.gemm_reuse = 0;
+        else if (a == "--no-small-m-kernel") o.small_m_kernel = false;
         else if (a == "--attention-rows-per-warp") o.attention_rows_per_warp = std::atoi(next());
         else if (a == "--vision-min-tiles") o.vision_min_tiles = std::atoll(next());
         else if (a == "--vision-max-wait") o.vision_max_wait = std::atoll(next());
@@ -115,6 +117,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
                                  "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssu-split N]\n"
                                  "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] [--attention-rows-per-warp 16|32]\n"
+                                 "                   [--no-small-m-kernel]\n"
                                  "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
@@ -321,6 +324,7 @@ int main(int argc, char** argv) {
         if (o.ssu_split >= 0) eo.limits.ssu_split = o.ssu_split;
         eo.limits.attention_splits = o.attention_splits;
         if (o.gemm_reuse >= 0) eo.limits.gemm_reuse_tuned_in_bucket = o.gemm_reuse == 1;
+        eo.limits.small_m_kernel = o.small_m_kernel;
         if (o.attention_rows_per_warp) eo.limits.attention_rows_per_warp = o.attention_rows_per_warp;
         eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
         if (o.warm_vision && cfg.has_vision) {
@@ -335,13 +339,14 @@ int main(int argc, char** argv) {
         const double load_s = std::chrono::duration<double>(Clock::now() - tl).count();
         const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state);
         std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s; mixed steps: Mamba branches %s, "
-                    "attention branches %s, SSD slices %s, SSU row slices %s, prefill split-KV %s%s%s\n",
+                    "attention branches %s, SSD slices %s, SSU row slices %s, prefill split-KV %s%s%s%s\n",
                     prop.name, prop.multiProcessorCount, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32",
                     eo.limits.overlap_mamba_branches ? "overlapped" : "serial", eo.limits.overlap_attention_branches ? "overlapped" : "serial",
                     eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
                     eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.attention_splits ? "auto" : "off",
                     eo.limits.gemm_reuse_tuned_in_bucket ? "; tuned GEMM algorithms reused within 64-row buckets" : "",
-                    eo.limits.attention_rows_per_warp == 32 ? "; prefill attention at 32 query rows per warp" : "; prefill attention at 16 query rows per warp");
+                    eo.limits.attention_rows_per_warp == 32 ? "; prefill attention at 32 query rows per warp" : "; prefill attention at 16 query rows per warp",
+                    eo.limits.small_m_kernel ? "" : "; small-m GEMM kernel off");
         if (o.vision_min_tiles > 1 || o.warm_vision) {
             std::printf("# vision: passes wait for %lld tiles or %lld steps; warm-up tunes %zu vision passes\n", (long long)o.vision_min_tiles,
                         (long long)o.vision_max_wait, eo.warm_up_vision_batches.size());

@@ -372,11 +372,13 @@ int main(int argc, char** argv) {
                         (long long)o.decode_rows, o.nano_decode_priority ? ", high-priority stream" : "", (long long)o.prefill_tokens,
                         o.nano_prefill_sms > 0 ? std::to_string(o.nano_prefill_sms).c_str() : "all", together, decode_ms, prefill_b_ms, mixed_ms);
         }
-        std::printf("\n### GEMM shapes tuned (cuBLASLt candidates timed on first use)\n\n| m | n | k | candidates | heuristic µs | best µs | "
-                    "chosen |\n|---|---|---|---|---|---|---|\n");
+        std::printf("\n### GEMM shapes tuned (cuBLASLt candidates timed on first use; small-m kernel timed beside them where it applies)\n\n"
+                    "| m | n | k | candidates | heuristic µs | best µs | chosen | small-m kernel µs |\n|---|---|---|---|---|---|---|---|\n");
         for (const auto& t : model->gemm_tune_log()) {
-            std::printf("| %lld | %lld | %lld | %d | %.1f | %.1f | %d |\n", (long long)t.m, (long long)t.n, (long long)t.k, t.candidates,
-                        t.heuristic_us, t.best_us, t.chosen);
+            const std::string chosen = t.gemv_chosen ? std::string("small-m kernel") : std::to_string(t.chosen);
+            const std::string gemv_us = t.gemv_timed ? std::to_string(t.gemv_us).substr(0, std::to_string(t.gemv_us).find('.') + 2) : std::string("—");
+            std::printf("| %lld | %lld | %lld | %d | %.1f | %.1f | %s | %s |\n", (long long)t.m, (long long)t.n, (long long)t.k, t.candidates,
+                        t.heuristic_us, t.best_us, chosen.c_str(), gemv_us.c_str());
         }
         std::printf("\n# GEMM FLOPs per step are 2·tokens·params of each projection; attention FLOPs 4·(query,key pairs)·heads·head_dim.\n");
     } catch (const surf::Error& e) {

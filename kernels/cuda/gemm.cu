@@ -25,6 +25,7 @@ struct GemmPlan {
     int n_candidates = 0;
     int uses = 0;
     bool tuned = false;
+    bool use_gemv = false;  // the small-m kernel instead of cuBLASLt (GemmContext::set_small_m_kernel)
 };
 
 // m, n, k, ldx, ldw, ldy, y dtype, bias, beta ≠ 0, alignment, activation.
@@ -58,12 +59,13 @@ struct GemmContext::Impl {
     std::map<PlanKey, GemmPlan> plans;
     bool autotune = false;
     bool reuse_in_bucket = false;
+    GemmContext::SmallM small_m = GemmContext::SmallM::kTuned;
     int64_t reused = 0;
     int sm_target = 0;
     std::vector<GemmContext::TuneRecord> log;
     void* scratch = nullptr;  // tuning output
     size_t scratch_bytes = 0;
-    cudaEvent_t ev[kMaxCandidates + 2] = {};  // tuning: before the warm-up runs, after them, after each candidate
+    cudaEvent_t ev[kMaxCandidates + 3] = {};  // tuning: before the warm-up runs, after them, after each candidate and the small-m kernel
 
     void* scratch_of(size_t bytes) {
         if (bytes > scratch_bytes) {
@@ -88,7 +90,8 @@ void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, siz
     SURF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
     if (capturing != cudaStreamCaptureStatusNone) return;
     plan.tuned = true;
-    if (plan.n_candidates <= 1) return;
+    const bool time_gemv = impl.small_m == GemmContext::SmallM::kTuned && gemv_supported(p);
+    if (plan.n_candidates <= 1 && !time_gemv) return;
     if (!impl.ev[0]) {
         for (cudaEvent_t& e : impl.ev) SURF_CUDA_CHECK(cudaEventCreate(&e));
     }
@@ -98,17 +101,25 @@ void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, siz
         return cublasLtMatmul(impl.handle, plan.op, &p.alpha, p.w, plan.a, p.x, plan.b, &p.beta, out, plan.d, out, plan.d, &plan.candidates[i],
                               impl.workspace, impl.workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
     };
+    GemmParams scratch_params = p;  // the small-m kernel writes where the candidates do
+    scratch_params.y = out;
     const int n = plan.n_candidates;
     bool ok[kMaxCandidates] = {};
-    // ev[0] … warm-up runs … ev[1] … candidate i's timed runs … ev[i + 2].
+    // ev[0] … warm-up runs … ev[1] … candidate i's timed runs … ev[i + 2] … the small-m kernel's … ev[n + 2].
     SURF_CUDA_CHECK(cudaEventRecord(impl.ev[0], stream));
     for (int i = 0; i < n; ++i) ok[i] = run(i);
+    if (time_gemv) gemv(scratch_params, stream);
     SURF_CUDA_CHECK(cudaEventRecord(impl.ev[1], stream));
     for (int i = 0; i < n; ++i) {
         for (int r = 0; r < kTimedRuns && ok[i]; ++r) ok[i] = run(i);
         SURF_CUDA_CHECK(cudaEventRecord(impl.ev[i + 2], stream));
     }
-    SURF_CUDA_CHECK(cudaEventSynchronize(impl.ev[n + 1]));
+    if (time_gemv) {
+        for (int r = 0; r < kTimedRuns; ++r) gemv(scratch_params, stream);
+        SURF_CUDA_CHECK(cudaEventRecord(impl.ev[n + 2], stream));
+    }
+    const int last = time_gemv ? n + 2 : n + 1;
+    SURF_CUDA_CHECK(cudaEventSynchronize(impl.ev[last]));
     GemmContext::TuneRecord rec;
     rec.m = p.m, rec.n = p.n, rec.k = p.k, rec.candidates = n;
     float best = std::numeric_limits<float>::infinity();
@@ -126,7 +137,14 @@ void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, siz
         }
     }
     rec.best_us = best;
-    SURF_CUDA_CHECK(cudaEventElapsedTime(&rec.tune_ms, impl.ev[0], impl.ev[n + 1]));
+    if (time_gemv) {
+        float ms = 0;
+        SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, impl.ev[n + 1], impl.ev[n + 2]));
+        rec.gemv_timed = true;
+        rec.gemv_us = ms * 1e3f / kTimedRuns;
+        rec.gemv_chosen = plan.use_gemv = rec.gemv_us < best;
+    }
+    SURF_CUDA_CHECK(cudaEventElapsedTime(&rec.tune_ms, impl.ev[0], impl.ev[last]));
     plan.algo = plan.candidates[rec.chosen];
     impl.log.push_back(rec);
 }
@@ -151,6 +169,7 @@ const cublasLtMatmulAlgo_t* tuned_neighbour(const GemmContext::Impl& impl, const
 
 void GemmContext::set_autotune(bool on) { impl_->autotune = on; }
 void GemmContext::set_reuse_tuned_in_bucket(bool on) { impl_->reuse_in_bucket = on; }
+void GemmContext::set_small_m_kernel(SmallM mode) { impl_->small_m = mode; }
 int64_t GemmContext::reused_count() const { return impl_->reused; }
 
 void GemmContext::set_sm_count_target(int sms) {
@@ -245,6 +264,11 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
         SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
     }
     if (!plan.tuned && ++plan.uses >= (p.m <= kTuneOnFirstUseRows ? 1 : kTuneAfterUses)) tune_plan(*impl, plan, p, y_elem, stream);
+    // The plan's key fixes the shape, strides and the smallest alignment, not each pointer's: check them.
+    if ((plan.use_gemv || impl->small_m == GemmContext::SmallM::kAlways) && gemv_supported(p)) {
+        gemv(p, stream);
+        return;
+    }
     SURF_CUBLAS_CHECK(cublasLtMatmul(impl->handle, plan.op, &p.alpha, p.w, plan.a, p.x, plan.b, &p.beta, p.y, plan.d,
                                      p.y, plan.d, &plan.algo, impl->workspace, impl->workspace_bytes, stream));
 }

@@ -53,9 +53,16 @@ public:
     // to step, and each one tuned on its own costs a tuning stall inside a step.
     void set_reuse_tuned_in_bucket(bool on);
     int64_t reused_count() const;  // shapes that took a neighbour's tuned algorithm
+    // The small-m kernel (gemv below) for shapes it supports: kTuned (default) times it beside the cuBLASLt
+    // candidates whenever such a shape is tuned and keeps it if it is faster (so only with autotuning);
+    // kAlways uses it for every supported shape (tests); kNever not at all.
+    enum class SmallM { kTuned, kAlways, kNever };
+    void set_small_m_kernel(SmallM mode);
     struct TuneRecord {
         int64_t m = 0, n = 0, k = 0;
         int candidates = 0, chosen = 0;        // candidates timed, index of the fastest (0 = heuristic's pick)
+        bool gemv_timed = false, gemv_chosen = false;  // the small-m kernel was timed too / beat every candidate
+        float gemv_us = 0;
         float heuristic_us = 0, best_us = 0;   // per GEMM
         float tune_ms = 0;                     // GPU time the tuning runs took (the host waits once for them)
     };
@@ -87,6 +94,13 @@ struct GemmParams {
     GemmActivation activation = GemmActivation::kNone;  // applied after bias (and the beta·y term)
 };
 void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream);
+
+// Small-m GEMM (gemv.cu) for decode steps: gemm()'s contract for m ≤ 4 rows whose k and row strides of x and w
+// are multiples of 8, with x and w 16-byte aligned and no activation (gemv_supported). Each warp streams two
+// weight rows with 16-byte loads; fp32 accumulation, in another order than cuBLASLt's. gemm() routes to it per
+// GemmContext::set_small_m_kernel.
+bool gemv_supported(const GemmParams& p);
+void gemv(const GemmParams& p, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------------
 // Norms and activations (norm.cu)

@@ -68,6 +68,7 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
     vision_gemm_ = std::make_unique<kc::GemmContext>();
     gemm_->set_autotune(limits_.autotune_gemms);
     gemm_->set_reuse_tuned_in_bucket(limits_.gemm_reuse_tuned_in_bucket);
+    gemm_->set_small_m_kernel(limits_.small_m_kernel ? kc::GemmContext::SmallM::kTuned : kc::GemmContext::SmallM::kNever);
     vision_gemm_->set_autotune(limits_.autotune_gemms);
     vision_gemm_->set_sm_count_target(limits_.vision_gemm_sms);
     gemm_->set_sm_count_target(limits_.lm_gemm_sms);

@@ -84,6 +84,87 @@ TEST_CASE("gemm with the GELU epilogue (tanh form) against linear + exact-erf GE
     }
 }
 
+TEST_CASE("small-m kernel (gemv): decode-row GEMMs against the CPU reference, directly and routed by gemm()") {
+    std::mt19937 rng(14);
+    struct Shape { int64_t m, n, k; };
+    // Decode shapes of the 12B model (in_proj, out_proj, mlp.down), an odd n, a k of one vector per lane-step.
+    for (Shape s : {Shape{1, 22656, 5120}, Shape{2, 5120, 10240}, Shape{3, 5120, 20480}, Shape{4, 13, 40}, Shape{1, 7, 8}}) {
+        auto x = random_vec(s.m * s.k, rng), w = random_vec(s.n * s.k, rng, -0.05f, 0.05f), bias = random_vec(s.n, rng);
+        auto y0 = random_vec(s.m * s.n, rng);
+        std::vector<float> ref(s.m * s.n);
+        cpu::linear({x.data(), w.data(), bias.data(), ref.data(), s.m, s.n, s.k});
+        std::vector<float> ref_acc(ref);
+        for (size_t i = 0; i < ref.size(); ++i) ref_acc[i] += y0[i];
+        DeviceBuffer<bf16> dx(to_bf16(x)), dw(to_bf16(w)), dbias_h(to_bf16(bias)), dyh(s.m * s.n);
+        DeviceBuffer<float> dbias_f(bias), dyf(s.m * s.n);
+        const std::string tag = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+        const cu::GemmParams bf{dx.get(), dw.get(), dbias_h.get(), dyh.get(), cu::DType::kBF16, s.m, s.n, s.k};
+        REQUIRE(cu::gemv_supported(bf));
+        dyh.poison();
+        cu::gemv(bf, nullptr);
+        compare("gemv bf16 out +bias " + tag, to_float(dyh.download()), ref, 2e-3f, 1e-2f);
+        // fp32 out, beta = 1 into y0 (the residual add), alpha 1.
+        cu::GemmParams fp{dx.get(), dw.get(), dbias_f.get(), dyf.get(), cu::DType::kF32, s.m, s.n, s.k};
+        fp.beta = 1.0f;
+        dyf.upload(y0);
+        cu::gemv(fp, nullptr);
+        compare("gemv fp32 out +bias +y " + tag, dyf.download(), ref_acc, 1e-3f, 1e-3f);
+        // Strided x (a slice of a wider row), no bias, routed through gemm() with the kernel forced.
+        const int64_t ldx = s.k + 8;
+        std::vector<float> xs(s.m * ldx, 0.5f);
+        for (int64_t r = 0; r < s.m; ++r) for (int64_t c = 0; c < s.k; ++c) xs[r * ldx + c] = x[r * s.k + c];
+        DeviceBuffer<bf16> dxs(to_bf16(xs));
+        cu::GemmContext forced;
+        forced.set_small_m_kernel(cu::GemmContext::SmallM::kAlways);
+        cu::GemmParams sp{dxs.get(), dw.get(), nullptr, dyf.get(), cu::DType::kF32, s.m, s.n, s.k};
+        sp.ldx = ldx;
+        dyf.poison();
+        cu::gemm(forced, sp, nullptr);
+        std::vector<float> ref_nb(ref);
+        for (size_t i = 0; i < ref.size(); ++i) ref_nb[i] -= bias[i % s.n];
+        compare("gemm routed to gemv, strided x " + tag, dyf.download(), ref_nb, 1e-3f, 1e-3f);
+    }
+    // What it does not take falls back to cuBLASLt even when forced: 5 rows, k not a multiple of 8.
+    for (Shape s : {Shape{5, 64, 32}, Shape{1, 64, 12}}) {
+        auto x = random_vec(s.m * s.k, rng), w = random_vec(s.n * s.k, rng, -0.05f, 0.05f);
+        std::vector<float> ref(s.m * s.n);
+        cpu::linear({x.data(), w.data(), nullptr, ref.data(), s.m, s.n, s.k});
+        DeviceBuffer<bf16> dx(to_bf16(x)), dw(to_bf16(w)), dy(s.m * s.n);
+        const cu::GemmParams gp{dx.get(), dw.get(), nullptr, dy.get(), cu::DType::kBF16, s.m, s.n, s.k};
+        CHECK_FALSE(cu::gemv_supported(gp));
+        cu::GemmContext forced;
+        forced.set_small_m_kernel(cu::GemmContext::SmallM::kAlways);
+        dy.poison();
+        cu::gemm(forced, gp, nullptr);
+        compare("gemm forced small-m, unsupported " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k),
+                to_float(dy.download()), ref, 2e-3f, 1e-2f);
+    }
+}
+
+TEST_CASE("gemm autotuning times the small-m kernel beside cuBLASLt's candidates and keeps the faster, with the reference result") {
+    std::mt19937 rng(15);
+    cu::GemmContext ctx;
+    ctx.set_autotune(true);
+    const int64_t m = 1, n = 20480, k = 5120;  // mlp.up of one decode row
+    auto x = random_vec(m * k, rng), w = random_vec(n * k, rng, -0.05f, 0.05f);
+    std::vector<float> ref(m * n);
+    cpu::linear({x.data(), w.data(), nullptr, ref.data(), m, n, k});
+    DeviceBuffer<bf16> dx(to_bf16(x)), dw(to_bf16(w)), dy(m * n);
+    for (int use = 0; use < 2; ++use) {
+        dy.poison();
+        cu::gemm(ctx, {dx.get(), dw.get(), nullptr, dy.get(), cu::DType::kBF16, m, n, k}, nullptr);
+        compare("tuned 1x20480x5120 use " + std::to_string(use), to_float(dy.download()), ref, 2e-3f, 1e-2f);
+    }
+    REQUIRE(ctx.tune_log().size() == 1);
+    const auto& rec = ctx.tune_log()[0];
+    CHECK(rec.gemv_timed);
+    CHECK(rec.gemv_us > 0.0f);
+    CHECK(rec.gemv_chosen == (rec.gemv_us < rec.best_us));
+    MESSAGE("1x20480x5120: best cuBLASLt candidate " << rec.best_us << " µs, small-m kernel " << rec.gemv_us << " µs ("
+                                                     << (rec.gemv_chosen ? "kept" : "not kept") << "); weights "
+                                                     << (n * k * 2 / 1e3) / std::min(rec.best_us, rec.gemv_us) << " GB/s");
+}
+
 TEST_CASE("gemm autotuning: tuned algorithms give the reference result; large row counts tuned on their 3rd use") {
     std::mt19937 rng(11);
     cu::GemmContext ctx;
