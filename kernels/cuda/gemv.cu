@@ -1,4 +1,4 @@
-// The small-m GEMM of decode steps (one to eight rows), memory-bound on the weight stream: each warp reads
+// The small-m GEMM of decode steps (one to four rows), memory-bound on the weight stream: each warp reads
 // two weight rows with 16-byte streaming loads, four per row in flight per lane, dots them with the (L1-
 // cached) rows of x in fp32, and reduces across the warp. H100, one decode row: cuBLASLt reads these weights at
 // 2.5–2.8 TB/s; GemmContext times this kernel beside cuBLASLt's candidates and keeps whichever is faster.
@@ -12,7 +12,7 @@ constexpr int kGemvThreads = 256;
 constexpr int kGemvWarps = kGemvThreads / 32;
 constexpr int kRowsPerWarp = 2;   // weight rows (outputs n) per warp
 constexpr int kLoadsInFlight = 4; // 16-byte weight loads per row per lane before the FMAs
-constexpr int kMaxM = 8;  // beyond ≈ 8 rows the fp32 FMAs (8 per weight) start to compete with the weight stream
+constexpr int kMaxM = 4;
 
 // bf16 → fp32 is exact: the bf16 bits are the high half of the fp32 bits (low element in the low half).
 __device__ __forceinline__ void unpack8(const uint4& raw, float (&v)[8]) {
@@ -126,11 +126,7 @@ void gemv(const GemmParams& p, cudaStream_t stream) {
         case 1: launch_m<1>(p, ldx, ldw, ldy, stream); break;
         case 2: launch_m<2>(p, ldx, ldw, ldy, stream); break;
         case 3: launch_m<3>(p, ldx, ldw, ldy, stream); break;
-        case 4: launch_m<4>(p, ldx, ldw, ldy, stream); break;
-        case 5: launch_m<5>(p, ldx, ldw, ldy, stream); break;
-        case 6: launch_m<6>(p, ldx, ldw, ldy, stream); break;
-        case 7: launch_m<7>(p, ldx, ldw, ldy, stream); break;
-        default: launch_m<8>(p, ldx, ldw, ldy, stream); break;
+        default: launch_m<4>(p, ldx, ldw, ldy, stream); break;
     }
     SURF_CUDA_CHECK_LAUNCH();
 }

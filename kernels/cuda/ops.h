@@ -95,7 +95,7 @@ struct GemmParams {
 };
 void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream);
 
-// Small-m GEMM (gemv.cu) for decode steps: gemm()'s contract for m ≤ 8 rows whose k and row strides of x and w
+// Small-m GEMM (gemv.cu) for decode steps: gemm()'s contract for m ≤ 4 rows whose k and row strides of x and w
 // are multiples of 8, with x and w 16-byte aligned and no activation (gemv_supported). Each warp streams two
 // weight rows with 16-byte loads; fp32 accumulation, in another order than cuBLASLt's. gemm() routes to it per
 // GemmContext::set_small_m_kernel.

@@ -38,7 +38,7 @@ struct GpuLimits {
     // inside a step on their third use. H100, session 6: serving C = 16 tuned 35 shapes in its steps instead
     // of 62 (0.40 vs 0.74 s) and ran 8,116 vs 7,970 tok/s; C = 100 15,183 vs 15,222 (no change).
     bool gemm_reuse_tuned_in_bucket = true;
-    // GEMMs of ≤ 8 rows (decode steps of few sessions) may run on our small-m kernel where tuning finds it faster
+    // GEMMs of ≤ 4 rows (decode steps of few sessions) may run on our small-m kernel where tuning finds it faster
     // than every cuBLASLt candidate (GemmContext::SmallM::kTuned); off: cuBLASLt only (A/B).
     bool small_m_kernel = true;
     bool lm_stream_priority = false;  // language-model steps at a higher stream priority than the vision tower

@@ -88,8 +88,7 @@ TEST_CASE("small-m kernel (gemv): decode-row GEMMs against the CPU reference, di
     std::mt19937 rng(14);
     struct Shape { int64_t m, n, k; };
     // Decode shapes of the 12B model (in_proj, out_proj, mlp.down), an odd n, a k of one vector per lane-step.
-    for (Shape s : {Shape{1, 22656, 5120}, Shape{2, 5120, 10240}, Shape{3, 5120, 20480}, Shape{4, 13, 40}, Shape{1, 7, 8}, Shape{6, 7168, 5120},
-                    Shape{8, 20480, 5120}}) {
+    for (Shape s : {Shape{1, 22656, 5120}, Shape{2, 5120, 10240}, Shape{3, 5120, 20480}, Shape{4, 13, 40}, Shape{1, 7, 8}}) {
         auto x = random_vec(s.m * s.k, rng), w = random_vec(s.n * s.k, rng, -0.05f, 0.05f), bias = random_vec(s.n, rng);
         auto y0 = random_vec(s.m * s.n, rng);
         std::vector<float> ref(s.m * s.n);
@@ -125,8 +124,8 @@ TEST_CASE("small-m kernel (gemv): decode-row GEMMs against the CPU reference, di
         for (size_t i = 0; i < ref.size(); ++i) ref_nb[i] -= bias[i % s.n];
         compare("gemm routed to gemv, strided x " + tag, dyf.download(), ref_nb, 1e-3f, 1e-3f);
     }
-    // What it does not take falls back to cuBLASLt even when forced: 9 rows, k not a multiple of 8.
-    for (Shape s : {Shape{9, 64, 32}, Shape{1, 64, 12}}) {
+    // What it does not take falls back to cuBLASLt even when forced: 5 rows, k not a multiple of 8.
+    for (Shape s : {Shape{5, 64, 32}, Shape{1, 64, 12}}) {
         auto x = random_vec(s.m * s.k, rng), w = random_vec(s.n * s.k, rng, -0.05f, 0.05f);
         std::vector<float> ref(s.m * s.n);
         cpu::linear({x.data(), w.data(), nullptr, ref.data(), s.m, s.n, s.k});
