@@ -59,15 +59,8 @@ __global__ void __launch_bounds__(kConvThreads) conv_varlen_kernel(ConvVarlenPar
     }
 }
 
-// bf16 → fp32 is exact: the bf16 bits are the high half of the fp32 bits (low element in the low half).
-__device__ __forceinline__ void unpack8(const uint4& raw, float (&v)[kCh]) {
-    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        v[2 * j] = __uint_as_float(u[j] << 16);
-        v[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
-    }
-}
+using detail::unpack_bf16x8;
+static_assert(kCh == 8, "the vector path moves 8 bf16 channels per 16-byte access");
 
 // win[j] ← the inputs at packed index t - (K-1) + j (j < K-1) of channels c0..c0+7, for token t of the
 // sequence s starting at `start`: taps at or after `start` come from x, earlier ones from the slot's
@@ -82,7 +75,7 @@ __device__ void load_window(const ConvVarlenParams& p, int64_t x_stride, int64_t
     for (int j = 0; j < kK - 1; ++j) {
         const int64_t src = t - (kK - 1) + j;
         if (src >= start) {
-            unpack8(*reinterpret_cast<const uint4*>(p.x + src * x_stride + c0), win[j]);
+            unpack_bf16x8(*reinterpret_cast<const uint4*>(p.x + src * x_stride + c0), win[j]);
         } else {
             const int64_t k = kK - 1 + (src - start);  // state entry, 0 = oldest
 #pragma unroll
@@ -127,7 +120,7 @@ __global__ void __launch_bounds__(kConvThreads)
                 load_window<TS>(p, x_stride, c0, s, t, t, win);
             }
             float xv[kCh];
-            unpack8(raw[i], xv);
+            unpack_bf16x8(raw[i], xv);
             uint32_t packed[kCh / 2];
 #pragma unroll
             for (int e = 0; e < kCh; e += 2) {

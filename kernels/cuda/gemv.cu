@@ -14,35 +14,19 @@ constexpr int kRowsPerWarp = 2;   // weight rows (outputs n) per warp
 constexpr int kLoadsInFlight = 4; // 16-byte weight loads per row per lane before the FMAs
 constexpr int kMaxM = 4;
 
-// bf16 → fp32 is exact: the bf16 bits are the high half of the fp32 bits (low element in the low half).
-__device__ __forceinline__ void unpack8(const uint4& raw, float (&v)[8]) {
-    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        v[2 * j] = __uint_as_float(u[j] << 16);
-        v[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
-    }
-}
+using detail::from_float;
+using detail::to_float;
+using detail::unpack_bf16x8;
+using detail::warp_sum;
 
 __device__ __forceinline__ float dot8(const uint4& w, const float (&x)[8]) {
     float wf[8];
-    unpack8(w, wf);
+    unpack_bf16x8(w, wf);
     float s = 0.0f;
 #pragma unroll
     for (int e = 0; e < 8; ++e) s = fmaf(wf[e], x[e], s);
     return s;
 }
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float load_as_float(const float* p) { return *p; }
-__device__ __forceinline__ float load_as_float(const bf16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void store_from_float(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store_from_float(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
 
 // y[m, n] = alpha · Σ_k x[m, k]·w[n, k] (+ bias[n]) + beta · y[m, n] for m < M; TY is y's (and bias's) type.
 template <int M, typename TY>
@@ -72,7 +56,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemmParams p, int64_
 #pragma unroll
             for (int m = 0; m < M; ++m) {
                 float xf[8];
-                unpack8(__ldg(reinterpret_cast<const uint4*>(p.x + m * ldx) + v), xf);
+                unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(p.x + m * ldx) + v), xf);
 #pragma unroll
                 for (int r = 0; r < kRowsPerWarp; ++r) acc[m][r] += dot8(wv[r][u], xf);
             }
@@ -90,12 +74,12 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemmParams p, int64_
     for (int r = 0; r < kRowsPerWarp; ++r) {
         const int64_t n = n0 + r;
         if (n >= p.n) break;
-        const float b = bias ? load_as_float(bias + n) : 0.0f;
+        const float b = bias ? to_float(bias[n]) : 0.0f;
 #pragma unroll
         for (int m = 0; m < M; ++m) {
             float out = p.alpha * acc[m][r] + b;
-            if (p.beta != 0.0f) out += p.beta * load_as_float(y + m * ldy + n);
-            store_from_float(y + m * ldy + n, out);
+            if (p.beta != 0.0f) out += p.beta * to_float(y[m * ldy + n]);
+            y[m * ldy + n] = from_float<TY>(out);
         }
     }
 }

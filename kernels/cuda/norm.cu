@@ -25,17 +25,8 @@ __device__ __forceinline__ void load8(const float* p, float (&v)[kVec]) {
     const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
-// bf16 → fp32 is exact: the bf16 bits are the high half of the fp32 bits (low element in the low half).
-__device__ __forceinline__ void unpack2(uint32_t u, float& lo, float& hi) {
-    lo = __uint_as_float(u << 16);
-    hi = __uint_as_float(u & 0xffff0000u);
-}
 __device__ __forceinline__ void load8(const bf16* p, float (&v)[kVec]) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    unpack2(raw.x, v[0], v[1]);
-    unpack2(raw.y, v[2], v[3]);
-    unpack2(raw.z, v[4], v[5]);
-    unpack2(raw.w, v[6], v[7]);
+    detail::unpack_bf16x8(*reinterpret_cast<const uint4*>(p), v);
 }
 __device__ __forceinline__ void store8(float* p, const float (&v)[kVec]) {
     reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);

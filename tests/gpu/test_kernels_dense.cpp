@@ -11,20 +11,52 @@ namespace cpu = surf::kernels::cpu;
 namespace cu = surf::kernels::cuda;
 using namespace surf::gpu_test;
 
+namespace {
+
+struct Shape { int64_t m, n, k; };
+
+// One GEMM case: random bf16-rounded x [m, k], w [n, k] (±0.05), bias [n] and y0 [m, n]; the CPU references
+// ref = x·wᵀ + bias and ref_acc = ref + y0 (fp32 out with beta = 1); the operands and outputs on the device.
+struct LinearCase {
+    Shape s;
+    std::string tag;  // "m x n x k"
+    std::vector<float> x, w, bias, y0, ref, ref_acc;
+    DeviceBuffer<bf16> dx, dw, dbias_h, dyh;
+    DeviceBuffer<float> dbias_f, dyf;
+
+    LinearCase(Shape shape, std::mt19937& rng)
+        : s(shape),
+          tag(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k)),
+          x(random_vec(s.m * s.k, rng)),
+          w(random_vec(s.n * s.k, rng, -0.05f, 0.05f)),
+          bias(random_vec(s.n, rng)),
+          y0(random_vec(s.m * s.n, rng)),
+          ref(s.m * s.n),
+          dx(to_bf16(x)),
+          dw(to_bf16(w)),
+          dbias_h(to_bf16(bias)),
+          dyh(s.m * s.n),
+          dbias_f(bias),
+          dyf(s.m * s.n) {
+        cpu::linear({x.data(), w.data(), bias.data(), ref.data(), s.m, s.n, s.k});
+        ref_acc = ref;
+        for (size_t i = 0; i < ref.size(); ++i) ref_acc[i] += y0[i];
+    }
+};
+
+}  // namespace
+
 TEST_CASE("gemm: bf16 x·Wᵀ (+bias, +beta·y) with fp32 accumulation, bf16 and fp32 outputs") {
     std::mt19937 rng(1);
     cu::GemmContext ctx;
-    struct Shape { int64_t m, n, k; };
     // (tokens, out, in): Mamba in_proj, MLP down, ViT qkv, odd small shapes.
-    for (Shape s : {Shape{37, 22656, 5120}, Shape{5, 5120, 20480}, Shape{64, 3840, 1280}, Shape{3, 24, 40}, Shape{17, 8, 16}}) {
-        auto x = random_vec(s.m * s.k, rng), w = random_vec(s.n * s.k, rng, -0.05f, 0.05f);
-        auto bias = random_vec(s.n, rng);
-        auto y0 = random_vec(s.m * s.n, rng);
-        std::vector<float> ref(s.m * s.n);
-        cpu::linear({x.data(), w.data(), bias.data(), ref.data(), s.m, s.n, s.k});
-        DeviceBuffer<bf16> dx(to_bf16(x)), dw(to_bf16(w)), dbias_h(to_bf16(bias)), dyh(s.m * s.n);
-        DeviceBuffer<float> dbias_f(bias), dyf(s.m * s.n);
-        const std::string tag = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+    for (Shape shape : {Shape{37, 22656, 5120}, Shape{5, 5120, 20480}, Shape{64, 3840, 1280}, Shape{3, 24, 40}, Shape{17, 8, 16}}) {
+        LinearCase c(shape, rng);
+        const Shape s = c.s;
+        auto &x = c.x, &bias = c.bias, &y0 = c.y0, &ref = c.ref;
+        auto &dx = c.dx, &dw = c.dw, &dbias_h = c.dbias_h, &dyh = c.dyh;
+        auto &dbias_f = c.dbias_f, &dyf = c.dyf;
+        const std::string& tag = c.tag;
         // bf16 out + bias: rounding of the output dominates (2^-8 relative).
         dyh.poison();
         cu::gemm(ctx, {dx.get(), dw.get(), dbias_h.get(), dyh.get(), cu::DType::kBF16, s.m, s.n, s.k}, nullptr);
@@ -34,8 +66,7 @@ TEST_CASE("gemm: bf16 x·Wᵀ (+bias, +beta·y) with fp32 accumulation, bf16 and
         cu::GemmParams gp{dx.get(), dw.get(), dbias_f.get(), dyf.get(), cu::DType::kF32, s.m, s.n, s.k};
         gp.beta = 1.0f;
         cu::gemm(ctx, gp, nullptr);
-        std::vector<float> ref_acc(ref);
-        for (size_t i = 0; i < ref.size(); ++i) ref_acc[i] += y0[i];
+        std::vector<float> ref_acc = c.ref_acc;
         compare("gemm fp32 out +bias +y " + tag, dyf.download(), ref_acc, 1e-3f, 1e-3f);
         // No bias, strided x (a slice of a wider row).
         if (s.k % 8 == 0) {
@@ -57,7 +88,6 @@ TEST_CASE("gemm with the GELU epilogue (tanh form) against linear + exact-erf GE
     std::mt19937 rng(11);
     cu::GemmContext ctx;
     ctx.set_autotune(true);
-    struct Shape { int64_t m, n, k; };
     // ViT fc1 (tokens, 5120, 1280) at a small and a 3-tile row count, and an odd small shape.
     for (Shape s : {Shape{64, 5120, 1280}, Shape{3096, 5120, 1280}, Shape{7, 24, 40}}) {
         auto x = random_vec(s.m * s.k, rng), w = random_vec(s.n * s.k, rng, -0.08f, 0.08f), bias = random_vec(s.n, rng);
@@ -86,18 +116,14 @@ TEST_CASE("gemm with the GELU epilogue (tanh form) against linear + exact-erf GE
 
 TEST_CASE("small-m kernel (gemv): decode-row GEMMs against the CPU reference, directly and routed by gemm()") {
     std::mt19937 rng(14);
-    struct Shape { int64_t m, n, k; };
     // Decode shapes of the 12B model (in_proj, out_proj, mlp.down), an odd n, a k of one vector per lane-step.
-    for (Shape s : {Shape{1, 22656, 5120}, Shape{2, 5120, 10240}, Shape{3, 5120, 20480}, Shape{4, 13, 40}, Shape{1, 7, 8}}) {
-        auto x = random_vec(s.m * s.k, rng), w = random_vec(s.n * s.k, rng, -0.05f, 0.05f), bias = random_vec(s.n, rng);
-        auto y0 = random_vec(s.m * s.n, rng);
-        std::vector<float> ref(s.m * s.n);
-        cpu::linear({x.data(), w.data(), bias.data(), ref.data(), s.m, s.n, s.k});
-        std::vector<float> ref_acc(ref);
-        for (size_t i = 0; i < ref.size(); ++i) ref_acc[i] += y0[i];
-        DeviceBuffer<bf16> dx(to_bf16(x)), dw(to_bf16(w)), dbias_h(to_bf16(bias)), dyh(s.m * s.n);
-        DeviceBuffer<float> dbias_f(bias), dyf(s.m * s.n);
-        const std::string tag = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+    for (Shape shape : {Shape{1, 22656, 5120}, Shape{2, 5120, 10240}, Shape{3, 5120, 20480}, Shape{4, 13, 40}, Shape{1, 7, 8}}) {
+        LinearCase c(shape, rng);
+        const Shape s = c.s;
+        auto &x = c.x, &bias = c.bias, &y0 = c.y0, &ref = c.ref, &ref_acc = c.ref_acc;
+        auto &dx = c.dx, &dw = c.dw, &dbias_h = c.dbias_h, &dyh = c.dyh;
+        auto &dbias_f = c.dbias_f, &dyf = c.dyf;
+        const std::string& tag = c.tag;
         const cu::GemmParams bf{dx.get(), dw.get(), dbias_h.get(), dyh.get(), cu::DType::kBF16, s.m, s.n, s.k};
         REQUIRE(cu::gemv_supported(bf));
         dyh.poison();
@@ -169,19 +195,15 @@ TEST_CASE("gemm autotuning: tuned algorithms give the reference result; large ro
     std::mt19937 rng(11);
     cu::GemmContext ctx;
     ctx.set_autotune(true);
-    struct Shape { int64_t m, n, k; };
     // A decode-sized shape (tuned on first use) and two prefill-sized row counts of the same weights
     // (each tuned on its own, on its third use), with bias and bf16 out, then fp32 out with beta = 1.
-    for (Shape s : {Shape{100, 5120, 2048}, Shape{924, 2048, 1024}, Shape{1024, 2048, 1024}}) {
-        auto x = random_vec(s.m * s.k, rng), w = random_vec(s.n * s.k, rng, -0.05f, 0.05f), bias = random_vec(s.n, rng);
-        auto y0 = random_vec(s.m * s.n, rng);
-        std::vector<float> ref(s.m * s.n);
-        cpu::linear({x.data(), w.data(), bias.data(), ref.data(), s.m, s.n, s.k});
-        std::vector<float> ref_acc(ref);
-        for (size_t i = 0; i < ref.size(); ++i) ref_acc[i] += y0[i];
-        DeviceBuffer<bf16> dx(to_bf16(x)), dw(to_bf16(w)), dbias_h(to_bf16(bias)), dyh(s.m * s.n);
-        DeviceBuffer<float> dbias_f(bias), dyf(s.m * s.n);
-        const std::string tag = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+    for (Shape shape : {Shape{100, 5120, 2048}, Shape{924, 2048, 1024}, Shape{1024, 2048, 1024}}) {
+        LinearCase c(shape, rng);
+        const Shape s = c.s;
+        auto &y0 = c.y0, &ref = c.ref, &ref_acc = c.ref_acc;
+        auto &dx = c.dx, &dw = c.dw, &dbias_h = c.dbias_h, &dyh = c.dyh;
+        auto &dbias_f = c.dbias_f, &dyf = c.dyf;
+        const std::string& tag = c.tag;
         const size_t tuned_before = ctx.tune_log().size();
         for (int use = 1; use <= 4; ++use) {
             dyh.poison();
