@@ -376,9 +376,10 @@ int main(int argc, char** argv) {
                     "| m | n | k | candidates | heuristic µs | best µs | chosen | small-m kernel µs |\n|---|---|---|---|---|---|---|---|\n");
         for (const auto& t : model->gemm_tune_log()) {
             const std::string chosen = t.gemv_chosen ? std::string("small-m kernel") : std::to_string(t.chosen);
-            const std::string gemv_us = t.gemv_timed ? std::to_string(t.gemv_us).substr(0, std::to_string(t.gemv_us).find('.') + 2) : std::string("—");
+            char gemv_us[32] = "—";
+            if (t.gemv_timed) std::snprintf(gemv_us, sizeof gemv_us, "%.1f", t.gemv_us);
             std::printf("| %lld | %lld | %lld | %d | %.1f | %.1f | %s | %s |\n", (long long)t.m, (long long)t.n, (long long)t.k, t.candidates,
-                        t.heuristic_us, t.best_us, chosen.c_str(), gemv_us.c_str());
+                        t.heuristic_us, t.best_us, chosen.c_str(), gemv_us);
         }
         std::printf("\n# GEMM FLOPs per step are 2·tokens·params of each projection; attention FLOPs 4·(query,key pairs)·heads·head_dim.\n");
     } catch (const surf::Error& e) {

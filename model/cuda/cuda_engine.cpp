@@ -461,19 +461,17 @@ private:
         ++stats_.steps;
         stats_.graph_steps += graph ? 1 : 0;
         stats_.step_seconds += dt;
+        // A step that sampled has step_end_ recorded by sample() after the tokens' copy (every decode row
+        // samples): the language-model stream's span; the vision tower's stream is not in it.
+        float gpu_ms = 0;
+        if (!sample_rows.empty()) SURF_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, step_begin_, step_end_));
         if (decode_only) {
-            // Every decode row samples, so sample() recorded step_end_ after the tokens' copy.
-            float gpu_ms = 0;
-            SURF_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, step_begin_, step_end_));
             stats_.decode_only_gpu_seconds += gpu_ms * 1e-3;
             ++stats_.decode_only_steps;
             stats_.decode_only_seconds += dt;
             stats_.decode_only_rows += n_dec;
             for (const SeqStep& q : seqs) stats_.decode_only_context += q.past + 1;
         } else if (!sample_rows.empty()) {
-            // sample() recorded step_end_ after the tokens' copy; the vision tower's stream is not in this span.
-            float gpu_ms = 0;
-            SURF_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, step_begin_, step_end_));
             stats_.mixed_sampled_gpu_seconds += gpu_ms * 1e-3;
             ++stats_.mixed_sampled_steps;
             stats_.mixed_sampled_seconds += dt;

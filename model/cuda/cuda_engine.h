@@ -31,7 +31,8 @@ struct CudaEngineOptions {
     // tower only once they add up to vision_min_tiles tiles, or the oldest has waited vision_max_wait_steps
     // steps, or the step had no prompt ready to prefill. Larger passes run the tower's GEMMs and attention
     // closer to their peak (H100: 3.95 ms a tile at 3 tiles, 3.65 at 9). 0 or 1: every step encodes what is
-    // queued. Written in session 5, not yet measured on a GPU.
+    // queued. H100, C = 100 serving (session 6): 9 tiles or 2 steps with the passes warmed up gave 14,851 tok/s
+    // against 14,981 without, so it stays off.
     int64_t vision_min_tiles = 0;
     int64_t vision_max_wait_steps = 2;
     // Vision passes the warm-up runs so that their GEMM shapes are tuned before serving: each entry is one

@@ -105,8 +105,8 @@ public:
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssd_split, ssu_split, attention_splits, attention_rows_per_warp, vit_gelu_in_gemm)
-    // and nothing that
-    // sized a buffer. attention_splits takes effect only if the model was built with it (its workspace).
+    // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
+    // workspace).
     void set_step_knobs(const GpuLimits& from) {
         limits_.overlap_mamba_branches = from.overlap_mamba_branches;
         limits_.overlap_attention_branches = from.overlap_attention_branches;
