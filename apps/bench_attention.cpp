@@ -7,7 +7,9 @@
 //   small : paged causal prefill of 200 new queries on 3000 cached keys (few blocks: the 64-row path).
 //   chunk : paged causal prefill of one 924-token chunk on 5000 cached keys (the engine's mixed step).
 //   vit3  : the vision tower's pass of one 1280×720 screenshot: 3 tiles × 1,032 tokens.
-// Every case runs at 16 and at 32 query rows per warp (AttentionPrefillParams::rows_per_warp).
+// Every case runs on each kernel: mma.sync at 16 and at 32 query rows per warp (AttentionPrefillParams::
+// rows_per_warp) and the Hopper wgmma kernel at key tiles of 64 and 128 (wgmma_key_tile; compute capability
+// 9.0 only, elsewhere those rows repeat the default kernel).
 // FLOPs = 4 · (visible query-key pairs, causal pairs counted exactly) · heads · head_dim.
 // Inputs are uniform random on the GPU; the output is checked for non-finite values.
 // Usage: bench_attention [--reps N]
@@ -87,15 +89,22 @@ int64_t count_non_finite(const bf16* out, int64_t n) {
     return bad;
 }
 
-void report(const char* name, const std::string& shape, int rows_per_warp, double us, double flops, int64_t bad) {
+// Which prefill kernel a row measures.
+struct Kernel {
+    int rows_per_warp, wgmma_key_tile;
+    const char* name;
+    void apply(cu::AttentionPrefillParams& p) const { p.rows_per_warp = rows_per_warp, p.wgmma_key_tile = wgmma_key_tile; }
+};
+
+void report(const char* name, const std::string& shape, const Kernel& kernel, double us, double flops, int64_t bad) {
     const double tflops = flops / (us * 1e-6) / 1e12;
-    std::printf("| %-6s | %-52s | %2d | %9.1f | %7.1f | %s |\n", name, shape.c_str(), rows_per_warp, us, tflops,
+    std::printf("| %-6s | %-52s | %-9s | %9.1f | %7.1f | %s |\n", name, shape.c_str(), kernel.name, us, tflops,
                 bad ? ("NON-FINITE " + std::to_string(bad)).c_str() : "ok");
     std::fflush(stdout);
 }
 
 // Paged causal prefill: n_seq sequences of `fresh` new queries on `past` cached keys each.
-void bench_paged(const char* name, int64_t n_seq, int64_t fresh, int64_t past, int64_t page, int rows_per_warp, int reps) {
+void bench_paged(const char* name, int64_t n_seq, int64_t fresh, int64_t past, int64_t page, const Kernel& kernel, int reps) {
     const int64_t nh = 40, nkv = 8, D = 128, len = past + fresh, pages_per_seq = (len + page - 1) / page;
     const int64_t n_pages = n_seq * pages_per_seq, n_tok = n_seq * fresh;
     std::vector<int32_t> perm(n_pages);
@@ -115,17 +124,18 @@ void bench_paged(const char* name, int64_t n_seq, int64_t fresh, int64_t past, i
     p.k_cache = kc.ptr; p.v_cache = vc.ptr; p.block_table = bt.ptr; p.seq_lens_k = dlens.ptr;
     p.page_size = page; p.max_pages_per_seq = pages_per_seq;
     p.n_seq = n_seq; p.n_heads = nh; p.n_kv_heads = nkv; p.head_dim = D;
-    p.max_seqlen_q = fresh; p.causal = true; p.rows_per_warp = rows_per_warp;
+    p.max_seqlen_q = fresh; p.causal = true;
+    kernel.apply(p);
     const double us = time_us([&] { cu::attention_prefill(p, nullptr); }, reps);
     const double pairs = static_cast<double>(n_seq) * (fresh * past + fresh * (fresh + 1) / 2.0);
     char shape[160];
     std::snprintf(shape, sizeof shape, "40/8x128 paged p%lld, %lld seq x %lld new, %lld past",
                   (long long)page, (long long)n_seq, (long long)fresh, (long long)past);
-    report(name, shape, rows_per_warp, us, 4.0 * pairs * nh * D, count_non_finite(out.ptr, n_tok * nh * D));
+    report(name, shape, kernel, us, 4.0 * pairs * nh * D, count_non_finite(out.ptr, n_tok * nh * D));
 }
 
 // Contiguous bidirectional attention over `tiles` independent tiles of `tl` tokens (fused qkv rows).
-void bench_vit(const char* name, int64_t tiles, int64_t tl, int rows_per_warp, int reps) {
+void bench_vit(const char* name, int64_t tiles, int64_t tl, const Kernel& kernel, int reps) {
     const int64_t nh = 16, D = 80, w = nh * D, n_tok = tiles * tl;
     Buffer<bf16> qkv(n_tok * 3 * w), out(n_tok * w);
     fill(qkv.ptr, n_tok * 3 * w, 4);
@@ -136,12 +146,12 @@ void bench_vit(const char* name, int64_t tiles, int64_t tl, int rows_per_warp, i
     p.q = qkv.ptr; p.q_stride = 3 * w; p.out = out.ptr; p.cu_seqlens_q = dcu.ptr;
     p.k = qkv.ptr + w; p.v = qkv.ptr + 2 * w; p.kv_stride = 3 * w; p.cu_seqlens_k = dcu.ptr;
     p.n_seq = tiles; p.n_heads = nh; p.n_kv_heads = nh; p.head_dim = D; p.max_seqlen_q = tl; p.causal = false;
-    p.rows_per_warp = rows_per_warp;
+    kernel.apply(p);
     const double us = time_us([&] { cu::attention_prefill(p, nullptr); }, reps);
     char shape[160];
     std::snprintf(shape, sizeof shape, "16x80 contiguous, %lld tiles x %lld, bidirectional", (long long)tiles,
                   (long long)tl);
-    report(name, shape, rows_per_warp, us, 4.0 * tiles * tl * tl * nh * D, count_non_finite(out.ptr, n_tok * w));
+    report(name, shape, kernel, us, 4.0 * tiles * tl * tl * nh * D, count_non_finite(out.ptr, n_tok * w));
 }
 
 }  // namespace
@@ -160,15 +170,15 @@ int main(int argc, char** argv) {
     SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("# %s, %d SMs; mean of %d launches after 3 warm-ups\n", prop.name, prop.multiProcessorCount,
                 reps);
-    std::printf("| case   | shape%48s| rows/warp |        us | TFLOP/s | output |\n", "");
-    std::printf("|--------|%s|---|-----------|---------|--------|\n", std::string(54, '-').c_str());
-    for (int rpw : {16, 32}) {
-        bench_paged("llm", 4, 1024, 5000, 16, rpw, reps);
-        bench_paged("chunk", 1, 924, 5000, 16, rpw, reps);
-        bench_vit("vit", 24, 794, rpw, reps);
-        bench_vit("vit3", 3, 1032, rpw, reps);
-        bench_paged("fresh", 1, 4096, 0, 16, rpw, reps);
-        bench_paged("small", 1, 200, 3000, 16, rpw, reps);
+    std::printf("| case   | shape%48s| kernel    |        us | TFLOP/s | output |\n", "");
+    std::printf("|--------|%s|-----------|-----------|---------|--------|\n", std::string(54, '-').c_str());
+    for (const Kernel& k : {Kernel{16, 0, "mma 16"}, Kernel{32, 0, "mma 32"}, Kernel{0, 64, "wgmma 64"}, Kernel{0, 128, "wgmma 128"}}) {
+        bench_paged("llm", 4, 1024, 5000, 16, k, reps);
+        bench_paged("chunk", 1, 924, 5000, 16, k, reps);
+        bench_vit("vit", 24, 794, k, reps);
+        bench_vit("vit3", 3, 1032, k, reps);
+        bench_paged("fresh", 1, 4096, 0, 16, k, reps);
+        bench_paged("small", 1, 200, 3000, 16, k, reps);
     }
     return 0;
 }

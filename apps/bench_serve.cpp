@@ -53,7 +53,8 @@ struct Options {
     bool attention_splits = true;  // split-KV prefill attention (GpuLimits::attention_splits)
     int gemm_reuse = -1;           // GpuLimits::gemm_reuse_tuned_in_bucket; -1 = not given (the engine default)
     bool small_m_kernel = true;    // GpuLimits::small_m_kernel
-    int attention_rows_per_warp = 0;  // GpuLimits::attention_rows_per_warp; 0 = not given (the engine default)
+    int attention_rows_per_warp = 0;
+    int attention_wgmma = -1, vit_attention_wgmma = -1;  // GpuLimits::*attention_wgmma_keys; -1 = not given  // GpuLimits::attention_rows_per_warp; 0 = not given (the engine default)
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
     bool warm_vision = false;  // warm-up also tunes the vision passes of 1 .. vision-batch tiles of screenshots
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
@@ -102,6 +103,8 @@ Options parse(int argc, char** argv) {
         else if (a == "--no-gemm-reuse-in-bucket") o.gemm_reuse = 0;
         else if (a == "--no-small-m-kernel") o.small_m_kernel = false;
         else if (a == "--attention-rows-per-warp") o.attention_rows_per_warp = std::atoi(next());
+        else if (a == "--attention-wgmma") o.attention_wgmma = std::atoi(next());
+        else if (a == "--vit-attention-wgmma") o.vit_attention_wgmma = std::atoi(next());
         else if (a == "--vision-min-tiles") o.vision_min_tiles = std::atoll(next());
         else if (a == "--vision-max-wait") o.vision_max_wait = std::atoll(next());
         else if (a == "--warm-vision") o.warm_vision = true;
@@ -117,7 +120,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
                                  "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssu-split N]\n"
                                  "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] [--attention-rows-per-warp 16|32]\n"
-                                 "                   [--no-small-m-kernel]\n"
+                                 "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128]\n"
                                  "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
@@ -130,6 +133,12 @@ Options parse(int argc, char** argv) {
     if (o.attention_rows_per_warp != 0 && o.attention_rows_per_warp != 16 && o.attention_rows_per_warp != 32) {
         std::fprintf(stderr, "bench_serve: --attention-rows-per-warp takes 16 or 32, got %d\n", o.attention_rows_per_warp);
         std::exit(2);
+    }
+    for (const auto& [flag, keys] : {std::pair<const char*, int>{"--attention-wgmma", o.attention_wgmma}, {"--vit-attention-wgmma", o.vit_attention_wgmma}}) {
+        if (keys != -1 && keys != 0 && keys != 64 && keys != 128) {
+            std::fprintf(stderr, "bench_serve: %s takes 0, 64 or 128, got %d\n", flag, keys);
+            std::exit(2);
+        }
     }
     // -1 is "not given" (the engine's default); anything else outside the range is a usage error.
     auto check_range = [](const char* flag, int64_t v, int64_t lo, int64_t hi) {
@@ -326,6 +335,8 @@ int main(int argc, char** argv) {
         if (o.gemm_reuse >= 0) eo.limits.gemm_reuse_tuned_in_bucket = o.gemm_reuse == 1;
         eo.limits.small_m_kernel = o.small_m_kernel;
         if (o.attention_rows_per_warp) eo.limits.attention_rows_per_warp = o.attention_rows_per_warp;
+        if (o.attention_wgmma >= 0) eo.limits.attention_wgmma_keys = o.attention_wgmma;
+        if (o.vit_attention_wgmma >= 0) eo.limits.vit_attention_wgmma_keys = o.vit_attention_wgmma;
         eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
         if (o.warm_vision && cfg.has_vision) {
             // Passes of 1, 2, … screenshots of this workload's size, up to the tiles one pass may take.

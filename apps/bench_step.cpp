@@ -40,6 +40,7 @@ struct Options {
     int vision_sms = 0;
     bool vision_priority = false;  // the vision stream at the device's highest priority
     bool attention_splits = true;  // split-KV prefill attention when the blocks leave SMs idle
+    int attention_wgmma = -1, vit_attention_wgmma = -1;  // GpuLimits::*attention_wgmma_keys; -1 = the default
     bool nano = false;      // decode rows and the prefill chunk as two steps of two models on two streams
     int nano_prefill_sms = 0;
     bool nano_decode_priority = false;
@@ -68,12 +69,15 @@ Options parse(int argc, char** argv) {
         else if (a == "--vision-sms") o.vision_sms = std::atoi(next());
         else if (a == "--vision-priority") o.vision_priority = true;
         else if (a == "--no-attention-splits") o.attention_splits = false;
+        else if (a == "--attention-wgmma") o.attention_wgmma = std::atoi(next());
+        else if (a == "--vit-attention-wgmma") o.vit_attention_wgmma = std::atoi(next());
         else if (a == "--nano") o.nano = true;
         else if (a == "--nano-prefill-sms") o.nano_prefill_sms = std::atoi(next());
         else if (a == "--nano-decode-priority") o.nano_decode_priority = true;
         else {
             std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
                                  "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N] [--vision-priority] [--no-attention-splits]\n"
+                                 "                  [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128]\n"
                                  "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]]\n");
             std::exit(2);
         }
@@ -159,6 +163,8 @@ int main(int argc, char** argv) {
         L.lm_stream_priority = o.nano && o.nano_decode_priority;
         L.vision_stream_priority = o.vision_priority;
         L.attention_splits = o.attention_splits;
+        if (o.attention_wgmma >= 0) L.attention_wgmma_keys = o.attention_wgmma;
+        if (o.vit_attention_wgmma >= 0) L.vit_attention_wgmma_keys = o.vit_attention_wgmma;
         auto model = GpuModel::random(cfg, L, 7);
         std::printf("# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3), copy bandwidth %.0f GB/s (read+write); SSM state "
                     "%s; %d reps per case\n",
@@ -241,6 +247,17 @@ int main(int argc, char** argv) {
             model->set_step_knobs(L);
             std::printf("\nvision batch with the attention at %d query rows per warp: %.2f ms (%+.1f%% against %.2f at %d)\n",
                         other_rows.attention_rows_per_warp, ms_rows, 100.0 * (ms_rows - ms) / ms, ms, rows_now);
+            // The same pass with the ViT attention on the other kernels (GpuLimits::vit_attention_wgmma_keys).
+            for (int keys : {0, 64, 128}) {
+                if (keys == L.vit_attention_wgmma_keys) continue;
+                GpuLimits other = L;
+                other.vit_attention_wgmma_keys = keys;
+                model->set_step_knobs(other);
+                const double ms_wg = whole(run, model->vision_stream());
+                model->set_step_knobs(L);
+                std::printf("vision batch with the attention on %s%d: %.2f ms (%+.1f%% against %.2f)\n", keys ? "wgmma, key tile " : "mma.sync, rows/warp ",
+                            keys ? keys : rows_now, ms_wg, 100.0 * (ms_wg - ms) / ms, ms);
+            }
             // The same pass with the GELU as its own exact-erf pass instead of fc1's epilogue (vit_gelu_in_gemm).
             GpuLimits split_gelu = L;
             split_gelu.vit_gelu_in_gemm = !L.vit_gelu_in_gemm;

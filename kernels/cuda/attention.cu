@@ -41,35 +41,12 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
     bf16* Vbuf = Kbuf + 2 * kPrefillKeys * ld;      // [2][64][ld]
     // [2][64]: the K/V row (units of row_stride) of each key of the tile in that buffer; −1 past len_k.
     int32_t* key_rows = reinterpret_cast<int32_t*>(Vbuf + 2 * kPrefillKeys * ld);
-    // blockIdx.y = head · n_splits + split: the split's share of this block's key tiles.
-    const int s = blockIdx.z, h = blockIdx.y / n_splits, split = blockIdx.y % n_splits;
+    const PrefillBlock b(p, kRows, kPrefillKeys, n_splits);
+    if (b.empty()) return;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    // Token counts and cache slots are int32 throughout (cu_seqlens, seq_lens, slot_mapping): 32-bit math.
-    const int q0 = p.cu_seqlens_q[s], len_q = p.cu_seqlens_q[s + 1] - q0;
-    // Last row blocks first: under a causal mask they see the most keys, so the grid ends on short blocks.
-    const int row0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kRows;
-    if (row0 >= len_q) return;
-    const int kvh = h / static_cast<int>(p.n_heads / p.n_kv_heads);
-    const int D = static_cast<int>(p.head_dim);
-    const bool paged = p.k_cache != nullptr;
-    const bf16* k_src = (paged ? p.k_cache : p.k) + static_cast<int64_t>(kvh) * D;
-    const bf16* v_src = (paged ? p.v_cache : p.v) + static_cast<int64_t>(kvh) * D;
-    const int64_t row_stride = paged ? p.n_kv_heads * p.head_dim : p.kv_stride;
-    const int32_t* block_table = paged ? p.block_table + s * p.max_pages_per_seq : nullptr;
-    const int page_size = static_cast<int>(p.page_size);
-    const int base_row = paged ? 0 : p.cu_seqlens_k[s];
-    const int len_k = paged ? p.seq_lens_k[s] : p.cu_seqlens_k[s + 1] - base_row;
-    auto key_row = [&](int j) -> int32_t {
-        if (j >= len_k) return -1;
-        if (paged) return __ldg(block_table + j / page_size) * page_size + j % page_size;
-        return base_row + j;
-    };
-    const int past = len_k - len_q;
-    const int rows_here = min(kRows, len_q - row0);
-    const int key_end = p.causal ? min(len_k, past + row0 + rows_here) : len_k;
-    const int all_tiles = static_cast<int>((key_end + kPrefillKeys - 1) / kPrefillKeys);
-    const int per_split = (all_tiles + n_splits - 1) / n_splits;
-    const int tile0 = min(all_tiles, split * per_split), n_tiles = min(all_tiles, tile0 + per_split);  // tiles [tile0, n_tiles)
+    const int D = b.D, len_q = b.len_q, len_k = b.len_k, past = b.past, row0 = b.row0, rows_here = b.rows_here;
+    const int tile0 = b.tile0, n_tiles = b.n_tiles;
+    const int64_t row_stride = b.row_stride;
 
     // Copies the K/V rows listed in key_rows[buf] into buffer `buf` (zeros past len_k and past head_dim).
     // Thread → (row, 16-byte column) with rows stepping by kRowStep, so every per-pass offset is a constant
@@ -79,8 +56,8 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
     const int ld_row = tid / kChunks, ld_col = (tid % kChunks) * 8;
     const bool ld_active = ld_row < kRowStep;  // threads past kRowStep·kChunks idle
     const bool ld_in_head = ld_col < D;         // columns past head_dim are zero-filled
-    const bf16* k_col = k_src + ld_col;
-    const bf16* v_col = v_src + ld_col;
+    const bf16* k_col = b.k_src + ld_col;
+    const bf16* v_col = b.v_src + ld_col;
     auto load_tile = [&](int buf) {
         const int32_t* rows = key_rows + buf * kPrefillKeys + ld_row;
         bf16* Kd = Kbuf + (buf * kPrefillKeys + ld_row) * ld + ld_col;
@@ -100,10 +77,10 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
     for (int c = tid; c < kRows * kChunks; c += kThreads) {
         const int row = c / kChunks, col = (c % kChunks) * 8;
         const bool ok = row < rows_here && col < D;
-        const bf16* g = p.q + (ok ? static_cast<int64_t>(q0 + row0 + row) * q_stride + h * D + col : 0);
+        const bf16* g = p.q + (ok ? static_cast<int64_t>(b.q0 + row0 + row) * q_stride + b.h * D + col : 0);
         cp_async16(Qs + row * ld + col, g, ok);
     }
-    if (tid < 2 * kPrefillKeys) key_rows[tid] = key_row(tile0 * kPrefillKeys + tid);  // tiles tile0 and tile0 + 1
+    if (tid < 2 * kPrefillKeys) key_rows[tid] = b.key_row(tile0 * kPrefillKeys + tid);  // tiles tile0 and tile0 + 1
     __syncthreads();
     if (tile0 < n_tiles) load_tile(0);
     detail::cp_async_commit();
@@ -130,7 +107,7 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
         // key_rows[buf] has been read by every thread (tile `it` was issued before this barrier): refill it
         // for tile it + 2. The block-table read is issued here and stored after the math hides its latency.
         const bool refill = tid < kPrefillKeys && it + 2 < n_tiles;
-        const int32_t next_row = refill ? key_row((it + 2) * kPrefillKeys + tid) : 0;
+        const int32_t next_row = refill ? b.key_row((it + 2) * kPrefillKeys + tid) : 0;
         const int kb = it * kPrefillKeys;
         // Warp-uniform: a tile wholly after this warp's last row's diagonal changes nothing (skip it), nor does
         // any tile for a warp without rows; one wholly visible to its first row needs no mask.
@@ -166,34 +143,10 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
     detail::cp_async_wait<0>();  // no copy may outlive the block (empty key range)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) st[mt].reduce_l();
-    const int t = lane & 3;
 #pragma unroll
     for (int q = 0; q < 2 * MT; ++q) {  // (m-tile q / 2, row g or g + 8 of it)
-        const WarpFlash<DP>& sm = st[q >> 1];
         const int r = q & 1, qi = (r ? qi1 : qi0) + 16 * (q >> 1);
-        if (qi >= len_q) continue;
-        const float inv = sm.l[r] > 0.0f ? 1.0f / sm.l[r] : 0.0f;
-        if (n_splits > 1) {
-            // Partial result of this split: normalised o and its log2-sum-exp (−∞ when it saw no key).
-            const int64_t idx = (static_cast<int64_t>(split) * p.n_tok_q + q0 + qi) * p.n_heads + h;
-            float* o = ws_o + idx * D;
-#pragma unroll
-            for (int dt = 0; dt < DP / 8; ++dt) {
-                const int col = dt * 8 + 2 * t;
-                if (col < D) *reinterpret_cast<float2*>(o + col) = make_float2(sm.o[dt][2 * r] * inv, sm.o[dt][2 * r + 1] * inv);
-            }
-            if (t == 0) ws_lse[idx] = sm.l[r] > 0.0f ? sm.m[r] + log2f(sm.l[r]) : -INFINITY;
-            continue;
-        }
-        bf16* out = p.out + static_cast<int64_t>(q0 + qi) * out_stride + h * D;
-#pragma unroll
-        for (int dt = 0; dt < DP / 8; ++dt) {
-            const int col = dt * 8 + 2 * t;
-            if (col < D) {
-                *reinterpret_cast<uint32_t*>(out + col) =
-                    detail::pack_bf16x2(sm.o[dt][2 * r] * inv, sm.o[dt][2 * r + 1] * inv);
-            }
-        }
+        if (qi < len_q) store_prefill_row<DP>(st[q >> 1], r, qi, b, p, out_stride, n_splits, ws_o, ws_lse);
     }
 }
 
@@ -255,21 +208,29 @@ void launch_prefill_warps(const AttentionPrefillParams& p, float scale_log2, int
 }
 
 struct PrefillPlan {
-    int rows;           // query rows per block: 128 (8 warps × 16 rows, or 4 × 32) or 64 (4 warps × 16 rows)
+    int rows;           // query rows per block: 128 (8 warps × 16 rows, 4 × 32, or two warpgroups) or 64 (4 warps × 16)
     int splits;         // key-range splits (1 = none)
     int rows_per_warp;  // 16, or 32 (128-row blocks of 4 warps) when p.rows_per_warp asks for it
+    int wgmma_keys;     // 0, or the key tile of the wgmma kernel (attention_wgmma.cu)
 };
 
 // 128-row blocks read each K/V tile once for twice the rows of 64-row blocks; they are used whenever they
 // still fill every SM with two blocks (short prompts keep 64-row blocks for parallelism). Split-KV when
-// the blocks make few waves of the 2·SMs block slots: the split count s ≤ 4 minimising the waves it takes,
-// ⌈blocks·s / slots⌉ / s (plus 10% for the merge), with ≥ 4 key tiles per split and the partial results
-// fitting the workspace.
+// the blocks make few waves of the block slots (2 per SM; the wgmma kernel's own occupancy): the split count
+// s ≤ 4 minimising the waves it takes, ⌈blocks·s / slots⌉ / s (plus 10% for the merge), with ≥ 4 key tiles
+// per split and the partial results fitting the workspace.
 PrefillPlan plan_prefill(const AttentionPrefillParams& p) {
-    const int64_t sms = detail::device_sm_count(), slots = 2 * sms;
+    const int64_t sms = detail::device_sm_count();
+    int64_t slots = 2 * sms, key_tile = kPrefillKeys;
     const int64_t blocks128 = (p.max_seqlen_q + 127) / 128 * p.n_heads * p.n_seq;
-    PrefillPlan plan{blocks128 >= slots ? 128 : 64, 1, 16};
-    if (p.rows_per_warp == 32) plan.rows = 128, plan.rows_per_warp = 32;  // asked for: 128-row blocks of 4 warps
+    PrefillPlan plan{blocks128 >= slots ? 128 : 64, 1, 16, 0};
+    if (p.wgmma_key_tile != 0 && prefill_wgmma_available()) {
+        plan.rows = kWgmmaBlockRows, plan.wgmma_keys = static_cast<int>(p.wgmma_key_tile);
+        key_tile = p.wgmma_key_tile;
+        slots = sms * prefill_wgmma_blocks_per_sm(padded_head_dim(p.head_dim), plan.wgmma_keys);
+    } else if (p.rows_per_warp == 32) {
+        plan.rows = 128, plan.rows_per_warp = 32;  // asked for: 128-row blocks of 4 warps
+    }
     const int64_t blocks = (p.max_seqlen_q + plan.rows - 1) / plan.rows * p.n_heads * p.n_seq;
     int64_t want = p.n_splits;
     if (want == 0) {
@@ -277,7 +238,7 @@ PrefillPlan plan_prefill(const AttentionPrefillParams& p) {
         double best = std::ceil(static_cast<double>(blocks) / slots);
         want = 1;
         for (int64_t s = 2; s <= 4; ++s) {
-            if (p.max_seqlen_k < s * 4 * kPrefillKeys) break;
+            if (p.max_seqlen_k < s * 4 * key_tile) break;
             if (attention_prefill_workspace_bytes(p.n_tok_q, p.n_heads, p.head_dim, s) > p.workspace_bytes) break;
             const double waves = std::ceil(static_cast<double>(blocks * s) / slots) / s * 1.1;
             if (waves < best) best = waves, want = s;
@@ -290,7 +251,8 @@ PrefillPlan plan_prefill(const AttentionPrefillParams& p) {
 template <int DP>
 void launch_prefill(const AttentionPrefillParams& p, const PrefillPlan& plan, float scale_log2, int64_t q_stride, int64_t out_stride,
                     float* ws_o, float* ws_lse, cudaStream_t stream) {
-    if (plan.rows == 128 && plan.rows_per_warp == 32) launch_prefill_warps<DP, 4, 2>(p, scale_log2, q_stride, out_stride, plan.splits, ws_o, ws_lse, stream);
+    if (plan.wgmma_keys) launch_prefill_wgmma(p, DP, plan.wgmma_keys, plan.splits, scale_log2, q_stride, out_stride, ws_o, ws_lse, stream);
+    else if (plan.rows == 128 && plan.rows_per_warp == 32) launch_prefill_warps<DP, 4, 2>(p, scale_log2, q_stride, out_stride, plan.splits, ws_o, ws_lse, stream);
     else if (plan.rows == 128) launch_prefill_warps<DP, 8, 1>(p, scale_log2, q_stride, out_stride, plan.splits, ws_o, ws_lse, stream);
     else launch_prefill_warps<DP, 4, 1>(p, scale_log2, q_stride, out_stride, plan.splits, ws_o, ws_lse, stream);
 }
@@ -320,6 +282,8 @@ void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream) {
     SURF_CHECK(q_stride % 8 == 0 && out_stride % 2 == 0 && aligned16(p.q), "attention_prefill: q must be 16-byte aligned rows");
     SURF_CHECK(p.rows_per_warp == 0 || p.rows_per_warp == 16 || p.rows_per_warp == 32, "attention_prefill: rows_per_warp ", p.rows_per_warp,
                " (0, 16 or 32)");
+    SURF_CHECK(p.wgmma_key_tile == 0 || p.wgmma_key_tile == 64 || p.wgmma_key_tile == 128, "attention_prefill: wgmma_key_tile ",
+               p.wgmma_key_tile, " (0, 64 or 128)");
     if (p.n_seq == 0 || p.max_seqlen_q == 0) return;
     const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
     const float scale_log2 = scale * kLog2e;

@@ -307,9 +307,91 @@ __device__ __forceinline__ void load_kv_tile(const KvSource& src, int64_t kb, in
     }
 }
 
+// What one prefill block works on (grid: x = row block, last first; y = head · n_splits + split; z =
+// sequence): its sequence's query rows and keys, its `rows` query rows from row0, and its split's share
+// [tile0, n_tiles) of the key tiles of `keys` keys that any of its rows sees. Token counts and cache slots
+// are int32 throughout (cu_seqlens, seq_lens, slot_mapping): 32-bit math.
+struct PrefillBlock {
+    int s, h, split, q0, len_q, row0, rows_here, D, page_size, base_row, len_k, past, tile0, n_tiles;
+    bool paged;
+    const bf16* k_src;  // head kvh's first column of K / V row 0
+    const bf16* v_src;
+    int64_t row_stride;
+    const int32_t* block_table;  // this sequence's pages (paged source)
+
+    __device__ PrefillBlock(const AttentionPrefillParams& p, int rows, int keys, int n_splits) {
+        s = blockIdx.z, h = blockIdx.y / n_splits, split = blockIdx.y % n_splits;
+        q0 = p.cu_seqlens_q[s], len_q = p.cu_seqlens_q[s + 1] - q0;
+        // Last row blocks first: under a causal mask they see the most keys, so the grid ends on short blocks.
+        row0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * rows;
+        rows_here = min(rows, len_q - row0);
+        const int kvh = h / static_cast<int>(p.n_heads / p.n_kv_heads);
+        D = static_cast<int>(p.head_dim);
+        paged = p.k_cache != nullptr;
+        k_src = (paged ? p.k_cache : p.k) + static_cast<int64_t>(kvh) * D;
+        v_src = (paged ? p.v_cache : p.v) + static_cast<int64_t>(kvh) * D;
+        row_stride = paged ? p.n_kv_heads * p.head_dim : p.kv_stride;
+        block_table = paged ? p.block_table + s * p.max_pages_per_seq : nullptr;
+        page_size = static_cast<int>(p.page_size);
+        base_row = paged ? 0 : p.cu_seqlens_k[s];
+        len_k = paged ? p.seq_lens_k[s] : p.cu_seqlens_k[s + 1] - base_row;
+        past = len_k - len_q;
+        const int key_end = p.causal ? min(len_k, past + row0 + rows_here) : len_k;
+        const int all_tiles = (key_end + keys - 1) / keys;
+        const int per_split = (all_tiles + n_splits - 1) / n_splits;
+        tile0 = min(all_tiles, split * per_split), n_tiles = min(all_tiles, tile0 + per_split);
+    }
+    __device__ bool empty() const { return row0 >= len_q; }
+    // Row of key j in the K/V source (units of row_stride); −1 past len_k.
+    __device__ int32_t key_row(int j) const {
+        if (j >= len_k) return -1;
+        if (paged) return __ldg(block_table + j / page_size) * page_size + j % page_size;
+        return base_row + j;
+    }
+};
+
+// Writes row r (0: lane/4, 1: lane/4 + 8) of a warp's finished state (l quad-reduced) for query qi of block
+// b: the normalised output, or with n_splits > 1 this split's normalised partial result and its
+// log2-sum-exp (−∞ when it saw no key) for the combine kernel.
+template <int DP>
+__device__ __forceinline__ void store_prefill_row(const WarpFlash<DP>& sm, int r, int qi, const PrefillBlock& b,
+                                                  const AttentionPrefillParams& p, int64_t out_stride, int n_splits,
+                                                  float* ws_o, float* ws_lse) {
+    const int t = threadIdx.x & 3, D = b.D;
+    const float inv = sm.l[r] > 0.0f ? 1.0f / sm.l[r] : 0.0f;
+    if (n_splits > 1) {
+        const int64_t idx = (static_cast<int64_t>(b.split) * p.n_tok_q + b.q0 + qi) * p.n_heads + b.h;
+        float* o = ws_o + idx * D;
+#pragma unroll
+        for (int dt = 0; dt < DP / 8; ++dt) {
+            const int col = dt * 8 + 2 * t;
+            if (col < D) *reinterpret_cast<float2*>(o + col) = make_float2(sm.o[dt][2 * r] * inv, sm.o[dt][2 * r + 1] * inv);
+        }
+        if (t == 0) ws_lse[idx] = sm.l[r] > 0.0f ? sm.m[r] + log2f(sm.l[r]) : -INFINITY;
+        return;
+    }
+    bf16* out = p.out + static_cast<int64_t>(b.q0 + qi) * out_stride + b.h * D;
+#pragma unroll
+    for (int dt = 0; dt < DP / 8; ++dt) {
+        const int col = dt * 8 + 2 * t;
+        if (col < D) *reinterpret_cast<uint32_t*>(out + col) = detail::pack_bf16x2(sm.o[dt][2 * r] * inv, sm.o[dt][2 * r + 1] * inv);
+    }
+}
+
 __device__ __forceinline__ int clamp_lim(int64_t v, int hi) {
     return v < 0 ? 0 : (v > hi ? hi : static_cast<int>(v));
 }
+
+// ---- the wgmma prefill kernel (attention_wgmma.cu), host side -----------------------------------------
+
+// Whether the current device runs the sm_90a wgmma kernel (compute capability 9.0).
+bool prefill_wgmma_available();
+// Resident blocks per SM of the wgmma kernel at padded head dim dp and key tile keys (64 or 128).
+int prefill_wgmma_blocks_per_sm(int dp, int keys);
+// Launches the wgmma kernel: 128 query rows per block, grid (row blocks, heads · n_splits, sequences).
+void launch_prefill_wgmma(const AttentionPrefillParams& p, int dp, int keys, int n_splits, float scale_log2, int64_t q_stride,
+                          int64_t out_stride, float* ws_o, float* ws_lse, cudaStream_t stream);
+constexpr int kWgmmaBlockRows = 128;
 
 inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 

@@ -291,6 +291,10 @@ struct AttentionPrefillParams {
     // leaves too few blocks) or 32 (always 128-row blocks of 4 warps, each K and V fragment feeding the mma of
     // two 16-row m-tiles: half the shared-memory traffic per mma, half the warps per SM).
     int64_t rows_per_warp = 0;
+    // Hopper warpgroup-MMA kernel (attention_wgmma.cu): 0 = off (the mma.sync kernels above), 64 or 128 = on,
+    // with key tiles of that many keys; 128-row blocks of two warpgroups, S and P·V on wgmma. Used only on a
+    // compute capability 9.0 device; elsewhere the request falls back to the mma.sync kernels (rows_per_warp).
+    int64_t wgmma_key_tile = 0;
 };
 void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream);
 // The split count attention_prefill would use for p (1 = no split), and the workspace bytes it needs

@@ -331,6 +331,7 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         ap.workspace = prefill_ws_.get(), ap.workspace_bytes = prefill_ws_.bytes(), ap.n_tok_q = st.n_pre_tok, ap.max_seqlen_k = st.max_len;
         ap.n_splits = limits_.attention_splits && !overlap ? 0 : 1;
         ap.rows_per_warp = limits_.attention_rows_per_warp;
+        ap.wgmma_key_tile = limits_.attention_wgmma_keys;
         auto timed = timer_.scope("attn.prefill", pre_stream);
         kc::attention_prefill(ap, pre_stream);
     }

@@ -70,6 +70,11 @@ struct GpuLimits {
     // session 6): 32 takes 14–17% off the language model's prefill cases and 3% off a 3-tile ViT layer
     // (1.7% slower at 24 tiles); serving C = 100: 14,981 → 15,017 tok/s, within the noise.
     int attention_rows_per_warp = 32;
+    // Prefill attention on the Hopper wgmma kernel (AttentionPrefillParams::wgmma_key_tile: 0 = off, 64 or
+    // 128 = its key tile), for the language model's prefill rows and for the vision tower; compute
+    // capability 9.0 only (elsewhere the mma.sync kernels run).
+    int attention_wgmma_keys = 0;
+    int vit_attention_wgmma_keys = 0;
     // The ViT MLP's GELU runs in fc1's GEMM epilogue (tanh form, kernels/cuda/ops.h GemmActivation) instead of
     // as its own exact-erf pass over the [tokens, 5120] activations; off: the separate pass (A/B, parity).
     bool vit_gelu_in_gemm = true;
@@ -104,7 +109,8 @@ public:
     const ModelConfig& config() const { return cfg_; }
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
-    // (overlap_*_branches, ssd_split, ssu_split, attention_splits, attention_rows_per_warp, vit_gelu_in_gemm)
+    // (overlap_*_branches, ssd_split, ssu_split, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
+    // vit_gelu_in_gemm)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
     void set_step_knobs(const GpuLimits& from) {
@@ -114,6 +120,8 @@ public:
         limits_.ssu_split = from.ssu_split;
         limits_.attention_splits = from.attention_splits;
         limits_.attention_rows_per_warp = from.attention_rows_per_warp;
+        limits_.attention_wgmma_keys = from.attention_wgmma_keys;
+        limits_.vit_attention_wgmma_keys = from.vit_attention_wgmma_keys;
         limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
     }
     cudaStream_t stream() const { return stream_; }

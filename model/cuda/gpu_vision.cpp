@@ -94,6 +94,7 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
         // No split-KV here: at 3 tiles (432 blocks) 3 splits made the pass slower (H100: 4.6 vs 3.3 ms).
         ap.n_splits = 1;
         ap.rows_per_warp = limits_.attention_rows_per_warp;
+        ap.wgmma_key_tile = limits_.vit_attention_wgmma_keys;
         time_as("vit.attention");
         kc::attention_prefill(ap, vision_stream_);
         time_as("vit.proj");

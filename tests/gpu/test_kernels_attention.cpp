@@ -55,30 +55,35 @@ struct Heads {
     int64_t n_heads, n_kv, D;
 };
 
-// Runs prefill attention p at both warp layouts (16 query rows per warp, the default, and 32: two m-tiles
-// sharing fragments) and each split count (0 = automatic, given the workspace), each against `ref`. bf16 P and
-// bf16 output: ~2^-8 relative on O, plus P rounding inside the sum; split-KV (partial results merged in fp32)
-// has the same bound.
+// Runs prefill attention p on each kernel — mma.sync at 16 query rows per warp (the default) and at 32 (two
+// m-tiles sharing fragments), and the Hopper wgmma kernel at key tiles of 64 and 128 (on a compute
+// capability 9.0 device; elsewhere it falls back to the default) — and each split count (0 = automatic, given
+// the workspace), each against `ref`. bf16 P and bf16 output: ~2^-8 relative on O, plus P rounding inside
+// the sum; split-KV (partial results merged in fp32) has the same bound.
 void check_prefill_variants(cu::AttentionPrefillParams p, DeviceBuffer<uint8_t>& ws, DeviceBuffer<bf16>& dout,
                             std::initializer_list<int64_t> split_counts, const std::string& what, const std::vector<float>& ref) {
-    for (int64_t rows_per_warp : {int64_t{0}, int64_t{32}}) {
-        p.rows_per_warp = rows_per_warp;
+    struct Kernel {
+        int64_t rows_per_warp, wgmma_key_tile;
+        const char* name;
+    };
+    for (const Kernel& k : {Kernel{0, 0, "rows/warp 16"}, Kernel{32, 0, "rows/warp 32"}, Kernel{0, 64, "wgmma keys 64"},
+                            Kernel{0, 128, "wgmma keys 128"}}) {
+        p.rows_per_warp = k.rows_per_warp, p.wgmma_key_tile = k.wgmma_key_tile;
         for (int64_t splits : split_counts) {
             p.n_splits = splits;
             p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
-            if (splits == 0) MESSAGE("automatic split count" << what << ": " << cu::attention_prefill_splits(p));
+            if (splits == 0) MESSAGE("automatic split count" << what << " " << k.name << ": " << cu::attention_prefill_splits(p));
             dout.poison();
             cu::attention_prefill(p, nullptr);
-            compare("attention_prefill" + what + " splits " + std::to_string(splits) + " rows/warp " +
-                        std::to_string(rows_per_warp ? rows_per_warp : 16),
-                    to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
+            compare("attention_prefill" + what + " splits " + std::to_string(splits) + " " + k.name, to_float(dout.download()), ref,
+                    3e-3f, 2e-2f, 1e-2);
         }
     }
 }
 
 }  // namespace
 
-TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes (16 and 32 query rows per warp)") {
+TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes (mma.sync at 16 and 32 rows per warp, wgmma)") {
     std::mt19937 rng(7);
     for (Heads hd : {Heads{"holotron", 40, 8, 128}, Heads{"tiny_fp32", 4, 2, 16}, Heads{"small_bf16", 8, 2, 40}}) {
         // (past, new) per sequence: fresh prompts, continuations, single tokens, non-multiples of 64. The
@@ -146,7 +151,7 @@ TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes (1
     }
 }
 
-TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles (contiguous qkv rows; 16 and 32 rows per warp)") {
+TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles (contiguous qkv rows; mma.sync and wgmma)") {
     std::mt19937 rng(8);
     for (Heads hd : {Heads{"radio_h", 16, 16, 80}, Heads{"tiny_vit", 2, 2, 16}}) {
         const std::vector<int32_t> tile_lens = hd.D == 80 ? std::vector<int32_t>{1032, 1032} : std::vector<int32_t>{18, 18, 18};

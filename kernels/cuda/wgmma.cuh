@@ -1,0 +1,190 @@
+// Hopper warpgroup MMA (wgmma, PTX ISA 8.0+, sm_90a only): shared-memory matrix descriptors, the fences and
+// group waits, and the two products the wgmma attention kernel needs (attention_wgmma.cu):
+//   wgmma_ss<N>:    D[64×N] (+)= A·Bᵀ, A [64][16] and B [N][16] in shared memory, both K-major (S = Q·Kᵀ);
+//   wgmma_rs_mn<N>: D[64×N] += A·B, A [64][16] bf16 from registers, B [16][N] in shared memory, N-major
+//                   (O += P·V with V rows as stored).
+// One warpgroup (4 warps, 128 threads) issues each product together. Accumulator layout: warp w of the group
+// holds rows 16w + lane/4 and + 8; d[i][0..1] are row lane/4, columns 8i + 2·(lane%4) + {0, 1}; d[i][2..3] row
+// lane/4 + 8 — per warp the layout of mma.sync m16n8k16's C over N/8 n-tiles, so WarpFlash's softmax runs on
+// it unchanged. The register A operand has mma.sync m16n8k16's A layout per warp (rows 16w..16w + 15).
+//
+// Shared-memory layout (no swizzle, "interleaved"): a tile [R][C] of bf16 is stored as 8×8 core matrices of
+// 128 contiguous bytes, core matrix (r/8, c/8) at ((r/8)·(C/8) + c/8)·128 bytes, row r%8 at +16·(r%8). In the
+// PTX ISA's canonical layouts (T = 8 elements):
+//   K-major  ((8,m),(T,2k)):((1T,SBO),(1,LBO)) → LBO = 128 (next 8 columns), SBO = C·16 (next 8 rows);
+//   MN-major ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO)) with the 16-byte rows along N → SBO = 128 (next 8
+//   columns of N), LBO = C·16 (next 8 rows of K).
+// On any other target the wrappers compile to nothing (the kernel checks the device before it launches).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SURF_WGMMA_ENABLED 1
+#else
+#define SURF_WGMMA_ENABLED 0
+#endif
+
+namespace surf::kernels::cuda::wgmma {
+
+// Descriptor of a no-swizzle tile starting at `smem` (bits 0-13 start >> 4, 16-29 LBO >> 4, 32-45 SBO >> 4,
+// base offset and swizzle mode 0). Adding n to it moves the start by 16·n bytes.
+__device__ __forceinline__ uint64_t make_desc(const void* smem, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+    const uint32_t addr = detail::smem_addr(smem);
+    return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo_bytes >> 4) << 16) |
+           (static_cast<uint64_t>(sbo_bytes >> 4) << 32);
+}
+
+// Orders this thread's register writes to accumulators / A fragments before the next wgmma reads them.
+__device__ __forceinline__ void fence() {
+#if SURF_WGMMA_ENABLED
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void commit() {
+#if SURF_WGMMA_ENABLED
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void wait() {
+#if SURF_WGMMA_ENABLED
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+// Makes this thread's generic-proxy shared-memory writes (cp.async, st.shared) visible to wgmma's reads.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+#if SURF_WGMMA_ENABLED
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// Keeps the compiler from moving accesses of accumulator registers across an asynchronous wgmma: call on
+// them after wait() and before fence().
+template <int NT>
+__device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
+#pragma unroll
+    for (int i = 0; i < NT; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+    }
+}
+
+template <int N>
+__device__ void wgmma_ss(float (&d)[N / 8][4], uint64_t desc_a, uint64_t desc_b, int scale_d);
+template <int N>
+__device__ void wgmma_rs_mn(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t desc_b);
+
+#define SURF_WGMMA_D4(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
+
+// ---- S = Q·Kᵀ: m64nNk16, A and B from shared memory, both K-major; scale_d = 0 overwrites D -------------
+
+template <>
+__device__ __forceinline__ void wgmma_ss<64>(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#if SURF_WGMMA_ENABLED
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : SURF_WGMMA_D4(0), SURF_WGMMA_D4(1), SURF_WGMMA_D4(2), SURF_WGMMA_D4(3), SURF_WGMMA_D4(4), SURF_WGMMA_D4(5), SURF_WGMMA_D4(6), SURF_WGMMA_D4(7)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#endif
+}
+
+template <>
+__device__ __forceinline__ void wgmma_ss<128>(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#if SURF_WGMMA_ENABLED
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : SURF_WGMMA_D4(0), SURF_WGMMA_D4(1), SURF_WGMMA_D4(2), SURF_WGMMA_D4(3), SURF_WGMMA_D4(4), SURF_WGMMA_D4(5), SURF_WGMMA_D4(6), SURF_WGMMA_D4(7),
+          SURF_WGMMA_D4(8), SURF_WGMMA_D4(9), SURF_WGMMA_D4(10), SURF_WGMMA_D4(11), SURF_WGMMA_D4(12), SURF_WGMMA_D4(13), SURF_WGMMA_D4(14), SURF_WGMMA_D4(15)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#endif
+}
+
+// ---- O += P·V: m64nNk16, A from registers, B from shared memory N-major (imm-trans-b = 1) ------------
+
+template <>
+__device__ __forceinline__ void wgmma_rs_mn<16>(float (&d)[2][4], const uint32_t (&a)[4], uint64_t desc_b) {
+#if SURF_WGMMA_ENABLED
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7"
+        "}, {%8, %9, %10, %11}, %12, p, 1, 1, 1;\n}\n"
+        : SURF_WGMMA_D4(0), SURF_WGMMA_D4(1)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+#endif
+}
+
+template <>
+__device__ __forceinline__ void wgmma_rs_mn<48>(float (&d)[6][4], const uint32_t (&a)[4], uint64_t desc_b) {
+#if SURF_WGMMA_ENABLED
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %29, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23"
+        "}, {%24, %25, %26, %27}, %28, p, 1, 1, 1;\n}\n"
+        : SURF_WGMMA_D4(0), SURF_WGMMA_D4(1), SURF_WGMMA_D4(2), SURF_WGMMA_D4(3), SURF_WGMMA_D4(4), SURF_WGMMA_D4(5)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+#endif
+}
+
+template <>
+__device__ __forceinline__ void wgmma_rs_mn<80>(float (&d)[10][4], const uint32_t (&a)[4], uint64_t desc_b) {
+#if SURF_WGMMA_ENABLED
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %45, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39"
+        "}, {%40, %41, %42, %43}, %44, p, 1, 1, 1;\n}\n"
+        : SURF_WGMMA_D4(0), SURF_WGMMA_D4(1), SURF_WGMMA_D4(2), SURF_WGMMA_D4(3), SURF_WGMMA_D4(4), SURF_WGMMA_D4(5), SURF_WGMMA_D4(6), SURF_WGMMA_D4(7),
+          SURF_WGMMA_D4(8), SURF_WGMMA_D4(9)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+#endif
+}
+
+template <>
+__device__ __forceinline__ void wgmma_rs_mn<128>(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b) {
+#if SURF_WGMMA_ENABLED
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : SURF_WGMMA_D4(0), SURF_WGMMA_D4(1), SURF_WGMMA_D4(2), SURF_WGMMA_D4(3), SURF_WGMMA_D4(4), SURF_WGMMA_D4(5), SURF_WGMMA_D4(6), SURF_WGMMA_D4(7),
+          SURF_WGMMA_D4(8), SURF_WGMMA_D4(9), SURF_WGMMA_D4(10), SURF_WGMMA_D4(11), SURF_WGMMA_D4(12), SURF_WGMMA_D4(13), SURF_WGMMA_D4(14), SURF_WGMMA_D4(15)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+#endif
+}
+
+#undef SURF_WGMMA_D4
+
+}  // namespace surf::kernels::cuda::wgmma
