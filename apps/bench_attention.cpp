@@ -12,7 +12,7 @@
 // 9.0 only, elsewhere those rows repeat the default kernel).
 // FLOPs = 4 · (visible query-key pairs, causal pairs counted exactly) · heads · head_dim.
 // Inputs are uniform random on the GPU; the output is checked for non-finite values.
-// Usage: bench_attention [--reps N]
+// Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel / case, e.g. under ncu)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -158,11 +158,16 @@ void bench_vit(const char* name, int64_t tiles, int64_t tl, const Kernel& kernel
 
 int main(int argc, char** argv) {
     int reps = 20;
+    std::string only_kernel, only_case;  // empty = all
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
             reps = std::max(1, std::atoi(argv[++i]));
+        } else if (std::strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
+            only_kernel = argv[++i];
+        } else if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
+            only_case = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: bench_attention [--reps N]\n");
+            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"] [--case NAME]\n");
             return 2;
         }
     }
@@ -173,12 +178,14 @@ int main(int argc, char** argv) {
     std::printf("| case   | shape%48s| kernel    |        us | TFLOP/s | output |\n", "");
     std::printf("|--------|%s|-----------|-----------|---------|--------|\n", std::string(54, '-').c_str());
     for (const Kernel& k : {Kernel{16, 0, "mma 16"}, Kernel{32, 0, "mma 32"}, Kernel{0, 64, "wgmma 64"}, Kernel{0, 128, "wgmma 128"}}) {
-        bench_paged("llm", 4, 1024, 5000, 16, k, reps);
-        bench_paged("chunk", 1, 924, 5000, 16, k, reps);
-        bench_vit("vit", 24, 794, k, reps);
-        bench_vit("vit3", 3, 1032, k, reps);
-        bench_paged("fresh", 1, 4096, 0, 16, k, reps);
-        bench_paged("small", 1, 200, 3000, 16, k, reps);
+        if (!only_kernel.empty() && only_kernel != k.name) continue;
+        auto want = [&](const char* name) { return only_case.empty() || only_case == name; };
+        if (want("llm")) bench_paged("llm", 4, 1024, 5000, 16, k, reps);
+        if (want("chunk")) bench_paged("chunk", 1, 924, 5000, 16, k, reps);
+        if (want("vit")) bench_vit("vit", 24, 794, k, reps);
+        if (want("vit3")) bench_vit("vit3", 3, 1032, k, reps);
+        if (want("fresh")) bench_paged("fresh", 1, 4096, 0, 16, k, reps);
+        if (want("small")) bench_paged("small", 1, 200, 3000, 16, k, reps);
     }
     return 0;
 }

@@ -4,9 +4,9 @@
 //   * block = 128 query rows of one head as two warpgroups of 64 rows; each warpgroup computes its
 //     S = Q·Kᵀ (64 × NK) with wgmma from shared memory (Q and K both K-major) and O += P·V with P from
 //     registers (the S accumulator repacked to bf16, as in WarpFlash) and V from shared memory, N-major;
-//   * Q, K and V live in shared memory as 8×8 core matrices (wgmma.cuh's no-swizzle layout), so the copy of
-//     16-byte chunk i lands at byte 16·i: contiguous, conflict-free writes; K/V tiles of NK keys double-
-//     buffered through cp.async, key source rows looked up once per tile (PrefillBlock::key_row);
+//   * Q, K and V live in shared memory in wgmma.cuh's 32-byte-swizzled layout (slabs of 16 columns; copies
+//     conflict-free and along whole global lines); K/V tiles of NK keys double-buffered through cp.async, key
+//     source rows looked up once per tile (PrefillBlock::key_row);
 //   * the softmax runs on the accumulators in registers with WarpFlash (each warp's 16 rows), so masking,
 //     skipping and the −∞ conventions are the mma.sync kernel's.
 // Each product waits for its result before the softmax touches it; the two warpgroups (and the copies of
@@ -25,31 +25,36 @@ constexpr int kThreads = 128 * kGroups;
 
 template <int DP, int NK>
 constexpr size_t wgmma_smem_bytes() {
-    // Q [128][DP], K and V [2][NK][DP] bf16 (core-matrix blocked, no padding), key source rows [2][NK] int32.
+    // Q [128][DP], K and V [2][NK][DP] bf16 (32-byte swizzled, no padding), key source rows [2][NK] int32.
     return static_cast<size_t>(kWgmmaBlockRows + 4 * NK) * DP * 2 + 2 * NK * 4;
 }
 
-// Row and column of 16-byte chunk i of a blocked [rows][DP] tile, chunk i at byte 16·i: the row's low 3 bits
-// vary fastest, then the 8-column chunk, then the row's 8-row group (wgmma.cuh).
+// 16-byte chunk i of a [rows][DP] tile: its row and column, and its byte offset in the 32-byte-swizzled layout
+// (wgmma.cuh). Eight consecutive chunks are four rows' 32 bytes of one slab (128 contiguous bytes of shared
+// memory: conflict-free copies), a warp's 32 chunks four rows × four slabs (whole 128-byte lines of global
+// memory at head_dim ≥ 64).
 template <int DP>
-__device__ __forceinline__ void blocked_chunk(int i, int& row, int& col) {
-    constexpr int kChunks = DP / 8;
-    const int j = i >> 3;
-    row = (j / kChunks) * 8 + (i & 7);
-    col = (j % kChunks) * 8;
+__device__ __forceinline__ int sw32_chunk(int i, int rows, int& row, int& col) {
+    constexpr int kSlabs = DP / 16;
+    const int j = i >> 3, slab = j % kSlabs;
+    row = (j / kSlabs) * 4 + ((i >> 1) & 3);
+    col = slab * 16 + (i & 1) * 8;
+    return wgmma::sw32_offset(row, col, rows);
 }
 
+// Key tiles of 64: two blocks per SM (≤ 128 registers, ≤ 113 KB of shared memory each), so that one block's
+// softmax runs beside the other's products; key tiles of 128: one block per SM.
 template <int DP, int NK>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, NK == 64 ? 2 : 1)
 attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_stride, int64_t out_stride, int n_splits,
                                float* ws_o, float* ws_lse) {
 #if SURF_WGMMA_ENABLED
     static_assert(kThreads >= 2 * NK, "the prologue fills two tiles' key rows, one per thread");
     constexpr int kChunks = DP / 8, kTileChunks = NK * kChunks, kTilePasses = (kTileChunks + kThreads - 1) / kThreads;
-    extern __shared__ __align__(128) unsigned char smem_raw[];
-    bf16* Qs = reinterpret_cast<bf16*>(smem_raw);  // [128][DP] blocked
-    bf16* Kbuf = Qs + kWgmmaBlockRows * DP;         // [2][NK][DP] blocked
-    bf16* Vbuf = Kbuf + 2 * NK * DP;                // [2][NK][DP] blocked
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    bf16* Qs = reinterpret_cast<bf16*>(smem_raw);  // [128][DP] 32-byte swizzled (wgmma.cuh)
+    bf16* Kbuf = Qs + kWgmmaBlockRows * DP;         // [2][NK][DP] 32-byte swizzled
+    bf16* Vbuf = Kbuf + 2 * NK * DP;                // [2][NK][DP] 32-byte swizzled
     // [2][NK]: the K/V row (units of row_stride) of each key of the tile in that buffer; −1 past len_k.
     int32_t* key_rows = reinterpret_cast<int32_t*>(Vbuf + 2 * NK * DP);
     const PrefillBlock b(p, kWgmmaBlockRows, NK, n_splits);
@@ -66,22 +71,22 @@ attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64
             const int i = tid + pass * kThreads;
             if (kTileChunks % kThreads != 0 && i >= kTileChunks) break;
             int row, col;
-            blocked_chunk<DP>(i, row, col);
+            const int at = sw32_chunk<DP>(i, NK, row, col);
             const int32_t r = rows[row];
             const bool ok = r >= 0 && col < b.D;
             const int64_t off = ok ? static_cast<int64_t>(r) * b.row_stride + col : 0;
-            cp_async16(Kd + 16 * i, b.k_src + off, ok);
-            cp_async16(Vd + 16 * i, b.v_src + off, ok);
+            cp_async16(Kd + at, b.k_src + off, ok);
+            cp_async16(Vd + at, b.v_src + off, ok);
         }
     };
 
     // Q tile (zero rows past the sequence, zero columns past head_dim) joins the first K/V group.
     for (int i = tid; i < kWgmmaBlockRows * kChunks; i += kThreads) {
         int row, col;
-        blocked_chunk<DP>(i, row, col);
+        const int at = sw32_chunk<DP>(i, kWgmmaBlockRows, row, col);
         const bool ok = row < b.rows_here && col < b.D;
         const bf16* g = p.q + (ok ? static_cast<int64_t>(b.q0 + b.row0 + row) * q_stride + b.h * b.D + col : 0);
-        cp_async16(reinterpret_cast<unsigned char*>(Qs) + 16 * i, g, ok);
+        cp_async16(reinterpret_cast<unsigned char*>(Qs) + at, g, ok);
     }
     if (tid < 2 * NK) key_rows[tid] = b.key_row(b.tile0 * NK + tid);  // tiles tile0 and tile0 + 1
     __syncthreads();
@@ -94,8 +99,9 @@ attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64
     const int qi0 = grow0 + warp * 16 + (lane >> 2), qi1 = qi0 + 8;  // this thread's two rows
     // A warpgroup past the end of its sequence's rows copies tiles and meets the barriers, but skips the math.
     const bool group_has_rows = group * 64 < b.rows_here;
-    // Q: K-major A operand, its 64 rows = 8 row groups of DP·16 bytes; 16 columns (256 bytes) per k-step.
-    const uint64_t desc_q = wgmma::make_desc(Qs + group * 64 * DP, 128, DP * 16);
+    // Q: K-major A operand, this group's 64 rows of each slab (8 rows per 256 bytes); one slab (128 rows · 32
+    // bytes) per k-step.
+    const uint64_t desc_q = wgmma::make_desc_sw32(reinterpret_cast<unsigned char*>(Qs) + group * 64 * 32, 16, 256);
     for (int it = b.tile0; it < b.n_tiles; ++it) {
         const int buf = (it - b.tile0) & 1;
         if (it + 1 < b.n_tiles) {
@@ -118,11 +124,13 @@ attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64
             const bf16* Ks = Kbuf + buf * NK * DP;
             const bf16* Vs = Vbuf + buf * NK * DP;
             float sc[NK / 8][4];
-            // S = Q·Kᵀ: K is a K-major B operand, NK rows = NK/8 row groups of DP·16 bytes.
-            const uint64_t desc_k = wgmma::make_desc(Ks, 128, DP * 16);
+            // S = Q·Kᵀ: K is a K-major B operand (8 keys per 256 bytes); one slab (NK · 32 bytes) per k-step.
+            const uint64_t desc_k = wgmma::make_desc_sw32(Ks, 16, 256);
             wgmma::fence();
 #pragma unroll
-            for (int ks = 0; ks < DP / 16; ++ks) wgmma::wgmma_ss<NK>(sc, desc_q + 16 * ks, desc_k + 16 * ks, ks > 0);
+            for (int ks = 0; ks < DP / 16; ++ks) {
+                wgmma::wgmma_ss<NK>(sc, desc_q + ks * (kWgmmaBlockRows * 32 / 16), desc_k + ks * (NK * 32 / 16), ks > 0);
+            }
             wgmma::commit();
             wgmma::wait<0>();
             wgmma::fence_operands(sc);
@@ -138,13 +146,13 @@ attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64
             uint32_t pa[NK / 16][4];
 #pragma unroll
             for (int kk = 0; kk < NK / 16; ++kk) pack_weights<NK>(pa[kk], sc, kk);
-            // O += P·V: V is an N-major B operand, 8 keys (one core-matrix row group, DP·16 bytes) per K group,
-            // 8 head-dim columns (128 bytes) per N group; 16 keys (2·DP·16 bytes) per k-step.
-            const uint64_t desc_v = wgmma::make_desc(Vs, DP * 16, 128);
+            // O += P·V: V is an N-major B operand, 16 head-dim columns per slab (NK · 32 bytes apart), 8 keys per
+            // 256 bytes; 16 keys (512 bytes) per k-step.
+            const uint64_t desc_v = wgmma::make_desc_sw32(Vs, NK * 32, 256);
             wgmma::fence_operands(st.o);
             wgmma::fence();
 #pragma unroll
-            for (int kk = 0; kk < NK / 16; ++kk) wgmma::wgmma_rs_mn<DP>(st.o, pa[kk], desc_v + 2 * DP * kk);
+            for (int kk = 0; kk < NK / 16; ++kk) wgmma::wgmma_rs_mn<DP>(st.o, pa[kk], desc_v + kk * (512 / 16));
             wgmma::commit();
             wgmma::wait<0>();
             wgmma::fence_operands(st.o);
