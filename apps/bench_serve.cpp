@@ -36,6 +36,15 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// "; prefill attention: language model <kernel>, vision tower <kernel>" for the header line.
+std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
+    auto kernel = [&](int wgmma_keys) {
+        return wgmma_keys ? "wgmma, key tile " + std::to_string(wgmma_keys)
+                          : "mma.sync at " + std::to_string(L.attention_rows_per_warp == 32 ? 32 : 16) + " rows per warp";
+    };
+    return "; prefill attention: language model " + kernel(L.attention_wgmma_keys) + ", vision tower " + kernel(L.vit_attention_wgmma_keys);
+}
+
 struct Options {
     std::string config_dir = std::string(SURF_SOURCE_DIR_FOR_BENCH) + "/tests/fixtures/holotron_12b";
     std::vector<int> concurrency = {1, 16, 64, 100};
@@ -356,8 +365,7 @@ int main(int argc, char** argv) {
                     eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
                     eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.attention_splits ? "auto" : "off",
                     eo.limits.gemm_reuse_tuned_in_bucket ? "; tuned GEMM algorithms reused within 64-row buckets" : "",
-                    eo.limits.attention_rows_per_warp == 32 ? "; prefill attention at 32 query rows per warp" : "; prefill attention at 16 query rows per warp",
-                    eo.limits.small_m_kernel ? "" : "; small-m GEMM kernel off");
+                    attention_kernels(eo.limits).c_str(), eo.limits.small_m_kernel ? "" : "; small-m GEMM kernel off");
         if (o.vision_min_tiles > 1 || o.warm_vision) {
             std::printf("# vision: passes wait for %lld tiles or %lld steps; warm-up tunes %zu vision passes\n", (long long)o.vision_min_tiles,
                         (long long)o.vision_max_wait, eo.warm_up_vision_batches.size());

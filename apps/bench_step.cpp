@@ -16,6 +16,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #ifdef SURF_HAVE_CUDA
@@ -238,25 +239,22 @@ int main(int argc, char** argv) {
             char title[128];
             std::snprintf(title, sizeof title, "vision batch: %lld tiles (%lld images)", (long long)o.tiles, (long long)jobs.size());
             print_profile(title, ops, o.reps, op_flops(cfg, 0, 0, 0, o.tiles), ms);
-            // The same pass with the ViT attention at the other warp layout (GpuLimits::attention_rows_per_warp).
-            const int rows_now = L.attention_rows_per_warp == 32 ? 32 : 16;
-            GpuLimits other_rows = L;
-            other_rows.attention_rows_per_warp = rows_now == 32 ? 16 : 32;
-            model->set_step_knobs(other_rows);
-            const double ms_rows = whole(run, model->vision_stream());
-            model->set_step_knobs(L);
-            std::printf("\nvision batch with the attention at %d query rows per warp: %.2f ms (%+.1f%% against %.2f at %d)\n",
-                        other_rows.attention_rows_per_warp, ms_rows, 100.0 * (ms_rows - ms) / ms, ms, rows_now);
-            // The same pass with the ViT attention on the other kernels (GpuLimits::vit_attention_wgmma_keys).
-            for (int keys : {0, 64, 128}) {
-                if (keys == L.vit_attention_wgmma_keys) continue;
+            // The same pass with the ViT attention on each other kernel: mma.sync at 16 / 32 query rows per warp
+            // (GpuLimits::attention_rows_per_warp, wgmma off) and wgmma at key tiles of 64 / 128
+            // (GpuLimits::vit_attention_wgmma_keys).
+            std::printf("\n");
+            for (const auto& [rows, keys] : {std::pair{16, 0}, std::pair{32, 0}, std::pair{0, 64}, std::pair{0, 128}}) {
+                const bool current = keys ? keys == L.vit_attention_wgmma_keys
+                                          : L.vit_attention_wgmma_keys == 0 && rows == (L.attention_rows_per_warp == 32 ? 32 : 16);
+                if (current) continue;
                 GpuLimits other = L;
                 other.vit_attention_wgmma_keys = keys;
+                if (!keys) other.attention_rows_per_warp = rows;
                 model->set_step_knobs(other);
-                const double ms_wg = whole(run, model->vision_stream());
+                const double ms_other = whole(run, model->vision_stream());
                 model->set_step_knobs(L);
-                std::printf("vision batch with the attention on %s%d: %.2f ms (%+.1f%% against %.2f)\n", keys ? "wgmma, key tile " : "mma.sync, rows/warp ",
-                            keys ? keys : rows_now, ms_wg, 100.0 * (ms_wg - ms) / ms, ms);
+                std::printf("vision batch with the attention on %s %d: %.2f ms (%+.1f%% against %.2f)\n",
+                            keys ? "wgmma, key tile" : "mma.sync, rows per warp", keys ? keys : rows, ms_other, 100.0 * (ms_other - ms) / ms, ms);
             }
             // The same pass with the GELU as its own exact-erf pass instead of fc1's epilogue (vit_gelu_in_gemm).
             GpuLimits split_gelu = L;
