@@ -65,17 +65,18 @@ struct GpuLimits {
     int ssd_split = 0;
     // Blocks per (sequence, head) of the decode rows' state update (SsuParams::row_split); 0 = the kernel's rule.
     int ssu_split = 0;
-    // Query rows per warp of prefill attention, language model and vision tower (AttentionPrefillParams::
-    // rows_per_warp): 16, or 32 (K/V fragments shared by two m-tiles; 0 = 16). H100 (bench_attention,
-    // session 6): 32 takes 14–17% off the language model's prefill cases and 3% off a 3-tile ViT layer
-    // (1.7% slower at 24 tiles); serving C = 100: 14,981 → 15,017 tok/s, within the noise.
+    // Query rows per warp of the mma.sync prefill attention, language model and vision tower, where the wgmma
+    // kernel below is off or unavailable (AttentionPrefillParams::rows_per_warp): 16, or 32 (K/V fragments
+    // shared by two m-tiles; 0 = 16). H100 (bench_attention, session 6): 32 takes 14–17% off the language
+    // model's prefill cases and 3% off a 3-tile ViT layer (1.7% slower at 24 tiles); serving C = 100: 14,981 →
+    // 15,017 tok/s, within the noise.
     int attention_rows_per_warp = 32;
     // Prefill attention on the Hopper wgmma kernel (AttentionPrefillParams::wgmma_key_tile: 0 = off, the
     // mma.sync kernel at attention_rows_per_warp; 64 or 128 = its key tile), for the language model's prefill
     // rows and for the vision tower; compute capability 9.0 only (elsewhere the mma.sync kernels run).
     // H100 (bench_attention, session 7), key tiles of 64 against mma.sync at 32 rows per warp: the serving
     // chunk 506 → 464 µs, 4 × 1,024 new tokens 1,466 → 1,353 µs, a 3-tile ViT layer 89.0 → 78.4 µs; serving
-    // C = 100 within the noise (15,121 → 15,193 tok/s with key tiles of 128 for the language model).
+    // C = 100, same machine: 15,099 → 15,223 tok/s, within the noise (the vision pass 11.02 → 10.71 ms).
     int attention_wgmma_keys = 64;
     int vit_attention_wgmma_keys = 64;
     // The ViT MLP's GELU runs in fc1's GEMM epilogue (tanh form, kernels/cuda/ops.h GemmActivation) instead of
