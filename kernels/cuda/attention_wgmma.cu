@@ -169,27 +169,21 @@ attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64
 #endif
 }
 
+// The kernel with its shared-memory allowance set on the current device (a per-device attribute, so set on
+// every call: engines on several GPUs share this code).
 template <int DP, int NK>
 auto* prepared_kernel() {
     auto* kernel = attention_prefill_wgmma_kernel<DP, NK>;
-    static const bool once = [&] {
-        SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(wgmma_smem_bytes<DP, NK>())));
-        return true;
-    }();
-    (void)once;
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(wgmma_smem_bytes<DP, NK>())));
     return kernel;
 }
 
 template <int DP, int NK>
 int blocks_per_sm() {
-    static const int blocks = [] {
-        int n = 0;
-        SURF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prepared_kernel<DP, NK>(), kThreads,
-                                                                      wgmma_smem_bytes<DP, NK>()));
-        return std::max(n, 1);
-    }();
-    return blocks;
+    int n = 0;
+    SURF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prepared_kernel<DP, NK>(), kThreads, wgmma_smem_bytes<DP, NK>()));
+    return std::max(n, 1);
 }
 
 template <int DP, int NK>
