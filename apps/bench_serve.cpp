@@ -62,8 +62,8 @@ struct Options {
     bool attention_splits = true;  // split-KV prefill attention (GpuLimits::attention_splits)
     int gemm_reuse = -1;           // GpuLimits::gemm_reuse_tuned_in_bucket; -1 = not given (the engine default)
     bool small_m_kernel = true;    // GpuLimits::small_m_kernel
-    int attention_rows_per_warp = 0;
-    int attention_wgmma = -1, vit_attention_wgmma = -1;  // GpuLimits::*attention_wgmma_keys; -1 = not given  // GpuLimits::attention_rows_per_warp; 0 = not given (the engine default)
+    int attention_rows_per_warp = 0;  // GpuLimits::attention_rows_per_warp; 0 = not given (the engine default)
+    int attention_wgmma = -1, vit_attention_wgmma = -1;  // GpuLimits::*attention_wgmma_keys; -1 = not given
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
     bool warm_vision = false;  // warm-up also tunes the vision passes of 1 .. vision-batch tiles of screenshots
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
@@ -144,7 +144,7 @@ Options parse(int argc, char** argv) {
         std::exit(2);
     }
     for (const auto& [flag, keys] : {std::pair<const char*, int>{"--attention-wgmma", o.attention_wgmma}, {"--vit-attention-wgmma", o.vit_attention_wgmma}}) {
-        if (keys != -1 && keys != 0 && keys != 64 && keys != 128) {
+        if (keys != -1 && !surf::kernels::cuda::valid_wgmma_key_tile(keys)) {
             std::fprintf(stderr, "bench_serve: %s takes 0, 64 or 128, got %d\n", flag, keys);
             std::exit(2);
         }

@@ -83,6 +83,12 @@ Options parse(int argc, char** argv) {
             std::exit(2);
         }
     }
+    for (const auto& [flag, keys] : {std::pair<const char*, int>{"--attention-wgmma", o.attention_wgmma}, {"--vit-attention-wgmma", o.vit_attention_wgmma}}) {
+        if (keys != -1 && !surf::kernels::cuda::valid_wgmma_key_tile(keys)) {
+            std::fprintf(stderr, "bench_step: %s takes 0, 64 or 128, got %d\n", flag, keys);
+            std::exit(2);
+        }
+    }
     if (o.vision_sms < 0 || o.nano_prefill_sms < 0) {
         std::fprintf(stderr, "bench_step: --%s %d is out of range\n", o.vision_sms < 0 ? "vision-sms" : "nano-prefill-sms",
                      o.vision_sms < 0 ? o.vision_sms : o.nano_prefill_sms);

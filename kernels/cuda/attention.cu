@@ -282,7 +282,7 @@ void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream) {
     SURF_CHECK(q_stride % 8 == 0 && out_stride % 2 == 0 && aligned16(p.q), "attention_prefill: q must be 16-byte aligned rows");
     SURF_CHECK(p.rows_per_warp == 0 || p.rows_per_warp == 16 || p.rows_per_warp == 32, "attention_prefill: rows_per_warp ", p.rows_per_warp,
                " (0, 16 or 32)");
-    SURF_CHECK(p.wgmma_key_tile == 0 || p.wgmma_key_tile == 64 || p.wgmma_key_tile == 128, "attention_prefill: wgmma_key_tile ",
+    SURF_CHECK(valid_wgmma_key_tile(p.wgmma_key_tile), "attention_prefill: wgmma_key_tile ",
                p.wgmma_key_tile, " (0, 64 or 128)");
     if (p.n_seq == 0 || p.max_seqlen_q == 0) return;
     const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));

@@ -296,6 +296,8 @@ struct AttentionPrefillParams {
     // compute capability 9.0 device; elsewhere the request falls back to the mma.sync kernels (rows_per_warp).
     int64_t wgmma_key_tile = 0;
 };
+// The values AttentionPrefillParams::wgmma_key_tile takes (0, 64, 128).
+constexpr bool valid_wgmma_key_tile(int64_t keys) { return keys == 0 || keys == 64 || keys == 128; }
 void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream);
 // The split count attention_prefill would use for p (1 = no split), and the workspace bytes it needs
 // for n_tok_q query tokens at `splits` splits.
