@@ -69,7 +69,9 @@ inline double gemm_ceiling() {
 }
 
 // Bytes a decode step must move (spec/serving.md §4): the non-embedding weights once, plus per
-// sequence its SSM + conv state read and written and its KV read.
+// sequence its SSM + conv state read and written and its KV read. With a replay window K (GpuLimits::
+// ssm_replay_window) a row reads its SSM state every step but writes it every K-th, and reads its ≤ K − 1
+// pending tokens' inputs ((K − 1) / 2 on average) and writes its own: §4's stock formula is the K = 0 case.
 struct Roofline {
     double weight_bytes = 0, state_rw_bytes = 0, kv_bytes_per_token = 0;
     // A step of `rows` sequences reading `context_tokens` KV tokens in all.
@@ -78,7 +80,7 @@ struct Roofline {
     }
 };
 
-inline Roofline roofline(const model::ModelConfig& cfg, bool bf16_state) {
+inline Roofline roofline(const model::ModelConfig& cfg, bool bf16_state, int64_t replay_window = 0) {
     using model::LayerKind;
     const model::LlmConfig& c = cfg.llm;
     double params = static_cast<double>(c.vocab_size) * c.hidden_size;  // lm_head (the embedding row gather is negligible)
@@ -92,7 +94,14 @@ inline Roofline roofline(const model::ModelConfig& cfg, bool bf16_state) {
     r.weight_bytes = 2.0 * params;
     const double ssm = static_cast<double>(c.mamba_n_heads * c.mamba_head_dim * c.d_state) * (bf16_state ? 2 : 4);
     const double conv = static_cast<double>(c.conv_dim() * (c.conv_kernel - 1)) * 2;
-    r.state_rw_bytes = 2.0 * c.count(LayerKind::kMamba2) * (ssm + conv);
+    const double layers = static_cast<double>(c.count(LayerKind::kMamba2));
+    if (replay_window > 0) {
+        const double K = static_cast<double>(replay_window);
+        const double entry = 2.0 * static_cast<double>(c.mamba_n_heads * c.mamba_head_dim + c.n_groups * c.d_state + c.mamba_n_heads);
+        r.state_rw_bytes = layers * (ssm * (1.0 + 1.0 / K) + 2.0 * conv + entry * ((K - 1.0) / 2.0 + (K - 1.0) / K));
+    } else {
+        r.state_rw_bytes = 2.0 * layers * (ssm + conv);
+    }
     r.kv_bytes_per_token = static_cast<double>(c.count(LayerKind::kAttention)) * 2 * c.n_kv_heads * c.head_dim * 2;
     return r;
 }

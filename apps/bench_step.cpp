@@ -42,6 +42,7 @@ struct Options {
     bool vision_priority = false;  // the vision stream at the device's highest priority
     bool attention_splits = true;  // split-KV prefill attention when the blocks leave SMs idle
     int attention_wgmma = -1, vit_attention_wgmma = -1;  // GpuLimits::*attention_wgmma_keys; -1 = the default
+    int ssm_replay = -1;  // GpuLimits::ssm_replay_window; -1 = the default
     bool nano = false;      // decode rows and the prefill chunk as two steps of two models on two streams
     int nano_prefill_sms = 0;
     bool nano_decode_priority = false;
@@ -72,13 +73,14 @@ Options parse(int argc, char** argv) {
         else if (a == "--no-attention-splits") o.attention_splits = false;
         else if (a == "--attention-wgmma") o.attention_wgmma = std::atoi(next());
         else if (a == "--vit-attention-wgmma") o.vit_attention_wgmma = std::atoi(next());
+        else if (a == "--ssm-replay") o.ssm_replay = std::atoi(next());
         else if (a == "--nano") o.nano = true;
         else if (a == "--nano-prefill-sms") o.nano_prefill_sms = std::atoi(next());
         else if (a == "--nano-decode-priority") o.nano_decode_priority = true;
         else {
             std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
                                  "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N] [--vision-priority] [--no-attention-splits]\n"
-                                 "                  [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128]\n"
+                                 "                  [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128] [--ssm-replay 0|2..32]\n"
                                  "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]]\n");
             std::exit(2);
         }
@@ -88,6 +90,10 @@ Options parse(int argc, char** argv) {
             std::fprintf(stderr, "bench_step: %s takes 0, 64 or 128, got %d\n", flag, keys);
             std::exit(2);
         }
+    }
+    if (o.ssm_replay != -1 && o.ssm_replay != 0 && (o.ssm_replay < 2 || o.ssm_replay > 32)) {
+        std::fprintf(stderr, "bench_step: --ssm-replay takes 0 (off) or 2..32, got %d\n", o.ssm_replay);
+        std::exit(2);
     }
     if (o.vision_sms < 0 || o.nano_prefill_sms < 0) {
         std::fprintf(stderr, "bench_step: --%s %d is out of range\n", o.vision_sms < 0 ? "vision-sms" : "nano-prefill-sms",
@@ -172,10 +178,11 @@ int main(int argc, char** argv) {
         L.attention_splits = o.attention_splits;
         if (o.attention_wgmma >= 0) L.attention_wgmma_keys = o.attention_wgmma;
         if (o.vit_attention_wgmma >= 0) L.vit_attention_wgmma_keys = o.vit_attention_wgmma;
+        if (o.ssm_replay >= 0) L.ssm_replay_window = o.ssm_replay;
         auto model = GpuModel::random(cfg, L, 7);
         std::printf("# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3), copy bandwidth %.0f GB/s (read+write); SSM state "
-                    "%s; %d reps per case\n",
-                    prop.name, prop.multiProcessorCount, ceiling, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32", o.reps);
+                    "%s, replay window %d; %d reps per case\n",
+                    prop.name, prop.multiProcessorCount, ceiling, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32", L.ssm_replay_window, o.reps);
         std::mt19937_64 rng(11);
         auto token = [&] { return static_cast<int32_t>(rng() % static_cast<uint64_t>(cfg.llm.vocab_size)); };
         auto pages_of = [&](int64_t seq) {
@@ -197,6 +204,16 @@ int main(int argc, char** argv) {
             for (int64_t t = 0; t < n; ++t) s.tokens.push_back(token());
             pairs += static_cast<double>(n) * (o.context + (n + 1) / 2.0);
             prefill.push_back(s);
+        }
+        // With a replay window K the decode rows are staggered as in serving: row i starts with i % K pending tokens
+        // (K − 1 steps of the rows that still need one), so that every timed step folds about 1 / K of its rows.
+        // Lockstep rows would fold all together every K-th step.
+        for (int64_t r = 0; r + 1 < L.ssm_replay_window; ++r) {
+            std::vector<SeqStep> some;
+            for (int64_t i = 0; i < o.decode_rows; ++i) {
+                if (i % L.ssm_replay_window > r) some.push_back(decode[i]);
+            }
+            if (!some.empty()) model->forward(some, 0);
         }
         std::vector<SeqStep> mixed = decode;
         mixed.insert(mixed.end(), prefill.begin(), prefill.end());
@@ -290,11 +307,18 @@ int main(int argc, char** argv) {
                           (long long)o.context);
             print_profile(title, ops, o.reps, op_flops(cfg, o.decode_rows, o.decode_rows, 0, 0), graph_ms);
             // The decode step against its bandwidth roofline (spec/serving.md §4): weights once, each row's state
-            // read and written, each row's KV (context + the new token) read.
-            const double rows = static_cast<double>(o.decode_rows);
-            const double bytes = surf::bench::roofline(cfg, o.bf16_state).step_bytes(rows, rows * static_cast<double>(o.context + 1));
-            std::printf("\ndecode step vs roofline: %.1f GB in %.2f ms = %.0f GB/s = %.1f%% of the copy bandwidth\n", bytes / 1e9, graph_ms,
+            // read and written (with replay: read, written every K-th step, plus the replay entries), each row's KV
+            // (context + the new token) read.
+            const double rows = static_cast<double>(o.decode_rows), ctx = rows * static_cast<double>(o.context + 1);
+            const double bytes = surf::bench::roofline(cfg, o.bf16_state, L.ssm_replay_window).step_bytes(rows, ctx);
+            std::printf("\ndecode step vs roofline: %.1f GB in %.2f ms = %.0f GB/s = %.1f%% of the copy bandwidth", bytes / 1e9, graph_ms,
                         bytes / (graph_ms * 1e-3) / 1e9, 100.0 * bytes / (graph_ms * 1e-3) / copy_bw);
+            if (L.ssm_replay_window > 0) {
+                const double stock = surf::bench::roofline(cfg, o.bf16_state).step_bytes(rows, ctx);
+                std::printf(" (replay window %d; §4's stock formula, state read and written every step: %.1f GB = %.1f%%)", L.ssm_replay_window,
+                            stock / 1e9, 100.0 * stock / (graph_ms * 1e-3) / copy_bw);
+            }
+            std::printf("\n");
         }
         if (o.decode_rows > 0 && !prefill.empty()) {
             char title[160];

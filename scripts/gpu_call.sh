@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call of choice (`run` with carry [".deps"]): build TARGETS, run TESTS (gpu test binaries), then
-# the APPS benchmark programs (no arguments), bench_step with STEP_ARGS and `surf bench serve` once per
-# ';'-separated SERVE_ARGS entry. Logs and a
+# the APPS benchmark programs (no arguments), bench_step once per ';'-separated STEP_ARGS entry and
+# `surf bench serve` once per ';'-separated SERVE_ARGS entry. Logs and a
 # summary.txt (what the call printed) go under $OUT. Example:
 #   TARGETS="gpu_test_gpu_forward bench_step bench_serve surf" TESTS="gpu_test_gpu_forward" \
 #   STEP_ARGS="--tiles 3 --prefill 924 --prefill-seqs 1 --decode 100" \
@@ -28,10 +28,16 @@ for a in ${APPS:-}; do  # other benchmark programs, no arguments (e.g. APPS="ben
   echo "$a rc=$?" | tee -a "$S"
   grep -E "^#|^\|" "$OUT/$a.log" | head -40 | tee -a "$S"
 done
-if [ -n "${STEP_ARGS:-}" ]; then
-  timeout 300 build-gpu/apps/bench_step $STEP_ARGS > "$OUT/bench_step.log" 2>&1
-  echo "bench_step rc=$?" | tee -a "$S"
-  grep -E "^#|^###|mixed step|overlap|serial|vs roofline|vision batch with" "$OUT/bench_step.log" | tee -a "$S"
+if [ -n "${STEP_ARGS:-}" ]; then  # ';'-separated: one bench_step run each (bench_step.log, bench_step_2.log, …)
+  IFS=';' read -ra STEPS <<< "$STEP_ARGS"
+  i=0
+  for r in "${STEPS[@]}"; do
+    i=$((i+1))
+    log="$OUT/bench_step.log"; [ $i -gt 1 ] && log="$OUT/bench_step_$i.log"
+    timeout 300 build-gpu/apps/bench_step $r > "$log" 2>&1
+    echo "bench_step $i ($r) rc=$?" | tee -a "$S"
+    grep -E "^#|^###|mixed step|overlap|serial|vs roofline|vision batch with|state_update|replay_fold" "$log" | tee -a "$S"
+  done
 fi
 if [ -n "${SERVE_ARGS:-}" ]; then
   IFS=';' read -ra RUNS <<< "$SERVE_ARGS"

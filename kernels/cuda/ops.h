@@ -235,8 +235,25 @@ struct SsuParams {
     // head's state is over 24 KB (fp32 at P·N = 80·128), else 1. Smaller blocks stage less shared memory
     // each, so more of them fit beside another kernel's blocks on an SM.
     int64_t row_split = 0;
+    // Replay (read-mostly decode steps; ReplaySSM, spec/serving.md §1.6), on when replay_window K > 0. The
+    // state in slot slots[b] is then the state *before* the slot's replay_count[b] (0 ≤ count < K) pending
+    // tokens, whose inputs are kept in `replay`: per slot K entries of ssm_replay_entry_elems(H, P, G, N) bf16,
+    // each x [H·P] | B [G·N] | dt_raw [H] as the decode step received them. y covers the pending tokens and this
+    // one: y = C·S after all of them + D·x, S = (Πdecay)·S₀ + Σⱼ (decay after j)·dtⱼ·xⱼ⊗Bⱼ. A row whose
+    // count is below K − 1 only reads its state and stores this token's inputs as entry `count`; a row at
+    // K − 1 folds all K tokens into its state (then the slot has none pending). Per K steps the state is read
+    // K times and written once instead of K + K times. The caller keeps the counts (they must be < K).
+    void* replay = nullptr;               // [n_slots, K, entry] bf16
+    const int32_t* replay_count = nullptr;  // [batch]
+    int64_t replay_window = 0;
 };
 void selective_state_update(const SsuParams& p, cudaStream_t stream);
+// bf16 values per replay entry: x [H·P] | B [G·N] | dt_raw [H].
+inline int64_t ssm_replay_entry_elems(int64_t H, int64_t P, int64_t G, int64_t N) { return H * P + G * N + H; }
+// Folds each row's replay_count[b] pending tokens (≤ K − 1; rows with none are left untouched) into the state
+// in slots[b], so that the state is again the whole sequence's; x, B, C, dt_raw and y are not used. Run before
+// anything else reads a slot's state (a prefill that continues it, a copy to the host).
+void ssm_replay_fold(const SsuParams& p, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------------
 // Attention (attention.cu). Paged KV cache: [n_pages, page_size, n_kv_heads, head_dim] bf16 for K and for

@@ -6,6 +6,12 @@
 // in flight per SM are then bounded by shared memory (5 fp32 blocks ≈ 200 KB) instead of by registers.
 // Then a state row of N values is spread over N / (16 / sizeof(state)) lanes, each lane updating 16
 // bytes (4 fp32 or 8 bf16 values) and storing them straight back to global memory.
+//
+// Replay (SsuParams::replay_window K > 0; ReplaySSM, spec/serving.md §1.6): the stored state lags by up to
+// K − 1 pending tokens whose inputs (x, B, dt_raw) sit in a per-slot ring of K entries. A step reads the state,
+// applies the pending tokens and its own on the fly for y, and writes the state back only on every K-th token
+// (the fold); other steps store their inputs (≈ 22 KB a row and layer at the Holotron shapes) instead of the
+// 5.2 MB state. Same blocks and staging as above.
 #include "kernels/cuda/common.cuh"
 
 namespace surf::kernels::cuda {
@@ -111,29 +117,191 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p, int row_s
     }
 }
 
-template <typename TS, typename TY, int N>
+// Loads kVec consecutive fp32 values from 16-byte-aligned shared memory.
+template <int kVec>
+__device__ __forceinline__ void load_f32(const float* src, float (&v)[kVec]) {
+#pragma unroll
+    for (int i = 0; i < kVec; i += 4) {
+        const float4 f = *reinterpret_cast<const float4*>(src + i);
+        v[i] = f.x, v[i + 1] = f.y, v[i + 2] = f.z, v[i + 3] = f.w;
+    }
+}
+
+// Shared memory of a replay block: its state rows, per token j (pending ones, then this row's) Bⱼ [N] as fp32,
+// C [N], xⱼ [rows], then fⱼ = dtⱼ·(decay after j), qⱼ = fⱼ·(Bⱼ·C) and dtⱼ. Bⱼ and C are read as float4 (their
+// offsets are multiples of 16 bytes: the state slice and N·4 are); x and the scalars are read one by one.
+struct ReplaySmem {
+    int64_t state_bytes, K, rows, N;
+    __host__ __device__ int64_t b_off() const { return state_bytes; }
+    __host__ __device__ int64_t c_off() const { return b_off() + K * N * 4; }
+    __host__ __device__ int64_t x_off() const { return c_off() + N * 4; }
+    __host__ __device__ int64_t f_off() const { return x_off() + K * rows * 4; }
+    __host__ __device__ int64_t bytes() const { return f_off() + 3 * K * 4; }
+};
+
+// kHasToken: a decode step (this row's token on top of its pending ones); else a fold of the pending tokens.
+template <typename TS, typename TY, int N, bool kHasToken>
+__global__ void __launch_bounds__(kSsuThreads) ssu_replay_kernel(SsuParams p, int row_split) {
+    using V = Vec<TS>;
+    constexpr int kVec = V::kN;
+    constexpr int kLanesPerRow = N / kVec;
+    static_assert(kLanesPerRow >= 1 && kLanesPerRow <= 32, "row must fit a warp");
+    constexpr int kRowsPerWarp = 32 / kLanesPerRow;
+    constexpr int kRowsPerStep = kRowsPerWarp * (kSsuThreads / 32);
+    extern __shared__ __align__(16) unsigned char ssu_smem[];
+    __shared__ float decay_all_s;
+    const int64_t bh = blockIdx.x / row_split, b = bh / p.H, h = bh % p.H;
+    const int64_t heads_per_group = p.H / p.G, g = h / heads_per_group;
+    const int K = static_cast<int>(p.replay_window), count = p.replay_count[b];
+    // A count outside [0, K) is the caller's bug: such a row writes nothing. A fold with nothing pending is a no-op.
+    if (count < 0 || count >= K || (!kHasToken && count == 0)) return;
+    const int n_tok = count + (kHasToken ? 1 : 0);  // tokens 0 … count − 1 pending, token `count` this row's
+    const bool fold = !kHasToken || count == K - 1;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int sub = lane % kLanesPerRow, row_in_warp = lane / kLanesPerRow;
+    const int n0 = sub * kVec;
+    const int P = static_cast<int>(p.P) / row_split, slice = static_cast<int>(blockIdx.x % row_split), row0 = slice * P;
+    const int64_t slot = p.slots[b], E = p.H * p.P + p.G * N + p.H;  // ssm_replay_entry_elems
+    TS* S = static_cast<TS*>(p.state) + ((slot * p.H + h) * p.P + row0) * N;
+    bf16* entries = static_cast<bf16*>(p.replay) + slot * K * E;  // entry j: x [H·P] | B [G·N] | dt_raw [H]
+    const int64_t b_at = p.H * p.P + g * N, dt_at = p.H * p.P + p.G * N + h;
+
+    const int n16 = P * N * static_cast<int>(sizeof(TS)) / 16;
+    for (int i = tid; i < n16; i += kSsuThreads) {
+        detail::cp_async16(ssu_smem + i * 16, reinterpret_cast<const unsigned char*>(S) + i * 16, true);
+    }
+    detail::cp_async_commit();
+
+    const ReplaySmem lay{P * N * static_cast<int64_t>(sizeof(TS)), K, P, N};
+    float* Bs = reinterpret_cast<float*>(ssu_smem + lay.b_off());  // [K][N]
+    float* Cs = reinterpret_cast<float*>(ssu_smem + lay.c_off());  // [N]
+    float* xs = reinterpret_cast<float*>(ssu_smem + lay.x_off());  // [K][P]
+    float* fj = reinterpret_cast<float*>(ssu_smem + lay.f_off());  // [K]
+    float* qj = fj + K;                                             // [K]
+    float* dts = qj + K;                                            // [K]
+    const bf16* x_row = kHasToken ? p.x + b * p.x_stride + h * p.P + row0 : nullptr;
+    const bf16* B_row = kHasToken ? p.B + b * p.bc_stride + g * N : nullptr;
+    for (int i = tid; i < n_tok * N; i += kSsuThreads) {
+        const int j = i / N, n = i % N;
+        Bs[i] = to_float(j < count ? entries[j * E + b_at + n] : B_row[n]);
+    }
+    for (int i = tid; i < n_tok * P; i += kSsuThreads) {
+        const int j = i / P, r = i % P;
+        xs[i] = to_float(j < count ? entries[j * E + h * p.P + row0 + r] : x_row[r]);
+    }
+    if (kHasToken) {
+        for (int n = tid; n < N; n += kSsuThreads) Cs[n] = to_float(p.C[b * p.bc_stride + g * N + n]);
+    }
+    if (tid < n_tok) {
+        const bf16 raw = tid < count ? entries[tid * E + dt_at] : p.dt_raw[b * p.dt_stride + h];
+        const float dt = detail::softplus(to_float(raw) + p.dt_bias[h]);
+        dts[tid] = fminf(fmaxf(dt, p.dt_min), p.dt_max);
+    }
+    __syncthreads();
+    if (tid == 0) {
+        float w = 1.0f;  // decay after token j: Π over later tokens i of exp(dtᵢ·A)
+        for (int j = n_tok - 1; j >= 0; --j) {
+            fj[j] = w * dts[j];
+            w *= __expf(dts[j] * p.A[h]);
+        }
+        decay_all_s = w;
+    }
+    __syncthreads();
+    if (kHasToken) {
+        for (int j = warp; j < n_tok; j += kSsuThreads / 32) {
+            float acc = 0.0f;
+            for (int n = lane; n < N; n += 32) acc += Bs[j * N + n] * Cs[n];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            if (lane == 0) qj[j] = fj[j] * acc;
+        }
+        if (!fold) {  // this token's inputs become entry `count`, raw
+            bf16* dst = entries + static_cast<int64_t>(count) * E;
+            for (int r = tid; r < P; r += kSsuThreads) dst[h * p.P + row0 + r] = x_row[r];
+            if (h % heads_per_group == 0 && slice == 0) {
+                for (int n = tid; n < N; n += kSsuThreads) dst[b_at + n] = B_row[n];
+            }
+            if (slice == 0 && tid == 0) dst[dt_at] = p.dt_raw[b * p.dt_stride + h];
+        }
+    }
+    detail::cp_async_wait_all();
+    __syncthreads();
+
+    const float decay = decay_all_s, Dh = p.D ? p.D[h] : 0.0f;
+    float Cv[kVec];
+    if (kHasToken) load_f32<kVec>(Cs + n0, Cv);
+    TY* y = kHasToken ? static_cast<TY*>(p.y) + (b * p.H + h) * p.P + row0 : nullptr;
+    const TS* Ss = reinterpret_cast<const TS*>(ssu_smem);
+#pragma unroll 2
+    for (int r0 = 0; r0 < P; r0 += kRowsPerStep) {
+        const int row = r0 + warp * kRowsPerWarp + row_in_warp;
+        float acc = 0.0f;
+        if (row < P) {
+            float s[kVec];
+            V::unpack(*reinterpret_cast<const typename V::Raw*>(Ss + row * N + n0), s);
+            if (kHasToken) {
+#pragma unroll
+                for (int v = 0; v < kVec; ++v) acc += s[v] * Cv[v];
+            }
+            if (fold) {
+#pragma unroll
+                for (int v = 0; v < kVec; ++v) s[v] *= decay;
+                for (int j = 0; j < n_tok; ++j) {
+                    const float c = fj[j] * xs[j * P + row];
+                    float bj[kVec];
+                    load_f32<kVec>(Bs + j * N + n0, bj);
+#pragma unroll
+                    for (int v = 0; v < kVec; ++v) s[v] += c * bj[v];
+                }
+                *reinterpret_cast<typename V::Raw*>(S + static_cast<int64_t>(row) * N + n0) = V::pack(s);
+            }
+        }
+        if (kHasToken) {
+#pragma unroll
+            for (int o = kLanesPerRow / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            if (row < P && sub == 0) {
+                float yv = decay * acc;
+                for (int j = 0; j < n_tok; ++j) yv += qj[j] * xs[j * P + row];
+                y[row] = detail::from_float<TY>(yv + Dh * xs[count * P + row]);
+            }
+        }
+    }
+}
+
+// kFold: ssm_replay_fold (no new token).
+template <typename TS, typename TY, int N, bool kFold = false>
 void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
     const int64_t head_bytes = p.P * N * static_cast<int64_t>(sizeof(TS));
     const int64_t split = p.row_split > 0 ? p.row_split : (head_bytes > 24 * 1024 && p.P % 2 == 0 ? 2 : 1);
     SURF_CHECK(p.P % split == 0, "selective_state_update: row_split ", split, " does not divide head_dim ", p.P);
-    const size_t smem = static_cast<size_t>(head_bytes / split);
-    if (smem > 48 * 1024) {  // P·N·4 > 48 KB (P > 96 at N = 128, fp32, unsplit)
-        SURF_CUDA_CHECK(cudaFuncSetAttribute(ssu_kernel<TS, TY, N>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem)));
+    const bool replay = p.replay_window > 0;
+    const size_t smem = static_cast<size_t>(replay ? ReplaySmem{head_bytes / split, p.replay_window, p.P / split, N}.bytes() : head_bytes / split);
+    auto kernel = kFold ? ssu_replay_kernel<TS, TY, N, false> : replay ? ssu_replay_kernel<TS, TY, N, true> : ssu_kernel<TS, TY, N>;
+    if (smem > 48 * 1024) {  // e.g. P·N·4 > 48 KB (P > 96 at N = 128, fp32, unsplit)
+        SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     }
-    ssu_kernel<TS, TY, N><<<static_cast<unsigned>(p.batch * p.H * split), kSsuThreads, smem, stream>>>(p, static_cast<int>(split));
+    kernel<<<static_cast<unsigned>(p.batch * p.H * split), kSsuThreads, smem, stream>>>(p, static_cast<int>(split));
 }
 
-template <typename TS, typename TY>
+template <typename TS, typename TY, bool kFold = false>
 void launch_ssu(const SsuParams& p, cudaStream_t stream) {
     switch (p.N) {
-        case 16: launch_ssu_n<TS, TY, 16>(p, stream); break;
-        case 32: launch_ssu_n<TS, TY, 32>(p, stream); break;
-        case 64: launch_ssu_n<TS, TY, 64>(p, stream); break;
-        case 128: launch_ssu_n<TS, TY, 128>(p, stream); break;
+        case 16: launch_ssu_n<TS, TY, 16, kFold>(p, stream); break;
+        case 32: launch_ssu_n<TS, TY, 32, kFold>(p, stream); break;
+        case 64: launch_ssu_n<TS, TY, 64, kFold>(p, stream); break;
+        case 128: launch_ssu_n<TS, TY, 128, kFold>(p, stream); break;
         default: SURF_CHECK(false, "selective_state_update: d_state ", p.N, " not instantiated (16/32/64/128)");
     }
     SURF_CUDA_CHECK_LAUNCH();
+}
+
+// Replay entries hold one token per slot and window position; the smem holds K tokens' B and x.
+constexpr int64_t kMaxReplayWindow = 32;
+
+void check_replay(const SsuParams& p, const char* op) {
+    SURF_CHECK(p.replay && p.replay_count && p.replay_window >= 2 && p.replay_window <= kMaxReplayWindow, op,
+               ": replay needs entries, counts and a window of 2..", kMaxReplayWindow, " (got ", p.replay_window, ")");
+    SURF_CHECK(reinterpret_cast<uintptr_t>(p.replay) % 2 == 0, op, ": replay entries not 2-byte aligned");
 }
 
 }  // namespace
@@ -146,12 +314,23 @@ void selective_state_update(const SsuParams& p, cudaStream_t stream) {
                "selective_state_update: strides x ", p.x_stride, " bc ", p.bc_stride, " dt ", p.dt_stride);
     SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 16 == 0, "selective_state_update: state not 16-byte aligned");
     SURF_CHECK(p.P <= 128, "selective_state_update: head_dim ", p.P, " must be ≤ 128 (state staged in shared memory)");
+    if (p.replay_window > 0) check_replay(p, "selective_state_update");
     if (p.batch == 0) return;
     const bool s32 = p.state_dtype == DType::kF32, y32 = p.y_dtype == DType::kF32;
     if (s32 && y32) launch_ssu<float, float>(p, stream);
     else if (s32) launch_ssu<float, bf16>(p, stream);
     else if (y32) launch_ssu<bf16, float>(p, stream);
     else launch_ssu<bf16, bf16>(p, stream);
+}
+
+void ssm_replay_fold(const SsuParams& p, cudaStream_t stream) {
+    SURF_CHECK(p.dt_bias && p.A && p.state && p.slots, "ssm_replay_fold: null pointer");
+    SURF_CHECK(p.H > 0 && p.G > 0 && p.H % p.G == 0 && p.P > 0 && p.P <= 128, "ssm_replay_fold: H ", p.H, " G ", p.G, " P ", p.P);
+    SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 16 == 0, "ssm_replay_fold: state not 16-byte aligned");
+    check_replay(p, "ssm_replay_fold");
+    if (p.batch == 0) return;
+    if (p.state_dtype == DType::kF32) launch_ssu<float, float, true>(p, stream);
+    else launch_ssu<bf16, float, true>(p, stream);
 }
 
 }  // namespace surf::kernels::cuda

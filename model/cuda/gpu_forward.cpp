@@ -71,6 +71,21 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     const int64_t o_slots_pre = region(st.n_pre), o_cu_pre = region(st.n_pre + 1), o_lens_pre = region(st.n_pre);
     const int64_t o_bt_pre = region(st.n_pre * st.max_pages), o_slot_map = region(st.n_tok);
     const int64_t o_init = region((st.n_pre + 3) / 4);  // uint8 flags
+    // Replay (GpuLimits::ssm_replay_window): the decode rows' pending counts, and the prefill rows that continue a
+    // slot with pending tokens (folded into the state before their scan reads it).
+    const int64_t K = replay_count_.empty() ? 0 : L.ssm_replay_window;
+    std::vector<int32_t> fold_slots, fold_counts;
+    if (K > 0) {
+        for (int64_t i = st.n_dec; i < n_seq; ++i) {
+            const SeqStep& s = seqs[i];
+            if (s.past > 0 && s.slot != scratch_slot_ && replay_count_[s.slot] > 0) {
+                fold_slots.push_back(s.slot);
+                fold_counts.push_back(replay_count_[s.slot]);
+            }
+        }
+    }
+    st.n_fold = static_cast<int64_t>(fold_slots.size());
+    const int64_t o_replay = region(K > 0 ? st.n_dec : 0), o_fold_slots = region(st.n_fold), o_fold_counts = region(st.n_fold);
     SURF_CHECK(static_cast<size_t>(at) * 4 <= meta_host_.bytes(), "metadata overflow");
     uint8_t* has_init = reinterpret_cast<uint8_t*>(host + o_init);
     int64_t tok = 0, pre_tok = 0;
@@ -92,6 +107,7 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
         int32_t* bt;
         if (i < st.n_dec) {
             host[o_slots_dec + i] = s.slot;
+            if (K > 0) host[o_replay + i] = s.slot == scratch_slot_ ? 0 : replay_count_[s.slot];
             host[o_lens_dec + i] = static_cast<int32_t>(s.past + 1);
             bt = host + o_bt_dec + i * st.max_pages;
         } else {
@@ -105,6 +121,17 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
         }
         for (int64_t p = 0; p < st.max_pages; ++p) bt[p] = p < static_cast<int64_t>(s.pages.size()) ? s.pages[p] : 0;
     }
+    std::copy(fold_slots.begin(), fold_slots.end(), host + o_fold_slots);
+    std::copy(fold_counts.begin(), fold_counts.end(), host + o_fold_counts);
+    // The counts after this step: a decode row adds its token (the K-th folds all of them); a prefill row leaves
+    // its slot with none pending (folded above, or a new sequence).
+    if (K > 0) {
+        for (int64_t i = 0; i < n_seq; ++i) {
+            const int32_t slot = seqs[i].slot;
+            if (slot == scratch_slot_) continue;
+            replay_count_[slot] = i < st.n_dec ? static_cast<int32_t>((replay_count_[slot] + 1) % K) : 0;
+        }
+    }
     int32_t* dev = meta_dev_.as<int32_t>();
     SURF_CUDA_CHECK(cudaMemcpyAsync(dev, host, static_cast<size_t>(at) * 4, cudaMemcpyHostToDevice, stream_));
     SURF_CUDA_CHECK(cudaEventRecord(meta_uploaded_, stream_));
@@ -112,6 +139,7 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     st.slots_pre = dev + o_slots_pre, st.cu_pre = dev + o_cu_pre, st.lens_pre = dev + o_lens_pre, st.bt_pre = dev + o_bt_pre;
     st.slot_mapping = dev + o_slot_map, st.has_init_pre = reinterpret_cast<const uint8_t*>(dev + o_init);
     st.ids = dev + o_ids, st.cu_all = dev + o_cu_all, st.image_offsets = dev + o_img;
+    st.replay_dec = K > 0 ? dev + o_replay : nullptr, st.fold_slots = dev + o_fold_slots, st.fold_counts = dev + o_fold_counts;
 
     if (needs_vision) wait_vision(vision_ticket);
 
@@ -256,6 +284,10 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
             kc::causal_conv1d_varlen(cv, pre_stream);
         }
         if (overlap) SURF_CUDA_CHECK(cudaEventRecord(branch_ready_, pre_stream));
+        if (st.n_fold > 0) {
+            auto timed = timer_.scope("mamba.replay_fold", pre_stream);
+            fold_replay(li, st.fold_slots, st.fold_counts, st.n_fold, pre_stream);
+        }
         kc::SsdVarlenParams sp;
         bf16* xb = xbc + t0 * conv_dim;
         sp.x = xb, sp.B = xb + d_inner, sp.C = xb + d_inner + G * N, sp.x_stride = conv_dim, sp.bc_stride = conv_dim;
@@ -283,6 +315,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         su.dt_raw = zx + d_inner + conv_dim, su.dt_stride = proj, su.dt_bias = W.dt_bias.ptr(), su.A = W.A.ptr(), su.D = W.D.ptr();
         su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state, su.slots = st.slots_dec, su.y = y, su.y_dtype = kc::DType::kF32;
         su.batch = st.n_dec, su.H = H, su.P = P, su.G = G, su.N = N, su.dt_min = c.dt_min, su.dt_max = dt_max, su.row_split = limits_.ssu_split;
+        if (st.replay_dec) su.replay = ssm_replay_[li].get(), su.replay_count = st.replay_dec, su.replay_window = limits_.ssm_replay_window;
         auto timed = timer_.scope("mamba.state_update", stream_);
         kc::selective_state_update(su, stream_);
     }

@@ -142,6 +142,9 @@ void GpuModel::allocate() {
     if (L.max_tokens <= 0 || L.max_seqs <= 0 || L.max_slots <= 0 || L.page_size <= 0 || L.kv_pages <= 0) {
         throw Error(ErrorKind::kInvalidArgument, "GPU limits must be positive");
     }
+    if (L.ssm_replay_window != 0 && (L.ssm_replay_window < 2 || L.ssm_replay_window > 32)) {
+        throw Error(ErrorKind::kInvalidArgument, "GPU limits: ssm_replay_window " + std::to_string(L.ssm_replay_window) + " (0 = off, or 2..32)");
+    }
     const int64_t T = L.max_tokens, d = c.hidden_size;
     const int64_t conv_slot = c.conv_dim() * (c.conv_kernel - 1);
     const int64_t ssm_slot = c.mamba_n_heads * c.mamba_head_dim * c.d_state;
@@ -160,10 +163,19 @@ void GpuModel::allocate() {
             ssm_state_[i] = DeviceBuffer(static_cast<size_t>(slots * ssm_slot) * kc::dtype_size(L.ssm_state));
             SURF_CUDA_CHECK(cudaMemsetAsync(conv_state_[i].get(), 0, conv_state_[i].bytes(), stream_));
             SURF_CUDA_CHECK(cudaMemsetAsync(ssm_state_[i].get(), 0, ssm_state_[i].bytes(), stream_));
+            if (L.ssm_replay_window > 0) {
+                const int64_t entry = kc::ssm_replay_entry_elems(c.mamba_n_heads, c.mamba_head_dim, c.n_groups, c.d_state);
+                if (ssm_replay_.empty()) ssm_replay_.resize(static_cast<size_t>(c.n_layers()));
+                ssm_replay_[i] = DeviceBuffer(static_cast<size_t>(slots * L.ssm_replay_window * entry) * 2);
+            }
         } else if (c.layers[i] == LayerKind::kAttention) {
             k_cache_[i] = DeviceBuffer(static_cast<size_t>(pages * kv_page) * 2);
             v_cache_[i] = DeviceBuffer(static_cast<size_t>(pages * kv_page) * 2);
         }
+    }
+    if (!ssm_replay_.empty()) {
+        replay_count_.assign(static_cast<size_t>(slots), 0);
+        fold_meta_ = DeviceBuffer(2 * sizeof(int32_t));
     }
     const int64_t qkv_dim = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim;
     const int64_t big = std::max({c.count(LayerKind::kMamba2) ? c.in_proj_dim() : 0, c.count(LayerKind::kAttention) ? qkv_dim : 0,
@@ -213,7 +225,7 @@ void GpuModel::allocate() {
     ep.n_tok = T, ep.n_seq = L.max_seqs, ep.dim = d;
     embed_ws_ = DeviceBuffer(kc::embed_workspace_bytes(ep));
 
-    const size_t meta_words = static_cast<size_t>(2 * T + 10 * L.max_seqs + 8 + 2 * L.max_seqs * max_pages) + static_cast<size_t>(L.max_seqs);
+    const size_t meta_words = static_cast<size_t>(2 * T + 13 * L.max_seqs + 8 + 2 * L.max_seqs * max_pages) + static_cast<size_t>(L.max_seqs);
     meta_host_ = PinnedBuffer(meta_words * 4);
     meta_dev_ = DeviceBuffer(meta_words * 4);
 
@@ -249,19 +261,42 @@ size_t ssm_slot_bytes(const LlmConfig& c, kc::DType t) {
 
 }  // namespace
 
+void GpuModel::fold_replay(size_t li, const int32_t* slots, const int32_t* counts, int64_t n, cudaStream_t stream) {
+    const LlmConfig& c = cfg_.llm;
+    const GpuLayer& W = w_.layers[li];
+    kc::SsuParams f;
+    f.dt_bias = W.dt_bias.ptr(), f.A = W.A.ptr(), f.state = ssm_state_[li].get(), f.state_dtype = limits_.ssm_state, f.slots = slots;
+    f.batch = n, f.H = c.mamba_n_heads, f.P = c.mamba_head_dim, f.G = c.n_groups, f.N = c.d_state;
+    f.dt_min = c.dt_min, f.dt_max = c.dt_max > 0.0f ? c.dt_max : std::numeric_limits<float>::infinity(), f.row_split = limits_.ssu_split;
+    f.replay = ssm_replay_[li].get(), f.replay_count = counts, f.replay_window = limits_.ssm_replay_window;
+    kc::ssm_replay_fold(f, stream);
+}
+
 void GpuModel::copy_slot(int32_t from, int32_t to) {
     const LlmConfig& c = cfg_.llm;
     const size_t cb = conv_slot_bytes(c), sb = ssm_slot_bytes(c, limits_.ssm_state);
+    const size_t rb = replay_count_.empty() ? 0 : static_cast<size_t>(limits_.ssm_replay_window * kc::ssm_replay_entry_elems(c.mamba_n_heads, c.mamba_head_dim, c.n_groups, c.d_state)) * 2;
     for (size_t li = 0; li < conv_state_.size(); ++li) {
         if (c.layers[li] != LayerKind::kMamba2) continue;
         SURF_CUDA_CHECK(cudaMemcpyAsync(conv_state_[li].as<uint8_t>() + to * cb, conv_state_[li].as<uint8_t>() + from * cb, cb, cudaMemcpyDeviceToDevice, stream_));
         SURF_CUDA_CHECK(cudaMemcpyAsync(ssm_state_[li].as<uint8_t>() + to * sb, ssm_state_[li].as<uint8_t>() + from * sb, sb, cudaMemcpyDeviceToDevice, stream_));
+        // The pending replay tokens travel with the state.
+        if (rb > 0) SURF_CUDA_CHECK(cudaMemcpyAsync(ssm_replay_[li].as<uint8_t>() + to * rb, ssm_replay_[li].as<uint8_t>() + from * rb, rb, cudaMemcpyDeviceToDevice, stream_));
     }
+    if (!replay_count_.empty()) replay_count_[to] = replay_count_[from];
 }
 
-void GpuModel::save_slot(int32_t slot, std::vector<uint8_t>& host) const {
+void GpuModel::save_slot(int32_t slot, std::vector<uint8_t>& host) {
     const LlmConfig& c = cfg_.llm;
     const size_t cb = conv_slot_bytes(c), sb = ssm_slot_bytes(c, limits_.ssm_state);
+    if (!replay_count_.empty() && replay_count_[slot] > 0) {
+        const int32_t meta[2] = {slot, replay_count_[slot]};
+        SURF_CUDA_CHECK(cudaMemcpyAsync(fold_meta_.get(), meta, sizeof(meta), cudaMemcpyHostToDevice, stream_));
+        for (size_t li = 0; li < ssm_state_.size(); ++li) {
+            if (c.layers[li] == LayerKind::kMamba2) fold_replay(li, fold_meta_.as<int32_t>(), fold_meta_.as<int32_t>() + 1, 1, stream_);
+        }
+        replay_count_[slot] = 0;
+    }
     host.resize(static_cast<size_t>(c.count(LayerKind::kMamba2)) * (cb + sb));
     size_t at = 0;
     for (size_t li = 0; li < conv_state_.size(); ++li) {
@@ -277,6 +312,7 @@ void GpuModel::load_slot(int32_t slot, const std::vector<uint8_t>& host) {
     const LlmConfig& c = cfg_.llm;
     const size_t cb = conv_slot_bytes(c), sb = ssm_slot_bytes(c, limits_.ssm_state);
     SURF_CHECK(host.size() == static_cast<size_t>(c.count(LayerKind::kMamba2)) * (cb + sb), "load_slot: wrong size");
+    if (!replay_count_.empty()) replay_count_[slot] = 0;  // the host copy is the plain state (save_slot folds)
     size_t at = 0;
     for (size_t li = 0; li < conv_state_.size(); ++li) {
         if (c.layers[li] != LayerKind::kMamba2) continue;

@@ -31,6 +31,12 @@ struct GpuLimits {
     int64_t max_image_rows = 8192;    // projector output rows held for the next forward
     int64_t max_tiles = 32;           // tiles per vision call (one batch of images)
     kc::DType ssm_state = kc::DType::kF32;
+    // Replay window K of the decode rows' state update (kernels/cuda/ops.h SsuParams::replay_window; ReplaySSM,
+    // spec/serving.md §1.6): a slot's stored SSM state lags by up to K − 1 decode tokens whose inputs are kept
+    // per slot and layer (K × 22 KB at the Holotron shapes), so a decode step reads the state and writes it only
+    // every K-th token. Pending tokens are folded in before a prefill continues the slot and before save_slot.
+    // 0 = off (every step reads and writes the state).
+    int ssm_replay_window = 8;
     bool decode_graphs = true;        // replay decode-only steps from CUDA graphs
     bool autotune_gemms = true;       // time cuBLASLt candidates per GEMM shape (kernels/cuda/ops.h)
     // Language-model GEMMs of a new row count over 128 take the algorithm tuned for a row count of the same
@@ -176,7 +182,9 @@ public:
 
     // State slots: copy (fork), and save/restore to host memory (offload).
     void copy_slot(int32_t from, int32_t to);
-    void save_slot(int32_t slot, std::vector<uint8_t>& host) const;
+    // save_slot first folds the slot's pending replay tokens into its state (GpuLimits::ssm_replay_window), so the
+    // host copy is the plain state.
+    void save_slot(int32_t slot, std::vector<uint8_t>& host);
     void load_slot(int32_t slot, const std::vector<uint8_t>& host);
     void copy_pages(const std::vector<int32_t>& from, const std::vector<int32_t>& to);
     void save_pages(const std::vector<int32_t>& pages, std::vector<uint8_t>& host) const;
@@ -206,6 +214,8 @@ private:
     };
     // Embeddings, every layer and the logits of the step planned in step_.
     void enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_rows);
+    // Folds the pending replay tokens of `n` slots (device arrays of slots and their counts) into layer li's state.
+    void fold_replay(size_t li, const int32_t* slots, const int32_t* counts, int64_t n, cudaStream_t stream);
     uint64_t record_vision();
     void wait_vision(uint64_t ticket);
 
@@ -237,6 +247,12 @@ private:
 
     // Persistent state: per Mamba layer conv + SSM slots; per attention layer K and V page pools.
     std::vector<DeviceBuffer> conv_state_, ssm_state_, k_cache_, v_cache_;
+    // Replay entries per Mamba layer ([slots, K, entry] bf16) and, on the host, each slot's pending token count
+    // (every decode step adds one to all layers alike; the K-th folds them; a prefill step or save_slot folds
+    // the rest). The scratch slot's count stays 0.
+    std::vector<DeviceBuffer> ssm_replay_;
+    std::vector<int32_t> replay_count_;
+    DeviceBuffer fold_meta_;  // [slot, count] of save_slot's fold
     // Activation workspaces sized by limits.
     DeviceBuffer residual_, normed_, big_, xbc_, y_, attn_, logits_, ssd_ws_, decode_ws_, embed_ws_, logit_in_, image_rows_;
     DeviceBuffer prefill_ws_;  // split-KV partial results of prefill attention
@@ -257,6 +273,9 @@ private:
         const int32_t *lens_dec = nullptr, *lens_pre = nullptr, *slot_mapping = nullptr;
         const int32_t *ids = nullptr, *cu_all = nullptr, *image_offsets = nullptr;
         const uint8_t* has_init_pre = nullptr;
+        // Replay: the decode rows' pending counts; the prefill rows whose slot has pending tokens to fold first.
+        const int32_t *replay_dec = nullptr, *fold_slots = nullptr, *fold_counts = nullptr;
+        int64_t n_fold = 0;
     } step_;
 };
 

@@ -20,7 +20,7 @@ using surf::gpu_test::pages_for;
 
 namespace {
 
-std::vector<uint8_t> slot_bytes(const GpuModel& m, int32_t slot) {
+std::vector<uint8_t> slot_bytes(GpuModel& m, int32_t slot) {  // (save_slot folds pending replay tokens)
     std::vector<uint8_t> bytes;
     m.save_slot(slot, bytes);
     return bytes;
