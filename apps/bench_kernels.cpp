@@ -91,6 +91,7 @@ void record(const std::string& kernel, const std::string& shape, int64_t batch, 
 
 int main(int argc, char** argv) {
     const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+    const bool ssu_only = argc > 1 && std::strcmp(argv[1], "--ssu-only") == 0;  // the state-update section only (ncu runs)
     cudaDeviceProp prop{};
     SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -142,12 +143,46 @@ int main(int argc, char** argv) {
                        false, copy_gbs);
             }
         }
+        // Replay (SsuParams::replay_window), fp32 state, 100 rows: every row at count 0 (reads its state, stores its
+        // inputs), every row at K − 1 (reads, folds K tokens, writes), and rows staggered (count = row % K, as in
+        // serving). Bytes: the state read (+ written when folding) and the pending entries read.
+        for (int64_t K : {int64_t{4}, int64_t{8}, int64_t{16}}) {
+            const int64_t b = 100, sets = n_slots / b, entry = cu::ssm_replay_entry_elems(H, P, G, N);
+            void* replay = dalloc(n_slots * K * entry * 2);
+            fill_random(replay, n_slots * K * entry, true, -1, 1, 6);
+            auto* counts = static_cast<int32_t*>(dalloc(b * 4));
+            for (const char* mode : {"count 0", "count K-1", "staggered"}) {
+                std::vector<int32_t> ch(static_cast<size_t>(b));
+                double mean_count = 0, folds = 0;
+                for (int64_t r = 0; r < b; ++r) {
+                    ch[r] = static_cast<int32_t>(mode[6] == '0' ? 0 : mode[6] == 'K' ? K - 1 : r % K);
+                    mean_count += ch[r] / static_cast<double>(b);
+                    folds += (ch[r] == K - 1) / static_cast<double>(b);
+                }
+                SURF_CUDA_CHECK(cudaMemcpy(counts, ch.data(), ch.size() * 4, cudaMemcpyHostToDevice));
+                cu::SsuParams p;
+                p.x = xbc; p.B = xbc + H * P; p.C = xbc + H * P + G * N; p.dt_raw = xbc + conv_dim;
+                p.dt_bias = vec; p.A = vec + H; p.D = vec + 2 * H; p.state = state; p.state_dtype = cu::DType::kF32;
+                p.y = y; p.y_dtype = cu::DType::kF32; p.batch = b; p.H = H; p.P = P; p.G = G; p.N = N;
+                p.x_stride = zx_stride; p.bc_stride = zx_stride; p.dt_stride = zx_stride;
+                p.replay = replay; p.replay_count = counts; p.replay_window = K;
+                const double us = time_us([&](int i) {
+                    p.slots = slots + (i % sets) * b;
+                    cu::selective_state_update(p, nullptr);
+                }, 30);
+                const double bytes = b * ((1.0 + folds) * H * P * N * 4 + (mean_count + 1.0) * entry * 2.0 + H * P * 4.0);
+                record("ssu replay K=" + std::to_string(K) + " " + mode, "H128 P80 N128 G8 fp32", b, us, bytes, false, copy_gbs);
+            }
+            SURF_CUDA_CHECK(cudaFree(replay));
+            SURF_CUDA_CHECK(cudaFree(counts));
+        }
         SURF_CUDA_CHECK(cudaFree(xbc));
         SURF_CUDA_CHECK(cudaFree(vec));
         SURF_CUDA_CHECK(cudaFree(state));
         SURF_CUDA_CHECK(cudaFree(y));
         SURF_CUDA_CHECK(cudaFree(slots));
     }
+    if (ssu_only) return 0;
 
     // ---- decode: paged attention at 4k context --------------------------------------------------------
     {

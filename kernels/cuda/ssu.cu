@@ -128,26 +128,32 @@ __device__ __forceinline__ void load_f32(const float* src, float (&v)[kVec]) {
 }
 
 // Shared memory of a replay block: its state rows, per token j (pending ones, then this row's) Bⱼ [N] as fp32,
-// C [N], xⱼ [rows], then fⱼ = dtⱼ·(decay after j), qⱼ = fⱼ·(Bⱼ·C) and dtⱼ. Bⱼ and C are read as float4 (their
-// offsets are multiples of 16 bytes: the state slice and N·4 are); x and the scalars are read one by one.
+// C [N], xⱼ [rows], then fⱼ = dtⱼ·(decay after j), qⱼ = fⱼ·(Bⱼ·C), the raw dt inputs, and per state row the
+// tokens' part of y. Bⱼ and C are read as float4 (their offsets are multiples of 16 bytes: the state slice and
+// N·4 are); the rest one value at a time.
 struct ReplaySmem {
     int64_t state_bytes, K, rows, N;
     __host__ __device__ int64_t b_off() const { return state_bytes; }
     __host__ __device__ int64_t c_off() const { return b_off() + K * N * 4; }
     __host__ __device__ int64_t x_off() const { return c_off() + N * 4; }
     __host__ __device__ int64_t f_off() const { return x_off() + K * rows * 4; }
-    __host__ __device__ int64_t bytes() const { return f_off() + 3 * K * 4; }
+    __host__ __device__ int64_t y_off() const { return f_off() + 3 * K * 4; }
+    __host__ __device__ int64_t bytes() const { return y_off() + rows * 4; }
 };
 
 // kHasToken: a decode step (this row's token on top of its pending ones); else a fold of the pending tokens.
+// A block's small inputs (its tokens' B, x and dt, and C: ≈ 1.5 k values at K = 8) are loaded in one round of
+// independent loads issued before the state's copy: with the memory system saturated by the state copies, each
+// further dependent round trip would cost the block several µs.
 template <typename TS, typename TY, int N, bool kHasToken>
-__global__ void __launch_bounds__(kSsuThreads) ssu_replay_kernel(SsuParams p, int row_split) {
+__global__ void __launch_bounds__(kSsuThreads, 8) ssu_replay_kernel(SsuParams p, int row_split) {
     using V = Vec<TS>;
     constexpr int kVec = V::kN;
     constexpr int kLanesPerRow = N / kVec;
     static_assert(kLanesPerRow >= 1 && kLanesPerRow <= 32, "row must fit a warp");
     constexpr int kRowsPerWarp = 32 / kLanesPerRow;
     constexpr int kRowsPerStep = kRowsPerWarp * (kSsuThreads / 32);
+    constexpr int kPerThread = 16;  // values each thread loads per round
     extern __shared__ __align__(16) unsigned char ssu_smem[];
     __shared__ float decay_all_s;
     const int64_t bh = blockIdx.x / row_split, b = bh / p.H, h = bh % p.H;
@@ -164,13 +170,9 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_replay_kernel(SsuParams p, in
     const int64_t slot = p.slots[b], E = p.H * p.P + p.G * N + p.H;  // ssm_replay_entry_elems
     TS* S = static_cast<TS*>(p.state) + ((slot * p.H + h) * p.P + row0) * N;
     bf16* entries = static_cast<bf16*>(p.replay) + slot * K * E;  // entry j: x [H·P] | B [G·N] | dt_raw [H]
-    const int64_t b_at = p.H * p.P + g * N, dt_at = p.H * p.P + p.G * N + h;
-
-    const int n16 = P * N * static_cast<int>(sizeof(TS)) / 16;
-    for (int i = tid; i < n16; i += kSsuThreads) {
-        detail::cp_async16(ssu_smem + i * 16, reinterpret_cast<const unsigned char*>(S) + i * 16, true);
-    }
-    detail::cp_async_commit();
+    const int64_t b_at = p.H * p.P + g * N, x_at = h * p.P + row0, dt_at = p.H * p.P + p.G * N + h;
+    const bf16* x_row = kHasToken ? p.x + b * p.x_stride + x_at : nullptr;
+    const bf16* B_row = kHasToken ? p.B + b * p.bc_stride + g * N : nullptr;
 
     const ReplaySmem lay{P * N * static_cast<int64_t>(sizeof(TS)), K, P, N};
     float* Bs = reinterpret_cast<float*>(ssu_smem + lay.b_off());  // [K][N]
@@ -178,33 +180,74 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_replay_kernel(SsuParams p, in
     float* xs = reinterpret_cast<float*>(ssu_smem + lay.x_off());  // [K][P]
     float* fj = reinterpret_cast<float*>(ssu_smem + lay.f_off());  // [K]
     float* qj = fj + K;                                             // [K]
-    float* dts = qj + K;                                            // [K]
-    const bf16* x_row = kHasToken ? p.x + b * p.x_stride + h * p.P + row0 : nullptr;
-    const bf16* B_row = kHasToken ? p.B + b * p.bc_stride + g * N : nullptr;
-    for (int i = tid; i < n_tok * N; i += kSsuThreads) {
-        const int j = i / N, n = i % N;
-        Bs[i] = to_float(j < count ? entries[j * E + b_at + n] : B_row[n]);
+    float* raw_dt = qj + K;                                         // [K]
+    float* y_tok = reinterpret_cast<float*>(ssu_smem + lay.y_off());  // [P]
+    // The staged values as one index space: Bⱼ (n_tok · N), xⱼ (n_tok · P), dt_rawⱼ (n_tok), then C (N).
+    const int seg_b = n_tok * N, seg_x = seg_b + n_tok * P, seg_dt = seg_x + n_tok, total = seg_dt + (kHasToken ? N : 0);
+    auto source = [&](int i) -> const bf16* {
+        if (i < seg_b) {
+            const int j = i / N, n = i % N;
+            return j < count ? entries + j * E + b_at + n : B_row + n;
+        }
+        if (i < seg_x) {
+            const int j = (i - seg_b) / P, r = (i - seg_b) % P;
+            return j < count ? entries + j * E + x_at + r : x_row + r;
+        }
+        if (i < seg_dt) {
+            const int j = i - seg_x;
+            return j < count ? entries + j * E + dt_at : p.dt_raw + b * p.dt_stride + h;
+        }
+        return p.C + b * p.bc_stride + g * N + (i - seg_dt);
+    };
+    auto target = [&](int i) -> float* {
+        return i < seg_b ? Bs + i : i < seg_x ? xs + (i - seg_b) : i < seg_dt ? raw_dt + (i - seg_x) : Cs + (i - seg_dt);
+    };
+    bf16 staged[kPerThread];
+    auto load_round = [&](int base) {
+#pragma unroll
+        for (int k = 0; k < kPerThread; ++k) {
+            const int i = base + k * kSsuThreads + tid;
+            if (i < total) staged[k] = *source(i);
+        }
+    };
+    auto store_round = [&](int base) {
+#pragma unroll
+        for (int k = 0; k < kPerThread; ++k) {
+            const int i = base + k * kSsuThreads + tid;
+            if (i < total) *target(i) = to_float(staged[k]);
+        }
+    };
+    const float bias = p.dt_bias[h], A = p.A[h], Dh = p.D ? p.D[h] : 0.0f;
+    load_round(0);
+    const int n16 = P * N * static_cast<int>(sizeof(TS)) / 16;
+    for (int i = tid; i < n16; i += kSsuThreads) {
+        detail::cp_async16(ssu_smem + i * 16, reinterpret_cast<const unsigned char*>(S) + i * 16, true);
     }
-    for (int i = tid; i < n_tok * P; i += kSsuThreads) {
-        const int j = i / P, r = i % P;
-        xs[i] = to_float(j < count ? entries[j * E + h * p.P + row0 + r] : x_row[r]);
-    }
-    if (kHasToken) {
-        for (int n = tid; n < N; n += kSsuThreads) Cs[n] = to_float(p.C[b * p.bc_stride + g * N + n]);
-    }
-    if (tid < n_tok) {
-        const bf16 raw = tid < count ? entries[tid * E + dt_at] : p.dt_raw[b * p.dt_stride + h];
-        const float dt = detail::softplus(to_float(raw) + p.dt_bias[h]);
-        dts[tid] = fminf(fmaxf(dt, p.dt_min), p.dt_max);
+    detail::cp_async_commit();
+    store_round(0);
+    for (int base = kPerThread * kSsuThreads; base < total; base += kPerThread * kSsuThreads) {  // long windows only
+        load_round(base);
+        store_round(base);
     }
     __syncthreads();
-    if (tid == 0) {
-        float w = 1.0f;  // decay after token j: Π over later tokens i of exp(dtᵢ·A)
-        for (int j = n_tok - 1; j >= 0; --j) {
-            fj[j] = w * dts[j];
-            w *= __expf(dts[j] * p.A[h]);
+    if (warp == 0) {  // lane j: dtⱼ, and the decay after token j = exp(A·Σ_{i>j} dtᵢ) from a suffix sum over the lanes
+        const float dt = lane < n_tok ? fminf(fmaxf(detail::softplus(raw_dt[lane] + bias), p.dt_min), p.dt_max) : 0.0f;
+        float suffix = dt;  // Σ_{i≥j} dtᵢ
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const float v = __shfl_down_sync(0xffffffffu, suffix, o);
+            if (lane + o < 32) suffix += v;
         }
-        decay_all_s = w;
+        if (lane < n_tok) fj[lane] = __expf(A * (suffix - dt)) * dt;
+        if (lane == 0) decay_all_s = __expf(A * suffix);
+    }
+    if (kHasToken && !fold) {  // this token's inputs become entry `count` (bf16 → fp32 → bf16 is exact)
+        bf16* dst = entries + static_cast<int64_t>(count) * E;
+        for (int r = tid; r < P; r += kSsuThreads) dst[x_at + r] = __float2bfloat16_rn(xs[count * P + r]);
+        if (h % heads_per_group == 0 && slice == 0) {
+            for (int n = tid; n < N; n += kSsuThreads) dst[b_at + n] = __float2bfloat16_rn(Bs[count * N + n]);
+        }
+        if (slice == 0 && tid == 0) dst[dt_at] = __float2bfloat16_rn(raw_dt[count]);
     }
     __syncthreads();
     if (kHasToken) {
@@ -215,19 +258,22 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_replay_kernel(SsuParams p, in
             for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
             if (lane == 0) qj[j] = fj[j] * acc;
         }
-        if (!fold) {  // this token's inputs become entry `count`, raw
-            bf16* dst = entries + static_cast<int64_t>(count) * E;
-            for (int r = tid; r < P; r += kSsuThreads) dst[h * p.P + row0 + r] = x_row[r];
-            if (h % heads_per_group == 0 && slice == 0) {
-                for (int n = tid; n < N; n += kSsuThreads) dst[b_at + n] = B_row[n];
-            }
-            if (slice == 0 && tid == 0) dst[dt_at] = p.dt_raw[b * p.dt_stride + h];
+        __syncthreads();
+    }
+    // Per state row r, one thread: the tokens' part of y, Σⱼ qⱼ·xⱼ[r] + D·x[r]; and for the fold xⱼ[r] ← fⱼ·xⱼ[r].
+    for (int r = tid; r < P; r += kSsuThreads) {
+        float acc = kHasToken ? Dh * xs[count * P + r] : 0.0f;
+        for (int j = 0; j < n_tok; ++j) {
+            const float xv = xs[j * P + r];
+            if (kHasToken) acc += qj[j] * xv;
+            if (fold) xs[j * P + r] = fj[j] * xv;
         }
+        y_tok[r] = acc;
     }
     detail::cp_async_wait_all();
     __syncthreads();
 
-    const float decay = decay_all_s, Dh = p.D ? p.D[h] : 0.0f;
+    const float decay = decay_all_s;
     float Cv[kVec];
     if (kHasToken) load_f32<kVec>(Cs + n0, Cv);
     TY* y = kHasToken ? static_cast<TY*>(p.y) + (b * p.H + h) * p.P + row0 : nullptr;
@@ -246,8 +292,9 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_replay_kernel(SsuParams p, in
             if (fold) {
 #pragma unroll
                 for (int v = 0; v < kVec; ++v) s[v] *= decay;
+#pragma unroll 4
                 for (int j = 0; j < n_tok; ++j) {
-                    const float c = fj[j] * xs[j * P + row];
+                    const float c = xs[j * P + row];  // fⱼ·xⱼ[row]
                     float bj[kVec];
                     load_f32<kVec>(Bs + j * N + n0, bj);
 #pragma unroll
@@ -259,11 +306,7 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_replay_kernel(SsuParams p, in
         if (kHasToken) {
 #pragma unroll
             for (int o = kLanesPerRow / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-            if (row < P && sub == 0) {
-                float yv = decay * acc;
-                for (int j = 0; j < n_tok; ++j) yv += qj[j] * xs[j * P + row];
-                y[row] = detail::from_float<TY>(yv + Dh * xs[count * P + row]);
-            }
+            if (row < P && sub == 0) y[row] = detail::from_float<TY>(decay * acc + y_tok[row]);
         }
     }
 }
