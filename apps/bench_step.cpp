@@ -357,6 +357,13 @@ int main(int argc, char** argv) {
                             v.rows_per_warp, ms,
                             100.0 * (ms - serial_ms) / serial_ms);
             }
+            // The Mamba layers' y the other way round (GpuLimits::mamba_y_bf16).
+            GpuLimits y_other = L;
+            y_other.mamba_y_bf16 = !L.mamba_y_bf16;
+            model->set_step_knobs(y_other);
+            const double y_ms = whole([&] { model->forward(mixed, 0); }, model->stream());
+            std::printf("\nmixed step with the Mamba y in %s: %.2f ms (%+.1f%% against %.2f with it in %s)\n", y_other.mamba_y_bf16 ? "bf16" : "fp32", y_ms,
+                        100.0 * (y_ms - mixed_ms) / mixed_ms, mixed_ms, L.mamba_y_bf16 ? "bf16" : "fp32");
             model->set_step_knobs(L);
             std::fflush(stdout);
         }

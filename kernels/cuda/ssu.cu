@@ -126,15 +126,27 @@ __device__ __forceinline__ void load_f32(const float* src, float (&v)[kVec]) {
         v[i] = f.x, v[i + 1] = f.y, v[i + 2] = f.z, v[i + 3] = f.w;
     }
 }
+// Loads kVec consecutive bf16 values (8-byte-aligned shared memory) as fp32.
+template <int kVec>
+__device__ __forceinline__ void load_bf16(const bf16* src, float (&v)[kVec]) {
+#pragma unroll
+    for (int i = 0; i < kVec; i += 4) {
+        const uint2 raw = *reinterpret_cast<const uint2*>(src + i);
+        const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+        const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+        v[i] = a.x, v[i + 1] = a.y, v[i + 2] = b.x, v[i + 3] = b.y;
+    }
+}
 
-// Shared memory of a replay block: its state rows, per token j (pending ones, then this row's) Bⱼ [N] as fp32,
-// C [N], xⱼ [rows], then fⱼ = dtⱼ·(decay after j), qⱼ = fⱼ·(Bⱼ·C), the raw dt inputs, and per state row the
-// tokens' part of y. Bⱼ and C are read as float4 (their offsets are multiples of 16 bytes: the state slice and
-// N·4 are); the rest one value at a time.
+// Shared memory of a replay block: its state rows, per token j (pending ones, then this row's) Bⱼ [N] as bf16
+// (as stored), then as fp32 C [N], xⱼ [rows], fⱼ = dtⱼ·(decay after j), qⱼ = fⱼ·(Bⱼ·C), the raw dt inputs, and
+// per state row the tokens' part of y. Bⱼ and C are read 4 values at a time (their offsets are multiples of 16
+// bytes: the state slice and K·N·2 are); the rest one value at a time. ≈ 24.6 KB at fp32, 40 rows, K = 8: nine
+// blocks an SM.
 struct ReplaySmem {
     int64_t state_bytes, K, rows, N;
     __host__ __device__ int64_t b_off() const { return state_bytes; }
-    __host__ __device__ int64_t c_off() const { return b_off() + K * N * 4; }
+    __host__ __device__ int64_t c_off() const { return b_off() + K * N * 2; }
     __host__ __device__ int64_t x_off() const { return c_off() + N * 4; }
     __host__ __device__ int64_t f_off() const { return x_off() + K * rows * 4; }
     __host__ __device__ int64_t y_off() const { return f_off() + 3 * K * 4; }
@@ -146,7 +158,7 @@ struct ReplaySmem {
 // independent loads issued before the state's copy: with the memory system saturated by the state copies, each
 // further dependent round trip would cost the block several µs.
 template <typename TS, typename TY, int N, bool kHasToken>
-__global__ void __launch_bounds__(kSsuThreads, 8) ssu_replay_kernel(SsuParams p, int row_split) {
+__global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p, int row_split) {
     using V = Vec<TS>;
     constexpr int kVec = V::kN;
     constexpr int kLanesPerRow = N / kVec;
@@ -175,7 +187,7 @@ __global__ void __launch_bounds__(kSsuThreads, 8) ssu_replay_kernel(SsuParams p,
     const bf16* B_row = kHasToken ? p.B + b * p.bc_stride + g * N : nullptr;
 
     const ReplaySmem lay{P * N * static_cast<int64_t>(sizeof(TS)), K, P, N};
-    float* Bs = reinterpret_cast<float*>(ssu_smem + lay.b_off());  // [K][N]
+    bf16* Bs = reinterpret_cast<bf16*>(ssu_smem + lay.b_off());    // [K][N]
     float* Cs = reinterpret_cast<float*>(ssu_smem + lay.c_off());  // [N]
     float* xs = reinterpret_cast<float*>(ssu_smem + lay.x_off());  // [K][P]
     float* fj = reinterpret_cast<float*>(ssu_smem + lay.f_off());  // [K]
@@ -199,8 +211,8 @@ __global__ void __launch_bounds__(kSsuThreads, 8) ssu_replay_kernel(SsuParams p,
         }
         return p.C + b * p.bc_stride + g * N + (i - seg_dt);
     };
-    auto target = [&](int i) -> float* {
-        return i < seg_b ? Bs + i : i < seg_x ? xs + (i - seg_b) : i < seg_dt ? raw_dt + (i - seg_x) : Cs + (i - seg_dt);
+    auto target = [&](int i) -> float* {  // (i ≥ seg_b: the B values go to Bs as they are)
+        return i < seg_x ? xs + (i - seg_b) : i < seg_dt ? raw_dt + (i - seg_x) : Cs + (i - seg_dt);
     };
     bf16 staged[kPerThread];
     auto load_round = [&](int base) {
@@ -214,7 +226,8 @@ __global__ void __launch_bounds__(kSsuThreads, 8) ssu_replay_kernel(SsuParams p,
 #pragma unroll
         for (int k = 0; k < kPerThread; ++k) {
             const int i = base + k * kSsuThreads + tid;
-            if (i < total) *target(i) = to_float(staged[k]);
+            if (i < seg_b) Bs[i] = staged[k];
+            else if (i < total) *target(i) = to_float(staged[k]);
         }
     };
     const float bias = p.dt_bias[h], A = p.A[h], Dh = p.D ? p.D[h] : 0.0f;
@@ -245,7 +258,7 @@ __global__ void __launch_bounds__(kSsuThreads, 8) ssu_replay_kernel(SsuParams p,
         bf16* dst = entries + static_cast<int64_t>(count) * E;
         for (int r = tid; r < P; r += kSsuThreads) dst[x_at + r] = __float2bfloat16_rn(xs[count * P + r]);
         if (h % heads_per_group == 0 && slice == 0) {
-            for (int n = tid; n < N; n += kSsuThreads) dst[b_at + n] = __float2bfloat16_rn(Bs[count * N + n]);
+            for (int n = tid; n < N; n += kSsuThreads) dst[b_at + n] = Bs[count * N + n];
         }
         if (slice == 0 && tid == 0) dst[dt_at] = __float2bfloat16_rn(raw_dt[count]);
     }
@@ -253,7 +266,7 @@ __global__ void __launch_bounds__(kSsuThreads, 8) ssu_replay_kernel(SsuParams p,
     if (kHasToken) {
         for (int j = warp; j < n_tok; j += kSsuThreads / 32) {
             float acc = 0.0f;
-            for (int n = lane; n < N; n += 32) acc += Bs[j * N + n] * Cs[n];
+            for (int n = lane; n < N; n += 32) acc += to_float(Bs[j * N + n]) * Cs[n];
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
             if (lane == 0) qj[j] = fj[j] * acc;
@@ -296,7 +309,7 @@ __global__ void __launch_bounds__(kSsuThreads, 8) ssu_replay_kernel(SsuParams p,
                 for (int j = 0; j < n_tok; ++j) {
                     const float c = xs[j * P + row];  // fⱼ·xⱼ[row]
                     float bj[kVec];
-                    load_f32<kVec>(Bs + j * N + n0, bj);
+                    load_bf16<kVec>(Bs + j * N + n0, bj);
 #pragma unroll
                     for (int v = 0; v < kVec; ++v) s[v] += c * bj[v];
                 }

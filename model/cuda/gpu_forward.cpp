@@ -260,7 +260,10 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
     const int64_t G = c.n_groups, N = c.d_state, d = c.hidden_size;
     bf16* zx = big_.as<bf16>();    // [n_tok, z | xBC | dt]
     bf16* xbc = xbc_.as<bf16>();   // [n_tok, conv_dim] after conv + SiLU
-    float* y = y_.as<float>();     // [n_tok, H·P]
+    // [n_tok, H·P], fp32 or bf16 (GpuLimits::mamba_y_bf16); y_ is sized for fp32.
+    const kc::DType y_dtype = limits_.mamba_y_bf16 ? kc::DType::kBF16 : kc::DType::kF32;
+    const size_t y_elem = kc::dtype_size(y_dtype);
+    auto y_at = [&](int64_t row) { return static_cast<void*>(y_.as<uint8_t>() + static_cast<size_t>(row * H * P) * y_elem); };
     {
         auto timed = timer_.scope("mamba.in_proj", stream_);
         kc::gemm(*gemm_, {normed_.as<bf16>(), W.in_proj.ptr(), nullptr, zx, kc::DType::kBF16, st.n_tok, proj, d}, stream_);
@@ -293,7 +296,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         sp.x = xb, sp.B = xb + d_inner, sp.C = xb + d_inner + G * N, sp.x_stride = conv_dim, sp.bc_stride = conv_dim;
         sp.dt_raw = zx + t0 * proj + d_inner + conv_dim, sp.dt_stride = proj, sp.dt_bias = W.dt_bias.ptr(), sp.A = W.A.ptr(), sp.D = W.D.ptr();
         sp.state = ssm_state_[li].get(), sp.state_dtype = limits_.ssm_state, sp.cu_seqlens = st.cu_pre, sp.slots = st.slots_pre;
-        sp.has_initial_state = st.has_init_pre, sp.y = y + t0 * H * P, sp.y_dtype = kc::DType::kF32;
+        sp.has_initial_state = st.has_init_pre, sp.y = y_at(t0), sp.y_dtype = y_dtype;
         sp.n_tok = st.n_pre_tok, sp.n_seq = st.n_pre, sp.H = H, sp.P = P, sp.G = G, sp.N = N, sp.chunk = c.chunk_size;
         sp.dt_min = c.dt_min, sp.dt_max = dt_max, sp.p_split = limits_.ssd_split ? limits_.ssd_split : (overlap ? 1 : 0);
         SURF_CHECK(kc::ssd_workspace_bytes(sp) <= ssd_ws_.bytes(), "ssd workspace too small");
@@ -313,7 +316,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         kc::SsuParams su;
         su.x = xbc, su.B = xbc + d_inner, su.C = xbc + d_inner + G * N, su.x_stride = conv_dim, su.bc_stride = conv_dim;
         su.dt_raw = zx + d_inner + conv_dim, su.dt_stride = proj, su.dt_bias = W.dt_bias.ptr(), su.A = W.A.ptr(), su.D = W.D.ptr();
-        su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state, su.slots = st.slots_dec, su.y = y, su.y_dtype = kc::DType::kF32;
+        su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state, su.slots = st.slots_dec, su.y = y_at(0), su.y_dtype = y_dtype;
         su.batch = st.n_dec, su.H = H, su.P = P, su.G = G, su.N = N, su.dt_min = c.dt_min, su.dt_max = dt_max, su.row_split = limits_.ssu_split;
         if (st.replay_dec) su.replay = ssm_replay_[li].get(), su.replay_count = st.replay_dec, su.replay_window = limits_.ssm_replay_window;
         auto timed = timer_.scope("mamba.state_update", stream_);
@@ -321,7 +324,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
     }
     if (overlap) join_branch();
     kc::GatedRmsNormParams gn;
-    gn.y = y, gn.y_dtype = kc::DType::kF32, gn.z = zx, gn.z_stride = proj, gn.weight = W.gated_norm.ptr(), gn.out = normed_.as<bf16>();
+    gn.y = y_at(0), gn.y_dtype = y_dtype, gn.z = zx, gn.z_stride = proj, gn.weight = W.gated_norm.ptr(), gn.out = normed_.as<bf16>();
     gn.rows = st.n_tok, gn.dim = d_inner, gn.group_size = d_inner / G, gn.eps = c.norm_eps;
     {
         auto timed = timer_.scope("mamba.gated_norm", stream_);

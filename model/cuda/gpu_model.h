@@ -85,6 +85,11 @@ struct GpuLimits {
     // C = 100, same machine: 15,099 → 15,223 tok/s, within the noise (the vision pass 11.02 → 10.71 ms).
     int attention_wgmma_keys = 64;
     int vit_attention_wgmma_keys = 64;
+    // The Mamba layers' scan / state-update output y, which the gated norm reads, stored as bf16 instead of fp32 (as
+    // the mamba_ssm kernels return it; HF's pure-PyTorch path, our parity reference, keeps fp32): 21 instead of 42 MB
+    // a layer written and read at 1,024 rows. H100, session 8 (bench_step, 100 decode rows + a 924-token chunk):
+    // gated_norm 1.18 → 0.89 ms, the whole mixed step 53.66 → 53.65 ms (no change), so off: fp32, as the reference.
+    bool mamba_y_bf16 = false;
     // The ViT MLP's GELU runs in fc1's GEMM epilogue (tanh form, kernels/cuda/ops.h GemmActivation) instead of
     // as its own exact-erf pass over the [tokens, 5120] activations; off: the separate pass (A/B, parity).
     bool vit_gelu_in_gemm = true;
@@ -120,7 +125,7 @@ public:
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssd_split, ssu_split, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
-    // vit_gelu_in_gemm)
+    // vit_gelu_in_gemm, mamba_y_bf16)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
     void set_step_knobs(const GpuLimits& from) {
@@ -133,6 +138,7 @@ public:
         limits_.attention_wgmma_keys = from.attention_wgmma_keys;
         limits_.vit_attention_wgmma_keys = from.vit_attention_wgmma_keys;
         limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
+        limits_.mamba_y_bf16 = from.mamba_y_bf16;
     }
     cudaStream_t stream() const { return stream_; }
     cudaStream_t vision_stream() const { return vision_stream_; }
