@@ -52,14 +52,29 @@ template <> struct Vec<bf16> {
     }
 };
 
+// How a block's warps walk the state: a row of N values over N / kVec lanes, each lane kVec values (16 bytes).
+template <typename TS, int N>
+struct RowLayout {
+    static constexpr int kVec = Vec<TS>::kN;
+    static constexpr int kLanesPerRow = N / kVec;
+    static_assert(kLanesPerRow >= 1 && kLanesPerRow <= 32, "row must fit a warp");
+    static constexpr int kRowsPerWarp = 32 / kLanesPerRow;
+    static constexpr int kRowsPerStep = kRowsPerWarp * (kSsuThreads / 32);
+};
+
+// The block's `bytes` of contiguous state into shared memory with 16-byte cp.async (one commit group).
+__device__ __forceinline__ void stage_state(unsigned char* smem, const void* state, int bytes) {
+    for (int i = threadIdx.x; i < bytes / 16; i += kSsuThreads) {
+        detail::cp_async16(smem + i * 16, static_cast<const unsigned char*>(state) + i * 16, true);
+    }
+    detail::cp_async_commit();
+}
+
 template <typename TS, typename TY, int N>
 __global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p, int row_split) {
     using V = Vec<TS>;
-    constexpr int kVec = V::kN;
-    constexpr int kLanesPerRow = N / kVec;
-    static_assert(kLanesPerRow >= 1 && kLanesPerRow <= 32, "row must fit a warp");
-    constexpr int kRowsPerWarp = 32 / kLanesPerRow;
-    constexpr int kRowsPerStep = kRowsPerWarp * (kSsuThreads / 32);
+    using RL = RowLayout<TS, N>;
+    constexpr int kVec = RL::kVec, kLanesPerRow = RL::kLanesPerRow, kRowsPerWarp = RL::kRowsPerWarp, kRowsPerStep = RL::kRowsPerStep;
     extern __shared__ __align__(16) unsigned char ssu_smem[];
     // Block = (sequence b, head h, rows [row0, row0 + P) of the head's p.P state rows).
     const int64_t bh = blockIdx.x / row_split, b = bh / p.H, h = bh % p.H;
@@ -71,11 +86,7 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p, int row_s
     TS* S = static_cast<TS*>(p.state) + ((static_cast<int64_t>(p.slots[b]) * p.H + h) * p.P + row0) * N;
 
     // The state first: nothing it depends on is computed here.
-    const int n16 = P * N * static_cast<int>(sizeof(TS)) / 16;
-    for (int i = tid; i < n16; i += kSsuThreads) {
-        detail::cp_async16(ssu_smem + i * 16, reinterpret_cast<const unsigned char*>(S) + i * 16, true);
-    }
-    detail::cp_async_commit();
+    stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)));
 
     float dt = detail::softplus(to_float(p.dt_raw[b * p.dt_stride + h]) + p.dt_bias[h]);
     dt = fminf(fmaxf(dt, p.dt_min), p.dt_max);
@@ -160,11 +171,8 @@ struct ReplaySmem {
 template <typename TS, typename TY, int N, bool kHasToken>
 __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p, int row_split) {
     using V = Vec<TS>;
-    constexpr int kVec = V::kN;
-    constexpr int kLanesPerRow = N / kVec;
-    static_assert(kLanesPerRow >= 1 && kLanesPerRow <= 32, "row must fit a warp");
-    constexpr int kRowsPerWarp = 32 / kLanesPerRow;
-    constexpr int kRowsPerStep = kRowsPerWarp * (kSsuThreads / 32);
+    using RL = RowLayout<TS, N>;
+    constexpr int kVec = RL::kVec, kLanesPerRow = RL::kLanesPerRow, kRowsPerWarp = RL::kRowsPerWarp, kRowsPerStep = RL::kRowsPerStep;
     constexpr int kPerThread = 16;  // values each thread loads per round
     extern __shared__ __align__(16) unsigned char ssu_smem[];
     __shared__ float decay_all_s;
@@ -232,11 +240,7 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     };
     const float bias = p.dt_bias[h], A = p.A[h], Dh = p.D ? p.D[h] : 0.0f;
     load_round(0);
-    const int n16 = P * N * static_cast<int>(sizeof(TS)) / 16;
-    for (int i = tid; i < n16; i += kSsuThreads) {
-        detail::cp_async16(ssu_smem + i * 16, reinterpret_cast<const unsigned char*>(S) + i * 16, true);
-    }
-    detail::cp_async_commit();
+    stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)));
     store_round(0);
     for (int base = kPerThread * kSsuThreads; base < total; base += kPerThread * kSsuThreads) {  // long windows only
         load_round(base);

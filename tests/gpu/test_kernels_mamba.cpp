@@ -25,6 +25,26 @@ struct MambaShape {
     int64_t H, P, G, N, chunk;
 };
 
+// One decode token per row through the CPU recurrence (cpu::ssd, T = 1) on the states of slots[b]: rows of
+// x | B | C at xbc_stride, dt_raw at dt_stride; y [rows, H, P].
+void cpu_decode_step(const MambaShape& sh, int64_t rows, const std::vector<int32_t>& slots, const std::vector<float>& xbc, int64_t xbc_stride,
+                     const std::vector<float>& dt_raw, int64_t dt_stride, const std::vector<float>& dt_bias, const std::vector<float>& A,
+                     const std::vector<float>& D, std::vector<float>& state, std::vector<float>& y) {
+    const int64_t H = sh.H, P = sh.P, G = sh.G, N = sh.N;
+    std::vector<float> dt(H);
+    y.assign(static_cast<size_t>(rows * H * P), 0.0f);
+    for (int64_t b = 0; b < rows; ++b) {
+        for (int64_t h = 0; h < H; ++h) dt[h] = cpu::softplus(dt_raw[b * dt_stride + h] + dt_bias[h]);
+        const float* row = xbc.data() + b * xbc_stride;
+        cpu::SsdParams c;
+        c.x = row; c.B = row + H * P; c.C = row + H * P + G * N; c.dt = dt.data(); c.A = A.data();
+        c.D = D.data(); c.state = state.data() + slots[b] * H * P * N; c.y = y.data() + b * H * P;
+        c.T = 1; c.H = H; c.P = P; c.G = G; c.N = N;
+        c.x_stride = xbc_stride; c.dt_stride = H; c.bc_stride = xbc_stride;
+        cpu::ssd(c);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("causal_conv1d_varlen and causal_conv1d_update vs the CPU conv with state") {
@@ -207,17 +227,8 @@ TEST_CASE("selective_state_update: one decode step on slot states (fp32 and bf16
                 auto dt_bias = random_vec(H, rng, -1.0f, 0.0f, false);
                 auto A = random_vec(H, rng, -4.0f, -0.5f, false), D = random_vec(H, rng, -1.0f, 1.0f, false);
                 auto state0 = random_vec(n_slots * H * P * N, rng);
-                std::vector<float> ref_y(batch * H * P), ref_state(state0), dt(H);
-                for (int64_t b = 0; b < batch; ++b) {
-                    for (int64_t h = 0; h < H; ++h) dt[h] = cpu::softplus(dt_raw[b * dt_stride + h] + dt_bias[h]);
-                    const float* row = xbc.data() + b * xbc_stride;
-                    cpu::SsdParams c;
-                    c.x = row; c.B = row + H * P; c.C = row + H * P + G * N; c.dt = dt.data(); c.A = A.data();
-                    c.D = D.data(); c.state = ref_state.data() + slots[b] * H * P * N; c.y = ref_y.data() + b * H * P;
-                    c.T = 1; c.H = H; c.P = P; c.G = G; c.N = N;
-                    c.x_stride = xbc_stride; c.dt_stride = H; c.bc_stride = xbc_stride;
-                    cpu::ssd(c);
-                }
+                std::vector<float> ref_y, ref_state(state0);
+                cpu_decode_step(sh, batch, slots, xbc, xbc_stride, dt_raw, dt_stride, dt_bias, A, D, ref_state, ref_y);
                 // Row splits: the automatic choice (2 for the fp32 Holotron head), whole heads, and halves /
                 // quarters of the state rows per block where the head dim divides.
                 for (int64_t split : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{4}}) {
@@ -268,7 +279,7 @@ TEST_CASE("selective_state_update with replay: staggered rows over 2K + 3 steps 
                     auto dt_bias = random_vec(H, rng, -1.0f, 0.0f, false);
                     auto A = random_vec(H, rng, -4.0f, -0.5f, false), D = random_vec(H, rng, -1.0f, 1.0f, false);
                     auto state0 = random_vec(n_slots * H * P * N, rng);  // bf16-exact, so a bf16 state starts equal
-                    std::vector<float> ref_state(state0), dt(H);
+                    std::vector<float> ref_state(state0);
                     DeviceBuffer<float> ddtb(dt_bias), dA(A), dD(D), dst32(state0);
                     DeviceBuffer<bf16> dst16(to_bf16(state0));
                     const int64_t entry = cu::ssm_replay_entry_elems(H, P, G, N);
@@ -284,17 +295,8 @@ TEST_CASE("selective_state_update with replay: staggered rows over 2K + 3 steps 
                         for (int64_t b = 0; b < batch; ++b) counts[b] = count[slots[b]];
                         auto xbc = random_vec(batch * xbc_stride, rng);
                         auto dt_raw = random_vec(batch * dt_stride, rng, -3.0f, 0.5f);
-                        std::vector<float> ref_y(batch * H * P);
-                        for (int64_t b = 0; b < batch; ++b) {
-                            for (int64_t h = 0; h < H; ++h) dt[h] = cpu::softplus(dt_raw[b * dt_stride + h] + dt_bias[h]);
-                            const float* row = xbc.data() + b * xbc_stride;
-                            cpu::SsdParams c;
-                            c.x = row; c.B = row + H * P; c.C = row + H * P + G * N; c.dt = dt.data(); c.A = A.data();
-                            c.D = D.data(); c.state = ref_state.data() + slots[b] * H * P * N; c.y = ref_y.data() + b * H * P;
-                            c.T = 1; c.H = H; c.P = P; c.G = G; c.N = N;
-                            c.x_stride = xbc_stride; c.dt_stride = H; c.bc_stride = xbc_stride;
-                            cpu::ssd(c);
-                        }
+                        std::vector<float> ref_y;
+                        cpu_decode_step(sh, batch, slots, xbc, xbc_stride, dt_raw, dt_stride, dt_bias, A, D, ref_state, ref_y);
                         DeviceBuffer<bf16> dxbc(to_bf16(xbc)), ddt(to_bf16(dt_raw));
                         DeviceBuffer<float> dy(batch * H * P);
                         DeviceBuffer<int32_t> dslots(slots), dcounts(counts);
