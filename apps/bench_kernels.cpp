@@ -143,11 +143,13 @@ int main(int argc, char** argv) {
                        false, copy_gbs);
             }
         }
-        // Replay (SsuParams::replay_window), fp32 state, 100 rows: every row at count 0 (reads its state, stores its
-        // inputs), every row at K − 1 (reads, folds K tokens, writes), and rows staggered (count = row % K, as in
-        // serving). Bytes: the state read (+ written when folding) and the pending entries read.
-        for (int64_t K : {int64_t{4}, int64_t{8}, int64_t{16}}) {
+        // Replay (SsuParams::replay_window), 100 rows: every row at count 0 (reads its state, stores its inputs), every
+        // row at K − 1 (reads, folds K tokens, writes), and rows staggered (count = row % K, as in serving); fp32 state
+        // at K = 4 / 8 / 16, bf16 state at 8. Bytes: the state read (+ written when folding) and the pending entries read.
+        for (const auto& [K, sdt] : {std::pair{int64_t{4}, cu::DType::kF32}, std::pair{int64_t{8}, cu::DType::kF32},
+                                     std::pair{int64_t{16}, cu::DType::kF32}, std::pair{int64_t{8}, cu::DType::kBF16}}) {
             const int64_t b = 100, sets = n_slots / b, entry = cu::ssm_replay_entry_elems(H, P, G, N);
+            const size_t es = cu::dtype_size(sdt);
             void* replay = dalloc(n_slots * K * entry * 2);
             fill_random(replay, n_slots * K * entry, true, -1, 1, 6);
             auto* counts = static_cast<int32_t*>(dalloc(b * 4));
@@ -162,7 +164,7 @@ int main(int argc, char** argv) {
                 SURF_CUDA_CHECK(cudaMemcpy(counts, ch.data(), ch.size() * 4, cudaMemcpyHostToDevice));
                 cu::SsuParams p;
                 p.x = xbc; p.B = xbc + H * P; p.C = xbc + H * P + G * N; p.dt_raw = xbc + conv_dim;
-                p.dt_bias = vec; p.A = vec + H; p.D = vec + 2 * H; p.state = state; p.state_dtype = cu::DType::kF32;
+                p.dt_bias = vec; p.A = vec + H; p.D = vec + 2 * H; p.state = state; p.state_dtype = sdt;
                 p.y = y; p.y_dtype = cu::DType::kF32; p.batch = b; p.H = H; p.P = P; p.G = G; p.N = N;
                 p.x_stride = zx_stride; p.bc_stride = zx_stride; p.dt_stride = zx_stride;
                 p.replay = replay; p.replay_count = counts; p.replay_window = K;
@@ -170,8 +172,9 @@ int main(int argc, char** argv) {
                     p.slots = slots + (i % sets) * b;
                     cu::selective_state_update(p, nullptr);
                 }, 30);
-                const double bytes = b * ((1.0 + folds) * H * P * N * 4 + (mean_count + 1.0) * entry * 2.0 + H * P * 4.0);
-                record("ssu replay K=" + std::to_string(K) + " " + mode, "H128 P80 N128 G8 fp32", b, us, bytes, false, copy_gbs);
+                const double bytes = b * ((1.0 + folds) * H * P * N * es + (mean_count + 1.0) * entry * 2.0 + H * P * 4.0);
+                record("ssu replay K=" + std::to_string(K) + " " + mode, std::string("H128 P80 N128 G8 ") + (es == 4 ? "fp32" : "bf16"), b, us, bytes,
+                       false, copy_gbs);
             }
             SURF_CUDA_CHECK(cudaFree(replay));
             SURF_CUDA_CHECK(cudaFree(counts));
