@@ -1,7 +1,7 @@
 // Causal depthwise conv1d + SiLU over packed sequences (prefill) and for one new token (decode).
 // The conv state holds the K-1 most recent pre-conv inputs of each sequence, oldest first (spec §2.1).
 // Prefill is memory-bound (one bf16 read and one bf16 write per element): the fast path gives each
-// thread 8 channels (one 16-byte load/store per token) over a run of consecutive tokens and slides the
+// thread kCh = 4 channels (one 8-byte load/store per token) over a run of consecutive tokens and slides the
 // K-1 previous inputs along in registers, so each input is read once (plus a K-1 token halo per run).
 #include "kernels/cuda/common.cuh"
 
@@ -15,7 +15,10 @@ using detail::from_float;
 constexpr int kK = 4;               // conv_kernel of every Nemotron-H config; dispatch checks it
 constexpr int kTokensPerThread = 8;
 constexpr int kConvThreads = 128;
-constexpr int kCh = 8;              // channels per thread on the vector path (16 bytes of bf16)
+// Channels per thread on the vector path (8 bytes of bf16). At 8 channels (16-byte accesses) the thread held 153
+// registers (taps, window, a round of loads), three blocks fitted on an SM and the 924-token chunk ran at 29% of
+// DRAM bandwidth (H100, ncu, session 8); 4 channels halve every per-thread array.
+constexpr int kCh = 4;
 constexpr int kTokChunk = 8;        // tokens whose loads are issued together; runs are multiples of it
 constexpr int kMaxRun = 32;         // longest run of tokens per thread (halo overhead (K-1)/run)
 
@@ -59,8 +62,13 @@ __global__ void __launch_bounds__(kConvThreads) conv_varlen_kernel(ConvVarlenPar
     }
 }
 
-using detail::unpack_bf16x8;
-static_assert(kCh == 8, "the vector path moves 8 bf16 channels per 16-byte access");
+static_assert(kCh == 4, "the vector path moves 4 bf16 channels per 8-byte access");
+using ChanRaw = uint2;  // kCh bf16 channels
+// Four bf16 (one 8-byte load) to fp32, exactly (the bf16 bits are the high half of the fp32 bits).
+__device__ __forceinline__ void unpack_chan(const ChanRaw& raw, float (&v)[kCh]) {
+    v[0] = __uint_as_float(raw.x << 16), v[1] = __uint_as_float(raw.x & 0xffff0000u);
+    v[2] = __uint_as_float(raw.y << 16), v[3] = __uint_as_float(raw.y & 0xffff0000u);
+}
 
 // win[j] ← the inputs at packed index t - (K-1) + j (j < K-1) of channels c0..c0+7, for token t of the
 // sequence s starting at `start`: taps at or after `start` come from x, earlier ones from the slot's
@@ -75,7 +83,7 @@ __device__ void load_window(const ConvVarlenParams& p, int64_t x_stride, int64_t
     for (int j = 0; j < kK - 1; ++j) {
         const int64_t src = t - (kK - 1) + j;
         if (src >= start) {
-            unpack_bf16x8(*reinterpret_cast<const uint4*>(p.x + src * x_stride + c0), win[j]);
+            unpack_chan(*reinterpret_cast<const ChanRaw*>(p.x + src * x_stride + c0), win[j]);
         } else {
             const int64_t k = kK - 1 + (src - start);  // state entry, 0 = oldest
 #pragma unroll
@@ -84,7 +92,7 @@ __device__ void load_window(const ConvVarlenParams& p, int64_t x_stride, int64_t
     }
 }
 
-// Thread = 8 channels × a run of `run` consecutive packed tokens (which may cross sequences). Same
+// Thread = kCh channels × a run of `run` consecutive packed tokens (which may cross sequences). Same
 // arithmetic, in the same order, as conv_varlen_kernel.
 template <typename TS>
 __global__ void __launch_bounds__(kConvThreads)
@@ -105,10 +113,10 @@ __global__ void __launch_bounds__(kConvThreads)
     float win[kK - 1][kCh];
     load_window<TS>(p, x_stride, c0, s, p.cu_seqlens[s], t_begin, win);
     for (int64_t tc = t_begin; tc < t_end; tc += kTokChunk) {
-        uint4 raw[kTokChunk];
+        ChanRaw raw[kTokChunk];
 #pragma unroll
         for (int i = 0; i < kTokChunk; ++i) {
-            if (tc + i < t_end) raw[i] = *reinterpret_cast<const uint4*>(p.x + (tc + i) * x_stride + c0);
+            if (tc + i < t_end) raw[i] = *reinterpret_cast<const ChanRaw*>(p.x + (tc + i) * x_stride + c0);
         }
 #pragma unroll
         for (int i = 0; i < kTokChunk; ++i) {
@@ -120,7 +128,7 @@ __global__ void __launch_bounds__(kConvThreads)
                 load_window<TS>(p, x_stride, c0, s, t, t, win);
             }
             float xv[kCh];
-            unpack_bf16x8(raw[i], xv);
+            unpack_chan(raw[i], xv);
             uint32_t packed[kCh / 2];
 #pragma unroll
             for (int e = 0; e < kCh; e += 2) {
@@ -134,8 +142,7 @@ __global__ void __launch_bounds__(kConvThreads)
                 }
                 packed[e / 2] = detail::pack_bf16x2(detail::silu(acc[0]), detail::silu(acc[1]));
             }
-            *reinterpret_cast<uint4*>(p.out + t * p.channels + c0) =
-                make_uint4(packed[0], packed[1], packed[2], packed[3]);
+            *reinterpret_cast<ChanRaw*>(p.out + t * p.channels + c0) = make_uint2(packed[0], packed[1]);
 #pragma unroll
             for (int e = 0; e < kCh; ++e) {
 #pragma unroll
@@ -202,9 +209,9 @@ void causal_conv1d_varlen(const ConvVarlenParams& p, cudaStream_t stream) {
     SURF_CHECK(x_stride >= p.channels, "conv1d_varlen: x_stride ", x_stride);
     const unsigned cblocks = detail::grid_1d(p.channels, kConvThreads);
     const bool f32_state = p.state_dtype == DType::kF32;
-    const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-    const bool vec = p.channels % kCh == 0 && x_stride % kCh == 0 && aligned16(p.x) && aligned16(p.out) &&
-                     aligned16(p.weight);
+    const auto aligned = [](const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+    const bool vec = p.channels % kCh == 0 && x_stride % kCh == 0 && aligned(p.x, sizeof(ChanRaw)) && aligned(p.out, sizeof(ChanRaw)) &&
+                     aligned(p.weight, 16);
     if (p.n_tok > 0 && vec) {
         // Shortest halo overhead (longest runs) that still gives ≥ 128k threads to cover DRAM latency.
         const int64_t cvecs = p.channels / kCh;
