@@ -65,6 +65,7 @@ struct Options {
     int attention_rows_per_warp = 0;  // GpuLimits::attention_rows_per_warp; 0 = not given (the engine default)
     int attention_wgmma = -1, vit_attention_wgmma = -1;  // GpuLimits::*attention_wgmma_keys; -1 = not given
     int ssm_replay = -1;  // GpuLimits::ssm_replay_window; -1 = not given
+    bool ssu_early = false;  // GpuLimits::ssu_after_prefill_conv off
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
     bool warm_vision = false;  // warm-up also tunes the vision passes of 1 .. vision-batch tiles of screenshots
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
@@ -116,6 +117,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--attention-wgmma") o.attention_wgmma = std::atoi(next());
         else if (a == "--vit-attention-wgmma") o.vit_attention_wgmma = std::atoi(next());
         else if (a == "--ssm-replay") o.ssm_replay = std::atoi(next());
+        else if (a == "--ssu-early") o.ssu_early = true;
         else if (a == "--vision-min-tiles") o.vision_min_tiles = std::atoll(next());
         else if (a == "--vision-max-wait") o.vision_max_wait = std::atoll(next());
         else if (a == "--warm-vision") o.warm_vision = true;
@@ -132,7 +134,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssu-split N]\n"
                                  "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] [--attention-rows-per-warp 16|32]\n"
                                  "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128]\n"
-                                 "                   [--ssm-replay 0|2..32]\n"
+                                 "                   [--ssm-replay 0|2..32] [--ssu-early]\n"
                                  "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
@@ -355,6 +357,7 @@ int main(int argc, char** argv) {
         if (o.attention_wgmma >= 0) eo.limits.attention_wgmma_keys = o.attention_wgmma;
         if (o.vit_attention_wgmma >= 0) eo.limits.vit_attention_wgmma_keys = o.vit_attention_wgmma;
         if (o.ssm_replay >= 0) eo.limits.ssm_replay_window = o.ssm_replay;
+        if (o.ssu_early) eo.limits.ssu_after_prefill_conv = false;
         eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
         if (o.warm_vision && cfg.has_vision) {
             // Passes of 1, 2, … screenshots of this workload's size, up to the tiles one pass may take.

@@ -357,6 +357,13 @@ int main(int argc, char** argv) {
                             v.rows_per_warp, ms,
                             100.0 * (ms - serial_ms) / serial_ms);
             }
+            // The decode rows' state update not held back until the prefill conv is done (GpuLimits::ssu_after_prefill_conv).
+            GpuLimits ssu_early = L;
+            ssu_early.ssu_after_prefill_conv = !L.ssu_after_prefill_conv;
+            model->set_step_knobs(ssu_early);
+            const double early_ms = whole([&] { model->forward(mixed, 0); }, model->stream());
+            std::printf("\nmixed step with the state update %s the prefill conv: %.2f ms (%+.1f%% against %.2f)\n",
+                        ssu_early.ssu_after_prefill_conv ? "after" : "not waiting for", early_ms, 100.0 * (early_ms - mixed_ms) / mixed_ms, mixed_ms);
             // The Mamba layers' y the other way round (GpuLimits::mamba_y_bf16).
             GpuLimits y_other = L;
             y_other.mamba_y_bf16 = !L.mamba_y_bf16;

@@ -312,7 +312,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
             auto timed = timer_.scope("mamba.conv_update", stream_);
             kc::causal_conv1d_update(cu, stream_);
         }
-        if (overlap) SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_ready_, 0));
+        if (overlap && limits_.ssu_after_prefill_conv && st.n_pre > 0) SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_ready_, 0));
         kc::SsuParams su;
         su.x = xbc, su.B = xbc + d_inner, su.C = xbc + d_inner + G * N, su.x_stride = conv_dim, su.bc_stride = conv_dim;
         su.dt_raw = zx + d_inner + conv_dim, su.dt_stride = proj, su.dt_bias = W.dt_bias.ptr(), su.A = W.A.ptr(), su.D = W.D.ptr();

@@ -65,6 +65,10 @@ struct GpuLimits {
     // stream, so that the two share SMs instead of running one after the other. Results are identical.
     // H100, 100 decode rows + a 924-token chunk: the step 56.2 → 55.0 ms; C = 100 serving +2.1%.
     bool overlap_mamba_branches = true;
+    // With overlap_mamba_branches: the decode rows' state update waits for the prefill rows' conv (so that the scan's
+    // blocks are placed first and the update fills the room left); off: it starts as soon as its own inputs are
+    // ready (A/B).
+    bool ssu_after_prefill_conv = true;
     bool overlap_attention_branches = true;
     // Head-dim slices per head of the SSD scan (kernels/cuda/ops.h SsdVarlenParams::p_split); 0 = 1 when the
     // Mamba branches overlap (one block per SM leaves room for the state update's), else the kernel's rule.
@@ -124,13 +128,14 @@ public:
     const ModelConfig& config() const { return cfg_; }
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
-    // (overlap_*_branches, ssd_split, ssu_split, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
+    // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssu_split, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
     // vit_gelu_in_gemm, mamba_y_bf16)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
     void set_step_knobs(const GpuLimits& from) {
         limits_.overlap_mamba_branches = from.overlap_mamba_branches;
         limits_.overlap_attention_branches = from.overlap_attention_branches;
+        limits_.ssu_after_prefill_conv = from.ssu_after_prefill_conv;
         limits_.ssd_split = from.ssd_split;
         limits_.ssu_split = from.ssu_split;
         limits_.attention_splits = from.attention_splits;
