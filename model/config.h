@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ struct LlmConfig {
     float norm_eps = 1e-5f;
     float dt_min = 0.0f;                    // time_step_limit lower bound (0 = no clamp)
     float dt_max = 0.0f;                    // time_step_limit upper bound (0 = no clamp)
+    // The upper clamp the kernels apply: dt_max, or +inf when it is 0 (no clamp).
+    float dt_upper() const { return dt_max > 0.0f ? dt_max : std::numeric_limits<float>::infinity(); }
     int64_t vocab_size = 0;                 // embedding rows
     bool tie_embeddings = false;
 

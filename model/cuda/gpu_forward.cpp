@@ -2,7 +2,6 @@
 // are padded to a graph bucket and replayed from a CUDA graph.
 #include <algorithm>
 #include <chrono>
-#include <limits>
 
 #include "kernels/base/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -268,7 +267,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         auto timed = timer_.scope("mamba.in_proj", stream_);
         kc::gemm(*gemm_, {normed_.as<bf16>(), W.in_proj.ptr(), nullptr, zx, kc::DType::kBF16, st.n_tok, proj, d}, stream_);
     }
-    const float dt_max = c.dt_max > 0.0f ? c.dt_max : std::numeric_limits<float>::infinity();
+    const float dt_max = c.dt_upper();
     // Prefill rows first (their own stream when overlapping): conv, then the SSD scan. The decode rows'
     // state update is released only once the prefill conv is done, so that the scan (high priority, one
     // wave of blocks) is placed on the SMs first and the bandwidth-bound update fills the room left.
