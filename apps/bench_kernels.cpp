@@ -2,9 +2,10 @@
 // (device-to-device copy bandwidth, a large cuBLAS bf16 GEMM) and then achieved GB/s or TFLOP/s and the
 // fraction of the ceiling for decode state update, decode attention, the SSD prefill scan, attention
 // prefill, the memory-bound prefill ops (norms, conv1d, activations at one 4096-token LLM step and one
-// 19056-row ViT batch) and the big GEMMs at batch 1, 16, 64 and 100. Inputs are random (never zeros);
-// decode kernels rotate over buffers larger than L2 so that repeated launches do not measure the cache;
-// the prefill ops' buffers are each larger than L2 already.
+// 19056-row ViT batch; the ViT LayerNorm and the gated norm also at 3096 and 1024 rows) and the big GEMMs at
+// batch 1, 16, 64 and 100. Inputs are random (never zeros); decode kernels and the smaller norm calls rotate
+// over buffers larger than L2 together so that repeated launches do not measure the cache; the other prefill
+// ops' buffers are each larger than L2 already.
 // Usage: bench_kernels [--quick]   (prints a markdown table last)
 #include <algorithm>
 #include <cstdio>
@@ -127,8 +128,12 @@ int main(int argc, char** argv) {
         SURF_CUDA_CHECK(cudaMemcpy(slots, slots_h.data(), n_slots * 4, cudaMemcpyHostToDevice));
         for (auto sdt : {cu::DType::kF32, cu::DType::kBF16}) {
             const size_t es = cu::dtype_size(sdt);
-            for (int64_t b : batches) {
+            // The state staged by cp.async, or (100 rows) by one bulk copy a block (SsuParams::bulk_stage).
+            for (int c = 0; c < static_cast<int>(batches.size()) + 1; ++c) {
+                const bool bulk = c == static_cast<int>(batches.size());
+                const int64_t b = bulk ? 100 : batches[c];
                 cu::SsuParams p;
+                p.bulk_stage = bulk;
                 p.x = xbc; p.B = xbc + H * P; p.C = xbc + H * P + G * N; p.dt_raw = xbc + conv_dim;
                 p.dt_bias = vec; p.A = vec + H; p.D = vec + 2 * H; p.state = state; p.state_dtype = sdt;
                 p.y = y; p.y_dtype = cu::DType::kF32; p.batch = b; p.H = H; p.P = P; p.G = G; p.N = N;
@@ -139,7 +144,7 @@ int main(int argc, char** argv) {
                     cu::selective_state_update(p, nullptr);
                 }, 30);
                 const double bytes = b * (2.0 * H * P * N * es + (H * P + 2 * G * N + H) * 2.0 + H * P * 4.0);
-                record(std::string("ssu decode (state ") + (es == 4 ? "fp32)" : "bf16)"), "H128 P80 N128 G8", b, us, bytes,
+                record(std::string("ssu decode (state ") + (es == 4 ? "fp32)" : "bf16)") + (bulk ? " bulk" : ""), "H128 P80 N128 G8", b, us, bytes,
                        false, copy_gbs);
             }
         }
@@ -153,7 +158,13 @@ int main(int argc, char** argv) {
             void* replay = dalloc(n_slots * K * entry * 2);
             fill_random(replay, n_slots * K * entry, true, -1, 1, 6);
             auto* counts = static_cast<int32_t*>(dalloc(b * 4));
-            for (const char* mode : {"count 0", "count K-1", "staggered"}) {
+            // Staging: 0 cp.async; 1 one bulk copy a block (SsuParams::bulk_stage); 2 and 3 bulk at row_split 4 and 1
+            // (staggered K = 8 only).
+            const char* const modes[] = {"count 0", "count K-1", "staggered"};
+            for (int c = 0; c < 3 * 4; ++c) {
+                const char* mode = modes[c / 4];
+                const int bulk = c % 4;
+                if (bulk >= 2 && (K != 8 || mode[0] != 's')) continue;
                 std::vector<int32_t> ch(static_cast<size_t>(b));
                 double mean_count = 0, folds = 0;
                 for (int64_t r = 0; r < b; ++r) {
@@ -168,12 +179,15 @@ int main(int argc, char** argv) {
                 p.y = y; p.y_dtype = cu::DType::kF32; p.batch = b; p.H = H; p.P = P; p.G = G; p.N = N;
                 p.x_stride = zx_stride; p.bc_stride = zx_stride; p.dt_stride = zx_stride;
                 p.replay = replay; p.replay_count = counts; p.replay_window = K;
+                p.bulk_stage = bulk > 0;
+                if (bulk >= 2) p.row_split = bulk == 2 ? 4 : 1;
                 const double us = time_us([&](int i) {
                     p.slots = slots + (i % sets) * b;
                     cu::selective_state_update(p, nullptr);
                 }, 30);
                 const double bytes = b * ((1.0 + folds) * H * P * N * es + (mean_count + 1.0) * entry * 2.0 + H * P * 4.0);
-                record("ssu replay K=" + std::to_string(K) + " " + mode, std::string("H128 P80 N128 G8 ") + (es == 4 ? "fp32" : "bf16"), b, us, bytes,
+                record("ssu replay K=" + std::to_string(K) + " " + mode + (bulk == 1 ? " bulk" : bulk == 2 ? " bulk split4" : bulk == 3 ? " bulk split1" : ""),
+                       std::string("H128 P80 N128 G8 ") + (es == 4 ? "fp32" : "bf16"), b, us, bytes,
                        false, copy_gbs);
             }
             SURF_CUDA_CHECK(cudaFree(replay));
@@ -389,6 +403,32 @@ int main(int argc, char** argv) {
         const double ln_us = time_us([&](int) { cu::layernorm(ln, nullptr); });
         record("ViT layernorm fp32 -> bf16", "19056 x 1280 (+bias)", 1, ln_us, vit_rows * vit_w * 6.0 + vit_w * 8.0,
                false, copy_gbs);
+
+        // The ViT LayerNorm over one 3-tile batch (3096 rows, fp32 x, no residual) and the gated norm over a 1024-token
+        // chunk, as a serving step runs them. One call's buffers fit in L2, so launches rotate over slices of the
+        // buffers above (8 and 4 slices, together several times L2).
+        {
+            const int64_t rows = 3096, slices = 8;
+            cu::LayerNormParams sl = ln;
+            sl.rows = rows;
+            const double us = time_us([&](int i) {
+                sl.x = yf + (i % slices) * rows * vit_w, sl.y = out + (i % slices) * rows * vit_w;
+                cu::layernorm(sl, nullptr);
+            });
+            record("ViT layernorm fp32 -> bf16", "3096 x 1280 (+bias), 8 slices", 1, us, rows * vit_w * 6.0 + vit_w * 8.0, false, copy_gbs);
+        }
+        {
+            const int64_t rows = 1024, slices = 4;
+            cu::GatedRmsNormParams sg = gn;
+            sg.rows = rows;
+            const double us = time_us([&](int i) {
+                const int64_t s = i % slices;
+                sg.y = yf + s * rows * d_inner, sg.z = zx + s * rows * proj, sg.out = out + s * rows * d_inner;
+                cu::gated_rmsnorm(sg, nullptr);
+            });
+            record("gated_rmsnorm y fp32, z bf16", "1024 x 10240 group 1280, 4 slices", 1, us, rows * d_inner * 8.0 + d_inner * 4.0, false,
+                   copy_gbs);
+        }
 
         // In place: the values drift launch to launch but stay finite (GELU and ReLU² of bf16 values).
         fill_random(out, vit_rows * vit_inter, true, -3, 3, 23);

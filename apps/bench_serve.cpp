@@ -66,6 +66,8 @@ struct Options {
     int attention_wgmma = -1, vit_attention_wgmma = -1;  // GpuLimits::*attention_wgmma_keys; -1 = not given
     int ssm_replay = -1;  // GpuLimits::ssm_replay_window; -1 = not given
     bool ssu_early = false;  // GpuLimits::ssu_after_prefill_conv off
+    int ssu_bulk = -1;       // GpuLimits::ssu_bulk_stage: -1 the default, 0 off, 1 on
+    int mamba_y_bf16 = -1;   // GpuLimits::mamba_y_bf16: -1 the default, 0 off, 1 on
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
     bool warm_vision = false;  // warm-up also tunes the vision passes of 1 .. vision-batch tiles of screenshots
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
@@ -118,6 +120,8 @@ Options parse(int argc, char** argv) {
         else if (a == "--vit-attention-wgmma") o.vit_attention_wgmma = std::atoi(next());
         else if (a == "--ssm-replay") o.ssm_replay = std::atoi(next());
         else if (a == "--ssu-early") o.ssu_early = true;
+        else if (a == "--ssu-bulk") o.ssu_bulk = std::atoi(next());
+        else if (a == "--mamba-y-bf16") o.mamba_y_bf16 = std::atoi(next());
         else if (a == "--vision-min-tiles") o.vision_min_tiles = std::atoll(next());
         else if (a == "--vision-max-wait") o.vision_max_wait = std::atoll(next());
         else if (a == "--warm-vision") o.warm_vision = true;
@@ -134,7 +138,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssu-split N]\n"
                                  "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] [--attention-rows-per-warp 16|32]\n"
                                  "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128]\n"
-                                 "                   [--ssm-replay 0|2..32] [--ssu-early]\n"
+                                 "                   [--ssm-replay 0|2..32] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
                                  "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
@@ -167,6 +171,8 @@ Options parse(int argc, char** argv) {
     check_range("--ssd-split", o.ssd_split, 0, 4);
     check_range("--ssu-split", o.ssu_split, 0, 4);
     check_range("--ssm-replay", o.ssm_replay, 0, 32);
+    check_range("--ssu-bulk", o.ssu_bulk, 0, 1);
+    check_range("--mamba-y-bf16", o.mamba_y_bf16, 0, 1);
     if (o.ssm_replay == 1) {
         std::fprintf(stderr, "bench_serve: --ssm-replay takes 0 (off) or 2..32, got 1\n");
         std::exit(2);
@@ -358,6 +364,8 @@ int main(int argc, char** argv) {
         if (o.vit_attention_wgmma >= 0) eo.limits.vit_attention_wgmma_keys = o.vit_attention_wgmma;
         if (o.ssm_replay >= 0) eo.limits.ssm_replay_window = o.ssm_replay;
         if (o.ssu_early) eo.limits.ssu_after_prefill_conv = false;
+        if (o.ssu_bulk >= 0) eo.limits.ssu_bulk_stage = o.ssu_bulk == 1;
+        if (o.mamba_y_bf16 >= 0) eo.limits.mamba_y_bf16 = o.mamba_y_bf16 == 1;
         eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
         if (o.warm_vision && cfg.has_vision) {
             // Passes of 1, 2, … screenshots of this workload's size, up to the tiles one pass may take.
@@ -374,11 +382,12 @@ int main(int argc, char** argv) {
         const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window);
         const surf::bench::Roofline stock_roof = surf::bench::roofline(cfg, o.bf16_state);
         std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s, replay window %d; mixed steps: Mamba branches %s, "
-                    "attention branches %s, SSD slices %s, SSU row slices %s, prefill split-KV %s%s%s%s\n",
+                    "attention branches %s, SSD slices %s, SSU row slices %s (state staged by %s), Mamba y %s, prefill split-KV %s%s%s%s\n",
                     prop.name, prop.multiProcessorCount, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32", eo.limits.ssm_replay_window,
                     eo.limits.overlap_mamba_branches ? "overlapped" : "serial", eo.limits.overlap_attention_branches ? "overlapped" : "serial",
                     eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
-                    eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.attention_splits ? "auto" : "off",
+                    eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.ssu_bulk_stage ? "bulk copies" : "cp.async",
+                    eo.limits.mamba_y_bf16 ? "bf16" : "fp32", eo.limits.attention_splits ? "auto" : "off",
                     eo.limits.gemm_reuse_tuned_in_bucket ? "; tuned GEMM algorithms reused within 64-row buckets" : "",
                     attention_kernels(eo.limits).c_str(), eo.limits.small_m_kernel ? "" : "; small-m GEMM kernel off");
         if (o.vision_min_tiles > 1 || o.warm_vision) {

@@ -364,6 +364,14 @@ int main(int argc, char** argv) {
             const double early_ms = whole([&] { model->forward(mixed, 0); }, model->stream());
             std::printf("\nmixed step with the state update %s the prefill conv: %.2f ms (%+.1f%% against %.2f)\n",
                         ssu_early.ssu_after_prefill_conv ? "after" : "not waiting for", early_ms, 100.0 * (early_ms - mixed_ms) / mixed_ms, mixed_ms);
+            // The state update's staging the other way round (GpuLimits::ssu_bulk_stage: one bulk copy a block).
+            GpuLimits bulk_other = L;
+            bulk_other.ssu_bulk_stage = !L.ssu_bulk_stage;
+            model->set_step_knobs(bulk_other);
+            const double bulk_ms = whole([&] { model->forward(mixed, 0); }, model->stream());
+            std::printf("\nmixed step with the state update staged by %s: %.2f ms (%+.1f%% against %.2f by %s)\n",
+                        bulk_other.ssu_bulk_stage ? "bulk copies" : "cp.async", bulk_ms, 100.0 * (bulk_ms - mixed_ms) / mixed_ms, mixed_ms,
+                        L.ssu_bulk_stage ? "bulk copies" : "cp.async");
             // The Mamba layers' y the other way round (GpuLimits::mamba_y_bf16).
             GpuLimits y_other = L;
             y_other.mamba_y_bf16 = !L.mamba_y_bf16;

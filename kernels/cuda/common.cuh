@@ -75,6 +75,48 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory"); }
 
+// ---- bulk copies (the TMA engine) into shared memory, completing on an mbarrier (sm_90+) ----------------
+// One thread arms the barrier with the byte count and issues the copy; every waiting thread then sees the
+// bytes once the barrier's phase completes. Sizes and both addresses must be multiples of 16 bytes.
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SURF_BULK_COPY_ENABLED 1
+#else
+#define SURF_BULK_COPY_ENABLED 0
+#endif
+
+// Initialises a CTA-local mbarrier expecting `arrivals` arrivals per phase; visible to the copy engine after
+// the fence, and to the block's other threads after a __syncthreads.
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
+#if SURF_BULK_COPY_ENABLED
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+// Arrives on `bar` expecting `bytes` more and copies `bytes` from global to shared memory on the copy engine.
+__device__ __forceinline__ void bulk_copy_to_smem(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
+#if SURF_BULK_COPY_ENABLED
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_addr(smem)),
+                 "l"(gmem), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+#endif
+}
+// Waits until the phase with this parity of `bar` has completed.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+#if SURF_BULK_COPY_ENABLED
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT;\n"
+        "}\n" ::"r"(smem_addr(bar)),
+        "r"(parity)
+        : "memory");
+#endif
+}
+
 // D = A·B + D for one m16n8k16 tile, bf16 inputs, fp32 accumulators (PTX ISA fragment layouts).
 __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(

@@ -235,6 +235,9 @@ struct SsuParams {
     // head's state is over 24 KB (fp32 at P·N = 80·128), else 1. Smaller blocks stage less shared memory
     // each, so more of them fit beside another kernel's blocks on an SM.
     int64_t row_split = 0;
+    // Each block's state rows staged into shared memory by one bulk copy on the copy engine (TMA, completing on
+    // an mbarrier; compute capability ≥ 9.0) instead of 16-byte cp.async by every thread. Same bytes, same math.
+    bool bulk_stage = false;
     // Replay (read-mostly decode steps; ReplaySSM, spec/serving.md §1.6), on when replay_window K > 0. The
     // state in slot slots[b] is then the state *before* the slot's replay_count[b] (0 ≤ count < K) pending
     // tokens, whose inputs are kept in `replay`: per slot K entries of ssm_replay_entry_elems(H, P, G, N) bf16,

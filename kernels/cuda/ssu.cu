@@ -3,7 +3,9 @@
 // Memory-bound: each (sequence, head) reads and writes its P×N state once. One block per (sequence,
 // head, slice of P / row_split state rows). The block's state rows (contiguous; a whole head is 40 KB fp32 /
 // 20 KB bf16 at P = 80, N = 128) are first copied into shared memory with 16-byte cp.async, issued before the dependent dt/B/C loads: the bytes
-// in flight per SM are then bounded by shared memory (5 fp32 blocks ≈ 200 KB) instead of by registers.
+// in flight per SM are then bounded by shared memory (5 fp32 blocks ≈ 200 KB) instead of by registers. With
+// SsuParams::bulk_stage the copy is one bulk copy on the copy engine (TMA), issued by one thread and completing
+// on an mbarrier: the same bytes without 1,280 copy instructions a block (H100, 100 rows: 4–9% faster).
 // Then a state row of N values is spread over N / (16 / sizeof(state)) lanes, each lane updating 16
 // bytes (4 fp32 or 8 bf16 values) and storing them straight back to global memory.
 //
@@ -62,12 +64,35 @@ struct RowLayout {
     static constexpr int kRowsPerStep = kRowsPerWarp * (kSsuThreads / 32);
 };
 
-// The block's `bytes` of contiguous state into shared memory with 16-byte cp.async (one commit group).
-__device__ __forceinline__ void stage_state(unsigned char* smem, const void* state, int bytes) {
+// The block's `bytes` of contiguous state into shared memory: 16-byte cp.async by every thread (one commit
+// group), or (SsuParams::bulk_stage) one bulk copy on the copy engine issued by thread 0, completing on `bar`.
+// Call with the whole block; wait_staged_state then makes the bytes visible to every thread.
+__device__ __forceinline__ void stage_state(unsigned char* smem, const void* state, int bytes, bool bulk, uint64_t* bar) {
+    if (bulk) {
+#if SURF_BULK_COPY_ENABLED
+        if (threadIdx.x == 0) {
+            detail::mbarrier_init(bar, 1);
+            detail::bulk_copy_to_smem(smem, state, static_cast<uint32_t>(bytes), bar);
+        }
+#else
+        __trap();  // the host allows bulk staging on compute capability ≥ 9.0 only
+#endif
+        return;
+    }
     for (int i = threadIdx.x; i < bytes / 16; i += kSsuThreads) {
         detail::cp_async16(smem + i * 16, static_cast<const unsigned char*>(state) + i * 16, true);
     }
     detail::cp_async_commit();
+}
+// Waits for stage_state's copy, and is a block barrier (shared-memory writes before it are visible after it).
+__device__ __forceinline__ void wait_staged_state(bool bulk, uint64_t* bar) {
+    if (bulk) {
+        __syncthreads();  // the barrier's initialisation, visible to every thread before it waits
+        detail::mbarrier_wait(bar, 0);
+    } else {
+        detail::cp_async_wait_all();
+        __syncthreads();
+    }
 }
 
 template <typename TS, typename TY, int N>
@@ -86,7 +111,8 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p, int row_s
     TS* S = static_cast<TS*>(p.state) + ((static_cast<int64_t>(p.slots[b]) * p.H + h) * p.P + row0) * N;
 
     // The state first: nothing it depends on is computed here.
-    stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)));
+    __shared__ uint64_t stage_bar;
+    stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar);
 
     float dt = detail::softplus(to_float(p.dt_raw[b * p.dt_stride + h]) + p.dt_bias[h]);
     dt = fminf(fmaxf(dt, p.dt_min), p.dt_max);
@@ -102,8 +128,7 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p, int row_s
     }
     const bf16* x = p.x + b * p.x_stride + h * p.P + row0;
     TY* y = static_cast<TY*>(p.y) + (b * p.H + h) * p.P + row0;
-    detail::cp_async_wait_all();
-    __syncthreads();
+    wait_staged_state(p.bulk_stage, &stage_bar);
 
     const TS* Ss = reinterpret_cast<const TS*>(ssu_smem);
 #pragma unroll 4
@@ -176,6 +201,7 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     constexpr int kPerThread = 16;  // values each thread loads per round
     extern __shared__ __align__(16) unsigned char ssu_smem[];
     __shared__ float decay_all_s;
+    __shared__ uint64_t stage_bar;
     const int64_t bh = blockIdx.x / row_split, b = bh / p.H, h = bh % p.H;
     const int64_t heads_per_group = p.H / p.G, g = h / heads_per_group;
     const int K = static_cast<int>(p.replay_window), count = p.replay_count[b];
@@ -240,7 +266,7 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     };
     const float bias = p.dt_bias[h], A = p.A[h], Dh = p.D ? p.D[h] : 0.0f;
     load_round(0);
-    stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)));
+    stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar);
     store_round(0);
     for (int base = kPerThread * kSsuThreads; base < total; base += kPerThread * kSsuThreads) {  // long windows only
         load_round(base);
@@ -287,8 +313,7 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
         }
         y_tok[r] = acc;
     }
-    detail::cp_async_wait_all();
-    __syncthreads();
+    wait_staged_state(p.bulk_stage, &stage_bar);
 
     const float decay = decay_all_s;
     float Cv[kVec];
@@ -328,12 +353,20 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     }
 }
 
+bool bulk_stage_supported() {
+    int device = 0, major = 0;
+    SURF_CUDA_CHECK(cudaGetDevice(&device));
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    return major >= 9;
+}
+
 // kFold: ssm_replay_fold (no new token).
 template <typename TS, typename TY, int N, bool kFold = false>
 void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
     const int64_t head_bytes = p.P * N * static_cast<int64_t>(sizeof(TS));
     const int64_t split = p.row_split > 0 ? p.row_split : (head_bytes > 24 * 1024 && p.P % 2 == 0 ? 2 : 1);
     SURF_CHECK(p.P % split == 0, "selective_state_update: row_split ", split, " does not divide head_dim ", p.P);
+    SURF_CHECK(!p.bulk_stage || bulk_stage_supported(), "selective_state_update: bulk_stage needs compute capability 9.0 or later");
     const bool replay = p.replay_window > 0;
     const size_t smem = static_cast<size_t>(replay ? ReplaySmem{head_bytes / split, p.replay_window, p.P / split, N}.bytes() : head_bytes / split);
     auto kernel = kFold ? ssu_replay_kernel<TS, TY, N, false> : replay ? ssu_replay_kernel<TS, TY, N, true> : ssu_kernel<TS, TY, N>;

@@ -317,6 +317,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         su.dt_raw = zx + d_inner + conv_dim, su.dt_stride = proj, su.dt_bias = W.dt_bias.ptr(), su.A = W.A.ptr(), su.D = W.D.ptr();
         su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state, su.slots = st.slots_dec, su.y = y_at(0), su.y_dtype = y_dtype;
         su.batch = st.n_dec, su.H = H, su.P = P, su.G = G, su.N = N, su.dt_min = c.dt_min, su.dt_max = dt_max, su.row_split = limits_.ssu_split;
+        su.bulk_stage = limits_.ssu_bulk_stage;
         if (st.replay_dec) su.replay = ssm_replay_[li].get(), su.replay_count = st.replay_dec, su.replay_window = limits_.ssm_replay_window;
         auto timed = timer_.scope("mamba.state_update", stream_);
         kc::selective_state_update(su, stream_);

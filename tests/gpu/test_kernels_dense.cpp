@@ -267,38 +267,55 @@ TEST_CASE("gemm autotuning with reuse in 64-row buckets: a neighbouring row coun
 
 TEST_CASE("rmsnorm / layernorm with fused residual add; gated grouped rmsnorm") {
     std::mt19937 rng(2);
-    for (int64_t dim : {5120, 1280, 64, 40}) {
-        const int64_t rows = 33;
+    // Row lengths (every buffer 16-byte aligned): the language model's 5120, the ViT's 1280, 2048 and 64 take the
+    // vector path (one block a row, the row in registers), 40 (not a multiple of 8) the generic kernel; bf16 and
+    // fp32 x, with and without the residual, LayerNorm with and without bias. Tolerances: y bf16 1e-2 / 8e-3 (bf16
+    // output rounding); the residual after the fused add 1e-5 / 1e-6 (fp32 add).
+    const int64_t rows = 37;
+    for (int64_t dim : {5120, 2048, 1280, 64, 40}) {
         auto x = random_vec(rows * dim, rng, -2.0f, 2.0f), res = random_vec(rows * dim, rng, -3.0f, 3.0f, false);
         auto w = random_vec(dim, rng, 0.5f, 1.5f, false), b = random_vec(dim, rng, -0.5f, 0.5f, false);
+        std::vector<float> sum(rows * dim);  // res + x: the CPU layernorm has no residual input
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] = res[i] + x[i];
         DeviceBuffer<bf16> dx(to_bf16(x)), dy(rows * dim);
         DeviceBuffer<float> dxf(x), dres(res), dw(w), db(b);
-        // RMSNorm with residual (bf16 x) — y bf16: tolerance = bf16 output rounding.
-        std::vector<float> ref_res(res), ref_y(rows * dim);
-        cpu::rmsnorm({x.data(), ref_res.data(), w.data(), ref_y.data(), rows, dim, 1e-5f});
-        dy.poison();
-        cu::rmsnorm({dx.get(), cu::DType::kBF16, dres.get(), dw.get(), dy.get(), rows, dim, 0, 1e-5f}, nullptr);
-        compare("rmsnorm+residual y dim " + std::to_string(dim), to_float(dy.download()), ref_y, 1e-2f, 8e-3f);
-        compare("rmsnorm+residual residual dim " + std::to_string(dim), dres.download(), ref_res, 1e-5f, 1e-6f);
-        // RMSNorm without residual, fp32 x.
-        cpu::rmsnorm({x.data(), nullptr, w.data(), ref_y.data(), rows, dim, 1e-5f});
-        dy.poison();
-        cu::rmsnorm({dxf.get(), cu::DType::kF32, nullptr, dw.get(), dy.get(), rows, dim, 0, 1e-5f}, nullptr);
-        compare("rmsnorm fp32 x dim " + std::to_string(dim), to_float(dy.download()), ref_y, 1e-2f, 8e-3f);
-        // LayerNorm with residual: the CPU reference has no residual, so feed it res + x.
-        dres.upload(res);
-        std::vector<float> sum(rows * dim);
-        for (size_t i = 0; i < sum.size(); ++i) sum[i] = res[i] + x[i];
-        cpu::layernorm({sum.data(), w.data(), b.data(), ref_y.data(), rows, dim, 1e-6f});
-        dy.poison();
-        cu::layernorm({dx.get(), cu::DType::kBF16, dres.get(), dw.get(), db.get(), dy.get(), rows, dim, 0, 1e-6f}, nullptr);
-        compare("layernorm+residual y dim " + std::to_string(dim), to_float(dy.download()), ref_y, 1e-2f, 8e-3f);
-        compare("layernorm+residual residual dim " + std::to_string(dim), dres.download(), sum, 1e-5f, 1e-6f);
+        std::vector<float> ref_res, ref_y(rows * dim);
+        for (auto dt : {cu::DType::kBF16, cu::DType::kF32}) {
+            const void* dxp = dt == cu::DType::kF32 ? static_cast<const void*>(dxf.get()) : dx.get();
+            for (bool with_res : {true, false}) {
+                const std::string tag = std::string(dt == cu::DType::kF32 ? " fp32 x" : " bf16 x") +
+                                        (with_res ? " +residual" : "") + " dim " + std::to_string(dim);
+                float* dresp = with_res ? dres.get() : nullptr;
+                ref_res = res;
+                float* ref_resp = with_res ? ref_res.data() : nullptr;
+                cpu::rmsnorm({x.data(), ref_resp, w.data(), ref_y.data(), rows, dim, 1e-5f});
+                dres.upload(res);
+                dy.poison();
+                cu::rmsnorm({dxp, dt, dresp, dw.get(), dy.get(), rows, dim, 0, 1e-5f}, nullptr);
+                compare("rmsnorm" + tag, to_float(dy.download()), ref_y, 1e-2f, 8e-3f);
+                if (with_res) compare("rmsnorm residual" + tag, dres.download(), ref_res, 1e-5f, 1e-6f);
+                // LayerNorm with and without bias (the ViT's: fp32 x, no residual, bias).
+                for (bool with_bias : {true, false}) {
+                    const std::string ltag = tag + (with_bias ? " +bias" : " no bias");
+                    const float* bp = with_bias ? b.data() : nullptr;
+                    const float* src = with_res ? sum.data() : x.data();
+                    cpu::layernorm({src, w.data(), bp, ref_y.data(), rows, dim, 1e-6f});
+                    dres.upload(res);
+                    dy.poison();
+                    const float* dbp = with_bias ? db.get() : nullptr;
+                    cu::layernorm({dxp, dt, dresp, dw.get(), dbp, dy.get(), rows, dim, 0, 1e-6f}, nullptr);
+                    compare("layernorm" + ltag, to_float(dy.download()), ref_y, 1e-2f, 8e-3f);
+                    if (with_res) compare("layernorm residual" + ltag, dres.download(), sum, 1e-5f, 1e-6f);
+                }
+            }
+        }
     }
-    // Gated norm: Holotron (10240 wide, 8 groups, z a slice of in_proj rows of 22656) and small_bf16 shapes.
+    // Gated norm: Holotron (10240 wide, 8 groups of 1280; z a slice of in_proj rows of 22656), 3 groups of 2048,
+    // small_bf16's 72-wide groups, 4096-wide groups (vector path) and 20-wide ones (generic).
     struct G { int64_t dim, group, z_stride; };
-    for (G g : {G{10240, 1280, 22656}, G{288, 72, 600}}) {
-        const int64_t rows = 19;
+    const G gated_cases[] = {{10240, 1280, 22656}, {6144, 2048, 6152}, {288, 72, 600}, {8192, 4096, 8192},
+                             {60, 20, 64}};
+    for (G g : gated_cases) {
         auto y = random_vec(rows * g.dim, rng, -2.0f, 2.0f), z = random_vec(rows * g.z_stride, rng, -3.0f, 3.0f);
         auto w = random_vec(g.dim, rng, 0.5f, 1.5f, false);
         std::vector<float> ref(rows * g.dim);
@@ -315,7 +332,8 @@ TEST_CASE("rmsnorm / layernorm with fused residual add; gated grouped rmsnorm") 
             p.out = dout.get();
             p.rows = rows; p.dim = g.dim; p.group_size = g.group; p.z_stride = g.z_stride;
             cu::gated_rmsnorm(p, nullptr);
-            compare("gated_rmsnorm dim " + std::to_string(g.dim) + (dt == cu::DType::kF32 ? " y fp32" : " y bf16"),
+            const std::string tag = "dim " + std::to_string(g.dim) + " group " + std::to_string(g.group);
+            compare("gated_rmsnorm " + tag + (dt == cu::DType::kF32 ? " y fp32" : " y bf16"),
                     to_float(dout.download()), ref, 1e-2f, 8e-3f);
         }
     }
