@@ -47,6 +47,20 @@ void cpu_decode_step(const MambaShape& sh, int64_t rows, const std::vector<int32
     }
 }
 
+// The decode update's inputs: rows of xbc_stride holding x [H·P] | B [G·N] | C [G·N], dt_raw rows of dt_stride,
+// the per-head vectors, the state (dtype sdt) and y (dtype ydt) on the device.
+cu::SsuParams ssu_params(const MambaShape& sh, int64_t batch, const bf16* xbc, int64_t xbc_stride, const bf16* dt_raw, int64_t dt_stride,
+                         const float* dt_bias, const float* A, const float* D, void* state, cu::DType sdt, const int32_t* slots, void* y,
+                         cu::DType ydt) {
+    cu::SsuParams p;
+    p.x = xbc; p.B = xbc + sh.H * sh.P; p.C = xbc + sh.H * sh.P + sh.G * sh.N; p.dt_raw = dt_raw;
+    p.dt_bias = dt_bias; p.A = A; p.D = D;
+    p.state = state; p.state_dtype = sdt; p.slots = slots; p.y = y; p.y_dtype = ydt;
+    p.batch = batch; p.H = sh.H; p.P = sh.P; p.G = sh.G; p.N = sh.N;
+    p.x_stride = xbc_stride; p.bc_stride = xbc_stride; p.dt_stride = dt_stride;
+    return p;
+}
+
 // SsuParams::bulk_stage runs on compute capability 9.0 and later.
 bool bulk_stage_supported() {
     int device = 0, major = 0;
@@ -249,14 +263,9 @@ TEST_CASE("selective_state_update: one decode step on slot states (fp32 and bf16
                     DeviceBuffer<bf16> dxbc(to_bf16(xbc)), ddt(to_bf16(dt_raw)), dst16(to_bf16(state0)), dyh(batch * H * P);
                     DeviceBuffer<float> ddtb(dt_bias), dA(A), dD(D), dst32(state0), dyf(batch * H * P);
                     DeviceBuffer<int32_t> dslots(slots);
-                    cu::SsuParams p;
-                    p.x = dxbc.get(); p.B = dxbc.get() + H * P; p.C = dxbc.get() + H * P + G * N; p.dt_raw = ddt.get();
-                    p.dt_bias = ddtb.get(); p.A = dA.get(); p.D = dD.get();
-                    p.state = s32 ? static_cast<void*>(dst32.get()) : dst16.get(); p.state_dtype = sdt;
-                    p.slots = dslots.get();
-                    p.y = y32 ? static_cast<void*>(dyf.get()) : dyh.get(); p.y_dtype = ydt;
-                    p.batch = batch; p.H = H; p.P = P; p.G = G; p.N = N;
-                    p.x_stride = xbc_stride; p.bc_stride = xbc_stride; p.dt_stride = dt_stride;
+                    cu::SsuParams p = ssu_params(sh, batch, dxbc.get(), xbc_stride, ddt.get(), dt_stride, ddtb.get(), dA.get(), dD.get(),
+                                                 s32 ? static_cast<void*>(dst32.get()) : dst16.get(), sdt, dslots.get(),
+                                                 y32 ? static_cast<void*>(dyf.get()) : dyh.get(), ydt);
                     p.row_split = split;
                     p.bulk_stage = bulk;
                     dyf.poison();
@@ -318,13 +327,10 @@ TEST_CASE("selective_state_update with replay: staggered rows over 2K + 3 steps 
                         DeviceBuffer<float> dy(batch * H * P);
                         DeviceBuffer<int32_t> dslots(slots), dcounts(counts);
                         dy.poison();
-                        cu::SsuParams p;
-                        p.x = dxbc.get(); p.B = dxbc.get() + H * P; p.C = dxbc.get() + H * P + G * N; p.dt_raw = ddt.get();
-                        p.dt_bias = ddtb.get(); p.A = dA.get(); p.D = dD.get();
-                        p.state = s32 ? static_cast<void*>(dst32.get()) : dst16.get(); p.state_dtype = sdt;
-                        p.slots = dslots.get(); p.y = dy.get(); p.y_dtype = cu::DType::kF32;
-                        p.batch = batch; p.H = H; p.P = P; p.G = G; p.N = N;
-                        p.x_stride = xbc_stride; p.bc_stride = xbc_stride; p.dt_stride = dt_stride; p.row_split = split;
+                        cu::SsuParams p = ssu_params(sh, batch, dxbc.get(), xbc_stride, ddt.get(), dt_stride, ddtb.get(), dA.get(), dD.get(),
+                                                     s32 ? static_cast<void*>(dst32.get()) : dst16.get(), sdt, dslots.get(), dy.get(),
+                                                     cu::DType::kF32);
+                        p.row_split = split;
                         p.replay = replay.get(); p.replay_count = dcounts.get(); p.replay_window = K;
                         p.bulk_stage = bulk;
                         cu::selective_state_update(p, nullptr);
@@ -393,13 +399,9 @@ TEST_CASE("selective_state_update: the state staged by one bulk copy gives bit-i
                 DeviceBuffer<float> dst32(state0), dy(batch * H * P);
                 DeviceBuffer<bf16> dst16(to_bf16(state0)), dentries(to_bf16(entries));
                 dy.poison();
-                cu::SsuParams p;
-                p.x = dxbc.get(); p.B = dxbc.get() + H * P; p.C = dxbc.get() + H * P + G * N; p.dt_raw = ddt.get();
-                p.dt_bias = ddtb.get(); p.A = dA.get(); p.D = dD.get();
-                p.state = s32 ? static_cast<void*>(dst32.get()) : dst16.get(); p.state_dtype = sdt;
-                p.slots = dslots.get(); p.y = dy.get(); p.y_dtype = cu::DType::kF32;
-                p.batch = batch; p.H = H; p.P = P; p.G = G; p.N = N;
-                p.x_stride = xbc_stride; p.bc_stride = xbc_stride; p.dt_stride = dt_stride;
+                cu::SsuParams p = ssu_params(MambaShape{"holotron", H, P, G, N, 0}, batch, dxbc.get(), xbc_stride, ddt.get(), dt_stride, ddtb.get(),
+                                             dA.get(), dD.get(), s32 ? static_cast<void*>(dst32.get()) : dst16.get(), sdt, dslots.get(), dy.get(),
+                                             cu::DType::kF32);
                 p.bulk_stage = bulk == 1;
                 if (mode > 0) p.replay = dentries.get(), p.replay_count = dcounts.get(), p.replay_window = K;
                 if (mode == 2) cu::ssm_replay_fold(p, nullptr);
