@@ -251,6 +251,8 @@ struct SsuParams {
     int64_t replay_window = 0;
 };
 void selective_state_update(const SsuParams& p, cudaStream_t stream);
+// Whether SsuParams::bulk_stage runs on the current device (compute capability 9.0 or later).
+bool ssu_bulk_stage_available();
 // bf16 values per replay entry: x [H·P] | B [G·N] | dt_raw [H].
 inline int64_t ssm_replay_entry_elems(int64_t H, int64_t P, int64_t G, int64_t N) { return H * P + G * N + H; }
 // Folds each row's replay_count[b] pending tokens (≤ K − 1; rows with none are left untouched) into the state

@@ -353,20 +353,13 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     }
 }
 
-bool bulk_stage_supported() {
-    int device = 0, major = 0;
-    SURF_CUDA_CHECK(cudaGetDevice(&device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    return major >= 9;
-}
-
 // kFold: ssm_replay_fold (no new token).
 template <typename TS, typename TY, int N, bool kFold = false>
 void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
     const int64_t head_bytes = p.P * N * static_cast<int64_t>(sizeof(TS));
     const int64_t split = p.row_split > 0 ? p.row_split : (head_bytes > 24 * 1024 && p.P % 2 == 0 ? 2 : 1);
     SURF_CHECK(p.P % split == 0, "selective_state_update: row_split ", split, " does not divide head_dim ", p.P);
-    SURF_CHECK(!p.bulk_stage || bulk_stage_supported(), "selective_state_update: bulk_stage needs compute capability 9.0 or later");
+    SURF_CHECK(!p.bulk_stage || ssu_bulk_stage_available(), "selective_state_update: bulk_stage needs compute capability 9.0 or later");
     const bool replay = p.replay_window > 0;
     const size_t smem = static_cast<size_t>(replay ? ReplaySmem{head_bytes / split, p.replay_window, p.P / split, N}.bytes() : head_bytes / split);
     auto kernel = kFold ? ssu_replay_kernel<TS, TY, N, false> : replay ? ssu_replay_kernel<TS, TY, N, true> : ssu_kernel<TS, TY, N>;
@@ -398,6 +391,13 @@ void check_replay(const SsuParams& p, const char* op) {
 }
 
 }  // namespace
+
+bool ssu_bulk_stage_available() {
+    int device = 0, major = 0;
+    SURF_CUDA_CHECK(cudaGetDevice(&device));
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    return major >= 9;
+}
 
 void selective_state_update(const SsuParams& p, cudaStream_t stream) {
     SURF_CHECK(p.x && p.B && p.C && p.dt_raw && p.dt_bias && p.A && p.state && p.slots && p.y,

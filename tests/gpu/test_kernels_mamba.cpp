@@ -61,14 +61,6 @@ cu::SsuParams ssu_params(const MambaShape& sh, int64_t batch, const bf16* xbc, i
     return p;
 }
 
-// SsuParams::bulk_stage runs on compute capability 9.0 and later.
-bool bulk_stage_supported() {
-    int device = 0, major = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    return major >= 9;
-}
-
 }  // namespace
 
 TEST_CASE("causal_conv1d_varlen and causal_conv1d_update vs the CPU conv with state") {
@@ -259,7 +251,7 @@ TEST_CASE("selective_state_update: one decode step on slot states (fp32 and bf16
                 for (int64_t sb = 0; sb < 8; ++sb) {
                     const int64_t split = std::array<int64_t, 4>{0, 1, 2, 4}[sb / 2];
                     const bool bulk = sb % 2 == 1;
-                    if ((split > 0 && P % split != 0) || (bulk && !bulk_stage_supported())) continue;
+                    if ((split > 0 && P % split != 0) || (bulk && !cu::ssu_bulk_stage_available())) continue;
                     DeviceBuffer<bf16> dxbc(to_bf16(xbc)), ddt(to_bf16(dt_raw)), dst16(to_bf16(state0)), dyh(batch * H * P);
                     DeviceBuffer<float> ddtb(dt_bias), dA(A), dD(D), dst32(state0), dyf(batch * H * P);
                     DeviceBuffer<int32_t> dslots(slots);
@@ -297,7 +289,7 @@ TEST_CASE("selective_state_update with replay: staggered rows over 2K + 3 steps 
                 for (int64_t sb = 0; sb < 6; ++sb) {  // splits 0 / 1 / 2, the state staged by cp.async or one bulk copy
                     const int64_t split = sb / 2;
                     const bool bulk = sb % 2 == 1;
-                    if ((split > 0 && sh.P % split != 0) || (bulk && !bulk_stage_supported())) continue;
+                    if ((split > 0 && sh.P % split != 0) || (bulk && !cu::ssu_bulk_stage_available())) continue;
                     const bool s32 = sdt == cu::DType::kF32;
                     const int64_t H = sh.H, P = sh.P, G = sh.G, N = sh.N, n_slots = 8, rows = 5, steps = 2 * K + 3;
                     const std::vector<int32_t> slot_of{3, 0, 7, 1, 5};
@@ -374,7 +366,7 @@ TEST_CASE("selective_state_update: the state staged by one bulk copy gives bit-i
     // Same inputs through both staging paths (SsuParams::bulk_stage): the read-and-write update, a replay step over
     // staggered counts (rows folding and rows storing entries), and ssm_replay_fold; y and the states must match bit
     // for bit (only the copy into shared memory differs).
-    if (!bulk_stage_supported()) return;
+    if (!cu::ssu_bulk_stage_available()) return;
     std::mt19937 rng(26);
     const int64_t H = 128, P = 80, G = 8, N = 128, K = 8, batch = 11, n_slots = 13;
     const std::vector<int32_t> slots{3, 0, 12, 7, 1, 5, 9, 2, 10, 4, 8};
