@@ -8,8 +8,8 @@
 //   chunk : paged causal prefill of one 924-token chunk on 5000 cached keys (the engine's mixed step).
 //   vit3  : the vision tower's pass of one 1280×720 screenshot: 3 tiles × 1,032 tokens.
 // Every case runs on each kernel: mma.sync at 16 and at 32 query rows per warp (AttentionPrefillParams::
-// rows_per_warp) and the Hopper wgmma kernel at key tiles of 64 and 128 (wgmma_key_tile; compute capability
-// 9.0 only, elsewhere those rows repeat the default kernel).
+// rows_per_warp) and the Hopper wgmma kernel at key tiles of 64 and 128 (wgmma_key_tile), plain and
+// warp-specialized ("ws", wgmma_warp_specialized; compute capability 9.0 only, elsewhere those rows repeat the default kernel).
 // FLOPs = 4 · (visible query-key pairs, causal pairs counted exactly) · heads · head_dim.
 // Inputs are uniform random on the GPU; the output is checked for non-finite values.
 // Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel / case, e.g. under ncu)
@@ -92,8 +92,11 @@ int64_t count_non_finite(const bf16* out, int64_t n) {
 // Which prefill kernel a row measures.
 struct Kernel {
     int rows_per_warp, wgmma_key_tile;
+    bool warp_specialized;
     const char* name;
-    void apply(cu::AttentionPrefillParams& p) const { p.rows_per_warp = rows_per_warp, p.wgmma_key_tile = wgmma_key_tile; }
+    void apply(cu::AttentionPrefillParams& p) const {
+        p.rows_per_warp = rows_per_warp, p.wgmma_key_tile = wgmma_key_tile, p.wgmma_warp_specialized = warp_specialized;
+    }
 };
 
 void report(const char* name, const std::string& shape, const Kernel& kernel, double us, double flops, int64_t bad) {
@@ -167,7 +170,7 @@ int main(int argc, char** argv) {
         } else if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
             only_case = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"] [--case NAME]\n");
+            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"] [--case NAME]\n");
             return 2;
         }
     }
@@ -177,7 +180,8 @@ int main(int argc, char** argv) {
                 reps);
     std::printf("| case   | shape%48s| kernel    |        us | TFLOP/s | output |\n", "");
     std::printf("|--------|%s|-----------|-----------|---------|--------|\n", std::string(54, '-').c_str());
-    for (const Kernel& k : {Kernel{16, 0, "mma 16"}, Kernel{32, 0, "mma 32"}, Kernel{0, 64, "wgmma 64"}, Kernel{0, 128, "wgmma 128"}}) {
+    for (const Kernel& k : {Kernel{16, 0, false, "mma 16"}, Kernel{32, 0, false, "mma 32"}, Kernel{0, 64, false, "wgmma 64"},
+                            Kernel{0, 128, false, "wgmma 128"}, Kernel{0, 64, true, "wgmma 64ws"}, Kernel{0, 128, true, "wgmma 128ws"}}) {
         if (!only_kernel.empty() && only_kernel != k.name) continue;
         auto want = [&](const char* name) { return only_case.empty() || only_case == name; };
         if (want("llm")) bench_paged("llm", 4, 1024, 5000, 16, k, reps);

@@ -279,6 +279,18 @@ int main(int argc, char** argv) {
                 std::printf("vision batch with the attention on %s %d: %.2f ms (%+.1f%% against %.2f)\n",
                             keys ? "wgmma, key tile" : "mma.sync, rows per warp", keys ? keys : rows, ms_other, 100.0 * (ms_other - ms) / ms, ms);
             }
+            // The same pass with the ViT attention's wgmma blocks warp-specialized the other way round
+            // (GpuLimits::vit_attention_wgmma_warp_specialized).
+            if (L.vit_attention_wgmma_keys) {
+                GpuLimits ws_other = L;
+                ws_other.vit_attention_wgmma_warp_specialized = !L.vit_attention_wgmma_warp_specialized;
+                model->set_step_knobs(ws_other);
+                const double ms_ws = whole(run, model->vision_stream());
+                model->set_step_knobs(L);
+                std::printf("vision batch with the wgmma attention %s: %.2f ms (%+.1f%% against %.2f)\n",
+                            ws_other.vit_attention_wgmma_warp_specialized ? "warp-specialized" : "not warp-specialized", ms_ws,
+                            100.0 * (ms_ws - ms) / ms, ms);
+            }
             // The same pass with the GELU as its own exact-erf pass instead of fc1's epilogue (vit_gelu_in_gemm).
             GpuLimits split_gelu = L;
             split_gelu.vit_gelu_in_gemm = !L.vit_gelu_in_gemm;
@@ -372,6 +384,15 @@ int main(int argc, char** argv) {
             std::printf("\nmixed step with the state update staged by %s: %.2f ms (%+.1f%% against %.2f by %s)\n",
                         bulk_other.ssu_bulk_stage ? "bulk copies" : "cp.async", bulk_ms, 100.0 * (bulk_ms - mixed_ms) / mixed_ms, mixed_ms,
                         L.ssu_bulk_stage ? "bulk copies" : "cp.async");
+            // The language model's wgmma prefill attention warp-specialized the other way round
+            // (GpuLimits::attention_wgmma_warp_specialized).
+            GpuLimits ws_other = L;
+            ws_other.attention_wgmma_warp_specialized = !L.attention_wgmma_warp_specialized;
+            model->set_step_knobs(ws_other);
+            const double ws_ms = whole([&] { model->forward(mixed, 0); }, model->stream());
+            std::printf("\nmixed step with the prefill attention %s: %.2f ms (%+.1f%% against %.2f)\n",
+                        ws_other.attention_wgmma_warp_specialized ? "warp-specialized" : "not warp-specialized", ws_ms,
+                        100.0 * (ws_ms - mixed_ms) / mixed_ms, mixed_ms);
             // The Mamba layers' y the other way round (GpuLimits::mamba_y_bf16).
             GpuLimits y_other = L;
             y_other.mamba_y_bf16 = !L.mamba_y_bf16;

@@ -227,7 +227,7 @@ PrefillPlan plan_prefill(const AttentionPrefillParams& p) {
     if (p.wgmma_key_tile != 0 && prefill_wgmma_available()) {
         plan.rows = kWgmmaBlockRows, plan.wgmma_keys = static_cast<int>(p.wgmma_key_tile);
         key_tile = p.wgmma_key_tile;
-        slots = sms * prefill_wgmma_blocks_per_sm(padded_head_dim(p.head_dim), plan.wgmma_keys);
+        slots = sms * prefill_wgmma_blocks_per_sm(padded_head_dim(p.head_dim), plan.wgmma_keys, p.wgmma_warp_specialized);
     } else if (p.rows_per_warp == 32) {
         plan.rows = 128, plan.rows_per_warp = 32;  // asked for: 128-row blocks of 4 warps
     }

@@ -116,13 +116,23 @@ struct WarpFlash {
     // the running max, denominator and O move to the new max.
     template <int NK>
     __device__ void softmax_update(float (&s)[NK / 8][4], float scale_log2) {
+        float alpha[2];
+        if (softmax_weights<NK>(s, scale_log2, alpha)) rescale_o(alpha);
+    }
+
+    // The part of softmax_update that leaves O alone (the warp-specialized wgmma kernel runs it while a product
+    // still accumulates into O): s becomes the tile's weights, the running max and denominator move to the
+    // new max, and alpha is O's factor. False when alpha is exactly 1 for the whole warp (once the running
+    // max settles), so that rescale_o can be skipped with the same result.
+    template <int NK>
+    __device__ bool softmax_weights(float (&s)[NK / 8][4], float scale_log2, float (&alpha)[2]) {
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int nt = 0; nt < NK / 8; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
         }
-        float alpha[2], base[2];
+        float base[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
@@ -141,15 +151,17 @@ struct WarpFlash {
                 l[e >> 1] += s[nt][e];
             }
         }
-        // Once the running max settles α is exactly 1 for the whole warp: skip the multiplies (same result).
-        if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+        return __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f);
+    }
+
+    // O *= alpha, row by row (rows lane/4 and lane/4 + 8).
+    __device__ void rescale_o(const float (&alpha)[2]) {
 #pragma unroll
-            for (int dt = 0; dt < DP / 8; ++dt) {
-                o[dt][0] *= alpha[0];
-                o[dt][1] *= alpha[0];
-                o[dt][2] *= alpha[1];
-                o[dt][3] *= alpha[1];
-            }
+        for (int dt = 0; dt < DP / 8; ++dt) {
+            o[dt][0] *= alpha[0];
+            o[dt][1] *= alpha[0];
+            o[dt][2] *= alpha[1];
+            o[dt][3] *= alpha[1];
         }
     }
 
@@ -386,8 +398,9 @@ __device__ __forceinline__ int clamp_lim(int64_t v, int hi) {
 
 // Whether the current device runs the sm_90a wgmma kernel (compute capability 9.0).
 bool prefill_wgmma_available();
-// Resident blocks per SM of the wgmma kernel at padded head dim dp and key tile keys (64 or 128).
-int prefill_wgmma_blocks_per_sm(int dp, int keys);
+// Resident blocks per SM of the wgmma kernel at padded head dim dp and key tile keys (64 or 128), plain or
+// warp-specialized (AttentionPrefillParams::wgmma_warp_specialized).
+int prefill_wgmma_blocks_per_sm(int dp, int keys, bool warp_specialized);
 // Launches the wgmma kernel: 128 query rows per block, grid (row blocks, heads · n_splits, sequences).
 void launch_prefill_wgmma(const AttentionPrefillParams& p, int dp, int keys, int n_splits, float scale_log2, int64_t q_stride,
                           int64_t out_stride, float* ws_o, float* ws_lse, cudaStream_t stream);

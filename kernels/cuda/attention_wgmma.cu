@@ -169,20 +169,228 @@ attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64
 #endif
 }
 
-// The kernel with its shared-memory allowance set on the current device (a per-device attribute, so set on
-// every call: engines on several GPUs share this code).
+// ---- warp-specialized schedule (AttentionPrefillParams::wgmma_warp_specialized) -------------------------
+// Three warpgroups: warpgroup 0 only copies K/V tiles (cp.async) into a ring of stages (ws_stages), each stage's
+// K and V completing on their own mbarrier (cp.async.mbarrier.arrive); warpgroups 1 and 2 only multiply, 64
+// query rows each, and hand a stage back on its `empty` mbarrier once both products that read it are done.
+// No block barrier in the loop. A consumer's iteration j issues S_j = Q·K_jᵀ and then O += P_{j−1}·V_{j−1}
+// (P_{j−1} in registers), waits for S_j only, runs tile j's masking and softmax (new max, weights,
+// denominator) while P·V still runs, then waits for it and rescales O (FlashAttention-3's intra-warpgroup
+// overlap). Each warpgroup multiplies every tile of the block (a wgmma under a branch the compiler cannot
+// prove warpgroup-uniform is serialized): tiles past a group's rows' diagonal are masked whole, and a group
+// past its sequence's rows works on zero rows.
+constexpr int kWsThreads = 384;
+
+// Ring stages: four, or as many as fit in an SM's 227 KB beside Q (three at head_dim 128, key tile 128).
 template <int DP, int NK>
-auto* prepared_kernel() {
-    auto* kernel = attention_prefill_wgmma_kernel<DP, NK>;
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(wgmma_smem_bytes<DP, NK>())));
-    return kernel;
+constexpr int ws_stages() {
+    constexpr int fit = static_cast<int>((227 * 1024 - kWgmmaBlockRows * DP * 2 - 3 * NK * 4 - 96) / (2 * NK * DP * 2));
+    return fit < 4 ? fit : 4;
 }
 
 template <int DP, int NK>
+constexpr size_t ws_smem_bytes() {
+    // Q [128][DP], K and V rings [stages][NK][DP] bf16 (32-byte swizzled), key source rows [3][NK] int32,
+    // mbarriers full_k, full_v, empty [stages] each.
+    return static_cast<size_t>(kWgmmaBlockRows + 2 * ws_stages<DP, NK>() * NK) * DP * 2 + 3 * NK * 4 + 3 * ws_stages<DP, NK>() * 8;
+}
+
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+template <int DP, int NK>
+__global__ void __launch_bounds__(kWsThreads, 1)
+attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_stride, int64_t out_stride, int n_splits,
+                                  float* ws_o, float* ws_lse) {
+#if SURF_WGMMA_ENABLED
+    static_assert(NK <= 128, "the producer fills a tile's key rows, one per thread");
+    constexpr int kWsStages = ws_stages<DP, NK>();
+    static_assert(kWsStages >= 2, "a ring of at least two stages");
+    constexpr int kChunks = DP / 8, kTileChunks = NK * kChunks, kTilePasses = (kTileChunks + 127) / 128, kTileElems = NK * DP;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    bf16* Qs = reinterpret_cast<bf16*>(smem_raw);  // [128][DP] 32-byte swizzled (wgmma.cuh)
+    bf16* Kring = Qs + kWgmmaBlockRows * DP;        // [kWsStages][NK][DP]: tile t in stage (t − tile0) % kWsStages
+    bf16* Vring = Kring + kWsStages * kTileElems;   // [kWsStages][NK][DP]
+    int32_t* rows_buf = reinterpret_cast<int32_t*>(Vring + kWsStages * kTileElems);  // [3][NK], the producer's
+    uint64_t* full_k = reinterpret_cast<uint64_t*>(rows_buf + 3 * NK);  // [kWsStages]: 128 producer arrivals
+    uint64_t* full_v = full_k + kWsStages;                              // [kWsStages]: 128 producer arrivals
+    uint64_t* empty = full_v + kWsStages;                               // [kWsStages]: 8 consumer warps
+    const PrefillBlock b(p, kWgmmaBlockRows, NK, n_splits);
+    if (b.empty()) return;
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);  // provably warp-uniform
+    const int t0 = b.tile0, tn = b.n_tiles;
+    if (tid == 0) {
+        for (int s = 0; s < kWsStages; ++s) {
+            detail::mbarrier_init(full_k + s, 128);
+            detail::mbarrier_init(full_v + s, 128);
+            detail::mbarrier_init(empty + s, 8);
+        }
+    }
+    __syncthreads();
+
+    if (wg == 0) {  // ---- producer: tile t's K and V into stage (t − t0) % kWsStages
+        // Key source rows of tile t sit in slot t % 3: tiles t0 and t0 + 1 here; tile t + 2's block-table read is
+        // issued before tile t's copies and stored after them, into the slot tile t − 1 left (every producer
+        // thread has passed iteration t's barrier, so it is done with tile t − 1).
+        if (tid < NK) {
+            rows_buf[(t0 % 3) * NK + tid] = b.key_row(t0 * NK + tid);
+            rows_buf[((t0 + 1) % 3) * NK + tid] = b.key_row((t0 + 1) * NK + tid);
+        }
+        for (int t = t0; t < tn; ++t) {
+            const int n = t - t0, stage = n % kWsStages;
+            const bool refill = tid < NK && t + 2 < tn;
+            const int32_t next_row = refill ? b.key_row((t + 2) * NK + tid) : 0;
+            if (n >= kWsStages) detail::mbarrier_wait(empty + stage, static_cast<uint32_t>((n / kWsStages - 1) & 1));
+            named_barrier_sync(1, 128);
+            const int32_t* rows = rows_buf + (t % 3) * NK;
+            for (int half = 0; half < 2; ++half) {
+                const bf16* src = half == 0 ? b.k_src : b.v_src;
+                unsigned char* d = reinterpret_cast<unsigned char*>((half == 0 ? Kring : Vring) + stage * kTileElems);
+#pragma unroll
+                for (int pass = 0; pass < kTilePasses; ++pass) {
+                    const int i = tid + pass * 128;
+                    if (kTileChunks % 128 != 0 && i >= kTileChunks) break;
+                    int row, col;
+                    const int at = sw32_chunk<DP>(i, NK, row, col);
+                    const int32_t r = rows[row];
+                    const bool ok = r >= 0 && col < b.D;
+                    cp_async16(d + at, src + (ok ? static_cast<int64_t>(r) * b.row_stride + col : 0), ok);
+                }
+                detail::cp_async_mbarrier_arrive(half == 0 ? full_k + stage : full_v + stage);
+            }
+            if (refill) rows_buf[((t + 2) % 3) * NK + tid] = next_row;
+        }
+        detail::cp_async_wait<0>();
+        return;
+    }
+
+    // ---- consumers: warpgroups 1 and 2, query rows 64·(wg − 1) …
+    const int group = wg - 1, ctid = tid - 128, warp = (ctid >> 5) & 3;
+    for (int i = ctid; i < kWgmmaBlockRows * kChunks; i += 256) {  // Q (zero rows past the sequence and columns past head_dim)
+        int row, col;
+        const int at = sw32_chunk<DP>(i, kWgmmaBlockRows, row, col);
+        const bool ok = row < b.rows_here && col < b.D;
+        const bf16* g = p.q + (ok ? static_cast<int64_t>(b.q0 + b.row0 + row) * q_stride + b.h * b.D + col : 0);
+        cp_async16(reinterpret_cast<unsigned char*>(Qs) + at, g, ok);
+    }
+    detail::cp_async_commit();
+    detail::cp_async_wait<0>();
+    wgmma::fence_proxy_async_smem();
+    named_barrier_sync(2, 256);
+
+    WarpFlash<DP> st;
+    st.init();
+    const int grow0 = b.row0 + group * 64;                          // this warpgroup's first row (seq-local)
+    const int qi0 = grow0 + warp * 16 + (lane >> 2), qi1 = qi0 + 8;  // this thread's two rows
+    const uint64_t desc_q = wgmma::make_desc_sw32(reinterpret_cast<unsigned char*>(Qs) + group * 64 * 32, 16, 256);
+    float sc[NK / 8][4];
+    uint32_t pa[NK / 16][4];  // P_{j−1} as wgmma A fragments, read by the P·V product issued in iteration j
+    auto stage_of = [&](int t) { return (t - t0) % kWsStages; };
+    auto parity_of = [&](int t) { return static_cast<uint32_t>(((t - t0) / kWsStages) & 1); };
+    // S_j = Q·K_jᵀ: K is a K-major B operand (8 keys per 256 bytes); one slab (NK · 32 bytes) per k-step.
+    auto issue_scores = [&](int j) {
+        detail::mbarrier_wait(full_k + stage_of(j), parity_of(j));
+        wgmma::fence_proxy_async_smem();  // the producer's cp.async writes, before wgmma's reads
+        const uint64_t desc_k = wgmma::make_desc_sw32(Kring + stage_of(j) * kTileElems, 16, 256);
+        wgmma::fence();
+#pragma unroll
+        for (int ks = 0; ks < DP / 16; ++ks) {
+            wgmma::wgmma_ss<NK>(sc, desc_q + ks * (kWgmmaBlockRows * 32 / 16), desc_k + ks * (NK * 32 / 16), ks > 0);
+        }
+        wgmma::commit();
+    };
+    // O += P_j·V_j: V is an N-major B operand, 16 head-dim columns per slab (NK · 32 bytes apart), 8 keys per
+    // 256 bytes; 16 keys (512 bytes) per k-step.
+    auto issue_pv = [&](int j) {
+        detail::mbarrier_wait(full_v + stage_of(j), parity_of(j));
+        wgmma::fence_proxy_async_smem();
+        const uint64_t desc_v = wgmma::make_desc_sw32(Vring + stage_of(j) * kTileElems, NK * 32, 256);
+        wgmma::fence_operands(st.o);
+        wgmma::fence();
+#pragma unroll
+        for (int kk = 0; kk < NK / 16; ++kk) wgmma::wgmma_rs_mn<DP>(st.o, pa[kk], desc_v + kk * (512 / 16));
+        wgmma::commit();
+    };
+    // Tile j's masking and softmax on S_j (already waited for); O is left alone.
+    auto softmax_weights = [&](int j, float (&alpha)[2]) -> bool {
+        wgmma::fence_operands(sc);
+        const int kb = j * NK;
+        if (kb + NK > b.len_k || (p.causal && kb + NK > b.past + grow0 + 1)) {
+            int lim0 = b.len_k - kb, lim1 = lim0;
+            if (p.causal) {
+                lim0 = min(lim0, b.past + qi0 + 1 - kb);
+                lim1 = min(lim1, b.past + qi1 + 1 - kb);
+            }
+            WarpFlash<DP>::template mask<NK>(sc, lim0, lim1);  // negative limits hide every key
+        }
+        return st.template softmax_weights<NK>(sc, scale_log2, alpha);
+    };
+    auto finish_weights = [&](bool rescale, const float (&alpha)[2]) {
+        if (rescale) st.rescale_o(alpha);
+#pragma unroll
+        for (int kk = 0; kk < NK / 16; ++kk) pack_weights<NK>(pa[kk], sc, kk);
+    };
+    // Both products that read tile j's stage are done (this warp's part): hand it back to the producer.
+    auto release = [&](int j) {
+        if (lane == 0) detail::mbarrier_arrive(empty + stage_of(j));
+    };
+
+    if (t0 < tn) {
+        {  // j = t0: S only
+            issue_scores(t0);
+            wgmma::wait<0>();
+            float alpha[2];
+            const bool rescale = softmax_weights(t0, alpha);
+            finish_weights(rescale, alpha);
+        }
+        for (int j = t0 + 1; j < tn; ++j) {  // S_j beside P_{j−1}·V_{j−1}
+            issue_scores(j);
+            issue_pv(j - 1);
+            wgmma::wait<1>();  // S_j (committed first); P·V may still run
+            float alpha[2];
+            const bool rescale = softmax_weights(j, alpha);
+            wgmma::wait<0>();
+            wgmma::fence_operands(st.o);
+            wgmma::fence_operands(pa);
+            release(j - 1);
+            finish_weights(rescale, alpha);
+        }
+        issue_pv(tn - 1);  // P·V only
+        wgmma::wait<0>();
+        wgmma::fence_operands(st.o);
+    }
+    st.reduce_l();
+    if (qi0 < b.len_q) store_prefill_row<DP>(st, 0, qi0, b, p, out_stride, n_splits, ws_o, ws_lse);
+    if (qi1 < b.len_q) store_prefill_row<DP>(st, 1, qi1, b, p, out_stride, n_splits, ws_o, ws_lse);
+#else
+    __trap();  // launched only on compute capability 9.0 (prefill_wgmma_available), where the sm_90a code runs
+#endif
+}
+
+// The kernel with its shared-memory allowance set on the current device (a per-device attribute, so set on
+// every call: engines on several GPUs share this code).
+template <int DP, int NK, bool WS>
+constexpr size_t smem_bytes() {
+    return WS ? ws_smem_bytes<DP, NK>() : wgmma_smem_bytes<DP, NK>();
+}
+template <int DP, int NK, bool WS>
+constexpr int threads() {
+    return WS ? kWsThreads : kThreads;
+}
+
+template <int DP, int NK, bool WS>
+auto* prepared_kernel() {
+    auto* kernel = WS ? attention_prefill_wgmma_ws_kernel<DP, NK> : attention_prefill_wgmma_kernel<DP, NK>;
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes<DP, NK, WS>())));
+    return kernel;
+}
+
+template <int DP, int NK, bool WS>
 int blocks_per_sm() {
     int n = 0;
-    SURF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prepared_kernel<DP, NK>(), kThreads, wgmma_smem_bytes<DP, NK>()));
+    SURF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prepared_kernel<DP, NK, WS>(), threads<DP, NK, WS>(), smem_bytes<DP, NK, WS>()));
     return std::max(n, 1);
 }
 
@@ -191,8 +399,13 @@ void launch(const AttentionPrefillParams& p, int n_splits, float scale_log2, int
             float* ws_lse, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>((p.max_seqlen_q + kWgmmaBlockRows - 1) / kWgmmaBlockRows),
                     static_cast<unsigned>(p.n_heads * n_splits), static_cast<unsigned>(p.n_seq));
-    auto* kernel = prepared_kernel<DP, NK>();
-    kernel<<<grid, kThreads, wgmma_smem_bytes<DP, NK>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits, ws_o, ws_lse);
+    if (p.wgmma_warp_specialized) {
+        prepared_kernel<DP, NK, true>()<<<grid, kWsThreads, smem_bytes<DP, NK, true>(), stream>>>(p, scale_log2, q_stride, out_stride,
+                                                                                                 n_splits, ws_o, ws_lse);
+    } else {
+        prepared_kernel<DP, NK, false>()<<<grid, kThreads, smem_bytes<DP, NK, false>(), stream>>>(p, scale_log2, q_stride, out_stride,
+                                                                                                  n_splits, ws_o, ws_lse);
+    }
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -207,13 +420,13 @@ void launch_dp(const AttentionPrefillParams& p, int dp, int n_splits, float scal
     }
 }
 
-template <int NK>
+template <int NK, bool WS>
 int blocks_per_sm_dp(int dp) {
     switch (dp) {
-        case 16: return blocks_per_sm<16, NK>();
-        case 48: return blocks_per_sm<48, NK>();
-        case 80: return blocks_per_sm<80, NK>();
-        default: return blocks_per_sm<128, NK>();
+        case 16: return blocks_per_sm<16, NK, WS>();
+        case 48: return blocks_per_sm<48, NK, WS>();
+        case 80: return blocks_per_sm<80, NK, WS>();
+        default: return blocks_per_sm<128, NK, WS>();
     }
 }
 
@@ -229,8 +442,9 @@ bool prefill_wgmma_available() {
     return major == 9 && minor == 0;
 }
 
-int prefill_wgmma_blocks_per_sm(int dp, int keys) {
-    return keys == 64 ? blocks_per_sm_dp<64>(dp) : blocks_per_sm_dp<128>(dp);
+int prefill_wgmma_blocks_per_sm(int dp, int keys, bool warp_specialized) {
+    if (warp_specialized) return keys == 64 ? blocks_per_sm_dp<64, true>(dp) : blocks_per_sm_dp<128, true>(dp);
+    return keys == 64 ? blocks_per_sm_dp<64, false>(dp) : blocks_per_sm_dp<128, false>(dp);
 }
 
 void launch_prefill_wgmma(const AttentionPrefillParams& p, int dp, int keys, int n_splits, float scale_log2, int64_t q_stride,

@@ -117,6 +117,20 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
 #endif
 }
 
+// Arrives on `bar` (release: this thread's earlier shared-memory accesses happen before the phase completes).
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+#if SURF_BULK_COPY_ENABLED
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+#endif
+}
+// Arrives on `bar` once every cp.async this thread issued so far has landed (counts as one of the phase's
+// arrivals: noinc).
+__device__ __forceinline__ void cp_async_mbarrier_arrive(uint64_t* bar) {
+#if SURF_BULK_COPY_ENABLED
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+#endif
+}
+
 // D = A·B + D for one m16n8k16 tile, bf16 inputs, fp32 accumulators (PTX ISA fragment layouts).
 __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(

@@ -317,6 +317,11 @@ struct AttentionPrefillParams {
     // with key tiles of that many keys; 128-row blocks of two warpgroups, S and P·V on wgmma. Used only on a
     // compute capability 9.0 device; elsewhere the request falls back to the mma.sync kernels (rows_per_warp).
     int64_t wgmma_key_tile = 0;
+    // With the wgmma kernel: warp-specialized blocks (attention_wgmma.cu): one warpgroup copies K/V tiles into
+    // a 4-stage ring on mbarriers, two multiply, each issuing the next tile's S = Q·Kᵀ beside this tile's
+    // O += P·V and running the softmax while P·V accumulates (FlashAttention-3's intra-warpgroup overlap); one
+    // block an SM. False: two multiplying warpgroups that also copy, one block barrier a tile, two blocks an SM.
+    bool wgmma_warp_specialized = false;
 };
 // The values AttentionPrefillParams::wgmma_key_tile takes (0, 64, 128).
 constexpr bool valid_wgmma_key_tile(int64_t keys) { return keys == 0 || keys == 64 || keys == 128; }

@@ -81,6 +81,15 @@ __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
         for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
     }
 }
+// The same for register A fragments: keeps them alive and unmoved until the product reading them is waited for.
+template <int NT>
+__device__ __forceinline__ void fence_operands(uint32_t (&a)[NT][4]) {
+#pragma unroll
+    for (int i = 0; i < NT; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
+    }
+}
 
 template <int N>
 __device__ void wgmma_ss(float (&d)[N / 8][4], uint64_t desc_a, uint64_t desc_b, int scale_d);

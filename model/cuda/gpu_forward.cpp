@@ -368,6 +368,7 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         ap.n_splits = limits_.attention_splits && !overlap ? 0 : 1;
         ap.rows_per_warp = limits_.attention_rows_per_warp;
         ap.wgmma_key_tile = limits_.attention_wgmma_keys;
+        ap.wgmma_warp_specialized = limits_.attention_wgmma_warp_specialized;
         auto timed = timer_.scope("attn.prefill", pre_stream);
         kc::attention_prefill(ap, pre_stream);
     }

@@ -94,6 +94,13 @@ struct GpuLimits {
     // C = 100, same machine: 15,099 → 15,223 tok/s, within the noise (the vision pass 11.02 → 10.71 ms).
     int attention_wgmma_keys = 64;
     int vit_attention_wgmma_keys = 64;
+    // The wgmma prefill attention as warp-specialized blocks (AttentionPrefillParams::wgmma_warp_specialized: one
+    // copying warpgroup, two multiplying ones that overlap the softmax with P·V, one block an SM), for the language
+    // model and for the vision tower. H100 (bench_attention, session 10), key tile 64: the serving chunk (924 new
+    // tokens on 5,000, head_dim 128) 461 → 404 µs, 4 × 1,024 new tokens 1,383 → 1,350 µs; a 3-tile ViT layer
+    // (head_dim 80) 78.2 → 82.7 µs (slower: off there).
+    bool attention_wgmma_warp_specialized = true;
+    bool vit_attention_wgmma_warp_specialized = false;
     // The Mamba layers' scan / state-update output y, which the gated norm reads, stored as bf16 instead of fp32 (as
     // the mamba_ssm kernels return it; HF's pure-PyTorch path, our parity reference, keeps fp32): 21 instead of 42 MB
     // a layer written and read at 1,024 rows. H100, session 8 (bench_step, 100 decode rows + a 924-token chunk):
@@ -134,7 +141,7 @@ public:
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
-    // vit_gelu_in_gemm, mamba_y_bf16)
+    // *attention_wgmma_warp_specialized, vit_gelu_in_gemm, mamba_y_bf16)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
     void set_step_knobs(const GpuLimits& from) {
@@ -148,6 +155,8 @@ public:
         limits_.attention_rows_per_warp = from.attention_rows_per_warp;
         limits_.attention_wgmma_keys = from.attention_wgmma_keys;
         limits_.vit_attention_wgmma_keys = from.vit_attention_wgmma_keys;
+        limits_.attention_wgmma_warp_specialized = from.attention_wgmma_warp_specialized;
+        limits_.vit_attention_wgmma_warp_specialized = from.vit_attention_wgmma_warp_specialized;
         limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
         limits_.mamba_y_bf16 = from.mamba_y_bf16;
     }

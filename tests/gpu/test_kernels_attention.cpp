@@ -56,7 +56,7 @@ struct Heads {
 };
 
 // Runs prefill attention p on each kernel — mma.sync at 16 query rows per warp (the default) and at 32 (two
-// m-tiles sharing fragments), and the Hopper wgmma kernel at key tiles of 64 and 128 (on a compute
+// m-tiles sharing fragments), and the Hopper wgmma kernel at key tiles of 64 and 128, plain and warp-specialized (on a compute
 // capability 9.0 device; elsewhere it falls back to the default) — and each split count (0 = automatic, given
 // the workspace), each against `ref`. bf16 P and bf16 output: ~2^-8 relative on O, plus P rounding inside
 // the sum; split-KV (partial results merged in fp32) has the same bound.
@@ -64,11 +64,13 @@ void check_prefill_variants(cu::AttentionPrefillParams p, DeviceBuffer<uint8_t>&
                             std::initializer_list<int64_t> split_counts, const std::string& what, const std::vector<float>& ref) {
     struct Kernel {
         int64_t rows_per_warp, wgmma_key_tile;
+        bool warp_specialized;
         const char* name;
     };
-    for (const Kernel& k : {Kernel{0, 0, "rows/warp 16"}, Kernel{32, 0, "rows/warp 32"}, Kernel{0, 64, "wgmma keys 64"},
-                            Kernel{0, 128, "wgmma keys 128"}}) {
-        p.rows_per_warp = k.rows_per_warp, p.wgmma_key_tile = k.wgmma_key_tile;
+    for (const Kernel& k : {Kernel{0, 0, false, "rows/warp 16"}, Kernel{32, 0, false, "rows/warp 32"}, Kernel{0, 64, false, "wgmma keys 64"},
+                            Kernel{0, 128, false, "wgmma keys 128"}, Kernel{0, 64, true, "wgmma keys 64 warp-specialized"},
+                            Kernel{0, 128, true, "wgmma keys 128 warp-specialized"}}) {
+        p.rows_per_warp = k.rows_per_warp, p.wgmma_key_tile = k.wgmma_key_tile, p.wgmma_warp_specialized = k.warp_specialized;
         for (int64_t splits : split_counts) {
             p.n_splits = splits;
             p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
