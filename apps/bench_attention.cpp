@@ -9,7 +9,7 @@
 //   vit3  : the vision tower's pass of one 1280×720 screenshot: 3 tiles × 1,032 tokens.
 // Every case runs on each kernel: mma.sync at 16 and at 32 query rows per warp (AttentionPrefillParams::
 // rows_per_warp) and the Hopper wgmma kernel at key tiles of 64 and 128 (wgmma_key_tile), plain and
-// warp-specialized ("ws", wgmma_warp_specialized; compute capability 9.0 only, elsewhere those rows repeat the default kernel).
+// warp-specialized ("ws", wgmma_warp_specialized; "wt": the same with K/V by TMA in the contiguous cases, kv_rows; compute capability 9.0 only, elsewhere those rows repeat the default kernel).
 // FLOPs = 4 · (visible query-key pairs, causal pairs counted exactly) · heads · head_dim.
 // Inputs are uniform random on the GPU; the output is checked for non-finite values.
 // Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel / case, e.g. under ncu)
@@ -94,6 +94,7 @@ struct Kernel {
     int rows_per_warp, wgmma_key_tile;
     bool warp_specialized;
     const char* name;
+    bool tma = false;  // contiguous cases: give kv_rows (the warp-specialized kernel then copies K/V by TMA)
     void apply(cu::AttentionPrefillParams& p) const {
         p.rows_per_warp = rows_per_warp, p.wgmma_key_tile = wgmma_key_tile, p.wgmma_warp_specialized = warp_specialized;
     }
@@ -149,6 +150,7 @@ void bench_vit(const char* name, int64_t tiles, int64_t tl, const Kernel& kernel
     p.q = qkv.ptr; p.q_stride = 3 * w; p.out = out.ptr; p.cu_seqlens_q = dcu.ptr;
     p.k = qkv.ptr + w; p.v = qkv.ptr + 2 * w; p.kv_stride = 3 * w; p.cu_seqlens_k = dcu.ptr;
     p.n_seq = tiles; p.n_heads = nh; p.n_kv_heads = nh; p.head_dim = D; p.max_seqlen_q = tl; p.causal = false;
+    p.kv_rows = kernel.tma ? n_tok : 0;
     kernel.apply(p);
     const double us = time_us([&] { cu::attention_prefill(p, nullptr); }, reps);
     char shape[160];
@@ -170,7 +172,7 @@ int main(int argc, char** argv) {
         } else if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
             only_case = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"] [--case NAME]\n");
+            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"] [--case NAME]\n");
             return 2;
         }
     }
@@ -181,7 +183,8 @@ int main(int argc, char** argv) {
     std::printf("| case   | shape%48s| kernel    |        us | TFLOP/s | output |\n", "");
     std::printf("|--------|%s|-----------|-----------|---------|--------|\n", std::string(54, '-').c_str());
     for (const Kernel& k : {Kernel{16, 0, false, "mma 16"}, Kernel{32, 0, false, "mma 32"}, Kernel{0, 64, false, "wgmma 64"},
-                            Kernel{0, 128, false, "wgmma 128"}, Kernel{0, 64, true, "wgmma 64ws"}, Kernel{0, 128, true, "wgmma 128ws"}}) {
+                            Kernel{0, 128, false, "wgmma 128"}, Kernel{0, 64, true, "wgmma 64ws"}, Kernel{0, 128, true, "wgmma 128ws"},
+                            Kernel{0, 64, true, "wgmma 64wt", true}, Kernel{0, 128, true, "wgmma 128wt", true}}) {
         if (!only_kernel.empty() && only_kernel != k.name) continue;
         auto want = [&](const char* name) { return only_case.empty() || only_case == name; };
         if (want("llm")) bench_paged("llm", 4, 1024, 5000, 16, k, reps);

@@ -11,6 +11,8 @@
 //     skipping and the −∞ conventions are the mma.sync kernel's.
 // Each product waits for its result before the softmax touches it; the two warpgroups (and the copies of
 // the next tile) overlap each other's waits.
+#include <cuda.h>  // CUtensorMap and its encoder's signature (called through the runtime's driver entry point)
+
 #include "kernels/cuda/attention_flash.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -199,10 +201,14 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-template <int DP, int NK>
+// TMA: a contiguous source's K/V tiles come by TMA instead (AttentionPrefillParams::kv_rows): thread 0 of the
+// producer issues one box of 16 columns × NK rows a slab (tensor maps over the k and v rows, 32-byte swizzled like
+// the slabs), each stage's K and V completing on their mbarrier by bytes.
+template <int DP, int NK, bool TMA>
 __global__ void __launch_bounds__(kWsThreads, 1)
 attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_stride, int64_t out_stride, int n_splits,
-                                  float* ws_o, float* ws_lse) {
+                                  float* ws_o, float* ws_lse, const __grid_constant__ CUtensorMap tmap_k,
+                                  const __grid_constant__ CUtensorMap tmap_v) {
 #if SURF_WGMMA_ENABLED
     static_assert(NK <= 128, "the producer fills a tile's key rows, one per thread");
     constexpr int kWsStages = ws_stages<DP, NK>();
@@ -213,8 +219,8 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     bf16* Kring = Qs + kWgmmaBlockRows * DP;        // [kWsStages][NK][DP]: tile t in stage (t − tile0) % kWsStages
     bf16* Vring = Kring + kWsStages * kTileElems;   // [kWsStages][NK][DP]
     int32_t* rows_buf = reinterpret_cast<int32_t*>(Vring + kWsStages * kTileElems);  // [3][NK], the producer's
-    uint64_t* full_k = reinterpret_cast<uint64_t*>(rows_buf + 3 * NK);  // [kWsStages]: 128 producer arrivals
-    uint64_t* full_v = full_k + kWsStages;                              // [kWsStages]: 128 producer arrivals
+    uint64_t* full_k = reinterpret_cast<uint64_t*>(rows_buf + 3 * NK);  // [kWsStages]: 128 producer arrivals (TMA: 1 + bytes)
+    uint64_t* full_v = full_k + kWsStages;                              // [kWsStages]: the same
     uint64_t* empty = full_v + kWsStages;                               // [kWsStages]: 8 consumer warps
     const PrefillBlock b(p, kWgmmaBlockRows, NK, n_splits);
     if (b.empty()) return;
@@ -223,14 +229,32 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     const int t0 = b.tile0, tn = b.n_tiles;
     if (tid == 0) {
         for (int s = 0; s < kWsStages; ++s) {
-            detail::mbarrier_init(full_k + s, 128);
-            detail::mbarrier_init(full_v + s, 128);
+            detail::mbarrier_init(full_k + s, TMA ? 1 : 128);
+            detail::mbarrier_init(full_v + s, TMA ? 1 : 128);
             detail::mbarrier_init(empty + s, 8);
         }
     }
     __syncthreads();
 
-    if (wg == 0) {  // ---- producer: tile t's K and V into stage (t − t0) % kWsStages
+    if (TMA && wg == 0) {  // ---- producer by TMA: thread 0 alone
+        if (tid == 0) {
+            const int col0 = (b.h / static_cast<int>(p.n_heads / p.n_kv_heads)) * b.D;  // the kv head's first column
+            for (int t = t0; t < tn; ++t) {
+                const int n = t - t0, stage = n % kWsStages, row = b.base_row + t * NK;
+                if (n >= kWsStages) detail::mbarrier_wait(empty + stage, static_cast<uint32_t>((n / kWsStages - 1) & 1));
+                detail::mbarrier_arrive_expect_tx(full_k + stage, kTileElems * 2);
+                for (int slab = 0; slab < DP / 16; ++slab) {
+                    detail::tma_load_2d(Kring + stage * kTileElems + slab * NK * 16, &tmap_k, col0 + slab * 16, row, full_k + stage);
+                }
+                detail::mbarrier_arrive_expect_tx(full_v + stage, kTileElems * 2);
+                for (int slab = 0; slab < DP / 16; ++slab) {
+                    detail::tma_load_2d(Vring + stage * kTileElems + slab * NK * 16, &tmap_v, col0 + slab * 16, row, full_v + stage);
+                }
+            }
+        }
+        return;
+    }
+    if (wg == 0) {  // ---- producer by cp.async: tile t's K and V into stage (t − t0) % kWsStages
         // Key source rows of tile t sit in slot t % 3: tiles t0 and t0 + 1 here; tile t + 2's block-table read is
         // issued before tile t's copies and stored after them, into the slot tile t − 1 left (every producer
         // thread has passed iteration t's barrier, so it is done with tile t − 1).
@@ -369,28 +393,68 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
 #endif
 }
 
-// The kernel with its shared-memory allowance set on the current device (a per-device attribute, so set on
-// every call: engines on several GPUs share this code).
-template <int DP, int NK, bool WS>
-constexpr size_t smem_bytes() {
-    return WS ? ws_smem_bytes<DP, NK>() : wgmma_smem_bytes<DP, NK>();
-}
-template <int DP, int NK, bool WS>
-constexpr int threads() {
-    return WS ? kWsThreads : kThreads;
+// ---- host side ----------------------------------------------------------------------------------------
+
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
+                                   const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiledFn encode_tiled() {
+    static const EncodeTiledFn fn = [] {
+        void* f = nullptr;
+        cudaDriverEntryPointQueryResult found{};
+        SURF_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
+        SURF_CHECK(found == cudaDriverEntryPointSuccess && f != nullptr, "attention_prefill: the driver has no cuTensorMapEncodeTiled");
+        return reinterpret_cast<EncodeTiledFn>(f);
+    }();
+    return fn;
 }
 
-template <int DP, int NK, bool WS>
+// A 2D tensor map over `rows` rows of `cols` bf16 at a row stride of `stride` elements, read in boxes of 16 columns
+// × box_rows rows into 32-byte-swizzled slabs (wgmma.cuh's layout).
+CUtensorMap slab_tensor_map(const bf16* base, int64_t cols, int64_t rows, int64_t stride, int box_rows) {
+    CUtensorMap map{};
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride) * 2};
+    const cuuint32_t box[2] = {16, static_cast<cuuint32_t>(box_rows)};
+    const cuuint32_t element_strides[2] = {1, 1};
+    const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box, element_strides,
+                                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_32B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    SURF_CHECK(r == CUDA_SUCCESS, "attention_prefill: cuTensorMapEncodeTiled failed (error ", static_cast<int>(r), ") for ", rows, " × ",
+               cols, " rows at stride ", stride);
+    return map;
+}
+
+// Whether the warp-specialized kernel's K/V tiles come by TMA: a contiguous source whose rows are given and
+// whose k, v and row stride are 16-byte aligned.
+bool kv_by_tma(const AttentionPrefillParams& p) {
+    return p.k_cache == nullptr && p.kv_rows > 0 && p.kv_rows < (int64_t{1} << 31) && aligned16(p.k) && aligned16(p.v) && p.kv_stride % 8 == 0;
+}
+
+// Kernel kinds: 0 = two warpgroups that copy and multiply; 1 = warp-specialized, cp.async producer; 2 =
+// warp-specialized, TMA producer. Each kernel gets its shared-memory allowance on the current device (a
+// per-device attribute, so set on every call: engines on several GPUs share this code).
+template <int DP, int NK, int KIND>
+constexpr size_t smem_bytes() {
+    return KIND ? ws_smem_bytes<DP, NK>() : wgmma_smem_bytes<DP, NK>();
+}
+
+template <int DP, int NK, int KIND>
 auto* prepared_kernel() {
-    auto* kernel = WS ? attention_prefill_wgmma_ws_kernel<DP, NK> : attention_prefill_wgmma_kernel<DP, NK>;
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes<DP, NK, WS>())));
+    auto* kernel = [] {
+        if constexpr (KIND == 0) return attention_prefill_wgmma_kernel<DP, NK>;
+        else return attention_prefill_wgmma_ws_kernel<DP, NK, KIND == 2>;
+    }();
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes<DP, NK, KIND>())));
     return kernel;
 }
 
-template <int DP, int NK, bool WS>
+template <int DP, int NK, int KIND>
 int blocks_per_sm() {
     int n = 0;
-    SURF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prepared_kernel<DP, NK, WS>(), threads<DP, NK, WS>(), smem_bytes<DP, NK, WS>()));
+    SURF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prepared_kernel<DP, NK, KIND>(), KIND ? kWsThreads : kThreads,
+                                                                  smem_bytes<DP, NK, KIND>()));
     return std::max(n, 1);
 }
 
@@ -399,12 +463,19 @@ void launch(const AttentionPrefillParams& p, int n_splits, float scale_log2, int
             float* ws_lse, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>((p.max_seqlen_q + kWgmmaBlockRows - 1) / kWgmmaBlockRows),
                     static_cast<unsigned>(p.n_heads * n_splits), static_cast<unsigned>(p.n_seq));
-    if (p.wgmma_warp_specialized) {
-        prepared_kernel<DP, NK, true>()<<<grid, kWsThreads, smem_bytes<DP, NK, true>(), stream>>>(p, scale_log2, q_stride, out_stride,
-                                                                                                 n_splits, ws_o, ws_lse);
+    if (p.wgmma_warp_specialized && kv_by_tma(p)) {
+        const int64_t cols = p.n_kv_heads * p.head_dim;
+        const CUtensorMap mk = slab_tensor_map(p.k, cols, p.kv_rows, p.kv_stride, NK);
+        const CUtensorMap mv = slab_tensor_map(p.v, cols, p.kv_rows, p.kv_stride, NK);
+        prepared_kernel<DP, NK, 2>()<<<grid, kWsThreads, smem_bytes<DP, NK, 2>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits,
+                                                                                            ws_o, ws_lse, mk, mv);
+    } else if (p.wgmma_warp_specialized) {
+        const CUtensorMap none{};
+        prepared_kernel<DP, NK, 1>()<<<grid, kWsThreads, smem_bytes<DP, NK, 1>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits,
+                                                                                            ws_o, ws_lse, none, none);
     } else {
-        prepared_kernel<DP, NK, false>()<<<grid, kThreads, smem_bytes<DP, NK, false>(), stream>>>(p, scale_log2, q_stride, out_stride,
-                                                                                                  n_splits, ws_o, ws_lse);
+        prepared_kernel<DP, NK, 0>()<<<grid, kThreads, smem_bytes<DP, NK, 0>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits,
+                                                                                          ws_o, ws_lse);
     }
     SURF_CUDA_CHECK_LAUNCH();
 }
@@ -420,13 +491,13 @@ void launch_dp(const AttentionPrefillParams& p, int dp, int n_splits, float scal
     }
 }
 
-template <int NK, bool WS>
+template <int NK, int KIND>
 int blocks_per_sm_dp(int dp) {
     switch (dp) {
-        case 16: return blocks_per_sm<16, NK, WS>();
-        case 48: return blocks_per_sm<48, NK, WS>();
-        case 80: return blocks_per_sm<80, NK, WS>();
-        default: return blocks_per_sm<128, NK, WS>();
+        case 16: return blocks_per_sm<16, NK, KIND>();
+        case 48: return blocks_per_sm<48, NK, KIND>();
+        case 80: return blocks_per_sm<80, NK, KIND>();
+        default: return blocks_per_sm<128, NK, KIND>();
     }
 }
 
@@ -443,8 +514,8 @@ bool prefill_wgmma_available() {
 }
 
 int prefill_wgmma_blocks_per_sm(int dp, int keys, bool warp_specialized) {
-    if (warp_specialized) return keys == 64 ? blocks_per_sm_dp<64, true>(dp) : blocks_per_sm_dp<128, true>(dp);
-    return keys == 64 ? blocks_per_sm_dp<64, false>(dp) : blocks_per_sm_dp<128, false>(dp);
+    if (warp_specialized) return keys == 64 ? blocks_per_sm_dp<64, 1>(dp) : blocks_per_sm_dp<128, 1>(dp);
+    return keys == 64 ? blocks_per_sm_dp<64, 0>(dp) : blocks_per_sm_dp<128, 0>(dp);
 }
 
 void launch_prefill_wgmma(const AttentionPrefillParams& p, int dp, int keys, int n_splits, float scale_log2, int64_t q_stride,

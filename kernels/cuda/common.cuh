@@ -117,6 +117,23 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
 #endif
 }
 
+// Arms `bar` for `bytes` more bytes of this phase (one of its arrivals): for TMA copies completing on it.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+#if SURF_BULK_COPY_ENABLED
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+#endif
+}
+// One box of a 2D tensor map (TMA) at element coordinates (c0 innermost, c1) into shared memory, completing
+// on `bar`; `tensor_map` is the generic address of a __grid_constant__ CUtensorMap. Out-of-range elements read
+// as zeros.
+__device__ __forceinline__ void tma_load_2d(void* smem, const void* tensor_map, int c0, int c1, uint64_t* bar) {
+#if SURF_BULK_COPY_ENABLED
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+                     smem_addr(smem)),
+                 "l"(tensor_map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+                 : "memory");
+#endif
+}
 // Arrives on `bar` (release: this thread's earlier shared-memory accesses happen before the phase completes).
 __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
 #if SURF_BULK_COPY_ENABLED

@@ -297,6 +297,9 @@ struct AttentionPrefillParams {
     const bf16* v = nullptr;
     const int32_t* cu_seqlens_k = nullptr;  // [n_seq + 1]
     int64_t kv_stride = 0;
+    // Rows of the contiguous k/v buffers (0 = not given). Given, and with 16-byte aligned k/v and kv_stride, the
+    // warp-specialized wgmma kernel copies K/V tiles by TMA (one thread, 2D tensor maps) instead of cp.async.
+    int64_t kv_rows = 0;
     int64_t n_seq = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
     int64_t q_stride = 0, out_stride = 0;
     int64_t max_seqlen_q = 0;     // ≥ every len_q(s): sizes the grid

@@ -93,14 +93,15 @@ struct GpuLimits {
     // chunk 506 → 464 µs, 4 × 1,024 new tokens 1,466 → 1,353 µs, a 3-tile ViT layer 89.0 → 78.4 µs; serving
     // C = 100, same machine: 15,099 → 15,223 tok/s, within the noise (the vision pass 11.02 → 10.71 ms).
     int attention_wgmma_keys = 64;
-    int vit_attention_wgmma_keys = 64;
+    int vit_attention_wgmma_keys = 128;
     // The wgmma prefill attention as warp-specialized blocks (AttentionPrefillParams::wgmma_warp_specialized: one
     // copying warpgroup, two multiplying ones that overlap the softmax with P·V, one block an SM), for the language
-    // model and for the vision tower. H100 (bench_attention, session 10), key tile 64: the serving chunk (924 new
-    // tokens on 5,000, head_dim 128) 461 → 404 µs, 4 × 1,024 new tokens 1,383 → 1,350 µs; a 3-tile ViT layer
-    // (head_dim 80) 78.2 → 82.7 µs (slower: off there).
+    // model (paged cache: cp.async copies) and for the vision tower (contiguous rows: TMA copies, kv_rows).
+    // H100 (bench_attention, session 10): the serving chunk (924 new tokens on 5,000, head_dim 128, key tile 64)
+    // 461 → 404 µs, 4 × 1,024 new tokens 1,383 → 1,350 µs; a 3-tile ViT layer (head_dim 80) 79.3 µs before
+    // (key tile 64, not warp-specialized) → 71.1 µs (key tile 128, TMA; 77.6 at key tile 64, 84.4 with cp.async).
     bool attention_wgmma_warp_specialized = true;
-    bool vit_attention_wgmma_warp_specialized = false;
+    bool vit_attention_wgmma_warp_specialized = true;
     // The Mamba layers' scan / state-update output y, which the gated norm reads, stored as bf16 instead of fp32 (as
     // the mamba_ssm kernels return it; HF's pure-PyTorch path, our parity reference, keeps fp32): 21 instead of 42 MB
     // a layer written and read at 1,024 rows. H100, session 8 (bench_step, 100 decode rows + a 924-token chunk):

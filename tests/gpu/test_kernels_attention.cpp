@@ -180,6 +180,9 @@ TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles
         p.n_tok_q = n_tok, p.max_seqlen_k = tile_lens[0];
         DeviceBuffer<uint8_t> ws(cu::attention_prefill_workspace_bytes(n_tok, hd.n_heads, hd.D, 4));
         check_prefill_variants(p, ws, dout, {1, 2, 0}, std::string(" bidirectional ") + hd.name, ref);
+        // The warp-specialized kernel's K/V tiles by TMA once the buffers' rows are given (kv_rows).
+        p.kv_rows = n_tok;
+        check_prefill_variants(p, ws, dout, {1, 2, 0}, std::string(" bidirectional, kv_rows given ") + hd.name, ref);
     }
 }
 
