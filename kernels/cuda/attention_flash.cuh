@@ -124,14 +124,22 @@ struct WarpFlash {
     // still accumulates into O): s becomes the tile's weights, the running max and denominator move to the
     // new max, and alpha is O's factor. False when alpha is exactly 1 for the whole warp (once the running
     // max settles), so that rescale_o can be skipped with the same result.
+    // The row max and sum run as four interleaved partial chains each (not one chain through every score), so
+    // that their latency overlaps; the partial sums add up in a fixed order.
     template <int NK>
     __device__ bool softmax_weights(float (&s)[NK / 8][4], float scale_log2, float (&alpha)[2]) {
-        float mx[2] = {-INFINITY, -INFINITY};
+        constexpr int kChains = NK / 8 < 4 ? NK / 8 : 4;
+        float mxp[2][kChains];
+#pragma unroll
+        for (int c = 0; c < kChains; ++c) mxp[0][c] = mxp[1][c] = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < NK / 8; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+            mxp[0][nt % kChains] = fmaxf(mxp[0][nt % kChains], fmaxf(s[nt][0], s[nt][1]));
+            mxp[1][nt % kChains] = fmaxf(mxp[1][nt % kChains], fmaxf(s[nt][2], s[nt][3]));
         }
+        float mx[2] = {mxp[0][0], mxp[1][0]};
+#pragma unroll
+        for (int c = 1; c < kChains; ++c) mx[0] = fmaxf(mx[0], mxp[0][c]), mx[1] = fmaxf(mx[1], mxp[1][c]);
         float base[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -143,13 +151,21 @@ struct WarpFlash {
             m[r] = m_new;
             l[r] *= alpha[r];
         }
+        float lp[2][kChains] = {};
 #pragma unroll
         for (int nt = 0; nt < NK / 8; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 s[nt][e] = fast_exp2(fmaf(s[nt][e], scale_log2, -base[e >> 1]));
-                l[e >> 1] += s[nt][e];
+                lp[e >> 1][nt % kChains] += s[nt][e];
             }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float sum = lp[r][0];
+#pragma unroll
+            for (int c = 1; c < kChains; ++c) sum += lp[r][c];
+            l[r] += sum;
         }
         return __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f);
     }

@@ -98,8 +98,8 @@ struct GpuLimits {
     // copying warpgroup, two multiplying ones that overlap the softmax with P·V, one block an SM), for the language
     // model (paged cache: cp.async copies) and for the vision tower (contiguous rows: TMA copies, kv_rows).
     // H100 (bench_attention, session 10): the serving chunk (924 new tokens on 5,000, head_dim 128, key tile 64)
-    // 461 → 404 µs, 4 × 1,024 new tokens 1,383 → 1,350 µs; a 3-tile ViT layer (head_dim 80) 79.3 µs before
-    // (key tile 64, not warp-specialized) → 71.1 µs (key tile 128, TMA; 77.6 at key tile 64, 84.4 with cp.async).
+    // 461 → 401 µs, 4 × 1,024 new tokens 1,383 → 1,316 µs; a 3-tile ViT layer (head_dim 80) 79.3 µs before
+    // (key tile 64, not warp-specialized) → 66.7 µs (key tile 128, TMA; 77.6 at key tile 64, 84.4 with cp.async).
     bool attention_wgmma_warp_specialized = true;
     bool vit_attention_wgmma_warp_specialized = true;
     // The Mamba layers' scan / state-update output y, which the gated norm reads, stored as bf16 instead of fp32 (as
