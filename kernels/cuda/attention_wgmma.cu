@@ -44,6 +44,21 @@ __device__ __forceinline__ int sw32_chunk(int i, int rows, int& row, int& col) {
     return wgmma::sw32_offset(row, col, rows);
 }
 
+// Hides the keys of the tile at key kb that this thread's rows qi0 / qi1 (of a warpgroup whose first row is
+// grow0) must not see: keys past len_k, and under the causal mask keys after each row's diagonal. Only tiles
+// that need it are touched; negative limits hide every key.
+template <int DP, int NK>
+__device__ __forceinline__ void mask_tile(float (&sc)[NK / 8][4], const PrefillBlock& b, bool causal, int kb, int grow0, int qi0, int qi1) {
+    if (kb + NK > b.len_k || (causal && kb + NK > b.past + grow0 + 1)) {
+        int lim0 = b.len_k - kb, lim1 = lim0;
+        if (causal) {
+            lim0 = min(lim0, b.past + qi0 + 1 - kb);
+            lim1 = min(lim1, b.past + qi1 + 1 - kb);
+        }
+        WarpFlash<DP>::template mask<NK>(sc, lim0, lim1);
+    }
+}
+
 // Key tiles of 64: two blocks per SM (≤ 128 registers, ≤ 113 KB of shared memory each), so that one block's
 // softmax runs beside the other's products; key tiles of 128: one block per SM.
 template <int DP, int NK>
@@ -136,14 +151,7 @@ attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64
             wgmma::commit();
             wgmma::wait<0>();
             wgmma::fence_operands(sc);
-            if (kb + NK > b.len_k || (p.causal && kb + NK > b.past + grow0 + 1)) {
-                int lim0 = b.len_k - kb, lim1 = lim0;
-                if (p.causal) {
-                    lim0 = min(lim0, b.past + qi0 + 1 - kb);
-                    lim1 = min(lim1, b.past + qi1 + 1 - kb);
-                }
-                WarpFlash<DP>::template mask<NK>(sc, lim0, lim1);  // negative limits hide every key
-            }
+            mask_tile<DP, NK>(sc, b, p.causal, kb, grow0, qi0, qi1);
             st.template softmax_update<NK>(sc, scale_log2);
             uint32_t pa[NK / 16][4];
 #pragma unroll
@@ -345,14 +353,7 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     auto softmax_weights = [&](int j, float (&alpha)[2]) -> bool {
         wgmma::fence_operands(sc);
         const int kb = j * NK;
-        if (kb + NK > b.len_k || (p.causal && kb + NK > b.past + grow0 + 1)) {
-            int lim0 = b.len_k - kb, lim1 = lim0;
-            if (p.causal) {
-                lim0 = min(lim0, b.past + qi0 + 1 - kb);
-                lim1 = min(lim1, b.past + qi1 + 1 - kb);
-            }
-            WarpFlash<DP>::template mask<NK>(sc, lim0, lim1);  // negative limits hide every key
-        }
+        mask_tile<DP, NK>(sc, b, p.causal, kb, grow0, qi0, qi1);
         return st.template softmax_weights<NK>(sc, scale_log2, alpha);
     };
     auto finish_weights = [&](bool rescale, const float (&alpha)[2]) {
