@@ -233,6 +233,13 @@ int main(int argc, char** argv) {
             SURF_CUDA_CHECK(cudaEventSynchronize(e1));
             return elapsed_ms(e0, e1) / o.reps;
         };
+        // whole() with the step knobs of `knobs` (an A/B of one GpuLimits switch), the defaults L restored after.
+        auto whole_with = [&](const GpuLimits& knobs, const std::function<void()>& run, cudaStream_t stream) {
+            model->set_step_knobs(knobs);
+            const double ms = whole(run, stream);
+            model->set_step_knobs(L);
+            return ms;
+        };
         auto profile = [&](const std::function<void()>& run) {
             model->op_timer().enable(true);
             for (int w = 0; w < kWarmups; ++w) run();
@@ -273,9 +280,7 @@ int main(int argc, char** argv) {
                 GpuLimits other = L;
                 other.vit_attention_wgmma_keys = keys;
                 if (!keys) other.attention_rows_per_warp = rows;
-                model->set_step_knobs(other);
-                const double ms_other = whole(run, model->vision_stream());
-                model->set_step_knobs(L);
+                const double ms_other = whole_with(other, run, model->vision_stream());
                 std::printf("vision batch with the attention on %s %d: %.2f ms (%+.1f%% against %.2f)\n",
                             keys ? "wgmma, key tile" : "mma.sync, rows per warp", keys ? keys : rows, ms_other, 100.0 * (ms_other - ms) / ms, ms);
             }
@@ -284,9 +289,7 @@ int main(int argc, char** argv) {
             if (L.vit_attention_wgmma_keys) {
                 GpuLimits ws_other = L;
                 ws_other.vit_attention_wgmma_warp_specialized = !L.vit_attention_wgmma_warp_specialized;
-                model->set_step_knobs(ws_other);
-                const double ms_ws = whole(run, model->vision_stream());
-                model->set_step_knobs(L);
+                const double ms_ws = whole_with(ws_other, run, model->vision_stream());
                 std::printf("vision batch with the wgmma attention %s: %.2f ms (%+.1f%% against %.2f)\n",
                             ws_other.vit_attention_wgmma_warp_specialized ? "warp-specialized" : "not warp-specialized", ms_ws,
                             100.0 * (ms_ws - ms) / ms, ms);
@@ -294,9 +297,7 @@ int main(int argc, char** argv) {
             // The same pass with the GELU as its own exact-erf pass instead of fc1's epilogue (vit_gelu_in_gemm).
             GpuLimits split_gelu = L;
             split_gelu.vit_gelu_in_gemm = !L.vit_gelu_in_gemm;
-            model->set_step_knobs(split_gelu);
-            const double ms_gelu = whole(run, model->vision_stream());
-            model->set_step_knobs(L);
+            const double ms_gelu = whole_with(split_gelu, run, model->vision_stream());
             std::printf("vision batch with the GELU %s: %.2f ms (%+.1f%% against %.2f with it %s)\n",
                         split_gelu.vit_gelu_in_gemm ? "in fc1's epilogue" : "as its own pass", ms_gelu, 100.0 * (ms_gelu - ms) / ms, ms,
                         L.vit_gelu_in_gemm ? "in fc1's epilogue" : "as its own pass");
@@ -353,6 +354,7 @@ int main(int argc, char** argv) {
                         "branches | SSD slices | SSU row slices | prefill split-KV | attention rows/warp | ms | vs serial |\n|---|---|---|---|---|---|---|---|\n");
             double serial_ms = 0;
             auto slices = [](int n) { return n ? std::to_string(n) : std::string("auto"); };
+            auto mixed_step = [&] { model->forward(mixed, 0); };
             for (const Variant& v : {Variant{false, false, 0, 1, true}, Variant{false, false, 0, 0, true}, Variant{true, false, 1, 1, true},
                                      Variant{true, false, 1, 0, true}, Variant{true, false, 2, 0, true}, Variant{false, true, 0, 0, false},
                                      Variant{true, true, 1, 1, false}, Variant{true, true, 1, 0, false}, Variant{true, true, 1, 4, false},
@@ -361,8 +363,7 @@ int main(int argc, char** argv) {
                 knobs.overlap_mamba_branches = v.mamba, knobs.overlap_attention_branches = v.attention;
                 knobs.ssd_split = v.ssd_split, knobs.ssu_split = v.ssu_split, knobs.attention_rows_per_warp = v.rows_per_warp;
                 knobs.attention_splits = v.attention_splits && o.attention_splits;
-                model->set_step_knobs(knobs);
-                const double ms = whole([&] { model->forward(mixed, 0); }, model->stream());
+                const double ms = whole_with(knobs, mixed_step, model->stream());
                 if (serial_ms == 0) serial_ms = ms;
                 std::printf("| %s | %s | %s | %s | %s | %d | %.2f | %+.1f%% |\n", v.mamba ? "overlap" : "serial", v.attention ? "overlap" : "serial",
                             slices(v.ssd_split).c_str(), slices(v.ssu_split).c_str(), v.attention_splits && o.attention_splits ? "auto" : "off",
@@ -372,15 +373,13 @@ int main(int argc, char** argv) {
             // The decode rows' state update not held back until the prefill conv is done (GpuLimits::ssu_after_prefill_conv).
             GpuLimits ssu_early = L;
             ssu_early.ssu_after_prefill_conv = !L.ssu_after_prefill_conv;
-            model->set_step_knobs(ssu_early);
-            const double early_ms = whole([&] { model->forward(mixed, 0); }, model->stream());
+            const double early_ms = whole_with(ssu_early, mixed_step, model->stream());
             std::printf("\nmixed step with the state update %s the prefill conv: %.2f ms (%+.1f%% against %.2f)\n",
                         ssu_early.ssu_after_prefill_conv ? "after" : "not waiting for", early_ms, 100.0 * (early_ms - mixed_ms) / mixed_ms, mixed_ms);
             // The state update's staging the other way round (GpuLimits::ssu_bulk_stage: one bulk copy a block).
             GpuLimits bulk_other = L;
             bulk_other.ssu_bulk_stage = !L.ssu_bulk_stage;
-            model->set_step_knobs(bulk_other);
-            const double bulk_ms = whole([&] { model->forward(mixed, 0); }, model->stream());
+            const double bulk_ms = whole_with(bulk_other, mixed_step, model->stream());
             std::printf("\nmixed step with the state update staged by %s: %.2f ms (%+.1f%% against %.2f by %s)\n",
                         bulk_other.ssu_bulk_stage ? "bulk copies" : "cp.async", bulk_ms, 100.0 * (bulk_ms - mixed_ms) / mixed_ms, mixed_ms,
                         L.ssu_bulk_stage ? "bulk copies" : "cp.async");
@@ -388,19 +387,16 @@ int main(int argc, char** argv) {
             // (GpuLimits::attention_wgmma_warp_specialized).
             GpuLimits ws_other = L;
             ws_other.attention_wgmma_warp_specialized = !L.attention_wgmma_warp_specialized;
-            model->set_step_knobs(ws_other);
-            const double ws_ms = whole([&] { model->forward(mixed, 0); }, model->stream());
+            const double ws_ms = whole_with(ws_other, mixed_step, model->stream());
             std::printf("\nmixed step with the prefill attention %s: %.2f ms (%+.1f%% against %.2f)\n",
                         ws_other.attention_wgmma_warp_specialized ? "warp-specialized" : "not warp-specialized", ws_ms,
                         100.0 * (ws_ms - mixed_ms) / mixed_ms, mixed_ms);
             // The Mamba layers' y the other way round (GpuLimits::mamba_y_bf16).
             GpuLimits y_other = L;
             y_other.mamba_y_bf16 = !L.mamba_y_bf16;
-            model->set_step_knobs(y_other);
-            const double y_ms = whole([&] { model->forward(mixed, 0); }, model->stream());
+            const double y_ms = whole_with(y_other, mixed_step, model->stream());
             std::printf("\nmixed step with the Mamba y in %s: %.2f ms (%+.1f%% against %.2f with it in %s)\n", y_other.mamba_y_bf16 ? "bf16" : "fp32", y_ms,
                         100.0 * (y_ms - mixed_ms) / mixed_ms, mixed_ms, L.mamba_y_bf16 ? "bf16" : "fp32");
-            model->set_step_knobs(L);
             std::fflush(stdout);
         }
         // One vision pass (its stream) issued together with k language-model steps (its stream), k such that

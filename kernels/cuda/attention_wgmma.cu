@@ -44,6 +44,20 @@ __device__ __forceinline__ int sw32_chunk(int i, int rows, int& row, int& col) {
     return wgmma::sw32_offset(row, col, rows);
 }
 
+// Copies the block's 128-row Q tile into the 32-byte-swizzled Qs with cp.async (threads `first`, `first` +
+// `stride`, …; zero rows past the sequence and zero columns past head_dim); the caller commits and waits.
+template <int DP>
+__device__ __forceinline__ void load_q_tile(bf16* Qs, const PrefillBlock& b, const AttentionPrefillParams& p, int64_t q_stride, int first,
+                                            int stride) {
+    for (int i = first; i < kWgmmaBlockRows * (DP / 8); i += stride) {
+        int row, col;
+        const int at = sw32_chunk<DP>(i, kWgmmaBlockRows, row, col);
+        const bool ok = row < b.rows_here && col < b.D;
+        const bf16* g = p.q + (ok ? static_cast<int64_t>(b.q0 + b.row0 + row) * q_stride + b.h * b.D + col : 0);
+        cp_async16(reinterpret_cast<unsigned char*>(Qs) + at, g, ok);
+    }
+}
+
 // Hides the keys of the tile at key kb that this thread's rows qi0 / qi1 (of a warpgroup whose first row is
 // grow0) must not see: keys past len_k, and under the causal mask keys after each row's diagonal. Only tiles
 // that need it are touched; negative limits hide every key.
@@ -97,14 +111,7 @@ attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64
         }
     };
 
-    // Q tile (zero rows past the sequence, zero columns past head_dim) joins the first K/V group.
-    for (int i = tid; i < kWgmmaBlockRows * kChunks; i += kThreads) {
-        int row, col;
-        const int at = sw32_chunk<DP>(i, kWgmmaBlockRows, row, col);
-        const bool ok = row < b.rows_here && col < b.D;
-        const bf16* g = p.q + (ok ? static_cast<int64_t>(b.q0 + b.row0 + row) * q_stride + b.h * b.D + col : 0);
-        cp_async16(reinterpret_cast<unsigned char*>(Qs) + at, g, ok);
-    }
+    load_q_tile<DP>(Qs, b, p, q_stride, tid, kThreads);  // joins the first K/V group
     if (tid < 2 * NK) key_rows[tid] = b.key_row(b.tile0 * NK + tid);  // tiles tile0 and tile0 + 1
     __syncthreads();
     if (b.tile0 < b.n_tiles) load_tile(0);
@@ -206,12 +213,14 @@ constexpr size_t ws_smem_bytes() {
     return static_cast<size_t>(kWgmmaBlockRows + 2 * ws_stages<DP, NK>() * NK) * DP * 2 + 3 * NK * 4 + 3 * ws_stages<DP, NK>() * 8;
 }
 
+#if SURF_WGMMA_ENABLED  // used only by the sm_90a kernel bodies
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+#endif
 
 // TMA: a contiguous source's K/V tiles come by TMA instead (AttentionPrefillParams::kv_rows): thread 0 of the
 // producer issues one box of 16 columns × NK rows a slab (tensor maps over the k and v rows, 32-byte swizzled like
@@ -304,13 +313,7 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
 
     // ---- consumers: warpgroups 1 and 2, query rows 64·(wg − 1) …
     const int group = wg - 1, ctid = tid - 128, warp = (ctid >> 5) & 3;
-    for (int i = ctid; i < kWgmmaBlockRows * kChunks; i += 256) {  // Q (zero rows past the sequence and columns past head_dim)
-        int row, col;
-        const int at = sw32_chunk<DP>(i, kWgmmaBlockRows, row, col);
-        const bool ok = row < b.rows_here && col < b.D;
-        const bf16* g = p.q + (ok ? static_cast<int64_t>(b.q0 + b.row0 + row) * q_stride + b.h * b.D + col : 0);
-        cp_async16(reinterpret_cast<unsigned char*>(Qs) + at, g, ok);
-    }
+    load_q_tile<DP>(Qs, b, p, q_stride, ctid, 256);
     detail::cp_async_commit();
     detail::cp_async_wait<0>();
     wgmma::fence_proxy_async_smem();

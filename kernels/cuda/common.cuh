@@ -93,10 +93,16 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrivals) 
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #endif
 }
-// Arrives on `bar` expecting `bytes` more and copies `bytes` from global to shared memory on the copy engine.
-__device__ __forceinline__ void bulk_copy_to_smem(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
+// Arms `bar` for `bytes` more bytes of this phase (one of its arrivals): for copies completing on it.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
 #if SURF_BULK_COPY_ENABLED
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+#endif
+}
+// Arrives on `bar` expecting `bytes` more and copies `bytes` from global to shared memory on the copy engine.
+__device__ __forceinline__ void bulk_copy_to_smem(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
+    mbarrier_arrive_expect_tx(bar, bytes);
+#if SURF_BULK_COPY_ENABLED
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_addr(smem)),
                  "l"(gmem), "r"(bytes), "r"(smem_addr(bar))
                  : "memory");
@@ -117,12 +123,6 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
 #endif
 }
 
-// Arms `bar` for `bytes` more bytes of this phase (one of its arrivals): for TMA copies completing on it.
-__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-#if SURF_BULK_COPY_ENABLED
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-#endif
-}
 // One box of a 2D tensor map (TMA) at element coordinates (c0 innermost, c1) into shared memory, completing
 // on `bar`; `tensor_map` is the generic address of a __grid_constant__ CUtensorMap. Out-of-range elements read
 // as zeros.
