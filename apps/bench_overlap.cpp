@@ -11,7 +11,10 @@
 // fc1, GELU, fc2 at C-RADIO-H shapes, random weights) beside the same state update, its GEMMs planned for
 // all SMs or fewer, on a stream of the highest priority: the pairing an engine would make by running the
 // tower inside the Mamba layers' state-update windows (docs/BENCHMARKS.md, session 5).
-//   bench_overlap [--decode 100] [--prefill 924] [--reps 20]
+// Fourth table (--bulk-probe: only this one): the read bandwidth K persistent blocks get from bulk copies kept
+// several stages deep (kernels/cuda/sm_occupier.h, bulk_read_probe): the most a state update could get on K SMs
+// if its copies never waited on its own latency (docs/BENCHMARKS.md, session 11).
+//   bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--bulk-probe]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -62,18 +65,52 @@ float elapsed(cudaEvent_t a, cudaEvent_t b) {
     return ms;
 }
 
+// The fourth table: bulk_read_probe over `bytes` of src on K blocks (one an SM), per ring shape.
+void bulk_table(const Buf& src, int64_t bytes, int sms, int reps, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, const char* device) {
+    Buf sink(static_cast<size_t>(sms) * 4);
+    std::printf("# bulk-copy read probe on %s: %.2f GB read by K persistent blocks (one an SM), one thread issuing bulk copies a "
+                "ring of stages deep, four warps summing each stage; median of %d\n\n"
+                "| SMs | stages x KB | ms | GB/s | GB/s per SM |\n|---|---|---|---|---|\n",
+                device, bytes / 1e9, reps);
+    const struct {
+        int stages, kb;
+    } rings[] = {{2, 20}, {4, 20}, {8, 20}, {4, 40}, {6, 32}, {10, 20}};
+    for (int k : {sms, sms * 3 / 4, sms / 2, sms / 3, sms / 4, sms / 6}) {
+        for (const auto& r : rings) {
+            cu::BulkReadProbeParams bp;
+            bp.src = src.as<float>(), bp.sink = sink.as<float>(), bp.blocks = k, bp.stages = r.stages, bp.stage_bytes = r.kb * 1024;
+            bp.items = bytes / bp.stage_bytes;
+            const double moved = static_cast<double>(bp.items) * bp.stage_bytes;
+            std::vector<float> t;
+            for (int i = 0; i < reps + 2; ++i) {
+                SURF_CUDA_CHECK(cudaEventRecord(e0, s));
+                cu::bulk_read_probe(bp, s);
+                SURF_CUDA_CHECK(cudaEventRecord(e1, s));
+                SURF_CUDA_CHECK(cudaEventSynchronize(e1));
+                if (i >= 2) t.push_back(elapsed(e0, e1));
+            }
+            std::sort(t.begin(), t.end());
+            const double ms = t[t.size() / 2], gbs = moved / (ms * 1e-3) / 1e9;
+            std::printf("| %d | %d x %d | %.3f | %.0f | %.1f |\n", k, r.stages, r.kb, ms, gbs, gbs / k);
+            std::fflush(stdout);
+        }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     int64_t decode = 100, prefill = 924;
     int reps = 20;
+    bool bulk_only = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (i + 1 < argc && a == "--decode") decode = std::atoll(argv[++i]);
+        if (a == "--bulk-probe") bulk_only = true;
+        else if (i + 1 < argc && a == "--decode") decode = std::atoll(argv[++i]);
         else if (i + 1 < argc && a == "--prefill") prefill = std::atoll(argv[++i]);
         else if (i + 1 < argc && a == "--reps") reps = std::atoi(argv[++i]);
         else {
-            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20]\n");
+            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--bulk-probe]\n");
             return 2;
         }
     }
@@ -138,6 +175,10 @@ int main(int argc, char** argv) {
             return static_cast<double>(t[t.size() / 2]);
         };
         const double ssu_ms = time_ms([&] { ssu(s_gemm); });
+        if (bulk_only) {
+            bulk_table(state, decode * slot_floats * 4, sms, reps, s_gemm, e0, e1, prop.name);
+            return 0;
+        }
         std::printf("# bench_overlap on %s (%d SMs): in_proj GEMM %lld x %lld x %lld bf16 || state update of %lld rows (fp32 state, %.2f GB "
                     "read + written); median of %d\n",
                     prop.name, sms, (long long)prefill, (long long)kInProj, (long long)kHidden, (long long)decode, state_bytes / 1e9, reps);

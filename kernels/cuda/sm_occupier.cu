@@ -3,7 +3,9 @@
 // asks for shared memory fits.
 #include "kernels/cuda/sm_occupier.h"
 
-#include "kernels/cuda/cuda_check.h"
+#include <algorithm>
+
+#include "kernels/cuda/common.cuh"
 
 namespace surf::kernels::cuda {
 
@@ -46,7 +48,69 @@ __global__ void probe_kernel(int32_t* out) {
     if (threadIdx.x == 0) out[blockIdx.x] = scratch[0];
 }
 
+constexpr int kProbeConsumerWarps = 4;
+constexpr int kMaxProbeStages = 16;
+
+// Warps 0..3 consume, warp 4 lane 0 produces. full[s]: the copy of stage s landed; empty[s]: the four
+// consumer warps are done with it (one arrival each).
+__global__ void bulk_read_probe_kernel(BulkReadProbeParams p) {
+    extern __shared__ __align__(128) unsigned char ring[];
+    __shared__ uint64_t full[kMaxProbeStages], empty[kMaxProbeStages];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < p.stages; ++s) {
+            detail::mbarrier_init(&full[s], 1);
+            detail::mbarrier_init(&empty[s], kProbeConsumerWarps);
+        }
+    }
+    __syncthreads();
+    const int64_t n_mine = p.items > blockIdx.x ? (p.items - blockIdx.x + p.blocks - 1) / p.blocks : 0;
+    if (warp == kProbeConsumerWarps) {
+        if (lane == 0) {
+            for (int64_t i = 0; i < n_mine; ++i) {
+                const int s = static_cast<int>(i % p.stages);
+                const uint32_t round = static_cast<uint32_t>(i / p.stages);
+                if (round > 0) detail::mbarrier_wait(&empty[s], (round - 1) & 1);
+                const int64_t item = blockIdx.x + i * p.blocks;
+                detail::bulk_copy_to_smem(ring + static_cast<size_t>(s) * p.stage_bytes,
+                                          reinterpret_cast<const unsigned char*>(p.src) + item * p.stage_bytes, static_cast<uint32_t>(p.stage_bytes), &full[s]);
+            }
+        }
+        return;
+    }
+    float acc = 0.0f;
+    const int n4 = p.stage_bytes / 16;
+    for (int64_t i = 0; i < n_mine; ++i) {
+        const int s = static_cast<int>(i % p.stages);
+        detail::mbarrier_wait(&full[s], static_cast<uint32_t>(i / p.stages) & 1);
+        const float4* v = reinterpret_cast<const float4*>(ring + static_cast<size_t>(s) * p.stage_bytes);
+        for (int k = threadIdx.x; k < n4; k += kProbeConsumerWarps * 32) {
+            const float4 f = v[k];
+            acc += (f.x + f.y) + (f.z + f.w);
+        }
+        __syncwarp();
+        if (lane == 0) detail::mbarrier_arrive(&empty[s]);
+    }
+    acc = detail::warp_sum(acc);
+    if (lane == 0) atomicAdd(p.sink + blockIdx.x, acc);
+}
+
 }  // namespace
+
+void bulk_read_probe(const BulkReadProbeParams& p, cudaStream_t stream) {
+    SURF_CHECK(p.src && p.sink && p.blocks > 0 && p.items >= 0 && p.stages >= 1 && p.stages <= kMaxProbeStages && p.stage_bytes > 0 &&
+                   p.stage_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(p.src) % 16 == 0,
+               "bulk_read_probe: blocks ", p.blocks, " stages ", p.stages, " stage_bytes ", p.stage_bytes, " items ", p.items);
+    int device = 0, max_smem = 0;
+    SURF_CUDA_CHECK(cudaGetDevice(&device));
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    // At least 116 KB so that two blocks never share an SM.
+    const int smem = std::max(p.stages * p.stage_bytes, 116 * 1024);
+    SURF_CHECK(smem <= max_smem, "bulk_read_probe: ", p.stages, " stages of ", p.stage_bytes, " bytes exceed ", max_smem, " bytes of shared memory");
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(bulk_read_probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    bulk_read_probe_kernel<<<static_cast<unsigned>(p.blocks), (kProbeConsumerWarps + 1) * 32, static_cast<size_t>(smem), stream>>>(p);
+    SURF_CUDA_CHECK_LAUNCH();
+}
 
 void occupy_sms(const SmOccupyParams& p, cudaStream_t stream) {
     SURF_CHECK(p.blocks >= 0 && p.nanoseconds >= 0, "occupy_sms: blocks ", p.blocks, " nanoseconds ", p.nanoseconds);

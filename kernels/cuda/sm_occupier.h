@@ -26,4 +26,19 @@ bool all_started(const int* started, int blocks);
 // memory, so it cannot share an SM with an occupy_sms block). out is device memory.
 void probe_sm_ids(int32_t* out, int blocks, cudaStream_t stream);
 
+// How much read bandwidth K SMs get from bulk copies (the TMA engine) alone: `blocks` persistent blocks (one an
+// SM: each asks for over half an SM's shared memory) walk `items` consecutive `stage_bytes` pieces of `src`
+// (block b takes b, b + blocks, …) through a ring of `stages` shared-memory stages. One thread issues the copies
+// `stages` deep; four warps add up each stage (so the bytes are used) and free it. The sums go to sink[block].
+// Decides whether a state update that keeps its copies in flight this way could leave most SMs to other work.
+struct BulkReadProbeParams {
+    const float* src = nullptr;  // device, items · stage_bytes bytes, 16-byte aligned
+    float* sink = nullptr;       // device [blocks]
+    int blocks = 0;
+    int stages = 4;
+    int stage_bytes = 20480;     // multiple of 16
+    int64_t items = 0;
+};
+void bulk_read_probe(const BulkReadProbeParams& p, cudaStream_t stream);
+
 }  // namespace surf::kernels::cuda
