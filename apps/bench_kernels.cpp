@@ -13,7 +13,6 @@
 #include <functional>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "apps/bench_ceilings.h"
@@ -190,19 +189,6 @@ int main(int argc, char** argv) {
                 record("ssu replay K=" + std::to_string(K) + " " + mode + (bulk == 1 ? " bulk" : bulk == 2 ? " bulk split4" : bulk == 3 ? " bulk split1" : ""),
                        std::string("H128 P80 N128 G8 ") + (es == 4 ? "fp32" : "bf16"), b, us, bytes,
                        false, copy_gbs);
-                // Staggered K = 8: the persistent blocks (SsuParams::persistent_blocks) on 132 … 33 SMs, stages × groups.
-                if (bulk != 1 || K != 8 || mode[0] != 's') continue;
-                for (const auto& [blocks, stages, groups] : {std::tuple{132, 6, 2}, std::tuple{66, 6, 2}, std::tuple{44, 6, 2}, std::tuple{44, 6, 3},
-                                                             std::tuple{44, 8, 4}, std::tuple{44, 8, 2}, std::tuple{33, 8, 4}, std::tuple{33, 6, 3}}) {
-                    cu::SsuParams q = p;
-                    q.persistent_blocks = blocks, q.persistent_stages = stages, q.persistent_groups = groups;
-                    const double pus = time_us([&](int i) {
-                        q.slots = slots + (i % sets) * b;
-                        cu::selective_state_update(q, nullptr);
-                    }, 30);
-                    record("ssu replay K=8 staggered persistent " + std::to_string(blocks) + " blocks " + std::to_string(stages) + "x" + std::to_string(groups),
-                           std::string("H128 P80 N128 G8 ") + (es == 4 ? "fp32" : "bf16"), b, pus, bytes, false, copy_gbs);
-                }
             }
             SURF_CUDA_CHECK(cudaFree(replay));
             SURF_CUDA_CHECK(cudaFree(counts));

@@ -68,7 +68,6 @@ struct Options {
     int ssm_replay = -1;  // GpuLimits::ssm_replay_window; -1 = not given
     bool ssu_early = false;  // GpuLimits::ssu_after_prefill_conv off
     int ssu_bulk = -1;       // GpuLimits::ssu_bulk_stage: -1 the default, 0 off, 1 on
-    std::vector<int> ssu_persistent;  // GpuLimits::ssu_persistent_{blocks,stages,groups}: BLOCKS[,STAGES,GROUPS]; empty = the default
     int mamba_y_bf16 = -1;   // GpuLimits::mamba_y_bf16: -1 the default, 0 off, 1 on
     int attention_ws = -1, vit_attention_ws = -1;  // GpuLimits::*attention_wgmma_warp_specialized: -1 the default, 0 off, 1 on
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
@@ -76,13 +75,6 @@ struct Options {
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
     int hf_baseline_steps = 2;
 };
-
-// The printed note on GpuLimits::ssu_persistent_* (empty when off).
-std::string persistent_ssu(const surf::model::cuda::GpuLimits& L) {
-    if (L.ssu_persistent_blocks <= 0) return "";
-    return "; in mixed steps " + std::to_string(L.ssu_persistent_blocks) + " persistent blocks, " + std::to_string(L.ssu_persistent_stages) + " stages, " +
-           std::to_string(L.ssu_persistent_groups) + " groups";
-}
 
 std::vector<int> parse_list(const char* text) {
     std::vector<int> out;
@@ -131,7 +123,6 @@ Options parse(int argc, char** argv) {
         else if (a == "--ssm-replay") o.ssm_replay = std::atoi(next());
         else if (a == "--ssu-early") o.ssu_early = true;
         else if (a == "--ssu-bulk") o.ssu_bulk = std::atoi(next());
-        else if (a == "--ssu-persistent") o.ssu_persistent = parse_list(next());
         else if (a == "--mamba-y-bf16") o.mamba_y_bf16 = std::atoi(next());
         else if (a == "--attention-ws") o.attention_ws = std::atoi(next());
         else if (a == "--vit-attention-ws") o.vit_attention_ws = std::atoi(next());
@@ -152,7 +143,6 @@ Options parse(int argc, char** argv) {
                                  "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] [--attention-rows-per-warp 16|32]\n"
                                  "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128]\n"
                                  "                   [--ssm-replay 0|2..32] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
-                                 "                   [--ssu-persistent BLOCKS[,STAGES,GROUPS]]\n"
                                  "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
                                  "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
@@ -187,11 +177,6 @@ Options parse(int argc, char** argv) {
     check_range("--ssu-split", o.ssu_split, 0, 4);
     check_range("--ssm-replay", o.ssm_replay, 0, 32);
     check_range("--ssu-bulk", o.ssu_bulk, 0, 1);
-    if (!o.ssu_persistent.empty() && (o.ssu_persistent.size() != 1 && o.ssu_persistent.size() != 3)) {
-        std::fprintf(stderr, "bench_serve: --ssu-persistent takes BLOCKS or BLOCKS,STAGES,GROUPS\n");
-        std::exit(2);
-    }
-    if (!o.ssu_persistent.empty()) check_range("--ssu-persistent blocks", o.ssu_persistent[0], 0, 1024);
     check_range("--mamba-y-bf16", o.mamba_y_bf16, 0, 1);
     check_range("--attention-ws", o.attention_ws, 0, 1);
     check_range("--vit-attention-ws", o.vit_attention_ws, 0, 1);
@@ -387,10 +372,6 @@ int main(int argc, char** argv) {
         if (o.ssm_replay >= 0) eo.limits.ssm_replay_window = o.ssm_replay;
         if (o.ssu_early) eo.limits.ssu_after_prefill_conv = false;
         if (o.ssu_bulk >= 0) eo.limits.ssu_bulk_stage = o.ssu_bulk == 1;
-        if (!o.ssu_persistent.empty()) {
-            eo.limits.ssu_persistent_blocks = o.ssu_persistent[0];
-            if (o.ssu_persistent.size() == 3) eo.limits.ssu_persistent_stages = o.ssu_persistent[1], eo.limits.ssu_persistent_groups = o.ssu_persistent[2];
-        }
         if (o.mamba_y_bf16 >= 0) eo.limits.mamba_y_bf16 = o.mamba_y_bf16 == 1;
         if (o.attention_ws >= 0) eo.limits.attention_wgmma_warp_specialized = o.attention_ws == 1;
         if (o.vit_attention_ws >= 0) eo.limits.vit_attention_wgmma_warp_specialized = o.vit_attention_ws == 1;
@@ -410,12 +391,12 @@ int main(int argc, char** argv) {
         const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window);
         const surf::bench::Roofline stock_roof = surf::bench::roofline(cfg, o.bf16_state);
         std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s, replay window %d; mixed steps: Mamba branches %s, "
-                    "attention branches %s, SSD slices %s, SSU row slices %s (state staged by %s%s), Mamba y %s, prefill split-KV %s%s%s%s\n",
+                    "attention branches %s, SSD slices %s, SSU row slices %s (state staged by %s), Mamba y %s, prefill split-KV %s%s%s%s\n",
                     prop.name, prop.multiProcessorCount, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32", eo.limits.ssm_replay_window,
                     eo.limits.overlap_mamba_branches ? "overlapped" : "serial", eo.limits.overlap_attention_branches ? "overlapped" : "serial",
                     eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
                     eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.ssu_bulk_stage ? "bulk copies" : "cp.async",
-                    persistent_ssu(eo.limits).c_str(), eo.limits.mamba_y_bf16 ? "bf16" : "fp32", eo.limits.attention_splits ? "auto" : "off",
+                    eo.limits.mamba_y_bf16 ? "bf16" : "fp32", eo.limits.attention_splits ? "auto" : "off",
                     eo.limits.gemm_reuse_tuned_in_bucket ? "; tuned GEMM algorithms reused within 64-row buckets" : "",
                     attention_kernels(eo.limits).c_str(), eo.limits.small_m_kernel ? "" : "; small-m GEMM kernel off");
         if (o.vision_min_tiles > 1 || o.warm_vision) {

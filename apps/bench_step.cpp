@@ -17,7 +17,6 @@
 #include <random>
 #include <string>
 #include <utility>
-#include <tuple>
 #include <vector>
 
 #ifdef SURF_HAVE_CUDA
@@ -384,19 +383,6 @@ int main(int argc, char** argv) {
             std::printf("\nmixed step with the state update staged by %s: %.2f ms (%+.1f%% against %.2f by %s)\n",
                         bulk_other.ssu_bulk_stage ? "bulk copies" : "cp.async", bulk_ms, 100.0 * (bulk_ms - mixed_ms) / mixed_ms, mixed_ms,
                         L.ssu_bulk_stage ? "bulk copies" : "cp.async");
-            // The decode rows' state update as persistent blocks on part of the GPU (GpuLimits::ssu_persistent_*), against the
-            // default. Each: blocks x stages x groups.
-            for (const auto& [blocks, stages, groups] : {std::tuple{44, 6, 2}, std::tuple{44, 8, 4}, std::tuple{33, 8, 4}, std::tuple{66, 6, 2},
-                                                         std::tuple{66, 8, 4}, std::tuple{0, 6, 2}}) {
-                if (blocks == L.ssu_persistent_blocks) continue;
-                GpuLimits persistent_other = L;
-                persistent_other.ssu_persistent_blocks = blocks, persistent_other.ssu_persistent_stages = stages;
-                persistent_other.ssu_persistent_groups = groups;
-                const double p_ms = whole_with(persistent_other, mixed_step, model->stream());
-                std::printf("\nmixed step with the state update as %d persistent blocks (%d stages, %d groups; 0 = one block an item): %.2f ms "
-                            "(%+.1f%% against %.2f with %d)\n",
-                            blocks, stages, groups, p_ms, 100.0 * (p_ms - mixed_ms) / mixed_ms, mixed_ms, L.ssu_persistent_blocks);
-            }
             // The language model's wgmma prefill attention warp-specialized the other way round
             // (GpuLimits::attention_wgmma_warp_specialized).
             GpuLimits ws_other = L;

@@ -99,19 +99,14 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
 #endif
 }
-// Copies `bytes` from global to shared memory on the copy engine, completing on `bar`, which someone armed
-// for them (mbarrier_arrive_expect_tx): several copies may complete on one barrier phase.
-__device__ __forceinline__ void bulk_copy_to_smem_armed(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
+// Arrives on `bar` expecting `bytes` more and copies `bytes` from global to shared memory on the copy engine.
+__device__ __forceinline__ void bulk_copy_to_smem(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
+    mbarrier_arrive_expect_tx(bar, bytes);
 #if SURF_BULK_COPY_ENABLED
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_addr(smem)),
                  "l"(gmem), "r"(bytes), "r"(smem_addr(bar))
                  : "memory");
 #endif
-}
-// Arrives on `bar` expecting `bytes` more and copies `bytes` from global to shared memory on the copy engine.
-__device__ __forceinline__ void bulk_copy_to_smem(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
-    mbarrier_arrive_expect_tx(bar, bytes);
-    bulk_copy_to_smem_armed(smem, gmem, bytes, bar);
 }
 // Waits until the phase with this parity of `bar` has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {

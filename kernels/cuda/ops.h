@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <string>
 #include <vector>
 
 namespace surf::kernels::cuda {
@@ -250,23 +249,8 @@ struct SsuParams {
     void* replay = nullptr;               // [n_slots, K, entry] bf16
     const int32_t* replay_count = nullptr;  // [batch]
     int64_t replay_window = 0;
-    // Replay steps only: persistent_blocks > 0 runs the update as that many persistent blocks (one an SM) instead
-    // of one block per (row, head, slice), so that it holds only those SMs and leaves the others to concurrent
-    // work (a mixed step's SSD scan, the vision tower). Each block walks a contiguous range of items with
-    // persistent_groups groups of four warps taking them in turn; each group copies its items' state rows (bulk
-    // copies) and inputs (cp.async) persistent_stages / persistent_groups items ahead into its own shared-memory
-    // stages. Same math as the one-item kernel, bit for bit. Needs compute capability ≥ 9.0 and what
-    // ssu_persistent_unsupported checks; persistent_groups 1..4, persistent_stages a multiple of it, ≤ 16.
-    int persistent_blocks = 0;
-    int persistent_stages = 6;
-    int persistent_groups = 2;
 };
 void selective_state_update(const SsuParams& p, cudaStream_t stream);
-// Whether the persistent update (SsuParams::persistent_blocks) can run these parameters on this device: replay
-// on, compute capability ≥ 9.0, H, P / row slices and N multiples of 8 (and a slice's 16-byte chunks of x, of B
-// and one more ≤ 32), row strides of x, B and C multiples of 8 elements, x, B, C, state and replay entries
-// 16-byte aligned. If not, the reason (empty when it can).
-std::string ssu_persistent_unsupported(const SsuParams& p);
 // Whether SsuParams::bulk_stage runs on the current device (compute capability 9.0 or later).
 bool ssu_bulk_stage_available();
 // bf16 values per replay entry: x [H·P] | B [G·N] | dt_raw [H].

@@ -14,9 +14,6 @@
 // applies the pending tokens and its own on the fly for y, and writes the state back only on every K-th token
 // (the fold); other steps store their inputs (≈ 22 KB a row and layer at the Holotron shapes) instead of the
 // 5.2 MB state. Same blocks and staging as above.
-#include <algorithm>
-#include <string>
-
 #include "kernels/cuda/common.cuh"
 
 namespace surf::kernels::cuda {
@@ -356,216 +353,6 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     }
 }
 
-// ---- The persistent replay step (SsuParams::persistent_blocks) ---------------------------------------------
-// Items are (row b, head h, row slice) in that order; block k takes a contiguous range of them, and its groups of
-// four warps take the range's items in turn (group c: items c, c + groups, …). Each group has its own ring of
-// `depth` shared-memory stages and copies its own items `depth` ahead: for an item it reads the row's count and
-// slot (once per row), then one thread arms the stage's barrier with the state rows' bytes and issues their bulk
-// copy, and the group's threads copy the small inputs by 16-byte cp.async (C; per token j ≤ count its x slice
-// and Bⱼ, and for pending tokens the 16-byte dt_raw chunk holding head h; this row's token from the step's
-// inputs, the pending ones from the replay entries), each arriving on the barrier once its copies land. This
-// row's own dt_raw, whose rows need not be 16-byte aligned, the group loads itself. Once an item is done the
-// group refills its stage with the item `depth` ahead. The math per item is ssu_replay_kernel's, in the same
-// order. (A first version with one producer warp for the whole block took ≈ 2.4 µs an item on an SM whatever
-// the consumers: the single warp's address arithmetic and copy issue was the bottleneck.)
-constexpr int kPersistMaxGroups = 4;
-constexpr int kPersistMaxStages = 16;
-
-__host__ __device__ constexpr int64_t align16(int64_t v) { return (v + 15) & ~int64_t{15}; }
-
-// One stage: the copied inputs (state rows; Bⱼ [K][N], C [N], xⱼ [K][rows], dt_raw chunks [K][8], bf16), then
-// the group's scratch for the item (C [N], xⱼ [K][rows] as fp32; fⱼ, qⱼ [K]; the tokens' part of y [rows]) and
-// the note of the item (count, or −1 to skip it; slot; the decay).
-struct PersistStage {
-    int64_t K, rows, N, state_bytes;
-    __host__ __device__ int64_t b_off() const { return state_bytes; }
-    __host__ __device__ int64_t c_off() const { return b_off() + K * N * 2; }
-    __host__ __device__ int64_t x_off() const { return c_off() + N * 2; }
-    __host__ __device__ int64_t dt_off() const { return x_off() + align16(K * rows * 2); }
-    __host__ __device__ int64_t cf_off() const { return dt_off() + K * 16; }
-    __host__ __device__ int64_t xf_off() const { return cf_off() + N * 4; }
-    __host__ __device__ int64_t f_off() const { return xf_off() + align16(K * rows * 4); }
-    __host__ __device__ int64_t y_off() const { return f_off() + align16(2 * K * 4); }
-    __host__ __device__ int64_t meta_off() const { return y_off() + align16(rows * 4); }
-    __host__ __device__ int64_t bytes() const { return (meta_off() + 16 + 127) & ~int64_t{127}; }
-};
-
-__device__ __forceinline__ void group_barrier(int group) {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(1 + group), "n"(kSsuThreads) : "memory");
-}
-
-template <typename TS, typename TY, int N>
-__global__ void __launch_bounds__(kPersistMaxGroups * kSsuThreads) ssu_replay_persistent_kernel(SsuParams p, int row_split, int depth, int groups) {
-    using V = Vec<TS>;
-    using RL = RowLayout<TS, N>;
-    constexpr int kVec = RL::kVec, kLanesPerRow = RL::kLanesPerRow, kRowsPerWarp = RL::kRowsPerWarp, kRowsPerStep = RL::kRowsPerStep;
-    constexpr int kNb = N * 2 / 16;  // 16-byte chunks of B and of C
-    extern __shared__ __align__(128) unsigned char ring[];
-    __shared__ uint64_t full[kPersistMaxStages];
-    const int K = static_cast<int>(p.replay_window), P = static_cast<int>(p.P) / row_split, nx = P * 2 / 16;
-    const PersistStage lay{K, P, N, P * N * static_cast<int64_t>(sizeof(TS))};
-    const int64_t stage_bytes = lay.bytes();
-    const int64_t total = p.batch * p.H * row_split, per = (total + gridDim.x - 1) / gridDim.x;
-    const int64_t first = blockIdx.x * per, last = min(total, first + per);
-    const int64_t E = p.H * p.P + p.G * N + p.H, heads_per_group = p.H / p.G;  // ssm_replay_entry_elems
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int group = warp / (kSsuThreads / 32), gtid = threadIdx.x - group * kSsuThreads, gwarp = gtid >> 5;
-    if (threadIdx.x < groups * depth) detail::mbarrier_init(&full[threadIdx.x], 1 + kSsuThreads);  // thread 0's arm + every thread's cp.async
-    __syncthreads();
-
-    int64_t row_b = -1, slot = 0;
-    int count = 0;
-    // Fills stage `st_i` with item i (of this group).
-    auto fill = [&](int64_t i, int st_i) {
-        const int64_t bh = i / row_split, b = bh / p.H, h = bh % p.H, g = h / heads_per_group;
-        const int row0 = static_cast<int>(i % row_split) * P;
-        if (b != row_b) row_b = b, count = p.replay_count[b], slot = p.slots[b];
-        unsigned char* st = ring + st_i * stage_bytes;
-        uint64_t* bar = &full[st_i];
-        const bool ok = count >= 0 && count < K;  // else the caller's bug: the row is skipped, as by the one-item kernel
-        if (gtid == 0) {
-            int* meta = reinterpret_cast<int*>(st + lay.meta_off());
-            meta[0] = ok ? count : -1;
-            meta[1] = static_cast<int>(slot);
-            if (ok) {
-                detail::mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(lay.state_bytes));
-                const TS* S = static_cast<const TS*>(p.state) + ((slot * p.H + h) * p.P + row0) * N;
-                detail::bulk_copy_to_smem_armed(st, S, static_cast<uint32_t>(lay.state_bytes), bar);
-            } else {
-                detail::mbarrier_arrive(bar);  // releases the note
-            }
-        }
-        if (ok) {
-            const bf16* entries = static_cast<const bf16*>(p.replay) + slot * K * E;
-            if (gtid < kNb) detail::cp_async16(st + lay.c_off() + gtid * 16, p.C + b * p.bc_stride + g * N + gtid * 8, true);
-            // Token j's chunks are t = 32·j + u: u < nx its x slice, then Bⱼ, then (pending tokens) the dt_raw chunk.
-            for (int t = gtid; t < (count + 1) * 32; t += kSsuThreads) {
-                const int j = t >> 5, u = t & 31;
-                const bool mine = j == count;
-                const bf16* entry = entries + j * E;
-                if (u < nx) {
-                    const bf16* src = (mine ? p.x + b * p.x_stride : entry) + h * p.P + row0 + u * 8;
-                    detail::cp_async16(st + lay.x_off() + j * P * 2 + u * 16, src, true);
-                } else if (u < nx + kNb) {
-                    const bf16* src = (mine ? p.B + b * p.bc_stride : entry + p.H * p.P) + g * N + (u - nx) * 8;
-                    detail::cp_async16(st + lay.b_off() + j * N * 2 + (u - nx) * 16, src, true);
-                } else if (u == nx + kNb && !mine) {
-                    detail::cp_async16(st + lay.dt_off() + j * 16, entry + p.H * p.P + p.G * N + (h & ~int64_t{7}), true);
-                }
-            }
-        }
-        detail::cp_async_mbarrier_arrive(bar);
-    };
-
-    const int sub = lane % kLanesPerRow, row_in_warp = lane / kLanesPerRow, n0 = sub * kVec;
-    const int64_t mine0 = first + group;
-    for (int k = 0; k < depth && mine0 + k * groups < last; ++k) fill(mine0 + k * groups, group * depth + k);
-    for (int k = 0; mine0 + static_cast<int64_t>(k) * groups < last; ++k) {
-        const int64_t i = mine0 + static_cast<int64_t>(k) * groups, bh = i / row_split, b = bh / p.H, h = bh % p.H;
-        const int st_i = group * depth + k % depth, slice = static_cast<int>(i % row_split), row0 = slice * P;
-        const int64_t g = h / heads_per_group;
-        const float bias = p.dt_bias[h], A = p.A[h], Dh = p.D ? p.D[h] : 0.0f;
-        const bf16 dt_mine = p.dt_raw[b * p.dt_stride + h];  // issued before the wait: its latency hides behind it
-        detail::mbarrier_wait(&full[st_i], static_cast<uint32_t>(k / depth) & 1);
-        unsigned char* st = ring + st_i * stage_bytes;
-        const int* meta = reinterpret_cast<const int*>(st + lay.meta_off());
-        const int cnt = meta[0];
-        const int64_t sl = meta[1];
-        if (cnt >= 0) {
-            const int n_tok = cnt + 1;
-            const bool fold = cnt == K - 1;
-            const bf16* Bs = reinterpret_cast<const bf16*>(st + lay.b_off());
-            const bf16* Craw = reinterpret_cast<const bf16*>(st + lay.c_off());
-            const bf16* xraw = reinterpret_cast<const bf16*>(st + lay.x_off());
-            const bf16* dtraw = reinterpret_cast<const bf16*>(st + lay.dt_off());
-            float* Cs = reinterpret_cast<float*>(st + lay.cf_off());
-            float* xs = reinterpret_cast<float*>(st + lay.xf_off());
-            float* fj = reinterpret_cast<float*>(st + lay.f_off());
-            float* qj = fj + K;
-            float* y_tok = reinterpret_cast<float*>(st + lay.y_off());
-            float* decay_s = reinterpret_cast<float*>(st + lay.meta_off()) + 2;
-            if (gwarp == 0) {  // lane j: dtⱼ and the decay after token j, as in ssu_replay_kernel
-                const float raw = lane < cnt ? to_float(dtraw[lane * 8 + (h & 7)]) : lane == cnt ? to_float(dt_mine) : 0.0f;
-                const float dt = lane < n_tok ? fminf(fmaxf(detail::softplus(raw + bias), p.dt_min), p.dt_max) : 0.0f;
-                float suffix = dt;
-#pragma unroll
-                for (int o = 1; o < 32; o <<= 1) {
-                    const float v = __shfl_down_sync(0xffffffffu, suffix, o);
-                    if (lane + o < 32) suffix += v;
-                }
-                if (lane < n_tok) fj[lane] = __expf(A * (suffix - dt)) * dt;
-                if (lane == 0) *decay_s = __expf(A * suffix);
-            }
-            for (int n = gtid; n < N; n += kSsuThreads) Cs[n] = to_float(Craw[n]);
-            for (int e = gtid; e < n_tok * P; e += kSsuThreads) xs[e] = to_float(xraw[e]);
-            if (!fold) {  // this token's inputs become entry `cnt`
-                bf16* dst = static_cast<bf16*>(p.replay) + (sl * K + cnt) * E;
-                for (int r = gtid; r < P; r += kSsuThreads) dst[h * p.P + row0 + r] = xraw[cnt * P + r];
-                if (h % heads_per_group == 0 && slice == 0) {
-                    for (int n = gtid; n < N; n += kSsuThreads) dst[p.H * p.P + g * N + n] = Bs[cnt * N + n];
-                }
-                if (slice == 0 && gtid == 0) dst[p.H * p.P + p.G * N + h] = dt_mine;
-            }
-            group_barrier(group);
-            for (int j = gwarp; j < n_tok; j += kSsuThreads / 32) {
-                float acc = 0.0f;
-                for (int n = lane; n < N; n += 32) acc += to_float(Bs[j * N + n]) * Cs[n];
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-                if (lane == 0) qj[j] = fj[j] * acc;
-            }
-            group_barrier(group);
-            for (int r = gtid; r < P; r += kSsuThreads) {
-                float acc = Dh * xs[cnt * P + r];
-                for (int j = 0; j < n_tok; ++j) {
-                    const float xv = xs[j * P + r];
-                    acc += qj[j] * xv;
-                    if (fold) xs[j * P + r] = fj[j] * xv;
-                }
-                y_tok[r] = acc;
-            }
-            group_barrier(group);
-
-            const float decay = *decay_s;
-            float Cv[kVec];
-            load_f32<kVec>(Cs + n0, Cv);
-            TY* y = static_cast<TY*>(p.y) + (b * p.H + h) * p.P + row0;
-            TS* S = static_cast<TS*>(p.state) + ((sl * p.H + h) * p.P + row0) * N;
-            const TS* Ss = reinterpret_cast<const TS*>(st);
-#pragma unroll 2
-            for (int r0 = 0; r0 < P; r0 += kRowsPerStep) {
-                const int row = r0 + gwarp * kRowsPerWarp + row_in_warp;
-                float acc = 0.0f;
-                if (row < P) {
-                    float sv[kVec];
-                    V::unpack(*reinterpret_cast<const typename V::Raw*>(Ss + row * N + n0), sv);
-#pragma unroll
-                    for (int v = 0; v < kVec; ++v) acc += sv[v] * Cv[v];
-                    if (fold) {
-#pragma unroll
-                        for (int v = 0; v < kVec; ++v) sv[v] *= decay;
-#pragma unroll 4
-                        for (int j = 0; j < n_tok; ++j) {
-                            const float c = xs[j * P + row];
-                            float bj[kVec];
-                            load_bf16<kVec>(Bs + j * N + n0, bj);
-#pragma unroll
-                            for (int v = 0; v < kVec; ++v) sv[v] += c * bj[v];
-                        }
-                        *reinterpret_cast<typename V::Raw*>(S + static_cast<int64_t>(row) * N + n0) = V::pack(sv);
-                    }
-                }
-#pragma unroll
-                for (int o = kLanesPerRow / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-                if (row < P && sub == 0) y[row] = detail::from_float<TY>(decay * acc + y_tok[row]);
-            }
-        }
-        group_barrier(group);  // the stage is free
-        const int64_t next = i + static_cast<int64_t>(depth) * groups;
-        if (next < last) fill(next, st_i);
-    }
-}
-
 // kFold: ssm_replay_fold (no new token).
 template <typename TS, typename TY, int N, bool kFold = false>
 void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
@@ -582,29 +369,6 @@ void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
     kernel<<<static_cast<unsigned>(p.batch * p.H * split), kSsuThreads, smem, stream>>>(p, static_cast<int>(split));
 }
 
-int64_t ssu_slices(const SsuParams& p, int64_t state_elem_bytes) {
-    const int64_t head_bytes = p.P * p.N * state_elem_bytes;
-    return p.row_split > 0 ? p.row_split : (head_bytes > 24 * 1024 && p.P % 2 == 0 ? 2 : 1);
-}
-
-template <typename TS, typename TY, int N>
-void launch_ssu_persistent(const SsuParams& p, cudaStream_t stream) {
-    const int64_t split = ssu_slices(p, sizeof(TS)), rows = p.P / split;
-    const int64_t stage_bytes = PersistStage{p.replay_window, rows, N, rows * N * static_cast<int64_t>(sizeof(TS))}.bytes();
-    const int64_t smem = p.persistent_stages * stage_bytes, items = p.batch * p.H * split;
-    const int depth = p.persistent_stages / p.persistent_groups;
-    int device = 0, max_smem = 0;
-    SURF_CUDA_CHECK(cudaGetDevice(&device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    SURF_CHECK(smem <= max_smem, "selective_state_update: ", p.persistent_stages, " persistent stages of ", stage_bytes, " bytes exceed ", max_smem,
-               " bytes of shared memory");
-    auto kernel = ssu_replay_persistent_kernel<TS, TY, N>;
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    const int64_t blocks = std::min<int64_t>(p.persistent_blocks, items);
-    const int threads = p.persistent_groups * kSsuThreads;
-    kernel<<<static_cast<unsigned>(blocks), threads, static_cast<size_t>(smem), stream>>>(p, static_cast<int>(split), depth, p.persistent_groups);
-}
-
 template <typename TS, typename TY, bool kFold = false>
 void launch_ssu(const SsuParams& p, cudaStream_t stream) {
     switch (p.N) {
@@ -612,18 +376,6 @@ void launch_ssu(const SsuParams& p, cudaStream_t stream) {
         case 32: launch_ssu_n<TS, TY, 32, kFold>(p, stream); break;
         case 64: launch_ssu_n<TS, TY, 64, kFold>(p, stream); break;
         case 128: launch_ssu_n<TS, TY, 128, kFold>(p, stream); break;
-        default: SURF_CHECK(false, "selective_state_update: d_state ", p.N, " not instantiated (16/32/64/128)");
-    }
-    SURF_CUDA_CHECK_LAUNCH();
-}
-
-template <typename TS, typename TY>
-void launch_persistent(const SsuParams& p, cudaStream_t stream) {
-    switch (p.N) {
-        case 16: launch_ssu_persistent<TS, TY, 16>(p, stream); break;
-        case 32: launch_ssu_persistent<TS, TY, 32>(p, stream); break;
-        case 64: launch_ssu_persistent<TS, TY, 64>(p, stream); break;
-        case 128: launch_ssu_persistent<TS, TY, 128>(p, stream); break;
         default: SURF_CHECK(false, "selective_state_update: d_state ", p.N, " not instantiated (16/32/64/128)");
     }
     SURF_CUDA_CHECK_LAUNCH();
@@ -647,24 +399,6 @@ bool ssu_bulk_stage_available() {
     return major >= 9;
 }
 
-std::string ssu_persistent_unsupported(const SsuParams& p) {
-    auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-    if (p.replay_window <= 0 || !p.replay) return "needs replay (replay_window > 0)";
-    if (!ssu_bulk_stage_available()) return "needs compute capability 9.0 or later (bulk copies)";
-    if (p.persistent_groups < 1 || p.persistent_groups > kPersistMaxGroups) return "persistent_groups must be 1..4";
-    if (p.persistent_stages < p.persistent_groups || p.persistent_stages > kPersistMaxStages || p.persistent_stages % p.persistent_groups != 0) {
-        return "persistent_stages must be a multiple of persistent_groups, at most 16";
-    }
-    const int64_t elem = p.state_dtype == DType::kF32 ? 4 : 2, split = ssu_slices(p, elem);
-    if (p.P % split != 0 || p.H % 8 != 0 || (p.P / split) % 8 != 0 || p.N % 8 != 0) return "H, the state rows of a slice and N must be multiples of 8";
-    if ((p.P / split) * 2 / 16 + p.N * 2 / 16 + 1 > 32) return "a slice's x chunks, B's and one dt chunk must fit 32 (16-byte chunks)";
-    if (p.x_stride % 8 != 0 || p.bc_stride % 8 != 0) return "the x and B/C row strides must be multiples of 8 elements";
-    if (!aligned(p.x) || !aligned(p.B) || !aligned(p.C) || !aligned(p.state) || !aligned(p.replay)) {
-        return "x, B, C, the state and the replay entries must be 16-byte aligned";
-    }
-    return {};
-}
-
 void selective_state_update(const SsuParams& p, cudaStream_t stream) {
     SURF_CHECK(p.x && p.B && p.C && p.dt_raw && p.dt_bias && p.A && p.state && p.slots && p.y,
                "selective_state_update: null pointer");
@@ -674,19 +408,8 @@ void selective_state_update(const SsuParams& p, cudaStream_t stream) {
     SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 16 == 0, "selective_state_update: state not 16-byte aligned");
     SURF_CHECK(p.P <= 128, "selective_state_update: head_dim ", p.P, " must be ≤ 128 (state staged in shared memory)");
     if (p.replay_window > 0) check_replay(p, "selective_state_update");
-    if (p.persistent_blocks > 0) {
-        const std::string why = ssu_persistent_unsupported(p);
-        SURF_CHECK(why.empty(), "selective_state_update: persistent_blocks ", p.persistent_blocks, ": ", why);
-    }
     if (p.batch == 0) return;
     const bool s32 = p.state_dtype == DType::kF32, y32 = p.y_dtype == DType::kF32;
-    if (p.persistent_blocks > 0) {
-        if (s32 && y32) launch_persistent<float, float>(p, stream);
-        else if (s32) launch_persistent<float, bf16>(p, stream);
-        else if (y32) launch_persistent<bf16, float>(p, stream);
-        else launch_persistent<bf16, bf16>(p, stream);
-        return;
-    }
     if (s32 && y32) launch_ssu<float, float>(p, stream);
     else if (s32) launch_ssu<float, bf16>(p, stream);
     else if (y32) launch_ssu<bf16, float>(p, stream);

@@ -311,9 +311,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
             auto timed = timer_.scope("mamba.conv_update", stream_);
             kc::causal_conv1d_update(cu, stream_);
         }
-        // Persistent update blocks go first instead: the scan's blocks then take the SMs they leave.
-        const bool persistent = overlap && st.n_pre > 0 && st.replay_dec && limits_.ssu_persistent_blocks > 0;
-        if (overlap && limits_.ssu_after_prefill_conv && st.n_pre > 0 && !persistent) SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_ready_, 0));
+        if (overlap && limits_.ssu_after_prefill_conv && st.n_pre > 0) SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_ready_, 0));
         kc::SsuParams su;
         su.x = xbc, su.B = xbc + d_inner, su.C = xbc + d_inner + G * N, su.x_stride = conv_dim, su.bc_stride = conv_dim;
         su.dt_raw = zx + d_inner + conv_dim, su.dt_stride = proj, su.dt_bias = W.dt_bias.ptr(), su.A = W.A.ptr(), su.D = W.D.ptr();
@@ -321,10 +319,6 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         su.batch = st.n_dec, su.H = H, su.P = P, su.G = G, su.N = N, su.dt_min = c.dt_min, su.dt_max = dt_max, su.row_split = limits_.ssu_split;
         su.bulk_stage = limits_.ssu_bulk_stage;
         if (st.replay_dec) su.replay = ssm_replay_[li].get(), su.replay_count = st.replay_dec, su.replay_window = limits_.ssm_replay_window;
-        if (persistent) {
-            su.persistent_blocks = limits_.ssu_persistent_blocks;
-            su.persistent_stages = limits_.ssu_persistent_stages, su.persistent_groups = limits_.ssu_persistent_groups;
-        }
         auto timed = timer_.scope("mamba.state_update", stream_);
         kc::selective_state_update(su, stream_);
     }

@@ -80,12 +80,6 @@ struct GpuLimits {
     // by every thread; results are bit-identical. H100, 100 rows, fp32 state, replay window 8, staggered: 263 →
     // 239 µs a layer; serving C = 100: mixed steps 63.5 → 62.8 ms. Off: A/B.
     bool ssu_bulk_stage = true;
-    // Mixed steps with overlapped Mamba branches and replay: the decode rows' state update runs as this many persistent
-    // blocks, one an SM (SsuParams::persistent_blocks; 0 = one block per item on every SM), issued before the
-    // prefill rows' SSD scan so that the scan's blocks and other streams' work take the remaining SMs while it
-    // streams the states. Decode-only steps keep the one-item kernel. Results are bit-identical.
-    int ssu_persistent_blocks = 0;
-    int ssu_persistent_stages = 6, ssu_persistent_groups = 2;
     // Query rows per warp of the mma.sync prefill attention, language model and vision tower, where the wgmma
     // kernel below is off or unavailable (AttentionPrefillParams::rows_per_warp): 16, or 32 (K/V fragments
     // shared by two m-tiles; 0 = 16). H100 (bench_attention, session 6): 32 takes 14–17% off the language
@@ -147,8 +141,7 @@ public:
     const ModelConfig& config() const { return cfg_; }
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
-    // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssu_split, ssu_bulk_stage, ssu_persistent_*, attention_splits, attention_rows_per_warp,
-    // *attention_wgmma_keys,
+    // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
     // *attention_wgmma_warp_specialized, vit_gelu_in_gemm, mamba_y_bf16)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
@@ -159,9 +152,6 @@ public:
         limits_.ssd_split = from.ssd_split;
         limits_.ssu_split = from.ssu_split;
         limits_.ssu_bulk_stage = from.ssu_bulk_stage;
-        limits_.ssu_persistent_blocks = from.ssu_persistent_blocks;
-        limits_.ssu_persistent_stages = from.ssu_persistent_stages;
-        limits_.ssu_persistent_groups = from.ssu_persistent_groups;
         limits_.attention_splits = from.attention_splits;
         limits_.attention_rows_per_warp = from.attention_rows_per_warp;
         limits_.attention_wgmma_keys = from.attention_wgmma_keys;

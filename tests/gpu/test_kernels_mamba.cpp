@@ -286,13 +286,10 @@ TEST_CASE("selective_state_update with replay: staggered rows over 2K + 3 steps 
                           MambaShape{"small_bf16", 12, 24, 4, 32, 0}}) {
         for (auto sdt : {cu::DType::kF32, cu::DType::kBF16}) {
             for (int64_t K : {int64_t{3}, int64_t{8}}) {
-                // splits 0 / 1 / 2, the state staged by cp.async or one bulk copy; then (sb 6) persistent blocks
-                for (int64_t sb = 0; sb < 7; ++sb) {
-                    const bool persistent = sb == 6;
-                    const int64_t split = persistent ? 0 : sb / 2;
-                    const bool bulk = persistent || sb % 2 == 1;
+                for (int64_t sb = 0; sb < 6; ++sb) {  // splits 0 / 1 / 2, the state staged by cp.async or one bulk copy
+                    const int64_t split = sb / 2;
+                    const bool bulk = sb % 2 == 1;
                     if ((split > 0 && sh.P % split != 0) || (bulk && !cu::ssu_bulk_stage_available())) continue;
-                    if (persistent && sh.H % 8 != 0) continue;  // its copies need H, P and N multiples of 8
                     const bool s32 = sdt == cu::DType::kF32;
                     const int64_t H = sh.H, P = sh.P, G = sh.G, N = sh.N, n_slots = 8, rows = 5, steps = 2 * K + 3;
                     const std::vector<int32_t> slot_of{3, 0, 7, 1, 5};
@@ -309,7 +306,7 @@ TEST_CASE("selective_state_update with replay: staggered rows over 2K + 3 steps 
                     std::vector<int32_t> count(n_slots, 0);
                     int64_t folds = 0;
                     const std::string tag = std::string(" ") + sh.name + (s32 ? " state fp32" : " state bf16") + " K " + std::to_string(K) +
-                                            " row split " + std::to_string(split) + (bulk ? " bulk" : "") + (persistent ? " persistent" : "");
+                                            " row split " + std::to_string(split) + (bulk ? " bulk" : "");
                     for (int64_t t = 0; t < steps; ++t) {
                         const int64_t batch = std::min<int64_t>(rows, t + 1);  // rows 0 … t
                         std::vector<int32_t> slots(slot_of.begin(), slot_of.begin() + batch), counts(static_cast<size_t>(batch));
@@ -328,10 +325,6 @@ TEST_CASE("selective_state_update with replay: staggered rows over 2K + 3 steps 
                         p.row_split = split;
                         p.replay = replay.get(); p.replay_count = dcounts.get(); p.replay_window = K;
                         p.bulk_stage = bulk;
-                        if (persistent) {  // 3 blocks: ranges that end inside a row
-                            p.persistent_blocks = 3, p.persistent_stages = 4, p.persistent_groups = 2;
-                            REQUIRE(cu::ssu_persistent_unsupported(p).empty());
-                        }
                         cu::selective_state_update(p, nullptr);
                         // y reads the state, which a bf16 state holds rounded at every fold while the CPU keeps
                         // it in fp32: y sums N = 128 such values (|S| ≲ 2, |C| ≤ 1), so its error grows like
@@ -416,76 +409,4 @@ TEST_CASE("selective_state_update: the state staged by one bulk copy gives bit-i
             CHECK_MESSAGE(std::memcmp(entries_got[0].data(), entries_got[1].data(), entries_got[0].size() * 2) == 0, "entries " << tag);
         }
     }
-}
-
-TEST_CASE("selective_state_update: the persistent replay step gives bit-identical results to the one-item kernel") {
-    // SsuParams::persistent_blocks: the same replay step (staggered counts: rows storing entries, a row folding, a row
-    // whose count is out of range and is skipped) through the one-item kernel and through persistent blocks of
-    // several shapes (one block walking every item, blocks ending mid-row, more blocks than fit one an SM's
-    // smaller sets); y, the states and the entries must match bit for bit.
-    if (!cu::ssu_bulk_stage_available()) return;
-    std::mt19937 rng(36);
-    const int64_t H = 128, P = 80, G = 8, N = 128, K = 8, batch = 12, n_slots = 14;
-    const std::vector<int32_t> slots{3, 0, 12, 7, 1, 5, 9, 2, 10, 4, 8, 13};
-    const int64_t xbc_stride = H * P + 2 * G * N + 16, dt_stride = H + 4, entry = cu::ssm_replay_entry_elems(H, P, G, N);
-    auto xbc = random_vec(batch * xbc_stride, rng);
-    auto dt_raw = random_vec(batch * dt_stride, rng, -3.0f, 0.5f);
-    auto dt_bias = random_vec(H, rng, -1.0f, 0.0f, false);
-    auto A = random_vec(H, rng, -4.0f, -0.5f, false), D = random_vec(H, rng, -1.0f, 1.0f, false);
-    auto state0 = random_vec(n_slots * H * P * N, rng);
-    auto entries = random_vec(n_slots * K * entry, rng);
-    std::vector<int32_t> counts(batch);
-    for (int64_t b = 0; b < batch; ++b) counts[b] = static_cast<int32_t>(b % K);  // 0 … 7: row 7 folds
-    counts[10] = static_cast<int32_t>(K);                                        // out of range: skipped by both
-    DeviceBuffer<bf16> dxbc(to_bf16(xbc)), ddt(to_bf16(dt_raw));
-    DeviceBuffer<float> ddtb(dt_bias), dA(A), dD(D);
-    DeviceBuffer<int32_t> dslots(slots), dcounts(counts);
-    struct Shape {
-        int blocks, stages, groups;
-    };
-    for (auto sdt : {cu::DType::kF32, cu::DType::kBF16}) {
-        const bool s32 = sdt == cu::DType::kF32;
-        for (int64_t split : {int64_t{0}, int64_t{1}}) {  // auto (2 slices at fp32, 1 at bf16), whole heads
-            auto run = [&](const Shape* shape, std::vector<float>& y, std::vector<float>& state, std::vector<bf16>& ent) {
-                DeviceBuffer<float> dst32(state0), dy(batch * H * P);
-                DeviceBuffer<bf16> dst16(to_bf16(state0)), dentries(to_bf16(entries));
-                dy.poison();
-                cu::SsuParams p = ssu_params(MambaShape{"holotron", H, P, G, N, 0}, batch, dxbc.get(), xbc_stride, ddt.get(), dt_stride, ddtb.get(),
-                                             dA.get(), dD.get(), s32 ? static_cast<void*>(dst32.get()) : dst16.get(), sdt, dslots.get(), dy.get(),
-                                             cu::DType::kF32);
-                p.row_split = split, p.bulk_stage = true;
-                p.replay = dentries.get(), p.replay_count = dcounts.get(), p.replay_window = K;
-                if (shape) {
-                    p.persistent_blocks = shape->blocks, p.persistent_stages = shape->stages, p.persistent_groups = shape->groups;
-                    REQUIRE(cu::ssu_persistent_unsupported(p).empty());
-                }
-                cu::selective_state_update(p, nullptr);
-                y = dy.download();
-                state = s32 ? dst32.download() : to_float(dst16.download());
-                ent = dentries.download();
-            };
-            std::vector<float> y_ref, state_ref;
-            std::vector<bf16> ent_ref;
-            run(nullptr, y_ref, state_ref, ent_ref);
-            // A stage holds a slice's state rows plus ≈ 6 KB of inputs and scratch; rings over 227 KB are refused.
-            const int64_t slice_bytes = (s32 && split == 0 ? P / 2 : P) * N * (s32 ? 4 : 2);
-            for (const Shape& shape : {Shape{1, 2, 1}, Shape{7, 6, 2}, Shape{44, 6, 3}, Shape{300, 4, 2}, Shape{132, 8, 2}}) {
-                if (shape.stages * (slice_bytes + 6 * 1024) > 227 * 1024) continue;
-                std::vector<float> y, state;
-                std::vector<bf16> ent;
-                run(&shape, y, state, ent);
-                const std::string tag = std::string(s32 ? "state fp32" : "state bf16") + " split " + std::to_string(split) + " blocks " +
-                                        std::to_string(shape.blocks) + " stages " + std::to_string(shape.stages) + " groups " + std::to_string(shape.groups);
-                CHECK_MESSAGE(std::memcmp(y.data(), y_ref.data(), y.size() * 4) == 0, "y " << tag);
-                CHECK_MESSAGE(std::memcmp(state.data(), state_ref.data(), state.size() * 4) == 0, "state " << tag);
-                CHECK_MESSAGE(std::memcmp(ent.data(), ent_ref.data(), ent.size() * 2) == 0, "entries " << tag);
-            }
-        }
-    }
-}
-
-TEST_CASE("selective_state_update: persistent blocks refused with a reason where they cannot run") {
-    cu::SsuParams p;
-    p.H = 128, p.P = 80, p.G = 8, p.N = 128;
-    CHECK(cu::ssu_persistent_unsupported(p).find("replay") != std::string::npos);  // no replay
 }
