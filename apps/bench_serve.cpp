@@ -72,6 +72,7 @@ struct Options {
     int attention_ws = -1, vit_attention_ws = -1;  // GpuLimits::*attention_wgmma_warp_specialized: -1 the default, 0 off, 1 on
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
     bool warm_vision = false;  // warm-up also tunes the vision passes of 1 .. vision-batch tiles of screenshots
+    bool warm_row_buckets = true;  // CudaEngineOptions::warm_up_row_buckets
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
     int hf_baseline_steps = 2;
 };
@@ -129,6 +130,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--vision-min-tiles") o.vision_min_tiles = std::atoll(next());
         else if (a == "--vision-max-wait") o.vision_max_wait = std::atoll(next());
         else if (a == "--warm-vision") o.warm_vision = true;
+        else if (a == "--no-warm-row-buckets") o.warm_row_buckets = false;
         else if (a == "--hf-baseline") o.hf_baseline_batch = std::atoi(next());
         else if (a == "--hf-baseline-steps") o.hf_baseline_steps = std::atoi(next());
         else if (a == "--image") {
@@ -144,7 +146,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128]\n"
                                  "                   [--ssm-replay 0|2..32] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
                                  "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
-                                 "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision]\n"
+                                 "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] [--no-warm-row-buckets]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
         }
@@ -376,6 +378,7 @@ int main(int argc, char** argv) {
         if (o.attention_ws >= 0) eo.limits.attention_wgmma_warp_specialized = o.attention_ws == 1;
         if (o.vit_attention_ws >= 0) eo.limits.vit_attention_wgmma_warp_specialized = o.vit_attention_ws == 1;
         eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
+        eo.warm_up_row_buckets = o.warm_row_buckets;
         if (o.warm_vision && cfg.has_vision) {
             // Passes of 1, 2, … screenshots of this workload's size, up to the tiles one pass may take.
             const int64_t per_shot = plan_tiles(o.width, o.height, tiling_config_from(cfg.image)).n_tiles;

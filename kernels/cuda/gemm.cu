@@ -26,6 +26,7 @@ struct GemmPlan {
     int uses = 0;
     bool tuned = false;
     bool use_gemv = false;  // the small-m kernel instead of cuBLASLt (GemmContext::set_small_m_kernel)
+    bool reused = false;    // took a neighbour's choice (tuned_neighbour) instead of timing its own
 };
 
 // m, n, k, ldx, ldw, ldy, y dtype, bias, beta ≠ 0, alignment, activation.
@@ -46,7 +47,8 @@ int alignment_of(const void* ptr, int64_t ld, size_t elem) {
 // row counts is not safe: on H100 the one tuned at m = 924 ran mlp.down (n 5120, k 20480) at m = 1024 in
 // 489 µs against 270 µs for that shape's own pick.
 // GemmContext::set_reuse_tuned_in_bucket (off by default) relaxes this within 64-row buckets only (same
-// tile counts), and only to an algorithm the heuristic also lists for the new row count.
+// tile counts), and only to an algorithm the heuristic also lists for the new row count; and up to 128 rows to
+// a shape tuned for at most 7 rows more (tuned_neighbour).
 constexpr int64_t kTuneOnFirstUseRows = 128;
 constexpr int kTuneAfterUses = 3;
 
@@ -149,20 +151,34 @@ void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, siz
     impl.log.push_back(rec);
 }
 
-// A tuned plan of the same shape except m, with ⌈m/64⌉ equal, whose chosen algorithm is one of `plan`'s
-// heuristic candidates for m (so valid here): that algorithm, else null.
-const cublasLtMatmulAlgo_t* tuned_neighbour(const GemmContext::Impl& impl, const PlanKey& key, const GemmPlan& plan) {
+bool has_candidate(const GemmPlan& plan, const cublasLtMatmulAlgo_t& algo) {
+    for (int i = 0; i < plan.n_candidates; ++i) {
+        if (std::memcmp(&plan.candidates[i], &algo, sizeof(cublasLtMatmulAlgo_t)) == 0) return true;
+    }
+    return false;
+}
+
+// A tuned plan of the same shape except m whose choice carries over to m: over 128 rows one with the same
+// ⌈m/64⌉ (same tile counts), up to 128 rows one for m' in (m, m + 7] (the decode buckets, every 4 rows above 16, and
+// the logits' rows, rounded to 8, lie within that of any m: a partly filled mixed step then runs a warmed-up
+// shape's choice instead of stopping to tune its own). Its algorithm must be one of `plan`'s heuristic candidates
+// for m (so valid here), unless it chose the small-m kernel, which takes any m. Only shapes that were timed
+// themselves count (no chains of hand-me-downs). Else null.
+const GemmPlan* tuned_neighbour(const GemmContext::Impl& impl, const PlanKey& key, const GemmPlan& plan) {
     const int64_t m = std::get<0>(key), bucket = (m + 63) / 64;
+    const GemmPlan* best = nullptr;
+    int64_t best_m = 0;
     for (const auto& [other_key, other] : impl.plans) {
-        if (!other.tuned || (std::get<0>(other_key) + 63) / 64 != bucket) continue;
+        const int64_t m2 = std::get<0>(other_key);
+        if (!other.tuned || other.reused) continue;  // choices are passed on from shapes timed themselves only
+        if (m > kTuneOnFirstUseRows ? (m2 + 63) / 64 != bucket : (m2 <= m || m2 > m + 7)) continue;
         PlanKey same_m = other_key;
         std::get<0>(same_m) = m;
         if (same_m != key) continue;
-        for (int i = 0; i < plan.n_candidates; ++i) {
-            if (std::memcmp(&plan.candidates[i], &other.algo, sizeof(cublasLtMatmulAlgo_t)) == 0) return &other.algo;
-        }
+        const bool valid = (other.use_gemv && m <= kTuneOnFirstUseRows) || has_candidate(plan, other.algo);
+        if (valid && (!best || m2 < best_m)) best = &other, best_m = m2;  // the nearest
     }
-    return nullptr;
+    return best;
 }
 
 }  // namespace
@@ -250,10 +266,11 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
         for (int i = 0; i < found; ++i) plan.candidates[i] = results[i].algo;
         plan.n_candidates = found;
         plan.tuned = !impl->autotune;
-        if (!plan.tuned && impl->reuse_in_bucket && p.m > kTuneOnFirstUseRows) {
-            if (const cublasLtMatmulAlgo_t* algo = tuned_neighbour(*impl, key, plan)) {
-                plan.algo = *algo;
-                plan.tuned = true;
+        if (!plan.tuned && impl->reuse_in_bucket) {
+            if (const GemmPlan* other = tuned_neighbour(*impl, key, plan)) {
+                if (has_candidate(plan, other->algo)) plan.algo = other->algo;  // (else the small-m kernel, with the heuristic's pick behind it)
+                plan.use_gemv = other->use_gemv;
+                plan.tuned = plan.reused = true;
                 ++impl->reused;
             }
         }

@@ -50,7 +50,9 @@ public:
     // in m, within the same 64-row bucket (⌈m/64⌉ equal: the same count of 64-, 128- and 256-row tiles); if
     // that shape's chosen algorithm is among this shape's heuristic candidates (so valid for it), it is used
     // without tuning. Mixed steps' row counts (decode rows + a prompt's chunk) vary by a few rows from step
-    // to step, and each one tuned on its own costs a tuning stall inside a step.
+    // to step, and each one tuned on its own costs a tuning stall inside a step. A new shape of at most 128
+    // rows likewise takes the choice (algorithm, or the small-m kernel) of the nearest tuned shape of 1 to 7
+    // rows more (decode-graph buckets and logits rows are warmed up at every 4 or 8 rows).
     void set_reuse_tuned_in_bucket(bool on);
     int64_t reused_count() const;  // shapes that took a neighbour's tuned algorithm
     // The small-m kernel (gemv below) for shapes it supports: kTuned (default) times it beside the cuBLASLt

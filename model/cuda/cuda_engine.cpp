@@ -47,7 +47,7 @@ public:
         tokens_dev_ = DeviceBuffer(rows * 4);
         SURF_CUDA_CHECK(cudaEventCreate(&step_begin_));
         SURF_CUDA_CHECK(cudaEventCreate(&step_end_));
-        if (options_.warm_up) stats_.warm_up_seconds = model_->warm_up(std::min(options_.prefill_chunk, L.max_tokens));
+        if (options_.warm_up) stats_.warm_up_seconds = model_->warm_up(std::min(options_.prefill_chunk, L.max_tokens), options_.warm_up_row_buckets);
         if (!options_.warm_up_vision_batches.empty() && cfg.has_vision) stats_.warm_up_seconds += model_->warm_up_vision(options_.warm_up_vision_batches);
         worker_ = std::thread([this] { loop(); });
     }

@@ -27,6 +27,10 @@ struct CudaEngineOptions {
     // Before serving, tune the GEMM shapes of the decode-graph batch buckets and of a full prefill chunk
     // (GpuModel::warm_up; about a second at 12B): otherwise the first steps of each shape stop to tune.
     bool warm_up = true;
+    // The warm-up also tunes one step at the top of every 64-row bucket below the prefill chunk (the row counts of
+    // partly filled mixed steps; GpuModel::warm_up's row_buckets): a few seconds more before serving, no tuning
+    // stalls inside it.
+    bool warm_up_row_buckets = true;
     // Vision batches across steps (off by default): after a step, the queued images go through the vision
     // tower only once they add up to vision_min_tiles tiles, or the oldest has waited vision_max_wait_steps
     // steps, or the step had no prompt ready to prefill. Larger passes run the tower's GEMMs and attention

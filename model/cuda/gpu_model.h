@@ -186,9 +186,10 @@ public:
     // in sequence order. Returns the number of logits rows. Decode-only steps replay a CUDA graph.
     int64_t forward(const std::vector<SeqStep>& seqs, uint64_t vision_ticket = kLatestVision);
     // Runs throw-away steps on the scratch slot and page so that the GEMM shapes of every decode-graph batch
-    // bucket and of a `prefill_tokens`-row step are planned and tuned before serving (tuning inside a step
-    // stalls it: 280 shapes took 8 s of a 76 s benchmark run). Returns the seconds it took.
-    double warm_up(int64_t prefill_tokens);
+    // bucket and of a `prefill_tokens`-row step (with row_buckets: and of every 64-row bucket of row counts over
+    // 128 below it, the steps a partly filled mixed step runs) are planned and tuned before serving (tuning
+    // inside a step stalls it: 280 shapes took 8 s of a 76 s benchmark run). Returns the seconds it took.
+    double warm_up(int64_t prefill_tokens, bool row_buckets = true);
     // Vision passes over zero pixels (image rows from row 0: call before any request), three times each so
     // that their GEMM shapes are tuned; each entry is one pass as its images' tile counts. Returns seconds.
     // A pass that is empty, has an image of no tiles or exceeds max_tiles / max_image_rows is an error.

@@ -298,7 +298,8 @@ TEST_CASE("GPU warm-up: tunes the decode buckets' and the prefill chunk's GEMMs,
     // The warm-up's steps ran on the scratch slot and page only: the same prompt on another slot gives the
     // same logits (up to the tuned algorithms' summation order).
     CHECK(max_rel_err(last_logits(1).data(), before) <= 1e-2);
-    // Decode steps at a batch bucket (here 4 rows, padded from 3) and a 256-row prefill step tune nothing.
+    // Decode steps at a batch bucket (here 4 rows, padded from 3), a 256-row prefill step and a 192-row one (the top
+    // of the 64-row bucket below it, which the warm-up tunes too) tune nothing.
     const int64_t tuned = model->gemm_tune_totals().first;
     std::vector<SeqStep> rows;
     for (int32_t slot : {0, 1}) {
@@ -310,6 +311,9 @@ TEST_CASE("GPU warm-up: tunes the decode buckets' and the prefill chunk's GEMMs,
     SeqStep pre;
     pre.slot = 2, pre.tokens.assign(256, 5), pre.pages = pages_for(256, 16, 128);
     for (int i = 0; i < 3; ++i) model->forward({pre});
+    SeqStep part;
+    part.slot = 3, part.tokens.assign(192, 7), part.pages = pages_for(192, 16, 192);
+    for (int i = 0; i < 3; ++i) model->forward({part});
     CHECK(model->gemm_tune_totals().first == tuned);
 }
 

@@ -255,7 +255,7 @@ TEST_CASE("gemm autotuning with reuse in 64-row buckets: a neighbouring row coun
     CHECK(ctx.reused_count() == 0);
     run(990);   // same bucket (⌈m/64⌉ = 16): reuses 1000's pick when the heuristic lists it for 990, else tunes
     const bool reused = ctx.reused_count() == 1;
-    MESSAGE("m = 990 " << (reused ? "reused m = 1000's tuned algorithm" : "was tuned (1000's pick is not among its candidates)"));
+    MESSAGE("m = 990 " << std::string(reused ? "reused m = 1000's tuned algorithm" : "was tuned (1000's pick is not among its candidates)"));
     CHECK(ctx.tune_log().size() == (reused ? 1u : 2u));
     const size_t tuned = ctx.tune_log().size();
     const int64_t reuses = ctx.reused_count();
@@ -263,6 +263,21 @@ TEST_CASE("gemm autotuning with reuse in 64-row buckets: a neighbouring row coun
     CHECK(ctx.tune_log().size() == tuned + 1);
     CHECK(ctx.reused_count() == reuses);
     CHECK(ctx.tune_log().back().m == 1030);
+    // Up to 128 rows (tuned on first use): a new row count takes the choice of the nearest shape timed for 1 to 7
+    // rows more, when valid.
+    run(40);
+    CHECK(ctx.tune_log().size() == tuned + 2);
+    CHECK(ctx.tune_log().back().m == 40);
+    run(36);  // 4 rows fewer than 40: reuses its choice when valid, else tunes
+    const bool small_reused = ctx.reused_count() == reuses + 1;
+    MESSAGE("m = 36 " << std::string(small_reused ? "reused m = 40's choice" : "was tuned (40's pick is not among its candidates)"));
+    CHECK(ctx.tune_log().size() == tuned + (small_reused ? 2u : 3u));
+    const size_t tuned_small = ctx.tune_log().size();
+    run(30);  // 10 fewer than 40, and 36 was not timed itself if it reused: tuned on its own then
+    if (small_reused) {
+        CHECK(ctx.tune_log().size() == tuned_small + 1);
+        CHECK(ctx.tune_log().back().m == 30);
+    }
 }
 
 TEST_CASE("rmsnorm / layernorm with fused residual add; gated grouped rmsnorm") {
