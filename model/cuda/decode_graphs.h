@@ -32,8 +32,9 @@ public:
     static int64_t pages_bucket(int64_t pages, int64_t max_pages);
 
     // Runs a step of shape (batch, pages) on `stream`: the first one kernel by kernel through `enqueue`
-    // (which must only enqueue work on `stream`; GEMM plans and tuning happen then, outside any capture),
-    // the second captured into a graph and launched, later ones as launches of that graph.
+    // (which must only enqueue work on `stream`, and the same work every time; GEMM plans and tuning happen
+    // then, outside any capture), after which the same enqueue is captured into a graph (not run); later steps
+    // are launches of that graph.
     void launch(int64_t batch, int64_t pages, cudaStream_t stream, const std::function<void()>& enqueue);
 
     int64_t captured() const { return static_cast<int64_t>(graphs_.size()); }
@@ -42,7 +43,6 @@ public:
 private:
     std::vector<int64_t> buckets_;
     std::map<std::pair<int64_t, int64_t>, cudaGraphExec_t> graphs_;
-    std::map<std::pair<int64_t, int64_t>, bool> seen_;  // shapes run once without a graph
     int64_t launches_ = 0;
 };
 
