@@ -40,8 +40,8 @@ int alignment_of(const void* ptr, int64_t ld, size_t elem) {
     return align;
 }
 
-// Row counts up to this are tuned on first use: decode steps (captured into graphs on a shape's second
-// step, when no tuning can run) and small batches. Larger ones are prefill and mixed steps, whose row
+// Row counts up to this are tuned on first use: decode steps (captured into graphs right after a shape's
+// first, kernel-by-kernel step; no tuning can run inside a capture) and small batches. Larger ones are prefill and mixed steps, whose row
 // count varies with the work queued: each is tuned on its own, once it has run kTuneAfterUses times, so
 // that one-off row counts (the tail chunk of a prompt) cost no tuning. Sharing a tuned algorithm across
 // row counts is not safe: on H100 the one tuned at m = 924 ran mlp.down (n 5120, k 20480) at m = 1024 in

@@ -25,7 +25,7 @@ struct CudaEngineOptions {
     // time to first token of 0.39 s against 0.48 / 0.90 s (docs/BENCHMARKS.md).
     int64_t prefill_chunk = 1024;
     // Before serving, tune the GEMM shapes of the decode-graph batch buckets and of a full prefill chunk
-    // (GpuModel::warm_up; about a second at 12B): otherwise the first steps of each shape stop to tune.
+    // (GpuModel::warm_up; a few seconds at 12B): otherwise the first steps of each shape stop to tune.
     bool warm_up = true;
     // The warm-up also tunes one step at the top of every 64-row bucket below the prefill chunk (the row counts of
     // partly filled mixed steps; GpuModel::warm_up's row_buckets): a few seconds more before serving, no tuning
