@@ -6,7 +6,8 @@
 // batch 1, 16, 64 and 100. Inputs are random (never zeros); decode kernels and the smaller norm calls rotate
 // over buffers larger than L2 together so that repeated launches do not measure the cache; the other prefill
 // ops' buffers are each larger than L2 already.
-// Usage: bench_kernels [--quick]   (prints a markdown table last)
+// Also the token sampler (sample_tokens) at 1 / 16 / 100 rows of the Holotron vocabulary.
+// Usage: bench_kernels [--quick | --ssu-only | --sampling-only]   (prints a markdown table last)
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -108,6 +109,46 @@ int main(int argc, char** argv) {
     record("ceiling: D2D copy", "1 GiB", 1, copy_us, 2.0 * copy_bytes, false, copy_gbs);
     record("ceiling: cuBLASLt bf16 GEMM", "8192x8192x8192", 1, 2.0 * 8192.0 * 8192 * 8192 / (gemm_tflops * 1e12) * 1e6,
            2.0 * 8192.0 * 8192 * 8192, true, gemm_tflops);
+
+    // ---- sampling: one token per row from fp32 logits (the serving engine's per-step draw) -------------
+    // Rows 1 / 16 / 100 over the Holotron vocabulary (131,072 + 64 padding columns), temperature 0.7 (bench_serve's
+    // setting), then with top-k 50 and top-p 0.9 as well. Bytes: the logits read once.
+    if (!ssu_only) {
+        const int64_t vocab = 131072, stride = 131136, max_rows = 100;
+        auto* logits = static_cast<float*>(dalloc(max_rows * stride * 4));
+        fill_random(logits, max_rows * stride, false, -8, 8, 11);
+        std::vector<float> temp_h(max_rows, 0.7f), top_p_h(max_rows, 0.9f);
+        std::vector<int32_t> top_k_h(max_rows, 50);
+        std::vector<uint64_t> seed_h(max_rows), step_h(max_rows, 3);
+        for (int64_t r = 0; r < max_rows; ++r) seed_h[r] = static_cast<uint64_t>(r);
+        auto* temp = static_cast<float*>(dalloc(max_rows * 4));
+        auto* top_p = static_cast<float*>(dalloc(max_rows * 4));
+        auto* top_k = static_cast<int32_t*>(dalloc(max_rows * 4));
+        auto* seed = static_cast<uint64_t*>(dalloc(max_rows * 8));
+        auto* step = static_cast<uint64_t*>(dalloc(max_rows * 8));
+        auto* tokens = static_cast<int32_t*>(dalloc(max_rows * 4));
+        SURF_CUDA_CHECK(cudaMemcpy(temp, temp_h.data(), max_rows * 4, cudaMemcpyHostToDevice));
+        SURF_CUDA_CHECK(cudaMemcpy(top_p, top_p_h.data(), max_rows * 4, cudaMemcpyHostToDevice));
+        SURF_CUDA_CHECK(cudaMemcpy(top_k, top_k_h.data(), max_rows * 4, cudaMemcpyHostToDevice));
+        SURF_CUDA_CHECK(cudaMemcpy(seed, seed_h.data(), max_rows * 8, cudaMemcpyHostToDevice));
+        SURF_CUDA_CHECK(cudaMemcpy(step, step_h.data(), max_rows * 8, cudaMemcpyHostToDevice));
+        for (bool cuts : {false, true}) {
+            for (int64_t rows : {int64_t{1}, int64_t{16}, max_rows}) {
+                cu::SamplingParams sp;
+                sp.logits = logits, sp.temperature = temp, sp.seed = seed, sp.step = step, sp.tokens = tokens;
+                if (cuts) sp.top_k = top_k, sp.top_p = top_p;
+                sp.rows = rows, sp.vocab = vocab, sp.logits_stride = stride;
+                const double us = time_us([&](int) { cu::sample_tokens(sp, nullptr); });
+                record(std::string("sample_tokens T=0.7") + (cuts ? " top-k 50 top-p 0.9" : ""), "vocab 131072 fp32", rows, us,
+                       static_cast<double>(rows) * vocab * 4, false, copy_gbs);
+            }
+        }
+        for (void* ptr : {static_cast<void*>(logits), static_cast<void*>(temp), static_cast<void*>(top_p), static_cast<void*>(top_k),
+                          static_cast<void*>(seed), static_cast<void*>(step), static_cast<void*>(tokens)}) {
+            SURF_CUDA_CHECK(cudaFree(ptr));
+        }
+        if (argc > 1 && std::strcmp(argv[1], "--sampling-only") == 0) return 0;
+    }
 
     // ---- decode: selective state update ---------------------------------------------------------------
     const int64_t H = 128, P = 80, G = 8, N = 128, conv_dim = H * P + 2 * G * N, zx_stride = 22656;
