@@ -65,8 +65,10 @@ float elapsed(cudaEvent_t a, cudaEvent_t b) {
     return ms;
 }
 
-// The fourth table: bulk_read_probe over `bytes` of src on K blocks (one an SM), per ring shape.
-void bulk_table(const Buf& src, int64_t bytes, int sms, int reps, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, const char* device) {
+// The fourth table: bulk_read_probe over `bytes` of src on K blocks (one an SM), per ring shape, each timed by
+// `time_ms` (main's median of launches between events).
+void bulk_table(const Buf& src, int64_t bytes, int sms, int reps, const std::function<double(const std::function<void()>&)>& time_ms,
+                cudaStream_t s, const char* device) {
     Buf sink(static_cast<size_t>(sms) * 4);
     std::printf("# bulk-copy read probe on %s: %.2f GB read by K persistent blocks (one an SM), one thread issuing bulk copies a "
                 "ring of stages deep, four warps summing each stage; median of %d\n\n"
@@ -81,16 +83,7 @@ void bulk_table(const Buf& src, int64_t bytes, int sms, int reps, cudaStream_t s
             bp.src = src.as<float>(), bp.sink = sink.as<float>(), bp.blocks = k, bp.stages = r.stages, bp.stage_bytes = r.kb * 1024;
             bp.items = bytes / bp.stage_bytes;
             const double moved = static_cast<double>(bp.items) * bp.stage_bytes;
-            std::vector<float> t;
-            for (int i = 0; i < reps + 2; ++i) {
-                SURF_CUDA_CHECK(cudaEventRecord(e0, s));
-                cu::bulk_read_probe(bp, s);
-                SURF_CUDA_CHECK(cudaEventRecord(e1, s));
-                SURF_CUDA_CHECK(cudaEventSynchronize(e1));
-                if (i >= 2) t.push_back(elapsed(e0, e1));
-            }
-            std::sort(t.begin(), t.end());
-            const double ms = t[t.size() / 2], gbs = moved / (ms * 1e-3) / 1e9;
+            const double ms = time_ms([&] { cu::bulk_read_probe(bp, s); }), gbs = moved / (ms * 1e-3) / 1e9;
             std::printf("| %d | %d x %d | %.3f | %.0f | %.1f |\n", k, r.stages, r.kb, ms, gbs, gbs / k);
             std::fflush(stdout);
         }
@@ -176,7 +169,7 @@ int main(int argc, char** argv) {
         };
         const double ssu_ms = time_ms([&] { ssu(s_gemm); });
         if (bulk_only) {
-            bulk_table(state, decode * slot_floats * 4, sms, reps, s_gemm, e0, e1, prop.name);
+            bulk_table(state, decode * slot_floats * 4, sms, reps, time_ms, s_gemm, prop.name);
             return 0;
         }
         std::printf("# bench_overlap on %s (%d SMs): in_proj GEMM %lld x %lld x %lld bf16 || state update of %lld rows (fp32 state, %.2f GB "
