@@ -68,7 +68,6 @@ struct Options {
     int ssm_replay = -1;  // GpuLimits::ssm_replay_window; -1 = not given
     bool ssu_early = false;  // GpuLimits::ssu_after_prefill_conv off
     int ssu_bulk = -1;       // GpuLimits::ssu_bulk_stage: -1 the default, 0 off, 1 on
-    int decode_persistent = -1;  // GpuLimits::decode_attention_persistent_blocks: -1 the default
     int mamba_y_bf16 = -1;   // GpuLimits::mamba_y_bf16: -1 the default, 0 off, 1 on
     int attention_ws = -1, vit_attention_ws = -1;  // GpuLimits::*attention_wgmma_warp_specialized: -1 the default, 0 off, 1 on
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
@@ -125,7 +124,6 @@ Options parse(int argc, char** argv) {
         else if (a == "--ssm-replay") o.ssm_replay = std::atoi(next());
         else if (a == "--ssu-early") o.ssu_early = true;
         else if (a == "--ssu-bulk") o.ssu_bulk = std::atoi(next());
-        else if (a == "--decode-persistent") o.decode_persistent = std::atoi(next());
         else if (a == "--mamba-y-bf16") o.mamba_y_bf16 = std::atoi(next());
         else if (a == "--attention-ws") o.attention_ws = std::atoi(next());
         else if (a == "--vit-attention-ws") o.vit_attention_ws = std::atoi(next());
@@ -146,7 +144,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssu-split N]\n"
                                  "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] [--attention-rows-per-warp 16|32]\n"
                                  "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128]\n"
-                                 "                   [--ssm-replay 0|2..32] [--ssu-early] [--ssu-bulk 0|1] [--decode-persistent SMS] [--mamba-y-bf16 0|1]\n"
+                                 "                   [--ssm-replay 0|2..32] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
                                  "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
                                  "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] [--no-warm-row-buckets]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
@@ -181,7 +179,6 @@ Options parse(int argc, char** argv) {
     check_range("--ssu-split", o.ssu_split, 0, 4);
     check_range("--ssm-replay", o.ssm_replay, 0, 32);
     check_range("--ssu-bulk", o.ssu_bulk, 0, 1);
-    check_range("--decode-persistent", o.decode_persistent, 0, 1024);
     check_range("--mamba-y-bf16", o.mamba_y_bf16, 0, 1);
     check_range("--attention-ws", o.attention_ws, 0, 1);
     check_range("--vit-attention-ws", o.vit_attention_ws, 0, 1);
@@ -377,7 +374,6 @@ int main(int argc, char** argv) {
         if (o.ssm_replay >= 0) eo.limits.ssm_replay_window = o.ssm_replay;
         if (o.ssu_early) eo.limits.ssu_after_prefill_conv = false;
         if (o.ssu_bulk >= 0) eo.limits.ssu_bulk_stage = o.ssu_bulk == 1;
-        if (o.decode_persistent >= 0) eo.limits.decode_attention_persistent_blocks = o.decode_persistent;
         if (o.mamba_y_bf16 >= 0) eo.limits.mamba_y_bf16 = o.mamba_y_bf16 == 1;
         if (o.attention_ws >= 0) eo.limits.attention_wgmma_warp_specialized = o.attention_ws == 1;
         if (o.vit_attention_ws >= 0) eo.limits.vit_attention_wgmma_warp_specialized = o.vit_attention_ws == 1;
@@ -398,12 +394,9 @@ int main(int argc, char** argv) {
         const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window);
         const surf::bench::Roofline stock_roof = surf::bench::roofline(cfg, o.bf16_state);
         std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s, replay window %d; mixed steps: Mamba branches %s, "
-                    "attention branches %s (decode attention %s), SSD slices %s, SSU row slices %s (state staged by %s), Mamba y %s, prefill split-KV %s%s%s%s\n",
+                    "attention branches %s, SSD slices %s, SSU row slices %s (state staged by %s), Mamba y %s, prefill split-KV %s%s%s%s\n",
                     prop.name, prop.multiProcessorCount, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32", eo.limits.ssm_replay_window,
                     eo.limits.overlap_mamba_branches ? "overlapped" : "serial", eo.limits.overlap_attention_branches ? "overlapped" : "serial",
-                    eo.limits.decode_attention_persistent_blocks > 0
-                        ? ("persistent on " + std::to_string(eo.limits.decode_attention_persistent_blocks) + " SMs").c_str()
-                        : "on all SMs",
                     eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
                     eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.ssu_bulk_stage ? "bulk copies" : "cp.async",
                     eo.limits.mamba_y_bf16 ? "bf16" : "fp32", eo.limits.attention_splits ? "auto" : "off",

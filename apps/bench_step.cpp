@@ -397,16 +397,6 @@ int main(int argc, char** argv) {
             const double y_ms = whole_with(y_other, mixed_step, model->stream());
             std::printf("\nmixed step with the Mamba y in %s: %.2f ms (%+.1f%% against %.2f with it in %s)\n", y_other.mamba_y_bf16 ? "bf16" : "fp32", y_ms,
                         100.0 * (y_ms - mixed_ms) / mixed_ms, mixed_ms, L.mamba_y_bf16 ? "bf16" : "fp32");
-            // The decode attention as a persistent kernel on K SMs beside the prefill attention on the others
-            // (GpuLimits::decode_attention_persistent_blocks), then the default again (drift).
-            for (int k : {22, 33, 44, 66, 0}) {
-                GpuLimits pk = L;
-                pk.decode_attention_persistent_blocks = k;
-                const double pk_ms = whole_with(pk, mixed_step, model->stream());
-                std::printf("\nmixed step with the decode attention %s: %.2f ms (%+.1f%% against %.2f)\n",
-                            k ? ("persistent on " + std::to_string(k) + " SMs").c_str() : "on all SMs (the default, again)", pk_ms,
-                            100.0 * (pk_ms - mixed_ms) / mixed_ms, mixed_ms);
-            }
             std::fflush(stdout);
         }
         // One vision pass (its stream) issued together with k language-model steps (its stream), k such that

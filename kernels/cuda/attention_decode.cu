@@ -1,8 +1,6 @@
 // GQA decode attention over the paged KV cache (building blocks in attention_flash.cuh): block = all query
 // heads of one kv head (≤ 16 rows) over one partition of the keys; each warp streams its own 32-key tiles;
-// warps merge in shared memory, partitions merge in a second kernel. A persistent variant
-// (AttentionDecodeParams::persistent_blocks) runs on a few SMs beside a mixed step's prefill attention: each warp
-// takes (row, kv head, part) units from a counter and streams each part through its own three-deep tile ring.
+// warps merge in shared memory, partitions merge in a second kernel.
 #include "kernels/cuda/attention_flash.cuh"
 
 namespace surf::kernels::cuda {
@@ -128,105 +126,6 @@ __global__ void attention_decode_combine_kernel(AttentionDecodeParams p, int n_s
     }
 }
 
-// ---- persistent decode ------------------------------------------------------------------------------------
-// Each warp owns a slice of shared memory: its 16 query rows and a ring of kPwStages tiles of kPwKeys keys (K then
-// V). A unit is (row b, kv head, key part); its tiles are copied kPwStages − 1 ahead of the one being attended, so
-// a warp keeps two tiles (≈ 34 KB at head_dim 128) in flight while it computes, and four warps ≈ 139 KB an SM: the
-// block fills the SM's shared memory (one block an SM, nothing else placed there). Parts of kPwPart keys bound the
-// tail when units are taken from the counter in order.
-constexpr int kPwWarps = 4, kPwKeys = 32, kPwStages = 3;
-constexpr int64_t kPwPart = 1024, kPwUnits = 4096;  // part length; most units a launch splits into (bounds the workspace)
-
-template <int DP>
-constexpr size_t persistent_warp_elems() {
-    return static_cast<size_t>(16 + kPwStages * 2 * kPwKeys) * (DP + 8);
-}
-template <int DP>
-size_t persistent_smem_bytes() {
-    return kPwWarps * persistent_warp_elems<DP>() * sizeof(bf16);
-}
-
-template <int DP>
-__global__ void __launch_bounds__(32 * kPwWarps, 1) attention_decode_persistent_kernel(AttentionDecodeParams p, float scale_log2,
-                                                                                        int64_t q_stride, int n_splits, int64_t part,
-                                                                                        float* ws_o, float* ws_lse, int* next_unit) {
-    constexpr int ld = DP + 8, kChunks = DP / 8;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-    bf16* Qs = reinterpret_cast<bf16*>(smem_raw) + warp * persistent_warp_elems<DP>();  // [16][ld]
-    bf16* ring = Qs + 16 * ld;                                                            // stage s: K, then V [kPwKeys][ld]
-    const int group = static_cast<int>(p.n_heads / p.n_kv_heads), D = static_cast<int>(p.head_dim);
-    const int64_t units = p.batch * p.n_kv_heads * n_splits;
-    for (;;) {
-        int u = 0;
-        if (lane == 0) u = atomicAdd(next_unit, 1);
-        u = __shfl_sync(0xffffffffu, u, 0);
-        if (u >= units) break;
-        const int split = static_cast<int>(u % n_splits), kvh = static_cast<int>((u / n_splits) % p.n_kv_heads);
-        const int64_t b = u / (static_cast<int64_t>(n_splits) * p.n_kv_heads);
-        const int64_t len = p.seq_lens[b], start = split * part, end = min(len, start + part);
-        const int n_tiles = end > start ? static_cast<int>((end - start + kPwKeys - 1) / kPwKeys) : 0;
-        for (int c = lane; c < 16 * kChunks; c += 32) {
-            const int row = c / kChunks, col = (c % kChunks) * 8;
-            const bool ok = row < group && col < D;
-            const bf16* q = p.q + (ok ? b * q_stride + static_cast<int64_t>(kvh * group + row) * D + col : 0);
-            cp_async16(Qs + row * ld + col, q, ok);
-        }
-        detail::cp_async_commit();
-        const KvSource src{p.k_cache, p.v_cache, p.block_table + b * p.max_pages_per_seq, p.page_size,
-                           p.max_pages_per_seq, p.n_kv_heads * p.head_dim, kvh * p.head_dim, 0};
-        auto stage_k = [&](int t) { return ring + (t % kPwStages) * 2 * kPwKeys * ld; };
-        // One commit group per tile, empty past the last, so that "all but the newest kPwStages − 1 groups"
-        // always means "tile t has landed".
-#pragma unroll
-        for (int t = 0; t < kPwStages - 1; ++t) {
-            if (t < n_tiles) load_kv_tile<DP, kPwKeys>(src, start + t * kPwKeys, end, D, stage_k(t), stage_k(t) + kPwKeys * ld, ld, lane, 32);
-            detail::cp_async_commit();
-        }
-        detail::cp_async_wait<kPwStages - 1>();  // the query rows
-        __syncwarp();
-        uint32_t qf[DP / 16][4];
-        load_q_frags<DP>(qf, Qs, ld);
-        WarpFlash<DP> st;
-        st.init();
-        for (int t = 0; t < n_tiles; ++t) {
-            const int tn = t + kPwStages - 1;  // into the stage tile t − 1 used (every lane is past it: __syncwarp below)
-            if (tn < n_tiles) load_kv_tile<DP, kPwKeys>(src, start + tn * kPwKeys, end, D, stage_k(tn), stage_k(tn) + kPwKeys * ld, ld, lane, 32);
-            detail::cp_async_commit();
-            detail::cp_async_wait<kPwStages - 1>();
-            __syncwarp();
-            const int lim = clamp_lim(end - (start + t * kPwKeys), kPwKeys);
-            st.template attend<kPwKeys>(qf, stage_k(t), stage_k(t) + kPwKeys * ld, ld, lim, lim, scale_log2);
-            __syncwarp();
-        }
-        st.reduce_l();
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int row = g + 8 * r;
-            if (row >= group) continue;
-            const int64_t h = kvh * group + row;
-            const float L = st.l[r], inv = L > 0.0f ? 1.0f / L : 0.0f;
-            const int64_t idx = (b * p.n_heads + h) * n_splits + split;
-#pragma unroll
-            for (int dt = 0; dt < DP / 8; ++dt) {
-                const int col = dt * 8 + 2 * t4;
-                if (col >= D) continue;
-                const float v0 = st.o[dt][2 * r] * inv, v1 = st.o[dt][2 * r + 1] * inv;
-                if (n_splits == 1) {
-                    p.out[(b * p.n_heads + h) * D + col] = __float2bfloat16_rn(v0);
-                    if (col + 1 < D) p.out[(b * p.n_heads + h) * D + col + 1] = __float2bfloat16_rn(v1);
-                } else {
-                    ws_o[idx * D + col] = v0;
-                    if (col + 1 < D) ws_o[idx * D + col + 1] = v1;
-                }
-            }
-            if (n_splits > 1 && t4 == 0) ws_lse[idx] = L > 0.0f ? st.m[r] + log2f(L) : -INFINITY;
-        }
-        detail::cp_async_wait<0>();  // (only empty groups are left) before the next unit reuses the slice
-        __syncwarp();
-    }
-}
-
 struct DecodePlan {
     int splits;
     int64_t part;
@@ -234,13 +133,6 @@ struct DecodePlan {
 
 DecodePlan plan_decode(const AttentionDecodeParams& p) {
     const int64_t max_len = std::max<int64_t>(p.max_seq_len, 1);
-    if (p.persistent_blocks > 0) {  // parts of ≤ kPwPart keys, ≤ kPwUnits units in all (a forced n_splits as in the other kernel)
-        const int64_t rows = std::max<int64_t>(p.batch * p.n_kv_heads, 1);
-        const int64_t splits = p.n_splits > 0 ? p.n_splits : std::clamp<int64_t>((max_len + kPwPart - 1) / kPwPart, 1, (kPwUnits + rows - 1) / rows);
-        int64_t part = (max_len + splits - 1) / splits;
-        part = (part + kPwKeys - 1) / kPwKeys * kPwKeys;
-        return {static_cast<int>((max_len + part - 1) / part), part};
-    }
     int64_t splits = p.n_splits;
     if (splits <= 0) {
         const int64_t sms = detail::device_sm_count();
@@ -267,32 +159,14 @@ void launch_decode(const AttentionDecodeParams& p, float scale_log2, int64_t q_s
     SURF_CUDA_CHECK_LAUNCH();
 }
 
-template <int DP>
-void launch_decode_persistent(const AttentionDecodeParams& p, float scale_log2, int64_t q_stride, const DecodePlan& plan,
-                              float* ws_o, float* ws_lse, int* next_unit, cudaStream_t stream) {
-    const size_t smem = persistent_smem_bytes<DP>();
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_persistent_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
-    SURF_CUDA_CHECK(cudaMemsetAsync(next_unit, 0, sizeof(int), stream));
-    attention_decode_persistent_kernel<DP><<<static_cast<unsigned>(p.persistent_blocks), 32 * kPwWarps, smem, stream>>>(
-        p, scale_log2, q_stride, plan.splits, plan.part, ws_o, ws_lse, next_unit);
-    SURF_CUDA_CHECK_LAUNCH();
-}
-
-// Workspace: split partials (fp32 O rows, then their log-sum-exps), then the persistent kernel's unit counter.
-size_t partials_bytes(const AttentionDecodeParams& p, const DecodePlan& plan) {
-    if (plan.splits == 1) return 0;
-    return static_cast<size_t>(p.batch * p.n_heads * plan.splits) * (p.head_dim + 1) * 4;
-}
-
 }  // namespace
 
 int32_t attention_decode_splits(const AttentionDecodeParams& p) { return plan_decode(p).splits; }
 
 size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p) {
     const DecodePlan plan = plan_decode(p);
-    const size_t partials = partials_bytes(p, plan);
-    return p.persistent_blocks > 0 ? (partials + 15) / 16 * 16 + 16 : partials;
+    if (plan.splits == 1) return 0;
+    return static_cast<size_t>(p.batch * p.n_heads * plan.splits) * (p.head_dim + 1) * 4;
 }
 
 void attention_decode(const AttentionDecodeParams& p, void* workspace, cudaStream_t stream) {
@@ -307,30 +181,18 @@ void attention_decode(const AttentionDecodeParams& p, void* workspace, cudaStrea
     const DecodePlan plan = plan_decode(p);
     float* ws_o = nullptr;
     float* ws_lse = nullptr;
-    if (plan.splits > 1 || p.persistent_blocks > 0) {
-        SURF_CHECK(workspace != nullptr, "attention_decode: ", plan.splits, " splits", p.persistent_blocks > 0 ? " (persistent)" : "",
-                   " need a workspace");
+    if (plan.splits > 1) {
+        SURF_CHECK(workspace != nullptr, "attention_decode: ", plan.splits, " splits need a workspace");
         ws_o = static_cast<float*>(workspace);
         ws_lse = ws_o + p.batch * p.n_heads * plan.splits * p.head_dim;
     }
     const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
     const float scale_log2 = scale * kLog2e;
-    if (p.persistent_blocks > 0) {
-        SURF_CHECK(p.persistent_blocks <= 65535, "attention_decode: persistent_blocks ", p.persistent_blocks, " too large");
-        int* next_unit = reinterpret_cast<int*>(static_cast<unsigned char*>(workspace) + (partials_bytes(p, plan) + 15) / 16 * 16);
-        switch (dp) {
-            case 16: launch_decode_persistent<16>(p, scale_log2, q_stride, plan, ws_o, ws_lse, next_unit, stream); break;
-            case 48: launch_decode_persistent<48>(p, scale_log2, q_stride, plan, ws_o, ws_lse, next_unit, stream); break;
-            case 80: launch_decode_persistent<80>(p, scale_log2, q_stride, plan, ws_o, ws_lse, next_unit, stream); break;
-            default: launch_decode_persistent<128>(p, scale_log2, q_stride, plan, ws_o, ws_lse, next_unit, stream); break;
-        }
-    } else {
-        switch (dp) {
-            case 16: launch_decode<16>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
-            case 48: launch_decode<48>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
-            case 80: launch_decode<80>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
-            default: launch_decode<128>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
-        }
+    switch (dp) {
+        case 16: launch_decode<16>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
+        case 48: launch_decode<48>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
+        case 80: launch_decode<80>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
+        default: launch_decode<128>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
     }
     if (plan.splits > 1) {
         attention_decode_combine_kernel<<<static_cast<unsigned>(p.batch * p.n_heads), 128, 0, stream>>>(

@@ -352,12 +352,6 @@ struct AttentionDecodeParams {
     int64_t max_seq_len = 0;      // ≥ every seq_lens[b]: sizes the split grid
     int32_t n_splits = 0;         // 0 → chosen from the shapes; otherwise forced (tests)
     float scale = 0.0f;
-    // > 0: a persistent kernel on this many blocks, one an SM (its shared memory fills the SM, so nothing else
-    // lands there): each warp takes (row, kv head, ≤ 1,024-key part) units from a counter and streams the part's
-    // key tiles through a three-deep cp.async ring. Meant for a mixed step, where the prefill attention runs on
-    // the other SMs at the same time (bandwidth-bound beside compute-bound work). 0: one block per (row, kv head,
-    // split) over all SMs. Same math either way (split-KV partials merged by the same combine pass).
-    int32_t persistent_blocks = 0;
 };
 int32_t attention_decode_splits(const AttentionDecodeParams& p);
 size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p);

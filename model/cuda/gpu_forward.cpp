@@ -365,19 +365,6 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
     const bool overlap = overlap_branches(limits_.overlap_attention_branches);
     cudaStream_t pre_stream = overlap ? branch_stream_ : stream_;
     if (overlap) fork_branch();
-    auto decode_attention = [&](int32_t persistent_blocks) {
-        kc::AttentionDecodeParams dp;
-        dp.q = qkv, dp.q_stride = qkv_dim, dp.out = out, dp.k_cache = k_cache_[li].as<bf16>(), dp.v_cache = v_cache_[li].as<bf16>();
-        dp.block_table = st.bt_dec, dp.seq_lens = st.lens_dec, dp.page_size = limits_.page_size, dp.max_pages_per_seq = st.max_pages;
-        dp.batch = st.n_dec, dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = hd, dp.max_seq_len = st.max_len;
-        dp.persistent_blocks = persistent_blocks;
-        SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
-        auto timed = timer_.scope("attn.decode", stream_);
-        kc::attention_decode(dp, decode_ws_.get(), stream_);
-    };
-    // A persistent decode kernel goes first, so that its blocks hold their SMs before the prefill blocks fill the rest.
-    const bool persistent = overlap && limits_.decode_attention_persistent_blocks > 0;
-    if (persistent) decode_attention(limits_.decode_attention_persistent_blocks);
     if (st.n_pre > 0) {
         kc::AttentionPrefillParams ap;
         ap.q = qkv + st.n_dec * qkv_dim, ap.q_stride = qkv_dim, ap.out = out + st.n_dec * q_dim, ap.out_stride = q_dim;
@@ -392,7 +379,15 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         auto timed = timer_.scope("attn.prefill", pre_stream);
         kc::attention_prefill(ap, pre_stream);
     }
-    if (st.n_dec > 0 && !persistent) decode_attention(0);
+    if (st.n_dec > 0) {
+        kc::AttentionDecodeParams dp;
+        dp.q = qkv, dp.q_stride = qkv_dim, dp.out = out, dp.k_cache = k_cache_[li].as<bf16>(), dp.v_cache = v_cache_[li].as<bf16>();
+        dp.block_table = st.bt_dec, dp.seq_lens = st.lens_dec, dp.page_size = limits_.page_size, dp.max_pages_per_seq = st.max_pages;
+        dp.batch = st.n_dec, dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = hd, dp.max_seq_len = st.max_len;
+        SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
+        auto timed = timer_.scope("attn.decode", stream_);
+        kc::attention_decode(dp, decode_ws_.get(), stream_);
+    }
     if (overlap) join_branch();
     kc::GemmParams o{out, W.o.ptr(), nullptr, residual_.get(), kc::DType::kF32, st.n_tok, d, q_dim};
     o.beta = 1.0f;

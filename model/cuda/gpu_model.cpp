@@ -213,11 +213,7 @@ void GpuModel::allocate() {
             ws = std::max(ws, static_cast<size_t>(b * c.n_heads * splits * (c.head_dim + 1)) * 4);
             for (int64_t len = L.page_size; len < 2 * L.max_context; len *= 2) {
                 dp.batch = b, dp.max_seq_len = std::min(len, L.max_context);
-                // Both kernels (GpuLimits::decode_attention_persistent_blocks can be switched between steps).
-                for (int32_t persistent : {0, 1}) {
-                    dp.persistent_blocks = persistent;
-                    ws = std::max(ws, kc::attention_decode_workspace_bytes(dp));
-                }
+                ws = std::max(ws, kc::attention_decode_workspace_bytes(dp));
             }
         }
         decode_ws_ = DeviceBuffer(ws);

@@ -80,11 +80,6 @@ struct GpuLimits {
     // by every thread; results are bit-identical. H100, 100 rows, fp32 state, replay window 8, staggered: 263 →
     // 239 µs a layer; serving C = 100: mixed steps 63.5 → 62.8 ms. Off: A/B.
     bool ssu_bulk_stage = true;
-    // > 0: in mixed steps whose attention branches overlap, the decode rows' attention runs as a persistent kernel
-    // on this many SMs (kernels/cuda/ops.h AttentionDecodeParams::persistent_blocks), issued before the prefill
-    // attention, which then has the other SMs: bandwidth-bound and compute-bound work side by side instead of the
-    // prefill blocks (one an SM, every register) leaving no room for decode blocks. 0: the all-SM kernel.
-    int decode_attention_persistent_blocks = 0;
     // Query rows per warp of the mma.sync prefill attention, language model and vision tower, where the wgmma
     // kernel below is off or unavailable (AttentionPrefillParams::rows_per_warp): 16, or 32 (K/V fragments
     // shared by two m-tiles; 0 = 16). H100 (bench_attention, session 6): 32 takes 14–17% off the language
@@ -146,7 +141,7 @@ public:
     const ModelConfig& config() const { return cfg_; }
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
-    // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssu_split, ssu_bulk_stage, decode_attention_persistent_blocks, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
+    // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
     // *attention_wgmma_warp_specialized, vit_gelu_in_gemm, mamba_y_bf16)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
@@ -157,7 +152,6 @@ public:
         limits_.ssd_split = from.ssd_split;
         limits_.ssu_split = from.ssu_split;
         limits_.ssu_bulk_stage = from.ssu_bulk_stage;
-        limits_.decode_attention_persistent_blocks = from.decode_attention_persistent_blocks;
         limits_.attention_splits = from.attention_splits;
         limits_.attention_rows_per_warp = from.attention_rows_per_warp;
         limits_.attention_wgmma_keys = from.attention_wgmma_keys;

@@ -327,11 +327,6 @@ TEST_CASE("GPU mixed steps: the prefill rows' branches on a second stream give t
     auto serial = GpuModel::load(dir, L);
     L.overlap_mamba_branches = L.overlap_attention_branches = true;
     auto overlapped = GpuModel::load(dir, L);
-    // The decode rows' attention as the persistent kernel on 3 SMs beside the prefill attention
-    // (GpuLimits::decode_attention_persistent_blocks): other split parts and a per-warp merge, so the same
-    // logits up to rounding, not bit for bit.
-    L.decode_attention_persistent_blocks = 3;
-    auto persistent = GpuModel::load(dir, L);
     const Checkpoint expected = Checkpoint::open(dir + "/expected.safetensors");
     const auto ids64 = expected.to_i64("text.input_ids");
     const std::vector<int32_t> tokens(ids64.begin(), ids64.end());
@@ -349,19 +344,13 @@ TEST_CASE("GPU mixed steps: the prefill rows' branches on a second stream give t
     int64_t past[3] = {20, 25, 30};
     int64_t steps_compared = 0;
     for (int it = 0; it < 6; ++it) {
-        const int64_t rows_a = serial->forward(step), rows_b = overlapped->forward(step), rows_c = persistent->forward(step);
+        const int64_t rows_a = serial->forward(step), rows_b = overlapped->forward(step);
         REQUIRE(rows_a == rows_b);
-        REQUIRE(rows_a == rows_c);
-        std::vector<float> a, b, c;
+        std::vector<float> a, b;
         serial->copy_logits_to_host(rows_a, a);
         overlapped->copy_logits_to_host(rows_b, b);
-        persistent->copy_logits_to_host(rows_c, c);
         REQUIRE(a.size() == b.size());
-        REQUIRE(a.size() == c.size());
         CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-        double err = 0.0, ref = 0.0;
-        for (size_t i = 0; i < a.size(); ++i) err += (static_cast<double>(c[i]) - a[i]) * (c[i] - a[i]), ref += static_cast<double>(a[i]) * a[i];
-        CHECK_MESSAGE(std::sqrt(err / std::max(ref, 1e-30)) < 1e-2, "persistent decode attention: logits rel_l2 " << std::sqrt(err / std::max(ref, 1e-30)));
         CHECK(std::all_of(a.begin(), a.end(), [](float v) { return std::isfinite(v); }));
         ++steps_compared;
         // Next step: decode rows for slots 0 and 2 (their greedy-free next token: the prompt's), then 3 tokens of slot 1.

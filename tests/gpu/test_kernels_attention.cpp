@@ -186,7 +186,7 @@ TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles
     }
 }
 
-TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split counts; all-SM and persistent kernels)") {
+TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split counts)") {
     std::mt19937 rng(9);
     for (Heads hd : {Heads{"holotron", 40, 8, 128}, Heads{"tiny_fp32", 4, 2, 16}, Heads{"small_bf16", 8, 2, 40}}) {
         const std::vector<int64_t> lens{1, 37, 4096, 1000, 129, 64, 2500};
@@ -207,23 +207,18 @@ TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split c
             DeviceBuffer<bf16> dq(to_bf16(q)), dk(to_bf16(cache.k)), dv(to_bf16(cache.v)), dout(batch * qw);
             DeviceBuffer<int32_t> dbt(cache.block_table), dlens(seq_lens);
             for (int32_t splits : {0, 1, 7}) {
-                // The persistent kernel (AttentionDecodeParams::persistent_blocks) on 3 blocks (12 warps: each takes
-                // many units from the counter) and on one block per SM.
-                for (int32_t persistent : {0, 3, 132}) {
-                    cu::AttentionDecodeParams p;
-                    p.persistent_blocks = persistent;
-                    p.q = dq.get(); p.out = dout.get(); p.k_cache = dk.get(); p.v_cache = dv.get();
-                    p.block_table = dbt.get(); p.seq_lens = dlens.get(); p.page_size = page_size;
-                    p.max_pages_per_seq = cache.max_pages; p.batch = batch; p.n_heads = hd.n_heads;
-                    p.n_kv_heads = hd.n_kv; p.head_dim = hd.D; p.max_seq_len = 4096; p.n_splits = splits;
-                    DeviceBuffer<uint8_t> ws(std::max<size_t>(cu::attention_decode_workspace_bytes(p), 1));
-                    ws.poison();
-                    dout.poison();
-                    cu::attention_decode(p, ws.get(), nullptr);
-                    compare(std::string("attention_decode ") + hd.name + " page " + std::to_string(page_size) + " splits " +
-                                std::to_string(cu::attention_decode_splits(p)) + (persistent ? " persistent on " + std::to_string(persistent) : ""),
-                            to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
-                }
+                cu::AttentionDecodeParams p;
+                p.q = dq.get(); p.out = dout.get(); p.k_cache = dk.get(); p.v_cache = dv.get();
+                p.block_table = dbt.get(); p.seq_lens = dlens.get(); p.page_size = page_size;
+                p.max_pages_per_seq = cache.max_pages; p.batch = batch; p.n_heads = hd.n_heads;
+                p.n_kv_heads = hd.n_kv; p.head_dim = hd.D; p.max_seq_len = 4096; p.n_splits = splits;
+                DeviceBuffer<uint8_t> ws(std::max<size_t>(cu::attention_decode_workspace_bytes(p), 1));
+                ws.poison();
+                dout.poison();
+                cu::attention_decode(p, ws.get(), nullptr);
+                compare(std::string("attention_decode ") + hd.name + " page " + std::to_string(page_size) + " splits " +
+                            std::to_string(cu::attention_decode_splits(p)),
+                        to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
             }
         }
     }
