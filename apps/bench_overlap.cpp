@@ -14,7 +14,11 @@
 // Fourth table (--bulk-probe: only this one): the read bandwidth K persistent blocks get from bulk copies kept
 // several stages deep (kernels/cuda/sm_occupier.h, bulk_read_probe): the most a state update could get on K SMs
 // if its copies never waited on its own latency (docs/BENCHMARKS.md, session 11).
-//   bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--bulk-probe]
+// Fifth table (--branches: only this one): a mixed step's Mamba branches as the engine issues them (GpuLimits::
+// overlap_mamba_branches): the prefill rows' SSD scan (one prompt chunk, on a highest-priority stream) beside the
+// decode rows' state update (replay window 8, staggered counts, as in serving), each timed alone and together,
+// with each kernel's span inside the pair (events on its stream): which of the two the pairing stretches.
+//   bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--bulk-probe | --branches]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -90,20 +94,122 @@ void bulk_table(const Buf& src, int64_t bytes, int sms, int reps, const std::fun
     }
 }
 
+// The fifth table: the SSD scan of one `prefill`-token prompt beside the state update of `ssu0`'s rows with replay
+// window 8 (counts b mod 8: one row in eight folds, as in a serving run's staggered sessions).
+void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const char* device) {
+    constexpr int64_t kWindow = 8, kConvDim = kHeads * kHeadDim + 2 * kGroups * kState;
+    const int64_t decode = ssu0.batch, entry = cu::ssm_replay_entry_elems(kHeads, kHeadDim, kGroups, kState);
+    Buf entries(decode * kWindow * entry * 2), counts(decode * 4);
+    fill(entries, decode * kWindow * entry, true, -1.0f, 1.0f, 21);
+    std::vector<int32_t> count_h(static_cast<size_t>(decode));
+    for (int64_t b = 0; b < decode; ++b) count_h[b] = static_cast<int32_t>(b % kWindow);
+    SURF_CUDA_CHECK(cudaMemcpy(counts.p, count_h.data(), count_h.size() * 4, cudaMemcpyHostToDevice));
+    // SSD operands: the prompt's conv output rows [prefill, x | B | C], dt_raw [prefill, heads], one state slot.
+    Buf xbc(prefill * kConvDim * 2), dt(prefill * kHeads * 2), ssd_state(kHeads * kHeadDim * kState * 4), ssd_y(prefill * kHeads * kHeadDim * 4);
+    Buf cu_seqlens(8), slot(4);
+    fill(xbc, prefill * kConvDim, true, -1.0f, 1.0f, 22);
+    fill(dt, prefill * kHeads, true, -3.0f, 0.5f, 23);
+    fill(ssd_state, kHeads * kHeadDim * kState, false, -1.0f, 1.0f, 24);
+    const int32_t cu_h[2] = {0, static_cast<int32_t>(prefill)}, slot_h = 0;
+    SURF_CUDA_CHECK(cudaMemcpy(cu_seqlens.p, cu_h, sizeof cu_h, cudaMemcpyHostToDevice));
+    SURF_CUDA_CHECK(cudaMemcpy(slot.p, &slot_h, 4, cudaMemcpyHostToDevice));
+    cu::SsdVarlenParams sd;
+    sd.x = xbc.as<bf16>(), sd.B = sd.x + kHeads * kHeadDim, sd.C = sd.B + kGroups * kState, sd.dt_raw = dt.as<bf16>();
+    sd.x_stride = sd.bc_stride = kConvDim, sd.dt_stride = kHeads;
+    sd.dt_bias = ssu0.dt_bias, sd.A = ssu0.A, sd.D = ssu0.D, sd.state = ssd_state.p, sd.state_dtype = cu::DType::kF32;
+    sd.cu_seqlens = cu_seqlens.as<int32_t>(), sd.slots = slot.as<int32_t>(), sd.y = ssd_y.p, sd.y_dtype = cu::DType::kF32;
+    sd.n_tok = prefill, sd.n_seq = 1, sd.H = kHeads, sd.P = kHeadDim, sd.G = kGroups, sd.N = kState, sd.chunk = 128;
+    cu::SsuParams su = ssu0;
+    su.replay = entries.p, su.replay_count = counts.as<int32_t>(), su.replay_window = kWindow, su.bulk_stage = cu::ssu_bulk_stage_available();
+    SURF_CUDA_CHECK(cudaDeviceSynchronize());
+
+    int lo = 0, hi = 0;
+    SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    cudaStream_t s_main, s_branch;  // the language-model stream and the engine's branch stream (highest priority)
+    SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&s_main, cudaStreamNonBlocking));
+    SURF_CUDA_CHECK(cudaStreamCreateWithPriority(&s_branch, cudaStreamNonBlocking, hi));
+    cudaEvent_t ev[6];  // pair start, pair end, SSD start / end, state update start / end
+    for (cudaEvent_t& e : ev) SURF_CUDA_CHECK(cudaEventCreate(&e));
+    struct Times {
+        double pair, ssd, ssu;
+    };
+    // Median (per column) over reps of: the pair's span on s_main, and each kernel's span on its own stream.
+    auto run = [&](bool with_ssd, bool with_ssu, bool ssd_first) {
+        std::vector<double> pair, t_ssd, t_ssu;
+        for (int r = 0; r < reps + 3; ++r) {
+            SURF_CUDA_CHECK(cudaEventRecord(ev[0], s_main));
+            SURF_CUDA_CHECK(cudaStreamWaitEvent(s_branch, ev[0], 0));
+            auto issue_ssd = [&] {
+                SURF_CUDA_CHECK(cudaEventRecord(ev[2], s_branch));
+                cu::ssd_varlen(sd, nullptr, s_branch);
+                SURF_CUDA_CHECK(cudaEventRecord(ev[3], s_branch));
+            };
+            auto issue_ssu = [&] {
+                SURF_CUDA_CHECK(cudaEventRecord(ev[4], s_main));
+                cu::selective_state_update(su, s_main);
+                SURF_CUDA_CHECK(cudaEventRecord(ev[5], s_main));
+            };
+            if (ssd_first) {
+                if (with_ssd) issue_ssd();
+                if (with_ssu) issue_ssu();
+            } else {
+                if (with_ssu) issue_ssu();
+                if (with_ssd) issue_ssd();
+            }
+            if (with_ssd) SURF_CUDA_CHECK(cudaStreamWaitEvent(s_main, ev[3], 0));
+            SURF_CUDA_CHECK(cudaEventRecord(ev[1], s_main));
+            SURF_CUDA_CHECK(cudaEventSynchronize(ev[1]));
+            if (r < 3) continue;  // warm-up
+            pair.push_back(elapsed(ev[0], ev[1]));
+            if (with_ssd) t_ssd.push_back(elapsed(ev[2], ev[3]));
+            if (with_ssu) t_ssu.push_back(elapsed(ev[4], ev[5]));
+        }
+        auto median = [](std::vector<double> v) {
+            if (v.empty()) return 0.0;
+            std::sort(v.begin(), v.end());
+            return v[v.size() / 2];
+        };
+        return Times{median(pair), median(t_ssd), median(t_ssu)};
+    };
+    std::printf("# bench_overlap --branches on %s: SSD scan of one %lld-token prompt (highest-priority stream) || state update of %lld rows "
+                "(fp32 state, replay window %lld, counts b mod %lld, bulk staging); ms, median of %d\n\n"
+                "| SSD slices | SSU row slices | order | SSD alone | SSU alone | together | SSD span in the pair | SSU span in the pair | "
+                "serial | saved |\n|---|---|---|---|---|---|---|---|---|---|\n",
+                device, (long long)prefill, (long long)decode, (long long)kWindow, (long long)kWindow, reps);
+    for (int ssd_split : {1, 2}) {
+        for (int ssu_split : {0, 1}) {
+            sd.p_split = ssd_split, su.row_split = ssu_split;
+            const Times a_ssd = run(true, false, true), a_ssu = run(false, true, true);
+            for (bool ssd_first : {true, false}) {
+                const Times t = run(true, true, ssd_first);
+                const double serial = a_ssd.ssd + a_ssu.ssu;
+                std::printf("| %d | %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% |\n", ssd_split, ssu_split ? "1" : "auto",
+                            ssd_first ? "SSD first" : "SSU first", a_ssd.ssd, a_ssu.ssu, t.pair, t.ssd, t.ssu, serial,
+                            100.0 * (serial - t.pair) / serial);
+                std::fflush(stdout);
+            }
+        }
+    }
+    for (cudaEvent_t e : ev) SURF_CUDA_CHECK(cudaEventDestroy(e));
+    SURF_CUDA_CHECK(cudaStreamDestroy(s_main));
+    SURF_CUDA_CHECK(cudaStreamDestroy(s_branch));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     int64_t decode = 100, prefill = 924;
     int reps = 20;
-    bool bulk_only = false;
+    bool bulk_only = false, branches_only = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--bulk-probe") bulk_only = true;
+        else if (a == "--branches") branches_only = true;
         else if (i + 1 < argc && a == "--decode") decode = std::atoll(argv[++i]);
         else if (i + 1 < argc && a == "--prefill") prefill = std::atoll(argv[++i]);
         else if (i + 1 < argc && a == "--reps") reps = std::atoi(argv[++i]);
         else {
-            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--bulk-probe]\n");
+            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--bulk-probe | --branches]\n");
             return 2;
         }
     }
@@ -170,6 +276,10 @@ int main(int argc, char** argv) {
         const double ssu_ms = time_ms([&] { ssu(s_gemm); });
         if (bulk_only) {
             bulk_table(state, decode * slot_floats * 4, sms, reps, time_ms, s_gemm, prop.name);
+            return 0;
+        }
+        if (branches_only) {
+            branches_table(sp, prefill, reps, prop.name);
             return 0;
         }
         std::printf("# bench_overlap on %s (%d SMs): in_proj GEMM %lld x %lld x %lld bf16 || state update of %lld rows (fp32 state, %.2f GB "
