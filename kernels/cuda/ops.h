@@ -301,6 +301,8 @@ struct AttentionPrefillParams {
     int64_t kv_stride = 0;
     // Rows of the contiguous k/v buffers (0 = not given). Given, and with 16-byte aligned k/v and kv_stride, the
     // warp-specialized wgmma kernel copies K/V tiles by TMA (one thread, 2D tensor maps) instead of cp.async.
+    // Must cover every key row the sequences name (≥ cu_seqlens_k[n_seq], which lives on the device and is not
+    // checked here): the tensor maps read rows at or past kv_rows as zeros instead of faulting.
     int64_t kv_rows = 0;
     int64_t n_seq = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
     int64_t q_stride = 0, out_stride = 0;
