@@ -69,6 +69,13 @@ float elapsed(cudaEvent_t a, cudaEvent_t b) {
     return ms;
 }
 
+// The middle value of a set of timings (the upper middle one for an even count); 0 for none.
+double median(std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
 // The fourth table: bulk_read_probe over `bytes` of src on K blocks (one an SM), per ring shape, each timed by
 // `time_ms` (main's median of launches between events).
 void bulk_table(const Buf& src, int64_t bytes, int sms, int reps, const std::function<double(const std::function<void()>&)>& time_ms,
@@ -164,11 +171,6 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
             if (with_ssd) t_ssd.push_back(elapsed(ev[2], ev[3]));
             if (with_ssu) t_ssu.push_back(elapsed(ev[4], ev[5]));
         }
-        auto median = [](std::vector<double> v) {
-            if (v.empty()) return 0.0;
-            std::sort(v.begin(), v.end());
-            return v[v.size() / 2];
-        };
         return Times{median(pair), median(t_ssd), median(t_ssu)};
     };
     std::printf("# bench_overlap --branches on %s: SSD scan of one %lld-token prompt (highest-priority stream) || state update of %lld rows "
@@ -262,7 +264,7 @@ int main(int argc, char** argv) {
         auto time_ms = [&](const std::function<void()>& issue) {
             for (int i = 0; i < 3; ++i) issue();
             SURF_CUDA_CHECK(cudaDeviceSynchronize());
-            std::vector<float> t;
+            std::vector<double> t;
             for (int r = 0; r < reps; ++r) {
                 SURF_CUDA_CHECK(cudaEventRecord(e0, s_gemm));
                 issue();
@@ -270,8 +272,7 @@ int main(int argc, char** argv) {
                 SURF_CUDA_CHECK(cudaEventSynchronize(e1));
                 t.push_back(elapsed(e0, e1));
             }
-            std::sort(t.begin(), t.end());
-            return static_cast<double>(t[t.size() / 2]);
+            return median(t);
         };
         const double ssu_ms = time_ms([&] { ssu(s_gemm); });
         if (bulk_only) {
@@ -330,7 +331,7 @@ int main(int argc, char** argv) {
         std::printf("\n| SMs the state update runs on (others held) | ms (median of %d) | GB/s | %% of its all-SM bandwidth | GB/s per SM |\n"
                     "|---|---|---|---|---|\n", std::min(reps, 7));
         for (int k : {sms, sms * 3 / 4, sms / 2, sms / 3, sms / 4, sms / 6}) {
-            std::vector<float> t;
+            std::vector<double> t;
             for (int r = 0; r < std::min(reps, 7); ++r) {
                 std::fill(started, started + sms, 0);
                 cu::SmOccupyParams op;
@@ -347,8 +348,7 @@ int main(int argc, char** argv) {
                 t.push_back(elapsed(e0, e1));
                 SURF_CUDA_CHECK(cudaDeviceSynchronize());
             }
-            std::sort(t.begin(), t.end());
-            const double ms = t[t.size() / 2], gbs = state_bytes / (ms * 1e-3) / 1e9;
+            const double ms = median(t), gbs = state_bytes / (ms * 1e-3) / 1e9;
             std::printf("| %d | %.3f | %.0f | %.0f%% | %.1f |\n", k, ms, gbs, 100.0 * ssu_ms / ms, gbs / k);
             std::fflush(stdout);
         }
