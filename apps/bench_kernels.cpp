@@ -7,7 +7,7 @@
 // over buffers larger than L2 together so that repeated launches do not measure the cache; the other prefill
 // ops' buffers are each larger than L2 already.
 // Also the token sampler (sample_tokens) at 1 / 16 / 100 rows of the Holotron vocabulary.
-// Usage: bench_kernels [--quick | --ssu-only | --sampling-only]   (prints a markdown table last)
+// Usage: bench_kernels [--quick | --ssu-only | --sampling-only | --ssd-only]   (prints a markdown table last)
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -94,6 +94,7 @@ void record(const std::string& kernel, const std::string& shape, int64_t batch, 
 int main(int argc, char** argv) {
     const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
     const bool ssu_only = argc > 1 && std::strcmp(argv[1], "--ssu-only") == 0;  // the state-update section only (ncu runs)
+    const bool ssd_only = argc > 1 && std::strcmp(argv[1], "--ssd-only") == 0;  // the SSD scan section only
     cudaDeviceProp prop{};
     SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -113,7 +114,7 @@ int main(int argc, char** argv) {
     // ---- sampling: one token per row from fp32 logits (the serving engine's per-step draw) -------------
     // Rows 1 / 16 / 100 over the Holotron vocabulary (131,072 + 64 padding columns), temperature 0.7 (bench_serve's
     // setting), then with top-k 50 and top-p 0.9 as well. Bytes: the logits read once.
-    if (!ssu_only) {
+    if (!ssu_only && !ssd_only) {
         const int64_t vocab = 131072, stride = 131136, max_rows = 100;
         auto* logits = static_cast<float*>(dalloc(max_rows * stride * 4));
         fill_random(logits, max_rows * stride, false, -8, 8, 11);
@@ -152,7 +153,7 @@ int main(int argc, char** argv) {
 
     // ---- decode: selective state update ---------------------------------------------------------------
     const int64_t H = 128, P = 80, G = 8, N = 128, conv_dim = H * P + 2 * G * N, zx_stride = 22656;
-    {
+    if (!ssd_only) {
         const int64_t max_b = 100, n_slots = 400;  // 400 fp32 states = 2.1 GB ≫ L2
         auto* xbc = static_cast<bf16*>(dalloc(max_b * zx_stride * 2));
         fill_random(xbc, max_b * zx_stride, true, -1, 1, 4);
@@ -243,7 +244,7 @@ int main(int argc, char** argv) {
     if (ssu_only) return 0;
 
     // ---- decode: paged attention at 4k context --------------------------------------------------------
-    {
+    if (!ssd_only) {
         const int64_t nh = 40, nkv = 8, D = 128, ctx = 4096, page = 16, n_seqs = 160;  // 160 × 16 MB KV ≫ L2
         const int64_t pages_per_seq = ctx / page, n_pages = n_seqs * pages_per_seq;
         auto* kc = static_cast<bf16*>(dalloc(n_pages * page * nkv * D * 2));
@@ -308,10 +309,12 @@ int main(int argc, char** argv) {
         auto* dslots = static_cast<int32_t*>(dalloc(100 * 4));
         SURF_CUDA_CHECK(cudaMemcpy(dcu, cu_h.data(), 101 * 4, cudaMemcpyHostToDevice));
         SURF_CUDA_CHECK(cudaMemcpy(dslots, slots_h.data(), 100 * 4, cudaMemcpyHostToDevice));
-        // b sequences of `seq` tokens, and one long sequence (the engine's prefill chunk is up to ~8k tokens).
+        // b sequences of `seq` tokens, one long sequence (the engine's prefill chunk is up to ~8k tokens) and one
+        // serving-step prompt (924 tokens: a screenshot and its text).
         std::vector<std::pair<int64_t, int64_t>> runs;
         for (int64_t b : batches) runs.emplace_back(b, seq);
         runs.emplace_back(1, 8 * seq);
+        runs.emplace_back(1, 924);
         for (auto [b, len] : runs) {
             std::vector<int32_t> cu_r(b + 1);
             for (int64_t i = 0; i <= b; ++i) cu_r[i] = static_cast<int32_t>(i * len);
@@ -338,7 +341,7 @@ int main(int argc, char** argv) {
     }
 
     // ---- prefill attention: LLM causal (paged, 4k) and ViT bidirectional (13 tiles) -----------------------
-    {
+    if (!ssd_only) {
         const int64_t nh = 40, nkv = 8, D = 128, len = 4096, page = 64, pages = len / page;
         auto* q = static_cast<bf16*>(dalloc(len * nh * D * 2));
         auto* kc = static_cast<bf16*>(dalloc(len * nkv * D * 2));
@@ -386,7 +389,7 @@ int main(int argc, char** argv) {
     }
 
     // ---- prefill memory-bound ops: bytes = each input read once + each output written once ------------
-    {
+    if (!ssd_only) {
         const int64_t tok = 4096, d = 5120, d_inner = H * P, proj = zx_stride;  // one 4096-token LLM prefill step
         const int64_t vit_rows = 19056, vit_w = 1280, vit_inter = 5120;  // the profiled vision batch
         const int64_t mlp_inter = 20480;
@@ -486,7 +489,7 @@ int main(int argc, char** argv) {
     }
 
     // ---- GEMMs: the LLM's projections at decode batches (weight-bound) and one prefill size -------------
-    {
+    if (!ssd_only) {
         struct Lin { const char* name; int64_t n, k; };
         const Lin lins[] = {{"mamba in_proj", 22656, 5120}, {"mamba out_proj", 5120, 10240}, {"mlp up", 20480, 5120},
                             {"mlp down", 5120, 20480}, {"attn q_proj", 5120, 5120}, {"lm_head", 131072, 5120}};

@@ -3,8 +3,9 @@
 //
 // One block per (head, sequence) walks its sequence chunk by chunk (chunks start at the sequence's own
 // offsets 0, Q, 2Q, …); when that gives too few blocks to fill the GPU (one long prompt: 128 blocks), each
-// head runs as two blocks over halves of its head dim (the columns of x, y and rows of S are independent). The running state S [P×N] stays in fp32 registers as mma accumulators for the
-// whole sequence, so chunk states never go through device memory and no workspace is needed. Per chunk:
+// head runs as two blocks over halves of its head dim (the columns of x, y and rows of S are independent).
+// The running state S [P×N] stays in fp32 registers as mma accumulators for the whole sequence, so chunk
+// states never go through device memory and no workspace is needed. Per chunk:
 //   dt_j = clamp(softplus(dt_raw + dt_bias)),  Λ = cumsum(dt·A)            (fp32, warp 0)
 //   Y    = e^{Λ_i} · C·S_inᵀ                                               (C bf16, S_in rounded to bf16)
 //        + ((C·Bᵀ) ⊙ e^{Λ_i−Λ_j} dt_j ⊙ [j ≤ i]) · X                      (C·Bᵀ fp32, the product rounded to bf16)
@@ -15,6 +16,8 @@
 // chunk come from HBM once and from L2 for the other heads of the group.
 // Precision: dt, Λ, the decays and S are fp32; the mma operands are bf16 (x, B, C exact; decay-weighted
 // operands and the state copy used for the output rounded to bf16, relative error ≤ 2^-9 each).
+// (A chunk-parallel variant, one block per (chunk, head) with the state handed on through the slot, was
+// measured slower in every case: docs/BENCHMARKS.md, session 13.)
 #include "kernels/cuda/common.cuh"
 
 #include <algorithm>
@@ -66,7 +69,7 @@ __device__ __forceinline__ uint32_t scale_bf16x2(uint32_t v, float s0, float s1)
 //  X  [Q][PT+8]   bf16: the pad makes the 8 row addresses of an ldmatrix hit distinct 16-byte bank groups
 //  B, C [Q][N]    bf16, Sb [PT][N] bf16 (the entering state): rows of ≥ 8 16-byte units are XOR-swizzled
 //                 by (row & 7), shorter rows padded by one unit, for the same reason
-//  dts, cum, expl, wgt [Q] fp32, decay
+//  dts, cum (Λ·log2 e), expl, wgt [Q] fp32, decay
 template <int N, int PT>
 struct Layout {
     static constexpr int kXs = PT + 8;
@@ -83,6 +86,42 @@ struct Layout {
         if (kSwizzle) unit ^= row & 7;
         return row * kBs + unit * 8 + (col & 7);
     }
+};
+
+// The tile split of one block: the state [PT×N] in m16 × n8 tiles, WN warps across n, WM across p; the
+// output rows of a warp in PT/8 n8 tiles.
+template <int N, int PT>
+struct Tiles {
+    static constexpr int MT = PT / 16, NT = N / 8;
+    static constexpr int WN = NT < kWarps ? NT : kWarps;
+    static constexpr int WM = kWarps / WN;
+    static constexpr int NTW = NT / WN, MTW = (MT + WM - 1) / WM;
+    static constexpr int PN8 = PT / 8;
+};
+
+// The block's views of its shared memory (offsets from one base, so they fold into the addressing).
+template <int N, int PT>
+struct ChunkSmem {
+    using L = Layout<N, PT>;
+    unsigned char* base;
+    __device__ explicit ChunkSmem(unsigned char* b) : base(b) {}
+    __device__ bf16* X() const { return reinterpret_cast<bf16*>(base + L::kX); }
+    __device__ bf16* B() const { return reinterpret_cast<bf16*>(base + L::kB); }
+    __device__ bf16* C() const { return reinterpret_cast<bf16*>(base + L::kC); }
+    __device__ bf16* Sb() const { return reinterpret_cast<bf16*>(base + L::kS); }
+    __device__ float* dts() const { return reinterpret_cast<float*>(base + L::kF); }
+    __device__ float* cum() const { return dts() + kMaxChunk; }
+    __device__ float* expl() const { return dts() + 2 * kMaxChunk; }
+    __device__ float* wgt() const { return dts() + 3 * kMaxChunk; }
+    __device__ float* decay() const { return dts() + 4 * kMaxChunk; }
+};
+
+// Which head-dim columns of which head a block computes, and where its chunk sits.
+struct ChunkRef {
+    int64_t tok0 = 0;  // first token of the chunk (packed index)
+    int len = 0;       // tokens in the chunk (≤ Q)
+    int h = 0, g_idx = 0;
+    int p0 = 0, P = 0, P_all = 0;  // columns [p0, p0 + P) of the head's P_all
 };
 
 template <typename T> __device__ __forceinline__ void load2(const T* p, float& a, float& b);
@@ -102,6 +141,242 @@ template <> __device__ __forceinline__ void store2<float>(float* p, float a, flo
 }
 template <> __device__ __forceinline__ void store2<bf16>(bf16* p, float a, float b) {
     *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+}
+
+// Calls f(b, a, half, row, n) for every accumulator pair (row, n), (row, n + 1) of the state tiles this thread
+// holds (s[b][a][2·half], s[b][a][2·half + 1]) whose tile lies inside PT; rows may be ≥ P (padding).
+template <int N, int PT, typename F>
+__device__ __forceinline__ void for_state_pairs(F&& f) {
+    using T = Tiles<N, PT>;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wn = warp % T::WN, wm = warp / T::WN;
+#pragma unroll
+    for (int b = 0; b < T::MTW; ++b) {
+        const int mt = wm + T::WM * b;
+        if (mt >= T::MT) continue;
+#pragma unroll
+        for (int a = 0; a < T::NTW; ++a) {
+            const int n = (wn + T::WN * a) * 8 + 2 * t;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) f(b, a, half, mt * 16 + g + 8 * half, n);
+        }
+    }
+}
+
+// Stages x (columns [p0, p0 + P) of head h), B and C of group g_idx for the chunk's tokens into shared memory
+// (rows ≥ len and columns ≥ P as zeros) and dt_j into dts (0 past len). With `vec` the tiles go by 16-byte
+// cp.async and the caller waits for them (cp_async_wait_all); dts are plain stores.
+template <int N, int PT>
+__device__ void stage_chunk(const SsdVarlenParams& p, const ChunkSmem<N, PT>& sm, const ChunkRef& ck, float dt_bias, bool vec) {
+    using L = Layout<N, PT>;
+    const int tid = threadIdx.x, Q = static_cast<int>(p.chunk), len = ck.len, P = ck.P;
+    const bf16* xg = p.x + ck.tok0 * p.x_stride + static_cast<int64_t>(ck.h) * ck.P_all + ck.p0;
+    const bf16* bg = p.B + ck.tok0 * p.bc_stride + static_cast<int64_t>(ck.g_idx) * N;
+    const bf16* cg = p.C + ck.tok0 * p.bc_stride + static_cast<int64_t>(ck.g_idx) * N;
+    if (vec) {
+        for (int e = tid; e < Q * (PT / 8); e += kThreads) {
+            const int j = e / (PT / 8), u = e % (PT / 8);
+            const bool ok = j < len && u * 8 < P;
+            cp_async16(sm.X() + j * L::kXs + u * 8, ok ? xg + j * p.x_stride + u * 8 : xg, ok);
+        }
+        for (int e = tid; e < Q * (N / 8); e += kThreads) {
+            const int j = e / (N / 8), u = e % (N / 8);
+            const bool ok = j < len;
+            cp_async16(sm.B() + L::bc(j, u * 8), ok ? bg + j * p.bc_stride + u * 8 : bg, ok);
+            cp_async16(sm.C() + L::bc(j, u * 8), ok ? cg + j * p.bc_stride + u * 8 : cg, ok);
+        }
+        detail::cp_async_commit();
+    } else {
+        const bf16 zero = __float2bfloat16_rn(0.0f);
+        for (int e = tid; e < Q * PT; e += kThreads) {
+            const int j = e / PT, pp = e % PT;
+            sm.X()[j * L::kXs + pp] = j < len && pp < P ? xg[j * p.x_stride + pp] : zero;
+        }
+        for (int e = tid; e < Q * N; e += kThreads) {
+            const int j = e / N, n = e % N;
+            sm.B()[L::bc(j, n)] = j < len ? bg[j * p.bc_stride + n] : zero;
+            sm.C()[L::bc(j, n)] = j < len ? cg[j * p.bc_stride + n] : zero;
+        }
+    }
+    if (tid < kMaxChunk) {
+        float dt = 0.0f;
+        if (tid < len) {
+            dt = detail::softplus(to_float(p.dt_raw[(ck.tok0 + tid) * p.dt_stride + ck.h]) + dt_bias);
+            dt = fminf(fmaxf(dt, p.dt_min), p.dt_max);
+        }
+        sm.dts()[tid] = dt;
+    }
+}
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// 2^x on the special-function unit, subnormal results flushed to zero (the mask's decays: ≤ 1, and a decay
+// below 2^-126 is as good as zero next to the fp32 sums it is added to).
+__device__ __forceinline__ float ex2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Λ = inclusive cumsum of dt·A over the chunk (warp 0 only, 4 per lane), e^{Λ_j}, the state weights
+// e^{Λ_last − Λ_j}·dt_j and the chunk's decay e^{Λ_last}. dts must be complete (barrier before).
+__device__ __forceinline__ void chunk_decays(float* dts, float* cum, float* expl, float* wgt, float* decay, float A) {
+    const int lane = threadIdx.x & 31;
+    float v[4], run = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        run += dts[lane * 4 + k] * A;
+        v[k] = run;
+    }
+    float incl = run;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const float up = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += up;
+    }
+    const float excl = incl - run, total = __shfl_sync(0xffffffffu, incl, 31);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const int j = lane * 4 + k;
+        const float cj = v[k] + excl;
+        cum[j] = cj * kLog2e;
+        expl[j] = __expf(cj);
+        wgt[j] = __expf(total - cj) * dts[j];
+    }
+    if (lane == 0) *decay = __expf(total);
+}
+
+// st += Xᵀ·(w ⊙ B) over the chunk's len tokens: this thread's state tiles (weights wgt from chunk_decays).
+template <int N, int PT>
+__device__ __forceinline__ void accumulate_state(float (&st)[Tiles<N, PT>::MTW][Tiles<N, PT>::NTW][4], const ChunkSmem<N, PT>& sm, int len) {
+    using L = Layout<N, PT>;
+    using T = Tiles<N, PT>;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = lane & 3, lr = lane & 7, lm = lane >> 3;
+    const int wn = warp % T::WN, wm = warp / T::WN;
+    for (int j0 = 0; j0 < len; j0 += 16) {
+        const float w0 = sm.wgt()[j0 + 2 * t], w1 = sm.wgt()[j0 + 2 * t + 1];
+        const float w8 = sm.wgt()[j0 + 8 + 2 * t], w9 = sm.wgt()[j0 + 9 + 2 * t];
+        uint32_t bw[T::NTW][2];
+#pragma unroll
+        for (int a = 0; a < T::NTW; ++a) {
+            const int n0 = (wn + T::WN * a) * 8;
+            ldsm_x2_t(bw[a], sm.B() + L::bc(j0 + (lm & 1) * 8 + lr, n0));
+            bw[a][0] = scale_bf16x2(bw[a][0], w0, w1);
+            bw[a][1] = scale_bf16x2(bw[a][1], w8, w9);
+        }
+#pragma unroll
+        for (int b = 0; b < T::MTW; ++b) {
+            const int mt = wm + T::WM * b;
+            if (mt >= T::MT) continue;
+            uint32_t xa[4];
+            ldsm_x4_t(xa, sm.X() + (j0 + (lm >> 1) * 8 + lr) * L::kXs + mt * 16 + (lm & 1) * 8);
+#pragma unroll
+            for (int a = 0; a < T::NTW; ++a) mma16816(st[b][a], xa, bw[a][0], bw[a][1]);
+        }
+    }
+}
+
+// yacc += ((C·Bᵀ) ⊙ e^{Λ_i−Λ_j}·dt_j ⊙ [j ≤ i]) · X for this warp's rows i0 = 16·warp … (caller: i0 < len).
+template <int N, int PT>
+__device__ __forceinline__ void add_intra_chunk(float (&yacc)[PT / 8][4], const ChunkSmem<N, PT>& sm) {
+    using L = Layout<N, PT>;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, lr = lane & 7, lm = lane >> 3;
+    const int i0 = warp * 16, r0 = i0 + g, r1 = r0 + 8;
+    const float cum0 = sm.cum()[r0], cum1 = sm.cum()[r1];
+    // The warp's C rows (the A operand of every C·Bᵀ tile) kept in registers across the row where they fit
+    // (head-dim slices ≤ 48: the state and y accumulators leave room), else re-read per tile.
+    constexpr bool kHoistC = PT <= 48;
+    uint32_t cf[kHoistC ? N / 16 : 1][4];
+    if constexpr (kHoistC) {
+#pragma unroll
+        for (int ks = 0; ks < N / 16; ++ks) ldsm_x4(cf[ks], sm.C() + L::bc(i0 + (lm & 1) * 8 + lr, ks * 16 + (lm >> 1) * 8));
+    }
+    for (int jt = 0; jt <= warp; ++jt) {
+        const int j0 = jt * 16;
+        float cb[2][4] = {};
+#pragma unroll
+        for (int ks = 0; ks < N / 16; ++ks) {
+            uint32_t b[4];
+            ldsm_x4(b, sm.B() + L::bc(j0 + (lm >> 1) * 8 + lr, ks * 16 + (lm & 1) * 8));
+            if constexpr (kHoistC) {
+                mma16816(cb[0], cf[ks], b[0], b[1]);
+                mma16816(cb[1], cf[ks], b[2], b[3]);
+            } else {
+                uint32_t a[4];
+                ldsm_x4(a, sm.C() + L::bc(i0 + (lm & 1) * 8 + lr, ks * 16 + (lm >> 1) * 8));
+                mma16816(cb[0], a, b[0], b[1]);
+                mma16816(cb[1], a, b[2], b[3]);
+            }
+        }
+        // Decay mask: element (i, j) × e^{Λ_i − Λ_j}·dt_j = 2^{(Λ_i − Λ_j)·log2 e}·dt_j for j ≤ i, else 0.
+        // Branch-free: the exponent is clamped to ≤ 0 (Λ falls along the chunk, so only the masked entries
+        // change) and the product selected.
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb) {
+            const int j = j0 + nb * 8 + 2 * t;
+            const float cj0 = sm.cum()[j], cj1 = sm.cum()[j + 1], d0 = sm.dts()[j], d1 = sm.dts()[j + 1];
+            const float m00 = cb[nb][0] * ex2_ftz(fminf(cum0 - cj0, 0.0f)) * d0;
+            const float m01 = cb[nb][1] * ex2_ftz(fminf(cum0 - cj1, 0.0f)) * d1;
+            const float m10 = cb[nb][2] * ex2_ftz(fminf(cum1 - cj0, 0.0f)) * d0;
+            const float m11 = cb[nb][3] * ex2_ftz(fminf(cum1 - cj1, 0.0f)) * d1;
+            cb[nb][0] = j <= r0 ? m00 : 0.0f;
+            cb[nb][1] = j + 1 <= r0 ? m01 : 0.0f;
+            cb[nb][2] = j <= r1 ? m10 : 0.0f;
+            cb[nb][3] = j + 1 <= r1 ? m11 : 0.0f;
+        }
+        // The m16n8 accumulator layout of two n8 tiles is the m16k16 A layout.
+        const uint32_t pa[4] = {pack_bf16x2(cb[0][0], cb[0][1]), pack_bf16x2(cb[0][2], cb[0][3]),
+                                pack_bf16x2(cb[1][0], cb[1][1]), pack_bf16x2(cb[1][2], cb[1][3])};
+#pragma unroll
+        for (int pp = 0; pp < PT / 16; ++pp) {
+            uint32_t b[4];
+            ldsm_x4_t(b, sm.X() + (j0 + (lm & 1) * 8 + lr) * L::kXs + pp * 16 + (lm >> 1) * 8);
+            mma16816(yacc[2 * pp], pa, b[0], b[1]);
+            mma16816(yacc[2 * pp + 1], pa, b[2], b[3]);
+        }
+    }
+}
+
+// y = yacc + D·x for this warp's rows of the chunk (rows ≥ len and columns ≥ P skipped), y of type TY; kPair:
+// P even, so every column pair (pc, pc + 1) is inside P and 8-byte aligned (one store each).
+template <typename TY, bool kPair, int N, int PT>
+__device__ __forceinline__ void store_rows_as(TY* y, int64_t H, const float (&yacc)[PT / 8][4], const ChunkSmem<N, PT>& sm,
+                                              const ChunkRef& ck, float Dh) {
+    using L = Layout<N, PT>;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int i = warp * 16 + g + 8 * half;
+        if (i >= ck.len) continue;
+        TY* row = y + ((ck.tok0 + i) * H + ck.h) * ck.P_all + ck.p0;
+        const bf16* xs = sm.X() + i * L::kXs;
+#pragma unroll
+        for (int n = 0; n < PT / 8; ++n) {
+            const int pc = n * 8 + 2 * t;
+            if (pc >= ck.P) continue;
+            const float2 xv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(xs + pc));
+            const float v0 = yacc[n][2 * half] + Dh * xv.x, v1 = yacc[n][2 * half + 1] + Dh * xv.y;
+            if constexpr (kPair) {
+                store2(row + pc, v0, v1);
+            } else {
+                row[pc] = detail::from_float<TY>(v0);
+                if (pc + 1 < ck.P) row[pc + 1] = detail::from_float<TY>(v1);
+            }
+        }
+    }
+}
+
+template <int N, int PT>
+__device__ __forceinline__ void store_rows(const SsdVarlenParams& p, const float (&yacc)[PT / 8][4], const ChunkSmem<N, PT>& sm,
+                                           const ChunkRef& ck, float Dh) {
+    const bool pair = (ck.P & 1) == 0;
+    if (p.y_dtype == DType::kF32) {
+        if (pair) store_rows_as<float, true>(static_cast<float*>(p.y), p.H, yacc, sm, ck, Dh);
+        else store_rows_as<float, false>(static_cast<float*>(p.y), p.H, yacc, sm, ck, Dh);
+    } else {
+        if (pair) store_rows_as<bf16, true>(static_cast<bf16*>(p.y), p.H, yacc, sm, ck, Dh);
+        else store_rows_as<bf16, false>(static_cast<bf16*>(p.y), p.H, yacc, sm, ck, Dh);
+    }
 }
 
 // Slot state ↔ the state accumulators. Element (p, n) pairs (n, n+1) are adjacent in memory (N even).
@@ -127,32 +402,21 @@ __device__ void state_io(TS* st, float (&s)[MTW][NTW][4], int P, int N, int wm, 
 template <int N, int PT>
 __global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(SsdVarlenParams p, bool vec, int split) {
     using L = Layout<N, PT>;
-    constexpr int MT = PT / 16, NT = N / 8;          // state tiles: m16 over p, n8 over n
-    constexpr int WN = NT < kWarps ? NT : kWarps;    // warps across n, then across p
-    constexpr int WM = kWarps / WN;
-    constexpr int NTW = NT / WN, MTW = (MT + WM - 1) / WM;
-    constexpr int PN8 = PT / 8;                      // n8 tiles of the output over p
+    using T = Tiles<N, PT>;
     extern __shared__ __align__(128) unsigned char smem[];
-    bf16* Xs = reinterpret_cast<bf16*>(smem + L::kX);
-    bf16* Bs = reinterpret_cast<bf16*>(smem + L::kB);
-    bf16* Cs = reinterpret_cast<bf16*>(smem + L::kC);
-    bf16* Sb = reinterpret_cast<bf16*>(smem + L::kS);
-    float* dts = reinterpret_cast<float*>(smem + L::kF);
-    float* cum = dts + kMaxChunk;
-    float* expl = cum + kMaxChunk;
-    float* wgt = expl + kMaxChunk;
-    float* decay = wgt + kMaxChunk;
+    const ChunkSmem<N, PT> sm(smem);
 
     // Block (h·split + ps, s): head h's head-dim columns [p0, p0 + P) of sequence s (split > 1 runs a head as
     // independent column slices: more blocks when few sequences leave SMs idle; C·Bᵀ is computed per slice).
     const int h = blockIdx.x / split, ps = blockIdx.x % split, s = blockIdx.y;
     const int P_all = static_cast<int>(p.P), P = P_all / split, p0 = ps * P;
     const int Q = static_cast<int>(p.chunk), H = static_cast<int>(p.H);
-    const int g_idx = h / (H / static_cast<int>(p.G));
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
     const int lr = lane & 7, lm = lane >> 3;  // ldmatrix: row within an 8×8 matrix, matrix index
-    const int wn = warp % WN, wm = warp / WN;
+    const int wn = warp % T::WN, wm = warp / T::WN;
+    ChunkRef ck;
+    ck.h = h, ck.g_idx = h / (H / static_cast<int>(p.G)), ck.p0 = p0, ck.P = P, ck.P_all = P_all;
 
     const int64_t seq_start = p.cu_seqlens[s];
     const int seq_len = p.cu_seqlens[s + 1] - p.cu_seqlens[s];
@@ -160,235 +424,82 @@ __global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(S
     const int64_t st_off = ((static_cast<int64_t>(p.slots[s]) * H + h) * P_all + p0) * N;
     const bool s32 = p.state_dtype == DType::kF32;
 
-    float st[MTW][NTW][4];
+    float st[T::MTW][T::NTW][4];
 #pragma unroll
-    for (int b = 0; b < MTW; ++b)
+    for (int b = 0; b < T::MTW; ++b)
 #pragma unroll
-        for (int a = 0; a < NTW; ++a)
+        for (int a = 0; a < T::NTW; ++a)
 #pragma unroll
             for (int e = 0; e < 4; ++e) st[b][a][e] = 0.0f;
     if (init) {
-        if (s32) state_io<float, MTW, NTW, WM, WN, MT>(static_cast<float*>(p.state) + st_off, st, P, N, wm, wn, g, t, true);
-        else state_io<bf16, MTW, NTW, WM, WN, MT>(static_cast<bf16*>(p.state) + st_off, st, P, N, wm, wn, g, t, true);
+        if (s32) state_io<float, T::MTW, T::NTW, T::WM, T::WN, T::MT>(static_cast<float*>(p.state) + st_off, st, P, N, wm, wn, g, t, true);
+        else state_io<bf16, T::MTW, T::NTW, T::WM, T::WN, T::MT>(static_cast<bf16*>(p.state) + st_off, st, P, N, wm, wn, g, t, true);
     }
 
     const float A = p.A[h], dt_bias = p.dt_bias[h], Dh = p.D ? p.D[h] : 0.0f;
-    const bool y32 = p.y_dtype == DType::kF32;
 
     for (int c0 = 0; c0 < seq_len; c0 += Q) {
-        const int len = min(Q, seq_len - c0);
-        const int64_t tok0 = seq_start + c0;
+        ck.len = min(Q, seq_len - c0);
+        ck.tok0 = seq_start + c0;
         const bool s_zero = c0 == 0 && !init;
         __syncthreads();  // the previous chunk is done with every shared buffer
-
-        // ---- stage x, B, C of the chunk (rows ≥ len and columns ≥ P as zeros) -------------------------
-        const bf16* xg = p.x + tok0 * p.x_stride + static_cast<int64_t>(h) * P_all + p0;
-        const bf16* bg = p.B + tok0 * p.bc_stride + static_cast<int64_t>(g_idx) * N;
-        const bf16* cg = p.C + tok0 * p.bc_stride + static_cast<int64_t>(g_idx) * N;
-        if (vec) {
-            for (int e = tid; e < Q * (PT / 8); e += kThreads) {
-                const int j = e / (PT / 8), u = e % (PT / 8);
-                const bool ok = j < len && u * 8 < P;
-                cp_async16(Xs + j * L::kXs + u * 8, ok ? xg + j * p.x_stride + u * 8 : xg, ok);
-            }
-            for (int e = tid; e < Q * (N / 8); e += kThreads) {
-                const int j = e / (N / 8), u = e % (N / 8);
-                const bool ok = j < len;
-                cp_async16(Bs + L::bc(j, u * 8), ok ? bg + j * p.bc_stride + u * 8 : bg, ok);
-                cp_async16(Cs + L::bc(j, u * 8), ok ? cg + j * p.bc_stride + u * 8 : cg, ok);
-            }
-            detail::cp_async_commit();
-        } else {
-            const bf16 zero = __float2bfloat16_rn(0.0f);
-            for (int e = tid; e < Q * PT; e += kThreads) {
-                const int j = e / PT, pp = e % PT;
-                Xs[j * L::kXs + pp] = j < len && pp < P ? xg[j * p.x_stride + pp] : zero;
-            }
-            for (int e = tid; e < Q * N; e += kThreads) {
-                const int j = e / N, n = e % N;
-                Bs[L::bc(j, n)] = j < len ? bg[j * p.bc_stride + n] : zero;
-                Cs[L::bc(j, n)] = j < len ? cg[j * p.bc_stride + n] : zero;
-            }
-        }
-        if (tid < kMaxChunk) {
-            float dt = 0.0f;
-            if (tid < len) {
-                dt = detail::softplus(to_float(p.dt_raw[(tok0 + tid) * p.dt_stride + h]) + dt_bias);
-                dt = fminf(fmaxf(dt, p.dt_min), p.dt_max);
-            }
-            dts[tid] = dt;
-        }
+        stage_chunk(p, sm, ck, dt_bias, vec);
         // The entering state, bf16, [p][n]: the B operand of C·Sᵀ.
-#pragma unroll
-        for (int b = 0; b < MTW; ++b) {
-            const int mt = wm + WM * b;
-            if (mt >= MT) continue;
-#pragma unroll
-            for (int a = 0; a < NTW; ++a) {
-                const int n = (wn + WN * a) * 8 + 2 * t, row = mt * 16 + g;
-                *reinterpret_cast<uint32_t*>(Sb + L::bc(row, n)) = pack_bf16x2(st[b][a][0], st[b][a][1]);
-                *reinterpret_cast<uint32_t*>(Sb + L::bc(row + 8, n)) = pack_bf16x2(st[b][a][2], st[b][a][3]);
-            }
-        }
+        for_state_pairs<N, PT>([&](int b, int a, int half, int row, int n) {
+            *reinterpret_cast<uint32_t*>(sm.Sb() + L::bc(row, n)) = pack_bf16x2(st[b][a][2 * half], st[b][a][2 * half + 1]);
+        });
         if (vec) detail::cp_async_wait_all();
         __syncthreads();
-
-        // ---- Λ = inclusive cumsum of dt·A (warp 0, 4 per lane), decays, state weights ----------------
-        if (warp == 0) {
-            float v[4], run = 0.0f;
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                run += dts[lane * 4 + k] * A;
-                v[k] = run;
-            }
-            float incl = run;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const float up = __shfl_up_sync(0xffffffffu, incl, o);
-                if (lane >= o) incl += up;
-            }
-            const float excl = incl - run, total = __shfl_sync(0xffffffffu, incl, 31);
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const int j = lane * 4 + k;
-                const float cj = v[k] + excl;
-                cum[j] = cj;
-                expl[j] = __expf(cj);
-                wgt[j] = __expf(total - cj) * dts[j];
-            }
-            if (lane == 0) *decay = __expf(total);
-        }
+        if (warp == 0) chunk_decays(sm.dts(), sm.cum(), sm.expl(), sm.wgt(), sm.decay(), A);
         __syncthreads();
 
         // ---- outputs: warp w owns rows i0 = 16w .. i0 + 15 --------------------------------------------
         const int i0 = warp * 16;
-        if (i0 < len) {
-            float yacc[PN8][4];
+        if (i0 < ck.len) {
+            float yacc[T::PN8][4];
 #pragma unroll
-            for (int n = 0; n < PN8; ++n)
+            for (int n = 0; n < T::PN8; ++n)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) yacc[n][e] = 0.0f;
-            const int r0 = i0 + g, r1 = r0 + 8;
-            if (!s_zero) {
+            if (!s_zero) {  // e^{Λ_i}·C·S_inᵀ first, while yacc holds nothing else to scale
 #pragma unroll 2
                 for (int ks = 0; ks < N / 16; ++ks) {
                     uint32_t a[4];
-                    ldsm_x4(a, Cs + L::bc(i0 + (lm & 1) * 8 + lr, ks * 16 + (lm >> 1) * 8));
+                    ldsm_x4(a, sm.C() + L::bc(i0 + (lm & 1) * 8 + lr, ks * 16 + (lm >> 1) * 8));
 #pragma unroll
                     for (int pp = 0; pp < PT / 16; ++pp) {
                         uint32_t b[4];
-                        ldsm_x4(b, Sb + L::bc(pp * 16 + (lm >> 1) * 8 + lr, ks * 16 + (lm & 1) * 8));
+                        ldsm_x4(b, sm.Sb() + L::bc(pp * 16 + (lm >> 1) * 8 + lr, ks * 16 + (lm & 1) * 8));
                         mma16816(yacc[2 * pp], a, b[0], b[1]);
                         mma16816(yacc[2 * pp + 1], a, b[2], b[3]);
                     }
                 }
-                const float e0 = expl[r0], e1 = expl[r1];
+                const float e0 = sm.expl()[i0 + g], e1 = sm.expl()[i0 + g + 8];
 #pragma unroll
-                for (int n = 0; n < PN8; ++n) {
+                for (int n = 0; n < T::PN8; ++n) {
                     yacc[n][0] *= e0;
                     yacc[n][1] *= e0;
                     yacc[n][2] *= e1;
                     yacc[n][3] *= e1;
                 }
             }
-            const float cum0 = cum[r0], cum1 = cum[r1];
-            for (int jt = 0; jt <= warp; ++jt) {
-                const int j0 = jt * 16;
-                float cb[2][4] = {};
-#pragma unroll
-                for (int ks = 0; ks < N / 16; ++ks) {
-                    uint32_t a[4], b[4];
-                    ldsm_x4(a, Cs + L::bc(i0 + (lm & 1) * 8 + lr, ks * 16 + (lm >> 1) * 8));
-                    ldsm_x4(b, Bs + L::bc(j0 + (lm >> 1) * 8 + lr, ks * 16 + (lm & 1) * 8));
-                    mma16816(cb[0], a, b[0], b[1]);
-                    mma16816(cb[1], a, b[2], b[3]);
-                }
-                // Decay mask: element (i, j) × e^{Λ_i − Λ_j}·dt_j for j ≤ i, else 0.
-#pragma unroll
-                for (int nb = 0; nb < 2; ++nb) {
-                    const int j = j0 + nb * 8 + 2 * t;
-                    const float cj0 = cum[j], cj1 = cum[j + 1], d0 = dts[j], d1 = dts[j + 1];
-                    cb[nb][0] = j <= r0 ? cb[nb][0] * __expf(cum0 - cj0) * d0 : 0.0f;
-                    cb[nb][1] = j + 1 <= r0 ? cb[nb][1] * __expf(cum0 - cj1) * d1 : 0.0f;
-                    cb[nb][2] = j <= r1 ? cb[nb][2] * __expf(cum1 - cj0) * d0 : 0.0f;
-                    cb[nb][3] = j + 1 <= r1 ? cb[nb][3] * __expf(cum1 - cj1) * d1 : 0.0f;
-                }
-                // The m16n8 accumulator layout of two n8 tiles is the m16k16 A layout.
-                const uint32_t pa[4] = {pack_bf16x2(cb[0][0], cb[0][1]), pack_bf16x2(cb[0][2], cb[0][3]),
-                                        pack_bf16x2(cb[1][0], cb[1][1]), pack_bf16x2(cb[1][2], cb[1][3])};
-#pragma unroll
-                for (int pp = 0; pp < PT / 16; ++pp) {
-                    uint32_t b[4];
-                    ldsm_x4_t(b, Xs + (j0 + (lm & 1) * 8 + lr) * L::kXs + pp * 16 + (lm >> 1) * 8);
-                    mma16816(yacc[2 * pp], pa, b[0], b[1]);
-                    mma16816(yacc[2 * pp + 1], pa, b[2], b[3]);
-                }
-            }
-            // y = acc + D·x
-#pragma unroll
-            for (int n = 0; n < PN8; ++n) {
-                const int pc = n * 8 + 2 * t;
-                if (pc >= P) continue;
-#pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    const int i = half ? r1 : r0;
-                    if (i >= len) continue;
-                    const float2 xv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Xs + i * L::kXs + pc));
-                    const float v0 = yacc[n][2 * half] + Dh * xv.x, v1 = yacc[n][2 * half + 1] + Dh * xv.y;
-                    const int64_t o = ((tok0 + i) * H + h) * P_all + p0 + pc;
-                    const bool pair = (P & 1) == 0;  // pc + 1 < P and o even
-                    if (y32) {
-                        float* y = static_cast<float*>(p.y);
-                        if (pair) store2(y + o, v0, v1);
-                        else {
-                            y[o] = v0;
-                            if (pc + 1 < P) y[o + 1] = v1;
-                        }
-                    } else {
-                        bf16* y = static_cast<bf16*>(p.y);
-                        if (pair) store2(y + o, v0, v1);
-                        else {
-                            y[o] = __float2bfloat16_rn(v0);
-                            if (pc + 1 < P) y[o + 1] = __float2bfloat16_rn(v1);
-                        }
-                    }
-                }
-            }
+            add_intra_chunk(yacc, sm);
+            store_rows(p, yacc, sm, ck, Dh);
         }
 
         // ---- state: S ← e^{Λ_last}·S + Xᵀ·(w ⊙ B) ----------------------------------------------------
-        const float dec = *decay;
+        const float dec = *sm.decay();
 #pragma unroll
-        for (int b = 0; b < MTW; ++b)
+        for (int b = 0; b < T::MTW; ++b)
 #pragma unroll
-            for (int a = 0; a < NTW; ++a)
+            for (int a = 0; a < T::NTW; ++a)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) st[b][a][e] *= dec;
-        for (int j0 = 0; j0 < len; j0 += 16) {
-            const float w0 = wgt[j0 + 2 * t], w1 = wgt[j0 + 2 * t + 1];
-            const float w8 = wgt[j0 + 8 + 2 * t], w9 = wgt[j0 + 9 + 2 * t];
-            uint32_t bw[NTW][2];
-#pragma unroll
-            for (int a = 0; a < NTW; ++a) {
-                const int n0 = (wn + WN * a) * 8;
-                ldsm_x2_t(bw[a], Bs + L::bc(j0 + (lm & 1) * 8 + lr, n0));
-                bw[a][0] = scale_bf16x2(bw[a][0], w0, w1);
-                bw[a][1] = scale_bf16x2(bw[a][1], w8, w9);
-            }
-#pragma unroll
-            for (int b = 0; b < MTW; ++b) {
-                const int mt = wm + WM * b;
-                if (mt >= MT) continue;
-                uint32_t xa[4];
-                ldsm_x4_t(xa, Xs + (j0 + (lm >> 1) * 8 + lr) * L::kXs + mt * 16 + (lm & 1) * 8);
-#pragma unroll
-                for (int a = 0; a < NTW; ++a) mma16816(st[b][a], xa, bw[a][0], bw[a][1]);
-            }
-        }
+        accumulate_state(st, sm, ck.len);
     }
 
-    if (s32) state_io<float, MTW, NTW, WM, WN, MT>(static_cast<float*>(p.state) + st_off, st, P, N, wm, wn, g, t, false);
-    else state_io<bf16, MTW, NTW, WM, WN, MT>(static_cast<bf16*>(p.state) + st_off, st, P, N, wm, wn, g, t, false);
+    if (s32) state_io<float, T::MTW, T::NTW, T::WM, T::WN, T::MT>(static_cast<float*>(p.state) + st_off, st, P, N, wm, wn, g, t, false);
+    else state_io<bf16, T::MTW, T::NTW, T::WM, T::WN, T::MT>(static_cast<bf16*>(p.state) + st_off, st, P, N, wm, wn, g, t, false);
 }
 
 template <int N, int PT>

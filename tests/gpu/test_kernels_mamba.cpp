@@ -154,6 +154,8 @@ TEST_CASE("ssd_varlen: chunked scan over packed ragged sequences from slot state
         {{"holotron one prompt (p slices)", 128, 80, 8, 128, 128}, {924}, false},
         {{"small, 2 p slices", 12, 24, 4, 32, 32}, {1, 40, 16, 7, 33, 2, 0, 95}, true, 2},
         {{"p128 n128, 4 p slices", 4, 128, 1, 128, 64}, {200, 64, 3, 1}, false, 4},
+        // Many sequences of many chunks; an empty sequence without an initial state (its slot is zeroed).
+        {{"tiny, many chunks", 8, 16, 2, 16, 16}, {5, 0, 300, 17, 160, 1, 64, 99, 250, 33}, false},
     };
     for (const Case& cs : cases) {
         const MambaShape& sh = cs.sh;
