@@ -315,7 +315,8 @@ int main(int argc, char** argv) {
         for (int64_t b : batches) runs.emplace_back(b, seq);
         runs.emplace_back(1, 8 * seq);
         runs.emplace_back(1, 924);
-        for (auto [b, len] : runs) {
+        for (auto [b, len] : runs)
+        for (bool wgmma : {true, false}) {  // the wgmma kernel (compute capability 9.0), then the mma.sync one
             std::vector<int32_t> cu_r(b + 1);
             for (int64_t i = 0; i <= b; ++i) cu_r[i] = static_cast<int32_t>(i * len);
             SURF_CUDA_CHECK(cudaMemcpy(dcu, cu_r.data(), (b + 1) * 4, cudaMemcpyHostToDevice));
@@ -323,14 +324,14 @@ int main(int argc, char** argv) {
             p.x = xbc; p.B = xbc + H * P; p.C = xbc + H * P + G * N; p.dt_raw = dt; p.dt_bias = vec; p.A = vec + H;
             p.D = vec + 2 * H; p.state = state; p.cu_seqlens = dcu; p.slots = dslots; p.y = y; p.y_dtype = cu::DType::kBF16;
             p.n_tok = b * len; p.n_seq = b; p.H = H; p.P = P; p.G = G; p.N = N; p.chunk = 128;
-            p.x_stride = conv_dim; p.bc_stride = conv_dim; p.dt_stride = H;
+            p.x_stride = conv_dim; p.bc_stride = conv_dim; p.dt_stride = H; p.wgmma = wgmma;
             const size_t ws_bytes = cu::ssd_workspace_bytes(p);
             void* ws = dalloc(ws_bytes);
             const double us = time_us([&](int) { cu::ssd_varlen(p, ws, nullptr); }, 10, 2);
             const double tok = static_cast<double>(b * len);
             const double flops = tok * (H * (2.0 * 128 * P + 4.0 * N * P) + G * 2.0 * 128 * N);  // serving.md §3.1
-            record("ssd prefill scan (bf16 mma)", "H128 P80 N128 chunk128 len" + std::to_string(len), b, us, flops, true,
-                   gemm_tflops);
+            record(wgmma ? "ssd prefill scan (wgmma where available)" : "ssd prefill scan (mma.sync)",
+                   "H128 P80 N128 chunk128 len" + std::to_string(len), b, us, flops, true, gemm_tflops);
             std::printf("    ssd: %.2f M tokens/s, %.3f us/token, workspace %zu bytes\n", tok / us, us / tok, ws_bytes);
             SURF_CUDA_CHECK(cudaFree(ws));
         }

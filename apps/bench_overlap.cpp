@@ -175,17 +175,20 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
     };
     std::printf("# bench_overlap --branches on %s: SSD scan of one %lld-token prompt (highest-priority stream) || state update of %lld rows "
                 "(fp32 state, replay window %lld, counts b mod %lld, bulk staging); ms, median of %d\n\n"
-                "| SSD slices | SSU row slices | order | SSD alone | SSU alone | together | SSD span in the pair | SSU span in the pair | "
+                "| SSD scan | SSU row slices | order | SSD alone | SSU alone | together | SSD span in the pair | SSU span in the pair | "
                 "serial | saved |\n|---|---|---|---|---|---|---|---|---|---|\n",
                 device, (long long)prefill, (long long)decode, (long long)kWindow, (long long)kWindow, reps);
-    for (int ssd_split : {1, 2}) {
+    // The wgmma scan (whole heads; compute capability 9.0), then the mma.sync scan in 1 and 2 head-dim slices.
+    for (int ssd_split : {0, 1, 2}) {
         for (int ssu_split : {0, 1}) {
+            sd.wgmma = ssd_split == 0;
             sd.p_split = ssd_split, su.row_split = ssu_split;
             const Times a_ssd = run(true, false, true), a_ssu = run(false, true, true);
             for (bool ssd_first : {true, false}) {
                 const Times t = run(true, true, ssd_first);
                 const double serial = a_ssd.ssd + a_ssu.ssu;
-                std::printf("| %d | %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% |\n", ssd_split, ssu_split ? "1" : "auto",
+                const std::string scan = ssd_split == 0 ? "wgmma" : "mma.sync, " + std::to_string(ssd_split) + " slice(s)";
+                std::printf("| %s | %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% |\n", scan.c_str(), ssu_split ? "1" : "auto",
                             ssd_first ? "SSD first" : "SSU first", a_ssd.ssd, a_ssu.ssu, t.pair, t.ssd, t.ssu, serial,
                             100.0 * (serial - t.pair) / serial);
                 std::fflush(stdout);

@@ -60,6 +60,7 @@ struct Options {
     int vision_sms = 0;
     // GpuLimits::overlap_*_branches and ssd_split (-1: the engine's defaults).
     int overlap_mamba = -1, overlap_attention = -1, ssd_split = -1, ssu_split = -1;
+    int ssd_wgmma = -1;  // GpuLimits::ssd_wgmma: -1 the default, 0 off, 1 on
     bool attention_splits = true;  // split-KV prefill attention (GpuLimits::attention_splits)
     int gemm_reuse = -1;           // GpuLimits::gemm_reuse_tuned_in_bucket; -1 = not given (the engine default)
     bool small_m_kernel = true;    // GpuLimits::small_m_kernel
@@ -113,6 +114,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--overlap-mamba") o.overlap_mamba = std::atoi(next());
         else if (a == "--overlap-attention") o.overlap_attention = std::atoi(next());
         else if (a == "--ssd-split") o.ssd_split = std::atoi(next());
+        else if (a == "--ssd-wgmma") o.ssd_wgmma = std::atoi(next());
         else if (a == "--ssu-split") o.ssu_split = std::atoi(next());
         else if (a == "--no-attention-splits") o.attention_splits = false;
         else if (a == "--gemm-reuse-in-bucket") o.gemm_reuse = 1;
@@ -141,7 +143,7 @@ Options parse(int argc, char** argv) {
             std::fprintf(stderr, "usage: bench_serve [--config DIR] [--concurrency 1,16,64,100] [--steps 10] [--mode stateful|stateless|both]\n"
                                  "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] [--bf16-state] [--prefill-chunk 1024]\n"
                                  "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
-                                 "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssu-split N]\n"
+                                 "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssd-wgmma 0|1] [--ssu-split N]\n"
                                  "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] [--attention-rows-per-warp 16|32]\n"
                                  "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128]\n"
                                  "                   [--ssm-replay 0|2..32] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
@@ -176,6 +178,7 @@ Options parse(int argc, char** argv) {
     check_range("--overlap-mamba", o.overlap_mamba, 0, 1);
     check_range("--overlap-attention", o.overlap_attention, 0, 1);
     check_range("--ssd-split", o.ssd_split, 0, 4);
+    check_range("--ssd-wgmma", o.ssd_wgmma, 0, 1);
     check_range("--ssu-split", o.ssu_split, 0, 4);
     check_range("--ssm-replay", o.ssm_replay, 0, 32);
     check_range("--ssu-bulk", o.ssu_bulk, 0, 1);
@@ -364,6 +367,7 @@ int main(int argc, char** argv) {
         if (o.overlap_mamba >= 0) eo.limits.overlap_mamba_branches = o.overlap_mamba == 1;
         if (o.overlap_attention >= 0) eo.limits.overlap_attention_branches = o.overlap_attention == 1;
         if (o.ssd_split >= 0) eo.limits.ssd_split = o.ssd_split;
+        if (o.ssd_wgmma >= 0) eo.limits.ssd_wgmma = o.ssd_wgmma == 1;
         if (o.ssu_split >= 0) eo.limits.ssu_split = o.ssu_split;
         eo.limits.attention_splits = o.attention_splits;
         if (o.gemm_reuse >= 0) eo.limits.gemm_reuse_tuned_in_bucket = o.gemm_reuse == 1;
@@ -394,10 +398,10 @@ int main(int argc, char** argv) {
         const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window);
         const surf::bench::Roofline stock_roof = surf::bench::roofline(cfg, o.bf16_state);
         std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s, replay window %d; mixed steps: Mamba branches %s, "
-                    "attention branches %s, SSD slices %s, SSU row slices %s (state staged by %s), Mamba y %s, prefill split-KV %s%s%s%s\n",
+                    "attention branches %s, SSD wgmma kernel %s, SSD slices %s, SSU row slices %s (state staged by %s), Mamba y %s, prefill split-KV %s%s%s%s\n",
                     prop.name, prop.multiProcessorCount, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32", eo.limits.ssm_replay_window,
                     eo.limits.overlap_mamba_branches ? "overlapped" : "serial", eo.limits.overlap_attention_branches ? "overlapped" : "serial",
-                    eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
+                    eo.limits.ssd_wgmma ? "where it applies" : "off", eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
                     eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.ssu_bulk_stage ? "bulk copies" : "cp.async",
                     eo.limits.mamba_y_bf16 ? "bf16" : "fp32", eo.limits.attention_splits ? "auto" : "off",
                     eo.limits.gemm_reuse_tuned_in_bucket ? "; tuned GEMM algorithms reused within 64-row buckets" : "",

@@ -310,6 +310,12 @@ int main(int argc, char** argv) {
             std::snprintf(title, sizeof title, "prefill: %lld tokens in %lld sequences at context %lld", (long long)o.prefill_tokens,
                           (long long)o.prefill_seqs, (long long)o.context);
             print_profile(title, ops, o.reps, op_flops(cfg, o.prefill_tokens, o.prefill_seqs, pairs, 0), ms);
+            // The SSD scan's wgmma kernel the other way round (GpuLimits::ssd_wgmma; prefill steps run it where it applies).
+            GpuLimits scan_other = L;
+            scan_other.ssd_wgmma = !L.ssd_wgmma;
+            const double scan_ms = whole_with(scan_other, [&] { model->forward(prefill, 0); }, model->stream());
+            std::printf("\nprefill step with the SSD scan's wgmma kernel %s: %.2f ms (%+.1f%% against %.2f)\n", scan_other.ssd_wgmma ? "on" : "off",
+                        scan_ms, 100.0 * (scan_ms - ms) / ms, ms);
         }
         if (o.decode_rows > 0) {
             const auto ops = profile([&] { model->forward(decode, 0); });

@@ -31,18 +31,7 @@ constexpr size_t wgmma_smem_bytes() {
     return static_cast<size_t>(kWgmmaBlockRows + 4 * NK) * DP * 2 + 2 * NK * 4;
 }
 
-// 16-byte chunk i of a [rows][DP] tile: its row and column, and its byte offset in the 32-byte-swizzled layout
-// (wgmma.cuh). Eight consecutive chunks are four rows' 32 bytes of one slab (128 contiguous bytes of shared
-// memory: conflict-free copies), a warp's 32 chunks four rows × four slabs (whole 128-byte lines of global
-// memory at head_dim ≥ 64).
-template <int DP>
-__device__ __forceinline__ int sw32_chunk(int i, int rows, int& row, int& col) {
-    constexpr int kSlabs = DP / 16;
-    const int j = i >> 3, slab = j % kSlabs;
-    row = (j / kSlabs) * 4 + ((i >> 1) & 3);
-    col = slab * 16 + (i & 1) * 8;
-    return wgmma::sw32_offset(row, col, rows);
-}
+using wgmma::sw32_chunk;
 
 // Copies the block's 128-row Q tile into the 32-byte-swizzled Qs with cp.async (threads `first`, `first` +
 // `stride`, …; zero rows past the sequence and zero columns past head_dim); the caller commits and waits.

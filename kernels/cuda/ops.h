@@ -212,6 +212,11 @@ struct SsdVarlenParams {
     // Head-dim slices per head, each its own block (C·Bᵀ recomputed per slice): 0 = automatic (2 when the
     // (sequence, head) blocks would leave SMs idle, e.g. one long prompt), else must divide P into even slices.
     int64_t p_split = 0;
+    // The Hopper wgmma kernel (ssd_wgmma.cu) where it applies: N = 128, P = 80 (Holotron), compute capability 9.0,
+    // 16-byte aligned rows, and at most one (sequence, head) block per SM (its block takes a whole SM: 239
+    // registers × 256 threads; with more blocks the mma.sync kernel's two blocks an SM are faster). Whole heads
+    // per block (p_split does not apply). Off: the mma.sync kernel (A/B).
+    bool wgmma = true;
 };
 size_t ssd_workspace_bytes(const SsdVarlenParams& p);
 void ssd_varlen(const SsdVarlenParams& p, void* workspace, cudaStream_t stream);

@@ -18,7 +18,7 @@
 // operands and the state copy used for the output rounded to bf16, relative error ≤ 2^-9 each).
 // (A chunk-parallel variant, one block per (chunk, head) with the state handed on through the slot, was
 // measured slower in every case: docs/BENCHMARKS.md, session 13.)
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ssd_common.cuh"
 
 #include <algorithm>
 
@@ -26,13 +26,13 @@ namespace surf::kernels::cuda {
 
 namespace {
 
+using namespace ssd_detail;
 using detail::cp_async16;
 using detail::pack_bf16x2;
 using detail::smem_addr;
 using detail::to_float;
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-constexpr int kMaxChunk = 128;
 
 // Plain (not volatile) so the compiler may schedule the mma chain; it only reads registers.
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -124,25 +124,6 @@ struct ChunkRef {
     int p0 = 0, P = 0, P_all = 0;  // columns [p0, p0 + P) of the head's P_all
 };
 
-template <typename T> __device__ __forceinline__ void load2(const T* p, float& a, float& b);
-template <> __device__ __forceinline__ void load2<float>(const float* p, float& a, float& b) {
-    const float2 v = *reinterpret_cast<const float2*>(p);
-    a = v.x;
-    b = v.y;
-}
-template <> __device__ __forceinline__ void load2<bf16>(const bf16* p, float& a, float& b) {
-    const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
-    a = v.x;
-    b = v.y;
-}
-template <typename T> __device__ __forceinline__ void store2(T* p, float a, float b);
-template <> __device__ __forceinline__ void store2<float>(float* p, float a, float b) {
-    *reinterpret_cast<float2*>(p) = make_float2(a, b);
-}
-template <> __device__ __forceinline__ void store2<bf16>(bf16* p, float a, float b) {
-    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
-}
-
 // Calls f(b, a, half, row, n) for every accumulator pair (row, n), (row, n + 1) of the state tiles this thread
 // holds (s[b][a][2·half], s[b][a][2·half + 1]) whose tile lies inside PT; rows may be ≥ P (padding).
 template <int N, int PT, typename F>
@@ -206,44 +187,6 @@ __device__ void stage_chunk(const SsdVarlenParams& p, const ChunkSmem<N, PT>& sm
         }
         sm.dts()[tid] = dt;
     }
-}
-
-constexpr float kLog2e = 1.4426950408889634f;
-
-// 2^x on the special-function unit, subnormal results flushed to zero (the mask's decays: ≤ 1, and a decay
-// below 2^-126 is as good as zero next to the fp32 sums it is added to).
-__device__ __forceinline__ float ex2_ftz(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-// Λ = inclusive cumsum of dt·A over the chunk (warp 0 only, 4 per lane), e^{Λ_j}, the state weights
-// e^{Λ_last − Λ_j}·dt_j and the chunk's decay e^{Λ_last}. dts must be complete (barrier before).
-__device__ __forceinline__ void chunk_decays(float* dts, float* cum, float* expl, float* wgt, float* decay, float A) {
-    const int lane = threadIdx.x & 31;
-    float v[4], run = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        run += dts[lane * 4 + k] * A;
-        v[k] = run;
-    }
-    float incl = run;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const float up = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += up;
-    }
-    const float excl = incl - run, total = __shfl_sync(0xffffffffu, incl, 31);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        const int j = lane * 4 + k;
-        const float cj = v[k] + excl;
-        cum[j] = cj * kLog2e;
-        expl[j] = __expf(cj);
-        wgt[j] = __expf(total - cj) * dts[j];
-    }
-    if (lane == 0) *decay = __expf(total);
 }
 
 // st += Xᵀ·(w ⊙ B) over the chunk's len tokens: this thread's state tiles (weights wgt from chunk_decays).
@@ -549,6 +492,12 @@ void ssd_varlen(const SsdVarlenParams& p, void*, cudaStream_t stream) {
                "ssd_varlen: strides x ", p.x_stride, " bc ", p.bc_stride, " dt ", p.dt_stride);
     SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 8 == 0 && reinterpret_cast<uintptr_t>(p.y) % 8 == 0,
                "ssd_varlen: state and y must be 8-byte aligned");
+    if (ssd_detail::wgmma_applies(p, aligned16(p.x) && aligned16(p.B) && aligned16(p.C) && p.P % 8 == 0 && p.x_stride % 8 == 0 &&
+                                         p.bc_stride % 8 == 0)) {
+        ssd_detail::launch_wgmma(p, stream);
+        SURF_CUDA_CHECK_LAUNCH();
+        return;
+    }
     const int split = choose_split(p);
     SURF_CHECK(split >= 1 && p.P % split == 0 && (split == 1 || (p.P / split) % 2 == 0), "ssd_varlen: head_dim ", p.P,
                " cannot be split in ", split, " even slices");

@@ -48,6 +48,18 @@ __device__ __forceinline__ int sw32_offset(int row, int col, int rows) {
     return slab * rows * 32 + row * 32 + ((half ^ ((row >> 2) & 1)) << 4);
 }
 
+// 16-byte chunk i of a [rows][C] tile (C a multiple of 16): its row and column, and its byte offset in the
+// 32-byte-swizzled layout. Eight consecutive chunks are four rows' 32 bytes of one slab (128 contiguous bytes of
+// shared memory: conflict-free copies), a warp's 32 chunks four rows × four slabs.
+template <int C>
+__device__ __forceinline__ int sw32_chunk(int i, int rows, int& row, int& col) {
+    constexpr int kSlabs = C / 16;
+    const int j = i >> 3, slab = j % kSlabs;
+    row = (j / kSlabs) * 4 + ((i >> 1) & 3);
+    col = slab * 16 + (i & 1) * 8;
+    return sw32_offset(row, col, rows);
+}
+
 // Orders this thread's register writes to accumulators / A fragments before the next wgmma reads them.
 __device__ __forceinline__ void fence() {
 #if SURF_WGMMA_ENABLED
@@ -132,6 +144,28 @@ __device__ __forceinline__ void wgmma_ss<128>(float (&d)[16][4], uint64_t desc_a
         : SURF_WGMMA_D4(0), SURF_WGMMA_D4(1), SURF_WGMMA_D4(2), SURF_WGMMA_D4(3), SURF_WGMMA_D4(4), SURF_WGMMA_D4(5), SURF_WGMMA_D4(6), SURF_WGMMA_D4(7),
           SURF_WGMMA_D4(8), SURF_WGMMA_D4(9), SURF_WGMMA_D4(10), SURF_WGMMA_D4(11), SURF_WGMMA_D4(12), SURF_WGMMA_D4(13), SURF_WGMMA_D4(14), SURF_WGMMA_D4(15)
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#endif
+}
+
+// ---- m64n80k16, A and B from shared memory in either major order ----------------------------------------
+// D[64×80] (+)= A·B, each operand K-major (0) or MN-major (1: transposed, rows along K) as kTransA / kTransB say
+// (the SSD scan's C·S_inᵀ: A K-major, B MN-major; its state update Bᵀ·(w ⊙ X): both MN-major).
+
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_ss_n80(float (&d)[10][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#if SURF_WGMMA_ENABLED
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %42, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39"
+        "}, %40, %41, p, 1, 1, %43, %44;\n}\n"
+        : SURF_WGMMA_D4(0), SURF_WGMMA_D4(1), SURF_WGMMA_D4(2), SURF_WGMMA_D4(3), SURF_WGMMA_D4(4), SURF_WGMMA_D4(5), SURF_WGMMA_D4(6), SURF_WGMMA_D4(7),
+          SURF_WGMMA_D4(8), SURF_WGMMA_D4(9)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB));
 #endif
 }
 

@@ -305,6 +305,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         sp.has_initial_state = st.has_init_pre, sp.y = y_at(t0), sp.y_dtype = y_dtype;
         sp.n_tok = st.n_pre_tok, sp.n_seq = st.n_pre, sp.H = H, sp.P = P, sp.G = G, sp.N = N, sp.chunk = c.chunk_size;
         sp.dt_min = c.dt_min, sp.dt_max = dt_max, sp.p_split = limits_.ssd_split ? limits_.ssd_split : (overlap ? 1 : 0);
+        sp.wgmma = limits_.ssd_wgmma && !overlap;
         SURF_CHECK(kc::ssd_workspace_bytes(sp) <= ssd_ws_.bytes(), "ssd workspace too small");
         auto timed = timer_.scope("mamba.ssd_scan", pre_stream);
         kc::ssd_varlen(sp, ssd_ws_.get(), pre_stream);

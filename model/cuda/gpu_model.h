@@ -73,6 +73,11 @@ struct GpuLimits {
     // Head-dim slices per head of the SSD scan (kernels/cuda/ops.h SsdVarlenParams::p_split); 0 = 1 when the
     // Mamba branches overlap (one block per SM leaves room for the state update's), else the kernel's rule.
     int ssd_split = 0;
+    // The SSD scan on the Hopper wgmma kernel where it applies (SsdVarlenParams::wgmma: one prompt's heads, one block
+    // an SM) in steps whose Mamba branches run one after the other; beside the decode rows' state update (overlapped
+    // branches) the mma.sync kernel runs, since the wgmma block's registers leave an SM no room for the update's
+    // blocks (H100, session 13: the pair 312–324 µs vs 295–306). Off: mma.sync everywhere (A/B).
+    bool ssd_wgmma = true;
     // Blocks per (sequence, head) of the decode rows' state update (SsuParams::row_split); 0 = the kernel's rule.
     int ssu_split = 0;
     // The state update (and the replay fold) stages each block's state by one bulk copy on the copy engine
@@ -141,7 +146,7 @@ public:
     const ModelConfig& config() const { return cfg_; }
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
-    // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
+    // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
     // *attention_wgmma_warp_specialized, vit_gelu_in_gemm, mamba_y_bf16)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
@@ -150,6 +155,7 @@ public:
         limits_.overlap_attention_branches = from.overlap_attention_branches;
         limits_.ssu_after_prefill_conv = from.ssu_after_prefill_conv;
         limits_.ssd_split = from.ssd_split;
+        limits_.ssd_wgmma = from.ssd_wgmma;
         limits_.ssu_split = from.ssu_split;
         limits_.ssu_bulk_stage = from.ssu_bulk_stage;
         limits_.attention_splits = from.attention_splits;

@@ -133,7 +133,9 @@ TEST_CASE("causal_conv1d_varlen and causal_conv1d_update vs the CPU conv with st
 
 // ssd_varlen runs on bf16 tensor cores: x, B, C are bf16 already; C·Bᵀ ⊙ decay·dt, B ⊙ decay·dt and the
 // entering state copy used for C·S are rounded to bf16 for the mma (fp32 accumulation; dt, cumsums and the
-// running state fp32). Bound: ‖err‖/‖ref‖ ≤ 5e-3 and every element within 2e-2·rms(ref) + 2e-2·|ref|.
+// running state fp32). Bound: ‖err‖/‖ref‖ ≤ 5e-3 and every element within 3e-2·rms(ref) + 2e-2·|ref| (y; the state
+// 2e-2·rms): the 300-token Holotron prompt from zeros has 2 of its 3.07 M y elements at 2.4e-2·rms, the same in
+// both kernels (mma.sync and wgmma agree to rounding), so this is the bf16-operand scheme's tail, not a kernel's.
 TEST_CASE("ssd_varlen: chunked scan over packed ragged sequences from slot states vs the CPU recurrence") {
     std::mt19937 rng(5);
     struct Case {
@@ -141,6 +143,7 @@ TEST_CASE("ssd_varlen: chunked scan over packed ragged sequences from slot state
         std::vector<int32_t> lens;
         bool y_bf16;
         int64_t p_split = 0;  // 0: the kernel's choice (2 when few (sequence, head) blocks)
+        bool first_without_init = false;  // sequence 0 starts from zeros (else sequence 1 does)
     };
     const std::vector<Case> cases{
         {{"holotron", 128, 80, 8, 128, 128}, {1, 300, 128, 45, 0, 517}, false},
@@ -152,6 +155,8 @@ TEST_CASE("ssd_varlen: chunked scan over packed ragged sequences from slot state
         // Head-dim slices: one long prompt at the Holotron shape (automatic: 128 blocks → 2 slices of 40),
         // forced slices of 12 (element loads) and of 32.
         {{"holotron one prompt (p slices)", 128, 80, 8, 128, 128}, {924}, false},
+        // One prompt from zeros, its last chunk partial (the wgmma kernel takes single prompts).
+        {{"holotron one prompt, no initial state", 128, 80, 8, 128, 128}, {300}, true, 0, true},
         {{"small, 2 p slices", 12, 24, 4, 32, 32}, {1, 40, 16, 7, 33, 2, 0, 95}, true, 2},
         {{"p128 n128, 4 p slices", 4, 128, 1, 128, 64}, {200, 64, 3, 1}, false, 4},
         // Many sequences of many chunks; an empty sequence without an initial state (its slot is zeroed).
@@ -168,7 +173,8 @@ TEST_CASE("ssd_varlen: chunked scan over packed ragged sequences from slot state
             std::shuffle(slots.begin(), slots.end(), rng);
             slots.pop_back();
             std::vector<uint8_t> has_init(lens.size(), 1);
-            if (has_init.size() > 1) has_init[1] = 0;
+            if (cs.first_without_init) has_init[0] = 0;
+            else if (has_init.size() > 1) has_init[1] = 0;
             const int64_t n_seq = lens.size(), n_slots = n_seq + 1, H = sh.H, P = sh.P, G = sh.G, N = sh.N;
             const auto cu_h = prefix(lens);
             const int64_t n_tok = cu_h.back();
@@ -195,37 +201,46 @@ TEST_CASE("ssd_varlen: chunked scan over packed ragged sequences from slot state
                 c.x_stride = xbc_stride; c.dt_stride = H; c.bc_stride = xbc_stride; c.chunk = 0;
                 if (lens[s] > 0) cpu::ssd(c);
             }
-            DeviceBuffer<bf16> dxbc(to_bf16(xbc)), ddt(to_bf16(dt_raw)), dst16(to_bf16(state0)), dyh(n_tok * H * P);
-            DeviceBuffer<float> ddtb(dt_bias), dA(A), dD(D), dst32(state0), dy(n_tok * H * P);
+            DeviceBuffer<bf16> dxbc(to_bf16(xbc)), ddt(to_bf16(dt_raw)), dyh(n_tok * H * P);
+            DeviceBuffer<float> ddtb(dt_bias), dA(A), dD(D), dy(n_tok * H * P);
             DeviceBuffer<int32_t> dcu(cu_h), dslots(slots);
             DeviceBuffer<uint8_t> dinit(has_init);
-            cu::SsdVarlenParams p;
-            p.x = dxbc.get(); p.B = dxbc.get() + H * P; p.C = dxbc.get() + H * P + G * N; p.dt_raw = ddt.get();
-            p.dt_bias = ddtb.get(); p.A = dA.get(); p.D = dD.get();
-            p.state = s32 ? static_cast<void*>(dst32.get()) : dst16.get(); p.state_dtype = sdt;
-            p.cu_seqlens = dcu.get(); p.slots = dslots.get(); p.has_initial_state = dinit.get();
-            p.y = cs.y_bf16 ? static_cast<void*>(dyh.get()) : dy.get();
-            p.y_dtype = cs.y_bf16 ? cu::DType::kBF16 : cu::DType::kF32;
-            p.n_tok = n_tok; p.n_seq = n_seq; p.H = H; p.P = P; p.G = G; p.N = N; p.chunk = sh.chunk;
-            p.x_stride = xbc_stride; p.bc_stride = xbc_stride; p.dt_stride = dt_stride; p.p_split = cs.p_split;
-            const size_t ws_bytes = cu::ssd_workspace_bytes(p);
-            CHECK(ws_bytes == 0);  // fused: the running state stays on chip
-            DeviceBuffer<uint8_t> ws(ws_bytes);
-            dy.poison();
-            dyh.poison();
-            cu::ssd_varlen(p, ws.get(), nullptr);
-            const std::string tag = std::string(" ") + sh.name + (s32 ? " state fp32" : " state bf16");
-            const auto rms = [](const std::vector<float>& v) {
-                double acc = 0.0;
-                for (float e : v) acc += static_cast<double>(e) * e;
-                return static_cast<float>(std::sqrt(acc / std::max<size_t>(v.size(), 1)));
-            };
-            const float y_rms = rms(ref_y), st_rms = rms(ref_state);
-            compare("ssd_varlen y" + tag, cs.y_bf16 ? to_float(dyh.download()) : dy.download(), ref_y, 2e-2f * y_rms, 2e-2f,
-                    5e-3);
-            // Untouched slots keep their values (to bf16 rounding of the stored state).
-            compare("ssd_varlen final state" + tag, s32 ? dst32.download() : to_float(dst16.download()), ref_state,
-                    2e-2f * st_rms, 2e-2f, 5e-3);
+            // The Holotron shape (N = 128, P = 80) runs the wgmma kernel on compute capability 9.0 by default: check the
+            // mma.sync kernel there too.
+            for (bool wgmma : {true, false}) {
+                if (!wgmma && !(N == 128 && P == 80)) continue;
+                DeviceBuffer<bf16> dst16(to_bf16(state0));
+                DeviceBuffer<float> dst32(state0);
+                cu::SsdVarlenParams p;
+                p.x = dxbc.get(); p.B = dxbc.get() + H * P; p.C = dxbc.get() + H * P + G * N; p.dt_raw = ddt.get();
+                p.dt_bias = ddtb.get(); p.A = dA.get(); p.D = dD.get();
+                p.state = s32 ? static_cast<void*>(dst32.get()) : dst16.get(); p.state_dtype = sdt;
+                p.cu_seqlens = dcu.get(); p.slots = dslots.get(); p.has_initial_state = dinit.get();
+                p.y = cs.y_bf16 ? static_cast<void*>(dyh.get()) : dy.get();
+                p.y_dtype = cs.y_bf16 ? cu::DType::kBF16 : cu::DType::kF32;
+                p.n_tok = n_tok; p.n_seq = n_seq; p.H = H; p.P = P; p.G = G; p.N = N; p.chunk = sh.chunk;
+                p.x_stride = xbc_stride; p.bc_stride = xbc_stride; p.dt_stride = dt_stride; p.p_split = cs.p_split;
+                p.wgmma = wgmma;
+                const size_t ws_bytes = cu::ssd_workspace_bytes(p);
+                CHECK(ws_bytes == 0);  // fused: the running state stays on chip
+                DeviceBuffer<uint8_t> ws(ws_bytes);
+                dy.poison();
+                dyh.poison();
+                cu::ssd_varlen(p, ws.get(), nullptr);
+                const std::string tag = std::string(" ") + sh.name + (s32 ? " state fp32" : " state bf16") +
+                                        (N == 128 && P == 80 ? (wgmma ? " (wgmma where available)" : " (mma.sync)") : "");
+                const auto rms = [](const std::vector<float>& v) {
+                    double acc = 0.0;
+                    for (float e : v) acc += static_cast<double>(e) * e;
+                    return static_cast<float>(std::sqrt(acc / std::max<size_t>(v.size(), 1)));
+                };
+                const float y_rms = rms(ref_y), st_rms = rms(ref_state);
+                compare("ssd_varlen y" + tag, cs.y_bf16 ? to_float(dyh.download()) : dy.download(), ref_y, 3e-2f * y_rms, 2e-2f,
+                        5e-3);
+                // Untouched slots keep their values (to bf16 rounding of the stored state).
+                compare("ssd_varlen final state" + tag, s32 ? dst32.download() : to_float(dst16.download()), ref_state,
+                        2e-2f * st_rms, 2e-2f, 5e-3);
+            }
         }
     }
 }
