@@ -24,7 +24,6 @@ namespace {
 using ssd_detail::chunk_decays;
 using ssd_detail::ex2_ftz;
 using ssd_detail::kMaxChunk;
-using ssd_detail::load2;
 using ssd_detail::store2;
 
 constexpr int kN = 128, kP = 80, kRows = 128, kThreads = 256;
@@ -75,17 +74,17 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
     const bool s32 = p.state_dtype == DType::kF32, y32 = p.y_dtype == DType::kF32;
     const float A = p.A[h], dt_bias = p.dt_bias[h], Dh = p.D ? p.D[h] : 0.0f;
 
-    // Sᵀ rows r0, r1 (n), columns 8c + 2t + {0, 1} (p); the slot holds S [p][n].
+    // Sᵀ rows r0, r1 (n), columns 8c + 2t + {0, 1} (p); the slot holds S [p][n]: accumulator sa[c][e] is slot
+    // element slot_at(c, e).
+    auto slot_at = [&](int c, int e) { return st_off + static_cast<int64_t>(8 * c + 2 * t + (e & 1)) * kN + (e < 2 ? r0 : r1); };
     float sa[kP / 8][4];
 #pragma unroll
-    for (int c = 0; c < kP / 8; ++c) {
-        const int pc = 8 * c + 2 * t;
+    for (int c = 0; c < kP / 8; ++c)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            const int64_t o = st_off + static_cast<int64_t>(pc + (e & 1)) * kN + (e < 2 ? r0 : r1);
+            const int64_t o = slot_at(c, e);
             sa[c][e] = !init ? 0.0f : s32 ? static_cast<const float*>(p.state)[o] : __bfloat162float(static_cast<const bf16*>(p.state)[o]);
         }
-    }
 
     // Descriptors (16-byte units): K-major operands step one slab per k-step; MN-major ones 16 rows (512 bytes),
     // with LBO = one slab (the next 16 columns of M or N) and SBO = 8 rows.
@@ -217,15 +216,12 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
     }
 
 #pragma unroll
-    for (int c = 0; c < kP / 8; ++c) {
-        const int pc = 8 * c + 2 * t;
+    for (int c = 0; c < kP / 8; ++c)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            const int64_t o = st_off + static_cast<int64_t>(pc + (e & 1)) * kN + (e < 2 ? r0 : r1);
-            if (s32) static_cast<float*>(p.state)[o] = sa[c][e];
-            else static_cast<bf16*>(p.state)[o] = __float2bfloat16_rn(sa[c][e]);
+            if (s32) static_cast<float*>(p.state)[slot_at(c, e)] = sa[c][e];
+            else static_cast<bf16*>(p.state)[slot_at(c, e)] = __float2bfloat16_rn(sa[c][e]);
         }
-    }
 #else
     __trap();  // launched only on compute capability 9.0 (ssd_wgmma_applies), where the sm_90a code runs
 #endif
