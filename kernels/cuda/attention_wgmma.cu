@@ -517,13 +517,7 @@ int blocks_per_sm_dp(int dp) {
 
 namespace flash {
 
-bool prefill_wgmma_available() {
-    int device = 0, major = 0, minor = 0;
-    SURF_CUDA_CHECK(cudaGetDevice(&device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    return major == 9 && minor == 0;
-}
+bool prefill_wgmma_available() { return detail::device_runs_sm90a(); }
 
 int prefill_wgmma_blocks_per_sm(int dp, int keys, bool warp_specialized) {
     if (warp_specialized) return keys == 64 ? blocks_per_sm_dp<64, 1>(dp) : blocks_per_sm_dp<128, 1>(dp);

@@ -171,6 +171,15 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 
 inline unsigned grid_1d(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
+// Whether the current device is compute capability 9.0 exactly, where the sm_90a code (wgmma kernels) runs.
+inline bool device_runs_sm90a() {
+    int device = 0, major = 0, minor = 0;
+    SURF_CUDA_CHECK(cudaGetDevice(&device));
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    return major == 9 && minor == 0;
+}
+
 // Multiprocessors of the current device (launch planning: waves of blocks, split counts).
 inline int device_sm_count() {
     int device = 0, sms = 132;

@@ -492,8 +492,10 @@ void ssd_varlen(const SsdVarlenParams& p, void*, cudaStream_t stream) {
                "ssd_varlen: strides x ", p.x_stride, " bc ", p.bc_stride, " dt ", p.dt_stride);
     SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 8 == 0 && reinterpret_cast<uintptr_t>(p.y) % 8 == 0,
                "ssd_varlen: state and y must be 8-byte aligned");
-    if (ssd_detail::wgmma_applies(p, aligned16(p.x) && aligned16(p.B) && aligned16(p.C) && p.P % 8 == 0 && p.x_stride % 8 == 0 &&
-                                         p.bc_stride % 8 == 0)) {
+    // 16-byte cp.async staging when every row start is 16-byte aligned (bases, strides, and a block's column
+    // offset h·P or its slice's); element loads otherwise (the mma.sync kernel only).
+    const bool rows16 = aligned16(p.x) && aligned16(p.B) && aligned16(p.C) && p.x_stride % 8 == 0 && p.bc_stride % 8 == 0;
+    if (ssd_detail::wgmma_applies(p, rows16 && p.P % 8 == 0)) {
         ssd_detail::launch_wgmma(p, stream);
         SURF_CUDA_CHECK_LAUNCH();
         return;
@@ -501,9 +503,7 @@ void ssd_varlen(const SsdVarlenParams& p, void*, cudaStream_t stream) {
     const int split = choose_split(p);
     SURF_CHECK(split >= 1 && p.P % split == 0 && (split == 1 || (p.P / split) % 2 == 0), "ssd_varlen: head_dim ", p.P,
                " cannot be split in ", split, " even slices");
-    // 16-byte cp.async staging when every row start is 16-byte aligned; element loads otherwise.
-    const bool vec = aligned16(p.x) && aligned16(p.B) && aligned16(p.C) && (p.P / split) % 8 == 0 && p.x_stride % 8 == 0 &&
-                     p.bc_stride % 8 == 0;
+    const bool vec = rows16 && (p.P / split) % 8 == 0;
     switch (p.N) {
         case 16: launch_for_p<16>(p, vec, split, stream); break;
         case 32: launch_for_p<32>(p, vec, split, stream); break;

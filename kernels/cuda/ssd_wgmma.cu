@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
             else static_cast<bf16*>(p.state)[slot_at(c, e)] = __float2bfloat16_rn(sa[c][e]);
         }
 #else
-    __trap();  // launched only on compute capability 9.0 (ssd_wgmma_applies), where the sm_90a code runs
+    __trap();  // launched only on compute capability 9.0 (wgmma_applies), where the sm_90a code runs
 #endif
 }
 
@@ -232,13 +232,8 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
 namespace ssd_detail {
 
 bool wgmma_applies(const SsdVarlenParams& p, bool vec) {
-    if (!p.wgmma || !vec || p.N != kN || p.P != kP || p.chunk > kMaxChunk) return false;
-    int device = 0, major = 0, minor = 0, sms = 0;
-    SURF_CUDA_CHECK(cudaGetDevice(&device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return major == 9 && minor == 0 && p.n_seq * p.H <= sms;
+    return p.wgmma && vec && p.N == kN && p.P == kP && p.chunk <= kMaxChunk && detail::device_runs_sm90a() &&
+           p.n_seq * p.H <= detail::device_sm_count();
 }
 
 void launch_wgmma(const SsdVarlenParams& p, cudaStream_t stream) {
