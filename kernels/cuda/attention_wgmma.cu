@@ -237,11 +237,14 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     const int tid = threadIdx.x, lane = tid & 31;
     const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);  // provably warp-uniform
     const int t0 = b.tile0, tn = b.n_tiles;
+    // A block whose rows fit one warpgroup (a sequence's last row block: a ViT tile's 1,032 tokens leave 8) runs
+    // one consumer: the second would multiply every tile for no rows (block-uniform).
+    const bool solo = b.rows_here <= 64;
     if (tid == 0) {
         for (int s = 0; s < kWsStages; ++s) {
             detail::mbarrier_init(full_k + s, TMA ? 1 : 128);
             detail::mbarrier_init(full_v + s, TMA ? 1 : 128);
-            detail::mbarrier_init(empty + s, 8);
+            detail::mbarrier_init(empty + s, solo ? 4 : 8);
         }
     }
     __syncthreads();
@@ -300,13 +303,15 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
         return;
     }
 
-    // ---- consumers: warpgroups 1 and 2, query rows 64·(wg − 1) …
+    // ---- consumers: warpgroups 1 and 2 (only 1 when solo), query rows 64·(wg − 1) …
     const int group = wg - 1, ctid = tid - 128, warp = (ctid >> 5) & 3;
-    load_q_tile<DP>(Qs, b, p, q_stride, ctid, 256);
+    if (solo && group == 1) return;
+    const int consumer_threads = solo ? 128 : 256;
+    load_q_tile<DP>(Qs, b, p, q_stride, ctid, consumer_threads);
     detail::cp_async_commit();
     detail::cp_async_wait<0>();
     wgmma::fence_proxy_async_smem();
-    named_barrier_sync(2, 256);
+    named_barrier_sync(2, consumer_threads);
 
     WarpFlash<DP> st;
     st.init();
@@ -362,9 +367,12 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     // one's softmax runs under the other's products. Warpgroup 1 lets warpgroup 0 go first and skips its
     // hand-over after its last turn (every arrival is matched). H100 (session 10): a 3-tile ViT layer 72.3 →
     // 67.2 µs (key tile 128, TMA), 4 × 1,024 new tokens 1,328 → 1,311 µs, the serving chunk 403 → 401 µs.
-    auto turn_begin = [&] { named_barrier_sync(3 + group, 256); };
+    // A solo consumer has no partner to take turns with.
+    auto turn_begin = [&] {
+        if (!solo) named_barrier_sync(3 + group, 256);
+    };
     auto turn_end = [&](bool last) {
-        if (!(group == 1 && last)) named_barrier_arrive(3 + (1 - group), 256);
+        if (!solo && !(group == 1 && last)) named_barrier_arrive(3 + (1 - group), 256);
     };
     if (group == 1 && t0 < tn) named_barrier_arrive(3, 256);
     if (t0 < tn) {

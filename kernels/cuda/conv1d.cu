@@ -19,8 +19,7 @@ constexpr int kConvThreads = 128;
 // registers (taps, window, a round of loads), three blocks fitted on an SM and the 924-token chunk ran at 29% of
 // DRAM bandwidth (H100, ncu, session 8); 4 channels halve every per-thread array.
 constexpr int kCh = 4;
-constexpr int kTokChunk = 8;        // tokens whose loads are issued together; runs are multiples of it
-constexpr int kMaxRun = 32;         // longest run of tokens per thread (halo overhead (K-1)/run)
+constexpr int kRun = 16;            // tokens per thread on the vector path (halo overhead (K-1)/run)
 
 __device__ __forceinline__ int find_seq(const int32_t* cu_seqlens, int64_t n_seq, int64_t t) {
     // Largest s with cu_seqlens[s] <= t (sequences may be empty).
@@ -92,15 +91,28 @@ __device__ void load_window(const ConvVarlenParams& p, int64_t x_stride, int64_t
     }
 }
 
-// Thread = kCh channels × a run of `run` consecutive packed tokens (which may cross sequences). Same
-// arithmetic, in the same order, as conv_varlen_kernel.
+// Thread = kCh channels × a run of kRun consecutive packed tokens (which may cross sequences). Same
+// arithmetic, in the same order, as conv_varlen_kernel. Every x load of the run (its K−1 halo tokens before it
+// included, speculatively: they are used only where they lie in the same sequence) and the weights are issued
+// before any of them is used, so that a thread waits for DRAM about once instead of once per chunk of tokens:
+// with one wave of threads covering a whole prompt chunk, the kernel's time was that chain of round trips
+// (H100, 924 tokens × 12,288 channels: ≈ 52% of copy bandwidth with loads issued 8 tokens at a time).
 template <typename TS>
-__global__ void __launch_bounds__(kConvThreads)
-    conv_varlen_vec_kernel(ConvVarlenParams p, int64_t x_stride, int run) {
+__global__ void __launch_bounds__(kConvThreads) conv_varlen_vec_kernel(ConvVarlenParams p, int64_t x_stride) {
     const int64_t c0 = (blockIdx.y * static_cast<int64_t>(kConvThreads) + threadIdx.x) * kCh;
-    const int64_t t_begin = static_cast<int64_t>(blockIdx.x) * run;
+    const int64_t t_begin = static_cast<int64_t>(blockIdx.x) * kRun;
     if (c0 >= p.channels || t_begin >= p.n_tok) return;
-    const int64_t t_end = min(t_begin + run, p.n_tok);
+    const int64_t t_end = min(t_begin + kRun, p.n_tok);
+    ChanRaw halo[kK - 1], raw[kRun];
+#pragma unroll
+    for (int j = 0; j < kK - 1; ++j) {
+        const int64_t t = t_begin - (kK - 1) + j;
+        if (t >= 0) halo[j] = *reinterpret_cast<const ChanRaw*>(p.x + t * x_stride + c0);
+    }
+#pragma unroll
+    for (int i = 0; i < kRun; ++i) {
+        if (t_begin + i < t_end) raw[i] = *reinterpret_cast<const ChanRaw*>(p.x + (t_begin + i) * x_stride + c0);
+    }
     float w[kCh][kK], bias[kCh];
 #pragma unroll
     for (int e = 0; e < kCh; ++e) {
@@ -110,45 +122,47 @@ __global__ void __launch_bounds__(kConvThreads)
     }
     int s = find_seq(p.cu_seqlens, p.n_seq, t_begin);
     int64_t seq_end = p.cu_seqlens[s + 1];
+    // The window before t_begin: halo tokens of t_begin's sequence, the slot's state (or zeros) before its start.
     float win[kK - 1][kCh];
-    load_window<TS>(p, x_stride, c0, s, p.cu_seqlens[s], t_begin, win);
-    for (int64_t tc = t_begin; tc < t_end; tc += kTokChunk) {
-        ChanRaw raw[kTokChunk];
+    {
+        const int64_t start = p.cu_seqlens[s];
+        if (t_begin - (kK - 1) >= start) {
 #pragma unroll
-        for (int i = 0; i < kTokChunk; ++i) {
-            if (tc + i < t_end) raw[i] = *reinterpret_cast<const ChanRaw*>(p.x + (tc + i) * x_stride + c0);
+            for (int j = 0; j < kK - 1; ++j) unpack_chan(halo[j], win[j]);
+        } else {
+            load_window<TS>(p, x_stride, c0, s, start, t_begin, win);
         }
+    }
 #pragma unroll
-        for (int i = 0; i < kTokChunk; ++i) {
-            const int64_t t = tc + i;
-            if (t >= t_end) break;
-            if (t >= seq_end) {  // t starts a sequence (past any empty ones): its left context is the state
-                while (t >= p.cu_seqlens[s + 1]) ++s;
-                seq_end = p.cu_seqlens[s + 1];
-                load_window<TS>(p, x_stride, c0, s, t, t, win);
+    for (int i = 0; i < kRun; ++i) {
+        const int64_t t = t_begin + i;
+        if (t >= t_end) break;
+        if (t >= seq_end) {  // t starts a sequence (past any empty ones): its left context is the state
+            while (t >= p.cu_seqlens[s + 1]) ++s;
+            seq_end = p.cu_seqlens[s + 1];
+            load_window<TS>(p, x_stride, c0, s, t, t, win);
+        }
+        float xv[kCh];
+        unpack_chan(raw[i], xv);
+        uint32_t packed[kCh / 2];
+#pragma unroll
+        for (int e = 0; e < kCh; e += 2) {
+            float acc[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                acc[h] = bias[e + h];
+#pragma unroll
+                for (int k = 0; k < kK - 1; ++k) acc[h] += w[e + h][k] * win[k][e + h];
+                acc[h] += w[e + h][kK - 1] * xv[e + h];
             }
-            float xv[kCh];
-            unpack_chan(raw[i], xv);
-            uint32_t packed[kCh / 2];
+            packed[e / 2] = detail::pack_bf16x2(detail::silu(acc[0]), detail::silu(acc[1]));
+        }
+        *reinterpret_cast<ChanRaw*>(p.out + t * p.channels + c0) = make_uint2(packed[0], packed[1]);
 #pragma unroll
-            for (int e = 0; e < kCh; e += 2) {
-                float acc[2];
+        for (int e = 0; e < kCh; ++e) {
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    acc[h] = bias[e + h];
-#pragma unroll
-                    for (int k = 0; k < kK - 1; ++k) acc[h] += w[e + h][k] * win[k][e + h];
-                    acc[h] += w[e + h][kK - 1] * xv[e + h];
-                }
-                packed[e / 2] = detail::pack_bf16x2(detail::silu(acc[0]), detail::silu(acc[1]));
-            }
-            *reinterpret_cast<ChanRaw*>(p.out + t * p.channels + c0) = make_uint2(packed[0], packed[1]);
-#pragma unroll
-            for (int e = 0; e < kCh; ++e) {
-#pragma unroll
-                for (int k = 0; k < kK - 2; ++k) win[k][e] = win[k + 1][e];
-                win[kK - 2][e] = xv[e];
-            }
+            for (int k = 0; k < kK - 2; ++k) win[k][e] = win[k + 1][e];
+            win[kK - 2][e] = xv[e];
         }
     }
 }
@@ -213,15 +227,11 @@ void causal_conv1d_varlen(const ConvVarlenParams& p, cudaStream_t stream) {
     const bool vec = p.channels % kCh == 0 && x_stride % kCh == 0 && aligned(p.x, sizeof(ChanRaw)) && aligned(p.out, sizeof(ChanRaw)) &&
                      aligned(p.weight, 16);
     if (p.n_tok > 0 && vec) {
-        // Shortest halo overhead (longest runs) that still gives ≥ 128k threads to cover DRAM latency.
-        const int64_t cvecs = p.channels / kCh;
-        int run = kMaxRun;
-        while (run > kTokChunk && cvecs * ((p.n_tok + run - 1) / run) < (int64_t{1} << 17)) run /= 2;
-        const int64_t runs = (p.n_tok + run - 1) / run;
+        const int64_t cvecs = p.channels / kCh, runs = (p.n_tok + kRun - 1) / kRun;
         SURF_CHECK(runs <= 0x7fffffff, "conv1d_varlen: n_tok ", p.n_tok);
         const dim3 grid(static_cast<unsigned>(runs), detail::grid_1d(cvecs, kConvThreads));
-        if (f32_state) conv_varlen_vec_kernel<float><<<grid, kConvThreads, 0, stream>>>(p, x_stride, run);
-        else conv_varlen_vec_kernel<bf16><<<grid, kConvThreads, 0, stream>>>(p, x_stride, run);
+        if (f32_state) conv_varlen_vec_kernel<float><<<grid, kConvThreads, 0, stream>>>(p, x_stride);
+        else conv_varlen_vec_kernel<bf16><<<grid, kConvThreads, 0, stream>>>(p, x_stride);
         SURF_CUDA_CHECK_LAUNCH();
     } else if (p.n_tok > 0) {
         const dim3 grid(detail::grid_1d(p.n_tok, kTokensPerThread), cblocks);

@@ -1,10 +1,13 @@
 // Row norms (RMSNorm / LayerNorm with the fused residual add), the Mamba-2 gated grouped RMSNorm and
 // the elementwise activations. All of them are memory-bound, so the fast paths move 16 bytes per access
 // (8 elements: two float4 of fp32 or one uint4 of bf16) and keep the row in registers between the
-// statistics and the write, so each input byte is read from DRAM once. One block per row (per row
-// group for the gated norm) with just enough threads that each holds ≤ kVecsPerThread vectors; rows
-// that are not a multiple of 8 elements, misaligned, or too long for that take the generic kernels,
-// which re-read the row from L1/L2 in the second pass.
+// statistics and the write, so each input byte is read from DRAM once. A row (a row group for the gated
+// norm) is worked on by a team: one warp when it has ≤ 32·kWarpVecs vectors (kRowWarps rows a block, warp
+// shuffles only), else a whole block with just enough threads that each holds ≤ kBlockVecs vectors. Rows
+// that are not a multiple of 8 elements, misaligned, or too long for that take the generic kernels, which
+// re-read the row from L1/L2 in the second pass.
+#include <type_traits>
+
 #include "kernels/cuda/common.cuh"
 
 namespace surf::kernels::cuda {
@@ -16,8 +19,13 @@ using detail::to_float;
 
 constexpr int kNormThreads = 256;
 constexpr int kVec = 8;              // elements per 16-byte bf16 access (two float4 for fp32)
-constexpr int kVecsPerThread = 4;    // registers: 32 fp32 values of the row per thread
-constexpr int kMaxRowThreads = 512;  // vector path covers rows of ≤ 512·4·8 = 16384 elements
+constexpr int kBlockVecs = 4;        // block teams: 32 fp32 values of the row per thread
+constexpr int kMaxRowThreads = 512;  // block teams cover rows of ≤ 512·4·8 = 16384 elements
+// Warp teams: rows of ≤ 32·5·8 = 1,280 elements (the ViT's LayerNorm width and the Mamba gated norm's group of
+// 1,280 channels). At one block of 64 threads a row those kernels ran at ≈ 63–77% of copy bandwidth (H100):
+// many tiny blocks, each with two block barriers.
+constexpr int kWarpVecs = 5;
+constexpr int kRowWarps = 8;         // warp teams per block
 
 // ---- 8-element vector loads/stores (16-byte aligned) ----------------------------------------------
 
@@ -39,29 +47,53 @@ __device__ __forceinline__ void store8(bf16* p, const float (&v)[kVec]) {
                                               pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
 }
 
-// Threads for a vector-path block over n_vec vectors: a multiple of 32 with ≤ kVecsPerThread each.
+// Threads for a block team over n_vec vectors: a multiple of 32 with ≤ kBlockVecs each.
 int64_t row_threads(int64_t n_vec) {
-    const int64_t t = (n_vec + kVecsPerThread - 1) / kVecsPerThread;
+    const int64_t t = (n_vec + kBlockVecs - 1) / kBlockVecs;
     return std::max<int64_t>((t + 31) / 32 * 32, 32);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Loads this thread's vectors of a row (vector j at element (threadIdx.x + j·blockDim.x)·8) and folds
-// in the residual (residual ← residual + x); all loads are issued before the residual stores. Returns
-// the source values in v; vectors past n_vec are left untouched and must not be used.
-template <typename TX>
-__device__ __forceinline__ void load_row(const TX* x, float* residual, int n_vec,
-                                         float (&v)[kVecsPerThread][kVec]) {
+// The threads working on one item (a row, or a row group of the gated norm): a warp (kWarp; item = warp of
+// the grid, kRowWarps a block) or the block (item = block). Vector j of this thread is first + j·stride.
+template <bool kWarp>
+struct RowTeam {
+    static constexpr int kVecs = kWarp ? kWarpVecs : kBlockVecs;  // vectors per thread, at most
+    int first, stride;
+    int64_t item;
+    __device__ RowTeam() {
+        if constexpr (kWarp) {
+            first = threadIdx.x & 31, stride = 32;
+            item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+        } else {
+            first = threadIdx.x, stride = blockDim.x, item = blockIdx.x;
+        }
+    }
+    __device__ int vec(int j) const { return first + j * stride; }
+    // The team's sum, returned to each of its threads (block teams: every thread of the block must call it).
+    __device__ float sum(float v, float* scratch) const {
+        if constexpr (kWarp) return detail::warp_sum(v);
+        else return block_sum(v, scratch);
+    }
+};
+
+// Loads this thread's vectors of a row and folds in the residual (residual ← residual + x); all loads are
+// issued before the residual stores. Returns the source values in v; vectors past n_vec are left untouched
+// and must not be used.
+template <typename TX, bool kWarp>
+__device__ __forceinline__ void load_row(const RowTeam<kWarp>& team, const TX* x, float* residual, int n_vec,
+                                         float (&v)[RowTeam<kWarp>::kVecs][kVec]) {
+    constexpr int kVecs = RowTeam<kWarp>::kVecs;
 #pragma unroll
-    for (int j = 0; j < kVecsPerThread; ++j) {
-        const int i = threadIdx.x + j * blockDim.x;
+    for (int j = 0; j < kVecs; ++j) {
+        const int i = team.vec(j);
         if (i < n_vec) load8(x + static_cast<int64_t>(i) * kVec, v[j]);
     }
     if (residual == nullptr) return;
 #pragma unroll
-    for (int j = 0; j < kVecsPerThread; ++j) {
-        const int i = threadIdx.x + j * blockDim.x;
+    for (int j = 0; j < kVecs; ++j) {
+        const int i = team.vec(j);
         if (i < n_vec) {
             float r[kVec];
             load8(residual + static_cast<int64_t>(i) * kVec, r);
@@ -70,35 +102,37 @@ __device__ __forceinline__ void load_row(const TX* x, float* residual, int n_vec
         }
     }
 #pragma unroll
-    for (int j = 0; j < kVecsPerThread; ++j) {
-        const int i = threadIdx.x + j * blockDim.x;
+    for (int j = 0; j < kVecs; ++j) {
+        const int i = team.vec(j);
         if (i < n_vec) store8(residual + static_cast<int64_t>(i) * kVec, v[j]);
     }
 }
 
-template <typename TX>
+template <typename TX, bool kWarp>
 __global__ void __launch_bounds__(kMaxRowThreads) rmsnorm_vec_kernel(RmsNormParams p, int64_t x_stride) {
     __shared__ float scratch[32];
-    const int64_t row = blockIdx.x;
+    constexpr int kVecs = RowTeam<kWarp>::kVecs;
+    const RowTeam<kWarp> team;
+    const int64_t row = team.item;
+    if (kWarp && row >= p.rows) return;  // a warp team past the last row (no block barrier in warp teams)
     const int n_vec = static_cast<int>(p.dim / kVec);
-    float v[kVecsPerThread][kVec];
+    float v[kVecs][kVec];
     float* residual = p.residual ? p.residual + row * p.dim : nullptr;
-    load_row(static_cast<const TX*>(p.x) + row * x_stride, residual, n_vec, v);
+    load_row(team, static_cast<const TX*>(p.x) + row * x_stride, residual, n_vec, v);
     float sumsq = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kVecsPerThread; ++j) {
-        const int i = threadIdx.x + j * blockDim.x;
-        if (i < n_vec) {
+    for (int j = 0; j < kVecs; ++j) {
+        if (team.vec(j) < n_vec) {
 #pragma unroll
             for (int e = 0; e < kVec; ++e) sumsq += v[j][e] * v[j][e];
         }
     }
-    sumsq = block_sum(sumsq, scratch);
+    sumsq = team.sum(sumsq, scratch);
     const float inv = rsqrtf(sumsq / static_cast<float>(p.dim) + p.eps);
     bf16* y = p.y + row * p.dim;
 #pragma unroll
-    for (int j = 0; j < kVecsPerThread; ++j) {
-        const int i = threadIdx.x + j * blockDim.x;
+    for (int j = 0; j < kVecs; ++j) {
+        const int i = team.vec(j);
         if (i < n_vec) {
             float w[kVec], o[kVec];
             load8(p.weight + i * kVec, w);
@@ -109,30 +143,31 @@ __global__ void __launch_bounds__(kMaxRowThreads) rmsnorm_vec_kernel(RmsNormPara
     }
 }
 
-template <typename TX>
+template <typename TX, bool kWarp>
 __global__ void __launch_bounds__(kMaxRowThreads) layernorm_vec_kernel(LayerNormParams p, int64_t x_stride) {
     __shared__ float scratch[32];
-    const int64_t row = blockIdx.x;
+    constexpr int kVecs = RowTeam<kWarp>::kVecs;
+    const RowTeam<kWarp> team;
+    const int64_t row = team.item;
+    if (kWarp && row >= p.rows) return;
     const int n_vec = static_cast<int>(p.dim / kVec);
-    float v[kVecsPerThread][kVec];
+    float v[kVecs][kVec];
     float* residual = p.residual ? p.residual + row * p.dim : nullptr;
-    load_row(static_cast<const TX*>(p.x) + row * x_stride, residual, n_vec, v);
+    load_row(team, static_cast<const TX*>(p.x) + row * x_stride, residual, n_vec, v);
     float sum = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kVecsPerThread; ++j) {
-        const int i = threadIdx.x + j * blockDim.x;
-        if (i < n_vec) {
+    for (int j = 0; j < kVecs; ++j) {
+        if (team.vec(j) < n_vec) {
 #pragma unroll
             for (int e = 0; e < kVec; ++e) sum += v[j][e];
         }
     }
-    const float mean = block_sum(sum, scratch) / static_cast<float>(p.dim);
+    const float mean = team.sum(sum, scratch) / static_cast<float>(p.dim);
     // Variance as the mean of squared deviations (second pass, over registers): no cancellation.
     float dev = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kVecsPerThread; ++j) {
-        const int i = threadIdx.x + j * blockDim.x;
-        if (i < n_vec) {
+    for (int j = 0; j < kVecs; ++j) {
+        if (team.vec(j) < n_vec) {
 #pragma unroll
             for (int e = 0; e < kVec; ++e) {
                 v[j][e] -= mean;
@@ -140,12 +175,12 @@ __global__ void __launch_bounds__(kMaxRowThreads) layernorm_vec_kernel(LayerNorm
             }
         }
     }
-    const float var = block_sum(dev, scratch) / static_cast<float>(p.dim);
+    const float var = team.sum(dev, scratch) / static_cast<float>(p.dim);
     const float inv = rsqrtf(var + p.eps);
     bf16* y = p.y + row * p.dim;
 #pragma unroll
-    for (int j = 0; j < kVecsPerThread; ++j) {
-        const int i = threadIdx.x + j * blockDim.x;
+    for (int j = 0; j < kVecs; ++j) {
+        const int i = team.vec(j);
         if (i < n_vec) {
             float w[kVec], b[kVec] = {}, o[kVec];  // no bias adds 0, as the generic kernel does
             load8(p.weight + i * kVec, w);
@@ -157,19 +192,24 @@ __global__ void __launch_bounds__(kMaxRowThreads) layernorm_vec_kernel(LayerNorm
     }
 }
 
-// One block per (row, group); v = y ⊙ SiLU(z) stays in registers between the sum of squares and the write.
-template <typename TY>
+// Item = (row, group) = row · groups + group; v = y ⊙ SiLU(z) stays in registers between the sum of squares
+// and the write.
+template <typename TY, bool kWarp>
 __global__ void __launch_bounds__(kMaxRowThreads)
     gated_rmsnorm_vec_kernel(GatedRmsNormParams p, int64_t y_stride, int64_t z_stride) {
     __shared__ float scratch[32];
-    const int64_t row = blockIdx.x, g0 = static_cast<int64_t>(blockIdx.y) * p.group_size;
+    constexpr int kVecs = RowTeam<kWarp>::kVecs;
+    const RowTeam<kWarp> team;
+    const int64_t groups = p.dim / p.group_size;
+    if (kWarp && team.item >= p.rows * groups) return;
+    const int64_t row = team.item / groups, g0 = team.item % groups * p.group_size;
     const TY* y = static_cast<const TY*>(p.y) + row * y_stride + g0;
     const bf16* z = p.z + row * z_stride + g0;
     const int n_vec = static_cast<int>(p.group_size / kVec);
-    float v[kVecsPerThread][kVec], zv[kVecsPerThread][kVec];
+    float v[kVecs][kVec], zv[kVecs][kVec];
 #pragma unroll
-    for (int j = 0; j < kVecsPerThread; ++j) {
-        const int i = threadIdx.x + j * blockDim.x;
+    for (int j = 0; j < kVecs; ++j) {
+        const int i = team.vec(j);
         if (i < n_vec) {
             load8(y + i * kVec, v[j]);
             load8(z + i * kVec, zv[j]);
@@ -177,9 +217,8 @@ __global__ void __launch_bounds__(kMaxRowThreads)
     }
     float sumsq = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kVecsPerThread; ++j) {
-        const int i = threadIdx.x + j * blockDim.x;
-        if (i < n_vec) {
+    for (int j = 0; j < kVecs; ++j) {
+        if (team.vec(j) < n_vec) {
 #pragma unroll
             for (int e = 0; e < kVec; ++e) {
                 v[j][e] = v[j][e] * detail::silu(zv[j][e]);
@@ -187,13 +226,13 @@ __global__ void __launch_bounds__(kMaxRowThreads)
             }
         }
     }
-    sumsq = block_sum(sumsq, scratch);
+    sumsq = team.sum(sumsq, scratch);
     const float inv = rsqrtf(sumsq / static_cast<float>(p.group_size) + p.eps);
     bf16* out = p.out + row * p.dim + g0;
     const float* wg = p.weight + g0;
 #pragma unroll
-    for (int j = 0; j < kVecsPerThread; ++j) {
-        const int i = threadIdx.x + j * blockDim.x;
+    for (int j = 0; j < kVecs; ++j) {
+        const int i = team.vec(j);
         if (i < n_vec) {
             float w[kVec], o[kVec];
             load8(wg + i * kVec, w);
@@ -343,6 +382,25 @@ void launch_activation(bf16* x, int64_t n, cudaStream_t stream) {
     SURF_CUDA_CHECK_LAUNCH();
 }
 
+// Launch geometry of the vector path over `items` rows (row groups) of n_vec vectors each: warp teams when a row
+// fits one warp, else block teams; `ok` is false where a row is too long for either.
+struct VecLaunch {
+    bool ok, warp;
+    unsigned blocks, threads;
+};
+VecLaunch vec_launch(int64_t items, int64_t n_vec) {
+    if (n_vec <= 32 * kWarpVecs) return {true, true, static_cast<unsigned>((items + kRowWarps - 1) / kRowWarps), 32 * kRowWarps};
+    const int64_t threads = row_threads(n_vec);
+    return {threads <= kMaxRowThreads, false, static_cast<unsigned>(items), static_cast<unsigned>(std::min<int64_t>(threads, kMaxRowThreads))};
+}
+
+// Launches the warp-team or the block-team instantiation of a vector-path kernel on L's geometry.
+template <typename... Args>
+void launch_rows(const VecLaunch& L, cudaStream_t stream, void (*warp_teams)(Args...), void (*block_teams)(Args...),
+                 std::type_identity_t<Args>... args) {
+    (L.warp ? warp_teams : block_teams)<<<L.blocks, L.threads, 0, stream>>>(args...);
+}
+
 }  // namespace
 
 void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
@@ -350,16 +408,14 @@ void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
     const int64_t x_stride = p.x_stride ? p.x_stride : p.dim;
     if (p.rows == 0) return;
     SURF_CHECK(p.rows <= 0x7fffffff, "rmsnorm: rows ", p.rows);
-    const auto grid = static_cast<unsigned>(p.rows);
     const bool f32 = p.x_dtype == DType::kF32;
-    const int64_t threads = row_threads(p.dim / kVec);
-    const bool vec = p.dim % kVec == 0 && threads <= kMaxRowThreads && x_stride % kVec == 0 &&
-                     aligned16(p.x) && aligned16(p.residual) && aligned16(p.weight) && aligned16(p.y);
-    const auto vt = static_cast<unsigned>(std::min<int64_t>(threads, kMaxRowThreads));
-    if (vec && f32) rmsnorm_vec_kernel<float><<<grid, vt, 0, stream>>>(p, x_stride);
-    else if (vec) rmsnorm_vec_kernel<bf16><<<grid, vt, 0, stream>>>(p, x_stride);
-    else if (f32) rmsnorm_kernel<float><<<grid, kNormThreads, 0, stream>>>(p, x_stride);
-    else rmsnorm_kernel<bf16><<<grid, kNormThreads, 0, stream>>>(p, x_stride);
+    const VecLaunch L = vec_launch(p.rows, p.dim / kVec);
+    const bool vec = L.ok && p.dim % kVec == 0 && x_stride % kVec == 0 && aligned16(p.x) && aligned16(p.residual) && aligned16(p.weight) &&
+                     aligned16(p.y);
+    if (vec && f32) launch_rows(L, stream, rmsnorm_vec_kernel<float, true>, rmsnorm_vec_kernel<float, false>, p, x_stride);
+    else if (vec) launch_rows(L, stream, rmsnorm_vec_kernel<bf16, true>, rmsnorm_vec_kernel<bf16, false>, p, x_stride);
+    else if (f32) rmsnorm_kernel<float><<<static_cast<unsigned>(p.rows), kNormThreads, 0, stream>>>(p, x_stride);
+    else rmsnorm_kernel<bf16><<<static_cast<unsigned>(p.rows), kNormThreads, 0, stream>>>(p, x_stride);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -368,17 +424,14 @@ void layernorm(const LayerNormParams& p, cudaStream_t stream) {
     const int64_t x_stride = p.x_stride ? p.x_stride : p.dim;
     if (p.rows == 0) return;
     SURF_CHECK(p.rows <= 0x7fffffff, "layernorm: rows ", p.rows);
-    const auto grid = static_cast<unsigned>(p.rows);
     const bool f32 = p.x_dtype == DType::kF32;
-    const int64_t threads = row_threads(p.dim / kVec);
-    const bool vec = p.dim % kVec == 0 && threads <= kMaxRowThreads && x_stride % kVec == 0 &&
-                     aligned16(p.x) && aligned16(p.residual) && aligned16(p.weight) && aligned16(p.bias) &&
-                     aligned16(p.y);
-    const auto vt = static_cast<unsigned>(std::min<int64_t>(threads, kMaxRowThreads));
-    if (vec && f32) layernorm_vec_kernel<float><<<grid, vt, 0, stream>>>(p, x_stride);
-    else if (vec) layernorm_vec_kernel<bf16><<<grid, vt, 0, stream>>>(p, x_stride);
-    else if (f32) layernorm_kernel<float><<<grid, kNormThreads, 0, stream>>>(p, x_stride);
-    else layernorm_kernel<bf16><<<grid, kNormThreads, 0, stream>>>(p, x_stride);
+    const VecLaunch L = vec_launch(p.rows, p.dim / kVec);
+    const bool vec = L.ok && p.dim % kVec == 0 && x_stride % kVec == 0 && aligned16(p.x) && aligned16(p.residual) && aligned16(p.weight) &&
+                     aligned16(p.bias) && aligned16(p.y);
+    if (vec && f32) launch_rows(L, stream, layernorm_vec_kernel<float, true>, layernorm_vec_kernel<float, false>, p, x_stride);
+    else if (vec) launch_rows(L, stream, layernorm_vec_kernel<bf16, true>, layernorm_vec_kernel<bf16, false>, p, x_stride);
+    else if (f32) layernorm_kernel<float><<<static_cast<unsigned>(p.rows), kNormThreads, 0, stream>>>(p, x_stride);
+    else layernorm_kernel<bf16><<<static_cast<unsigned>(p.rows), kNormThreads, 0, stream>>>(p, x_stride);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -388,19 +441,19 @@ void gated_rmsnorm(const GatedRmsNormParams& p, cudaStream_t stream) {
                p.group_size);
     const int64_t y_stride = p.y_stride ? p.y_stride : p.dim, z_stride = p.z_stride ? p.z_stride : p.dim;
     if (p.rows == 0) return;
-    SURF_CHECK(p.rows <= 0x7fffffff && p.dim / p.group_size <= 65535, "gated_rmsnorm: rows ", p.rows,
-               " groups ", p.dim / p.group_size);
-    const dim3 grid(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.dim / p.group_size));
+    const int64_t groups = p.dim / p.group_size;
+    SURF_CHECK(p.rows <= 0x7fffffff && groups <= 65535 && p.rows * groups <= 0x7fffffff, "gated_rmsnorm: rows ", p.rows, " groups ", groups);
     const bool f32 = p.y_dtype == DType::kF32;
-    const int64_t threads = row_threads(p.group_size / kVec);
-    const bool vec = p.group_size % kVec == 0 && threads <= kMaxRowThreads && y_stride % kVec == 0 &&
-                     z_stride % kVec == 0 && aligned16(p.y) && aligned16(p.z) && aligned16(p.weight) &&
-                     aligned16(p.out);
-    const auto vt = static_cast<unsigned>(std::min<int64_t>(threads, kMaxRowThreads));
-    if (vec && f32) gated_rmsnorm_vec_kernel<float><<<grid, vt, 0, stream>>>(p, y_stride, z_stride);
-    else if (vec) gated_rmsnorm_vec_kernel<bf16><<<grid, vt, 0, stream>>>(p, y_stride, z_stride);
-    else if (f32) gated_rmsnorm_kernel<float><<<grid, kNormThreads, 0, stream>>>(p, y_stride, z_stride);
-    else gated_rmsnorm_kernel<bf16><<<grid, kNormThreads, 0, stream>>>(p, y_stride, z_stride);
+    const VecLaunch L = vec_launch(p.rows * groups, p.group_size / kVec);
+    const bool vec = L.ok && p.group_size % kVec == 0 && y_stride % kVec == 0 && z_stride % kVec == 0 && aligned16(p.y) && aligned16(p.z) &&
+                     aligned16(p.weight) && aligned16(p.out);
+    if (vec && f32) launch_rows(L, stream, gated_rmsnorm_vec_kernel<float, true>, gated_rmsnorm_vec_kernel<float, false>, p, y_stride, z_stride);
+    else if (vec) launch_rows(L, stream, gated_rmsnorm_vec_kernel<bf16, true>, gated_rmsnorm_vec_kernel<bf16, false>, p, y_stride, z_stride);
+    else {
+        const dim3 grid(static_cast<unsigned>(p.rows), static_cast<unsigned>(groups));
+        if (f32) gated_rmsnorm_kernel<float><<<grid, kNormThreads, 0, stream>>>(p, y_stride, z_stride);
+        else gated_rmsnorm_kernel<bf16><<<grid, kNormThreads, 0, stream>>>(p, y_stride, z_stride);
+    }
     SURF_CUDA_CHECK_LAUNCH();
 }
 
