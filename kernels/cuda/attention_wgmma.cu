@@ -184,8 +184,8 @@ attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64
 // denominator) while P·V still runs, then waits for it and rescales O (FlashAttention-3's intra-warpgroup
 // overlap); the two consumers take turns issuing their products (FlashAttention-3's ping-pong). Each
 // warpgroup multiplies every tile of the block (a wgmma under a branch the compiler cannot prove
-// warpgroup-uniform is serialized): tiles past a group's rows' diagonal are masked whole, and a group past its
-// sequence's rows works on zero rows.
+// warpgroup-uniform is serialized): tiles past a group's rows' diagonal are masked whole. A block whose rows fit
+// the first warpgroup (a sequence's last row block) runs it alone; the second leaves before the loop.
 constexpr int kWsThreads = 384;
 
 // Ring stages: four, or as many as fit in an SM's 227 KB beside Q (three at head_dim 128, key tile 128).
