@@ -7,7 +7,18 @@
 #   STEP_ARGS="--tiles 3 --prefill 924 --prefill-seqs 1 --decode 100" \
 #   SERVE_ARGS="--concurrency 100 --mode stateful;--concurrency 100 --mode stateful --overlap-mamba 0" bash scripts/gpu_call.sh
 # `surf bench serve` needs the bench_serve target built (TARGETS); TESTS="none" skips the tests.
+# CALL_BUDGET (seconds, default 540: under the device's 600-second limit per command) bounds the whole call: every
+# run's timeout is cut to what is left, and a run with less than a minute left is skipped, so that a hung test or a
+# slow benchmark costs the runs after it, not the logs of the whole call (a command past the limit returns nothing of
+# what it printed on the terminal).
 set -uo pipefail
+CALL_START=$(date +%s)
+CALL_BUDGET="${CALL_BUDGET:-540}"
+# Seconds a run may take: min(its own limit $1, what is left of the call's budget less 10); 0 when under a minute is left.
+run_limit() {
+  local left=$(( CALL_BUDGET - ($(date +%s) - CALL_START) - 10 ))
+  if [ "$left" -lt 60 ]; then echo 0; elif [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+}
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"; mkdir -p "$OUT"
 D="$PWD/.deps"
@@ -19,12 +30,14 @@ cmake --build build-gpu -j16 --target ${TARGETS:-gpu_test_gpu_forward bench_step
 echo "build $(( $(date +%s) - t0 )) s" | tee -a "$S"
 for t in ${TESTS:-gpu_test_gpu_forward}; do
   [ "$t" = none ] && continue
-  timeout 300 build-gpu/tests/$t > "$OUT/$t.log" 2>&1
+  lim=$(run_limit 300); [ "$lim" -eq 0 ] && { echo "$t: skipped (call budget spent)" | tee -a "$S"; continue; }
+  timeout "$lim" build-gpu/tests/$t > "$OUT/$t.log" 2>&1
   echo "$t: rc=$? $(grep -E 'test cases' "$OUT/$t.log" | tail -1)" | tee -a "$S"
   grep -E "MESSAGE|ERROR|rror:|bit for bit" "$OUT/$t.log" | head -20 | tee -a "$S"
 done
 for a in ${APPS:-}; do  # other benchmark programs, no arguments (e.g. APPS="bench_attention bench_overlap")
-  timeout 300 build-gpu/apps/$a > "$OUT/$a.log" 2>&1
+  lim=$(run_limit 300); [ "$lim" -eq 0 ] && { echo "$a: skipped (call budget spent)" | tee -a "$S"; continue; }
+  timeout "$lim" build-gpu/apps/$a > "$OUT/$a.log" 2>&1
   echo "$a rc=$?" | tee -a "$S"
   grep -E "^#|^\|" "$OUT/$a.log" | head -40 | tee -a "$S"
 done
@@ -34,7 +47,8 @@ if [ -n "${STEP_ARGS:-}" ]; then  # ';'-separated: one bench_step run each (benc
   for r in "${STEPS[@]}"; do
     i=$((i+1))
     log="$OUT/bench_step.log"; [ $i -gt 1 ] && log="$OUT/bench_step_$i.log"
-    timeout 300 build-gpu/apps/bench_step $r > "$log" 2>&1
+    lim=$(run_limit 300); [ "$lim" -eq 0 ] && { echo "bench_step $i: skipped (call budget spent)" | tee -a "$S"; continue; }
+    timeout "$lim" build-gpu/apps/bench_step $r > "$log" 2>&1
     echo "bench_step $i ($r) rc=$?" | tee -a "$S"
     grep -E "^#|^###|mixed step|overlap|serial|vs roofline|vision batch with|state_update|replay_fold" "$log" | tee -a "$S"
   done
@@ -44,7 +58,8 @@ if [ -n "${SERVE_ARGS:-}" ]; then
   i=0
   for r in "${RUNS[@]}"; do
     i=$((i+1))
-    timeout "${BENCH_TIMEOUT:-300}" build-gpu/surf bench serve $r > "$OUT/serve_$i.log" 2>&1
+    lim=$(run_limit "${BENCH_TIMEOUT:-300}"); [ "$lim" -eq 0 ] && { echo "serve $i: skipped (call budget spent)" | tee -a "$S"; continue; }
+    timeout "$lim" build-gpu/surf bench serve $r > "$OUT/serve_$i.log" 2>&1
     echo "serve $i ($r) rc=$?" | tee -a "$S"
     grep -E "^#|stateful|mixed|tuned" "$OUT/serve_$i.log" | head -12 | tee -a "$S"
   done
