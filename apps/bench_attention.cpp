@@ -171,8 +171,9 @@ int main(int argc, char** argv) {
             only_kernel = argv[++i];
         } else if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
             only_case = argv[++i];
+
         } else {
-            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"] [--case NAME]\n");
+            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"] [--case NAME]\n");
             return 2;
         }
     }
@@ -184,7 +185,8 @@ int main(int argc, char** argv) {
     std::printf("|--------|%s|-----------|-----------|---------|--------|\n", std::string(54, '-').c_str());
     for (const Kernel& k : {Kernel{16, 0, false, "mma 16"}, Kernel{32, 0, false, "mma 32"}, Kernel{0, 64, false, "wgmma 64"},
                             Kernel{0, 128, false, "wgmma 128"}, Kernel{0, 64, true, "wgmma 64ws"}, Kernel{0, 128, true, "wgmma 128ws"},
-                            Kernel{0, 64, true, "wgmma 64wt", true}, Kernel{0, 128, true, "wgmma 128wt", true}}) {
+                            Kernel{0, 64, true, "wgmma 64wt", true}, Kernel{0, 128, true, "wgmma 128wt", true},
+                            Kernel{0, 208, true, "wgmma 208wt", true}}) {
         if (!only_kernel.empty() && only_kernel != k.name) continue;
         auto want = [&](const char* name) { return only_case.empty() || only_case == name; };
         if (want("llm")) bench_paged("llm", 4, 1024, 5000, 16, k, reps);

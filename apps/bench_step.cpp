@@ -270,10 +270,10 @@ int main(int argc, char** argv) {
             std::snprintf(title, sizeof title, "vision batch: %lld tiles (%lld images)", (long long)o.tiles, (long long)jobs.size());
             print_profile(title, ops, o.reps, op_flops(cfg, 0, 0, 0, o.tiles), ms);
             // The same pass with the ViT attention on each other kernel: mma.sync at 16 / 32 query rows per warp
-            // (GpuLimits::attention_rows_per_warp, wgmma off) and wgmma at key tiles of 64 / 128
+            // (GpuLimits::attention_rows_per_warp, wgmma off) and wgmma at key tiles of 64 / 128 / 208
             // (GpuLimits::vit_attention_wgmma_keys).
             std::printf("\n");
-            for (const auto& [rows, keys] : {std::pair{16, 0}, std::pair{32, 0}, std::pair{0, 64}, std::pair{0, 128}}) {
+            for (const auto& [rows, keys] : {std::pair{16, 0}, std::pair{32, 0}, std::pair{0, 64}, std::pair{0, 128}, std::pair{0, 208}}) {
                 const bool current = keys ? keys == L.vit_attention_wgmma_keys
                                           : L.vit_attention_wgmma_keys == 0 && rows == (L.attention_rows_per_warp == 32 ? 32 : 16);
                 if (current) continue;

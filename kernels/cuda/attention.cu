@@ -225,8 +225,8 @@ PrefillPlan plan_prefill(const AttentionPrefillParams& p) {
     const int64_t blocks128 = (p.max_seqlen_q + 127) / 128 * p.n_heads * p.n_seq;
     PrefillPlan plan{blocks128 >= slots ? 128 : 64, 1, 16, 0};
     if (p.wgmma_key_tile != 0 && prefill_wgmma_available()) {
-        plan.rows = kWgmmaBlockRows, plan.wgmma_keys = static_cast<int>(p.wgmma_key_tile);
-        key_tile = p.wgmma_key_tile;
+        plan.rows = kWgmmaBlockRows, plan.wgmma_keys = prefill_wgmma_key_tile(p, padded_head_dim(p.head_dim));
+        key_tile = plan.wgmma_keys;
         slots = sms * prefill_wgmma_blocks_per_sm(padded_head_dim(p.head_dim), plan.wgmma_keys, p.wgmma_warp_specialized);
     } else if (p.rows_per_warp == 32) {
         plan.rows = 128, plan.rows_per_warp = 32;  // asked for: 128-row blocks of 4 warps
@@ -283,7 +283,7 @@ void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream) {
     SURF_CHECK(p.rows_per_warp == 0 || p.rows_per_warp == 16 || p.rows_per_warp == 32, "attention_prefill: rows_per_warp ", p.rows_per_warp,
                " (0, 16 or 32)");
     SURF_CHECK(valid_wgmma_key_tile(p.wgmma_key_tile), "attention_prefill: wgmma_key_tile ",
-               p.wgmma_key_tile, " (0, 64 or 128)");
+               p.wgmma_key_tile, " (0, 64, 128 or 208)");
     if (p.n_seq == 0 || p.max_seqlen_q == 0) return;
     const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
     const float scale_log2 = scale * kLog2e;

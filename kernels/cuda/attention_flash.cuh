@@ -414,8 +414,12 @@ __device__ __forceinline__ int clamp_lim(int64_t v, int hi) {
 
 // Whether the current device runs the sm_90a wgmma kernel (compute capability 9.0).
 bool prefill_wgmma_available();
-// Resident blocks per SM of the wgmma kernel at padded head dim dp and key tile keys (64 or 128), plain or
-// warp-specialized (AttentionPrefillParams::wgmma_warp_specialized).
+// The key tile the wgmma kernel runs for p at padded head dim dp: p.wgmma_key_tile, except that tiles past 128
+// (208) are built only for the warp-specialized kernel with TMA copies at head dim 80 (the ViT) and run as 128
+// elsewhere.
+int prefill_wgmma_key_tile(const AttentionPrefillParams& p, int dp);
+// Resident blocks per SM of the wgmma kernel at padded head dim dp and key tile keys (from prefill_wgmma_key_tile),
+// plain or warp-specialized (AttentionPrefillParams::wgmma_warp_specialized).
 int prefill_wgmma_blocks_per_sm(int dp, int keys, bool warp_specialized);
 // Launches the wgmma kernel: 128 query rows per block, grid (row blocks, heads · n_splits, sequences).
 void launch_prefill_wgmma(const AttentionPrefillParams& p, int dp, int keys, int n_splits, float scale_log2, int64_t q_stride,

@@ -62,6 +62,20 @@ __device__ __forceinline__ void mask_tile(float (&sc)[NK / 8][4], const PrefillB
     }
 }
 
+// One k-step (16 head-dim columns) of S = Q·Kᵀ over NK keys: one wgmma up to 128 keys; at 208 (the warp-specialized
+// kernel with TMA copies, head dim 80) a 128-key product and an 80-key one, whose K rows start 128 rows (4,096 bytes, a
+// whole number of swizzle periods) into each slab.
+template <int NK>
+__device__ __forceinline__ void scores_kstep(float (&sc)[NK / 8][4], uint64_t desc_q, uint64_t desc_k, int scale_d) {
+    if constexpr (NK <= 128) {
+        wgmma::wgmma_ss<NK>(sc, desc_q, desc_k, scale_d);
+    } else {
+        static_assert(NK == 208, "key tiles past 128: 208");
+        wgmma::wgmma_ss<128>(*reinterpret_cast<float(*)[16][4]>(&sc[0]), desc_q, desc_k, scale_d);
+        wgmma::wgmma_ss_n80<0, 0>(*reinterpret_cast<float(*)[10][4]>(&sc[16]), desc_q, desc_k + 128 * 32 / 16, scale_d);
+    }
+}
+
 // Key tiles of 64: two blocks per SM (≤ 128 registers, ≤ 113 KB of shared memory each), so that one block's
 // softmax runs beside the other's products; key tiles of 128: one block per SM.
 template <int DP, int NK>
@@ -220,7 +234,7 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
                                   float* ws_o, float* ws_lse, const __grid_constant__ CUtensorMap tmap_k,
                                   const __grid_constant__ CUtensorMap tmap_v) {
 #if SURF_WGMMA_ENABLED
-    static_assert(NK <= 128, "the producer fills a tile's key rows, one per thread");
+    static_assert(TMA || NK <= 128, "the cp.async producer fills a tile's key rows, one per thread");
     constexpr int kWsStages = ws_stages<DP, NK>();
     static_assert(kWsStages >= 2, "a ring of at least two stages");
     constexpr int kChunks = DP / 8, kTileChunks = NK * kChunks, kTilePasses = (kTileChunks + 127) / 128, kTileElems = NK * DP;
@@ -248,6 +262,12 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
         }
     }
     __syncthreads();
+    // Registers move from the copying warpgroup to the multiplying ones (FlashAttention-3's setmaxnreg): the launch
+    // gives each of the 384 threads 168; the producer keeps 24 (TMA: one thread issues) or 40 (cp.async address
+    // work), and each consumer may rise by half of what its warpgroup released (an increase draws only on that).
+    constexpr int kProducerRegs = TMA ? 24 : 56, kConsumerRegs = 168 + (168 - kProducerRegs) / 2 / 8 * 8;
+    if (wg == 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
 
     if (TMA && wg == 0) {  // ---- producer by TMA: thread 0 alone
         if (tid == 0) {
@@ -285,7 +305,7 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
             for (int half = 0; half < 2; ++half) {
                 const bf16* src = half == 0 ? b.k_src : b.v_src;
                 unsigned char* d = reinterpret_cast<unsigned char*>((half == 0 ? Kring : Vring) + stage * kTileElems);
-#pragma unroll
+#pragma unroll 8
                 for (int pass = 0; pass < kTilePasses; ++pass) {
                     const int i = tid + pass * 128;
                     if (kTileChunks % 128 != 0 && i >= kTileChunks) break;
@@ -325,12 +345,14 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     // S_j = Q·K_jᵀ: K is a K-major B operand (8 keys per 256 bytes); one slab (NK · 32 bytes) per k-step.
     auto issue_scores = [&](int j) {
         detail::mbarrier_wait(full_k + stage_of(j), parity_of(j));
-        wgmma::fence_proxy_async_smem();  // the producer's cp.async writes, before wgmma's reads
+        // The cp.async producer's writes (generic proxy) must be fenced before wgmma's reads (async proxy); TMA writes
+        // are already the async proxy's, complete once the mbarrier phase is (H100: 3-tile ViT layer −1%).
+        if constexpr (!TMA) wgmma::fence_proxy_async_smem();
         const uint64_t desc_k = wgmma::make_desc_sw32(Kring + stage_of(j) * kTileElems, 16, 256);
         wgmma::fence();
 #pragma unroll
         for (int ks = 0; ks < DP / 16; ++ks) {
-            wgmma::wgmma_ss<NK>(sc, desc_q + ks * (kWgmmaBlockRows * 32 / 16), desc_k + ks * (NK * 32 / 16), ks > 0);
+            scores_kstep<NK>(sc, desc_q + ks * (kWgmmaBlockRows * 32 / 16), desc_k + ks * (NK * 32 / 16), ks > 0);
         }
         wgmma::commit();
     };
@@ -338,7 +360,7 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     // 256 bytes; 16 keys (512 bytes) per k-step.
     auto issue_pv = [&](int j) {
         detail::mbarrier_wait(full_v + stage_of(j), parity_of(j));
-        wgmma::fence_proxy_async_smem();
+        if constexpr (!TMA) wgmma::fence_proxy_async_smem();
         const uint64_t desc_v = wgmma::make_desc_sw32(Vring + stage_of(j) * kTileElems, NK * 32, 256);
         wgmma::fence_operands(st.o);
         wgmma::fence();
@@ -368,13 +390,14 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     // hand-over after its last turn (every arrival is matched). H100 (session 10): a 3-tile ViT layer 72.3 →
     // 67.2 µs (key tile 128, TMA), 4 × 1,024 new tokens 1,328 → 1,311 µs, the serving chunk 403 → 401 µs.
     // A solo consumer has no partner to take turns with.
+    const bool turns = !solo;
     auto turn_begin = [&] {
-        if (!solo) named_barrier_sync(3 + group, 256);
+        if (turns) named_barrier_sync(3 + group, 256);
     };
     auto turn_end = [&](bool last) {
-        if (!solo && !(group == 1 && last)) named_barrier_arrive(3 + (1 - group), 256);
+        if (turns && !(group == 1 && last)) named_barrier_arrive(3 + (1 - group), 256);
     };
-    if (group == 1 && t0 < tn) named_barrier_arrive(3, 256);
+    if (turns && group == 1 && t0 < tn) named_barrier_arrive(3, 256);
     if (t0 < tn) {
         {  // j = t0: S only
             turn_begin();
@@ -483,12 +506,17 @@ void launch(const AttentionPrefillParams& p, int n_splits, float scale_log2, int
             float* ws_lse, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>((p.max_seqlen_q + kWgmmaBlockRows - 1) / kWgmmaBlockRows),
                     static_cast<unsigned>(p.n_heads * n_splits), static_cast<unsigned>(p.n_seq));
+    if constexpr (NK > 128) {
+        SURF_CHECK(p.wgmma_warp_specialized && kv_by_tma(p), "attention_prefill: a key tile of ", NK, " needs the TMA path");
+    }
     if (p.wgmma_warp_specialized && kv_by_tma(p)) {
         const int64_t cols = p.n_kv_heads * p.head_dim;
         const CUtensorMap mk = slab_tensor_map(p.k, cols, p.kv_rows, p.kv_stride, NK);
         const CUtensorMap mv = slab_tensor_map(p.v, cols, p.kv_rows, p.kv_stride, NK);
         prepared_kernel<DP, NK, 2>()<<<grid, kWsThreads, smem_bytes<DP, NK, 2>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits,
                                                                                             ws_o, ws_lse, mk, mv);
+    } else if constexpr (NK > 128) {
+        // unreachable (checked above)
     } else if (p.wgmma_warp_specialized) {
         const CUtensorMap none{};
         prepared_kernel<DP, NK, 1>()<<<grid, kWsThreads, smem_bytes<DP, NK, 1>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits,
@@ -527,14 +555,22 @@ namespace flash {
 
 bool prefill_wgmma_available() { return detail::device_runs_sm90a(); }
 
+int prefill_wgmma_key_tile(const AttentionPrefillParams& p, int dp) {
+    if (p.wgmma_key_tile <= 128) return static_cast<int>(p.wgmma_key_tile);
+    return p.wgmma_warp_specialized && kv_by_tma(p) && dp == 80 ? static_cast<int>(p.wgmma_key_tile) : 128;
+}
+
 int prefill_wgmma_blocks_per_sm(int dp, int keys, bool warp_specialized) {
+    if (keys == 208) return blocks_per_sm<80, 208, 2>();
     if (warp_specialized) return keys == 64 ? blocks_per_sm_dp<64, 1>(dp) : blocks_per_sm_dp<128, 1>(dp);
     return keys == 64 ? blocks_per_sm_dp<64, 0>(dp) : blocks_per_sm_dp<128, 0>(dp);
 }
 
 void launch_prefill_wgmma(const AttentionPrefillParams& p, int dp, int keys, int n_splits, float scale_log2, int64_t q_stride,
                           int64_t out_stride, float* ws_o, float* ws_lse, cudaStream_t stream) {
+    if (keys > 128) SURF_CHECK(dp == 80, "attention_prefill: a key tile of ", keys, " is built for head dim 80 only");
     if (keys == 64) launch_dp<64>(p, dp, n_splits, scale_log2, q_stride, out_stride, ws_o, ws_lse, stream);
+    else if (keys == 208) launch<80, 208>(p, n_splits, scale_log2, q_stride, out_stride, ws_o, ws_lse, stream);
     else launch_dp<128>(p, dp, n_splits, scale_log2, q_stride, out_stride, ws_o, ws_lse, stream);
 }
 

@@ -335,8 +335,9 @@ struct AttentionPrefillParams {
     // block an SM. False: two multiplying warpgroups that also copy, one block barrier a tile, two blocks an SM.
     bool wgmma_warp_specialized = false;
 };
-// The values AttentionPrefillParams::wgmma_key_tile takes (0, 64, 128).
-constexpr bool valid_wgmma_key_tile(int64_t keys) { return keys == 0 || keys == 64 || keys == 128; }
+// The values AttentionPrefillParams::wgmma_key_tile takes (0, 64, 128, 208; 208 runs as 128 except in the
+// warp-specialized kernel with TMA copies at head dim 80, the ViT's).
+constexpr bool valid_wgmma_key_tile(int64_t keys) { return keys == 0 || keys == 64 || keys == 128 || keys == 208; }
 void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream);
 // The split count attention_prefill would use for p (1 = no split), and the workspace bytes it needs
 // for n_tok_q query tokens at `splits` splits.

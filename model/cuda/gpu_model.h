@@ -92,13 +92,17 @@ struct GpuLimits {
     // 15,017 tok/s, within the noise.
     int attention_rows_per_warp = 32;
     // Prefill attention on the Hopper wgmma kernel (AttentionPrefillParams::wgmma_key_tile: 0 = off, the
-    // mma.sync kernel at attention_rows_per_warp; 64 or 128 = its key tile), for the language model's prefill
-    // rows and for the vision tower; compute capability 9.0 only (elsewhere the mma.sync kernels run).
+    // mma.sync kernel at attention_rows_per_warp; 64, 128 or 208 = its key tile, 208 only in the warp-specialized
+    // kernel with TMA copies at head dim 80, i.e. the vision tower's), for the language model's prefill rows and for
+    // the vision tower; compute capability 9.0 only (elsewhere the mma.sync kernels run).
     // H100 (bench_attention, session 7), key tiles of 64 against mma.sync at 32 rows per warp: the serving
     // chunk 506 → 464 µs, 4 × 1,024 new tokens 1,466 → 1,353 µs, a 3-tile ViT layer 89.0 → 78.4 µs; serving
     // C = 100, same machine: 15,099 → 15,223 tok/s, within the noise (the vision pass 11.02 → 10.71 ms).
+    // Session 15 (bench_attention, H100): key tile 208 (5 tiles for a 1,032-token ViT tile instead of 9 of 128, the
+    // last holding 8 keys; consumers at 240 registers by setmaxnreg): 3-tile ViT layer 65.8 → 61.1 µs, 24 × 794 tokens
+    // 277 → 260 µs. The language model's 128-key tile (now spill-free) is slower than 64: serving chunk 446 vs 402 µs.
     int attention_wgmma_keys = 64;
-    int vit_attention_wgmma_keys = 128;
+    int vit_attention_wgmma_keys = 208;
     // The wgmma prefill attention as warp-specialized blocks (AttentionPrefillParams::wgmma_warp_specialized: one
     // copying warpgroup, two multiplying ones that overlap the softmax with P·V, one block an SM), for the language
     // model (paged cache: cp.async copies) and for the vision tower (contiguous rows: TMA copies, kv_rows).
