@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device call (`run` with carry [".deps"]): build the attention kernel test and bench_attention, run the test, then
-# bench_attention over a matrix of kernels × cases × experiment bits (AttentionPrefillParams::wgmma_experiment).
-# KERNELS / CASES / EXPERIMENTS are space-separated (kernel names with their space written as '_': wgmma_128wt).
+# bench_attention over a matrix of kernels × cases.
+# KERNELS / CASES are space-separated (kernel names with their space written as '_': wgmma_128wt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"; mkdir -p "$OUT"
@@ -20,10 +20,8 @@ L="$OUT/bench_attention_matrix.log"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader >> "$L"
 for k in ${KERNELS:-wgmma_64ws wgmma_128ws}; do
   for c in ${CASES:-chunk}; do
-    for e in ${EXPERIMENTS:-0}; do
-      echo "## kernel ${k//_/ } case $c experiment $e" >> "$L"
-      timeout 60 build-gpu/apps/bench_attention --reps ${REPS:-50} --kernel "${k//_/ }" --case "$c" --experiment "$e" 2>&1 | grep -E "^\| [a-z]" | grep -v "^| case" >> "$L"
-    done
+    echo "## kernel ${k//_/ } case $c" >> "$L"
+    timeout 60 build-gpu/apps/bench_attention --reps ${REPS:-50} --kernel "${k//_/ }" --case "$c" 2>&1 | grep -E "^\| [a-z]" | grep -v "^| case" >> "$L"
   done
 done
 grep -E "^##|^\|" "$L" | paste - - | awk -F'|' '{print $1 "|" $5 "|" $6 "|" $7}' | tee -a "$S"

@@ -212,8 +212,8 @@ constexpr int ws_stages() {
 template <int DP, int NK>
 constexpr size_t ws_smem_bytes() {
     // Q [128][DP], K and V rings [stages][NK][DP] bf16 (32-byte swizzled), key source rows [3][NK] int32,
-    // mbarriers full_k, full_v, empty [stages] each.
-    return static_cast<size_t>(kWgmmaBlockRows + 2 * ws_stages<DP, NK>() * NK) * DP * 2 + 3 * NK * 4 + 3 * ws_stages<DP, NK>() * 8;
+    // mbarriers full_k, full_v, empty [stages] each, a 16-byte pin slot (the consumers' softmax pin, below).
+    return static_cast<size_t>(kWgmmaBlockRows + 2 * ws_stages<DP, NK>() * NK) * DP * 2 + 3 * NK * 4 + 3 * ws_stages<DP, NK>() * 8 + 16;
 }
 
 #if SURF_WGMMA_ENABLED  // used only by the sm_90a kernel bodies
@@ -222,6 +222,16 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
 }
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// Keeps a consumer's softmax ahead of its wait for P·V. Nothing but the weights' packing (after the wait: it
+// overwrites the A fragments P·V is reading) consumes the softmax, so ptxas sank all of it below the
+// WARPGROUP.DEPBAR (session 15, SASS of every variant: the exponentials came after the wait, and the
+// intra-warpgroup overlap had nothing to overlap). A shared-memory store of the row sums (which need every
+// exponential) followed by a barrier arrival (which orders the store; 128 arrivals complete it, nobody waits) cannot
+// sink below the wait that follows it in program order.
+__device__ __forceinline__ void pin_softmax(float* slot, float v, int group) {
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(detail::smem_addr(slot)), "f"(v) : "memory");
+    named_barrier_arrive(5 + group, 128);
 }
 #endif
 
@@ -246,6 +256,7 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     uint64_t* full_k = reinterpret_cast<uint64_t*>(rows_buf + 3 * NK);  // [kWsStages]: 128 producer arrivals (TMA: 1 + bytes)
     uint64_t* full_v = full_k + kWsStages;                              // [kWsStages]: the same
     uint64_t* empty = full_v + kWsStages;                               // [kWsStages]: 8 consumer warps
+    float* pin = reinterpret_cast<float*>(empty + kWsStages);           // written, never read (pin_softmax)
     const PrefillBlock b(p, kWgmmaBlockRows, NK, n_splits);
     if (b.empty()) return;
     const int tid = threadIdx.x, lane = tid & 31;
@@ -416,6 +427,10 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
             wgmma::wait<1>();  // S_j (committed first); P·V may still run
             float alpha[2];
             const bool rescale = softmax_weights(j, alpha);
+            // Pins the softmax before the wait for P·V: its arithmetic (non-volatile, on registers only) may otherwise
+            // be scheduled after the wait, which left the intra-warpgroup overlap with nothing to overlap (SASS: the
+            // exponentials came after WARPGROUP.DEPBAR.LE gsb0, 0x0).
+            pin_softmax(pin, st.l[0] + st.l[1], group);
             wgmma::wait<0>();
             wgmma::fence_operands(st.o);
             wgmma::fence_operands(pa);
