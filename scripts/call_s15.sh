@@ -1,7 +1,5 @@
 export CUDA_MODULE_LOADING=EAGER
-TEST=0 KERNELS="wgmma_64ws wgmma_128ws" CASES="chunk llm small" bash scripts/attention_matrix.sh
-mv $OUT/bench_attention_matrix.log $OUT/bench_attention_matrix_llm.log
-TEST=0 KERNELS="wgmma_128wt wgmma_208wt" CASES="vit3 vit" bash scripts/attention_matrix.sh
-KERNEL="wgmma 208wt" CASE=vit3 bash scripts/ncu_attention_source.sh 2>&1 | tail -75
-KERNEL="wgmma 64ws" CASE=chunk bash scripts/ncu_attention_source.sh 2>&1 | tail -75
-ls -la $OUT
+T="gpu_test_kernels_attention gpu_test_gpu_forward gpu_test_cuda_engine gpu_test_decode_graphs gpu_test_agent_gpu gpu_test_vision_batch gpu_test_replicas_gpu"
+TARGETS="$T bench_serve surf" TESTS="$T" SERVE_ARGS="--concurrency 100 --steps 10 --mode stateful" CALL_BUDGET=540 bash scripts/gpu_call.sh
+rm -f $OUT/configure.log $OUT/build.log $OUT/gpu_test_kernels_attention.log
+ls $OUT
