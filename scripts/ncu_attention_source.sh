@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Per-instruction warp-stall sampling (Nsight Compute source page, SASS) of the warp-specialized prefill attention
-# on one bench_attention case (device machine, after bench_attention is built in build-gpu). KERNEL / CASE as in
-# ncu_attention.sh. Writes the full CSV and a summary: samples by opcode and the 40 most-sampled instructions.
+# on one bench_attention case (device machine, after bench_attention is built in build-gpu: scripts/ncu_attention.sh
+# or attention_matrix.sh build it). KERNEL (one bench_attention kernel name) / CASE. Writes the full CSV and a summary:
+# samples by opcode and the 40 most-sampled instructions. docs/ncu_source_*_s15_* were summarised from such CSVs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"; mkdir -p "$OUT"
@@ -15,22 +16,28 @@ echo "ncu source $K $C rc=$?"
 python3 - "$F" <<'PY'
 import csv, sys, collections
 rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
-hdr = rows[0]; print("columns:", hdr[:12])
-def col(name):
-    for i, h in enumerate(hdr):
-        if h.strip() == name: return i
-    return None
-src, samp, nis, ex = col("Source"), col("Warp Stall Sampling (All Samples)"), col("Warp Stall Sampling (Not-issued Samples)"), col("Instructions Executed")
-addr = col("Address")
-data = []
-for r in rows[1:]:
-    try: data.append((r[addr], r[src].strip(), float(r[samp] or 0), float(r[nis] or 0), float(r[ex] or 0)))
-    except Exception: pass
-tot = sum(d[2] for d in data) or 1
-by = collections.Counter()
-for d in data: by[d[1].split()[0].lstrip('@!P0123456789T ').split('.')[0] if d[1] else '?'] += d[2]
-print("total samples", tot)
-for op, n in by.most_common(25): print(f"{op:20s} {100*n/tot:5.1f}%")
-print("top instructions (address, samples %, not-issued %, executed):")
-for d in sorted(data, key=lambda d: -d[2])[:40]: print(d[0], f"{100*d[2]/tot:5.1f}% {100*d[3]/tot:5.1f}% {d[4]:10.0f}", d[1][:90])
+hi = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
+hdr = rows[hi]; ix = {h: i for i, h in enumerate(hdr)}
+reasons = [h for h in hdr if h.startswith('stall_') and 'Not Issued' not in h]
+seq = []
+for r in rows[hi + 1:]:
+    try: seq.append((r[ix["Address"]], r[ix["Source"]].strip(), float(r[ix["Instructions Executed"]] or 0),
+                     float(r[ix["Warp Stall Sampling (All Samples)"]] or 0), {k: float(r[ix[k]] or 0) for k in reasons}))
+    except (IndexError, ValueError): pass
+tot = sum(x[3] for x in seq) or 1
+def op(src):
+    t = src.split()
+    return (t[1] if t and t[0].startswith('@') and len(t) > 1 else (t[0] if t else '?')).split('.')[0]
+by_ex = collections.Counter()
+for x in seq: by_ex[x[2]] += x[3]
+print("samples by execution count (loop bodies vs once-a-block code):", [(int(k), round(100 * v / tot, 1)) for k, v in by_ex.most_common(8)])
+loop = by_ex.most_common(1)[0][0]
+g = collections.Counter()
+for x in seq:
+    if x[2] == loop: g.update(x[4])
+print(f"most-sampled execution count {loop:.0f}: stall reasons", [(k[6:], round(100 * v / max(1, sum(g.values())), 1)) for k, v in g.most_common(8)])
+by_op = collections.Counter()
+for x in seq: by_op[op(x[1])] += x[3]
+print("samples by opcode:", [(k, round(100 * v / tot, 1)) for k, v in by_op.most_common(16)])
+for x in sorted(seq, key=lambda x: -x[3])[:40]: print(x[0], f"{100 * x[3] / tot:5.1f}% {x[2]:9.0f}", x[1][:90])
 PY

@@ -276,8 +276,9 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     }
     __syncthreads();
     // Registers move from the copying warpgroup to the multiplying ones (FlashAttention-3's setmaxnreg): the launch
-    // gives each of the 384 threads 168; the producer keeps 24 (TMA: one thread issues) or 40 (cp.async address
-    // work), and each consumer may rise by half of what its warpgroup released (an increase draws only on that).
+    // gives each of the 384 threads 168; the producer keeps 24 (TMA: one thread issues) or 56 (cp.async address work;
+    // at 40 its copy loop spilled, hence also that loop's `unroll 8`), and each consumer may rise by half of what its
+    // warpgroup released (an increase draws only on that): 240 / 224. Needed by key tile 208 (≈ 210 live registers).
     constexpr int kProducerRegs = TMA ? 24 : 56, kConsumerRegs = 168 + (168 - kProducerRegs) / 2 / 8 * 8;
     if (wg == 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     else asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
