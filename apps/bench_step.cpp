@@ -42,7 +42,6 @@ struct Options {
     bool vision_priority = false;  // the vision stream at the device's highest priority
     bool attention_splits = true;  // split-KV prefill attention when the blocks leave SMs idle
     int attention_wgmma = -1, vit_attention_wgmma = -1;  // GpuLimits::*attention_wgmma_keys; -1 = the default
-    int vit_attention_persistent = -1;                   // GpuLimits::vit_attention_persistent; -1 = the default
     int ssm_replay = -1;  // GpuLimits::ssm_replay_window; -1 = the default
     bool nano = false;      // decode rows and the prefill chunk as two steps of two models on two streams
     int nano_prefill_sms = 0;
@@ -74,7 +73,6 @@ Options parse(int argc, char** argv) {
         else if (a == "--no-attention-splits") o.attention_splits = false;
         else if (a == "--attention-wgmma") o.attention_wgmma = std::atoi(next());
         else if (a == "--vit-attention-wgmma") o.vit_attention_wgmma = std::atoi(next());
-        else if (a == "--vit-attention-persistent") o.vit_attention_persistent = std::atoi(next());
         else if (a == "--ssm-replay") o.ssm_replay = std::atoi(next());
         else if (a == "--nano") o.nano = true;
         else if (a == "--nano-prefill-sms") o.nano_prefill_sms = std::atoi(next());
@@ -82,20 +80,16 @@ Options parse(int argc, char** argv) {
         else {
             std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
                                  "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N] [--vision-priority] [--no-attention-splits]\n"
-                                 "                  [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128|208] [--vit-attention-persistent 0|1] [--ssm-replay 0|2..32]\n"
+                                 "                  [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128] [--ssm-replay 0|2..32]\n"
                                  "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]]\n");
             std::exit(2);
         }
     }
     for (const auto& [flag, keys] : {std::pair<const char*, int>{"--attention-wgmma", o.attention_wgmma}, {"--vit-attention-wgmma", o.vit_attention_wgmma}}) {
         if (keys != -1 && !surf::kernels::cuda::valid_wgmma_key_tile(keys)) {
-            std::fprintf(stderr, "bench_step: %s takes 0, 64, 128 or 208, got %d\n", flag, keys);
+            std::fprintf(stderr, "bench_step: %s takes 0, 64 or 128, got %d\n", flag, keys);
             std::exit(2);
         }
-    }
-    if (o.vit_attention_persistent < -1 || o.vit_attention_persistent > 1) {
-        std::fprintf(stderr, "bench_step: --vit-attention-persistent takes 0 or 1, got %d\n", o.vit_attention_persistent);
-        std::exit(2);
     }
     if (o.ssm_replay != -1 && o.ssm_replay != 0 && (o.ssm_replay < 2 || o.ssm_replay > 32)) {
         std::fprintf(stderr, "bench_step: --ssm-replay takes 0 (off) or 2..32, got %d\n", o.ssm_replay);
@@ -184,7 +178,6 @@ int main(int argc, char** argv) {
         L.attention_splits = o.attention_splits;
         if (o.attention_wgmma >= 0) L.attention_wgmma_keys = o.attention_wgmma;
         if (o.vit_attention_wgmma >= 0) L.vit_attention_wgmma_keys = o.vit_attention_wgmma;
-        if (o.vit_attention_persistent >= 0) L.vit_attention_persistent = o.vit_attention_persistent == 1;
         if (o.ssm_replay >= 0) L.ssm_replay_window = o.ssm_replay;
         auto model = GpuModel::random(cfg, L, 7);
         std::printf("# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3), copy bandwidth %.0f GB/s (read+write); SSM state "
