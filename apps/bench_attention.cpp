@@ -94,11 +94,9 @@ struct Kernel {
     int rows_per_warp, wgmma_key_tile;
     bool warp_specialized;
     const char* name;
-    bool tma = false;      // contiguous cases: give kv_rows (the warp-specialized kernel then copies K/V by TMA)
-    bool persist = false;  // with tma: persistent blocks (wgmma_persistent, q_rows given)
+    bool tma = false;  // contiguous cases: give kv_rows (the warp-specialized kernel then copies K/V by TMA)
     void apply(cu::AttentionPrefillParams& p) const {
         p.rows_per_warp = rows_per_warp, p.wgmma_key_tile = wgmma_key_tile, p.wgmma_warp_specialized = warp_specialized;
-        p.wgmma_persistent = persist;
     }
 };
 
@@ -153,7 +151,6 @@ void bench_vit(const char* name, int64_t tiles, int64_t tl, const Kernel& kernel
     p.k = qkv.ptr + w; p.v = qkv.ptr + 2 * w; p.kv_stride = 3 * w; p.cu_seqlens_k = dcu.ptr;
     p.n_seq = tiles; p.n_heads = nh; p.n_kv_heads = nh; p.head_dim = D; p.max_seqlen_q = tl; p.causal = false;
     p.kv_rows = kernel.tma ? n_tok : 0;
-    p.q_rows = kernel.tma ? n_tok : 0;
     kernel.apply(p);
     const double us = time_us([&] { cu::attention_prefill(p, nullptr); }, reps);
     char shape[160];
@@ -176,7 +173,7 @@ int main(int argc, char** argv) {
             only_case = argv[++i];
 
         } else {
-            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"|\"wgmma 128wtp\"|\"wgmma 208wtp\"] [--case NAME]\n");
+            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"] [--case NAME]\n");
             return 2;
         }
     }
@@ -189,8 +186,7 @@ int main(int argc, char** argv) {
     for (const Kernel& k : {Kernel{16, 0, false, "mma 16"}, Kernel{32, 0, false, "mma 32"}, Kernel{0, 64, false, "wgmma 64"},
                             Kernel{0, 128, false, "wgmma 128"}, Kernel{0, 64, true, "wgmma 64ws"}, Kernel{0, 128, true, "wgmma 128ws"},
                             Kernel{0, 64, true, "wgmma 64wt", true}, Kernel{0, 128, true, "wgmma 128wt", true},
-                            Kernel{0, 208, true, "wgmma 208wt", true}, Kernel{0, 128, true, "wgmma 128wtp", true, true},
-                            Kernel{0, 208, true, "wgmma 208wtp", true, true}}) {
+                            Kernel{0, 208, true, "wgmma 208wt", true}}) {
         if (!only_kernel.empty() && only_kernel != k.name) continue;
         auto want = [&](const char* name) { return only_case.empty() || only_case == name; };
         if (want("llm")) bench_paged("llm", 4, 1024, 5000, 16, k, reps);

@@ -43,7 +43,7 @@ std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
                           : "mma.sync at " + std::to_string(L.attention_rows_per_warp == 32 ? 32 : 16) + " rows per warp";
     };
     return "; prefill attention: language model " + kernel(L.attention_wgmma_keys, L.attention_wgmma_warp_specialized) + ", vision tower " +
-           kernel(L.vit_attention_wgmma_keys, L.vit_attention_wgmma_warp_specialized) + (L.vit_attention_persistent ? ", persistent" : "");
+           kernel(L.vit_attention_wgmma_keys, L.vit_attention_wgmma_warp_specialized);
 }
 
 struct Options {
@@ -71,7 +71,6 @@ struct Options {
     int ssu_bulk = -1;       // GpuLimits::ssu_bulk_stage: -1 the default, 0 off, 1 on
     int mamba_y_bf16 = -1;   // GpuLimits::mamba_y_bf16: -1 the default, 0 off, 1 on
     int attention_ws = -1, vit_attention_ws = -1;  // GpuLimits::*attention_wgmma_warp_specialized: -1 the default, 0 off, 1 on
-    int vit_attention_persistent = -1;             // GpuLimits::vit_attention_persistent: -1 the default, 0 off, 1 on
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
     bool warm_vision = false;  // warm-up also tunes the vision passes of 1 .. vision-batch tiles of screenshots
     bool warm_row_buckets = true;  // CudaEngineOptions::warm_up_row_buckets
@@ -130,7 +129,6 @@ Options parse(int argc, char** argv) {
         else if (a == "--mamba-y-bf16") o.mamba_y_bf16 = std::atoi(next());
         else if (a == "--attention-ws") o.attention_ws = std::atoi(next());
         else if (a == "--vit-attention-ws") o.vit_attention_ws = std::atoi(next());
-        else if (a == "--vit-attention-persistent") o.vit_attention_persistent = std::atoi(next());
         else if (a == "--vision-min-tiles") o.vision_min_tiles = std::atoll(next());
         else if (a == "--vision-max-wait") o.vision_max_wait = std::atoll(next());
         else if (a == "--warm-vision") o.warm_vision = true;
@@ -149,7 +147,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] [--attention-rows-per-warp 16|32]\n"
                                  "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128]\n"
                                  "                   [--ssm-replay 0|2..32] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
-                                 "                   [--attention-ws 0|1] [--vit-attention-ws 0|1] [--vit-attention-persistent 0|1]\n"
+                                 "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
                                  "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] [--no-warm-row-buckets]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
@@ -187,7 +185,6 @@ Options parse(int argc, char** argv) {
     check_range("--mamba-y-bf16", o.mamba_y_bf16, 0, 1);
     check_range("--attention-ws", o.attention_ws, 0, 1);
     check_range("--vit-attention-ws", o.vit_attention_ws, 0, 1);
-    check_range("--vit-attention-persistent", o.vit_attention_persistent, 0, 1);
     if (o.ssm_replay == 1) {
         std::fprintf(stderr, "bench_serve: --ssm-replay takes 0 (off) or 2..32, got 1\n");
         std::exit(2);
@@ -384,7 +381,6 @@ int main(int argc, char** argv) {
         if (o.mamba_y_bf16 >= 0) eo.limits.mamba_y_bf16 = o.mamba_y_bf16 == 1;
         if (o.attention_ws >= 0) eo.limits.attention_wgmma_warp_specialized = o.attention_ws == 1;
         if (o.vit_attention_ws >= 0) eo.limits.vit_attention_wgmma_warp_specialized = o.vit_attention_ws == 1;
-        if (o.vit_attention_persistent >= 0) eo.limits.vit_attention_persistent = o.vit_attention_persistent == 1;
         eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
         eo.warm_up_row_buckets = o.warm_row_buckets;
         if (o.warm_vision && cfg.has_vision) {

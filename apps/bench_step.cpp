@@ -294,14 +294,6 @@ int main(int argc, char** argv) {
                             ws_other.vit_attention_wgmma_warp_specialized ? "warp-specialized" : "not warp-specialized", ms_ws,
                             100.0 * (ms_ws - ms) / ms, ms);
             }
-            // The same pass with the ViT attention's blocks persistent the other way round (vit_attention_persistent).
-            if (L.vit_attention_wgmma_keys && L.vit_attention_wgmma_warp_specialized) {
-                GpuLimits other = L;
-                other.vit_attention_persistent = !L.vit_attention_persistent;
-                const double ms_p = whole_with(other, run, model->vision_stream());
-                std::printf("vision batch with the wgmma attention %s: %.2f ms (%+.1f%% against %.2f)\n",
-                            other.vit_attention_persistent ? "persistent" : "not persistent", ms_p, 100.0 * (ms_p - ms) / ms, ms);
-            }
             // The same pass with the GELU as its own exact-erf pass instead of fc1's epilogue (vit_gelu_in_gemm).
             GpuLimits split_gelu = L;
             split_gelu.vit_gelu_in_gemm = !L.vit_gelu_in_gemm;

@@ -347,15 +347,11 @@ struct PrefillBlock {
     int64_t row_stride;
     const int32_t* block_table;  // this sequence's pages (paged source)
 
-    __device__ PrefillBlock(const AttentionPrefillParams& p, int rows, int keys, int n_splits)
-        : PrefillBlock(p, rows, keys, n_splits, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z),
-                       static_cast<int>(gridDim.x)) {}
-    // The block of grid position (bx, by, bz) in a grid of gx row blocks (persistent kernels walk positions).
-    __device__ PrefillBlock(const AttentionPrefillParams& p, int rows, int keys, int n_splits, int bx, int by, int bz, int gx) {
-        s = bz, h = by / n_splits, split = by % n_splits;
+    __device__ PrefillBlock(const AttentionPrefillParams& p, int rows, int keys, int n_splits) {
+        s = blockIdx.z, h = blockIdx.y / n_splits, split = blockIdx.y % n_splits;
         q0 = p.cu_seqlens_q[s], len_q = p.cu_seqlens_q[s + 1] - q0;
         // Last row blocks first: under a causal mask they see the most keys, so the grid ends on short blocks.
-        row0 = (gx - 1 - bx) * rows;
+        row0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * rows;
         rows_here = min(rows, len_q - row0);
         const int kvh = h / static_cast<int>(p.n_heads / p.n_kv_heads);
         D = static_cast<int>(p.head_dim);

@@ -202,21 +202,20 @@ attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64
 // the first warpgroup (a sequence's last row block) runs it alone; the second leaves before the loop.
 constexpr int kWsThreads = 384;
 
-// Ring stages: four, or as many as fit in an SM's 227 KB beside Q, the key rows, the barriers, the pin and the
-// persistent kernel's Q barriers (three at head_dim 128 / key tile 128 and at head_dim 80 / key tile 208). Six instead
-// of four (where they fit: the language model's key tile 64) changed nothing (H100, session 15: chunk 398.7 vs 391.8 µs).
+// Ring stages: four, or as many as fit in an SM's 227 KB beside Q, the key rows, the barriers and the pin (three at
+// head_dim 128 / key tile 128 and at head_dim 80 / key tile 208). Six instead of four (where they fit: the language
+// model's key tile 64) changed nothing (H100, session 15: serving chunk 398.7 vs 391.8 µs).
 template <int DP, int NK>
 constexpr int ws_stages() {
-    constexpr int fit = static_cast<int>((227 * 1024 - kWgmmaBlockRows * DP * 2 - 3 * NK * 4 - 3 * 4 * 8 - 32) / (2 * NK * DP * 2));
+    constexpr int fit = static_cast<int>((227 * 1024 - kWgmmaBlockRows * DP * 2 - 3 * NK * 4 - 3 * 4 * 8 - 16) / (2 * NK * DP * 2));
     return fit < 4 ? fit : 4;
 }
 
 template <int DP, int NK>
 constexpr size_t ws_smem_bytes() {
     // Q [128][DP], K and V rings [stages][NK][DP] bf16 (32-byte swizzled), key source rows [3][NK] int32,
-    // mbarriers full_k, full_v, empty [stages] each, a 16-byte pin slot (the consumers' softmax pin, below), the
-    // persistent kernel's q_full and q_empty.
-    return static_cast<size_t>(kWgmmaBlockRows + 2 * ws_stages<DP, NK>() * NK) * DP * 2 + 3 * NK * 4 + 3 * ws_stages<DP, NK>() * 8 + 32;
+    // mbarriers full_k, full_v, empty [stages] each, a 16-byte pin slot (the consumers' softmax pin, below).
+    return static_cast<size_t>(kWgmmaBlockRows + 2 * ws_stages<DP, NK>() * NK) * DP * 2 + 3 * NK * 4 + 3 * ws_stages<DP, NK>() * 8 + 16;
 }
 
 #if SURF_WGMMA_ENABLED  // used only by the sm_90a kernel bodies
@@ -241,19 +240,13 @@ __device__ __forceinline__ void pin_softmax(float* slot, float v, int group) {
 // TMA: a contiguous source's K/V tiles come by TMA instead (AttentionPrefillParams::kv_rows): thread 0 of the
 // producer issues one box of 16 columns × NK rows a slab (tensor maps over the k and v rows, 32-byte swizzled like
 // the slabs), each stage's K and V completing on their mbarrier by bytes.
-// PERSIST (TMA only; AttentionPrefillParams::wgmma_persistent with q_rows given): a grid of at most one block an SM,
-// each walking the (row block, head · split, sequence) items blockIdx.x, + gridDim.x, …; the producer also brings
-// each item's Q by TMA (q_full / q_empty), so that the next item's Q and first K/V tiles load while the consumers
-// finish the current one (a 5-tile ViT block otherwise refills its pipeline from empty: ≈ 45% of the kernel's warp
-// samples sat in once-a-block code, session 15). The ring's stages and phases run on across items.
-template <int DP, int NK, bool TMA, bool PERSIST>
+template <int DP, int NK, bool TMA>
 __global__ void __launch_bounds__(kWsThreads, 1)
 attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_stride, int64_t out_stride, int n_splits,
                                   float* ws_o, float* ws_lse, const __grid_constant__ CUtensorMap tmap_k,
-                                  const __grid_constant__ CUtensorMap tmap_v, const __grid_constant__ CUtensorMap tmap_q) {
+                                  const __grid_constant__ CUtensorMap tmap_v) {
 #if SURF_WGMMA_ENABLED
     static_assert(TMA || NK <= 128, "the cp.async producer fills a tile's key rows, one per thread");
-    static_assert(TMA || !PERSIST, "persistent blocks load Q by TMA");
     constexpr int kWsStages = ws_stages<DP, NK>();
     static_assert(kWsStages >= 2, "a ring of at least two stages");
     constexpr int kChunks = DP / 8, kTileChunks = NK * kChunks, kTilePasses = (kTileChunks + 127) / 128, kTileElems = NK * DP;
@@ -266,34 +259,19 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     uint64_t* full_v = full_k + kWsStages;                              // [kWsStages]: the same
     uint64_t* empty = full_v + kWsStages;                               // [kWsStages]: 8 consumer warps
     float* pin = reinterpret_cast<float*>(empty + kWsStages);           // written, never read (pin_softmax)
-    uint64_t* q_full = reinterpret_cast<uint64_t*>(pin + 4);            // PERSIST: the producer's Q, 1 + bytes
-    uint64_t* q_empty = q_full + 1;                                     // PERSIST: 8 consumer warps done with Q
-    // Items: one (this block's grid position), or PERSIST: positions blockIdx.x, + gridDim.x, … of the grid the
-    // plain kernel would launch (gx row blocks × gy heads · splits × sequences).
-    const int gx = PERSIST ? static_cast<int>((p.max_seqlen_q + kWgmmaBlockRows - 1) / kWgmmaBlockRows) : 1;
-    const int gy = static_cast<int>(p.n_heads) * n_splits;
-    const int n_items = PERSIST ? gx * gy * static_cast<int>(p.n_seq) : 1;
-    auto block_of = [&](int item) {
-        if constexpr (PERSIST) return PrefillBlock(p, kWgmmaBlockRows, NK, n_splits, item % gx, (item / gx) % gy, item / (gx * gy), gx);
-        else return PrefillBlock(p, kWgmmaBlockRows, NK, n_splits);
-    };
-    const int first_item = PERSIST ? static_cast<int>(blockIdx.x) : 0, item_stride = PERSIST ? static_cast<int>(gridDim.x) : 1;
-    const PrefillBlock b = block_of(first_item);  // the plain kernel's one item
-    if (!PERSIST && b.empty()) return;
+    const PrefillBlock b(p, kWgmmaBlockRows, NK, n_splits);
+    if (b.empty()) return;
     const int tid = threadIdx.x, lane = tid & 31;
     const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);  // provably warp-uniform
-    // A plain block whose rows fit one warpgroup (a sequence's last row block: a ViT tile's 1,032 tokens leave 8) runs
-    // one consumer: the second would multiply every tile for no rows (block-uniform). Persistent blocks run both.
-    const bool solo = !PERSIST && b.rows_here <= 64;
+    const int t0 = b.tile0, tn = b.n_tiles;
+    // A block whose rows fit one warpgroup (a sequence's last row block: a ViT tile's 1,032 tokens leave 8) runs
+    // one consumer: the second would multiply every tile for no rows (block-uniform).
+    const bool solo = b.rows_here <= 64;
     if (tid == 0) {
         for (int s = 0; s < kWsStages; ++s) {
             detail::mbarrier_init(full_k + s, TMA ? 1 : 128);
             detail::mbarrier_init(full_v + s, TMA ? 1 : 128);
             detail::mbarrier_init(empty + s, solo ? 4 : 8);
-        }
-        if constexpr (PERSIST) {
-            detail::mbarrier_init(q_full, 1);
-            detail::mbarrier_init(q_empty, 8);
         }
     }
     __syncthreads();
@@ -307,42 +285,22 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
 
     if (TMA && wg == 0) {  // ---- producer by TMA: thread 0 alone
         if (tid == 0) {
-            uint32_t g = 0, it = 0;  // tiles and (non-empty) items issued so far
-            for (int item = first_item; item < n_items; item += item_stride) {
-                const PrefillBlock bi = block_of(item);
-                if (bi.empty()) continue;
-                // PERSIST: this item's Q, once the consumers are done with the previous item's; issued after the item's
-                // first K/V tile, which can go into a stage the previous item has already released.
-                bool q_pending = PERSIST;
-                auto load_q = [&] {
-                    if (it > 0) detail::mbarrier_wait(q_empty, (it - 1) & 1);
-                    detail::mbarrier_arrive_expect_tx(q_full, kWgmmaBlockRows * DP * 2);
-                    for (int slab = 0; slab < DP / 16; ++slab) {
-                        detail::tma_load_2d(Qs + slab * kWgmmaBlockRows * 16, &tmap_q, bi.h * bi.D + slab * 16, bi.q0 + bi.row0, q_full);
-                    }
-                    q_pending = false;
-                };
-                const int col0 = (bi.h / static_cast<int>(p.n_heads / p.n_kv_heads)) * bi.D;  // the kv head's first column
-                for (int t = bi.tile0; t < bi.n_tiles; ++t, ++g) {
-                    const int stage = g % kWsStages, row = bi.base_row + t * NK;
-                    if (g >= kWsStages) detail::mbarrier_wait(empty + stage, static_cast<uint32_t>((g / kWsStages - 1) & 1));
-                    detail::mbarrier_arrive_expect_tx(full_k + stage, kTileElems * 2);
-                    for (int slab = 0; slab < DP / 16; ++slab) {
-                        detail::tma_load_2d(Kring + stage * kTileElems + slab * NK * 16, &tmap_k, col0 + slab * 16, row, full_k + stage);
-                    }
-                    detail::mbarrier_arrive_expect_tx(full_v + stage, kTileElems * 2);
-                    for (int slab = 0; slab < DP / 16; ++slab) {
-                        detail::tma_load_2d(Vring + stage * kTileElems + slab * NK * 16, &tmap_v, col0 + slab * 16, row, full_v + stage);
-                    }
-                    if (q_pending) load_q();
+            const int col0 = (b.h / static_cast<int>(p.n_heads / p.n_kv_heads)) * b.D;  // the kv head's first column
+            for (int t = t0; t < tn; ++t) {
+                const int n = t - t0, stage = n % kWsStages, row = b.base_row + t * NK;
+                if (n >= kWsStages) detail::mbarrier_wait(empty + stage, static_cast<uint32_t>((n / kWsStages - 1) & 1));
+                detail::mbarrier_arrive_expect_tx(full_k + stage, kTileElems * 2);
+                for (int slab = 0; slab < DP / 16; ++slab) {
+                    detail::tma_load_2d(Kring + stage * kTileElems + slab * NK * 16, &tmap_k, col0 + slab * 16, row, full_k + stage);
                 }
-                if (q_pending) load_q();
-                ++it;
+                detail::mbarrier_arrive_expect_tx(full_v + stage, kTileElems * 2);
+                for (int slab = 0; slab < DP / 16; ++slab) {
+                    detail::tma_load_2d(Vring + stage * kTileElems + slab * NK * 16, &tmap_v, col0 + slab * 16, row, full_v + stage);
+                }
             }
         }
         return;
     }
-    const int t0 = b.tile0, tn = b.n_tiles;  // the cp.async producer's (plain kernel: one item)
     if (wg == 0) {  // ---- producer by cp.async: tile t's K and V into stage (t − t0) % kWsStages
         // Key source rows of tile t sit in slot t % 3: tiles t0 and t0 + 1 here; tile t + 2's block-table read is
         // issued before tile t's copies and stored after them, into the slot tile t − 1 left (every producer
@@ -383,17 +341,21 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     const int group = wg - 1, ctid = tid - 128, warp = (ctid >> 5) & 3;
     if (solo && group == 1) return;
     const int consumer_threads = solo ? 128 : 256;
-    // The current item: its block, key tiles [ct0, ctn), the ring position g of its first tile, and this thread's
-    // rows. Items after the first (PERSIST) reassign them; the lambdas below read them by reference.
-    PrefillBlock cb = b;
-    int ct0 = 0, ctn = 0, grow0 = 0, qi0 = 0, qi1 = 0;
-    uint32_t g = 0, it = 0;
+    load_q_tile<DP>(Qs, b, p, q_stride, ctid, consumer_threads);
+    detail::cp_async_commit();
+    detail::cp_async_wait<0>();
+    wgmma::fence_proxy_async_smem();
+    named_barrier_sync(2, consumer_threads);
+
     WarpFlash<DP> st;
+    st.init();
+    const int grow0 = b.row0 + group * 64;                          // this warpgroup's first row (seq-local)
+    const int qi0 = grow0 + warp * 16 + (lane >> 2), qi1 = qi0 + 8;  // this thread's two rows
     const uint64_t desc_q = wgmma::make_desc_sw32(reinterpret_cast<unsigned char*>(Qs) + group * 64 * 32, 16, 256);
     float sc[NK / 8][4];
     uint32_t pa[NK / 16][4];  // P_{j−1} as wgmma A fragments, read by the P·V product issued in iteration j
-    auto stage_of = [&](int t) { return (g + t - ct0) % kWsStages; };
-    auto parity_of = [&](int t) { return static_cast<uint32_t>(((g + t - ct0) / kWsStages) & 1); };
+    auto stage_of = [&](int t) { return (t - t0) % kWsStages; };
+    auto parity_of = [&](int t) { return static_cast<uint32_t>(((t - t0) / kWsStages) & 1); };
     // S_j = Q·K_jᵀ: K is a K-major B operand (8 keys per 256 bytes); one slab (NK · 32 bytes) per k-step.
     auto issue_scores = [&](int j) {
         detail::mbarrier_wait(full_k + stage_of(j), parity_of(j));
@@ -424,7 +386,7 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     auto softmax_weights = [&](int j, float (&alpha)[2]) -> bool {
         wgmma::fence_operands(sc);
         const int kb = j * NK;
-        mask_tile<DP, NK>(sc, cb, p.causal, kb, grow0, qi0, qi1);
+        mask_tile<DP, NK>(sc, b, p.causal, kb, grow0, qi0, qi1);
         return st.template softmax_weights<NK>(sc, scale_log2, alpha);
     };
     auto finish_weights = [&](bool rescale, const float (&alpha)[2]) {
@@ -449,68 +411,44 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     auto turn_end = [&](bool last) {
         if (turns && !(group == 1 && last)) named_barrier_arrive(3 + (1 - group), 256);
     };
-    for (int item = first_item; item < n_items; item += item_stride) {
-        if constexpr (PERSIST) {
-            cb = block_of(item);
-            if (cb.empty()) continue;
-            detail::mbarrier_wait(q_full, it & 1);  // this item's Q, by the producer's TMA
-        } else {
-            load_q_tile<DP>(Qs, cb, p, q_stride, ctid, consumer_threads);
-            detail::cp_async_commit();
-            detail::cp_async_wait<0>();
-            wgmma::fence_proxy_async_smem();
-            named_barrier_sync(2, consumer_threads);
-        }
-        ct0 = cb.tile0, ctn = cb.n_tiles;
-        grow0 = cb.row0 + group * 64;                          // this warpgroup's first row (seq-local)
-        qi0 = grow0 + warp * 16 + (lane >> 2), qi1 = qi0 + 8;  // this thread's two rows
-        st.init();
-        if (turns && group == 1 && ct0 < ctn) named_barrier_arrive(3, 256);
-        if (ct0 < ctn) {
-            {  // j = ct0: S only
-                turn_begin();
-                issue_scores(ct0);
-                turn_end(false);
-                wgmma::wait<0>();
-                float alpha[2];
-                const bool rescale = softmax_weights(ct0, alpha);
-                finish_weights(rescale, alpha);
-            }
-            for (int j = ct0 + 1; j < ctn; ++j) {  // S_j beside P_{j−1}·V_{j−1}
-                turn_begin();
-                issue_scores(j);
-                issue_pv(j - 1);
-                turn_end(false);
-                wgmma::wait<1>();  // S_j (committed first); P·V may still run
-                float alpha[2];
-                const bool rescale = softmax_weights(j, alpha);
-                // Pins the softmax before the wait for P·V: its arithmetic (non-volatile, on registers only) may otherwise
-                // be scheduled after the wait, which left the intra-warpgroup overlap with nothing to overlap (SASS: the
-                // exponentials came after WARPGROUP.DEPBAR.LE gsb0, 0x0).
-                pin_softmax(pin, st.l[0] + st.l[1], group);
-                wgmma::wait<0>();
-                wgmma::fence_operands(st.o);
-                wgmma::fence_operands(pa);
-                release(j - 1);
-                finish_weights(rescale, alpha);
-            }
-            if constexpr (PERSIST) {  // every S product of the item is done: the producer may load the next Q
-                if (lane == 0) detail::mbarrier_arrive(q_empty);
-            }
+    if (turns && group == 1 && t0 < tn) named_barrier_arrive(3, 256);
+    if (t0 < tn) {
+        {  // j = t0: S only
             turn_begin();
-            issue_pv(ctn - 1);  // P·V only
-            turn_end(true);
+            issue_scores(t0);
+            turn_end(false);
+            wgmma::wait<0>();
+            float alpha[2];
+            const bool rescale = softmax_weights(t0, alpha);
+            finish_weights(rescale, alpha);
+        }
+        for (int j = t0 + 1; j < tn; ++j) {  // S_j beside P_{j−1}·V_{j−1}
+            turn_begin();
+            issue_scores(j);
+            issue_pv(j - 1);
+            turn_end(false);
+            wgmma::wait<1>();  // S_j (committed first); P·V may still run
+            float alpha[2];
+            const bool rescale = softmax_weights(j, alpha);
+            // Pins the softmax before the wait for P·V: its arithmetic (non-volatile, on registers only) may otherwise
+            // be scheduled after the wait, which left the intra-warpgroup overlap with nothing to overlap (SASS: the
+            // exponentials came after WARPGROUP.DEPBAR.LE gsb0, 0x0).
+            pin_softmax(pin, st.l[0] + st.l[1], group);
             wgmma::wait<0>();
             wgmma::fence_operands(st.o);
-            if constexpr (PERSIST) release(ctn - 1);  // the ring runs on into the next item
+            wgmma::fence_operands(pa);
+            release(j - 1);
+            finish_weights(rescale, alpha);
         }
-        if (PERSIST && ct0 >= ctn && lane == 0) detail::mbarrier_arrive(q_empty);
-        st.reduce_l();
-        if (qi0 < cb.len_q) store_prefill_row<DP>(st, 0, qi0, cb, p, out_stride, n_splits, ws_o, ws_lse);
-        if (qi1 < cb.len_q) store_prefill_row<DP>(st, 1, qi1, cb, p, out_stride, n_splits, ws_o, ws_lse);
-        g += static_cast<uint32_t>(ctn > ct0 ? ctn - ct0 : 0);
-        ++it;
+        turn_begin();
+        issue_pv(tn - 1);  // P·V only
+        turn_end(true);
+        wgmma::wait<0>();
+        wgmma::fence_operands(st.o);
     }
+    st.reduce_l();
+    if (qi0 < b.len_q) store_prefill_row<DP>(st, 0, qi0, b, p, out_stride, n_splits, ws_o, ws_lse);
+    if (qi1 < b.len_q) store_prefill_row<DP>(st, 1, qi1, b, p, out_stride, n_splits, ws_o, ws_lse);
 #else
     __trap();  // launched only on compute capability 9.0 (prefill_wgmma_available), where the sm_90a code runs
 #endif
@@ -555,16 +493,8 @@ bool kv_by_tma(const AttentionPrefillParams& p) {
     return p.k_cache == nullptr && p.kv_rows > 0 && p.kv_rows < (int64_t{1} << 31) && aligned16(p.k) && aligned16(p.v) && p.kv_stride % 8 == 0;
 }
 
-// Whether the persistent kernel may load Q by TMA: asked for (wgmma_persistent), the q rows given, 16-byte aligned rows,
-// and head_dim equal to its padded width (a tile's padding columns would otherwise hold the next head's values in Q as
-// in K, and Q·Kᵀ would count them; the cp.async path zero-fills Q's).
-bool q_by_tma(const AttentionPrefillParams& p, int64_t q_stride) {
-    return p.wgmma_persistent && p.q_rows > 0 && p.q_rows < (int64_t{1} << 31) && aligned16(p.q) && q_stride % 8 == 0 &&
-           p.head_dim == padded_head_dim(p.head_dim);
-}
-
 // Kernel kinds: 0 = two warpgroups that copy and multiply; 1 = warp-specialized, cp.async producer; 2 =
-// warp-specialized, TMA producer; 3 = the same, persistent blocks (Q by TMA too). Each kernel gets its shared-memory allowance on the current device (a
+// warp-specialized, TMA producer. Each kernel gets its shared-memory allowance on the current device (a
 // per-device attribute, so set on every call: engines on several GPUs share this code).
 template <int DP, int NK, int KIND>
 constexpr size_t smem_bytes() {
@@ -575,7 +505,7 @@ template <int DP, int NK, int KIND>
 auto* prepared_kernel() {
     auto* kernel = [] {
         if constexpr (KIND == 0) return attention_prefill_wgmma_kernel<DP, NK>;
-        else return attention_prefill_wgmma_ws_kernel<DP, NK, KIND >= 2, KIND == 3>;
+        else return attention_prefill_wgmma_ws_kernel<DP, NK, KIND == 2>;
     }();
     SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes<DP, NK, KIND>())));
     return kernel;
@@ -597,29 +527,18 @@ void launch(const AttentionPrefillParams& p, int n_splits, float scale_log2, int
     if constexpr (NK > 128) {
         SURF_CHECK(p.wgmma_warp_specialized && kv_by_tma(p), "attention_prefill: a key tile of ", NK, " needs the TMA path");
     }
-    const CUtensorMap none{};
     if (p.wgmma_warp_specialized && kv_by_tma(p)) {
         const int64_t cols = p.n_kv_heads * p.head_dim;
         const CUtensorMap mk = slab_tensor_map(p.k, cols, p.kv_rows, p.kv_stride, NK);
         const CUtensorMap mv = slab_tensor_map(p.v, cols, p.kv_rows, p.kv_stride, NK);
-        if constexpr (DP == 80) {
-            if (q_by_tma(p, q_stride)) {  // persistent blocks: at most one an SM, walking the grid's items
-                const int64_t items = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-                const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(items, detail::device_sm_count()));
-                const CUtensorMap mq = slab_tensor_map(p.q, p.n_heads * p.head_dim, p.q_rows, q_stride, kWgmmaBlockRows);
-                prepared_kernel<DP, NK, 3>()<<<blocks, kWsThreads, smem_bytes<DP, NK, 3>(), stream>>>(p, scale_log2, q_stride, out_stride,
-                                                                                                     n_splits, ws_o, ws_lse, mk, mv, mq);
-                SURF_CUDA_CHECK_LAUNCH();
-                return;
-            }
-        }
         prepared_kernel<DP, NK, 2>()<<<grid, kWsThreads, smem_bytes<DP, NK, 2>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits,
-                                                                                            ws_o, ws_lse, mk, mv, none);
+                                                                                            ws_o, ws_lse, mk, mv);
     } else if constexpr (NK > 128) {
         // unreachable (checked above)
     } else if (p.wgmma_warp_specialized) {
+        const CUtensorMap none{};
         prepared_kernel<DP, NK, 1>()<<<grid, kWsThreads, smem_bytes<DP, NK, 1>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits,
-                                                                                            ws_o, ws_lse, none, none, none);
+                                                                                            ws_o, ws_lse, none, none);
     } else {
         prepared_kernel<DP, NK, 0>()<<<grid, kThreads, smem_bytes<DP, NK, 0>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits,
                                                                                           ws_o, ws_lse);

@@ -334,11 +334,6 @@ struct AttentionPrefillParams {
     // O += P·V and running the softmax while P·V accumulates (FlashAttention-3's intra-warpgroup overlap); one
     // block an SM. False: two multiplying warpgroups that also copy, one block barrier a tile, two blocks an SM.
     bool wgmma_warp_specialized = false;
-    // Persistent warp-specialized blocks (head dim 80, K/V by TMA, q_rows given, head_dim a multiple of 16): at most one
-    // block an SM, each walking (row block, head, sequence) items with the next item's Q and first K/V tiles loading
-    // while the current one finishes. q_rows: rows of the q buffer (the Q tensor map's extent; rows past it read as 0).
-    bool wgmma_persistent = false;
-    int64_t q_rows = 0;
 };
 // The values AttentionPrefillParams::wgmma_key_tile takes (0, 64, 128, 208; 208 runs as 128 except in the
 // warp-specialized kernel with TMA copies at head dim 80, the ViT's).

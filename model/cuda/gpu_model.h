@@ -111,9 +111,6 @@ struct GpuLimits {
     // (key tile 64, not warp-specialized) → 66.7 µs (key tile 128, TMA; 77.6 at key tile 64, 84.4 with cp.async).
     bool attention_wgmma_warp_specialized = true;
     bool vit_attention_wgmma_warp_specialized = true;
-    // The vision tower's warp-specialized attention as persistent blocks (AttentionPrefillParams::wgmma_persistent: one
-    // block an SM walking (row block, head, tile) items, the next item's Q and K/V loading while the current finishes).
-    bool vit_attention_persistent = true;
     // The Mamba layers' scan / state-update output y, which the gated norm reads, stored as bf16 instead of fp32 (as
     // the mamba_ssm kernels return it; HF's pure-PyTorch path, our parity reference, keeps fp32): 21 instead of 42 MB
     // a layer written and read at 1,024 rows. H100, session 8 (bench_step, 100 decode rows + a 924-token chunk):
@@ -154,7 +151,7 @@ public:
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
-    // *attention_wgmma_warp_specialized, vit_attention_persistent, vit_gelu_in_gemm, mamba_y_bf16)
+    // *attention_wgmma_warp_specialized, vit_gelu_in_gemm, mamba_y_bf16)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
     void set_step_knobs(const GpuLimits& from) {
@@ -171,7 +168,6 @@ public:
         limits_.vit_attention_wgmma_keys = from.vit_attention_wgmma_keys;
         limits_.attention_wgmma_warp_specialized = from.attention_wgmma_warp_specialized;
         limits_.vit_attention_wgmma_warp_specialized = from.vit_attention_wgmma_warp_specialized;
-        limits_.vit_attention_persistent = from.vit_attention_persistent;
         limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
         limits_.mamba_y_bf16 = from.mamba_y_bf16;
     }

@@ -96,7 +96,6 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
         ap.rows_per_warp = limits_.attention_rows_per_warp;
         ap.wgmma_key_tile = limits_.vit_attention_wgmma_keys;
         ap.wgmma_warp_specialized = limits_.vit_attention_wgmma_warp_specialized;
-        ap.wgmma_persistent = limits_.vit_attention_persistent, ap.q_rows = rows;
         time_as("vit.attention");
         kc::attention_prefill(ap, vision_stream_);
         time_as("vit.proj");

@@ -57,8 +57,7 @@ struct Heads {
 
 // Runs prefill attention p on each kernel — mma.sync at 16 query rows per warp (the default) and at 32 (two
 // m-tiles sharing fragments), and the Hopper wgmma kernel at key tiles of 64 and 128, plain and warp-specialized, and
-// warp-specialized at 208 (run as 128 except with TMA copies at head dim 80), and the persistent warp-specialized
-// blocks at 128 and 208 (head dim 80 with K/V and Q by TMA; elsewhere the plain blocks) (on a compute
+// warp-specialized at 208 (run as 128 except with TMA copies at head dim 80) (on a compute
 // capability 9.0 device; elsewhere it falls back to the default) — and each split count (0 = automatic, given
 // the workspace), each against `ref`. bf16 P and bf16 output: ~2^-8 relative on O, plus P rounding inside
 // the sum; split-KV (partial results merged in fp32) has the same bound.
@@ -68,15 +67,11 @@ void check_prefill_variants(cu::AttentionPrefillParams p, DeviceBuffer<uint8_t>&
         int64_t rows_per_warp, wgmma_key_tile;
         bool warp_specialized;
         const char* name;
-        bool persistent = false;
     };
     for (const Kernel& k : {Kernel{0, 0, false, "rows/warp 16"}, Kernel{32, 0, false, "rows/warp 32"}, Kernel{0, 64, false, "wgmma keys 64"},
                             Kernel{0, 128, false, "wgmma keys 128"}, Kernel{0, 64, true, "wgmma keys 64 warp-specialized"},
-                            Kernel{0, 128, true, "wgmma keys 128 warp-specialized"}, Kernel{0, 208, true, "wgmma keys 208 warp-specialized"},
-                            Kernel{0, 128, true, "wgmma keys 128 warp-specialized persistent", true},
-                            Kernel{0, 208, true, "wgmma keys 208 warp-specialized persistent", true}}) {
+                            Kernel{0, 128, true, "wgmma keys 128 warp-specialized"}, Kernel{0, 208, true, "wgmma keys 208 warp-specialized"}}) {
         p.rows_per_warp = k.rows_per_warp, p.wgmma_key_tile = k.wgmma_key_tile, p.wgmma_warp_specialized = k.warp_specialized;
-        p.wgmma_persistent = k.persistent;
         for (int64_t splits : split_counts) {
             p.n_splits = splits;
             p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
@@ -187,7 +182,7 @@ TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles
         DeviceBuffer<uint8_t> ws(cu::attention_prefill_workspace_bytes(n_tok, hd.n_heads, hd.D, 4));
         check_prefill_variants(p, ws, dout, {1, 2, 0}, std::string(" bidirectional ") + hd.name, ref);
         // The warp-specialized kernel's K/V tiles by TMA once the buffers' rows are given (kv_rows).
-        p.kv_rows = n_tok, p.q_rows = n_tok;
+        p.kv_rows = n_tok;
         check_prefill_variants(p, ws, dout, {1, 2, 0}, std::string(" bidirectional, kv_rows given ") + hd.name, ref);
     }
 }
