@@ -145,7 +145,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
                                  "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssd-wgmma 0|1] [--ssu-split N]\n"
                                  "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] [--attention-rows-per-warp 16|32]\n"
-                                 "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128]\n"
+                                 "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128|208]\n"
                                  "                   [--ssm-replay 0|2..32] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
                                  "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
                                  "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] [--no-warm-row-buckets]\n"
@@ -163,7 +163,7 @@ Options parse(int argc, char** argv) {
     }
     for (const auto& [flag, keys] : {std::pair<const char*, int>{"--attention-wgmma", o.attention_wgmma}, {"--vit-attention-wgmma", o.vit_attention_wgmma}}) {
         if (keys != -1 && !surf::kernels::cuda::valid_wgmma_key_tile(keys)) {
-            std::fprintf(stderr, "bench_serve: %s takes 0, 64 or 128, got %d\n", flag, keys);
+            std::fprintf(stderr, "bench_serve: %s takes 0, 64, 128 or 208, got %d\n", flag, keys);
             std::exit(2);
         }
     }

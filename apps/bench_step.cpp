@@ -80,14 +80,14 @@ Options parse(int argc, char** argv) {
         else {
             std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
                                  "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N] [--vision-priority] [--no-attention-splits]\n"
-                                 "                  [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128] [--ssm-replay 0|2..32]\n"
+                                 "                  [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128|208] [--ssm-replay 0|2..32]\n"
                                  "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]]\n");
             std::exit(2);
         }
     }
     for (const auto& [flag, keys] : {std::pair<const char*, int>{"--attention-wgmma", o.attention_wgmma}, {"--vit-attention-wgmma", o.vit_attention_wgmma}}) {
         if (keys != -1 && !surf::kernels::cuda::valid_wgmma_key_tile(keys)) {
-            std::fprintf(stderr, "bench_step: %s takes 0, 64 or 128, got %d\n", flag, keys);
+            std::fprintf(stderr, "bench_step: %s takes 0, 64, 128 or 208, got %d\n", flag, keys);
             std::exit(2);
         }
     }
