@@ -524,17 +524,14 @@ void launch(const AttentionPrefillParams& p, int n_splits, float scale_log2, int
             float* ws_lse, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>((p.max_seqlen_q + kWgmmaBlockRows - 1) / kWgmmaBlockRows),
                     static_cast<unsigned>(p.n_heads * n_splits), static_cast<unsigned>(p.n_seq));
-    if constexpr (NK > 128) {
-        SURF_CHECK(p.wgmma_warp_specialized && kv_by_tma(p), "attention_prefill: a key tile of ", NK, " needs the TMA path");
-    }
     if (p.wgmma_warp_specialized && kv_by_tma(p)) {
         const int64_t cols = p.n_kv_heads * p.head_dim;
         const CUtensorMap mk = slab_tensor_map(p.k, cols, p.kv_rows, p.kv_stride, NK);
         const CUtensorMap mv = slab_tensor_map(p.v, cols, p.kv_rows, p.kv_stride, NK);
         prepared_kernel<DP, NK, 2>()<<<grid, kWsThreads, smem_bytes<DP, NK, 2>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits,
                                                                                             ws_o, ws_lse, mk, mv);
-    } else if constexpr (NK > 128) {
-        // unreachable (checked above)
+    } else if constexpr (NK > 128) {  // built only for the TMA path (prefill_wgmma_key_tile)
+        SURF_CHECK(false, "attention_prefill: a key tile of ", NK, " needs the warp-specialized kernel's TMA path");
     } else if (p.wgmma_warp_specialized) {
         const CUtensorMap none{};
         prepared_kernel<DP, NK, 1>()<<<grid, kWsThreads, smem_bytes<DP, NK, 1>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits,
