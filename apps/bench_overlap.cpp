@@ -18,7 +18,9 @@
 // overlap_mamba_branches): the prefill rows' SSD scan (one prompt chunk, on a highest-priority stream) beside the
 // decode rows' state update (replay window 8, staggered counts, as in serving), each timed alone and together,
 // with each kernel's span inside the pair (events on its stream): which of the two the pairing stretches.
-//   bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--bulk-probe | --branches]
+// --branches-green N,…: that table, then the pair with each branch held to its own SMs by green contexts (the scan on N,
+// the update on the rest).
+//   bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--bulk-probe | --branches | --branches-green N,N,…]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +31,7 @@
 #include <vector>
 
 #ifdef SURF_HAVE_CUDA
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "kernels/base/error.h"
@@ -101,9 +104,53 @@ void bulk_table(const Buf& src, int64_t bytes, int sms, int reps, const std::fun
     }
 }
 
+#define SURF_CU_CHECK(expr)                                                                         \
+    do {                                                                                            \
+        const CUresult r_ = (expr);                                                                 \
+        if (r_ != CUDA_SUCCESS) {                                                                   \
+            const char* name_ = nullptr;                                                            \
+            cuGetErrorName(r_, &name_);                                                             \
+            throw surf::Error(surf::ErrorKind::kUnsupported, std::string(#expr) + ": " + (name_ ? name_ : "?")); \
+        }                                                                                           \
+    } while (0)
+
+// Two green contexts over disjoint SMs (a group of ≥ sms_a, rounded by the driver, and the rest), a stream in
+// each: kernels on stream a run only on group a's SMs, those on stream b only on the rest.
+struct GreenPair {
+    CUgreenCtx ctx_a = nullptr, ctx_b = nullptr;
+    cudaStream_t a = nullptr, b = nullptr;
+    unsigned sms_a = 0, sms_b = 0;
+    GreenPair(unsigned want_a, int priority_a, int priority_b) {
+        SURF_CU_CHECK(cuInit(0));
+        CUdevice dev = 0;
+        SURF_CU_CHECK(cuDeviceGet(&dev, 0));
+        CUdevResource all{}, group{}, rest{};
+        SURF_CU_CHECK(cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
+        unsigned n_groups = 1;
+        SURF_CU_CHECK(cuDevSmResourceSplitByCount(&group, &n_groups, &all, &rest, 0, want_a));
+        CUdevResourceDesc desc_a = nullptr, desc_b = nullptr;
+        SURF_CU_CHECK(cuDevResourceGenerateDesc(&desc_a, &group, 1));
+        SURF_CU_CHECK(cuDevResourceGenerateDesc(&desc_b, &rest, 1));
+        SURF_CU_CHECK(cuGreenCtxCreate(&ctx_a, desc_a, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+        SURF_CU_CHECK(cuGreenCtxCreate(&ctx_b, desc_b, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+        CUstream sa = nullptr, sb = nullptr;
+        SURF_CU_CHECK(cuGreenCtxStreamCreate(&sa, ctx_a, CU_STREAM_NON_BLOCKING, priority_a));
+        SURF_CU_CHECK(cuGreenCtxStreamCreate(&sb, ctx_b, CU_STREAM_NON_BLOCKING, priority_b));
+        a = sa, b = sb, sms_a = group.sm.smCount, sms_b = rest.sm.smCount;
+    }
+    ~GreenPair() {
+        if (a) cudaStreamDestroy(a);
+        if (b) cudaStreamDestroy(b);
+        if (ctx_a) cuGreenCtxDestroy(ctx_a);
+        if (ctx_b) cuGreenCtxDestroy(ctx_b);
+    }
+    GreenPair(const GreenPair&) = delete;
+    GreenPair& operator=(const GreenPair&) = delete;
+};
+
 // The fifth table: the SSD scan of one `prefill`-token prompt beside the state update of `ssu0`'s rows with replay
 // window 8 (counts b mod 8: one row in eight folds, as in a serving run's staggered sessions).
-void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const char* device) {
+void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const char* device, const std::vector<unsigned>& green_sizes) {
     constexpr int64_t kWindow = 8, kConvDim = kHeads * kHeadDim + 2 * kGroups * kState;
     const int64_t decode = ssu0.batch, entry = cu::ssm_replay_entry_elems(kHeads, kHeadDim, kGroups, kState);
     Buf entries(decode * kWindow * entry * 2), counts(decode * 4);
@@ -141,20 +188,25 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
         double pair, ssd, ssu;
     };
     // Median (per column) over reps of: the pair's span on s_main, and each kernel's span on its own stream.
-    auto run = [&](bool with_ssd, bool with_ssu, bool ssd_first) {
+    // The SSD scan on ssd_stream and the state update on ssu_stream (both s_main's and s_branch's by default), forked
+    // from and joined back into s_main.
+    auto run = [&](bool with_ssd, bool with_ssu, bool ssd_first, cudaStream_t ssd_stream = nullptr, cudaStream_t ssu_stream = nullptr) {
+        if (!ssd_stream) ssd_stream = s_branch;
+        if (!ssu_stream) ssu_stream = s_main;
         std::vector<double> pair, t_ssd, t_ssu;
         for (int r = 0; r < reps + 3; ++r) {
             SURF_CUDA_CHECK(cudaEventRecord(ev[0], s_main));
-            SURF_CUDA_CHECK(cudaStreamWaitEvent(s_branch, ev[0], 0));
+            SURF_CUDA_CHECK(cudaStreamWaitEvent(ssd_stream, ev[0], 0));
+            if (ssu_stream != s_main) SURF_CUDA_CHECK(cudaStreamWaitEvent(ssu_stream, ev[0], 0));
             auto issue_ssd = [&] {
-                SURF_CUDA_CHECK(cudaEventRecord(ev[2], s_branch));
-                cu::ssd_varlen(sd, nullptr, s_branch);
-                SURF_CUDA_CHECK(cudaEventRecord(ev[3], s_branch));
+                SURF_CUDA_CHECK(cudaEventRecord(ev[2], ssd_stream));
+                cu::ssd_varlen(sd, nullptr, ssd_stream);
+                SURF_CUDA_CHECK(cudaEventRecord(ev[3], ssd_stream));
             };
             auto issue_ssu = [&] {
-                SURF_CUDA_CHECK(cudaEventRecord(ev[4], s_main));
-                cu::selective_state_update(su, s_main);
-                SURF_CUDA_CHECK(cudaEventRecord(ev[5], s_main));
+                SURF_CUDA_CHECK(cudaEventRecord(ev[4], ssu_stream));
+                cu::selective_state_update(su, ssu_stream);
+                SURF_CUDA_CHECK(cudaEventRecord(ev[5], ssu_stream));
             };
             if (ssd_first) {
                 if (with_ssd) issue_ssd();
@@ -164,6 +216,7 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
                 if (with_ssd) issue_ssd();
             }
             if (with_ssd) SURF_CUDA_CHECK(cudaStreamWaitEvent(s_main, ev[3], 0));
+            if (with_ssu && ssu_stream != s_main) SURF_CUDA_CHECK(cudaStreamWaitEvent(s_main, ev[5], 0));
             SURF_CUDA_CHECK(cudaEventRecord(ev[1], s_main));
             SURF_CUDA_CHECK(cudaEventSynchronize(ev[1]));
             if (r < 3) continue;  // warm-up
@@ -195,6 +248,25 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
             }
         }
     }
+    if (!green_sizes.empty()) {
+        // The two branches held to disjoint SMs (green contexts): the scan on a group of N, the update on the rest.
+        std::printf("\n# the same pair with each branch in its own green context: the SSD scan on N SMs, the state update on the "
+                    "other SMs; ms, median of %d\n\n| SSD scan | SSD SMs | SSU SMs | SSD alone | SSU alone | together | SSD span in the pair | "
+                    "SSU span in the pair | saved against the all-SM pair |\n|---|---|---|---|---|---|---|---|---|\n", reps);
+        su.row_split = 0;
+        for (bool wgmma : {true, false}) {
+            sd.wgmma = wgmma, sd.p_split = wgmma ? 0 : 1;
+            const Times shared = run(true, true, true);
+            for (unsigned n : green_sizes) {
+                GreenPair g(n, hi, lo);
+                const Times a_ssd = run(true, false, true, g.a, g.b), a_ssu = run(false, true, true, g.a, g.b);
+                const Times t = run(true, true, true, g.a, g.b);
+                std::printf("| %s | %u | %u | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% (all-SM pair %.3f) |\n", wgmma ? "wgmma" : "mma.sync, 1 slice",
+                            g.sms_a, g.sms_b, a_ssd.ssd, a_ssu.ssu, t.pair, t.ssd, t.ssu, 100.0 * (shared.pair - t.pair) / shared.pair, shared.pair);
+                std::fflush(stdout);
+            }
+        }
+    }
     for (cudaEvent_t e : ev) SURF_CUDA_CHECK(cudaEventDestroy(e));
     SURF_CUDA_CHECK(cudaStreamDestroy(s_main));
     SURF_CUDA_CHECK(cudaStreamDestroy(s_branch));
@@ -206,15 +278,24 @@ int main(int argc, char** argv) {
     int64_t decode = 100, prefill = 924;
     int reps = 20;
     bool bulk_only = false, branches_only = false;
+    std::vector<unsigned> green_sizes;  // --branches-green N,N,…: the pair also with each branch in a green context
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--bulk-probe") bulk_only = true;
         else if (a == "--branches") branches_only = true;
+        else if (i + 1 < argc && a == "--branches-green") {
+            branches_only = true;
+            for (const char* c = argv[++i]; *c;) {
+                green_sizes.push_back(static_cast<unsigned>(std::strtoul(c, const_cast<char**>(&c), 10)));
+                if (*c == ',') ++c;
+                else if (*c) break;
+            }
+        }
         else if (i + 1 < argc && a == "--decode") decode = std::atoll(argv[++i]);
         else if (i + 1 < argc && a == "--prefill") prefill = std::atoll(argv[++i]);
         else if (i + 1 < argc && a == "--reps") reps = std::atoi(argv[++i]);
         else {
-            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--bulk-probe | --branches]\n");
+            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--bulk-probe | --branches | --branches-green N,N,…]\n");
             return 2;
         }
     }
@@ -283,7 +364,7 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (branches_only) {
-            branches_table(sp, prefill, reps, prop.name);
+            branches_table(sp, prefill, reps, prop.name, green_sizes);
             return 0;
         }
         std::printf("# bench_overlap on %s (%d SMs): in_proj GEMM %lld x %lld x %lld bf16 || state update of %lld rows (fp32 state, %.2f GB "
