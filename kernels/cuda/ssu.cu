@@ -193,7 +193,11 @@ struct ReplaySmem {
 // A block's small inputs (its tokens' B, x and dt, and C: ≈ 1.5 k values at K = 8) are loaded in one round of
 // independent loads issued before the state's copy: with the memory system saturated by the state copies, each
 // further dependent round trip would cost the block several µs.
-template <typename TS, typename TY, int N, bool kHasToken>
+// kVecInputs (the host's check: the slice's P, x, B, C, their strides and the replay entries all allow 16-byte
+// accesses): the small inputs come in 16-byte chunks of 8 values (B and x rows, C) instead of one value a load, with
+// the chunk → source mapping done once per chunk: H100, 100 rows, fp32, K = 8, staggered, this block's once-per-warp
+// code was 555 of its ≈ 1,570 warp instructions and the kernel is issue-bound (≈ 0.7 instructions a cycle a scheduler).
+template <typename TS, typename TY, int N, bool kHasToken, bool kVecInputs>
 __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p, int row_split) {
     using V = Vec<TS>;
     using RL = RowLayout<TS, N>;
@@ -264,13 +268,64 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
             else if (i < total) *target(i) = to_float(staged[k]);
         }
     };
+    // The same values in 16-byte chunks: Bⱼ (n_tok · N/8), xⱼ (n_tok · P/8), then C (N/8); dt_rawⱼ one a thread.
+    constexpr int kPerChunk = 8, kChunksPerThread = 4, nb = N / kPerChunk;
+    const int nx = P / kPerChunk, vseg_b = n_tok * nb, vseg_x = vseg_b + n_tok * nx, vtotal = vseg_x + (kHasToken ? nb : 0);
+    auto vsource = [&](int c) -> const uint4* {
+        if (c < vseg_b) {
+            const int j = c / nb, q = c % nb;
+            return reinterpret_cast<const uint4*>((j < count ? entries + j * E + b_at : B_row) + q * kPerChunk);
+        }
+        if (c < vseg_x) {
+            const int j = (c - vseg_b) / nx, q = (c - vseg_b) % nx;
+            return reinterpret_cast<const uint4*>((j < count ? entries + j * E + x_at : x_row) + q * kPerChunk);
+        }
+        return reinterpret_cast<const uint4*>(p.C + b * p.bc_stride + g * N + (c - vseg_x) * kPerChunk);
+    };
+    uint4 chunk[kChunksPerThread];
+    bf16 dt_staged{};
+    auto vload_round = [&](int base) {
+#pragma unroll
+        for (int k = 0; k < kChunksPerThread; ++k) {
+            const int c = base + k * kSsuThreads + tid;
+            if (c < vtotal) chunk[k] = *vsource(c);
+        }
+        if (base == 0 && tid < n_tok) dt_staged = tid < count ? entries[tid * E + dt_at] : p.dt_raw[b * p.dt_stride + h];
+    };
+    auto vstore_round = [&](int base) {
+#pragma unroll
+        for (int k = 0; k < kChunksPerThread; ++k) {
+            const int c = base + k * kSsuThreads + tid;
+            if (c >= vtotal) continue;
+            if (c < vseg_b) {
+                *reinterpret_cast<uint4*>(Bs + (c / nb) * N + (c % nb) * kPerChunk) = chunk[k];
+                continue;
+            }
+            float v[kPerChunk];
+            detail::unpack_bf16x8(chunk[k], v);
+            float* dst = c < vseg_x ? xs + ((c - vseg_b) / nx) * P + ((c - vseg_b) % nx) * kPerChunk : Cs + (c - vseg_x) * kPerChunk;
+            reinterpret_cast<float4*>(dst)[0] = make_float4(v[0], v[1], v[2], v[3]);
+            reinterpret_cast<float4*>(dst)[1] = make_float4(v[4], v[5], v[6], v[7]);
+        }
+        if (base == 0 && tid < n_tok) raw_dt[tid] = to_float(dt_staged);
+    };
     const float bias = p.dt_bias[h], A = p.A[h], Dh = p.D ? p.D[h] : 0.0f;
-    load_round(0);
-    stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar);
-    store_round(0);
-    for (int base = kPerThread * kSsuThreads; base < total; base += kPerThread * kSsuThreads) {  // long windows only
-        load_round(base);
-        store_round(base);
+    if constexpr (kVecInputs) {
+        vload_round(0);
+        stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar);
+        vstore_round(0);
+        for (int base = kChunksPerThread * kSsuThreads; base < vtotal; base += kChunksPerThread * kSsuThreads) {  // long windows only
+            vload_round(base);
+            vstore_round(base);
+        }
+    } else {
+        load_round(0);
+        stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar);
+        store_round(0);
+        for (int base = kPerThread * kSsuThreads; base < total; base += kPerThread * kSsuThreads) {  // long windows only
+            load_round(base);
+            store_round(base);
+        }
     }
     __syncthreads();
     if (warp == 0) {  // lane j: dtⱼ, and the decay after token j = exp(A·Σ_{i>j} dtᵢ) from a suffix sum over the lanes
@@ -353,6 +408,15 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     }
 }
 
+// Whether the replay kernel may load its small inputs in 16-byte chunks (ssu_replay_kernel's vec_inputs): every B, x and C
+// row it reads (this step's and the replay entries') starts 16-byte aligned and a block's x slice is whole chunks.
+bool replay_vec_inputs(const SsuParams& p, int64_t split) {
+    auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+    const int64_t E = ssm_replay_entry_elems(p.H, p.P, p.G, p.N);
+    const bool token_rows = !p.x || (a16(p.x) && a16(p.B) && a16(p.C) && p.x_stride % 8 == 0 && p.bc_stride % 8 == 0);
+    return token_rows && a16(p.replay) && E % 8 == 0 && (p.H * p.P) % 8 == 0 && (p.P / split) % 8 == 0 && p.N % 8 == 0;
+}
+
 // kFold: ssm_replay_fold (no new token).
 template <typename TS, typename TY, int N, bool kFold = false>
 void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
@@ -362,11 +426,21 @@ void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
     SURF_CHECK(!p.bulk_stage || ssu_bulk_stage_available(), "selective_state_update: bulk_stage needs compute capability 9.0 or later");
     const bool replay = p.replay_window > 0;
     const size_t smem = static_cast<size_t>(replay ? ReplaySmem{head_bytes / split, p.replay_window, p.P / split, N}.bytes() : head_bytes / split);
-    auto kernel = kFold ? ssu_replay_kernel<TS, TY, N, false> : replay ? ssu_replay_kernel<TS, TY, N, true> : ssu_kernel<TS, TY, N>;
     if (smem > 48 * 1024) {  // e.g. P·N·4 > 48 KB (P > 96 at N = 128, fp32, unsplit)
-        SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        for (const void* kernel : {reinterpret_cast<const void*>(ssu_replay_kernel<TS, TY, N, !kFold, false>),
+                                   reinterpret_cast<const void*>(ssu_replay_kernel<TS, TY, N, !kFold, true>), reinterpret_cast<const void*>(ssu_kernel<TS, TY, N>)}) {
+            SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        }
     }
-    kernel<<<static_cast<unsigned>(p.batch * p.H * split), kSsuThreads, smem, stream>>>(p, static_cast<int>(split));
+    const unsigned grid = static_cast<unsigned>(p.batch * p.H * split);
+    if (replay) {
+        constexpr bool kHasToken = !kFold;
+        const bool vec = replay_vec_inputs(p, split);
+        auto kernel = vec ? ssu_replay_kernel<TS, TY, N, kHasToken, true> : ssu_replay_kernel<TS, TY, N, kHasToken, false>;
+        kernel<<<grid, kSsuThreads, smem, stream>>>(p, static_cast<int>(split));
+    } else {
+        ssu_kernel<TS, TY, N><<<grid, kSsuThreads, smem, stream>>>(p, static_cast<int>(split));
+    }
 }
 
 template <typename TS, typename TY, bool kFold = false>
