@@ -310,23 +310,18 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
         if (base == 0 && tid < n_tok) raw_dt[tid] = to_float(dt_staged);
     };
     const float bias = p.dt_bias[h], A = p.A[h], Dh = p.D ? p.D[h] : 0.0f;
-    if constexpr (kVecInputs) {
-        vload_round(0);
+    // The first round's loads are issued before the state's copy, the rest (long windows only) after it.
+    auto stage_inputs = [&](auto&& load, auto&& store, int items, int per_round) {
+        load(0);
         stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar);
-        vstore_round(0);
-        for (int base = kChunksPerThread * kSsuThreads; base < vtotal; base += kChunksPerThread * kSsuThreads) {  // long windows only
-            vload_round(base);
-            vstore_round(base);
+        store(0);
+        for (int base = per_round; base < items; base += per_round) {
+            load(base);
+            store(base);
         }
-    } else {
-        load_round(0);
-        stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar);
-        store_round(0);
-        for (int base = kPerThread * kSsuThreads; base < total; base += kPerThread * kSsuThreads) {  // long windows only
-            load_round(base);
-            store_round(base);
-        }
-    }
+    };
+    if constexpr (kVecInputs) stage_inputs(vload_round, vstore_round, vtotal, kChunksPerThread * kSsuThreads);
+    else stage_inputs(load_round, store_round, total, kPerThread * kSsuThreads);
     __syncthreads();
     if (warp == 0) {  // lane j: dtⱼ, and the decay after token j = exp(A·Σ_{i>j} dtᵢ) from a suffix sum over the lanes
         const float dt = lane < n_tok ? fminf(fmaxf(detail::softplus(raw_dt[lane] + bias), p.dt_min), p.dt_max) : 0.0f;
