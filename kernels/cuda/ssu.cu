@@ -403,7 +403,7 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     }
 }
 
-// Whether the replay kernel may load its small inputs in 16-byte chunks (ssu_replay_kernel's vec_inputs): every B, x and C
+// Whether the replay kernel may load its small inputs in 16-byte chunks (ssu_replay_kernel's kVecInputs): every B, x and C
 // row it reads (this step's and the replay entries') starts 16-byte aligned and a block's x slice is whole chunks.
 bool replay_vec_inputs(const SsuParams& p, int64_t split) {
     auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
