@@ -285,10 +285,17 @@ int main(int argc, char** argv) {
         else if (a == "--branches") branches_only = true;
         else if (i + 1 < argc && a == "--branches-green") {
             branches_only = true;
-            for (const char* c = argv[++i]; *c;) {
-                green_sizes.push_back(static_cast<unsigned>(std::strtoul(c, const_cast<char**>(&c), 10)));
-                if (*c == ',') ++c;
-                else if (*c) break;
+            const std::string list = argv[++i];
+            for (size_t at = 0; at <= list.size();) {
+                const size_t comma = std::min(list.find(',', at), list.size());
+                const std::string item = list.substr(at, comma - at);
+                const bool digits = !item.empty() && item.size() <= 6 && item.find_first_not_of("0123456789") == std::string::npos;
+                if (!digits || std::stoul(item) == 0) {
+                    std::fprintf(stderr, "bench_overlap: --branches-green %s: '%s' is not a positive SM count\n", list.c_str(), item.c_str());
+                    return 2;
+                }
+                green_sizes.push_back(static_cast<unsigned>(std::stoul(item)));
+                at = comma + 1;
             }
         }
         else if (i + 1 < argc && a == "--decode") decode = std::atoll(argv[++i]);
