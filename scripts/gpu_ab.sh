@@ -6,7 +6,8 @@
 # then each ';'-separated RUNS entry (a command relative to the build directory, e.g. "apps/bench_overlap
 # --branches" or "surf bench serve --concurrency 100") runs new, base, new, base … (REPEAT pairs, default 2), so
 # drift of the card's clocks falls on both sides. Logs and summary.txt under $OUT; CALL_BUDGET (default 540 s)
-# bounds the whole call as in gpu_call.sh.
+# bounds the whole call as in gpu_call.sh. Build logs stay on the device (/tmp/ab_logs; their errors go to the summary):
+# the device returns only a few files from $OUT, so it holds summary.txt and the runs' logs only.
 set -uo pipefail
 CALL_START=$(date +%s)
 CALL_BUDGET="${CALL_BUDGET:-540}"
@@ -26,17 +27,18 @@ rm -rf "$BASE"; mkdir -p "$BASE"
 tar -c --exclude='./build*' --exclude=./.git --exclude=./.deps --exclude=./ab_base . | tar -x -C "$BASE"
 ln -s "$D" "$BASE/.deps"
 (cd ab_base && find . -type f) | while read -r f; do cp "ab_base/$f" "$BASE/$f"; echo "base: $f from ab_base" | tee -a "$S"; done
+LOGS=/tmp/ab_logs; mkdir -p "$LOGS"
 build() {  # $1 tree, $2 log
   (cd "$1" && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSURF_GPU_ONLY=ON -DSURF_DEPS_PREFIX="$D" \
      -DCMAKE_PREFIX_PATH="$D/usr" > "$2.configure" 2>&1 && cmake --build build-gpu -j8 --target ${TARGETS:-bench_overlap} > "$2" 2>&1)
 }
 t0=$(date +%s)
-build "$ROOT" "$OUT/build_new.log" & pn=$!
-build "$BASE" "$OUT/build_base.log" & pb=$!
+build "$ROOT" "$LOGS/build_new.log" & pn=$!
+build "$BASE" "$LOGS/build_base.log" & pb=$!
 wait $pn; rn=$?; wait $pb; rb=$?
 echo "build new rc=$rn base rc=$rb ($(( $(date +%s) - t0 )) s)" | tee -a "$S"
-[ $rn -ne 0 ] && { grep -E "error|FAILED" "$OUT/build_new.log" | head -20; exit 1; }
-[ $rb -ne 0 ] && { grep -E "error|FAILED" "$OUT/build_base.log" | head -20; exit 1; }
+[ $rn -ne 0 ] && { cat "$LOGS/build_new.log.configure" "$LOGS/build_new.log" | grep -E "rror|FAILED" | head -20 | tee -a "$S"; exit 1; }
+[ $rb -ne 0 ] && { cat "$LOGS/build_base.log.configure" "$LOGS/build_base.log" | grep -E "rror|FAILED" | head -20 | tee -a "$S"; exit 1; }
 for t in ${TESTS:-}; do
   lim=$(run_limit 300); [ "$lim" -eq 0 ] && { echo "$t: skipped (call budget spent)" | tee -a "$S"; continue; }
   timeout "$lim" build-gpu/tests/$t > "$OUT/$t.log" 2>&1

@@ -13,7 +13,7 @@
 // K − 1 pending tokens whose inputs (x, B, dt_raw) sit in a per-slot ring of K entries. A step reads the state,
 // applies the pending tokens and its own on the fly for y, and writes the state back only on every K-th token
 // (the fold); other steps store their inputs (≈ 22 KB a row and layer at the Holotron shapes) instead of the
-// 5.2 MB state. Same blocks and staging as above.
+// 5.2 MB state. Same blocks and staging as above; the rows are walked with fewer lanes a row (ReplayRowLayout).
 #include "kernels/cuda/common.cuh"
 
 namespace surf::kernels::cuda {
@@ -60,6 +60,19 @@ struct RowLayout {
     static constexpr int kVec = Vec<TS>::kN;
     static constexpr int kLanesPerRow = N / kVec;
     static_assert(kLanesPerRow >= 1 && kLanesPerRow <= 32, "row must fit a warp");
+    static constexpr int kRowsPerWarp = 32 / kLanesPerRow;
+    static constexpr int kRowsPerStep = kRowsPerWarp * (kSsuThreads / 32);
+};
+
+// The replay kernel's walk: a row over L = min(8, N / kVec) lanes, each lane kChunks 16-byte chunks, a warp
+// 32 / L rows at a time. Fewer lanes a row than RowLayout: one reduction (log₂ L shuffles) serves 32 / L rows, and
+// the row's tokens spread over its lanes (H100, fp32, N = 128: a warp's row loop ≈ 3× fewer instructions).
+template <typename TS, int N>
+struct ReplayRowLayout {
+    static constexpr int kVec = Vec<TS>::kN;
+    static constexpr int kLanesPerRow = N / kVec < 8 ? N / kVec : 8;
+    static_assert(kLanesPerRow >= 1 && N % (kVec * kLanesPerRow) == 0, "row must split into whole chunks");
+    static constexpr int kChunks = N / (kVec * kLanesPerRow);
     static constexpr int kRowsPerWarp = 32 / kLanesPerRow;
     static constexpr int kRowsPerStep = kRowsPerWarp * (kSsuThreads / 32);
 };
@@ -175,18 +188,16 @@ __device__ __forceinline__ void load_bf16(const bf16* src, float (&v)[kVec]) {
 }
 
 // Shared memory of a replay block: its state rows, per token j (pending ones, then this row's) Bⱼ [N] as bf16
-// (as stored), then as fp32 C [N], xⱼ [rows], fⱼ = dtⱼ·(decay after j), qⱼ = fⱼ·(Bⱼ·C), the raw dt inputs, and
-// per state row the tokens' part of y. Bⱼ and C are read 4 values at a time (their offsets are multiples of 16
-// bytes: the state slice and K·N·2 are); the rest one value at a time. ≈ 24.6 KB at fp32, 40 rows, K = 8: nine
-// blocks an SM.
+// (as stored), then as fp32 C [N], xⱼ [rows], fⱼ = dtⱼ·(decay after j), qⱼ = fⱼ·(Bⱼ·C) and the raw dt inputs.
+// Bⱼ and C are read 4 values at a time (their offsets are multiples of 16 bytes: the state slice and K·N·2 are);
+// the rest one value at a time. ≈ 24.4 KB at fp32, 40 rows, K = 8: nine blocks an SM.
 struct ReplaySmem {
     int64_t state_bytes, K, rows, N;
     __host__ __device__ int64_t b_off() const { return state_bytes; }
     __host__ __device__ int64_t c_off() const { return b_off() + K * N * 2; }
     __host__ __device__ int64_t x_off() const { return c_off() + N * 4; }
     __host__ __device__ int64_t f_off() const { return x_off() + K * rows * 4; }
-    __host__ __device__ int64_t y_off() const { return f_off() + 3 * K * 4; }
-    __host__ __device__ int64_t bytes() const { return y_off() + rows * 4; }
+    __host__ __device__ int64_t bytes() const { return f_off() + 3 * K * 4; }
 };
 
 // kHasToken: a decode step (this row's token on top of its pending ones); else a fold of the pending tokens.
@@ -200,8 +211,9 @@ struct ReplaySmem {
 template <typename TS, typename TY, int N, bool kHasToken, bool kVecInputs>
 __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p, int row_split) {
     using V = Vec<TS>;
-    using RL = RowLayout<TS, N>;
-    constexpr int kVec = RL::kVec, kLanesPerRow = RL::kLanesPerRow, kRowsPerWarp = RL::kRowsPerWarp, kRowsPerStep = RL::kRowsPerStep;
+    using RL = ReplayRowLayout<TS, N>;
+    constexpr int kVec = RL::kVec, kChunks = RL::kChunks, kLanesPerRow = RL::kLanesPerRow, kRowsPerWarp = RL::kRowsPerWarp;
+    constexpr int kRowsPerStep = RL::kRowsPerStep;
     constexpr int kPerThread = 16;  // values each thread loads per round
     extern __shared__ __align__(16) unsigned char ssu_smem[];
     __shared__ float decay_all_s;
@@ -215,7 +227,6 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     const bool fold = !kHasToken || count == K - 1;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int sub = lane % kLanesPerRow, row_in_warp = lane / kLanesPerRow;
-    const int n0 = sub * kVec;
     const int P = static_cast<int>(p.P) / row_split, slice = static_cast<int>(blockIdx.x % row_split), row0 = slice * P;
     const int64_t slot = p.slots[b], E = p.H * p.P + p.G * N + p.H;  // ssm_replay_entry_elems
     TS* S = static_cast<TS*>(p.state) + ((slot * p.H + h) * p.P + row0) * N;
@@ -231,7 +242,6 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     float* fj = reinterpret_cast<float*>(ssu_smem + lay.f_off());  // [K]
     float* qj = fj + K;                                             // [K]
     float* raw_dt = qj + K;                                         // [K]
-    float* y_tok = reinterpret_cast<float*>(ssu_smem + lay.y_off());  // [P]
     // The staged values as one index space: Bⱼ (n_tok · N), xⱼ (n_tok · P), dt_rawⱼ (n_tok), then C (N).
     const int seg_b = n_tok * N, seg_x = seg_b + n_tok * P, seg_dt = seg_x + n_tok, total = seg_dt + (kHasToken ? N : 0);
     auto source = [&](int i) -> const bf16* {
@@ -342,8 +352,8 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
         }
         if (slice == 0 && tid == 0) dst[dt_at] = __float2bfloat16_rn(raw_dt[count]);
     }
-    __syncthreads();
-    if (kHasToken) {
+    if (kHasToken) {  // qⱼ (fⱼ from warp 0 above; wait_staged_state's barrier then publishes qⱼ)
+        __syncthreads();
         for (int j = warp; j < n_tok; j += kSsuThreads / 32) {
             float acc = 0.0f;
             for (int n = lane; n < N; n += 32) acc += to_float(Bs[j * N + n]) * Cs[n];
@@ -351,54 +361,66 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
             for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
             if (lane == 0) qj[j] = fj[j] * acc;
         }
-        __syncthreads();
-    }
-    // Per state row r, one thread: the tokens' part of y, Σⱼ qⱼ·xⱼ[r] + D·x[r]; and for the fold xⱼ[r] ← fⱼ·xⱼ[r].
-    for (int r = tid; r < P; r += kSsuThreads) {
-        float acc = kHasToken ? Dh * xs[count * P + r] : 0.0f;
-        for (int j = 0; j < n_tok; ++j) {
-            const float xv = xs[j * P + r];
-            if (kHasToken) acc += qj[j] * xv;
-            if (fold) xs[j * P + r] = fj[j] * xv;
-        }
-        y_tok[r] = acc;
     }
     wait_staged_state(p.bulk_stage, &stage_bar);
 
+    // The rows: lanes `sub` of a row hold its columns (k·L + sub)·kVec … + kVec − 1 (L = kLanesPerRow, k < kChunks),
+    // and also take its tokens j ≡ sub (mod L) for y's token part Σⱼ qⱼ·xⱼ[row] (+ D·x[row] on lane 0), so one
+    // reduction over the row's L lanes sums both. A fold adds Σⱼ fⱼ·xⱼ[row]·Bⱼ to the decayed state.
     const float decay = decay_all_s;
-    float Cv[kVec];
-    if (kHasToken) load_f32<kVec>(Cs + n0, Cv);
+    float Cv[kChunks][kVec];
+    if (kHasToken) {
+#pragma unroll
+        for (int k = 0; k < kChunks; ++k) load_f32<kVec>(Cs + (k * kLanesPerRow + sub) * kVec, Cv[k]);
+    }
     TY* y = kHasToken ? static_cast<TY*>(p.y) + (b * p.H + h) * p.P + row0 : nullptr;
     const TS* Ss = reinterpret_cast<const TS*>(ssu_smem);
-#pragma unroll 2
-    for (int r0 = 0; r0 < P; r0 += kRowsPerStep) {
-        const int row = r0 + warp * kRowsPerWarp + row_in_warp;
+    for (int r0 = warp * kRowsPerWarp; r0 < P; r0 += kRowsPerStep) {  // warp-uniform bounds: the shuffles need every lane
+        const int row = r0 + row_in_warp;
         float acc = 0.0f;
         if (row < P) {
-            float s[kVec];
-            V::unpack(*reinterpret_cast<const typename V::Raw*>(Ss + row * N + n0), s);
+            float s[kChunks][kVec];
+#pragma unroll
+            for (int k = 0; k < kChunks; ++k) {
+                V::unpack(*reinterpret_cast<const typename V::Raw*>(Ss + row * N + (k * kLanesPerRow + sub) * kVec), s[k]);
+            }
             if (kHasToken) {
 #pragma unroll
-                for (int v = 0; v < kVec; ++v) acc += s[v] * Cv[v];
+                for (int k = 0; k < kChunks; ++k) {
+#pragma unroll
+                    for (int v = 0; v < kVec; ++v) acc += s[k][v] * Cv[k][v];
+                }
+                acc *= decay;
+                for (int j = sub; j < n_tok; j += kLanesPerRow) acc += qj[j] * xs[j * P + row];
+                if (sub == 0) acc += Dh * xs[count * P + row];
             }
             if (fold) {
 #pragma unroll
-                for (int v = 0; v < kVec; ++v) s[v] *= decay;
-#pragma unroll 4
-                for (int j = 0; j < n_tok; ++j) {
-                    const float c = xs[j * P + row];  // fⱼ·xⱼ[row]
-                    float bj[kVec];
-                    load_bf16<kVec>(Bs + j * N + n0, bj);
+                for (int k = 0; k < kChunks; ++k) {
 #pragma unroll
-                    for (int v = 0; v < kVec; ++v) s[v] += c * bj[v];
+                    for (int v = 0; v < kVec; ++v) s[k][v] *= decay;
                 }
-                *reinterpret_cast<typename V::Raw*>(S + static_cast<int64_t>(row) * N + n0) = V::pack(s);
+#pragma unroll 2
+                for (int j = 0; j < n_tok; ++j) {
+                    const float c = fj[j] * xs[j * P + row];
+#pragma unroll
+                    for (int k = 0; k < kChunks; ++k) {
+                        float bj[kVec];
+                        load_bf16<kVec>(Bs + j * N + (k * kLanesPerRow + sub) * kVec, bj);
+#pragma unroll
+                        for (int v = 0; v < kVec; ++v) s[k][v] += c * bj[v];
+                    }
+                }
+#pragma unroll
+                for (int k = 0; k < kChunks; ++k) {
+                    *reinterpret_cast<typename V::Raw*>(S + static_cast<int64_t>(row) * N + (k * kLanesPerRow + sub) * kVec) = V::pack(s[k]);
+                }
             }
         }
         if (kHasToken) {
 #pragma unroll
             for (int o = kLanesPerRow / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-            if (row < P && sub == 0) y[row] = detail::from_float<TY>(decay * acc + y_tok[row]);
+            if (row < P && sub == 0) y[row] = detail::from_float<TY>(acc);
         }
     }
 }

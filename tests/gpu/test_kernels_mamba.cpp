@@ -379,11 +379,13 @@ TEST_CASE("selective_state_update with replay: staggered rows over 2K + 3 steps 
     }
 }
 
-TEST_CASE("selective_state_update with replay: inputs staged in 16-byte chunks give bit-identical results to one value a load") {
-    // The replay kernel loads its small inputs (this step's and the pending tokens' x, B, C) in 16-byte chunks when every
-    // row is 16-byte aligned, else one value a load. The same logical inputs laid out with a row stride of 12,304 (chunks)
-    // and 12,300 elements (not a multiple of 8: one value a load): y, the states and the entries must match bit for bit,
-    // for a replay step over staggered counts (rows folding and rows storing entries) and for ssm_replay_fold.
+TEST_CASE("selective_state_update: every staging path (state by cp.async or one bulk copy, inputs in 16-byte chunks or one value a load) gives bit-identical results") {
+    // The state reaches shared memory by cp.async or (SsuParams::bulk_stage) one bulk copy; the replay kernel loads its
+    // small inputs (this step's and the pending tokens' x, B, C) in 16-byte chunks when every row is 16-byte aligned,
+    // else one value a load. The same logical inputs, laid out with a row stride of 12,304 (chunks) and 12,300 elements
+    // (not a multiple of 8: one value a load), through the four paths: y, the states and the entries must match bit for
+    // bit, for the read-and-write update, a replay step over staggered counts (rows folding and rows storing entries)
+    // and ssm_replay_fold.
     std::mt19937 rng(27);
     const int64_t H = 128, P = 80, G = 8, N = 128, K = 8, batch = 11, n_slots = 13, width = H * P + 2 * G * N;
     const std::vector<int32_t> slots{3, 0, 12, 7, 1, 5, 9, 2, 10, 4, 8};
@@ -399,13 +401,15 @@ TEST_CASE("selective_state_update with replay: inputs staged in 16-byte chunks g
     DeviceBuffer<bf16> ddt(to_bf16(dt_raw));
     DeviceBuffer<float> ddtb(dt_bias), dA(A), dD(D);
     DeviceBuffer<int32_t> dslots(slots), dcounts(counts);
+    const int n_bulk = cu::ssu_bulk_stage_available() ? 2 : 1;
     for (auto sdt : {cu::DType::kF32, cu::DType::kBF16}) {
         const bool s32 = sdt == cu::DType::kF32;
-        for (int mode = 1; mode < 3; ++mode) {  // 1 replay step, 2 replay fold
-            std::vector<float> y_got[2], state_got[2];
-            std::vector<bf16> entries_got[2];
-            for (int layout = 0; layout < 2; ++layout) {
-                const int64_t stride = width + (layout == 0 ? 16 : 12);
+        for (int mode = 0; mode < 3; ++mode) {  // 0 read-and-write update, 1 replay step, 2 replay fold
+            std::vector<float> y_ref, state_ref;
+            std::vector<bf16> entries_ref;
+            for (int path = 0; path < 2 * n_bulk; ++path) {
+                const bool bulk = path / 2 == 1, chunks = path % 2 == 0;
+                const int64_t stride = width + (chunks ? 16 : 12);
                 std::vector<float> xbc(static_cast<size_t>(batch * stride), 0.25f);
                 for (int64_t b = 0; b < batch; ++b) std::copy_n(rows.begin() + b * width, width, xbc.begin() + b * stride);
                 DeviceBuffer<bf16> dxbc(to_bf16(xbc));
@@ -415,67 +419,24 @@ TEST_CASE("selective_state_update with replay: inputs staged in 16-byte chunks g
                 cu::SsuParams p = ssu_params(MambaShape{"holotron", H, P, G, N, 0}, batch, dxbc.get(), stride, ddt.get(), dt_stride, ddtb.get(),
                                              dA.get(), dD.get(), s32 ? static_cast<void*>(dst32.get()) : dst16.get(), sdt, dslots.get(), dy.get(),
                                              cu::DType::kF32);
-                p.bulk_stage = cu::ssu_bulk_stage_available();
-                p.replay = dentries.get(), p.replay_count = dcounts.get(), p.replay_window = K;
-                if (mode == 2) cu::ssm_replay_fold(p, nullptr);
-                else cu::selective_state_update(p, nullptr);
-                y_got[layout] = dy.download();
-                state_got[layout] = s32 ? dst32.download() : to_float(dst16.download());
-                entries_got[layout] = dentries.download();
-            }
-            const std::string tag = std::string(s32 ? "state fp32" : "state bf16") + (mode == 1 ? " replay step" : " replay fold");
-            CHECK_MESSAGE(std::memcmp(y_got[0].data(), y_got[1].data(), y_got[0].size() * 4) == 0, "y " << tag);
-            CHECK_MESSAGE(std::memcmp(state_got[0].data(), state_got[1].data(), state_got[0].size() * 4) == 0, "state " << tag);
-            CHECK_MESSAGE(std::memcmp(entries_got[0].data(), entries_got[1].data(), entries_got[0].size() * 2) == 0, "entries " << tag);
-        }
-    }
-}
-
-TEST_CASE("selective_state_update: the state staged by one bulk copy gives bit-identical results to cp.async") {
-    // Same inputs through both staging paths (SsuParams::bulk_stage): the read-and-write update, a replay step over
-    // staggered counts (rows folding and rows storing entries), and ssm_replay_fold; y and the states must match bit
-    // for bit (only the copy into shared memory differs).
-    if (!cu::ssu_bulk_stage_available()) return;
-    std::mt19937 rng(26);
-    const int64_t H = 128, P = 80, G = 8, N = 128, K = 8, batch = 11, n_slots = 13;
-    const std::vector<int32_t> slots{3, 0, 12, 7, 1, 5, 9, 2, 10, 4, 8};
-    const int64_t xbc_stride = H * P + 2 * G * N + 16, dt_stride = H + 4, entry = cu::ssm_replay_entry_elems(H, P, G, N);
-    auto xbc = random_vec(batch * xbc_stride, rng);
-    auto dt_raw = random_vec(batch * dt_stride, rng, -3.0f, 0.5f);
-    auto dt_bias = random_vec(H, rng, -1.0f, 0.0f, false);
-    auto A = random_vec(H, rng, -4.0f, -0.5f, false), D = random_vec(H, rng, -1.0f, 1.0f, false);
-    auto state0 = random_vec(n_slots * H * P * N, rng);
-    auto entries = random_vec(n_slots * K * entry, rng);
-    std::vector<int32_t> counts(batch);
-    for (int64_t b = 0; b < batch; ++b) counts[b] = static_cast<int32_t>(b % K);  // 0 … 7: row 7 folds
-    DeviceBuffer<bf16> dxbc(to_bf16(xbc)), ddt(to_bf16(dt_raw));
-    DeviceBuffer<float> ddtb(dt_bias), dA(A), dD(D);
-    DeviceBuffer<int32_t> dslots(slots), dcounts(counts);
-    for (auto sdt : {cu::DType::kF32, cu::DType::kBF16}) {
-        const bool s32 = sdt == cu::DType::kF32;
-        for (int mode = 0; mode < 3; ++mode) {  // 0 read-and-write update, 1 replay step, 2 replay fold
-            std::vector<float> y_got[2], state_got[2];
-            std::vector<bf16> entries_got[2];
-            for (int bulk = 0; bulk < 2; ++bulk) {
-                DeviceBuffer<float> dst32(state0), dy(batch * H * P);
-                DeviceBuffer<bf16> dst16(to_bf16(state0)), dentries(to_bf16(entries));
-                dy.poison();
-                cu::SsuParams p = ssu_params(MambaShape{"holotron", H, P, G, N, 0}, batch, dxbc.get(), xbc_stride, ddt.get(), dt_stride, ddtb.get(),
-                                             dA.get(), dD.get(), s32 ? static_cast<void*>(dst32.get()) : dst16.get(), sdt, dslots.get(), dy.get(),
-                                             cu::DType::kF32);
-                p.bulk_stage = bulk == 1;
+                p.bulk_stage = bulk;
                 if (mode > 0) p.replay = dentries.get(), p.replay_count = dcounts.get(), p.replay_window = K;
                 if (mode == 2) cu::ssm_replay_fold(p, nullptr);
                 else cu::selective_state_update(p, nullptr);
-                y_got[bulk] = dy.download();
-                state_got[bulk] = s32 ? dst32.download() : to_float(dst16.download());
-                entries_got[bulk] = dentries.download();
+                const std::vector<float> y = dy.download(), state = s32 ? dst32.download() : to_float(dst16.download());
+                const std::vector<bf16> ent = dentries.download();
+                if (path == 0) {
+                    y_ref = y, state_ref = state, entries_ref = ent;
+                    continue;
+                }
+                const std::string tag = std::string(s32 ? "state fp32" : "state bf16") + (mode == 0 ? " update" : mode == 1 ? " replay step" : " replay fold") +
+                                        (bulk ? ", bulk copy" : ", cp.async") + (chunks ? ", 16-byte chunks" : ", one value a load") +
+                                        " vs cp.async, 16-byte chunks";
+                // The fold writes no y: both buffers keep their poison, which compares equal bit for bit too.
+                CHECK_MESSAGE(std::memcmp(y.data(), y_ref.data(), y.size() * 4) == 0, "y " << tag);
+                CHECK_MESSAGE(std::memcmp(state.data(), state_ref.data(), state.size() * 4) == 0, "state " << tag);
+                CHECK_MESSAGE(std::memcmp(ent.data(), entries_ref.data(), ent.size() * 2) == 0, "entries " << tag);
             }
-            const std::string tag = std::string(s32 ? "state fp32" : "state bf16") + (mode == 0 ? " update" : mode == 1 ? " replay step" : " replay fold");
-            // The fold writes no y: both buffers keep their poison, which compares equal bit for bit too.
-            CHECK_MESSAGE(std::memcmp(y_got[0].data(), y_got[1].data(), y_got[0].size() * 4) == 0, "y " << tag);
-            CHECK_MESSAGE(std::memcmp(state_got[0].data(), state_got[1].data(), state_got[0].size() * 4) == 0, "state " << tag);
-            CHECK_MESSAGE(std::memcmp(entries_got[0].data(), entries_got[1].data(), entries_got[0].size() * 2) == 0, "entries " << tag);
         }
     }
 }
