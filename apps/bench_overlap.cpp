@@ -104,12 +104,53 @@ void bulk_table(const Buf& src, int64_t bytes, int sms, int reps, const std::fun
     }
 }
 
+// The driver functions the green-context table calls, resolved at run time through the runtime
+// (cudaGetDriverEntryPointByVersion), so the binary needs no link to libcuda: only that table needs a driver new
+// enough (green contexts: CUDA 12.4).
+struct GreenDriver {
+    decltype(&cuGetErrorName) get_error_name = nullptr;
+    decltype(&cuDeviceGet) device_get = nullptr;
+    decltype(&cuDeviceGetDevResource) get_dev_resource = nullptr;
+    decltype(&cuDevSmResourceSplitByCount) sm_split_by_count = nullptr;
+    decltype(&cuDevResourceGenerateDesc) generate_desc = nullptr;
+    decltype(&cuGreenCtxCreate) green_ctx_create = nullptr;
+    decltype(&cuGreenCtxStreamCreate) green_stream_create = nullptr;
+    decltype(&cuGreenCtxDestroy) green_ctx_destroy = nullptr;
+
+    static const GreenDriver& get() {
+        static const GreenDriver d = [] {
+            GreenDriver g;
+            resolve(g.get_error_name, "cuGetErrorName", 6000);
+            resolve(g.device_get, "cuDeviceGet", 2000);
+            resolve(g.get_dev_resource, "cuDeviceGetDevResource", 12040);
+            resolve(g.sm_split_by_count, "cuDevSmResourceSplitByCount", 12040);
+            resolve(g.generate_desc, "cuDevResourceGenerateDesc", 12040);
+            resolve(g.green_ctx_create, "cuGreenCtxCreate", 12040);
+            resolve(g.green_stream_create, "cuGreenCtxStreamCreate", 12040);
+            resolve(g.green_ctx_destroy, "cuGreenCtxDestroy", 12040);
+            return g;
+        }();
+        return d;
+    }
+    template <typename Fn>
+    static void resolve(Fn& fn, const char* name, int version) {
+        void* p = nullptr;
+        cudaDriverEntryPointQueryResult found{};
+        SURF_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, static_cast<unsigned>(version), cudaEnableDefault, &found));
+        if (found != cudaDriverEntryPointSuccess || !p) {
+            throw surf::Error(surf::ErrorKind::kUnsupported, std::string("bench_overlap: the driver has no ") + name + " (version " +
+                                                                  std::to_string(version) + "); green contexts need CUDA 12.4 or later");
+        }
+        fn = reinterpret_cast<Fn>(p);
+    }
+};
+
 #define SURF_CU_CHECK(expr)                                                                         \
     do {                                                                                            \
         const CUresult r_ = (expr);                                                                 \
         if (r_ != CUDA_SUCCESS) {                                                                   \
             const char* name_ = nullptr;                                                            \
-            cuGetErrorName(r_, &name_);                                                             \
+            GreenDriver::get().get_error_name(r_, &name_);                                          \
             throw surf::Error(surf::ErrorKind::kUnsupported, std::string(#expr) + ": " + (name_ ? name_ : "?")); \
         }                                                                                           \
     } while (0)
@@ -121,28 +162,31 @@ struct GreenPair {
     cudaStream_t a = nullptr, b = nullptr;
     unsigned sms_a = 0, sms_b = 0;
     GreenPair(unsigned want_a, int priority_a, int priority_b) {
-        SURF_CU_CHECK(cuInit(0));
+        const GreenDriver& d = GreenDriver::get();
+        SURF_CUDA_CHECK(cudaFree(nullptr));  // the runtime's context first: it initialises the driver
+        int ordinal = 0;
+        SURF_CUDA_CHECK(cudaGetDevice(&ordinal));
         CUdevice dev = 0;
-        SURF_CU_CHECK(cuDeviceGet(&dev, 0));
+        SURF_CU_CHECK(d.device_get(&dev, ordinal));
         CUdevResource all{}, group{}, rest{};
-        SURF_CU_CHECK(cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
+        SURF_CU_CHECK(d.get_dev_resource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
         unsigned n_groups = 1;
-        SURF_CU_CHECK(cuDevSmResourceSplitByCount(&group, &n_groups, &all, &rest, 0, want_a));
+        SURF_CU_CHECK(d.sm_split_by_count(&group, &n_groups, &all, &rest, 0, want_a));
         CUdevResourceDesc desc_a = nullptr, desc_b = nullptr;
-        SURF_CU_CHECK(cuDevResourceGenerateDesc(&desc_a, &group, 1));
-        SURF_CU_CHECK(cuDevResourceGenerateDesc(&desc_b, &rest, 1));
-        SURF_CU_CHECK(cuGreenCtxCreate(&ctx_a, desc_a, dev, CU_GREEN_CTX_DEFAULT_STREAM));
-        SURF_CU_CHECK(cuGreenCtxCreate(&ctx_b, desc_b, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+        SURF_CU_CHECK(d.generate_desc(&desc_a, &group, 1));
+        SURF_CU_CHECK(d.generate_desc(&desc_b, &rest, 1));
+        SURF_CU_CHECK(d.green_ctx_create(&ctx_a, desc_a, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+        SURF_CU_CHECK(d.green_ctx_create(&ctx_b, desc_b, dev, CU_GREEN_CTX_DEFAULT_STREAM));
         CUstream sa = nullptr, sb = nullptr;
-        SURF_CU_CHECK(cuGreenCtxStreamCreate(&sa, ctx_a, CU_STREAM_NON_BLOCKING, priority_a));
-        SURF_CU_CHECK(cuGreenCtxStreamCreate(&sb, ctx_b, CU_STREAM_NON_BLOCKING, priority_b));
+        SURF_CU_CHECK(d.green_stream_create(&sa, ctx_a, CU_STREAM_NON_BLOCKING, priority_a));
+        SURF_CU_CHECK(d.green_stream_create(&sb, ctx_b, CU_STREAM_NON_BLOCKING, priority_b));
         a = sa, b = sb, sms_a = group.sm.smCount, sms_b = rest.sm.smCount;
     }
     ~GreenPair() {
         if (a) cudaStreamDestroy(a);
         if (b) cudaStreamDestroy(b);
-        if (ctx_a) cuGreenCtxDestroy(ctx_a);
-        if (ctx_b) cuGreenCtxDestroy(ctx_b);
+        if (ctx_a) GreenDriver::get().green_ctx_destroy(ctx_a);
+        if (ctx_b) GreenDriver::get().green_ctx_destroy(ctx_b);
     }
     GreenPair(const GreenPair&) = delete;
     GreenPair& operator=(const GreenPair&) = delete;
