@@ -105,8 +105,9 @@ void bulk_table(const Buf& src, int64_t bytes, int sms, int reps, const std::fun
 }
 
 // The driver functions the green-context table calls, resolved at run time through the runtime
-// (cudaGetDriverEntryPointByVersion), so the binary needs no link to libcuda: only that table needs a driver new
-// enough (green contexts: CUDA 12.4).
+// (cudaGetDriverEntryPointByVersion), so the binary needs no link to libcuda. Each is asked for at the version of
+// the headers it is declared by (CUDA_VERSION), so the resolved function has the declared signature; the runtime
+// needs a driver at least that new anyway.
 struct GreenDriver {
     decltype(&cuGetErrorName) get_error_name = nullptr;
     decltype(&cuDeviceGet) device_get = nullptr;
@@ -120,26 +121,27 @@ struct GreenDriver {
     static const GreenDriver& get() {
         static const GreenDriver d = [] {
             GreenDriver g;
-            resolve(g.get_error_name, "cuGetErrorName", 6000);
-            resolve(g.device_get, "cuDeviceGet", 2000);
-            resolve(g.get_dev_resource, "cuDeviceGetDevResource", 12040);
-            resolve(g.sm_split_by_count, "cuDevSmResourceSplitByCount", 12040);
-            resolve(g.generate_desc, "cuDevResourceGenerateDesc", 12040);
-            resolve(g.green_ctx_create, "cuGreenCtxCreate", 12040);
-            resolve(g.green_stream_create, "cuGreenCtxStreamCreate", 12040);
-            resolve(g.green_ctx_destroy, "cuGreenCtxDestroy", 12040);
+            resolve(g.get_error_name, "cuGetErrorName");
+            resolve(g.device_get, "cuDeviceGet");
+            resolve(g.get_dev_resource, "cuDeviceGetDevResource");
+            resolve(g.sm_split_by_count, "cuDevSmResourceSplitByCount");
+            resolve(g.generate_desc, "cuDevResourceGenerateDesc");
+            resolve(g.green_ctx_create, "cuGreenCtxCreate");
+            resolve(g.green_stream_create, "cuGreenCtxStreamCreate");
+            resolve(g.green_ctx_destroy, "cuGreenCtxDestroy");
             return g;
         }();
         return d;
     }
     template <typename Fn>
-    static void resolve(Fn& fn, const char* name, int version) {
+    static void resolve(Fn& fn, const char* name) {
+        constexpr int version = CUDA_VERSION;
         void* p = nullptr;
         cudaDriverEntryPointQueryResult found{};
         SURF_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, static_cast<unsigned>(version), cudaEnableDefault, &found));
         if (found != cudaDriverEntryPointSuccess || !p) {
-            throw surf::Error(surf::ErrorKind::kUnsupported, std::string("bench_overlap: the driver has no ") + name + " (version " +
-                                                                  std::to_string(version) + "); green contexts need CUDA 12.4 or later");
+            throw surf::Error(surf::ErrorKind::kUnsupported, std::string("the driver has no ") + name + " (asked at version " +
+                                                                  std::to_string(version) + ")");
         }
         fn = reinterpret_cast<Fn>(p);
     }
