@@ -207,7 +207,8 @@ struct ReplaySmem {
 // kVecInputs (the host's check: the slice's P, x, B, C, their strides and the replay entries all allow 16-byte
 // accesses): the small inputs come in 16-byte chunks of 8 values (B and x rows, C) instead of one value a load, with
 // the chunk → source mapping done once per chunk: H100, 100 rows, fp32, K = 8, staggered, this block's once-per-warp
-// code was 555 of its ≈ 1,570 warp instructions and the kernel is issue-bound (≈ 0.7 instructions a cycle a scheduler).
+// code was 555 of its ≈ 1,570 warp instructions while the kernel was issue-bound (≈ 0.7 instructions a cycle a
+// scheduler; since session 17's row loop it waits on DRAM instead).
 template <typename TS, typename TY, int N, bool kHasToken, bool kVecInputs>
 __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p, int row_split) {
     using V = Vec<TS>;
@@ -368,10 +369,11 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     // and also take its tokens j ≡ sub (mod L) for y's token part Σⱼ qⱼ·xⱼ[row] (+ D·x[row] on lane 0), so one
     // reduction over the row's L lanes sums both. A fold adds Σⱼ fⱼ·xⱼ[row]·Bⱼ to the decayed state.
     const float decay = decay_all_s;
+    auto col = [&](int k) { return (k * kLanesPerRow + sub) * kVec; };  // first column of this lane's chunk k
     float Cv[kChunks][kVec];
     if (kHasToken) {
 #pragma unroll
-        for (int k = 0; k < kChunks; ++k) load_f32<kVec>(Cs + (k * kLanesPerRow + sub) * kVec, Cv[k]);
+        for (int k = 0; k < kChunks; ++k) load_f32<kVec>(Cs + col(k), Cv[k]);
     }
     TY* y = kHasToken ? static_cast<TY*>(p.y) + (b * p.H + h) * p.P + row0 : nullptr;
     const TS* Ss = reinterpret_cast<const TS*>(ssu_smem);
@@ -382,7 +384,7 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
             float s[kChunks][kVec];
 #pragma unroll
             for (int k = 0; k < kChunks; ++k) {
-                V::unpack(*reinterpret_cast<const typename V::Raw*>(Ss + row * N + (k * kLanesPerRow + sub) * kVec), s[k]);
+                V::unpack(*reinterpret_cast<const typename V::Raw*>(Ss + row * N + col(k)), s[k]);
             }
             if (kHasToken) {
 #pragma unroll
@@ -406,14 +408,14 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
 #pragma unroll
                     for (int k = 0; k < kChunks; ++k) {
                         float bj[kVec];
-                        load_bf16<kVec>(Bs + j * N + (k * kLanesPerRow + sub) * kVec, bj);
+                        load_bf16<kVec>(Bs + j * N + col(k), bj);
 #pragma unroll
                         for (int v = 0; v < kVec; ++v) s[k][v] += c * bj[v];
                     }
                 }
 #pragma unroll
                 for (int k = 0; k < kChunks; ++k) {
-                    *reinterpret_cast<typename V::Raw*>(S + static_cast<int64_t>(row) * N + (k * kLanesPerRow + sub) * kVec) = V::pack(s[k]);
+                    *reinterpret_cast<typename V::Raw*>(S + static_cast<int64_t>(row) * N + col(k)) = V::pack(s[k]);
                 }
             }
         }
