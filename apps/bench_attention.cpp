@@ -12,12 +12,18 @@
 // warp-specialized ("ws", wgmma_warp_specialized; "wt": the same with K/V by TMA in the contiguous cases, kv_rows; compute capability 9.0 only, elsewhere those rows repeat the default kernel).
 // FLOPs = 4 · (visible query-key pairs, causal pairs counted exactly) · heads · head_dim.
 // Inputs are uniform random on the GPU; the output is checked for non-finite values.
-// Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel / case, e.g. under ncu)
+// --pair: only the mixed step's attention layer as the engine issues it (GpuLimits::overlap_attention_branches):
+// the chunk's prefill (one 924-token chunk on 5,000 cached keys) on a stream of the highest priority and the decode
+// rows' attention (100 rows, 5,000 keys each) on another, each alone and the two together, per prefill kernel
+// (warp-specialized: one block fills an SM; plain wgmma: two blocks an SM) and decode kernel (plain, pipelined:
+// AttentionDecodeParams::pipelined): which pairing shares SMs best (GpuLimits::attention_ws_beside_decode).
+// Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel / case, e.g. under ncu) | --pair
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -159,20 +165,127 @@ void bench_vit(const char* name, int64_t tiles, int64_t tl, const Kernel& kernel
     report(name, shape, kernel, us, 4.0 * tiles * tl * tl * nh * D, count_non_finite(out.ptr, n_tok * w));
 }
 
+// Pages [first, first + n) of a shuffled pool as a sequence's block table.
+std::vector<int32_t> take_pages(const std::vector<int32_t>& pool, int64_t first, int64_t n) {
+    return {pool.begin() + first, pool.begin() + first + n};
+}
+
+// The mixed step's attention layer: prefill of one `fresh`-token chunk on `past` keys (highest-priority stream) beside
+// the decode attention of `rows` rows on `past` keys each (another stream), per prefill kernel.
+void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps) {
+    const int64_t nh = 40, nkv = 8, D = 128, page = 16, len_pre = past + fresh, pages_pre = (len_pre + page - 1) / page;
+    const int64_t pages_dec = (past + page - 1) / page, n_pages = pages_pre + rows * pages_dec;
+    std::vector<int32_t> pool(n_pages);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::mt19937 rng(9);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    const int64_t cache_elems = n_pages * page * nkv * D;
+    Buffer<bf16> kc(cache_elems), vc(cache_elems), q_pre(fresh * nh * D), out_pre(fresh * nh * D), q_dec(rows * nh * D), out_dec(rows * nh * D);
+    fill(kc.ptr, cache_elems, 2);
+    fill(vc.ptr, cache_elems, 3);
+    fill(q_pre.ptr, fresh * nh * D, 1);
+    fill(q_dec.ptr, rows * nh * D, 4);
+    Buffer<int32_t> bt_pre = upload(take_pages(pool, 0, pages_pre)), cu_pre = upload({0, static_cast<int32_t>(fresh)});
+    Buffer<int32_t> len_pre_d = upload({static_cast<int32_t>(len_pre)});
+    Buffer<int32_t> bt_dec = upload(take_pages(pool, pages_pre, rows * pages_dec));
+    Buffer<int32_t> lens_dec = upload(std::vector<int32_t>(rows, static_cast<int32_t>(past)));
+
+    cu::AttentionDecodeParams dp;
+    dp.q = q_dec.ptr, dp.out = out_dec.ptr, dp.k_cache = kc.ptr, dp.v_cache = vc.ptr, dp.block_table = bt_dec.ptr, dp.seq_lens = lens_dec.ptr;
+    dp.page_size = page, dp.max_pages_per_seq = pages_dec, dp.batch = rows, dp.n_heads = nh, dp.n_kv_heads = nkv, dp.head_dim = D;
+    dp.max_seq_len = past;
+    Buffer<uint8_t> dws(cu::attention_decode_workspace_bytes(dp));
+
+    int lo = 0, hi = 0;
+    SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    cudaStream_t main_s = nullptr, pre_s = nullptr;
+    SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&main_s, cudaStreamNonBlocking));
+    SURF_CUDA_CHECK(cudaStreamCreateWithPriority(&pre_s, cudaStreamNonBlocking, hi));
+    cudaEvent_t fork, join;
+    SURF_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    SURF_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+    // Mean µs per run of `fn` (which issues on main_s, forking to pre_s where it pairs) over reps after 3 warm-ups.
+    auto time_on_main = [&](const std::function<void()>& fn) {
+        for (int i = 0; i < 3; ++i) fn();
+        cudaEvent_t a, b;
+        SURF_CUDA_CHECK(cudaEventCreate(&a));
+        SURF_CUDA_CHECK(cudaEventCreate(&b));
+        SURF_CUDA_CHECK(cudaEventRecord(a, main_s));
+        for (int i = 0; i < reps; ++i) fn();
+        SURF_CUDA_CHECK(cudaEventRecord(b, main_s));
+        SURF_CUDA_CHECK(cudaEventSynchronize(b));
+        float ms = 0.0f;
+        SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+        SURF_CUDA_CHECK(cudaEventDestroy(a));
+        SURF_CUDA_CHECK(cudaEventDestroy(b));
+        return 1e3 * ms / reps;
+    };
+    const double bytes = 2.0 * rows * past * nkv * D * 2;  // K and V read once
+    struct DecodeKind {
+        bool pipelined;
+        const char* name;
+    };
+    const DecodeKind plain{false, "plain"}, piped{true, "pipelined"};
+    std::printf("\n### --pair: prefill of %lld new tokens on %lld past (highest-priority stream) beside decode of %lld rows on %lld past (%d splits)\n\n",
+                (long long)fresh, (long long)past, (long long)rows, (long long)past, cu::attention_decode_splits(dp));
+    std::printf("| decode kernel | alone us | GB/s |\n|---|---|---|\n");
+    std::vector<double> dec_us;
+    for (const DecodeKind& d : {plain, piped}) {
+        dp.pipelined = d.pipelined;
+        const double us = time_on_main([&] { cu::attention_decode(dp, dws.ptr, main_s); });
+        dec_us.push_back(us);
+        std::printf("| %s | %.1f | %.0f |\n", d.name, us, bytes / (us * 1e-6) / 1e9);
+    }
+    std::printf("\n| prefill kernel | decode kernel | prefill alone us | decode alone us | sum us | together us | hidden us | together / sum |\n"
+                "|---|---|---|---|---|---|---|---|\n");
+    for (const Kernel& k : {Kernel{0, 64, true, "wgmma 64ws"}, Kernel{0, 64, false, "wgmma 64"}}) {
+        cu::AttentionPrefillParams p;
+        p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr, p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
+        p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1, p.n_heads = nh, p.n_kv_heads = nkv;
+        p.head_dim = D, p.max_seqlen_q = fresh, p.causal = true, p.n_splits = 1;  // no split-KV where the branch overlaps (the engine's rule)
+        k.apply(p);
+        const double pre_us = time_on_main([&] { cu::attention_prefill(p, main_s); });
+        int di = 0;
+        for (const DecodeKind& d : {plain, piped}) {
+            dp.pipelined = d.pipelined;
+            auto pair = [&] {
+                SURF_CUDA_CHECK(cudaEventRecord(fork, main_s));
+                SURF_CUDA_CHECK(cudaStreamWaitEvent(pre_s, fork, 0));
+                cu::attention_prefill(p, pre_s);
+                cu::attention_decode(dp, dws.ptr, main_s);
+                SURF_CUDA_CHECK(cudaEventRecord(join, pre_s));
+                SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, join, 0));
+            };
+            const double both_us = time_on_main(pair), sum = pre_us + dec_us[di++];
+            const int64_t bad = count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
+            std::printf("| %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n", k.name, d.name, pre_us, sum - pre_us, sum, both_us, sum - both_us,
+                        both_us / sum, bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
+            std::fflush(stdout);
+        }
+    }
+    SURF_CUDA_CHECK(cudaEventDestroy(fork));
+    SURF_CUDA_CHECK(cudaEventDestroy(join));
+    SURF_CUDA_CHECK(cudaStreamDestroy(pre_s));
+    SURF_CUDA_CHECK(cudaStreamDestroy(main_s));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     int reps = 20;
+    bool pair = false;
     std::string only_kernel, only_case;  // empty = all
     for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+        if (std::strcmp(argv[i], "--pair") == 0) {
+            pair = true;
+        } else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
             reps = std::max(1, std::atoi(argv[++i]));
         } else if (std::strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
             only_kernel = argv[++i];
         } else if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
             only_case = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"] [--case NAME]\n");
+            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"] [--case NAME] | --pair\n");
             return 2;
         }
     }
@@ -180,6 +293,10 @@ int main(int argc, char** argv) {
     SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("# %s, %d SMs; mean of %d launches after 3 warm-ups\n", prop.name, prop.multiProcessorCount,
                 reps);
+    if (pair) {
+        bench_pair(924, 5000, 100, reps);
+        return 0;
+    }
     std::printf("| case   | shape%48s| kernel    |        us | TFLOP/s | output |\n", "");
     std::printf("|--------|%s|-----------|-----------|---------|--------|\n", std::string(54, '-').c_str());
     for (const Kernel& k : {Kernel{16, 0, false, "mma 16"}, Kernel{32, 0, false, "mma 32"}, Kernel{0, 64, false, "wgmma 64"},

@@ -397,6 +397,19 @@ int main(int argc, char** argv) {
             std::printf("\nmixed step with the prefill attention %s: %.2f ms (%+.1f%% against %.2f)\n",
                         ws_other.attention_wgmma_warp_specialized ? "warp-specialized" : "not warp-specialized", ws_ms,
                         100.0 * (ws_ms - mixed_ms) / mixed_ms, mixed_ms);
+            // The two attention knobs of mixed steps the other way round (GpuLimits::attention_ws_beside_decode,
+            // decode_attention_pipelined).
+            GpuLimits beside_other = L;
+            beside_other.attention_ws_beside_decode = !L.attention_ws_beside_decode;
+            const double beside_ms = whole_with(beside_other, mixed_step, model->stream());
+            std::printf("\nmixed step with the prefill attention beside decode rows %s: %.2f ms (%+.1f%% against %.2f)\n",
+                        beside_other.attention_ws_beside_decode ? "warp-specialized" : "on the plain wgmma kernel", beside_ms,
+                        100.0 * (beside_ms - mixed_ms) / mixed_ms, mixed_ms);
+            GpuLimits pipe_other = L;
+            pipe_other.decode_attention_pipelined = !L.decode_attention_pipelined;
+            const double pipe_ms = whole_with(pipe_other, mixed_step, model->stream());
+            std::printf("\nmixed step with the decode attention %s: %.2f ms (%+.1f%% against %.2f)\n",
+                        pipe_other.decode_attention_pipelined ? "pipelined" : "not pipelined", pipe_ms, 100.0 * (pipe_ms - mixed_ms) / mixed_ms, mixed_ms);
             // The Mamba layers' y the other way round (GpuLimits::mamba_y_bf16).
             GpuLimits y_other = L;
             y_other.mamba_y_bf16 = !L.mamba_y_bf16;

@@ -1,6 +1,7 @@
 // GQA decode attention over the paged KV cache (building blocks in attention_flash.cuh): block = all query
-// heads of one kv head (≤ 16 rows) over one partition of the keys; each warp streams its own 32-key tiles;
-// warps merge in shared memory, partitions merge in a second kernel.
+// heads of one kv head (≤ 16 rows) over one partition of the keys; each warp streams its own key tiles (pipelined:
+// 16-key tiles with the next one in flight; plain: one 32-key tile at a time); warps merge in shared memory,
+// partitions merge in a second kernel.
 #include "kernels/cuda/attention_flash.cuh"
 
 namespace surf::kernels::cuda {
@@ -11,17 +12,24 @@ using namespace flash;
 
 // ---- decode -------------------------------------------------------------------------------------------
 
+// Keys a partition is cut in multiples of (the plain kernel's tile); the pipelined kernel's tiles are half that, two
+// buffers a warp.
 constexpr int kDecodeKeys = 32, kDecodeWarps = 4, kDecodeThreads = 32 * kDecodeWarps;
+template <bool PIPE>
+constexpr int decode_tile_keys() {
+    return PIPE ? kDecodeKeys / 2 : kDecodeKeys;
+}
 
 template <int DP>
 size_t decode_smem_bytes() {
     constexpr int ld = DP + 8;
-    const size_t tiles = 16 * ld * 2 + kDecodeWarps * 2 * kDecodeKeys * ld * 2;
+    const size_t tiles = 16 * ld * 2 + kDecodeWarps * 2 * kDecodeKeys * ld * 2;  // either kernel: K and V, 32 keys a warp
     const size_t merge = kDecodeWarps * (16 * DP + 32) * 4 + 16 * ld * 2;
     return std::max(tiles, merge);
 }
 
-template <int DP>
+// PIPE: tiles of 16 keys, two buffers a warp, the next tile's copies issued before the current tile's math.
+template <int DP, bool PIPE>
 __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(AttentionDecodeParams p, float scale_log2,
                                                                           int64_t q_stride, int n_splits,
                                                                           int64_t part, float* ws_o, float* ws_lse) {
@@ -43,23 +51,43 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
     detail::cp_async_commit();
     const KvSource src{p.k_cache, p.v_cache, p.block_table + b * p.max_pages_per_seq, p.page_size,
                        p.max_pages_per_seq, p.n_kv_heads * p.head_dim, kvh * p.head_dim, 0};
-    bf16* Ks = Qs + 16 * ld + warp * 2 * kDecodeKeys * ld;
-    bf16* Vs = Ks + kDecodeKeys * ld;
+    constexpr int kKeys = decode_tile_keys<PIPE>(), kStride = kDecodeWarps * kKeys;
+    // This warp's buffers: [2][kKeys][ld] K then [2][kKeys][ld] V (PIPE), or one [32][ld] K and V.
+    bf16* Kw = Qs + 16 * ld + warp * 2 * kDecodeKeys * ld;
+    bf16* Vw = Kw + kDecodeKeys * ld;
     detail::cp_async_wait<0>();
     __syncthreads();
     uint32_t qf[DP / 16][4];
     load_q_frags<DP>(qf, Qs, ld);
     WarpFlash<DP> st;
     st.init();
-    for (int64_t kb = start + warp * kDecodeKeys; kb < end; kb += kDecodeWarps * kDecodeKeys) {
-        load_kv_tile<DP, kDecodeKeys>(src, kb, end, D, Ks, Vs, ld, lane, 32);
+    int64_t kb = start + warp * kKeys;
+    if constexpr (PIPE) {
+        if (kb < end) load_kv_tile<DP, kKeys>(src, kb, end, D, Kw, Vw, ld, lane, 32);
         detail::cp_async_commit();
-        detail::cp_async_wait<0>();
+    }
+    for (int buf = 0; kb < end; kb += kStride, buf ^= PIPE ? 1 : 0) {  // one buffer without PIPE
+        bf16* Ks = Kw + buf * kKeys * ld;
+        bf16* Vs = Vw + buf * kKeys * ld;
+        if constexpr (PIPE) {
+            if (kb + kStride < end) {  // the next tile into the other buffer (its math two iterations ago is done: __syncwarp below)
+                load_kv_tile<DP, kKeys>(src, kb + kStride, end, D, Kw + (buf ^ 1) * kKeys * ld, Vw + (buf ^ 1) * kKeys * ld, ld, lane, 32);
+                detail::cp_async_commit();
+                detail::cp_async_wait<1>();
+            } else {
+                detail::cp_async_wait<0>();
+            }
+        } else {
+            load_kv_tile<DP, kKeys>(src, kb, end, D, Ks, Vs, ld, lane, 32);
+            detail::cp_async_commit();
+            detail::cp_async_wait<0>();
+        }
         __syncwarp();
-        const int lim = clamp_lim(end - kb, kDecodeKeys);
-        st.template attend<kDecodeKeys>(qf, Ks, Vs, ld, lim, lim, scale_log2);
+        const int lim = clamp_lim(end - kb, kKeys);
+        st.template attend<kKeys>(qf, Ks, Vs, ld, lim, lim, scale_log2);
         __syncwarp();
     }
+    if constexpr (PIPE) detail::cp_async_wait<0>();
     st.reduce_l();
     __syncthreads();  // tiles are dead; reuse shared memory for the warp merge
     float* mo = reinterpret_cast<float*>(smem_raw);     // [warps][16][DP]
@@ -146,17 +174,24 @@ DecodePlan plan_decode(const AttentionDecodeParams& p) {
     return {static_cast<int>(splits), part};
 }
 
-template <int DP>
+template <int DP, bool PIPE>
 void launch_decode(const AttentionDecodeParams& p, float scale_log2, int64_t q_stride, const DecodePlan& plan,
                    float* ws_o, float* ws_lse, cudaStream_t stream) {
     const size_t smem = decode_smem_bytes<DP>();
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel<DP, PIPE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
     const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(p.n_kv_heads),
                     static_cast<unsigned>(p.batch));
-    attention_decode_kernel<DP><<<grid, kDecodeThreads, smem, stream>>>(p, scale_log2, q_stride, plan.splits,
-                                                                        plan.part, ws_o, ws_lse);
+    attention_decode_kernel<DP, PIPE><<<grid, kDecodeThreads, smem, stream>>>(p, scale_log2, q_stride, plan.splits,
+                                                                              plan.part, ws_o, ws_lse);
     SURF_CUDA_CHECK_LAUNCH();
+}
+
+template <int DP>
+void launch_decode_dp(const AttentionDecodeParams& p, float scale_log2, int64_t q_stride, const DecodePlan& plan,
+                      float* ws_o, float* ws_lse, cudaStream_t stream) {
+    if (p.pipelined) launch_decode<DP, true>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream);
+    else launch_decode<DP, false>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream);
 }
 
 }  // namespace
@@ -189,10 +224,10 @@ void attention_decode(const AttentionDecodeParams& p, void* workspace, cudaStrea
     const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
     const float scale_log2 = scale * kLog2e;
     switch (dp) {
-        case 16: launch_decode<16>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
-        case 48: launch_decode<48>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
-        case 80: launch_decode<80>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
-        default: launch_decode<128>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
+        case 16: launch_decode_dp<16>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
+        case 48: launch_decode_dp<48>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
+        case 80: launch_decode_dp<80>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
+        default: launch_decode_dp<128>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
     }
     if (plan.splits > 1) {
         attention_decode_combine_kernel<<<static_cast<unsigned>(p.batch * p.n_heads), 128, 0, stream>>>(

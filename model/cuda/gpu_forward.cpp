@@ -376,7 +376,7 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         ap.n_splits = limits_.attention_splits && !overlap ? 0 : 1;
         ap.rows_per_warp = limits_.attention_rows_per_warp;
         ap.wgmma_key_tile = limits_.attention_wgmma_keys;
-        ap.wgmma_warp_specialized = limits_.attention_wgmma_warp_specialized;
+        ap.wgmma_warp_specialized = limits_.attention_wgmma_warp_specialized && (!overlap || limits_.attention_ws_beside_decode);
         auto timed = timer_.scope("attn.prefill", pre_stream);
         kc::attention_prefill(ap, pre_stream);
     }
@@ -385,6 +385,7 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         dp.q = qkv, dp.q_stride = qkv_dim, dp.out = out, dp.k_cache = k_cache_[li].as<bf16>(), dp.v_cache = v_cache_[li].as<bf16>();
         dp.block_table = st.bt_dec, dp.seq_lens = st.lens_dec, dp.page_size = limits_.page_size, dp.max_pages_per_seq = st.max_pages;
         dp.batch = st.n_dec, dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = hd, dp.max_seq_len = st.max_len;
+        dp.pipelined = limits_.decode_attention_pipelined;
         SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
         auto timed = timer_.scope("attn.decode", stream_);
         kc::attention_decode(dp, decode_ws_.get(), stream_);

@@ -111,6 +111,17 @@ struct GpuLimits {
     // (key tile 64, not warp-specialized) → 66.7 µs (key tile 128, TMA; 77.6 at key tile 64, 84.4 with cp.async).
     bool attention_wgmma_warp_specialized = true;
     bool vit_attention_wgmma_warp_specialized = true;
+    // Where a mixed step's attention branches overlap, the language model's prefill attention on the warp-specialized
+    // kernel (one 384-thread block fills an SM) instead of the plain wgmma kernel (two 256-thread blocks an SM, whose
+    // SMs a decode-attention block can share as the blocks come and go). H100 (bench_attention --pair: one 924-token
+    // chunk on 5,000 keys beside 100 decode rows on 5,000): alone the warp-specialized kernel is faster (383–396 vs
+    // 436 µs), beside the decode the plain one (pair 1,021–1,028 vs 1,057–1,059 µs with the pipelined decode). Off:
+    // the plain kernel beside decode rows; steps without decode rows keep attention_wgmma_warp_specialized.
+    bool attention_ws_beside_decode = false;
+    // The decode attention's pipelined kernel (AttentionDecodeParams::pipelined: each warp's next 16-key tile in flight
+    // while it multiplies the current one). Off: one 32-key tile a warp at a time (A/B). Decode graphs keep the kernel
+    // they were captured with.
+    bool decode_attention_pipelined = true;
     // The Mamba layers' scan / state-update output y, which the gated norm reads, stored as bf16 instead of fp32 (as
     // the mamba_ssm kernels return it; HF's pure-PyTorch path, our parity reference, keeps fp32): 21 instead of 42 MB
     // a layer written and read at 1,024 rows. H100, session 8 (bench_step, 100 decode rows + a 924-token chunk):
@@ -151,7 +162,7 @@ public:
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
-    // *attention_wgmma_warp_specialized, vit_gelu_in_gemm, mamba_y_bf16)
+    // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, vit_gelu_in_gemm, mamba_y_bf16)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
     void set_step_knobs(const GpuLimits& from) {
@@ -168,6 +179,8 @@ public:
         limits_.vit_attention_wgmma_keys = from.vit_attention_wgmma_keys;
         limits_.attention_wgmma_warp_specialized = from.attention_wgmma_warp_specialized;
         limits_.vit_attention_wgmma_warp_specialized = from.vit_attention_wgmma_warp_specialized;
+        limits_.attention_ws_beside_decode = from.attention_ws_beside_decode;
+        limits_.decode_attention_pipelined = from.decode_attention_pipelined;
         limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
         limits_.mamba_y_bf16 = from.mamba_y_bf16;
     }

@@ -207,19 +207,27 @@ TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split c
             std::vector<int32_t> seq_lens(lens.begin(), lens.end());
             DeviceBuffer<bf16> dq(to_bf16(q)), dk(to_bf16(cache.k)), dv(to_bf16(cache.v)), dout(batch * qw);
             DeviceBuffer<int32_t> dbt(cache.block_table), dlens(seq_lens);
-            for (int32_t splits : {0, 1, 7}) {
-                cu::AttentionDecodeParams p;
-                p.q = dq.get(); p.out = dout.get(); p.k_cache = dk.get(); p.v_cache = dv.get();
-                p.block_table = dbt.get(); p.seq_lens = dlens.get(); p.page_size = page_size;
-                p.max_pages_per_seq = cache.max_pages; p.batch = batch; p.n_heads = hd.n_heads;
-                p.n_kv_heads = hd.n_kv; p.head_dim = hd.D; p.max_seq_len = 4096; p.n_splits = splits;
-                DeviceBuffer<uint8_t> ws(std::max<size_t>(cu::attention_decode_workspace_bytes(p), 1));
-                ws.poison();
-                dout.poison();
-                cu::attention_decode(p, ws.get(), nullptr);
-                compare(std::string("attention_decode ") + hd.name + " page " + std::to_string(page_size) + " splits " +
-                            std::to_string(cu::attention_decode_splits(p)),
-                        to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
+            // The plain kernel (one 32-key tile a warp) and the pipelined one (16-key tiles, two a warp in flight).
+            struct Variant {
+                bool pipelined;
+                const char* name;
+            };
+            for (const Variant& v : {Variant{false, " plain"}, Variant{true, " pipelined"}}) {
+                for (int32_t splits : {0, 1, 7}) {
+                    cu::AttentionDecodeParams p;
+                    p.q = dq.get(); p.out = dout.get(); p.k_cache = dk.get(); p.v_cache = dv.get();
+                    p.block_table = dbt.get(); p.seq_lens = dlens.get(); p.page_size = page_size;
+                    p.max_pages_per_seq = cache.max_pages; p.batch = batch; p.n_heads = hd.n_heads;
+                    p.n_kv_heads = hd.n_kv; p.head_dim = hd.D; p.max_seq_len = 4096; p.n_splits = splits;
+                    p.pipelined = v.pipelined;
+                    DeviceBuffer<uint8_t> ws(std::max<size_t>(cu::attention_decode_workspace_bytes(p), 1));
+                    ws.poison();
+                    dout.poison();
+                    cu::attention_decode(p, ws.get(), nullptr);
+                    compare(std::string("attention_decode ") + hd.name + " page " + std::to_string(page_size) + " splits " +
+                                std::to_string(cu::attention_decode_splits(p)) + v.name,
+                            to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
+                }
             }
         }
     }
