@@ -194,7 +194,11 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps) {
     dp.q = q_dec.ptr, dp.out = out_dec.ptr, dp.k_cache = kc.ptr, dp.v_cache = vc.ptr, dp.block_table = bt_dec.ptr, dp.seq_lens = lens_dec.ptr;
     dp.page_size = page, dp.max_pages_per_seq = pages_dec, dp.batch = rows, dp.n_heads = nh, dp.n_kv_heads = nkv, dp.head_dim = D;
     dp.max_seq_len = past;
+    constexpr int32_t kMostDecodeSplits = 8;
+    dp.n_splits = kMostDecodeSplits;  // the workspace for the most splits a row below forces
     Buffer<uint8_t> dws(cu::attention_decode_workspace_bytes(dp));
+    dp.n_splits = 0;
+    Buffer<uint8_t> pws(cu::attention_prefill_workspace_bytes(fresh, nh, D, 2));
 
     int lo = 0, hi = 0;
     SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
@@ -223,31 +227,35 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps) {
     const double bytes = 2.0 * rows * past * nkv * D * 2;  // K and V read once
     struct DecodeKind {
         bool pipelined;
+        int32_t splits;  // 0 = the kernel's rule
         const char* name;
     };
-    const DecodeKind plain{false, "plain"}, piped{true, "pipelined"};
+    const std::vector<DecodeKind> decode_kinds{{false, 0, "plain"}, {true, 0, "pipelined"}, {true, 4, "pipelined, 4 splits"},
+                                               {true, kMostDecodeSplits, "pipelined, 8 splits"}};
     std::printf("\n### --pair: prefill of %lld new tokens on %lld past (highest-priority stream) beside decode of %lld rows on %lld past (%d splits)\n\n",
                 (long long)fresh, (long long)past, (long long)rows, (long long)past, cu::attention_decode_splits(dp));
     std::printf("| decode kernel | alone us | GB/s |\n|---|---|---|\n");
     std::vector<double> dec_us;
-    for (const DecodeKind& d : {plain, piped}) {
-        dp.pipelined = d.pipelined;
+    for (const DecodeKind& d : decode_kinds) {
+        dp.pipelined = d.pipelined, dp.n_splits = d.splits;
         const double us = time_on_main([&] { cu::attention_decode(dp, dws.ptr, main_s); });
         dec_us.push_back(us);
         std::printf("| %s | %.1f | %.0f |\n", d.name, us, bytes / (us * 1e-6) / 1e9);
     }
-    std::printf("\n| prefill kernel | decode kernel | prefill alone us | decode alone us | sum us | together us | hidden us | together / sum |\n"
+    std::printf("\n| prefill kernel (split-KV) | decode kernel | prefill alone us | decode alone us | sum us | together us | hidden us | together / sum |\n"
                 "|---|---|---|---|---|---|---|---|\n");
-    for (const Kernel& k : {Kernel{0, 64, true, "wgmma 64ws"}, Kernel{0, 64, false, "wgmma 64"}}) {
+    for (const auto& [k, pre_splits] : std::vector<std::pair<Kernel, int>>{
+             {Kernel{0, 64, true, "wgmma 64ws"}, 1}, {Kernel{0, 64, false, "wgmma 64"}, 1}, {Kernel{0, 64, false, "wgmma 64"}, 2}}) {
         cu::AttentionPrefillParams p;
         p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr, p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
         p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1, p.n_heads = nh, p.n_kv_heads = nkv;
-        p.head_dim = D, p.max_seqlen_q = fresh, p.causal = true, p.n_splits = 1;  // no split-KV where the branch overlaps (the engine's rule)
+        p.head_dim = D, p.max_seqlen_q = fresh, p.causal = true, p.n_splits = pre_splits;  // the engine: 1 where the branch overlaps
+        p.workspace = pws.ptr, p.workspace_bytes = cu::attention_prefill_workspace_bytes(fresh, nh, D, 2), p.n_tok_q = fresh, p.max_seqlen_k = len_pre;
         k.apply(p);
         const double pre_us = time_on_main([&] { cu::attention_prefill(p, main_s); });
         int di = 0;
-        for (const DecodeKind& d : {plain, piped}) {
-            dp.pipelined = d.pipelined;
+        for (const DecodeKind& d : decode_kinds) {
+            dp.pipelined = d.pipelined, dp.n_splits = d.splits;
             auto pair = [&] {
                 SURF_CUDA_CHECK(cudaEventRecord(fork, main_s));
                 SURF_CUDA_CHECK(cudaStreamWaitEvent(pre_s, fork, 0));
@@ -258,7 +266,7 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps) {
             };
             const double both_us = time_on_main(pair), sum = pre_us + dec_us[di++];
             const int64_t bad = count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
-            std::printf("| %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n", k.name, d.name, pre_us, sum - pre_us, sum, both_us, sum - both_us,
+            std::printf("| %s (%d) | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n", k.name, pre_splits, d.name, pre_us, sum - pre_us, sum, both_us, sum - both_us,
                         both_us / sum, bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
             std::fflush(stdout);
         }

@@ -114,8 +114,9 @@ struct GpuLimits {
     // Where a mixed step's attention branches overlap, the language model's prefill attention on the warp-specialized
     // kernel (one 384-thread block fills an SM) instead of the plain wgmma kernel (two 256-thread blocks an SM, whose
     // SMs a decode-attention block can share as the blocks come and go). H100 (bench_attention --pair: one 924-token
-    // chunk on 5,000 keys beside 100 decode rows on 5,000): alone the warp-specialized kernel is faster (383–396 vs
-    // 436 µs), beside the decode the plain one (pair 1,021–1,028 vs 1,057–1,059 µs with the pipelined decode). Off:
+    // chunk on 5,000 keys beside 100 decode rows on 5,000): alone the warp-specialized kernel is faster (382–396 vs
+    // 428–438 µs), beside the decode the plain one (pair 1,021–1,029 µs, against 1,052–1,059 warp-specialized with the
+    // same pipelined decode). Serving C = 100 (with the pipelined decode): 16,624 / 16,578 → 16,726 / 16,685 tok/s. Off:
     // the plain kernel beside decode rows; steps without decode rows keep attention_wgmma_warp_specialized.
     bool attention_ws_beside_decode = false;
     // The decode attention's pipelined kernel (AttentionDecodeParams::pipelined: each warp's next 16-key tile in flight
