@@ -15,8 +15,10 @@
 // --pair: only the mixed step's attention layer as the engine issues it (GpuLimits::overlap_attention_branches):
 // the chunk's prefill (one 924-token chunk on 5,000 cached keys) on a stream of the highest priority and the decode
 // rows' attention (100 rows, 5,000 keys each) on another, each alone and the two together, per prefill kernel
-// (warp-specialized: one block fills an SM; plain wgmma: two blocks an SM) and decode kernel (plain, pipelined:
-// AttentionDecodeParams::pipelined): which pairing shares SMs best (GpuLimits::attention_ws_beside_decode).
+// (warp-specialized: one block fills an SM; plain wgmma: two blocks an SM; split-KV 1 or 2) and decode kernel (plain,
+// pipelined: AttentionDecodeParams::pipelined; split count auto, 4, 8), issued together or with the prefill's blocks
+// placed first ("first": the decode waits for a tiny kernel on the prefill stream): which pairing shares SMs best
+// (GpuLimits::attention_ws_beside_decode).
 // Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel / case, e.g. under ncu) | --pair
 #include <algorithm>
 #include <cmath>
@@ -232,6 +234,7 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps) {
     };
     const std::vector<DecodeKind> decode_kinds{{false, 0, "plain"}, {true, 0, "pipelined"}, {true, 4, "pipelined, 4 splits"},
                                                {true, kMostDecodeSplits, "pipelined, 8 splits"}};
+    Buffer<bf16> marker(1024);  // "prefill first": a tiny kernel on the prefill stream that the decode waits for
     std::printf("\n### --pair: prefill of %lld new tokens on %lld past (highest-priority stream) beside decode of %lld rows on %lld past (%d splits)\n\n",
                 (long long)fresh, (long long)past, (long long)rows, (long long)past, cu::attention_decode_splits(dp));
     std::printf("| decode kernel | alone us | GB/s |\n|---|---|---|\n");
@@ -242,10 +245,17 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps) {
         dec_us.push_back(us);
         std::printf("| %s | %.1f | %.0f |\n", d.name, us, bytes / (us * 1e-6) / 1e9);
     }
-    std::printf("\n| prefill kernel (split-KV) | decode kernel | prefill alone us | decode alone us | sum us | together us | hidden us | together / sum |\n"
+    std::printf("\n\"first\": the prefill stream runs a tiny kernel, the decode waits for it, so the prefill's blocks are placed before the "
+                "decode's\n\n| prefill kernel (split-KV) | decode kernel | prefill alone us | decode alone us | sum us | together us | hidden us | together / sum |\n"
                 "|---|---|---|---|---|---|---|---|\n");
-    for (const auto& [k, pre_splits] : std::vector<std::pair<Kernel, int>>{
-             {Kernel{0, 64, true, "wgmma 64ws"}, 1}, {Kernel{0, 64, false, "wgmma 64"}, 1}, {Kernel{0, 64, false, "wgmma 64"}, 2}}) {
+    struct PrefillKind {
+        Kernel k;
+        int pre_splits;
+        bool first;
+    };
+    for (const auto& [k, pre_splits, first] : std::vector<PrefillKind>{
+             {Kernel{0, 64, true, "wgmma 64ws"}, 1, false}, {Kernel{0, 64, false, "wgmma 64"}, 1, false}, {Kernel{0, 64, false, "wgmma 64"}, 2, false},
+             {Kernel{0, 64, true, "wgmma 64ws"}, 1, true}, {Kernel{0, 64, false, "wgmma 64"}, 1, true}}) {
         cu::AttentionPrefillParams p;
         p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr, p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
         p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1, p.n_heads = nh, p.n_kv_heads = nkv;
@@ -253,20 +263,28 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps) {
         p.workspace = pws.ptr, p.workspace_bytes = cu::attention_prefill_workspace_bytes(fresh, nh, D, 2), p.n_tok_q = fresh, p.max_seqlen_k = len_pre;
         k.apply(p);
         const double pre_us = time_on_main([&] { cu::attention_prefill(p, main_s); });
-        int di = 0;
-        for (const DecodeKind& d : decode_kinds) {
+        for (size_t di = 0; di < decode_kinds.size(); ++di) {
+            const DecodeKind& d = decode_kinds[di];
+            if (pre_splits != 1 && d.splits != 0) continue;  // split-KV prefill: beside the decode's own split rule only
             dp.pipelined = d.pipelined, dp.n_splits = d.splits;
             auto pair = [&] {
                 SURF_CUDA_CHECK(cudaEventRecord(fork, main_s));
                 SURF_CUDA_CHECK(cudaStreamWaitEvent(pre_s, fork, 0));
+                if (first) {
+                    cu::UniformFillParams f;
+                    f.x = marker.ptr, f.n = 1024, f.seed = 8;
+                    cu::uniform_fill(f, pre_s);
+                    SURF_CUDA_CHECK(cudaEventRecord(fork, pre_s));
+                    SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, fork, 0));
+                }
                 cu::attention_prefill(p, pre_s);
                 cu::attention_decode(dp, dws.ptr, main_s);
                 SURF_CUDA_CHECK(cudaEventRecord(join, pre_s));
                 SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, join, 0));
             };
-            const double both_us = time_on_main(pair), sum = pre_us + dec_us[di++];
+            const double both_us = time_on_main(pair), sum = pre_us + dec_us[di];
             const int64_t bad = count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
-            std::printf("| %s (%d) | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n", k.name, pre_splits, d.name, pre_us, sum - pre_us, sum, both_us, sum - both_us,
+            std::printf("| %s (%d)%s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n", k.name, pre_splits, first ? " first" : "", d.name, pre_us, sum - pre_us, sum, both_us, sum - both_us,
                         both_us / sum, bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
             std::fflush(stdout);
         }
