@@ -71,16 +71,17 @@ Buffer<int32_t> upload(const std::vector<int32_t>& v) {
     return b;
 }
 
-// Mean µs per launch over `reps` launches after 3 warm-up launches.
+// Mean µs per launch over `reps` launches after 3 warm-up launches, timed by events on `stream` (where fn issues, or
+// joins what it issues elsewhere).
 template <typename Fn>
-double time_us(Fn&& fn, int reps) {
+double time_us(Fn&& fn, int reps, cudaStream_t stream = nullptr) {
     for (int i = 0; i < 3; ++i) fn();
     cudaEvent_t a, b;
     SURF_CUDA_CHECK(cudaEventCreate(&a));
     SURF_CUDA_CHECK(cudaEventCreate(&b));
-    SURF_CUDA_CHECK(cudaEventRecord(a));
+    SURF_CUDA_CHECK(cudaEventRecord(a, stream));
     for (int i = 0; i < reps; ++i) fn();
-    SURF_CUDA_CHECK(cudaEventRecord(b));
+    SURF_CUDA_CHECK(cudaEventRecord(b, stream));
     SURF_CUDA_CHECK(cudaEventSynchronize(b));
     float ms = 0.0f;
     SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
@@ -210,22 +211,8 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps) {
     cudaEvent_t fork, join;
     SURF_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
     SURF_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-    // Mean µs per run of `fn` (which issues on main_s, forking to pre_s where it pairs) over reps after 3 warm-ups.
-    auto time_on_main = [&](const std::function<void()>& fn) {
-        for (int i = 0; i < 3; ++i) fn();
-        cudaEvent_t a, b;
-        SURF_CUDA_CHECK(cudaEventCreate(&a));
-        SURF_CUDA_CHECK(cudaEventCreate(&b));
-        SURF_CUDA_CHECK(cudaEventRecord(a, main_s));
-        for (int i = 0; i < reps; ++i) fn();
-        SURF_CUDA_CHECK(cudaEventRecord(b, main_s));
-        SURF_CUDA_CHECK(cudaEventSynchronize(b));
-        float ms = 0.0f;
-        SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-        SURF_CUDA_CHECK(cudaEventDestroy(a));
-        SURF_CUDA_CHECK(cudaEventDestroy(b));
-        return 1e3 * ms / reps;
-    };
+    // Mean µs per run of `fn` (which issues on main_s, forking to pre_s where it pairs and joining back).
+    auto time_on_main = [&](const std::function<void()>& fn) { return time_us(fn, reps, main_s); };
     const double bytes = 2.0 * rows * past * nkv * D * 2;  // K and V read once
     struct DecodeKind {
         bool pipelined;

@@ -389,27 +389,23 @@ int main(int argc, char** argv) {
             std::printf("\nmixed step with the state update staged by %s: %.2f ms (%+.1f%% against %.2f by %s)\n",
                         bulk_other.ssu_bulk_stage ? "bulk copies" : "cp.async", bulk_ms, 100.0 * (bulk_ms - mixed_ms) / mixed_ms, mixed_ms,
                         L.ssu_bulk_stage ? "bulk copies" : "cp.async");
-            // The language model's wgmma prefill attention warp-specialized the other way round
-            // (GpuLimits::attention_wgmma_warp_specialized).
-            GpuLimits ws_other = L;
-            ws_other.attention_wgmma_warp_specialized = !L.attention_wgmma_warp_specialized;
-            const double ws_ms = whole_with(ws_other, mixed_step, model->stream());
-            std::printf("\nmixed step with the prefill attention %s: %.2f ms (%+.1f%% against %.2f)\n",
-                        ws_other.attention_wgmma_warp_specialized ? "warp-specialized" : "not warp-specialized", ws_ms,
-                        100.0 * (ws_ms - mixed_ms) / mixed_ms, mixed_ms);
-            // The two attention knobs of mixed steps the other way round (GpuLimits::attention_ws_beside_decode,
-            // decode_attention_pipelined).
-            GpuLimits beside_other = L;
-            beside_other.attention_ws_beside_decode = !L.attention_ws_beside_decode;
-            const double beside_ms = whole_with(beside_other, mixed_step, model->stream());
-            std::printf("\nmixed step with the prefill attention beside decode rows %s: %.2f ms (%+.1f%% against %.2f)\n",
-                        beside_other.attention_ws_beside_decode ? "warp-specialized" : "on the plain wgmma kernel", beside_ms,
-                        100.0 * (beside_ms - mixed_ms) / mixed_ms, mixed_ms);
-            GpuLimits pipe_other = L;
-            pipe_other.decode_attention_pipelined = !L.decode_attention_pipelined;
-            const double pipe_ms = whole_with(pipe_other, mixed_step, model->stream());
-            std::printf("\nmixed step with the decode attention %s: %.2f ms (%+.1f%% against %.2f)\n",
-                        pipe_other.decode_attention_pipelined ? "pipelined" : "not pipelined", pipe_ms, 100.0 * (pipe_ms - mixed_ms) / mixed_ms, mixed_ms);
+            // One GpuLimits switch the other way round: the whole mixed step against mixed_ms.
+            auto flipped = [&](const std::function<void(GpuLimits&)>& flip, const char* what) {
+                GpuLimits other = L;
+                flip(other);
+                const double ms = whole_with(other, mixed_step, model->stream());
+                std::printf("\nmixed step with %s: %.2f ms (%+.1f%% against %.2f)\n", what, ms, 100.0 * (ms - mixed_ms) / mixed_ms, mixed_ms);
+            };
+            // The language model's wgmma prefill attention warp-specialized the other way round (attention_wgmma_warp_specialized),
+            // the kernel it runs on beside decode rows (attention_ws_beside_decode), the decode attention's pipelining
+            // (decode_attention_pipelined).
+            flipped([](GpuLimits& g) { g.attention_wgmma_warp_specialized = !g.attention_wgmma_warp_specialized; },
+                    L.attention_wgmma_warp_specialized ? "the prefill attention not warp-specialized" : "the prefill attention warp-specialized");
+            flipped([](GpuLimits& g) { g.attention_ws_beside_decode = !g.attention_ws_beside_decode; },
+                    L.attention_ws_beside_decode ? "the prefill attention beside decode rows on the plain wgmma kernel"
+                                                 : "the prefill attention beside decode rows warp-specialized");
+            flipped([](GpuLimits& g) { g.decode_attention_pipelined = !g.decode_attention_pipelined; },
+                    L.decode_attention_pipelined ? "the decode attention not pipelined" : "the decode attention pipelined");
             // The Mamba layers' y the other way round (GpuLimits::mamba_y_bf16).
             GpuLimits y_other = L;
             y_other.mamba_y_bf16 = !L.mamba_y_bf16;
