@@ -70,7 +70,8 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
         bf16* Ks = Kw + buf * kKeys * ld;
         bf16* Vs = Vw + buf * kKeys * ld;
         if constexpr (PIPE) {
-            if (kb + kStride < end) {  // the next tile into the other buffer (its math two iterations ago is done: __syncwarp below)
+            if (kb + kStride < end) {  // the next tile into the other buffer: its last reader, the previous iteration's
+                                       // math, finished before that iteration's closing __syncwarp
                 load_kv_tile<DP, kKeys>(src, kb + kStride, end, D, Kw + (buf ^ 1) * kKeys * ld, Vw + (buf ^ 1) * kKeys * ld, ld, lane, 32);
                 detail::cp_async_commit();
                 detail::cp_async_wait<1>();
