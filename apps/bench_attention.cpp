@@ -19,7 +19,9 @@
 // pipelined: AttentionDecodeParams::pipelined; split count auto, 4, 8), issued together or with the prefill's blocks
 // placed first ("first": the decode waits for a tiny kernel on the prefill stream): which pairing shares SMs best
 // (GpuLimits::attention_ws_beside_decode).
-// Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel / case, e.g. under ncu) | --pair
+// --pair --profile-ranges: after the tables, each pairing once more between cudaProfilerStart / Stop, so that Nsight
+// Compute's range replay (scripts/ncu_attention_pair.sh) measures the two kernels running together as one result.
+// Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel / case, e.g. under ncu) | --pair [--profile-ranges]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -33,6 +35,7 @@
 #include <vector>
 
 #ifdef SURF_HAVE_CUDA
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/cuda_check.h"
@@ -175,7 +178,7 @@ std::vector<int32_t> take_pages(const std::vector<int32_t>& pool, int64_t first,
 
 // The mixed step's attention layer: prefill of one `fresh`-token chunk on `past` keys (highest-priority stream) beside
 // the decode attention of `rows` rows on `past` keys each (another stream), per prefill kernel.
-void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps) {
+void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profile_ranges) {
     const int64_t nh = 40, nkv = 8, D = 128, page = 16, len_pre = past + fresh, pages_pre = (len_pre + page - 1) / page;
     const int64_t pages_dec = (past + page - 1) / page, n_pages = pages_pre + rows * pages_dec;
     std::vector<int32_t> pool(n_pages);
@@ -270,6 +273,17 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps) {
                 SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, join, 0));
             };
             const double both_us = time_on_main(pair), sum = pre_us + dec_us[di];
+            if (profile_ranges && !first && pre_splits == 1 && d.splits == 0) {  // one range each: prefill alone, decode alone, the pair
+                for (const std::function<void()>& run : std::vector<std::function<void()>>{
+                         [&] { cu::attention_prefill(p, main_s); }, [&] { cu::attention_decode(dp, dws.ptr, main_s); }, pair}) {
+                    SURF_CUDA_CHECK(cudaDeviceSynchronize());
+                    SURF_CUDA_CHECK(cudaProfilerStart());
+                    run();
+                    SURF_CUDA_CHECK(cudaDeviceSynchronize());
+                    SURF_CUDA_CHECK(cudaProfilerStop());
+                }
+                std::printf("(profile ranges: %s (%d) / %s: prefill alone, decode alone, together)\n", k.name, pre_splits, d.name);
+            }
             const int64_t bad = count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
             std::printf("| %s (%d)%s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n", k.name, pre_splits, first ? " first" : "", d.name, pre_us, sum - pre_us, sum, both_us, sum - both_us,
                         both_us / sum, bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
@@ -286,11 +300,13 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps) {
 
 int main(int argc, char** argv) {
     int reps = 20;
-    bool pair = false;
+    bool pair = false, profile_ranges = false;
     std::string only_kernel, only_case;  // empty = all
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--pair") == 0) {
             pair = true;
+        } else if (std::strcmp(argv[i], "--profile-ranges") == 0) {
+            profile_ranges = true;
         } else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
             reps = std::max(1, std::atoi(argv[++i]));
         } else if (std::strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
@@ -298,7 +314,7 @@ int main(int argc, char** argv) {
         } else if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
             only_case = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"] [--case NAME] | --pair\n");
+            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"] [--case NAME] | --pair [--profile-ranges]\n");
             return 2;
         }
     }
@@ -307,7 +323,7 @@ int main(int argc, char** argv) {
     std::printf("# %s, %d SMs; mean of %d launches after 3 warm-ups\n", prop.name, prop.multiProcessorCount,
                 reps);
     if (pair) {
-        bench_pair(924, 5000, 100, reps);
+        bench_pair(924, 5000, 100, reps, profile_ranges);
         return 0;
     }
     std::printf("| case   | shape%48s| kernel    |        us | TFLOP/s | output |\n", "");
