@@ -8,11 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"; mkdir -p "$OUT"
-if [ "${NO_BUILD:-0}" != 1 ]; then
-  D="$PWD/.deps"; export PKG_CONFIG_PATH="$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSURF_GPU_ONLY=ON -DSURF_DEPS_PREFIX="$D" -DCMAKE_PREFIX_PATH="$D/usr" > /tmp/ncu_configure.log 2>&1
-  cmake --build build-gpu -j16 --target bench_attention > /tmp/ncu_build.log 2>&1 || { tail -20 /tmp/ncu_build.log; exit 1; }
-fi
+if [ "${NO_BUILD:-0}" != 1 ]; then bash scripts/build_gpu.sh bench_attention || exit 1; fi
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
 C="${CASE:-chunk}"
 IFS=';' read -ra KS <<< "${KERNELS:-wgmma 64ws}"
