@@ -5,11 +5,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"; mkdir -p "$OUT"
-D="$PWD/.deps"
 S="$OUT/summary.txt"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSURF_GPU_ONLY=ON -DSURF_DEPS_PREFIX="$D" -DCMAKE_PREFIX_PATH="$D/usr" > /tmp/configure.log 2>&1 || { tail -20 /tmp/configure.log; exit 1; }
 t0=$(date +%s)
-cmake --build build-gpu -j16 --target gpu_test_kernels_attention bench_attention ${EXTRA_TARGETS:-} > /tmp/build.log 2>&1 || { grep -E "error|FAILED" /tmp/build.log | head -30; exit 1; }
+JOBS=16 bash scripts/build_gpu.sh gpu_test_kernels_attention bench_attention ${EXTRA_TARGETS:-} || exit 1
 echo "build $(( $(date +%s) - t0 )) s" | tee -a "$S"
 if [ "${TEST:-1}" = 1 ]; then
   timeout 240 build-gpu/tests/gpu_test_kernels_attention > "$OUT/gpu_test_kernels_attention.log" 2>&1

@@ -21,24 +21,22 @@ OUT="${OUT:-$ROOT/gpu_out}"; mkdir -p "$OUT"
 S="$OUT/summary.txt"
 [ -d ab_base ] && [ -n "$(find ab_base -type f | head -1)" ] || { echo "gpu_ab: ab_base/ holds no base files (carry it)" | tee -a "$S"; exit 2; }
 D="$ROOT/.deps"
-export PKG_CONFIG_PATH="$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
 BASE=/tmp/ab_base
 rm -rf "$BASE"; mkdir -p "$BASE"
 tar -c --exclude='./build*' --exclude=./.git --exclude=./.deps --exclude=./ab_base . | tar -x -C "$BASE"
 ln -s "$D" "$BASE/.deps"
 (cd ab_base && find . -type f) | while read -r f; do cp "ab_base/$f" "$BASE/$f"; echo "base: $f from ab_base" | tee -a "$S"; done
 LOGS=/tmp/ab_logs; mkdir -p "$LOGS"
-build() {  # $1 tree, $2 log
-  (cd "$1" && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSURF_GPU_ONLY=ON -DSURF_DEPS_PREFIX="$D" \
-     -DCMAKE_PREFIX_PATH="$D/usr" > "$2.configure" 2>&1 && cmake --build build-gpu -j8 --target ${TARGETS:-bench_overlap} > "$2" 2>&1)
+build() {  # $1 tree, $2 its log directory (configure.log, build.log); $2.errors.txt: what a failed build printed
+  LOG_DIR="$2" JOBS=8 bash "$1/scripts/build_gpu.sh" ${TARGETS:-bench_overlap} > "$2.errors.txt" 2>&1
 }
 t0=$(date +%s)
-build "$ROOT" "$LOGS/build_new.log" & pn=$!
-build "$BASE" "$LOGS/build_base.log" & pb=$!
+build "$ROOT" "$LOGS/new" & pn=$!
+build "$BASE" "$LOGS/base" & pb=$!
 wait $pn; rn=$?; wait $pb; rb=$?
 echo "build new rc=$rn base rc=$rb ($(( $(date +%s) - t0 )) s)" | tee -a "$S"
-[ $rn -ne 0 ] && { cat "$LOGS/build_new.log.configure" "$LOGS/build_new.log" | grep -E "rror|FAILED" | head -20 | tee -a "$S"; exit 1; }
-[ $rb -ne 0 ] && { cat "$LOGS/build_base.log.configure" "$LOGS/build_base.log" | grep -E "rror|FAILED" | head -20 | tee -a "$S"; exit 1; }
+[ $rn -ne 0 ] && { head -20 "$LOGS/new.errors.txt" | tee -a "$S"; exit 1; }
+[ $rb -ne 0 ] && { head -20 "$LOGS/base.errors.txt" | tee -a "$S"; exit 1; }
 for t in ${TESTS:-}; do
   lim=$(run_limit 300); [ "$lim" -eq 0 ] && { echo "$t: skipped (call budget spent)" | tee -a "$S"; continue; }
   timeout "$lim" build-gpu/tests/$t > "$OUT/$t.log" 2>&1

@@ -21,12 +21,9 @@ run_limit() {
 }
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"; mkdir -p "$OUT"
-D="$PWD/.deps"
-export PKG_CONFIG_PATH="$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
 S="$OUT/summary.txt"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSURF_GPU_ONLY=ON -DSURF_DEPS_PREFIX="$D" -DCMAKE_PREFIX_PATH="$D/usr" > "$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
 t0=$(date +%s)
-cmake --build build-gpu -j16 --target ${TARGETS:-gpu_test_gpu_forward bench_step surf} > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
+LOG_DIR="$OUT" JOBS=16 bash scripts/build_gpu.sh ${TARGETS:-gpu_test_gpu_forward bench_step surf} || exit 1
 echo "build $(( $(date +%s) - t0 )) s" | tee -a "$S"
 for t in ${TESTS:-gpu_test_gpu_forward}; do
   [ "$t" = none ] && continue

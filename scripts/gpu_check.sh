@@ -6,7 +6,6 @@ cd "$(dirname "$0")/.."
 ROOT="$PWD"
 OUT="${OUT:-$ROOT/gpu_out}"
 mkdir -p "$OUT"
-DEPS="$ROOT/.deps"
 JOBS="$(nproc)"
 status() { echo "$1" | tee -a "$OUT/summary.log"; }
 : > "$OUT/summary.log"
@@ -14,27 +13,17 @@ status() { echo "$1" | tee -a "$OUT/summary.log"; }
 { date -u; nvidia-smi; nvcc --version; cmake --version; } > "$OUT/env.log" 2>&1
 status "card: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
 
-# pkg-config from .deps when the machine has none.
-export PKG_CONFIG_PATH="$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
-extra=()
-if ! command -v pkg-config > /dev/null && [ -x "$DEPS/usr/bin/pkgconf" ]; then
-    export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-    extra+=("-DPKG_CONFIG_EXECUTABLE=$DEPS/usr/bin/pkgconf")
-fi
-
 t0=$(date +%s)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSURF_GPU_ONLY=ON -DSURF_DEPS_PREFIX="$DEPS" \
-    -DCMAKE_PREFIX_PATH="$DEPS/usr" "${extra[@]}" > "$OUT/configure.log" 2>&1
+LOG_DIR="$OUT" bash scripts/build_gpu.sh  # configure only: the targets are read from the build files it writes
 cfg=$?
 status "configure: rc=$cfg ($(( $(date +%s) - t0 ))s)"
-[ $cfg -ne 0 ] && { tail -30 "$OUT/configure.log"; exit 1; }
+[ $cfg -ne 0 ] && exit 1
 
 targets=$(ninja -C build-gpu -t targets all 2>/dev/null | grep -oE '^(gpu_test_[a-z0-9_]+|bench_kernels|bench_attention|bench_step)(:| )' | tr -d ': ' | sort -u)
 t0=$(date +%s)
-cmake --build build-gpu -j"$JOBS" --target $targets > "$OUT/build.log" 2>&1
+LOG_DIR="$OUT" JOBS="$JOBS" bash scripts/build_gpu.sh $targets  # prints the build's error lines if it fails
 brc=$?
 status "build ($(echo $targets | wc -w) targets): rc=$brc ($(( $(date +%s) - t0 ))s)"
-[ $brc -ne 0 ] && { grep -E "error|FAILED" "$OUT/build.log" | head -40; }
 
 # Register/spill report of the kernels (sm_90a); off by default (same nvcc runs on the dev machine and the
 # result is in docs/KERNELS.md), SURF_PTXAS=1 turns it on.
