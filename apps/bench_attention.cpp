@@ -20,7 +20,7 @@
 // placed first ("first": the decode waits for a tiny kernel on the prefill stream): which pairing shares SMs best
 // (GpuLimits::attention_ws_beside_decode).
 // --pair --profile-ranges: after the tables, each pairing once more between cudaProfilerStart / Stop, so that Nsight
-// Compute's range replay (scripts/ncu_attention_pair.sh) measures the two kernels running together as one result.
+// Compute's range replay (scripts/ncu_ranges.sh) measures the two kernels running together as one result.
 // Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel / case, e.g. under ncu) | --pair [--profile-ranges]
 #include <algorithm>
 #include <cmath>
@@ -221,16 +221,17 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         bool pipelined;
         int32_t splits;  // 0 = the kernel's rule
         const char* name;
+        bool evict_first = false;  // AttentionDecodeParams::l2_evict_first
     };
     const std::vector<DecodeKind> decode_kinds{{false, 0, "plain"}, {true, 0, "pipelined"}, {true, 4, "pipelined, 4 splits"},
-                                               {true, kMostDecodeSplits, "pipelined, 8 splits"}};
+                                               {true, kMostDecodeSplits, "pipelined, 8 splits"}, {true, 0, "pipelined, L2 evict-first", true}};
     Buffer<bf16> marker(1024);  // "prefill first": a tiny kernel on the prefill stream that the decode waits for
     std::printf("\n### --pair: prefill of %lld new tokens on %lld past (highest-priority stream) beside decode of %lld rows on %lld past (%d splits)\n\n",
                 (long long)fresh, (long long)past, (long long)rows, (long long)past, cu::attention_decode_splits(dp));
     std::printf("| decode kernel | alone us | GB/s |\n|---|---|---|\n");
     std::vector<double> dec_us;
     for (const DecodeKind& d : decode_kinds) {
-        dp.pipelined = d.pipelined, dp.n_splits = d.splits;
+        dp.pipelined = d.pipelined, dp.n_splits = d.splits, dp.l2_evict_first = d.evict_first;
         const double us = time_on_main([&] { cu::attention_decode(dp, dws.ptr, main_s); });
         dec_us.push_back(us);
         std::printf("| %s | %.1f | %.0f |\n", d.name, us, bytes / (us * 1e-6) / 1e9);
@@ -256,7 +257,7 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         for (size_t di = 0; di < decode_kinds.size(); ++di) {
             const DecodeKind& d = decode_kinds[di];
             if (pre_splits != 1 && d.splits != 0) continue;  // split-KV prefill: beside the decode's own split rule only
-            dp.pipelined = d.pipelined, dp.n_splits = d.splits;
+            dp.pipelined = d.pipelined, dp.n_splits = d.splits, dp.l2_evict_first = d.evict_first;
             auto pair = [&] {
                 SURF_CUDA_CHECK(cudaEventRecord(fork, main_s));
                 SURF_CUDA_CHECK(cudaStreamWaitEvent(pre_s, fork, 0));

@@ -20,7 +20,10 @@
 // with each kernel's span inside the pair (events on its stream): which of the two the pairing stretches.
 // --branches-green N,…: that table, then the pair with each branch held to its own SMs by green contexts (the scan on N,
 // the update on the rest).
-//   bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--bulk-probe | --branches | --branches-green N,N,…]
+// --profile-ranges: in the first and third tables, the GEMM (all SMs and 32 left), the state update, the ViT layer (all
+// SMs) and their pairs run once more each between cudaProfilerStart / Stop, for Nsight Compute's range replay
+// (scripts/ncu_ranges.sh): DRAM, L2 and SM throughput of concurrent kernels together.
+//   bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] [--bulk-probe | --branches | --branches-green N,N,…]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +35,7 @@
 
 #ifdef SURF_HAVE_CUDA
 #include <cuda.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include "kernels/base/error.h"
@@ -274,21 +278,26 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
     };
     std::printf("# bench_overlap --branches on %s: SSD scan of one %lld-token prompt (highest-priority stream) || state update of %lld rows "
                 "(fp32 state, replay window %lld, counts b mod %lld, bulk staging); ms, median of %d\n\n"
-                "| SSD scan | SSU row slices | order | SSD alone | SSU alone | together | SSD span in the pair | SSU span in the pair | "
-                "serial | saved |\n|---|---|---|---|---|---|---|---|---|---|\n",
+                "| SSD scan | SSU row slices | SSU state in L2 | order | SSD alone | SSU alone | together | SSD span in the pair | "
+                "SSU span in the pair | serial | saved |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
                 device, (long long)prefill, (long long)decode, (long long)kWindow, (long long)kWindow, reps);
-    // The wgmma scan (whole heads; compute capability 9.0), then the mma.sync scan in 1 and 2 head-dim slices.
+    // The wgmma scan (whole heads; compute capability 9.0), then the mma.sync scan in 1 and 2 head-dim slices; the
+    // update's state with no L2 hint (row slices auto, whole heads) and evict-first (SsuParams::l2_evict_first, auto).
+    struct SsuKind {
+        int split;
+        bool evict_first;
+    };
     for (int ssd_split : {0, 1, 2}) {
-        for (int ssu_split : {0, 1}) {
+        for (const auto& [ssu_split, evict_first] : {SsuKind{0, false}, SsuKind{1, false}, SsuKind{0, true}}) {
             sd.wgmma = ssd_split == 0;
-            sd.p_split = ssd_split, su.row_split = ssu_split;
+            sd.p_split = ssd_split, su.row_split = ssu_split, su.l2_evict_first = evict_first;
             const Times a_ssd = run(true, false, true), a_ssu = run(false, true, true);
             for (bool ssd_first : {true, false}) {
                 const Times t = run(true, true, ssd_first);
                 const double serial = a_ssd.ssd + a_ssu.ssu;
                 const std::string scan = ssd_split == 0 ? "wgmma" : "mma.sync, " + std::to_string(ssd_split) + " slice(s)";
-                std::printf("| %s | %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% |\n", scan.c_str(), ssu_split ? "1" : "auto",
-                            ssd_first ? "SSD first" : "SSU first", a_ssd.ssd, a_ssu.ssu, t.pair, t.ssd, t.ssu, serial,
+                std::printf("| %s | %s | %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% |\n", scan.c_str(), ssu_split ? "1" : "auto",
+                            evict_first ? "evict-first" : "no hint", ssd_first ? "SSD first" : "SSU first", a_ssd.ssd, a_ssu.ssu, t.pair, t.ssd, t.ssu, serial,
                             100.0 * (serial - t.pair) / serial);
                 std::fflush(stdout);
             }
@@ -299,7 +308,7 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
         std::printf("\n# the same pair with each branch in its own green context: the SSD scan on N SMs, the state update on the "
                     "other SMs; ms, median of %d\n\n| SSD scan | SSD SMs | SSU SMs | SSD alone | SSU alone | together | SSD span in the pair | "
                     "SSU span in the pair | saved against the all-SM pair |\n|---|---|---|---|---|---|---|---|---|\n", reps);
-        su.row_split = 0;
+        su.row_split = 0, su.l2_evict_first = false;
         for (bool wgmma : {true, false}) {
             sd.wgmma = wgmma, sd.p_split = wgmma ? 0 : 1;
             const Times shared = run(true, true, true);
@@ -323,12 +332,13 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
 int main(int argc, char** argv) {
     int64_t decode = 100, prefill = 924;
     int reps = 20;
-    bool bulk_only = false, branches_only = false;
+    bool bulk_only = false, branches_only = false, profile_ranges = false;
     std::vector<unsigned> green_sizes;  // --branches-green N,N,…: the pair also with each branch in a green context
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--bulk-probe") bulk_only = true;
         else if (a == "--branches") branches_only = true;
+        else if (a == "--profile-ranges") profile_ranges = true;
         else if (i + 1 < argc && a == "--branches-green") {
             branches_only = true;
             const std::string list = argv[++i];
@@ -348,7 +358,7 @@ int main(int argc, char** argv) {
         else if (i + 1 < argc && a == "--prefill") prefill = std::atoll(argv[++i]);
         else if (i + 1 < argc && a == "--reps") reps = std::atoi(argv[++i]);
         else {
-            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--bulk-probe | --branches | --branches-green N,N,…]\n");
+            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] [--bulk-probe | --branches | --branches-green N,N,…]\n");
             return 2;
         }
     }
@@ -411,6 +421,16 @@ int main(int argc, char** argv) {
             }
             return median(t);
         };
+        // --profile-ranges: `issue` once between cudaProfilerStart / Stop (one Nsight Compute range), named on stdout.
+        auto profile_range = [&](const char* name, const std::function<void()>& issue) {
+            if (!profile_ranges) return;
+            SURF_CUDA_CHECK(cudaDeviceSynchronize());
+            SURF_CUDA_CHECK(cudaProfilerStart());
+            issue();
+            SURF_CUDA_CHECK(cudaDeviceSynchronize());
+            SURF_CUDA_CHECK(cudaProfilerStop());
+            std::printf("(profile range: %s)\n", name);
+        };
         const double ssu_ms = time_ms([&] { ssu(s_gemm); });
         if (bulk_only) {
             bulk_table(state, decode * slot_floats * 4, sms, reps, time_ms, s_gemm, prop.name);
@@ -430,27 +450,32 @@ int main(int argc, char** argv) {
         for (int spare : {0, 8, 16, 24, 32, 48, 66}) {
             if (spare >= sms) continue;
             cu::GemmContext ctx;
-            ctx.set_autotune(true);
+            ctx.set_autotune(!profile_ranges);  // profiled: the heuristic's plan, the same in every replay
             ctx.set_sm_count_target(spare > 0 ? sms - spare : 0);
             const cu::GemmParams gp{x.as<bf16>(), w.as<bf16>(), nullptr, y.p, cu::DType::kBF16, prefill, kInProj, kHidden};
             const double gemm_ms = time_ms([&] { cu::gemm(ctx, gp, s_gemm); });
             if (spare == 0) full_gemm_ms = gemm_ms;
-            auto pair = [&](bool gemm_first) {
-                return time_ms([&] {
-                    SURF_CUDA_CHECK(cudaEventRecord(e_ssu, s_gemm));
-                    SURF_CUDA_CHECK(cudaStreamWaitEvent(s_ssu, e_ssu, 0));
-                    if (gemm_first) {
-                        cu::gemm(ctx, gp, s_gemm);
-                        ssu(s_ssu);
-                    } else {
-                        ssu(s_ssu);
-                        cu::gemm(ctx, gp, s_gemm);
-                    }
-                    SURF_CUDA_CHECK(cudaEventRecord(e_ssu, s_ssu));
-                    SURF_CUDA_CHECK(cudaStreamWaitEvent(s_gemm, e_ssu, 0));
-                });
+            auto issue_pair = [&](bool gemm_first) {
+                SURF_CUDA_CHECK(cudaEventRecord(e_ssu, s_gemm));
+                SURF_CUDA_CHECK(cudaStreamWaitEvent(s_ssu, e_ssu, 0));
+                if (gemm_first) {
+                    cu::gemm(ctx, gp, s_gemm);
+                    ssu(s_ssu);
+                } else {
+                    ssu(s_ssu);
+                    cu::gemm(ctx, gp, s_gemm);
+                }
+                SURF_CUDA_CHECK(cudaEventRecord(e_ssu, s_ssu));
+                SURF_CUDA_CHECK(cudaStreamWaitEvent(s_gemm, e_ssu, 0));
             };
+            auto pair = [&](bool gemm_first) { return time_ms([&] { issue_pair(gemm_first); }); };
             const double a = pair(true), b = pair(false), serial = full_gemm_ms + ssu_ms;
+            if (spare == 0) profile_range("state update alone", [&] { ssu(s_gemm); });
+            if (spare == 0 || spare == 32) {
+                const std::string tag = spare ? " (GEMM planned for " + std::to_string(sms - spare) + " SMs)" : " (GEMM on all SMs)";
+                profile_range(("in_proj GEMM alone" + tag).c_str(), [&] { cu::gemm(ctx, gp, s_gemm); });
+                profile_range(("in_proj GEMM first || state update" + tag).c_str(), [&] { issue_pair(true); });
+            }
             std::printf("| %d | %.3f (%.0f) | %.3f | %.3f | %.3f | %.0f%% |\n", spare, gemm_ms, gemm_flops / (gemm_ms * 1e-3) / 1e12, a, b, serial,
                         100.0 * (serial - std::min(a, b)) / serial);
             std::fflush(stdout);
@@ -545,29 +570,32 @@ int main(int argc, char** argv) {
         for (int cap : {0, 110, 88, 66}) {
             if (cap >= sms) continue;
             cu::GemmContext vctx;
-            vctx.set_autotune(true);
+            vctx.set_autotune(!profile_ranges);  // profiled: the heuristic's plan, the same in every replay
             vctx.set_sm_count_target(cap);
             const double vit_ms = time_ms([&] { vit_layer(vctx, s_gemm); });
             if (cap == 0) full_vit_ms = vit_ms;
-            auto pair = [&](bool vit_first) {
-                return time_ms([&] {
-                    SURF_CUDA_CHECK(cudaEventRecord(e_ssu, s_gemm));
-                    SURF_CUDA_CHECK(cudaStreamWaitEvent(s_vit, e_ssu, 0));
-                    SURF_CUDA_CHECK(cudaStreamWaitEvent(s_ssu, e_ssu, 0));
-                    if (vit_first) {
-                        vit_layer(vctx, s_vit);
-                        ssu(s_ssu);
-                    } else {
-                        ssu(s_ssu);
-                        vit_layer(vctx, s_vit);
-                    }
-                    for (cudaStream_t st : {s_vit, s_ssu}) {
-                        SURF_CUDA_CHECK(cudaEventRecord(e_ssu, st));
-                        SURF_CUDA_CHECK(cudaStreamWaitEvent(s_gemm, e_ssu, 0));
-                    }
-                });
+            auto issue_pair = [&](bool vit_first) {
+                SURF_CUDA_CHECK(cudaEventRecord(e_ssu, s_gemm));
+                SURF_CUDA_CHECK(cudaStreamWaitEvent(s_vit, e_ssu, 0));
+                SURF_CUDA_CHECK(cudaStreamWaitEvent(s_ssu, e_ssu, 0));
+                if (vit_first) {
+                    vit_layer(vctx, s_vit);
+                    ssu(s_ssu);
+                } else {
+                    ssu(s_ssu);
+                    vit_layer(vctx, s_vit);
+                }
+                for (cudaStream_t st : {s_vit, s_ssu}) {
+                    SURF_CUDA_CHECK(cudaEventRecord(e_ssu, st));
+                    SURF_CUDA_CHECK(cudaStreamWaitEvent(s_gemm, e_ssu, 0));
+                }
             };
+            auto pair = [&](bool vit_first) { return time_ms([&] { issue_pair(vit_first); }); };
             const double a = pair(true), b = pair(false), serial = full_vit_ms + ssu_ms;
+            if (cap == 0) {
+                profile_range("ViT layer alone (all SMs)", [&] { vit_layer(vctx, s_gemm); });
+                profile_range("ViT layer first || state update (all SMs)", [&] { issue_pair(true); });
+            }
             std::printf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% |\n", cap ? std::to_string(cap).c_str() : "all SMs", vit_ms, ssu_ms, a, b,
                         serial, 100.0 * (serial - std::min(a, b)) / serial);
             std::fflush(stdout);

@@ -406,6 +406,8 @@ int main(int argc, char** argv) {
                                                  : "the prefill attention beside decode rows warp-specialized");
             flipped([](GpuLimits& g) { g.decode_attention_pipelined = !g.decode_attention_pipelined; },
                     L.decode_attention_pipelined ? "the decode attention not pipelined" : "the decode attention pipelined");
+            flipped([](GpuLimits& g) { g.l2_evict_first = !g.l2_evict_first; },
+                    L.l2_evict_first ? "the decode rows' state and KV without an L2 hint" : "the decode rows' state and KV evict-first in L2");
             // The Mamba layers' y the other way round (GpuLimits::mamba_y_bf16).
             GpuLimits y_other = L;
             y_other.mamba_y_bf16 = !L.mamba_y_bf16;

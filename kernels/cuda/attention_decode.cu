@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
     // This warp's buffers: [2][kKeys][ld] K then [2][kKeys][ld] V (PIPE), or one [32][ld] K and V.
     bf16* Kw = Qs + 16 * ld + warp * 2 * kDecodeKeys * ld;
     bf16* Vw = Kw + kDecodeKeys * ld;
+    const uint64_t l2 = detail::l2_policy(p.l2_evict_first);
     detail::cp_async_wait<0>();
     __syncthreads();
     uint32_t qf[DP / 16][4];
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
     st.init();
     int64_t kb = start + warp * kKeys;
     if constexpr (PIPE) {
-        if (kb < end) load_kv_tile<DP, kKeys>(src, kb, end, D, Kw, Vw, ld, lane, 32);
+        if (kb < end) load_kv_tile<DP, kKeys>(src, kb, end, D, Kw, Vw, ld, lane, 32, l2);
         detail::cp_async_commit();
     }
     for (int buf = 0; kb < end; kb += kStride, buf ^= PIPE ? 1 : 0) {  // one buffer without PIPE
@@ -72,14 +73,14 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
         if constexpr (PIPE) {
             if (kb + kStride < end) {  // the next tile into the other buffer: its last reader, the previous iteration's
                                        // math, finished before that iteration's closing __syncwarp
-                load_kv_tile<DP, kKeys>(src, kb + kStride, end, D, Kw + (buf ^ 1) * kKeys * ld, Vw + (buf ^ 1) * kKeys * ld, ld, lane, 32);
+                load_kv_tile<DP, kKeys>(src, kb + kStride, end, D, Kw + (buf ^ 1) * kKeys * ld, Vw + (buf ^ 1) * kKeys * ld, ld, lane, 32, l2);
                 detail::cp_async_commit();
                 detail::cp_async_wait<1>();
             } else {
                 detail::cp_async_wait<0>();
             }
         } else {
-            load_kv_tile<DP, kKeys>(src, kb, end, D, Ks, Vs, ld, lane, 32);
+            load_kv_tile<DP, kKeys>(src, kb, end, D, Ks, Vs, ld, lane, 32, l2);
             detail::cp_async_commit();
             detail::cp_async_wait<0>();
         }

@@ -320,18 +320,18 @@ struct KvSource {
     }
 };
 
-// Copies rows [kb, kb + NROWS) of K and V (zeros past `end` and past head_dim) into [NROWS][ld] tiles;
-// `tid`/`nthreads` split the 16-byte chunks.
+// Copies rows [kb, kb + NROWS) of K and V (zeros past `end` and past head_dim) into [NROWS][ld] tiles under the L2
+// cache policy `l2` (detail::l2_policy); `tid`/`nthreads` split the 16-byte chunks.
 template <int DP, int NROWS>
 __device__ __forceinline__ void load_kv_tile(const KvSource& src, int64_t kb, int64_t end, int head_dim, bf16* Ks,
-                                             bf16* Vs, int ld, int tid, int nthreads) {
+                                             bf16* Vs, int ld, int tid, int nthreads, uint64_t l2) {
     constexpr int kChunks = DP / 8;
     for (int c = tid; c < NROWS * kChunks; c += nthreads) {
         const int row = c / kChunks, col = (c % kChunks) * 8;
         const bool ok = kb + row < end && col < head_dim;
         const int64_t off = ok ? src.offset(kb + row) + col : 0;
-        cp_async16(Ks + row * ld + col, src.k + off, ok);
-        cp_async16(Vs + row * ld + col, src.v + off, ok);
+        cp_async16(Ks + row * ld + col, src.k + off, ok, l2);
+        cp_async16(Vs + row * ld + col, src.v + off, ok, l2);
     }
 }
 

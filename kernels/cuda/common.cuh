@@ -70,6 +70,27 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
                  "r"(src_bytes));
 }
+// An L2 cache policy for the accesses below that take one: evict-first for data a step touches once (the decode rows'
+// KV and SSM state: gigabytes a step streaming through the 50 MB L2), so that its lines go before those the step's
+// other kernels reuse (the residual stream, activations, GEMM operand tiles); evict-normal otherwise (= no hint).
+__device__ __forceinline__ uint64_t l2_policy(bool evict_first) {
+    uint64_t policy;
+    if (evict_first) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+// cp_async16 with an L2 cache policy (l2_policy).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid, uint64_t policy) {
+    const int src_bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(smem)), "l"(gmem),
+                 "r"(src_bytes), "l"(policy));
+}
+// A 16-byte global store with an L2 cache policy (l2_policy); gmem 16-byte aligned.
+__device__ __forceinline__ void st_global16(void* gmem, uint4 v, uint64_t policy) {
+    asm volatile("st.global.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(gmem), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w),
+                 "l"(policy)
+                 : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 template <int kPending>
@@ -105,6 +126,16 @@ __device__ __forceinline__ void bulk_copy_to_smem(void* smem, const void* gmem, 
 #if SURF_BULK_COPY_ENABLED
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_addr(smem)),
                  "l"(gmem), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+#endif
+}
+// bulk_copy_to_smem with an L2 cache policy (l2_policy) for the source's lines.
+__device__ __forceinline__ void bulk_copy_to_smem(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar, uint64_t policy) {
+    mbarrier_arrive_expect_tx(bar, bytes);
+#if SURF_BULK_COPY_ENABLED
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+                     smem_addr(smem)),
+                 "l"(gmem), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
                  : "memory");
 #endif
 }

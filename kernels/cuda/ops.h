@@ -245,6 +245,9 @@ struct SsuParams {
     // Each block's state rows staged into shared memory by one bulk copy on the copy engine (TMA, completing on
     // an mbarrier; compute capability ≥ 9.0) instead of 16-byte cp.async by every thread. Same bytes, same math.
     bool bulk_stage = false;
+    // The state's loads and stores marked evict-first in the L2 (detail::l2_policy): a decode step reads each row's state
+    // once, so its ≈ 0.5 GB a layer need not push out what the step's other kernels reuse. Same bytes, same math.
+    bool l2_evict_first = false;
     // Replay (read-mostly decode steps; ReplaySSM, spec/serving.md §1.6), on when replay_window K > 0. The
     // state in slot slots[b] is then the state *before* the slot's replay_count[b] (0 ≤ count < K) pending
     // tokens, whose inputs are kept in `replay`: per slot K entries of ssm_replay_entry_elems(H, P, G, N) bf16,
@@ -366,6 +369,9 @@ struct AttentionDecodeParams {
     // SM hide the copies either way); with fewer blocks an SM, as beside a mixed step's prefill attention, faster
     // (one block an SM: 1,236 vs 1,368 µs), and the pair with the prefill 2–4% shorter.
     bool pipelined = true;
+    // The K/V loads marked evict-first in the L2 (detail::l2_policy): each row's KV is read once a step (2 GB a layer
+    // at 100 rows × 5,000 keys), while a prefill beside it re-reads its own sequence's K/V from the L2.
+    bool l2_evict_first = false;
 };
 int32_t attention_decode_splits(const AttentionDecodeParams& p);
 size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p);

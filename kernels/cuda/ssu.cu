@@ -80,12 +80,13 @@ struct ReplayRowLayout {
 // The block's `bytes` of contiguous state into shared memory: 16-byte cp.async by every thread (one commit
 // group), or (SsuParams::bulk_stage) one bulk copy on the copy engine issued by thread 0, completing on `bar`.
 // Call with the whole block; wait_staged_state then makes the bytes visible to every thread.
-__device__ __forceinline__ void stage_state(unsigned char* smem, const void* state, int bytes, bool bulk, uint64_t* bar) {
+// `l2`: the source lines' L2 cache policy (detail::l2_policy).
+__device__ __forceinline__ void stage_state(unsigned char* smem, const void* state, int bytes, bool bulk, uint64_t* bar, uint64_t l2) {
     if (bulk) {
 #if SURF_BULK_COPY_ENABLED
         if (threadIdx.x == 0) {
             detail::mbarrier_init(bar, 1);
-            detail::bulk_copy_to_smem(smem, state, static_cast<uint32_t>(bytes), bar);
+            detail::bulk_copy_to_smem(smem, state, static_cast<uint32_t>(bytes), bar, l2);
         }
 #else
         __trap();  // the host allows bulk staging on compute capability ≥ 9.0 only
@@ -93,9 +94,15 @@ __device__ __forceinline__ void stage_state(unsigned char* smem, const void* sta
         return;
     }
     for (int i = threadIdx.x; i < bytes / 16; i += kSsuThreads) {
-        detail::cp_async16(smem + i * 16, static_cast<const unsigned char*>(state) + i * 16, true);
+        detail::cp_async16(smem + i * 16, static_cast<const unsigned char*>(state) + i * 16, true, l2);
     }
     detail::cp_async_commit();
+}
+// Stores one 16-byte chunk of state (a Vec<TS>::Raw) under the L2 cache policy `l2`.
+template <typename Raw>
+__device__ __forceinline__ void store_state(void* dst, const Raw& v, uint64_t l2) {
+    static_assert(sizeof(Raw) == 16, "state chunks are 16 bytes");
+    detail::st_global16(dst, *reinterpret_cast<const uint4*>(&v), l2);
 }
 // Waits for stage_state's copy, and is a block barrier (shared-memory writes before it are visible after it).
 __device__ __forceinline__ void wait_staged_state(bool bulk, uint64_t* bar) {
@@ -125,7 +132,8 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p, int row_s
 
     // The state first: nothing it depends on is computed here.
     __shared__ uint64_t stage_bar;
-    stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar);
+    const uint64_t l2 = detail::l2_policy(p.l2_evict_first);
+    stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar, l2);
 
     float dt = detail::softplus(to_float(p.dt_raw[b * p.dt_stride + h]) + p.dt_bias[h]);
     dt = fminf(fmaxf(dt, p.dt_min), p.dt_max);
@@ -157,7 +165,7 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p, int row_s
                 s[j] = dA * s[j] + xv * Bv[j];
                 acc += s[j] * Cv[j];
             }
-            *reinterpret_cast<typename V::Raw*>(S + static_cast<int64_t>(row) * N + n0) = V::pack(s);
+            store_state(S + static_cast<int64_t>(row) * N + n0, V::pack(s), l2);
         }
         // Reduce over the row's lanes (all lanes take part: shuffles need the full warp).
 #pragma unroll
@@ -322,9 +330,10 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     };
     const float bias = p.dt_bias[h], A = p.A[h], Dh = p.D ? p.D[h] : 0.0f;
     // The first round's loads are issued before the state's copy, the rest (long windows only) after it.
+    const uint64_t l2 = detail::l2_policy(p.l2_evict_first);
     auto stage_inputs = [&](auto&& load, auto&& store, int items, int per_round) {
         load(0);
-        stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar);
+        stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar, l2);
         store(0);
         for (int base = per_round; base < items; base += per_round) {
             load(base);
@@ -415,7 +424,7 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
                 }
 #pragma unroll
                 for (int k = 0; k < kChunks; ++k) {
-                    *reinterpret_cast<typename V::Raw*>(S + static_cast<int64_t>(row) * N + col(k)) = V::pack(s[k]);
+                    store_state(S + static_cast<int64_t>(row) * N + col(k), V::pack(s[k]), l2);
                 }
             }
         }

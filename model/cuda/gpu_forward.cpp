@@ -326,6 +326,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state, su.slots = st.slots_dec, su.y = y_at(0), su.y_dtype = y_dtype;
         su.batch = st.n_dec, su.H = H, su.P = P, su.G = G, su.N = N, su.dt_min = c.dt_min, su.dt_max = dt_max, su.row_split = limits_.ssu_split;
         su.bulk_stage = limits_.ssu_bulk_stage;
+        su.l2_evict_first = limits_.l2_evict_first;
         if (st.replay_dec) su.replay = ssm_replay_[li].get(), su.replay_count = st.replay_dec, su.replay_window = limits_.ssm_replay_window;
         auto timed = timer_.scope("mamba.state_update", stream_);
         kc::selective_state_update(su, stream_);
@@ -386,6 +387,7 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         dp.block_table = st.bt_dec, dp.seq_lens = st.lens_dec, dp.page_size = limits_.page_size, dp.max_pages_per_seq = st.max_pages;
         dp.batch = st.n_dec, dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = hd, dp.max_seq_len = st.max_len;
         dp.pipelined = limits_.decode_attention_pipelined;
+        dp.l2_evict_first = limits_.l2_evict_first;
         SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
         auto timed = timer_.scope("attn.decode", stream_);
         kc::attention_decode(dp, decode_ws_.get(), stream_);

@@ -268,6 +268,7 @@ void GpuModel::fold_replay(size_t li, const int32_t* slots, const int32_t* count
     f.batch = n, f.H = c.mamba_n_heads, f.P = c.mamba_head_dim, f.G = c.n_groups, f.N = c.d_state;
     f.dt_min = c.dt_min, f.dt_max = c.dt_upper(), f.row_split = limits_.ssu_split;
     f.bulk_stage = limits_.ssu_bulk_stage;
+    f.l2_evict_first = limits_.l2_evict_first;
     f.replay = ssm_replay_[li].get(), f.replay_count = counts, f.replay_window = limits_.ssm_replay_window;
     kc::ssm_replay_fold(f, stream);
 }

@@ -123,6 +123,11 @@ struct GpuLimits {
     // while it multiplies the current one). Off: one 32-key tile a warp at a time (A/B). Decode graphs keep the kernel
     // they were captured with.
     bool decode_attention_pipelined = true;
+    // The decode rows' once-a-step streams, their SSM state (state update and fold) and their K/V (decode attention),
+    // marked evict-first in the L2 (SsuParams / AttentionDecodeParams::l2_evict_first), so that ≈ 25 GB a mixed step
+    // of them do not push the residual stream, activations and GEMM operand tiles out of the 50 MB L2. Off: no hint
+    // (A/B). Decode graphs keep the setting they were captured with.
+    bool l2_evict_first = true;
     // The Mamba layers' scan / state-update output y, which the gated norm reads, stored as bf16 instead of fp32 (as
     // the mamba_ssm kernels return it; HF's pure-PyTorch path, our parity reference, keeps fp32): 21 instead of 42 MB
     // a layer written and read at 1,024 rows. H100, session 8 (bench_step, 100 decode rows + a 924-token chunk):
@@ -163,7 +168,7 @@ public:
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
-    // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, vit_gelu_in_gemm, mamba_y_bf16)
+    // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
     void set_step_knobs(const GpuLimits& from) {
@@ -182,6 +187,7 @@ public:
         limits_.vit_attention_wgmma_warp_specialized = from.vit_attention_wgmma_warp_specialized;
         limits_.attention_ws_beside_decode = from.attention_ws_beside_decode;
         limits_.decode_attention_pipelined = from.decode_attention_pipelined;
+        limits_.l2_evict_first = from.l2_evict_first;
         limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
         limits_.mamba_y_bf16 = from.mamba_y_bf16;
     }

@@ -207,12 +207,13 @@ TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split c
             std::vector<int32_t> seq_lens(lens.begin(), lens.end());
             DeviceBuffer<bf16> dq(to_bf16(q)), dk(to_bf16(cache.k)), dv(to_bf16(cache.v)), dout(batch * qw);
             DeviceBuffer<int32_t> dbt(cache.block_table), dlens(seq_lens);
-            // The plain kernel (one 32-key tile a warp) and the pipelined one (16-key tiles, two a warp in flight).
+            // The plain kernel (one 32-key tile a warp) and the pipelined one (16-key tiles, two a warp in flight), that
+            // one also with its K/V loads marked evict-first in the L2 (the engine's default).
             struct Variant {
-                bool pipelined;
+                bool pipelined, evict_first;
                 const char* name;
             };
-            for (const Variant& v : {Variant{false, " plain"}, Variant{true, " pipelined"}}) {
+            for (const Variant& v : {Variant{false, false, " plain"}, Variant{true, false, " pipelined"}, Variant{true, true, " pipelined, L2 evict-first"}}) {
                 for (int32_t splits : {0, 1, 7}) {
                     cu::AttentionDecodeParams p;
                     p.q = dq.get(); p.out = dout.get(); p.k_cache = dk.get(); p.v_cache = dv.get();
@@ -220,6 +221,7 @@ TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split c
                     p.max_pages_per_seq = cache.max_pages; p.batch = batch; p.n_heads = hd.n_heads;
                     p.n_kv_heads = hd.n_kv; p.head_dim = hd.D; p.max_seq_len = 4096; p.n_splits = splits;
                     p.pipelined = v.pipelined;
+                    p.l2_evict_first = v.evict_first;
                     DeviceBuffer<uint8_t> ws(std::max<size_t>(cu::attention_decode_workspace_bytes(p), 1));
                     ws.poison();
                     dout.poison();

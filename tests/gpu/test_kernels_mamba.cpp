@@ -379,13 +379,13 @@ TEST_CASE("selective_state_update with replay: staggered rows over 2K + 3 steps 
     }
 }
 
-TEST_CASE("selective_state_update: every staging path (state by cp.async or one bulk copy, inputs in 16-byte chunks or one value a load) gives bit-identical results") {
+TEST_CASE("selective_state_update: every staging path (state by cp.async or one bulk copy, inputs in 16-byte chunks or one value a load, L2 hint or none) gives bit-identical results") {
     // The state reaches shared memory by cp.async or (SsuParams::bulk_stage) one bulk copy; the replay kernel loads its
     // small inputs (this step's and the pending tokens' x, B, C) in 16-byte chunks when every row is 16-byte aligned,
     // else one value a load. The same logical inputs, laid out with a row stride of 12,304 (chunks) and 12,300 elements
     // (not a multiple of 8: one value a load), through the four paths: y, the states and the entries must match bit for
     // bit, for the read-and-write update, a replay step over staggered counts (rows folding and rows storing entries)
-    // and ssm_replay_fold.
+    // and ssm_replay_fold. A last path marks the state's loads and stores evict-first in the L2 (SsuParams::l2_evict_first).
     std::mt19937 rng(27);
     const int64_t H = 128, P = 80, G = 8, N = 128, K = 8, batch = 11, n_slots = 13, width = H * P + 2 * G * N;
     const std::vector<int32_t> slots{3, 0, 12, 7, 1, 5, 9, 2, 10, 4, 8};
@@ -407,8 +407,9 @@ TEST_CASE("selective_state_update: every staging path (state by cp.async or one 
         for (int mode = 0; mode < 3; ++mode) {  // 0 read-and-write update, 1 replay step, 2 replay fold
             std::vector<float> y_ref, state_ref;
             std::vector<bf16> entries_ref;
-            for (int path = 0; path < 2 * n_bulk; ++path) {
-                const bool bulk = path / 2 == 1, chunks = path % 2 == 0;
+            for (int path = 0; path <= 2 * n_bulk; ++path) {
+                const bool evict_first = path == 2 * n_bulk;  // with the engine's staging: bulk where available, chunks
+                const bool bulk = evict_first ? n_bulk == 2 : path / 2 == 1, chunks = evict_first || path % 2 == 0;
                 const int64_t stride = width + (chunks ? 16 : 12);
                 std::vector<float> xbc(static_cast<size_t>(batch * stride), 0.25f);
                 for (int64_t b = 0; b < batch; ++b) std::copy_n(rows.begin() + b * width, width, xbc.begin() + b * stride);
@@ -420,6 +421,7 @@ TEST_CASE("selective_state_update: every staging path (state by cp.async or one 
                                              dA.get(), dD.get(), s32 ? static_cast<void*>(dst32.get()) : dst16.get(), sdt, dslots.get(), dy.get(),
                                              cu::DType::kF32);
                 p.bulk_stage = bulk;
+                p.l2_evict_first = evict_first;
                 if (mode > 0) p.replay = dentries.get(), p.replay_count = dcounts.get(), p.replay_window = K;
                 if (mode == 2) cu::ssm_replay_fold(p, nullptr);
                 else cu::selective_state_update(p, nullptr);
@@ -431,7 +433,7 @@ TEST_CASE("selective_state_update: every staging path (state by cp.async or one 
                 }
                 const std::string tag = std::string(s32 ? "state fp32" : "state bf16") + (mode == 0 ? " update" : mode == 1 ? " replay step" : " replay fold") +
                                         (bulk ? ", bulk copy" : ", cp.async") + (chunks ? ", 16-byte chunks" : ", one value a load") +
-                                        " vs cp.async, 16-byte chunks";
+                                        (evict_first ? ", L2 evict-first" : "") + " vs cp.async, 16-byte chunks";
                 // The fold writes no y: both buffers keep their poison, which compares equal bit for bit too.
                 CHECK_MESSAGE(std::memcmp(y.data(), y_ref.data(), y.size() * 4) == 0, "y " << tag);
                 CHECK_MESSAGE(std::memcmp(state.data(), state_ref.data(), state.size() * 4) == 0, "state " << tag);
