@@ -20,10 +20,12 @@
 // with each kernel's span inside the pair (events on its stream): which of the two the pairing stretches.
 // --branches-green N,…: that table, then the pair with each branch held to its own SMs by green contexts (the scan on N,
 // the update on the rest).
+// --l2-probe (only this): the L2 → SM read ceiling (kernels/cuda/sm_occupier.h, l2_read_probe) over L2-resident buffers,
+// then the in_proj GEMM alone (the heuristic's plan, no tuning) for Nsight Compute to count its L2 → SM bytes against it.
 // --profile-ranges: in the first and third tables, the GEMM (all SMs and 32 left), the state update, the ViT layer (all
 // SMs) and their pairs run once more each between cudaProfilerStart / Stop, for Nsight Compute's range replay
 // (scripts/ncu_ranges.sh): DRAM, L2 and SM throughput of concurrent kernels together.
-//   bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] [--bulk-probe | --branches | --branches-green N,N,…]
+//   bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] [--bulk-probe | --l2-probe | --branches | --branches-green N,N,…]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -103,6 +105,25 @@ void bulk_table(const Buf& src, int64_t bytes, int sms, int reps, const std::fun
             const double moved = static_cast<double>(bp.items) * bp.stage_bytes;
             const double ms = time_ms([&] { cu::bulk_read_probe(bp, s); }), gbs = moved / (ms * 1e-3) / 1e9;
             std::printf("| %d | %d x %d | %.3f | %.0f | %.1f |\n", k, r.stages, r.kb, ms, gbs, gbs / k);
+            std::fflush(stdout);
+        }
+    }
+}
+
+// --l2-probe: l2_read_probe over L2-resident pieces of src (and one past the L2's size), per grid size; each case reads
+// ≈ 2 GB in all.
+void l2_table(const Buf& src, int sms, const std::function<double(const std::function<void()>&)>& time_ms, cudaStream_t s, const char* device, int reps) {
+    Buf sink(static_cast<size_t>(sms) * 16 * 4);
+    std::printf("# L2 read probe on %s: blocks of 256 threads read an L2-resident buffer in 16-byte loads that skip the L1, ≈ 2 GB "
+                "a case; median of %d\n\n| buffer MB | blocks | ms | TB/s |\n|---|---|---|---|\n",
+                device, reps);
+    for (int64_t mb : {8, 16, 32, 256}) {
+        for (int per_sm : {2, 4, 8, 16}) {
+            cu::L2ReadProbeParams lp;
+            lp.src = src.as<float>(), lp.sink = sink.as<float>(), lp.blocks = sms * per_sm, lp.bytes = mb << 20;
+            lp.passes = static_cast<int>(std::max<int64_t>(1, (int64_t{2} << 30) / lp.bytes));
+            const double ms = time_ms([&] { cu::l2_read_probe(lp, s); });
+            std::printf("| %lld | %d | %.3f | %.2f |\n", (long long)mb, lp.blocks, ms, static_cast<double>(lp.bytes) * lp.passes / (ms * 1e-3) / 1e12);
             std::fflush(stdout);
         }
     }
@@ -332,12 +353,13 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
 int main(int argc, char** argv) {
     int64_t decode = 100, prefill = 924;
     int reps = 20;
-    bool bulk_only = false, branches_only = false, profile_ranges = false;
+    bool bulk_only = false, branches_only = false, profile_ranges = false, l2_only = false;
     std::vector<unsigned> green_sizes;  // --branches-green N,N,…: the pair also with each branch in a green context
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--bulk-probe") bulk_only = true;
         else if (a == "--branches") branches_only = true;
+        else if (a == "--l2-probe") l2_only = true;
         else if (a == "--profile-ranges") profile_ranges = true;
         else if (i + 1 < argc && a == "--branches-green") {
             branches_only = true;
@@ -358,7 +380,7 @@ int main(int argc, char** argv) {
         else if (i + 1 < argc && a == "--prefill") prefill = std::atoll(argv[++i]);
         else if (i + 1 < argc && a == "--reps") reps = std::atoi(argv[++i]);
         else {
-            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] [--bulk-probe | --branches | --branches-green N,N,…]\n");
+            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] [--bulk-probe | --l2-probe | --branches | --branches-green N,N,…]\n");
             return 2;
         }
     }
@@ -432,6 +454,15 @@ int main(int argc, char** argv) {
             std::printf("(profile range: %s)\n", name);
         };
         const double ssu_ms = time_ms([&] { ssu(s_gemm); });
+        if (l2_only) {
+            l2_table(state, sms, time_ms, s_gemm, prop.name, reps);
+            const cu::GemmParams gp{x.as<bf16>(), w.as<bf16>(), nullptr, y.p, cu::DType::kBF16, prefill, kInProj, kHidden};
+            cu::GemmContext ctx;  // the heuristic's first plan, as under a profiler
+            const double ms = time_ms([&] { cu::gemm(ctx, gp, s_gemm); });
+            std::printf("\n# in_proj GEMM %lld x %lld x %lld alone (the heuristic's plan): %.3f ms = %.0f TFLOP/s\n", (long long)prefill,
+                        (long long)kInProj, (long long)kHidden, ms, gemm_flops / (ms * 1e-3) / 1e12);
+            return 0;
+        }
         if (bulk_only) {
             bulk_table(state, decode * slot_floats * 4, sms, reps, time_ms, s_gemm, prop.name);
             return 0;

@@ -95,7 +95,33 @@ __global__ void bulk_read_probe_kernel(BulkReadProbeParams p) {
     if (lane == 0) atomicAdd(p.sink + blockIdx.x, acc);
 }
 
+constexpr int kL2ProbeThreads = 256;
+
+__global__ void __launch_bounds__(kL2ProbeThreads) l2_read_probe_kernel(L2ReadProbeParams p) {
+    const float4* src = reinterpret_cast<const float4*>(p.src);
+    const int64_t n4 = p.bytes / 16, stride = static_cast<int64_t>(gridDim.x) * kL2ProbeThreads;
+    float acc = 0.0f;
+    for (int pass = 0; pass < p.passes; ++pass) {
+        // Each pass starts at a different block's share, so a block does not re-read what it just read.
+        const int64_t start = (static_cast<int64_t>((blockIdx.x + pass * 7) % gridDim.x) * kL2ProbeThreads + threadIdx.x);
+#pragma unroll 4
+        for (int64_t i = start; i < n4; i += stride) {
+            const float4 f = __ldcg(src + i);
+            acc += (f.x + f.y) + (f.z + f.w);
+        }
+    }
+    acc = detail::warp_sum(acc);
+    if ((threadIdx.x & 31) == 0) atomicAdd(p.sink + blockIdx.x, acc);
+}
+
 }  // namespace
+
+void l2_read_probe(const L2ReadProbeParams& p, cudaStream_t stream) {
+    SURF_CHECK(p.src && p.sink && p.blocks > 0 && p.bytes > 0 && p.bytes % 16 == 0 && p.passes >= 1 && reinterpret_cast<uintptr_t>(p.src) % 16 == 0,
+               "l2_read_probe: blocks ", p.blocks, " bytes ", p.bytes, " passes ", p.passes);
+    l2_read_probe_kernel<<<static_cast<unsigned>(p.blocks), kL2ProbeThreads, 0, stream>>>(p);
+    SURF_CUDA_CHECK_LAUNCH();
+}
 
 void bulk_read_probe(const BulkReadProbeParams& p, cudaStream_t stream) {
     SURF_CHECK(p.src && p.sink && p.blocks > 0 && p.items >= 0 && p.stages >= 1 && p.stages <= kMaxProbeStages && p.stage_bytes > 0 &&

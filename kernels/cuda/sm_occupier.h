@@ -41,4 +41,17 @@ struct BulkReadProbeParams {
 };
 void bulk_read_probe(const BulkReadProbeParams& p, cudaStream_t stream);
 
+// How much read bandwidth the SMs get from the L2 alone: `blocks` blocks of 256 threads read `bytes` of `src` (small
+// enough to stay in the 50 MB L2 after the first pass) `passes` times in 16-byte loads that skip the L1
+// (ld.global.cg), adding them up into sink[block]. The ceiling a GEMM's operand traffic (L2 → SM) shares with a
+// bandwidth-bound kernel's DRAM traffic, which also reaches the SMs through the L2.
+struct L2ReadProbeParams {
+    const float* src = nullptr;  // device, bytes, 16-byte aligned
+    float* sink = nullptr;       // device [blocks]
+    int blocks = 0;
+    int64_t bytes = 0;           // multiple of 16
+    int passes = 1;
+};
+void l2_read_probe(const L2ReadProbeParams& p, cudaStream_t stream);
+
 }  // namespace surf::kernels::cuda
