@@ -126,7 +126,9 @@ struct GpuLimits {
     // The decode rows' once-a-step streams, their SSM state (state update and fold) and their K/V (decode attention),
     // marked evict-first in the L2 (SsuParams / AttentionDecodeParams::l2_evict_first), so that ≈ 25 GB a mixed step
     // of them do not push the residual stream, activations and GEMM operand tiles out of the 50 MB L2. Off: no hint
-    // (A/B). Decode graphs keep the setting they were captured with.
+    // (A/B). Decode graphs keep the setting they were captured with. H100, session 19: decode attention alone 741 → 733
+    // µs, the attention pair 1,034 → 1,025 µs; serving C = 100 unchanged (two machines, four runs each: 16,193 vs 16,181
+    // tok/s) — the pairs add no bytes to begin with (docs/KERNELS.md "Session 19").
     bool l2_evict_first = true;
     // The Mamba layers' scan / state-update output y, which the gated norm reads, stored as bf16 instead of fp32 (as
     // the mamba_ssm kernels return it; HF's pure-PyTorch path, our parity reference, keeps fp32): 21 instead of 42 MB
