@@ -113,12 +113,13 @@ void bulk_table(const Buf& src, int64_t bytes, int sms, int reps, const std::fun
 // --l2-probe: l2_read_probe over L2-resident pieces of src (and one past the L2's size), per grid size; each case reads
 // ≈ 2 GB in all.
 void l2_table(const Buf& src, int sms, const std::function<double(const std::function<void()>&)>& time_ms, cudaStream_t s, const char* device, int reps) {
-    Buf sink(static_cast<size_t>(sms) * 16 * 4);
+    constexpr int kMostBlocksPerSm = 16;
+    Buf sink(static_cast<size_t>(sms) * kMostBlocksPerSm * 4);  // a float per block
     std::printf("# L2 read probe on %s: blocks of 256 threads read an L2-resident buffer in 16-byte loads that skip the L1, ≈ 2 GB "
                 "a case; median of %d\n\n| buffer MB | blocks | ms | TB/s |\n|---|---|---|---|\n",
                 device, reps);
     for (int64_t mb : {8, 16, 32, 256}) {
-        for (int per_sm : {2, 4, 8, 16}) {
+        for (int per_sm : {2, 4, 8, kMostBlocksPerSm}) {
             cu::L2ReadProbeParams lp;
             lp.src = src.as<float>(), lp.sink = sink.as<float>(), lp.blocks = sms * per_sm, lp.bytes = mb << 20;
             lp.passes = static_cast<int>(std::max<int64_t>(1, (int64_t{2} << 30) / lp.bytes));
@@ -453,7 +454,6 @@ int main(int argc, char** argv) {
             SURF_CUDA_CHECK(cudaProfilerStop());
             std::printf("(profile range: %s)\n", name);
         };
-        const double ssu_ms = time_ms([&] { ssu(s_gemm); });
         if (l2_only) {
             l2_table(state, sms, time_ms, s_gemm, prop.name, reps);
             const cu::GemmParams gp{x.as<bf16>(), w.as<bf16>(), nullptr, y.p, cu::DType::kBF16, prefill, kInProj, kHidden};
@@ -471,6 +471,7 @@ int main(int argc, char** argv) {
             branches_table(sp, prefill, reps, prop.name, green_sizes);
             return 0;
         }
+        const double ssu_ms = time_ms([&] { ssu(s_gemm); });  // (the modes above have their own state updates or none)
         std::printf("# bench_overlap on %s (%d SMs): in_proj GEMM %lld x %lld x %lld bf16 || state update of %lld rows (fp32 state, %.2f GB "
                     "read + written); median of %d\n",
                     prop.name, sms, (long long)prefill, (long long)kInProj, (long long)kHidden, (long long)decode, state_bytes / 1e9, reps);
