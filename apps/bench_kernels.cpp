@@ -133,15 +133,17 @@ int main(int argc, char** argv) {
         SURF_CUDA_CHECK(cudaMemcpy(top_k, top_k_h.data(), max_rows * 4, cudaMemcpyHostToDevice));
         SURF_CUDA_CHECK(cudaMemcpy(seed, seed_h.data(), max_rows * 8, cudaMemcpyHostToDevice));
         SURF_CUDA_CHECK(cudaMemcpy(step, step_h.data(), max_rows * 8, cudaMemcpyHostToDevice));
-        for (bool cuts : {false, true}) {
-            for (int64_t rows : {int64_t{1}, int64_t{16}, max_rows}) {
-                cu::SamplingParams sp;
-                sp.logits = logits, sp.temperature = temp, sp.seed = seed, sp.step = step, sp.tokens = tokens;
-                if (cuts) sp.top_k = top_k, sp.top_p = top_p;
-                sp.rows = rows, sp.vocab = vocab, sp.logits_stride = stride;
-                const double us = time_us([&](int) { cu::sample_tokens(sp, nullptr); });
-                record(std::string("sample_tokens T=0.7") + (cuts ? " top-k 50 top-p 0.9" : ""), "vocab 131072 fp32", rows, us,
-                       static_cast<double>(rows) * vocab * 4, false, copy_gbs);
+        for (bool radix_only : {false, true}) {  // binned selection (the default) and the radix digits alone
+            for (bool cuts : {false, true}) {
+                for (int64_t rows : {int64_t{1}, int64_t{16}, max_rows}) {
+                    cu::SamplingParams sp;
+                    sp.logits = logits, sp.temperature = temp, sp.seed = seed, sp.step = step, sp.tokens = tokens;
+                    if (cuts) sp.top_k = top_k, sp.top_p = top_p;
+                    sp.rows = rows, sp.vocab = vocab, sp.logits_stride = stride, sp.radix_only = radix_only;
+                    const double us = time_us([&](int) { cu::sample_tokens(sp, nullptr); });
+                    record(std::string("sample_tokens T=0.7") + (cuts ? " top-k 50 top-p 0.9" : "") + (radix_only ? " (radix only)" : ""),
+                           "vocab 131072 fp32", rows, us, static_cast<double>(rows) * vocab * 4, false, copy_gbs);
+                }
             }
         }
         for (void* ptr : {static_cast<void*>(logits), static_cast<void*>(temp), static_cast<void*>(top_p), static_cast<void*>(top_k),

@@ -77,6 +77,8 @@ struct EngineStats {
     int64_t mixed_sampled_steps = 0;                       // steps with prefill rows that sampled a token
     double mixed_sampled_seconds = 0.0;                    // their wall time
     double mixed_sampled_gpu_seconds = 0.0;                // their language-model stream's span, as above
+    int64_t sampled_steps = 0;                             // steps that sampled (decode-only and mixed)
+    double sampling_gpu_seconds = 0.0;                     // the sampling part of their spans (upload, kernels, tokens back)
     int64_t running = 0, waiting = 0;                      // now
     int64_t resident_sessions = 0, offloaded_sessions = 0, offloads = 0, restores = 0;
     int64_t slots_used = 0, slots_total = 0, kv_pages_used = 0, kv_pages_total = 0;

@@ -452,6 +452,7 @@ struct SamplingParams {
     const uint32_t* allowed = nullptr;   // [rows, allowed_stride] or null; stride 0: one mask for every row
     int32_t* tokens = nullptr;           // [rows]
     int64_t rows = 0, vocab = 0, logits_stride = 0, allowed_stride = 0;
+    bool radix_only = false;  // every selection by radix digits, none by bins (tests compare the two)
 };
 void sample_tokens(const SamplingParams& p, cudaStream_t stream);
 

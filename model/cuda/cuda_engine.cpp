@@ -47,6 +47,7 @@ public:
         tokens_dev_ = DeviceBuffer(rows * 4);
         SURF_CUDA_CHECK(cudaEventCreate(&step_begin_));
         SURF_CUDA_CHECK(cudaEventCreate(&step_end_));
+        SURF_CUDA_CHECK(cudaEventCreate(&sample_begin_));
         if (options_.warm_up) stats_.warm_up_seconds = model_->warm_up(std::min(options_.prefill_chunk, L.max_tokens), options_.warm_up_row_buckets);
         if (!options_.warm_up_vision_batches.empty() && cfg.has_vision) stats_.warm_up_seconds += model_->warm_up_vision(options_.warm_up_vision_batches);
         worker_ = std::thread([this] { loop(); });
@@ -61,6 +62,7 @@ public:
         worker_.join();
         cudaEventDestroy(step_begin_);
         cudaEventDestroy(step_end_);
+        cudaEventDestroy(sample_begin_);
     }
 
     const ModelConfig& config() const override { return model_->config(); }
@@ -464,7 +466,13 @@ private:
         // A step that sampled has step_end_ recorded by sample() after the tokens' copy (every decode row
         // samples): the language-model stream's span; the vision tower's stream is not in it.
         float gpu_ms = 0;
-        if (!sample_rows.empty()) SURF_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, step_begin_, step_end_));
+        if (!sample_rows.empty()) {
+            SURF_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, step_begin_, step_end_));
+            float sample_ms = 0;
+            SURF_CUDA_CHECK(cudaEventElapsedTime(&sample_ms, sample_begin_, step_end_));
+            stats_.sampling_gpu_seconds += sample_ms * 1e-3;
+            ++stats_.sampled_steps;
+        }
         if (decode_only) {
             stats_.decode_only_gpu_seconds += gpu_ms * 1e-3;
             ++stats_.decode_only_steps;
@@ -625,6 +633,7 @@ private:
             }
         }
         std::lock_guard<std::mutex> gpu(gpu_mu_);
+        SURF_CUDA_CHECK(cudaEventRecord(sample_begin_, model_->stream()));
         const size_t param_bytes = SampleArrays::param_bytes(cap);
         SURF_CUDA_CHECK(cudaMemcpyAsync(sample_dev_.get(), sample_host_.get(), param_bytes + (any_mask ? n * mask_words_ * 4 : 0), cudaMemcpyHostToDevice,
                                         model_->stream()));
@@ -641,6 +650,7 @@ private:
             p.allowed = any_mask ? dev.masks + i * mask_words_ : output_mask_dev_.as<uint32_t>();
             p.tokens = tokens_dev_.as<int32_t>() + i;
             p.rows = static_cast<int64_t>(j - i), p.vocab = V, p.logits_stride = model_->logits_stride(), p.allowed_stride = any_mask ? static_cast<int64_t>(mask_words_) : 0;
+            p.radix_only = !model_->limits().sampler_binned;
             surf::kernels::cuda::sample_tokens(p, model_->stream());
             i = j;
         }
@@ -750,6 +760,7 @@ private:
     PinnedBuffer sample_host_, tokens_host_;
     DeviceBuffer sample_dev_, tokens_dev_;
     cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;  // a step's GPU span (decode-only steps' stats)
+    cudaEvent_t sample_begin_ = nullptr;                     // sample()'s part of it: parameter upload, kernels, tokens back
     EngineStats stats_;
 };
 

@@ -138,6 +138,14 @@ struct GpuLimits {
     // The ViT MLP's GELU runs in fc1's GEMM epilogue (tanh form, kernels/cuda/ops.h GemmActivation) instead of
     // as its own exact-erf pass over the [tokens, 5120] activations; off: the separate pass (A/B, parity).
     bool vit_gelu_in_gemm = true;
+    // The token sampler's binned selection (kernels/cuda/sampling.cu: two passes over a row, the radix digits only
+    // where a bin overflows); off: the radix digits everywhere (A/B). Same tokens either way (tested).
+    bool sampler_binned = true;
+    // The ViT blocks' proj and fc2 write bf16 (as the reference's bf16 Linear layers return them) and the next
+    // LayerNorm adds them into the fp32 residual stream (its fused add), instead of the GEMMs' epilogues reading
+    // and writing the fp32 residual (beta = 1): the same bytes, moved out of one-wave GEMMs' epilogues into a
+    // streaming kernel. Off: the GEMMs accumulate in fp32 (A/B).
+    bool vit_residual_in_layernorm = false;
 };
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
@@ -170,7 +178,8 @@ public:
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
-    // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16)
+    // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
+    // sampler_binned, vit_residual_in_layernorm)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
     void set_step_knobs(const GpuLimits& from) {
@@ -192,6 +201,8 @@ public:
         limits_.l2_evict_first = from.l2_evict_first;
         limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
         limits_.mamba_y_bf16 = from.mamba_y_bf16;
+        limits_.sampler_binned = from.sampler_binned;
+        limits_.vit_residual_in_layernorm = from.vit_residual_in_layernorm;
     }
     cudaStream_t stream() const { return stream_; }
     cudaStream_t vision_stream() const { return vision_stream_; }

@@ -159,6 +159,15 @@ TEST_CASE("sample_tokens reproduces model::sample_token (greedy, temperature, to
                 l[7] = -INFINITY;
                 l[10] = l[20] = l[30] = 30.0f;
             }
+            if (r % 17 == 6) {  // bf16-rounded logits: many exact ties, bins holding more than the binned pass takes
+                for (int64_t i = 0; i < vocab; ++i) l[i] = round_bf16(l[i]);
+            }
+            if (r % 19 == 7) {  // 1,500 candidates tied at the top: one bin over the binned pass's 1,024
+                for (int64_t i = 0; i < std::min<int64_t>(1500, vocab / 2); ++i) l[(i * 37) % vocab] = 12.5f;
+            }
+            if (r % 23 == 9) {  // every candidate equal (an empty range: the radix path)
+                std::fill(l, l + vocab, -1.25f);
+            }
         }
         DeviceBuffer<float> dl(logits), dt(temp), dp(top_p);
         DeviceBuffer<int32_t> dk(top_k), dtok(rows);
@@ -166,8 +175,9 @@ TEST_CASE("sample_tokens reproduces model::sample_token (greedy, temperature, to
         DeviceBuffer<uint32_t> da(allowed);
         // Samples every row on the GPU under the masks at `dev_allowed` (`stride` words apart, 0: one shared
         // mask) and counts the rows that differ from the CPU sampler under the same masks (`host_allowed`).
-        auto mismatches_vs_cpu = [&](const uint32_t* dev_allowed, const uint32_t* host_allowed, int64_t stride) {
+        auto mismatches_vs_cpu = [&](const uint32_t* dev_allowed, const uint32_t* host_allowed, int64_t stride, bool radix_only) {
             cu::SamplingParams p;
+            p.radix_only = radix_only;
             p.logits = dl.get(); p.temperature = dt.get(); p.top_k = dk.get(); p.top_p = dp.get();
             p.seed = ds.get(); p.step = dst.get(); p.allowed = dev_allowed; p.allowed_stride = stride;
             p.tokens = dtok.get(); p.rows = rows; p.vocab = vocab;
@@ -187,19 +197,23 @@ TEST_CASE("sample_tokens reproduces model::sample_token (greedy, temperature, to
             }
             return mismatches;
         };
-        for (int round = 0; round < 3; ++round) {
-            for (auto& s : step) s += 1;
-            dst.upload(step);
-            const int mismatches = mismatches_vs_cpu(da.get(), allowed.data(), words);
-            MESSAGE("[" << (mismatches ? "FAIL" : "ok") << "]   sample_tokens vocab " << vocab << " round " << round
-                        << ": " << rows - mismatches << "/" << rows << " rows equal to the CPU sampler");
+        // Both ways of selecting (binned with the radix fallback, the default; radix only) on every row.
+        for (bool radix_only : {false, true}) {
+            const char* how = radix_only ? "radix" : "binned";
+            for (int round = 0; round < 3; ++round) {
+                for (auto& s : step) s += 1;
+                dst.upload(step);
+                const int mismatches = mismatches_vs_cpu(da.get(), allowed.data(), words, radix_only);
+                MESSAGE("[" << std::string(mismatches ? "FAIL" : "ok") << "]   sample_tokens (" << std::string(how) << ") vocab " << vocab << " round " << round << ": "
+                            << rows - mismatches << "/" << rows << " rows equal to the CPU sampler");
+                CHECK(mismatches == 0);
+            }
+            // allowed_stride 0: every row samples under one shared mask (row 3's sparse set).
+            const int mismatches = mismatches_vs_cpu(da.get() + 3 * words, allowed.data() + 3 * words, 0, radix_only);
+            MESSAGE("[" << std::string(mismatches ? "FAIL" : "ok") << "]   sample_tokens (" << std::string(how) << ") vocab " << vocab << " shared mask (stride 0): "
+                        << rows - mismatches << "/" << rows << " rows equal to the CPU sampler");
             CHECK(mismatches == 0);
         }
-        // allowed_stride 0: every row samples under one shared mask (row 3's sparse set).
-        const int mismatches = mismatches_vs_cpu(da.get() + 3 * words, allowed.data() + 3 * words, 0);
-        MESSAGE("[" << (mismatches ? "FAIL" : "ok") << "]   sample_tokens vocab " << vocab << " shared mask (stride 0): "
-                    << rows - mismatches << "/" << rows << " rows equal to the CPU sampler");
-        CHECK(mismatches == 0);
     }
 }
 

@@ -108,7 +108,8 @@ namespace {
 #define SURF_ENGINE_STATS_FIELDS(X)                                                                              \
     X(prefill_tokens) X(decode_tokens) X(image_tokens) X(steps) X(decode_only_steps) X(step_seconds)              \
     X(decode_only_seconds) X(decode_only_rows) X(decode_only_context) X(decode_only_gpu_seconds)                  \
-    X(mixed_sampled_steps) X(mixed_sampled_seconds) X(mixed_sampled_gpu_seconds) X(running)                       \
+    X(mixed_sampled_steps) X(mixed_sampled_seconds) X(mixed_sampled_gpu_seconds) X(sampled_steps)                 \
+    X(sampling_gpu_seconds) X(running)                                                                            \
     X(waiting) X(resident_sessions) X(offloaded_sessions) X(offloads) X(restores) X(slots_used) X(slots_total)     \
     X(kv_pages_used) X(kv_pages_total) X(image_cache_hits) X(image_cache_misses) X(vision_batches) X(vision_tiles) \
     X(graph_steps) X(graphs_captured) X(gemm_shapes_tuned) X(gemm_tune_seconds) X(warm_up_seconds) X(device_bytes)
