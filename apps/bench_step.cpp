@@ -301,13 +301,6 @@ int main(int argc, char** argv) {
             std::printf("vision batch with the GELU %s: %.2f ms (%+.1f%% against %.2f with it %s)\n",
                         split_gelu.vit_gelu_in_gemm ? "in fc1's epilogue" : "as its own pass", ms_gelu, 100.0 * (ms_gelu - ms) / ms, ms,
                         L.vit_gelu_in_gemm ? "in fc1's epilogue" : "as its own pass");
-            // The same pass with proj / fc2 into the fp32 residual the other way (vit_residual_in_layernorm).
-            GpuLimits add_other = L;
-            add_other.vit_residual_in_layernorm = !L.vit_residual_in_layernorm;
-            const double ms_add = whole_with(add_other, run, model->vision_stream());
-            auto add_how = [](bool in_ln) { return in_ln ? "bf16, added by the next LayerNorm" : "accumulated by their GEMMs in fp32"; };
-            std::printf("vision batch with proj / fc2 %s: %.2f ms (%+.1f%% against %.2f with them %s)\n", add_how(add_other.vit_residual_in_layernorm),
-                        ms_add, 100.0 * (ms_add - ms) / ms, ms, add_how(L.vit_residual_in_layernorm));
         }
         double mixed_ms = 0;
         if (!prefill.empty()) {

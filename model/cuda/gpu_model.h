@@ -141,11 +141,6 @@ struct GpuLimits {
     // The token sampler's binned selection (kernels/cuda/sampling.cu: two passes over a row, the radix digits only
     // where a bin overflows); off: the radix digits everywhere (A/B). Same tokens either way (tested).
     bool sampler_binned = true;
-    // The ViT blocks' proj and fc2 write bf16 (as the reference's bf16 Linear layers return them) and the next
-    // LayerNorm adds them into the fp32 residual stream (its fused add), instead of the GEMMs' epilogues reading
-    // and writing the fp32 residual (beta = 1): the same bytes, moved out of one-wave GEMMs' epilogues into a
-    // streaming kernel. Off: the GEMMs accumulate in fp32 (A/B).
-    bool vit_residual_in_layernorm = false;
 };
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
@@ -179,7 +174,7 @@ public:
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
     // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
-    // sampler_binned, vit_residual_in_layernorm)
+    // sampler_binned)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
     void set_step_knobs(const GpuLimits& from) {
@@ -202,7 +197,6 @@ public:
         limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
         limits_.mamba_y_bf16 = from.mamba_y_bf16;
         limits_.sampler_binned = from.sampler_binned;
-        limits_.vit_residual_in_layernorm = from.vit_residual_in_layernorm;
     }
     cudaStream_t stream() const { return stream_; }
     cudaStream_t vision_stream() const { return vision_stream_; }

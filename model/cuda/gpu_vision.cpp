@@ -77,28 +77,13 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
         timed.reset();
         timed.emplace(timer_.if_enabled(), name, vision_stream_);
     };
-    // vit_residual_in_layernorm: proj and fc2 write bf16 (proj into vit_big_, free once the attention has read
-    // the qkv; fc2 into vit_attn_, free once proj has read it) and the next LayerNorm adds them into the fp32
-    // residual stream; the last block's fc2 joins it through one more fused add after the loop.
-    const bool add_in_ln = limits_.vit_residual_in_layernorm;
-    bf16* proj_out = vit_big_.as<bf16>();
-    bf16* fc2_out = vit_attn_.as<bf16>();
-    // LayerNorm of the residual stream into vit_ln_, first adding `pending` (bf16 [rows, width]) into it.
-    auto residual_layernorm = [&](const float* weight, const float* bias, const bf16* pending) {
+    for (const GpuVitBlock& B : w_.vit) {
+        // x ← x + proj(Attn(LN1(x)))
         kc::LayerNormParams ln;
-        if (pending) {
-            ln.x = pending, ln.x_dtype = kc::DType::kBF16, ln.residual = vit_h_.as<float>();
-        } else {
-            ln.x = vit_h_.get(), ln.x_dtype = kc::DType::kF32;
-        }
-        ln.weight = weight, ln.bias = bias, ln.y = vit_ln_.as<bf16>(), ln.rows = rows, ln.dim = width, ln.eps = cfg_.vision.norm_eps;
+        ln.x = vit_h_.get(), ln.x_dtype = kc::DType::kF32, ln.weight = B.norm1_w.ptr(), ln.bias = B.norm1_b.ptr();
+        ln.y = vit_ln_.as<bf16>(), ln.rows = rows, ln.dim = width, ln.eps = cfg_.vision.norm_eps;
         time_as("vit.layernorm");
         kc::layernorm(ln, vision_stream_);
-    };
-    for (size_t bi = 0; bi < w_.vit.size(); ++bi) {
-        const GpuVitBlock& B = w_.vit[bi];
-        // x ← x + proj(Attn(LN1(x)))
-        residual_layernorm(B.norm1_w.ptr(), B.norm1_b.ptr(), add_in_ln && bi > 0 ? fc2_out : nullptr);
         time_as("vit.qkv");
         kc::gemm(*vision_gemm_, {vit_ln_.as<bf16>(), B.qkv.ptr(), B.qkv_b.get(), vit_big_.get(), kc::DType::kBF16, rows, 3 * width, width}, vision_stream_);
         kc::AttentionPrefillParams ap;
@@ -115,14 +100,12 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
         kc::attention_prefill(ap, vision_stream_);
         time_as("vit.proj");
         kc::GemmParams proj{vit_attn_.as<bf16>(), B.proj.ptr(), B.proj_b.ptr(), vit_h_.get(), kc::DType::kF32, rows, width, width};
-        if (add_in_ln) {
-            proj.y = proj_out, proj.y_dtype = kc::DType::kBF16, proj.bias = B.proj_b16.get();
-        } else {
-            proj.beta = 1.0f;
-        }
+        proj.beta = 1.0f;
         kc::gemm(*vision_gemm_, proj, vision_stream_);
         // x ← x + fc2(GELU(fc1(LN2(x))))
-        residual_layernorm(B.norm2_w.ptr(), B.norm2_b.ptr(), add_in_ln ? proj_out : nullptr);
+        ln.weight = B.norm2_w.ptr(), ln.bias = B.norm2_b.ptr();
+        time_as("vit.layernorm");
+        kc::layernorm(ln, vision_stream_);
         time_as("vit.fc1");
         kc::GemmParams fc1{vit_ln_.as<bf16>(), B.fc1.ptr(), B.fc1_b.get(), vit_big_.get(), kc::DType::kBF16, rows, inter, width};
         if (limits_.vit_gelu_in_gemm) fc1.activation = kc::GemmActivation::kGeluTanh;
@@ -133,14 +116,9 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
         }
         time_as("vit.fc2");
         kc::GemmParams fc2{vit_big_.as<bf16>(), B.fc2.ptr(), B.fc2_b.ptr(), vit_h_.get(), kc::DType::kF32, rows, width, inter};
-        if (add_in_ln) {
-            fc2.y = fc2_out, fc2.y_dtype = kc::DType::kBF16, fc2.bias = B.fc2_b16.get();
-        } else {
-            fc2.beta = 1.0f;
-        }
+        fc2.beta = 1.0f;
         kc::gemm(*vision_gemm_, fc2, vision_stream_);
     }
-    if (add_in_ln && !w_.vit.empty()) residual_layernorm(w_.vit.back().norm1_w.ptr(), w_.vit.back().norm1_b.ptr(), fc2_out);  // y unused
     // Drop the prefix rows, pixel-shuffle, then mlp1: RMSNorm → Linear → ReLU² → Linear; the last GEMM
     // runs per image, writing straight into that image's rows.
     time_as("vit.shuffle_projector");

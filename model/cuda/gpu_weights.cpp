@@ -56,17 +56,6 @@ GpuVector vec(const std::vector<float>& host, cudaStream_t stream) {
 
 GpuVector vec(const Checkpoint& ckpt, const std::string& name, cudaStream_t stream) { return vec(ckpt.to_f32(name), stream); }
 
-// A bf16 copy of a device fp32 vector (load time only): the ViT biases of GEMMs that write either into the fp32
-// residual or, with GpuLimits::vit_residual_in_layernorm, to bf16.
-DeviceBuffer bf16_copy(const GpuVector& v, cudaStream_t stream) {
-    std::vector<float> f(static_cast<size_t>(v.n));
-    SURF_CUDA_CHECK(cudaMemcpyAsync(f.data(), v.buf.get(), f.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
-    SURF_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<uint16_t> h(f.size());
-    for (size_t i = 0; i < f.size(); ++i) h[i] = f32_to_bf16(f[i]);
-    return upload_bf16(h, stream);
-}
-
 // Stacks row blocks of several [rows_i, cols] tensors into one matrix (q, k, v → qkv).
 GpuMatrix stacked(const Checkpoint& ckpt, const std::vector<std::string>& names, cudaStream_t stream) {
     std::vector<uint16_t> all;
@@ -159,8 +148,6 @@ GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t
             B.fc1_b = upload_bf16(to_bf16(ckpt.get(b + "mlp.fc1.bias")), stream);
             B.fc2 = matrix(ckpt, b + "mlp.fc2.weight", stream);
             B.fc2_b = vec(ckpt, b + "mlp.fc2.bias", stream);
-            B.proj_b16 = bf16_copy(B.proj_b, stream);
-            B.fc2_b16 = bf16_copy(B.fc2_b, stream);
         }
         w.proj_norm = vec(ckpt, px.projector + "0.weight", stream);
         w.proj_fc1 = matrix(ckpt, px.projector + "1.weight", stream);
@@ -211,7 +198,7 @@ int64_t bytes_of(const GpuWeights& w) {
                                   w.proj_fc1.buf.bytes() + w.proj_fc2.buf.bytes());
     for (const auto& B : w.vit) {
         for (const DeviceBuffer* b : {&B.norm1_w.buf, &B.norm1_b.buf, &B.norm2_w.buf, &B.norm2_b.buf, &B.qkv_b, &B.proj_b.buf, &B.fc1_b,
-                                      &B.fc2_b.buf, &B.proj_b16, &B.fc2_b16, &B.qkv.buf, &B.proj.buf, &B.fc1.buf, &B.fc2.buf}) {
+                                      &B.fc2_b.buf, &B.qkv.buf, &B.proj.buf, &B.fc1.buf, &B.fc2.buf}) {
             total += static_cast<int64_t>(b->bytes());
         }
     }
@@ -275,8 +262,6 @@ GpuWeights random_weights(const ModelConfig& cfg, uint64_t seed, cudaStream_t st
             B.fc1_b = draw.raw_bf16(v.intermediate_size, -0.05f, 0.05f);
             B.fc2 = draw.matrix(width, v.intermediate_size);
             B.fc2_b = draw.vector(width, -0.05f, 0.05f);
-            B.proj_b16 = bf16_copy(B.proj_b, stream);
-            B.fc2_b16 = bf16_copy(B.fc2_b, stream);
         }
         w.proj_norm = draw.vector(width * s * s, 0.9f, 1.1f);
         w.proj_fc1 = draw.matrix(cfg.projector_hidden, width * s * s);

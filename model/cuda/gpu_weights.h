@@ -41,7 +41,6 @@ struct GpuLayer {
 struct GpuVitBlock {
     GpuVector norm1_w, norm1_b, norm2_w, norm2_b, proj_b, fc2_b;  // fp32 (biases of GEMMs into the fp32 residual)
     DeviceBuffer qkv_b, fc1_b;  // bf16 (biases of GEMMs with bf16 output)
-    DeviceBuffer proj_b16, fc2_b16;  // bf16 copies of proj_b, fc2_b (GpuLimits::vit_residual_in_layernorm)
     GpuMatrix qkv, proj, fc1, fc2;
 };
 
