@@ -118,25 +118,30 @@ __device__ double block_sum_d(double v, Shared& sh) {
     return total;
 }
 
-// Exclusive prefix of per-thread counts across the block; returns the block total via `total`.
-__device__ int block_exclusive_scan(int c, Shared& sh, int& total) {
+// Inclusive prefix sum of one value a thread across the block (thread order); `warp_sums` [kWarps] holds
+// each warp's total afterwards.
+template <class T>
+__device__ T block_inclusive_scan(T x, T* warp_sums) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int incl = c;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-        const int n = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += n;
+        const T y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
     }
     __syncthreads();
-    if (lane == 31) sh.ired[warp] = incl;
+    if (lane == 31) warp_sums[warp] = x;
     __syncthreads();
-    int before = 0;
+    T before = 0;
+    for (int w = 0; w < warp; ++w) before += warp_sums[w];
+    return before + x;
+}
+
+// Exclusive prefix of per-thread counts across the block; returns the block total via `total`.
+__device__ int block_exclusive_scan(int c, Shared& sh, int& total) {
+    const int incl = block_inclusive_scan(c, sh.ired);
     total = 0;
-    for (int w = 0; w < kWarps; ++w) {
-        if (w < warp) before += sh.ired[w];
-        total += sh.ired[w];
-    }
-    return before + incl - c;
+    for (int w = 0; w < kWarps; ++w) total += sh.ired[w];
+    return incl - c;
 }
 
 // The first element of the kept set (candidates inside `bound`) in sorted order whose cumulative weight
@@ -256,22 +261,6 @@ __device__ __forceinline__ int bin_of(const Row& r, float v) {
     return min(kBins - 1, static_cast<int>(t));
 }
 
-// Inclusive prefix sum of one double a thread across the block (thread order).
-__device__ double block_inclusive_sum_d(double x, Shared& sh) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const double y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
-    __syncthreads();
-    if (lane == 31) sh.dred[warp] = x;
-    __syncthreads();
-    double before = 0.0;
-    for (int w = 0; w < warp; ++w) before += sh.dred[w];
-    return before + x;
-}
-
 // select() by bins (see the header). Returns false, having changed nothing but sh.target / sh.strict,
 // when the crossing's bin holds more than kBinCap candidates; the caller then runs the radix select on
 // sh.target. target = total_factor · (the kept set's total weight) when total_factor > 0, else `target`.
@@ -360,7 +349,7 @@ __device__ bool select_binned(const Row& r, const Bound& bound, bool use_mass, d
     __syncthreads();
     double w = 0.0;
     if (t < n) w = use_mass ? mass(r, r.logits[bs.sorted_id[t]]) : 1.0;
-    const double cum = sh.before + block_inclusive_sum_d(w, sh);
+    const double cum = sh.before + block_inclusive_scan(w, sh.dred);
     if (t < n && !sh.take_last && crosses(cum, sh.target, sh.strict)) atomicMin(&sh.first, t);
     __syncthreads();
     const int pick = sh.take_last || sh.first >= n ? n - 1 : sh.first;
