@@ -261,9 +261,9 @@ __device__ __forceinline__ int bin_of(const Row& r, float v) {
     return min(kBins - 1, static_cast<int>(t));
 }
 
-// select() by bins (see the header). Returns false, having changed nothing but sh.target / sh.strict,
-// when the crossing's bin holds more than kBinCap candidates; the caller then runs the radix select on
-// sh.target. target = total_factor · (the kept set's total weight) when total_factor > 0, else `target`.
+// select() by bins (see the header). Returns false when the crossing's bin holds more than kBinCap
+// candidates, with sh.target set (the caller then runs the radix select on it) and sh.sel_id / sel_cum
+// untouched. target = total_factor · (the kept set's total weight) when total_factor > 0, else `target`.
 __device__ bool select_binned(const Row& r, const Bound& bound, bool use_mass, double target, double total_factor, bool strict, Shared& sh,
                               BinnedSmem& bs, int32_t& sel_id) {
     for (int i = threadIdx.x; i < kBins; i += kThreads) {
