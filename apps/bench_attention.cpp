@@ -35,9 +35,9 @@
 #include <vector>
 
 #ifdef SURF_HAVE_CUDA
-#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
+#include "apps/bench_profile.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/random_fill.h"
@@ -277,11 +277,7 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
             if (profile_ranges && !first && pre_splits == 1 && d.splits == 0) {  // one range each: prefill alone, decode alone, the pair
                 for (const std::function<void()>& run : std::vector<std::function<void()>>{
                          [&] { cu::attention_prefill(p, main_s); }, [&] { cu::attention_decode(dp, dws.ptr, main_s); }, pair}) {
-                    SURF_CUDA_CHECK(cudaDeviceSynchronize());
-                    SURF_CUDA_CHECK(cudaProfilerStart());
-                    run();
-                    SURF_CUDA_CHECK(cudaDeviceSynchronize());
-                    SURF_CUDA_CHECK(cudaProfilerStop());
+                    surf::bench::profiler_range(run);
                 }
                 std::printf("(profile ranges: %s (%d) / %s: prefill alone, decode alone, together)\n", k.name, pre_splits, d.name);
             }

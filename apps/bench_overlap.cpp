@@ -37,10 +37,10 @@
 
 #ifdef SURF_HAVE_CUDA
 #include <cuda.h>
-#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include "kernels/base/error.h"
+#include "apps/bench_profile.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/random_fill.h"
@@ -447,11 +447,7 @@ int main(int argc, char** argv) {
         // --profile-ranges: `issue` once between cudaProfilerStart / Stop (one Nsight Compute range), named on stdout.
         auto profile_range = [&](const char* name, const std::function<void()>& issue) {
             if (!profile_ranges) return;
-            SURF_CUDA_CHECK(cudaDeviceSynchronize());
-            SURF_CUDA_CHECK(cudaProfilerStart());
-            issue();
-            SURF_CUDA_CHECK(cudaDeviceSynchronize());
-            SURF_CUDA_CHECK(cudaProfilerStop());
+            surf::bench::profiler_range(issue);
             std::printf("(profile range: %s)\n", name);
         };
         if (l2_only) {

@@ -376,19 +376,6 @@ int main(int argc, char** argv) {
                             v.rows_per_warp, ms,
                             100.0 * (ms - serial_ms) / serial_ms);
             }
-            // The decode rows' state update not held back until the prefill conv is done (GpuLimits::ssu_after_prefill_conv).
-            GpuLimits ssu_early = L;
-            ssu_early.ssu_after_prefill_conv = !L.ssu_after_prefill_conv;
-            const double early_ms = whole_with(ssu_early, mixed_step, model->stream());
-            std::printf("\nmixed step with the state update %s the prefill conv: %.2f ms (%+.1f%% against %.2f)\n",
-                        ssu_early.ssu_after_prefill_conv ? "after" : "not waiting for", early_ms, 100.0 * (early_ms - mixed_ms) / mixed_ms, mixed_ms);
-            // The state update's staging the other way round (GpuLimits::ssu_bulk_stage: one bulk copy a block).
-            GpuLimits bulk_other = L;
-            bulk_other.ssu_bulk_stage = !L.ssu_bulk_stage;
-            const double bulk_ms = whole_with(bulk_other, mixed_step, model->stream());
-            std::printf("\nmixed step with the state update staged by %s: %.2f ms (%+.1f%% against %.2f by %s)\n",
-                        bulk_other.ssu_bulk_stage ? "bulk copies" : "cp.async", bulk_ms, 100.0 * (bulk_ms - mixed_ms) / mixed_ms, mixed_ms,
-                        L.ssu_bulk_stage ? "bulk copies" : "cp.async");
             // One GpuLimits switch the other way round: the whole mixed step against mixed_ms.
             auto flipped = [&](const std::function<void(GpuLimits&)>& flip, const char* what) {
                 GpuLimits other = L;
@@ -396,6 +383,12 @@ int main(int argc, char** argv) {
                 const double ms = whole_with(other, mixed_step, model->stream());
                 std::printf("\nmixed step with %s: %.2f ms (%+.1f%% against %.2f)\n", what, ms, 100.0 * (ms - mixed_ms) / mixed_ms, mixed_ms);
             };
+            // The state update waiting for the prefill conv or not (ssu_after_prefill_conv), its staging (ssu_bulk_stage:
+            // one bulk copy a block, or cp.async).
+            flipped([](GpuLimits& g) { g.ssu_after_prefill_conv = !g.ssu_after_prefill_conv; },
+                    L.ssu_after_prefill_conv ? "the state update not waiting for the prefill conv" : "the state update after the prefill conv");
+            flipped([](GpuLimits& g) { g.ssu_bulk_stage = !g.ssu_bulk_stage; },
+                    L.ssu_bulk_stage ? "the state update staged by cp.async (not bulk copies)" : "the state update staged by bulk copies (not cp.async)");
             // The language model's wgmma prefill attention warp-specialized the other way round (attention_wgmma_warp_specialized),
             // the kernel it runs on beside decode rows (attention_ws_beside_decode), the decode attention's pipelining
             // (decode_attention_pipelined).
@@ -409,11 +402,8 @@ int main(int argc, char** argv) {
             flipped([](GpuLimits& g) { g.l2_evict_first = !g.l2_evict_first; },
                     L.l2_evict_first ? "the decode rows' state and KV without an L2 hint" : "the decode rows' state and KV evict-first in L2");
             // The Mamba layers' y the other way round (GpuLimits::mamba_y_bf16).
-            GpuLimits y_other = L;
-            y_other.mamba_y_bf16 = !L.mamba_y_bf16;
-            const double y_ms = whole_with(y_other, mixed_step, model->stream());
-            std::printf("\nmixed step with the Mamba y in %s: %.2f ms (%+.1f%% against %.2f with it in %s)\n", y_other.mamba_y_bf16 ? "bf16" : "fp32", y_ms,
-                        100.0 * (y_ms - mixed_ms) / mixed_ms, mixed_ms, L.mamba_y_bf16 ? "bf16" : "fp32");
+            flipped([](GpuLimits& g) { g.mamba_y_bf16 = !g.mamba_y_bf16; },
+                    L.mamba_y_bf16 ? "the Mamba y in fp32 (not bf16)" : "the Mamba y in bf16 (not fp32)");
             std::fflush(stdout);
         }
         // One vision pass (its stream) issued together with k language-model steps (its stream), k such that
