@@ -67,7 +67,7 @@ int run_browse(const surf::cli::Args& args) {
 SURF_COMMAND(surf::cli::Command{
     "browse",
     "Open a URL in headless Chromium, act on it, save a screenshot (debugging aid).",
-    "surf browse URL [--screenshot out.png|out.jpg] [--click X,Y]... [--type TEXT [--clear]] [--press "
+    "URL [--screenshot out.png|out.jpg] [--click X,Y]... [--type TEXT [--clear]] [--press "
     "KEY]...",
     {{"screenshot", "PATH", "save a viewport screenshot (.png or .jpg)"},
      {"click", "X,Y", "click at CSS pixel X,Y", true},

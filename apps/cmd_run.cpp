@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/loop.h"
 #include "agent/remote_engine.h"
 #include "apps/cli.h"
 #include "kernels/base/error.h"
@@ -58,6 +59,7 @@ int run_agent(const surf::cli::Args& args) {
     run.device_scale_factor = args.get_double("dsf", 1.0);
     run.trace_dir = args.get("out");
     run.seed = static_cast<uint64_t>(args.get_int("seed", 0));
+    surf::agent::validate_run_options(run);  // before a model load that can take minutes
 
     std::unique_ptr<surf::agent::Agent> agent;
     if (config.model_dir.rfind("http://", 0) == 0 || config.model_dir.rfind("https://", 0) == 0) {

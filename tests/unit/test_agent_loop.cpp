@@ -417,6 +417,13 @@ TEST_CASE("bad run options are rejected with the field named") {
     o = options();
     o.task = " ";
     CHECK_THROWS_WITH_AS(f.run(o), doctest::Contains("task"), Error);
+    o = options();
+    o.start_url = "example.com/search";
+    CHECK_THROWS_WITH_AS(f.run(o), doctest::Contains("not an absolute URL"), Error);
+    o.start_url = "javascript:alert(1)";
+    CHECK_THROWS_WITH_AS(f.run(o), doctest::Contains("a javascript: URL is not a page to start on"), Error);
+    o.start_url = "MAILTO:someone@example.com";
+    CHECK_THROWS_WITH_AS(f.run(o), doctest::Contains("start_url"), Error);
 }
 
 TEST_CASE("the report draws the click point over the screenshot") {
