@@ -52,7 +52,7 @@ struct RunOptions {
     bool trust_policy_coordinates = false;   // skip the localizer and click where the policy pointed
     std::vector<std::string> allow_domains;  // empty = any host
     std::vector<std::string> deny_domains;
-    bool allow_file_urls = false;
+    bool allow_file_urls = false;  // file: pages allowed (also when start_url is one); else never, rules or not
     int viewport_width = 1280, viewport_height = 720;
     double device_scale_factor = 1.0;
     double max_wait_seconds = 10;  // cap on the policy's wait action

@@ -1,6 +1,7 @@
 #include "agent/loop.h"
 #include "model/utf8.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -62,6 +63,12 @@ void validate_run_options(const RunOptions& o) {
     if (!(o.max_wait_seconds >= 0 && o.max_wait_seconds <= 600)) bad("max_wait_seconds: must be in [0, 600]");
     if (!(o.device_scale_factor >= 0.25 && o.device_scale_factor <= 4))
         bad("device_scale_factor: must be in [0.25, 4]");
+}
+
+tools::LocalSchemes local_schemes(const RunOptions& o) {
+    const bool file_start = o.start_url.size() >= 5 && std::equal(o.start_url.begin(), o.start_url.begin() + 5, "file:",
+                                                                   [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+    return o.allow_file_urls || file_start ? tools::LocalSchemes::kFileAlways : tools::LocalSchemes::kNever;
 }
 
 std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const model::Image>& shot,

@@ -12,6 +12,7 @@
 #include "agent/trace.h"
 #include "model/chat_template.h"
 #include "model/engine.h"
+#include "tools/browser/navigation_guard.h"
 
 namespace surf::agent {
 
@@ -29,6 +30,10 @@ RunResult run_loop(const LoopContext& context, const RunOptions& options);
 
 // Checks RunOptions; throws Error(kInvalidArgument) naming the field.
 void validate_run_options(const RunOptions& options);
+
+// The navigation guard's rule for local pages in a run: file: pages only when the run starts on one (or
+// allow_file_urls says so), never otherwise; browser-internal schemes never, host rules or not.
+tools::LocalSchemes local_schemes(const RunOptions& options);
 
 // The screenshot as it is sent to the model: downscaled to fit the profile's limits (Pillow-exact bicubic).
 std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const model::Image>& shot,

@@ -37,7 +37,8 @@ TEST_CASE("navigation guard: suffix match on label boundaries, IP literals, loca
     CHECK(guard.check("data:text/html,hi").allowed);
     CHECK_FALSE(guard.check("file:///etc/passwd").allowed);
     CHECK_FALSE(guard.check("chrome://settings").allowed);
-    CHECK(NavigationGuard({"example.com"}, {}, /*allow_file_urls=*/true).check("file:///tmp/a.html").allowed);
+    CHECK(NavigationGuard({"example.com"}, {}, LocalSchemes::kFileAlways).check("file:///tmp/a.html").allowed);
+    CHECK_FALSE(NavigationGuard({"example.com"}, {}, LocalSchemes::kFileAlways).check("chrome://version").allowed);
 
     // An IP rule is exact: "0.0.1" must not match 127.0.0.1 by suffix.
     NavigationGuard ip_deny({}, {"0.0.1", "10.0.0.1"});
@@ -51,6 +52,16 @@ TEST_CASE("navigation guard: suffix match on label boundaries, IP literals, loca
     NavigationGuard open;
     CHECK(open.check("file:///tmp/x").allowed);
     CHECK(open.check("https://anything.net/").allowed);
+    // An agent that starts on the web: no host rules, still no local files or browser-internal pages.
+    NavigationGuard web({}, {}, LocalSchemes::kNever);
+    CHECK(web.check("https://anything.net/").allowed);
+    CHECK(web.check("about:blank").allowed);
+    CHECK(web.check("data:text/html,hi").allowed);
+    GuardDecision local = web.check("file:///etc/passwd");
+    CHECK_FALSE(local.allowed);
+    CHECK(local.rule == "scheme:file");
+    CHECK_FALSE(web.check("chrome://settings").allowed);
+    CHECK_FALSE(web.check("view-source:https://anything.net/").allowed);
 
     CHECK_THROWS_AS(NavigationGuard({"https://example.com"}, {}), Error);
     CHECK_THROWS_AS(NavigationGuard({"example.com/path"}, {}), Error);

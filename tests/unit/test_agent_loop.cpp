@@ -426,6 +426,19 @@ TEST_CASE("bad run options are rejected with the field named") {
     CHECK_THROWS_WITH_AS(f.run(o), doctest::Contains("start_url"), Error);
 }
 
+TEST_CASE("a run's navigation guard opens local pages only when the run starts on one") {
+    RunOptions o = options();  // starts on http://127.0.0.1/start
+    CHECK(local_schemes(o) == surf::tools::LocalSchemes::kNever);
+    o.start_url = "FILE:///tmp/shop/index.html";
+    CHECK(local_schemes(o) == surf::tools::LocalSchemes::kFileAlways);
+    o.start_url = "https://example.com/";
+    o.allow_file_urls = true;
+    CHECK(local_schemes(o) == surf::tools::LocalSchemes::kFileAlways);
+    const surf::tools::NavigationGuard web({}, {}, local_schemes(options()));
+    CHECK_FALSE(web.check("file:///etc/passwd").allowed);
+    CHECK(web.check("https://elsewhere.org/").allowed);
+}
+
 TEST_CASE("the report draws the click point over the screenshot") {
     const auto dir = std::filesystem::temp_directory_path() / "surf_agent_report";
     std::filesystem::remove_all(dir);

@@ -97,9 +97,8 @@ bool host_matches_rule(const std::string& host, bool host_is_ip, const std::stri
            host[host.size() - base.size() - 1] == '.';
 }
 
-NavigationGuard::NavigationGuard(std::vector<std::string> allow, std::vector<std::string> deny,
-                                 bool allow_file_urls)
-    : allow_file_urls_(allow_file_urls) {
+NavigationGuard::NavigationGuard(std::vector<std::string> allow, std::vector<std::string> deny, LocalSchemes local)
+    : local_(local) {
     for (const auto& r : allow) allow_.push_back(normalise_rule(r));
     for (const auto& r : deny) deny_.push_back(normalise_rule(r));
 }
@@ -109,15 +108,16 @@ GuardDecision NavigationGuard::check(const std::string& url) const {
     ParsedUrl parsed = parse_url_host(url);
     const std::string& s = parsed.scheme;
     if (s == "about" || s == "data" || s == "blob") return d;
+    const bool local_without_rules = local_ != LocalSchemes::kNever && !has_rules();
     if (s == "file") {
-        if (allow_file_urls_ || !has_rules()) return d;
+        if (local_ == LocalSchemes::kFileAlways || local_without_rules) return d;
         d.allowed = false;
         d.rule = "scheme:file";
         d.reason = "navigation to " + url + " refused: file: URLs are not allowed by the navigation guard";
         return d;
     }
     if (s != "http" && s != "https" && s != "ws" && s != "wss") {
-        if (!has_rules()) return d;
+        if (local_without_rules) return d;
         d.allowed = false;
         d.rule = "scheme:" + s;
         d.reason =

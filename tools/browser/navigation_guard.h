@@ -29,16 +29,24 @@ struct ParsedUrl {
 // has no scheme.
 ParsedUrl parse_url_host(const std::string& url);
 
+// What the guard does with file: URLs and with schemes other than http(s), ws(s), about, data and blob
+// (chrome:, view-source:, …).
+enum class LocalSchemes {
+    kWithoutRules,  // allowed only while there are no host rules (the default)
+    kFileAlways,    // file: allowed whatever the rules (a local start page); the others only without rules
+    kNever,         // both refused, rules or not: an agent that starts on the web never opens local files
+};
+
 class NavigationGuard {
 public:
     NavigationGuard() = default;
     // Throws Error(kInvalidArgument) naming a malformed rule (empty, has a scheme, path, port or space).
     NavigationGuard(std::vector<std::string> allow, std::vector<std::string> deny,
-                    bool allow_file_urls = false);
+                    LocalSchemes local = LocalSchemes::kWithoutRules);
 
     bool has_rules() const { return !allow_.empty() || !deny_.empty(); }
-    // about:, data: and blob: are always allowed (they reach no server); file: only when allow_file_urls
-    // or when there are no rules; http(s)/ws(s) by host; any other scheme only when there are no rules.
+    // about:, data: and blob: are always allowed (they reach no server); file: and other schemes as
+    // LocalSchemes says; http(s)/ws(s) by host.
     GuardDecision check(const std::string& url) const;
 
     const std::vector<std::string>& allow_rules() const { return allow_; }
@@ -47,7 +55,7 @@ public:
 private:
     std::vector<std::string> allow_;
     std::vector<std::string> deny_;
-    bool allow_file_urls_ = false;
+    LocalSchemes local_ = LocalSchemes::kWithoutRules;
 };
 
 // True if `host` is matched by `rule` under the rules above (both already normalised).
