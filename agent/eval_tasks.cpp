@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/loop.h"
 #include "kernels/base/error.h"
 
 namespace surf::agent {
@@ -68,8 +69,7 @@ EvalTask parse_task_line(const std::string& line, const std::string& where) {
     t.site = required_string(j, "web_name", where);
     t.question = required_string(j, "ques", where);
     t.start_url = required_string(j, "web", where);
-    if (t.start_url.find("://") == std::string::npos)
-        bad(where, "field \"web\": \"" + t.start_url + "\" is not an absolute URL");
+    if (const std::string problem = start_url_problem(t.start_url); !problem.empty()) bad(where, "field \"web\": " + problem);
     for (const char* key : {"reference_answer", "reference_answers", "answer"}) {
         if (auto it = j.find(key); it != j.end()) {
             for (std::string& s : string_list(*it, key, where)) t.references.push_back(std::move(s));

@@ -36,19 +36,22 @@ const char* run_status_name(RunStatus s) {
     return "?";
 }
 
+std::string start_url_problem(const std::string& url) {
+    const size_t colon = url.find(':');
+    std::string scheme = colon == std::string::npos ? std::string() : url.substr(0, colon);
+    for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (scheme.empty() || scheme.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789+-.") != std::string::npos)
+        return "\"" + url + "\" is not an absolute URL (e.g. https://" + url + ")";
+    if (scheme != "http" && scheme != "https" && scheme != "file" && scheme != "data" && scheme != "about")
+        return "\"" + url + "\": a " + scheme + ": URL is not a page to start on (http, https, file, data or about expected)";
+    return "";
+}
+
 void validate_run_options(const RunOptions& o) {
     const auto bad = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, m); };
     if (o.task.find_first_not_of(" \t\r\n") == std::string::npos) bad("task: empty");
     if (o.start_url.empty()) bad("start_url: empty");
-    // A page the browser can open: an absolute http(s), file, data or about URL (javascript:, mailto: and
-    // scheme-less text would leave the agent on a blank page, looking for a task that is not there).
-    const size_t colon = o.start_url.find(':');
-    std::string scheme = colon == std::string::npos ? std::string() : o.start_url.substr(0, colon);
-    for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (scheme.empty() || scheme.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789+-.") != std::string::npos)
-        bad("start_url: \"" + o.start_url + "\" is not an absolute URL (e.g. https://" + o.start_url + ")");
-    if (scheme != "http" && scheme != "https" && scheme != "file" && scheme != "data" && scheme != "about")
-        bad("start_url: \"" + o.start_url + "\": a " + scheme + ": URL is not a page to start on (http, https, file, data or about expected)");
+    if (const std::string problem = start_url_problem(o.start_url); !problem.empty()) bad("start_url: " + problem);
     if (o.max_steps < 1 || o.max_steps > 1000)
         bad("max_steps: " + std::to_string(o.max_steps) + " is outside [1, 1000]");
     if (o.max_answer_attempts < 1 || o.max_answer_attempts > 100) {

@@ -31,6 +31,10 @@ RunResult run_loop(const LoopContext& context, const RunOptions& options);
 // Checks RunOptions; throws Error(kInvalidArgument) naming the field.
 void validate_run_options(const RunOptions& options);
 
+// Why `url` cannot start a run, or "" if it can: a page the browser opens is an absolute http(s), file, data or
+// about URL (javascript:, mailto: and scheme-less text would leave the agent on a blank page).
+std::string start_url_problem(const std::string& url);
+
 // The navigation guard's rule for local pages in a run: file: pages only when the run starts on one (or
 // allow_file_urls says so), never otherwise; browser-internal schemes never, host rules or not.
 tools::LocalSchemes local_schemes(const RunOptions& options);

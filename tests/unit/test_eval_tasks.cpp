@@ -63,6 +63,9 @@ TEST_CASE("bad task lines are errors naming the file, line and field") {
               parse_task_line(R"({"web_name": "S", "id": "a", "ques": "q", "web": "x.com"})", "w");
           }).find("not an absolute URL") != std::string::npos);
     CHECK(error_of([] {
+              parse_task_line(R"({"web_name": "S", "id": "a", "ques": "q", "web": "javascript://x.com/%0aalert%281%29"})", "w");
+          }).find("a javascript: URL is not a page to start on") != std::string::npos);
+    CHECK(error_of([] {
               parse_task_line(
                   R"({"web_name": "S", "id": "a", "ques": "q", "web": "http://x", "max_steps": 0})", "w");
           }).find("max_steps") != std::string::npos);
