@@ -312,7 +312,6 @@ bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, Task
     run.trust_policy_coordinates = options_.trust_policy_coordinates;
     run.allow_domains = task.allowed_domains.empty() ? options_.allow_domains : task.allowed_domains;
     run.deny_domains = options_.deny_domains;
-    run.allow_file_urls = task.start_url.rfind("file:", 0) == 0;
     run.viewport_width = options_.viewport_width;
     run.viewport_height = options_.viewport_height;
     run.device_scale_factor = options_.device_scale_factor;

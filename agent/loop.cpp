@@ -2,7 +2,6 @@
 #include "model/utf8.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 
@@ -37,11 +36,12 @@ const char* run_status_name(RunStatus s) {
 }
 
 std::string start_url_problem(const std::string& url) {
-    const size_t colon = url.find(':');
-    std::string scheme = colon == std::string::npos ? std::string() : url.substr(0, colon);
-    for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (scheme.empty() || scheme.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789+-.") != std::string::npos)
+    std::string scheme;
+    try {
+        scheme = tools::parse_url_host(url).scheme;
+    } catch (const Error&) {
         return "\"" + url + "\" is not an absolute URL (e.g. https://" + url + ")";
+    }
     if (scheme != "http" && scheme != "https" && scheme != "file" && scheme != "data" && scheme != "about")
         return "\"" + url + "\": a " + scheme + ": URL is not a page to start on (http, https, file, data or about expected)";
     return "";
@@ -69,8 +69,12 @@ void validate_run_options(const RunOptions& o) {
 }
 
 tools::LocalSchemes local_schemes(const RunOptions& o) {
-    const bool file_start = o.start_url.size() >= 5 && std::equal(o.start_url.begin(), o.start_url.begin() + 5, "file:",
-                                                                   [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+    bool file_start = false;
+    try {
+        file_start = tools::parse_url_host(o.start_url).scheme == "file";
+    } catch (const Error&) {
+        // no scheme: not a file: page (validate_run_options refuses such a start URL anyway)
+    }
     return o.allow_file_urls || file_start ? tools::LocalSchemes::kFileAlways : tools::LocalSchemes::kNever;
 }
 

@@ -54,7 +54,6 @@ int run_agent(const surf::cli::Args& args) {
     run.trust_policy_coordinates = args.has("trust-policy-coordinates");
     run.allow_domains = args.all("allow-domain");
     run.deny_domains = args.all("deny-domain");
-    run.allow_file_urls = run.start_url.rfind("file:", 0) == 0;
     args.get_size("viewport", &run.viewport_width, &run.viewport_height);
     run.device_scale_factor = args.get_double("dsf", 1.0);
     run.trace_dir = args.get("out");
