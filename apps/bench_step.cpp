@@ -46,6 +46,7 @@ struct Options {
     bool nano = false;      // decode rows and the prefill chunk as two steps of two models on two streams
     int nano_prefill_sms = 0;
     bool nano_decode_priority = false;
+    bool gemm_wgmma = false;  // GpuLimits::gemm_wgmma: our Hopper GEMM timed beside cuBLASLt's candidates
 };
 
 Options parse(int argc, char** argv) {
@@ -77,11 +78,12 @@ Options parse(int argc, char** argv) {
         else if (a == "--nano") o.nano = true;
         else if (a == "--nano-prefill-sms") o.nano_prefill_sms = std::atoi(next());
         else if (a == "--nano-decode-priority") o.nano_decode_priority = true;
+        else if (a == "--gemm-wgmma") o.gemm_wgmma = true;
         else {
             std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
                                  "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N] [--vision-priority] [--no-attention-splits]\n"
                                  "                  [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128|208] [--ssm-replay 0|2..32]\n"
-                                 "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]]\n");
+                                 "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]] [--gemm-wgmma]\n");
             std::exit(2);
         }
     }
@@ -121,7 +123,7 @@ std::map<std::string, double> op_flops(const ModelConfig& cfg, int64_t tokens, i
     f["attn.qkv"] = 2 * n * d * (c.n_heads + 2 * c.n_kv_heads) * c.head_dim * na;
     f["attn.o_proj"] = 2 * n * c.n_heads * c.head_dim * d * na;
     f["attn.prefill"] = 4 * attn_prefill_pairs * c.n_heads * c.head_dim * na;
-    f["mlp.up"] = f["mlp.down"] = 2 * n * d * c.intermediate_size * nl;
+    f["mlp.up_relu2"] = f["mlp.down"] = 2 * n * d * c.intermediate_size * nl;
     f["logits"] = 2.0 * logit_rows * d * c.vocab_size;
     if (tiles > 0 && cfg.has_vision) {
         const double side = static_cast<double>(cfg.image.patches_per_side());
@@ -172,6 +174,7 @@ int main(int argc, char** argv) {
         L.max_tiles = std::max<int64_t>(o.tiles, 1), L.max_image_rows = std::max<int64_t>(o.tiles, 1) * cfg.image.tokens_per_tile();
         L.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         L.autotune_gemms = o.autotune;
+        L.gemm_wgmma = o.gemm_wgmma;
         L.vision_gemm_sms = o.vision_sms;
         L.lm_stream_priority = o.nano && o.nano_decode_priority;
         L.vision_stream_priority = o.vision_priority;
@@ -463,14 +466,17 @@ int main(int argc, char** argv) {
                         (long long)o.decode_rows, o.nano_decode_priority ? ", high-priority stream" : "", (long long)o.prefill_tokens,
                         o.nano_prefill_sms > 0 ? std::to_string(o.nano_prefill_sms).c_str() : "all", together, decode_ms, prefill_b_ms, mixed_ms);
         }
-        std::printf("\n### GEMM shapes tuned (cuBLASLt candidates timed on first use; small-m kernel timed beside them where it applies)\n\n"
-                    "| m | n | k | candidates | heuristic µs | best µs | chosen | small-m kernel µs |\n|---|---|---|---|---|---|---|---|\n");
+        std::printf("\n### GEMM shapes tuned (cuBLASLt candidates timed on first use; small-m kernel and, with --gemm-wgmma, our Hopper "
+                    "kernel timed beside them where they apply)\n\n"
+                    "| m | n | k | candidates | heuristic µs | best µs | chosen | small-m kernel µs | gemm_wgmma µs (tile) |\n"
+                    "|---|---|---|---|---|---|---|---|---|\n");
         for (const auto& t : model->gemm_tune_log()) {
-            const std::string chosen = t.gemv_chosen ? std::string("small-m kernel") : std::to_string(t.chosen);
-            char gemv_us[32] = "—";
+            const std::string chosen = t.wgmma_chosen ? std::string("gemm_wgmma") : t.gemv_chosen ? std::string("small-m kernel") : std::to_string(t.chosen);
+            char gemv_us[32] = "—", wgmma_us[48] = "—";
             if (t.gemv_timed) std::snprintf(gemv_us, sizeof gemv_us, "%.1f", t.gemv_us);
-            std::printf("| %lld | %lld | %lld | %d | %.1f | %.1f | %s | %s |\n", (long long)t.m, (long long)t.n, (long long)t.k, t.candidates,
-                        t.heuristic_us, t.best_us, chosen.c_str(), gemv_us);
+            if (t.wgmma_timed) std::snprintf(wgmma_us, sizeof wgmma_us, "%.1f (%d)", t.wgmma_us, t.wgmma_tile_n);
+            std::printf("| %lld | %lld | %lld | %d | %.1f | %.1f | %s | %s | %s |\n", (long long)t.m, (long long)t.n, (long long)t.k, t.candidates,
+                        t.heuristic_us, t.best_us, chosen.c_str(), gemv_us, wgmma_us);
         }
         std::printf("\n# GEMM FLOPs per step are 2·tokens·params of each projection; attention FLOPs 4·(query,key pairs)·heads·head_dim.\n");
     } catch (const surf::Error& e) {

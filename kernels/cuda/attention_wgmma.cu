@@ -14,6 +14,7 @@
 #include <cuda.h>  // CUtensorMap and its encoder's signature (called through the runtime's driver entry point)
 
 #include "kernels/cuda/attention_flash.cuh"
+#include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace surf::kernels::cuda {
@@ -456,35 +457,10 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
 
 // ---- host side ----------------------------------------------------------------------------------------
 
-using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
-                                   const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiledFn encode_tiled() {
-    static const EncodeTiledFn fn = [] {
-        void* f = nullptr;
-        cudaDriverEntryPointQueryResult found{};
-        SURF_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
-        SURF_CHECK(found == cudaDriverEntryPointSuccess && f != nullptr, "attention_prefill: the driver has no cuTensorMapEncodeTiled");
-        return reinterpret_cast<EncodeTiledFn>(f);
-    }();
-    return fn;
-}
-
 // A 2D tensor map over `rows` rows of `cols` bf16 at a row stride of `stride` elements, read in boxes of 16 columns
 // × box_rows rows into 32-byte-swizzled slabs (wgmma.cuh's layout).
 CUtensorMap slab_tensor_map(const bf16* base, int64_t cols, int64_t rows, int64_t stride, int box_rows) {
-    CUtensorMap map{};
-    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride) * 2};
-    const cuuint32_t box[2] = {16, static_cast<cuuint32_t>(box_rows)};
-    const cuuint32_t element_strides[2] = {1, 1};
-    const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box, element_strides,
-                                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_32B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    SURF_CHECK(r == CUDA_SUCCESS, "attention_prefill: cuTensorMapEncodeTiled failed (error ", static_cast<int>(r), ") for ", rows, " × ",
-               cols, " rows at stride ", stride);
-    return map;
+    return detail::bf16_tensor_map_2d(base, cols, rows, stride, 16, box_rows, CU_TENSOR_MAP_SWIZZLE_32B, "attention_prefill");
 }
 
 // Whether the warp-specialized kernel's K/V tiles come by TMA: a contiguous source whose rows are given and

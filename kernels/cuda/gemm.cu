@@ -27,6 +27,7 @@ struct GemmPlan {
     bool tuned = false;
     bool use_gemv = false;  // the small-m kernel instead of cuBLASLt (GemmContext::set_small_m_kernel)
     bool reused = false;    // took a neighbour's choice (tuned_neighbour) instead of timing its own
+    int wgmma_tile_n = 0;   // > 0: gemm_wgmma at this tile width instead of cuBLASLt (GemmContext::set_wgmma_gemm)
 };
 
 // m, n, k, ldx, ldw, ldy, y dtype, bias, beta ≠ 0, alignment, activation.
@@ -62,12 +63,13 @@ struct GemmContext::Impl {
     bool autotune = false;
     bool reuse_in_bucket = false;
     GemmContext::SmallM small_m = GemmContext::SmallM::kTuned;
+    GemmContext::WgmmaGemm wgmma = GemmContext::WgmmaGemm::kNever;
     int64_t reused = 0;
     int sm_target = 0;
     std::vector<GemmContext::TuneRecord> log;
     void* scratch = nullptr;  // tuning output
     size_t scratch_bytes = 0;
-    cudaEvent_t ev[kMaxCandidates + 3] = {};  // tuning: before the warm-up runs, after them, after each candidate and the small-m kernel
+    cudaEvent_t ev[kMaxCandidates + 5] = {};  // tuning: before the warm-up runs, after them, after each candidate, the small-m kernel and gemm_wgmma's two tile widths
 
     void* scratch_of(size_t bytes) {
         if (bytes > scratch_bytes) {
@@ -82,6 +84,17 @@ struct GemmContext::Impl {
 
 namespace {
 
+// What cuBLASLt and the small-m kernel compute of p: p without a ReLU² activation, which gemm() runs after them as
+// its own pass (run_relu2_pass). gemm_wgmma takes p whole.
+GemmParams linear_part(const GemmParams& p) {
+    GemmParams lin = p;
+    if (lin.activation == GemmActivation::kReluSquared) lin.activation = GemmActivation::kNone;
+    return lin;
+}
+void run_relu2_pass(const GemmParams& p, void* y, cudaStream_t stream) {
+    if (p.activation == GemmActivation::kReluSquared) relu_squared(static_cast<bf16*>(y), p.m * p.n, stream);
+}
+
 // Times the plan's candidates on this call's shape (output to scratch) and keeps the fastest; not while the
 // stream is being captured (the plan keeps its algorithm and is tuned on a later use). All candidates run
 // back to back on the stream (each once untimed, then kTimedRuns times between two events) and the host
@@ -92,35 +105,54 @@ void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, siz
     SURF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
     if (capturing != cudaStreamCaptureStatusNone) return;
     plan.tuned = true;
-    const bool time_gemv = impl.small_m == GemmContext::SmallM::kTuned && gemv_supported(p);
-    if (plan.n_candidates <= 1 && !time_gemv) return;
+    const bool time_gemv = impl.small_m == GemmContext::SmallM::kTuned && gemv_supported(linear_part(p));
+    const bool time_wgmma = impl.wgmma == GemmContext::WgmmaGemm::kTuned && gemm_wgmma_supported(p);
+    if (plan.n_candidates <= 1 && !time_gemv && !time_wgmma) return;
     if (!impl.ev[0]) {
         for (cudaEvent_t& e : impl.ev) SURF_CUDA_CHECK(cudaEventCreate(&e));
     }
     const int64_t ldy = p.ldy ? p.ldy : p.n;
     void* out = impl.scratch_of(static_cast<size_t>(p.m * ldy) * y_elem);
+    // A cuBLASLt candidate's and the small-m kernel's times include their ReLU² pass, if any.
     auto run = [&](int i) {
-        return cublasLtMatmul(impl.handle, plan.op, &p.alpha, p.w, plan.a, p.x, plan.b, &p.beta, out, plan.d, out, plan.d, &plan.candidates[i],
-                              impl.workspace, impl.workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
+        const bool ok = cublasLtMatmul(impl.handle, plan.op, &p.alpha, p.w, plan.a, p.x, plan.b, &p.beta, out, plan.d, out, plan.d,
+                                       &plan.candidates[i], impl.workspace, impl.workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
+        if (ok) run_relu2_pass(p, out, stream);
+        return ok;
     };
-    GemmParams scratch_params = p;  // the small-m kernel writes where the candidates do
+    GemmParams scratch_params = p;  // the small-m kernel and gemm_wgmma write where the candidates do
     scratch_params.y = out;
+    auto run_gemv = [&] {
+        gemv(linear_part(scratch_params), stream);
+        run_relu2_pass(p, out, stream);
+    };
+    constexpr int kTileWidths[2] = {256, 128};
     const int n = plan.n_candidates;
     bool ok[kMaxCandidates] = {};
-    // ev[0] … warm-up runs … ev[1] … candidate i's timed runs … ev[i + 2] … the small-m kernel's … ev[n + 2].
+    // ev[0] … warm-up runs … ev[1] … candidate i's timed runs … ev[i + 2] … the small-m kernel's … ev[n + 2] … gemm_wgmma
+    // tile 256 … ev[n + 3] … tile 128 … ev[n + 4].
     SURF_CUDA_CHECK(cudaEventRecord(impl.ev[0], stream));
     for (int i = 0; i < n; ++i) ok[i] = run(i);
-    if (time_gemv) gemv(scratch_params, stream);
+    if (time_gemv) run_gemv();
+    if (time_wgmma) {
+        for (int tile_n : kTileWidths) gemm_wgmma(scratch_params, tile_n, stream);
+    }
     SURF_CUDA_CHECK(cudaEventRecord(impl.ev[1], stream));
     for (int i = 0; i < n; ++i) {
         for (int r = 0; r < kTimedRuns && ok[i]; ++r) ok[i] = run(i);
         SURF_CUDA_CHECK(cudaEventRecord(impl.ev[i + 2], stream));
     }
     if (time_gemv) {
-        for (int r = 0; r < kTimedRuns; ++r) gemv(scratch_params, stream);
-        SURF_CUDA_CHECK(cudaEventRecord(impl.ev[n + 2], stream));
+        for (int r = 0; r < kTimedRuns; ++r) run_gemv();
     }
-    const int last = time_gemv ? n + 2 : n + 1;
+    SURF_CUDA_CHECK(cudaEventRecord(impl.ev[n + 2], stream));
+    if (time_wgmma) {
+        for (int w = 0; w < 2; ++w) {
+            for (int r = 0; r < kTimedRuns; ++r) gemm_wgmma(scratch_params, kTileWidths[w], stream);
+            SURF_CUDA_CHECK(cudaEventRecord(impl.ev[n + 3 + w], stream));
+        }
+    }
+    const int last = time_wgmma ? n + 4 : n + 2;
     SURF_CUDA_CHECK(cudaEventSynchronize(impl.ev[last]));
     GemmContext::TuneRecord rec;
     rec.m = p.m, rec.n = p.n, rec.k = p.k, rec.candidates = n;
@@ -145,6 +177,21 @@ void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, siz
         rec.gemv_timed = true;
         rec.gemv_us = ms * 1e3f / kTimedRuns;
         rec.gemv_chosen = plan.use_gemv = rec.gemv_us < best;
+        if (plan.use_gemv) best = rec.gemv_us;
+    }
+    if (time_wgmma) {
+        for (int w = 0; w < 2; ++w) {
+            float ms = 0;
+            SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, impl.ev[n + 2 + w], impl.ev[n + 3 + w]));
+            const float us = ms * 1e3f / kTimedRuns;
+            if (!rec.wgmma_timed || us < rec.wgmma_us) rec.wgmma_us = us, rec.wgmma_tile_n = kTileWidths[w];
+            rec.wgmma_timed = true;
+        }
+        rec.wgmma_chosen = rec.wgmma_us < best;
+        if (rec.wgmma_chosen) {
+            plan.wgmma_tile_n = rec.wgmma_tile_n;
+            plan.use_gemv = rec.gemv_chosen = false;
+        }
     }
     SURF_CUDA_CHECK(cudaEventElapsedTime(&rec.tune_ms, impl.ev[0], impl.ev[last]));
     plan.algo = plan.candidates[rec.chosen];
@@ -175,7 +222,7 @@ const GemmPlan* tuned_neighbour(const GemmContext::Impl& impl, const PlanKey& ke
         PlanKey same_m = other_key;
         std::get<0>(same_m) = m;
         if (same_m != key) continue;
-        const bool valid = (other.use_gemv && m <= kTuneOnFirstUseRows) || has_candidate(plan, other.algo);
+        const bool valid = (other.use_gemv && m <= kTuneOnFirstUseRows) || other.wgmma_tile_n > 0 || has_candidate(plan, other.algo);
         if (valid && (!best || m2 < best_m)) best = &other, best_m = m2;  // the nearest
     }
     return best;
@@ -186,6 +233,7 @@ const GemmPlan* tuned_neighbour(const GemmContext::Impl& impl, const PlanKey& ke
 void GemmContext::set_autotune(bool on) { impl_->autotune = on; }
 void GemmContext::set_reuse_tuned_in_bucket(bool on) { impl_->reuse_in_bucket = on; }
 void GemmContext::set_small_m_kernel(SmallM mode) { impl_->small_m = mode; }
+void GemmContext::set_wgmma_gemm(WgmmaGemm mode) { impl_->wgmma = mode; }
 int64_t GemmContext::reused_count() const { return impl_->reused; }
 
 void GemmContext::set_sm_count_target(int sms) {
@@ -220,6 +268,8 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
     SURF_CHECK(p.m > 0 && p.n > 0 && p.k > 0, "gemm: m ", p.m, " n ", p.n, " k ", p.k);
     const int64_t ldx = p.ldx ? p.ldx : p.k, ldw = p.ldw ? p.ldw : p.k, ldy = p.ldy ? p.ldy : p.n;
     SURF_CHECK(ldx >= p.k && ldw >= p.k && ldy >= p.n, "gemm: leading dims ", ldx, " ", ldw, " ", ldy);
+    SURF_CHECK(p.activation != GemmActivation::kReluSquared || (p.y_dtype == DType::kBF16 && ldy == p.n),
+               "gemm: ReLU² needs a bf16 y with row stride n (", ldy, " for n ", p.n, ")");
     const size_t y_elem = dtype_size(p.y_dtype);
     const int align_a = alignment_of(p.w, ldw, 2), align_b = alignment_of(p.x, ldx, 2);
     const int align_d = alignment_of(p.y, ldy, y_elem);
@@ -268,8 +318,9 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
         plan.tuned = !impl->autotune;
         if (!plan.tuned && impl->reuse_in_bucket) {
             if (const GemmPlan* other = tuned_neighbour(*impl, key, plan)) {
-                if (has_candidate(plan, other->algo)) plan.algo = other->algo;  // (else the small-m kernel, with the heuristic's pick behind it)
+                if (has_candidate(plan, other->algo)) plan.algo = other->algo;  // (else the small-m kernel or gemm_wgmma, with the heuristic's pick behind it)
                 plan.use_gemv = other->use_gemv;
+                plan.wgmma_tile_n = other->wgmma_tile_n;
                 plan.tuned = plan.reused = true;
                 ++impl->reused;
             }
@@ -282,12 +333,20 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
     }
     if (!plan.tuned && ++plan.uses >= (p.m <= kTuneOnFirstUseRows ? 1 : kTuneAfterUses)) tune_plan(*impl, plan, p, y_elem, stream);
     // The plan's key fixes the shape, strides and the smallest alignment, not each pointer's: check them.
-    if ((plan.use_gemv || impl->small_m == GemmContext::SmallM::kAlways) && gemv_supported(p)) {
-        gemv(p, stream);
+    const GemmParams lin = linear_part(p);
+    if ((plan.use_gemv || impl->small_m == GemmContext::SmallM::kAlways) && gemv_supported(lin)) {
+        gemv(lin, stream);
+        run_relu2_pass(p, p.y, stream);
+        return;
+    }
+    const bool always_wgmma = impl->wgmma == GemmContext::WgmmaGemm::kAlways;
+    if ((plan.wgmma_tile_n > 0 || always_wgmma) && gemm_wgmma_supported(p)) {
+        gemm_wgmma(p, plan.wgmma_tile_n > 0 ? plan.wgmma_tile_n : 256, stream);
         return;
     }
     SURF_CUBLAS_CHECK(cublasLtMatmul(impl->handle, plan.op, &p.alpha, p.w, plan.a, p.x, plan.b, &p.beta, p.y, plan.d,
                                      p.y, plan.d, &plan.algo, impl->workspace, impl->workspace_bytes, stream));
+    run_relu2_pass(p, p.y, stream);
 }
 
 }  // namespace surf::kernels::cuda

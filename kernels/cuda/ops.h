@@ -60,11 +60,19 @@ public:
     // kAlways uses it for every supported shape (tests); kNever not at all.
     enum class SmallM { kTuned, kAlways, kNever };
     void set_small_m_kernel(SmallM mode);
+    // The Hopper GEMM of our own (gemm_wgmma below, both tile widths) for shapes it supports: kTuned times it
+    // beside the cuBLASLt candidates whenever such a shape is tuned and keeps it if it is faster (with
+    // autotuning only); kAlways uses it (tile 256) for every supported shape (tests); kNever (default) not at all.
+    enum class WgmmaGemm { kTuned, kAlways, kNever };
+    void set_wgmma_gemm(WgmmaGemm mode);
     struct TuneRecord {
         int64_t m = 0, n = 0, k = 0;
         int candidates = 0, chosen = 0;        // candidates timed, index of the fastest (0 = heuristic's pick)
         bool gemv_timed = false, gemv_chosen = false;  // the small-m kernel was timed too / beat every candidate
         float gemv_us = 0;
+        bool wgmma_timed = false, wgmma_chosen = false;  // gemm_wgmma was timed too / beat every other choice
+        float wgmma_us = 0;                              // its faster tile width's time
+        int wgmma_tile_n = 0;                            // that tile width
         float heuristic_us = 0, best_us = 0;   // per GEMM
         float tune_ms = 0;                     // GPU time the tuning runs took (the host waits once for them)
     };
@@ -82,7 +90,10 @@ private:
 // It differs from exact-erf GELU (RADIO's nn.GELU) by at most 4.8e-4 absolute (largest near x = −2.7, where
 // GELU ≈ −0.009), which is under half a bf16 ulp of any output of magnitude ≥ 0.125; the kernel test compares
 // against the exact-erf reference. Fusing saves the separate in-place pass over the activations.
-enum class GemmActivation { kNone, kGeluTanh };
+// kReluSquared: relu(v)² of the value rounded to y's dtype, then rounded again — exactly the linear's output
+// followed by relu_squared (the Nemotron-H MLP). cuBLASLt has no such epilogue: gemm() runs relu_squared after
+// it (y bf16, row stride n), while gemm_wgmma fuses it.
+enum class GemmActivation { kNone, kGeluTanh, kReluSquared };
 
 struct GemmParams {
     const bf16* x = nullptr;     // [m, k] (row stride ldx, 0 → k)
@@ -103,6 +114,17 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream);
 // GemmContext::set_small_m_kernel.
 bool gemv_supported(const GemmParams& p);
 void gemv(const GemmParams& p, cudaStream_t stream);
+
+// A Hopper GEMM of our own (gemm_wgmma.cu; compute capability 9.0): gemm()'s contract, persistent blocks of
+// 128 × tile_n (256 or 128) outputs, TMA loads into a ring, two consumer warpgroups on wgmma, the epilogue
+// (alpha, beta, bias, activation) from the accumulators. Supported where k and the x / w row strides are multiples
+// of 8 with x and w 16-byte aligned, n and y's row stride even (gemm_wgmma_supported). gemm() times it beside the
+// cuBLASLt candidates per GemmContext::set_wgmma_gemm; fp32 accumulation in another order than cuBLASLt's.
+bool gemm_wgmma_supported(const GemmParams& p);
+// cluster_pairs: blocks in clusters of two along m sharing each weight slice by TMA multicast (where m > 128).
+void gemm_wgmma(const GemmParams& p, int tile_n, cudaStream_t stream, bool cluster_pairs = true);
+// Blocks of that kernel resident on the current device at once (the persistent grid's size; benchmarks).
+int gemm_wgmma_resident_blocks(int tile_n, bool cluster_pairs);
 
 // ---------------------------------------------------------------------------------------------------
 // Norms and activations (norm.cu)

@@ -1,6 +1,7 @@
 // Hopper warpgroup MMA (wgmma, PTX ISA 8.0+, sm_90a only): shared-memory matrix descriptors, the fences and
 // group waits, and the two products the wgmma attention kernel needs (attention_wgmma.cu):
-//   wgmma_ss<N>:    D[64×N] (+)= A·Bᵀ, A [64][16] and B [N][16] in shared memory, both K-major (S = Q·Kᵀ);
+//   wgmma_ss<N>:    D[64×N] (+)= A·Bᵀ, A [64][16] and B [N][16] in shared memory, both K-major (S = Q·Kᵀ; N = 256:
+//                   the GEMM of gemm_wgmma.cu);
 //   wgmma_rs_mn<N>: D[64×N] += A·B, A [64][16] bf16 from registers, B [16][N] in shared memory, N-major
 //                   (O += P·V with V rows as stored).
 // One warpgroup (4 warps, 128 threads) issues each product together. Accumulator layout: warp w of the group
@@ -39,6 +40,16 @@ __device__ __forceinline__ uint64_t make_desc_sw32(const void* smem, uint32_t lb
     const uint32_t addr = detail::smem_addr(smem);
     return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo_bytes >> 4) << 16) |
            (static_cast<uint64_t>(sbo_bytes >> 4) << 32) | (uint64_t{3} << 62);
+}
+
+// Descriptor of a 128-byte-swizzled K-major tile (the GEMM's: rows of 64 bf16 = 128 bytes, as TMA's
+// CU_TENSOR_MAP_SWIZZLE_128B writes them; 16-byte chunk c of row r at chunk c ^ (r % 8), 8-row groups of 1,024
+// bytes = SBO; LBO unused for K-major swizzled layouts; layout 1 = 128-byte swizzle). `smem` must lie 1,024-byte
+// aligned or be such a tile's start plus a k offset inside its rows: adding 2·j to the descriptor moves it to
+// the j-th 16-column k-step (the swizzle applies to address bits, so the start may move inside the atom).
+__device__ __forceinline__ uint64_t make_desc_sw128(const void* smem) {
+    const uint32_t addr = detail::smem_addr(smem);
+    return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
 
 // Byte offset of element (row, col) of a 32-byte-swizzled [rows][C] tile, col a multiple of 8 (one 16-byte
@@ -143,6 +154,31 @@ __device__ __forceinline__ void wgmma_ss<128>(float (&d)[16][4], uint64_t desc_a
         "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
         : SURF_WGMMA_D4(0), SURF_WGMMA_D4(1), SURF_WGMMA_D4(2), SURF_WGMMA_D4(3), SURF_WGMMA_D4(4), SURF_WGMMA_D4(5), SURF_WGMMA_D4(6), SURF_WGMMA_D4(7),
           SURF_WGMMA_D4(8), SURF_WGMMA_D4(9), SURF_WGMMA_D4(10), SURF_WGMMA_D4(11), SURF_WGMMA_D4(12), SURF_WGMMA_D4(13), SURF_WGMMA_D4(14), SURF_WGMMA_D4(15)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+#endif
+}
+
+template <>
+__device__ __forceinline__ void wgmma_ss<256>(float (&d)[32][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#if SURF_WGMMA_ENABLED
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+        : SURF_WGMMA_D4(0), SURF_WGMMA_D4(1), SURF_WGMMA_D4(2), SURF_WGMMA_D4(3), SURF_WGMMA_D4(4), SURF_WGMMA_D4(5), SURF_WGMMA_D4(6), SURF_WGMMA_D4(7),
+          SURF_WGMMA_D4(8), SURF_WGMMA_D4(9), SURF_WGMMA_D4(10), SURF_WGMMA_D4(11), SURF_WGMMA_D4(12), SURF_WGMMA_D4(13), SURF_WGMMA_D4(14), SURF_WGMMA_D4(15),
+          SURF_WGMMA_D4(16), SURF_WGMMA_D4(17), SURF_WGMMA_D4(18), SURF_WGMMA_D4(19), SURF_WGMMA_D4(20), SURF_WGMMA_D4(21), SURF_WGMMA_D4(22), SURF_WGMMA_D4(23),
+          SURF_WGMMA_D4(24), SURF_WGMMA_D4(25), SURF_WGMMA_D4(26), SURF_WGMMA_D4(27), SURF_WGMMA_D4(28), SURF_WGMMA_D4(29), SURF_WGMMA_D4(30), SURF_WGMMA_D4(31)
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 #endif
 }

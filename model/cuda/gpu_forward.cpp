@@ -418,12 +418,11 @@ void GpuModel::mlp_layer(const GpuLayer& W) {
     const int64_t n = step_.n_tok, d = c.hidden_size, inter = c.intermediate_size;
     bf16* hidden = big_.as<bf16>();  // [n_tok, intermediate]
     {
-        auto timed = timer_.scope("mlp.up", stream_);
-        kc::gemm(*gemm_, {normed_.as<bf16>(), W.up.ptr(), nullptr, hidden, kc::DType::kBF16, n, inter, d}, stream_);
-    }
-    {
-        auto timed = timer_.scope("mlp.relu2", stream_);
-        kc::relu_squared(hidden, n * inter, stream_);
+        // ReLU² in the GEMM's epilogue where our kernel runs it, else gemm() runs relu_squared after cuBLASLt.
+        auto timed = timer_.scope("mlp.up_relu2", stream_);
+        kc::GemmParams up{normed_.as<bf16>(), W.up.ptr(), nullptr, hidden, kc::DType::kBF16, n, inter, d};
+        up.activation = kc::GemmActivation::kReluSquared;
+        kc::gemm(*gemm_, up, stream_);
     }
     kc::GemmParams down{hidden, W.down.ptr(), nullptr, residual_.get(), kc::DType::kF32, n, d, inter};
     down.beta = 1.0f;

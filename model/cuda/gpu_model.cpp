@@ -69,6 +69,9 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
     gemm_->set_reuse_tuned_in_bucket(limits_.gemm_reuse_tuned_in_bucket);
     gemm_->set_small_m_kernel(limits_.small_m_kernel ? kc::GemmContext::SmallM::kTuned : kc::GemmContext::SmallM::kNever);
     vision_gemm_->set_autotune(limits_.autotune_gemms);
+    const auto wgmma = limits_.gemm_wgmma ? kc::GemmContext::WgmmaGemm::kTuned : kc::GemmContext::WgmmaGemm::kNever;
+    gemm_->set_wgmma_gemm(wgmma);
+    vision_gemm_->set_wgmma_gemm(wgmma);
     vision_gemm_->set_sm_count_target(limits_.vision_gemm_sms);
     gemm_->set_sm_count_target(limits_.lm_gemm_sms);
     vision_stream_ = prioritised_stream(limits_.vision_stream_priority);

@@ -47,6 +47,10 @@ struct GpuLimits {
     // GEMMs of ≤ 4 rows (decode steps of few sessions) may run on our small-m kernel where tuning finds it faster
     // than every cuBLASLt candidate (GemmContext::SmallM::kTuned); off: cuBLASLt only (A/B).
     bool small_m_kernel = true;
+    // GEMMs may run on our Hopper kernel (kernels/cuda/gemm_wgmma.cu) where tuning finds it faster than every
+    // cuBLASLt candidate (GemmContext::WgmmaGemm::kTuned; both contexts); off: cuBLASLt only (A/B). The MLP's
+    // and the projector's ReLU² ride in its epilogue; on cuBLASLt gemm() runs them as their own pass.
+    bool gemm_wgmma = true;
     bool lm_stream_priority = false;  // language-model steps at a higher stream priority than the vision tower
     bool vision_stream_priority = false;  // the vision tower at a higher stream priority than the language model
     // > 0: the vision tower's GEMMs are planned for this many SMs (cuBLASLt SM count target), so that the

@@ -128,8 +128,9 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
     kc::RmsNormParams rn;
     rn.x = shuffled, rn.x_dtype = kc::DType::kBF16, rn.weight = w_.proj_norm.ptr(), rn.y = hidden, rn.rows = out_rows, rn.dim = width * s * s, rn.eps = 1e-5f;
     kc::rmsnorm(rn, vision_stream_);
-    kc::gemm(*vision_gemm_, {hidden, w_.proj_fc1.ptr(), nullptr, shuffled, kc::DType::kBF16, out_rows, cfg_.projector_hidden, width * s * s}, vision_stream_);
-    kc::relu_squared(shuffled, out_rows * cfg_.projector_hidden, vision_stream_);
+    kc::GemmParams fc1{hidden, w_.proj_fc1.ptr(), nullptr, shuffled, kc::DType::kBF16, out_rows, cfg_.projector_hidden, width * s * s};
+    fc1.activation = kc::GemmActivation::kReluSquared;
+    kc::gemm(*vision_gemm_, fc1, vision_stream_);
     int64_t row = 0;
     for (const ImageJob& j : jobs) {
         const int64_t n = j.n_tiles * tpt;

@@ -2,6 +2,7 @@
 // at the Holotron shapes and small ones. Outputs are NaN-poisoned before every launch.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -277,6 +278,130 @@ TEST_CASE("gemm autotuning with reuse in 64-row buckets: a neighbouring row coun
     if (small_reused) {
         CHECK(ctx.tune_log().size() == tuned_small + 1);
         CHECK(ctx.tune_log().back().m == 30);
+    }
+}
+
+namespace {
+
+// relu(round(v))² rounded to bf16: the linear's bf16 output followed by relu_squared (GemmActivation::kReluSquared).
+std::vector<float> relu_squared_of_bf16(const std::vector<float>& linear) {
+    std::vector<float> out(linear.size());
+    for (size_t i = 0; i < linear.size(); ++i) {
+        const float r = std::max(round_bf16(linear[i]), 0.0f);
+        out[i] = round_bf16(r * r);
+    }
+    return out;
+}
+
+bool wgmma_device() {
+    int device = 0, major = 0, minor = 0;
+    SURF_CUDA_CHECK(cudaGetDevice(&device));
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    return major == 9 && minor == 0;
+}
+
+}  // namespace
+
+TEST_CASE("gemm_wgmma (our Hopper GEMM) against the CPU reference: both tile widths, row / column / k tails, every epilogue") {
+    if (!wgmma_device()) {
+        MESSAGE("not compute capability 9.0: gemm_wgmma is not built to run here");
+        return;
+    }
+    std::mt19937 rng(31);
+    // Tails in every dimension (m % 128, n % 256 and % 128, k % 64 ≠ 0), one tile, one row, a ViT projection
+    // shape (3 tiles' rows) and a Mamba out_proj-like k.
+    for (Shape shape : {Shape{300, 1000, 648}, Shape{128, 256, 64}, Shape{1, 264, 72}, Shape{3096, 1280, 1280}, Shape{77, 512, 10240}}) {
+        LinearCase c(shape, rng);
+        const Shape s = c.s;
+        const std::vector<float> relu2_ref = [&] {
+            std::vector<float> lin(s.m * s.n);
+            cpu::linear({c.x.data(), c.w.data(), nullptr, lin.data(), s.m, s.n, s.k});
+            return relu_squared_of_bf16(lin);
+        }();
+        for (int tile_n : {256, 128}) {
+            const std::string tag = c.tag + " tile " + std::to_string(tile_n);
+            c.dyh.poison();
+            cu::gemm_wgmma({c.dx.get(), c.dw.get(), c.dbias_h.get(), c.dyh.get(), cu::DType::kBF16, s.m, s.n, s.k}, tile_n, nullptr);
+            compare("gemm_wgmma bf16 out +bias " + tag, to_float(c.dyh.download()), c.ref, 2e-3f, 1e-2f);
+            c.dyf.upload(c.y0);
+            cu::GemmParams acc{c.dx.get(), c.dw.get(), c.dbias_f.get(), c.dyf.get(), cu::DType::kF32, s.m, s.n, s.k};
+            acc.beta = 1.0f;
+            cu::gemm_wgmma(acc, tile_n, nullptr);
+            compare("gemm_wgmma fp32 out +bias +y " + tag, c.dyf.download(), c.ref_acc, 1e-3f, 1e-3f);
+            // ReLU²: a pre-activation one bf16 ulp apart (accumulation order) moves r² by ≈ 2 ulp; then the output's.
+            cu::GemmParams relu{c.dx.get(), c.dw.get(), nullptr, c.dyh.get(), cu::DType::kBF16, s.m, s.n, s.k};
+            relu.activation = cu::GemmActivation::kReluSquared;
+            c.dyh.poison();
+            cu::gemm_wgmma(relu, tile_n, nullptr);
+            compare("gemm_wgmma ReLU² " + tag, to_float(c.dyh.download()), relu2_ref, 2e-3f, 2e-2f);
+        }
+        // GELU (tanh form) with bias against exact-erf GELU, and a strided x (a slice of wider rows), alpha = 0.5.
+        std::vector<float> gelu_ref = c.ref;
+        cpu::gelu_erf(gelu_ref.data(), s.m * s.n);
+        cu::GemmParams gelu{c.dx.get(), c.dw.get(), c.dbias_h.get(), c.dyh.get(), cu::DType::kBF16, s.m, s.n, s.k};
+        gelu.activation = cu::GemmActivation::kGeluTanh;
+        c.dyh.poison();
+        cu::gemm_wgmma(gelu, 256, nullptr);
+        compare("gemm_wgmma +bias +GELU " + c.tag, to_float(c.dyh.download()), gelu_ref, 2e-3f, 1e-2f);
+        const int64_t ldx = s.k + 24;
+        std::vector<float> xs(s.m * ldx, 0.25f);
+        for (int64_t r = 0; r < s.m; ++r) for (int64_t k = 0; k < s.k; ++k) xs[r * ldx + k] = c.x[r * s.k + k];
+        DeviceBuffer<bf16> dxs(to_bf16(xs));
+        cu::GemmParams strided{dxs.get(), c.dw.get(), nullptr, c.dyf.get(), cu::DType::kF32, s.m, s.n, s.k};
+        strided.ldx = ldx, strided.alpha = 0.5f;
+        c.dyf.poison();
+        cu::gemm_wgmma(strided, 128, nullptr);
+        std::vector<float> half_ref(c.ref.size());
+        for (size_t i = 0; i < half_ref.size(); ++i) half_ref[i] = 0.5f * (c.ref[i] - c.bias[i % s.n]);
+        compare("gemm_wgmma fp32 strided x alpha 0.5 " + c.tag, c.dyf.download(), half_ref, 1e-3f, 1e-3f);
+    }
+    // What it does not take: k not a multiple of 8 (TMA rows of 16 bytes), an odd n.
+    std::vector<bf16> none(64);
+    DeviceBuffer<bf16> buf(none.size());
+    CHECK_FALSE(cu::gemm_wgmma_supported({buf.get(), buf.get(), nullptr, buf.get(), cu::DType::kBF16, 2, 4, 12}));
+    CHECK_FALSE(cu::gemm_wgmma_supported({buf.get(), buf.get(), nullptr, buf.get(), cu::DType::kBF16, 2, 3, 16}));
+    CHECK(cu::gemm_wgmma_supported({buf.get(), buf.get(), nullptr, buf.get(), cu::DType::kBF16, 2, 4, 16}));
+}
+
+TEST_CASE("gemm() with ReLU²: cuBLASLt + relu_squared, gemm_wgmma always, and tuning that times both keep the reference result") {
+    std::mt19937 rng(32);
+    // The MLP up projection at a mixed step's 1,024 rows (cut to n 4096 to keep the CPU reference short), a decode
+    // row (small-m kernel territory), an odd k that only cuBLASLt takes.
+    for (Shape shape : {Shape{1024, 4096, 5120}, Shape{1, 2048, 5120}, Shape{33, 512, 20}}) {
+        auto x = random_vec(shape.m * shape.k, rng), w = random_vec(shape.n * shape.k, rng, -0.05f, 0.05f);
+        std::vector<float> lin(shape.m * shape.n);
+        cpu::linear({x.data(), w.data(), nullptr, lin.data(), shape.m, shape.n, shape.k});
+        const std::vector<float> ref = relu_squared_of_bf16(lin);
+        DeviceBuffer<bf16> dx(to_bf16(x)), dw(to_bf16(w)), dy(shape.m * shape.n);
+        const std::string tag = std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k);
+        cu::GemmParams p{dx.get(), dw.get(), nullptr, dy.get(), cu::DType::kBF16, shape.m, shape.n, shape.k};
+        p.activation = cu::GemmActivation::kReluSquared;
+        for (auto mode : {cu::GemmContext::WgmmaGemm::kNever, cu::GemmContext::WgmmaGemm::kAlways, cu::GemmContext::WgmmaGemm::kTuned}) {
+            cu::GemmContext ctx;
+            ctx.set_autotune(mode == cu::GemmContext::WgmmaGemm::kTuned);
+            ctx.set_wgmma_gemm(mode);
+            const char* name = mode == cu::GemmContext::WgmmaGemm::kNever ? "never" : mode == cu::GemmContext::WgmmaGemm::kAlways ? "always" : "tuned";
+            for (int use = 0; use < 3; ++use) {  // a large row count is tuned on its third use
+                dy.poison();
+                cu::gemm(ctx, p, nullptr);
+                compare(std::string("gemm ReLU² wgmma ") + name + " " + tag + " use " + std::to_string(use), to_float(dy.download()), ref, 2e-3f,
+                        2e-2f);
+            }
+            const bool timed_wgmma = wgmma_device() && shape.k % 8 == 0;
+            if (mode == cu::GemmContext::WgmmaGemm::kTuned && (timed_wgmma || !ctx.tune_log().empty())) {
+                REQUIRE(ctx.tune_log().size() == 1);  // (a shape with one cuBLASLt candidate and nothing else to time keeps no record)
+                const auto& rec = ctx.tune_log()[0];
+                CHECK(rec.wgmma_timed == timed_wgmma);
+                if (rec.wgmma_timed) {
+                    CHECK(rec.wgmma_us > 0.0f);
+                    CHECK((rec.wgmma_tile_n == 256 || rec.wgmma_tile_n == 128));
+                    MESSAGE(tag << " ReLU²: best cuBLASLt candidate + relu pass " << rec.best_us << " µs, gemm_wgmma " << rec.wgmma_us << " µs (tile "
+                                << rec.wgmma_tile_n << ")" << (rec.gemv_timed ? ", small-m kernel + relu pass " + std::to_string(rec.gemv_us) + " µs" : "")
+                                << (rec.wgmma_chosen ? ": gemm_wgmma chosen" : ""));
+                }
+            }
+        }
     }
 }
 
