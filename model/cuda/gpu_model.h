@@ -48,9 +48,11 @@ struct GpuLimits {
     // than every cuBLASLt candidate (GemmContext::SmallM::kTuned); off: cuBLASLt only (A/B).
     bool small_m_kernel = true;
     // GEMMs may run on our Hopper kernel (kernels/cuda/gemm_wgmma.cu) where tuning finds it faster than every
-    // cuBLASLt candidate (GemmContext::WgmmaGemm::kTuned; both contexts); off: cuBLASLt only (A/B). The MLP's
-    // and the projector's ReLU² ride in its epilogue; on cuBLASLt gemm() runs them as their own pass.
-    bool gemm_wgmma = true;
+    // cuBLASLt candidate (GemmContext::WgmmaGemm::kTuned; both contexts); the MLP's and the projector's ReLU² then
+    // ride in its epilogue (on cuBLASLt gemm() runs them as their own pass). Off: cuBLASLt only. H100, session 21:
+    // it wins only the MLP up projection + ReLU² (305 vs 319 µs at 1,024 rows; bench_gemm), and serving C = 100 did
+    // not move (two alternating pairs, means 16,341 on vs 16,361 off; docs/BENCHMARKS.md "Session 21"), so off.
+    bool gemm_wgmma = false;
     bool lm_stream_priority = false;  // language-model steps at a higher stream priority than the vision tower
     bool vision_stream_priority = false;  // the vision tower at a higher stream priority than the language model
     // > 0: the vision tower's GEMMs are planned for this many SMs (cuBLASLt SM count target), so that the
