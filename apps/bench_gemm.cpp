@@ -43,24 +43,10 @@ void fill(cu::bf16* p, int64_t n, float scale, uint64_t seed) {
     cu::uniform_fill(f, nullptr);
 }
 
+// Median µs of fn(i) over `reps` launches, i counting up so that launches rotate over the weight copies.
 double median_us(const std::function<void(int)>& fn, int reps) {
-    for (int i = 0; i < 3; ++i) fn(i);
-    SURF_CUDA_CHECK(cudaDeviceSynchronize());
-    cudaEvent_t a, b;
-    SURF_CUDA_CHECK(cudaEventCreate(&a));
-    SURF_CUDA_CHECK(cudaEventCreate(&b));
-    std::vector<float> ms(reps);
-    for (int i = 0; i < reps; ++i) {
-        SURF_CUDA_CHECK(cudaEventRecord(a));
-        fn(3 + i);
-        SURF_CUDA_CHECK(cudaEventRecord(b));
-        SURF_CUDA_CHECK(cudaEventSynchronize(b));
-        SURF_CUDA_CHECK(cudaEventElapsedTime(&ms[i], a, b));
-    }
-    SURF_CUDA_CHECK(cudaEventDestroy(a));
-    SURF_CUDA_CHECK(cudaEventDestroy(b));
-    std::sort(ms.begin(), ms.end());
-    return ms[reps / 2] * 1e3;
+    int i = 0;
+    return surf::bench::median_ms([&] { fn(i++); }, reps) * 1e3;
 }
 
 }  // namespace

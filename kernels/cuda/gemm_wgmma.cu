@@ -3,10 +3,11 @@
 // activation, fused instead of a second pass over the up projection's output).
 //
 // Design (persistent, warp-specialized, as FlashAttention-3 / CUTLASS's sm90 kernels are; our own code):
-//   * grid = min(tiles, SMs); block b computes output tiles b, b + grid, … of kBM × BN (BN = 256 or 128), the
-//     m index fastest: at any moment the resident blocks share ⌈grid / m-tiles⌉ columns of w, so every weight tile
-//     is read from DRAM once and served from the L2 to the m-tiles' blocks (cuBLASLt's kernels read the in_proj
-//     weights ≈ twice at m = 1,024, BENCHMARKS.md session 19);
+//   * grid = min(tiles, resident blocks); block b computes output tiles b, b + grid, … of kBM × BN (BN = 256 or
+//     128), the m index fastest: at any moment the resident blocks share ⌈grid / m-tiles⌉ columns of w, so every
+//     weight tile is read from DRAM once and served from the L2 to the m-tiles' blocks (cuBLASLt's kernels read the
+//     in_proj weights ≈ twice at m = 1,024, BENCHMARKS.md session 19); where m > 128 the blocks pair up in clusters
+//     of two that share each weight slice by TMA multicast (below, CL = 2);
 //   * warpgroup 0 is the producer: one thread streams k-slices of 64 columns of x (kBM rows) and w (BN rows) by TMA
 //     into a ring of stages, 128-byte swizzled (wgmma.cuh make_desc_sw128), each completing on its `full` mbarrier
 //     by bytes; out-of-range rows and columns arrive as zeros, so m, n and k need not be tile multiples;
@@ -14,7 +15,11 @@
 //     back to the producer (`empty`, one arrival a consumer warp) once the next stage's group is issued and this
 //     one's is complete (wait<1>), so one group is always in flight;
 //   * the epilogue runs from the accumulators (alpha, beta·y, bias, activation, rounding) and stores straight to
-//     global memory while the producer already fills the ring with the next tile's first stages.
+//     global memory while the producer already fills the ring with the next tile's first stages (the tensor cores
+//     wait meanwhile: both consumers store at once).
+// Where it stands (H100, session 21, BENCHMARKS.md): at cuBLASLt's level only where the work is many large tiles
+// (the MLP up projection + ReLU², the projector), 1.5–2.2× slower at n = 5,120 / 1,280 (≤ 1.2 waves, no split-K)
+// and on the fp32 residual epilogues; the engine's tuner keeps cuBLASLt (GpuLimits::gemm_wgmma off).
 // Registers: the launch gives each of the 384 threads 168; the producer drops to 24 and the consumers rise to 240
 // (BN = 256 holds 128 fp32 accumulators a thread).
 #include <cuda.h>
