@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: build the CUDA targets (GPU-only configuration), run every gpu test and the kernel
-# benchmarks (bench_kernels, bench_attention, bench_step: per-op profile of the 12B step), write logs to $OUT and print a short summary last. Needs .deps/ (scripts/fetch_gpu_deps.sh).
+# benchmarks (bench_kernels, bench_attention, bench_gemm: cuBLASLt vs gemm_wgmma at the engine's shapes, bench_step: per-op profile of the 12B step), write logs to $OUT and print a short summary last. Needs .deps/ (scripts/fetch_gpu_deps.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -19,7 +19,7 @@ cfg=$?
 status "configure: rc=$cfg ($(( $(date +%s) - t0 ))s)"
 [ $cfg -ne 0 ] && exit 1
 
-targets=$(ninja -C build-gpu -t targets all 2>/dev/null | grep -oE '^(gpu_test_[a-z0-9_]+|bench_kernels|bench_attention|bench_step)(:| )' | tr -d ': ' | sort -u)
+targets=$(ninja -C build-gpu -t targets all 2>/dev/null | grep -oE '^(gpu_test_[a-z0-9_]+|bench_kernels|bench_attention|bench_gemm|bench_step)(:| )' | tr -d ': ' | sort -u)
 t0=$(date +%s)
 LOG_DIR="$OUT" JOBS="$JOBS" bash scripts/build_gpu.sh $targets  # prints the build's error lines if it fails
 brc=$?
@@ -45,7 +45,7 @@ if [ -x build-gpu/apps/bench_kernels ] || [ -x build-gpu/bench_kernels ]; then
     timeout 400 "$bench" > "$OUT/bench_kernels.log" 2>&1
     status "bench_kernels: rc=$? ($(( $(date +%s) - t0 ))s)"
 fi
-for b in bench_attention bench_step; do
+for b in bench_attention bench_gemm bench_step; do
     if [ -x "build-gpu/apps/$b" ]; then
         t0=$(date +%s)
         timeout 200 "build-gpu/apps/$b" > "$OUT/$b.log" 2>&1
