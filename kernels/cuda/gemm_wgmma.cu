@@ -25,6 +25,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/tensor_map.h"
@@ -250,10 +251,10 @@ bool aligned_to(const void* p, uintptr_t bytes) { return (reinterpret_cast<uintp
 // H100's GPCs do not all hold an even count of SMs). Cached per device.
 template <int BN, int CL>
 int resident_blocks(void (*kernel)(CUtensorMap, CUtensorMap, EpilogueArgs, int, int, int)) {
-    static int cached[64] = {};
+    static std::atomic<int> cached[64] = {};  // engines on several GPUs launch from their own threads
     int device = 0;
     SURF_CUDA_CHECK(cudaGetDevice(&device));
-    int& n = cached[device & 63];
+    int n = cached[device & 63].load(std::memory_order_relaxed);
     if (n == 0) {
         if constexpr (CL == 1) {
             n = detail::device_sm_count();
@@ -269,6 +270,7 @@ int resident_blocks(void (*kernel)(CUtensorMap, CUtensorMap, EpilogueArgs, int, 
             SURF_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
             n = std::max(clusters, 1) * CL;
         }
+        cached[device & 63].store(n, std::memory_order_relaxed);
     }
     return n;
 }
