@@ -15,12 +15,12 @@
 #include <thread>
 
 #include "agent/eval_judge.h"
-#include "agent/remote_engine.h"
 #include "agent/eval_report.h"
 #include "agent/eval_runner.h"
 #include "agent/eval_tasks.h"
 #include "agent/profile.h"
 #include "apps/cli.h"
+#include "apps/remote_model.h"
 #include "kernels/base/error.h"
 #include "model/chat_template.h"
 #include "model/engine.h"
@@ -71,7 +71,7 @@ int merge(const surf::cli::Args& args) {
     std::vector<std::string> dirs(args.positional().begin() + 1, args.positional().end());
     if (dirs.empty())
         throw Error(ErrorKind::kInvalidArgument, "merge: expected result folders: merge DIR... --out DIR");
-    for (const char* flag : {"model", "backend", "concurrency", "shard", "max-steps", "attempts", "judge"}) {
+    for (const char* flag : {"model", "model-name", "api-key", "tokenizer", "backend", "concurrency", "shard", "max-steps", "attempts", "judge"}) {
         if (args.has(flag))
             throw Error(ErrorKind::kInvalidArgument, std::string("merge takes only --out, not --") + flag);
     }
@@ -97,7 +97,9 @@ int run_eval(const surf::cli::Args& args) {
         if (env) model_dir = env;
     }
     if (model_dir.empty())
-        throw Error(ErrorKind::kInvalidArgument, "--model DIR is required (or set SURF_MODEL)");
+        throw Error(ErrorKind::kInvalidArgument, "--model DIR|URL is required (or set SURF_MODEL)");
+    const bool remote_model = surf::cli::is_remote_model(model_dir);
+    if (remote_model) surf::cli::reject_local_model_flags(args);  // before the task file and the connection
 
     std::vector<surf::agent::EvalTask> tasks = surf::agent::load_tasks(args.positional()[0]);
     if (args.has("references")) {
@@ -136,9 +138,16 @@ int run_eval(const surf::cli::Args& args) {
     surf::agent::PromptProfile profile =
         surf::agent::load_profile(profile_path.empty() ? surf::agent::default_profile_path() : profile_path);
 
-    const std::string backend = args.get("backend", "cpu");
-    std::fprintf(stderr, "loading %s (%s) ...\n", model_dir.c_str(), backend.c_str());
-    std::shared_ptr<surf::model::Engine> engine = surf::model::open_engine(model_dir, backend, "--backend");
+    std::shared_ptr<surf::model::Engine> engine;
+    if (remote_model) {
+        // The policy, localizer, validator (and the local judge) on an OpenAI-compatible server: every running
+        // task has one call out at a time.
+        engine = surf::cli::open_remote_model(args, model_dir, options.concurrency);
+    } else {
+        const std::string backend = args.get("backend", "cpu");
+        std::fprintf(stderr, "loading %s (%s) ...\n", model_dir.c_str(), backend.c_str());
+        engine = surf::model::open_engine(model_dir, backend, "--backend");
+    }
     const std::string template_path = args.get("template");
     auto chat_template = std::make_shared<const surf::model::ChatTemplate>(
         template_path.empty() ? surf::model::ChatTemplate::from_model_dir(engine->config().dir)
@@ -219,12 +228,15 @@ SURF_COMMAND(surf::cli::Command{
     "eval",
     "Evaluate the agent on a WebVoyager-style task file, many tasks at once, resumable; or merge result "
     "folders.",
-    "TASKS.jsonl --out DIR [--model DIR] [--backend cpu|cuda] [--concurrency C] [--shard i/n] [--max-steps "
+    "TASKS.jsonl --out DIR [--model DIR|URL] [--backend cpu|cuda] [--concurrency C] [--shard i/n] [--max-steps "
     "N] "
-    "[--attempts K] [--judge local|none] [--allow-domain D]... [flags]  |  merge DIR... --out DIR",
+    "[--attempts K] [--judge local|remote|none] [--allow-domain D]... [flags]  |  merge DIR... --out DIR",
     {{"out", "DIR", "results folder (results.jsonl, summary.json, report.html, traces/); re-run to resume"},
-     {"model", "DIR", "model folder (default $SURF_MODEL)"},
+     {"model", "DIR|URL", "model folder (default $SURF_MODEL), or an OpenAI-compatible server http://HOST:PORT/v1"},
      {"backend", "NAME", "cpu (default) or cuda"},
+     {"model-name", "NAME", "with --model http://HOST:PORT/v1: the served model's name"},
+     {"api-key", "KEY", "with a remote --model: Bearer key (default $SURF_API_KEY)"},
+     {"tokenizer", "DIR", "with a remote --model: a local checkpoint folder whose special tokens to neutralise"},
      {"concurrency", "C", "agents running at once on the one engine and browser (default 1)"},
      {"shard", "i/n", "run only the i-th of n shards (task k goes to shard k mod n)"},
      {"max-steps", "N", "policy steps per task unless the task sets max_steps (default 15)"},

@@ -9,8 +9,8 @@
 
 #include "agent/agent.h"
 #include "agent/loop.h"
-#include "agent/remote_engine.h"
 #include "apps/cli.h"
+#include "apps/remote_model.h"
 #include "kernels/base/error.h"
 
 namespace {
@@ -61,15 +61,10 @@ int run_agent(const surf::cli::Args& args) {
     surf::agent::validate_run_options(run);  // before a model load that can take minutes
 
     std::unique_ptr<surf::agent::Agent> agent;
-    if (config.model_dir.rfind("http://", 0) == 0 || config.model_dir.rfind("https://", 0) == 0) {
+    if (surf::cli::is_remote_model(config.model_dir)) {
         // A remote OpenAI-compatible server (surf serve, vLLM, SGLang) instead of the in-process engine.
-        surf::agent::RemoteEngineOptions remote;
-        remote.client.base_url = config.model_dir;
-        remote.client.model_name = args.require("model-name");
-        remote.client.api_key = args.get("api-key", std::getenv("SURF_API_KEY") ? std::getenv("SURF_API_KEY") : "");
-        remote.tokenizer_dir = args.get("tokenizer");
-        std::fprintf(stderr, "connecting to %s (model %s) ...\n", remote.client.base_url.c_str(), remote.client.model_name.c_str());
-        agent = std::make_unique<surf::agent::Agent>(surf::agent::open_remote_engine(remote), config);
+        surf::cli::reject_local_model_flags(args);
+        agent = std::make_unique<surf::agent::Agent>(surf::cli::open_remote_model(args, config.model_dir, 1), config);
     } else {
         std::fprintf(stderr, "loading %s ...\n", config.model_dir.c_str());
         agent = surf::agent::Agent::create(config);

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -24,6 +25,7 @@
 #include "agent/remote_engine.h"
 #include "tests/browser/test_http_server.h"
 #include "tests/http_client.h"
+#include "tests/test_util.h"
 
 using namespace surf;
 using json = nlohmann::ordered_json;
@@ -253,6 +255,49 @@ TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an a
         }
         CHECK(backend_named);
         CHECK(remote_calls >= r.steps);
+        CHECK(engine->open_sessions() == 0);
+        fs::remove_all(dir);
+    }
+
+    SUBCASE("surf eval --model URL runs a task file with every model call going through the server") {
+        test::TestHttpServer pages(kPages);
+        const fs::path dir = fs::temp_directory_path() / "surf_serve_e2e_eval";
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+        const fs::path tasks = dir / "tasks.jsonl", out = dir / "out", log = dir / "eval.log";
+        {
+            std::ofstream t(tasks);
+            t << R"({"web_name": "Shop", "id": "Shop--0", "ques": "Find the price of the blue kettle", "web": ")" << pages.url("/index.html")
+              << "\"}\n"
+              << R"({"web_name": "Shop", "id": "Shop--1", "ques": "What does the second page say?", "web": ")" << pages.url("/page2.html")
+              << "\"}\n";
+        }
+        const std::string cmd = std::string(SURF_BINARY_DIR "/surf") + " eval " + tasks.string() + " --out " + out.string() + " --model " +
+                                server.url() + " --model-name tiny --api-key " + kKey + " --tokenizer " + kModel + " --profile " + kPages +
+                                "/profile_tiny.json --concurrency 2 --max-steps 2 --attempts 1 --judge none --viewport 320x240" +
+                                " --allow-domain 127.0.0.1 --page-timeout 10 --timeout 120 > " + log.string() + " 2>&1";
+        const int status = std::system(cmd.c_str());
+        const std::string printed = surf::test::read_file(log.string());
+        INFO("surf eval printed:\n" << printed);
+        REQUIRE(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 0);
+        CHECK(printed.find("connecting to " + server.url()) != std::string::npos);
+        std::ifstream results(out / "results.jsonl");
+        std::string line;
+        int records = 0;
+        while (std::getline(results, line)) {
+            const json r = json::parse(line);
+            INFO(r.dump());
+            ++records;
+            CHECK(r["status"] != "error");
+            CHECK(r["prompt_tokens"].get<int64_t>() > 0);
+            CHECK(r["steps"].get<int>() >= 1);
+            // The task's trace names the remote backend: the model ran behind the server, not in this process.
+            CHECK(surf::test::read_file((out / r["trace"].get<std::string>() / "trace.jsonl").string()).find("remote " + server.url()) !=
+                  std::string::npos);
+        }
+        CHECK(records == 2);
+        CHECK(json::parse(surf::test::read_file((out / "summary.json").string()))["tasks"] == 2);
         CHECK(engine->open_sessions() == 0);
         fs::remove_all(dir);
     }

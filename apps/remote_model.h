@@ -1,0 +1,48 @@
+// The agent commands' remote model: `--model http://HOST:PORT/v1` (surf serve, vLLM, SGLang, ...) instead of a
+// model folder, with --model-name, --api-key (default $SURF_API_KEY) and --tokenizer. Shared by `surf run` and
+// `surf eval`; header-only so that the GPU-only build, which drops the agent commands, never compiles it.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "agent/remote_engine.h"
+#include "apps/cli.h"
+#include "kernels/base/error.h"
+
+namespace surf::cli {
+
+inline bool is_remote_model(const std::string& model) {
+    return model.rfind("http://", 0) == 0 || model.rfind("https://", 0) == 0;
+}
+
+// Flags that mean nothing for a remote model; naming one is a usage error rather than silently ignored (a
+// --template would break the pass-through chat format the remote engine parses; the server renders the
+// checkpoint's own).
+inline void reject_local_model_flags(const Args& args) {
+    for (const char* flag : {"backend", "template"}) {
+        if (args.has(flag))
+            throw Error(ErrorKind::kInvalidArgument, std::string("--") + flag +
+                                                         " applies to a local model folder, not to a remote --model "
+                                                         "(the server runs the model and renders its chat template)");
+    }
+}
+
+// Connects (GET /models must list --model-name) and prints what it connects to. `requests_in_flight`: how
+// many calls may run at once (agents running together each have one call out at a time).
+inline std::shared_ptr<agent::RemoteEngine> open_remote_model(const Args& args, const std::string& url, int requests_in_flight) {
+    agent::RemoteEngineOptions remote;
+    remote.client.base_url = url;
+    remote.client.model_name = args.require("model-name");
+    const char* env_key = std::getenv("SURF_API_KEY");
+    remote.client.api_key = args.get("api-key", env_key ? env_key : "");
+    remote.client.max_concurrency = std::max(remote.client.max_concurrency, requests_in_flight);
+    remote.tokenizer_dir = args.get("tokenizer");
+    std::fprintf(stderr, "connecting to %s (model %s) ...\n", url.c_str(), remote.client.model_name.c_str());
+    return agent::open_remote_engine(remote);
+}
+
+}  // namespace surf::cli
