@@ -298,6 +298,17 @@ TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an a
         }
         CHECK(records == 2);
         CHECK(json::parse(surf::test::read_file((out / "summary.json").string()))["tasks"] == 2);
+        // A local model's flags are refused with a remote one (exit 2, naming the flag) before anything connects.
+        for (const std::string& bad : {std::string(" eval ") + tasks.string() + " --out " + out.string() + " --template x.jinja",
+                                       std::string(" run \"task\" --url ") + pages.url("/index.html") + " --backend cuda"}) {
+            const std::string refused = std::string(SURF_BINARY_DIR "/surf") + bad + " --model " + server.url() + " --model-name tiny > " +
+                                        log.string() + " 2>&1";
+            const int rc = std::system(refused.c_str());
+            const std::string said = surf::test::read_file(log.string());
+            INFO(bad << ": " << said);
+            CHECK((WIFEXITED(rc) && WEXITSTATUS(rc) == 2));
+            CHECK(said.find("applies to a local model folder, not to a remote --model") != std::string::npos);
+        }
         CHECK(engine->open_sessions() == 0);
         fs::remove_all(dir);
     }
