@@ -112,7 +112,8 @@ public:
     virtual SessionId fork_session(SessionId from) = 0;
     virtual void close_session(SessionId id) = 0;
 
-    // Appends `input` to the session, then generates up to options.max_tokens tokens.
+    // Appends `input` to the session, then generates up to options.max_tokens tokens (0: prefill only — nothing is
+    // sampled and the next call continues right after the input, on every backend).
     // Throws surf::Error for bad input (unknown session, unreadable image, a too-long prompt).
     virtual GenerateResult generate(SessionId id, const std::vector<InputPart>& input, const GenerateOptions& options) = 0;
 };

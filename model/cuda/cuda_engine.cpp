@@ -672,6 +672,10 @@ private:
     void accept_token(Request& r, int32_t token) {
         GenerateResult& res = r.result;
         if (res.tokens.empty()) r.first_token_time = Clock::now();
+        if (r.options.max_tokens == 0) {  // prefill only, as on the CPU engine: the input is in the state, nothing is sampled
+            finish(r, FinishReason::kLength, -1);
+            return;
+        }
         if (token < 0) {
             finish(r, FinishReason::kStop, token, Error(ErrorKind::kModelOutput, "the output constraint allows no token"));
             return;
