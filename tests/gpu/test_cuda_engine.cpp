@@ -11,6 +11,7 @@
 #include "model/cuda/cuda_engine.h"
 #include "model/engine.h"
 #include "model/safetensors.h"
+#include "tests/engine_contract.h"
 
 using namespace surf::model;
 
@@ -215,21 +216,5 @@ TEST_CASE("CUDA engine: JSON-schema output, fork, stop tokens, errors") {
 
 TEST_CASE("CUDA engine: max_tokens 0 prefills only: nothing sampled, nothing pending, the next call continues from the input") {
     auto engine = cuda::open_cuda_engine(fixture("tiny_fp32"), small_options());
-    const SessionId s = engine->open_session();
-    GenerateOptions none;
-    none.max_tokens = 0;
-    const GenerateResult r0 = engine->generate(s, {InputPart::of_text("<SPECIAL_11>User\nhello there\n<SPECIAL_11>Assistant\n")}, none);
-    CHECK(r0.tokens.empty());
-    CHECK(r0.text.empty());
-    CHECK(r0.finish == FinishReason::kLength);
-    CHECK(r0.prefill_tokens > 0);
-    CHECK(r0.session_tokens == r0.prefill_tokens);  // no sampled token left pending
-    GenerateOptions six;
-    six.max_tokens = 6;
-    six.ignore_eos = true;
-    const GenerateResult r1 = engine->generate(s, {InputPart::of_text(" more")}, six);
-    CHECK(r1.tokens.size() == 6);
-    CHECK(r1.session_tokens == r0.session_tokens + r1.prefill_tokens + 6);
-    // Empty input after a prefill-only call has nothing to feed: an error, not a silent sample.
-    CHECK_THROWS_AS(engine->generate(engine->open_session(), {}, six), surf::Error);
+    surf::test::check_max_tokens_zero_prefills_only(*engine);
 }
