@@ -247,10 +247,31 @@ gemm_wgmma_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_consta
 
 bool aligned_to(const void* p, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(p) % bytes) == 0; }
 
-// Blocks of a kernel that fit the device at once: one an SM, or (CL = 2) twice the clusters of two that fit (an
+// The kernel with its shared-memory allowance on the current device (a per-device attribute, so set on every call:
+// engines on several GPUs share this code).
+template <int BN, int CL>
+auto* prepared_kernel() {
+    auto* kernel = gemm_wgmma_kernel<BN, CL>;
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tiles<BN>::kSmemBytes)));
+    return kernel;
+}
+
+// A launch of `grid` blocks in clusters of CL along x; `attr` (the cluster shape) must outlive the config.
+template <int BN, int CL>
+cudaLaunchConfig_t cluster_launch(unsigned grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
+    attr = cudaLaunchAttribute{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = CL, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = Tiles<BN>::kSmemBytes, cfg.stream = stream;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    return cfg;
+}
+
+// Blocks of the kernel that fit the device at once: one an SM, or (CL = 2) twice the clusters of two that fit (an
 // H100's GPCs do not all hold an even count of SMs). Cached per device.
 template <int BN, int CL>
-int resident_blocks(void (*kernel)(CUtensorMap, CUtensorMap, EpilogueArgs, int, int, int)) {
+int resident_blocks() {
     static std::atomic<int> cached[64] = {};  // engines on several GPUs launch from their own threads
     int device = 0;
     SURF_CUDA_CHECK(cudaGetDevice(&device));
@@ -259,15 +280,10 @@ int resident_blocks(void (*kernel)(CUtensorMap, CUtensorMap, EpilogueArgs, int, 
         if constexpr (CL == 1) {
             n = detail::device_sm_count();
         } else {
-            cudaLaunchConfig_t cfg{};
-            cudaLaunchAttribute attr{};
-            attr.id = cudaLaunchAttributeClusterDimension;
-            attr.val.clusterDim.x = CL, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-            cfg.gridDim = dim3(static_cast<unsigned>(detail::device_sm_count() / CL * CL)), cfg.blockDim = dim3(kThreads);
-            cfg.dynamicSmemBytes = Tiles<BN>::kSmemBytes;
-            cfg.attrs = &attr, cfg.numAttrs = 1;
+            cudaLaunchAttribute attr;
+            const cudaLaunchConfig_t cfg = cluster_launch<BN, CL>(static_cast<unsigned>(detail::device_sm_count() / CL * CL), nullptr, attr);
             int clusters = 0;
-            SURF_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+            SURF_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, prepared_kernel<BN, CL>(), &cfg));
             n = std::max(clusters, 1) * CL;
         }
         cached[device & 63].store(n, std::memory_order_relaxed);
@@ -277,7 +293,6 @@ int resident_blocks(void (*kernel)(CUtensorMap, CUtensorMap, EpilogueArgs, int, 
 
 template <int BN, int CL>
 void launch(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, cudaStream_t stream) {
-    using T = Tiles<BN>;
     const CUtensorMap map_x = detail::bf16_tensor_map_2d(p.x, p.k, p.m, ldx, kBK, kBM, CU_TENSOR_MAP_SWIZZLE_128B, "gemm_wgmma (x)");
     const CUtensorMap map_w = detail::bf16_tensor_map_2d(p.w, p.k, p.n, ldw, kBK, BN / CL, CU_TENSOR_MAP_SWIZZLE_128B, "gemm_wgmma (w)");
     const int act = p.activation == GemmActivation::kGeluTanh ? kActGeluTanh
@@ -286,19 +301,14 @@ void launch(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, cudaStre
     const EpilogueArgs e{p.y, p.bias, ldy, p.alpha, p.beta, static_cast<int>(p.m), static_cast<int>(p.n), p.y_dtype == DType::kF32 ? 1 : 0, act};
     const int m_tiles = static_cast<int>((p.m + kBM - 1) / kBM), n_tiles = static_cast<int>((p.n + BN - 1) / BN);
     const int k_tiles = static_cast<int>((p.k + kBK - 1) / kBK);
-    auto* kernel = gemm_wgmma_kernel<BN, CL>;
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmemBytes)));
+    auto* kernel = prepared_kernel<BN, CL>();
     const int items = (m_tiles + CL - 1) / CL * n_tiles;
-    const int grid = std::min(items, resident_blocks<BN, CL>(kernel) / CL) * CL;
+    const int grid = std::min(items, resident_blocks<BN, CL>() / CL) * CL;
     if constexpr (CL == 1) {
-        kernel<<<grid, kThreads, T::kSmemBytes, stream>>>(map_x, map_w, e, k_tiles, m_tiles, n_tiles);
+        kernel<<<grid, kThreads, Tiles<BN>::kSmemBytes, stream>>>(map_x, map_w, e, k_tiles, m_tiles, n_tiles);
     } else {
-        cudaLaunchConfig_t cfg{};
-        cudaLaunchAttribute attr{};
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = CL, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-        cfg.gridDim = dim3(static_cast<unsigned>(grid)), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = T::kSmemBytes, cfg.stream = stream;
-        cfg.attrs = &attr, cfg.numAttrs = 1;
+        cudaLaunchAttribute attr;
+        const cudaLaunchConfig_t cfg = cluster_launch<BN, CL>(static_cast<unsigned>(grid), stream, attr);
         SURF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_x, map_w, e, k_tiles, m_tiles, n_tiles));
     }
     SURF_CUDA_CHECK_LAUNCH();
@@ -329,16 +339,8 @@ void gemm_wgmma(const GemmParams& p, int tile_n, cudaStream_t stream, bool clust
 
 int gemm_wgmma_resident_blocks(int tile_n, bool cluster_pairs) {
     SURF_CHECK(tile_n == 256 || tile_n == 128, "gemm_wgmma: tile_n ", tile_n, " (128 or 256)");
-    auto prepared = [](auto* kernel, size_t smem) {
-        SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-        return kernel;
-    };
-    if (tile_n == 256) {
-        return cluster_pairs ? resident_blocks<256, 2>(prepared(gemm_wgmma_kernel<256, 2>, Tiles<256>::kSmemBytes))
-                             : resident_blocks<256, 1>(prepared(gemm_wgmma_kernel<256, 1>, Tiles<256>::kSmemBytes));
-    }
-    return cluster_pairs ? resident_blocks<128, 2>(prepared(gemm_wgmma_kernel<128, 2>, Tiles<128>::kSmemBytes))
-                         : resident_blocks<128, 1>(prepared(gemm_wgmma_kernel<128, 1>, Tiles<128>::kSmemBytes));
+    if (tile_n == 256) return cluster_pairs ? resident_blocks<256, 2>() : resident_blocks<256, 1>();
+    return cluster_pairs ? resident_blocks<128, 2>() : resident_blocks<128, 1>();
 }
 
 }  // namespace surf::kernels::cuda

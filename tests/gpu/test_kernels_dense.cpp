@@ -357,8 +357,7 @@ TEST_CASE("gemm_wgmma (our Hopper GEMM) against the CPU reference: both tile wid
         compare("gemm_wgmma fp32 strided x alpha 0.5 " + c.tag, c.dyf.download(), half_ref, 1e-3f, 1e-3f);
     }
     // What it does not take: k not a multiple of 8 (TMA rows of 16 bytes), an odd n.
-    std::vector<bf16> none(64);
-    DeviceBuffer<bf16> buf(none.size());
+    DeviceBuffer<bf16> buf(64);
     CHECK_FALSE(cu::gemm_wgmma_supported({buf.get(), buf.get(), nullptr, buf.get(), cu::DType::kBF16, 2, 4, 12}));
     CHECK_FALSE(cu::gemm_wgmma_supported({buf.get(), buf.get(), nullptr, buf.get(), cu::DType::kBF16, 2, 3, 16}));
     CHECK(cu::gemm_wgmma_supported({buf.get(), buf.get(), nullptr, buf.get(), cu::DType::kBF16, 2, 4, 16}));
