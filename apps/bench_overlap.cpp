@@ -25,7 +25,9 @@
 // --profile-ranges: in the first and third tables, the GEMM (all SMs and 32 left), the state update, the ViT layer (all
 // SMs) and their pairs run once more each between cudaProfilerStart / Stop, for Nsight Compute's range replay
 // (scripts/ncu_ranges.sh): DRAM, L2 and SM throughput of concurrent kernels together.
-//   bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] [--bulk-probe | --l2-probe | --branches | --branches-green N,N,…]
+// --wgmma-pair (only this): the in_proj GEMM by gemm_wgmma on all SMs but K beside the state update as serving issues
+// it, against cuBLASLt's pair (wgmma_pair_table).
+//   bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] [--bulk-probe | --l2-probe | --wgmma-pair | --branches | --branches-green N,N,…]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -220,16 +222,30 @@ struct GreenPair {
     GreenPair& operator=(const GreenPair&) = delete;
 };
 
-// The fifth table: the SSD scan of one `prefill`-token prompt beside the state update of `ssu0`'s rows with replay
-// window 8 (counts b mod 8: one row in eight folds, as in a serving run's staggered sessions).
+// The state update as a serving run issues it: replay window 8 with counts b mod 8 (one row in eight folds, as with
+// staggered sessions) and bulk staging where the device has it. Owns the replay entries and counts.
+constexpr int64_t kWindow = 8;
+struct ReplaySsu {
+    cu::SsuParams su;
+    Buf entries, counts;
+    explicit ReplaySsu(const cu::SsuParams& ssu0)
+        : su(ssu0),
+          entries(ssu0.batch * kWindow * cu::ssm_replay_entry_elems(kHeads, kHeadDim, kGroups, kState) * 2),
+          counts(ssu0.batch * 4) {
+        const int64_t decode = ssu0.batch;
+        fill(entries, decode * kWindow * cu::ssm_replay_entry_elems(kHeads, kHeadDim, kGroups, kState), true, -1.0f, 1.0f, 21);
+        std::vector<int32_t> count_h(static_cast<size_t>(decode));
+        for (int64_t b = 0; b < decode; ++b) count_h[b] = static_cast<int32_t>(b % kWindow);
+        SURF_CUDA_CHECK(cudaMemcpy(counts.p, count_h.data(), count_h.size() * 4, cudaMemcpyHostToDevice));
+        su.replay = entries.p, su.replay_count = counts.as<int32_t>(), su.replay_window = kWindow, su.bulk_stage = cu::ssu_bulk_stage_available();
+    }
+};
+
+// The fifth table: the SSD scan of one `prefill`-token prompt beside the state update of `ssu0`'s rows (ReplaySsu).
 void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const char* device, const std::vector<unsigned>& green_sizes) {
-    constexpr int64_t kWindow = 8, kConvDim = kHeads * kHeadDim + 2 * kGroups * kState;
-    const int64_t decode = ssu0.batch, entry = cu::ssm_replay_entry_elems(kHeads, kHeadDim, kGroups, kState);
-    Buf entries(decode * kWindow * entry * 2), counts(decode * 4);
-    fill(entries, decode * kWindow * entry, true, -1.0f, 1.0f, 21);
-    std::vector<int32_t> count_h(static_cast<size_t>(decode));
-    for (int64_t b = 0; b < decode; ++b) count_h[b] = static_cast<int32_t>(b % kWindow);
-    SURF_CUDA_CHECK(cudaMemcpy(counts.p, count_h.data(), count_h.size() * 4, cudaMemcpyHostToDevice));
+    constexpr int64_t kConvDim = kHeads * kHeadDim + 2 * kGroups * kState;
+    const int64_t decode = ssu0.batch;
+    ReplaySsu replay(ssu0);
     // SSD operands: the prompt's conv output rows [prefill, x | B | C], dt_raw [prefill, heads], one state slot.
     Buf xbc(prefill * kConvDim * 2), dt(prefill * kHeads * 2), ssd_state(kHeads * kHeadDim * kState * 4), ssd_y(prefill * kHeads * kHeadDim * 4);
     Buf cu_seqlens(8), slot(4);
@@ -245,8 +261,7 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
     sd.dt_bias = ssu0.dt_bias, sd.A = ssu0.A, sd.D = ssu0.D, sd.state = ssd_state.p, sd.state_dtype = cu::DType::kF32;
     sd.cu_seqlens = cu_seqlens.as<int32_t>(), sd.slots = slot.as<int32_t>(), sd.y = ssd_y.p, sd.y_dtype = cu::DType::kF32;
     sd.n_tok = prefill, sd.n_seq = 1, sd.H = kHeads, sd.P = kHeadDim, sd.G = kGroups, sd.N = kState, sd.chunk = 128;
-    cu::SsuParams su = ssu0;
-    su.replay = entries.p, su.replay_count = counts.as<int32_t>(), su.replay_window = kWindow, su.bulk_stage = cu::ssu_bulk_stage_available();
+    cu::SsuParams& su = replay.su;
     SURF_CUDA_CHECK(cudaDeviceSynchronize());
 
     int lo = 0, hi = 0;
@@ -349,18 +364,85 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
     SURF_CUDA_CHECK(cudaStreamDestroy(s_branch));
 }
 
+using TimeFn = std::function<double(const std::function<void()>&)>;
+
+// --wgmma-pair (only this table): the prefill rows' in_proj GEMM by gemm_wgmma (our persistent GEMM, whose m-fastest
+// tile order reads each weight tile from DRAM once; BENCHMARKS.md session 21) on all SMs but K, issued first, beside
+// the decode rows' state update as serving issues it (ReplaySsu, L2 evict-first) on another stream, which gets the K
+// SMs the GEMM's blocks leave; then the same with cuBLASLt planned for all SMs but K. Session 19 found this pairing
+// near serial with cuBLASLt, whose in_proj plan reads the weights twice and needs 61% of the L2's partition fabric;
+// the table asks whether a GEMM that reads them once leaves the update room to run beside it.
+void wgmma_pair_table(const cu::SsuParams& ssu0, const cu::GemmParams& gp, int sms, int reps, const TimeFn& time_ms, cudaStream_t s_gemm,
+                      cudaStream_t s_ssu, const char* device) {
+    ReplaySsu replay(ssu0);
+    replay.su.l2_evict_first = true;
+    const cu::SsuParams& su = replay.su;
+    cudaEvent_t fork = nullptr, ssu_start = nullptr, ssu_end = nullptr;
+    SURF_CUDA_CHECK(cudaEventCreate(&fork));
+    SURF_CUDA_CHECK(cudaEventCreate(&ssu_start));
+    SURF_CUDA_CHECK(cudaEventCreate(&ssu_end));
+    auto issue_pair = [&](const std::function<void()>& gemm) {
+        SURF_CUDA_CHECK(cudaEventRecord(fork, s_gemm));
+        SURF_CUDA_CHECK(cudaStreamWaitEvent(s_ssu, fork, 0));
+        gemm();
+        SURF_CUDA_CHECK(cudaEventRecord(ssu_start, s_ssu));
+        cu::selective_state_update(su, s_ssu);
+        SURF_CUDA_CHECK(cudaEventRecord(ssu_end, s_ssu));
+        SURF_CUDA_CHECK(cudaStreamWaitEvent(s_gemm, ssu_end, 0));
+    };
+    const double ssu_ms = time_ms([&] { cu::selective_state_update(su, s_gemm); });
+    cu::GemmContext tuned;
+    const double cublas_ms = time_ms([&] { cu::gemm(tuned, gp, s_gemm); });
+    const double flops = 2.0 * gp.m * gp.n * gp.k, serial = cublas_ms + ssu_ms;
+    const int resident = cu::gemm_wgmma_resident_blocks(256, true);
+    std::printf("# bench_overlap --wgmma-pair on %s (%d SMs, gemm_wgmma 128 x 256 in pairs: %d resident blocks): in_proj %lld x %lld x %lld "
+                "|| state update of %lld rows (fp32, replay window %lld, counts b mod %lld, bulk staging, evict-first); ms, median of %d\n",
+                device, sms, resident, (long long)gp.m, (long long)gp.n, (long long)gp.k, (long long)su.batch, (long long)kWindow,
+                (long long)kWindow, reps);
+    std::printf("# state update alone (all SMs): %.3f ms; cuBLASLt in_proj alone (tuned, all SMs): %.3f ms = %.0f TFLOP/s; serial = their sum %.3f ms\n\n",
+                ssu_ms, cublas_ms, flops / (cublas_ms * 1e-3) / 1e12, serial);
+    std::printf("| GEMM | SMs left to the update | GEMM alone ms (TFLOP/s) | together ms | update's span in the pair ms | saved against serial |\n"
+                "|---|---|---|---|---|---|\n");
+    auto row = [&](const char* name, int spare, const std::function<void()>& gemm) {
+        const double alone = time_ms(gemm);
+        std::vector<double> spans;
+        const double together = time_ms([&] { issue_pair(gemm); });
+        for (int r = 0; r < std::min(reps, 7); ++r) {
+            issue_pair(gemm);
+            SURF_CUDA_CHECK(cudaEventSynchronize(ssu_end));
+            spans.push_back(elapsed(ssu_start, ssu_end));
+        }
+        std::printf("| %s | %d | %.3f (%.0f) | %.3f | %.3f | %.0f%% |\n", name, spare, alone, flops / (alone * 1e-3) / 1e12, together, median(spans),
+                    100.0 * (serial - together) / serial);
+        std::fflush(stdout);
+    };
+    for (int spare : {0, 16, 24, 32, 44, 66}) {
+        if (spare >= resident) continue;
+        row("gemm_wgmma", spare, [&, spare] { cu::gemm_wgmma(gp, 256, s_gemm, true, resident - spare); });
+    }
+    for (int spare : {0, 32, 44}) {
+        cu::GemmContext ctx;
+        ctx.set_sm_count_target(spare > 0 ? sms - spare : 0);
+        row("cuBLASLt", spare, [&] { cu::gemm(ctx, gp, s_gemm); });
+    }
+    std::printf("\n# 'SMs left' for gemm_wgmma: its persistent grid is %d blocks minus that many (whole SMs, one block each); for cuBLASLt, "
+                "the plan's SM-count target. The update runs wherever blocks fit.\n", resident);
+    for (cudaEvent_t e : {fork, ssu_start, ssu_end}) SURF_CUDA_CHECK(cudaEventDestroy(e));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     int64_t decode = 100, prefill = 924;
     int reps = 20;
-    bool bulk_only = false, branches_only = false, profile_ranges = false, l2_only = false;
+    bool bulk_only = false, branches_only = false, profile_ranges = false, l2_only = false, wgmma_pair_only = false;
     std::vector<unsigned> green_sizes;  // --branches-green N,N,…: the pair also with each branch in a green context
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--bulk-probe") bulk_only = true;
         else if (a == "--branches") branches_only = true;
         else if (a == "--l2-probe") l2_only = true;
+        else if (a == "--wgmma-pair") wgmma_pair_only = true;
         else if (a == "--profile-ranges") profile_ranges = true;
         else if (i + 1 < argc && a == "--branches-green") {
             branches_only = true;
@@ -381,7 +463,7 @@ int main(int argc, char** argv) {
         else if (i + 1 < argc && a == "--prefill") prefill = std::atoll(argv[++i]);
         else if (i + 1 < argc && a == "--reps") reps = std::atoi(argv[++i]);
         else {
-            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] [--bulk-probe | --l2-probe | --branches | --branches-green N,N,…]\n");
+            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] [--bulk-probe | --l2-probe | --wgmma-pair | --branches | --branches-green N,N,…]\n");
             return 2;
         }
     }
@@ -465,6 +547,11 @@ int main(int argc, char** argv) {
         }
         if (branches_only) {
             branches_table(sp, prefill, reps, prop.name, green_sizes);
+            return 0;
+        }
+        if (wgmma_pair_only) {
+            const cu::GemmParams gp{x.as<bf16>(), w.as<bf16>(), nullptr, y.p, cu::DType::kBF16, prefill, kInProj, kHidden};
+            wgmma_pair_table(sp, gp, sms, reps, time_ms, s_gemm, s_ssu, prop.name);
             return 0;
         }
         const double ssu_ms = time_ms([&] { ssu(s_gemm); });  // (the modes above have their own state updates or none)

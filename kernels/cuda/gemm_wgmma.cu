@@ -292,7 +292,7 @@ int resident_blocks() {
 }
 
 template <int BN, int CL>
-void launch(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, cudaStream_t stream) {
+void launch(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, int max_blocks, cudaStream_t stream) {
     const CUtensorMap map_x = detail::bf16_tensor_map_2d(p.x, p.k, p.m, ldx, kBK, kBM, CU_TENSOR_MAP_SWIZZLE_128B, "gemm_wgmma (x)");
     const CUtensorMap map_w = detail::bf16_tensor_map_2d(p.w, p.k, p.n, ldw, kBK, BN / CL, CU_TENSOR_MAP_SWIZZLE_128B, "gemm_wgmma (w)");
     const int act = p.activation == GemmActivation::kGeluTanh ? kActGeluTanh
@@ -303,7 +303,8 @@ void launch(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, cudaStre
     const int k_tiles = static_cast<int>((p.k + kBK - 1) / kBK);
     auto* kernel = prepared_kernel<BN, CL>();
     const int items = (m_tiles + CL - 1) / CL * n_tiles;
-    const int grid = std::min(items, resident_blocks<BN, CL>() / CL) * CL;
+    const int resident = max_blocks > 0 ? std::min(max_blocks, resident_blocks<BN, CL>()) : resident_blocks<BN, CL>();
+    const int grid = std::min(items, std::max(resident / CL, 1)) * CL;
     if constexpr (CL == 1) {
         kernel<<<grid, kThreads, Tiles<BN>::kSmemBytes, stream>>>(map_x, map_w, e, k_tiles, m_tiles, n_tiles);
     } else {
@@ -325,7 +326,7 @@ bool gemm_wgmma_supported(const GemmParams& p) {
            detail::device_runs_sm90a();
 }
 
-void gemm_wgmma(const GemmParams& p, int tile_n, cudaStream_t stream, bool cluster_pairs) {
+void gemm_wgmma(const GemmParams& p, int tile_n, cudaStream_t stream, bool cluster_pairs, int max_blocks) {
     SURF_CHECK(gemm_wgmma_supported(p), "gemm_wgmma: unsupported shape or layout (m ", p.m, " n ", p.n, " k ", p.k,
                "; needs k and x/w row strides multiples of 8, 16-byte aligned x and w, even n and y stride, compute capability 9.0)");
     SURF_CHECK(tile_n == 256 || tile_n == 128, "gemm_wgmma: tile_n ", tile_n, " (128 or 256)");
@@ -333,8 +334,8 @@ void gemm_wgmma(const GemmParams& p, int tile_n, cudaStream_t stream, bool clust
     SURF_CHECK(ldx >= p.k && ldw >= p.k && ldy >= p.n, "gemm_wgmma: leading dims ", ldx, " ", ldw, " ", ldy);
     // Pairs of blocks share w's slices (CL = 2) wherever there are two row tiles to pair.
     const bool pairs = cluster_pairs && p.m > kBM;
-    if (tile_n == 256) pairs ? launch<256, 2>(p, ldx, ldw, ldy, stream) : launch<256, 1>(p, ldx, ldw, ldy, stream);
-    else pairs ? launch<128, 2>(p, ldx, ldw, ldy, stream) : launch<128, 1>(p, ldx, ldw, ldy, stream);
+    if (tile_n == 256) pairs ? launch<256, 2>(p, ldx, ldw, ldy, max_blocks, stream) : launch<256, 1>(p, ldx, ldw, ldy, max_blocks, stream);
+    else pairs ? launch<128, 2>(p, ldx, ldw, ldy, max_blocks, stream) : launch<128, 1>(p, ldx, ldw, ldy, max_blocks, stream);
 }
 
 int gemm_wgmma_resident_blocks(int tile_n, bool cluster_pairs) {

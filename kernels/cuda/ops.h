@@ -122,7 +122,9 @@ void gemv(const GemmParams& p, cudaStream_t stream);
 // cuBLASLt candidates per GemmContext::set_wgmma_gemm; fp32 accumulation in another order than cuBLASLt's.
 bool gemm_wgmma_supported(const GemmParams& p);
 // cluster_pairs: blocks in clusters of two along m sharing each weight slice by TMA multicast (where m > 128).
-void gemm_wgmma(const GemmParams& p, int tile_n, cudaStream_t stream, bool cluster_pairs = true);
+// max_blocks > 0: at most that many persistent blocks (rounded down to whole clusters, at least one), leaving the
+// other SMs to kernels on other streams; 0 = one block on every SM that holds one.
+void gemm_wgmma(const GemmParams& p, int tile_n, cudaStream_t stream, bool cluster_pairs = true, int max_blocks = 0);
 // Blocks of that kernel resident on the current device at once (the persistent grid's size; benchmarks).
 int gemm_wgmma_resident_blocks(int tile_n, bool cluster_pairs);
 

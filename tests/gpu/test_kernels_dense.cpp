@@ -355,6 +355,13 @@ TEST_CASE("gemm_wgmma (our Hopper GEMM) against the CPU reference: both tile wid
         std::vector<float> half_ref(c.ref.size());
         for (size_t i = 0; i < half_ref.size(); ++i) half_ref[i] = 0.5f * (c.ref[i] - c.bias[i % s.n]);
         compare("gemm_wgmma fp32 strided x alpha 0.5 " + c.tag, c.dyf.download(), half_ref, 1e-3f, 1e-3f);
+        // A capped persistent grid (max_blocks: the other SMs left to another stream's kernel): 2 and 5 blocks (5
+        // rounds down to 4 in clusters of two), so each block walks many tiles; same result as the full grid.
+        for (int max_blocks : {2, 5}) {
+            c.dyh.poison();
+            cu::gemm_wgmma({c.dx.get(), c.dw.get(), c.dbias_h.get(), c.dyh.get(), cu::DType::kBF16, s.m, s.n, s.k}, 256, nullptr, true, max_blocks);
+            compare("gemm_wgmma bf16 out +bias, " + std::to_string(max_blocks) + " blocks " + c.tag, to_float(c.dyh.download()), c.ref, 2e-3f, 1e-2f);
+        }
     }
     // What it does not take: k not a multiple of 8 (TMA rows of 16 bytes), an odd n.
     DeviceBuffer<bf16> buf(64);
