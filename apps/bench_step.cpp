@@ -47,6 +47,7 @@ struct Options {
     int nano_prefill_sms = 0;
     bool nano_decode_priority = false;
     bool gemm_wgmma = false;  // GpuLimits::gemm_wgmma: our Hopper GEMM timed beside cuBLASLt's candidates
+    int pdl = -1;             // GpuLimits::programmatic_launch (also what the decode graphs are captured with); -1 = the default
 };
 
 Options parse(int argc, char** argv) {
@@ -79,11 +80,12 @@ Options parse(int argc, char** argv) {
         else if (a == "--nano-prefill-sms") o.nano_prefill_sms = std::atoi(next());
         else if (a == "--nano-decode-priority") o.nano_decode_priority = true;
         else if (a == "--gemm-wgmma") o.gemm_wgmma = true;
+        else if (a == "--pdl") o.pdl = std::atoi(next());
         else {
             std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
                                  "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N] [--vision-priority] [--no-attention-splits]\n"
                                  "                  [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128|208] [--ssm-replay 0|2..32]\n"
-                                 "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]] [--gemm-wgmma]\n");
+                                 "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]] [--gemm-wgmma] [--pdl 0|1]\n");
             std::exit(2);
         }
     }
@@ -92,6 +94,10 @@ Options parse(int argc, char** argv) {
             std::fprintf(stderr, "bench_step: %s takes 0, 64, 128 or 208, got %d\n", flag, keys);
             std::exit(2);
         }
+    }
+    if (o.pdl != -1 && o.pdl != 0 && o.pdl != 1) {
+        std::fprintf(stderr, "bench_step: --pdl takes 0 or 1, got %d\n", o.pdl);
+        std::exit(2);
     }
     if (o.ssm_replay != -1 && o.ssm_replay != 0 && (o.ssm_replay < 2 || o.ssm_replay > 32)) {
         std::fprintf(stderr, "bench_step: --ssm-replay takes 0 (off) or 2..32, got %d\n", o.ssm_replay);
@@ -175,6 +181,7 @@ int main(int argc, char** argv) {
         L.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         L.autotune_gemms = o.autotune;
         L.gemm_wgmma = o.gemm_wgmma;
+        if (o.pdl >= 0) L.programmatic_launch = o.pdl == 1;
         L.vision_gemm_sms = o.vision_sms;
         L.lm_stream_priority = o.nano && o.nano_decode_priority;
         L.vision_stream_priority = o.vision_priority;
@@ -404,6 +411,9 @@ int main(int argc, char** argv) {
                     L.decode_attention_pipelined ? "the decode attention not pipelined" : "the decode attention pipelined");
             flipped([](GpuLimits& g) { g.l2_evict_first = !g.l2_evict_first; },
                     L.l2_evict_first ? "the decode rows' state and KV without an L2 hint" : "the decode rows' state and KV evict-first in L2");
+            // Programmatic dependent launch the other way round (GpuLimits::programmatic_launch).
+            flipped([](GpuLimits& g) { g.programmatic_launch = !g.programmatic_launch; },
+                    L.programmatic_launch ? "plain launches (no programmatic dependent launch)" : "programmatic dependent launch");
             // The Mamba layers' y the other way round (GpuLimits::mamba_y_bf16).
             flipped([](GpuLimits& g) { g.mamba_y_bf16 = !g.mamba_y_bf16; },
                     L.mamba_y_bf16 ? "the Mamba y in fp32 (not bf16)" : "the Mamba y in bf16 (not fp32)");

@@ -32,6 +32,7 @@ template <int DP, int kWarps, int MT>
 __global__ void __launch_bounds__(32 * kWarps, 2)
 attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_stride, int64_t out_stride, int n_splits,
                          float* ws_o, float* ws_lse) {
+    detail::pdl_prologue();
     static_assert(MT == 1 || MT == 2, "one or two m-tiles per warp");
     constexpr int kWarpRows = 16 * MT, kRows = kWarpRows * kWarps, kThreads = 32 * kWarps, ld = DP + 8, kChunks = DP / 8;
     static_assert(kThreads >= 2 * kPrefillKeys, "the prologue fills two tiles' key rows, one per thread");
@@ -153,6 +154,7 @@ attention_prefill_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_s
 // One block per query token, a warp per head (round robin): out = Σ_s 2^{lse_s − max} o_s / Σ_s 2^{lse_s − max}.
 __global__ void attention_prefill_combine_kernel(AttentionPrefillParams p, int n_splits, int64_t out_stride, const float* ws_o,
                                                  const float* ws_lse) {
+    detail::pdl_prologue();
     const int64_t tok = blockIdx.x;
     const int D = static_cast<int>(p.head_dim), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t split_stride = p.n_tok_q * p.n_heads;
@@ -179,6 +181,7 @@ __global__ void attention_prefill_combine_kernel(AttentionPrefillParams p, int n
 }
 
 __global__ void kv_append_kernel(KvAppendParams p) {
+    detail::pdl_prologue();
     const int64_t chunks = p.head_dim / 8;
     const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (idx >= p.n_tok * p.n_kv_heads * chunks) return;
@@ -203,7 +206,8 @@ void launch_prefill_warps(const AttentionPrefillParams& p, float scale_log2, int
     constexpr int kRows = 16 * MT * kWarps;
     const dim3 grid(static_cast<unsigned>((p.max_seqlen_q + kRows - 1) / kRows),
                     static_cast<unsigned>(p.n_heads * n_splits), static_cast<unsigned>(p.n_seq));
-    kernel<<<grid, 32 * kWarps, smem, stream>>>(p, scale_log2, q_stride, out_stride, n_splits, ws_o, ws_lse);
+    detail::launch_kernel(kernel, grid, 32 * kWarps, smem, stream, p, scale_log2, q_stride, out_stride,
+                          n_splits, ws_o, ws_lse);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -265,7 +269,7 @@ void kv_cache_append(const KvAppendParams& p, cudaStream_t stream) {
                "kv_cache_append: head_dim / strides must be multiples of 8 and rows 16-byte aligned");
     const int64_t n = p.n_tok * p.n_kv_heads * (p.head_dim / 8);
     if (n == 0) return;
-    kv_append_kernel<<<detail::grid_1d(n, 256), 256, 0, stream>>>(p);
+    detail::launch_kernel(kv_append_kernel, detail::grid_1d(n, 256), 256, 0, stream, p);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -304,7 +308,8 @@ void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream) {
         default: launch_prefill<128>(p, plan, scale_log2, q_stride, out_stride, ws_o, ws_lse, stream); break;
     }
     if (plan.splits > 1) {
-        attention_prefill_combine_kernel<<<static_cast<unsigned>(p.n_tok_q), 256, 0, stream>>>(p, plan.splits, out_stride, ws_o, ws_lse);
+        detail::launch_kernel(attention_prefill_combine_kernel, static_cast<unsigned>(p.n_tok_q), 256, 0,
+                              stream, p, plan.splits, out_stride, ws_o, ws_lse);
         SURF_CUDA_CHECK_LAUNCH();
     }
 }

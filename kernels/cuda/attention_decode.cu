@@ -33,6 +33,7 @@ template <int DP, bool PIPE>
 __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(AttentionDecodeParams p, float scale_log2,
                                                                           int64_t q_stride, int n_splits,
                                                                           int64_t part, float* ws_o, float* ws_lse) {
+    detail::pdl_prologue();
     constexpr int ld = DP + 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16* Qs = reinterpret_cast<bf16*>(smem_raw);  // [16][ld]
@@ -138,6 +139,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
 // One block per (batch, head): out = Σ_s 2^{lse_s − max} o_s / Σ_s 2^{lse_s − max}.
 __global__ void attention_decode_combine_kernel(AttentionDecodeParams p, int n_splits, const float* ws_o,
                                                 const float* ws_lse) {
+    detail::pdl_prologue();
     const int64_t bh = blockIdx.x;
     const int D = static_cast<int>(p.head_dim);
     const float* lse = ws_lse + bh * n_splits;
@@ -184,8 +186,8 @@ void launch_decode(const AttentionDecodeParams& p, float scale_log2, int64_t q_s
                                          static_cast<int>(smem)));
     const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(p.n_kv_heads),
                     static_cast<unsigned>(p.batch));
-    attention_decode_kernel<DP, PIPE><<<grid, kDecodeThreads, smem, stream>>>(p, scale_log2, q_stride, plan.splits,
-                                                                              plan.part, ws_o, ws_lse);
+    detail::launch_kernel(attention_decode_kernel<DP, PIPE>, grid, kDecodeThreads, smem, stream, p,
+                          scale_log2, q_stride, plan.splits, plan.part, ws_o, ws_lse);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -232,8 +234,8 @@ void attention_decode(const AttentionDecodeParams& p, void* workspace, cudaStrea
         default: launch_decode_dp<128>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
     }
     if (plan.splits > 1) {
-        attention_decode_combine_kernel<<<static_cast<unsigned>(p.batch * p.n_heads), 128, 0, stream>>>(
-            p, plan.splits, ws_o, ws_lse);
+        detail::launch_kernel(attention_decode_combine_kernel, static_cast<unsigned>(p.batch * p.n_heads),
+                              128, 0, stream, p, plan.splits, ws_o, ws_lse);
         SURF_CUDA_CHECK_LAUNCH();
     }
 }

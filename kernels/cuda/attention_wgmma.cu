@@ -83,6 +83,7 @@ template <int DP, int NK>
 __global__ void __launch_bounds__(kThreads, NK == 64 ? 2 : 1)
 attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_stride, int64_t out_stride, int n_splits,
                                float* ws_o, float* ws_lse) {
+    detail::pdl_prologue();
 #if SURF_WGMMA_ENABLED
     static_assert(kThreads >= 2 * NK, "the prologue fills two tiles' key rows, one per thread");
     constexpr int kChunks = DP / 8, kTileChunks = NK * kChunks, kTilePasses = (kTileChunks + kThreads - 1) / kThreads;
@@ -246,6 +247,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_stride, int64_t out_stride, int n_splits,
                                   float* ws_o, float* ws_lse, const __grid_constant__ CUtensorMap tmap_k,
                                   const __grid_constant__ CUtensorMap tmap_v) {
+    detail::pdl_prologue();
 #if SURF_WGMMA_ENABLED
     static_assert(TMA || NK <= 128, "the cp.async producer fills a tile's key rows, one per thread");
     constexpr int kWsStages = ws_stages<DP, NK>();
@@ -504,17 +506,17 @@ void launch(const AttentionPrefillParams& p, int n_splits, float scale_log2, int
         const int64_t cols = p.n_kv_heads * p.head_dim;
         const CUtensorMap mk = slab_tensor_map(p.k, cols, p.kv_rows, p.kv_stride, NK);
         const CUtensorMap mv = slab_tensor_map(p.v, cols, p.kv_rows, p.kv_stride, NK);
-        prepared_kernel<DP, NK, 2>()<<<grid, kWsThreads, smem_bytes<DP, NK, 2>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits,
-                                                                                            ws_o, ws_lse, mk, mv);
+        detail::launch_kernel(prepared_kernel<DP, NK, 2>(), grid, kWsThreads, smem_bytes<DP, NK, 2>(), stream,
+                              p, scale_log2, q_stride, out_stride, n_splits, ws_o, ws_lse, mk, mv);
     } else if constexpr (NK > 128) {  // built only for the TMA path (prefill_wgmma_key_tile)
         SURF_CHECK(false, "attention_prefill: a key tile of ", NK, " needs the warp-specialized kernel's TMA path");
     } else if (p.wgmma_warp_specialized) {
         const CUtensorMap none{};
-        prepared_kernel<DP, NK, 1>()<<<grid, kWsThreads, smem_bytes<DP, NK, 1>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits,
-                                                                                            ws_o, ws_lse, none, none);
+        detail::launch_kernel(prepared_kernel<DP, NK, 1>(), grid, kWsThreads, smem_bytes<DP, NK, 1>(), stream,
+                              p, scale_log2, q_stride, out_stride, n_splits, ws_o, ws_lse, none, none);
     } else {
-        prepared_kernel<DP, NK, 0>()<<<grid, kThreads, smem_bytes<DP, NK, 0>(), stream>>>(p, scale_log2, q_stride, out_stride, n_splits,
-                                                                                          ws_o, ws_lse);
+        detail::launch_kernel(prepared_kernel<DP, NK, 0>(), grid, kThreads, smem_bytes<DP, NK, 0>(), stream,
+                              p, scale_log2, q_stride, out_stride, n_splits, ws_o, ws_lse);
     }
     SURF_CUDA_CHECK_LAUNCH();
 }

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops.h"
@@ -201,6 +202,38 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 }
 
 inline unsigned grid_1d(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+
+// ---- programmatic dependent launch (PDL, sm_90)
+// ---------------------------------------------------------------- Kernels go out through launch_kernel
+// below, which (while ops.h programmatic_launch() is on) lets the next kernel in the stream be launched
+// before this one has finished: its blocks take the SMs this grid's last wave leaves, so the launch, block
+// scheduling and setup of kernel i + 1 overlap the tail of kernel i instead of following it. Correct only
+// because every kernel launched that way begins with pdl_prologue(): griddepcontrol.wait holds all its
+// threads until the grids it depends on have completed and their memory is visible (so nothing is read or
+// written before the previous kernel is done), then griddepcontrol.launch_dependents lets the kernel after it
+// be launched as soon as every block of this grid has started. Launched without the attribute (or after a
+// non-kernel operation) both instructions return at once.
+__device__ __forceinline__ void pdl_prologue() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args…), with the programmatic-serialization attribute while
+// programmatic_launch() is on. `kernel` must begin with pdl_prologue(). Launch errors throw
+// (SURF_CUDA_CHECK).
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   Args&&... args) {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+    cfg.attrs = &attr, cfg.numAttrs = programmatic_launch() ? 1 : 0;
+    SURF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
 
 // Whether the current device is compute capability 9.0 exactly, where the sm_90a code (wgmma kernels) runs.
 inline bool device_runs_sm90a() {

@@ -35,6 +35,7 @@ __device__ __forceinline__ int find_seq(const int32_t* cu_seqlens, int64_t n_seq
 // Thread = one channel × kTokensPerThread consecutive packed tokens (which may cross sequences).
 template <typename TS>
 __global__ void __launch_bounds__(kConvThreads) conv_varlen_kernel(ConvVarlenParams p, int64_t x_stride) {
+    detail::pdl_prologue();
     const int64_t c = blockIdx.y * static_cast<int64_t>(kConvThreads) + threadIdx.x;
     if (c >= p.channels) return;
     const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTokensPerThread;
@@ -99,6 +100,7 @@ __device__ void load_window(const ConvVarlenParams& p, int64_t x_stride, int64_t
 // (H100, 924 tokens × 12,288 channels: ≈ 52% of copy bandwidth with loads issued 8 tokens at a time).
 template <typename TS>
 __global__ void __launch_bounds__(kConvThreads) conv_varlen_vec_kernel(ConvVarlenParams p, int64_t x_stride) {
+    detail::pdl_prologue();
     const int64_t c0 = (blockIdx.y * static_cast<int64_t>(kConvThreads) + threadIdx.x) * kCh;
     const int64_t t_begin = static_cast<int64_t>(blockIdx.x) * kRun;
     if (c0 >= p.channels || t_begin >= p.n_tok) return;
@@ -170,6 +172,7 @@ __global__ void __launch_bounds__(kConvThreads) conv_varlen_vec_kernel(ConvVarle
 // After the conv: slot ← last K-1 entries of (old state ++ the sequence's inputs).
 template <typename TS>
 __global__ void conv_state_writeback_kernel(ConvVarlenParams p, int64_t x_stride) {
+    detail::pdl_prologue();
     const int64_t c = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     const int s = blockIdx.x;
     if (c >= p.channels) return;
@@ -197,6 +200,7 @@ __global__ void conv_state_writeback_kernel(ConvVarlenParams p, int64_t x_stride
 
 template <typename TS>
 __global__ void conv_update_kernel(ConvUpdateParams p, int64_t x_stride) {
+    detail::pdl_prologue();
     const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     const int64_t b = blockIdx.y;
     if (c >= p.channels) return;
@@ -230,18 +234,25 @@ void causal_conv1d_varlen(const ConvVarlenParams& p, cudaStream_t stream) {
         const int64_t cvecs = p.channels / kCh, runs = (p.n_tok + kRun - 1) / kRun;
         SURF_CHECK(runs <= 0x7fffffff, "conv1d_varlen: n_tok ", p.n_tok);
         const dim3 grid(static_cast<unsigned>(runs), detail::grid_1d(cvecs, kConvThreads));
-        if (f32_state) conv_varlen_vec_kernel<float><<<grid, kConvThreads, 0, stream>>>(p, x_stride);
-        else conv_varlen_vec_kernel<bf16><<<grid, kConvThreads, 0, stream>>>(p, x_stride);
+        if (f32_state)
+            detail::launch_kernel(conv_varlen_vec_kernel<float>, grid, kConvThreads, 0, stream, p, x_stride);
+        else
+            detail::launch_kernel(conv_varlen_vec_kernel<bf16>, grid, kConvThreads, 0, stream, p, x_stride);
         SURF_CUDA_CHECK_LAUNCH();
     } else if (p.n_tok > 0) {
         const dim3 grid(detail::grid_1d(p.n_tok, kTokensPerThread), cblocks);
-        if (f32_state) conv_varlen_kernel<float><<<grid, kConvThreads, 0, stream>>>(p, x_stride);
-        else conv_varlen_kernel<bf16><<<grid, kConvThreads, 0, stream>>>(p, x_stride);
+        if (f32_state)
+            detail::launch_kernel(conv_varlen_kernel<float>, grid, kConvThreads, 0, stream, p, x_stride);
+        else
+            detail::launch_kernel(conv_varlen_kernel<bf16>, grid, kConvThreads, 0, stream, p, x_stride);
         SURF_CUDA_CHECK_LAUNCH();
     }
     const dim3 grid2(static_cast<unsigned>(p.n_seq), cblocks);
-    if (p.state_dtype == DType::kF32) conv_state_writeback_kernel<float><<<grid2, kConvThreads, 0, stream>>>(p, x_stride);
-    else conv_state_writeback_kernel<bf16><<<grid2, kConvThreads, 0, stream>>>(p, x_stride);
+    if (p.state_dtype == DType::kF32)
+        detail::launch_kernel(conv_state_writeback_kernel<float>, grid2, kConvThreads, 0, stream, p,
+                              x_stride);
+    else
+        detail::launch_kernel(conv_state_writeback_kernel<bf16>, grid2, kConvThreads, 0, stream, p, x_stride);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -251,8 +262,10 @@ void causal_conv1d_update(const ConvUpdateParams& p, cudaStream_t stream) {
     const int64_t x_stride = p.x_stride ? p.x_stride : p.channels;
     if (p.batch == 0) return;
     const dim3 grid(detail::grid_1d(p.channels, 256), static_cast<unsigned>(p.batch));
-    if (p.state_dtype == DType::kF32) conv_update_kernel<float><<<grid, 256, 0, stream>>>(p, x_stride);
-    else conv_update_kernel<bf16><<<grid, 256, 0, stream>>>(p, x_stride);
+    if (p.state_dtype == DType::kF32)
+        detail::launch_kernel(conv_update_kernel<float>, grid, 256, 0, stream, p, x_stride);
+    else
+        detail::launch_kernel(conv_update_kernel<bf16>, grid, 256, 0, stream, p, x_stride);
     SURF_CUDA_CHECK_LAUNCH();
 }
 

@@ -141,6 +141,7 @@ template <int BN, int CL>
 __global__ void __launch_bounds__(kThreads, 1)
 gemm_wgmma_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w, EpilogueArgs e, int k_tiles,
                   int m_tiles, int n_tiles) {
+    detail::pdl_prologue();
 #if SURF_WGMMA_ENABLED
     using T = Tiles<BN>;
     constexpr int kStages = T::kStages;
@@ -306,10 +307,16 @@ void launch(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, int max_
     const int resident = max_blocks > 0 ? std::min(max_blocks, resident_blocks<BN, CL>()) : resident_blocks<BN, CL>();
     const int grid = std::min(items, std::max(resident / CL, 1)) * CL;
     if constexpr (CL == 1) {
-        kernel<<<grid, kThreads, Tiles<BN>::kSmemBytes, stream>>>(map_x, map_w, e, k_tiles, m_tiles, n_tiles);
+        detail::launch_kernel(kernel, grid, kThreads, Tiles<BN>::kSmemBytes, stream, map_x, map_w, e, k_tiles,
+                              m_tiles, n_tiles);
     } else {
-        cudaLaunchAttribute attr;
-        const cudaLaunchConfig_t cfg = cluster_launch<BN, CL>(static_cast<unsigned>(grid), stream, attr);
+        cudaLaunchAttribute
+            attrs[2];  // the cluster shape, then programmatic serialization (detail::launch_kernel's)
+        cudaLaunchConfig_t cfg = cluster_launch<BN, CL>(static_cast<unsigned>(grid), stream, attrs[0]);
+        attrs[1] = cudaLaunchAttribute{};
+        attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attrs[1].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attrs, cfg.numAttrs = programmatic_launch() ? 2 : 1;
         SURF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_x, map_w, e, k_tiles, m_tiles, n_tiles));
     }
     SURF_CUDA_CHECK_LAUNCH();

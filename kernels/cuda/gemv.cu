@@ -31,6 +31,7 @@ __device__ __forceinline__ float dot8(const uint4& w, const float (&x)[8]) {
 // y[m, n] = alpha · Σ_k x[m, k]·w[n, k] (+ bias[n]) + beta · y[m, n] for m < M; TY is y's (and bias's) type.
 template <int M, typename TY>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemmParams p, int64_t ldx, int64_t ldw, int64_t ldy) {
+    detail::pdl_prologue();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp) * kRowsPerWarp;
     if (n0 >= p.n) return;
@@ -87,8 +88,10 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemmParams p, int64_
 template <int M>
 void launch_m(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, cudaStream_t stream) {
     const unsigned blocks = detail::grid_1d(p.n, kGemvWarps * kRowsPerWarp);
-    if (p.y_dtype == DType::kF32) gemv_kernel<M, float><<<blocks, kGemvThreads, 0, stream>>>(p, ldx, ldw, ldy);
-    else gemv_kernel<M, bf16><<<blocks, kGemvThreads, 0, stream>>>(p, ldx, ldw, ldy);
+    if (p.y_dtype == DType::kF32)
+        detail::launch_kernel(gemv_kernel<M, float>, blocks, kGemvThreads, 0, stream, p, ldx, ldw, ldy);
+    else
+        detail::launch_kernel(gemv_kernel<M, bf16>, blocks, kGemvThreads, 0, stream, p, ldx, ldw, ldy);
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }

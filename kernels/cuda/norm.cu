@@ -110,6 +110,7 @@ __device__ __forceinline__ void load_row(const RowTeam<kWarp>& team, const TX* x
 
 template <typename TX, bool kWarp>
 __global__ void __launch_bounds__(kMaxRowThreads) rmsnorm_vec_kernel(RmsNormParams p, int64_t x_stride) {
+    detail::pdl_prologue();
     __shared__ float scratch[32];
     constexpr int kVecs = RowTeam<kWarp>::kVecs;
     const RowTeam<kWarp> team;
@@ -145,6 +146,7 @@ __global__ void __launch_bounds__(kMaxRowThreads) rmsnorm_vec_kernel(RmsNormPara
 
 template <typename TX, bool kWarp>
 __global__ void __launch_bounds__(kMaxRowThreads) layernorm_vec_kernel(LayerNormParams p, int64_t x_stride) {
+    detail::pdl_prologue();
     __shared__ float scratch[32];
     constexpr int kVecs = RowTeam<kWarp>::kVecs;
     const RowTeam<kWarp> team;
@@ -197,6 +199,7 @@ __global__ void __launch_bounds__(kMaxRowThreads) layernorm_vec_kernel(LayerNorm
 template <typename TY, bool kWarp>
 __global__ void __launch_bounds__(kMaxRowThreads)
     gated_rmsnorm_vec_kernel(GatedRmsNormParams p, int64_t y_stride, int64_t z_stride) {
+    detail::pdl_prologue();
     __shared__ float scratch[32];
     constexpr int kVecs = RowTeam<kWarp>::kVecs;
     const RowTeam<kWarp> team;
@@ -263,6 +266,7 @@ __device__ void residual_pass(const TX* x, float* residual, int64_t dim, float& 
 
 template <typename TX>
 __global__ void __launch_bounds__(kNormThreads) rmsnorm_kernel(RmsNormParams p, int64_t x_stride) {
+    detail::pdl_prologue();
     __shared__ float scratch[32];
     const int64_t row = blockIdx.x;
     const TX* x = static_cast<const TX*>(p.x) + row * x_stride;
@@ -280,6 +284,7 @@ __global__ void __launch_bounds__(kNormThreads) rmsnorm_kernel(RmsNormParams p, 
 
 template <typename TX>
 __global__ void __launch_bounds__(kNormThreads) layernorm_kernel(LayerNormParams p, int64_t x_stride) {
+    detail::pdl_prologue();
     __shared__ float scratch[32];
     const int64_t row = blockIdx.x;
     const TX* x = static_cast<const TX*>(p.x) + row * x_stride;
@@ -306,6 +311,7 @@ __global__ void __launch_bounds__(kNormThreads) layernorm_kernel(LayerNormParams
 template <typename TY>
 __global__ void __launch_bounds__(kNormThreads) gated_rmsnorm_kernel(GatedRmsNormParams p, int64_t y_stride,
                                                                     int64_t z_stride) {
+    detail::pdl_prologue();
     __shared__ float scratch[32];
     const int64_t row = blockIdx.x, g0 = static_cast<int64_t>(blockIdx.y) * p.group_size;
     const TY* y = static_cast<const TY*>(p.y) + row * y_stride + g0;
@@ -343,6 +349,7 @@ __device__ __forceinline__ float activation(float v) {
 
 template <int kAct>
 __global__ void __launch_bounds__(kActThreads) activation_kernel(bf16* x, int64_t n) {
+    detail::pdl_prologue();
     const int64_t n_vec = n / 8;
     const int64_t base = static_cast<int64_t>(blockIdx.x) * kActUnroll * kActThreads + threadIdx.x;
     uint4 raw[kActUnroll];
@@ -378,7 +385,8 @@ void launch_activation(bf16* x, int64_t n, cudaStream_t stream) {
     const int64_t per_block = int64_t{kActThreads} * kActUnroll;
     const int64_t blocks = std::max<int64_t>((n / 8 + per_block - 1) / per_block, 1);
     SURF_CHECK(blocks <= 0x7fffffff, "activation: n ", n);
-    activation_kernel<kAct><<<static_cast<unsigned>(blocks), kActThreads, 0, stream>>>(x, n);
+    detail::launch_kernel(activation_kernel<kAct>, static_cast<unsigned>(blocks), kActThreads, 0, stream, x,
+                          n);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -398,7 +406,7 @@ VecLaunch vec_launch(int64_t items, int64_t n_vec) {
 template <typename... Args>
 void launch_rows(const VecLaunch& L, cudaStream_t stream, void (*warp_teams)(Args...), void (*block_teams)(Args...),
                  std::type_identity_t<Args>... args) {
-    (L.warp ? warp_teams : block_teams)<<<L.blocks, L.threads, 0, stream>>>(args...);
+    detail::launch_kernel((L.warp ? warp_teams : block_teams), L.blocks, L.threads, 0, stream, args...);
 }
 
 }  // namespace
@@ -414,8 +422,12 @@ void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
                      aligned16(p.y);
     if (vec && f32) launch_rows(L, stream, rmsnorm_vec_kernel<float, true>, rmsnorm_vec_kernel<float, false>, p, x_stride);
     else if (vec) launch_rows(L, stream, rmsnorm_vec_kernel<bf16, true>, rmsnorm_vec_kernel<bf16, false>, p, x_stride);
-    else if (f32) rmsnorm_kernel<float><<<static_cast<unsigned>(p.rows), kNormThreads, 0, stream>>>(p, x_stride);
-    else rmsnorm_kernel<bf16><<<static_cast<unsigned>(p.rows), kNormThreads, 0, stream>>>(p, x_stride);
+    else if (f32)
+        detail::launch_kernel(rmsnorm_kernel<float>, static_cast<unsigned>(p.rows), kNormThreads, 0, stream,
+                              p, x_stride);
+    else
+        detail::launch_kernel(rmsnorm_kernel<bf16>, static_cast<unsigned>(p.rows), kNormThreads, 0, stream, p,
+                              x_stride);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -430,8 +442,12 @@ void layernorm(const LayerNormParams& p, cudaStream_t stream) {
                      aligned16(p.bias) && aligned16(p.y);
     if (vec && f32) launch_rows(L, stream, layernorm_vec_kernel<float, true>, layernorm_vec_kernel<float, false>, p, x_stride);
     else if (vec) launch_rows(L, stream, layernorm_vec_kernel<bf16, true>, layernorm_vec_kernel<bf16, false>, p, x_stride);
-    else if (f32) layernorm_kernel<float><<<static_cast<unsigned>(p.rows), kNormThreads, 0, stream>>>(p, x_stride);
-    else layernorm_kernel<bf16><<<static_cast<unsigned>(p.rows), kNormThreads, 0, stream>>>(p, x_stride);
+    else if (f32)
+        detail::launch_kernel(layernorm_kernel<float>, static_cast<unsigned>(p.rows), kNormThreads, 0, stream,
+                              p, x_stride);
+    else
+        detail::launch_kernel(layernorm_kernel<bf16>, static_cast<unsigned>(p.rows), kNormThreads, 0, stream,
+                              p, x_stride);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -451,8 +467,12 @@ void gated_rmsnorm(const GatedRmsNormParams& p, cudaStream_t stream) {
     else if (vec) launch_rows(L, stream, gated_rmsnorm_vec_kernel<bf16, true>, gated_rmsnorm_vec_kernel<bf16, false>, p, y_stride, z_stride);
     else {
         const dim3 grid(static_cast<unsigned>(p.rows), static_cast<unsigned>(groups));
-        if (f32) gated_rmsnorm_kernel<float><<<grid, kNormThreads, 0, stream>>>(p, y_stride, z_stride);
-        else gated_rmsnorm_kernel<bf16><<<grid, kNormThreads, 0, stream>>>(p, y_stride, z_stride);
+        if (f32)
+            detail::launch_kernel(gated_rmsnorm_kernel<float>, grid, kNormThreads, 0, stream, p, y_stride,
+                                  z_stride);
+        else
+            detail::launch_kernel(gated_rmsnorm_kernel<bf16>, grid, kNormThreads, 0, stream, p, y_stride,
+                                  z_stride);
     }
     SURF_CUDA_CHECK_LAUNCH();
 }

@@ -25,6 +25,14 @@ using bf16 = __nv_bfloat16;
 enum class DType : uint8_t { kF32, kBF16 };
 inline size_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
 
+// Programmatic dependent launch (launch.cpp, common.cuh launch_kernel): while on (the default), this
+// library's kernels are launched so that each may be scheduled while the kernel before it in its stream
+// finishes, then waits on the device for that kernel's results (griddepcontrol). Results are identical either
+// way. Process-wide: it applies to launches (and CUDA-graph captures) issued after the call, on every device
+// and stream.
+void set_programmatic_launch(bool on);
+bool programmatic_launch();
+
 // ---------------------------------------------------------------------------------------------------
 // GEMM (gemm.cu): y[m, n] = alpha · x[m, k] · w[n, k]ᵀ (+ bias[n]) + beta · y, fp32 accumulation,
 // through cuBLASLt. One GemmContext per stream-user: it owns the handle, a workspace and a cache of

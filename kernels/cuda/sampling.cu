@@ -384,6 +384,7 @@ __device__ int32_t select_any(const Row& r, const Bound& bound, bool use_mass, d
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(SamplingParams p, int64_t logits_stride) {
+    detail::pdl_prologue();
     __shared__ Shared sh;
     extern __shared__ double warp_hist[];  // [kWarps][256] (radix) or a BinnedSmem
     const int64_t row = blockIdx.x;
@@ -484,7 +485,8 @@ void sample_tokens(const SamplingParams& p, cudaStream_t stream) {
     const int64_t stride = p.logits_stride ? p.logits_stride : p.vocab;
     if (p.rows == 0) return;
     SURF_CUDA_CHECK(cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWarpHistBytes)));
-    sample_kernel<<<static_cast<unsigned>(p.rows), kThreads, kWarpHistBytes, stream>>>(p, stride);
+    detail::launch_kernel(sample_kernel, static_cast<unsigned>(p.rows), kThreads, kWarpHistBytes, stream, p,
+                          stride);
     SURF_CUDA_CHECK_LAUNCH();
 }
 

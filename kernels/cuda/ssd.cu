@@ -344,6 +344,7 @@ __device__ void state_io(TS* st, float (&s)[MTW][NTW][4], int P, int N, int wm, 
 
 template <int N, int PT>
 __global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(SsdVarlenParams p, bool vec, int split) {
+    detail::pdl_prologue();
     using L = Layout<N, PT>;
     using T = Tiles<N, PT>;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -451,7 +452,7 @@ void launch_fused(const SsdVarlenParams& p, bool vec, int split, cudaStream_t st
     SURF_CUDA_CHECK(cudaFuncSetAttribute(ssd_fused_kernel<N, PT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
     const dim3 grid(static_cast<unsigned>(p.H * split), static_cast<unsigned>(p.n_seq));
-    ssd_fused_kernel<N, PT><<<grid, kThreads, smem, stream>>>(p, vec, split);
+    detail::launch_kernel(ssd_fused_kernel<N, PT>, grid, kThreads, smem, stream, p, vec, split);
 }
 
 // The block's head-dim slice (P / split columns) padded to a multiple of 16.

@@ -50,6 +50,7 @@ __device__ __forceinline__ void stage_tile(unsigned char* tile, const bf16* g, i
 }
 
 __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams p) {
+    detail::pdl_prologue();
 #if SURF_WGMMA_ENABLED
     extern __shared__ __align__(128) unsigned char smem[];
     unsigned char* Cs = smem + kOffC;
@@ -239,7 +240,7 @@ bool wgmma_applies(const SsdVarlenParams& p, bool vec) {
 void launch_wgmma(const SsdVarlenParams& p, cudaStream_t stream) {
     SURF_CUDA_CHECK(cudaFuncSetAttribute(ssd_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     const dim3 grid(static_cast<unsigned>(p.H), static_cast<unsigned>(p.n_seq));
-    ssd_wgmma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(p);
+    detail::launch_kernel(ssd_wgmma_kernel, grid, kThreads, kSmemBytes, stream, p);
 }
 
 }  // namespace ssd_detail

@@ -117,6 +117,7 @@ __device__ __forceinline__ void wait_staged_state(bool bulk, uint64_t* bar) {
 
 template <typename TS, typename TY, int N>
 __global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p, int row_split) {
+    detail::pdl_prologue();
     using V = Vec<TS>;
     using RL = RowLayout<TS, N>;
     constexpr int kVec = RL::kVec, kLanesPerRow = RL::kLanesPerRow, kRowsPerWarp = RL::kRowsPerWarp, kRowsPerStep = RL::kRowsPerStep;
@@ -219,6 +220,7 @@ struct ReplaySmem {
 // scheduler; since session 17's row loop it waits on DRAM instead).
 template <typename TS, typename TY, int N, bool kHasToken, bool kVecInputs>
 __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p, int row_split) {
+    detail::pdl_prologue();
     using V = Vec<TS>;
     using RL = ReplayRowLayout<TS, N>;
     constexpr int kVec = RL::kVec, kChunks = RL::kChunks, kLanesPerRow = RL::kLanesPerRow, kRowsPerWarp = RL::kRowsPerWarp;
@@ -465,9 +467,10 @@ void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
         constexpr bool kHasToken = !kFold;
         const bool vec = replay_vec_inputs(p, split);
         auto kernel = vec ? ssu_replay_kernel<TS, TY, N, kHasToken, true> : ssu_replay_kernel<TS, TY, N, kHasToken, false>;
-        kernel<<<grid, kSsuThreads, smem, stream>>>(p, static_cast<int>(split));
+        detail::launch_kernel(kernel, grid, kSsuThreads, smem, stream, p, static_cast<int>(split));
     } else {
-        ssu_kernel<TS, TY, N><<<grid, kSsuThreads, smem, stream>>>(p, static_cast<int>(split));
+        detail::launch_kernel(ssu_kernel<TS, TY, N>, grid, kSsuThreads, smem, stream, p,
+                              static_cast<int>(split));
     }
 }
 

@@ -20,6 +20,7 @@ __device__ __forceinline__ void bilinear_coord(int64_t dst, int64_t in, int64_t 
 }
 
 __global__ void bilinear_kernel(BilinearParams p) {
+    detail::pdl_prologue();
     const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (idx >= p.out_h * p.out_w * p.channels) return;
     const int64_t c = idx % p.channels, pix = idx / p.channels, ox = pix % p.out_w, oy = pix / p.out_w;
@@ -34,6 +35,7 @@ __global__ void bilinear_kernel(BilinearParams p) {
 }
 
 __global__ void patchify_kernel(PatchifyParams p) {
+    detail::pdl_prologue();
     const int64_t ps = p.patch, gw = p.width / ps, gh = p.height / ps, feat = 3 * ps * ps;
     const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (idx >= p.n_img * gh * gw * feat) return;
@@ -45,6 +47,7 @@ __global__ void patchify_kernel(PatchifyParams p) {
 }
 
 __global__ void vit_tokens_kernel(VitTokensParams p) {
+    detail::pdl_prologue();
     const int64_t per_tile = p.n_prefix + p.n_patches;
     const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (idx >= p.n_tiles * per_tile * p.width) return;
@@ -62,6 +65,7 @@ __global__ void vit_tokens_kernel(VitTokensParams p) {
 
 template <typename TI>
 __global__ void pixel_shuffle_kernel(PixelShuffleParams p, int64_t tile_stride) {
+    detail::pdl_prologue();
     const int64_t s = p.factor, side = p.side, C = p.channels, out_side = side / s;
     const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (idx >= p.n_tiles * side * side * C) return;
@@ -76,6 +80,7 @@ __global__ void pixel_shuffle_kernel(PixelShuffleParams p, int64_t tile_stride) 
 
 // One block per sequence: image row index of every token (−1 for text), by a block-wide running count.
 __global__ void embed_rows_kernel(EmbedParams p, int32_t* rows) {
+    detail::pdl_prologue();
     __shared__ int32_t warp_counts[32];
     __shared__ int32_t carry;
     const int s = blockIdx.x;
@@ -108,6 +113,7 @@ __global__ void embed_rows_kernel(EmbedParams p, int32_t* rows) {
 // unnoticed (ids are validated by the tokenizer/scheduler; this is the last line).
 template <typename TO>
 __global__ void embed_gather_kernel(EmbedParams p, const int32_t* rows) {
+    detail::pdl_prologue();
     const int64_t t = blockIdx.x;
     const int32_t id = p.ids[t], row = rows[t];
     const bf16* src = nullptr;
@@ -125,7 +131,7 @@ void bilinear_resize(const BilinearParams& p, cudaStream_t stream) {
     SURF_CHECK(p.in && p.out && p.in_h > 0 && p.in_w > 0 && p.out_h > 0 && p.out_w > 0, "bilinear_resize: bad params");
     const int64_t n = p.out_h * p.out_w * p.channels;
     if (n == 0) return;
-    bilinear_kernel<<<detail::grid_1d(n, 256), 256, 0, stream>>>(p);
+    detail::launch_kernel(bilinear_kernel, detail::grid_1d(n, 256), 256, 0, stream, p);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -134,7 +140,7 @@ void patchify(const PatchifyParams& p, cudaStream_t stream) {
                "patchify: image ", p.height, "x", p.width, " not a multiple of patch ", p.patch);
     const int64_t n = p.n_img * p.height * p.width * 3;
     if (n == 0) return;
-    patchify_kernel<<<detail::grid_1d(n, 256), 256, 0, stream>>>(p);
+    detail::launch_kernel(patchify_kernel, detail::grid_1d(n, 256), 256, 0, stream, p);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -142,7 +148,7 @@ void vit_tokens(const VitTokensParams& p, cudaStream_t stream) {
     SURF_CHECK(p.patch_emb && p.pos && p.out && (p.n_prefix == 0 || p.prefix), "vit_tokens: null pointer");
     const int64_t n = p.n_tiles * (p.n_prefix + p.n_patches) * p.width;
     if (n == 0) return;
-    vit_tokens_kernel<<<detail::grid_1d(n, 256), 256, 0, stream>>>(p);
+    detail::launch_kernel(vit_tokens_kernel, detail::grid_1d(n, 256), 256, 0, stream, p);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -151,8 +157,12 @@ void pixel_shuffle(const PixelShuffleParams& p, cudaStream_t stream) {
     const int64_t tile_stride = p.in_tile_stride ? p.in_tile_stride : p.side * p.side;
     const int64_t n = p.n_tiles * p.side * p.side * p.channels;
     if (n == 0) return;
-    if (p.in_dtype == DType::kF32) pixel_shuffle_kernel<float><<<detail::grid_1d(n, 256), 256, 0, stream>>>(p, tile_stride);
-    else pixel_shuffle_kernel<bf16><<<detail::grid_1d(n, 256), 256, 0, stream>>>(p, tile_stride);
+    if (p.in_dtype == DType::kF32)
+        detail::launch_kernel(pixel_shuffle_kernel<float>, detail::grid_1d(n, 256), 256, 0, stream, p,
+                              tile_stride);
+    else
+        detail::launch_kernel(pixel_shuffle_kernel<bf16>, detail::grid_1d(n, 256), 256, 0, stream, p,
+                              tile_stride);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -163,11 +173,13 @@ void embed_tokens(const EmbedParams& p, void* workspace, cudaStream_t stream) {
     SURF_CHECK(p.image_row_offset == nullptr || p.image_rows != nullptr, "embed_tokens: image offsets without rows");
     if (p.n_tok == 0) return;
     auto* rows = static_cast<int32_t*>(workspace);
-    embed_rows_kernel<<<static_cast<unsigned>(p.n_seq), 256, 0, stream>>>(p, rows);
+    detail::launch_kernel(embed_rows_kernel, static_cast<unsigned>(p.n_seq), 256, 0, stream, p, rows);
     SURF_CUDA_CHECK_LAUNCH();
     const dim3 grid(static_cast<unsigned>(p.n_tok), std::max(1u, detail::grid_1d(p.dim, 256 * 4)));
-    if (p.out_dtype == DType::kF32) embed_gather_kernel<float><<<grid, 256, 0, stream>>>(p, rows);
-    else embed_gather_kernel<bf16><<<grid, 256, 0, stream>>>(p, rows);
+    if (p.out_dtype == DType::kF32)
+        detail::launch_kernel(embed_gather_kernel<float>, grid, 256, 0, stream, p, rows);
+    else
+        detail::launch_kernel(embed_gather_kernel<bf16>, grid, 256, 0, stream, p, rows);
     SURF_CUDA_CHECK_LAUNCH();
 }
 

@@ -63,6 +63,7 @@ GpuMatrix pad_rows(GpuMatrix m, int64_t rows, cudaStream_t stream) {
 GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaStream_t stream)
     : cfg_(std::move(cfg)), w_(std::move(w)), limits_(limits), stream_(stream) {
     w_.lm_head = pad_rows(std::move(w_.lm_head), logits_stride(), stream_);
+    kc::set_programmatic_launch(limits_.programmatic_launch);
     gemm_ = std::make_unique<kc::GemmContext>();
     vision_gemm_ = std::make_unique<kc::GemmContext>();
     gemm_->set_autotune(limits_.autotune_gemms);

@@ -147,6 +147,11 @@ struct GpuLimits {
     // The token sampler's binned selection (kernels/cuda/sampling.cu: two passes over a row, the radix digits only
     // where a bin overflows); off: the radix digits everywhere (A/B). Same tokens either way (tested).
     bool sampler_binned = true;
+    // Programmatic dependent launch for this library's kernels (kernels/cuda/ops.h set_programmatic_launch): each may
+    // be scheduled while the kernel before it in its stream finishes, waiting on the device for that kernel's results,
+    // so that launch and setup overlap the previous kernel's tail. Results are identical. Process-wide (the last model
+    // built or switched sets it); decode graphs keep the setting they were captured with. Off: plain launches (A/B).
+    bool programmatic_launch = true;
 };
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
@@ -180,7 +185,7 @@ public:
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
     // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
-    // sampler_binned)
+    // sampler_binned, programmatic_launch)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
     void set_step_knobs(const GpuLimits& from) {
@@ -203,6 +208,8 @@ public:
         limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
         limits_.mamba_y_bf16 = from.mamba_y_bf16;
         limits_.sampler_binned = from.sampler_binned;
+        limits_.programmatic_launch = from.programmatic_launch;
+        kernels::cuda::set_programmatic_launch(limits_.programmatic_launch);
     }
     cudaStream_t stream() const { return stream_; }
     cudaStream_t vision_stream() const { return vision_stream_; }
