@@ -394,6 +394,7 @@ void wgmma_pair_table(const cu::SsuParams& ssu0, const cu::GemmParams& gp, int s
     };
     const double ssu_ms = time_ms([&] { cu::selective_state_update(su, s_gemm); });
     cu::GemmContext tuned;
+    tuned.set_autotune(true);
     const double cublas_ms = time_ms([&] { cu::gemm(tuned, gp, s_gemm); });
     const double flops = 2.0 * gp.m * gp.n * gp.k, serial = cublas_ms + ssu_ms;
     const int resident = cu::gemm_wgmma_resident_blocks(256, true);
@@ -424,6 +425,7 @@ void wgmma_pair_table(const cu::SsuParams& ssu0, const cu::GemmParams& gp, int s
     }
     for (int spare : {0, 32, 44}) {
         cu::GemmContext ctx;
+        ctx.set_autotune(true);
         ctx.set_sm_count_target(spare > 0 ? sms - spare : 0);
         row("cuBLASLt", spare, [&] { cu::gemm(ctx, gp, s_gemm); });
     }
