@@ -59,25 +59,11 @@ void fill_random(void* ptr, size_t n, bool is_bf16, float lo, float hi, uint32_t
     }
 }
 
-// Median time in µs of `fn(i)` over `reps` launches after `warmup`, each timed with events.
+// Median time in µs of `fn(i)` over `reps` launches after `warmup`, each timed with events (bench_ceilings.h median_ms);
+// i counts every launch, warm-ups included, so that launches can rotate over copies of their operands.
 double time_us(const std::function<void(int)>& fn, int reps = 20, int warmup = 3) {
-    for (int i = 0; i < warmup; ++i) fn(i);
-    SURF_CUDA_CHECK(cudaDeviceSynchronize());
-    cudaEvent_t a, b;
-    SURF_CUDA_CHECK(cudaEventCreate(&a));
-    SURF_CUDA_CHECK(cudaEventCreate(&b));
-    std::vector<float> ms(reps);
-    for (int i = 0; i < reps; ++i) {
-        SURF_CUDA_CHECK(cudaEventRecord(a));
-        fn(warmup + i);
-        SURF_CUDA_CHECK(cudaEventRecord(b));
-        SURF_CUDA_CHECK(cudaEventSynchronize(b));
-        SURF_CUDA_CHECK(cudaEventElapsedTime(&ms[i], a, b));
-    }
-    SURF_CUDA_CHECK(cudaEventDestroy(a));
-    SURF_CUDA_CHECK(cudaEventDestroy(b));
-    std::sort(ms.begin(), ms.end());
-    return ms[reps / 2] * 1000.0;
+    int i = 0;
+    return surf::bench::median_ms([&] { fn(i++); }, reps, warmup) * 1e3;
 }
 
 void record(const std::string& kernel, const std::string& shape, int64_t batch, double us, double amount,

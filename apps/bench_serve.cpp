@@ -48,7 +48,8 @@ std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
            (L.decode_attention_pipelined ? "pipelined" : "not pipelined") + "; decode rows' state and KV " +
            (L.l2_evict_first ? "evict-first in L2" : "without an L2 hint") + "; sampler " + (L.sampler_binned ? "binned" : "radix digits only") +
            "; GEMMs " + (L.gemm_wgmma ? "cuBLASLt or gemm_wgmma, whichever tunes faster" : "cuBLASLt") + "; " +
-           (L.programmatic_launch ? "programmatic dependent launch" : "plain launches");
+           (L.programmatic_launch ? "programmatic dependent launch" : "plain launches") + "; small-m kernel k split " +
+           (L.small_m_k_split ? std::to_string(L.small_m_k_split) : std::string("automatic"));
 }
 
 struct Options {
@@ -81,6 +82,7 @@ struct Options {
     int sampler_binned = -1;  // GpuLimits::sampler_binned
     int gemm_wgmma = -1;      // GpuLimits::gemm_wgmma
     int pdl = -1;             // GpuLimits::programmatic_launch
+    int gemv_k_split = -1;    // GpuLimits::small_m_k_split
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
     bool warm_vision = false;  // warm-up also tunes the vision passes of 1 .. vision-batch tiles of screenshots
     bool warm_row_buckets = true;  // CudaEngineOptions::warm_up_row_buckets
@@ -145,6 +147,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--sampler-binned") o.sampler_binned = std::atoi(next());
         else if (a == "--gemm-wgmma") o.gemm_wgmma = std::atoi(next());
         else if (a == "--pdl") o.pdl = std::atoi(next());
+        else if (a == "--gemv-k-split") o.gemv_k_split = std::atoi(next());
         else if (a == "--vision-min-tiles") o.vision_min_tiles = std::atoll(next());
         else if (a == "--vision-max-wait") o.vision_max_wait = std::atoll(next());
         else if (a == "--warm-vision") o.warm_vision = true;
@@ -165,7 +168,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--ssm-replay 0|2..32] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
                                  "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
                                  "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] [--l2-evict-first 0|1] [--sampler-binned 0|1]\n"
-                                 "                   [--gemm-wgmma 0|1] [--pdl 0|1]\n"
+                                 "                   [--gemm-wgmma 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8]\n"
                                  "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] [--no-warm-row-buckets]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
@@ -209,6 +212,11 @@ Options parse(int argc, char** argv) {
     check_range("--sampler-binned", o.sampler_binned, 0, 1);
     check_range("--gemm-wgmma", o.gemm_wgmma, 0, 1);
     check_range("--pdl", o.pdl, 0, 1);
+    check_range("--gemv-k-split", o.gemv_k_split, 0, 8);
+    if (o.gemv_k_split > 0 && (o.gemv_k_split & (o.gemv_k_split - 1)) != 0) {
+        std::fprintf(stderr, "bench_serve: --gemv-k-split takes 0 (automatic), 1, 2, 4 or 8, got %d\n", o.gemv_k_split);
+        std::exit(2);
+    }
     if (o.ssm_replay == 1) {
         std::fprintf(stderr, "bench_serve: --ssm-replay takes 0 (off) or 2..32, got 1\n");
         std::exit(2);
@@ -411,6 +419,7 @@ int main(int argc, char** argv) {
         if (o.sampler_binned >= 0) eo.limits.sampler_binned = o.sampler_binned == 1;
         if (o.gemm_wgmma >= 0) eo.limits.gemm_wgmma = o.gemm_wgmma == 1;
         if (o.pdl >= 0) eo.limits.programmatic_launch = o.pdl == 1;
+        if (o.gemv_k_split >= 0) eo.limits.small_m_k_split = o.gemv_k_split;
         eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
         eo.warm_up_row_buckets = o.warm_row_buckets;
         if (o.warm_vision && cfg.has_vision) {

@@ -47,6 +47,7 @@ struct Options {
     int nano_prefill_sms = 0;
     bool nano_decode_priority = false;
     bool gemm_wgmma = false;  // GpuLimits::gemm_wgmma: our Hopper GEMM timed beside cuBLASLt's candidates
+    int gemv_k_split = 0;     // GpuLimits::small_m_k_split
     int pdl = -1;             // GpuLimits::programmatic_launch (also what the decode graphs are captured with); -1 = the default
 };
 
@@ -81,11 +82,12 @@ Options parse(int argc, char** argv) {
         else if (a == "--nano-decode-priority") o.nano_decode_priority = true;
         else if (a == "--gemm-wgmma") o.gemm_wgmma = true;
         else if (a == "--pdl") o.pdl = std::atoi(next());
+        else if (a == "--gemv-k-split") o.gemv_k_split = std::atoi(next());
         else {
             std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
                                  "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N] [--vision-priority] [--no-attention-splits]\n"
                                  "                  [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128|208] [--ssm-replay 0|2..32]\n"
-                                 "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]] [--gemm-wgmma] [--pdl 0|1]\n");
+                                 "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]] [--gemm-wgmma] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8]\n");
             std::exit(2);
         }
     }
@@ -94,6 +96,10 @@ Options parse(int argc, char** argv) {
             std::fprintf(stderr, "bench_step: %s takes 0, 64, 128 or 208, got %d\n", flag, keys);
             std::exit(2);
         }
+    }
+    if (o.gemv_k_split != 0 && o.gemv_k_split != 1 && o.gemv_k_split != 2 && o.gemv_k_split != 4 && o.gemv_k_split != 8) {
+        std::fprintf(stderr, "bench_step: --gemv-k-split takes 0 (automatic), 1, 2, 4 or 8, got %d\n", o.gemv_k_split);
+        std::exit(2);
     }
     if (o.pdl != -1 && o.pdl != 0 && o.pdl != 1) {
         std::fprintf(stderr, "bench_step: --pdl takes 0 or 1, got %d\n", o.pdl);
@@ -182,6 +188,7 @@ int main(int argc, char** argv) {
         L.autotune_gemms = o.autotune;
         L.gemm_wgmma = o.gemm_wgmma;
         if (o.pdl >= 0) L.programmatic_launch = o.pdl == 1;
+        L.small_m_k_split = o.gemv_k_split;
         L.vision_gemm_sms = o.vision_sms;
         L.lm_stream_priority = o.nano && o.nano_decode_priority;
         L.vision_stream_priority = o.vision_priority;

@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <utility>
 
@@ -235,20 +236,34 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
     SURF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
-// Whether the current device is compute capability 9.0 exactly, where the sm_90a code (wgmma kernels) runs.
+// Whether the current device is compute capability 9.0 exactly, where the sm_90a code (wgmma kernels) runs. Asked
+// per launch by several ops, so the answer is kept per device (0 unknown, 1 no, 2 yes; engines on several GPUs launch
+// from their own threads).
 inline bool device_runs_sm90a() {
-    int device = 0, major = 0, minor = 0;
+    static std::atomic<int> known[64] = {};
+    int device = 0;
     SURF_CUDA_CHECK(cudaGetDevice(&device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    return major == 9 && minor == 0;
+    int answer = device < 64 ? known[device].load(std::memory_order_relaxed) : 0;
+    if (answer == 0) {
+        int major = 0, minor = 0;
+        SURF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+        SURF_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+        answer = major == 9 && minor == 0 ? 2 : 1;
+        if (device < 64) known[device].store(answer, std::memory_order_relaxed);
+    }
+    return answer == 2;
 }
 
-// Multiprocessors of the current device (launch planning: waves of blocks, split counts).
+// Multiprocessors of the current device (launch planning: waves of blocks, split counts), kept per device as above.
 inline int device_sm_count() {
-    int device = 0, sms = 132;
+    static std::atomic<int> known[64] = {};
+    int device = 0;
     SURF_CUDA_CHECK(cudaGetDevice(&device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    int sms = device < 64 ? known[device].load(std::memory_order_relaxed) : 0;
+    if (sms == 0) {
+        SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        if (device < 64) known[device].store(sms, std::memory_order_relaxed);
+    }
     return sms;
 }
 

@@ -63,6 +63,7 @@ struct GemmContext::Impl {
     bool autotune = false;
     bool reuse_in_bucket = false;
     GemmContext::SmallM small_m = GemmContext::SmallM::kTuned;
+    int small_m_k_split = 0;  // gemv's k_split
     GemmContext::WgmmaGemm wgmma = GemmContext::WgmmaGemm::kNever;
     int64_t reused = 0;
     int sm_target = 0;
@@ -123,7 +124,7 @@ void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, siz
     GemmParams scratch_params = p;  // the small-m kernel and gemm_wgmma write where the candidates do
     scratch_params.y = out;
     auto run_gemv = [&] {
-        gemv(linear_part(scratch_params), stream);
+        gemv(linear_part(scratch_params), stream, impl.small_m_k_split);
         run_relu2_pass(p, out, stream);
     };
     constexpr int kTileWidths[2] = {256, 128};
@@ -233,6 +234,11 @@ const GemmPlan* tuned_neighbour(const GemmContext::Impl& impl, const PlanKey& ke
 void GemmContext::set_autotune(bool on) { impl_->autotune = on; }
 void GemmContext::set_reuse_tuned_in_bucket(bool on) { impl_->reuse_in_bucket = on; }
 void GemmContext::set_small_m_kernel(SmallM mode) { impl_->small_m = mode; }
+void GemmContext::set_small_m_k_split(int k_split) {
+    SURF_CHECK(k_split == 0 || k_split == 1 || k_split == 2 || k_split == 4 || k_split == 8, "GemmContext: small-m k split ", k_split,
+               " (0 = automatic, 1, 2, 4 or 8)");
+    impl_->small_m_k_split = k_split;
+}
 void GemmContext::set_wgmma_gemm(WgmmaGemm mode) { impl_->wgmma = mode; }
 int64_t GemmContext::reused_count() const { return impl_->reused; }
 
@@ -335,7 +341,7 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
     // The plan's key fixes the shape, strides and the smallest alignment, not each pointer's: check them.
     const GemmParams lin = linear_part(p);
     if ((plan.use_gemv || impl->small_m == GemmContext::SmallM::kAlways) && gemv_supported(lin)) {
-        gemv(lin, stream);
+        gemv(lin, stream, impl->small_m_k_split);
         run_relu2_pass(p, p.y, stream);
         return;
     }

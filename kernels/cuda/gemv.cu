@@ -2,6 +2,9 @@
 // two weight rows with 16-byte streaming loads, four per row in flight per lane, dots them with the (L1-
 // cached) rows of x in fp32, and reduces across the warp. H100, one decode row: cuBLASLt reads these weights at
 // 2.5–2.8 TB/s; GemmContext times this kernel beside cuBLASLt's candidates and keeps whichever is faster.
+// Few long rows (n = 5,120 at k = 10,240 / 20,480: 320 blocks of 16 rows, 2.4 an SM, the SMs holding three finish
+// last) split k across the block's warps instead (KS warps a row pair, partial sums added in shared memory), so that
+// the grid has ≥ 8 blocks an SM (gemv_k_split).
 #include "kernels/cuda/common.cuh"
 
 namespace surf::kernels::cuda {
@@ -29,37 +32,42 @@ __device__ __forceinline__ float dot8(const uint4& w, const float (&x)[8]) {
 }
 
 // y[m, n] = alpha · Σ_k x[m, k]·w[n, k] (+ bias[n]) + beta · y[m, n] for m < M; TY is y's (and bias's) type.
-template <int M, typename TY>
-__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemmParams p, int64_t ldx, int64_t ldw, int64_t ldy) {
+// The block's warps form kGemvWarps / KS row groups of kRowsPerWarp rows; the KS warps of a group each take one
+// slice of k (slice_vecs 16-byte vectors, a multiple of 32) and, where KS > 1, add their partial sums in shared memory.
+template <int M, typename TY, int KS>
+__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemmParams p, int64_t ldx, int64_t ldw, int64_t ldy, int64_t slice_vecs) {
     detail::pdl_prologue();
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp) * kRowsPerWarp;
-    if (n0 >= p.n) return;
-    const int64_t vecs = p.k / 8;
+    constexpr int kGroups = kGemvWarps / KS;
+    __shared__ float partial[KS > 1 ? kGemvWarps : 1][M][kRowsPerWarp];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = warp / KS, slice = warp % KS;
+    const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kGroups + group) * kRowsPerWarp;
+    const int64_t vecs = p.k / 8, v_begin = slice * slice_vecs, v_end = min(vecs, v_begin + slice_vecs);
     const uint4* wrow[kRowsPerWarp];
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) wrow[r] = reinterpret_cast<const uint4*>(p.w + min(n0 + r, p.n - 1) * ldw);
     float acc[M][kRowsPerWarp] = {};
-    for (int64_t v0 = lane; v0 < vecs; v0 += 32 * kLoadsInFlight) {
-        uint4 wv[kRowsPerWarp][kLoadsInFlight];
+    if (n0 < p.n) {
+        for (int64_t v0 = v_begin + lane; v0 < v_end; v0 += 32 * kLoadsInFlight) {
+            uint4 wv[kRowsPerWarp][kLoadsInFlight];
 #pragma unroll
-        for (int u = 0; u < kLoadsInFlight; ++u) {
-            const int64_t v = v0 + u * 32;
+            for (int u = 0; u < kLoadsInFlight; ++u) {
+                const int64_t v = v0 + u * 32;
 #pragma unroll
-            for (int r = 0; r < kRowsPerWarp; ++r) {
-                if (v < vecs) wv[r][u] = __ldcs(wrow[r] + v);  // read once: stream past L1/L2
+                for (int r = 0; r < kRowsPerWarp; ++r) {
+                    if (v < v_end) wv[r][u] = __ldcs(wrow[r] + v);  // read once: stream past L1/L2
+                }
             }
-        }
 #pragma unroll
-        for (int u = 0; u < kLoadsInFlight; ++u) {
-            const int64_t v = v0 + u * 32;
-            if (v >= vecs) break;
+            for (int u = 0; u < kLoadsInFlight; ++u) {
+                const int64_t v = v0 + u * 32;
+                if (v >= v_end) break;
 #pragma unroll
-            for (int m = 0; m < M; ++m) {
-                float xf[8];
-                unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(p.x + m * ldx) + v), xf);
+                for (int m = 0; m < M; ++m) {
+                    float xf[8];
+                    unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(p.x + m * ldx) + v), xf);
 #pragma unroll
-                for (int r = 0; r < kRowsPerWarp; ++r) acc[m][r] += dot8(wv[r][u], xf);
+                    for (int r = 0; r < kRowsPerWarp; ++r) acc[m][r] += dot8(wv[r][u], xf);
+                }
             }
         }
     }
@@ -68,7 +76,28 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemmParams p, int64_
 #pragma unroll
         for (int r = 0; r < kRowsPerWarp; ++r) acc[m][r] = warp_sum(acc[m][r]);
     }
-    if (lane != 0) return;
+    if constexpr (KS > 1) {  // the group's slices, in slice order, by its first warp's lane 0
+        if (lane == 0) {
+#pragma unroll
+            for (int m = 0; m < M; ++m) {
+#pragma unroll
+                for (int r = 0; r < kRowsPerWarp; ++r) partial[warp][m][r] = acc[m][r];
+            }
+        }
+        __syncthreads();
+        if (slice != 0) return;
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+#pragma unroll
+            for (int r = 0; r < kRowsPerWarp; ++r) {
+                float sum = partial[warp][m][r];
+#pragma unroll
+                for (int k = 1; k < KS; ++k) sum += partial[warp + k][m][r];
+                acc[m][r] = sum;
+            }
+        }
+    }
+    if (lane != 0 || n0 >= p.n) return;
     const TY* bias = static_cast<const TY*>(p.bias);
     TY* y = static_cast<TY*>(p.y);
 #pragma unroll
@@ -85,13 +114,24 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemmParams p, int64_
     }
 }
 
-template <int M>
-void launch_m(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, cudaStream_t stream) {
-    const unsigned blocks = detail::grid_1d(p.n, kGemvWarps * kRowsPerWarp);
+template <int M, int KS>
+void launch_split(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, cudaStream_t stream) {
+    const int64_t vecs = p.k / 8, slice_vecs = (vecs + KS * 32 - 1) / (KS * 32) * 32;
+    const unsigned blocks = detail::grid_1d(p.n, kGemvWarps / KS * kRowsPerWarp);
     if (p.y_dtype == DType::kF32)
-        detail::launch_kernel(gemv_kernel<M, float>, blocks, kGemvThreads, 0, stream, p, ldx, ldw, ldy);
+        detail::launch_kernel(gemv_kernel<M, float, KS>, blocks, kGemvThreads, 0, stream, p, ldx, ldw, ldy, slice_vecs);
     else
-        detail::launch_kernel(gemv_kernel<M, bf16>, blocks, kGemvThreads, 0, stream, p, ldx, ldw, ldy);
+        detail::launch_kernel(gemv_kernel<M, bf16, KS>, blocks, kGemvThreads, 0, stream, p, ldx, ldw, ldy, slice_vecs);
+}
+
+template <int M>
+void launch_m(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, int k_split, cudaStream_t stream) {
+    switch (k_split) {
+        case 1: launch_split<M, 1>(p, ldx, ldw, ldy, stream); break;
+        case 2: launch_split<M, 2>(p, ldx, ldw, ldy, stream); break;
+        case 4: launch_split<M, 4>(p, ldx, ldw, ldy, stream); break;
+        default: launch_split<M, 8>(p, ldx, ldw, ldy, stream); break;
+    }
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -104,16 +144,30 @@ bool gemv_supported(const GemmParams& p) {
            aligned16(p.w) && p.activation == GemmActivation::kNone;
 }
 
-void gemv(const GemmParams& p, cudaStream_t stream) {
+int gemv_k_split(int64_t n, int64_t k) {
+    // Double the split while the grid has fewer than 8 blocks an SM and each warp's slice keeps at least one full
+    // round of loads (32 lanes × kLoadsInFlight vectors).
+    const int64_t want_blocks = 8 * static_cast<int64_t>(detail::device_sm_count()), vecs = k / 8;
+    int ks = 1;
+    while (ks < kGemvWarps && (n + kGemvWarps / ks * kRowsPerWarp - 1) / (kGemvWarps / ks * kRowsPerWarp) < want_blocks &&
+           vecs >= int64_t{2} * ks * 32 * kLoadsInFlight) {
+        ks *= 2;
+    }
+    return ks;
+}
+
+void gemv(const GemmParams& p, cudaStream_t stream, int k_split) {
     SURF_CHECK(p.x && p.w && p.y, "gemv: null pointer");
     SURF_CHECK(gemv_supported(p), "gemv: m ", p.m, " n ", p.n, " k ", p.k, " (m ≤ ", kMaxM, ", k and row strides multiples of 8, 16-byte aligned, no activation)");
+    SURF_CHECK(k_split == 0 || k_split == 1 || k_split == 2 || k_split == 4 || k_split == 8, "gemv: k_split ", k_split, " (0 = automatic, 1, 2, 4 or 8)");
     const int64_t ldx = p.ldx ? p.ldx : p.k, ldw = p.ldw ? p.ldw : p.k, ldy = p.ldy ? p.ldy : p.n;
     SURF_CHECK(ldx >= p.k && ldw >= p.k && ldy >= p.n, "gemv: leading dims ", ldx, " ", ldw, " ", ldy);
+    const int ks = k_split ? k_split : gemv_k_split(p.n, p.k);
     switch (p.m) {
-        case 1: launch_m<1>(p, ldx, ldw, ldy, stream); break;
-        case 2: launch_m<2>(p, ldx, ldw, ldy, stream); break;
-        case 3: launch_m<3>(p, ldx, ldw, ldy, stream); break;
-        default: launch_m<4>(p, ldx, ldw, ldy, stream); break;
+        case 1: launch_m<1>(p, ldx, ldw, ldy, ks, stream); break;
+        case 2: launch_m<2>(p, ldx, ldw, ldy, ks, stream); break;
+        case 3: launch_m<3>(p, ldx, ldw, ldy, ks, stream); break;
+        default: launch_m<4>(p, ldx, ldw, ldy, ks, stream); break;
     }
     SURF_CUDA_CHECK_LAUNCH();
 }

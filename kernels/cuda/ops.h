@@ -68,6 +68,8 @@ public:
     // kAlways uses it for every supported shape (tests); kNever not at all.
     enum class SmallM { kTuned, kAlways, kNever };
     void set_small_m_kernel(SmallM mode);
+    // The small-m kernel's k split (gemv's k_split: 0 = its automatic choice, 1 = one warp a row pair, 2, 4, 8).
+    void set_small_m_k_split(int k_split);
     // The Hopper GEMM of our own (gemm_wgmma below, both tile widths) for shapes it supports: kTuned times it
     // beside the cuBLASLt candidates whenever such a shape is tuned and keeps it if it is faster (with
     // autotuning only); kAlways uses it (tile 256) for every supported shape (tests); kNever (default) not at all.
@@ -120,8 +122,12 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream);
 // are multiples of 8, with x and w 16-byte aligned and no activation (gemv_supported). Each warp streams two
 // weight rows with 16-byte loads; fp32 accumulation, in another order than cuBLASLt's. gemm() routes to it per
 // GemmContext::set_small_m_kernel.
+// k_split: warps that share a row pair, each over a slice of k (1, 2, 4, 8; 0 = gemv_k_split's choice).
 bool gemv_supported(const GemmParams& p);
-void gemv(const GemmParams& p, cudaStream_t stream);
+void gemv(const GemmParams& p, cudaStream_t stream, int k_split = 0);
+// The automatic k_split: doubled from 1 while the grid has fewer than 8 blocks an SM (few long rows, e.g. n = 5,120 at
+// k = 20,480) and every warp's slice keeps a full round of loads (32 lanes × 4 vectors).
+int gemv_k_split(int64_t n, int64_t k);
 
 // A Hopper GEMM of our own (gemm_wgmma.cu; compute capability 9.0): gemm()'s contract, persistent blocks of
 // 128 × tile_n (256 or 128) outputs, TMA loads into a ring, two consumer warpgroups on wgmma, the epilogue

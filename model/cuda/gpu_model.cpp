@@ -69,6 +69,7 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
     gemm_->set_autotune(limits_.autotune_gemms);
     gemm_->set_reuse_tuned_in_bucket(limits_.gemm_reuse_tuned_in_bucket);
     gemm_->set_small_m_kernel(limits_.small_m_kernel ? kc::GemmContext::SmallM::kTuned : kc::GemmContext::SmallM::kNever);
+    gemm_->set_small_m_k_split(limits_.small_m_k_split);
     vision_gemm_->set_autotune(limits_.autotune_gemms);
     const auto wgmma = limits_.gemm_wgmma ? kc::GemmContext::WgmmaGemm::kTuned : kc::GemmContext::WgmmaGemm::kNever;
     gemm_->set_wgmma_gemm(wgmma);

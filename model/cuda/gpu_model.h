@@ -47,6 +47,9 @@ struct GpuLimits {
     // GEMMs of ≤ 4 rows (decode steps of few sessions) may run on our small-m kernel where tuning finds it faster
     // than every cuBLASLt candidate (GemmContext::SmallM::kTuned); off: cuBLASLt only (A/B).
     bool small_m_kernel = true;
+    // Its k split (kernels/cuda/ops.h gemv): 0 = automatic (warps share the long rows of n = 5,120 / 7,168 projections,
+    // so that the grid has ≥ 8 blocks an SM), 1 = one warp a row pair everywhere (A/B).
+    int small_m_k_split = 0;
     // GEMMs may run on our Hopper kernel (kernels/cuda/gemm_wgmma.cu) where tuning finds it faster than every
     // cuBLASLt candidate (GemmContext::WgmmaGemm::kTuned; both contexts); the MLP's and the projector's ReLU² then
     // ride in its epilogue (on cuBLASLt gemm() runs them as their own pass). Off: cuBLASLt only. H100, session 21:

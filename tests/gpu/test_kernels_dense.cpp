@@ -129,7 +129,14 @@ TEST_CASE("small-m kernel (gemv): decode-row GEMMs against the CPU reference, di
         REQUIRE(cu::gemv_supported(bf));
         dyh.poison();
         cu::gemv(bf, nullptr);
-        compare("gemv bf16 out +bias " + tag, to_float(dyh.download()), ref, 2e-3f, 1e-2f);
+        compare("gemv bf16 out +bias " + tag + " (k split " + std::to_string(cu::gemv_k_split(s.n, s.k)) + ")", to_float(dyh.download()), ref,
+                2e-3f, 1e-2f);
+        // Every k split by hand (warps sharing a row pair over slices of k; slices past k stay empty).
+        for (int ks : {1, 2, 4, 8}) {
+            dyh.poison();
+            cu::gemv(bf, nullptr, ks);
+            compare("gemv bf16 out +bias, k split " + std::to_string(ks) + " " + tag, to_float(dyh.download()), ref, 2e-3f, 1e-2f);
+        }
         // fp32 out, beta = 1 into y0 (the residual add), alpha 1.
         cu::GemmParams fp{dx.get(), dw.get(), dbias_f.get(), dyf.get(), cu::DType::kF32, s.m, s.n, s.k};
         fp.beta = 1.0f;
