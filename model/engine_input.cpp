@@ -1,5 +1,7 @@
 #include "model/engine_input.h"
 
+#include <cstring>
+
 #include "kernels/base/error.h"
 
 namespace surf::model {
@@ -31,10 +33,32 @@ ImageTokenIds resolve_image_tokens(const ModelConfig& cfg, const Tokenizer* toke
 
 namespace {
 
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
+// The image cache's key (GpuModel's arena matches on it alone): a 64-bit hash of `bytes`, 8-byte words into four
+// independent lanes (each step x ← (x ^ word)·K, x ^= x >> 29 is a bijection of the lane for a given word, so inputs
+// that differ in one word never meet in that lane), the tail bytewise, the lanes folded together at the end. About 1 ms
+// over a screenshot's 9.4 MB of tiles where bytewise FNV-1a, one dependent multiply a byte, took 12.
+uint64_t content_hash(const void* data, size_t bytes, uint64_t seed) {
+    constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;  // 2^64 / golden ratio (odd)
+    uint64_t lane[4] = {seed ^ 0x243F6A8885A308D3ull, seed ^ 0x13198A2E03707344ull, seed ^ 0xA4093822299F31D0ull,
+                        seed ^ 0x082EFA98EC4E6C89ull};  // hexadecimal digits of π
     const auto* p = static_cast<const uint8_t*>(data);
-    for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
+    size_t i = 0;
+    for (; i + 32 <= bytes; i += 32) {
+        for (int l = 0; l < 4; ++l) {
+            uint64_t word;
+            std::memcpy(&word, p + i + 8 * l, 8);
+            lane[l] = (lane[l] ^ word) * kMul;
+            lane[l] ^= lane[l] >> 29;
+        }
+    }
+    uint64_t h = static_cast<uint64_t>(bytes) * kMul;
+    for (uint64_t x : lane) {
+        h = (h ^ x) * kMul;
+        h ^= h >> 31;
+    }
+    for (; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001B3ull;  // FNV prime
+    h ^= h >> 33;
+    return h * kMul ^ (h >> 29);
 }
 
 }  // namespace
@@ -49,7 +73,7 @@ PreparedInput prepare_input(const std::vector<InputPart>& parts, const ModelConf
             PreparedImage img;
             img.tiles = tile_image(*part.image, tiling);
             img.n_rows = img.tiles.plan.n_tiles * cfg.image.tokens_per_tile();
-            img.hash = fnv1a(img.tiles.pixels.data(), img.tiles.pixels.size() * sizeof(float), fnv1a(&img.n_rows, sizeof(img.n_rows)));
+            img.hash = content_hash(img.tiles.pixels.data(), img.tiles.pixels.size() * sizeof(float), static_cast<uint64_t>(img.n_rows));
             out.tokens.push_back(ids.start);
             img.first_token = static_cast<int64_t>(out.tokens.size());
             out.tokens.insert(out.tokens.end(), static_cast<size_t>(img.n_rows), ids.context);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <future>
 #include <limits>
 #include <string>
 
@@ -384,11 +385,15 @@ std::vector<Image> make_tiles(const Image& image, const TilingConfig& config, Ti
     const int t = config.tile_size;
     std::vector<Image> tiles;
     tiles.reserve(plan.n_tiles);
+    // The thumbnail is resized on a second thread while this one resizes the grid (a 1280 × 720 screenshot: ≈ 8 and
+    // 12 ms on one core), since the caller — an agent step — waits for both.
+    std::future<Image> thumbnail;
+    if (plan.thumbnail) thumbnail = std::async(std::launch::async, [&] { return resize_bicubic(image, t, t, config.resize_order); });
     const Image resized = resize_bicubic(image, plan.resized_width, plan.resized_height, config.resize_order);
     for (int k = 0; k < plan.grid.cols * plan.grid.rows; ++k) {
         tiles.push_back(crop(resized, (k % plan.grid.cols) * t, (k / plan.grid.cols) * t, t, t));
     }
-    if (plan.thumbnail) tiles.push_back(resize_bicubic(image, t, t, config.resize_order));
+    if (plan.thumbnail) tiles.push_back(thumbnail.get());
     if (plan_out) *plan_out = plan;
     return tiles;
 }
