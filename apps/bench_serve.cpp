@@ -200,7 +200,7 @@ Options parse(int argc, char** argv) {
     check_range("--overlap-attention", o.overlap_attention, 0, 1);
     check_range("--ssd-split", o.ssd_split, 0, 4);
     check_range("--ssd-wgmma", o.ssd_wgmma, 0, 1);
-    check_range("--ssu-split", o.ssu_split, 0, 4);
+    check_range("--ssu-split", o.ssu_split, 0, 80);  // must divide the head dim (80 at 12B): the kernel says so
     check_range("--ssm-replay", o.ssm_replay, 0, 32);
     check_range("--ssu-bulk", o.ssu_bulk, 0, 1);
     check_range("--mamba-y-bf16", o.mamba_y_bf16, 0, 1);
