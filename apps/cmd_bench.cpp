@@ -39,8 +39,9 @@ const std::map<std::string, KnownBench>& known_benches() {
         {"kernels",
          {"kernels at the 12B shapes against the measured copy-bandwidth and GEMM ceilings", true}},
         {"attention", {"attention prefill alone at the LLM and ViT serving shapes", true}},
+        {"gemm", {"the engine's GEMM shapes on cuBLASLt (tuned) and on our Hopper kernel (gemm_wgmma)", true}},
         {"overlap",
-         {"the decode rows' state update beside a prefill GEMM or a ViT layer, and alone on fewer SMs", true}},
+         {"the decode rows' state update beside a prefill GEMM (cuBLASLt or gemm_wgmma) or a ViT layer, and alone on fewer SMs", true}},
         {"structured", {"cost of JSON-schema-constrained decoding per decode step", false}},
         {"tokenizer", {"tokenizer encode/decode throughput (MB/s) on one core", false}},
     };
