@@ -137,44 +137,45 @@ void launch_m(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, int k_
 // ---- 5 to 16 rows: gemm_skinny ----------------------------------------------------------------------------
 // The same weight stream on tensor cores: FMAs per weight grow with the rows, so past four rows the warp-per-row-pair
 // kernel above loses to cuBLASLt (session 6), while an mma.sync m16n8k16 takes 16 rows at once. A block takes 64
-// weight rows (one n8 strip a warp) over one 1,024-wide slice of k. Each lane streams 16 contiguous bytes of its strip
-// row a 32-wide k chunk (lane (g, t): row g, k 8t … 8t + 7) and feeds them to two mmas as B, with x's fragments loaded
-// in the same k order (rows g and g + 8, through L1, which the block's warps share; zeros past m) — the order of k
-// within a dot product is free, so the 16-byte loads need no shuffle. Slices go to a workspace
+// weight rows (one n8 strip a warp) over one 1,024-wide slice of k; x's slice for all 16 (zero-padded) rows is staged
+// in shared memory first. Each lane streams 16 contiguous bytes of its strip row a 32-wide k chunk (lane (g, t): row
+// g, k 8t … 8t + 7) and feeds them to two mmas as B, with the same k order for x's fragments read from shared memory
+// (the order of k within a dot product is free, so the 16-byte loads need no shuffle). Slices go to a workspace
 // [slice, m, n] in fp32; a second kernel adds them in slice order and applies alpha, bias and beta.
 constexpr int kSkinnyMinM = 5, kSkinnyMaxM = 16;
 constexpr int kSkinnyRows = kGemvWarps * 8;  // weight rows a block
 constexpr int kSkinnySliceK = 1024;          // k a block
 constexpr int kSkinnyUnroll = 4;             // k chunks a lane keeps in flight (64 bytes of weights)
+constexpr int kSkinnyRowU4 = kSkinnySliceK / 8 + 1;  // 16-byte vectors a staged x row, one of padding (rows 16 B apart in the banks)
 
 __global__ void __launch_bounds__(kGemvThreads) skinny_partial_kernel(GemmParams p, int64_t ldx, int64_t ldw, float* ws) {
     detail::pdl_prologue();
+    __shared__ uint4 xs[kSkinnyMaxM * kSkinnyRowU4];  // 33 KB
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
     const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kSkinnySliceK;
-    const int chunks = static_cast<int>(min(static_cast<int64_t>(kSkinnySliceK), p.k - k0)) / 32;  // k is a multiple of 32
+    const int kn_u4 = static_cast<int>(min(static_cast<int64_t>(kSkinnySliceK), p.k - k0)) / 8;  // k is a multiple of 32
+    for (int i = tid; i < kSkinnyMaxM * kn_u4; i += kGemvThreads) {
+        const int r = i / kn_u4, c = i % kn_u4;
+        xs[r * kSkinnyRowU4 + c] = r < p.m ? __ldg(reinterpret_cast<const uint4*>(p.x + r * ldx + k0) + c) : make_uint4(0, 0, 0, 0);
+    }
+    __syncthreads();
     const int64_t strip = static_cast<int64_t>(blockIdx.x) * kSkinnyRows + warp * 8;
     const int64_t row = min(strip + g, p.n - 1);  // rows past n read the last one; their columns are not stored
     const uint4* wr = reinterpret_cast<const uint4*>(p.w + row * ldw + k0) + t;
-    // x rows g and g + 8 (zeros past m), read through L1: the block's eight warps read the same slice.
-    const bool has_a = g < p.m, has_b = g + 8 < p.m;
-    const uint4* xa = reinterpret_cast<const uint4*>(p.x + (has_a ? g : 0) * ldx + k0) + t;
-    const uint4* xb = reinterpret_cast<const uint4*>(p.x + (has_b ? g + 8 : 0) * ldx + k0) + t;
-    const uint4 zero = make_uint4(0, 0, 0, 0);
+    const uint4* xa = xs + g * kSkinnyRowU4 + t;  // x rows g and g + 8
+    const uint4* xb = xa + 8 * kSkinnyRowU4;
     float c[4] = {};
+    const int chunks = kn_u4 / 4;
     for (int ch0 = 0; ch0 < chunks; ch0 += kSkinnyUnroll) {
-        uint4 wv[kSkinnyUnroll], av[kSkinnyUnroll], bv[kSkinnyUnroll];
+        uint4 wv[kSkinnyUnroll];
 #pragma unroll
         for (int u = 0; u < kSkinnyUnroll; ++u) {
-            if (ch0 + u < chunks) {
-                wv[u] = __ldcs(wr + (ch0 + u) * 4);  // read once: stream past L1/L2
-                av[u] = has_a ? __ldg(xa + (ch0 + u) * 4) : zero;
-                bv[u] = has_b ? __ldg(xb + (ch0 + u) * 4) : zero;
-            }
+            if (ch0 + u < chunks) wv[u] = __ldcs(wr + (ch0 + u) * 4);  // read once: stream past L1/L2
         }
 #pragma unroll
         for (int u = 0; u < kSkinnyUnroll; ++u) {
             if (ch0 + u >= chunks) break;
-            const uint4 a = av[u], b = bv[u];
+            const uint4 a = xa[(ch0 + u) * 4], b = xb[(ch0 + u) * 4];
             const uint32_t lo[4] = {a.x, b.x, a.y, b.y}, hi[4] = {a.z, b.z, a.w, b.w};
             detail::mma_bf16_16816(c, lo, wv[u].x, wv[u].y);
             detail::mma_bf16_16816(c, hi, wv[u].z, wv[u].w);
