@@ -92,16 +92,6 @@ GemmParams linear_part(const GemmParams& p) {
     if (lin.activation == GemmActivation::kReluSquared) lin.activation = GemmActivation::kNone;
     return lin;
 }
-// The small-m kernel for a call: gemv (≤ 4 rows) or gemm_skinny (5–16 rows, on the context's workspace, which this call
-// does not give cuBLASLt).
-bool small_m_supported(const GemmContext::Impl& impl, const GemmParams& lin) {
-    return gemv_supported(lin) || (gemm_skinny_supported(lin) && gemm_skinny_workspace_bytes(lin) <= impl.workspace_bytes);
-}
-void run_small_m(const GemmContext::Impl& impl, const GemmParams& lin, cudaStream_t stream) {
-    if (gemv_supported(lin)) gemv(lin, stream, impl.small_m_k_split);
-    else gemm_skinny(lin, impl.workspace, impl.workspace_bytes, stream);
-}
-
 void run_relu2_pass(const GemmParams& p, void* y, cudaStream_t stream) {
     if (p.activation == GemmActivation::kReluSquared) relu_squared(static_cast<bf16*>(y), p.m * p.n, stream);
 }
@@ -116,7 +106,7 @@ void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, siz
     SURF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
     if (capturing != cudaStreamCaptureStatusNone) return;
     plan.tuned = true;
-    const bool time_gemv = impl.small_m == GemmContext::SmallM::kTuned && small_m_supported(impl, linear_part(p));
+    const bool time_gemv = impl.small_m == GemmContext::SmallM::kTuned && gemv_supported(linear_part(p));
     const bool time_wgmma = impl.wgmma == GemmContext::WgmmaGemm::kTuned && gemm_wgmma_supported(p);
     if (plan.n_candidates <= 1 && !time_gemv && !time_wgmma) return;
     if (!impl.ev[0]) {
@@ -134,7 +124,7 @@ void tune_plan(GemmContext::Impl& impl, GemmPlan& plan, const GemmParams& p, siz
     GemmParams scratch_params = p;  // the small-m kernel and gemm_wgmma write where the candidates do
     scratch_params.y = out;
     auto run_gemv = [&] {
-        run_small_m(impl, linear_part(scratch_params), stream);
+        gemv(linear_part(scratch_params), stream, impl.small_m_k_split);
         run_relu2_pass(p, out, stream);
     };
     constexpr int kTileWidths[2] = {256, 128};
@@ -350,8 +340,8 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
     if (!plan.tuned && ++plan.uses >= (p.m <= kTuneOnFirstUseRows ? 1 : kTuneAfterUses)) tune_plan(*impl, plan, p, y_elem, stream);
     // The plan's key fixes the shape, strides and the smallest alignment, not each pointer's: check them.
     const GemmParams lin = linear_part(p);
-    if ((plan.use_gemv || impl->small_m == GemmContext::SmallM::kAlways) && small_m_supported(*impl, lin)) {
-        run_small_m(*impl, lin, stream);
+    if ((plan.use_gemv || impl->small_m == GemmContext::SmallM::kAlways) && gemv_supported(lin)) {
+        gemv(lin, stream, impl->small_m_k_split);
         run_relu2_pass(p, p.y, stream);
         return;
     }

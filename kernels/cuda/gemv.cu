@@ -134,80 +134,6 @@ void launch_m(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, int k_
     }
 }
 
-// ---- 5 to 16 rows: gemm_skinny ----------------------------------------------------------------------------
-// The same weight stream on tensor cores: FMAs per weight grow with the rows, so past four rows the warp-per-row-pair
-// kernel above loses to cuBLASLt (session 6), while an mma.sync m16n8k16 takes 16 rows at once. A block takes 64
-// weight rows (one n8 strip a warp) over one 1,024-wide slice of k; x's slice for all 16 (zero-padded) rows is staged
-// in shared memory first. Each lane streams 16 contiguous bytes of its strip row a 32-wide k chunk (lane (g, t): row
-// g, k 8t … 8t + 7) and feeds them to two mmas as B, with the same k order for x's fragments read from shared memory
-// (the order of k within a dot product is free, so the 16-byte loads need no shuffle). Slices go to a workspace
-// [slice, m, n] in fp32; a second kernel adds them in slice order and applies alpha, bias and beta.
-constexpr int kSkinnyMinM = 5, kSkinnyMaxM = 16;
-constexpr int kSkinnyRows = kGemvWarps * 8;  // weight rows a block
-constexpr int kSkinnySliceK = 1024;          // k a block
-constexpr int kSkinnyUnroll = 4;             // k chunks a lane keeps in flight (64 bytes of weights)
-constexpr int kSkinnyRowU4 = kSkinnySliceK / 8 + 1;  // 16-byte vectors a staged x row, one of padding (rows 16 B apart in the banks)
-
-__global__ void __launch_bounds__(kGemvThreads) skinny_partial_kernel(GemmParams p, int64_t ldx, int64_t ldw, float* ws) {
-    detail::pdl_prologue();
-    __shared__ uint4 xs[kSkinnyMaxM * kSkinnyRowU4];  // 33 KB
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
-    const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kSkinnySliceK;
-    const int kn_u4 = static_cast<int>(min(static_cast<int64_t>(kSkinnySliceK), p.k - k0)) / 8;  // k is a multiple of 32
-    for (int i = tid; i < kSkinnyMaxM * kn_u4; i += kGemvThreads) {
-        const int r = i / kn_u4, c = i % kn_u4;
-        xs[r * kSkinnyRowU4 + c] = r < p.m ? __ldg(reinterpret_cast<const uint4*>(p.x + r * ldx + k0) + c) : make_uint4(0, 0, 0, 0);
-    }
-    __syncthreads();
-    const int64_t strip = static_cast<int64_t>(blockIdx.x) * kSkinnyRows + warp * 8;
-    const int64_t row = min(strip + g, p.n - 1);  // rows past n read the last one; their columns are not stored
-    const uint4* wr = reinterpret_cast<const uint4*>(p.w + row * ldw + k0) + t;
-    const uint4* xa = xs + g * kSkinnyRowU4 + t;  // x rows g and g + 8
-    const uint4* xb = xa + 8 * kSkinnyRowU4;
-    float c[4] = {};
-    const int chunks = kn_u4 / 4;
-    for (int ch0 = 0; ch0 < chunks; ch0 += kSkinnyUnroll) {
-        uint4 wv[kSkinnyUnroll];
-#pragma unroll
-        for (int u = 0; u < kSkinnyUnroll; ++u) {
-            if (ch0 + u < chunks) wv[u] = __ldcs(wr + (ch0 + u) * 4);  // read once: stream past L1/L2
-        }
-#pragma unroll
-        for (int u = 0; u < kSkinnyUnroll; ++u) {
-            if (ch0 + u >= chunks) break;
-            const uint4 a = xa[(ch0 + u) * 4], b = xb[(ch0 + u) * 4];
-            const uint32_t lo[4] = {a.x, b.x, a.y, b.y}, hi[4] = {a.z, b.z, a.w, b.w};
-            detail::mma_bf16_16816(c, lo, wv[u].x, wv[u].y);
-            detail::mma_bf16_16816(c, hi, wv[u].z, wv[u].w);
-        }
-    }
-    // c: rows g and g + 8 of y, columns 2t and 2t + 1 of the strip (its weight rows).
-    float* out = ws + static_cast<int64_t>(blockIdx.y) * p.m * p.n;
-    const int64_t n = strip + 2 * t;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int64_t m = g + 8 * h;
-        if (m >= p.m) continue;
-        if (n < p.n) out[m * p.n + n] = c[2 * h];
-        if (n + 1 < p.n) out[m * p.n + n + 1] = c[2 * h + 1];
-    }
-}
-
-template <typename TY>
-__global__ void __launch_bounds__(256) skinny_reduce_kernel(GemmParams p, int64_t ldy, int slices, const float* ws) {
-    detail::pdl_prologue();
-    const int64_t i = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x, mn = p.m * p.n;
-    if (i >= mn) return;
-    const int64_t m = i / p.n, n = i % p.n;
-    float acc = 0.0f;
-    for (int s = 0; s < slices; ++s) acc += ws[s * mn + i];
-    const TY* bias = static_cast<const TY*>(p.bias);
-    TY* y = static_cast<TY*>(p.y);
-    float out = p.alpha * acc + (bias ? to_float(bias[n]) : 0.0f);
-    if (p.beta != 0.0f) out += p.beta * to_float(y[m * ldy + n]);
-    y[m * ldy + n] = from_float<TY>(out);
-}
-
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
@@ -243,34 +169,6 @@ void gemv(const GemmParams& p, cudaStream_t stream, int k_split) {
         case 3: launch_m<3>(p, ldx, ldw, ldy, ks, stream); break;
         default: launch_m<4>(p, ldx, ldw, ldy, ks, stream); break;
     }
-    SURF_CUDA_CHECK_LAUNCH();
-}
-
-bool gemm_skinny_supported(const GemmParams& p) {
-    const int64_t ldx = p.ldx ? p.ldx : p.k, ldw = p.ldw ? p.ldw : p.k;
-    return p.x && p.w && p.y && p.m >= kSkinnyMinM && p.m <= kSkinnyMaxM && p.n > 0 && p.k > 0 && p.k % 32 == 0 && ldx % 8 == 0 &&
-           ldw % 8 == 0 && aligned16(p.x) && aligned16(p.w) && p.activation == GemmActivation::kNone;
-}
-
-size_t gemm_skinny_workspace_bytes(const GemmParams& p) {
-    const int64_t slices = (p.k + kSkinnySliceK - 1) / kSkinnySliceK;
-    return static_cast<size_t>(slices * p.m * p.n) * sizeof(float);
-}
-
-void gemm_skinny(const GemmParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-    SURF_CHECK(gemm_skinny_supported(p), "gemm_skinny: m ", p.m, " n ", p.n, " k ", p.k, " (", kSkinnyMinM, " ≤ m ≤ ", kSkinnyMaxM,
-               ", k a multiple of 32, row strides multiples of 8, 16-byte aligned, no activation)");
-    SURF_CHECK(workspace && workspace_bytes >= gemm_skinny_workspace_bytes(p), "gemm_skinny: workspace of ", workspace_bytes, " bytes, needs ",
-               gemm_skinny_workspace_bytes(p));
-    const int64_t ldx = p.ldx ? p.ldx : p.k, ldw = p.ldw ? p.ldw : p.k, ldy = p.ldy ? p.ldy : p.n;
-    SURF_CHECK(ldx >= p.k && ldw >= p.k && ldy >= p.n, "gemm_skinny: leading dims ", ldx, " ", ldw, " ", ldy);
-    const int slices = static_cast<int>((p.k + kSkinnySliceK - 1) / kSkinnySliceK);
-    auto* ws = static_cast<float*>(workspace);
-    const dim3 grid(detail::grid_1d(p.n, kSkinnyRows), static_cast<unsigned>(slices));
-    detail::launch_kernel(skinny_partial_kernel, grid, kGemvThreads, 0, stream, p, ldx, ldw, ws);
-    const unsigned blocks = detail::grid_1d(p.m * p.n, 256);
-    if (p.y_dtype == DType::kF32) detail::launch_kernel(skinny_reduce_kernel<float>, blocks, 256, 0, stream, p, ldy, slices, ws);
-    else detail::launch_kernel(skinny_reduce_kernel<bf16>, blocks, 256, 0, stream, p, ldy, slices, ws);
     SURF_CUDA_CHECK_LAUNCH();
 }
 

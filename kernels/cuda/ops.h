@@ -128,13 +128,6 @@ void gemv(const GemmParams& p, cudaStream_t stream, int k_split = 0);
 // The automatic k_split: doubled from 1 while the grid has fewer than 8 blocks an SM (few long rows, e.g. n = 5,120 at
 // k = 20,480) and every warp's slice keeps a full round of loads (32 lanes × 4 vectors).
 int gemv_k_split(int64_t n, int64_t k);
-// The small-m GEMM for 5 to 16 rows (gemv.cu, tensor cores: mma.sync over 16-byte weight loads, k in 1,024-wide slices a
-// block, the slices' fp32 partial sums in `workspace` then added in order by a second kernel): gemm()'s contract where k
-// is a multiple of 32, the row strides of x and w multiples of 8, x and w 16-byte aligned, no activation. gemm() times it
-// beside cuBLASLt as "the small-m kernel" (GemmContext::set_small_m_kernel) where its workspace fits the context's.
-bool gemm_skinny_supported(const GemmParams& p);
-size_t gemm_skinny_workspace_bytes(const GemmParams& p);
-void gemm_skinny(const GemmParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 // A Hopper GEMM of our own (gemm_wgmma.cu; compute capability 9.0): gemm()'s contract, persistent blocks of
 // 128 × tile_n (256 or 128) outputs, TMA loads into a ring, two consumer warpgroups on wgmma, the epilogue

@@ -175,64 +175,6 @@ TEST_CASE("small-m kernel (gemv): decode-row GEMMs against the CPU reference, di
     }
 }
 
-TEST_CASE("small-m kernel for 5 to 16 rows (gemm_skinny): decode-row GEMMs against the CPU reference, directly and routed by gemm()") {
-    std::mt19937 rng(16);
-    // Decode-bucket shapes of the 12B model (out_proj, in_proj, mlp.down), a partial last block of rows and a k of one
-    // 32-wide chunk, a single-slice k with 5 rows.
-    for (Shape shape : {Shape{5, 5120, 10240}, Shape{8, 22656, 5120}, Shape{16, 5120, 20480}, Shape{13, 100, 64}, Shape{16, 7, 32}, Shape{6, 300, 1056}}) {
-        LinearCase c(shape, rng);
-        const Shape s = c.s;
-        const cu::GemmParams bf{c.dx.get(), c.dw.get(), c.dbias_h.get(), c.dyh.get(), cu::DType::kBF16, s.m, s.n, s.k};
-        REQUIRE(cu::gemm_skinny_supported(bf));
-        const size_t ws_bytes = cu::gemm_skinny_workspace_bytes(bf);
-        DeviceBuffer<float> ws(ws_bytes / sizeof(float));
-        c.dyh.poison();
-        cu::gemm_skinny(bf, ws.get(), ws_bytes, nullptr);
-        compare("gemm_skinny bf16 out +bias " + c.tag, to_float(c.dyh.download()), c.ref, 2e-3f, 1e-2f);
-        cu::GemmParams fp{c.dx.get(), c.dw.get(), c.dbias_f.get(), c.dyf.get(), cu::DType::kF32, s.m, s.n, s.k};
-        fp.beta = 1.0f;
-        c.dyf.upload(c.y0);
-        cu::gemm_skinny(fp, ws.get(), ws_bytes, nullptr);
-        compare("gemm_skinny fp32 out +bias +y " + c.tag, c.dyf.download(), c.ref_acc, 1e-3f, 1e-3f);
-        // Strided x, no bias, alpha 0.5, through gemm() with the small-m kernel forced.
-        const int64_t ldx = s.k + 8;
-        std::vector<float> xs(s.m * ldx, 0.5f);
-        for (int64_t r = 0; r < s.m; ++r) for (int64_t k = 0; k < s.k; ++k) xs[r * ldx + k] = c.x[r * s.k + k];
-        DeviceBuffer<bf16> dxs(to_bf16(xs));
-        cu::GemmContext forced;
-        forced.set_small_m_kernel(cu::GemmContext::SmallM::kAlways);
-        cu::GemmParams sp{dxs.get(), c.dw.get(), nullptr, c.dyf.get(), cu::DType::kF32, s.m, s.n, s.k};
-        sp.ldx = ldx, sp.alpha = 0.5f;
-        c.dyf.poison();
-        cu::gemm(forced, sp, nullptr);
-        std::vector<float> half(c.ref.size());
-        for (size_t i = 0; i < half.size(); ++i) half[i] = 0.5f * (c.ref[i] - c.bias[i % s.n]);
-        compare("gemm routed to gemm_skinny, strided x alpha 0.5 " + c.tag, c.dyf.download(), half, 1e-3f, 1e-3f);
-    }
-    // Not taken: 4 or 17 rows, k not a multiple of 32, an activation.
-    DeviceBuffer<bf16> buf(64);
-    CHECK_FALSE(cu::gemm_skinny_supported({buf.get(), buf.get(), nullptr, buf.get(), cu::DType::kBF16, 4, 8, 32}));
-    CHECK_FALSE(cu::gemm_skinny_supported({buf.get(), buf.get(), nullptr, buf.get(), cu::DType::kBF16, 17, 8, 32}));
-    CHECK_FALSE(cu::gemm_skinny_supported({buf.get(), buf.get(), nullptr, buf.get(), cu::DType::kBF16, 8, 8, 40}));
-    cu::GemmParams act{buf.get(), buf.get(), nullptr, buf.get(), cu::DType::kBF16, 8, 8, 32};
-    act.activation = cu::GemmActivation::kReluSquared;
-    CHECK_FALSE(cu::gemm_skinny_supported(act));
-    // A context whose workspace cannot hold the slices' partial sums keeps cuBLASLt, even with the small-m kernel forced.
-    {
-        const Shape s{8, 4096, 2048};
-        LinearCase c(s, rng);
-        const cu::GemmParams gp{c.dx.get(), c.dw.get(), nullptr, c.dyf.get(), cu::DType::kF32, s.m, s.n, s.k};
-        REQUIRE(cu::gemm_skinny_workspace_bytes(gp) > 64 * 1024);
-        cu::GemmContext small_ws(64 * 1024);
-        small_ws.set_small_m_kernel(cu::GemmContext::SmallM::kAlways);
-        c.dyf.poison();
-        cu::gemm(small_ws, gp, nullptr);
-        std::vector<float> ref_nb(c.ref.size());
-        for (size_t i = 0; i < ref_nb.size(); ++i) ref_nb[i] = c.ref[i] - c.bias[i % s.n];
-        compare("gemm with too small a workspace for gemm_skinny (cuBLASLt) " + c.tag, c.dyf.download(), ref_nb, 1e-3f, 1e-3f);
-    }
-}
-
 TEST_CASE("gemm autotuning times the small-m kernel beside cuBLASLt's candidates and keeps the faster, with the reference result") {
     std::mt19937 rng(15);
     cu::GemmContext ctx;
