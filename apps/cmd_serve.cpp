@@ -93,6 +93,9 @@ int serve(const surf::cli::Args& args) {
     so.max_tokens_limit = static_cast<int32_t>(args.get_int("max-tokens-limit", 8192));
     so.max_prompt_tokens = args.get_int("max-prompt-tokens", 0);
     so.max_images = static_cast<int>(args.get_int("max-images", 16));
+    const int64_t prefix_cache = args.get_int("prefix-cache", 16);
+    if (prefix_cache < 0 || prefix_cache > 4096) throw Error(ErrorKind::kInvalidArgument, "--prefix-cache must be in [0, 4096]");
+    so.prefix_cache_sessions = static_cast<size_t>(prefix_cache);
     if (so.default_max_tokens < 1 || so.max_tokens_limit < so.default_max_tokens) {
         throw Error(ErrorKind::kInvalidArgument, "--default-max-tokens must be in [1, --max-tokens-limit]");
     }
@@ -153,7 +156,10 @@ SURF_COMMAND(surf::cli::Command{
      {"default-max-tokens", "N", "max_tokens when a request gives none (default 512)"},
      {"max-tokens-limit", "N", "largest max_tokens a request may ask for (default 8192)"},
      {"max-prompt-tokens", "N", "largest prompt in text tokens (default: no limit beyond the engine's)"},
-     {"max-images", "N", "image parts per request (default 16)"}},
+     {"max-images", "N", "image parts per request (default 16)"},
+     {"prefix-cache", "N",
+      "conversation reuse: engine sessions kept at the end of recent prompts, so a request whose prompt extends one "
+      "prefills only its new part (default 16; 0 = off)"}},
     serve});
 
 }  // namespace

@@ -31,8 +31,6 @@ ImageTokenIds resolve_image_tokens(const ModelConfig& cfg, const Tokenizer* toke
     return ids;
 }
 
-namespace {
-
 // The image cache's key (GpuModel's arena matches on it alone): a 64-bit hash of `bytes`, 8-byte words into four
 // independent lanes (each step x ← (x ^ word)·K, x ^= x >> 29 is a bijection of the lane for a given word, so inputs
 // that differ in one word never meet in that lane), the tail bytewise, the lanes folded together at the end. About 1 ms
@@ -60,8 +58,6 @@ uint64_t content_hash(const void* data, size_t bytes, uint64_t seed) {
     h ^= h >> 33;
     return h * kMul ^ (h >> 29);
 }
-
-}  // namespace
 
 PreparedInput prepare_input(const std::vector<InputPart>& parts, const ModelConfig& cfg, const Tokenizer* tokenizer,
                             const ImageTokenIds& ids, const TilingConfig& tiling) {

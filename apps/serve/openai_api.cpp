@@ -289,6 +289,62 @@ OpenAiService::OpenAiService(std::shared_ptr<model::Engine> engine, ServiceOptio
     : engine_(std::move(engine)), options_(std::move(options)) {
     template_ =
         std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_model_dir(engine_->config().dir));
+    if (options_.prefix_cache_sessions > 0) prefix_cache_ = std::make_unique<PrefixCache>(*engine_, options_.prefix_cache_sessions);
+}
+
+namespace {
+
+// An engine session for exactly as long as a request runs: closed on every path, disconnects included.
+struct SessionGuard {
+    model::Engine& engine;
+    std::atomic<int64_t>& open;
+    model::SessionId id;
+    SessionGuard(model::Engine& e, std::atomic<int64_t>& o, model::SessionId s) : engine(e), open(o), id(s) { ++open; }
+    ~SessionGuard() {
+        try {
+            engine.close_session(id);
+        } catch (...) {
+        }
+        --open;
+    }
+    SessionGuard(const SessionGuard&) = delete;
+    SessionGuard& operator=(const SessionGuard&) = delete;
+};
+
+}  // namespace
+
+model::GenerateResult OpenAiService::generate_reusing(const ChatRequest& req, const std::vector<model::InputPart>& parts,
+                                                      int64_t& prompt_tokens, int64_t& cached_tokens) {
+    const PromptUnits units = prompt_units(parts, engine_->tokenizer());
+    // The kept state ends before the generation prompt where the prompt renders as the conversation plus that suffix (a
+    // later request re-renders this turn's reply after it, not necessarily as the same tokens), else before the last unit.
+    size_t split = units.size() > 0 ? units.size() - 1 : 0;
+    if (req.add_generation_prompt) {
+        ChatRequest bare = req;
+        bare.add_generation_prompt = false;
+        const PromptUnits head = prompt_units(model::interleave_images(render_prompt(bare), req.images, engine_->config().image_context_token),
+                                              engine_->tokenizer());
+        if (head.size() > 0 && head.size() < units.size() && std::equal(head.keys.begin(), head.keys.end(), units.keys.begin())) {
+            split = head.size();
+        }
+    }
+    std::optional<PrefixCache::Hit> hit = split > 0 ? prefix_cache_->fork_longest_prefix(units, split) : std::nullopt;
+    SessionGuard session(*engine_, open_sessions_, hit ? hit->session : engine_->open_session());
+    size_t at = hit ? hit->units : 0;
+    int64_t tokens = hit ? hit->engine_tokens : 0;
+    cached_tokens = tokens;
+    if (split > 0) {
+        if (at < split) {
+            model::GenerateOptions prefill_only;
+            prefill_only.max_tokens = 0;
+            tokens += engine_->generate(session.id, units.parts(at, split), prefill_only).prefill_tokens;
+            at = split;
+        }
+        prefix_cache_->insert(units, split, tokens, session.id);
+    }
+    model::GenerateResult result = engine_->generate(session.id, units.parts(at, units.size()), req.options);
+    prompt_tokens = tokens + result.prefill_tokens;
+    return result;
 }
 
 void OpenAiService::send_error(HttpResponseWriter& writer, const ApiError& error) {
@@ -416,27 +472,17 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
         }
     }
 
-    // The session lives exactly as long as this request: closed on every path, disconnects included.
-    struct SessionGuard {
-        model::Engine& engine;
-        std::atomic<int64_t>& open;
-        model::SessionId id;
-        SessionGuard(model::Engine& e, std::atomic<int64_t>& o) : engine(e), open(o), id(e.open_session()) {
-            ++open;
-        }
-        ~SessionGuard() {
-            try {
-                engine.close_session(id);
-            } catch (...) {
-            }
-            --open;
-        }
-    };
     model::GenerateResult result;
+    int64_t prompt_tokens = 0, cached_tokens = 0;
     ++running_;
     try {
-        SessionGuard session(*engine_, open_sessions_);
-        result = engine_->generate(session.id, parts, req.options);
+        if (prefix_cache_) {
+            result = generate_reusing(req, parts, prompt_tokens, cached_tokens);
+        } else {
+            SessionGuard session(*engine_, open_sessions_, engine_->open_session());
+            result = engine_->generate(session.id, parts, req.options);
+            prompt_tokens = result.prefill_tokens;
+        }
         --running_;
     } catch (const Error& e) {
         --running_;
@@ -452,10 +498,11 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
     }
 
     const int64_t completion = static_cast<int64_t>(result.tokens.size());
-    record_finished(result.prefill_tokens, completion);
-    const json usage = {{"prompt_tokens", result.prefill_tokens},
-                        {"completion_tokens", completion},
-                        {"total_tokens", result.prefill_tokens + completion}};
+    record_finished(prompt_tokens, completion);
+    json usage = {{"prompt_tokens", prompt_tokens},
+                  {"completion_tokens", completion},
+                  {"total_tokens", prompt_tokens + completion}};
+    if (prefix_cache_) usage["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
     if (result.finish == model::FinishReason::kCancelled || client_left) {
         ++cancelled_total_;
         return;
@@ -517,8 +564,16 @@ std::string OpenAiService::metrics_text() const {
            static_cast<double>(running_.load()));
     metric("surf_sessions_open", "gauge", "Engine sessions held by in-flight requests.",
            static_cast<double>(open_sessions_.load()));
-    metric("surf_prompt_tokens_total", "counter", "Prompt tokens prefilled.",
+    metric("surf_prompt_tokens_total", "counter", "Prompt tokens of finished requests (those a kept session held included).",
            static_cast<double>(prompt_tokens_total_.load()));
+    if (prefix_cache_) {
+        metric("surf_prefix_cache_sessions", "gauge", "Engine sessions kept at the end of recent prompts (conversation reuse).",
+               static_cast<double>(prefix_cache_->size()));
+        metric("surf_prefix_cache_hits_total", "counter", "Requests that started from a kept session.",
+               static_cast<double>(prefix_cache_->hits()));
+        metric("surf_prefix_cached_tokens_total", "counter", "Prompt tokens those kept sessions already held (not prefilled again).",
+               static_cast<double>(prefix_cache_->hit_tokens()));
+    }
     metric("surf_generation_tokens_total", "counter", "Tokens generated.",
            static_cast<double>(completion_tokens_total_.load()));
     metric("surf_generation_tokens_per_second", "gauge",

@@ -2,8 +2,9 @@
 //   POST /v1/chat/completions  text + image_url (data URLs) parts, stream (server-sent events),
 //                              response_format json_schema (constrained decoding), usage counts
 //   GET  /v1/models, GET /health, GET /metrics (Prometheus text)
-// Every request is stateless: a fresh engine session, closed when the request ends (also when a streaming
-// client disconnects, which cancels its generation). Errors are OpenAI's JSON shape
+// Every request runs on its own engine session, closed when the request ends (also when a streaming client
+// disconnects, which cancels its generation); with ServiceOptions::prefix_cache_sessions that session starts as a fork
+// of a kept one whose prompt the request's prompt extends, so a conversation re-sent whole prefills only its new part. Errors are OpenAI's JSON shape
 // {"error": {"message", "type", "param", "code"}} with the matching 4xx/5xx status.
 #pragma once
 
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "apps/serve/http_server.h"
+#include "apps/serve/prefix_cache.h"
 #include "model/chat_template.h"
 #include "model/engine.h"
 #include "model/json_schema.h"
@@ -34,6 +36,9 @@ struct ServiceOptions {
     int64_t max_prompt_tokens = 0;    // text tokens of the rendered prompt; 0 = no limit beyond the engine's
     int max_images = 16;              // image parts per request
     size_t max_image_bytes = 16 << 20;  // decoded base64 bytes of one image
+    // Conversation reuse (prefix_cache.h): engine sessions kept at the end of recent prompts, forked by requests whose
+    // prompt extends one; 0 = every request prefills its whole prompt.
+    size_t prefix_cache_sessions = 0;
 };
 
 // An error as the API reports it.
@@ -87,10 +92,15 @@ private:
     void chat_completions(const HttpRequest& request, HttpResponseWriter& writer);
     void send_error(HttpResponseWriter& writer, const ApiError& error);
     std::string render_prompt(const ChatRequest& req) const;
+    // Runs the request on the engine through the prefix cache: `prompt_tokens` gets the whole prompt's engine tokens,
+    // `cached_tokens` those a kept session already held.
+    model::GenerateResult generate_reusing(const ChatRequest& req, const std::vector<model::InputPart>& parts, int64_t& prompt_tokens,
+                                           int64_t& cached_tokens);
     void record_finished(int64_t prompt_tokens, int64_t completion_tokens);
 
     std::shared_ptr<model::Engine> engine_;
     ServiceOptions options_;
+    std::unique_ptr<PrefixCache> prefix_cache_;  // null when options_.prefix_cache_sessions is 0
     std::unique_ptr<model::ChatTemplate> template_;
     model::SchemaCache schemas_;
     std::function<int64_t()> queue_probe_;

@@ -17,6 +17,7 @@
 #include "agent/remote_client.h"
 #include "apps/serve/http_server.cpp"
 #include "apps/serve/openai_api.cpp"
+#include "apps/serve/prefix_cache.cpp"
 #include "tests/http_client.h"
 
 using namespace surf;
@@ -35,8 +36,31 @@ Reply http(int port, const std::string& method, const std::string& path, const s
     return {surf::test::http_request(method, "http://127.0.0.1:" + std::to_string(port) + path, body, headers)};
 }
 
+// The CPU engine, counting the tokens its generate calls prefill (the CPU engine keeps no EngineStats).
+class CountingEngine : public model::Engine {
+public:
+    explicit CountingEngine(std::unique_ptr<model::Engine> inner) : inner_(std::move(inner)) {}
+    const model::ModelConfig& config() const override { return inner_->config(); }
+    const model::Tokenizer& tokenizer() const override { return inner_->tokenizer(); }
+    std::shared_ptr<const model::TokenIndex> token_index() const override { return inner_->token_index(); }
+    std::string backend_name() const override { return inner_->backend_name(); }
+    model::SessionId open_session() override { return inner_->open_session(); }
+    model::SessionId fork_session(model::SessionId from) override { return inner_->fork_session(from); }
+    void close_session(model::SessionId id) override { inner_->close_session(id); }
+    model::GenerateResult generate(model::SessionId id, const std::vector<model::InputPart>& input, const model::GenerateOptions& options) override {
+        model::GenerateResult r = inner_->generate(id, input, options);
+        prefilled += r.prefill_tokens;
+        return r;
+    }
+    std::atomic<int64_t> prefilled{0};
+
+private:
+    std::unique_ptr<model::Engine> inner_;
+};
+
 struct Fixture {
-    std::shared_ptr<model::Engine> engine{model::open_cpu_engine(kModel)};
+    std::shared_ptr<CountingEngine> counting{std::make_shared<CountingEngine>(model::open_cpu_engine(kModel))};
+    std::shared_ptr<model::Engine> engine{counting};
     std::shared_ptr<serve::OpenAiService> service;
     std::unique_ptr<serve::HttpServer> server;
     int port = 0;
@@ -251,6 +275,56 @@ TEST_CASE("serve: image_url data URLs count their image tokens") {
     check_error(f.chat(broken), 400, "invalid_image_url");
     broken["messages"][0]["content"][1] = {{"type", "input_audio"}};
     check_error(f.chat(broken), 400);
+}
+
+TEST_CASE("serve: conversation reuse prefills only what a kept session lacks, with the same reply") {
+    serve::ServiceOptions cached_opts;
+    cached_opts.prefix_cache_sessions = 4;
+    Fixture cached(cached_opts), plain;
+    const std::string png = read_file(kModel + "/image.png");
+    REQUIRE(!png.empty());
+    // An agent's turns: a screenshot and a question, the reply, then the next question with the conversation re-sent.
+    json messages = json::array(
+        {{{"role", "system"}, {"content", "You are a careful web agent."}},
+         {{"role", "user"},
+          {"content", json::array({{{"type", "text"}, {"text", "Here is the page."}},
+                                   {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + b64(png)}}}}})}}});
+    auto turn = [&](Fixture& f) {
+        json body = {{"model", "tiny"}, {"messages", messages}, {"max_tokens", 6}, {"temperature", 0}};
+        const Reply r = f.chat(body);
+        REQUIRE(r.status == 200);
+        return r.j();
+    };
+    const int64_t before1 = cached.counting->prefilled;
+    const json first = turn(cached), first_plain = turn(plain);
+    CHECK(first["choices"][0]["message"]["content"] == first_plain["choices"][0]["message"]["content"]);
+    CHECK(first["usage"]["prompt_tokens"] == first_plain["usage"]["prompt_tokens"]);
+    CHECK(first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
+    CHECK(cached.counting->prefilled - before1 == first["usage"]["prompt_tokens"].get<int64_t>());
+
+    messages.push_back({{"role", "assistant"}, {"content", first["choices"][0]["message"]["content"]}});
+    messages.push_back({{"role", "user"}, {"content", "Now click the search box."}});
+    const int64_t before2 = cached.counting->prefilled;
+    const json second = turn(cached), second_plain = turn(plain);
+    const int64_t prompt = second["usage"]["prompt_tokens"], reused = second["usage"]["prompt_tokens_details"]["cached_tokens"];
+    CHECK(prompt == second_plain["usage"]["prompt_tokens"].get<int64_t>());
+    // The first prompt up to its generation prompt (image included) came from the kept session.
+    CHECK(reused > 16);
+    CHECK(reused < first["usage"]["prompt_tokens"].get<int64_t>());
+    CHECK(cached.counting->prefilled - before2 == prompt - reused);
+    CHECK(second["choices"][0]["message"]["content"] == second_plain["choices"][0]["message"]["content"]);
+    CHECK(cached.service->open_sessions() == 0);  // request sessions closed; kept ones are the cache's
+
+    const std::string metrics = http(cached.port, "GET", "/metrics").body;
+    CHECK(metrics.find("surf_prefix_cache_hits_total 1") != std::string::npos);
+    CHECK(metrics.find("surf_prefix_cache_sessions 2") != std::string::npos);
+    // A different conversation does not match, and the cache keeps at most 4 sessions.
+    for (int i = 0; i < 5; ++i) {
+        const Reply r = cached.chat(user("unrelated question " + std::to_string(i), 2));
+        REQUIRE(r.status == 200);
+        CHECK(r.j()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
+    }
+    CHECK(http(cached.port, "GET", "/metrics").body.find("surf_prefix_cache_sessions 4") != std::string::npos);
 }
 
 TEST_CASE("serve: malformed bodies, oversized inputs, unknown models and keys get OpenAI-style errors") {

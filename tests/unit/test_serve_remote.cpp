@@ -12,6 +12,7 @@
 #include "agent/remote_engine.h"
 #include "apps/serve/http_server.cpp"
 #include "apps/serve/openai_api.cpp"
+#include "apps/serve/prefix_cache.cpp"
 
 using namespace surf;
 using json = nlohmann::ordered_json;
