@@ -340,7 +340,11 @@ model::GenerateResult OpenAiService::generate_reusing(const ChatRequest& req, co
             tokens += engine_->generate(session.id, units.parts(at, split), prefill_only).prefill_tokens;
             at = split;
         }
-        prefix_cache_->insert(units, split, tokens, session.id);
+        try {
+            prefix_cache_->insert(units, split, tokens, session.id);
+        } catch (const Error&) {
+            // Keeping the state is an optimisation: a fork the engine cannot hold now (full of busy sessions) is skipped.
+        }
     }
     model::GenerateResult result = engine_->generate(session.id, units.parts(at, units.size()), req.options);
     prompt_tokens = tokens + result.prefill_tokens;
