@@ -93,7 +93,7 @@ int serve(const surf::cli::Args& args) {
     so.max_tokens_limit = static_cast<int32_t>(args.get_int("max-tokens-limit", 8192));
     so.max_prompt_tokens = args.get_int("max-prompt-tokens", 0);
     so.max_images = static_cast<int>(args.get_int("max-images", 16));
-    const int64_t prefix_cache = args.get_int("prefix-cache", 16);
+    const int64_t prefix_cache = args.get_int("prefix-cache", 0);
     if (prefix_cache < 0 || prefix_cache > 4096) throw Error(ErrorKind::kInvalidArgument, "--prefix-cache must be in [0, 4096]");
     so.prefix_cache_sessions = static_cast<size_t>(prefix_cache);
     if (so.default_max_tokens < 1 || so.max_tokens_limit < so.default_max_tokens) {
@@ -159,7 +159,8 @@ SURF_COMMAND(surf::cli::Command{
      {"max-images", "N", "image parts per request (default 16)"},
      {"prefix-cache", "N",
       "conversation reuse: engine sessions kept at the end of recent prompts, so a request whose prompt extends one "
-      "prefills only its new part (default 16; 0 = off)"}},
+      "prefills only its new part; pays a copy of the state and KV per request on the CUDA engine, so set N to at least "
+      "the conversations in flight (default 0 = off)"}},
     serve});
 
 }  // namespace

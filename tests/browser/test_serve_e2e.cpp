@@ -58,7 +58,7 @@ struct ServeProcess {
             ::dup2(devnull, 2);
             ::execl(exe.c_str(), exe.c_str(), "serve", "--model", kModel.c_str(), "--model-name", "tiny",
                     "--port", "0", "--api-key", kKey.c_str(), "--replicas", "2", "--max-body-mb", "1",
-                    nullptr);
+                    "--prefix-cache", "8", nullptr);
             ::_exit(127);
         }
         ::close(fds[1]);
