@@ -204,16 +204,15 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 
 inline unsigned grid_1d(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
-// ---- programmatic dependent launch (PDL, sm_90)
-// ---------------------------------------------------------------- Kernels go out through launch_kernel
-// below, which (while ops.h programmatic_launch() is on) lets the next kernel in the stream be launched
-// before this one has finished: its blocks take the SMs this grid's last wave leaves, so the launch, block
-// scheduling and setup of kernel i + 1 overlap the tail of kernel i instead of following it. Correct only
-// because every kernel launched that way begins with pdl_prologue(): griddepcontrol.wait holds all its
-// threads until the grids it depends on have completed and their memory is visible (so nothing is read or
-// written before the previous kernel is done), then griddepcontrol.launch_dependents lets the kernel after it
-// be launched as soon as every block of this grid has started. Launched without the attribute (or after a
-// non-kernel operation) both instructions return at once.
+// ---- programmatic dependent launch (PDL, sm_90) ----------------------------------------------------------------
+// Kernels go out through launch_kernel below, which (while ops.h programmatic_launch() is on) lets the next kernel in
+// the stream be launched before this one has finished: its blocks take the SMs this grid's last wave leaves, so the
+// launch, block scheduling and setup of kernel i + 1 overlap the tail of kernel i instead of following it. Correct
+// only because every kernel launched that way begins with pdl_prologue(): griddepcontrol.wait holds all its threads
+// until the grids it depends on have completed and their memory is visible (so nothing is read or written before
+// the previous kernel is done), then griddepcontrol.launch_dependents lets the kernel after it be launched as soon
+// as every block of this grid has started. Launched without the attribute (or after a non-kernel operation) both
+// instructions return at once.
 __device__ __forceinline__ void pdl_prologue() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -221,50 +220,59 @@ __device__ __forceinline__ void pdl_prologue() {
 #endif
 }
 
-// kernel<<<grid, block, smem, stream>>>(args…), with the programmatic-serialization attribute while
-// programmatic_launch() is on. `kernel` must begin with pdl_prologue(). Launch errors throw
-// (SURF_CUDA_CHECK).
-template <typename... Params, typename... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                   Args&&... args) {
+// The launch attribute that allows it (for cudaLaunchKernelEx configs that carry other attributes too).
+inline cudaLaunchAttribute programmatic_serialization() {
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
+    return attr;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args…), with programmatic_serialization() while programmatic_launch() is on.
+// `kernel` must begin with pdl_prologue(). Launch errors throw (SURF_CUDA_CHECK).
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+    cudaLaunchAttribute attr = programmatic_serialization();
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
     cfg.attrs = &attr, cfg.numAttrs = programmatic_launch() ? 1 : 0;
     SURF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
-// Whether the current device is compute capability 9.0 exactly, where the sm_90a code (wgmma kernels) runs. Asked
-// per launch by several ops, so the answer is kept per device (0 unknown, 1 no, 2 yes; engines on several GPUs launch
-// from their own threads).
-inline bool device_runs_sm90a() {
-    static std::atomic<int> known[64] = {};
+// A positive int about the current device, computed once per device by `compute(device)` and kept in `known` (0 =
+// not yet; engines on several GPUs launch from their own threads). Devices past 63 are computed on every call.
+template <typename Compute>
+int per_device(std::atomic<int> (&known)[64], Compute&& compute) {
     int device = 0;
     SURF_CUDA_CHECK(cudaGetDevice(&device));
-    int answer = device < 64 ? known[device].load(std::memory_order_relaxed) : 0;
-    if (answer == 0) {
-        int major = 0, minor = 0;
-        SURF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-        SURF_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-        answer = major == 9 && minor == 0 ? 2 : 1;
-        if (device < 64) known[device].store(answer, std::memory_order_relaxed);
+    int value = device < 64 ? known[device].load(std::memory_order_relaxed) : 0;
+    if (value == 0) {
+        value = compute(device);
+        if (device < 64) known[device].store(value, std::memory_order_relaxed);
     }
-    return answer == 2;
+    return value;
 }
 
-// Multiprocessors of the current device (launch planning: waves of blocks, split counts), kept per device as above.
+// Whether the current device is compute capability 9.0 exactly, where the sm_90a code (wgmma kernels) runs (asked per
+// launch by several ops: kept per device; 1 no, 2 yes).
+inline bool device_runs_sm90a() {
+    static std::atomic<int> known[64] = {};
+    return per_device(known, [](int device) {
+               int major = 0, minor = 0;
+               SURF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+               SURF_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+               return major == 9 && minor == 0 ? 2 : 1;
+           }) == 2;
+}
+
+// Multiprocessors of the current device (launch planning: waves of blocks, split counts), kept per device.
 inline int device_sm_count() {
     static std::atomic<int> known[64] = {};
-    int device = 0;
-    SURF_CUDA_CHECK(cudaGetDevice(&device));
-    int sms = device < 64 ? known[device].load(std::memory_order_relaxed) : 0;
-    if (sms == 0) {
+    return per_device(known, [](int device) {
+        int sms = 0;
         SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-        if (device < 64) known[device].store(sms, std::memory_order_relaxed);
-    }
-    return sms;
+        return sms;
+    });
 }
 
 }  // namespace surf::kernels::cuda::detail

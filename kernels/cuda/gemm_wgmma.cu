@@ -273,23 +273,18 @@ cudaLaunchConfig_t cluster_launch(unsigned grid, cudaStream_t stream, cudaLaunch
 // H100's GPCs do not all hold an even count of SMs). Cached per device.
 template <int BN, int CL>
 int resident_blocks() {
-    static std::atomic<int> cached[64] = {};  // engines on several GPUs launch from their own threads
-    int device = 0;
-    SURF_CUDA_CHECK(cudaGetDevice(&device));
-    int n = cached[device & 63].load(std::memory_order_relaxed);
-    if (n == 0) {
+    static std::atomic<int> known[64] = {};
+    return detail::per_device(known, [](int) {
         if constexpr (CL == 1) {
-            n = detail::device_sm_count();
+            return detail::device_sm_count();
         } else {
             cudaLaunchAttribute attr;
             const cudaLaunchConfig_t cfg = cluster_launch<BN, CL>(static_cast<unsigned>(detail::device_sm_count() / CL * CL), nullptr, attr);
             int clusters = 0;
             SURF_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, prepared_kernel<BN, CL>(), &cfg));
-            n = std::max(clusters, 1) * CL;
+            return std::max(clusters, 1) * CL;
         }
-        cached[device & 63].store(n, std::memory_order_relaxed);
-    }
-    return n;
+    });
 }
 
 template <int BN, int CL>
@@ -310,12 +305,9 @@ void launch(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, int max_
         detail::launch_kernel(kernel, grid, kThreads, Tiles<BN>::kSmemBytes, stream, map_x, map_w, e, k_tiles,
                               m_tiles, n_tiles);
     } else {
-        cudaLaunchAttribute
-            attrs[2];  // the cluster shape, then programmatic serialization (detail::launch_kernel's)
+        cudaLaunchAttribute attrs[2];  // the cluster shape, then programmatic serialization (as detail::launch_kernel's)
         cudaLaunchConfig_t cfg = cluster_launch<BN, CL>(static_cast<unsigned>(grid), stream, attrs[0]);
-        attrs[1] = cudaLaunchAttribute{};
-        attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attrs[1].val.programmaticStreamSerializationAllowed = 1;
+        attrs[1] = detail::programmatic_serialization();
         cfg.attrs = attrs, cfg.numAttrs = programmatic_launch() ? 2 : 1;
         SURF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_x, map_w, e, k_tiles, m_tiles, n_tiles));
     }
