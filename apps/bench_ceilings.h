@@ -72,6 +72,8 @@ inline double gemm_ceiling() {
 // sequence its SSM + conv state read and written and its KV read. With a replay window K (GpuLimits::
 // ssm_replay_window) a row reads its SSM state every step but writes it every K-th, and reads its ≤ K − 1
 // pending tokens' inputs ((K − 1) / 2 on average) and writes its own: §4's stock formula is the K = 0 case.
+// `split_state` (GpuLimits::ssm_state_split, fp32 with replay): a row that does not fold reads only the bf16 plane
+// of its state (2 bytes a value); the folding row reads and writes both planes (4).
 struct Roofline {
     double weight_bytes = 0, state_rw_bytes = 0, kv_bytes_per_token = 0;
     // A step of `rows` sequences reading `context_tokens` KV tokens in all.
@@ -80,7 +82,7 @@ struct Roofline {
     }
 };
 
-inline Roofline roofline(const model::ModelConfig& cfg, bool bf16_state, int64_t replay_window = 0) {
+inline Roofline roofline(const model::ModelConfig& cfg, bool bf16_state, int64_t replay_window = 0, bool split_state = false) {
     using model::LayerKind;
     const model::LlmConfig& c = cfg.llm;
     double params = static_cast<double>(c.vocab_size) * c.hidden_size;  // lm_head (the embedding row gather is negligible)
@@ -98,7 +100,8 @@ inline Roofline roofline(const model::ModelConfig& cfg, bool bf16_state, int64_t
     if (replay_window > 0) {
         const double K = static_cast<double>(replay_window);
         const double entry = 2.0 * static_cast<double>(c.mamba_n_heads * c.mamba_head_dim + c.n_groups * c.d_state + c.mamba_n_heads);
-        r.state_rw_bytes = layers * (ssm * (1.0 + 1.0 / K) + 2.0 * conv + entry * ((K - 1.0) / 2.0 + (K - 1.0) / K));
+        const double ssm_step = split_state && !bf16_state ? ssm * ((K - 1.0) / K * 0.5 + 2.0 / K) : ssm * (1.0 + 1.0 / K);
+        r.state_rw_bytes = layers * (ssm_step + 2.0 * conv + entry * ((K - 1.0) / 2.0 + (K - 1.0) / K));
     } else {
         r.state_rw_bytes = 2.0 * layers * (ssm + conv);
     }

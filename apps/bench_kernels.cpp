@@ -180,9 +180,17 @@ int main(int argc, char** argv) {
         }
         // Replay (SsuParams::replay_window), 100 rows: every row at count 0 (reads its state, stores its inputs), every
         // row at K − 1 (reads, folds K tokens, writes), and rows staggered (count = row % K, as in serving); fp32 state
-        // at K = 4 / 8 / 16, bf16 state at 8. Bytes: the state read (+ written when folding) and the pending entries read.
-        for (const auto& [K, sdt] : {std::pair{int64_t{4}, cu::DType::kF32}, std::pair{int64_t{8}, cu::DType::kF32},
-                                     std::pair{int64_t{16}, cu::DType::kF32}, std::pair{int64_t{8}, cu::DType::kBF16}}) {
+        // at K = 4 / 8 / 16, bf16 state at 8, the split fp32 state (SsuParams::state_split) at 8 and 16. Bytes: the state
+        // read (+ written when folding; split: the high plane alone where a row does not fold) and the pending entries read.
+        struct ReplayCase {
+            int64_t K;
+            cu::DType sdt;
+            bool split;
+        };
+        for (const ReplayCase& rc : {ReplayCase{4, cu::DType::kF32, false}, ReplayCase{8, cu::DType::kF32, false}, ReplayCase{16, cu::DType::kF32, false},
+                                     ReplayCase{8, cu::DType::kBF16, false}, ReplayCase{8, cu::DType::kF32, true}, ReplayCase{16, cu::DType::kF32, true}}) {
+            const int64_t K = rc.K;
+            const cu::DType sdt = rc.sdt;
             const int64_t b = 100, sets = n_slots / b, entry = cu::ssm_replay_entry_elems(H, P, G, N);
             const size_t es = cu::dtype_size(sdt);
             void* replay = dalloc(n_slots * K * entry * 2);
@@ -209,15 +217,17 @@ int main(int argc, char** argv) {
                 p.y = y; p.y_dtype = cu::DType::kF32; p.batch = b; p.H = H; p.P = P; p.G = G; p.N = N;
                 p.x_stride = zx_stride; p.bc_stride = zx_stride; p.dt_stride = zx_stride;
                 p.replay = replay; p.replay_count = counts; p.replay_window = K;
+                p.state_split = rc.split;
                 p.bulk_stage = bulk > 0;
                 if (bulk >= 2) p.row_split = bulk == 2 ? 4 : 1;
                 const double us = time_us([&](int i) {
                     p.slots = slots + (i % sets) * b;
                     cu::selective_state_update(p, nullptr);
                 }, 30);
-                const double bytes = b * ((1.0 + folds) * H * P * N * es + (mean_count + 1.0) * entry * 2.0 + H * P * 4.0);
+                const double state_bytes = rc.split ? ((1.0 - folds) * 2.0 + folds * 8.0) * H * P * N : (1.0 + folds) * H * P * N * es;
+                const double bytes = b * (state_bytes + (mean_count + 1.0) * entry * 2.0 + H * P * 4.0);
                 record("ssu replay K=" + std::to_string(K) + " " + mode + (bulk == 1 ? " bulk" : bulk == 2 ? " bulk split4" : bulk == 3 ? " bulk split1" : ""),
-                       std::string("H128 P80 N128 G8 ") + (es == 4 ? "fp32" : "bf16"), b, us, bytes,
+                       std::string("H128 P80 N128 G8 ") + (rc.split ? "fp32 split" : es == 4 ? "fp32" : "bf16"), b, us, bytes,
                        false, copy_gbs);
             }
             SURF_CUDA_CHECK(cudaFree(replay));

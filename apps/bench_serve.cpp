@@ -58,6 +58,7 @@ struct Options {
     int steps = 10, text_tokens = 200, output_tokens = 100, width = 1280, height = 720;
     std::string mode = "both";
     bool bf16_state = false;
+    int state_split = -1;  // -1: the engine's default (GpuLimits::ssm_state_split)
     int64_t prefill_chunk = 1024;  // the engine's default
     int64_t max_context = 16384;
     int64_t vision_batch_tiles = 24;  // tiles per vision-tower pass (8 screenshots of 3 tiles)
@@ -118,6 +119,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--output-tokens") o.output_tokens = std::atoi(next());
         else if (a == "--mode") o.mode = next();
         else if (a == "--bf16-state") o.bf16_state = true;
+        else if (a == "--state-split") o.state_split = std::atoi(next());
         else if (a == "--prefill-chunk") o.prefill_chunk = std::atoll(next());
         else if (a == "--vision-batch") o.vision_batch_tiles = std::atoll(next());
         else if (a == "--no-graphs") o.graphs = false;
@@ -165,7 +167,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssd-wgmma 0|1] [--ssu-split N]\n"
                                  "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] [--attention-rows-per-warp 16|32]\n"
                                  "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128|208]\n"
-                                 "                   [--ssm-replay 0|2..32] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
+                                 "                   [--ssm-replay 0|2..32] [--state-split 0|1] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
                                  "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
                                  "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] [--l2-evict-first 0|1] [--sampler-binned 0|1]\n"
                                  "                   [--gemm-wgmma 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8]\n"
@@ -202,6 +204,7 @@ Options parse(int argc, char** argv) {
     check_range("--ssd-wgmma", o.ssd_wgmma, 0, 1);
     check_range("--ssu-split", o.ssu_split, 0, 80);  // must divide the head dim (80 at 12B): the kernel says so
     check_range("--ssm-replay", o.ssm_replay, 0, 32);
+    check_range("--state-split", o.state_split, 0, 1);
     check_range("--ssu-bulk", o.ssu_bulk, 0, 1);
     check_range("--mamba-y-bf16", o.mamba_y_bf16, 0, 1);
     check_range("--attention-ws", o.attention_ws, 0, 1);
@@ -428,17 +431,19 @@ int main(int argc, char** argv) {
             for (int64_t k = 1; k * per_shot <= o.vision_batch_tiles; ++k) eo.warm_up_vision_batches.push_back(std::vector<int64_t>(k, per_shot));
         }
         eo.limits.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
+        if (o.state_split >= 0) eo.limits.ssm_state_split = o.state_split == 1;
+        const bool split = eo.limits.ssm_state_split && !o.bf16_state && eo.limits.ssm_replay_window > 0;
         eo.prefill_chunk = o.prefill_chunk;
         const auto tl = Clock::now();
         auto engine = cuda::open_random_cuda_engine(cfg, eo, 42);
         const double load_s = std::chrono::duration<double>(Clock::now() - tl).count();
         // The decode-only steps against the bytes this engine's decode step must move (replay-aware; §4's stock
         // formula, which writes the state every step, is printed per run too).
-        const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window);
+        const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window, split);
         const surf::bench::Roofline stock_roof = surf::bench::roofline(cfg, o.bf16_state);
         std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s, replay window %d; mixed steps: Mamba branches %s, "
                     "attention branches %s, SSD wgmma kernel %s, SSD slices %s, SSU row slices %s (state staged by %s), Mamba y %s, prefill split-KV %s%s%s%s\n",
-                    prop.name, prop.multiProcessorCount, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32", eo.limits.ssm_replay_window,
+                    prop.name, prop.multiProcessorCount, copy_bw / 1e9, o.bf16_state ? "bf16" : split ? "fp32 (two 16-bit planes)" : "fp32", eo.limits.ssm_replay_window,
                     eo.limits.overlap_mamba_branches ? "overlapped" : "serial", eo.limits.overlap_attention_branches ? "overlapped" : "serial",
                     eo.limits.ssd_wgmma ? "where it applies" : "off", eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
                     eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.ssu_bulk_stage ? "bulk copies" : "cp.async",

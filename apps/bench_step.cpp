@@ -43,6 +43,7 @@ struct Options {
     bool attention_splits = true;  // split-KV prefill attention when the blocks leave SMs idle
     int attention_wgmma = -1, vit_attention_wgmma = -1;  // GpuLimits::*attention_wgmma_keys; -1 = the default
     int ssm_replay = -1;  // GpuLimits::ssm_replay_window; -1 = the default
+    int state_split = -1;  // GpuLimits::ssm_state_split; -1 = the default
     bool nano = false;      // decode rows and the prefill chunk as two steps of two models on two streams
     int nano_prefill_sms = 0;
     bool nano_decode_priority = false;
@@ -77,6 +78,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--attention-wgmma") o.attention_wgmma = std::atoi(next());
         else if (a == "--vit-attention-wgmma") o.vit_attention_wgmma = std::atoi(next());
         else if (a == "--ssm-replay") o.ssm_replay = std::atoi(next());
+        else if (a == "--state-split") o.state_split = std::atoi(next());
         else if (a == "--nano") o.nano = true;
         else if (a == "--nano-prefill-sms") o.nano_prefill_sms = std::atoi(next());
         else if (a == "--nano-decode-priority") o.nano_decode_priority = true;
@@ -86,7 +88,7 @@ Options parse(int argc, char** argv) {
         else {
             std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
                                  "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N] [--vision-priority] [--no-attention-splits]\n"
-                                 "                  [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128|208] [--ssm-replay 0|2..32]\n"
+                                 "                  [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128|208] [--ssm-replay 0|2..32] [--state-split 0|1]\n"
                                  "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]] [--gemm-wgmma] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8]\n");
             std::exit(2);
         }
@@ -103,6 +105,10 @@ Options parse(int argc, char** argv) {
     }
     if (o.pdl != -1 && o.pdl != 0 && o.pdl != 1) {
         std::fprintf(stderr, "bench_step: --pdl takes 0 or 1, got %d\n", o.pdl);
+        std::exit(2);
+    }
+    if (o.state_split < -1 || o.state_split > 1) {
+        std::fprintf(stderr, "bench_step: --state-split takes 0 or 1, got %d\n", o.state_split);
         std::exit(2);
     }
     if (o.ssm_replay != -1 && o.ssm_replay != 0 && (o.ssm_replay < 2 || o.ssm_replay > 32)) {
@@ -196,10 +202,12 @@ int main(int argc, char** argv) {
         if (o.attention_wgmma >= 0) L.attention_wgmma_keys = o.attention_wgmma;
         if (o.vit_attention_wgmma >= 0) L.vit_attention_wgmma_keys = o.vit_attention_wgmma;
         if (o.ssm_replay >= 0) L.ssm_replay_window = o.ssm_replay;
+        if (o.state_split >= 0) L.ssm_state_split = o.state_split == 1;
+        const bool split = L.ssm_state_split && !o.bf16_state && L.ssm_replay_window > 0;
         auto model = GpuModel::random(cfg, L, 7);
         std::printf("# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3), copy bandwidth %.0f GB/s (read+write); SSM state "
                     "%s, replay window %d; %d reps per case\n",
-                    prop.name, prop.multiProcessorCount, ceiling, copy_bw / 1e9, o.bf16_state ? "bf16" : "fp32", L.ssm_replay_window, o.reps);
+                    prop.name, prop.multiProcessorCount, ceiling, copy_bw / 1e9, o.bf16_state ? "bf16" : split ? "fp32 (two 16-bit planes)" : "fp32", L.ssm_replay_window, o.reps);
         std::mt19937_64 rng(11);
         auto token = [&] { return static_cast<int32_t>(rng() % static_cast<uint64_t>(cfg.llm.vocab_size)); };
         auto pages_of = [&](int64_t seq) {
@@ -346,7 +354,7 @@ int main(int argc, char** argv) {
             // read and written (with replay: read, written every K-th step, plus the replay entries), each row's KV
             // (context + the new token) read.
             const double rows = static_cast<double>(o.decode_rows), ctx = rows * static_cast<double>(o.context + 1);
-            const double bytes = surf::bench::roofline(cfg, o.bf16_state, L.ssm_replay_window).step_bytes(rows, ctx);
+            const double bytes = surf::bench::roofline(cfg, o.bf16_state, L.ssm_replay_window, split).step_bytes(rows, ctx);
             std::printf("\ndecode step vs roofline: %.1f GB in %.2f ms = %.0f GB/s = %.1f%% of the copy bandwidth", bytes / 1e9, graph_ms,
                         bytes / (graph_ms * 1e-3) / 1e9, 100.0 * bytes / (graph_ms * 1e-3) / copy_bw);
             if (L.ssm_replay_window > 0) {

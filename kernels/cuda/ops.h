@@ -237,8 +237,9 @@ struct SsdVarlenParams {
     const float* dt_bias = nullptr;  // [H]
     const float* A = nullptr;        // [H] (negative: −exp(A_log))
     const float* D = nullptr;        // [H] or null
-    void* state = nullptr;           // [n_slots, H, P, N]
+    void* state = nullptr;           // [n_slots, H, P, N] (state_split: [n_slots, 2, H, P, N] uint16)
     DType state_dtype = DType::kF32;
+    bool state_split = false;        // fp32 only: the state as two 16-bit planes (SsuParams::state_split)
     const int32_t* cu_seqlens = nullptr;        // [n_seq + 1]
     const int32_t* slots = nullptr;             // [n_seq]
     const uint8_t* has_initial_state = nullptr; // [n_seq] or null (= all 1)
@@ -268,8 +269,13 @@ struct SsuParams {
     const float* dt_bias = nullptr;  // [H]
     const float* A = nullptr;        // [H]
     const float* D = nullptr;        // [H] or null
-    void* state = nullptr;           // [n_slots, H, P, N]
+    void* state = nullptr;           // [n_slots, H, P, N] (state_split: [n_slots, 2, H, P, N] uint16)
     DType state_dtype = DType::kF32;
+    // fp32 only, with replay: the state stored as two 16-bit planes per slot, each value rounded to bf16 then the low
+    // 16 bits of its fp32 pattern (ssm_state.cuh). Joined they are the exact fp32 state; a row that does not fold reads
+    // only the bf16 plane (half the bytes) for y (≤ 2⁻⁸ relative per value, as the reference, which rounds the state to
+    // bf16 for S·C). Same bytes a slot as fp32; ssm_state_split / ssm_state_join convert on the host.
+    bool state_split = false;
     const int32_t* slots = nullptr;  // [batch]
     void* y = nullptr;               // [batch, H, P] contiguous
     DType y_dtype = DType::kF32;
@@ -301,6 +307,9 @@ struct SsuParams {
 void selective_state_update(const SsuParams& p, cudaStream_t stream);
 // Whether SsuParams::bulk_stage runs on the current device (compute capability 9.0 or later).
 bool ssu_bulk_stage_available();
+// The split layout (SsuParams::state_split) of `slots` fp32 states of hpn = H·P·N values each, and back.
+void ssm_state_split(const float* plain, uint16_t* split, int64_t slots, int64_t hpn);
+void ssm_state_join(const uint16_t* split, float* plain, int64_t slots, int64_t hpn);
 // bf16 values per replay entry: x [H·P] | B [G·N] | dt_raw [H].
 inline int64_t ssm_replay_entry_elems(int64_t H, int64_t P, int64_t G, int64_t N) { return H * P + G * N + H; }
 // Folds each row's replay_count[b] pending tokens (≤ K − 1; rows with none are left untouched) into the state

@@ -323,8 +323,8 @@ __device__ __forceinline__ void store_rows(const SsdVarlenParams& p, const float
 }
 
 // Slot state ↔ the state accumulators. Element (p, n) pairs (n, n+1) are adjacent in memory (N even).
-template <typename TS, int MTW, int NTW, int WM, int WN, int MT>
-__device__ void state_io(TS* st, float (&s)[MTW][NTW][4], int P, int N, int wm, int wn, int g, int t, bool load) {
+template <int MTW, int NTW, int WM, int WN, int MT, typename Ref>
+__device__ void state_io(const Ref& st, float (&s)[MTW][NTW][4], int P, int N, int wm, int wn, int g, int t, bool load) {
 #pragma unroll
     for (int b = 0; b < MTW; ++b) {
         const int mt = wm + WM * b;
@@ -335,8 +335,8 @@ __device__ void state_io(TS* st, float (&s)[MTW][NTW][4], int P, int N, int wm, 
             for (int half = 0; half < 2; ++half) {
                 const int row = mt * 16 + g + 8 * half;
                 if (mt >= MT || row >= P) continue;
-                if (load) load2(st + static_cast<int64_t>(row) * N + n, s[b][a][2 * half], s[b][a][2 * half + 1]);
-                else store2(st + static_cast<int64_t>(row) * N + n, s[b][a][2 * half], s[b][a][2 * half + 1]);
+                if (load) st.load2(static_cast<int64_t>(row) * N + n, s[b][a][2 * half], s[b][a][2 * half + 1]);
+                else st.store2(static_cast<int64_t>(row) * N + n, s[b][a][2 * half], s[b][a][2 * half + 1]);
             }
         }
     }
@@ -365,8 +365,12 @@ __global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(S
     const int64_t seq_start = p.cu_seqlens[s];
     const int seq_len = p.cu_seqlens[s + 1] - p.cu_seqlens[s];
     const bool init = p.has_initial_state == nullptr || p.has_initial_state[s] != 0;
-    const int64_t st_off = ((static_cast<int64_t>(p.slots[s]) * H + h) * P_all + p0) * N;
-    const bool s32 = p.state_dtype == DType::kF32;
+    const int64_t hpn = static_cast<int64_t>(H) * P_all * N, in_slot = (static_cast<int64_t>(h) * P_all + p0) * N;
+    auto state_io_all = [&](float (&acc)[T::MTW][T::NTW][4], bool load) {
+        with_state_ref(p, p.slots[s], in_slot, hpn, [&](const auto& ref) {
+            state_io<T::MTW, T::NTW, T::WM, T::WN, T::MT>(ref, acc, P, N, wm, wn, g, t, load);
+        });
+    };
 
     float st[T::MTW][T::NTW][4];
 #pragma unroll
@@ -375,10 +379,7 @@ __global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(S
         for (int a = 0; a < T::NTW; ++a)
 #pragma unroll
             for (int e = 0; e < 4; ++e) st[b][a][e] = 0.0f;
-    if (init) {
-        if (s32) state_io<float, T::MTW, T::NTW, T::WM, T::WN, T::MT>(static_cast<float*>(p.state) + st_off, st, P, N, wm, wn, g, t, true);
-        else state_io<bf16, T::MTW, T::NTW, T::WM, T::WN, T::MT>(static_cast<bf16*>(p.state) + st_off, st, P, N, wm, wn, g, t, true);
-    }
+    if (init) state_io_all(st, true);
 
     const float A = p.A[h], dt_bias = p.dt_bias[h], Dh = p.D ? p.D[h] : 0.0f;
 
@@ -442,8 +443,7 @@ __global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(S
         accumulate_state(st, sm, ck.len);
     }
 
-    if (s32) state_io<float, T::MTW, T::NTW, T::WM, T::WN, T::MT>(static_cast<float*>(p.state) + st_off, st, P, N, wm, wn, g, t, false);
-    else state_io<bf16, T::MTW, T::NTW, T::WM, T::WN, T::MT>(static_cast<bf16*>(p.state) + st_off, st, P, N, wm, wn, g, t, false);
+    state_io_all(st, false);
 }
 
 template <int N, int PT>
@@ -493,6 +493,7 @@ void ssd_varlen(const SsdVarlenParams& p, void*, cudaStream_t stream) {
                "ssd_varlen: strides x ", p.x_stride, " bc ", p.bc_stride, " dt ", p.dt_stride);
     SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 8 == 0 && reinterpret_cast<uintptr_t>(p.y) % 8 == 0,
                "ssd_varlen: state and y must be 8-byte aligned");
+    SURF_CHECK(!p.state_split || p.state_dtype == DType::kF32, "ssd_varlen: a split state must be fp32");
     // 16-byte cp.async staging when every row start is 16-byte aligned (bases, strides, and a block's column
     // offset h·P or its slice's); element loads otherwise (the mma.sync kernel only).
     const bool rows16 = aligned16(p.x) && aligned16(p.B) && aligned16(p.C) && p.x_stride % 8 == 0 && p.bc_stride % 8 == 0;

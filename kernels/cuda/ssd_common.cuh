@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ssm_state.cuh"
 
 namespace surf::kernels::cuda::ssd_detail {
 
@@ -26,6 +27,36 @@ template <> __device__ __forceinline__ void store2<float>(float* p, float a, flo
 }
 template <> __device__ __forceinline__ void store2<bf16>(bf16* p, float a, float b) {
     *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+}
+
+// A block's part of a slot's state (offsets in values from its first) in the slot's layout: plain fp32 or bf16,
+// or the fp32 state's two 16-bit planes (SsdVarlenParams::state_split; low plane `plane` values after the high).
+template <typename T>
+struct PlainStateRef {
+    T* at;
+    __device__ float load1(int64_t o) const { return detail::to_float(at[o]); }
+    __device__ void store1(int64_t o, float v) const { at[o] = detail::from_float<T>(v); }
+    __device__ void load2(int64_t o, float& a, float& b) const { ssd_detail::load2(at + o, a, b); }
+    __device__ void store2(int64_t o, float a, float b) const { ssd_detail::store2(at + o, a, b); }
+};
+struct SplitStateRef {
+    uint16_t* high;
+    int64_t plane;
+    __device__ float load1(int64_t o) const { return split_state::join(high[o], high[o + plane]); }
+    __device__ void store1(int64_t o, float v) const {
+        high[o] = static_cast<uint16_t>(split_state::high_of(v));
+        high[o + plane] = static_cast<uint16_t>(split_state::low_of(v));
+    }
+    __device__ void load2(int64_t o, float& a, float& b) const { split_state::load2(high + o, high + o + plane, a, b); }
+    __device__ void store2(int64_t o, float a, float b) const { split_state::store2(high + o, high + o + plane, a, b); }
+};
+// Calls f with the state reference of the block whose values start `in_slot` values into slot `slot` (hpn = H·P·N
+// values a slot).
+template <typename F>
+__device__ __forceinline__ void with_state_ref(const SsdVarlenParams& p, int64_t slot, int64_t in_slot, int64_t hpn, F&& f) {
+    if (p.state_split) f(SplitStateRef{static_cast<uint16_t*>(p.state) + slot * 2 * hpn + in_slot, hpn});
+    else if (p.state_dtype == DType::kF32) f(PlainStateRef<float>{static_cast<float*>(p.state) + slot * hpn + in_slot});
+    else f(PlainStateRef<bf16>{static_cast<bf16*>(p.state) + slot * hpn + in_slot});
 }
 
 constexpr float kLog2e = 1.4426950408889634f;

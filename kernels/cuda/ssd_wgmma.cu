@@ -25,6 +25,7 @@ using ssd_detail::chunk_decays;
 using ssd_detail::ex2_ftz;
 using ssd_detail::kMaxChunk;
 using ssd_detail::store2;
+using ssd_detail::with_state_ref;
 
 constexpr int kN = 128, kP = 80, kRows = 128, kThreads = 256;
 // Shared memory, bytes: C and B [128][128], X and w ⊙ X [128][80], Sᵀ_in [128][80] (all 32-byte swizzled), then
@@ -71,21 +72,21 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
     const int64_t seq_start = p.cu_seqlens[s];
     const int seq_len = p.cu_seqlens[s + 1] - p.cu_seqlens[s];
     const bool init = p.has_initial_state == nullptr || p.has_initial_state[s] != 0;
-    const int64_t st_off = (static_cast<int64_t>(p.slots[s]) * H + h) * kP * kN;
-    const bool s32 = p.state_dtype == DType::kF32, y32 = p.y_dtype == DType::kF32;
+    const int64_t hpn = static_cast<int64_t>(H) * kP * kN, in_slot = static_cast<int64_t>(h) * kP * kN;
+    const bool y32 = p.y_dtype == DType::kF32;
     const float A = p.A[h], dt_bias = p.dt_bias[h], Dh = p.D ? p.D[h] : 0.0f;
 
     // Sᵀ rows r0, r1 (n), columns 8c + 2t + {0, 1} (p); the slot holds S [p][n]: accumulator sa[c][e] is slot
     // element slot_at(c, e).
-    auto slot_at = [&](int c, int e) { return st_off + static_cast<int64_t>(8 * c + 2 * t + (e & 1)) * kN + (e < 2 ? r0 : r1); };
+    // element slot_at(c, e) of the head's values in the slot.
+    auto slot_at = [&](int c, int e) { return static_cast<int64_t>(8 * c + 2 * t + (e & 1)) * kN + (e < 2 ? r0 : r1); };
     float sa[kP / 8][4];
+    with_state_ref(p, p.slots[s], in_slot, hpn, [&](const auto& ref) {
 #pragma unroll
-    for (int c = 0; c < kP / 8; ++c)
+        for (int c = 0; c < kP / 8; ++c)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int64_t o = slot_at(c, e);
-            sa[c][e] = !init ? 0.0f : s32 ? static_cast<const float*>(p.state)[o] : __bfloat162float(static_cast<const bf16*>(p.state)[o]);
-        }
+            for (int e = 0; e < 4; ++e) sa[c][e] = init ? ref.load1(slot_at(c, e)) : 0.0f;
+    });
 
     // Descriptors (16-byte units): K-major operands step one slab per k-step; MN-major ones 16 rows (512 bytes),
     // with LBO = one slab (the next 16 columns of M or N) and SBO = 8 rows.
@@ -216,13 +217,12 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
         }
     }
 
+    with_state_ref(p, p.slots[s], in_slot, hpn, [&](const auto& ref) {
 #pragma unroll
-    for (int c = 0; c < kP / 8; ++c)
+        for (int c = 0; c < kP / 8; ++c)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            if (s32) static_cast<float*>(p.state)[slot_at(c, e)] = sa[c][e];
-            else static_cast<bf16*>(p.state)[slot_at(c, e)] = __float2bfloat16_rn(sa[c][e]);
-        }
+            for (int e = 0; e < 4; ++e) ref.store1(slot_at(c, e), sa[c][e]);
+    });
 #else
     __trap();  // launched only on compute capability 9.0 (wgmma_applies), where the sm_90a code runs
 #endif

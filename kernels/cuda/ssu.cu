@@ -14,7 +14,11 @@
 // applies the pending tokens and its own on the fly for y, and writes the state back only on every K-th token
 // (the fold); other steps store their inputs (≈ 22 KB a row and layer at the Holotron shapes) instead of the
 // 5.2 MB state. Same blocks and staging as above; the rows are walked with fewer lanes a row (ReplayRowLayout).
+#include <cstring>
+#include <type_traits>
+
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ssm_state.cuh"
 
 namespace surf::kernels::cuda {
 
@@ -54,6 +58,16 @@ template <> struct Vec<bf16> {
     }
 };
 
+// The fp32 state as two 16-bit planes (SsuParams::state_split, ssm_state.cuh): a lane's chunk is 8 values, 16 bytes
+// of each plane. Only the replay kernel takes it.
+struct SplitF32 {};
+template <> struct Vec<SplitF32> {
+    static constexpr int kN = 8;
+};
+template <typename TS> constexpr bool kIsSplit = std::is_same_v<TS, SplitF32>;
+// Bytes a state value takes in its slot.
+template <typename TS> constexpr int64_t kValueBytes = kIsSplit<TS> ? 4 : static_cast<int64_t>(sizeof(TS));
+
 // How a block's warps walk the state: a row of N values over N / kVec lanes, each lane kVec values (16 bytes).
 template <typename TS, int N>
 struct RowLayout {
@@ -77,24 +91,29 @@ struct ReplayRowLayout {
     static constexpr int kRowsPerStep = kRowsPerWarp * (kSsuThreads / 32);
 };
 
-// The block's `bytes` of contiguous state into shared memory: 16-byte cp.async by every thread (one commit
-// group), or (SsuParams::bulk_stage) one bulk copy on the copy engine issued by thread 0, completing on `bar`.
+// The block's `bytes` of contiguous state into shared memory (and `bytes2` from `state2`, if given, right after
+// them: a split state's low plane): 16-byte cp.async by every thread (one commit group), or
+// (SsuParams::bulk_stage) one bulk copy a region on the copy engine issued by thread 0, completing on `bar`.
 // Call with the whole block; wait_staged_state then makes the bytes visible to every thread.
 // `l2`: the source lines' L2 cache policy (detail::l2_policy).
-__device__ __forceinline__ void stage_state(unsigned char* smem, const void* state, int bytes, bool bulk, uint64_t* bar, uint64_t l2) {
+__device__ __forceinline__ void stage_state(unsigned char* smem, const void* state, int bytes, bool bulk, uint64_t* bar, uint64_t l2,
+                                            const void* state2 = nullptr, int bytes2 = 0) {
     if (bulk) {
 #if SURF_BULK_COPY_ENABLED
         if (threadIdx.x == 0) {
-            detail::mbarrier_init(bar, 1);
+            detail::mbarrier_init(bar, state2 ? 2 : 1);  // each copy arrives once, announcing its bytes
             detail::bulk_copy_to_smem(smem, state, static_cast<uint32_t>(bytes), bar, l2);
+            if (state2) detail::bulk_copy_to_smem(smem + bytes, state2, static_cast<uint32_t>(bytes2), bar, l2);
         }
 #else
         __trap();  // the host allows bulk staging on compute capability ≥ 9.0 only
 #endif
         return;
     }
-    for (int i = threadIdx.x; i < bytes / 16; i += kSsuThreads) {
-        detail::cp_async16(smem + i * 16, static_cast<const unsigned char*>(state) + i * 16, true, l2);
+    const int first = bytes / 16, all = first + (state2 ? bytes2 / 16 : 0);  // 16-byte chunks: the first region's, then the second's
+    for (int i = threadIdx.x; i < all; i += kSsuThreads) {
+        const unsigned char* src = i < first ? static_cast<const unsigned char*>(state) + i * 16 : static_cast<const unsigned char*>(state2) + (i - first) * 16;
+        detail::cp_async16(smem + i * 16, src, true, l2);
     }
     detail::cp_async_commit();
 }
@@ -223,6 +242,7 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     detail::pdl_prologue();
     using V = Vec<TS>;
     using RL = ReplayRowLayout<TS, N>;
+    constexpr bool kSplit = kIsSplit<TS>;
     constexpr int kVec = RL::kVec, kChunks = RL::kChunks, kLanesPerRow = RL::kLanesPerRow, kRowsPerWarp = RL::kRowsPerWarp;
     constexpr int kRowsPerStep = RL::kRowsPerStep;
     constexpr int kPerThread = 16;  // values each thread loads per round
@@ -240,13 +260,22 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     const int sub = lane % kLanesPerRow, row_in_warp = lane / kLanesPerRow;
     const int P = static_cast<int>(p.P) / row_split, slice = static_cast<int>(blockIdx.x % row_split), row0 = slice * P;
     const int64_t slot = p.slots[b], E = p.H * p.P + p.G * N + p.H;  // ssm_replay_entry_elems
-    TS* S = static_cast<TS*>(p.state) + ((slot * p.H + h) * p.P + row0) * N;
+    // The block's first state row: plain, or (split) in the slot's high plane, its low plane hpn values on.
+    const int64_t hpn = p.H * p.P * N, in_slot = (h * p.P + row0) * N;
+    void* S = nullptr;
+    uint16_t* S_low = nullptr;
+    if constexpr (kSplit) {
+        S = static_cast<uint16_t*>(p.state) + slot * 2 * hpn + in_slot;
+        S_low = static_cast<uint16_t*>(S) + hpn;
+    } else {
+        S = static_cast<TS*>(p.state) + slot * hpn + in_slot;
+    }
     bf16* entries = static_cast<bf16*>(p.replay) + slot * K * E;  // entry j: x [H·P] | B [G·N] | dt_raw [H]
     const int64_t b_at = p.H * p.P + g * N, x_at = h * p.P + row0, dt_at = p.H * p.P + p.G * N + h;
     const bf16* x_row = kHasToken ? p.x + b * p.x_stride + x_at : nullptr;
     const bf16* B_row = kHasToken ? p.B + b * p.bc_stride + g * N : nullptr;
 
-    const ReplaySmem lay{P * N * static_cast<int64_t>(sizeof(TS)), K, P, N};
+    const ReplaySmem lay{P * N * kValueBytes<TS>, K, P, N};
     bf16* Bs = reinterpret_cast<bf16*>(ssu_smem + lay.b_off());    // [K][N]
     float* Cs = reinterpret_cast<float*>(ssu_smem + lay.c_off());  // [N]
     float* xs = reinterpret_cast<float*>(ssu_smem + lay.x_off());  // [K][P]
@@ -335,7 +364,11 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     const uint64_t l2 = detail::l2_policy(p.l2_evict_first);
     auto stage_inputs = [&](auto&& load, auto&& store, int items, int per_round) {
         load(0);
-        stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar, l2);
+        if constexpr (kSplit) {  // the high plane; the low plane too where this block folds
+            stage_state(ssu_smem, S, P * N * 2, p.bulk_stage, &stage_bar, l2, fold ? S_low : nullptr, fold ? P * N * 2 : 0);
+        } else {
+            stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar, l2);
+        }
         store(0);
         for (int base = per_round; base < items; base += per_round) {
             load(base);
@@ -387,7 +420,7 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
         for (int k = 0; k < kChunks; ++k) load_f32<kVec>(Cs + col(k), Cv[k]);
     }
     TY* y = kHasToken ? static_cast<TY*>(p.y) + (b * p.H + h) * p.P + row0 : nullptr;
-    const TS* Ss = reinterpret_cast<const TS*>(ssu_smem);
+    const auto* Ss = reinterpret_cast<const std::conditional_t<kSplit, uint16_t, TS>*>(ssu_smem);
     for (int r0 = warp * kRowsPerWarp; r0 < P; r0 += kRowsPerStep) {  // warp-uniform bounds: the shuffles need every lane
         const int row = r0 + row_in_warp;
         float acc = 0.0f;
@@ -395,7 +428,18 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
             float s[kChunks][kVec];
 #pragma unroll
             for (int k = 0; k < kChunks; ++k) {
-                V::unpack(*reinterpret_cast<const typename V::Raw*>(Ss + row * N + col(k)), s[k]);
+                if constexpr (kSplit) {  // exact where this block folds, else their bf16 roundings alone
+                    const uint16_t* high = Ss + row * N + col(k);  // the low halves P·N values on
+                    const uint4 hv = *reinterpret_cast<const uint4*>(high);
+                    if (fold) {
+                        const uint4 lv = *reinterpret_cast<const uint4*>(high + P * N);
+                        split_state::unpack8(hv, &lv, s[k]);
+                    } else {
+                        split_state::unpack8(hv, nullptr, s[k]);
+                    }
+                } else {
+                    V::unpack(*reinterpret_cast<const typename V::Raw*>(Ss + row * N + col(k)), s[k]);
+                }
             }
             if (kHasToken) {
 #pragma unroll
@@ -426,7 +470,15 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
                 }
 #pragma unroll
                 for (int k = 0; k < kChunks; ++k) {
-                    store_state(S + static_cast<int64_t>(row) * N + col(k), V::pack(s[k]), l2);
+                    const int64_t at = static_cast<int64_t>(row) * N + col(k);
+                    if constexpr (kSplit) {
+                        uint4 hv, lv;
+                        split_state::pack8(s[k], hv, lv);
+                        store_state(static_cast<uint16_t*>(S) + at, hv, l2);
+                        store_state(S_low + at, lv, l2);
+                    } else {
+                        store_state(static_cast<TS*>(S) + at, V::pack(s[k]), l2);
+                    }
                 }
             }
         }
@@ -450,7 +502,7 @@ bool replay_vec_inputs(const SsuParams& p, int64_t split) {
 // kFold: ssm_replay_fold (no new token).
 template <typename TS, typename TY, int N, bool kFold = false>
 void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
-    const int64_t head_bytes = p.P * N * static_cast<int64_t>(sizeof(TS));
+    const int64_t head_bytes = p.P * N * kValueBytes<TS>;
     const int64_t split = p.row_split > 0 ? p.row_split : (head_bytes > 24 * 1024 && p.P % 2 == 0 ? 2 : 1);
     SURF_CHECK(p.P % split == 0, "selective_state_update: row_split ", split, " does not divide head_dim ", p.P);
     SURF_CHECK(!p.bulk_stage || ssu_bulk_stage_available(), "selective_state_update: bulk_stage needs compute capability 9.0 or later");
@@ -458,8 +510,11 @@ void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
     const size_t smem = static_cast<size_t>(replay ? ReplaySmem{head_bytes / split, p.replay_window, p.P / split, N}.bytes() : head_bytes / split);
     if (smem > 48 * 1024) {  // e.g. P·N·4 > 48 KB (P > 96 at N = 128, fp32, unsplit)
         for (const void* kernel : {reinterpret_cast<const void*>(ssu_replay_kernel<TS, TY, N, !kFold, false>),
-                                   reinterpret_cast<const void*>(ssu_replay_kernel<TS, TY, N, !kFold, true>), reinterpret_cast<const void*>(ssu_kernel<TS, TY, N>)}) {
+                                   reinterpret_cast<const void*>(ssu_replay_kernel<TS, TY, N, !kFold, true>)}) {
             SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        }
+        if constexpr (!kIsSplit<TS>) {
+            SURF_CUDA_CHECK(cudaFuncSetAttribute(ssu_kernel<TS, TY, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
         }
     }
     const unsigned grid = static_cast<unsigned>(p.batch * p.H * split);
@@ -468,6 +523,8 @@ void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
         const bool vec = replay_vec_inputs(p, split);
         auto kernel = vec ? ssu_replay_kernel<TS, TY, N, kHasToken, true> : ssu_replay_kernel<TS, TY, N, kHasToken, false>;
         detail::launch_kernel(kernel, grid, kSsuThreads, smem, stream, p, static_cast<int>(split));
+    } else if constexpr (kIsSplit<TS>) {
+        SURF_CHECK(false, "selective_state_update: a split state needs replay");  // checked before; not reached
     } else {
         detail::launch_kernel(ssu_kernel<TS, TY, N>, grid, kSsuThreads, smem, stream, p,
                               static_cast<int>(split));
@@ -497,6 +554,28 @@ void check_replay(const SsuParams& p, const char* op) {
 
 }  // namespace
 
+void ssm_state_split(const float* plain, uint16_t* split, int64_t slots, int64_t hpn) {
+    for (int64_t s = 0; s < slots; ++s) {
+        for (int64_t i = 0; i < hpn; ++i) {
+            uint32_t bits;
+            std::memcpy(&bits, plain + s * hpn + i, 4);
+            const uint32_t low = bits & 0xffffu;
+            split[s * 2 * hpn + i] = static_cast<uint16_t>((bits >> 16) + (low > 0x8000u ? 1u : 0u));  // split_state::high_of
+            split[s * 2 * hpn + hpn + i] = static_cast<uint16_t>(low);
+        }
+    }
+}
+
+void ssm_state_join(const uint16_t* split, float* plain, int64_t slots, int64_t hpn) {
+    for (int64_t s = 0; s < slots; ++s) {
+        for (int64_t i = 0; i < hpn; ++i) {
+            const uint32_t high = split[s * 2 * hpn + i], low = split[s * 2 * hpn + hpn + i];
+            const uint32_t bits = ((high - (low > 0x8000u ? 1u : 0u)) << 16) | low;  // split_state::join
+            std::memcpy(plain + s * hpn + i, &bits, 4);
+        }
+    }
+}
+
 bool ssu_bulk_stage_available() {
     int device = 0, major = 0;
     SURF_CUDA_CHECK(cudaGetDevice(&device));
@@ -513,9 +592,13 @@ void selective_state_update(const SsuParams& p, cudaStream_t stream) {
     SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 16 == 0, "selective_state_update: state not 16-byte aligned");
     SURF_CHECK(p.P <= 128, "selective_state_update: head_dim ", p.P, " must be ≤ 128 (state staged in shared memory)");
     if (p.replay_window > 0) check_replay(p, "selective_state_update");
+    SURF_CHECK(!p.state_split || (p.state_dtype == DType::kF32 && p.replay_window > 0),
+               "selective_state_update: a split state must be fp32 and needs replay (replay_window > 0)");
     if (p.batch == 0) return;
     const bool s32 = p.state_dtype == DType::kF32, y32 = p.y_dtype == DType::kF32;
-    if (s32 && y32) launch_ssu<float, float>(p, stream);
+    if (p.state_split && y32) launch_ssu<SplitF32, float>(p, stream);
+    else if (p.state_split) launch_ssu<SplitF32, bf16>(p, stream);
+    else if (s32 && y32) launch_ssu<float, float>(p, stream);
     else if (s32) launch_ssu<float, bf16>(p, stream);
     else if (y32) launch_ssu<bf16, float>(p, stream);
     else launch_ssu<bf16, bf16>(p, stream);
@@ -526,8 +609,10 @@ void ssm_replay_fold(const SsuParams& p, cudaStream_t stream) {
     SURF_CHECK(p.H > 0 && p.G > 0 && p.H % p.G == 0 && p.P > 0 && p.P <= 128, "ssm_replay_fold: H ", p.H, " G ", p.G, " P ", p.P);
     SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 16 == 0, "ssm_replay_fold: state not 16-byte aligned");
     check_replay(p, "ssm_replay_fold");
+    SURF_CHECK(!p.state_split || p.state_dtype == DType::kF32, "ssm_replay_fold: a split state must be fp32");
     if (p.batch == 0) return;
-    if (p.state_dtype == DType::kF32) launch_ssu<float, float, true>(p, stream);
+    if (p.state_split) launch_ssu<SplitF32, float, true>(p, stream);
+    else if (p.state_dtype == DType::kF32) launch_ssu<float, float, true>(p, stream);
     else launch_ssu<bf16, float, true>(p, stream);
 }
 

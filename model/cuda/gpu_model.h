@@ -37,6 +37,11 @@ struct GpuLimits {
     // every K-th token. Pending tokens are folded in before a prefill continues the slot and before save_slot.
     // 0 = off (every step reads and writes the state).
     int ssm_replay_window = 8;
+    // With an fp32 state and replay: each slot's state held as two 16-bit planes, the values rounded to bf16 then the
+    // low 16 bits of their fp32 patterns (kernels/cuda/ops.h SsuParams::state_split). The state stays exact fp32; a
+    // decode row that does not fold reads only the bf16 plane for y = S·C (half the bytes; the reference computes that
+    // product from the state rounded to bf16 too). Same memory. Off: the plain fp32 layout (A/B).
+    bool ssm_state_split = true;
     bool decode_graphs = true;        // replay decode-only steps from CUDA graphs
     bool autotune_gemms = true;       // time cuBLASLt candidates per GEMM shape (kernels/cuda/ops.h)
     // Language-model GEMMs of a new row count over 128 take the algorithm tuned for a row count of the same
@@ -185,6 +190,8 @@ public:
 
     const ModelConfig& config() const { return cfg_; }
     const GpuLimits& limits() const { return limits_; }
+    // Whether the SSM state is held as two 16-bit planes (GpuLimits::ssm_state_split, with an fp32 state and replay).
+    bool state_split() const { return limits_.ssm_state_split && limits_.ssm_state == kc::DType::kF32 && limits_.ssm_replay_window > 0; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
     // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
