@@ -426,20 +426,21 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
         float acc = 0.0f;
         if (row < P) {
             float s[kChunks][kVec];
+            if constexpr (kSplit) {  // exact where this block folds (the low halves P·N values on), else the bf16 plane alone
+                if (fold) {
 #pragma unroll
-            for (int k = 0; k < kChunks; ++k) {
-                if constexpr (kSplit) {  // exact where this block folds, else their bf16 roundings alone
-                    const uint16_t* high = Ss + row * N + col(k);  // the low halves P·N values on
-                    const uint4 hv = *reinterpret_cast<const uint4*>(high);
-                    if (fold) {
+                    for (int k = 0; k < kChunks; ++k) {
+                        const uint16_t* high = Ss + row * N + col(k);
                         const uint4 lv = *reinterpret_cast<const uint4*>(high + P * N);
-                        split_state::unpack8(hv, &lv, s[k]);
-                    } else {
-                        split_state::unpack8(hv, nullptr, s[k]);
+                        split_state::unpack8(*reinterpret_cast<const uint4*>(high), &lv, s[k]);
                     }
                 } else {
-                    V::unpack(*reinterpret_cast<const typename V::Raw*>(Ss + row * N + col(k)), s[k]);
+#pragma unroll
+                    for (int k = 0; k < kChunks; ++k) Vec<bf16>::unpack(*reinterpret_cast<const uint4*>(Ss + row * N + col(k)), s[k]);
                 }
+            } else {
+#pragma unroll
+                for (int k = 0; k < kChunks; ++k) V::unpack(*reinterpret_cast<const typename V::Raw*>(Ss + row * N + col(k)), s[k]);
             }
             if (kHasToken) {
 #pragma unroll
