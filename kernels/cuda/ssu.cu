@@ -66,7 +66,11 @@ template <> struct Vec<SplitF32> {
 };
 template <typename TS> constexpr bool kIsSplit = std::is_same_v<TS, SplitF32>;
 // Bytes a state value takes in its slot.
-template <typename TS> constexpr int64_t kValueBytes = kIsSplit<TS> ? 4 : static_cast<int64_t>(sizeof(TS));
+// Bytes a value stages in shared memory: a split state stages its bf16 plane only (a folding row, one in K, reads its
+// low halves from global memory as it goes), so its blocks are the bf16 state's: whole heads of 20 KB at the Holotron
+// shape (H100, session 23: as two 10 KB halves, twice the blocks each loading the same small inputs, the update ran
+// 58% more instructions than the bf16 one on the same bytes).
+template <typename TS> constexpr int64_t kStagedBytes = kIsSplit<TS> ? 2 : static_cast<int64_t>(sizeof(TS));
 
 // How a block's warps walk the state: a row of N values over N / kVec lanes, each lane kVec values (16 bytes).
 template <typename TS, int N>
@@ -91,29 +95,24 @@ struct ReplayRowLayout {
     static constexpr int kRowsPerStep = kRowsPerWarp * (kSsuThreads / 32);
 };
 
-// The block's `bytes` of contiguous state into shared memory (and `bytes2` from `state2`, if given, right after
-// them: a split state's low plane): 16-byte cp.async by every thread (one commit group), or
-// (SsuParams::bulk_stage) one bulk copy a region on the copy engine issued by thread 0, completing on `bar`.
+// The block's `bytes` of contiguous state into shared memory: 16-byte cp.async by every thread (one commit
+// group), or (SsuParams::bulk_stage) one bulk copy on the copy engine issued by thread 0, completing on `bar`.
 // Call with the whole block; wait_staged_state then makes the bytes visible to every thread.
 // `l2`: the source lines' L2 cache policy (detail::l2_policy).
-__device__ __forceinline__ void stage_state(unsigned char* smem, const void* state, int bytes, bool bulk, uint64_t* bar, uint64_t l2,
-                                            const void* state2 = nullptr, int bytes2 = 0) {
+__device__ __forceinline__ void stage_state(unsigned char* smem, const void* state, int bytes, bool bulk, uint64_t* bar, uint64_t l2) {
     if (bulk) {
 #if SURF_BULK_COPY_ENABLED
         if (threadIdx.x == 0) {
-            detail::mbarrier_init(bar, state2 ? 2 : 1);  // each copy arrives once, announcing its bytes
+            detail::mbarrier_init(bar, 1);
             detail::bulk_copy_to_smem(smem, state, static_cast<uint32_t>(bytes), bar, l2);
-            if (state2) detail::bulk_copy_to_smem(smem + bytes, state2, static_cast<uint32_t>(bytes2), bar, l2);
         }
 #else
         __trap();  // the host allows bulk staging on compute capability ≥ 9.0 only
 #endif
         return;
     }
-    const int first = bytes / 16, all = first + (state2 ? bytes2 / 16 : 0);  // 16-byte chunks: the first region's, then the second's
-    for (int i = threadIdx.x; i < all; i += kSsuThreads) {
-        const unsigned char* src = i < first ? static_cast<const unsigned char*>(state) + i * 16 : static_cast<const unsigned char*>(state2) + (i - first) * 16;
-        detail::cp_async16(smem + i * 16, src, true, l2);
+    for (int i = threadIdx.x; i < bytes / 16; i += kSsuThreads) {
+        detail::cp_async16(smem + i * 16, static_cast<const unsigned char*>(state) + i * 16, true, l2);
     }
     detail::cp_async_commit();
 }
@@ -275,7 +274,7 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     const bf16* x_row = kHasToken ? p.x + b * p.x_stride + x_at : nullptr;
     const bf16* B_row = kHasToken ? p.B + b * p.bc_stride + g * N : nullptr;
 
-    const ReplaySmem lay{P * N * kValueBytes<TS>, K, P, N};
+    const ReplaySmem lay{P * N * kStagedBytes<TS>, K, P, N};
     bf16* Bs = reinterpret_cast<bf16*>(ssu_smem + lay.b_off());    // [K][N]
     float* Cs = reinterpret_cast<float*>(ssu_smem + lay.c_off());  // [N]
     float* xs = reinterpret_cast<float*>(ssu_smem + lay.x_off());  // [K][P]
@@ -364,11 +363,7 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     const uint64_t l2 = detail::l2_policy(p.l2_evict_first);
     auto stage_inputs = [&](auto&& load, auto&& store, int items, int per_round) {
         load(0);
-        if constexpr (kSplit) {  // the high plane; the low plane too where this block folds
-            stage_state(ssu_smem, S, P * N * 2, p.bulk_stage, &stage_bar, l2, fold ? S_low : nullptr, fold ? P * N * 2 : 0);
-        } else {
-            stage_state(ssu_smem, S, P * N * static_cast<int>(sizeof(TS)), p.bulk_stage, &stage_bar, l2);
-        }
+        stage_state(ssu_smem, S, P * N * static_cast<int>(kStagedBytes<TS>), p.bulk_stage, &stage_bar, l2);
         store(0);
         for (int base = per_round; base < items; base += per_round) {
             load(base);
@@ -426,13 +421,12 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
         float acc = 0.0f;
         if (row < P) {
             float s[kChunks][kVec];
-            if constexpr (kSplit) {  // exact where this block folds (the low halves P·N values on), else the bf16 plane alone
+            if constexpr (kSplit) {  // exact where this block folds (the low halves from global memory), else the bf16 plane alone
                 if (fold) {
 #pragma unroll
                     for (int k = 0; k < kChunks; ++k) {
-                        const uint16_t* high = Ss + row * N + col(k);
-                        const uint4 lv = *reinterpret_cast<const uint4*>(high + P * N);
-                        split_state::unpack8(*reinterpret_cast<const uint4*>(high), &lv, s[k]);
+                        const uint4 lv = *reinterpret_cast<const uint4*>(S_low + static_cast<int64_t>(row) * N + col(k));
+                        split_state::unpack8(*reinterpret_cast<const uint4*>(Ss + row * N + col(k)), &lv, s[k]);
                     }
                 } else {
 #pragma unroll
@@ -503,7 +497,7 @@ bool replay_vec_inputs(const SsuParams& p, int64_t split) {
 // kFold: ssm_replay_fold (no new token).
 template <typename TS, typename TY, int N, bool kFold = false>
 void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
-    const int64_t head_bytes = p.P * N * kValueBytes<TS>;
+    const int64_t head_bytes = p.P * N * kStagedBytes<TS>;  // what a whole-head block stages
     const int64_t split = p.row_split > 0 ? p.row_split : (head_bytes > 24 * 1024 && p.P % 2 == 0 ? 2 : 1);
     SURF_CHECK(p.P % split == 0, "selective_state_update: row_split ", split, " does not divide head_dim ", p.P);
     SURF_CHECK(!p.bulk_stage || ssu_bulk_stage_available(), "selective_state_update: bulk_stage needs compute capability 9.0 or later");
