@@ -282,8 +282,8 @@ struct SsuParams {
     int64_t batch = 0, H = 0, P = 0, G = 0, N = 0;
     int64_t x_stride = 0, bc_stride = 0, dt_stride = 0;
     float dt_min = 0.0f, dt_max = std::numeric_limits<float>::infinity();
-    // Blocks per (sequence, head), each over P / row_split state rows (P must divide evenly); 0 = 2 when a
-    // head's state is over 24 KB (fp32 at P·N = 80·128), else 1. Smaller blocks stage less shared memory
+    // Blocks per (sequence, head), each over P / row_split state rows (P must divide evenly); 0 = 2 when what a
+    // head stages is over 24 KB (fp32 at P·N = 80·128: 40 KB; bf16 or a split state's bf16 plane: 20 KB), else 1. Smaller blocks stage less shared memory
     // each, so more of them fit beside another kernel's blocks on an SM.
     int64_t row_split = 0;
     // Each block's state rows staged into shared memory by one bulk copy on the copy engine (TMA, completing on

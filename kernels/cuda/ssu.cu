@@ -14,6 +14,8 @@
 // applies the pending tokens and its own on the fly for y, and writes the state back only on every K-th token
 // (the fold); other steps store their inputs (≈ 22 KB a row and layer at the Holotron shapes) instead of the
 // 5.2 MB state. Same blocks and staging as above; the rows are walked with fewer lanes a row (ReplayRowLayout).
+// A split fp32 state (SsuParams::state_split, ssm_state.cuh) stages its bf16 plane only; folding rows read their low
+// halves from global memory.
 #include <cstring>
 #include <type_traits>
 
@@ -65,7 +67,6 @@ template <> struct Vec<SplitF32> {
     static constexpr int kN = 8;
 };
 template <typename TS> constexpr bool kIsSplit = std::is_same_v<TS, SplitF32>;
-// Bytes a state value takes in its slot.
 // Bytes a value stages in shared memory: a split state stages its bf16 plane only (a folding row, one in K, reads its
 // low halves from global memory as it goes), so its blocks are the bf16 state's: whole heads of 20 KB at the Holotron
 // shape (H100, session 23: as two 10 KB halves, twice the blocks each loading the same small inputs, the update ran
