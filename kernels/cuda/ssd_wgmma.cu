@@ -76,9 +76,8 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
     const bool y32 = p.y_dtype == DType::kF32;
     const float A = p.A[h], dt_bias = p.dt_bias[h], Dh = p.D ? p.D[h] : 0.0f;
 
-    // Sᵀ rows r0, r1 (n), columns 8c + 2t + {0, 1} (p); the slot holds S [p][n]: accumulator sa[c][e] is slot
-    // element slot_at(c, e).
-    // element slot_at(c, e) of the head's values in the slot.
+    // Sᵀ rows r0, r1 (n), columns 8c + 2t + {0, 1} (p); the slot holds S [p][n]: accumulator sa[c][e] is element
+    // slot_at(c, e) of the head's values in the slot.
     auto slot_at = [&](int c, int e) { return static_cast<int64_t>(8 * c + 2 * t + (e & 1)) * kN + (e < 2 ? r0 : r1); };
     float sa[kP / 8][4];
     with_state_ref(p, p.slots[s], in_slot, hpn, [&](const auto& ref) {
