@@ -432,7 +432,7 @@ int main(int argc, char** argv) {
         }
         eo.limits.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         if (o.state_split >= 0) eo.limits.ssm_state_split = o.state_split == 1;
-        const bool split = eo.limits.ssm_state_split && !o.bf16_state && eo.limits.ssm_replay_window > 0;
+        const bool split = eo.limits.state_split_applies();
         eo.prefill_chunk = o.prefill_chunk;
         const auto tl = Clock::now();
         auto engine = cuda::open_random_cuda_engine(cfg, eo, 42);

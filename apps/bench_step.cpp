@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
         if (o.vit_attention_wgmma >= 0) L.vit_attention_wgmma_keys = o.vit_attention_wgmma;
         if (o.ssm_replay >= 0) L.ssm_replay_window = o.ssm_replay;
         if (o.state_split >= 0) L.ssm_state_split = o.state_split == 1;
-        const bool split = L.ssm_state_split && !o.bf16_state && L.ssm_replay_window > 0;
+        const bool split = L.state_split_applies();
         auto model = GpuModel::random(cfg, L, 7);
         std::printf("# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3), copy bandwidth %.0f GB/s (read+write); SSM state "
                     "%s, replay window %d; %d reps per case\n",

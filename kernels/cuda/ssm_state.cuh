@@ -13,13 +13,15 @@
 
 namespace surf::kernels::cuda::split_state {
 
-// The exact value from its two halves: the high half less its rounding carry, then the low bits.
-__device__ __forceinline__ float join(uint32_t high, uint32_t low) { return __uint_as_float(((high - (low > 0x8000u ? 1u : 0u)) << 16) | low); }
+// The encoding on bit patterns (host and device): the high half of fp32 pattern b (its bf16 rounding), and the pattern
+// back from both halves (the high half less its rounding carry, then the low bits).
+__host__ __device__ constexpr uint32_t high_bits(uint32_t b) { return (b >> 16) + ((b & 0xffffu) > 0x8000u ? 1u : 0u); }
+__host__ __device__ constexpr uint32_t join_bits(uint32_t high, uint32_t low) { return ((high - (low > 0x8000u ? 1u : 0u)) << 16) | low; }
+
+// The exact value from its two halves.
+__device__ __forceinline__ float join(uint32_t high, uint32_t low) { return __uint_as_float(join_bits(high, low)); }
 // The value's bf16 rounding (the high half) and its low bits (v's bit pattern's low 16 bits).
-__device__ __forceinline__ uint32_t high_of(float v) {
-    const uint32_t b = __float_as_uint(v);
-    return (b >> 16) + ((b & 0xffffu) > 0x8000u ? 1u : 0u);
-}
+__device__ __forceinline__ uint32_t high_of(float v) { return high_bits(__float_as_uint(v)); }
 __device__ __forceinline__ uint32_t low_of(float v) { return __float_as_uint(v) & 0xffffu; }
 
 // Eight values from 16 bytes of high halves and 16 bytes of low halves (exact), or from the high halves alone

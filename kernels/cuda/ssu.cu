@@ -555,9 +555,8 @@ void ssm_state_split(const float* plain, uint16_t* split, int64_t slots, int64_t
         for (int64_t i = 0; i < hpn; ++i) {
             uint32_t bits;
             std::memcpy(&bits, plain + s * hpn + i, 4);
-            const uint32_t low = bits & 0xffffu;
-            split[s * 2 * hpn + i] = static_cast<uint16_t>((bits >> 16) + (low > 0x8000u ? 1u : 0u));  // split_state::high_of
-            split[s * 2 * hpn + hpn + i] = static_cast<uint16_t>(low);
+            split[s * 2 * hpn + i] = static_cast<uint16_t>(split_state::high_bits(bits));
+            split[s * 2 * hpn + hpn + i] = static_cast<uint16_t>(bits & 0xffffu);
         }
     }
 }
@@ -565,8 +564,7 @@ void ssm_state_split(const float* plain, uint16_t* split, int64_t slots, int64_t
 void ssm_state_join(const uint16_t* split, float* plain, int64_t slots, int64_t hpn) {
     for (int64_t s = 0; s < slots; ++s) {
         for (int64_t i = 0; i < hpn; ++i) {
-            const uint32_t high = split[s * 2 * hpn + i], low = split[s * 2 * hpn + hpn + i];
-            const uint32_t bits = ((high - (low > 0x8000u ? 1u : 0u)) << 16) | low;  // split_state::join
+            const uint32_t bits = split_state::join_bits(split[s * 2 * hpn + i], split[s * 2 * hpn + hpn + i]);
             std::memcpy(plain + s * hpn + i, &bits, 4);
         }
     }

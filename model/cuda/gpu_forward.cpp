@@ -301,7 +301,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         bf16* xb = xbc + t0 * conv_dim;
         sp.x = xb, sp.B = xb + d_inner, sp.C = xb + d_inner + G * N, sp.x_stride = conv_dim, sp.bc_stride = conv_dim;
         sp.dt_raw = zx + t0 * proj + d_inner + conv_dim, sp.dt_stride = proj, sp.dt_bias = W.dt_bias.ptr(), sp.A = W.A.ptr(), sp.D = W.D.ptr();
-        sp.state = ssm_state_[li].get(), sp.state_dtype = limits_.ssm_state, sp.state_split = state_split(), sp.cu_seqlens = st.cu_pre, sp.slots = st.slots_pre;
+        sp.state = ssm_state_[li].get(), sp.state_dtype = limits_.ssm_state, sp.state_split = limits_.state_split_applies(), sp.cu_seqlens = st.cu_pre, sp.slots = st.slots_pre;
         sp.has_initial_state = st.has_init_pre, sp.y = y_at(t0), sp.y_dtype = y_dtype;
         sp.n_tok = st.n_pre_tok, sp.n_seq = st.n_pre, sp.H = H, sp.P = P, sp.G = G, sp.N = N, sp.chunk = c.chunk_size;
         sp.dt_min = c.dt_min, sp.dt_max = dt_max, sp.p_split = limits_.ssd_split ? limits_.ssd_split : (overlap ? 1 : 0);
@@ -323,7 +323,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         kc::SsuParams su;
         su.x = xbc, su.B = xbc + d_inner, su.C = xbc + d_inner + G * N, su.x_stride = conv_dim, su.bc_stride = conv_dim;
         su.dt_raw = zx + d_inner + conv_dim, su.dt_stride = proj, su.dt_bias = W.dt_bias.ptr(), su.A = W.A.ptr(), su.D = W.D.ptr();
-        su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state, su.state_split = state_split(), su.slots = st.slots_dec, su.y = y_at(0), su.y_dtype = y_dtype;
+        su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state, su.state_split = limits_.state_split_applies(), su.slots = st.slots_dec, su.y = y_at(0), su.y_dtype = y_dtype;
         su.batch = st.n_dec, su.H = H, su.P = P, su.G = G, su.N = N, su.dt_min = c.dt_min, su.dt_max = dt_max, su.row_split = limits_.ssu_split;
         su.bulk_stage = limits_.ssu_bulk_stage;
         su.l2_evict_first = limits_.l2_evict_first;

@@ -269,7 +269,7 @@ void GpuModel::fold_replay(size_t li, const int32_t* slots, const int32_t* count
     const LlmConfig& c = cfg_.llm;
     const GpuLayer& W = w_.layers[li];
     kc::SsuParams f;
-    f.dt_bias = W.dt_bias.ptr(), f.A = W.A.ptr(), f.state = ssm_state_[li].get(), f.state_dtype = limits_.ssm_state, f.state_split = state_split(), f.slots = slots;
+    f.dt_bias = W.dt_bias.ptr(), f.A = W.A.ptr(), f.state = ssm_state_[li].get(), f.state_dtype = limits_.ssm_state, f.state_split = limits_.state_split_applies(), f.slots = slots;
     f.batch = n, f.H = c.mamba_n_heads, f.P = c.mamba_head_dim, f.G = c.n_groups, f.N = c.d_state;
     f.dt_min = c.dt_min, f.dt_max = c.dt_upper(), f.row_split = limits_.ssu_split;
     f.bulk_stage = limits_.ssu_bulk_stage;

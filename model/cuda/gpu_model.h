@@ -42,6 +42,8 @@ struct GpuLimits {
     // decode row that does not fold reads only the bf16 plane for y = S·C (half the bytes; the reference computes that
     // product from the state rounded to bf16 too). Same memory. Off: the plain fp32 layout (A/B).
     bool ssm_state_split = true;
+    // Whether the state is held as two planes: ssm_state_split where it applies (an fp32 state with replay).
+    bool state_split_applies() const { return ssm_state_split && ssm_state == kc::DType::kF32 && ssm_replay_window > 0; }
     bool decode_graphs = true;        // replay decode-only steps from CUDA graphs
     bool autotune_gemms = true;       // time cuBLASLt candidates per GEMM shape (kernels/cuda/ops.h)
     // Language-model GEMMs of a new row count over 128 take the algorithm tuned for a row count of the same
@@ -190,8 +192,6 @@ public:
 
     const ModelConfig& config() const { return cfg_; }
     const GpuLimits& limits() const { return limits_; }
-    // Whether the SSM state is held as two 16-bit planes (GpuLimits::ssm_state_split, with an fp32 state and replay).
-    bool state_split() const { return limits_.ssm_state_split && limits_.ssm_state == kc::DType::kF32 && limits_.ssm_replay_window > 0; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
     // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
