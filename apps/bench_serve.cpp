@@ -85,7 +85,8 @@ struct Options {
     int pdl = -1;             // GpuLimits::programmatic_launch
     int gemv_k_split = -1;    // GpuLimits::small_m_k_split
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
-    bool warm_vision = false;  // warm-up also tunes the vision passes of 1 .. vision-batch tiles of screenshots
+    bool warm_vision = false;  // warm-up tunes the vision passes of 1 .. vision-batch tiles of screenshots (instead of every tile count)
+    int warm_vision_tile_counts = -1;  // CudaEngineOptions::warm_up_vision_tile_counts
     bool warm_row_buckets = true;  // CudaEngineOptions::warm_up_row_buckets
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
     int hf_baseline_steps = 2;
@@ -153,6 +154,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--vision-min-tiles") o.vision_min_tiles = std::atoll(next());
         else if (a == "--vision-max-wait") o.vision_max_wait = std::atoll(next());
         else if (a == "--warm-vision") o.warm_vision = true;
+        else if (a == "--warm-vision-tile-counts") o.warm_vision_tile_counts = std::atoi(next());
         else if (a == "--no-warm-row-buckets") o.warm_row_buckets = false;
         else if (a == "--hf-baseline") o.hf_baseline_batch = std::atoi(next());
         else if (a == "--hf-baseline-steps") o.hf_baseline_steps = std::atoi(next());
@@ -171,7 +173,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
                                  "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] [--l2-evict-first 0|1] [--sampler-binned 0|1]\n"
                                  "                   [--gemm-wgmma 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8]\n"
-                                 "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] [--no-warm-row-buckets]\n"
+                                 "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] [--warm-vision-tile-counts 0|1] [--no-warm-row-buckets]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
         }
@@ -205,6 +207,7 @@ Options parse(int argc, char** argv) {
     check_range("--ssu-split", o.ssu_split, 0, 80);  // must divide the head dim (80 at 12B): the kernel says so
     check_range("--ssm-replay", o.ssm_replay, 0, 32);
     check_range("--state-split", o.state_split, 0, 1);
+    check_range("--warm-vision-tile-counts", o.warm_vision_tile_counts, 0, 1);
     check_range("--ssu-bulk", o.ssu_bulk, 0, 1);
     check_range("--mamba-y-bf16", o.mamba_y_bf16, 0, 1);
     check_range("--attention-ws", o.attention_ws, 0, 1);
@@ -425,6 +428,7 @@ int main(int argc, char** argv) {
         if (o.gemv_k_split >= 0) eo.limits.small_m_k_split = o.gemv_k_split;
         eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
         eo.warm_up_row_buckets = o.warm_row_buckets;
+        if (o.warm_vision_tile_counts >= 0) eo.warm_up_vision_tile_counts = o.warm_vision_tile_counts == 1;
         if (o.warm_vision && cfg.has_vision) {
             // Passes of 1, 2, … screenshots of this workload's size, up to the tiles one pass may take.
             const int64_t per_shot = plan_tiles(o.width, o.height, tiling_config_from(cfg.image)).n_tiles;
@@ -450,9 +454,11 @@ int main(int argc, char** argv) {
                     eo.limits.mamba_y_bf16 ? "bf16" : "fp32", eo.limits.attention_splits ? "auto" : "off",
                     eo.limits.gemm_reuse_tuned_in_bucket ? "; tuned GEMM algorithms reused within 64-row buckets" : "",
                     attention_kernels(eo.limits).c_str(), eo.limits.small_m_kernel ? "" : "; small-m GEMM kernel off");
-        if (o.vision_min_tiles > 1 || o.warm_vision) {
-            std::printf("# vision: passes wait for %lld tiles or %lld steps; warm-up tunes %zu vision passes\n", (long long)o.vision_min_tiles,
-                        (long long)o.vision_max_wait, eo.warm_up_vision_batches.size());
+        {
+            const bool counts = eo.warm_up_vision_batches.empty() && eo.warm_up_vision_tile_counts && cfg.has_vision;
+            std::printf("# vision: passes wait for %lld tiles or %lld steps; warm-up tunes %s\n", (long long)o.vision_min_tiles, (long long)o.vision_max_wait,
+                        counts ? ("one pass of each tile count 1.." + std::to_string(eo.limits.max_tiles)).c_str()
+                               : (std::to_string(eo.warm_up_vision_batches.size()) + " vision passes").c_str());
         }
         std::printf("# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random weights drawn and engine "
                     "warmed up in %.1f s (warm-up, GEMM tuning: %.1f s); device memory in use %.1f GiB\n",

@@ -62,6 +62,7 @@ struct GemmContext::Impl {
     std::map<PlanKey, GemmPlan> plans;
     bool autotune = false;
     bool reuse_in_bucket = false;
+    bool tune_first_use = false;  // set_tune_on_first_use
     GemmContext::SmallM small_m = GemmContext::SmallM::kTuned;
     int small_m_k_split = 0;  // gemv's k_split
     GemmContext::WgmmaGemm wgmma = GemmContext::WgmmaGemm::kNever;
@@ -233,6 +234,7 @@ const GemmPlan* tuned_neighbour(const GemmContext::Impl& impl, const PlanKey& ke
 
 void GemmContext::set_autotune(bool on) { impl_->autotune = on; }
 void GemmContext::set_reuse_tuned_in_bucket(bool on) { impl_->reuse_in_bucket = on; }
+void GemmContext::set_tune_on_first_use(bool on) { impl_->tune_first_use = on; }
 void GemmContext::set_small_m_kernel(SmallM mode) { impl_->small_m = mode; }
 void GemmContext::set_small_m_k_split(int k_split) {
     SURF_CHECK(k_split == 0 || k_split == 1 || k_split == 2 || k_split == 4 || k_split == 8, "GemmContext: small-m k split ", k_split,
@@ -337,7 +339,7 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
     if (p.bias) {
         SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
     }
-    if (!plan.tuned && ++plan.uses >= (p.m <= kTuneOnFirstUseRows ? 1 : kTuneAfterUses)) tune_plan(*impl, plan, p, y_elem, stream);
+    if (!plan.tuned && ++plan.uses >= (p.m <= kTuneOnFirstUseRows || impl->tune_first_use ? 1 : kTuneAfterUses)) tune_plan(*impl, plan, p, y_elem, stream);
     // The plan's key fixes the shape, strides and the smallest alignment, not each pointer's: check them.
     const GemmParams lin = linear_part(p);
     if ((plan.use_gemv || impl->small_m == GemmContext::SmallM::kAlways) && gemv_supported(lin)) {

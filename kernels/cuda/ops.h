@@ -62,6 +62,9 @@ public:
     // rows likewise takes the choice (algorithm, or the small-m kernel) of the nearest tuned shape of 1 to 7
     // rows more (decode-graph buckets and logits rows are warmed up at every 4 or 8 rows).
     void set_reuse_tuned_in_bucket(bool on);
+    // Off by default. On: every new shape is tuned on its first use, whatever its row count (warm-ups, whose
+    // throw-away steps then run each shape once instead of three times).
+    void set_tune_on_first_use(bool on);
     int64_t reused_count() const;  // shapes that took a neighbour's tuned algorithm
     // The small-m kernel (gemv below) for shapes it supports: kTuned (default) times it beside the cuBLASLt
     // candidates whenever such a shape is tuned and keeps it if it is faster (so only with autotuning);

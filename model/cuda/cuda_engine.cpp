@@ -49,7 +49,14 @@ public:
         SURF_CUDA_CHECK(cudaEventCreate(&step_end_));
         SURF_CUDA_CHECK(cudaEventCreate(&sample_begin_));
         if (options_.warm_up) stats_.warm_up_seconds = model_->warm_up(std::min(options_.prefill_chunk, L.max_tokens), options_.warm_up_row_buckets);
-        if (!options_.warm_up_vision_batches.empty() && cfg.has_vision) stats_.warm_up_seconds += model_->warm_up_vision(options_.warm_up_vision_batches);
+        if (cfg.has_vision) {
+            std::vector<std::vector<int64_t>> passes = options_.warm_up_vision_batches;
+            if (passes.empty() && options_.warm_up && options_.warm_up_vision_tile_counts) {
+                const int64_t most = std::min(L.max_tiles, L.max_image_rows / cfg.image.tokens_per_tile());
+                for (int64_t tiles = 1; tiles <= most; ++tiles) passes.push_back(std::vector<int64_t>(static_cast<size_t>(tiles), 1));
+            }
+            if (!passes.empty()) stats_.warm_up_seconds += model_->warm_up_vision(passes);
+        }
         worker_ = std::thread([this] { loop(); });
     }
 

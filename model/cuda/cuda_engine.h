@@ -40,8 +40,15 @@ struct CudaEngineOptions {
     int64_t vision_min_tiles = 0;
     int64_t vision_max_wait_steps = 2;
     // Vision passes the warm-up runs so that their GEMM shapes are tuned before serving: each entry is one
-    // pass, given as its images' tile counts (e.g. {3, 3, 3}: three 3-tile screenshots). Empty: none.
+    // pass, given as its images' tile counts (e.g. {3, 3, 3}: three 3-tile screenshots); run whether or not
+    // warm_up is on. Empty: the passes warm_up_vision_tile_counts implies.
     std::vector<std::vector<int64_t>> warm_up_vision_batches;
+    // With warm_up on, a model with a vision tower and no warm_up_vision_batches: one pass of every tile count
+    // from 1 to limits.max_tiles (a pass's GEMM shapes depend only on its tile count), each shape tuned on that
+    // pass. Otherwise a pass of a new tile count runs the heuristic's algorithms twice and stops to tune on the
+    // third (H100, C = 100 serving, passes of 3..24 tiles warmed: 16,895 against 16,775 tok/s, 0.40 → 0.11 s of
+    // tuning inside the steps; docs/BENCHMARKS.md session 24).
+    bool warm_up_vision_tile_counts = true;
 };
 
 std::unique_ptr<Engine> open_cuda_engine(const std::string& model_dir, const CudaEngineOptions& options);

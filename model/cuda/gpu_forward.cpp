@@ -164,10 +164,14 @@ double GpuModel::warm_up(int64_t prefill_tokens, bool row_buckets) {
     const auto t0 = std::chrono::steady_clock::now();
     const GpuLimits& L = limits_;
     warming_up_ = true;
+    gemm_->set_tune_on_first_use(true);  // each throw-away step below runs once
     struct Reset {
-        bool& flag;
-        ~Reset() { flag = false; }
-    } reset{warming_up_};
+        GpuModel& m;
+        ~Reset() {
+            m.warming_up_ = false;
+            m.gemm_->set_tune_on_first_use(false);
+        }
+    } reset{*this};
     SeqStep row;
     row.slot = scratch_slot_, row.past = 1, row.tokens = {0};
     row.pages.assign(static_cast<size_t>((2 + L.page_size - 1) / L.page_size), scratch_page_);  // covers its 2 tokens
@@ -179,7 +183,7 @@ double GpuModel::warm_up(int64_t prefill_tokens, bool row_buckets) {
             forward(std::vector<SeqStep>(static_cast<size_t>(b), row), 0);
         }
     }
-    // A prefill step of prefill_tokens rows, three times (larger row counts are tuned on their third use).
+    // A prefill step of prefill_tokens rows (its shapes tuned on this first use, GemmContext::set_tune_on_first_use).
     // With row_buckets also one step at the top of every 64-row bucket below it: a mixed step's row count is
     // whatever the queue holds, and a new bucket's first steps would each stop to tune (H100, C = 100 serving:
     // 30 shapes, 0.6 s of a 68 s run); later row counts of a tuned bucket take its algorithms.
@@ -188,7 +192,7 @@ double GpuModel::warm_up(int64_t prefill_tokens, bool row_buckets) {
         SeqStep pre;
         pre.slot = scratch_slot_, pre.past = 0, pre.tokens.assign(static_cast<size_t>(rows), 0);
         pre.pages.assign(static_cast<size_t>((rows + L.page_size - 1) / L.page_size), scratch_page_);
-        for (int i = 0; i < 3; ++i) forward({pre}, 0);
+        forward({pre}, 0);
     };
     if (n > 1) prefill_rows(n);
     if (row_buckets) {

@@ -250,8 +250,8 @@ public:
     // 128 below it, the steps a partly filled mixed step runs) are planned and tuned before serving (tuning
     // inside a step stalls it: 280 shapes took 8 s of a 76 s benchmark run). Returns the seconds it took.
     double warm_up(int64_t prefill_tokens, bool row_buckets = true);
-    // Vision passes over zero pixels (image rows from row 0: call before any request), three times each so
-    // that their GEMM shapes are tuned; each entry is one pass as its images' tile counts. Returns seconds.
+    // Vision passes over zero pixels (image rows from row 0: call before any request), once each with their
+    // GEMM shapes tuned on that first use; each entry is one pass as its images' tile counts. Returns seconds.
     // A pass that is empty, has an image of no tiles or exceeds max_tiles / max_image_rows is an error.
     double warm_up_vision(const std::vector<std::vector<int64_t>>& batches);
     int64_t decode_graphs_captured() const { return graphs_ ? graphs_->captured() : 0; }

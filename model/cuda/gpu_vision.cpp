@@ -161,6 +161,11 @@ double GpuModel::warm_up_vision(const std::vector<std::vector<int64_t>>& batches
         most = std::max(most, tiles);
     }
     const std::vector<float> pixels(static_cast<size_t>(most * 3 * S * S), 0.0f);
+    vision_gemm_->set_tune_on_first_use(true);  // one pass a shape instead of three
+    struct Reset {
+        kc::GemmContext& g;
+        ~Reset() { g.set_tune_on_first_use(false); }
+    } reset{*vision_gemm_};
     for (const std::vector<int64_t>& b : batches) {
         std::vector<ImageJob> jobs;
         int64_t tile = 0;
@@ -168,7 +173,7 @@ double GpuModel::warm_up_vision(const std::vector<std::vector<int64_t>>& batches
             jobs.push_back({pixels.data() + tile * 3 * S * S, n, tile * tpt});
             tile += n;
         }
-        for (int i = 0; i < 3; ++i) encode_images(jobs);  // shapes over 128 rows are tuned on their third use
+        encode_images(jobs);
     }
     SURF_CUDA_CHECK(cudaStreamSynchronize(vision_stream_));
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
