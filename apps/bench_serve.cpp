@@ -526,6 +526,10 @@ int main(int argc, char** argv) {
                     std::printf("#   %s C=%d: sampling (parameters up, sample_tokens, tokens back) %.3f ms of GPU span a sampled step (%.0f steps)\n",
                                 mode, C, 1e3 * (after.sampling_gpu_seconds - before.sampling_gpu_seconds) / ssteps, ssteps);
                 }
+                std::printf("#   %s C=%d: of the %.2f s wall, the engine had requests in flight %.2f s (steps %.2f s, scheduler work between steps "
+                            "%.2f s = %.2f ms a step)\n",
+                            mode, C, r.wall, after.busy_seconds - before.busy_seconds, sec_all, after.busy_seconds - before.busy_seconds - sec_all,
+                            1e3 * (after.busy_seconds - before.busy_seconds - sec_all) / std::max(1.0, steps_all));
                 std::printf("#   %s C=%d: %lld GEMM shapes tuned during the run (%.2f s of step time), %lld decode graphs captured\n", mode, C,
                             static_cast<long long>(after.gemm_shapes_tuned - before.gemm_shapes_tuned),
                             after.gemm_tune_seconds - before.gemm_tune_seconds,

@@ -64,6 +64,7 @@ EngineStats& EngineStats::operator+=(const EngineStats& o) {
     steps += o.steps;
     decode_only_steps += o.decode_only_steps;
     step_seconds += o.step_seconds;
+    busy_seconds += o.busy_seconds;
     decode_only_seconds += o.decode_only_seconds;
     decode_only_rows += o.decode_only_rows;
     decode_only_context += o.decode_only_context;

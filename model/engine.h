@@ -70,6 +70,9 @@ struct EngineStats {
     int64_t prefill_tokens = 0, decode_tokens = 0, image_tokens = 0;
     int64_t steps = 0, decode_only_steps = 0;
     double step_seconds = 0.0, decode_only_seconds = 0.0;  // wall time of batched steps
+    double busy_seconds = 0.0;                             // wall time with requests waiting or running; what
+                                                           // step_seconds leaves of it is the scheduler's own work
+                                                           // between steps (admission, results, vision launches)
     int64_t decode_only_rows = 0;                          // sequences summed over decode-only steps
     int64_t decode_only_context = 0;                       // KV tokens read, summed over those sequences
     double decode_only_gpu_seconds = 0.0;                  // GPU span of those steps (first op to sampled tokens);

@@ -87,6 +87,7 @@ public:
     EngineStats stats() const override {
         std::lock_guard<std::mutex> lock(mu_);
         EngineStats s = stats_;
+        if (busy_since_) s.busy_seconds += since(*busy_since_);
         s.running = static_cast<int64_t>(running_.size());
         s.waiting = static_cast<int64_t>(waiting_.size());
         s.slots_total = model_->limits().max_slots;
@@ -304,7 +305,12 @@ private:
         for (;;) {
             {
                 std::unique_lock<std::mutex> lock(mu_);
+                if (busy_since_ && waiting_.empty() && running_.empty()) {
+                    stats_.busy_seconds += since(*busy_since_);
+                    busy_since_.reset();
+                }
                 cv_.wait(lock, [&] { return stop_ || !waiting_.empty() || !running_.empty(); });
+                if (!busy_since_) busy_since_ = Clock::now();
                 if (stop_) {
                     fail_all(lock);
                     return;
@@ -766,6 +772,7 @@ private:
     std::deque<VisionJob> vision_queue_;                 // images of admitted requests not yet encoded
     int64_t graphs_captured_ = 0;
     std::pair<int64_t, double> gemm_tunes_{0, 0.0};  // GEMM shapes tuned so far and the seconds it took
+    std::optional<Clock::time_point> busy_since_;     // start of the current busy period (EngineStats::busy_seconds)
     std::vector<uint32_t> output_mask_;  // generable tokens: all but the image placeholders
     DeviceBuffer output_mask_dev_;
     PinnedBuffer sample_host_, tokens_host_;

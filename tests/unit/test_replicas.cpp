@@ -106,7 +106,7 @@ namespace {
 // Every EngineStats counter (all 8-byte fields; the static_assert below catches a new one left out here
 // and in EngineStats::operator+=).
 #define SURF_ENGINE_STATS_FIELDS(X)                                                                              \
-    X(prefill_tokens) X(decode_tokens) X(image_tokens) X(steps) X(decode_only_steps) X(step_seconds)              \
+    X(prefill_tokens) X(decode_tokens) X(image_tokens) X(steps) X(decode_only_steps) X(step_seconds) X(busy_seconds) \
     X(decode_only_seconds) X(decode_only_rows) X(decode_only_context) X(decode_only_gpu_seconds)                  \
     X(mixed_sampled_steps) X(mixed_sampled_seconds) X(mixed_sampled_gpu_seconds) X(sampled_steps)                 \
     X(sampling_gpu_seconds) X(running)                                                                            \
