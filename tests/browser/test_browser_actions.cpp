@@ -34,6 +34,12 @@ struct Env {
                 res.body = "downloaded bytes";
                 return true;
             }
+            if (req.path == "/slow-target") {  // answers well after an action's grace period
+                std::this_thread::sleep_for(1500ms);
+                res.body =
+                    "<html><head><title>slow target</title></head><body><p id=\"p\">slow</p></body></html>";
+                return true;
+            }
             if (req.path == "/status500") {
                 res.status = 500;
                 res.body = "<html><body>server error page</body></html>";
@@ -176,6 +182,28 @@ TEST_CASE("target=_blank and window.open activate the new tab; closing falls bac
     CHECK(session->tab_count() == 1);
     CHECK(session->url().find("/popup.html") != std::string::npos);
     CHECK(has_event(session->take_events(), SessionEventKind::kTabClosed));
+}
+
+TEST_CASE("a popup is settled before the click returns: a slow first page; a blank popup does not hang") {
+    auto session = env().browser->new_session();
+    REQUIRE(session->navigate(page("/popup.html")).ok());
+
+    // The popup's load starts before it attaches (so no frameStartedLoading reaches us) and outlasts
+    // the click's grace period: the click must still wait for it.
+    session->click(200, 520);  // <a target=_blank> to /slow-target
+    CHECK(session->tab_count() == 2);
+    CHECK(session->url().find("/slow-target") != std::string::npos);
+    CHECK(session->evaluate("document.getElementById('p').textContent") == "slow");
+    session->close_active_tab();
+
+    // window.open('') never navigates: the wait for its first navigation is bounded.
+    const auto started = std::chrono::steady_clock::now();
+    session->click(200, 620);
+    const auto elapsed = std::chrono::steady_clock::now() - started;
+    CHECK(elapsed < 5s);
+    CHECK(session->tab_count() == 2);
+    CHECK(session->url() == "about:blank");
+    CHECK(has_event(session->take_events(), SessionEventKind::kPopupOpened));
 }
 
 TEST_CASE("JavaScript dialogs never block: answered by policy and recorded") {

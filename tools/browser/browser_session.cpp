@@ -89,6 +89,7 @@ void BrowserSession::rebuild(uint64_t generation) {
         last_url = last_url_;
         tabs_.clear();
         activation_.clear();
+        popups_announced_.clear();
         context_id_.clear();
         lost_ = false;
     }
@@ -248,6 +249,12 @@ void BrowserSession::on_target_attached(const nlohmann::json& params) {
     tab.cdp_session = sid;
     tab.opener_id = opener;
     tab.url = info.value("url", std::string());
+    if (!opener.empty()) {
+        // Its first navigation (if any) shows only after runIfWaitingForDebugger above: until a sign of
+        // it, settling would take the popup for a finished blank page.
+        tab.first_navigation_deadline = std::chrono::steady_clock::now() + options_.action_grace;
+        if (!popups_announced_.empty()) popups_announced_.pop_front();  // the window the page opened
+    }
     tabs_.push_back(tab);
     if (!opener.empty()) {
         if (options_.follow_popups)
@@ -302,15 +309,30 @@ void BrowserSession::on_page_event(const std::string& sid, const std::string& me
         }
         tab->lifecycle[loader].insert(name);
         if (name == "load") ++tab->load_events;
-    } else if (method == "Page.frameStartedLoading") {
-        if (main_frame) tab->loading = true;
-    } else if (method == "Page.frameStoppedLoading") {
-        if (main_frame) tab->loading = false;
+    } else if (method == "Page.frameStartedLoading" || method == "Page.frameStoppedLoading") {
+        if (!main_frame) return;
+        tab->loading = method == "Page.frameStartedLoading";
+        tab->load_start_reported = true;
+        tab->first_navigation_deadline.reset();
+    } else if (method == "Page.frameStartedNavigating") {
+        const std::string type = params.value("navigationType", std::string());
+        if (!main_frame || type == "sameDocument" || type == "historySameDocument") return;
+        // Stands in for the frameStartedLoading a tab misses when its load began before it attached
+        // (see Tab::load_start_reported); the frameStoppedLoading that ends such a load does arrive.
+        if (!tab->load_start_reported) tab->loading = true;
+        tab->first_navigation_deadline.reset();
+    } else if (method == "Page.windowOpen") {
+        // The opener reports this before the popup attaches: settling waits (bounded) for the attach.
+        if (options_.follow_popups)
+            popups_announced_.push_back(std::chrono::steady_clock::now() + options_.action_grace);
     } else if (method == "Page.frameNavigated") {
         const nlohmann::json& frame = params["frame"];
         if (frame.contains("parentId") || frame.value("id", std::string()) != tab->target_id) return;
         tab->url = frame.value("url", std::string());
-        if (tab->url != "about:blank") tab->committed = true;
+        if (tab->url != "about:blank") {
+            tab->committed = true;
+            tab->first_navigation_deadline.reset();
+        }
         if (!activation_.empty() && activation_.back() == tab->target_id) last_url_ = tab->url;
     } else if (method == "Page.navigatedWithinDocument") {
         if (main_frame) tab->url = params.value("url", std::string());

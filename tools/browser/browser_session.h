@@ -170,6 +170,14 @@ private:
         std::string opener_id;
         std::string url;
         bool loading = false;
+        // A tab attaches paused, before our Page.enable reaches it, so a load it began on creation (the
+        // first page of a target=_blank popup) never reports Page.frameStartedLoading; only its
+        // Page.frameStartedNavigating and Page.frameStoppedLoading arrive. Until the tab has reported a
+        // load start or stop, frameStartedNavigating marks it loading instead.
+        bool load_start_reported = false;
+        // Set while a popup has shown no sign of its first navigation yet: settling waits for one until
+        // this time (action_grace after it attached), no longer, since a popup need not navigate at all.
+        std::optional<std::chrono::steady_clock::time_point> first_navigation_deadline;
         bool committed = false;                                  // has left about:blank
         int load_events = 0;                                     // main-frame "load" lifecycle events seen
         std::map<std::string, std::set<std::string>> lifecycle;  // loaderId → lifecycle event names
@@ -205,6 +213,10 @@ private:
     void activate_locked(const std::string& target_id);
     Tab* find_tab_locked(const std::string& cdp_session_or_target);
     Tab* active_tab_locked();
+    // Whether the active tab is still busy with what an action started: std::nullopt when settled,
+    // time_point::max() while it loads (an event ends that), else the end of a bounded wait for a popup
+    // the page announced but that has not attached, or a popup whose first navigation has not begun.
+    std::optional<std::chrono::steady_clock::time_point> unsettled_until_locked();
 
     std::shared_ptr<Browser> browser_;
     SessionOptions options_;
@@ -220,6 +232,9 @@ private:
     std::string context_id_;
     std::vector<Tab> tabs_;                // in opening order
     std::vector<std::string> activation_;  // target ids, most recently active last
+    // One entry per Page.windowOpen not yet matched by an attached popup (only with follow_popups): the
+    // time until which settling waits for that popup to attach.
+    std::deque<std::chrono::steady_clock::time_point> popups_announced_;
     std::vector<SessionEvent> events_;
     size_t events_taken_ = 0;
     std::vector<std::string> upload_files_;

@@ -183,14 +183,18 @@ void BrowserSession::settle_locked(Clock::time_point started, NavigationResult* 
     std::unique_lock<std::mutex> lock(state_mutex_);
     // 1. Give the action time to start a navigation or open a popup (both arrive as events).
     wait_state(lock, started + options_.action_grace, [] { return false; });
-    // 2. Wait for the active tab (maybe a new popup) to finish loading.
-    bool loaded = wait_state(lock, deadline, [&] {
-        Tab* t = active_tab_locked();
-        return !t || !t->loading;
-    });
+    // 2. Wait for the active tab (maybe a new popup) to finish loading, and for a popup the page
+    //    announced or that has just attached to begin its navigation (each for a bounded time).
+    for (auto until = unsettled_until_locked(); until && Clock::now() < deadline;
+         until = unsettled_until_locked()) {
+        wait_state(lock, std::min(deadline, *until), [&] { return unsettled_until_locked() != until; });
+    }
     Tab* tab = active_tab_locked();
+    const bool loaded = !tab || !tab->loading;
     if (!loaded) {
-        if (tab) browser_->post("Page.stopLoading", {}, tab->cdp_session);
+        browser_->post("Page.stopLoading", {}, tab->cdp_session);
+        // Stopped now: a frameStoppedLoading that never comes must not stall every later action.
+        tab->loading = false;
         if (result) {
             result->outcome = NavigationOutcome::kTimeout;
             result->error_text = "the page did not finish loading within " +
@@ -209,6 +213,20 @@ void BrowserSession::settle_locked(Clock::time_point started, NavigationResult* 
                    it->second.count("load") == 0;
         });
     }
+}
+
+std::optional<Clock::time_point> BrowserSession::unsettled_until_locked() {
+    const auto now = Clock::now();
+    // A popup that did not attach in time (blocked, or window.open into an existing named window) is
+    // no longer waited for.
+    while (!popups_announced_.empty() && popups_announced_.front() <= now) popups_announced_.pop_front();
+    if (!popups_announced_.empty()) return popups_announced_.front();
+    const Tab* t = active_tab_locked();
+    if (!t) return std::nullopt;
+    if (t->loading) return Clock::time_point::max();
+    if (t->first_navigation_deadline && now < *t->first_navigation_deadline)
+        return t->first_navigation_deadline;
+    return std::nullopt;
 }
 
 void BrowserSession::settle() {
