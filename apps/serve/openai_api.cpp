@@ -432,20 +432,26 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
                        "invalid_request_error", "model", "model_not_found"};
     }
     const std::string prompt = render_prompt(req);
-    if (options_.max_prompt_tokens > 0) {
-        const int64_t n = static_cast<int64_t>(engine_->tokenizer().encode(prompt).size());
-        if (n > options_.max_prompt_tokens) {
-            throw bad("messages",
-                      "the prompt has " + std::to_string(n) + " text tokens; this server accepts " +
-                          std::to_string(options_.max_prompt_tokens),
-                      "context_length_exceeded");
-        }
-    }
     std::vector<model::InputPart> parts;
     try {
         parts = model::interleave_images(prompt, req.images, engine_->config().image_context_token);
     } catch (const Error& e) {
         throw bad("messages", std::string("text must not contain the image placeholder itself: ") + e.what());
+    }
+    // The text parts are tokenized once, here, as the engine would (special tokens parsed): the limit counts what the
+    // engine is fed, and the prefix cache and the engine take the ids instead of tokenizing the text again.
+    int64_t text_tokens = 0;
+    for (model::InputPart& part : parts) {
+        if (part.image || part.text.empty()) continue;
+        part.token_ids = engine_->tokenizer().encode(part.text, /*parse_special=*/true);
+        part.text.clear();
+        text_tokens += static_cast<int64_t>(part.token_ids.size());
+    }
+    if (options_.max_prompt_tokens > 0 && text_tokens > options_.max_prompt_tokens) {
+        throw bad("messages",
+                  "the prompt has " + std::to_string(text_tokens) + " text tokens; this server accepts " +
+                      std::to_string(options_.max_prompt_tokens),
+                  "context_length_exceeded");
     }
 
     const std::string id = "chatcmpl-surf" + std::to_string(next_id_++);

@@ -33,7 +33,7 @@ struct ServiceOptions {
     std::string api_key;     // "" = no key; else "Authorization: Bearer <key>" on /v1/* and /metrics
     int32_t default_max_tokens = 512;
     int32_t max_tokens_limit = 8192;  // a larger max_tokens is refused (400)
-    int64_t max_prompt_tokens = 0;    // text tokens of the rendered prompt; 0 = no limit beyond the engine's
+    int64_t max_prompt_tokens = 0;    // text tokens of the rendered prompt as the engine is fed them (special tokens parsed); 0 = no limit beyond the engine's
     int max_images = 16;              // image parts per request
     size_t max_image_bytes = 16 << 20;  // decoded base64 bytes of one image
     // Conversation reuse (prefix_cache.h): engine sessions kept at the end of recent prompts, forked by requests whose

@@ -385,6 +385,29 @@ TEST_CASE("serve: malformed bodies, oversized inputs, unknown models and keys ge
     CHECK(f.service->open_sessions() == 0);
 }
 
+TEST_CASE("serve: --max-prompt-tokens counts the tokens the engine is fed (the template's special tokens one each)") {
+    const json body = user("how many tokens is this prompt?", 2);
+    int64_t fed = 0;
+    {
+        Fixture f;
+        const Reply r = f.chat(body);
+        REQUIRE(r.status == 200);
+        fed = r.j()["usage"]["prompt_tokens"].get<int64_t>();
+        REQUIRE(fed > 1);
+    }
+    serve::ServiceOptions so;
+    so.max_prompt_tokens = fed;
+    {
+        Fixture f(so);
+        CHECK(f.chat(body).status == 200);
+    }
+    so.max_prompt_tokens = fed - 1;
+    {
+        Fixture f(so);
+        check_error(f.chat(body), 400, "context_length_exceeded");
+    }
+}
+
 TEST_CASE("serve: a client that disconnects mid-stream cancels its generation and frees its session") {
     Fixture f;
     agent::RemoteClientOptions o;
