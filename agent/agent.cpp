@@ -28,7 +28,8 @@ struct Agent::Impl {
 
 std::unique_ptr<Agent> Agent::create(const AgentConfig& config) {
     if (config.model_dir.empty()) throw Error(ErrorKind::kInvalidArgument, "AgentConfig.model_dir: empty");
-    std::shared_ptr<model::Engine> engine = model::open_engine(config.model_dir, config.backend, "AgentConfig.backend");
+    // One agent: the engine's warm-up skips the vision passes of every tile count (model::WarmUp).
+    std::shared_ptr<model::Engine> engine = model::open_engine(config.model_dir, config.backend, "AgentConfig.backend", 0, model::WarmUp::kSingle);
     return std::make_unique<Agent>(std::move(engine), config);
 }
 

@@ -146,7 +146,8 @@ int run_eval(const surf::cli::Args& args) {
     } else {
         const std::string backend = args.get("backend", "cpu");
         std::fprintf(stderr, "loading %s (%s) ...\n", model_dir.c_str(), backend.c_str());
-        engine = surf::model::open_engine(model_dir, backend, "--backend");
+        engine = surf::model::open_engine(model_dir, backend, "--backend", 0,
+                                          options.concurrency > 1 ? surf::model::WarmUp::kServing : surf::model::WarmUp::kSingle);
     }
     const std::string template_path = args.get("template");
     auto chat_template = std::make_shared<const surf::model::ChatTemplate>(

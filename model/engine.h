@@ -131,10 +131,16 @@ struct EngineOptions {
 // Loads a model folder (config.json, safetensors, tokenizer.json) on the CPU backend.
 std::unique_ptr<Engine> open_cpu_engine(const std::string& model_dir, const EngineOptions& options = {});
 
+// What a GPU engine tunes before its first request. kServing: the language model's shapes and one vision pass of
+// every tile count (a few seconds more at 12B; then no image size stops a step to tune: servers, evaluations with
+// many agents). kSingle: the language model's shapes only (one agent sees few image sizes; a new size runs the
+// heuristic's GEMMs twice and tunes on its third pass, ≈ 0.1 s in all). The CPU backend tunes nothing.
+enum class WarmUp { kServing, kSingle };
+
 // Loads a model folder on a backend by name: "cpu", or "cuda" (on GPU `device`) where this build has the
 // CUDA backend. `field` names where the name came from ("--backend", "AgentConfig.backend") in errors.
 std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend, const std::string& field,
-                                    int device = 0);
+                                    int device = 0, WarmUp warm_up = WarmUp::kServing);
 
 // The tokenizer of a model folder: tokenizer.json in the folder.
 Tokenizer load_model_tokenizer(const std::string& model_dir);

@@ -46,8 +46,10 @@ struct CudaEngineOptions {
     // With warm_up on, a model with a vision tower and no warm_up_vision_batches: one pass of every tile count
     // from 1 to limits.max_tiles (a pass's GEMM shapes depend only on its tile count), each shape tuned on that
     // pass. Otherwise a pass of a new tile count runs the heuristic's algorithms twice and stops to tune on the
-    // third (H100, C = 100 serving, passes of 3..24 tiles warmed: 16,895 against 16,775 tok/s, 0.40 → 0.11 s of
-    // tuning inside the steps; docs/BENCHMARKS.md session 24).
+    // third (H100, C = 100 serving, same machine: 16,984 / 16,872 tok/s against 16,781, tuning inside the steps
+    // 0.45 → 0.05–0.07 s; docs/BENCHMARKS.md session 24). open_engine's model::WarmUp::kSingle (one agent) turns
+    // it off: at 12B the passes of 32 tile counts add ≈ 4–5 s to the start (24 counts measured +2.6–3.5 s) to save
+    // ≈ 0.1 s of tuning.
     bool warm_up_vision_tile_counts = true;
 };
 
