@@ -20,6 +20,7 @@
 #include "agent/eval_tasks.h"
 #include "agent/profile.h"
 #include "apps/cli.h"
+#include "apps/load_report.h"
 #include "apps/remote_model.h"
 #include "kernels/base/error.h"
 #include "model/chat_template.h"
@@ -146,8 +147,10 @@ int run_eval(const surf::cli::Args& args) {
     } else {
         const std::string backend = args.get("backend", "cpu");
         std::fprintf(stderr, "loading %s (%s) ...\n", model_dir.c_str(), backend.c_str());
+        const auto load_start = std::chrono::steady_clock::now();
         engine = surf::model::open_engine(model_dir, backend, "--backend", 0,
                                           options.concurrency > 1 ? surf::model::WarmUp::kServing : surf::model::WarmUp::kSingle);
+        surf::cli::print_loaded(model_dir, *engine, std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
     }
     const std::string template_path = args.get("template");
     auto chat_template = std::make_shared<const surf::model::ChatTemplate>(

@@ -10,6 +10,7 @@
 #include "agent/agent.h"
 #include "agent/loop.h"
 #include "apps/cli.h"
+#include "apps/load_report.h"
 #include "apps/remote_model.h"
 #include "kernels/base/error.h"
 
@@ -67,7 +68,12 @@ int run_agent(const surf::cli::Args& args) {
         agent = std::make_unique<surf::agent::Agent>(surf::cli::open_remote_model(args, config.model_dir, 1), config);
     } else {
         std::fprintf(stderr, "loading %s ...\n", config.model_dir.c_str());
-        agent = surf::agent::Agent::create(config);
+        const auto load_start = std::chrono::steady_clock::now();
+        // One agent: the engine's warm-up skips the vision passes of every tile count (model::WarmUp).
+        std::shared_ptr<surf::model::Engine> engine =
+            surf::model::open_engine(config.model_dir, config.backend, "--backend", 0, surf::model::WarmUp::kSingle);
+        surf::cli::print_loaded(config.model_dir, *engine, std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+        agent = std::make_unique<surf::agent::Agent>(std::move(engine), config);
     }
 
     std::signal(SIGINT, on_sigint);

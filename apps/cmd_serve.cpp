@@ -3,6 +3,7 @@
 // on, then serves until SIGINT / SIGTERM. Exit codes: 0 stopped, 2 bad usage or model folder, 3 error.
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "apps/cli.h"
+#include "apps/load_report.h"
 #include "apps/serve/http_server.h"
 #include "apps/serve/openai_api.h"
 #include "kernels/base/error.h"
@@ -113,8 +115,10 @@ int serve(const surf::cli::Args& args) {
     so.max_image_bytes = std::min<size_t>(ho.max_body_bytes, so.max_image_bytes);
 
     std::fprintf(stderr, "loading %s ...\n", dir.c_str());
+    const auto load_start = std::chrono::steady_clock::now();
     std::shared_ptr<surf::model::Engine> engine =
         open_engines(dir, args.get("backend", "cpu"), args.get("gpus"), static_cast<int>(replicas));
+    surf::cli::print_loaded(dir, *engine, std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
     auto service = std::make_shared<surf::serve::OpenAiService>(engine, so);
     surf::serve::HttpServer server(
         ho, [service](const surf::serve::HttpRequest& r, surf::serve::HttpResponseWriter& w) {
