@@ -62,6 +62,8 @@ int Agent::browser_pid() const {
     return impl_->browser ? static_cast<int>(impl_->browser->pid()) : 0;
 }
 
+std::shared_ptr<model::Engine> Agent::engine() const { return impl_->engine; }
+
 RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
     std::lock_guard<std::mutex> run_lock(impl_->run_mutex);
     impl_->cancel.store(false);

@@ -105,7 +105,7 @@ using StepCallback = std::function<void(const StepEvent&)>;
 
 class Agent {
 public:
-    // Loads the model (CPU backend) and the profile; Chromium starts at the first run.
+    // Loads the model (on config.backend) and the profile; Chromium starts at the first run.
     static std::unique_ptr<Agent> create(const AgentConfig& config);
     // Shares an engine that already exists (one model for many agents, or the GPU engine).
     Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config);
@@ -119,6 +119,8 @@ public:
     void cancel();
     // The Chromium process pid (0 if none runs): for monitoring, and for tests that kill it.
     int browser_pid() const;
+    // The engine the agent runs on (e.g. for its stats).
+    std::shared_ptr<model::Engine> engine() const;
 
 private:
     struct Impl;

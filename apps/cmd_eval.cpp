@@ -150,7 +150,7 @@ int run_eval(const surf::cli::Args& args) {
         const auto load_start = std::chrono::steady_clock::now();
         engine = surf::model::open_engine(model_dir, backend, "--backend", 0,
                                           options.concurrency > 1 ? surf::model::WarmUp::kServing : surf::model::WarmUp::kSingle);
-        surf::cli::print_loaded(model_dir, *engine, std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+        surf::cli::print_loaded(model_dir, *engine, load_start);
     }
     const std::string template_path = args.get("template");
     auto chat_template = std::make_shared<const surf::model::ChatTemplate>(

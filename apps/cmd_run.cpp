@@ -69,11 +69,8 @@ int run_agent(const surf::cli::Args& args) {
     } else {
         std::fprintf(stderr, "loading %s ...\n", config.model_dir.c_str());
         const auto load_start = std::chrono::steady_clock::now();
-        // One agent: the engine's warm-up skips the vision passes of every tile count (model::WarmUp).
-        std::shared_ptr<surf::model::Engine> engine =
-            surf::model::open_engine(config.model_dir, config.backend, "--backend", 0, surf::model::WarmUp::kSingle);
-        surf::cli::print_loaded(config.model_dir, *engine, std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
-        agent = std::make_unique<surf::agent::Agent>(std::move(engine), config);
+        agent = surf::agent::Agent::create(config);
+        surf::cli::print_loaded(config.model_dir, *agent->engine(), load_start);
     }
 
     std::signal(SIGINT, on_sigint);

@@ -118,7 +118,7 @@ int serve(const surf::cli::Args& args) {
     const auto load_start = std::chrono::steady_clock::now();
     std::shared_ptr<surf::model::Engine> engine =
         open_engines(dir, args.get("backend", "cpu"), args.get("gpus"), static_cast<int>(replicas));
-    surf::cli::print_loaded(dir, *engine, std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+    surf::cli::print_loaded(dir, *engine, load_start);
     auto service = std::make_shared<surf::serve::OpenAiService>(engine, so);
     surf::serve::HttpServer server(
         ho, [service](const surf::serve::HttpRequest& r, surf::serve::HttpResponseWriter& w) {

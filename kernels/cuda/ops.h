@@ -98,6 +98,18 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// Turns GemmContext::set_tune_on_first_use on for its lifetime (a warm-up's scope).
+class TuneOnFirstUse {
+public:
+    explicit TuneOnFirstUse(GemmContext& gemm) : gemm_(gemm) { gemm_.set_tune_on_first_use(true); }
+    ~TuneOnFirstUse() { gemm_.set_tune_on_first_use(false); }
+    TuneOnFirstUse(const TuneOnFirstUse&) = delete;
+    TuneOnFirstUse& operator=(const TuneOnFirstUse&) = delete;
+
+private:
+    GemmContext& gemm_;
+};
+
 // A pointwise function applied to x·Wᵀ + bias before the output is rounded to y's dtype.
 // kGeluTanh: cuBLASLt's GELU epilogue, the tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 // It differs from exact-erf GELU (RADIO's nn.GELU) by at most 4.8e-4 absolute (largest near x = −2.7, where

@@ -24,23 +24,14 @@ __device__ __forceinline__ float join(uint32_t high, uint32_t low) { return __ui
 __device__ __forceinline__ uint32_t high_of(float v) { return high_bits(__float_as_uint(v)); }
 __device__ __forceinline__ uint32_t low_of(float v) { return __float_as_uint(v) & 0xffffu; }
 
-// Eight values from 16 bytes of high halves and 16 bytes of low halves (exact), or from the high halves alone
-// (low null: their bf16 roundings). Element 2j is the low 16 bits of word j.
-__device__ __forceinline__ void unpack8(const uint4& high, const uint4* low, float (&v)[8]) {
-    const uint32_t h[4] = {high.x, high.y, high.z, high.w};
-    if (low) {
-        const uint32_t l[4] = {low->x, low->y, low->z, low->w};
+// Eight exact values from 16 bytes of high halves and 16 bytes of low halves (the high halves alone are plain bf16:
+// the replay kernel reads them as such). Element 2j is the low 16 bits of word j.
+__device__ __forceinline__ void unpack8(const uint4& high, const uint4& low, float (&v)[8]) {
+    const uint32_t h[4] = {high.x, high.y, high.z, high.w}, l[4] = {low.x, low.y, low.z, low.w};
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            v[2 * j] = join(h[j] & 0xffffu, l[j] & 0xffffu);
-            v[2 * j + 1] = join(h[j] >> 16, l[j] >> 16);
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            v[2 * j] = __uint_as_float(h[j] << 16);
-            v[2 * j + 1] = __uint_as_float(h[j] & 0xffff0000u);
-        }
+    for (int j = 0; j < 4; ++j) {
+        v[2 * j] = join(h[j] & 0xffffu, l[j] & 0xffffu);
+        v[2 * j + 1] = join(h[j] >> 16, l[j] >> 16);
     }
 }
 // Eight values into 16 bytes of high halves and 16 of low halves.

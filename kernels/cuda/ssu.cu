@@ -427,7 +427,7 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
 #pragma unroll
                     for (int k = 0; k < kChunks; ++k) {
                         const uint4 lv = *reinterpret_cast<const uint4*>(S_low + static_cast<int64_t>(row) * N + col(k));
-                        split_state::unpack8(*reinterpret_cast<const uint4*>(Ss + row * N + col(k)), &lv, s[k]);
+                        split_state::unpack8(*reinterpret_cast<const uint4*>(Ss + row * N + col(k)), lv, s[k]);
                     }
                 } else {
 #pragma unroll

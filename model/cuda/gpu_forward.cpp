@@ -164,14 +164,11 @@ double GpuModel::warm_up(int64_t prefill_tokens, bool row_buckets) {
     const auto t0 = std::chrono::steady_clock::now();
     const GpuLimits& L = limits_;
     warming_up_ = true;
-    gemm_->set_tune_on_first_use(true);  // each throw-away step below runs once
     struct Reset {
-        GpuModel& m;
-        ~Reset() {
-            m.warming_up_ = false;
-            m.gemm_->set_tune_on_first_use(false);
-        }
-    } reset{*this};
+        bool& flag;
+        ~Reset() { flag = false; }
+    } reset{warming_up_};
+    const kc::TuneOnFirstUse tuning(*gemm_);  // each throw-away step below runs once
     SeqStep row;
     row.slot = scratch_slot_, row.past = 1, row.tokens = {0};
     row.pages.assign(static_cast<size_t>((2 + L.page_size - 1) / L.page_size), scratch_page_);  // covers its 2 tokens

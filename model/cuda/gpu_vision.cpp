@@ -161,11 +161,7 @@ double GpuModel::warm_up_vision(const std::vector<std::vector<int64_t>>& batches
         most = std::max(most, tiles);
     }
     const std::vector<float> pixels(static_cast<size_t>(most * 3 * S * S), 0.0f);
-    vision_gemm_->set_tune_on_first_use(true);  // one pass a shape instead of three
-    struct Reset {
-        kc::GemmContext& g;
-        ~Reset() { g.set_tune_on_first_use(false); }
-    } reset{*vision_gemm_};
+    const kc::TuneOnFirstUse tuning(*vision_gemm_);  // one pass a shape instead of three
     for (const std::vector<int64_t>& b : batches) {
         std::vector<ImageJob> jobs;
         int64_t tile = 0;
