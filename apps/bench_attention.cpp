@@ -199,11 +199,17 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
     cu::AttentionDecodeParams dp;
     dp.q = q_dec.ptr, dp.out = out_dec.ptr, dp.k_cache = kc.ptr, dp.v_cache = vc.ptr, dp.block_table = bt_dec.ptr, dp.seq_lens = lens_dec.ptr;
     dp.page_size = page, dp.max_pages_per_seq = pages_dec, dp.batch = rows, dp.n_heads = nh, dp.n_kv_heads = nkv, dp.head_dim = D;
-    dp.max_seq_len = past;
+    dp.max_seq_len = past, dp.cache_pages = n_pages;
     constexpr int32_t kMostDecodeSplits = 8;
     dp.n_splits = kMostDecodeSplits;  // the workspace for the most splits a row below forces
-    Buffer<uint8_t> dws(cu::attention_decode_workspace_bytes(dp));
+    size_t dws_bytes = cu::attention_decode_workspace_bytes(dp);
     dp.n_splits = 0;
+    for (int32_t per_sm : {1, 2}) {  // the TMA kernel's own split plans
+        dp.tma = true, dp.persistent_blocks_per_sm = per_sm;
+        dws_bytes = std::max(dws_bytes, cu::attention_decode_workspace_bytes(dp));
+    }
+    dp.tma = false;
+    Buffer<uint8_t> dws(dws_bytes);
     Buffer<uint8_t> pws(cu::attention_prefill_workspace_bytes(fresh, nh, D, 2));
 
     int lo = 0, hi = 0;
@@ -222,31 +228,40 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         int32_t splits;  // 0 = the kernel's rule
         const char* name;
         bool evict_first = false;  // AttentionDecodeParams::l2_evict_first
+        bool tma = false;          // AttentionDecodeParams::tma, at per_sm blocks an SM
+        int32_t per_sm = 1;
     };
     const std::vector<DecodeKind> decode_kinds{{false, 0, "plain"}, {true, 0, "pipelined"}, {true, 4, "pipelined, 4 splits"},
-                                               {true, kMostDecodeSplits, "pipelined, 8 splits"}, {true, 0, "pipelined, L2 evict-first", true}};
+                                               {true, kMostDecodeSplits, "pipelined, 8 splits"}, {true, 0, "pipelined, L2 evict-first", true},
+                                               {true, 0, "TMA, 1 block an SM, L2 evict-first", true, true, 1},
+                                               {true, 0, "TMA, 2 blocks an SM, L2 evict-first", true, true, 2}};
+    auto set_decode = [&](const DecodeKind& d) {
+        dp.pipelined = d.pipelined, dp.n_splits = d.splits, dp.l2_evict_first = d.evict_first, dp.tma = d.tma, dp.persistent_blocks_per_sm = d.per_sm;
+    };
     Buffer<bf16> marker(1024);  // "prefill first": a tiny kernel on the prefill stream that the decode waits for
     std::printf("\n### --pair: prefill of %lld new tokens on %lld past (highest-priority stream) beside decode of %lld rows on %lld past (%d splits)\n\n",
                 (long long)fresh, (long long)past, (long long)rows, (long long)past, cu::attention_decode_splits(dp));
     std::printf("| decode kernel | alone us | GB/s |\n|---|---|---|\n");
     std::vector<double> dec_us;
     for (const DecodeKind& d : decode_kinds) {
-        dp.pipelined = d.pipelined, dp.n_splits = d.splits, dp.l2_evict_first = d.evict_first;
+        set_decode(d);
         const double us = time_on_main([&] { cu::attention_decode(dp, dws.ptr, main_s); });
         dec_us.push_back(us);
-        std::printf("| %s | %.1f | %.0f |\n", d.name, us, bytes / (us * 1e-6) / 1e9);
+        std::printf("| %s (%d splits) | %.1f | %.0f |\n", d.name, cu::attention_decode_splits(dp), us, bytes / (us * 1e-6) / 1e9);
     }
     std::printf("\n\"first\": the prefill stream runs a tiny kernel, the decode waits for it, so the prefill's blocks are placed before the "
-                "decode's\n\n| prefill kernel (split-KV) | decode kernel | prefill alone us | decode alone us | sum us | together us | hidden us | together / sum |\n"
+                "decode's; \"after\": the decode is issued before the prefill (the engine's order beside the TMA decode)\n\n| prefill kernel (split-KV) | decode kernel | prefill alone us | decode alone us | sum us | together us | hidden us | together / sum |\n"
                 "|---|---|---|---|---|---|---|---|\n");
     struct PrefillKind {
         Kernel k;
         int pre_splits;
         bool first;
+        bool after = false;  // issued after the decode
     };
-    for (const auto& [k, pre_splits, first] : std::vector<PrefillKind>{
+    for (const auto& [k, pre_splits, first, after] : std::vector<PrefillKind>{
              {Kernel{0, 64, true, "wgmma 64ws"}, 1, false}, {Kernel{0, 64, false, "wgmma 64"}, 1, false}, {Kernel{0, 64, false, "wgmma 64"}, 2, false},
-             {Kernel{0, 64, true, "wgmma 64ws"}, 1, true}, {Kernel{0, 64, false, "wgmma 64"}, 1, true}}) {
+             {Kernel{0, 64, true, "wgmma 64ws"}, 1, true}, {Kernel{0, 64, false, "wgmma 64"}, 1, true},
+             {Kernel{0, 64, false, "wgmma 64"}, 1, false, true}, {Kernel{0, 64, true, "wgmma 64ws"}, 1, false, true}}) {
         cu::AttentionPrefillParams p;
         p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr, p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
         p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1, p.n_heads = nh, p.n_kv_heads = nkv;
@@ -257,7 +272,8 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         for (size_t di = 0; di < decode_kinds.size(); ++di) {
             const DecodeKind& d = decode_kinds[di];
             if (pre_splits != 1 && d.splits != 0) continue;  // split-KV prefill: beside the decode's own split rule only
-            dp.pipelined = d.pipelined, dp.n_splits = d.splits, dp.l2_evict_first = d.evict_first;
+            if (after != d.tma) continue;  // the TMA decode is measured issued first, the others as the engine issues them
+            set_decode(d);
             auto pair = [&] {
                 SURF_CUDA_CHECK(cudaEventRecord(fork, main_s));
                 SURF_CUDA_CHECK(cudaStreamWaitEvent(pre_s, fork, 0));
@@ -268,8 +284,9 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
                     SURF_CUDA_CHECK(cudaEventRecord(fork, pre_s));
                     SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, fork, 0));
                 }
+                if (after) cu::attention_decode(dp, dws.ptr, main_s);
                 cu::attention_prefill(p, pre_s);
-                cu::attention_decode(dp, dws.ptr, main_s);
+                if (!after) cu::attention_decode(dp, dws.ptr, main_s);
                 SURF_CUDA_CHECK(cudaEventRecord(join, pre_s));
                 SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, join, 0));
             };
@@ -282,7 +299,7 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
                 std::printf("(profile ranges: %s (%d) / %s: prefill alone, decode alone, together)\n", k.name, pre_splits, d.name);
             }
             const int64_t bad = count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
-            std::printf("| %s (%d)%s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n", k.name, pre_splits, first ? " first" : "", d.name, pre_us, sum - pre_us, sum, both_us, sum - both_us,
+            std::printf("| %s (%d)%s%s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n", k.name, pre_splits, first ? " first" : "", after ? " after" : "", d.name, pre_us, sum - pre_us, sum, both_us, sum - both_us,
                         both_us / sum, bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
             std::fflush(stdout);
         }

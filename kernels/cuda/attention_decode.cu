@@ -2,6 +2,7 @@
 // heads of one kv head (≤ 16 rows) over one partition of the keys; each warp streams its own key tiles (pipelined:
 // 16-key tiles with the next one in flight; plain: one 32-key tile at a time); warps merge in shared memory,
 // partitions merge in a second kernel.
+#include "kernels/cuda/attention_decode_tma.h"
 #include "kernels/cuda/attention_flash.cuh"
 
 namespace surf::kernels::cuda {
@@ -200,12 +201,14 @@ void launch_decode_dp(const AttentionDecodeParams& p, float scale_log2, int64_t 
 
 }  // namespace
 
-int32_t attention_decode_splits(const AttentionDecodeParams& p) { return plan_decode(p).splits; }
+int32_t attention_decode_splits(const AttentionDecodeParams& p) {
+    return flash::decode_tma_usable(p) ? flash::plan_decode_tma(p).splits : plan_decode(p).splits;
+}
 
 size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p) {
-    const DecodePlan plan = plan_decode(p);
-    if (plan.splits == 1) return 0;
-    return static_cast<size_t>(p.batch * p.n_heads * plan.splits) * (p.head_dim + 1) * 4;
+    const int64_t splits = attention_decode_splits(p);
+    if (splits == 1) return 0;
+    return static_cast<size_t>(p.batch * p.n_heads * splits) * (p.head_dim + 1) * 4;
 }
 
 void attention_decode(const AttentionDecodeParams& p, void* workspace, cudaStream_t stream) {
@@ -217,25 +220,31 @@ void attention_decode(const AttentionDecodeParams& p, void* workspace, cudaStrea
     const int64_t q_stride = p.q_stride ? p.q_stride : p.n_heads * p.head_dim;
     SURF_CHECK(q_stride % 8 == 0 && aligned16(p.q), "attention_decode: q must be 16-byte aligned rows");
     if (p.batch == 0) return;
-    const DecodePlan plan = plan_decode(p);
+    const bool tma = flash::decode_tma_usable(p);
+    const int splits = attention_decode_splits(p);
     float* ws_o = nullptr;
     float* ws_lse = nullptr;
-    if (plan.splits > 1) {
-        SURF_CHECK(workspace != nullptr, "attention_decode: ", plan.splits, " splits need a workspace");
+    if (splits > 1) {
+        SURF_CHECK(workspace != nullptr, "attention_decode: ", splits, " splits need a workspace");
         ws_o = static_cast<float*>(workspace);
-        ws_lse = ws_o + p.batch * p.n_heads * plan.splits * p.head_dim;
+        ws_lse = ws_o + p.batch * p.n_heads * splits * p.head_dim;
     }
     const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
     const float scale_log2 = scale * kLog2e;
-    switch (dp) {
-        case 16: launch_decode_dp<16>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
-        case 48: launch_decode_dp<48>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
-        case 80: launch_decode_dp<80>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
-        default: launch_decode_dp<128>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
+    if (tma) {
+        flash::launch_decode_tma(p, scale_log2, q_stride, flash::plan_decode_tma(p), ws_o, ws_lse, stream);
+    } else {
+        const DecodePlan plan = plan_decode(p);
+        switch (dp) {
+            case 16: launch_decode_dp<16>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
+            case 48: launch_decode_dp<48>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
+            case 80: launch_decode_dp<80>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
+            default: launch_decode_dp<128>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
+        }
     }
-    if (plan.splits > 1) {
+    if (splits > 1) {
         detail::launch_kernel(attention_decode_combine_kernel, static_cast<unsigned>(p.batch * p.n_heads),
-                              128, 0, stream, p, plan.splits, ws_o, ws_lse);
+                              128, 0, stream, p, splits, ws_o, ws_lse);
         SURF_CUDA_CHECK_LAUNCH();
     }
 }

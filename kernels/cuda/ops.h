@@ -434,6 +434,15 @@ struct AttentionDecodeParams {
     // The K/V loads marked evict-first in the L2 (detail::l2_policy): each row's KV is read once a step (2 GB a layer
     // at 100 rows × 5,000 keys), while a prefill beside it re-reads its own sequence's K/V from the L2.
     bool l2_evict_first = false;
+    // TMA kernel (attention_decode_tma.cu): persistent blocks whose warps stream 16-key K/V tiles by TMA through 3-stage
+    // rings (≈ 64 KB in flight a block with one issuing thread a warp). Used where it can run (head_dim 128, page_size a
+    // multiple of 16, cache_pages given, compute capability 9.0); otherwise the cp.async kernels above. Rows past a
+    // sequence's length inside its last page may hold anything (the kernel zeroes them in shared memory).
+    bool tma = false;
+    int64_t cache_pages = 0;           // pages in k_cache / v_cache (the extent of the TMA maps)
+    // TMA kernel: resident blocks an SM. 1 pads its shared memory so that a second block never fits but one block of
+    // the prefill attention does (a mixed step's pair); 2 for decode alone.
+    int32_t persistent_blocks_per_sm = 1;
 };
 int32_t attention_decode_splits(const AttentionDecodeParams& p);
 size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p);

@@ -364,11 +364,12 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         auto timed = timer_.scope("attn.kv_append", stream_);
         kc::kv_cache_append(ka, stream_);
     }
-    // Prefill rows first (their own stream at the highest priority when overlapping), then the decode rows.
+    // Prefill rows (their own stream at the highest priority when overlapping) and decode rows. The prefill goes first,
+    // except beside the TMA decode kernel, whose one block an SM goes first so that every SM keeps it beside a prefill block.
     const bool overlap = overlap_branches(limits_.overlap_attention_branches);
     cudaStream_t pre_stream = overlap ? branch_stream_ : stream_;
     if (overlap) fork_branch();
-    if (st.n_pre > 0) {
+    auto prefill = [&] {
         kc::AttentionPrefillParams ap;
         ap.q = qkv + st.n_dec * qkv_dim, ap.q_stride = qkv_dim, ap.out = out + st.n_dec * q_dim, ap.out_stride = q_dim;
         ap.cu_seqlens_q = st.cu_pre, ap.k_cache = k_cache_[li].as<bf16>(), ap.v_cache = v_cache_[li].as<bf16>();
@@ -381,18 +382,23 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         ap.wgmma_warp_specialized = limits_.attention_wgmma_warp_specialized && (!overlap || limits_.attention_ws_beside_decode);
         auto timed = timer_.scope("attn.prefill", pre_stream);
         kc::attention_prefill(ap, pre_stream);
-    }
-    if (st.n_dec > 0) {
+    };
+    auto decode = [&] {
         kc::AttentionDecodeParams dp;
         dp.q = qkv, dp.q_stride = qkv_dim, dp.out = out, dp.k_cache = k_cache_[li].as<bf16>(), dp.v_cache = v_cache_[li].as<bf16>();
         dp.block_table = st.bt_dec, dp.seq_lens = st.lens_dec, dp.page_size = limits_.page_size, dp.max_pages_per_seq = st.max_pages;
         dp.batch = st.n_dec, dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = hd, dp.max_seq_len = st.max_len;
         dp.pipelined = limits_.decode_attention_pipelined;
         dp.l2_evict_first = limits_.l2_evict_first;
+        dp.tma = limits_.decode_attention_tma, dp.cache_pages = limits_.kv_pages + 1;  // the scratch page included
+        dp.persistent_blocks_per_sm = st.n_pre > 0 ? 1 : limits_.decode_tma_blocks_per_sm;
         SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
         auto timed = timer_.scope("attn.decode", stream_);
         kc::attention_decode(dp, decode_ws_.get(), stream_);
-    }
+    };
+    if (limits_.decode_attention_tma && st.n_dec > 0) decode();
+    if (st.n_pre > 0) prefill();
+    if (!limits_.decode_attention_tma && st.n_dec > 0) decode();
     if (overlap) join_branch();
     kc::GemmParams o{out, W.o.ptr(), nullptr, residual_.get(), kc::DType::kF32, st.n_tok, d, q_dim};
     o.beta = 1.0f;

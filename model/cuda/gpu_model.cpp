@@ -205,7 +205,7 @@ void GpuModel::allocate() {
         // The split count depends on the batch and the longest context, so size for the worst case.
         kc::AttentionDecodeParams dp;
         dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = c.head_dim;
-        dp.page_size = L.page_size, dp.max_pages_per_seq = max_pages;
+        dp.page_size = L.page_size, dp.max_pages_per_seq = max_pages, dp.cache_pages = pages;
         size_t ws = 0;
         // The split count never exceeds min(⌈len/128⌉, ⌈8·SMs / (batch·kv_heads)⌉) (attention.cu's plan), so
         // this bounds every length a step can plan with; the planned sizes at powers of two are checked too.
@@ -218,7 +218,12 @@ void GpuModel::allocate() {
             ws = std::max(ws, static_cast<size_t>(b * c.n_heads * splits * (c.head_dim + 1)) * 4);
             for (int64_t len = L.page_size; len < 2 * L.max_context; len *= 2) {
                 dp.batch = b, dp.max_seq_len = std::min(len, L.max_context);
-                ws = std::max(ws, kc::attention_decode_workspace_bytes(dp));
+                // Either kernel (GpuLimits::decode_attention_tma flips between steps), the TMA one at one and at
+                // decode_tma_blocks_per_sm blocks an SM (its split plan depends on the grid).
+                for (const auto& [tma, per_sm] : {std::pair{false, 1}, std::pair{true, 1}, std::pair{true, std::max(L.decode_tma_blocks_per_sm, 1)}}) {
+                    dp.tma = tma, dp.persistent_blocks_per_sm = per_sm;
+                    ws = std::max(ws, kc::attention_decode_workspace_bytes(dp));
+                }
             }
         }
         decode_ws_ = DeviceBuffer(ws);

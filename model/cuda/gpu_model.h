@@ -139,6 +139,13 @@ struct GpuLimits {
     // while it multiplies the current one). Off: one 32-key tile a warp at a time (A/B). Decode graphs keep the kernel
     // they were captured with.
     bool decode_attention_pipelined = true;
+    // The decode attention on the TMA kernel (AttentionDecodeParams::tma: persistent blocks whose warps stream K/V tiles
+    // through TMA rings, ≈ 64 KB in flight a block). In a mixed step it runs one block an SM and is issued before the
+    // prefill attention, so that every SM holds one decode block and one prefill block (the pair shares SMs instead of
+    // taking turns); decode-only steps run decode_tma_blocks_per_sm blocks an SM. Decode graphs keep the kernel they
+    // were captured with.
+    bool decode_attention_tma = false;
+    int decode_tma_blocks_per_sm = 2;
     // The decode rows' once-a-step streams, their SSM state (state update and fold) and their K/V (decode attention),
     // marked evict-first in the L2 (SsuParams / AttentionDecodeParams::l2_evict_first), so that ≈ 25 GB a mixed step
     // of them do not push the residual stream, activations and GEMM operand tiles out of the 50 MB L2. Off: no hint
@@ -194,7 +201,7 @@ public:
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
-    // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
+    // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, decode_attention_tma, decode_tma_blocks_per_sm, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
     // sampler_binned, programmatic_launch)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
@@ -214,6 +221,8 @@ public:
         limits_.vit_attention_wgmma_warp_specialized = from.vit_attention_wgmma_warp_specialized;
         limits_.attention_ws_beside_decode = from.attention_ws_beside_decode;
         limits_.decode_attention_pipelined = from.decode_attention_pipelined;
+        limits_.decode_attention_tma = from.decode_attention_tma;
+        limits_.decode_tma_blocks_per_sm = from.decode_tma_blocks_per_sm;
         limits_.l2_evict_first = from.l2_evict_first;
         limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
         limits_.mamba_y_bf16 = from.mamba_y_bf16;

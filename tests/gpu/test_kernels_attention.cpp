@@ -187,13 +187,22 @@ TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles
     }
 }
 
-TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split counts)") {
+TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split counts; cp.async and TMA kernels)") {
     std::mt19937 rng(9);
     for (Heads hd : {Heads{"holotron", 40, 8, 128}, Heads{"tiny_fp32", 4, 2, 16}, Heads{"small_bf16", 8, 2, 40}}) {
         const std::vector<int64_t> lens{1, 37, 4096, 1000, 129, 64, 2500};
         for (int64_t page_size : {16, 64}) {
             PagedCache cache(lens, page_size, hd.n_kv, hd.D, rng);
             const int64_t batch = lens.size(), qw = hd.n_heads * hd.D, kvw = hd.n_kv * hd.D;
+            // Rows past each sequence inside its last page are not finite (a reused page may hold anything): no kernel
+            // may let them into a result.
+            for (size_t s = 0; s < lens.size(); ++s) {
+                for (int64_t j = lens[s]; j % page_size != 0; ++j) {
+                    std::fill_n(cache.k.begin() + cache.row(s, j) * kvw, kvw, NAN);
+                    std::fill_n(cache.v.begin() + cache.row(s, j) * kvw, kvw, NAN);
+                }
+            }
+            const int64_t cache_pages = static_cast<int64_t>(cache.k.size()) / (page_size * kvw);
             auto q = random_vec(batch * qw, rng, -2.0f, 2.0f);
             std::vector<float> ref(batch * qw);
             for (int64_t b = 0; b < batch; ++b) {
@@ -209,11 +218,16 @@ TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split c
             DeviceBuffer<int32_t> dbt(cache.block_table), dlens(seq_lens);
             // The plain kernel (one 32-key tile a warp) and the pipelined one (16-key tiles, two a warp in flight), that
             // one also with its K/V loads marked evict-first in the L2 (the engine's default).
+            // The TMA kernel (head dim 128 on compute capability 9.0; elsewhere the request falls back to the pipelined
+            // kernel) at one and two persistent blocks an SM.
             struct Variant {
-                bool pipelined, evict_first;
+                bool pipelined, evict_first, tma;
+                int32_t per_sm;
                 const char* name;
             };
-            for (const Variant& v : {Variant{false, false, " plain"}, Variant{true, false, " pipelined"}, Variant{true, true, " pipelined, L2 evict-first"}}) {
+            for (const Variant& v : {Variant{false, false, false, 1, " plain"}, Variant{true, false, false, 1, " pipelined"},
+                                     Variant{true, true, false, 1, " pipelined, L2 evict-first"}, Variant{true, true, true, 1, " TMA, 1 block an SM"},
+                                     Variant{true, false, true, 2, " TMA, 2 blocks an SM"}}) {
                 for (int32_t splits : {0, 1, 7}) {
                     cu::AttentionDecodeParams p;
                     p.q = dq.get(); p.out = dout.get(); p.k_cache = dk.get(); p.v_cache = dv.get();
@@ -222,6 +236,7 @@ TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split c
                     p.n_kv_heads = hd.n_kv; p.head_dim = hd.D; p.max_seq_len = 4096; p.n_splits = splits;
                     p.pipelined = v.pipelined;
                     p.l2_evict_first = v.evict_first;
+                    p.tma = v.tma, p.cache_pages = cache_pages, p.persistent_blocks_per_sm = v.per_sm;
                     DeviceBuffer<uint8_t> ws(std::max<size_t>(cu::attention_decode_workspace_bytes(p), 1));
                     ws.poison();
                     dout.poison();
