@@ -294,6 +294,10 @@ void launch_decode_tma(const AttentionDecodeParams& p, float scale_log2, int64_t
     const int group = static_cast<int>(p.n_heads / p.n_kv_heads);
     const size_t smem = smem_bytes(group, p.persistent_blocks_per_sm);
     SURF_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    // An SM's shared-memory carve-out is one for all its blocks: left to the driver, 116 KB picks a smaller one than
+    // the prefill kernels' and a prefill block cannot join the decode block on its SM (bench_attention --pair: the
+    // pair ran serially). The largest carve-out for both.
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_tma_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
     const int64_t cols = p.n_kv_heads * p.head_dim, rows = p.cache_pages * p.page_size;
     const CUtensorMap mk = detail::bf16_tensor_map_2d(p.k_cache, cols, rows, cols, 64, kKeys, CU_TENSOR_MAP_SWIZZLE_128B, "attention_decode");
     const CUtensorMap mv = detail::bf16_tensor_map_2d(p.v_cache, cols, rows, cols, 64, kKeys, CU_TENSOR_MAP_SWIZZLE_128B, "attention_decode");

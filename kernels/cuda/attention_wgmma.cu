@@ -486,6 +486,8 @@ auto* prepared_kernel() {
         else return attention_prefill_wgmma_ws_kernel<DP, NK, KIND == 2>;
     }();
     SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes<DP, NK, KIND>())));
+    // The largest shared-memory carve-out, as the TMA decode kernel beside it asks (an SM's blocks share one).
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
     return kernel;
 }
 
