@@ -107,9 +107,8 @@ struct Kernel {
     bool warp_specialized;
     const char* name;
     bool tma = false;  // contiguous cases: give kv_rows (the warp-specialized kernel then copies K/V by TMA)
-    bool lean = false;  // AttentionPrefillParams::wgmma_lean
     void apply(cu::AttentionPrefillParams& p) const {
-        p.rows_per_warp = rows_per_warp, p.wgmma_key_tile = wgmma_key_tile, p.wgmma_warp_specialized = warp_specialized, p.wgmma_lean = lean;
+        p.rows_per_warp = rows_per_warp, p.wgmma_key_tile = wgmma_key_tile, p.wgmma_warp_specialized = warp_specialized;
     }
 };
 
@@ -229,18 +228,15 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         int32_t splits;  // 0 = the kernel's rule
         const char* name;
         bool evict_first = false;  // AttentionDecodeParams::l2_evict_first
-        bool tma = false;          // AttentionDecodeParams::tma, at per_sm blocks an SM of `warps` warps
+        bool tma = false;          // AttentionDecodeParams::tma, at per_sm blocks an SM
         int32_t per_sm = 1;
-        int32_t warps = 4;
     };
     const std::vector<DecodeKind> decode_kinds{{false, 0, "plain"}, {true, 0, "pipelined"}, {true, 4, "pipelined, 4 splits"},
                                                {true, kMostDecodeSplits, "pipelined, 8 splits"}, {true, 0, "pipelined, L2 evict-first", true},
                                                {true, 0, "TMA, 1 block an SM, L2 evict-first", true, true, 1},
-                                               {true, 0, "TMA, 2 blocks an SM, L2 evict-first", true, true, 2},
-                                               {true, 0, "TMA, 2 warps, 1 block an SM, L2 evict-first", true, true, 1, 2}};
+                                               {true, 0, "TMA, 2 blocks an SM, L2 evict-first", true, true, 2}};
     auto set_decode = [&](const DecodeKind& d) {
         dp.pipelined = d.pipelined, dp.n_splits = d.splits, dp.l2_evict_first = d.evict_first, dp.tma = d.tma, dp.persistent_blocks_per_sm = d.per_sm;
-        dp.tma_warps = d.warps;
     };
     Buffer<bf16> marker(1024);  // "prefill first": a tiny kernel on the prefill stream that the decode waits for
     std::printf("\n### --pair: prefill of %lld new tokens on %lld past (highest-priority stream) beside decode of %lld rows on %lld past (%d splits)\n\n",
@@ -265,8 +261,7 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
     for (const auto& [k, pre_splits, first, after] : std::vector<PrefillKind>{
              {Kernel{0, 64, true, "wgmma 64ws"}, 1, false}, {Kernel{0, 64, false, "wgmma 64"}, 1, false}, {Kernel{0, 64, false, "wgmma 64"}, 2, false},
              {Kernel{0, 64, true, "wgmma 64ws"}, 1, true}, {Kernel{0, 64, false, "wgmma 64"}, 1, true},
-             {Kernel{0, 64, false, "wgmma 64"}, 1, false, true}, {Kernel{0, 64, true, "wgmma 64ws"}, 1, false, true},
-             {Kernel{0, 64, true, "wgmma 64ws lean", false, true}, 1, false, true}}) {
+             {Kernel{0, 64, false, "wgmma 64"}, 1, false, true}, {Kernel{0, 64, true, "wgmma 64ws"}, 1, false, true}}) {
         cu::AttentionPrefillParams p;
         p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr, p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
         p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1, p.n_heads = nh, p.n_kv_heads = nkv;

@@ -1,11 +1,11 @@
 // GQA decode attention with K/V tiles streamed by TMA (AttentionDecodeParams::tma). Same contract and results
 // as the cp.async kernels in attention_decode.cu (one query token per sequence, paged cache, split-KV partial
 // results merged by attention_decode_combine_kernel); what differs is how the bytes arrive:
-//   * persistent blocks (persistent_blocks_per_sm an SM) of four warps (tma_warps = 2: two) walk the work items
-//     (sequence, kv head, split) round-robin; each warp takes every fourth (second) 16-key tile of an item;
-//   * each warp owns a ring of 16-key K and V tiles (8 KB a stage; 3 stages at four warps, 5 at two) that its lane 0
-//     fills by TMA (two 64-column boxes per tile, 128-byte swizzle), running ahead across item boundaries, so all
-//     but one stage stay in flight while it multiplies the oldest, with no copy instructions on the other lanes;
+//   * persistent blocks (persistent_blocks_per_sm an SM) of four warps walk the work items (sequence, kv head,
+//     split) round-robin; each warp takes every fourth 16-key tile of an item;
+//   * each warp owns a 3-stage ring of 16-key K and V tiles (8 KB a stage) that its lane 0 fills by TMA
+//     (two 64-column boxes per tile, 128-byte swizzle), running ahead across item boundaries, so two tiles a
+//     warp stay in flight while it multiplies the third, with no copy instructions on the other lanes;
 //   * the multiply is the mma.sync flash step of attention_flash.cuh (WarpFlash) on swizzled tiles; the four
 //     warps' states merge in shared memory at the end of each item.
 // Why: beside a mixed step's prefill attention the cp.async kernel gets one block an SM and streams at ≈ 1.5 TB/s
@@ -22,32 +22,25 @@ namespace {
 
 using namespace flash;
 
+constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kKeys = 16;                       // keys a tile
+constexpr int kStages = 3;                      // ring stages a warp
 constexpr int kD = 128;                         // head dim (the only one built)
 constexpr int kHalfBytes = kKeys * 128;         // one box: 16 rows × 64 columns × 2 bytes
 constexpr int kTileBytes = 2 * kHalfBytes;      // K (or V) of a tile: two 64-column halves
 constexpr int kStageBytes = 2 * kTileBytes;     // K then V
-constexpr int kPartKeys = 64;                   // splits are multiples of a round of the largest block's warps
+constexpr int kRoundKeys = kWarps * kKeys;      // keys the block's warps take per round; splits are multiples of it
 constexpr int kItemsPerBlock = 36;              // split target: ≈ this many items a block (tail ≤ 1 item in 36)
-constexpr size_t kExclusiveSmem = 116 * 1024;   // four warps, one block an SM: two do not fit, one plain prefill block beside does
+constexpr size_t kExclusiveSmem = 116 * 1024;   // one block an SM: two of these do not fit, one prefill block beside does
 
-// Ring stages a warp: 3 at four warps (96 KB of rings), 5 at two (80 KB: beside a lean warp-specialized prefill block).
-template <int WARPS>
-constexpr int stages_of() {
-    return WARPS == 4 ? 3 : 5;
-}
-template <int WARPS>
-constexpr size_t ring_bytes() {
-    return static_cast<size_t>(WARPS) * stages_of<WARPS>() * kStageBytes;
-}
+constexpr size_t kRingBytes = static_cast<size_t>(kWarps) * kStages * kStageBytes;
 
 // Shared memory: 1 KB of alignment slack, the rings [warps][stages][K | V] (1,024-byte aligned: the swizzle
 // pattern repeats every 1,024 bytes), the mbarriers [warps][stages], then the merge area: per warp its rows'
 // O [group][kD] and max / sum [group] each.
-template <int WARPS>
 size_t smem_bytes(int group, int blocks_per_sm) {
-    const size_t need = 1024 + ring_bytes<WARPS>() + WARPS * stages_of<WARPS>() * 8 + static_cast<size_t>(WARPS) * group * (kD + 2) * 4;
-    return WARPS == 4 && blocks_per_sm == 1 ? std::max(need, kExclusiveSmem) : need;
+    const size_t need = 1024 + kRingBytes + kWarps * kStages * 8 + static_cast<size_t>(kWarps) * group * (kD + 2) * 4;
+    return blocks_per_sm == 1 ? std::max(need, kExclusiveSmem) : need;
 }
 
 // Byte offset of (row r, column d) in a tile of two 64-column halves, 128-byte swizzled as TMA writes it:
@@ -85,8 +78,8 @@ __device__ __forceinline__ Item item_at(const AttentionDecodeParams& p, int it, 
 }
 
 // A warp's walk over its tiles: items blockIdx.x, blockIdx.x + gridDim.x, …; in each, keys start + 16·warp,
-// + 16·WARPS, … below end. The producer (lane 0) runs one of these a ring's length ahead of the consumer's loop,
-// which enumerates the same sequence.
+// + 64, … below end. The producer (lane 0) runs one of these kStages tiles ahead of the consumer's loop, which
+// enumerates the same sequence.
 struct TileWalk {
     int it;
     Item item;
@@ -104,15 +97,12 @@ struct TileWalk {
     }
 };
 
-template <int WARPS>
-__global__ void __launch_bounds__(32 * WARPS) attention_decode_tma_kernel(AttentionDecodeParams p, float scale_log2, int64_t q_stride,
+__global__ void __launch_bounds__(kThreads) attention_decode_tma_kernel(AttentionDecodeParams p, float scale_log2, int64_t q_stride,
                                                                         int n_splits, int64_t part, int n_items, float* ws_o,
                                                                         float* ws_lse, const __grid_constant__ CUtensorMap tmap_k,
                                                                         const __grid_constant__ CUtensorMap tmap_v) {
     detail::pdl_prologue();
 #if SURF_BULK_COPY_ENABLED
-    constexpr int kWarps = WARPS, kThreads = 32 * WARPS, kStages = stages_of<WARPS>(), kRoundKeys = WARPS * kKeys;
-    constexpr size_t kRingBytes = ring_bytes<WARPS>();
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* base = smem_raw + ((1024 - (detail::smem_addr(smem_raw) & 1023)) & 1023);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -277,25 +267,6 @@ __global__ void __launch_bounds__(32 * WARPS) attention_decode_tma_kernel(Attent
 #endif
 }
 
-template <int WARPS>
-void launch_decode_tma_warps(const AttentionDecodeParams& p, float scale_log2, int64_t q_stride, const flash::DecodeTmaPlan& plan,
-                             float* ws_o, float* ws_lse, cudaStream_t stream) {
-    const int group = static_cast<int>(p.n_heads / p.n_kv_heads);
-    const size_t smem = smem_bytes<WARPS>(group, p.persistent_blocks_per_sm);
-    auto* kernel = attention_decode_tma_kernel<WARPS>;
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    // An SM's shared-memory carve-out is one for all its blocks: left to the driver, 116 KB picks a smaller one than
-    // the prefill kernels' and a prefill block cannot join the decode block on its SM (bench_attention --pair: the
-    // pair ran serially). The largest carve-out for both.
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-    const int64_t cols = p.n_kv_heads * p.head_dim, rows = p.cache_pages * p.page_size;
-    const CUtensorMap mk = detail::bf16_tensor_map_2d(p.k_cache, cols, rows, cols, 64, kKeys, CU_TENSOR_MAP_SWIZZLE_128B, "attention_decode");
-    const CUtensorMap mv = detail::bf16_tensor_map_2d(p.v_cache, cols, rows, cols, 64, kKeys, CU_TENSOR_MAP_SWIZZLE_128B, "attention_decode");
-    detail::launch_kernel(kernel, static_cast<unsigned>(plan.grid), 32 * WARPS, smem, stream, p, scale_log2, q_stride, plan.splits,
-                          plan.part, plan.items, ws_o, ws_lse, mk, mv);
-    SURF_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 namespace flash {
@@ -312,7 +283,7 @@ DecodeTmaPlan plan_decode_tma(const AttentionDecodeParams& p) {
     int64_t splits = p.n_splits;
     if (splits <= 0) splits = std::clamp<int64_t>((kItemsPerBlock * blocks + base - 1) / base, 1, (max_len + 255) / 256);
     int64_t part = (max_len + splits - 1) / splits;
-    part = (part + kPartKeys - 1) / kPartKeys * kPartKeys;
+    part = (part + kRoundKeys - 1) / kRoundKeys * kRoundKeys;
     splits = (max_len + part - 1) / part;
     const int64_t items = base * splits;
     return {static_cast<int>(splits), part, static_cast<int>(items), static_cast<int>(std::min(items, blocks))};
@@ -320,8 +291,19 @@ DecodeTmaPlan plan_decode_tma(const AttentionDecodeParams& p) {
 
 void launch_decode_tma(const AttentionDecodeParams& p, float scale_log2, int64_t q_stride, const DecodeTmaPlan& plan, float* ws_o,
                        float* ws_lse, cudaStream_t stream) {
-    if (p.tma_warps == 2) launch_decode_tma_warps<2>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream);
-    else launch_decode_tma_warps<4>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream);
+    const int group = static_cast<int>(p.n_heads / p.n_kv_heads);
+    const size_t smem = smem_bytes(group, p.persistent_blocks_per_sm);
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    // An SM's shared-memory carve-out is one for all its blocks: left to the driver, 116 KB picks a smaller one than
+    // the prefill kernels' and a prefill block cannot join the decode block on its SM (bench_attention --pair: the
+    // pair ran serially). The largest carve-out for both.
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_tma_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+    const int64_t cols = p.n_kv_heads * p.head_dim, rows = p.cache_pages * p.page_size;
+    const CUtensorMap mk = detail::bf16_tensor_map_2d(p.k_cache, cols, rows, cols, 64, kKeys, CU_TENSOR_MAP_SWIZZLE_128B, "attention_decode");
+    const CUtensorMap mv = detail::bf16_tensor_map_2d(p.v_cache, cols, rows, cols, 64, kKeys, CU_TENSOR_MAP_SWIZZLE_128B, "attention_decode");
+    detail::launch_kernel(attention_decode_tma_kernel, static_cast<unsigned>(plan.grid), kThreads, smem, stream, p, scale_log2, q_stride,
+                          plan.splits, plan.part, plan.items, ws_o, ws_lse, mk, mv);
+    SURF_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace flash

@@ -207,19 +207,17 @@ constexpr int kWsThreads = 384;
 // Ring stages: four, or as many as fit in an SM's 227 KB beside Q, the key rows, the barriers and the pin (three at
 // head_dim 128 / key tile 128 and at head_dim 80 / key tile 208). Six instead of four (where they fit: the language
 // model's key tile 64) changed nothing (H100, session 15: serving chunk 398.7 vs 391.8 µs).
-// LEAN (AttentionPrefillParams::wgmma_lean): three stages, so that a TMA decode block of two warps fits beside the block.
-template <int DP, int NK, bool LEAN = false>
+template <int DP, int NK>
 constexpr int ws_stages() {
     constexpr int fit = static_cast<int>((227 * 1024 - kWgmmaBlockRows * DP * 2 - 3 * NK * 4 - 3 * 4 * 8 - 16) / (2 * NK * DP * 2));
-    constexpr int most = LEAN ? 3 : 4;
-    return fit < most ? fit : most;
+    return fit < 4 ? fit : 4;
 }
 
-template <int DP, int NK, bool LEAN = false>
+template <int DP, int NK>
 constexpr size_t ws_smem_bytes() {
     // Q [128][DP], K and V rings [stages][NK][DP] bf16 (32-byte swizzled), key source rows [3][NK] int32,
     // mbarriers full_k, full_v, empty [stages] each, a 16-byte pin slot (the consumers' softmax pin, below).
-    return static_cast<size_t>(kWgmmaBlockRows + 2 * ws_stages<DP, NK, LEAN>() * NK) * DP * 2 + 3 * NK * 4 + 3 * ws_stages<DP, NK, LEAN>() * 8 + 16;
+    return static_cast<size_t>(kWgmmaBlockRows + 2 * ws_stages<DP, NK>() * NK) * DP * 2 + 3 * NK * 4 + 3 * ws_stages<DP, NK>() * 8 + 16;
 }
 
 #if SURF_WGMMA_ENABLED  // used only by the sm_90a kernel bodies
@@ -244,18 +242,15 @@ __device__ __forceinline__ void pin_softmax(float* slot, float v, int group) {
 // TMA: a contiguous source's K/V tiles come by TMA instead (AttentionPrefillParams::kv_rows): thread 0 of the
 // producer issues one box of 16 columns × NK rows a slab (tensor maps over the k and v rows, 32-byte swizzled like
 // the slabs), each stage's K and V completing on their mbarrier by bytes.
-// LEAN: launched at 112 registers a thread instead of 168 (producer 48, consumers 144 by setmaxnreg) with three ring
-// stages (session 18's lean kernel): ≈ 43 K registers and 129 KB at head dim 128, leaving an SM room for a two-warp TMA
-// decode block (AttentionDecodeParams::tma_warps = 2).
-template <int DP, int NK, bool TMA, bool LEAN>
-__global__ void __launch_bounds__(kWsThreads, 1) __maxnreg__(LEAN ? 112 : 168)
+template <int DP, int NK, bool TMA>
+__global__ void __launch_bounds__(kWsThreads, 1)
 attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, int64_t q_stride, int64_t out_stride, int n_splits,
                                   float* ws_o, float* ws_lse, const __grid_constant__ CUtensorMap tmap_k,
                                   const __grid_constant__ CUtensorMap tmap_v) {
     detail::pdl_prologue();
 #if SURF_WGMMA_ENABLED
     static_assert(TMA || NK <= 128, "the cp.async producer fills a tile's key rows, one per thread");
-    constexpr int kWsStages = ws_stages<DP, NK, LEAN>();
+    constexpr int kWsStages = ws_stages<DP, NK>();
     static_assert(kWsStages >= 2, "a ring of at least two stages");
     constexpr int kChunks = DP / 8, kTileChunks = NK * kChunks, kTilePasses = (kTileChunks + 127) / 128, kTileElems = NK * DP;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -287,8 +282,7 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     // gives each of the 384 threads 168; the producer keeps 24 (TMA: one thread issues) or 56 (cp.async address work;
     // at 40 its copy loop spilled, hence also that loop's `unroll 8`), and each consumer may rise by half of what its
     // warpgroup released (an increase draws only on that): 240 / 224. Needed by key tile 208 (≈ 210 live registers).
-    constexpr int kLaunchRegs = LEAN ? 112 : 168, kProducerRegs = TMA ? 24 : LEAN ? 48 : 56;
-    constexpr int kConsumerRegs = kLaunchRegs + (kLaunchRegs - kProducerRegs) / 2 / 8 * 8;
+    constexpr int kProducerRegs = TMA ? 24 : 56, kConsumerRegs = 168 + (168 - kProducerRegs) / 2 / 8 * 8;
     if (wg == 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     else asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
 
@@ -478,11 +472,10 @@ bool kv_by_tma(const AttentionPrefillParams& p) {
 }
 
 // Kernel kinds: 0 = two warpgroups that copy and multiply; 1 = warp-specialized, cp.async producer; 2 =
-// warp-specialized, TMA producer; 3 = 1, lean (wgmma_lean). Each kernel gets its shared-memory allowance on the current device (a
+// warp-specialized, TMA producer. Each kernel gets its shared-memory allowance on the current device (a
 // per-device attribute, so set on every call: engines on several GPUs share this code).
 template <int DP, int NK, int KIND>
 constexpr size_t smem_bytes() {
-    if constexpr (KIND == 3) return ws_smem_bytes<DP, NK, true>();
     return KIND ? ws_smem_bytes<DP, NK>() : wgmma_smem_bytes<DP, NK>();
 }
 
@@ -490,7 +483,7 @@ template <int DP, int NK, int KIND>
 auto* prepared_kernel() {
     auto* kernel = [] {
         if constexpr (KIND == 0) return attention_prefill_wgmma_kernel<DP, NK>;
-        else return attention_prefill_wgmma_ws_kernel<DP, NK, KIND == 2, KIND == 3>;
+        else return attention_prefill_wgmma_ws_kernel<DP, NK, KIND == 2>;
     }();
     SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes<DP, NK, KIND>())));
     // The largest shared-memory carve-out, as the TMA decode kernel beside it asks (an SM's blocks share one).
@@ -519,12 +512,6 @@ void launch(const AttentionPrefillParams& p, int n_splits, float scale_log2, int
                               p, scale_log2, q_stride, out_stride, n_splits, ws_o, ws_lse, mk, mv);
     } else if constexpr (NK > 128) {  // built only for the TMA path (prefill_wgmma_key_tile)
         SURF_CHECK(false, "attention_prefill: a key tile of ", NK, " needs the warp-specialized kernel's TMA path");
-    } else if (p.wgmma_warp_specialized && p.wgmma_lean && NK == 64) {
-        if constexpr (NK == 64) {
-            const CUtensorMap none{};
-            detail::launch_kernel(prepared_kernel<DP, NK, 3>(), grid, kWsThreads, smem_bytes<DP, NK, 3>(), stream,
-                                  p, scale_log2, q_stride, out_stride, n_splits, ws_o, ws_lse, none, none);
-        }
     } else if (p.wgmma_warp_specialized) {
         const CUtensorMap none{};
         detail::launch_kernel(prepared_kernel<DP, NK, 1>(), grid, kWsThreads, smem_bytes<DP, NK, 1>(), stream,

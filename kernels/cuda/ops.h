@@ -399,10 +399,6 @@ struct AttentionPrefillParams {
     // O += P·V and running the softmax while P·V accumulates (FlashAttention-3's intra-warpgroup overlap); one
     // block an SM. False: two multiplying warpgroups that also copy, one block barrier a tile, two blocks an SM.
     bool wgmma_warp_specialized = false;
-    // With the warp-specialized kernel on a paged source at key tile 64: the lean variant, launched at 112 registers a
-    // thread (producer 48, consumers 144 by setmaxnreg) with three ring stages, ≈ 43 K registers and 129 KB at head dim
-    // 128, so that a two-warp TMA decode block (AttentionDecodeParams::tma_warps = 2) fits beside it on an SM.
-    bool wgmma_lean = false;
 };
 // The values AttentionPrefillParams::wgmma_key_tile takes (0, 64, 128, 208; 208 runs as 128 except in the
 // warp-specialized kernel with TMA copies at head dim 80, the ViT's).
@@ -447,10 +443,6 @@ struct AttentionDecodeParams {
     // TMA kernel: resident blocks an SM. 1 pads its shared memory so that a second block never fits but one block of
     // the prefill attention does (a mixed step's pair); 2 for decode alone.
     int32_t persistent_blocks_per_sm = 1;
-    // TMA kernel: warps a block, 4 (3-stage rings, 116 KB at one block an SM: room for one plain prefill block beside it)
-    // or 2 (5-stage rings, ≈ 87 KB, ≈ 11 K registers: room for one lean warp-specialized prefill block,
-    // AttentionPrefillParams::wgmma_lean).
-    int32_t tma_warps = 4;
 };
 int32_t attention_decode_splits(const AttentionDecodeParams& p);
 size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p);

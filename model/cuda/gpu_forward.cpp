@@ -379,9 +379,7 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         ap.n_splits = limits_.attention_splits && !overlap ? 0 : 1;
         ap.rows_per_warp = limits_.attention_rows_per_warp;
         ap.wgmma_key_tile = limits_.attention_wgmma_keys;
-        const bool lean = overlap && st.n_dec > 0 && limits_.decode_attention_tma && limits_.decode_tma_warps == 2;
-        ap.wgmma_warp_specialized = limits_.attention_wgmma_warp_specialized && (!overlap || limits_.attention_ws_beside_decode || lean);
-        ap.wgmma_lean = lean;
+        ap.wgmma_warp_specialized = limits_.attention_wgmma_warp_specialized && (!overlap || limits_.attention_ws_beside_decode);
         auto timed = timer_.scope("attn.prefill", pre_stream);
         kc::attention_prefill(ap, pre_stream);
     };
@@ -394,7 +392,6 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
         dp.l2_evict_first = limits_.l2_evict_first;
         dp.tma = limits_.decode_attention_tma, dp.cache_pages = limits_.kv_pages + 1;  // the scratch page included
         dp.persistent_blocks_per_sm = st.n_pre > 0 ? 1 : limits_.decode_tma_blocks_per_sm;
-        dp.tma_warps = limits_.decode_tma_warps;
         SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
         auto timed = timer_.scope("attn.decode", stream_);
         kc::attention_decode(dp, decode_ws_.get(), stream_);

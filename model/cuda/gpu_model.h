@@ -146,9 +146,6 @@ struct GpuLimits {
     // were captured with.
     bool decode_attention_tma = false;
     int decode_tma_blocks_per_sm = 1;
-    // The TMA decode's warps a block (AttentionDecodeParams::tma_warps): 4, or 2 with the prefill beside it on the lean
-    // warp-specialized kernel (AttentionPrefillParams::wgmma_lean), which fits an SM beside a two-warp decode block.
-    int decode_tma_warps = 4;
     // The decode rows' once-a-step streams, their SSM state (state update and fold) and their K/V (decode attention),
     // marked evict-first in the L2 (SsuParams / AttentionDecodeParams::l2_evict_first), so that ≈ 25 GB a mixed step
     // of them do not push the residual stream, activations and GEMM operand tiles out of the 50 MB L2. Off: no hint
@@ -204,7 +201,7 @@ public:
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
-    // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, decode_attention_tma, decode_tma_blocks_per_sm, decode_tma_warps, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
+    // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, decode_attention_tma, decode_tma_blocks_per_sm, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
     // sampler_binned, programmatic_launch)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
@@ -226,7 +223,6 @@ public:
         limits_.decode_attention_pipelined = from.decode_attention_pipelined;
         limits_.decode_attention_tma = from.decode_attention_tma;
         limits_.decode_tma_blocks_per_sm = from.decode_tma_blocks_per_sm;
-        limits_.decode_tma_warps = from.decode_tma_warps;
         limits_.l2_evict_first = from.l2_evict_first;
         limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
         limits_.mamba_y_bf16 = from.mamba_y_bf16;

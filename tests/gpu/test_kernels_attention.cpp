@@ -67,14 +67,11 @@ void check_prefill_variants(cu::AttentionPrefillParams p, DeviceBuffer<uint8_t>&
         int64_t rows_per_warp, wgmma_key_tile;
         bool warp_specialized;
         const char* name;
-        bool lean = false;  // AttentionPrefillParams::wgmma_lean (paged sources at key tile 64; elsewhere the plain warp-specialized kernel)
     };
     for (const Kernel& k : {Kernel{0, 0, false, "rows/warp 16"}, Kernel{32, 0, false, "rows/warp 32"}, Kernel{0, 64, false, "wgmma keys 64"},
                             Kernel{0, 128, false, "wgmma keys 128"}, Kernel{0, 64, true, "wgmma keys 64 warp-specialized"},
-                            Kernel{0, 64, true, "wgmma keys 64 warp-specialized lean", true},
                             Kernel{0, 128, true, "wgmma keys 128 warp-specialized"}, Kernel{0, 208, true, "wgmma keys 208 warp-specialized"}}) {
         p.rows_per_warp = k.rows_per_warp, p.wgmma_key_tile = k.wgmma_key_tile, p.wgmma_warp_specialized = k.warp_specialized;
-        p.wgmma_lean = k.lean;
         for (int64_t splits : split_counts) {
             p.n_splits = splits;
             p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
@@ -227,11 +224,10 @@ TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split c
                 bool pipelined, evict_first, tma;
                 int32_t per_sm;
                 const char* name;
-                int32_t warps = 4;
             };
             for (const Variant& v : {Variant{false, false, false, 1, " plain"}, Variant{true, false, false, 1, " pipelined"},
                                      Variant{true, true, false, 1, " pipelined, L2 evict-first"}, Variant{true, true, true, 1, " TMA, 1 block an SM"},
-                                     Variant{true, false, true, 2, " TMA, 2 blocks an SM"}, Variant{true, true, true, 1, " TMA, 2 warps", 2}}) {
+                                     Variant{true, false, true, 2, " TMA, 2 blocks an SM"}}) {
                 for (int32_t splits : {0, 1, 7}) {
                     cu::AttentionDecodeParams p;
                     p.q = dq.get(); p.out = dout.get(); p.k_cache = dk.get(); p.v_cache = dv.get();
@@ -240,7 +236,7 @@ TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split c
                     p.n_kv_heads = hd.n_kv; p.head_dim = hd.D; p.max_seq_len = 4096; p.n_splits = splits;
                     p.pipelined = v.pipelined;
                     p.l2_evict_first = v.evict_first;
-                    p.tma = v.tma, p.cache_pages = cache_pages, p.persistent_blocks_per_sm = v.per_sm, p.tma_warps = v.warps;
+                    p.tma = v.tma, p.cache_pages = cache_pages, p.persistent_blocks_per_sm = v.per_sm;
                     DeviceBuffer<uint8_t> ws(std::max<size_t>(cu::attention_decode_workspace_bytes(p), 1));
                     ws.poison();
                     dout.poison();
