@@ -318,14 +318,25 @@ model::GenerateResult OpenAiService::generate_reusing(const ChatRequest& req, co
     const PromptUnits units = prompt_units(parts, engine_->tokenizer());
     // The kept state ends before the generation prompt where the prompt renders as the conversation plus that suffix (a
     // later request re-renders this turn's reply after it, not necessarily as the same tokens), else before the last unit.
+    // The suffix is found from its own text: the rendering without it is a prefix of the rendering with it, and only the
+    // few tokens after that prefix are tokenized (not the whole conversation again, nor its images hashed again). A
+    // suffix whose tokens are not exactly the prompt's last ones (a merge across the boundary) keeps the fallback; either
+    // way the cache only ever reuses a state whose units match.
     size_t split = units.size() > 0 ? units.size() - 1 : 0;
     if (req.add_generation_prompt) {
         ChatRequest bare = req;
         bare.add_generation_prompt = false;
-        const PromptUnits head = prompt_units(model::interleave_images(render_prompt(bare), req.images, engine_->config().image_context_token),
-                                              engine_->tokenizer());
-        if (head.size() > 0 && head.size() < units.size() && std::equal(head.keys.begin(), head.keys.end(), units.keys.begin())) {
-            split = head.size();
+        const std::string full = render_prompt(req), head = render_prompt(bare);
+        const std::string& image_token = engine_->config().image_context_token;
+        if (full.size() > head.size() && full.compare(0, head.size(), head) == 0) {
+            const std::string suffix = full.substr(head.size());
+            if (image_token.empty() || suffix.find(image_token) == std::string::npos) {
+                const std::vector<int32_t> tail = engine_->tokenizer().encode(suffix, /*parse_special=*/true);
+                if (!tail.empty() && tail.size() < units.size() &&
+                    std::equal(tail.rbegin(), tail.rend(), units.keys.rbegin(), [](int32_t t, int64_t k) { return k == t; })) {
+                    split = units.size() - tail.size();
+                }
+            }
         }
     }
     std::optional<PrefixCache::Hit> hit = split > 0 ? prefix_cache_->fork_longest_prefix(units, split) : std::nullopt;
