@@ -9,7 +9,9 @@
 //   * the multiply is the mma.sync flash step of attention_flash.cuh (WarpFlash) on swizzled tiles; the four
 //     warps' states merge in shared memory at the end of each item.
 // Why: beside a mixed step's prefill attention the cp.async kernel gets one block an SM and streams at ≈ 1.5 TB/s
-// (BENCHMARKS "Session 18"); a block here keeps ≈ 64 KB in flight with the issue slots of one thread.
+// (BENCHMARKS "Session 18"); a block here keeps ≈ 64 KB in flight with the issue slots of one thread. Measured (H100,
+// session 25): alone 716 µs at 100 rows × 5,000 keys against the pipelined kernel's 731, beside the plain prefill
+// 981–1,011 µs against 1,019, serving −0.9 to +0.3% — so the engine keeps it off (GpuLimits::decode_attention_tma).
 #include <cuda.h>  // CUtensorMap
 
 #include "kernels/cuda/attention_decode_tma.h"
@@ -48,16 +50,6 @@ size_t smem_bytes(int group, int blocks_per_sm) {
 __device__ __forceinline__ uint32_t sw128(int r, int d) {
     return static_cast<uint32_t>((d >> 6) * kHalfBytes + r * 128 + ((((d & 63) >> 3) ^ (r & 7)) << 4));
 }
-
-#if SURF_BULK_COPY_ENABLED
-__device__ __forceinline__ void tma_load_2d_hint(void* smem, const void* tensor_map, int c0, int c1, uint64_t* bar, uint64_t policy) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(
-            detail::smem_addr(smem)),
-        "l"(tensor_map), "r"(c0), "r"(c1), "r"(detail::smem_addr(bar)), "l"(policy)
-        : "memory");
-}
-#endif
 
 // One work item: sequence b, kv head kvh, keys [start, end) of split `split`.
 struct Item {
@@ -139,10 +131,10 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tma_kernel(Attentio
         const int col = ahead.item.kvh * kD;
         unsigned char* st = ring + s * kStageBytes;
         detail::mbarrier_arrive_expect_tx(full + s, kStageBytes);
-        tma_load_2d_hint(st, &tmap_k, col, row, full + s, l2);
-        tma_load_2d_hint(st + kHalfBytes, &tmap_k, col + 64, row, full + s, l2);
-        tma_load_2d_hint(st + kTileBytes, &tmap_v, col, row, full + s, l2);
-        tma_load_2d_hint(st + kTileBytes + kHalfBytes, &tmap_v, col + 64, row, full + s, l2);
+        detail::tma_load_2d(st, &tmap_k, col, row, full + s, l2);
+        detail::tma_load_2d(st + kHalfBytes, &tmap_k, col + 64, row, full + s, l2);
+        detail::tma_load_2d(st + kTileBytes, &tmap_v, col, row, full + s, l2);
+        detail::tma_load_2d(st + kTileBytes + kHalfBytes, &tmap_v, col + 64, row, full + s, l2);
         ++loaded;
         ahead.kb += kRoundKeys;
         ahead.settle(p, n_items, n_splits, part, warp);

@@ -167,6 +167,16 @@ __device__ __forceinline__ void tma_load_2d(void* smem, const void* tensor_map, 
                  : "memory");
 #endif
 }
+// tma_load_2d with an L2 cache policy (l2_policy) for the source's lines.
+__device__ __forceinline__ void tma_load_2d(void* smem, const void* tensor_map, int c0, int c1, uint64_t* bar, uint64_t policy) {
+#if SURF_BULK_COPY_ENABLED
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(
+            smem_addr(smem)),
+        "l"(tensor_map), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "l"(policy)
+        : "memory");
+#endif
+}
 // Arrives on `bar` (release: this thread's earlier shared-memory accesses happen before the phase completes).
 __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
 #if SURF_BULK_COPY_ENABLED
