@@ -313,7 +313,7 @@ struct SessionGuard {
 
 }  // namespace
 
-model::GenerateResult OpenAiService::generate_reusing(const ChatRequest& req, const std::vector<model::InputPart>& parts,
+model::GenerateResult OpenAiService::generate_reusing(const ChatRequest& req, const std::string& prompt, const std::vector<model::InputPart>& parts,
                                                       int64_t& prompt_tokens, int64_t& cached_tokens) {
     const PromptUnits units = prompt_units(parts, engine_->tokenizer());
     // The kept state ends before the generation prompt where the prompt renders as the conversation plus that suffix (a
@@ -326,10 +326,10 @@ model::GenerateResult OpenAiService::generate_reusing(const ChatRequest& req, co
     if (req.add_generation_prompt) {
         ChatRequest bare = req;
         bare.add_generation_prompt = false;
-        const std::string full = render_prompt(req), head = render_prompt(bare);
+        const std::string head = render_prompt(bare);
         const std::string& image_token = engine_->config().image_context_token;
-        if (full.size() > head.size() && full.compare(0, head.size(), head) == 0) {
-            const std::string suffix = full.substr(head.size());
+        if (prompt.size() > head.size() && prompt.compare(0, head.size(), head) == 0) {
+            const std::string suffix = prompt.substr(head.size());
             if (image_token.empty() || suffix.find(image_token) == std::string::npos) {
                 const std::vector<int32_t> tail = engine_->tokenizer().encode(suffix, /*parse_special=*/true);
                 if (!tail.empty() && tail.size() < units.size() &&
@@ -498,7 +498,7 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
     ++running_;
     try {
         if (prefix_cache_) {
-            result = generate_reusing(req, parts, prompt_tokens, cached_tokens);
+            result = generate_reusing(req, prompt, parts, prompt_tokens, cached_tokens);
         } else {
             SessionGuard session(*engine_, open_sessions_, engine_->open_session());
             result = engine_->generate(session.id, parts, req.options);

@@ -92,10 +92,10 @@ private:
     void chat_completions(const HttpRequest& request, HttpResponseWriter& writer);
     void send_error(HttpResponseWriter& writer, const ApiError& error);
     std::string render_prompt(const ChatRequest& req) const;
-    // Runs the request on the engine through the prefix cache: `prompt_tokens` gets the whole prompt's engine tokens,
-    // `cached_tokens` those a kept session already held.
-    model::GenerateResult generate_reusing(const ChatRequest& req, const std::vector<model::InputPart>& parts, int64_t& prompt_tokens,
-                                           int64_t& cached_tokens);
+    // Runs the request on the engine through the prefix cache (`prompt` is render_prompt(req), `parts` its engine input):
+    // `prompt_tokens` gets the whole prompt's engine tokens, `cached_tokens` those a kept session already held.
+    model::GenerateResult generate_reusing(const ChatRequest& req, const std::string& prompt, const std::vector<model::InputPart>& parts,
+                                           int64_t& prompt_tokens, int64_t& cached_tokens);
     void record_finished(int64_t prompt_tokens, int64_t completion_tokens);
 
     std::shared_ptr<model::Engine> engine_;
