@@ -220,8 +220,11 @@ void attention_decode(const AttentionDecodeParams& p, void* workspace, cudaStrea
     const int64_t q_stride = p.q_stride ? p.q_stride : p.n_heads * p.head_dim;
     SURF_CHECK(q_stride % 8 == 0 && aligned16(p.q), "attention_decode: q must be 16-byte aligned rows");
     if (p.batch == 0) return;
+    // One plan per launch: the TMA kernel's where it runs, else the cp.async kernels' (as attention_decode_splits).
     const bool tma = flash::decode_tma_usable(p);
-    const int splits = attention_decode_splits(p);
+    const flash::DecodeTmaPlan tma_plan = tma ? flash::plan_decode_tma(p) : flash::DecodeTmaPlan{};
+    const DecodePlan plan = tma ? DecodePlan{tma_plan.splits, tma_plan.part} : plan_decode(p);
+    const int splits = plan.splits;
     float* ws_o = nullptr;
     float* ws_lse = nullptr;
     if (splits > 1) {
@@ -232,9 +235,8 @@ void attention_decode(const AttentionDecodeParams& p, void* workspace, cudaStrea
     const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
     const float scale_log2 = scale * kLog2e;
     if (tma) {
-        flash::launch_decode_tma(p, scale_log2, q_stride, flash::plan_decode_tma(p), ws_o, ws_lse, stream);
+        flash::launch_decode_tma(p, scale_log2, q_stride, tma_plan, ws_o, ws_lse, stream);
     } else {
-        const DecodePlan plan = plan_decode(p);
         switch (dp) {
             case 16: launch_decode_dp<16>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;
             case 48: launch_decode_dp<48>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream); break;

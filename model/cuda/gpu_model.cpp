@@ -146,6 +146,9 @@ void GpuModel::allocate() {
     if (L.max_tokens <= 0 || L.max_seqs <= 0 || L.max_slots <= 0 || L.page_size <= 0 || L.kv_pages <= 0) {
         throw Error(ErrorKind::kInvalidArgument, "GPU limits must be positive");
     }
+    if (L.decode_tma_blocks_per_sm != 1 && L.decode_tma_blocks_per_sm != 2) {
+        throw Error(ErrorKind::kInvalidArgument, "GPU limits: decode_tma_blocks_per_sm " + std::to_string(L.decode_tma_blocks_per_sm) + " (1 or 2)");
+    }
     if (L.ssm_replay_window != 0 && (L.ssm_replay_window < 2 || L.ssm_replay_window > 32)) {
         throw Error(ErrorKind::kInvalidArgument, "GPU limits: ssm_replay_window " + std::to_string(L.ssm_replay_window) + " (0 = off, or 2..32)");
     }
@@ -218,9 +221,9 @@ void GpuModel::allocate() {
             ws = std::max(ws, static_cast<size_t>(b * c.n_heads * splits * (c.head_dim + 1)) * 4);
             for (int64_t len = L.page_size; len < 2 * L.max_context; len *= 2) {
                 dp.batch = b, dp.max_seq_len = std::min(len, L.max_context);
-                // Either kernel (GpuLimits::decode_attention_tma flips between steps), the TMA one at one and at
-                // decode_tma_blocks_per_sm blocks an SM (its split plan depends on the grid).
-                for (const auto& [tma, per_sm] : {std::pair{false, 1}, std::pair{true, 1}, std::pair{true, std::max(L.decode_tma_blocks_per_sm, 1)}}) {
+                // Either kernel (GpuLimits::decode_attention_tma flips between steps, set_step_knobs), the TMA one at
+                // either grid it plans with (one or two blocks an SM: its split plan depends on the grid).
+                for (const auto& [tma, per_sm] : {std::pair{false, 1}, std::pair{true, 1}, std::pair{true, 2}}) {
                     dp.tma = tma, dp.persistent_blocks_per_sm = per_sm;
                     ws = std::max(ws, kc::attention_decode_workspace_bytes(dp));
                 }

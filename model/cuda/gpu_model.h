@@ -145,7 +145,7 @@ struct GpuLimits {
     // taking turns); decode-only steps run decode_tma_blocks_per_sm blocks an SM. Decode graphs keep the kernel they
     // were captured with.
     bool decode_attention_tma = false;
-    int decode_tma_blocks_per_sm = 1;
+    int decode_tma_blocks_per_sm = 1;  // 1 or 2 (the decode workspace is sized for both)
     // The decode rows' once-a-step streams, their SSM state (state update and fold) and their K/V (decode attention),
     // marked evict-first in the L2 (SsuParams / AttentionDecodeParams::l2_evict_first), so that ≈ 25 GB a mixed step
     // of them do not push the residual stream, activations and GEMM operand tiles out of the 50 MB L2. Off: no hint
