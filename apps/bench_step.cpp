@@ -48,6 +48,7 @@ struct Options {
     int nano_prefill_sms = 0;
     bool nano_decode_priority = false;
     bool gemm_wgmma = false;  // GpuLimits::gemm_wgmma: our Hopper GEMM timed beside cuBLASLt's candidates
+    bool gemm_wgmma_relu2 = false;  // GpuLimits::gemm_wgmma_relu2: the large ReLU² GEMMs on it, fused
     int gemv_k_split = 0;     // GpuLimits::small_m_k_split
     int pdl = -1;             // GpuLimits::programmatic_launch (also what the decode graphs are captured with); -1 = the default
 };
@@ -83,13 +84,15 @@ Options parse(int argc, char** argv) {
         else if (a == "--nano-prefill-sms") o.nano_prefill_sms = std::atoi(next());
         else if (a == "--nano-decode-priority") o.nano_decode_priority = true;
         else if (a == "--gemm-wgmma") o.gemm_wgmma = true;
+        else if (a == "--gemm-wgmma-relu2") o.gemm_wgmma_relu2 = true;
         else if (a == "--pdl") o.pdl = std::atoi(next());
         else if (a == "--gemv-k-split") o.gemv_k_split = std::atoi(next());
         else {
             std::fprintf(stderr, "usage: bench_step [--config DIR] [--tiles 24] [--prefill 4096] [--prefill-seqs 4] [--decode 100] [--context 5000]\n"
                                  "                  [--reps 5] [--bf16-state] [--no-autotune] [--vision-sms N] [--vision-priority] [--no-attention-splits]\n"
                                  "                  [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128|208] [--ssm-replay 0|2..32] [--state-split 0|1]\n"
-                                 "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]] [--gemm-wgmma] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8]\n");
+                                 "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]] [--gemm-wgmma] [--gemm-wgmma-relu2] [--pdl 0|1]\n"
+                                 "                  [--gemv-k-split 0|1|2|4|8]\n");
             std::exit(2);
         }
     }
@@ -193,6 +196,7 @@ int main(int argc, char** argv) {
         L.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         L.autotune_gemms = o.autotune;
         L.gemm_wgmma = o.gemm_wgmma;
+        L.gemm_wgmma_relu2 = o.gemm_wgmma_relu2;
         if (o.pdl >= 0) L.programmatic_launch = o.pdl == 1;
         L.small_m_k_split = o.gemv_k_split;
         L.vision_gemm_sms = o.vision_sms;
@@ -434,6 +438,10 @@ int main(int argc, char** argv) {
             // The Mamba layers' y the other way round (GpuLimits::mamba_y_bf16).
             flipped([](GpuLimits& g) { g.mamba_y_bf16 = !g.mamba_y_bf16; },
                     L.mamba_y_bf16 ? "the Mamba y in fp32 (not bf16)" : "the Mamba y in bf16 (not fp32)");
+            // The last mixer's output projection and the MLP layers after it on every row (GpuLimits::trailing_layers_on_logit_rows).
+            flipped([](GpuLimits& g) { g.trailing_layers_on_logit_rows = !g.trailing_layers_on_logit_rows; },
+                    L.trailing_layers_on_logit_rows ? "every layer on every row (not the trailing ones on the logits rows only)"
+                                                    : "the trailing layers on the logits rows only");
             std::fflush(stdout);
         }
         // One vision pass (its stream) issued together with k language-model steps (its stream), k such that

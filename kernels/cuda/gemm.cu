@@ -339,6 +339,14 @@ void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream) {
     if (p.bias) {
         SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
     }
+    // GemmContext::WgmmaGemm::kReluSquared: a large ReLU² GEMM runs gemm_wgmma with the activation in its epilogue,
+    // untimed (its plan is never tuned: no cuBLASLt candidate would run).
+    const bool fused_relu2 = impl->wgmma == GemmContext::WgmmaGemm::kReluSquared && p.activation == GemmActivation::kReluSquared &&
+                             p.m >= GemmContext::kWgmmaReluSquaredMinRows && gemm_wgmma_supported(p);
+    if (fused_relu2) {
+        gemm_wgmma(p, 256, stream);
+        return;
+    }
     if (!plan.tuned && ++plan.uses >= (p.m <= kTuneOnFirstUseRows || impl->tune_first_use ? 1 : kTuneAfterUses)) tune_plan(*impl, plan, p, y_elem, stream);
     // The plan's key fixes the shape, strides and the smallest alignment, not each pointer's: check them.
     const GemmParams lin = linear_part(p);

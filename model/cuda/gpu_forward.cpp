@@ -219,34 +219,40 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
         layer_out_.clear();
         for (int64_t i = 0; i < c.n_layers(); ++i) layer_out_.emplace_back(static_cast<size_t>(L.max_tokens * d) * 4);
     }
+    // GpuLimits::trailing_layers_on_logit_rows: from the last mixer's output projection on, only the logits rows (in
+    // logit_in_). Not while every layer's output is kept (parity dumps want every row).
+    size_t last_mixer = w_.layers.size();
+    for (size_t li = 0; li < w_.layers.size(); ++li) {
+        if (w_.layers[li].kind != LayerKind::kMlp) last_mixer = li;
+    }
+    const bool tail = L.trailing_layers_on_logit_rows && !keep_layers_ && logit_rows < st.n_tok && last_mixer < w_.layers.size();
     for (size_t li = 0; li < w_.layers.size(); ++li) {
         const GpuLayer& layer = w_.layers[li];
+        const bool on_logit_rows = tail && li > last_mixer;
+        float* residual = on_logit_rows ? logit_in_.as<float>() : residual_.as<float>();
+        const int64_t rows = on_logit_rows ? logit_rows : st.n_tok;
+        const std::vector<LogitRun>* tail_runs = tail && li == last_mixer ? &runs : nullptr;
         // h ← h + mixer(RMSNorm(h)); the mixer's last GEMM adds into the fp32 residual (beta = 1).
         kc::RmsNormParams rn;
-        rn.x = residual_.get(), rn.x_dtype = kc::DType::kF32, rn.weight = layer.norm.ptr(), rn.y = normed_.as<bf16>();
-        rn.rows = st.n_tok, rn.dim = d, rn.eps = c.norm_eps;
+        rn.x = residual, rn.x_dtype = kc::DType::kF32, rn.weight = layer.norm.ptr(), rn.y = normed_.as<bf16>();
+        rn.rows = rows, rn.dim = d, rn.eps = c.norm_eps;
         {
             auto timed = timer_.scope("norm", stream_);
             kc::rmsnorm(rn, stream_);
         }
         switch (layer.kind) {
-            case LayerKind::kMamba2: mamba_layer(li, layer); break;
-            case LayerKind::kAttention: attention_layer(li, layer); break;
-            case LayerKind::kMlp: mlp_layer(layer); break;
+            case LayerKind::kMamba2: mamba_layer(li, layer, tail_runs); break;
+            case LayerKind::kAttention: attention_layer(li, layer, tail_runs); break;
+            case LayerKind::kMlp: mlp_layer(layer, residual, rows); break;
         }
         if (keep_layers_) {
             SURF_CUDA_CHECK(cudaMemcpyAsync(layer_out_[li].get(), residual_.get(), static_cast<size_t>(st.n_tok * d) * 4, cudaMemcpyDeviceToDevice, stream_));
         }
     }
 
-    // Logits rows: gather the rows that need logits, final norm, lm_head.
+    // Logits rows: gather the rows that need logits (unless the trailing layers already ran on them), final norm, lm_head.
     auto timed = timer_.scope("logits", stream_);
-    int64_t row = 0;
-    for (const LogitRun& r : runs) {
-        SURF_CUDA_CHECK(cudaMemcpyAsync(logit_in_.as<float>() + row * d, residual_.as<float>() + r.first * d, static_cast<size_t>(r.count * d) * 4,
-                                        cudaMemcpyDeviceToDevice, stream_));
-        row += r.count;
-    }
+    if (!tail) gather_rows(logit_in_.get(), residual_.get(), static_cast<size_t>(d) * 4, runs);
     kc::RmsNormParams fn;
     fn.x = logit_in_.get(), fn.x_dtype = kc::DType::kF32, fn.weight = w_.norm_f.ptr(), fn.y = normed_.as<bf16>();
     fn.rows = logit_rows, fn.dim = d, fn.eps = c.norm_eps;
@@ -260,7 +266,35 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
     kc::gemm(*gemm_, head, stream_);
 }
 
-void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
+void GpuModel::gather_rows(void* dst, const void* src, size_t row_bytes, const std::vector<LogitRun>& runs) {
+    size_t at = 0;
+    for (const LogitRun& r : runs) {
+        const size_t bytes = static_cast<size_t>(r.count) * row_bytes;
+        SURF_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + at, static_cast<const uint8_t*>(src) + static_cast<size_t>(r.first) * row_bytes, bytes,
+                                        cudaMemcpyDeviceToDevice, stream_));
+        at += bytes;
+    }
+}
+
+void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op, const std::vector<LogitRun>* tail) {
+    const int64_t d = cfg_.llm.hidden_size;
+    int64_t rows = step_.n_tok;
+    float* residual = residual_.as<float>();
+    if (tail) {
+        auto timed = timer_.scope("logits", stream_);
+        gather_rows(logit_in_.get(), residual_.get(), static_cast<size_t>(d) * 4, *tail);
+        gather_rows(big_.get(), x, static_cast<size_t>(k) * 2, *tail);
+        rows = 0;
+        for (const LogitRun& r : *tail) rows += r.count;
+        x = big_.as<bf16>(), residual = logit_in_.as<float>();
+    }
+    kc::GemmParams out{x, w.ptr(), nullptr, residual, kc::DType::kF32, rows, d, k};
+    out.beta = 1.0f;
+    auto timed = timer_.scope(op, stream_);
+    kc::gemm(*gemm_, out, stream_);
+}
+
+void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const std::vector<LogitRun>* tail) {
     const LlmConfig& c = cfg_.llm;
     const Step& st = step_;
     const int64_t proj = c.in_proj_dim(), d_inner = c.d_inner(), conv_dim = c.conv_dim(), H = c.mamba_n_heads, P = c.mamba_head_dim;
@@ -340,13 +374,10 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W) {
         auto timed = timer_.scope("mamba.gated_norm", stream_);
         kc::gated_rmsnorm(gn, stream_);
     }
-    kc::GemmParams out{normed_.as<bf16>(), W.out_proj.ptr(), nullptr, residual_.get(), kc::DType::kF32, st.n_tok, d, d_inner};
-    out.beta = 1.0f;
-    auto timed = timer_.scope("mamba.out_proj", stream_);
-    kc::gemm(*gemm_, out, stream_);
+    mixer_output(normed_.as<bf16>(), d_inner, W.out_proj, "mamba.out_proj", tail);
 }
 
-void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
+void GpuModel::attention_layer(size_t li, const GpuLayer& W, const std::vector<LogitRun>* tail) {
     const LlmConfig& c = cfg_.llm;
     const Step& st = step_;
     const int64_t hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd, qkv_dim = q_dim + 2 * kv_dim, d = c.hidden_size;
@@ -400,10 +431,7 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W) {
     if (st.n_pre > 0) prefill();
     if (!limits_.decode_attention_tma && st.n_dec > 0) decode();
     if (overlap) join_branch();
-    kc::GemmParams o{out, W.o.ptr(), nullptr, residual_.get(), kc::DType::kF32, st.n_tok, d, q_dim};
-    o.beta = 1.0f;
-    auto timed = timer_.scope("attn.o_proj", stream_);
-    kc::gemm(*gemm_, o, stream_);
+    mixer_output(out, q_dim, W.o, "attn.o_proj", tail);
 }
 
 bool GpuModel::overlap_branches(bool enabled) const {
@@ -420,9 +448,9 @@ void GpuModel::join_branch() {
     SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_join_, 0));
 }
 
-void GpuModel::mlp_layer(const GpuLayer& W) {
+void GpuModel::mlp_layer(const GpuLayer& W, float* residual, int64_t rows) {
     const LlmConfig& c = cfg_.llm;
-    const int64_t n = step_.n_tok, d = c.hidden_size, inter = c.intermediate_size;
+    const int64_t n = rows, d = c.hidden_size, inter = c.intermediate_size;
     bf16* hidden = big_.as<bf16>();  // [n_tok, intermediate]
     {
         // ReLU² in the GEMM's epilogue where our kernel runs it, else gemm() runs relu_squared after cuBLASLt.
@@ -431,7 +459,7 @@ void GpuModel::mlp_layer(const GpuLayer& W) {
         up.activation = kc::GemmActivation::kReluSquared;
         kc::gemm(*gemm_, up, stream_);
     }
-    kc::GemmParams down{hidden, W.down.ptr(), nullptr, residual_.get(), kc::DType::kF32, n, d, inter};
+    kc::GemmParams down{hidden, W.down.ptr(), nullptr, residual, kc::DType::kF32, n, d, inter};
     down.beta = 1.0f;
     auto timed = timer_.scope("mlp.down", stream_);
     kc::gemm(*gemm_, down, stream_);

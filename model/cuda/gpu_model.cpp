@@ -71,7 +71,9 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
     gemm_->set_small_m_kernel(limits_.small_m_kernel ? kc::GemmContext::SmallM::kTuned : kc::GemmContext::SmallM::kNever);
     gemm_->set_small_m_k_split(limits_.small_m_k_split);
     vision_gemm_->set_autotune(limits_.autotune_gemms);
-    const auto wgmma = limits_.gemm_wgmma ? kc::GemmContext::WgmmaGemm::kTuned : kc::GemmContext::WgmmaGemm::kNever;
+    const auto wgmma = limits_.gemm_wgmma        ? kc::GemmContext::WgmmaGemm::kTuned
+                       : limits_.gemm_wgmma_relu2 ? kc::GemmContext::WgmmaGemm::kReluSquared
+                                                  : kc::GemmContext::WgmmaGemm::kNever;
     gemm_->set_wgmma_gemm(wgmma);
     vision_gemm_->set_wgmma_gemm(wgmma);
     vision_gemm_->set_sm_count_target(limits_.vision_gemm_sms);

@@ -63,6 +63,10 @@ struct GpuLimits {
     // it wins only the MLP up projection + ReLU² (305 vs 319 µs at 1,024 rows; bench_gemm), and serving C = 100 did
     // not move (two alternating pairs, means 16,341 on vs 16,361 off; docs/BENCHMARKS.md "Session 21"), so off.
     bool gemm_wgmma = false;
+    // With gemm_wgmma off: the ReLU² GEMMs of ≥ 512 rows (the MLP up projection and the projector's fc1 in mixed steps)
+    // run on our Hopper kernel with the activation in its epilogue, untimed (GemmContext::WgmmaGemm::kReluSquared);
+    // everything else on cuBLASLt.
+    bool gemm_wgmma_relu2 = false;
     bool lm_stream_priority = false;  // language-model steps at a higher stream priority than the vision tower
     bool vision_stream_priority = false;  // the vision tower at a higher stream priority than the language model
     // > 0: the vision tower's GEMMs are planned for this many SMs (cuBLASLt SM count target), so that the
@@ -169,6 +173,13 @@ struct GpuLimits {
     // so that launch and setup overlap the previous kernel's tail. Results are identical. Process-wide (the last model
     // built or switched sets it); decode graphs keep the setting they were captured with. Off: plain launches (A/B).
     bool programmatic_launch = true;
+    // Past the last layer that mixes rows (Mamba or attention), a row's output feeds only its own logits: where a step
+    // needs logits for fewer rows than it has (prefill chunks and mixed steps: one row a prompt plus the decode rows),
+    // that layer's output projection and the MLP layers after it run on those rows only, gathered first. The KV cache
+    // and the recurrent state still take every row; the logits are the same computation on the same rows (GEMMs of
+    // other row counts may accumulate in another order). Holotron ends "…M-": the last Mamba layer's out_proj and the
+    // last MLP layer, ≈ 0.55 ms of a 1,024-row mixed step on H100. Off: every layer on every row (A/B).
+    bool trailing_layers_on_logit_rows = true;
 };
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
@@ -228,6 +239,7 @@ public:
         limits_.mamba_y_bf16 = from.mamba_y_bf16;
         limits_.sampler_binned = from.sampler_binned;
         limits_.programmatic_launch = from.programmatic_launch;
+        limits_.trailing_layers_on_logit_rows = from.trailing_layers_on_logit_rows;
         kernels::cuda::set_programmatic_launch(limits_.programmatic_launch);
     }
     cudaStream_t stream() const { return stream_; }
@@ -295,9 +307,21 @@ public:
 private:
     GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaStream_t stream);
     void allocate();
-    void mamba_layer(size_t li, const GpuLayer& L);
-    void attention_layer(size_t li, const GpuLayer& L);
-    void mlp_layer(const GpuLayer& L);
+    // A logits row source: `count` consecutive tokens of the step starting at token `first`.
+    struct LogitRun {
+        int64_t first, count;
+    };
+    // The mixers add their output projection into the residual stream for every row of the step, or with `tail` only
+    // for the logits rows (GpuLimits::trailing_layers_on_logit_rows: the residual rows are gathered into logit_in_ first).
+    void mamba_layer(size_t li, const GpuLayer& L, const std::vector<LogitRun>* tail);
+    void attention_layer(size_t li, const GpuLayer& L, const std::vector<LogitRun>* tail);
+    // Adds x [n_tok, k] · wᵀ into the residual stream (the mixers' last GEMM), or with `tail` only the logits rows' part
+    // into logit_in_ (residual rows gathered there, x rows gathered into big_, which the mixer no longer needs).
+    void mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op, const std::vector<LogitRun>* tail);
+    // h ← h + down(ReLU²(up(x))) for `rows` rows: x = normed_, h = `residual` (residual_ or, past the last mixer, logit_in_).
+    void mlp_layer(const GpuLayer& L, float* residual, int64_t rows);
+    // Copies the rows of `runs` (row_bytes each) from src to consecutive rows of dst.
+    void gather_rows(void* dst, const void* src, size_t row_bytes, const std::vector<LogitRun>& runs);
     // Whether this step runs its prefill rows' branch of a layer on branch_stream_ (GpuLimits overlap
     // flags; mixed steps only; never while per-op timing, whose events assume one stream).
     bool overlap_branches(bool enabled) const;
@@ -305,10 +329,6 @@ private:
     void fork_branch();
     // stream_ waits for everything issued so far on branch_stream_.
     void join_branch();
-    // A logits row source: `count` consecutive tokens of the step starting at token `first`.
-    struct LogitRun {
-        int64_t first, count;
-    };
     // Embeddings, every layer and the logits of the step planned in step_.
     void enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_rows);
     // Folds the pending replay tokens of `n` slots (device arrays of slots and their counts) into layer li's state.

@@ -181,6 +181,68 @@ TEST_CASE("GPU forward: greedy bf16 fixture (every greedy step decisive)") {
     check_fixture("greedy_bf16", 2e-2, true);
 }
 
+// GpuLimits::trailing_layers_on_logit_rows: a prompt that asks for its last row's logits only runs the last mixer's output
+// projection and the layers after it on that row. small_bf16 ends "…M-" (the last Mamba layer's out_proj and an MLP layer
+// on one row), tiny_fp32 "…-M" (the out_proj only). The row's logits against the reference's, on and off; then the same
+// prompt beside a decode row (two logits rows of many).
+void check_trailing_layers(const std::string& name, double logit_tol) {
+    const std::string dir = golden_fixture(name);
+    auto model = GpuModel::load(dir, small_limits());
+    REQUIRE(model->limits().trailing_layers_on_logit_rows);
+    const Checkpoint expected = Checkpoint::open(dir + "/expected.safetensors");
+    const std::vector<float> pixels = expected.to_f32("pixel_values");
+    model->encode_images(pixels.data(), expected.get("pixel_values").shape[0], 0);
+    const auto ids64 = expected.to_i64("input_ids");
+    const int64_t T = static_cast<int64_t>(ids64.size()), V = model->config().llm.vocab_size;
+    const std::vector<float> all = expected.to_f32("logits");
+    const std::vector<float> want(all.end() - V, all.end());
+    SeqStep seq;
+    seq.tokens.assign(ids64.begin(), ids64.end());
+    seq.image_row = 0;
+    seq.all_logits = false;
+    std::vector<float> on, off;
+    for (bool trailing : {true, false}) {
+        GpuLimits knobs = model->limits();
+        knobs.trailing_layers_on_logit_rows = trailing;
+        model->set_step_knobs(knobs);
+        seq.slot = trailing ? 1 : 2, seq.pages = pages_for(T, 16, trailing ? 64 : 128);
+        REQUIRE(model->forward({seq}) == 1);
+        model->copy_logits_to_host(1, trailing ? on : off);
+    }
+    const double err_on = max_rel_err(on.data(), want), err_off = max_rel_err(off.data(), want), on_off = max_rel_err(on.data(), off);
+    MESSAGE(name << " last row's logits rel err: trailing layers on that row only " << err_on << ", on every row " << err_off
+                 << " (threshold " << logit_tol << "); on vs off " << on_off);
+    CHECK(err_on <= logit_tol);
+    CHECK(err_off <= logit_tol);
+    CHECK(on_off <= logit_tol / 2);
+
+    // Mixed: slot 2's next token as a decode row beside the prompt again on slot 3 (logits rows: the decode row and the
+    // prompt's last of T + 1 rows), against the same decode row alone on slot 1 (a decode-only step runs every row).
+    const int32_t next = sample_token(on.data(), V, SamplingParams{}, 0);
+    GpuLimits knobs = model->limits();
+    knobs.trailing_layers_on_logit_rows = true;
+    model->set_step_knobs(knobs);
+    SeqStep dec;
+    dec.slot = 1, dec.past = T, dec.tokens = {next}, dec.pages = pages_for(T + 1, 16, 64);
+    REQUIRE(model->forward({dec}) == 1);
+    std::vector<float> alone, mixed;
+    model->copy_logits_to_host(1, alone);
+    dec.slot = 2, dec.pages = pages_for(T + 1, 16, 128);
+    seq.slot = 3, seq.pages = pages_for(T, 16, 192);
+    REQUIRE(model->forward({dec, seq}) == 2);
+    model->copy_logits_to_host(2, mixed);
+    const double dec_err = max_rel_err(mixed.data(), alone), pre_err = max_rel_err(mixed.data() + V, want);
+    MESSAGE(name << " mixed step, trailing layers on its 2 logits rows of " << T + 1 << ": decode row vs alone " << dec_err
+                 << ", prompt's last row vs reference " << pre_err);
+    CHECK(dec_err <= logit_tol / 2);
+    CHECK(pre_err <= logit_tol);
+}
+
+TEST_CASE("GPU trailing layers on the logits rows only: small bf16 fixture (last Mamba out_proj + last MLP)") {
+    check_trailing_layers("small_bf16", 2e-2);
+}
+TEST_CASE("GPU trailing layers on the logits rows only: tiny fp32 fixture (last Mamba out_proj)") { check_trailing_layers("tiny_fp32", 3e-2); }
+
 TEST_CASE("GPU sessions: prefill(N) = prefill(k) + decode(N-k), batched with another sequence") {
     const std::string dir = golden_fixture("small_bf16");
     auto model = GpuModel::load(dir, small_limits());

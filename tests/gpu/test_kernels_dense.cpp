@@ -377,7 +377,7 @@ TEST_CASE("gemm_wgmma (our Hopper GEMM) against the CPU reference: both tile wid
     CHECK(cu::gemm_wgmma_supported({buf.get(), buf.get(), nullptr, buf.get(), cu::DType::kBF16, 2, 4, 16}));
 }
 
-TEST_CASE("gemm() with ReLU²: cuBLASLt + relu_squared, gemm_wgmma always, and tuning that times both keep the reference result") {
+TEST_CASE("gemm() with ReLU²: cuBLASLt + relu_squared, gemm_wgmma always or for large ReLU² GEMMs only, and tuning that times both keep the reference result") {
     std::mt19937 rng(32);
     // The MLP up projection at a mixed step's 1,024 rows (cut to n 4096 to keep the CPU reference short), a decode
     // row (small-m kernel territory), an odd k that only cuBLASLt takes.
@@ -390,11 +390,15 @@ TEST_CASE("gemm() with ReLU²: cuBLASLt + relu_squared, gemm_wgmma always, and t
         const std::string tag = std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k);
         cu::GemmParams p{dx.get(), dw.get(), nullptr, dy.get(), cu::DType::kBF16, shape.m, shape.n, shape.k};
         p.activation = cu::GemmActivation::kReluSquared;
-        for (auto mode : {cu::GemmContext::WgmmaGemm::kNever, cu::GemmContext::WgmmaGemm::kAlways, cu::GemmContext::WgmmaGemm::kTuned}) {
+        for (auto mode : {cu::GemmContext::WgmmaGemm::kNever, cu::GemmContext::WgmmaGemm::kAlways, cu::GemmContext::WgmmaGemm::kTuned,
+                          cu::GemmContext::WgmmaGemm::kReluSquared}) {
             cu::GemmContext ctx;
-            ctx.set_autotune(mode == cu::GemmContext::WgmmaGemm::kTuned);
+            ctx.set_autotune(mode == cu::GemmContext::WgmmaGemm::kTuned || mode == cu::GemmContext::WgmmaGemm::kReluSquared);
             ctx.set_wgmma_gemm(mode);
-            const char* name = mode == cu::GemmContext::WgmmaGemm::kNever ? "never" : mode == cu::GemmContext::WgmmaGemm::kAlways ? "always" : "tuned";
+            const char* name = mode == cu::GemmContext::WgmmaGemm::kNever    ? "never"
+                               : mode == cu::GemmContext::WgmmaGemm::kAlways ? "always"
+                               : mode == cu::GemmContext::WgmmaGemm::kTuned  ? "tuned"
+                                                                              : "relu2";
             for (int use = 0; use < 3; ++use) {  // a large row count is tuned on its third use
                 dy.poison();
                 cu::gemm(ctx, p, nullptr);
@@ -402,6 +406,10 @@ TEST_CASE("gemm() with ReLU²: cuBLASLt + relu_squared, gemm_wgmma always, and t
                         2e-2f);
             }
             const bool timed_wgmma = wgmma_device() && shape.k % 8 == 0;
+            // kReluSquared: the 1,024-row shape runs gemm_wgmma untimed (no tuning record), the others cuBLASLt tuned as ever.
+            if (mode == cu::GemmContext::WgmmaGemm::kReluSquared && timed_wgmma && shape.m >= cu::GemmContext::kWgmmaReluSquaredMinRows) {
+                CHECK(ctx.tune_log().empty());
+            }
             if (mode == cu::GemmContext::WgmmaGemm::kTuned && (timed_wgmma || !ctx.tune_log().empty())) {
                 REQUIRE(ctx.tune_log().size() == 1);  // (a shape with one cuBLASLt candidate and nothing else to time keeps no record)
                 const auto& rec = ctx.tune_log()[0];
