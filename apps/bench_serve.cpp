@@ -51,7 +51,9 @@ std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
            "; GEMMs " + (L.gemm_wgmma ? "cuBLASLt or gemm_wgmma, whichever tunes faster"
                          : L.gemm_wgmma_relu2 ? "cuBLASLt, ReLU² ones of >= 512 rows on gemm_wgmma (fused)" : "cuBLASLt") + "; " +
            (L.programmatic_launch ? "programmatic dependent launch" : "plain launches") + "; " +
-           (L.trailing_layers_on_logit_rows ? "last mixer's output and trailing MLPs on logits rows only" : "every layer on every row") +
+           (L.trailing_layers_on_logit_rows ? std::string("last mixer's output") + (L.last_mamba_gate_on_logit_rows ? " and gate" : "") +
+                                                  " and trailing MLPs on logits rows only"
+                                            : std::string("every layer on every row")) +
            "; small-m kernel k split " +
            (L.small_m_k_split ? std::to_string(L.small_m_k_split) : std::string("automatic"));
 }
@@ -88,6 +90,7 @@ struct Options {
     int gemm_wgmma = -1;      // GpuLimits::gemm_wgmma
     int gemm_wgmma_relu2 = -1;  // GpuLimits::gemm_wgmma_relu2
     int tail_rows = -1;         // GpuLimits::trailing_layers_on_logit_rows
+    int tail_gate = -1;         // GpuLimits::last_mamba_gate_on_logit_rows
     int pdl = -1;             // GpuLimits::programmatic_launch
     int gemv_k_split = -1;    // GpuLimits::small_m_k_split
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
@@ -159,6 +162,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--gemm-wgmma") o.gemm_wgmma = std::atoi(next());
         else if (a == "--gemm-wgmma-relu2") o.gemm_wgmma_relu2 = std::atoi(next());
         else if (a == "--tail-logit-rows") o.tail_rows = std::atoi(next());
+        else if (a == "--tail-gate") o.tail_gate = std::atoi(next());
         else if (a == "--pdl") o.pdl = std::atoi(next());
         else if (a == "--gemv-k-split") o.gemv_k_split = std::atoi(next());
         else if (a == "--vision-min-tiles") o.vision_min_tiles = std::atoll(next());
@@ -182,7 +186,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--ssm-replay 0|2..32] [--state-split 0|1] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
                                  "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
                                  "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] [--decode-tma 0|1] [--decode-tma-blocks 1|2] [--l2-evict-first 0|1] [--sampler-binned 0|1]\n"
-                                 "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--tail-logit-rows 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8]\n"
+                                 "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--tail-logit-rows 0|1] [--tail-gate 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8]\n"
                                  "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] [--warm-vision-tile-counts 0|1] [--no-warm-row-buckets]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
@@ -231,6 +235,7 @@ Options parse(int argc, char** argv) {
     check_range("--gemm-wgmma", o.gemm_wgmma, 0, 1);
     check_range("--gemm-wgmma-relu2", o.gemm_wgmma_relu2, 0, 1);
     check_range("--tail-logit-rows", o.tail_rows, 0, 1);
+    check_range("--tail-gate", o.tail_gate, 0, 1);
     check_range("--pdl", o.pdl, 0, 1);
     check_range("--gemv-k-split", o.gemv_k_split, 0, 8);
     if (o.gemv_k_split > 0 && (o.gemv_k_split & (o.gemv_k_split - 1)) != 0) {
@@ -442,6 +447,7 @@ int main(int argc, char** argv) {
         if (o.gemm_wgmma >= 0) eo.limits.gemm_wgmma = o.gemm_wgmma == 1;
         if (o.gemm_wgmma_relu2 >= 0) eo.limits.gemm_wgmma_relu2 = o.gemm_wgmma_relu2 == 1;
         if (o.tail_rows >= 0) eo.limits.trailing_layers_on_logit_rows = o.tail_rows == 1;
+        if (o.tail_gate >= 0) eo.limits.last_mamba_gate_on_logit_rows = o.tail_gate == 1;
         if (o.pdl >= 0) eo.limits.programmatic_launch = o.pdl == 1;
         if (o.gemv_k_split >= 0) eo.limits.small_m_k_split = o.gemv_k_split;
         eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;

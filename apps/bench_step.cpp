@@ -442,6 +442,8 @@ int main(int argc, char** argv) {
             flipped([](GpuLimits& g) { g.trailing_layers_on_logit_rows = !g.trailing_layers_on_logit_rows; },
                     L.trailing_layers_on_logit_rows ? "every layer on every row (not the trailing ones on the logits rows only)"
                                                     : "the trailing layers on the logits rows only");
+            flipped([](GpuLimits& g) { g.last_mamba_gate_on_logit_rows = !g.last_mamba_gate_on_logit_rows; },
+                    L.last_mamba_gate_on_logit_rows ? "the last Mamba layer's gate on every row" : "the last Mamba layer's gate on the logits rows only");
             std::fflush(stdout);
         }
         // One vision pass (its stream) issued together with k language-model steps (its stream), k such that

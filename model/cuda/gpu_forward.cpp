@@ -276,17 +276,21 @@ void GpuModel::gather_rows(void* dst, const void* src, size_t row_bytes, const s
     }
 }
 
-void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op, const std::vector<LogitRun>* tail) {
+void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op, const std::vector<LogitRun>* tail,
+                            bool x_gathered) {
     const int64_t d = cfg_.llm.hidden_size;
     int64_t rows = step_.n_tok;
     float* residual = residual_.as<float>();
     if (tail) {
         auto timed = timer_.scope("logits", stream_);
         gather_rows(logit_in_.get(), residual_.get(), static_cast<size_t>(d) * 4, *tail);
-        gather_rows(big_.get(), x, static_cast<size_t>(k) * 2, *tail);
+        if (!x_gathered) {
+            gather_rows(big_.get(), x, static_cast<size_t>(k) * 2, *tail);
+            x = big_.as<bf16>();
+        }
         rows = 0;
         for (const LogitRun& r : *tail) rows += r.count;
-        x = big_.as<bf16>(), residual = logit_in_.as<float>();
+        residual = logit_in_.as<float>();
     }
     kc::GemmParams out{x, w.ptr(), nullptr, residual, kc::DType::kF32, rows, d, k};
     out.beta = 1.0f;
@@ -305,9 +309,23 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const std::vector<Logit
     const kc::DType y_dtype = limits_.mamba_y_bf16 ? kc::DType::kBF16 : kc::DType::kF32;
     const size_t y_elem = kc::dtype_size(y_dtype);
     auto y_at = [&](int64_t row) { return static_cast<void*>(y_.as<uint8_t>() + static_cast<size_t>(row * H * P) * y_elem); };
+    // GpuLimits::last_mamba_gate_on_logit_rows: the gate z only for the logits rows (below), so in_proj's z columns are
+    // left out here.
+    int64_t tail_rows = 0;
+    if (tail) {
+        for (const LogitRun& r : *tail) tail_rows += r.count;
+    }
+    const bool gate_on_tail = tail && limits_.last_mamba_gate_on_logit_rows &&
+                              static_cast<size_t>(tail_rows * (d + d_inner)) * 2 + static_cast<size_t>(tail_rows * H * P) * y_elem <= big_.bytes();
     {
         auto timed = timer_.scope("mamba.in_proj", stream_);
-        kc::gemm(*gemm_, {normed_.as<bf16>(), W.in_proj.ptr(), nullptr, zx, kc::DType::kBF16, st.n_tok, proj, d}, stream_);
+        if (gate_on_tail) {
+            kc::GemmParams xbc_dt{normed_.as<bf16>(), W.in_proj.ptr() + d_inner * d, nullptr, zx + d_inner, kc::DType::kBF16, st.n_tok, proj - d_inner, d};
+            xbc_dt.ldy = proj;
+            kc::gemm(*gemm_, xbc_dt, stream_);
+        } else {
+            kc::gemm(*gemm_, {normed_.as<bf16>(), W.in_proj.ptr(), nullptr, zx, kc::DType::kBF16, st.n_tok, proj, d}, stream_);
+        }
     }
     const float dt_max = c.dt_upper();
     // Prefill rows first (their own stream when overlapping): conv, then the SSD scan. The decode rows'
@@ -370,11 +388,30 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const std::vector<Logit
     kc::GatedRmsNormParams gn;
     gn.y = y_at(0), gn.y_dtype = y_dtype, gn.z = zx, gn.z_stride = proj, gn.weight = W.gated_norm.ptr(), gn.out = normed_.as<bf16>();
     gn.rows = st.n_tok, gn.dim = d_inner, gn.group_size = d_inner / G, gn.eps = c.norm_eps;
+    if (gate_on_tail) {
+        // zx is no longer read (the conv and the scan are done): big_ takes the logits rows' in_proj input [R, d], their
+        // z [R, d_inner] and their y [R, H·P], one after another; the gated norm writes its R rows to normed_ once the
+        // input rows are copied out of it.
+        const int64_t rows = tail_rows;
+        bf16* x_rows = big_.as<bf16>();
+        bf16* z_rows = x_rows + rows * d;
+        void* y_rows = z_rows + rows * d_inner;
+        {
+            auto timed = timer_.scope("logits", stream_);
+            gather_rows(x_rows, normed_.get(), static_cast<size_t>(d) * 2, *tail);
+            gather_rows(y_rows, y_.get(), static_cast<size_t>(H * P) * y_elem, *tail);
+        }
+        {
+            auto timed = timer_.scope("mamba.in_proj", stream_);
+            kc::gemm(*gemm_, {x_rows, W.in_proj.ptr(), nullptr, z_rows, kc::DType::kBF16, rows, d_inner, d}, stream_);
+        }
+        gn.y = y_rows, gn.z = z_rows, gn.z_stride = d_inner, gn.rows = rows;
+    }
     {
         auto timed = timer_.scope("mamba.gated_norm", stream_);
         kc::gated_rmsnorm(gn, stream_);
     }
-    mixer_output(normed_.as<bf16>(), d_inner, W.out_proj, "mamba.out_proj", tail);
+    mixer_output(normed_.as<bf16>(), d_inner, W.out_proj, "mamba.out_proj", tail, gate_on_tail);
 }
 
 void GpuModel::attention_layer(size_t li, const GpuLayer& W, const std::vector<LogitRun>* tail) {

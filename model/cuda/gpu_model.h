@@ -180,6 +180,11 @@ struct GpuLimits {
     // other row counts may accumulate in another order). Holotron ends "…M-": the last Mamba layer's out_proj and the
     // last MLP layer, ≈ 0.55 ms of a 1,024-row mixed step on H100. Off: every layer on every row (A/B).
     bool trailing_layers_on_logit_rows = true;
+    // With trailing_layers_on_logit_rows, where the last mixer is a Mamba layer: its gate z (the first d_inner columns of
+    // in_proj, read only by the gated norm) is computed for the logits rows only — in_proj runs as its xBC | dt columns on
+    // every row and its z columns on the gathered rows — and the gated norm runs on those rows. ≈ 0.15 ms of a 1,024-row
+    // mixed step by the GEMM's share. Built in session 26 without a GPU to run it on: off until measured.
+    bool last_mamba_gate_on_logit_rows = false;
 };
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
@@ -240,6 +245,7 @@ public:
         limits_.sampler_binned = from.sampler_binned;
         limits_.programmatic_launch = from.programmatic_launch;
         limits_.trailing_layers_on_logit_rows = from.trailing_layers_on_logit_rows;
+        limits_.last_mamba_gate_on_logit_rows = from.last_mamba_gate_on_logit_rows;
         kernels::cuda::set_programmatic_launch(limits_.programmatic_launch);
     }
     cudaStream_t stream() const { return stream_; }
@@ -316,8 +322,10 @@ private:
     void mamba_layer(size_t li, const GpuLayer& L, const std::vector<LogitRun>* tail);
     void attention_layer(size_t li, const GpuLayer& L, const std::vector<LogitRun>* tail);
     // Adds x [n_tok, k] · wᵀ into the residual stream (the mixers' last GEMM), or with `tail` only the logits rows' part
-    // into logit_in_ (residual rows gathered there, x rows gathered into big_, which the mixer no longer needs).
-    void mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op, const std::vector<LogitRun>* tail);
+    // into logit_in_ (residual rows gathered there, x rows gathered into big_, which the mixer no longer needs, unless
+    // x_gathered: x already holds just those rows).
+    void mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op, const std::vector<LogitRun>* tail,
+                      bool x_gathered = false);
     // h ← h + down(ReLU²(up(x))) for `rows` rows: x = normed_, h = `residual` (residual_ or, past the last mixer, logit_in_).
     void mlp_layer(const GpuLayer& L, float* residual, int64_t rows);
     // Copies the rows of `runs` (row_bytes each) from src to consecutive rows of dst.

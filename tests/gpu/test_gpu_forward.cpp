@@ -183,8 +183,9 @@ TEST_CASE("GPU forward: greedy bf16 fixture (every greedy step decisive)") {
 
 // GpuLimits::trailing_layers_on_logit_rows: a prompt that asks for its last row's logits only runs the last mixer's output
 // projection and the layers after it on that row. small_bf16 ends "…M-" (the last Mamba layer's out_proj and an MLP layer
-// on one row), tiny_fp32 "…-M" (the out_proj only). The row's logits against the reference's, on and off; then the same
-// prompt beside a decode row (two logits rows of many).
+// on one row), tiny_fp32 "…-M" (the out_proj only). The row's logits against the reference's, off, on, and on with the last
+// Mamba layer's gate z on the logits rows too (GpuLimits::last_mamba_gate_on_logit_rows); then the same prompt beside a
+// decode row (two logits rows of many), both ways.
 void check_trailing_layers(const std::string& name, double logit_tol) {
     const std::string dir = golden_fixture(name);
     auto model = GpuModel::load(dir, small_limits());
@@ -200,48 +201,58 @@ void check_trailing_layers(const std::string& name, double logit_tol) {
     seq.tokens.assign(ids64.begin(), ids64.end());
     seq.image_row = 0;
     seq.all_logits = false;
-    std::vector<float> on, off;
-    for (bool trailing : {true, false}) {
+    struct Setting {
+        bool trailing, gate;
+        int32_t slot, first_page;
+        const char* what;
+    };
+    const Setting settings[] = {{false, false, 2, 128, "every row"}, {true, false, 1, 64, "trailing layers on that row only"},
+                                {true, true, 4, 160, "trailing layers and the last gate on that row only"}};
+    auto set = [&](const Setting& s) {
         GpuLimits knobs = model->limits();
-        knobs.trailing_layers_on_logit_rows = trailing;
+        knobs.trailing_layers_on_logit_rows = s.trailing, knobs.last_mamba_gate_on_logit_rows = s.gate;
         model->set_step_knobs(knobs);
-        seq.slot = trailing ? 1 : 2, seq.pages = pages_for(T, 16, trailing ? 64 : 128);
+    };
+    std::vector<float> logits[3];
+    for (int i = 0; i < 3; ++i) {
+        set(settings[i]);
+        seq.slot = settings[i].slot, seq.pages = pages_for(T, 16, settings[i].first_page);
         REQUIRE(model->forward({seq}) == 1);
-        model->copy_logits_to_host(1, trailing ? on : off);
+        model->copy_logits_to_host(1, logits[i]);
+        const double err = max_rel_err(logits[i].data(), want), vs_all = max_rel_err(logits[i].data(), logits[0]);
+        MESSAGE(name << " last row's logits, " << settings[i].what << ": rel err " << err << " (threshold " << logit_tol << "), vs every row "
+                     << vs_all);
+        CHECK(err <= logit_tol);
+        CHECK(vs_all <= logit_tol / 2);
     }
-    const double err_on = max_rel_err(on.data(), want), err_off = max_rel_err(off.data(), want), on_off = max_rel_err(on.data(), off);
-    MESSAGE(name << " last row's logits rel err: trailing layers on that row only " << err_on << ", on every row " << err_off
-                 << " (threshold " << logit_tol << "); on vs off " << on_off);
-    CHECK(err_on <= logit_tol);
-    CHECK(err_off <= logit_tol);
-    CHECK(on_off <= logit_tol / 2);
 
-    // Mixed: slot 2's next token as a decode row beside the prompt again on slot 3 (logits rows: the decode row and the
-    // prompt's last of T + 1 rows), against the same decode row alone on slot 1 (a decode-only step runs every row).
-    const int32_t next = sample_token(on.data(), V, SamplingParams{}, 0);
-    GpuLimits knobs = model->limits();
-    knobs.trailing_layers_on_logit_rows = true;
-    model->set_step_knobs(knobs);
+    // Mixed: the next token as a decode row beside the prompt again on a fresh slot (logits rows: the decode row and the
+    // prompt's last, of T + 1 rows), against the same decode row alone on slot 2 (a decode-only step runs every row).
+    const int32_t next = sample_token(logits[1].data(), V, SamplingParams{}, 0);
+    set(settings[0]);
     SeqStep dec;
-    dec.slot = 1, dec.past = T, dec.tokens = {next}, dec.pages = pages_for(T + 1, 16, 64);
+    dec.slot = 2, dec.past = T, dec.tokens = {next}, dec.pages = pages_for(T + 1, 16, 128);
     REQUIRE(model->forward({dec}) == 1);
     std::vector<float> alone, mixed;
     model->copy_logits_to_host(1, alone);
-    dec.slot = 2, dec.pages = pages_for(T + 1, 16, 128);
-    seq.slot = 3, seq.pages = pages_for(T, 16, 192);
-    REQUIRE(model->forward({dec, seq}) == 2);
-    model->copy_logits_to_host(2, mixed);
-    const double dec_err = max_rel_err(mixed.data(), alone), pre_err = max_rel_err(mixed.data() + V, want);
-    MESSAGE(name << " mixed step, trailing layers on its 2 logits rows of " << T + 1 << ": decode row vs alone " << dec_err
-                 << ", prompt's last row vs reference " << pre_err);
-    CHECK(dec_err <= logit_tol / 2);
-    CHECK(pre_err <= logit_tol);
+    for (int i = 1; i < 3; ++i) {
+        set(settings[i]);
+        dec.slot = settings[i].slot, dec.pages = pages_for(T + 1, 16, settings[i].first_page);
+        seq.slot = i == 1 ? 3 : 5, seq.pages = pages_for(T, 16, i == 1 ? 192 : 224);
+        REQUIRE(model->forward({dec, seq}) == 2);
+        model->copy_logits_to_host(2, mixed);
+        const double dec_err = max_rel_err(mixed.data(), alone), pre_err = max_rel_err(mixed.data() + V, want);
+        MESSAGE(name << " mixed step, " << settings[i].what << " (2 logits rows of " << T + 1 << "): decode row vs alone " << dec_err
+                     << ", prompt's last row vs reference " << pre_err);
+        CHECK(dec_err <= logit_tol / 2);
+        CHECK(pre_err <= logit_tol);
+    }
 }
 
-TEST_CASE("GPU trailing layers on the logits rows only: small bf16 fixture (last Mamba out_proj + last MLP)") {
+TEST_CASE("GPU trailing layers on the logits rows only: small bf16 fixture (last Mamba gate and out_proj, last MLP)") {
     check_trailing_layers("small_bf16", 2e-2);
 }
-TEST_CASE("GPU trailing layers on the logits rows only: tiny fp32 fixture (last Mamba out_proj)") { check_trailing_layers("tiny_fp32", 3e-2); }
+TEST_CASE("GPU trailing layers on the logits rows only: tiny fp32 fixture (last Mamba gate and out_proj)") { check_trailing_layers("tiny_fp32", 3e-2); }
 
 TEST_CASE("GPU sessions: prefill(N) = prefill(k) + decode(N-k), batched with another sequence") {
     const std::string dir = golden_fixture("small_bf16");
