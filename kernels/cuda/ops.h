@@ -77,9 +77,9 @@ public:
     // beside the cuBLASLt candidates whenever such a shape is tuned and keeps it if it is faster (with
     // autotuning only); kAlways uses it (tile 256) for every supported shape (tests); kNever (default) not at all;
     // kReluSquared uses it (tile 256, untimed) for every supported ReLU² GEMM of at least kWgmmaReluSquaredMinRows
-    // rows, whose epilogue then replaces the relu_squared pass, and cuBLASLt (tuned) for everything else. (The tuner
-    // reruns one weight buffer, which favours cuBLASLt's tile order over ours on the 1,024-row MLP up projection;
-    // with cold weights, as in a step, ours is ≈ 4% faster there: docs/BENCHMARKS.md "Session 21".)
+    // rows, whose epilogue then replaces the relu_squared pass, and cuBLASLt (tuned) for everything else: the A/B for
+    // bench_gemm's −4% on the 1,024-row MLP up projection with cold weights, which the tuner (rerunning one weight
+    // buffer) never picked. H100 serving C = 100 did not move (docs/BENCHMARKS.md "Session 26").
     enum class WgmmaGemm { kTuned, kAlways, kNever, kReluSquared };
     static constexpr int64_t kWgmmaReluSquaredMinRows = 512;
     void set_wgmma_gemm(WgmmaGemm mode);

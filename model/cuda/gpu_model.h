@@ -65,7 +65,8 @@ struct GpuLimits {
     bool gemm_wgmma = false;
     // With gemm_wgmma off: the ReLU² GEMMs of ≥ 512 rows (the MLP up projection and the projector's fc1 in mixed steps)
     // run on our Hopper kernel with the activation in its epilogue, untimed (GemmContext::WgmmaGemm::kReluSquared);
-    // everything else on cuBLASLt.
+    // everything else on cuBLASLt. H100, session 26, serving C = 100 alternating: 16,658 / 16,779 on vs 16,686 / 16,799
+    // off — no gain, so off.
     bool gemm_wgmma_relu2 = false;
     bool lm_stream_priority = false;  // language-model steps at a higher stream priority than the vision tower
     bool vision_stream_priority = false;  // the vision tower at a higher stream priority than the language model
@@ -178,7 +179,8 @@ struct GpuLimits {
     // that layer's output projection and the MLP layers after it run on those rows only, gathered first. The KV cache
     // and the recurrent state still take every row; the logits are the same computation on the same rows (GEMMs of
     // other row counts may accumulate in another order). Holotron ends "…M-": the last Mamba layer's out_proj and the
-    // last MLP layer, ≈ 0.55 ms of a 1,024-row mixed step on H100. Off: every layer on every row (A/B).
+    // last MLP layer. H100, session 26, serving C = 100 alternating on one machine: 17,131 / 17,023 on vs 16,840 / 16,838
+    // off (mixed steps 58.2–58.5 vs 59.1–59.2 ms). Off: every layer on every row (A/B).
     bool trailing_layers_on_logit_rows = true;
     // With trailing_layers_on_logit_rows, where the last mixer is a Mamba layer: its gate z (the first d_inner columns of
     // in_proj, read only by the gated norm) is computed for the logits rows only — in_proj runs as its xBC | dt columns on
