@@ -404,6 +404,9 @@ int main(int argc, char** argv) {
         cudaDeviceProp prop{};
         cudaGetDeviceProperties(&prop, 0);
         const double copy_bw = surf::bench::copy_bandwidth();
+        // H100s differ by ≈ 2–3% in this benchmark (docs/BENCHMARKS.md); the GEMM ceiling beside the copy bandwidth says
+        // which kind of machine a run had (both measured before the engine takes the memory).
+        const double gemm_tflops = surf::bench::gemm_ceiling() / 1e12;
         const int max_c = *std::max_element(o.concurrency.begin(), o.concurrency.end());
         cuda::CudaEngineOptions eo;
         eo.limits.max_slots = max_c + 4;
@@ -469,9 +472,10 @@ int main(int argc, char** argv) {
         // formula, which writes the state every step, is printed per run too).
         const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window, split);
         const surf::bench::Roofline stock_roof = surf::bench::roofline(cfg, o.bf16_state);
-        std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), SSM state %s, replay window %d; mixed steps: Mamba branches %s, "
+        std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), bf16 GEMM ceiling %.0f TFLOP/s (8192^3), SSM state %s, "
+                    "replay window %d; mixed steps: Mamba branches %s, "
                     "attention branches %s, SSD wgmma kernel %s, SSD slices %s, SSU row slices %s (state staged by %s), Mamba y %s, prefill split-KV %s%s%s%s\n",
-                    prop.name, prop.multiProcessorCount, copy_bw / 1e9, o.bf16_state ? "bf16" : split ? "fp32 (two 16-bit planes)" : "fp32", eo.limits.ssm_replay_window,
+                    prop.name, prop.multiProcessorCount, copy_bw / 1e9, gemm_tflops, o.bf16_state ? "bf16" : split ? "fp32 (two 16-bit planes)" : "fp32", eo.limits.ssm_replay_window,
                     eo.limits.overlap_mamba_branches ? "overlapped" : "serial", eo.limits.overlap_attention_branches ? "overlapped" : "serial",
                     eo.limits.ssd_wgmma ? "where it applies" : "off", eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
                     eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.ssu_bulk_stage ? "bulk copies" : "cp.async",
