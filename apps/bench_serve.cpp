@@ -84,7 +84,8 @@ struct Options {
     int ssu_bulk = -1;       // GpuLimits::ssu_bulk_stage: -1 the default, 0 off, 1 on
     int mamba_y_bf16 = -1;   // GpuLimits::mamba_y_bf16: -1 the default, 0 off, 1 on
     int attention_ws = -1, vit_attention_ws = -1;  // GpuLimits::*attention_wgmma_warp_specialized: -1 the default, 0 off, 1 on
-    int attention_ws_beside_decode = -1, decode_pipelined = -1, decode_tma = -1, decode_tma_blocks = -1;  // GpuLimits::attention_ws_beside_decode, decode_attention_pipelined
+    // GpuLimits::attention_ws_beside_decode, decode_attention_pipelined, decode_attention_tma, decode_tma_blocks_per_sm
+    int attention_ws_beside_decode = -1, decode_pipelined = -1, decode_tma = -1, decode_tma_blocks = -1;
     int l2_evict_first = -1;  // GpuLimits::l2_evict_first
     int sampler_binned = -1;  // GpuLimits::sampler_binned
     int gemm_wgmma = -1;      // GpuLimits::gemm_wgmma

@@ -226,12 +226,13 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
         if (w_.layers[li].kind != LayerKind::kMlp) last_mixer = li;
     }
     const bool tail = L.trailing_layers_on_logit_rows && !keep_layers_ && logit_rows < st.n_tok && last_mixer < w_.layers.size();
+    const LogitRows logit_set{runs, logit_rows};
     for (size_t li = 0; li < w_.layers.size(); ++li) {
         const GpuLayer& layer = w_.layers[li];
         const bool on_logit_rows = tail && li > last_mixer;
         float* residual = on_logit_rows ? logit_in_.as<float>() : residual_.as<float>();
         const int64_t rows = on_logit_rows ? logit_rows : st.n_tok;
-        const std::vector<LogitRun>* tail_runs = tail && li == last_mixer ? &runs : nullptr;
+        const LogitRows* mixer_tail = tail && li == last_mixer ? &logit_set : nullptr;
         // h ← h + mixer(RMSNorm(h)); the mixer's last GEMM adds into the fp32 residual (beta = 1).
         kc::RmsNormParams rn;
         rn.x = residual, rn.x_dtype = kc::DType::kF32, rn.weight = layer.norm.ptr(), rn.y = normed_.as<bf16>();
@@ -241,8 +242,8 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
             kc::rmsnorm(rn, stream_);
         }
         switch (layer.kind) {
-            case LayerKind::kMamba2: mamba_layer(li, layer, tail_runs); break;
-            case LayerKind::kAttention: attention_layer(li, layer, tail_runs); break;
+            case LayerKind::kMamba2: mamba_layer(li, layer, mixer_tail); break;
+            case LayerKind::kAttention: attention_layer(li, layer, mixer_tail); break;
             case LayerKind::kMlp: mlp_layer(layer, residual, rows); break;
         }
         if (keep_layers_) {
@@ -276,20 +277,18 @@ void GpuModel::gather_rows(void* dst, const void* src, size_t row_bytes, const s
     }
 }
 
-void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op, const std::vector<LogitRun>* tail,
-                            bool x_gathered) {
+void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op, const LogitRows* tail, bool x_gathered) {
     const int64_t d = cfg_.llm.hidden_size;
     int64_t rows = step_.n_tok;
     float* residual = residual_.as<float>();
     if (tail) {
         auto timed = timer_.scope("logits", stream_);
-        gather_rows(logit_in_.get(), residual_.get(), static_cast<size_t>(d) * 4, *tail);
+        gather_rows(logit_in_.get(), residual_.get(), static_cast<size_t>(d) * 4, tail->runs);
         if (!x_gathered) {
-            gather_rows(big_.get(), x, static_cast<size_t>(k) * 2, *tail);
+            gather_rows(big_.get(), x, static_cast<size_t>(k) * 2, tail->runs);
             x = big_.as<bf16>();
         }
-        rows = 0;
-        for (const LogitRun& r : *tail) rows += r.count;
+        rows = tail->count;
         residual = logit_in_.as<float>();
     }
     kc::GemmParams out{x, w.ptr(), nullptr, residual, kc::DType::kF32, rows, d, k};
@@ -298,7 +297,7 @@ void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const 
     kc::gemm(*gemm_, out, stream_);
 }
 
-void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const std::vector<LogitRun>* tail) {
+void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const LogitRows* tail) {
     const LlmConfig& c = cfg_.llm;
     const Step& st = step_;
     const int64_t proj = c.in_proj_dim(), d_inner = c.d_inner(), conv_dim = c.conv_dim(), H = c.mamba_n_heads, P = c.mamba_head_dim;
@@ -311,10 +310,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const std::vector<Logit
     auto y_at = [&](int64_t row) { return static_cast<void*>(y_.as<uint8_t>() + static_cast<size_t>(row * H * P) * y_elem); };
     // GpuLimits::last_mamba_gate_on_logit_rows: the gate z only for the logits rows (below), so in_proj's z columns are
     // left out here.
-    int64_t tail_rows = 0;
-    if (tail) {
-        for (const LogitRun& r : *tail) tail_rows += r.count;
-    }
+    const int64_t tail_rows = tail ? tail->count : 0;
     const bool gate_on_tail = tail && limits_.last_mamba_gate_on_logit_rows &&
                               static_cast<size_t>(tail_rows * (d + d_inner)) * 2 + static_cast<size_t>(tail_rows * H * P) * y_elem <= big_.bytes();
     {
@@ -398,8 +394,8 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const std::vector<Logit
         void* y_rows = z_rows + rows * d_inner;
         {
             auto timed = timer_.scope("logits", stream_);
-            gather_rows(x_rows, normed_.get(), static_cast<size_t>(d) * 2, *tail);
-            gather_rows(y_rows, y_.get(), static_cast<size_t>(H * P) * y_elem, *tail);
+            gather_rows(x_rows, normed_.get(), static_cast<size_t>(d) * 2, tail->runs);
+            gather_rows(y_rows, y_.get(), static_cast<size_t>(H * P) * y_elem, tail->runs);
         }
         {
             auto timed = timer_.scope("mamba.in_proj", stream_);
@@ -414,7 +410,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const std::vector<Logit
     mixer_output(normed_.as<bf16>(), d_inner, W.out_proj, "mamba.out_proj", tail, gate_on_tail);
 }
 
-void GpuModel::attention_layer(size_t li, const GpuLayer& W, const std::vector<LogitRun>* tail) {
+void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* tail) {
     const LlmConfig& c = cfg_.llm;
     const Step& st = step_;
     const int64_t hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd, qkv_dim = q_dim + 2 * kv_dim, d = c.hidden_size;
@@ -485,9 +481,9 @@ void GpuModel::join_branch() {
     SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_join_, 0));
 }
 
-void GpuModel::mlp_layer(const GpuLayer& W, float* residual, int64_t rows) {
+void GpuModel::mlp_layer(const GpuLayer& W, float* residual, int64_t n) {
     const LlmConfig& c = cfg_.llm;
-    const int64_t n = rows, d = c.hidden_size, inter = c.intermediate_size;
+    const int64_t d = c.hidden_size, inter = c.intermediate_size;
     bf16* hidden = big_.as<bf16>();  // [n_tok, intermediate]
     {
         // ReLU² in the GEMM's epilogue where our kernel runs it, else gemm() runs relu_squared after cuBLASLt.

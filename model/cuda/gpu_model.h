@@ -319,17 +319,21 @@ private:
     struct LogitRun {
         int64_t first, count;
     };
+    // The step's logits rows: its runs and their row total.
+    struct LogitRows {
+        const std::vector<LogitRun>& runs;
+        int64_t count;
+    };
     // The mixers add their output projection into the residual stream for every row of the step, or with `tail` only
     // for the logits rows (GpuLimits::trailing_layers_on_logit_rows: the residual rows are gathered into logit_in_ first).
-    void mamba_layer(size_t li, const GpuLayer& L, const std::vector<LogitRun>* tail);
-    void attention_layer(size_t li, const GpuLayer& L, const std::vector<LogitRun>* tail);
+    void mamba_layer(size_t li, const GpuLayer& L, const LogitRows* tail);
+    void attention_layer(size_t li, const GpuLayer& L, const LogitRows* tail);
     // Adds x [n_tok, k] · wᵀ into the residual stream (the mixers' last GEMM), or with `tail` only the logits rows' part
     // into logit_in_ (residual rows gathered there, x rows gathered into big_, which the mixer no longer needs, unless
     // x_gathered: x already holds just those rows).
-    void mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op, const std::vector<LogitRun>* tail,
-                      bool x_gathered = false);
-    // h ← h + down(ReLU²(up(x))) for `rows` rows: x = normed_, h = `residual` (residual_ or, past the last mixer, logit_in_).
-    void mlp_layer(const GpuLayer& L, float* residual, int64_t rows);
+    void mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op, const LogitRows* tail, bool x_gathered = false);
+    // h ← h + down(ReLU²(up(x))) for n rows: x = normed_, h = `residual` (residual_ or, past the last mixer, logit_in_).
+    void mlp_layer(const GpuLayer& L, float* residual, int64_t n);
     // Copies the rows of `runs` (row_bytes each) from src to consecutive rows of dst.
     void gather_rows(void* dst, const void* src, size_t row_bytes, const std::vector<LogitRun>& runs);
     // Whether this step runs its prefill rows' branch of a layer on branch_stream_ (GpuLimits overlap
