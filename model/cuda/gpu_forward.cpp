@@ -195,6 +195,21 @@ double GpuModel::warm_up(int64_t prefill_tokens, bool row_buckets) {
     if (row_buckets) {
         for (int64_t rows = 192; rows < n; rows += 64) prefill_rows(rows);
     }
+    // The trailing layers' GEMMs over the logits rows (GpuLimits::trailing_layers_on_logit_rows), one step at each
+    // gemm_rows multiple of 8 up to 128 (those are tuned on first use): b − 1 decode rows and a two-token prompt give b
+    // logits rows out of b + 1. Serving's mixed steps have one logits row per decode row and per prompt that ends, so
+    // without these their first steps would each stop to tune (H100, C = 100: 21 shapes in the run, more with
+    // last_mamba_gate_on_logit_rows).
+    if (row_buckets && L.trailing_layers_on_logit_rows) {
+        SeqStep prompt;
+        prompt.slot = scratch_slot_, prompt.past = 0, prompt.tokens = {0, 0};
+        prompt.pages.assign(static_cast<size_t>((2 + L.page_size - 1) / L.page_size), scratch_page_);
+        for (int64_t b = 8; b <= std::min<int64_t>({128, L.max_logit_rows, L.max_seqs, L.max_tokens - 1}); b += 8) {
+            std::vector<SeqStep> step(static_cast<size_t>(b - 1), row);
+            step.push_back(prompt);
+            forward(step, 0);
+        }
+    }
     SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -226,12 +241,12 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
         if (w_.layers[li].kind != LayerKind::kMlp) last_mixer = li;
     }
     const bool tail = L.trailing_layers_on_logit_rows && !keep_layers_ && logit_rows < st.n_tok && last_mixer < w_.layers.size();
-    const LogitRows logit_set{runs, logit_rows};
+    const LogitRows logit_set{runs, logit_rows, logit_gemm_rows(logit_rows)};
     for (size_t li = 0; li < w_.layers.size(); ++li) {
         const GpuLayer& layer = w_.layers[li];
         const bool on_logit_rows = tail && li > last_mixer;
         float* residual = on_logit_rows ? logit_in_.as<float>() : residual_.as<float>();
-        const int64_t rows = on_logit_rows ? logit_rows : st.n_tok;
+        const int64_t rows = on_logit_rows ? logit_rows : st.n_tok;  // the norm's; the MLP's GEMMs take gemm_rows
         const LogitRows* mixer_tail = tail && li == last_mixer ? &logit_set : nullptr;
         // h ← h + mixer(RMSNorm(h)); the mixer's last GEMM adds into the fp32 residual (beta = 1).
         kc::RmsNormParams rn;
@@ -244,7 +259,7 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
         switch (layer.kind) {
             case LayerKind::kMamba2: mamba_layer(li, layer, mixer_tail); break;
             case LayerKind::kAttention: attention_layer(li, layer, mixer_tail); break;
-            case LayerKind::kMlp: mlp_layer(layer, residual, rows); break;
+            case LayerKind::kMlp: mlp_layer(layer, residual, on_logit_rows ? logit_set.gemm_rows : rows); break;
         }
         if (keep_layers_) {
             SURF_CUDA_CHECK(cudaMemcpyAsync(layer_out_[li].get(), residual_.get(), static_cast<size_t>(st.n_tok * d) * 4, cudaMemcpyDeviceToDevice, stream_));
@@ -261,8 +276,7 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
     // lm_head over the rows rounded up to a multiple of 8 (the extra rows' logits are never read): a step's
     // logits row count varies with how many prompts end in it, and every row count would be a GEMM shape
     // of its own to tune; the weights are read once either way.
-    const int64_t head_rows = std::min({(logit_rows + 7) / 8 * 8, L.max_logit_rows, L.max_tokens});
-    kc::GemmParams head{normed_.as<bf16>(), w_.lm_head.ptr(), nullptr, logits_.get(), kc::DType::kF32, std::max(head_rows, logit_rows), w_.lm_head.rows, d};
+    kc::GemmParams head{normed_.as<bf16>(), w_.lm_head.ptr(), nullptr, logits_.get(), kc::DType::kF32, logit_set.gemm_rows, w_.lm_head.rows, d};
     head.ldy = logits_stride();
     kc::gemm(*gemm_, head, stream_);
 }
@@ -277,6 +291,10 @@ void GpuModel::gather_rows(void* dst, const void* src, size_t row_bytes, const s
     }
 }
 
+int64_t GpuModel::logit_gemm_rows(int64_t count) const {
+    return std::max(count, std::min({(count + 7) / 8 * 8, limits_.max_logit_rows, limits_.max_tokens}));
+}
+
 void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op, const LogitRows* tail, bool x_gathered) {
     const int64_t d = cfg_.llm.hidden_size;
     int64_t rows = step_.n_tok;
@@ -288,7 +306,7 @@ void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const 
             gather_rows(big_.get(), x, static_cast<size_t>(k) * 2, tail->runs);
             x = big_.as<bf16>();
         }
-        rows = tail->count;
+        rows = tail->gemm_rows;
         residual = logit_in_.as<float>();
     }
     kc::GemmParams out{x, w.ptr(), nullptr, residual, kc::DType::kF32, rows, d, k};
@@ -310,7 +328,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const LogitRows* tail) 
     auto y_at = [&](int64_t row) { return static_cast<void*>(y_.as<uint8_t>() + static_cast<size_t>(row * H * P) * y_elem); };
     // GpuLimits::last_mamba_gate_on_logit_rows: the gate z only for the logits rows (below), so in_proj's z columns are
     // left out here.
-    const int64_t tail_rows = tail ? tail->count : 0;
+    const int64_t tail_rows = tail ? tail->gemm_rows : 0;
     const bool gate_on_tail = tail && limits_.last_mamba_gate_on_logit_rows &&
                               static_cast<size_t>(tail_rows * (d + d_inner)) * 2 + static_cast<size_t>(tail_rows * H * P) * y_elem <= big_.bytes();
     {
@@ -388,7 +406,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const LogitRows* tail) 
         // zx is no longer read (the conv and the scan are done): big_ takes the logits rows' in_proj input [R, d], their
         // z [R, d_inner] and their y [R, H·P], one after another; the gated norm writes its R rows to normed_ once the
         // input rows are copied out of it.
-        const int64_t rows = tail_rows;
+        const int64_t rows = tail_rows;  // gemm_rows; the gathers and the gated norm take the tail's count
         bf16* x_rows = big_.as<bf16>();
         bf16* z_rows = x_rows + rows * d;
         void* y_rows = z_rows + rows * d_inner;
@@ -401,7 +419,7 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const LogitRows* tail) 
             auto timed = timer_.scope("mamba.in_proj", stream_);
             kc::gemm(*gemm_, {x_rows, W.in_proj.ptr(), nullptr, z_rows, kc::DType::kBF16, rows, d_inner, d}, stream_);
         }
-        gn.y = y_rows, gn.z = z_rows, gn.z_stride = d_inner, gn.rows = rows;
+        gn.y = y_rows, gn.z = z_rows, gn.z_stride = d_inner, gn.rows = tail->count;
     }
     {
         auto timed = timer_.scope("mamba.gated_norm", stream_);

@@ -197,6 +197,9 @@ void GpuModel::allocate() {
     y_ = DeviceBuffer(static_cast<size_t>(T * std::max<int64_t>(c.d_inner(), 1)) * 4);
     logits_ = DeviceBuffer(static_cast<size_t>(L.max_logit_rows * logits_stride()) * 4);
     logit_in_ = DeviceBuffer(static_cast<size_t>(L.max_logit_rows * d) * 4);
+    // The trailing layers' GEMMs also run over the rows past a step's logits rows (LogitRows::gemm_rows), adding into
+    // them: never read, but initialized.
+    SURF_CUDA_CHECK(cudaMemset(logit_in_.get(), 0, logit_in_.bytes()));
     image_rows_ = DeviceBuffer(static_cast<size_t>(std::max<int64_t>(L.max_image_rows, 1) * d) * 2);
 
     const int64_t max_pages = (L.max_context + L.page_size - 1) / L.page_size;

@@ -185,8 +185,10 @@ struct GpuLimits {
     // With trailing_layers_on_logit_rows, where the last mixer is a Mamba layer: its gate z (the first d_inner columns of
     // in_proj, read only by the gated norm) is computed for the logits rows only — in_proj runs as its xBC | dt columns on
     // every row and its z columns on the gathered rows — and the gated norm runs on those rows. ≈ 0.15 ms of a 1,024-row
-    // mixed step by the GEMM's share. Built in session 26 without a GPU to run it on: off until measured.
-    bool last_mamba_gate_on_logit_rows = false;
+    // mixed step by the GEMM's share. H100, session 27, serving C = 100 alternating on one machine (with the logits rows'
+    // GEMMs at multiples of 8 rows, tuned in warm_up): 16,908 / 16,912 on vs 16,810 / 16,856 off (mixed steps 58.9 / 58.9
+    // vs 59.2 / 58.9 ms); gpu_test_gpu_forward's trailing-layer cases pass with it. Off: the whole in_proj on every row.
+    bool last_mamba_gate_on_logit_rows = true;
 };
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
@@ -319,11 +321,15 @@ private:
     struct LogitRun {
         int64_t first, count;
     };
-    // The step's logits rows: its runs and their row total.
+    // The step's logits rows: its runs and their row total; GEMMs over them take gemm_rows rows (count rounded up to
+    // a multiple of 8, capped by the buffers), so that a step's varying logits row count maps onto few GEMM shapes,
+    // each tuned once in warm_up. Rows past count hold stale values, and what is computed from them is never read.
     struct LogitRows {
         const std::vector<LogitRun>& runs;
-        int64_t count;
+        int64_t count, gemm_rows;
     };
+    // count rounded up to a multiple of 8, within the logits buffers (the lm_head's and the trailing layers' GEMM rows).
+    int64_t logit_gemm_rows(int64_t count) const;
     // The mixers add their output projection into the residual stream for every row of the step, or with `tail` only
     // for the logits rows (GpuLimits::trailing_layers_on_logit_rows: the residual rows are gathered into logit_in_ first).
     void mamba_layer(size_t li, const GpuLayer& L, const LogitRows* tail);

@@ -80,8 +80,8 @@ TEST_CASE("agent loop on the CUDA engine behaves as on the CPU engine") {
     SyntheticPage cpu_page, gpu_page;
     const RunResult a = run_on(*cpu, cpu_page, root + "/cpu");
     const RunResult b = run_on(*gpu, gpu_page, root + "/gpu");
-    MESSAGE("CPU: " << run_status_name(a.status) << " in " << a.steps << " steps, " << a.model_calls << " model calls, " << a.errors << " errors");
-    MESSAGE("GPU: " << run_status_name(b.status) << " in " << b.steps << " steps, " << b.model_calls << " model calls, " << b.errors << " errors");
+    MESSAGE("CPU: " << std::string(run_status_name(a.status)) << " in " << a.steps << " steps, " << a.model_calls << " model calls, " << a.errors << " errors");
+    MESSAGE("GPU: " << std::string(run_status_name(b.status)) << " in " << b.steps << " steps, " << b.model_calls << " model calls, " << b.errors << " errors");
     for (const RunResult* r : {&a, &b}) {
         CHECK(r->status != RunStatus::kError);
         CHECK(r->steps <= 4);

@@ -143,7 +143,7 @@ void check_fixture(const std::string& name, double logit_tol, bool require_all_g
     for (int64_t i = 0; i < cfg.llm.n_layers(); ++i) {
         model->copy_layer_output(i, T, layer);
         const double e = max_rel_err(layer.data(), expected.to_f32("layers." + std::to_string(i)));
-        MESSAGE(name << " GPU layers." << i << " (" << layer_kind_name(cfg.llm.layers[i]) << ") rel err " << e);
+        MESSAGE(name << " GPU layers." << i << " (" << std::string(layer_kind_name(cfg.llm.layers[i])) << ") rel err " << e);
     }
     const double logit_err = max_rel_err(logits.data(), expected.to_f32("logits"));
     MESSAGE(name << " GPU logits rel err " << logit_err << " (threshold " << logit_tol << ")");
@@ -220,7 +220,7 @@ void check_trailing_layers(const std::string& name, double logit_tol) {
         REQUIRE(model->forward({seq}) == 1);
         model->copy_logits_to_host(1, logits[i]);
         const double err = max_rel_err(logits[i].data(), want), vs_all = max_rel_err(logits[i].data(), logits[0]);
-        MESSAGE(name << " last row's logits, " << settings[i].what << ": rel err " << err << " (threshold " << logit_tol << "), vs every row "
+        MESSAGE(name << " last row's logits, " << std::string(settings[i].what) << ": rel err " << err << " (threshold " << logit_tol << "), vs every row "
                      << vs_all);
         CHECK(err <= logit_tol);
         CHECK(vs_all <= logit_tol / 2);
@@ -242,7 +242,7 @@ void check_trailing_layers(const std::string& name, double logit_tol) {
         REQUIRE(model->forward({dec, seq}) == 2);
         model->copy_logits_to_host(2, mixed);
         const double dec_err = max_rel_err(mixed.data(), alone), pre_err = max_rel_err(mixed.data() + V, want);
-        MESSAGE(name << " mixed step, " << settings[i].what << " (2 logits rows of " << T + 1 << "): decode row vs alone " << dec_err
+        MESSAGE(name << " mixed step, " << std::string(settings[i].what) << " (2 logits rows of " << T + 1 << "): decode row vs alone " << dec_err
                      << ", prompt's last row vs reference " << pre_err);
         CHECK(dec_err <= logit_tol / 2);
         CHECK(pre_err <= logit_tol);
@@ -387,6 +387,22 @@ TEST_CASE("GPU warm-up: tunes the decode buckets' and the prefill chunk's GEMMs,
     SeqStep part;
     part.slot = 3, part.tokens.assign(192, 7), part.pages = pages_for(192, 16, 192);
     for (int i = 0; i < 3; ++i) model->forward({part});
+    CHECK(model->gemm_tune_totals().first == tuned);
+    // Nor does a mixed step of 256 rows with 3 logits rows (two decode rows and a prompt ending in it): the trailing
+    // layers past the last mixer run on those rows, as GEMMs over 8 rows (LogitRows::gemm_rows), which the warm-up
+    // tuned.
+    REQUIRE(model->limits().trailing_layers_on_logit_rows);
+    std::vector<SeqStep> mixed = rows;
+    for (SeqStep& d : mixed) d.past += 1, d.pages = pages_for(N + 2, 16, 64 * d.slot);
+    SeqStep prompt;
+    prompt.slot = 4, prompt.tokens.assign(254, 9), prompt.pages = pages_for(254, 16, 240);
+    mixed.push_back(prompt);
+    for (int i = 0; i < 3; ++i) {
+        model->forward(mixed);
+        for (SeqStep& d : mixed) {
+            if (d.slot != 4) d.past += 1, d.pages = pages_for(d.past + 1, 16, 64 * d.slot);
+        }
+    }
     CHECK(model->gemm_tune_totals().first == tuned);
 }
 
