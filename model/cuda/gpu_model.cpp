@@ -291,20 +291,6 @@ void GpuModel::fold_replay(size_t li, const int32_t* slots, const int32_t* count
     kc::ssm_replay_fold(f, stream);
 }
 
-void GpuModel::copy_slot(int32_t from, int32_t to) {
-    const LlmConfig& c = cfg_.llm;
-    const size_t cb = conv_slot_bytes(c), sb = ssm_slot_bytes(c, limits_.ssm_state);
-    const size_t rb = replay_count_.empty() ? 0 : static_cast<size_t>(limits_.ssm_replay_window * kc::ssm_replay_entry_elems(c.mamba_n_heads, c.mamba_head_dim, c.n_groups, c.d_state)) * 2;
-    for (size_t li = 0; li < conv_state_.size(); ++li) {
-        if (c.layers[li] != LayerKind::kMamba2) continue;
-        SURF_CUDA_CHECK(cudaMemcpyAsync(conv_state_[li].as<uint8_t>() + to * cb, conv_state_[li].as<uint8_t>() + from * cb, cb, cudaMemcpyDeviceToDevice, stream_));
-        SURF_CUDA_CHECK(cudaMemcpyAsync(ssm_state_[li].as<uint8_t>() + to * sb, ssm_state_[li].as<uint8_t>() + from * sb, sb, cudaMemcpyDeviceToDevice, stream_));
-        // The pending replay tokens travel with the state.
-        if (rb > 0) SURF_CUDA_CHECK(cudaMemcpyAsync(ssm_replay_[li].as<uint8_t>() + to * rb, ssm_replay_[li].as<uint8_t>() + from * rb, rb, cudaMemcpyDeviceToDevice, stream_));
-    }
-    if (!replay_count_.empty()) replay_count_[to] = replay_count_[from];
-}
-
 void GpuModel::save_slot(int32_t slot, std::vector<uint8_t>& host) {
     const LlmConfig& c = cfg_.llm;
     const size_t cb = conv_slot_bytes(c), sb = ssm_slot_bytes(c, limits_.ssm_state);
@@ -340,20 +326,6 @@ void GpuModel::load_slot(int32_t slot, const std::vector<uint8_t>& host) {
         at += cb + sb;
     }
     SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
-}
-
-void GpuModel::copy_pages(const std::vector<int32_t>& from, const std::vector<int32_t>& to) {
-    const LlmConfig& c = cfg_.llm;
-    SURF_CHECK(from.size() == to.size(), "copy_pages: sizes");
-    const size_t pb = static_cast<size_t>(limits_.page_size * c.n_kv_heads * c.head_dim) * 2;
-    for (size_t li = 0; li < k_cache_.size(); ++li) {
-        if (c.layers[li] != LayerKind::kAttention) continue;
-        for (size_t i = 0; i < from.size(); ++i) {
-            for (const DeviceBuffer* cache : {&k_cache_[li], &v_cache_[li]}) {
-                SURF_CUDA_CHECK(cudaMemcpyAsync(cache->as<uint8_t>() + to[i] * pb, cache->as<uint8_t>() + from[i] * pb, pb, cudaMemcpyDeviceToDevice, stream_));
-            }
-        }
-    }
 }
 
 void GpuModel::save_pages(const std::vector<int32_t>& pages, std::vector<uint8_t>& host) const {

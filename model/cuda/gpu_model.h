@@ -299,13 +299,11 @@ public:
     int64_t logits_stride() const { return (cfg_.llm.vocab_size + 63) / 64 * 64; }
     void copy_logits_to_host(int64_t rows, std::vector<float>& host);
 
-    // State slots: copy (fork), and save/restore to host memory (offload).
-    void copy_slot(int32_t from, int32_t to);
+    // State slots and KV pages: save to / restore from host memory (offload; a fork is a host copy too).
     // save_slot first folds the slot's pending replay tokens into its state (GpuLimits::ssm_replay_window), so the
     // host copy is the plain state.
     void save_slot(int32_t slot, std::vector<uint8_t>& host);
     void load_slot(int32_t slot, const std::vector<uint8_t>& host);
-    void copy_pages(const std::vector<int32_t>& from, const std::vector<int32_t>& to);
     void save_pages(const std::vector<int32_t>& pages, std::vector<uint8_t>& host) const;
     void load_pages(const std::vector<int32_t>& pages, const std::vector<uint8_t>& host);
 
