@@ -559,6 +559,11 @@ int main(int argc, char** argv) {
                             "%.2f s = %.2f ms a step)\n",
                             mode, C, r.wall, after.busy_seconds - before.busy_seconds, sec_all, after.busy_seconds - before.busy_seconds - sec_all,
                             1e3 * (after.busy_seconds - before.busy_seconds - sec_all) / std::max(1.0, steps_all));
+                auto host_ms = [&](double EngineStats::*f) { return 1e3 * (after.*f - before.*f) / std::max(1.0, steps_all); };
+                std::printf("#   %s C=%d: scheduler thread, ms a step: planning %.3f, issuing the forward %.3f, accounting the tokens %.3f, "
+                            "admission %.3f, waits for images %.3f\n",
+                            mode, C, host_ms(&EngineStats::plan_seconds), host_ms(&EngineStats::issue_seconds), host_ms(&EngineStats::results_seconds),
+                            host_ms(&EngineStats::admission_seconds), host_ms(&EngineStats::image_wait_seconds));
                 std::printf("#   %s C=%d: %lld GEMM shapes tuned during the run (%.2f s of step time), %lld decode graphs captured\n", mode, C,
                             static_cast<long long>(after.gemm_shapes_tuned - before.gemm_shapes_tuned),
                             after.gemm_tune_seconds - before.gemm_tune_seconds,

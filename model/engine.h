@@ -73,6 +73,11 @@ struct EngineStats {
     double busy_seconds = 0.0;                             // wall time with requests waiting or running; what
                                                            // step_seconds leaves of it is the scheduler's own work
                                                            // between steps (admission, results, vision launches)
+    // The CUDA engine's scheduler thread, host time (s): planning each step (rows, pages) before its forward is issued,
+    // issuing the forward (metadata packed and uploaded, kernels enqueued), accounting a step's sampled tokens after it,
+    // admitting requests between steps (the wait for the lock included), and passes in which every running request
+    // waited for its images (their vision batches issued).
+    double plan_seconds = 0.0, issue_seconds = 0.0, results_seconds = 0.0, admission_seconds = 0.0, image_wait_seconds = 0.0;
     int64_t decode_only_rows = 0;                          // sequences summed over decode-only steps
     int64_t decode_only_context = 0;                       // KV tokens read, summed over those sequences
     double decode_only_gpu_seconds = 0.0;                  // GPU span of those steps (first op to sampled tokens);

@@ -304,7 +304,9 @@ private:
         SURF_CUDA_CHECK(cudaSetDevice(options_.device));
         for (;;) {
             {
+                const auto top = Clock::now();
                 std::unique_lock<std::mutex> lock(mu_);
+                if (busy_since_) stats_.admission_seconds += since(top);  // the wait for the lock, while busy
                 if (busy_since_ && waiting_.empty() && running_.empty()) {
                     stats_.busy_seconds += since(*busy_since_);
                     busy_since_.reset();
@@ -315,7 +317,9 @@ private:
                     fail_all(lock);
                     return;
                 }
+                const auto admit_start = Clock::now();
                 admit_waiting();
+                stats_.admission_seconds += since(admit_start);
             }
             if (running_.empty()) continue;
             try {
@@ -442,12 +446,15 @@ private:
         steps.insert(steps.end(), prefill_steps.begin(), prefill_steps.end());
         if (seqs.empty()) {  // every running request waits for its images
             encode_queued_images();
+            std::lock_guard<std::mutex> lock(mu_);
+            stats_.image_wait_seconds += since(t0);
             return;
         }
         const bool decode_only = std::all_of(owners.begin(), owners.end(), [](const Request* r) { return r->decoding; });
 
         bool graph = false;
         std::pair<int64_t, double> tunes;
+        const auto issue_start = Clock::now();
         {
             std::lock_guard<std::mutex> gpu(gpu_mu_);
             const int64_t launches = model_->decode_graph_launches();
@@ -457,6 +464,7 @@ private:
             graphs_captured_ = model_->decode_graphs_captured();
             tunes = model_->gemm_tune_totals();
         }
+        const auto issue_end = Clock::now();
         // The next images go through the vision tower on its stream while this step runs (or wait for more,
         // CudaEngineOptions::vision_min_tiles).
         if (vision_batch_due(!prefill_owners.empty())) encode_queued_images();
@@ -471,7 +479,10 @@ private:
         const std::vector<int32_t> sampled = sample(owners, steps, sample_rows);
 
         std::lock_guard<std::mutex> lock(mu_);
+        const auto results_start = Clock::now();
         const double dt = since(t0);
+        stats_.plan_seconds += std::chrono::duration<double>(issue_start - t0).count();
+        stats_.issue_seconds += std::chrono::duration<double>(issue_end - issue_start).count();
         gemm_tunes_ = tunes;
         ++stats_.steps;
         stats_.graph_steps += graph ? 1 : 0;
@@ -522,6 +533,7 @@ private:
             }
         }
         finish_done();
+        stats_.results_seconds += since(results_start);
     }
 
     // Whether the queued images go through the vision tower after this step: always when batching across
@@ -593,17 +605,6 @@ private:
     void drop_vision_jobs(const Request& r) {
         vision_queue_.erase(std::remove_if(vision_queue_.begin(), vision_queue_.end(), [&](const VisionJob& q) { return q.request == &r; }),
                             vision_queue_.end());
-    }
-
-    int64_t image_rows_before(const Request& r, int64_t pos) const {
-        // Image rows consumed by tokens [0, pos) of r.tokens (input images start after the pending tokens).
-        const int64_t offset = static_cast<int64_t>(r.tokens.size() - r.input.tokens.size());
-        int64_t rows = 0;
-        for (const PreparedImage& img : r.input.images) {
-            const int64_t begin = offset + img.first_token, end = begin + img.n_rows;
-            rows += std::clamp<int64_t>(pos - begin, 0, end - begin);
-        }
-        return rows;
     }
 
     void unpin(int64_t region) { arena_.unpin(region, ++clock_); }

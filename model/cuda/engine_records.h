@@ -2,6 +2,7 @@
 // flight, an image waiting for the vision tower, and the layout of the per-row sampling parameters.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -83,5 +84,16 @@ struct Request {
     Clock::time_point started, first_token_time;
     std::promise<GenerateResult> done;
 };
+
+// Image rows consumed by tokens [0, pos) of r.tokens (input images start after the pending tokens).
+inline int64_t image_rows_before(const Request& r, int64_t pos) {
+    const int64_t offset = static_cast<int64_t>(r.tokens.size() - r.input.tokens.size());
+    int64_t rows = 0;
+    for (const PreparedImage& img : r.input.images) {
+        const int64_t begin = offset + img.first_token, end = begin + img.n_rows;
+        rows += std::clamp<int64_t>(pos - begin, 0, end - begin);
+    }
+    return rows;
+}
 
 }  // namespace surf::model::cuda::engine_detail

@@ -107,6 +107,7 @@ namespace {
 // and in EngineStats::operator+=).
 #define SURF_ENGINE_STATS_FIELDS(X)                                                                              \
     X(prefill_tokens) X(decode_tokens) X(image_tokens) X(steps) X(decode_only_steps) X(step_seconds) X(busy_seconds) \
+    X(plan_seconds) X(issue_seconds) X(results_seconds) X(admission_seconds) X(image_wait_seconds)              \
     X(decode_only_seconds) X(decode_only_rows) X(decode_only_context) X(decode_only_gpu_seconds)                  \
     X(mixed_sampled_steps) X(mixed_sampled_seconds) X(mixed_sampled_gpu_seconds) X(sampled_steps)                 \
     X(sampling_gpu_seconds) X(running)                                                                            \
