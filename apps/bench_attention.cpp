@@ -249,6 +249,34 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         dec_us.push_back(us);
         std::printf("| %s (%d splits) | %.1f | %.0f |\n", d.name, cu::attention_decode_splits(dp), us, bytes / (us * 1e-6) / 1e9);
     }
+    {  // Both in one launch (attention_mixed) against the engine's default pair (plain wgmma prefill on its stream, pipelined decode).
+        cu::AttentionPrefillParams p;
+        p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr, p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
+        p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1, p.n_heads = nh, p.n_kv_heads = nkv;
+        p.head_dim = D, p.max_seqlen_q = fresh, p.causal = true, p.n_splits = 1, p.wgmma_key_tile = 64;
+        cu::AttentionDecodeParams d = dp;
+        d.pipelined = true, d.l2_evict_first = true, d.n_splits = 0, d.tma = false;
+        Buffer<uint8_t> mws(cu::attention_mixed_workspace_bytes(d));
+        Buffer<int32_t> counters = upload({0, 0, 0});
+        const bool one = cu::attention_mixed_usable(p, d);
+        const double pre_us = time_on_main([&] { cu::attention_prefill(p, main_s); });
+        const double dec_us1 = time_on_main([&] { cu::attention_decode(d, dws.ptr, main_s); });
+        const double pair_us = time_on_main([&] {
+            SURF_CUDA_CHECK(cudaEventRecord(fork, main_s));
+            SURF_CUDA_CHECK(cudaStreamWaitEvent(pre_s, fork, 0));
+            cu::attention_prefill(p, pre_s);
+            cu::attention_decode(d, dws.ptr, main_s);
+            SURF_CUDA_CHECK(cudaEventRecord(join, pre_s));
+            SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, join, 0));
+        });
+        const double mixed_us = time_on_main([&] { cu::attention_mixed(p, d, mws.ptr, counters.ptr, main_s); });
+        const int64_t bad = count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
+        std::printf("\n| one launch (attention_mixed%s) | prefill alone us (wgmma 64) | decode alone us (pipelined) | pair us (engine default) | "
+                    "one launch us | one launch / pair |\n|---|---|---|---|---|---|\n| mixed | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n",
+                    one ? "" : ": NOT USABLE here, two kernels", pre_us, dec_us1, pair_us, mixed_us, mixed_us / pair_us,
+                    bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
+        std::fflush(stdout);
+    }
     std::printf("\n\"first\": the prefill stream runs a tiny kernel, the decode waits for it, so the prefill's blocks are placed before the "
                 "decode's; \"after\": the decode is issued before the prefill (the engine's order beside the TMA decode)\n\n| prefill kernel (split-KV) | decode kernel | prefill alone us | decode alone us | sum us | together us | hidden us | together / sum |\n"
                 "|---|---|---|---|---|---|---|---|\n");

@@ -430,6 +430,8 @@ int main(int argc, char** argv) {
                     L.decode_attention_pipelined ? "the decode attention not pipelined" : "the decode attention pipelined");
             flipped([](GpuLimits& g) { g.decode_attention_tma = !g.decode_attention_tma; },
                     L.decode_attention_tma ? "the decode attention on cp.async (not TMA rings)" : "the decode attention on TMA rings, issued before the prefill's");
+            flipped([](GpuLimits& g) { g.attention_mixed = !g.attention_mixed; },
+                    L.attention_mixed ? "a mixed step's attention as two kernels" : "a mixed step's attention in one launch (attention_mixed)");
             flipped([](GpuLimits& g) { g.l2_evict_first = !g.l2_evict_first; },
                     L.l2_evict_first ? "the decode rows' state and KV without an L2 hint" : "the decode rows' state and KV evict-first in L2");
             // Programmatic dependent launch the other way round (GpuLimits::programmatic_launch).

@@ -448,10 +448,12 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* ta
     }
     // Prefill rows (their own stream at the highest priority when overlapping) and decode rows. The prefill goes first,
     // except beside the TMA decode kernel, whose one block an SM goes first so that every SM keeps it beside a prefill block.
-    const bool overlap = overlap_branches(limits_.overlap_attention_branches);
+    // Both kinds of rows in one launch (GpuLimits::attention_mixed): no branch.
+    const bool mixed = limits_.attention_mixed && st.n_pre > 0 && st.n_dec > 0;
+    const bool overlap = !mixed && overlap_branches(limits_.overlap_attention_branches);
     cudaStream_t pre_stream = overlap ? branch_stream_ : stream_;
     if (overlap) fork_branch();
-    auto prefill = [&] {
+    auto prefill_params = [&] {
         kc::AttentionPrefillParams ap;
         ap.q = qkv + st.n_dec * qkv_dim, ap.q_stride = qkv_dim, ap.out = out + st.n_dec * q_dim, ap.out_stride = q_dim;
         ap.cu_seqlens_q = st.cu_pre, ap.k_cache = k_cache_[li].as<bf16>(), ap.v_cache = v_cache_[li].as<bf16>();
@@ -462,10 +464,9 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* ta
         ap.rows_per_warp = limits_.attention_rows_per_warp;
         ap.wgmma_key_tile = limits_.attention_wgmma_keys;
         ap.wgmma_warp_specialized = limits_.attention_wgmma_warp_specialized && (!overlap || limits_.attention_ws_beside_decode);
-        auto timed = timer_.scope("attn.prefill", pre_stream);
-        kc::attention_prefill(ap, pre_stream);
+        return ap;
     };
-    auto decode = [&] {
+    auto decode_params = [&] {
         kc::AttentionDecodeParams dp;
         dp.q = qkv, dp.q_stride = qkv_dim, dp.out = out, dp.k_cache = k_cache_[li].as<bf16>(), dp.v_cache = v_cache_[li].as<bf16>();
         dp.block_table = st.bt_dec, dp.seq_lens = st.lens_dec, dp.page_size = limits_.page_size, dp.max_pages_per_seq = st.max_pages;
@@ -474,13 +475,30 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* ta
         dp.l2_evict_first = limits_.l2_evict_first;
         dp.tma = limits_.decode_attention_tma, dp.cache_pages = limits_.kv_pages + 1;  // the scratch page included
         dp.persistent_blocks_per_sm = st.n_pre > 0 ? 1 : limits_.decode_tma_blocks_per_sm;
+        return dp;
+    };
+    auto prefill = [&] {
+        const kc::AttentionPrefillParams ap = prefill_params();
+        auto timed = timer_.scope("attn.prefill", pre_stream);
+        kc::attention_prefill(ap, pre_stream);
+    };
+    auto decode = [&] {
+        const kc::AttentionDecodeParams dp = decode_params();
         SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
         auto timed = timer_.scope("attn.decode", stream_);
         kc::attention_decode(dp, decode_ws_.get(), stream_);
     };
-    if (limits_.decode_attention_tma && st.n_dec > 0) decode();
-    if (st.n_pre > 0) prefill();
-    if (!limits_.decode_attention_tma && st.n_dec > 0) decode();
+    if (mixed) {
+        const kc::AttentionPrefillParams ap = prefill_params();
+        const kc::AttentionDecodeParams dp = decode_params();
+        SURF_CHECK(kc::attention_mixed_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small for the mixed attention");
+        auto timed = timer_.scope("attn.mixed", stream_);
+        kc::attention_mixed(ap, dp, decode_ws_.get(), mixed_counters_.as<int32_t>(), stream_);
+    } else {
+        if (limits_.decode_attention_tma && st.n_dec > 0) decode();
+        if (st.n_pre > 0) prefill();
+        if (!limits_.decode_attention_tma && st.n_dec > 0) decode();
+    }
     if (overlap) join_branch();
     mixer_output(out, q_dim, W.o, "attn.o_proj", tail);
 }

@@ -232,9 +232,12 @@ void GpuModel::allocate() {
                     dp.tma = tma, dp.persistent_blocks_per_sm = per_sm;
                     ws = std::max(ws, kc::attention_decode_workspace_bytes(dp));
                 }
+                ws = std::max(ws, kc::attention_mixed_workspace_bytes(dp));  // GpuLimits::attention_mixed (a step knob)
             }
         }
         decode_ws_ = DeviceBuffer(ws);
+        mixed_counters_ = DeviceBuffer(3 * sizeof(int32_t));
+        SURF_CUDA_CHECK(cudaMemset(mixed_counters_.get(), 0, mixed_counters_.bytes()));
         // Split-KV prefill: up to 4 splits of up to 2,048 query tokens (longer steps have blocks enough).
         if (L.attention_splits) prefill_ws_ = DeviceBuffer(kc::attention_prefill_workspace_bytes(std::min<int64_t>(T, 2048), c.n_heads, c.head_dim, 4));
     }

@@ -151,6 +151,10 @@ struct GpuLimits {
     // were captured with.
     bool decode_attention_tma = false;
     int decode_tma_blocks_per_sm = 1;  // 1 or 2 (the decode workspace is sized for both)
+    // A mixed step's prefill and decode attention in one persistent launch (kc::attention_mixed: each SM multiplies
+    // prefill tiles from one ring while it streams decode tiles through another, GQA heads packed for wgmma), instead of
+    // the two kernels side by side. Off until measured in serving (session 28).
+    bool attention_mixed = false;
     // The decode rows' once-a-step streams, their SSM state (state update and fold) and their K/V (decode attention),
     // marked evict-first in the L2 (SsuParams / AttentionDecodeParams::l2_evict_first), so that ≈ 25 GB a mixed step
     // of them do not push the residual stream, activations and GEMM operand tiles out of the 50 MB L2. Off: no hint
@@ -221,7 +225,7 @@ public:
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
-    // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, decode_attention_tma, decode_tma_blocks_per_sm, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
+    // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, decode_attention_tma, decode_tma_blocks_per_sm, attention_mixed, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
     // sampler_binned, programmatic_launch)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
@@ -243,6 +247,7 @@ public:
         limits_.decode_attention_pipelined = from.decode_attention_pipelined;
         limits_.decode_attention_tma = from.decode_attention_tma;
         limits_.decode_tma_blocks_per_sm = from.decode_tma_blocks_per_sm;
+        limits_.attention_mixed = from.attention_mixed;
         limits_.l2_evict_first = from.l2_evict_first;
         limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
         limits_.mamba_y_bf16 = from.mamba_y_bf16;
@@ -391,6 +396,7 @@ private:
     // Activation workspaces sized by limits.
     DeviceBuffer residual_, normed_, big_, xbc_, y_, attn_, logits_, ssd_ws_, decode_ws_, embed_ws_, logit_in_, image_rows_;
     DeviceBuffer prefill_ws_;  // split-KV partial results of prefill attention
+    DeviceBuffer mixed_counters_;  // kc::attention_mixed's work-queue counters (zero between launches)
     DeviceBuffer vit_h_, vit_ln_, vit_big_, vit_attn_, vit_patches_, vit_pixels_, vit_shuffled_;
     std::vector<DeviceBuffer> layer_out_;
     bool keep_layers_ = false;

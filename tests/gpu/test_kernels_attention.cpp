@@ -249,3 +249,76 @@ TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split c
         }
     }
 }
+
+TEST_CASE("attention_mixed: a mixed step's prefill rows and decode rows in one launch (against the CPU reference)") {
+    // Prefill sequences (past, new) — fresh prompts, continuations, a chunk of 924, row counts off multiples of 64 — and
+    // decode rows of 1 to 4,096 keys in one paged cache. At head dim 128 on a compute capability 9.0 device this is the
+    // one-launch kernel (twice in a row: the queue counters must come back to zero; then with 7 forced decode splits);
+    // at the fixture head dims (and elsewhere) attention_mixed runs the two kernels, checked the same way.
+    std::mt19937 rng(11);
+    for (Heads hd : {Heads{"holotron", 40, 8, 128}, Heads{"tiny_fp32", 4, 2, 16}}) {
+        const std::vector<int64_t> past{0, 1000, 5, 300}, fresh{200, 130, 63, 924};
+        const std::vector<int64_t> dec_lens{1, 37, 4096, 1000, 129, 64, 2500, 4000};
+        for (int64_t page_size : {16, 64}) {
+            const size_t n_pre = past.size(), n_dec = dec_lens.size();
+            std::vector<int64_t> lens;
+            for (size_t s = 0; s < n_pre; ++s) lens.push_back(past[s] + fresh[s]);
+            lens.insert(lens.end(), dec_lens.begin(), dec_lens.end());
+            PagedCache cache(lens, page_size, hd.n_kv, hd.D, rng);
+            const int64_t qw = hd.n_heads * hd.D, kvw = hd.n_kv * hd.D;
+            for (size_t s = 0; s < lens.size(); ++s) {  // rows past a sequence in its last page may hold anything
+                for (int64_t j = lens[s]; j % page_size != 0; ++j) {
+                    std::fill_n(cache.k.begin() + cache.row(s, j) * kvw, kvw, NAN);
+                    std::fill_n(cache.v.begin() + cache.row(s, j) * kvw, kvw, NAN);
+                }
+            }
+            std::vector<int32_t> cu_q{0}, lens_pre, lens_dec(dec_lens.begin(), dec_lens.end());
+            for (size_t s = 0; s < n_pre; ++s) {
+                cu_q.push_back(cu_q.back() + static_cast<int32_t>(fresh[s]));
+                lens_pre.push_back(static_cast<int32_t>(lens[s]));
+            }
+            const int64_t n_tok = cu_q.back(), q_stride = qw + 64;  // the prefill's q rows strided, as in the qkv output
+            auto q_pre = random_vec(n_tok * q_stride, rng, -2.0f, 2.0f), q_dec = random_vec(static_cast<int64_t>(n_dec) * qw, rng, -2.0f, 2.0f);
+            std::vector<float> ref_pre(n_tok * qw), ref_dec(n_dec * qw);
+            for (size_t s = 0; s < lens.size(); ++s) {
+                auto ks = cache.gather(cache.k, s, lens[s]), vs = cache.gather(cache.v, s, lens[s]);
+                cpu::AttentionParams c;
+                const bool pre = s < n_pre;
+                c.q = pre ? q_pre.data() + cu_q[s] * q_stride : q_dec.data() + (s - n_pre) * qw;
+                c.out = pre ? ref_pre.data() + cu_q[s] * qw : ref_dec.data() + (s - n_pre) * qw;
+                c.k = ks.data(); c.v = vs.data(); c.T = pre ? fresh[s] : 1; c.L = lens[s];
+                c.n_heads = hd.n_heads; c.n_kv_heads = hd.n_kv; c.head_dim = hd.D;
+                c.q_stride = pre ? q_stride : qw; c.kv_stride = kvw; c.causal = true;
+                cpu::attention(c);
+            }
+            DeviceBuffer<bf16> dq_pre(to_bf16(q_pre)), dq_dec(to_bf16(q_dec)), dk(to_bf16(cache.k)), dv(to_bf16(cache.v));
+            DeviceBuffer<bf16> dout_pre(n_tok * qw), dout_dec(n_dec * qw);
+            DeviceBuffer<int32_t> dbt(cache.block_table), dcu(cu_q), dlens_pre(lens_pre), dlens_dec(lens_dec), counters(std::vector<int32_t>{0, 0, 0});
+            cu::AttentionPrefillParams p;
+            p.q = dq_pre.get(); p.q_stride = q_stride; p.out = dout_pre.get(); p.cu_seqlens_q = dcu.get();
+            p.k_cache = dk.get(); p.v_cache = dv.get(); p.block_table = dbt.get(); p.seq_lens_k = dlens_pre.get();
+            p.page_size = page_size; p.max_pages_per_seq = cache.max_pages;
+            p.n_seq = static_cast<int64_t>(n_pre); p.n_heads = hd.n_heads; p.n_kv_heads = hd.n_kv; p.head_dim = hd.D;
+            p.max_seqlen_q = *std::max_element(fresh.begin(), fresh.end()); p.causal = true; p.n_splits = 1;
+            cu::AttentionDecodeParams d;
+            d.q = dq_dec.get(); d.out = dout_dec.get(); d.k_cache = dk.get(); d.v_cache = dv.get();
+            d.block_table = dbt.get() + n_pre * cache.max_pages; d.seq_lens = dlens_dec.get(); d.page_size = page_size;
+            d.max_pages_per_seq = cache.max_pages; d.batch = static_cast<int64_t>(n_dec); d.n_heads = hd.n_heads;
+            d.n_kv_heads = hd.n_kv; d.head_dim = hd.D; d.max_seq_len = 4096; d.l2_evict_first = true;
+            const bool one_launch = cu::attention_mixed_usable(p, d);
+            MESSAGE("attention_mixed " << std::string(hd.name) << " page " << page_size << ": " << (one_launch ? "one launch" : "two kernels"));
+            for (int32_t splits : {0, 0, 7}) {
+                d.n_splits = splits;
+                DeviceBuffer<uint8_t> ws(std::max<size_t>(cu::attention_mixed_workspace_bytes(d), 1));
+                ws.poison();
+                dout_pre.poison();
+                dout_dec.poison();
+                cu::attention_mixed(p, d, ws.get(), counters.get(), nullptr);
+                const std::string tag = std::string(" ") + hd.name + " page " + std::to_string(page_size) + " decode splits " + std::to_string(splits);
+                compare("attention_mixed prefill" + tag, to_float(dout_pre.download()), ref_pre, 3e-3f, 2e-2f, 1e-2);
+                compare("attention_mixed decode" + tag, to_float(dout_dec.download()), ref_dec, 3e-3f, 2e-2f, 1e-2);
+                CHECK(counters.download() == std::vector<int32_t>{0, 0, 0});
+            }
+        }
+    }
+}
