@@ -15,9 +15,12 @@
 //     two products at 64 rows (warps 1–3 multiply zeros and skip the softmax). The tensor cores do ≈ 13× the useful
 //     work, which at ≈ 0.5 µs a 32 KB tile is still far under the tile's DRAM time; the split results are merged by
 //     a small combine kernel (splits past a sequence's length are never made);
+//   * no L2 cache hint on the copies (AttentionDecodeParams::l2_evict_first is not used): with the hint's policy chosen per
+//     item, ptxas 13.0 emitted the copies with a cache-policy operand in uniform registers it never set (H100: illegal
+//     instruction);
 //   * the producer hands each stage over with its item (StageMeta) on the stage's `full` mbarrier; a consumer hands
 //     it back on `empty`; an end marker closes the ring.
-// The queues' counters (three ints, zero before the first launch) are reset by the last block to finish.
+// The queues' counters (three ints, zero before the first launch) are reset by the last ring to finish.
 #include "kernels/cuda/attention_flash.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -54,7 +57,7 @@ struct MixedArgs {
     int dec_splits, dec_part;
     float* ws_o;        // [batch · n_heads · dec_splits][kD]: each split's normalised partial result
     float* ws_lse;      // [batch · n_heads · dec_splits]: its log2-sum-exp
-    int32_t* counters;  // [3]: prefill items taken, decode items taken, blocks finished
+    int32_t* counters;  // [3]: prefill items taken, decode items taken, rings finished
 };
 
 // Shared memory: the rings [kRings][kStages][K | V], then full / empty mbarriers [kRings][kStages] each, the stage
@@ -135,10 +138,8 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
     __syncthreads();
     const int total_pre = pre_prefix[n_pre_seq], total_dec = dec_prefix[batch];
 
-    // Registers move from the copying warpgroup to the multiplying ones (as in attention_wgmma.cu's warp-specialized kernel).
-    constexpr int kProducerRegs = 56, kConsumerRegs = 224;
-    if (wg == 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
-    else asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+    // No setmaxnreg: ptxas allocates every role within the launch's 168 registers a thread, and lowering the producers'
+    // count below what their code was given faults (H100, session 28: illegal instruction at the copy loop with 56).
 
     if (wg == 0) {  // ---- producers: warps 0–1 fill ring 0, warps 2–3 ring 1
         const int r = tid / kProducerThreads, ptid = tid % kProducerThreads, bar = 1 + r;
@@ -147,7 +148,6 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
         uint64_t* empty_r = empty + r * kStages;
         StageMeta* meta_r = meta + r * kStages;
         int32_t* rows_r = key_rows + r * kStages * kKeys;
-        const uint64_t pol_pre = detail::l2_policy(false), pol_dec = detail::l2_policy(Dp.l2_evict_first);
         bool exhausted_pre = false, exhausted_dec = false;  // thread ptid 0's view
         const int prefer = r;                // ring 0: prefill first; ring 1: decode first
         uint32_t n = 0;                      // tiles handed over
@@ -171,13 +171,14 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                 mailbox[2 * r] = kind, mailbox[2 * r + 1] = idx;
             }
             named_barrier_sync(bar, kProducerThreads);
-            const int kind = mailbox[2 * r], idx = mailbox[2 * r + 1];
+            // Read once by lane 0 and broadcast, so that the compiler knows them warp-uniform.
+            const int kind = __shfl_sync(0xffffffffu, lane == 0 ? mailbox[2 * r] : 0, 0);
+            const int idx = __shfl_sync(0xffffffffu, lane == 0 ? mailbox[2 * r + 1] : 0, 0);
             if (kind == kEnd) break;
             // The item's keys [0 or start, k_end) from its sequence's pages.
             int seq, head, pos, k0, k_end, kvh;
             const int32_t* table;
             const bf16 *k_src, *v_src;
-            uint64_t pol;
             if (kind == kPrefill) {
                 seq = find_seq(pre_prefix, n_pre_seq, idx);
                 const int j = idx - pre_prefix[seq];
@@ -186,14 +187,14 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                 head = j % n_heads, pos = (blocks - 1 - j / n_heads) * kRows, kvh = head / group;
                 k0 = 0, k_end = min(len_k, len_k - len_q + pos + min(kRows, len_q - pos));  // causal: the last row's diagonal
                 table = P.block_table + static_cast<int64_t>(seq) * P.max_pages_per_seq;
-                k_src = P.k_cache, v_src = P.v_cache, pol = pol_pre;
+                k_src = P.k_cache, v_src = P.v_cache;
             } else {
                 seq = find_seq(dec_prefix, batch, idx);
                 const int j = idx - dec_prefix[seq];
                 head = kvh = j % n_kv, pos = j / n_kv;
                 k0 = pos * a.dec_part, k_end = min(Dp.seq_lens[seq], k0 + a.dec_part);
                 table = Dp.block_table + static_cast<int64_t>(seq) * Dp.max_pages_per_seq;
-                k_src = Dp.k_cache, v_src = Dp.v_cache, pol = pol_dec;
+                k_src = Dp.k_cache, v_src = Dp.v_cache;
             }
             const int page_size = static_cast<int>(kind == kPrefill ? P.page_size : Dp.page_size);
             const int64_t row_stride = static_cast<int64_t>(n_kv) * kD, col0 = static_cast<int64_t>(kvh) * kD;
@@ -216,8 +217,8 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                     const int at = wgmma::sw32_chunk<kD>(i, kKeys, rr, col);
                     const int32_t src = rows[rr];
                     const int64_t off = src >= 0 ? src * row_stride + col0 + col : 0;
-                    detail::cp_async16(Kd + at, k_src + off, src >= 0, pol);
-                    detail::cp_async16(Vd + at, v_src + off, src >= 0, pol);
+                    detail::cp_async16(Kd + at, k_src + off, src >= 0);
+                    detail::cp_async16(Vd + at, v_src + off, src >= 0);
                 }
                 if (ptid == 0) {
                     const int flags = (kb == k0 ? kFirst : 0) | (kb + kKeys >= k_end ? kLast : 0);
@@ -234,6 +235,14 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
         detail::cp_async_mbarrier_arrive(full_r + stage);
         if (ptid == 0) detail::mbarrier_arrive(full_r + stage);
         detail::cp_async_wait<0>();
+        if (ptid == 0) {  // the last ring to finish re-arms the queues for the next launch (every fetch is done by then)
+            __threadfence();
+            if (atomicAdd(a.counters + 2, 1) == kRings * static_cast<int>(gridDim.x) - 1) {
+                atomicExch(a.counters + 0, 0);
+                atomicExch(a.counters + 1, 0);
+                atomicExch(a.counters + 2, 0);
+            }
+        }
     } else {  // ---- consumers: warpgroup 1 takes ring 0, warpgroup 2 ring 1
         const int r = wg - 1, ctid = tid - 128 * wg, warp = ctid >> 5, g = lane >> 2, t = lane & 3;
         const unsigned char* ring = rings + static_cast<size_t>(r) * kStages * kStageBytes;
@@ -350,15 +359,6 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                     if (t == 0) a.ws_lse[idx] = st.l[rr] > 0.0f ? st.m[rr] + log2f(st.l[rr]) : -INFINITY;
                 }
             }
-        }
-    }
-    __syncthreads();
-    if (tid == 0) {  // the last block to finish re-arms the queues for the next launch
-        __threadfence();
-        if (atomicAdd(a.counters + 2, 1) == static_cast<int>(gridDim.x) - 1) {
-            atomicExch(a.counters + 0, 0);
-            atomicExch(a.counters + 1, 0);
-            atomicExch(a.counters + 2, 0);
         }
     }
 #else

@@ -306,7 +306,7 @@ TEST_CASE("attention_mixed: a mixed step's prefill rows and decode rows in one l
             d.max_pages_per_seq = cache.max_pages; d.batch = static_cast<int64_t>(n_dec); d.n_heads = hd.n_heads;
             d.n_kv_heads = hd.n_kv; d.head_dim = hd.D; d.max_seq_len = 4096; d.l2_evict_first = true;
             const bool one_launch = cu::attention_mixed_usable(p, d);
-            MESSAGE("attention_mixed " << std::string(hd.name) << " page " << page_size << ": " << (one_launch ? "one launch" : "two kernels"));
+            MESSAGE("attention_mixed " << std::string(hd.name) << " page " << page_size << ": " << std::string(one_launch ? "one launch" : "two kernels"));
             for (int32_t splits : {0, 0, 7}) {
                 d.n_splits = splits;
                 DeviceBuffer<uint8_t> ws(std::max<size_t>(cu::attention_mixed_workspace_bytes(d), 1));
