@@ -256,7 +256,13 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         p.head_dim = D, p.max_seqlen_q = fresh, p.causal = true, p.n_splits = 1, p.wgmma_key_tile = 64;
         cu::AttentionDecodeParams d = dp;
         d.pipelined = true, d.l2_evict_first = true, d.n_splits = 0, d.tma = false;
-        Buffer<uint8_t> mws(cu::attention_mixed_workspace_bytes(d));
+        size_t mws_bytes = cu::attention_mixed_workspace_bytes(d);
+        for (int32_t splits : {2, 4, 8, 16, 32}) {
+            cu::AttentionDecodeParams ds = d;
+            ds.n_splits = splits;
+            mws_bytes = std::max(mws_bytes, cu::attention_mixed_workspace_bytes(ds));
+        }
+        Buffer<uint8_t> mws(mws_bytes);
         Buffer<int32_t> counters = upload({0, 0, 0});
         const bool one = cu::attention_mixed_usable(p, d);
         const double pre_us = time_on_main([&] { cu::attention_prefill(p, main_s); });
@@ -275,6 +281,22 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
                     "one launch us | one launch / pair |\n|---|---|---|---|---|---|\n| mixed | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n",
                     one ? "" : ": NOT USABLE here, two kernels", pre_us, dec_us1, pair_us, mixed_us, mixed_us / pair_us,
                     bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
+        // Each side nearly alone in the one launch (a 1-token prefill; 1 decode row): which side sets its time.
+        Buffer<int32_t> cu_one = upload({0, 1}), len_one = upload({static_cast<int32_t>(past + 1)});
+        cu::AttentionPrefillParams p1 = p;
+        p1.cu_seqlens_q = cu_one.ptr, p1.seq_lens_k = len_one.ptr, p1.max_seqlen_q = 1;
+        cu::AttentionDecodeParams d1 = d;
+        d1.batch = 1;
+        const double dec_side_us = time_on_main([&] { cu::attention_mixed(p1, d, mws.ptr, counters.ptr, main_s); });
+        const double pre_side_us = time_on_main([&] { cu::attention_mixed(p, d1, mws.ptr, counters.ptr, main_s); });
+        std::printf("| one launch, the decode rows beside a 1-token prefill | | %.1f (%.0f GB/s) | | | |\n| one launch, the prefill beside 1 decode row | %.1f | | | | |\n",
+                    dec_side_us, bytes / (dec_side_us * 1e-6) / 1e9, pre_side_us);
+        for (int32_t splits : {2, 4, 8, 16, 32}) {  // decode item sizes (the automatic plan: 24 items an SM)
+            cu::AttentionDecodeParams ds = d;
+            ds.n_splits = splits;
+            std::printf("| one launch, decode in %d splits (%lld keys an item) | | | | %.1f | |\n", splits, (long long)((past + splits - 1) / splits),
+                        time_on_main([&] { cu::attention_mixed(p, ds, mws.ptr, counters.ptr, main_s); }));
+        }
         std::fflush(stdout);
     }
     std::printf("\n\"first\": the prefill stream runs a tiny kernel, the decode waits for it, so the prefill's blocks are placed before the "

@@ -21,6 +21,14 @@
 //   * the producer hands each stage over with its item (StageMeta) on the stage's `full` mbarrier; a consumer hands
 //     it back on `empty`; an end marker closes the ring.
 // The queues' counters (three ints, zero before the first launch) are reset by the last ring to finish.
+// Measured (H100, session 28, bench_attention --pair: 924 new tokens on 5,000 past beside 100 decode rows on 5,000): correct
+// against the CPU reference, but 1,180 µs against the two-kernel pair's 1,015–1,023, serving C = 100 −0.7 to −1.3%, so the
+// engine keeps it off (GpuLimits::attention_mixed). Each side nearly alone in the launch: the decode rows 819 µs (2.5 TB/s;
+// the pipelined kernel alone 730), the prefill 606 µs (the plain wgmma kernel 441–459; ≈ 3 µs a 64 × 64 tile a consumer),
+// and the two sides hide only ≈ 240 µs of each other. Pipelining the prefill consumer's tiles (P·V deferred to the next
+// tile's S) did not help (628 µs), so its limit is not the product chain; the suspect is that each consumer copies its own
+// K/V (64-row items: twice the L2 → shared-memory bytes and copy instructions of the 128-row warp-specialized kernel,
+// whose two consumers share a tile). Next: an Nsight Compute profile of this kernel (docs/KERNELS.md "Known gaps").
 #include "kernels/cuda/attention_flash.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -41,6 +49,8 @@ constexpr int kTileBytes = kKeys * kD * 2;    // K (or V) of a tile
 constexpr int kStageBytes = 2 * kTileBytes;   // K then V
 constexpr int kTileChunks = kKeys * kD / 8;   // 16-byte chunks of a K (or V) tile
 constexpr int kMaxGroup = 16;                 // decode: query heads a kv head (rows g and g + 8 of warp 0)
+constexpr int kQSlotStride = kD * 2 + 16;     // a decode item's query rows in its first stage: bytes a row (padded: no conflicts)
+constexpr int kQSlotBytes = kMaxGroup * kQSlotStride;
 
 enum : int { kPrefill = 0, kDecode = 1, kEnd = 2 };
 constexpr int kFirst = 1, kLast = 2;
@@ -60,11 +70,12 @@ struct MixedArgs {
     int32_t* counters;  // [3]: prefill items taken, decode items taken, rings finished
 };
 
-// Shared memory: the rings [kRings][kStages][K | V], then full / empty mbarriers [kRings][kStages] each, the stage
+// Shared memory: the rings [kRings][kStages][K | V], the decode query slots [kRings][kStages], then full / empty mbarriers [kRings][kStages] each, the stage
 // metadata [kRings][kStages], the producers' key rows [kRings][kStages][kKeys], their item mailboxes [kRings][2], and the
 // two queues' prefix sums over sequences (prefill [n_seq + 1], decode [batch + 1]).
 constexpr size_t kRingBytes = static_cast<size_t>(kRings) * kStages * kStageBytes;
-constexpr size_t kFixedSmem = kRingBytes + 2 * kRings * kStages * 8 + kRings * kStages * sizeof(StageMeta) + kRings * kStages * kKeys * 4 + kRings * 2 * 4;
+constexpr size_t kQSlotsBytes = static_cast<size_t>(kRings) * kStages * kQSlotBytes;
+constexpr size_t kFixedSmem = kRingBytes + kQSlotsBytes + 2 * kRings * kStages * 8 + kRings * kStages * sizeof(StageMeta) + kRings * kStages * kKeys * 4 + kRings * 2 * 4;
 
 size_t smem_bytes(int64_t n_seq, int64_t batch) { return kFixedSmem + static_cast<size_t>(n_seq + 1 + batch + 1) * 4; }
 
@@ -109,7 +120,8 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
 #if SURF_WGMMA_ENABLED
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* rings = smem_raw;
-    uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw + kRingBytes);  // [kRings][kStages]
+    unsigned char* qslots = smem_raw + kRingBytes;                                       // [kRings][kStages]
+    uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw + kRingBytes + kQSlotsBytes);  // [kRings][kStages]
     uint64_t* empty = full + kRings * kStages;                             // [kRings][kStages]
     StageMeta* meta = reinterpret_cast<StageMeta*>(empty + kRings * kStages);
     int32_t* key_rows = reinterpret_cast<int32_t*>(meta + kRings * kStages);  // [kRings][kStages][kKeys]
@@ -138,8 +150,12 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
     __syncthreads();
     const int total_pre = pre_prefix[n_pre_seq], total_dec = dec_prefix[batch];
 
-    // No setmaxnreg: ptxas allocates every role within the launch's 168 registers a thread, and lowering the producers'
-    // count below what their code was given faults (H100, session 28: illegal instruction at the copy loop with 56).
+    // Registers move from the copying warpgroup to the multiplying ones (as in attention_wgmma.cu's warp-specialized
+    // kernel): ptxas allocates each role's code within its count. Without it the consumers' S, P·V and softmax state do
+    // not fit 168 and ptxas serializes their wgmma (C7512).
+    constexpr int kProducerRegs = 72, kConsumerRegs = 216;
+    if (wg == 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
 
     if (wg == 0) {  // ---- producers: warps 0–1 fill ring 0, warps 2–3 ring 1
         const int r = tid / kProducerThreads, ptid = tid % kProducerThreads, bar = 1 + r;
@@ -151,6 +167,19 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
         bool exhausted_pre = false, exhausted_dec = false;  // thread ptid 0's view
         const int prefer = r;                // ring 0: prefill first; ring 1: decode first
         uint32_t n = 0;                      // tiles handed over
+        // Thread ptid 0 asks for the next item while the current one's tiles go out (the atomic's latency hides behind
+        // them): ask_q is the queue asked (−1: none left), ask_i its answer, checked only when the item is needed.
+        int ask_q = -1, ask_i = 0;
+        auto ask = [&] {
+            ask_q = -1;
+            for (int k = 0; k < 2; ++k) {
+                const int q = k == 0 ? prefer : 1 - prefer;
+                if (q == kPrefill ? exhausted_pre : exhausted_dec) continue;
+                ask_q = q, ask_i = atomicAdd(a.counters + q, 1);
+                return;
+            }
+        };
+        if (ptid == 0) ask();
         auto take_stage = [&]() -> int {
             const int stage = static_cast<int>(n % kStages);
             if (n >= kStages) detail::mbarrier_wait(empty_r + stage, ((n / kStages) - 1) & 1);
@@ -160,15 +189,17 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
             named_barrier_sync(bar, kProducerThreads);  // every thread has read the mailbox
             if (ptid == 0) {
                 int kind = kEnd, idx = 0;
-                for (int k = 0; k < 2 && kind == kEnd; ++k) {
-                    const int q = k == 0 ? prefer : 1 - prefer;
-                    if (q == kPrefill ? exhausted_pre : exhausted_dec) continue;
-                    const int i = atomicAdd(a.counters + q, 1);
-                    if (i < (q == kPrefill ? total_pre : total_dec)) kind = q, idx = i;
-                    else if (q == kPrefill) exhausted_pre = true;
+                while (ask_q >= 0) {
+                    if (ask_i < (ask_q == kPrefill ? total_pre : total_dec)) {
+                        kind = ask_q, idx = ask_i;
+                        break;
+                    }
+                    if (ask_q == kPrefill) exhausted_pre = true;
                     else exhausted_dec = true;
+                    ask();
                 }
                 mailbox[2 * r] = kind, mailbox[2 * r + 1] = idx;
+                if (kind != kEnd) ask();
             }
             named_barrier_sync(bar, kProducerThreads);
             // Read once by lane 0 and broadcast, so that the compiler knows them warp-uniform.
@@ -211,14 +242,37 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                 const int32_t* rows = rows_r + stage * kKeys;
                 unsigned char* Kd = ring + static_cast<size_t>(stage) * kStageBytes;
                 unsigned char* Vd = Kd + kTileBytes;
+                // The decode rows' K/V marked evict-first in the L2 (AttentionDecodeParams::l2_evict_first); the policy is made
+                // inside the branch (chosen per item through one register, ptxas 13.0 left the copies' policy operand unset).
+                if (kind == kDecode && Dp.l2_evict_first) {
+                    const uint64_t pol = detail::l2_policy(true);
 #pragma unroll 4
-                for (int i = ptid; i < kTileChunks; i += kProducerThreads) {
-                    int rr, col;
-                    const int at = wgmma::sw32_chunk<kD>(i, kKeys, rr, col);
-                    const int32_t src = rows[rr];
-                    const int64_t off = src >= 0 ? src * row_stride + col0 + col : 0;
-                    detail::cp_async16(Kd + at, k_src + off, src >= 0);
-                    detail::cp_async16(Vd + at, v_src + off, src >= 0);
+                    for (int i = ptid; i < kTileChunks; i += kProducerThreads) {
+                        int rr, col;
+                        const int at = wgmma::sw32_chunk<kD>(i, kKeys, rr, col);
+                        const int32_t src = rows[rr];
+                        const int64_t off = src >= 0 ? src * row_stride + col0 + col : 0;
+                        detail::cp_async16(Kd + at, k_src + off, src >= 0, pol);
+                        detail::cp_async16(Vd + at, v_src + off, src >= 0, pol);
+                    }
+                } else {
+#pragma unroll 4
+                    for (int i = ptid; i < kTileChunks; i += kProducerThreads) {
+                        int rr, col;
+                        const int at = wgmma::sw32_chunk<kD>(i, kKeys, rr, col);
+                        const int32_t src = rows[rr];
+                        const int64_t off = src >= 0 ? src * row_stride + col0 + col : 0;
+                        detail::cp_async16(Kd + at, k_src + off, src >= 0);
+                        detail::cp_async16(Vd + at, v_src + off, src >= 0);
+                    }
+                }
+                if (kind == kDecode && kb == k0) {  // the item's query rows, for its consumer's first tile
+                    unsigned char* qs = qslots + static_cast<size_t>(r * kStages + stage) * kQSlotBytes;
+                    const bf16* qsrc = Dp.q + seq * a.q_stride_dec + static_cast<int64_t>(kvh) * group * kD;
+                    for (int c = ptid; c < group * (kD / 8); c += kProducerThreads) {
+                        const int qr = c / (kD / 8), ch = c % (kD / 8);
+                        detail::cp_async16(qs + qr * kQSlotStride + ch * 16, qsrc + qr * kD + ch * 8, true);
+                    }
                 }
                 if (ptid == 0) {
                     const int flags = (kb == k0 ? kFirst : 0) | (kb + kKeys >= k_end ? kLast : 0);
@@ -251,6 +305,7 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
         const StageMeta* meta_r = meta + r * kStages;
         WarpFlash<kD> st;
         uint32_t qf[kD / 16][4];
+
         // The current item: kind, and per kind what masking and the output need.
         int kind = kPrefill, seq = 0, head = 0, pos = 0, q0 = 0, len_q = 0, len_k = 0, past = 0, k_end = 0;
         int qi0 = 0, qi1 = 0;
@@ -269,11 +324,11 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                     const bf16* qh = P.q + static_cast<int64_t>(head) * kD;
                     if (qi0 < len_q) q_row0 = qh + (q0 + qi0) * a.q_stride_pre;
                     if (qi1 < len_q) q_row1 = qh + (q0 + qi1) * a.q_stride_pre;
-                } else {
+                } else {  // from the stage's query slot (the producer copied the group's rows with the tile)
                     k_end = min(Dp.seq_lens[seq], (pos + 1) * a.dec_part);
-                    const bf16* qb = Dp.q + seq * a.q_stride_dec + static_cast<int64_t>(head) * group * kD;
-                    if (warp == 0 && g < group) q_row0 = qb + g * kD;
-                    if (warp == 0 && g + 8 < group) q_row1 = qb + (g + 8) * kD;
+                    const unsigned char* qs = qslots + static_cast<size_t>(r * kStages + stage) * kQSlotBytes;
+                    if (warp == 0 && g < group) q_row0 = reinterpret_cast<const bf16*>(qs + g * kQSlotStride);
+                    if (warp == 0 && g + 8 < group) q_row1 = reinterpret_cast<const bf16*>(qs + (g + 8) * kQSlotStride);
                 }
 #pragma unroll
                 for (int ks = 0; ks < kD / 16; ++ks) {
@@ -315,7 +370,8 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                 for (int kk = 0; kk < kKeys / 16; ++kk) pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = 0u;
             }
             // O += P·V: V is an N-major B operand, 16 head-dim columns per slab (64 keys · 32 bytes apart), 8 keys per
-            // 256 bytes; 16 keys (512 bytes) per k-step.
+            // 256 bytes; 16 keys (512 bytes) per k-step. (Deferring it to the next tile's S, FlashAttention-3's
+            // intra-warpgroup overlap, was measured in session 28: the prefill side 628 vs 606 µs; not kept.)
             const uint64_t desc_v = wgmma::make_desc_sw32(Kt + kTileBytes, kKeys * 32, 256);
             wgmma::fence_operands(st.o);
             wgmma::fence();
@@ -392,12 +448,13 @@ struct MixedPlan {
     int splits, part;
 };
 
-// Decode items of about equal keys, ≈ 32 a consumer over the GPU (the queues even out the rest), ≥ 256 keys each.
+// Decode items of about equal keys, ≈ 12 a consumer over the GPU (the queues even out the rest; each item costs its
+// producer a page-table and an item lookup), ≥ 512 keys each.
 MixedPlan plan_mixed(const AttentionDecodeParams& d) {
     const int64_t max_len = std::max<int64_t>(d.max_seq_len, 1);
     const int64_t base = std::max<int64_t>(d.batch * d.n_kv_heads, 1);
     int64_t splits = d.n_splits;
-    if (splits <= 0) splits = std::clamp<int64_t>((64 * detail::device_sm_count() + base - 1) / base, 1, (max_len + 255) / 256);
+    if (splits <= 0) splits = std::clamp<int64_t>((24 * detail::device_sm_count() + base - 1) / base, 1, (max_len + 511) / 512);
     int64_t part = (max_len + splits - 1) / splits;
     part = (part + kKeys - 1) / kKeys * kKeys;
     splits = (max_len + part - 1) / part;
@@ -411,6 +468,7 @@ bool attention_mixed_usable(const AttentionPrefillParams& p, const AttentionDeco
            p.n_heads == d.n_heads && p.n_kv_heads == d.n_kv_heads && d.n_kv_heads > 0 && d.n_heads % d.n_kv_heads == 0 &&
            d.n_heads / d.n_kv_heads <= kMaxGroup && d.max_seq_len < (int64_t{1} << 30) && smem_bytes(p.n_seq, d.batch) <= 227 * 1024 &&
            flash::aligned16(p.k_cache) && flash::aligned16(p.v_cache) && flash::aligned16(d.k_cache) && flash::aligned16(d.v_cache) &&
+           flash::aligned16(d.q) && d.q_stride % 8 == 0 &&
            detail::device_runs_sm90a();
 }
 
