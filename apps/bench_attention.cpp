@@ -21,7 +21,9 @@
 // (GpuLimits::attention_ws_beside_decode).
 // --pair --profile-ranges: after the tables, each pairing once more between cudaProfilerStart / Stop, so that Nsight
 // Compute's range replay (scripts/ncu_ranges.sh) measures the two kernels running together as one result.
-// Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel / case, e.g. under ncu) | --pair [--profile-ranges]
+// --pair also times the two in one launch (attention_mixed): beside the pair, each side nearly alone (a 1-token prefill; one
+// decode row), and at 2–32 decode splits. --mixed: only that table (scripts/ncu_mixed.sh profiles its launches).
+// Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel / case, e.g. under ncu) | --pair [--profile-ranges] | --mixed
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -178,7 +180,7 @@ std::vector<int32_t> take_pages(const std::vector<int32_t>& pool, int64_t first,
 
 // The mixed step's attention layer: prefill of one `fresh`-token chunk on `past` keys (highest-priority stream) beside
 // the decode attention of `rows` rows on `past` keys each (another stream), per prefill kernel.
-void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profile_ranges) {
+void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profile_ranges, bool mixed_only) {
     const int64_t nh = 40, nkv = 8, D = 128, page = 16, len_pre = past + fresh, pages_pre = (len_pre + page - 1) / page;
     const int64_t pages_dec = (past + page - 1) / page, n_pages = pages_pre + rows * pages_dec;
     std::vector<int32_t> pool(n_pages);
@@ -297,6 +299,13 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
             std::printf("| one launch, decode in %d splits (%lld keys an item) | | | | %.1f | |\n", splits, (long long)((past + splits - 1) / splits),
                         time_on_main([&] { cu::attention_mixed(p, ds, mws.ptr, counters.ptr, main_s); }));
         }
+        if (mixed_only) {
+            SURF_CUDA_CHECK(cudaEventDestroy(fork));
+            SURF_CUDA_CHECK(cudaEventDestroy(join));
+            SURF_CUDA_CHECK(cudaStreamDestroy(pre_s));
+            SURF_CUDA_CHECK(cudaStreamDestroy(main_s));
+            return;
+        }
         std::fflush(stdout);
     }
     std::printf("\n\"first\": the prefill stream runs a tiny kernel, the decode waits for it, so the prefill's blocks are placed before the "
@@ -364,11 +373,13 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
 
 int main(int argc, char** argv) {
     int reps = 20;
-    bool pair = false, profile_ranges = false;
+    bool pair = false, profile_ranges = false, mixed_only = false;
     std::string only_kernel, only_case;  // empty = all
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--pair") == 0) {
             pair = true;
+        } else if (std::strcmp(argv[i], "--mixed") == 0) {
+            pair = mixed_only = true;
         } else if (std::strcmp(argv[i], "--profile-ranges") == 0) {
             profile_ranges = true;
         } else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
@@ -378,7 +389,7 @@ int main(int argc, char** argv) {
         } else if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
             only_case = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"] [--case NAME] | --pair [--profile-ranges]\n");
+            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"] [--case NAME] | --pair [--profile-ranges] | --mixed\n");
             return 2;
         }
     }
@@ -387,7 +398,7 @@ int main(int argc, char** argv) {
     std::printf("# %s, %d SMs; mean of %d launches after 3 warm-ups\n", prop.name, prop.multiProcessorCount,
                 reps);
     if (pair) {
-        bench_pair(924, 5000, 100, reps, profile_ranges);
+        bench_pair(924, 5000, 100, reps, profile_ranges, mixed_only);
         return 0;
     }
     std::printf("| case   | shape%48s| kernel    |        us | TFLOP/s | output |\n", "");
