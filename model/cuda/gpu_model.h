@@ -153,7 +153,8 @@ struct GpuLimits {
     int decode_tma_blocks_per_sm = 1;  // 1 or 2 (the decode workspace is sized for both)
     // A mixed step's prefill and decode attention in one persistent launch (kc::attention_mixed: each SM multiplies
     // prefill tiles from one ring while it streams decode tiles through another, GQA heads packed for wgmma), instead of
-    // the two kernels side by side. Off until measured in serving (session 28).
+    // the two kernels side by side. Off: measured slower (H100, session 28: the layer's pair 1,180 vs 1,015–1,023 µs, serving
+    // C = 100 −0.7 to −1.3%); where the kernel cannot run (kc::attention_mixed_usable) the two kernels run one after the other.
     bool attention_mixed = false;
     // The decode rows' once-a-step streams, their SSM state (state update and fold) and their K/V (decode attention),
     // marked evict-first in the L2 (SsuParams / AttentionDecodeParams::l2_evict_first), so that ≈ 25 GB a mixed step
