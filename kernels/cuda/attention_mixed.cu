@@ -114,6 +114,31 @@ __device__ __forceinline__ int find_seq(const int32_t* prefix, int n, int i) {
     return lo;
 }
 
+// Copies a 64-key K/V tile into a stage (32-byte-swizzled slabs) from the cache rows `rows` lists (−1: zeros), one ring's
+// 64 producer threads together. kEvictFirst: under the L2 evict-first policy, made here for the branch that uses it —
+// chosen per item through one register, the policy compiled (ptxas 13.0) to copies whose policy operand was never set:
+// an illegal instruction on the H100 (session 28).
+template <bool kEvictFirst>
+__device__ __forceinline__ void copy_kv_tile(unsigned char* Kd, unsigned char* Vd, const int32_t* rows, const bf16* k_src, const bf16* v_src,
+                                             int64_t row_stride, int64_t col0, int ptid) {
+    uint64_t pol = 0;
+    if constexpr (kEvictFirst) pol = detail::l2_policy(true);
+#pragma unroll 4
+    for (int i = ptid; i < kTileChunks; i += kProducerThreads) {
+        int rr, col;
+        const int at = wgmma::sw32_chunk<kD>(i, kKeys, rr, col);
+        const int32_t src = rows[rr];
+        const int64_t off = src >= 0 ? src * row_stride + col0 + col : 0;
+        if constexpr (kEvictFirst) {
+            detail::cp_async16(Kd + at, k_src + off, src >= 0, pol);
+            detail::cp_async16(Vd + at, v_src + off, src >= 0, pol);
+        } else {
+            detail::cp_async16(Kd + at, k_src + off, src >= 0);
+            detail::cp_async16(Vd + at, v_src + off, src >= 0);
+        }
+    }
+}
+
 __global__ void __launch_bounds__(kThreads, 1)
 attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, MixedArgs a) {
     detail::pdl_prologue();
@@ -242,30 +267,9 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                 const int32_t* rows = rows_r + stage * kKeys;
                 unsigned char* Kd = ring + static_cast<size_t>(stage) * kStageBytes;
                 unsigned char* Vd = Kd + kTileBytes;
-                // The decode rows' K/V marked evict-first in the L2 (AttentionDecodeParams::l2_evict_first); the policy is made
-                // inside the branch (chosen per item through one register, ptxas 13.0 left the copies' policy operand unset).
-                if (kind == kDecode && Dp.l2_evict_first) {
-                    const uint64_t pol = detail::l2_policy(true);
-#pragma unroll 4
-                    for (int i = ptid; i < kTileChunks; i += kProducerThreads) {
-                        int rr, col;
-                        const int at = wgmma::sw32_chunk<kD>(i, kKeys, rr, col);
-                        const int32_t src = rows[rr];
-                        const int64_t off = src >= 0 ? src * row_stride + col0 + col : 0;
-                        detail::cp_async16(Kd + at, k_src + off, src >= 0, pol);
-                        detail::cp_async16(Vd + at, v_src + off, src >= 0, pol);
-                    }
-                } else {
-#pragma unroll 4
-                    for (int i = ptid; i < kTileChunks; i += kProducerThreads) {
-                        int rr, col;
-                        const int at = wgmma::sw32_chunk<kD>(i, kKeys, rr, col);
-                        const int32_t src = rows[rr];
-                        const int64_t off = src >= 0 ? src * row_stride + col0 + col : 0;
-                        detail::cp_async16(Kd + at, k_src + off, src >= 0);
-                        detail::cp_async16(Vd + at, v_src + off, src >= 0);
-                    }
-                }
+                // The decode rows' K/V marked evict-first in the L2 (AttentionDecodeParams::l2_evict_first).
+                if (kind == kDecode && Dp.l2_evict_first) copy_kv_tile<true>(Kd, Vd, rows, k_src, v_src, row_stride, col0, ptid);
+                else copy_kv_tile<false>(Kd, Vd, rows, k_src, v_src, row_stride, col0, ptid);
                 if (kind == kDecode && kb == k0) {  // the item's query rows, for its consumer's first tile
                     unsigned char* qs = qslots + static_cast<size_t>(r * kStages + stage) * kQSlotBytes;
                     const bf16* qsrc = Dp.q + seq * a.q_stride_dec + static_cast<int64_t>(kvh) * group * kD;
