@@ -23,7 +23,10 @@
 // Compute's range replay (scripts/ncu_ranges.sh) measures the two kernels running together as one result.
 // --pair also times the two in one launch (attention_mixed): beside the pair, each side nearly alone (a 1-token prefill; one
 // decode row), and at 2–32 decode splits. --mixed: only that table (scripts/ncu_mixed.sh profiles its launches).
+// --pair-green N,…: only the pair on disjoint SMs (kernels/cuda/green_context.h): the decode rows on a group of N SMs (split
+// counts auto, 1, 2, 4), the prefill (plain and warp-specialized wgmma) on the rest, against the engine's pair on all SMs.
 // Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel / case, e.g. under ncu) | --pair [--profile-ranges] | --mixed
+//        | --pair-green N,N,…
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -41,6 +44,7 @@
 
 #include "apps/bench_profile.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/green_context.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/random_fill.h"
 
@@ -180,7 +184,7 @@ std::vector<int32_t> take_pages(const std::vector<int32_t>& pool, int64_t first,
 
 // The mixed step's attention layer: prefill of one `fresh`-token chunk on `past` keys (highest-priority stream) beside
 // the decode attention of `rows` rows on `past` keys each (another stream), per prefill kernel.
-void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profile_ranges, bool mixed_only) {
+void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profile_ranges, bool mixed_only, const std::vector<unsigned>& green_sizes) {
     const int64_t nh = 40, nkv = 8, D = 128, page = 16, len_pre = past + fresh, pages_pre = (len_pre + page - 1) / page;
     const int64_t pages_dec = (past + page - 1) / page, n_pages = pages_pre + rows * pages_dec;
     std::vector<int32_t> pool(n_pages);
@@ -250,6 +254,64 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         const double us = time_on_main([&] { cu::attention_decode(dp, dws.ptr, main_s); });
         dec_us.push_back(us);
         std::printf("| %s (%d splits) | %.1f | %.0f |\n", d.name, cu::attention_decode_splits(dp), us, bytes / (us * 1e-6) / 1e9);
+    }
+    if (!green_sizes.empty()) {
+        // The pair on disjoint SMs (green contexts): the decode rows on a group of N SMs, the chunk's prefill on the rest,
+        // against the engine's pair on all SMs (plain wgmma prefill on the high-priority stream, pipelined decode).
+        cu::AttentionPrefillParams p;
+        p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr, p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
+        p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1, p.n_heads = nh, p.n_kv_heads = nkv;
+        p.head_dim = D, p.max_seqlen_q = fresh, p.causal = true, p.n_splits = 1;
+        p.workspace = pws.ptr, p.workspace_bytes = cu::attention_prefill_workspace_bytes(fresh, nh, D, 2), p.n_tok_q = fresh, p.max_seqlen_k = len_pre;
+        cu::AttentionDecodeParams d = dp;
+        d.pipelined = true, d.l2_evict_first = true, d.n_splits = 0, d.tma = false;
+        const Kernel plain{0, 64, false, "wgmma 64"}, ws{0, 64, true, "wgmma 64ws"};
+        auto pair_on = [&](cudaStream_t pre_stream, cudaStream_t dec_stream, const cu::AttentionDecodeParams& dd) {
+            return [&, pre_stream, dec_stream, dd] {
+                SURF_CUDA_CHECK(cudaEventRecord(fork, main_s));
+                SURF_CUDA_CHECK(cudaStreamWaitEvent(pre_stream, fork, 0));
+                SURF_CUDA_CHECK(cudaStreamWaitEvent(dec_stream, fork, 0));
+                cu::attention_prefill(p, pre_stream);
+                cu::attention_decode(dd, dws.ptr, dec_stream);
+                SURF_CUDA_CHECK(cudaEventRecord(join, pre_stream));
+                SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, join, 0));
+                SURF_CUDA_CHECK(cudaEventRecord(join, dec_stream));
+                SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, join, 0));
+            };
+        };
+        plain.apply(p);
+        const double base_pre = time_on_main([&] { cu::attention_prefill(p, main_s); });
+        const double base_dec = time_on_main([&] { cu::attention_decode(d, dws.ptr, main_s); });
+        const double base_pair = time_on_main(pair_on(pre_s, main_s, d));
+        ws.apply(p);
+        const double base_ws = time_on_main([&] { cu::attention_prefill(p, main_s); });
+        std::printf("\n### --pair-green: the decode rows on N SMs, the prefill on the rest (green contexts)\n\nAll SMs: prefill alone %.1f us "
+                    "(wgmma 64; ws %.1f), decode alone %.1f us (%.0f GB/s), the engine's pair %.1f us\n\n| decode SMs | prefill SMs | decode splits | "
+                    "decode alone us (GB/s) | prefill kernel | prefill alone us | pair us | pair / all-SM pair |\n|---|---|---|---|---|---|---|---|\n",
+                    base_ws, base_pre, base_dec, bytes / (base_dec * 1e-6) / 1e9, base_pair);
+        for (unsigned n : green_sizes) {
+            cu::GreenPair g(n, hi, hi);
+            for (int32_t splits : {0, 1, 2, 4}) {
+                cu::AttentionDecodeParams dd = d;
+                dd.n_splits = splits;
+                const double dec_alone = time_us([&] { cu::attention_decode(dd, dws.ptr, g.a); }, reps, g.a);
+                for (const Kernel& k : {plain, ws}) {
+                    k.apply(p);
+                    const double pre_alone = time_us([&] { cu::attention_prefill(p, g.b); }, reps, g.b);
+                    const double both = time_on_main(pair_on(g.b, g.a, dd));
+                    const int64_t bad = count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
+                    std::printf("| %u | %u | %d | %.1f (%.0f) | %s | %.1f | %.1f | %.3f |%s\n", g.sms_a, g.sms_b, cu::attention_decode_splits(dd), dec_alone,
+                                bytes / (dec_alone * 1e-6) / 1e9, k.name, pre_alone, both, both / base_pair,
+                                bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
+                    std::fflush(stdout);
+                }
+            }
+        }
+        SURF_CUDA_CHECK(cudaEventDestroy(fork));
+        SURF_CUDA_CHECK(cudaEventDestroy(join));
+        SURF_CUDA_CHECK(cudaStreamDestroy(pre_s));
+        SURF_CUDA_CHECK(cudaStreamDestroy(main_s));
+        return;
     }
     {  // Both in one launch (attention_mixed) against the engine's default pair (plain wgmma prefill on its stream, pipelined decode).
         cu::AttentionPrefillParams p;
@@ -374,12 +436,25 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
 int main(int argc, char** argv) {
     int reps = 20;
     bool pair = false, profile_ranges = false, mixed_only = false;
+    std::vector<unsigned> green_sizes;  // --pair-green N,N,…
     std::string only_kernel, only_case;  // empty = all
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--pair") == 0) {
             pair = true;
         } else if (std::strcmp(argv[i], "--mixed") == 0) {
             pair = mixed_only = true;
+        } else if (std::strcmp(argv[i], "--pair-green") == 0 && i + 1 < argc) {
+            pair = true;
+            for (const char* at = argv[++i]; *at;) {
+                char* end = nullptr;
+                const long n = std::strtol(at, &end, 10);
+                if (end == at || n <= 0 || n > 1024 || (*end != ',' && *end != '\0')) {
+                    std::fprintf(stderr, "bench_attention: --pair-green %s: expected SM counts like 44,66\n", argv[i]);
+                    return 2;
+                }
+                green_sizes.push_back(static_cast<unsigned>(n));
+                at = *end == ',' ? end + 1 : end;
+            }
         } else if (std::strcmp(argv[i], "--profile-ranges") == 0) {
             profile_ranges = true;
         } else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
@@ -389,7 +464,7 @@ int main(int argc, char** argv) {
         } else if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
             only_case = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"] [--case NAME] | --pair [--profile-ranges] | --mixed\n");
+            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"] [--case NAME] | --pair [--profile-ranges] | --mixed | --pair-green N,N,…\n");
             return 2;
         }
     }
@@ -398,7 +473,7 @@ int main(int argc, char** argv) {
     std::printf("# %s, %d SMs; mean of %d launches after 3 warm-ups\n", prop.name, prop.multiProcessorCount,
                 reps);
     if (pair) {
-        bench_pair(924, 5000, 100, reps, profile_ranges, mixed_only);
+        bench_pair(924, 5000, 100, reps, profile_ranges, mixed_only, green_sizes);
         return 0;
     }
     std::printf("| case   | shape%48s| kernel    |        us | TFLOP/s | output |\n", "");

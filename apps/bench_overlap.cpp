@@ -40,12 +40,12 @@
 #include <vector>
 
 #ifdef SURF_HAVE_CUDA
-#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "kernels/base/error.h"
 #include "apps/bench_profile.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/green_context.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/random_fill.h"
 #include "kernels/cuda/sm_occupier.h"
@@ -133,96 +133,6 @@ void l2_table(const Buf& src, int sms, const std::function<double(const std::fun
         }
     }
 }
-
-// The driver functions the green-context table calls, resolved at run time through the runtime
-// (cudaGetDriverEntryPointByVersion), so the binary needs no link to libcuda. Each is asked for at the version of
-// the headers it is declared by (CUDA_VERSION), so the resolved function has the declared signature; the runtime
-// needs a driver at least that new anyway.
-struct GreenDriver {
-    decltype(&cuGetErrorName) get_error_name = nullptr;
-    decltype(&cuDeviceGet) device_get = nullptr;
-    decltype(&cuDeviceGetDevResource) get_dev_resource = nullptr;
-    decltype(&cuDevSmResourceSplitByCount) sm_split_by_count = nullptr;
-    decltype(&cuDevResourceGenerateDesc) generate_desc = nullptr;
-    decltype(&cuGreenCtxCreate) green_ctx_create = nullptr;
-    decltype(&cuGreenCtxStreamCreate) green_stream_create = nullptr;
-    decltype(&cuGreenCtxDestroy) green_ctx_destroy = nullptr;
-
-    static const GreenDriver& get() {
-        static const GreenDriver d = [] {
-            GreenDriver g;
-            resolve(g.get_error_name, "cuGetErrorName");
-            resolve(g.device_get, "cuDeviceGet");
-            resolve(g.get_dev_resource, "cuDeviceGetDevResource");
-            resolve(g.sm_split_by_count, "cuDevSmResourceSplitByCount");
-            resolve(g.generate_desc, "cuDevResourceGenerateDesc");
-            resolve(g.green_ctx_create, "cuGreenCtxCreate");
-            resolve(g.green_stream_create, "cuGreenCtxStreamCreate");
-            resolve(g.green_ctx_destroy, "cuGreenCtxDestroy");
-            return g;
-        }();
-        return d;
-    }
-    template <typename Fn>
-    static void resolve(Fn& fn, const char* name) {
-        constexpr int version = CUDA_VERSION;
-        void* p = nullptr;
-        cudaDriverEntryPointQueryResult found{};
-        SURF_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, static_cast<unsigned>(version), cudaEnableDefault, &found));
-        if (found != cudaDriverEntryPointSuccess || !p) {
-            throw surf::Error(surf::ErrorKind::kUnsupported, std::string("the driver has no ") + name + " (asked at version " +
-                                                                  std::to_string(version) + ")");
-        }
-        fn = reinterpret_cast<Fn>(p);
-    }
-};
-
-#define SURF_CU_CHECK(expr)                                                                         \
-    do {                                                                                            \
-        const CUresult r_ = (expr);                                                                 \
-        if (r_ != CUDA_SUCCESS) {                                                                   \
-            const char* name_ = nullptr;                                                            \
-            GreenDriver::get().get_error_name(r_, &name_);                                          \
-            throw surf::Error(surf::ErrorKind::kUnsupported, std::string(#expr) + ": " + (name_ ? name_ : "?")); \
-        }                                                                                           \
-    } while (0)
-
-// Two green contexts over disjoint SMs (a group of ≥ sms_a, rounded by the driver, and the rest), a stream in
-// each: kernels on stream a run only on group a's SMs, those on stream b only on the rest.
-struct GreenPair {
-    CUgreenCtx ctx_a = nullptr, ctx_b = nullptr;
-    cudaStream_t a = nullptr, b = nullptr;
-    unsigned sms_a = 0, sms_b = 0;
-    GreenPair(unsigned want_a, int priority_a, int priority_b) {
-        const GreenDriver& d = GreenDriver::get();
-        SURF_CUDA_CHECK(cudaFree(nullptr));  // the runtime's context first: it initialises the driver
-        int ordinal = 0;
-        SURF_CUDA_CHECK(cudaGetDevice(&ordinal));
-        CUdevice dev = 0;
-        SURF_CU_CHECK(d.device_get(&dev, ordinal));
-        CUdevResource all{}, group{}, rest{};
-        SURF_CU_CHECK(d.get_dev_resource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
-        unsigned n_groups = 1;
-        SURF_CU_CHECK(d.sm_split_by_count(&group, &n_groups, &all, &rest, 0, want_a));
-        CUdevResourceDesc desc_a = nullptr, desc_b = nullptr;
-        SURF_CU_CHECK(d.generate_desc(&desc_a, &group, 1));
-        SURF_CU_CHECK(d.generate_desc(&desc_b, &rest, 1));
-        SURF_CU_CHECK(d.green_ctx_create(&ctx_a, desc_a, dev, CU_GREEN_CTX_DEFAULT_STREAM));
-        SURF_CU_CHECK(d.green_ctx_create(&ctx_b, desc_b, dev, CU_GREEN_CTX_DEFAULT_STREAM));
-        CUstream sa = nullptr, sb = nullptr;
-        SURF_CU_CHECK(d.green_stream_create(&sa, ctx_a, CU_STREAM_NON_BLOCKING, priority_a));
-        SURF_CU_CHECK(d.green_stream_create(&sb, ctx_b, CU_STREAM_NON_BLOCKING, priority_b));
-        a = sa, b = sb, sms_a = group.sm.smCount, sms_b = rest.sm.smCount;
-    }
-    ~GreenPair() {
-        if (a) cudaStreamDestroy(a);
-        if (b) cudaStreamDestroy(b);
-        if (ctx_a) GreenDriver::get().green_ctx_destroy(ctx_a);
-        if (ctx_b) GreenDriver::get().green_ctx_destroy(ctx_b);
-    }
-    GreenPair(const GreenPair&) = delete;
-    GreenPair& operator=(const GreenPair&) = delete;
-};
 
 // The state update as a serving run issues it: replay window 8 with counts b mod 8 (one row in eight folds, as with
 // staggered sessions) and bulk staging where the device has it. Owns the replay entries and counts.
@@ -352,7 +262,7 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
             sd.wgmma = wgmma, sd.p_split = wgmma ? 0 : 1;
             const Times shared = run(true, true, true);
             for (unsigned n : green_sizes) {
-                GreenPair g(n, hi, lo);
+                cu::GreenPair g(n, hi, lo);
                 const Times a_ssd = run(true, false, true, g.a, g.b), a_ssu = run(false, true, true, g.a, g.b);
                 const Times t = run(true, true, true, g.a, g.b);
                 std::printf("| %s | %u | %u | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% (all-SM pair %.3f) |\n", wgmma ? "wgmma" : "mma.sync, 1 slice",
