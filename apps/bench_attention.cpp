@@ -286,21 +286,27 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         ws.apply(p);
         const double base_ws = time_on_main([&] { cu::attention_prefill(p, main_s); });
         std::printf("\n### --pair-green: the decode rows on N SMs, the prefill on the rest (green contexts)\n\nAll SMs: prefill alone %.1f us "
-                    "(wgmma 64; ws %.1f), decode alone %.1f us (%.0f GB/s), the engine's pair %.1f us\n\n| decode SMs | prefill SMs | decode splits | "
+                    "(wgmma 64; ws %.1f), decode alone %.1f us (%.0f GB/s), the engine's pair %.1f us\n\n| decode SMs | prefill SMs | decode kernel, splits | "
                     "decode alone us (GB/s) | prefill kernel | prefill alone us | pair us | pair / all-SM pair |\n|---|---|---|---|---|---|---|---|\n",
                     base_ws, base_pre, base_dec, bytes / (base_dec * 1e-6) / 1e9, base_pair);
         for (unsigned n : green_sizes) {
             cu::GreenPair g(n, hi, hi);
-            for (int32_t splits : {0, 1, 2, 4}) {
+            struct GreenDecode {
+                int32_t splits;
+                bool tma;
+                int32_t per_sm;
+            };
+            for (const GreenDecode& gd : {GreenDecode{0, false, 1}, GreenDecode{2, false, 1}, GreenDecode{0, true, 1}, GreenDecode{0, true, 2}}) {
                 cu::AttentionDecodeParams dd = d;
-                dd.n_splits = splits;
+                dd.n_splits = gd.splits, dd.tma = gd.tma, dd.persistent_blocks_per_sm = gd.per_sm, dd.sm_count = static_cast<int32_t>(g.sms_a);
                 const double dec_alone = time_us([&] { cu::attention_decode(dd, dws.ptr, g.a); }, reps, g.a);
                 for (const Kernel& k : {plain, ws}) {
                     k.apply(p);
                     const double pre_alone = time_us([&] { cu::attention_prefill(p, g.b); }, reps, g.b);
                     const double both = time_on_main(pair_on(g.b, g.a, dd));
                     const int64_t bad = count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
-                    std::printf("| %u | %u | %d | %.1f (%.0f) | %s | %.1f | %.1f | %.3f |%s\n", g.sms_a, g.sms_b, cu::attention_decode_splits(dd), dec_alone,
+                    std::printf("| %u | %u | %s%d | %.1f (%.0f) | %s | %.1f | %.1f | %.3f |%s\n", g.sms_a, g.sms_b,
+                                gd.tma ? (gd.per_sm == 1 ? "TMA 1/SM, " : "TMA 2/SM, ") : "pipelined, ", cu::attention_decode_splits(dd), dec_alone,
                                 bytes / (dec_alone * 1e-6) / 1e9, k.name, pre_alone, both, both / base_pair,
                                 bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
                     std::fflush(stdout);

@@ -46,6 +46,7 @@ std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
            (L.attention_wgmma_warp_specialized && L.attention_wgmma_keys && !L.attention_ws_beside_decode ? " (plain wgmma beside decode rows)" : "") +
            ", vision tower " + kernel(L.vit_attention_wgmma_keys, L.vit_attention_wgmma_warp_specialized) + "; decode attention " +
            (L.attention_mixed ? "in one launch with a mixed step's prefill attention (attention_mixed), alone " : "") +
+           (L.attention_green_decode_sms > 0 ? "on " + std::to_string(L.attention_green_decode_sms) + " SMs of its own in mixed steps (TMA, 2 blocks an SM; the prefill on the rest), alone " : "") +
            (L.decode_attention_tma ? "on TMA rings (" + std::to_string(L.decode_tma_blocks_per_sm) + " blocks an SM alone, 1 beside a prefill)"
                                    : L.decode_attention_pipelined ? "pipelined" : "not pipelined") + "; decode rows' state and KV " +
            (L.l2_evict_first ? "evict-first in L2" : "without an L2 hint") + "; sampler " + (L.sampler_binned ? "binned" : "radix digits only") +
@@ -88,6 +89,7 @@ struct Options {
     // GpuLimits::attention_ws_beside_decode, decode_attention_pipelined, decode_attention_tma, decode_tma_blocks_per_sm
     int attention_ws_beside_decode = -1, decode_pipelined = -1, decode_tma = -1, decode_tma_blocks = -1;
     int attention_mixed = -1;  // GpuLimits::attention_mixed
+    int attention_green = -1;  // GpuLimits::attention_green_decode_sms
     int l2_evict_first = -1;  // GpuLimits::l2_evict_first
     int sampler_binned = -1;  // GpuLimits::sampler_binned
     int gemm_wgmma = -1;      // GpuLimits::gemm_wgmma
@@ -161,6 +163,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--decode-tma") o.decode_tma = std::atoi(next());
         else if (a == "--decode-tma-blocks") o.decode_tma_blocks = std::atoi(next());
         else if (a == "--attention-mixed") o.attention_mixed = std::atoi(next());
+        else if (a == "--attention-green") o.attention_green = std::atoi(next());
         else if (a == "--l2-evict-first") o.l2_evict_first = std::atoi(next());
         else if (a == "--sampler-binned") o.sampler_binned = std::atoi(next());
         else if (a == "--gemm-wgmma") o.gemm_wgmma = std::atoi(next());
@@ -189,7 +192,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128|208]\n"
                                  "                   [--ssm-replay 0|2..32] [--state-split 0|1] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
                                  "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
-                                 "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] [--decode-tma 0|1] [--decode-tma-blocks 1|2] [--attention-mixed 0|1] [--l2-evict-first 0|1] [--sampler-binned 0|1]\n"
+                                 "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] [--decode-tma 0|1] [--decode-tma-blocks 1|2] [--attention-mixed 0|1] [--attention-green 0|SMS] [--l2-evict-first 0|1] [--sampler-binned 0|1]\n"
                                  "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--tail-logit-rows 0|1] [--tail-gate 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8]\n"
                                  "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] [--warm-vision-tile-counts 0|1] [--no-warm-row-buckets]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
@@ -235,6 +238,7 @@ Options parse(int argc, char** argv) {
     check_range("--decode-tma", o.decode_tma, 0, 1);
     check_range("--decode-tma-blocks", o.decode_tma_blocks, 1, 2);
     check_range("--attention-mixed", o.attention_mixed, 0, 1);
+    check_range("--attention-green", o.attention_green, 0, 1024);
     check_range("--l2-evict-first", o.l2_evict_first, 0, 1);
     check_range("--sampler-binned", o.sampler_binned, 0, 1);
     check_range("--gemm-wgmma", o.gemm_wgmma, 0, 1);
@@ -451,6 +455,7 @@ int main(int argc, char** argv) {
         if (o.decode_tma >= 0) eo.limits.decode_attention_tma = o.decode_tma == 1;
         if (o.decode_tma_blocks >= 0) eo.limits.decode_tma_blocks_per_sm = o.decode_tma_blocks;
         if (o.attention_mixed >= 0) eo.limits.attention_mixed = o.attention_mixed == 1;
+        if (o.attention_green >= 0) eo.limits.attention_green_decode_sms = o.attention_green;
         if (o.l2_evict_first >= 0) eo.limits.l2_evict_first = o.l2_evict_first == 1;
         if (o.sampler_binned >= 0) eo.limits.sampler_binned = o.sampler_binned == 1;
         if (o.gemm_wgmma >= 0) eo.limits.gemm_wgmma = o.gemm_wgmma == 1;

@@ -432,6 +432,13 @@ int main(int argc, char** argv) {
                     L.decode_attention_tma ? "the decode attention on cp.async (not TMA rings)" : "the decode attention on TMA rings, issued before the prefill's");
             flipped([](GpuLimits& g) { g.attention_mixed = !g.attention_mixed; },
                     L.attention_mixed ? "a mixed step's attention as two kernels" : "a mixed step's attention in one launch (attention_mixed)");
+            for (int sms : {48, 56, 64}) {  // the attention pair on split SMs (GpuLimits::attention_green_decode_sms)
+                if (L.attention_green_decode_sms == sms) continue;
+                char what[96];
+                std::snprintf(what, sizeof what, "the decode rows' attention on %d SMs of its own, the prefill's on the rest", sms);
+                flipped([sms](GpuLimits& g) { g.attention_green_decode_sms = sms; }, what);
+            }
+            if (L.attention_green_decode_sms > 0) flipped([](GpuLimits& g) { g.attention_green_decode_sms = 0; }, "the attention pair sharing every SM");
             flipped([](GpuLimits& g) { g.l2_evict_first = !g.l2_evict_first; },
                     L.l2_evict_first ? "the decode rows' state and KV without an L2 hint" : "the decode rows' state and KV evict-first in L2");
             // Programmatic dependent launch the other way round (GpuLimits::programmatic_launch).

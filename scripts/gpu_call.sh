@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call of choice (`run` with carry [".deps"]): build TARGETS, run TESTS (gpu test binaries), then
-# the APPS benchmark programs (no arguments), bench_step once per ';'-separated STEP_ARGS entry and
+# the APPS benchmark programs (no arguments), the APP_RUNS benchmark runs (';'-separated, with arguments), bench_step once per ';'-separated STEP_ARGS entry and
 # `surf bench serve` once per ';'-separated SERVE_ARGS entry. Logs and a
 # summary.txt (what the call printed) go under $OUT. Example:
 #   TARGETS="gpu_test_gpu_forward bench_step bench_serve surf" TESTS="gpu_test_gpu_forward" \
@@ -38,6 +38,18 @@ for a in ${APPS:-}; do  # other benchmark programs, no arguments (e.g. APPS="ben
   echo "$a rc=$?" | tee -a "$S"
   grep -E "^#|^\|" "$OUT/$a.log" | head -40 | tee -a "$S"
 done
+if [ -n "${APP_RUNS:-}" ]; then  # ';'-separated benchmark runs with arguments (app_1.log, …), e.g. APP_RUNS="bench_attention --pair-green 56"
+  IFS=';' read -ra ARUNS <<< "$APP_RUNS"
+  i=0
+  for r in "${ARUNS[@]}"; do
+    i=$((i+1))
+    lim=$(run_limit 300); [ "$lim" -eq 0 ] && { echo "app run $i: skipped (call budget spent)" | tee -a "$S"; continue; }
+    read -ra words <<< "$r"
+    timeout "$lim" build-gpu/apps/${words[0]} "${words[@]:1}" > "$OUT/app_$i.log" 2>&1
+    echo "app run $i ($r) rc=$?" | tee -a "$S"
+    grep -E "^#|^\|" "$OUT/app_$i.log" | head -60 | tee -a "$S"
+  done
+fi
 if [ -n "${STEP_ARGS:-}" ]; then  # ';'-separated: one bench_step run each (bench_step.log, bench_step_2.log, …)
   IFS=';' read -ra STEPS <<< "$STEP_ARGS"
   i=0

@@ -168,7 +168,7 @@ DecodePlan plan_decode(const AttentionDecodeParams& p) {
     const int64_t max_len = std::max<int64_t>(p.max_seq_len, 1);
     int64_t splits = p.n_splits;
     if (splits <= 0) {
-        const int64_t sms = detail::device_sm_count();
+        const int64_t sms = p.sm_count > 0 ? p.sm_count : detail::device_sm_count();
         // Enough blocks for several waves (wave-quantisation tail), but ≥ 128 keys (one tile per warp) each.
         const int64_t base = std::max<int64_t>(p.batch * p.n_kv_heads, 1);
         splits = std::clamp<int64_t>((8 * sms + base - 1) / base, 1, (max_len + 127) / 128);
@@ -200,6 +200,8 @@ void launch_decode_dp(const AttentionDecodeParams& p, float scale_log2, int64_t 
 }
 
 }  // namespace
+
+bool attention_decode_tma_usable(const AttentionDecodeParams& p) { return flash::decode_tma_usable(p); }
 
 int32_t attention_decode_splits(const AttentionDecodeParams& p) {
     return flash::decode_tma_usable(p) ? flash::plan_decode_tma(p).splits : plan_decode(p).splits;

@@ -270,7 +270,8 @@ bool decode_tma_usable(const AttentionDecodeParams& p) {
 
 DecodeTmaPlan plan_decode_tma(const AttentionDecodeParams& p) {
     const int64_t max_len = std::max<int64_t>(p.max_seq_len, 1);
-    const int64_t blocks = static_cast<int64_t>(detail::device_sm_count()) * std::max<int32_t>(p.persistent_blocks_per_sm, 1);
+    const int64_t sms = p.sm_count > 0 ? p.sm_count : detail::device_sm_count();
+    const int64_t blocks = sms * std::max<int32_t>(p.persistent_blocks_per_sm, 1);
     const int64_t base = std::max<int64_t>(p.batch * p.n_kv_heads, 1);
     int64_t splits = p.n_splits;
     if (splits <= 0) splits = std::clamp<int64_t>((kItemsPerBlock * blocks + base - 1) / base, 1, (max_len + 255) / 256);

@@ -99,8 +99,12 @@ void GreenPair::create(unsigned want_a, int priority_a, int priority_b) {
 GreenPair::~GreenPair() { release(); }
 
 void GreenPair::release() {
-    if (a) cudaStreamDestroy(a);
-    if (b) cudaStreamDestroy(b);
+    for (cudaStream_t s : {a, b}) {
+        if (s) {
+            cudaStreamSynchronize(s);  // no work left on a context about to go
+            cudaStreamDestroy(s);
+        }
+    }
     if (ctx_a_) GreenDriver::get().green_ctx_destroy(static_cast<CUgreenCtx>(ctx_a_));
     if (ctx_b_) GreenDriver::get().green_ctx_destroy(static_cast<CUgreenCtx>(ctx_b_));
     a = b = nullptr;

@@ -448,8 +448,14 @@ struct AttentionDecodeParams {
     // TMA kernel: resident blocks an SM. 1 pads its shared memory so that a second block never fits but one block of
     // the prefill attention does (a mixed step's pair); 2 for decode alone.
     int32_t persistent_blocks_per_sm = 1;
+    // SMs the launch may use, for the split plan and the TMA kernel's persistent grid: a green context's share
+    // (kernels/cuda/green_context.h); 0 = the device's.
+    int32_t sm_count = 0;
 };
 int32_t attention_decode_splits(const AttentionDecodeParams& p);
+// Whether p asks for the TMA kernel (tma) and it can run here (head_dim 128, page_size a multiple of 16, cache_pages
+// given, compute capability 9.0); where it cannot, attention_decode runs the cp.async kernels.
+bool attention_decode_tma_usable(const AttentionDecodeParams& p);
 size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p);
 void attention_decode(const AttentionDecodeParams& p, void* workspace, cudaStream_t stream);
 

@@ -2,6 +2,7 @@
 // are padded to a graph bucket and replayed from a CUDA graph.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "kernels/base/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -450,7 +451,9 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* ta
     // except beside the TMA decode kernel, whose one block an SM goes first so that every SM keeps it beside a prefill block.
     // Both kinds of rows in one launch (GpuLimits::attention_mixed): no branch.
     const bool mixed = limits_.attention_mixed && st.n_pre > 0 && st.n_dec > 0;
-    const bool overlap = !mixed && overlap_branches(limits_.overlap_attention_branches);
+    // Or the two on disjoint SMs (GpuLimits::attention_green_decode_sms), where the TMA decode can run.
+    kc::GreenPair* green = !mixed && st.n_pre > 0 && st.n_dec > 0 && !timer_.enabled() ? green_pair() : nullptr;
+    const bool overlap = !mixed && !green && overlap_branches(limits_.overlap_attention_branches);
     cudaStream_t pre_stream = overlap ? branch_stream_ : stream_;
     if (overlap) fork_branch();
     auto prefill_params = [&] {
@@ -460,7 +463,7 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* ta
         ap.block_table = st.bt_pre, ap.seq_lens_k = st.lens_pre, ap.page_size = limits_.page_size, ap.max_pages_per_seq = st.max_pages;
         ap.n_seq = st.n_pre, ap.n_heads = c.n_heads, ap.n_kv_heads = c.n_kv_heads, ap.head_dim = hd, ap.max_seqlen_q = st.max_q, ap.causal = true;
         ap.workspace = prefill_ws_.get(), ap.workspace_bytes = prefill_ws_.bytes(), ap.n_tok_q = st.n_pre_tok, ap.max_seqlen_k = st.max_len;
-        ap.n_splits = limits_.attention_splits && !overlap ? 0 : 1;
+        ap.n_splits = limits_.attention_splits && !overlap && !green ? 0 : 1;
         ap.rows_per_warp = limits_.attention_rows_per_warp;
         ap.wgmma_key_tile = limits_.attention_wgmma_keys;
         ap.wgmma_warp_specialized = limits_.attention_wgmma_warp_specialized && (!overlap || limits_.attention_ws_beside_decode);
@@ -475,8 +478,10 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* ta
         dp.l2_evict_first = limits_.l2_evict_first;
         dp.tma = limits_.decode_attention_tma, dp.cache_pages = limits_.kv_pages + 1;  // the scratch page included
         dp.persistent_blocks_per_sm = st.n_pre > 0 ? 1 : limits_.decode_tma_blocks_per_sm;
+        if (green) dp.tma = true, dp.persistent_blocks_per_sm = 2, dp.sm_count = static_cast<int32_t>(green->sms_a);
         return dp;
     };
+    if (green && !kc::attention_decode_tma_usable(decode_params())) green = nullptr;
     auto prefill = [&] {
         const kc::AttentionPrefillParams ap = prefill_params();
         auto timed = timer_.scope("attn.prefill", pre_stream);
@@ -488,7 +493,22 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* ta
         auto timed = timer_.scope("attn.decode", stream_);
         kc::attention_decode(dp, decode_ws_.get(), stream_);
     };
-    if (mixed) {
+    if (green) {
+        // stream_ → both green streams → stream_; the prefill first (its blocks fill the other SMs at once).
+        const kc::AttentionPrefillParams ap = prefill_params();
+        const kc::AttentionDecodeParams dp = decode_params();
+        SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
+        SURF_CUDA_CHECK(cudaEventRecord(branch_fork_, stream_));
+        SURF_CUDA_CHECK(cudaStreamWaitEvent(green->b, branch_fork_, 0));
+        SURF_CUDA_CHECK(cudaStreamWaitEvent(green->a, branch_fork_, 0));
+        kc::attention_prefill(ap, green->b);
+        kc::attention_decode(dp, decode_ws_.get(), green->a);
+        for (cudaStream_t s : {green->b, green->a}) {
+            SURF_CUDA_CHECK(cudaEventRecord(branch_join_, s));
+            SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_join_, 0));
+        }
+        ++green_pairs_;
+    } else if (mixed) {
         const kc::AttentionPrefillParams ap = prefill_params();
         const kc::AttentionDecodeParams dp = decode_params();
         SURF_CHECK(kc::attention_mixed_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small for the mixed attention");
@@ -501,6 +521,25 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* ta
     }
     if (overlap) join_branch();
     mixer_output(out, q_dim, W.o, "attn.o_proj", tail);
+}
+
+kc::GreenPair* GpuModel::green_pair() {
+    const int want = limits_.attention_green_decode_sms;
+    if (want <= 0 || green_refused_) return nullptr;
+    if (!green_ || green_want_ != want) {
+        green_.reset();
+        int lo = 0, hi = 0;
+        SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+        try {
+            green_ = std::make_unique<kc::GreenPair>(static_cast<unsigned>(want), hi, hi);
+            green_want_ = want;
+        } catch (const Error& e) {
+            green_refused_ = true;
+            std::fprintf(stderr, "surf: attention_green_decode_sms %d: %s; the attention pair shares every SM\n", want, e.what());
+            return nullptr;
+        }
+    }
+    return green_.get();
 }
 
 bool GpuModel::overlap_branches(bool enabled) const {

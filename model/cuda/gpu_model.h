@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/green_context.h"
 #include "kernels/cuda/ops.h"
 #include "model/config.h"
 #include "model/cuda/decode_graphs.h"
@@ -156,6 +157,14 @@ struct GpuLimits {
     // the two kernels side by side. Off: measured slower (H100, session 28: the layer's pair 1,180 vs 1,015–1,023 µs, serving
     // C = 100 −0.7 to −1.3%); where the kernel cannot run (kc::attention_mixed_usable) the two kernels run one after the other.
     bool attention_mixed = false;
+    // A mixed step's attention pair on disjoint SMs (kernels/cuda/green_context.h): the decode rows on a green context of
+    // this many SMs (the driver rounds up to its granularity), on the TMA kernel at two blocks an SM (its split plan and
+    // grid for those SMs), the prefill rows on the other SMs (warp-specialized where attention_wgmma_warp_specialized).
+    // The decode kernels pull only ≈ 30 GB/s an SM on cp.async, so they need every SM; the TMA kernel's two blocks
+    // (≈ 128 KB in flight an SM) pull ≈ 45–50 (bench_attention --pair-green, H100 session 29: 2.5 TB/s on 56 SMs, the pair
+    // 859 µs on 56 + 76 against 1,006 sharing all SMs). 0 = off: the two kernels share every SM (overlap_attention_branches).
+    // Only where the TMA kernel can run and the driver has green contexts (else the shared pair, with a note on stderr).
+    int attention_green_decode_sms = 0;
     // The decode rows' once-a-step streams, their SSM state (state update and fold) and their K/V (decode attention),
     // marked evict-first in the L2 (SsuParams / AttentionDecodeParams::l2_evict_first), so that ≈ 25 GB a mixed step
     // of them do not push the residual stream, activations and GEMM operand tiles out of the 50 MB L2. Off: no hint
@@ -226,7 +235,7 @@ public:
     const GpuLimits& limits() const { return limits_; }
     // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
     // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage, attention_splits, attention_rows_per_warp, *attention_wgmma_keys,
-    // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, decode_attention_tma, decode_tma_blocks_per_sm, attention_mixed, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
+    // *attention_wgmma_warp_specialized, attention_ws_beside_decode, decode_attention_pipelined, decode_attention_tma, decode_tma_blocks_per_sm, attention_mixed, attention_green_decode_sms, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
     // sampler_binned, programmatic_launch)
     // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
     // workspace).
@@ -249,6 +258,7 @@ public:
         limits_.decode_attention_tma = from.decode_attention_tma;
         limits_.decode_tma_blocks_per_sm = from.decode_tma_blocks_per_sm;
         limits_.attention_mixed = from.attention_mixed;
+        limits_.attention_green_decode_sms = from.attention_green_decode_sms;
         limits_.l2_evict_first = from.l2_evict_first;
         limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
         limits_.mamba_y_bf16 = from.mamba_y_bf16;
@@ -293,6 +303,8 @@ public:
     double warm_up_vision(const std::vector<std::vector<int64_t>>& batches);
     int64_t decode_graphs_captured() const { return graphs_ ? graphs_->captured() : 0; }
     int64_t decode_graph_launches() const { return graphs_ ? graphs_->launches() : 0; }
+    // Attention layers whose pair ran on split SMs (GpuLimits::attention_green_decode_sms).
+    int64_t green_attention_pairs() const { return green_pairs_; }
     // GPU time per op (profiling runs; while enabled, decode steps run kernel by kernel, not as graphs).
     OpTimer& op_timer() { return timer_; }
     // The GEMM shapes tuned so far (language model, then vision tower).
@@ -349,6 +361,9 @@ private:
     // Whether this step runs its prefill rows' branch of a layer on branch_stream_ (GpuLimits overlap
     // flags; mixed steps only; never while per-op timing, whose events assume one stream).
     bool overlap_branches(bool enabled) const;
+    // The green contexts of GpuLimits::attention_green_decode_sms, created on first use (again when the count
+    // changes); null when the knob is 0 or the driver refused them (noted once on stderr).
+    kc::GreenPair* green_pair();
     // branch_stream_ waits for everything issued so far on stream_.
     void fork_branch();
     // stream_ waits for everything issued so far on branch_stream_.
@@ -376,6 +391,10 @@ private:
     // priority; fork / ready (the prefill conv is done) / join events, re-recorded every layer.
     cudaStream_t branch_stream_ = nullptr;
     cudaEvent_t branch_fork_ = nullptr, branch_ready_ = nullptr, branch_join_ = nullptr;
+    std::unique_ptr<kc::GreenPair> green_;  // GpuLimits::attention_green_decode_sms
+    int green_want_ = 0;
+    bool green_refused_ = false;
+    int64_t green_pairs_ = 0;  // attention layers run on the green contexts (tests)
     DeviceBuffer vision_cu_;      // [max_tiles + 1] int32 tile offsets (all tiles have the same length)
     PinnedBuffer vit_staging_;    // [max_tiles, 3, S, S] fp32 pixels on their way to vit_pixels_
     cudaEvent_t staging_free_ = nullptr;  // the last upload from vit_staging_ finished

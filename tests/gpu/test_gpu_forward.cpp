@@ -11,6 +11,8 @@
 #include <numeric>
 #include <random>
 
+#include <cuda_runtime_api.h>
+
 #include "model/cpu/cpu_model.h"
 #include "model/cuda/gpu_model.h"
 #include "model/safetensors.h"
@@ -457,4 +459,67 @@ TEST_CASE("GPU mixed steps: the prefill rows' branches on a second stream give t
         step.push_back(pre);
     }
     MESSAGE("mixed steps compared bit for bit: " << steps_compared << " (" << V << " logits per row)");
+}
+
+TEST_CASE("GPU mixed steps: the attention pair on split SMs (green contexts, TMA decode) matches the pair on shared SMs") {
+    // GpuLimits::attention_green_decode_sms runs a mixed step's decode attention on the TMA kernel on its own SMs and the
+    // prefill attention on the rest: other kernels, split plans and summation orders than the shared pair, so the
+    // logits agree to bf16 rounding, not bit for bit. The TMA kernel needs head_dim 128: the small fixture's shapes with
+    // head_dim 128 and random weights (both models from one seed).
+    ModelConfig cfg = load_model_config(golden_fixture("small_bf16"));
+    cfg.llm.head_dim = 128;
+    GpuLimits L = small_limits();
+    L.autotune_gemms = false;
+    auto shared = GpuModel::random(cfg, L, 11);
+    L.attention_green_decode_sms = 16;
+    auto split = GpuModel::random(cfg, L, 11);
+    const int64_t V = cfg.llm.vocab_size;
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
+    auto tokens = [&](int64_t n) {
+        std::vector<int32_t> t(static_cast<size_t>(n));
+        for (int32_t& x : t) x = tok(rng);
+        return t;
+    };
+    // Slots 0–3 start with prompts of 300–700 tokens (several decode splits); then each step decodes slots 0, 2, 3
+    // while slot 1 prefills 40 more tokens.
+    std::vector<SeqStep> step;
+    int64_t past[4] = {0, 0, 0, 0};
+    for (int32_t slot = 0; slot < 4; ++slot) {
+        SeqStep s;
+        s.slot = slot, s.tokens = tokens(300 + 130 * slot), s.pages = pages_for(1000, 16, 64 * slot);
+        past[slot] = static_cast<int64_t>(s.tokens.size());
+        REQUIRE(shared->forward({s}) == split->forward({s}));
+    }
+    double worst = 0;
+    for (int it = 0; it < 4; ++it) {
+        step.clear();
+        for (int32_t slot : {0, 2, 3}) {
+            SeqStep d;
+            d.slot = slot, d.past = past[slot], d.tokens = tokens(1), d.pages = pages_for(1000, 16, 64 * slot);
+            past[slot] += 1;
+            step.push_back(d);
+        }
+        SeqStep pre;
+        pre.slot = 1, pre.past = past[1], pre.tokens = tokens(40), pre.pages = pages_for(1000, 16, 64);
+        past[1] += 40;
+        step.push_back(pre);
+        const int64_t rows_a = shared->forward(step), rows_b = split->forward(step);
+        REQUIRE(rows_a == rows_b);
+        std::vector<float> a, b;
+        shared->copy_logits_to_host(rows_a, a);
+        split->copy_logits_to_host(rows_b, b);
+        REQUIRE(a.size() == b.size());
+        const double err = max_rel_err(b.data(), a);
+        worst = std::max(worst, err);
+        CHECK(err < 2e-2);
+    }
+    cudaDeviceProp prop{};
+    REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+    if (prop.major == 9 && prop.minor == 0) {
+        CHECK(split->green_attention_pairs() == 4 * 2);  // 4 mixed steps × the fixture's 2 attention layers
+    } else {
+        CHECK(split->green_attention_pairs() == 0);  // no TMA decode here: the shared pair ran
+    }
+    MESSAGE("split-SM pair against the shared pair: logits max rel err " << worst << ", pairs on split SMs " << split->green_attention_pairs());
 }
