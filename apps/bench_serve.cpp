@@ -46,7 +46,7 @@ std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
            (L.attention_wgmma_warp_specialized && L.attention_wgmma_keys && !L.attention_ws_beside_decode ? " (plain wgmma beside decode rows)" : "") +
            ", vision tower " + kernel(L.vit_attention_wgmma_keys, L.vit_attention_wgmma_warp_specialized) + "; decode attention " +
            (L.attention_mixed ? "in one launch with a mixed step's prefill attention (attention_mixed), alone " : "") +
-           (L.attention_green_decode_sms > 0 ? "on " + std::to_string(L.attention_green_decode_sms) + " SMs of its own in mixed steps (TMA, 2 blocks an SM; the prefill on the rest), alone " : "") +
+           (L.attention_green_decode_sms > 0 ? "on " + std::to_string(L.attention_green_decode_sms) + " SMs of its own in mixed steps where that pays (TMA, 2 blocks an SM; the prefill on the rest), else " : "") +
            (L.decode_attention_tma ? "on TMA rings (" + std::to_string(L.decode_tma_blocks_per_sm) + " blocks an SM alone, 1 beside a prefill)"
                                    : L.decode_attention_pipelined ? "pipelined" : "not pipelined") + "; decode rows' state and KV " +
            (L.l2_evict_first ? "evict-first in L2" : "without an L2 hint") + "; sampler " + (L.sampler_binned ? "binned" : "radix digits only") +

@@ -28,9 +28,11 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
         if (s.is_decode()) {
             if (!in_decode) throw Error(ErrorKind::kInvalidArgument, "forward: decode rows must come before prefill rows");
             ++st.n_dec;
+            st.dec_keys += static_cast<double>(s.past + 1);
         } else {
             in_decode = false;
             ++st.n_pre;
+            st.pre_pairs += static_cast<double>(n) * (static_cast<double>(s.past) + (n + 1) / 2.0);
             st.n_pre_tok += n;
             st.max_q = std::max(st.max_q, n);
         }
@@ -452,7 +454,7 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* ta
     // Both kinds of rows in one launch (GpuLimits::attention_mixed): no branch.
     const bool mixed = limits_.attention_mixed && st.n_pre > 0 && st.n_dec > 0;
     // Or the two on disjoint SMs (GpuLimits::attention_green_decode_sms), where the TMA decode can run.
-    kc::GreenPair* green = !mixed && st.n_pre > 0 && st.n_dec > 0 && !timer_.enabled() ? green_pair() : nullptr;
+    kc::GreenPair* green = !mixed && st.n_pre > 0 && st.n_dec > 0 && !timer_.enabled() && green_pays() ? green_pair() : nullptr;
     const bool overlap = !mixed && !green && overlap_branches(limits_.overlap_attention_branches);
     cudaStream_t pre_stream = overlap ? branch_stream_ : stream_;
     if (overlap) fork_branch();
@@ -523,11 +525,31 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* ta
     mixer_output(out, q_dim, W.o, "attn.o_proj", tail);
 }
 
+bool GpuModel::green_pays() const {
+    // The two sides' times on all SMs, from the rates they reach there (H100, bench_attention --pair-green, session 29:
+    // decode 2.8 TB/s of K/V, the warp-specialized prefill ≈ 235 TFLOP/s on a 924-token chunk). Sharing all SMs the pair
+    // took ≈ decode + 0.62 · prefill; on split SMs (56 + 76) ≈ max(1.12 · decode, 1.45 · prefill). So the split pays
+    // while the decode is between ≈ 0.83 and ≈ 5.4 times the prefill; with margins, 0.9 to 5 (serving C = 100: ≈ 1.7;
+    // C = 16: ≈ 0.3, where the prefill would lose 45% of its speed for nothing).
+    const LlmConfig& c = cfg_.llm;
+    const double decode_s = step_.dec_keys * static_cast<double>(c.n_kv_heads * c.head_dim) * 4.0 / 2.8e12;
+    const double prefill_s = step_.pre_pairs * 4.0 * static_cast<double>(c.n_heads * c.head_dim) / 235e12;
+    return decode_s >= 0.9 * prefill_s && decode_s <= 5.0 * prefill_s;
+}
+
 kc::GreenPair* GpuModel::green_pair() {
     const int want = limits_.attention_green_decode_sms;
     if (want <= 0 || green_refused_) return nullptr;
     if (!green_ || green_want_ != want) {
         green_.reset();
+        int device = 0, sms = 0;
+        SURF_CUDA_CHECK(cudaGetDevice(&device));
+        SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        if (want + 16 > sms) {
+            green_refused_ = true;
+            std::fprintf(stderr, "surf: attention_green_decode_sms %d leaves too few of the device's %d SMs for the prefill; the attention pair shares every SM\n", want, sms);
+            return nullptr;
+        }
         int lo = 0, hi = 0;
         SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
         try {

@@ -162,9 +162,11 @@ struct GpuLimits {
     // grid for those SMs), the prefill rows on the other SMs (warp-specialized where attention_wgmma_warp_specialized).
     // The decode kernels pull only ≈ 30 GB/s an SM on cp.async, so they need every SM; the TMA kernel's two blocks
     // (≈ 128 KB in flight an SM) pull ≈ 45–50 (bench_attention --pair-green, H100 session 29: 2.5 TB/s on 56 SMs, the pair
-    // 859 µs on 56 + 76 against 1,006 sharing all SMs). 0 = off: the two kernels share every SM (overlap_attention_branches).
-    // Only where the TMA kernel can run and the driver has green contexts (else the shared pair, with a note on stderr).
-    int attention_green_decode_sms = 0;
+    // 856 µs on 56 + 76 against 1,004 sharing all SMs; 48: 901, 64: 867; the driver rounds to 8). Serving C = 100, same
+    // machine, alternating: 17,580 / 17,560 vs 17,266 / 17,351 tok/s off. Only in steps whose decode side is 0.9–5× the
+    // prefill side (GpuModel::green_pays), where the TMA kernel can run, the driver has green contexts and the device has
+    // SMs to spare (else the shared pair; a refusal is noted once on stderr). 0 = off: the two kernels share every SM.
+    int attention_green_decode_sms = 56;
     // The decode rows' once-a-step streams, their SSM state (state update and fold) and their K/V (decode attention),
     // marked evict-first in the L2 (SsuParams / AttentionDecodeParams::l2_evict_first), so that ≈ 25 GB a mixed step
     // of them do not push the residual stream, activations and GEMM operand tiles out of the 50 MB L2. Off: no hint
@@ -364,6 +366,8 @@ private:
     // The green contexts of GpuLimits::attention_green_decode_sms, created on first use (again when the count
     // changes); null when the knob is 0 or the driver refused them (noted once on stderr).
     kc::GreenPair* green_pair();
+    // Whether this step's attention pair is expected to run faster on split SMs than sharing them (its sides' sizes).
+    bool green_pays() const;
     // branch_stream_ waits for everything issued so far on stream_.
     void fork_branch();
     // stream_ waits for everything issued so far on branch_stream_.
@@ -430,6 +434,7 @@ private:
     // The current step (set by forward for the layer functions).
     struct Step {
         int64_t n_tok = 0, n_dec = 0, n_pre = 0, n_pre_tok = 0, max_pages = 0, max_len = 0, max_q = 0;
+        double dec_keys = 0, pre_pairs = 0;  // keys the decode rows read; query-key pairs of the prefill rows (causal)
         const int32_t *slots_dec = nullptr, *slots_pre = nullptr, *cu_pre = nullptr, *bt_dec = nullptr, *bt_pre = nullptr;
         const int32_t *lens_dec = nullptr, *lens_pre = nullptr, *slot_mapping = nullptr;
         const int32_t *ids = nullptr, *cu_all = nullptr, *image_offsets = nullptr;

@@ -470,6 +470,7 @@ TEST_CASE("GPU mixed steps: the attention pair on split SMs (green contexts, TMA
     cfg.llm.head_dim = 128;
     GpuLimits L = small_limits();
     L.autotune_gemms = false;
+    L.attention_green_decode_sms = 0;
     auto shared = GpuModel::random(cfg, L, 11);
     L.attention_green_decode_sms = 16;
     auto split = GpuModel::random(cfg, L, 11);
@@ -481,13 +482,13 @@ TEST_CASE("GPU mixed steps: the attention pair on split SMs (green contexts, TMA
         for (int32_t& x : t) x = tok(rng);
         return t;
     };
-    // Slots 0–3 start with prompts of 300–700 tokens (several decode splits); then each step decodes slots 0, 2, 3
+    // Slots 0–3 start with prompts of 300–480 tokens (several decode splits); then each step decodes slots 0, 2, 3
     // while slot 1 prefills 40 more tokens.
     std::vector<SeqStep> step;
     int64_t past[4] = {0, 0, 0, 0};
     for (int32_t slot = 0; slot < 4; ++slot) {
         SeqStep s;
-        s.slot = slot, s.tokens = tokens(300 + 130 * slot), s.pages = pages_for(1000, 16, 64 * slot);
+        s.slot = slot, s.tokens = tokens(300 + 60 * slot), s.pages = pages_for(1000, 16, 64 * slot);
         past[slot] = static_cast<int64_t>(s.tokens.size());
         REQUIRE(shared->forward({s}) == split->forward({s}));
     }
