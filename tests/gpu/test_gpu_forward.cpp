@@ -10,6 +10,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include <cuda_runtime_api.h>
 
@@ -26,6 +27,17 @@ using surf::gpu_test::max_rel_err;
 using surf::gpu_test::pages_for;
 
 namespace {
+
+// One step on two models fed the same rows: their logits (the same row count asserted).
+std::pair<std::vector<float>, std::vector<float>> step_both(GpuModel& a, GpuModel& b, const std::vector<SeqStep>& step) {
+    const int64_t rows_a = a.forward(step), rows_b = b.forward(step);
+    REQUIRE(rows_a == rows_b);
+    std::pair<std::vector<float>, std::vector<float>> out;
+    a.copy_logits_to_host(rows_a, out.first);
+    b.copy_logits_to_host(rows_b, out.second);
+    REQUIRE(out.first.size() == out.second.size());
+    return out;
+}
 
 GpuLimits small_limits() {
     GpuLimits L;
@@ -435,12 +447,7 @@ TEST_CASE("GPU mixed steps: the prefill rows' branches on a second stream give t
     int64_t past[3] = {20, 25, 30};
     int64_t steps_compared = 0;
     for (int it = 0; it < 6; ++it) {
-        const int64_t rows_a = serial->forward(step), rows_b = overlapped->forward(step);
-        REQUIRE(rows_a == rows_b);
-        std::vector<float> a, b;
-        serial->copy_logits_to_host(rows_a, a);
-        overlapped->copy_logits_to_host(rows_b, b);
-        REQUIRE(a.size() == b.size());
+        const auto [a, b] = step_both(*serial, *overlapped, step);
         CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
         CHECK(std::all_of(a.begin(), a.end(), [](float v) { return std::isfinite(v); }));
         ++steps_compared;
@@ -505,12 +512,7 @@ TEST_CASE("GPU mixed steps: the attention pair on split SMs (green contexts, TMA
         pre.slot = 1, pre.past = past[1], pre.tokens = tokens(40), pre.pages = pages_for(1000, 16, 64);
         past[1] += 40;
         step.push_back(pre);
-        const int64_t rows_a = shared->forward(step), rows_b = split->forward(step);
-        REQUIRE(rows_a == rows_b);
-        std::vector<float> a, b;
-        shared->copy_logits_to_host(rows_a, a);
-        split->copy_logits_to_host(rows_b, b);
-        REQUIRE(a.size() == b.size());
+        const auto [a, b] = step_both(*shared, *split, step);
         const double err = max_rel_err(b.data(), a);
         worst = std::max(worst, err);
         CHECK(err < 2e-2);
