@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Nsight Compute of the TMA decode attention (kernels/cuda/attention_decode_tma.cu) at two blocks an SM, as
+# `bench_attention --pair-green 56 --reps 3` launches it (device machine; `run` with carry [".deps"], after bench_attention is
+# built in build-gpu): on every SM (the first table's "TMA, 2 blocks an SM" row), alone on a green context of 56 SMs, and on
+# those 56 beside the warp-specialized prefill on the other 76 (the engine's mixed step since session 29). Why: there it pulls
+# 45–50 GB/s an SM and sets the pair's time (816 of 856 µs); what bounds it per SM (bytes in flight, the warps' tile chains,
+# TMA issue) decides the next change. With --reps 3 every timing makes 6 launches (3 warm-ups); attention_decode_tma_kernel
+# launches in order: first table 1 block an SM (0–5), 2 blocks an SM (6–11); on 56 SMs: 1 block an SM alone (12–17) and in
+# its two pairs (18–29), 2 blocks an SM alone (30–35), beside the plain prefill (36–41), beside the warp-specialized (42–47).
+# Per launch: speed of light, memory workload, warp states, instruction mix; then per-instruction stall sampling on 56 SMs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu_out}"; mkdir -p "$OUT"
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+APP=(build-gpu/apps/bench_attention --pair-green 56 --reps 3)
+for run in "all_sms 9" "green56_alone 33" "green56_pair 45"; do
+  set -- $run
+  timeout 150 "$NCU" --clock-control none -k regex:attention_decode_tma_kernel --launch-skip "$2" --launch-count 1 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section InstructionStats --section Occupancy \
+    --metrics dram__bytes_read.sum,smsp__inst_executed.sum,smsp__cycles_active.avg,sm__cycles_elapsed.avg \
+    "${APP[@]}" > "$OUT/ncu_decode_$1.txt" 2>&1
+  echo "ncu decode $1 rc=$?"
+  grep -E "Duration|DRAM Throughput|Memory Throughput|dram__bytes|inst_executed|Warp Cycles Per Issued|Issue Slots Busy|Stall|Achieved Occupancy|Block Limit" "$OUT/ncu_decode_$1.txt" | head -30
+done
+F="$OUT/ncu_decode_source.csv"
+timeout 200 "$NCU" --clock-control none -k regex:attention_decode_tma_kernel --launch-skip 33 --launch-count 1 --section SourceCounters \
+  --section WarpStateStats --page source --print-source sass --csv "${APP[@]}" > "$F" 2>&1
+echo "ncu decode source rc=$?"
+python3 scripts/ncu_source_summary.py "$F" 30
