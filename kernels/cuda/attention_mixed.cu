@@ -373,15 +373,9 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
 #pragma unroll
                 for (int kk = 0; kk < kKeys / 16; ++kk) pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = 0u;
             }
-            // O += P·V: V is an N-major B operand, 16 head-dim columns per slab (64 keys · 32 bytes apart), 8 keys per
-            // 256 bytes; 16 keys (512 bytes) per k-step. (Deferring it to the next tile's S, FlashAttention-3's
-            // intra-warpgroup overlap, was measured in session 28: the prefill side 628 vs 606 µs; not kept.)
-            const uint64_t desc_v = wgmma::make_desc_sw32(Kt + kTileBytes, kKeys * 32, 256);
-            wgmma::fence_operands(st.o);
-            wgmma::fence();
-#pragma unroll
-            for (int kk = 0; kk < kKeys / 16; ++kk) wgmma::wgmma_rs_mn<kD>(st.o, pa[kk], desc_v + kk * (512 / 16));
-            wgmma::commit();
+            // O += P·V. (Deferring it to the next tile's S, FlashAttention-3's intra-warpgroup overlap, was measured in
+            // session 28: the prefill side 628 vs 606 µs; not kept.)
+            wgmma::issue_pv<kD, kKeys>(st.o, pa, Kt + kTileBytes);
             wgmma::wait<0>();
             wgmma::fence_operands(st.o);
             wgmma::fence_operands(pa);

@@ -168,14 +168,7 @@ attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64
             uint32_t pa[NK / 16][4];
 #pragma unroll
             for (int kk = 0; kk < NK / 16; ++kk) pack_weights<NK>(pa[kk], sc, kk);
-            // O += P·V: V is an N-major B operand, 16 head-dim columns per slab (NK · 32 bytes apart), 8 keys per
-            // 256 bytes; 16 keys (512 bytes) per k-step.
-            const uint64_t desc_v = wgmma::make_desc_sw32(Vs, NK * 32, 256);
-            wgmma::fence_operands(st.o);
-            wgmma::fence();
-#pragma unroll
-            for (int kk = 0; kk < NK / 16; ++kk) wgmma::wgmma_rs_mn<DP>(st.o, pa[kk], desc_v + kk * (512 / 16));
-            wgmma::commit();
+            wgmma::issue_pv<DP, NK>(st.o, pa, Vs);  // O += P·V
             wgmma::wait<0>();
             wgmma::fence_operands(st.o);
         }
@@ -373,17 +366,11 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
         }
         wgmma::commit();
     };
-    // O += P_j·V_j: V is an N-major B operand, 16 head-dim columns per slab (NK · 32 bytes apart), 8 keys per
-    // 256 bytes; 16 keys (512 bytes) per k-step.
+    // O += P_j·V_j once V_j has arrived.
     auto issue_pv = [&](int j) {
         detail::mbarrier_wait(full_v + stage_of(j), parity_of(j));
         if constexpr (!TMA) wgmma::fence_proxy_async_smem();
-        const uint64_t desc_v = wgmma::make_desc_sw32(Vring + stage_of(j) * kTileElems, NK * 32, 256);
-        wgmma::fence_operands(st.o);
-        wgmma::fence();
-#pragma unroll
-        for (int kk = 0; kk < NK / 16; ++kk) wgmma::wgmma_rs_mn<DP>(st.o, pa[kk], desc_v + kk * (512 / 16));
-        wgmma::commit();
+        wgmma::issue_pv<DP, NK>(st.o, pa, Vring + stage_of(j) * kTileElems);
     };
     // Tile j's masking and softmax on S_j (already waited for); O is left alone.
     auto softmax_weights = [&](int j, float (&alpha)[2]) -> bool {

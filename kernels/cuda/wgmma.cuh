@@ -5,7 +5,8 @@
 //   wgmma_rs_mn<N>: D[64×N] += A·B, A [64][16] bf16 from registers, B [16][N] in shared memory, N-major
 //                   (O += P·V with V rows as stored);
 //   wgmma_rs_k64:   D[64×64] (+)= A·Bᵀ, A from registers, B [64][16] in shared memory, K-major (S = Q·Kᵀ with Q held in
-//                   registers: the mixed attention kernel, attention_mixed.cu).
+//                   registers: the mixed attention kernel, attention_mixed.cu);
+//   issue_pv<D, NK>: O += P·V of an attention key tile by wgmma_rs_mn (the attention kernels' second product).
 // One warpgroup (4 warps, 128 threads) issues each product together. Accumulator layout: warp w of the group
 // holds rows 16w + lane/4 and + 8; d[i][0..1] are row lane/4, columns 8i + 2·(lane%4) + {0, 1}; d[i][2..3] row
 // lane/4 + 8 — per warp the layout of mma.sync m16n8k16's C over N/8 n-tiles, so WarpFlash's softmax runs on
@@ -298,5 +299,18 @@ __device__ __forceinline__ void wgmma_rs_mn<128>(float (&d)[16][4], const uint32
 }
 
 #undef SURF_WGMMA_D4
+
+// ---- O += P·V of an attention key tile: P (the tile's weights, packed as A fragments, one per 16-key k-step) from
+// registers, V [NK keys][D] in shared memory as N-major 32-byte-swizzled slabs of 16 head-dim columns (NK · 32 bytes
+// apart; 8 keys per 256 bytes, so 16 keys = 512 bytes a k-step). Issued and committed; the caller waits. ------------
+template <int D, int NK>
+__device__ __forceinline__ void issue_pv(float (&o)[D / 8][4], const uint32_t (&pa)[NK / 16][4], const void* v_tile) {
+    const uint64_t desc_v = make_desc_sw32(v_tile, NK * 32, 256);
+    fence_operands(o);
+    fence();
+#pragma unroll
+    for (int kk = 0; kk < NK / 16; ++kk) wgmma_rs_mn<D>(o, pa[kk], desc_v + kk * (512 / 16));
+    commit();
+}
 
 }  // namespace surf::kernels::cuda::wgmma
