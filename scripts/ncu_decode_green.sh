@@ -11,19 +11,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"; mkdir -p "$OUT"
-NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+source scripts/ncu_launches.sh
 APP=(build-gpu/apps/bench_attention --pair-green 56 --reps 3)
 for run in "all_sms 9" "green56_alone 33" "green56_pair 45"; do
   set -- $run
-  timeout 150 "$NCU" --clock-control none -k regex:attention_decode_tma_kernel --launch-skip "$2" --launch-count 1 \
-    --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section InstructionStats --section Occupancy \
-    --metrics dram__bytes_read.sum,smsp__inst_executed.sum,smsp__cycles_active.avg,sm__cycles_elapsed.avg \
-    "${APP[@]}" > "$OUT/ncu_decode_$1.txt" 2>&1
-  echo "ncu decode $1 rc=$?"
-  grep -E "Duration|DRAM Throughput|Memory Throughput|dram__bytes|inst_executed|Warp Cycles Per Issued|Issue Slots Busy|Stall|Achieved Occupancy|Block Limit" "$OUT/ncu_decode_$1.txt" | head -30
+  ncu_launch "$OUT/ncu_decode_$1.txt" attention_decode_tma_kernel "$2" \
+    dram__bytes_read.sum,smsp__inst_executed.sum,smsp__cycles_active.avg,sm__cycles_elapsed.avg \
+    "Duration|DRAM Throughput|Memory Throughput|dram__bytes|inst_executed|Warp Cycles Per Issued|Issue Slots Busy|Stall|Achieved Occupancy|Block Limit" \
+    -- "${APP[@]}"
 done
-F="$OUT/ncu_decode_source.csv"
-timeout 200 "$NCU" --clock-control none -k regex:attention_decode_tma_kernel --launch-skip 33 --launch-count 1 --section SourceCounters \
-  --section WarpStateStats --page source --print-source sass --csv "${APP[@]}" > "$F" 2>&1
-echo "ncu decode source rc=$?"
-python3 scripts/ncu_source_summary.py "$F" 30
+ncu_source "$OUT/ncu_decode_source.csv" attention_decode_tma_kernel 33 -- "${APP[@]}"

@@ -9,19 +9,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"; mkdir -p "$OUT"
-NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+source scripts/ncu_launches.sh
 APP=(build-gpu/apps/bench_attention --mixed --reps 3)
 for run in "full 3" "decode_side 9" "prefill_side 15"; do
   set -- $run
-  timeout 150 "$NCU" --clock-control none -k regex:attention_mixed_kernel --launch-skip "$2" --launch-count 1 \
-    --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section InstructionStats --section Occupancy \
-    --metrics dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,smsp__inst_executed_pipe_lsu.sum \
-    "${APP[@]}" > "$OUT/ncu_mixed_$1.txt" 2>&1
-  echo "ncu mixed $1 rc=$?"
-  grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|dram__bytes|lts__t_sectors|inst_executed|wavefronts|Warp Cycles Per Issued|Issue Slots Busy|Stall|Mem Pipes Busy" "$OUT/ncu_mixed_$1.txt" | head -30
+  ncu_launch "$OUT/ncu_mixed_$1.txt" attention_mixed_kernel "$2" \
+    dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,smsp__inst_executed_pipe_lsu.sum \
+    "Duration|DRAM Throughput|Memory Throughput|L2 Hit|dram__bytes|lts__t_sectors|inst_executed|wavefronts|Warp Cycles Per Issued|Issue Slots Busy|Stall|Mem Pipes Busy" \
+    -- "${APP[@]}"
 done
-F="$OUT/ncu_mixed_source.csv"
-timeout 200 "$NCU" --clock-control none -k regex:attention_mixed_kernel --launch-skip 3 --launch-count 1 --section SourceCounters \
-  --section WarpStateStats --page source --print-source sass --csv "${APP[@]}" > "$F" 2>&1
-echo "ncu mixed source rc=$?"
-python3 scripts/ncu_source_summary.py "$F" 30
+ncu_source "$OUT/ncu_mixed_source.csv" attention_mixed_kernel 3 -- "${APP[@]}"
