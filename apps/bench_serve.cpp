@@ -46,7 +46,8 @@ std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
            (L.attention_wgmma_warp_specialized && L.attention_wgmma_keys && !L.attention_ws_beside_decode ? " (plain wgmma beside decode rows)" : "") +
            ", vision tower " + kernel(L.vit_attention_wgmma_keys, L.vit_attention_wgmma_warp_specialized) + "; decode attention " +
            (L.attention_mixed ? "in one launch with a mixed step's prefill attention (attention_mixed), alone " : "") +
-           (L.attention_green_decode_sms > 0 ? "on " + std::to_string(L.attention_green_decode_sms) + " SMs of its own in mixed steps where that pays (TMA, 2 blocks an SM; the prefill on the rest), else " : "") +
+           (L.attention_green_decode_sms > 0 ? "on " + std::to_string(L.attention_green_decode_sms) + " SMs of its own in mixed steps where that pays (TMA, 2 blocks an SM; the prefill on the rest), else "
+            : L.attention_green_decode_sms < 0 ? "on SMs of its own in mixed steps where the warm-up's measurement says that pays (TMA, 2 blocks an SM; the prefill on the rest), else " : "") +
            (L.decode_attention_tma ? "on TMA rings (" + std::to_string(L.decode_tma_blocks_per_sm) + " blocks an SM alone, 1 beside a prefill)"
                                    : L.decode_attention_pipelined ? "pipelined" : "not pipelined") + "; decode rows' state and KV " +
            (L.l2_evict_first ? "evict-first in L2" : "without an L2 hint") + "; sampler " + (L.sampler_binned ? "binned" : "radix digits only") +
@@ -192,7 +193,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128|208]\n"
                                  "                   [--ssm-replay 0|2..32] [--state-split 0|1] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
                                  "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
-                                 "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] [--decode-tma 0|1] [--decode-tma-blocks 1|2] [--attention-mixed 0|1] [--attention-green 0|SMS] [--l2-evict-first 0|1] [--sampler-binned 0|1]\n"
+                                 "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] [--decode-tma 0|1] [--decode-tma-blocks 1|2] [--attention-mixed 0|1] [--attention-green 0|SMS (default: counts measured in the warm-up)] [--l2-evict-first 0|1] [--sampler-binned 0|1]\n"
                                  "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--tail-logit-rows 0|1] [--tail-gate 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8]\n"
                                  "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] [--warm-vision-tile-counts 0|1] [--no-warm-row-buckets]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
@@ -503,6 +504,7 @@ int main(int argc, char** argv) {
                     "warmed up in %.1f s (warm-up, GEMM tuning: %.1f s); device memory in use %.1f GiB\n",
                     o.steps, o.width, o.height, o.text_tokens, o.output_tokens, load_s, engine->stats().warm_up_seconds,
                     engine->stats().device_bytes / 1073741824.0);
+        if (const std::string notes = engine->stats().warm_up_notes; !notes.empty()) std::printf("# warm-up: %s\n", notes.c_str());
         std::printf("| mode | C | output tok/s | total tok/s | appended tok/s | steps/s | step p50 s | step p95 s | TTFT p50 s | step %d / step 1 | "
                     "decode rows | decode ms/step | decode %% roofline | device GiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                     o.steps);

@@ -79,6 +79,7 @@ EngineStats& EngineStats::operator+=(const EngineStats& o) {
     mixed_sampled_gpu_seconds += o.mixed_sampled_gpu_seconds;
     sampled_steps += o.sampled_steps;
     sampling_gpu_seconds += o.sampling_gpu_seconds;
+    if (warm_up_notes.empty()) warm_up_notes = o.warm_up_notes;  // replicas warm up alike: one copy
     running += o.running;
     waiting += o.waiting;
     resident_sessions += o.resident_sessions;

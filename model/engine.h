@@ -96,6 +96,7 @@ struct EngineStats {
     int64_t gemm_shapes_tuned = 0;                         // GEMM shapes whose cuBLASLt candidates were timed
     double gemm_tune_seconds = 0.0;                        // GPU time of those tuning runs (inside steps)
     double warm_up_seconds = 0.0;                          // the engine's warm-up before serving (GEMM tuning)
+    std::string warm_up_notes;                             // what the warm-up measured and chose (backend's words; "" if nothing)
     int64_t device_bytes = 0;                              // allocated on the device (weights + state + workspaces)
 
     // Adds every counter of `o` (engines serving side by side, e.g. one replica per GPU).

@@ -2,7 +2,7 @@
 # One device call of choice (`run` with carry [".deps"]): build TARGETS, run TESTS (gpu test binaries), then
 # the APPS benchmark programs (no arguments), the APP_RUNS benchmark runs (';'-separated, with arguments), bench_step once per ';'-separated STEP_ARGS entry and
 # `surf bench serve` once per ';'-separated SERVE_ARGS entry. Logs and a
-# summary.txt (what the call printed) go under $OUT. Example:
+# summary.txt (what the call printed) go under $OUT, the logs packed into logs.tgz at the end. Example:
 #   TARGETS="gpu_test_gpu_forward bench_step bench_serve surf" TESTS="gpu_test_gpu_forward" \
 #   STEP_ARGS="--tiles 3 --prefill 924 --prefill-seqs 1 --decode 100" \
 #   SERVE_ARGS="--concurrency 100 --mode stateful;--concurrency 100 --mode stateful --overlap-mamba 0" bash scripts/gpu_call.sh
@@ -73,3 +73,5 @@ if [ -n "${SERVE_ARGS:-}" ]; then
     grep -E "^#|stateful|mixed|tuned" "$OUT/serve_$i.log" | head -12 | tee -a "$S"
   done
 fi
+# The device returns at most 8 files: every log but the summary goes back in one archive (tar xzf logs.tgz).
+( cd "$OUT" && logs=$(ls | grep -v -e '^summary.txt$' -e '^logs.tgz$') && [ -n "$logs" ] && tar czf logs.tgz $logs && rm -f $logs )

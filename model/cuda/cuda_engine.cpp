@@ -48,7 +48,10 @@ public:
         SURF_CUDA_CHECK(cudaEventCreate(&step_begin_));
         SURF_CUDA_CHECK(cudaEventCreate(&step_end_));
         SURF_CUDA_CHECK(cudaEventCreate(&sample_begin_));
-        if (options_.warm_up) stats_.warm_up_seconds = model_->warm_up(std::min(options_.prefill_chunk, L.max_tokens), options_.warm_up_row_buckets);
+        if (options_.warm_up) {
+            stats_.warm_up_seconds = model_->warm_up(std::min(options_.prefill_chunk, L.max_tokens), options_.warm_up_row_buckets);
+            stats_.warm_up_notes = model_->attention_split_report();
+        }
         if (cfg.has_vision) {
             std::vector<std::vector<int64_t>> passes = options_.warm_up_vision_batches;
             if (passes.empty() && options_.warm_up && options_.warm_up_vision_tile_counts) {

@@ -213,6 +213,7 @@ double GpuModel::warm_up(int64_t prefill_tokens, bool row_buckets) {
             forward(step, 0);
         }
     }
+    calibrate_attention_split(n);
     SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -449,119 +450,8 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* ta
         auto timed = timer_.scope("attn.kv_append", stream_);
         kc::kv_cache_append(ka, stream_);
     }
-    // Prefill rows (their own stream at the highest priority when overlapping) and decode rows. The prefill goes first,
-    // except beside the TMA decode kernel, whose one block an SM goes first so that every SM keeps it beside a prefill block.
-    // Both kinds of rows in one launch (GpuLimits::attention_mixed): no branch.
-    const bool mixed = limits_.attention_mixed && st.n_pre > 0 && st.n_dec > 0;
-    // Or the two on disjoint SMs (GpuLimits::attention_green_decode_sms), where the TMA decode can run.
-    kc::GreenPair* green = !mixed && st.n_pre > 0 && st.n_dec > 0 && !timer_.enabled() && green_pays() ? green_pair() : nullptr;
-    const bool overlap = !mixed && !green && overlap_branches(limits_.overlap_attention_branches);
-    cudaStream_t pre_stream = overlap ? branch_stream_ : stream_;
-    if (overlap) fork_branch();
-    auto prefill_params = [&] {
-        kc::AttentionPrefillParams ap;
-        ap.q = qkv + st.n_dec * qkv_dim, ap.q_stride = qkv_dim, ap.out = out + st.n_dec * q_dim, ap.out_stride = q_dim;
-        ap.cu_seqlens_q = st.cu_pre, ap.k_cache = k_cache_[li].as<bf16>(), ap.v_cache = v_cache_[li].as<bf16>();
-        ap.block_table = st.bt_pre, ap.seq_lens_k = st.lens_pre, ap.page_size = limits_.page_size, ap.max_pages_per_seq = st.max_pages;
-        ap.n_seq = st.n_pre, ap.n_heads = c.n_heads, ap.n_kv_heads = c.n_kv_heads, ap.head_dim = hd, ap.max_seqlen_q = st.max_q, ap.causal = true;
-        ap.workspace = prefill_ws_.get(), ap.workspace_bytes = prefill_ws_.bytes(), ap.n_tok_q = st.n_pre_tok, ap.max_seqlen_k = st.max_len;
-        ap.n_splits = limits_.attention_splits && !overlap && !green ? 0 : 1;
-        ap.rows_per_warp = limits_.attention_rows_per_warp;
-        ap.wgmma_key_tile = limits_.attention_wgmma_keys;
-        ap.wgmma_warp_specialized = limits_.attention_wgmma_warp_specialized && (!overlap || limits_.attention_ws_beside_decode);
-        return ap;
-    };
-    auto decode_params = [&] {
-        kc::AttentionDecodeParams dp;
-        dp.q = qkv, dp.q_stride = qkv_dim, dp.out = out, dp.k_cache = k_cache_[li].as<bf16>(), dp.v_cache = v_cache_[li].as<bf16>();
-        dp.block_table = st.bt_dec, dp.seq_lens = st.lens_dec, dp.page_size = limits_.page_size, dp.max_pages_per_seq = st.max_pages;
-        dp.batch = st.n_dec, dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = hd, dp.max_seq_len = st.max_len;
-        dp.pipelined = limits_.decode_attention_pipelined;
-        dp.l2_evict_first = limits_.l2_evict_first;
-        dp.tma = limits_.decode_attention_tma, dp.cache_pages = limits_.kv_pages + 1;  // the scratch page included
-        dp.persistent_blocks_per_sm = st.n_pre > 0 ? 1 : limits_.decode_tma_blocks_per_sm;
-        if (green) dp.tma = true, dp.persistent_blocks_per_sm = 2, dp.sm_count = static_cast<int32_t>(green->sms_a);
-        return dp;
-    };
-    if (green && !kc::attention_decode_tma_usable(decode_params())) green = nullptr;
-    auto prefill = [&] {
-        const kc::AttentionPrefillParams ap = prefill_params();
-        auto timed = timer_.scope("attn.prefill", pre_stream);
-        kc::attention_prefill(ap, pre_stream);
-    };
-    auto decode = [&] {
-        const kc::AttentionDecodeParams dp = decode_params();
-        SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
-        auto timed = timer_.scope("attn.decode", stream_);
-        kc::attention_decode(dp, decode_ws_.get(), stream_);
-    };
-    if (green) {
-        // stream_ → both green streams → stream_; the prefill first (its blocks fill the other SMs at once).
-        const kc::AttentionPrefillParams ap = prefill_params();
-        const kc::AttentionDecodeParams dp = decode_params();
-        SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
-        SURF_CUDA_CHECK(cudaEventRecord(branch_fork_, stream_));
-        SURF_CUDA_CHECK(cudaStreamWaitEvent(green->b, branch_fork_, 0));
-        SURF_CUDA_CHECK(cudaStreamWaitEvent(green->a, branch_fork_, 0));
-        kc::attention_prefill(ap, green->b);
-        kc::attention_decode(dp, decode_ws_.get(), green->a);
-        for (cudaStream_t s : {green->b, green->a}) {
-            SURF_CUDA_CHECK(cudaEventRecord(branch_join_, s));
-            SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_join_, 0));
-        }
-        ++green_pairs_;
-    } else if (mixed) {
-        const kc::AttentionPrefillParams ap = prefill_params();
-        const kc::AttentionDecodeParams dp = decode_params();
-        SURF_CHECK(kc::attention_mixed_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small for the mixed attention");
-        auto timed = timer_.scope("attn.mixed", stream_);
-        kc::attention_mixed(ap, dp, decode_ws_.get(), mixed_counters_.as<int32_t>(), stream_);
-    } else {
-        if (limits_.decode_attention_tma && st.n_dec > 0) decode();
-        if (st.n_pre > 0) prefill();
-        if (!limits_.decode_attention_tma && st.n_dec > 0) decode();
-    }
-    if (overlap) join_branch();
+    attention_pair(li, qkv, out, timer_.enabled() ? nullptr : green_for_step(li));
     mixer_output(out, q_dim, W.o, "attn.o_proj", tail);
-}
-
-bool GpuModel::green_pays() const {
-    // The two sides' times on all SMs, from the rates they reach there (H100, bench_attention --pair-green, session 29:
-    // decode 2.8 TB/s of K/V, the warp-specialized prefill ≈ 235 TFLOP/s on a 924-token chunk). Sharing all SMs the pair
-    // took ≈ decode + 0.62 · prefill; on split SMs (56 + 76) ≈ max(1.12 · decode, 1.45 · prefill). So the split pays
-    // while the decode is between ≈ 0.83 and ≈ 5.4 times the prefill; with margins, 0.9 to 5 (serving C = 100: ≈ 1.7;
-    // C = 16: ≈ 0.3, where the prefill would lose 45% of its speed for nothing).
-    const LlmConfig& c = cfg_.llm;
-    const double decode_s = step_.dec_keys * static_cast<double>(c.n_kv_heads * c.head_dim) * 4.0 / 2.8e12;
-    const double prefill_s = step_.pre_pairs * 4.0 * static_cast<double>(c.n_heads * c.head_dim) / 235e12;
-    return decode_s >= 0.9 * prefill_s && decode_s <= 5.0 * prefill_s;
-}
-
-kc::GreenPair* GpuModel::green_pair() {
-    const int want = limits_.attention_green_decode_sms;
-    if (want <= 0 || green_refused_) return nullptr;
-    if (!green_ || green_want_ != want) {
-        green_.reset();
-        int device = 0, sms = 0;
-        SURF_CUDA_CHECK(cudaGetDevice(&device));
-        SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-        if (want + 16 > sms) {
-            green_refused_ = true;
-            std::fprintf(stderr, "surf: attention_green_decode_sms %d leaves too few of the device's %d SMs for the prefill; the attention pair shares every SM\n", want, sms);
-            return nullptr;
-        }
-        int lo = 0, hi = 0;
-        SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
-        try {
-            green_ = std::make_unique<kc::GreenPair>(static_cast<unsigned>(want), hi, hi);
-            green_want_ = want;
-        } catch (const Error& e) {
-            green_refused_ = true;
-            std::fprintf(stderr, "surf: attention_green_decode_sms %d: %s; the attention pair shares every SM\n", want, e.what());
-            return nullptr;
-        }
-    }
-    return green_.get();
 }
 
 bool GpuModel::overlap_branches(bool enabled) const {

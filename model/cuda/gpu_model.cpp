@@ -91,7 +91,7 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
 }
 
 GpuModel::~GpuModel() {
-    green_.reset();  // its streams synchronised and destroyed first
+    green_.clear();  // their streams synchronised and destroyed first
     if (vision_stream_) {
         cudaStreamSynchronize(vision_stream_);
         cudaStreamDestroy(vision_stream_);

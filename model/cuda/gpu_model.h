@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -158,15 +159,21 @@ struct GpuLimits {
     // C = 100 −0.7 to −1.3%); where the kernel cannot run (kc::attention_mixed_usable) the two kernels run one after the other.
     bool attention_mixed = false;
     // A mixed step's attention pair on disjoint SMs (kernels/cuda/green_context.h): the decode rows on a green context of
-    // this many SMs (the driver rounds up to its granularity), on the TMA kernel at two blocks an SM (its split plan and
-    // grid for those SMs), the prefill rows on the other SMs (warp-specialized where attention_wgmma_warp_specialized).
+    // some SMs (the driver rounds up to its granularity), on the TMA kernel at two blocks an SM (its split plan and grid
+    // for those SMs), the prefill rows on the other SMs (warp-specialized where attention_wgmma_warp_specialized).
     // The decode kernels pull only ≈ 30 GB/s an SM on cp.async, so they need every SM; the TMA kernel's two blocks
-    // (≈ 128 KB in flight an SM) pull ≈ 45–50 (bench_attention --pair-green, H100 session 29: 2.5 TB/s on 56 SMs, the pair
-    // 856 µs on 56 + 76 against 1,004 sharing all SMs; 48: 901, 64: 867; the driver rounds to 8). Serving C = 100, same
-    // machine, alternating: 17,580 / 17,560 vs 17,266 / 17,351 tok/s off. Only in steps whose decode side is 0.9–5× the
-    // prefill side (GpuModel::green_pays), where the TMA kernel can run, the driver has green contexts and the device has
-    // SMs to spare (else the shared pair; a refusal is noted once on stderr). 0 = off: the two kernels share every SM.
-    int attention_green_decode_sms = 56;
+    // (≈ 128 KB in flight an SM) pull ≈ 45–50 on H100 and H200 alike (bench_attention --pair-green: H100 session 29, 2.5
+    // TB/s on 56 SMs, the pair 856 µs on 56 + 76 against 1,004 sharing all SMs; H200 session 30, the pair 726 µs on 64 +
+    // 68, 826 on 56 + 76, against 898 shared). Per step, GpuModel::green_for_step predicts both ways from the step's
+    // sides (AttentionSplitModel) and splits where that is ≥ 3% faster, on the SM count predicted fastest.
+    //   −1 (auto): warm_up measures the model and the counts 40, 48, … (SMs − 40) on the device (a 100-row decode on 5,000
+    //      keys beside a chunk of the warm-up's prefill rows on 5,000 past; GpuModel::calibrate_attention_split); without
+    //      warm_up, or where that shape does not fit the limits, the pair shares every SM.
+    //   N > 0: that count only (measured in warm_up where it runs, else H100 session 29's 56-SM factors).
+    //   0: off, the two kernels share every SM.
+    // Only where the TMA kernel can run, the driver has green contexts and the device has SMs to spare (else the shared
+    // pair; a refusal is noted once on stderr).
+    int attention_green_decode_sms = -1;
     // The decode rows' once-a-step streams, their SSM state (state update and fold) and their K/V (decode attention),
     // marked evict-first in the L2 (SsuParams / AttentionDecodeParams::l2_evict_first), so that ≈ 25 GB a mixed step
     // of them do not push the residual stream, activations and GEMM operand tiles out of the 50 MB L2. Off: no hint
@@ -224,6 +231,22 @@ struct SeqStep {
     int64_t image_row = -1;            // first image row (in the image-row buffer) its image tokens take, or -1
     bool all_logits = false;           // logits for every new token (else the last only)
     bool is_decode() const { return tokens.size() == 1 && past > 0; }
+};
+
+// The attention pair's cost in a mixed step (GpuModel::green_for_step), from its two sides' sizes: decode K/V bytes and
+// prefill FLOPs at the rates the shared pair's kernels reach alone on every SM; shared ≈ decode + shared_prefill_share ·
+// prefill; on split SMs ≈ overhead · max(decode_factor · decode, prefill_factor · prefill) for each SM count. Defaults:
+// H100, session 29 (bench_attention --pair-green, 56 + 76 SMs); GpuModel::warm_up measures them on the device.
+struct AttentionSplitModel {
+    double decode_bytes_per_s = 2.8e12;
+    double prefill_flops_per_s = 235e12;
+    double shared_prefill_share = 0.62;
+    bool measured = false;
+};
+struct AttentionSplitCount {
+    double decode_factor = 1.12, prefill_factor = 1.45, overhead = 1.0;
+    double shared_us = 0, split_us = 0;  // the calibration shape's pair both ways (0: not measured)
+    bool measured = false;
 };
 
 class GpuModel {
@@ -307,6 +330,12 @@ public:
     int64_t decode_graph_launches() const { return graphs_ ? graphs_->launches() : 0; }
     // Attention layers whose pair ran on split SMs (GpuLimits::attention_green_decode_sms).
     int64_t green_attention_pairs() const { return green_pairs_; }
+    // The attention pair's cost model and the split SM counts it chooses among, as warm_up measured them (GpuLimits::
+    // attention_green_decode_sms); counts the driver refused are absent.
+    const AttentionSplitModel& attention_split_model() const { return split_model_; }
+    std::vector<std::pair<int, AttentionSplitCount>> attention_split_counts() const;
+    // One line on what calibrate_attention_split measured ("" where it did not run).
+    std::string attention_split_report() const;
     // GPU time per op (profiling runs; while enabled, decode steps run kernel by kernel, not as graphs).
     OpTimer& op_timer() { return timer_; }
     // The GEMM shapes tuned so far (language model, then vision tower).
@@ -363,11 +392,21 @@ private:
     // Whether this step runs its prefill rows' branch of a layer on branch_stream_ (GpuLimits overlap
     // flags; mixed steps only; never while per-op timing, whose events assume one stream).
     bool overlap_branches(bool enabled) const;
-    // The green contexts of GpuLimits::attention_green_decode_sms, created on first use (again when the count
-    // changes); null when the knob is 0 or the driver refused them (noted once on stderr).
-    kc::GreenPair* green_pair();
-    // Whether this step's attention pair is expected to run faster on split SMs than sharing them (its sides' sizes).
-    bool green_pays() const;
+    // A mixed step's attention pair (model/cuda/attention_pair.cpp): both kinds of rows of step_ from qkv into out,
+    // on split SMs where `green` is given, else sharing them (one after the other, side by side on branch_stream_, or
+    // in one launch: GpuLimits).
+    void attention_pair(size_t li, const bf16* qkv, bf16* out, kc::GreenPair* green);
+    kc::AttentionPrefillParams pair_prefill_params(size_t li, const bf16* qkv, bf16* out, bool overlap, bool green) const;
+    kc::AttentionDecodeParams pair_decode_params(size_t li, const bf16* qkv, bf16* out, const kc::GreenPair* green) const;
+    // The green contexts this step's pair should run on (the count AttentionSplitModel predicts fastest, where that beats
+    // sharing the SMs by ≥ 3%), or null: not a mixed step, the knob off, no TMA decode, or every count refused.
+    kc::GreenPair* green_for_step(size_t li);
+    // The green contexts for `sms` decode SMs, created on first use; null where the device or driver refused them
+    // (noted once on stderr).
+    kc::GreenPair* green_pair(int sms);
+    // warm_up's measurement of AttentionSplitModel and of each split count (GpuLimits::attention_green_decode_sms) on a
+    // serving-sized pair over free KV pages; returns without measuring where the shape does not fit or nothing splits.
+    void calibrate_attention_split(int64_t prefill_tokens);
     // branch_stream_ waits for everything issued so far on stream_.
     void fork_branch();
     // stream_ waits for everything issued so far on branch_stream_.
@@ -395,9 +434,14 @@ private:
     // priority; fork / ready (the prefill conv is done) / join events, re-recorded every layer.
     cudaStream_t branch_stream_ = nullptr;
     cudaEvent_t branch_fork_ = nullptr, branch_ready_ = nullptr, branch_join_ = nullptr;
-    std::unique_ptr<kc::GreenPair> green_;  // GpuLimits::attention_green_decode_sms
-    int green_want_ = 0;
-    bool green_refused_ = false;
+    // GpuLimits::attention_green_decode_sms: per SM count asked for, its green contexts (null: refused) and factors.
+    struct GreenSplit {
+        std::unique_ptr<kc::GreenPair> pair;
+        AttentionSplitCount cost;
+    };
+    std::map<int, GreenSplit> green_;
+    AttentionSplitModel split_model_;
+    int tma_decode_usable_ = -1;  // kc::attention_decode_tma_usable for this model's caches (−1: not yet asked)
     int64_t green_pairs_ = 0;  // attention layers run on the green contexts (tests)
     DeviceBuffer vision_cu_;      // [max_tiles + 1] int32 tile offsets (all tiles have the same length)
     PinnedBuffer vit_staging_;    // [max_tiles, 3, S, S] fp32 pixels on their way to vit_pixels_

@@ -526,3 +526,81 @@ TEST_CASE("GPU mixed steps: the attention pair on split SMs (green contexts, TMA
     }
     MESSAGE("split-SM pair against the shared pair: logits max rel err " << worst << ", pairs on split SMs " << split->green_attention_pairs());
 }
+
+TEST_CASE("GPU warm-up measures the attention pair on split SMs, and its mixed steps match the shared pair") {
+    // GpuLimits::attention_green_decode_sms = −1 (auto): warm_up times the shared pair and each split count on a 100-row
+    // decode beside a prefill chunk (GpuModel::calibrate_attention_split); each mixed step then takes the count its model
+    // predicts fastest, or shares the SMs. Timings on these small shapes say nothing about speed: the test checks that
+    // the measurement ran and is sane, and that mixed steps after it agree with a model that never splits.
+    ModelConfig cfg = load_model_config(golden_fixture("small_bf16"));
+    cfg.llm.head_dim = 128;
+    GpuLimits L = small_limits();
+    L.autotune_gemms = false;
+    L.max_tokens = 1024, L.max_seqs = 128, L.max_slots = 128, L.kv_pages = 8192, L.max_context = 4096;
+    L.attention_green_decode_sms = 0;
+    auto shared = GpuModel::random(cfg, L, 13);
+    L.attention_green_decode_sms = -1;
+    auto split = GpuModel::random(cfg, L, 13);
+    split->warm_up(1024, false);
+    cudaDeviceProp prop{};
+    REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+    const AttentionSplitModel& m = split->attention_split_model();
+    MESSAGE("warm-up: " << split->attention_split_report());
+    if (prop.major == 9 && prop.minor == 0) {
+        REQUIRE(m.measured);
+        CHECK(m.decode_bytes_per_s > 1e10);
+        CHECK(m.prefill_flops_per_s > 1e11);
+        CHECK(m.shared_prefill_share >= 0.0);
+        CHECK(m.shared_prefill_share <= 1.0);
+        const auto counts = split->attention_split_counts();
+        CHECK(!counts.empty());
+        for (const auto& [sms, k] : counts) {
+            CHECK(sms >= 40);
+            CHECK(sms + 16 <= prop.multiProcessorCount);
+            CHECK(k.measured);
+            CHECK(k.split_us > 0);
+            CHECK(k.shared_us > 0);
+            CHECK(k.decode_factor > 0.5);  // fewer SMs than all: not much faster than on all of them
+            CHECK(k.prefill_factor > 0.5);
+            CHECK(k.overhead > 0.5);
+        }
+        CHECK(split->green_attention_pairs() == 0);  // the calibration's launches are not counted as steps'
+    } else {
+        CHECK(!m.measured);  // no TMA decode here: nothing to split
+        CHECK(split->attention_split_report().empty());
+    }
+    // Mixed steps after the warm-up: 24 decode rows on ≈ 600 keys beside a 300-token chunk; whichever way the split
+    // model chose, the logits agree with the shared model's to bf16 rounding.
+    const int64_t V = cfg.llm.vocab_size;
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
+    auto tokens = [&](int64_t n) {
+        std::vector<int32_t> t(static_cast<size_t>(n));
+        for (int32_t& x : t) x = tok(rng);
+        return t;
+    };
+    std::vector<SeqStep> prompts;
+    for (int32_t slot = 0; slot < 25; ++slot) {
+        SeqStep s;
+        s.slot = slot, s.tokens = tokens(slot == 24 ? 200 : 600), s.pages = pages_for(1200, 16, 80 * slot);
+        prompts.push_back(s);
+        REQUIRE(shared->forward({s}) == split->forward({s}));
+    }
+    double worst = 0;
+    for (int it = 0; it < 2; ++it) {
+        std::vector<SeqStep> step;
+        for (int32_t slot = 0; slot < 24; ++slot) {
+            SeqStep d = prompts[slot];
+            d.past = 600 + it, d.tokens = tokens(1);
+            step.push_back(d);
+        }
+        SeqStep pre = prompts[24];
+        pre.past = 200 + 300 * it, pre.tokens = tokens(300);
+        step.push_back(pre);
+        const auto [a, b] = step_both(*shared, *split, step);
+        const double err = max_rel_err(b.data(), a);
+        worst = std::max(worst, err);
+        CHECK(err < 2e-2);
+    }
+    MESSAGE("after the warm-up: logits max rel err " << worst << " against the shared pair, pairs on split SMs " << split->green_attention_pairs());
+}
