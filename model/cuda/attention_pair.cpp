@@ -34,7 +34,10 @@ kc::AttentionDecodeParams GpuModel::pair_decode_params(size_t li, const bf16* qk
     dp.q = qkv, dp.q_stride = c.n_heads * c.head_dim + 2 * c.n_kv_heads * c.head_dim, dp.out = out;
     dp.k_cache = k_cache_[li].as<bf16>(), dp.v_cache = v_cache_[li].as<bf16>();
     dp.block_table = st.bt_dec, dp.seq_lens = st.lens_dec, dp.page_size = limits_.page_size, dp.max_pages_per_seq = st.max_pages;
-    dp.batch = st.n_dec, dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = c.head_dim, dp.max_seq_len = st.max_len;
+    // Split over the decode rows' longest context, not the step's: a prefill row's longer one would leave each decode row's
+    // last split short (decode-only steps: the graph's padded length).
+    dp.batch = st.n_dec, dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = c.head_dim;
+    dp.max_seq_len = st.n_pre > 0 ? st.max_len_dec : st.max_len;
     dp.pipelined = limits_.decode_attention_pipelined;
     dp.l2_evict_first = limits_.l2_evict_first;
     dp.tma = limits_.decode_attention_tma, dp.cache_pages = limits_.kv_pages + 1;  // the scratch page included
@@ -206,7 +209,7 @@ void GpuModel::calibrate_attention_split(int64_t prefill_tokens) {
     Step& st = step_;
     st = Step{};
     st.n_dec = rows, st.n_pre = 1, st.n_pre_tok = chunk, st.n_tok = rows + chunk, st.max_q = chunk;
-    st.max_len = std::max(past + 1, past + chunk);
+    st.max_len = std::max(past + 1, past + chunk), st.max_len_dec = past + 1;
     st.max_pages = (st.max_len + ps - 1) / ps;
     st.dec_keys = static_cast<double>(rows * (past + 1));
     st.pre_pairs = static_cast<double>(chunk) * (static_cast<double>(past) + (chunk + 1) / 2.0);

@@ -29,6 +29,7 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
             if (!in_decode) throw Error(ErrorKind::kInvalidArgument, "forward: decode rows must come before prefill rows");
             ++st.n_dec;
             st.dec_keys += static_cast<double>(s.past + 1);
+            st.max_len_dec = std::max(st.max_len_dec, s.past + 1);
         } else {
             in_decode = false;
             ++st.n_pre;

@@ -478,6 +478,7 @@ private:
     // The current step (set by forward for the layer functions).
     struct Step {
         int64_t n_tok = 0, n_dec = 0, n_pre = 0, n_pre_tok = 0, max_pages = 0, max_len = 0, max_q = 0;
+        int64_t max_len_dec = 0;  // the decode rows' longest context (their attention's split plan; max_len counts prefill rows too)
         double dec_keys = 0, pre_pairs = 0;  // keys the decode rows read; query-key pairs of the prefill rows (causal)
         const int32_t *slots_dec = nullptr, *slots_pre = nullptr, *cu_pre = nullptr, *bt_dec = nullptr, *bt_pre = nullptr;
         const int32_t *lens_dec = nullptr, *lens_pre = nullptr, *slot_mapping = nullptr;
