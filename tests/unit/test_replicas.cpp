@@ -103,8 +103,8 @@ TEST_CASE("replicas: same results as one engine, from concurrent callers on both
 
 namespace {
 
-// Every EngineStats counter (all 8-byte fields; the static_assert below catches a new one left out here
-// and in EngineStats::operator+=).
+// Every EngineStats counter (all 8-byte fields, besides the one string warm_up_notes; the static_assert below
+// catches a new one left out here and in EngineStats::operator+=).
 #define SURF_ENGINE_STATS_FIELDS(X)                                                                              \
     X(prefill_tokens) X(decode_tokens) X(image_tokens) X(steps) X(decode_only_steps) X(step_seconds) X(busy_seconds) \
     X(plan_seconds) X(issue_seconds) X(results_seconds) X(admission_seconds) X(image_wait_seconds)              \
@@ -115,7 +115,7 @@ namespace {
     X(kv_pages_used) X(kv_pages_total) X(image_cache_hits) X(image_cache_misses) X(vision_batches) X(vision_tiles) \
     X(graph_steps) X(graphs_captured) X(gemm_shapes_tuned) X(gemm_tune_seconds) X(warm_up_seconds) X(device_bytes)
 #define SURF_COUNT_FIELD(f) +1
-static_assert(sizeof(EngineStats) == 8 * (0 SURF_ENGINE_STATS_FIELDS(SURF_COUNT_FIELD)),
+static_assert(sizeof(EngineStats) == 8 * (0 SURF_ENGINE_STATS_FIELDS(SURF_COUNT_FIELD)) + sizeof(std::string),
               "an EngineStats field is missing from this list (and maybe from EngineStats::operator+=)");
 
 // Field i (from 1) set to scale · i.
@@ -161,6 +161,14 @@ TEST_CASE("replicas: stats add every counter of every replica") {
     EngineStats sum = numbered_stats(1);
     sum += numbered_stats(100);
     check_all(sum, "operator+=");
+    // The warm-up notes are not summed: replicas warm up alike, so the first non-empty one stands for all.
+    EngineStats noted, other;
+    other.warm_up_notes = "attention pair: 64 SMs";
+    noted += other;
+    CHECK(noted.warm_up_notes == "attention pair: 64 SMs");
+    other.warm_up_notes = "another replica's";
+    noted += other;
+    CHECK(noted.warm_up_notes == "attention pair: 64 SMs");
     const auto engine = cpu();
     ReplicaEngine r({std::make_shared<FixedStatsEngine>(engine, numbered_stats(1)), std::make_shared<FixedStatsEngine>(engine, numbered_stats(100))});
     check_all(r.stats(), "ReplicaEngine::stats");
