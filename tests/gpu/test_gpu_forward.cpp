@@ -28,6 +28,14 @@ using surf::gpu_test::pages_for;
 
 namespace {
 
+// n token ids drawn uniformly from a vocabulary of V.
+std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t V, int64_t n) {
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int32_t& x : t) x = tok(rng);
+    return t;
+}
+
 // One step on two models fed the same rows: their logits (the same row count asserted).
 std::pair<std::vector<float>, std::vector<float>> step_both(GpuModel& a, GpuModel& b, const std::vector<SeqStep>& step) {
     const int64_t rows_a = a.forward(step), rows_b = b.forward(step);
@@ -483,12 +491,7 @@ TEST_CASE("GPU mixed steps: the attention pair on split SMs (green contexts, TMA
     auto split = GpuModel::random(cfg, L, 11);
     const int64_t V = cfg.llm.vocab_size;
     std::mt19937 rng(3);
-    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
-    auto tokens = [&](int64_t n) {
-        std::vector<int32_t> t(static_cast<size_t>(n));
-        for (int32_t& x : t) x = tok(rng);
-        return t;
-    };
+    auto tokens = [&](int64_t n) { return random_tokens(rng, V, n); };
     // Slots 0–3 start with prompts of 300–480 tokens (several decode splits); then each step decodes slots 0, 2, 3
     // while slot 1 prefills 40 more tokens.
     std::vector<SeqStep> step;
@@ -573,12 +576,7 @@ TEST_CASE("GPU warm-up measures the attention pair on split SMs, and its mixed s
     // model chose, the logits agree with the shared model's to bf16 rounding.
     const int64_t V = cfg.llm.vocab_size;
     std::mt19937 rng(5);
-    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
-    auto tokens = [&](int64_t n) {
-        std::vector<int32_t> t(static_cast<size_t>(n));
-        for (int32_t& x : t) x = tok(rng);
-        return t;
-    };
+    auto tokens = [&](int64_t n) { return random_tokens(rng, V, n); };
     std::vector<SeqStep> prompts;
     for (int32_t slot = 0; slot < 25; ++slot) {
         SeqStep s;
