@@ -13,7 +13,8 @@
 // session 25): alone 716 µs at 100 rows × 5,000 keys against the pipelined kernel's 731, beside the plain prefill
 // 981–1,011 µs against 1,019, serving −0.9 to +0.3% — so the engine keeps it off on shared SMs (GpuLimits::decode_attention_tma).
 // Session 29: at two blocks an SM it pulls 45–50 GB/s an SM where the cp.async kernel pulls ≈ 30, so a mixed step runs it on a
-// green context of 56 SMs beside the prefill on the other 76 (GpuLimits::attention_green_decode_sms, on; sm_count plans for them).
+// green context of its own SMs beside the prefill on the rest (GpuLimits::attention_green_decode_sms; since session 30 the
+// count is measured in the warm-up, 64–72 of 132 on the H200; sm_count plans for them).
 #include <cuda.h>  // CUtensorMap
 
 #include "kernels/cuda/attention_decode_tma.h"

@@ -139,11 +139,8 @@ kc::GreenPair* GpuModel::green_pair(int want) {
     auto found = green_.find(want);
     if (found != green_.end()) return found->second.pair.get();
     GreenSplit& g = green_[want];  // a refusal stays recorded as a null pair
-    int device = 0, sms = 0;
-    SURF_CUDA_CHECK(cudaGetDevice(&device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    if (want + 16 > sms) {
-        std::fprintf(stderr, "surf: attention_green_decode_sms %d leaves too few of the device's %d SMs for the prefill; the attention pair shares every SM\n", want, sms);
+    if (want + 16 > device_sms_) {
+        std::fprintf(stderr, "surf: attention_green_decode_sms %d leaves too few of the device's %d SMs for the prefill; the attention pair shares every SM\n", want, device_sms_);
         return nullptr;
     }
     int lo = 0, hi = 0;
@@ -284,11 +281,8 @@ void GpuModel::calibrate_attention_split(int64_t prefill_tokens) {
     split_model_ = m;
 
     std::vector<int> counts;
-    int device = 0, sms = 0;
-    SURF_CUDA_CHECK(cudaGetDevice(&device));
-    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     if (knob > 0) counts.push_back(knob);
-    else for (int n = 40; n + 40 <= sms; n += 8) counts.push_back(n);
+    else for (int n = 40; n + 40 <= device_sms_; n += 8) counts.push_back(n);
     const int64_t pairs_before = green_pairs_;
     for (int n : counts) {
         kc::GreenPair* g = green_pair(n);

@@ -2,7 +2,6 @@
 // are padded to a graph bucket and replayed from a CUDA graph.
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 
 #include "kernels/base/error.h"
 #include "kernels/cuda/cuda_check.h"

@@ -85,6 +85,9 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
     SURF_CUDA_CHECK(cudaEventCreateWithFlags(&meta_uploaded_, cudaEventDisableTiming));
     SURF_CUDA_CHECK(cudaEventRecord(staging_free_, vision_stream_));
     branch_stream_ = prioritised_stream(true);
+    int device = 0;
+    SURF_CUDA_CHECK(cudaGetDevice(&device));
+    SURF_CUDA_CHECK(cudaDeviceGetAttribute(&device_sms_, cudaDevAttrMultiProcessorCount, device));
     for (cudaEvent_t* ev : {&branch_fork_, &branch_ready_, &branch_join_}) SURF_CUDA_CHECK(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
     allocate();
     if (limits_.decode_graphs) graphs_ = std::make_unique<DecodeGraphs>(std::min(limits_.max_seqs, limits_.max_tokens));
@@ -218,9 +221,7 @@ void GpuModel::allocate() {
         size_t ws = 0;
         // The split count never exceeds min(⌈len/128⌉, ⌈8·SMs / (batch·kv_heads)⌉) (attention.cu's plan), so
         // this bounds every length a step can plan with; the planned sizes at powers of two are checked too.
-        int device = 0, sms = 0;
-        SURF_CUDA_CHECK(cudaGetDevice(&device));
-        SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        const int64_t sms = device_sms_;
         for (int64_t b = 1; b <= L.max_seqs; ++b) {
             const int64_t base = b * c.n_kv_heads;
             const int64_t splits = std::min((L.max_context + 127) / 128, (8 * sms + base - 1) / base);

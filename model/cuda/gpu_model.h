@@ -336,6 +336,11 @@ public:
     std::vector<std::pair<int, AttentionSplitCount>> attention_split_counts() const;
     // One line on what calibrate_attention_split measured ("" where it did not run).
     std::string attention_split_report() const;
+    // warm_up's measurement of AttentionSplitModel and of each split count (GpuLimits::attention_green_decode_sms) on a
+    // serving-sized pair (decode rows beside a chunk of prefill_tokens rows in all) over the first KV pages, which it reads
+    // and never writes; returns without measuring where the shape does not fit or nothing splits. Public for benchmarks
+    // that skip warm_up (bench_step).
+    void calibrate_attention_split(int64_t prefill_tokens);
     // GPU time per op (profiling runs; while enabled, decode steps run kernel by kernel, not as graphs).
     OpTimer& op_timer() { return timer_; }
     // The GEMM shapes tuned so far (language model, then vision tower).
@@ -404,9 +409,6 @@ private:
     // The green contexts for `sms` decode SMs, created on first use; null where the device or driver refused them
     // (noted once on stderr).
     kc::GreenPair* green_pair(int sms);
-    // warm_up's measurement of AttentionSplitModel and of each split count (GpuLimits::attention_green_decode_sms) on a
-    // serving-sized pair over free KV pages; returns without measuring where the shape does not fit or nothing splits.
-    void calibrate_attention_split(int64_t prefill_tokens);
     // branch_stream_ waits for everything issued so far on stream_.
     void fork_branch();
     // stream_ waits for everything issued so far on branch_stream_.
@@ -442,6 +444,7 @@ private:
     std::map<int, GreenSplit> green_;
     AttentionSplitModel split_model_;
     int tma_decode_usable_ = -1;  // kc::attention_decode_tma_usable for this model's caches (−1: not yet asked)
+    int device_sms_ = 0;          // the device's SMs (decode workspace bound, green splits)
     int64_t green_pairs_ = 0;  // attention layers run on the green contexts (tests)
     DeviceBuffer vision_cu_;      // [max_tiles + 1] int32 tile offsets (all tiles have the same length)
     PinnedBuffer vit_staging_;    // [max_tiles, 3, S, S] fp32 pixels on their way to vit_pixels_
