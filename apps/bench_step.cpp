@@ -209,9 +209,12 @@ int main(int argc, char** argv) {
         if (o.state_split >= 0) L.ssm_state_split = o.state_split == 1;
         const bool split = L.state_split_applies();
         auto model = GpuModel::random(cfg, L, 7);
+        // The attention pair's split as serving measures it in its warm-up (GpuLimits::attention_green_decode_sms).
+        model->calibrate_attention_split(o.prefill_tokens + o.decode_rows);
         std::printf("# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3), copy bandwidth %.0f GB/s (read+write); SSM state "
                     "%s, replay window %d; %d reps per case\n",
                     prop.name, prop.multiProcessorCount, ceiling, copy_bw / 1e9, o.bf16_state ? "bf16" : split ? "fp32 (two 16-bit planes)" : "fp32", L.ssm_replay_window, o.reps);
+        if (const std::string split_report = model->attention_split_report(); !split_report.empty()) std::printf("# %s\n", split_report.c_str());
         std::mt19937_64 rng(11);
         auto token = [&] { return static_cast<int32_t>(rng() % static_cast<uint64_t>(cfg.llm.vocab_size)); };
         auto pages_of = [&](int64_t seq) {
@@ -438,7 +441,7 @@ int main(int argc, char** argv) {
                 std::snprintf(what, sizeof what, "the decode rows' attention on %d SMs of its own, the prefill's on the rest", sms);
                 flipped([sms](GpuLimits& g) { g.attention_green_decode_sms = sms; }, what);
             }
-            if (L.attention_green_decode_sms > 0) flipped([](GpuLimits& g) { g.attention_green_decode_sms = 0; }, "the attention pair sharing every SM");
+            if (L.attention_green_decode_sms != 0) flipped([](GpuLimits& g) { g.attention_green_decode_sms = 0; }, "the attention pair sharing every SM");
             flipped([](GpuLimits& g) { g.l2_evict_first = !g.l2_evict_first; },
                     L.l2_evict_first ? "the decode rows' state and KV without an L2 hint" : "the decode rows' state and KV evict-first in L2");
             // Programmatic dependent launch the other way round (GpuLimits::programmatic_launch).
