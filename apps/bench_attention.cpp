@@ -226,6 +226,11 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
     cudaEvent_t fork, join;
     SURF_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
     SURF_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+    struct Teardown {  // on every return below (the --pair-green and --mixed tables return early)
+        cudaStream_t s0, s1;
+        cudaEvent_t e0, e1;
+        ~Teardown() { cudaEventDestroy(e0), cudaEventDestroy(e1), cudaStreamDestroy(s0), cudaStreamDestroy(s1); }
+    } teardown{pre_s, main_s, fork, join};
     // Mean µs per run of `fn` (which issues on main_s, forking to pre_s where it pairs and joining back).
     auto time_on_main = [&](const std::function<void()>& fn) { return time_us(fn, reps, main_s); };
     const double bytes = 2.0 * rows * past * nkv * D * 2;  // K and V read once
@@ -313,10 +318,6 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
                 }
             }
         }
-        SURF_CUDA_CHECK(cudaEventDestroy(fork));
-        SURF_CUDA_CHECK(cudaEventDestroy(join));
-        SURF_CUDA_CHECK(cudaStreamDestroy(pre_s));
-        SURF_CUDA_CHECK(cudaStreamDestroy(main_s));
         return;
     }
     {  // Both in one launch (attention_mixed) against the engine's default pair (plain wgmma prefill on its stream, pipelined decode).
@@ -367,13 +368,7 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
             std::printf("| one launch, decode in %d splits (%lld keys an item) | | | | %.1f | |\n", splits, (long long)((past + splits - 1) / splits),
                         time_on_main([&] { cu::attention_mixed(p, ds, mws.ptr, counters.ptr, main_s); }));
         }
-        if (mixed_only) {
-            SURF_CUDA_CHECK(cudaEventDestroy(fork));
-            SURF_CUDA_CHECK(cudaEventDestroy(join));
-            SURF_CUDA_CHECK(cudaStreamDestroy(pre_s));
-            SURF_CUDA_CHECK(cudaStreamDestroy(main_s));
-            return;
-        }
+        if (mixed_only) return;
         std::fflush(stdout);
     }
     std::printf("\n\"first\": the prefill stream runs a tiny kernel, the decode waits for it, so the prefill's blocks are placed before the "
@@ -431,10 +426,6 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
             std::fflush(stdout);
         }
     }
-    SURF_CUDA_CHECK(cudaEventDestroy(fork));
-    SURF_CUDA_CHECK(cudaEventDestroy(join));
-    SURF_CUDA_CHECK(cudaStreamDestroy(pre_s));
-    SURF_CUDA_CHECK(cudaStreamDestroy(main_s));
 }
 
 }  // namespace
