@@ -98,6 +98,7 @@ struct Options {
     int tail_rows = -1;         // GpuLimits::trailing_layers_on_logit_rows
     int tail_gate = -1;         // GpuLimits::last_mamba_gate_on_logit_rows
     int pdl = -1;             // GpuLimits::programmatic_launch
+    int issue_ahead = -1;     // CudaEngineOptions::issue_ahead
     int gemv_k_split = -1;    // GpuLimits::small_m_k_split
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
     bool warm_vision = false;  // warm-up tunes the vision passes of 1 .. vision-batch tiles of screenshots (instead of every tile count)
@@ -172,6 +173,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--tail-logit-rows") o.tail_rows = std::atoi(next());
         else if (a == "--tail-gate") o.tail_gate = std::atoi(next());
         else if (a == "--pdl") o.pdl = std::atoi(next());
+        else if (a == "--issue-ahead") o.issue_ahead = std::atoi(next());
         else if (a == "--gemv-k-split") o.gemv_k_split = std::atoi(next());
         else if (a == "--vision-min-tiles") o.vision_min_tiles = std::atoll(next());
         else if (a == "--vision-max-wait") o.vision_max_wait = std::atoll(next());
@@ -194,7 +196,7 @@ Options parse(int argc, char** argv) {
                                  "                   [--ssm-replay 0|2..32] [--state-split 0|1] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
                                  "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
                                  "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] [--decode-tma 0|1] [--decode-tma-blocks 1|2] [--attention-mixed 0|1] [--attention-green 0|SMS (default: counts measured in the warm-up)] [--l2-evict-first 0|1] [--sampler-binned 0|1]\n"
-                                 "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--tail-logit-rows 0|1] [--tail-gate 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8]\n"
+                                 "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--tail-logit-rows 0|1] [--tail-gate 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8] [--issue-ahead 0|1]\n"
                                  "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] [--warm-vision-tile-counts 0|1] [--no-warm-row-buckets]\n"
                                  "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
@@ -246,6 +248,7 @@ Options parse(int argc, char** argv) {
     check_range("--gemm-wgmma-relu2", o.gemm_wgmma_relu2, 0, 1);
     check_range("--tail-logit-rows", o.tail_rows, 0, 1);
     check_range("--tail-gate", o.tail_gate, 0, 1);
+    check_range("--issue-ahead", o.issue_ahead, 0, 1);
     check_range("--pdl", o.pdl, 0, 1);
     check_range("--gemv-k-split", o.gemv_k_split, 0, 8);
     if (o.gemv_k_split > 0 && (o.gemv_k_split & (o.gemv_k_split - 1)) != 0) {
@@ -466,6 +469,7 @@ int main(int argc, char** argv) {
         if (o.pdl >= 0) eo.limits.programmatic_launch = o.pdl == 1;
         if (o.gemv_k_split >= 0) eo.limits.small_m_k_split = o.gemv_k_split;
         eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
+        if (o.issue_ahead >= 0) eo.issue_ahead = o.issue_ahead == 1;
         eo.warm_up_row_buckets = o.warm_row_buckets;
         if (o.warm_vision_tile_counts >= 0) eo.warm_up_vision_tile_counts = o.warm_vision_tile_counts == 1;
         if (o.warm_vision && cfg.has_vision) {
@@ -496,9 +500,11 @@ int main(int argc, char** argv) {
                     attention_kernels(eo.limits).c_str(), eo.limits.small_m_kernel ? "" : "; small-m GEMM kernel off");
         {
             const bool counts = eo.warm_up_vision_batches.empty() && eo.warm_up_vision_tile_counts && cfg.has_vision;
-            std::printf("# vision: passes wait for %lld tiles or %lld steps; warm-up tunes %s\n", (long long)o.vision_min_tiles, (long long)o.vision_max_wait,
+            std::printf("# vision: passes wait for %lld tiles or %lld steps; warm-up tunes %s; scheduler: %s\n", (long long)o.vision_min_tiles,
+                        (long long)o.vision_max_wait,
                         counts ? ("one pass of each tile count 1.." + std::to_string(eo.limits.max_tiles)).c_str()
-                               : (std::to_string(eo.warm_up_vision_batches.size()) + " vision passes").c_str());
+                               : (std::to_string(eo.warm_up_vision_batches.size()) + " vision passes").c_str(),
+                        eo.issue_ahead ? "each step issued before the previous step's tokens reach the host" : "each step waits for the previous step's tokens");
         }
         std::printf("# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random weights drawn and engine "
                     "warmed up in %.1f s (warm-up, GEMM tuning: %.1f s); device memory in use %.1f GiB\n",

@@ -69,7 +69,8 @@ using SessionId = uint64_t;
 struct EngineStats {
     int64_t prefill_tokens = 0, decode_tokens = 0, image_tokens = 0;
     int64_t steps = 0, decode_only_steps = 0;
-    double step_seconds = 0.0, decode_only_seconds = 0.0;  // wall time of batched steps
+    double step_seconds = 0.0, decode_only_seconds = 0.0;  // wall time of batched steps (one issued before the previous
+                                                           // step ended counts from that end)
     double busy_seconds = 0.0;                             // wall time with requests waiting or running; what
                                                            // step_seconds leaves of it is the scheduler's own work
                                                            // between steps (admission, results, vision launches)

@@ -515,8 +515,13 @@ void pixel_shuffle(const PixelShuffleParams& p, cudaStream_t stream);
 // which take image rows in order: the k-th image token of sequence s takes image row
 // image_row_offset[s] + k. Tokens of sequence s are [cu_seqlens[s], cu_seqlens[s+1]).
 // The workspace holds one int32 per token (the row index).
+// Fed tokens (a step issued before the previous step's sampled tokens reach the host): token t < n_fed with
+// fed_from[t] ≥ 0 takes the id fed_ids[fed_from[t]] instead of ids[t].
 struct EmbedParams {
     const int32_t* ids = nullptr;          // [n_tok]
+    const int32_t* fed_from = nullptr;     // [n_fed] index into fed_ids, or −1; null: no fed tokens
+    const int32_t* fed_ids = nullptr;      // the previous step's sampled tokens (device)
+    int64_t n_fed = 0;
     const bf16* table = nullptr;           // [vocab, dim]
     const bf16* image_rows = nullptr;      // [n_image_rows, dim] or null
     const int32_t* cu_seqlens = nullptr;   // [n_seq + 1]

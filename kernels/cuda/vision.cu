@@ -78,6 +78,15 @@ __global__ void pixel_shuffle_kernel(PixelShuffleParams p, int64_t tile_stride) 
     p.out[idx] = __float2bfloat16_rn(to_float(in[(i * side + j) * C + c]));
 }
 
+// Token t's id: ids[t], or the fed token it names (EmbedParams::fed_from).
+__device__ __forceinline__ int32_t token_id(const EmbedParams& p, int64_t t) {
+    if (t < p.n_fed) {
+        const int32_t from = p.fed_from[t];
+        if (from >= 0) return p.fed_ids[from];
+    }
+    return p.ids[t];
+}
+
 // One block per sequence: image row index of every token (−1 for text), by a block-wide running count.
 __global__ void embed_rows_kernel(EmbedParams p, int32_t* rows) {
     detail::pdl_prologue();
@@ -91,7 +100,7 @@ __global__ void embed_rows_kernel(EmbedParams p, int32_t* rows) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int64_t base = start; base < end; base += blockDim.x) {
         const int64_t t = base + threadIdx.x;
-        const bool is_img = t < end && p.image_row_offset != nullptr && p.ids[t] == p.image_token_id;
+        const bool is_img = t < end && p.image_row_offset != nullptr && token_id(p, t) == p.image_token_id;
         const unsigned ballot = __ballot_sync(0xffffffffu, is_img);
         if (lane == 0) warp_counts[warp] = __popc(ballot);
         __syncthreads();
@@ -115,7 +124,7 @@ template <typename TO>
 __global__ void embed_gather_kernel(EmbedParams p, const int32_t* rows) {
     detail::pdl_prologue();
     const int64_t t = blockIdx.x;
-    const int32_t id = p.ids[t], row = rows[t];
+    const int32_t id = token_id(p, t), row = rows[t];
     const bf16* src = nullptr;
     if (row >= 0) src = row < p.n_image_rows ? p.image_rows + static_cast<int64_t>(row) * p.dim : nullptr;
     else src = (id >= 0 && id < p.vocab) ? p.table + static_cast<int64_t>(id) * p.dim : nullptr;
@@ -171,6 +180,7 @@ size_t embed_workspace_bytes(const EmbedParams& p) { return static_cast<size_t>(
 void embed_tokens(const EmbedParams& p, void* workspace, cudaStream_t stream) {
     SURF_CHECK(p.ids && p.table && p.cu_seqlens && p.out && workspace, "embed_tokens: null pointer");
     SURF_CHECK(p.image_row_offset == nullptr || p.image_rows != nullptr, "embed_tokens: image offsets without rows");
+    SURF_CHECK(p.n_fed == 0 || (p.fed_from && p.fed_ids && p.n_fed <= p.n_tok), "embed_tokens: fed tokens without their indices or ids, or more than n_tok");
     if (p.n_tok == 0) return;
     auto* rows = static_cast<int32_t*>(workspace);
     detail::launch_kernel(embed_rows_kernel, static_cast<unsigned>(p.n_seq), 256, 0, stream, p, rows);

@@ -15,6 +15,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "model/cuda/engine_records.h"
 #include "model/cuda/image_arena.h"
+#include "model/cuda/step_sampling.h"
 #include "model/engine_input.h"
 
 namespace surf::model::cuda {
@@ -27,27 +28,20 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 class CudaEngine final : public Engine {
 public:
     CudaEngine(std::unique_ptr<GpuModel> model, std::optional<Tokenizer> tokenizer, const CudaEngineOptions& options)
-        : model_(std::move(model)), tokenizer_(std::move(tokenizer)), options_(options), arena_(model_->limits().max_image_rows) {
+        : model_(std::move(model)),
+          tokenizer_(std::move(tokenizer)),
+          options_(options),
+          image_ids_(resolve_image_tokens(model_->config(), tokenizer_ ? &*tokenizer_ : nullptr)),
+          arena_(model_->limits().max_image_rows),
+          sampling_(*model_, output_token_mask(model_->config().llm.vocab_size, image_ids_)) {
         const ModelConfig& cfg = model_->config();
         const GpuLimits& L = model_->limits();
-        image_ids_ = resolve_image_tokens(cfg, tokenizer_ ? &*tokenizer_ : nullptr);
         model_->set_image_token_id(image_ids_.context);
         if (cfg.has_vision) tiling_ = tiling_config_from(cfg.image);
         if (tokenizer_) index_ = TokenIndex::build(token_vocabulary(*tokenizer_, cfg.eos_token_ids));
         for (int32_t s = static_cast<int32_t>(L.max_slots) - 1; s >= 0; --s) free_slots_.push_back(s);
         for (int32_t p = static_cast<int32_t>(L.kv_pages) - 1; p >= 0; --p) free_pages_.push_back(p);
-        mask_words_ = (static_cast<size_t>(cfg.llm.vocab_size) + 31) / 32;
-        const size_t rows = static_cast<size_t>(L.max_logit_rows);
-        sample_host_ = PinnedBuffer(SampleArrays::param_bytes(rows) + rows * mask_words_ * 4);
-        sample_dev_ = DeviceBuffer(sample_host_.bytes());
-        output_mask_ = output_token_mask(cfg.llm.vocab_size, image_ids_);
-        output_mask_dev_ = DeviceBuffer(output_mask_.size() * 4);
-        SURF_CUDA_CHECK(cudaMemcpy(output_mask_dev_.get(), output_mask_.data(), output_mask_.size() * 4, cudaMemcpyHostToDevice));
-        tokens_host_ = PinnedBuffer(rows * 4);
-        tokens_dev_ = DeviceBuffer(rows * 4);
-        SURF_CUDA_CHECK(cudaEventCreate(&step_begin_));
-        SURF_CUDA_CHECK(cudaEventCreate(&step_end_));
-        SURF_CUDA_CHECK(cudaEventCreate(&sample_begin_));
+        for (cudaEvent_t& e : step_begin_) SURF_CUDA_CHECK(cudaEventCreate(&e));
         if (options_.warm_up) {
             stats_.warm_up_seconds = model_->warm_up(std::min(options_.prefill_chunk, L.max_tokens), options_.warm_up_row_buckets);
             stats_.warm_up_notes = model_->attention_split_report();
@@ -70,9 +64,7 @@ public:
         }
         cv_.notify_all();
         worker_.join();
-        cudaEventDestroy(step_begin_);
-        cudaEventDestroy(step_end_);
-        cudaEventDestroy(sample_begin_);
+        for (cudaEvent_t e : step_begin_) cudaEventDestroy(e);
     }
 
     const ModelConfig& config() const override { return model_->config(); }
@@ -303,6 +295,20 @@ private:
 
     // --- the scheduler ------------------------------------------------------------------------------
 
+    // A step issued on the GPU whose sampled tokens the host has not read yet.
+    struct IssuedStep {
+        uint64_t id = 0;
+        int set = 0;                          // StepSampling's staging set and step_begin_'s event
+        std::vector<Request*> owners;         // per row (decode rows first)
+        std::vector<int64_t> fed;             // per row: tokens it fed
+        std::vector<char> prefill;            // per row: a prefill chunk (else a decode row)
+        std::vector<int64_t> sample_rows;     // rows that sample, ascending
+        std::vector<int32_t> forced;          // per sampled row: the token a complete constraint forces, or −1
+        int64_t n_dec = 0, decode_context = 0;
+        bool decode_only = false, graph = false;
+        Clock::time_point begin;              // when its planning began
+    };
+
     void loop() {
         SURF_CUDA_CHECK(cudaSetDevice(options_.device));
         for (;;) {
@@ -310,13 +316,16 @@ private:
                 const auto top = Clock::now();
                 std::unique_lock<std::mutex> lock(mu_);
                 if (busy_since_) stats_.admission_seconds += since(top);  // the wait for the lock, while busy
-                if (busy_since_ && waiting_.empty() && running_.empty()) {
+                if (busy_since_ && waiting_.empty() && running_.empty() && !in_flight_) {
                     stats_.busy_seconds += since(*busy_since_);
                     busy_since_.reset();
                 }
-                cv_.wait(lock, [&] { return stop_ || !waiting_.empty() || !running_.empty(); });
+                if (!in_flight_) retired_.clear();
+                cv_.wait(lock, [&] { return stop_ || !waiting_.empty() || !running_.empty() || in_flight_; });
                 if (!busy_since_) busy_since_ = Clock::now();
                 if (stop_) {
+                    if (in_flight_) cudaStreamSynchronize(model_->stream());  // nothing it wrote is read again
+                    in_flight_.reset();
                     fail_all(lock);
                     return;
                 }
@@ -324,17 +333,25 @@ private:
                 admit_waiting();
                 stats_.admission_seconds += since(admit_start);
             }
-            if (running_.empty()) continue;
             try {
-                step();
+                run_once();
             } catch (const Error& e) {
                 // A step the model refused (a limit the admission checks missed): its requests fail with the
                 // reason instead of the scheduler thread dying (their sessions keep what was fed before).
+                if (in_flight_) {
+                    std::optional<IssuedStep> st = std::move(in_flight_);
+                    in_flight_.reset();
+                    try {
+                        complete(*st);
+                    } catch (const Error&) {
+                        cudaStreamSynchronize(model_->stream());
+                    }
+                }
                 std::lock_guard<std::mutex> lock(mu_);
                 for (auto& r : running_) {
                     drop_vision_jobs(*r);
-                    if (r->image_region >= 0 && !r->decoding) unpin(r->image_region);
-                    finish(*r, FinishReason::kStop, -1, e);
+                    release_images(*r);
+                    finish(*r, FinishReason::kStop, -1, false, e);
                 }
                 finish_done();
             }
@@ -396,15 +413,53 @@ private:
         idle_cv_.notify_all();
     }
 
-    // One batched step over the running requests: decode rows first (the model's order), then prefill
-    // chunks within the token budget.
-    void step() {
+    // One turn of the scheduler: the queued images to the vision tower, the next step issued (before the step in
+    // flight is completed where CudaEngineOptions::issue_ahead allows), then the step in flight completed.
+    void run_once() {
+        // Images first: a step issued now may prefill them (it waits for the vision stream; the tower overlaps the
+        // step in flight).
+        if (vision_batch_due(last_step_prefilled_)) encode_queued_images();
+        if (in_flight_ && !can_issue_ahead()) complete_in_flight();
+        std::optional<IssuedStep> next = issue_step();
+        if (in_flight_) complete_in_flight();
+        in_flight_ = std::move(next);
+        if (in_flight_ || running_.empty()) return;
+        // Nothing issued and nothing in flight: every running request waits for its images.
         const auto t0 = Clock::now();
+        encode_queued_images();
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.image_wait_seconds += since(t0);
+    }
+
+    // Whether the next step may be planned before the step in flight returns its tokens: none of that step's sampled
+    // rows has a constraint (its next mask needs the token).
+    bool can_issue_ahead() const {
+        if (!options_.issue_ahead) return false;
+        for (int64_t i : in_flight_->sample_rows) {
+            if (in_flight_->owners[static_cast<size_t>(i)]->constraint) return false;
+        }
+        return true;
+    }
+
+    void complete_in_flight() {
+        std::optional<IssuedStep> st = std::move(in_flight_);
+        in_flight_.reset();
+        complete(*st);
+    }
+
+    // Plans one batched step over the running requests (decode rows first, the model's order, then prefill chunks
+    // within the token budget), issues its forward and sampling, and accounts what it feeds. With a step in flight,
+    // a request whose newest token that step is still drawing decodes it from the device, unless it reaches
+    // max_tokens there. Nothing to run: nullopt.
+    std::optional<IssuedStep> issue_step() {
+        IssuedStep st;
+        st.begin = Clock::now();
         const GpuLimits& L = model_->limits();
+        const uint64_t ahead_of = in_flight_ ? in_flight_->id : 0;
         std::vector<SeqStep> decode_rows, prefill_rows;
         std::vector<Request*> decode_owners, prefill_owners;
-        std::vector<uint64_t> decode_steps, prefill_steps;  // sampling counters: position of the sampled-from token
-        uint64_t vision_ticket = 0;                          // the vision work the prefill rows' images need
+        std::vector<uint64_t> decode_pos, prefill_pos;  // sampling counters: position of the sampled-from token
+        uint64_t vision_ticket = 0;                      // the vision work the prefill rows' images need
         {
             std::lock_guard<std::mutex> lock(mu_);
             int64_t budget = std::min(options_.prefill_chunk, L.max_tokens);
@@ -412,8 +467,14 @@ private:
                 if (!r->decoding) continue;
                 const Session& s = sessions_.at(r->session);
                 SeqStep q;
-                q.slot = s.slot, q.past = s.past, q.tokens = {r->last_token}, q.pages = s.pages;
-                decode_steps.push_back(static_cast<uint64_t>(s.past));
+                q.slot = s.slot, q.past = s.past, q.pages = s.pages;
+                if (ahead_of != 0 && r->sampled_in_step == ahead_of) {
+                    if (static_cast<int64_t>(r->result.tokens.size()) + 1 >= r->options.max_tokens) continue;  // its last token
+                    q.tokens = {0}, q.token_from = r->sampled_index;
+                } else {
+                    q.tokens = {r->last_token};
+                }
+                decode_pos.push_back(static_cast<uint64_t>(s.past));
                 decode_rows.push_back(std::move(q));
                 decode_owners.push_back(r.get());
             }
@@ -435,107 +496,122 @@ private:
                 budget -= n;
                 // A one-token chunk on a sequence with state runs as a decode row.
                 const bool as_decode = q.is_decode();
-                (as_decode ? decode_steps : prefill_steps).push_back(static_cast<uint64_t>(s.past + n - 1));
+                (as_decode ? decode_pos : prefill_pos).push_back(static_cast<uint64_t>(s.past + n - 1));
                 (as_decode ? decode_rows : prefill_rows).push_back(std::move(q));
                 (as_decode ? decode_owners : prefill_owners).push_back(r.get());
             }
         }
-        const int64_t n_dec = static_cast<int64_t>(decode_rows.size());
+        st.n_dec = static_cast<int64_t>(decode_rows.size());
         std::vector<SeqStep> seqs = std::move(decode_rows);
         seqs.insert(seqs.end(), std::make_move_iterator(prefill_rows.begin()), std::make_move_iterator(prefill_rows.end()));
-        std::vector<Request*> owners = std::move(decode_owners);
-        owners.insert(owners.end(), prefill_owners.begin(), prefill_owners.end());
-        std::vector<uint64_t> steps = std::move(decode_steps);
-        steps.insert(steps.end(), prefill_steps.begin(), prefill_steps.end());
-        if (seqs.empty()) {  // every running request waits for its images
-            encode_queued_images();
-            std::lock_guard<std::mutex> lock(mu_);
-            stats_.image_wait_seconds += since(t0);
-            return;
+        st.owners = std::move(decode_owners);
+        st.owners.insert(st.owners.end(), prefill_owners.begin(), prefill_owners.end());
+        std::vector<uint64_t> positions = std::move(decode_pos);
+        positions.insert(positions.end(), prefill_pos.begin(), prefill_pos.end());
+        if (seqs.empty()) return std::nullopt;
+        // Rows that sample: decode rows, and prefill rows whose chunk ends the prompt.
+        for (size_t i = 0; i < seqs.size(); ++i) {
+            const Request& r = *st.owners[i];
+            const int64_t n = static_cast<int64_t>(seqs[i].tokens.size());
+            st.fed.push_back(n);
+            st.prefill.push_back(!r.decoding);
+            if (r.decoding || r.prefill_pos + n == static_cast<int64_t>(r.tokens.size())) st.sample_rows.push_back(static_cast<int64_t>(i));
         }
-        const bool decode_only = std::all_of(owners.begin(), owners.end(), [](const Request* r) { return r->decoding; });
+        st.decode_only = std::all_of(st.owners.begin(), st.owners.end(), [](const Request* r) { return r->decoding; });
+        st.set = static_cast<int>(next_step_id_ % StepSampling::kSets);
+        st.forced = sampling_.stage(st.set, st.owners, positions, st.sample_rows);
 
-        bool graph = false;
-        std::pair<int64_t, double> tunes;
         const auto issue_start = Clock::now();
+        std::pair<int64_t, double> tunes;
         {
             std::lock_guard<std::mutex> gpu(gpu_mu_);
             const int64_t launches = model_->decode_graph_launches();
-            SURF_CUDA_CHECK(cudaEventRecord(step_begin_, model_->stream()));
+            SURF_CUDA_CHECK(cudaEventRecord(step_begin_[st.set], model_->stream()));
             model_->forward(seqs, vision_ticket);
-            graph = model_->decode_graph_launches() > launches;
+            st.graph = model_->decode_graph_launches() > launches;
             graphs_captured_ = model_->decode_graphs_captured();
             tunes = model_->gemm_tune_totals();
+            if (!st.sample_rows.empty()) sampling_.enqueue(st.set, st.sample_rows);
         }
-        const auto issue_end = Clock::now();
-        // The next images go through the vision tower on its stream while this step runs (or wait for more,
-        // CudaEngineOptions::vision_min_tiles).
-        if (vision_batch_due(!prefill_owners.empty())) encode_queued_images();
-        // Rows that sample: decode rows, and prefill rows whose chunk ends the prompt.
-        std::vector<int64_t> sample_rows;
+        // Issued: what the step feeds is in the sessions now (a step planned next starts after it).
+        std::lock_guard<std::mutex> lock(mu_);
+        st.id = next_step_id_++;
+        stats_.plan_seconds += std::chrono::duration<double>(issue_start - st.begin).count();
+        stats_.issue_seconds += since(issue_start);
+        gemm_tunes_ = tunes;
+        last_step_prefilled_ = !prefill_owners.empty();
+        size_t k = 0;
         for (size_t i = 0; i < seqs.size(); ++i) {
-            const Request& r = *owners[i];
-            if (r.decoding || r.prefill_pos + static_cast<int64_t>(seqs[i].tokens.size()) == static_cast<int64_t>(r.tokens.size())) {
-                sample_rows.push_back(static_cast<int64_t>(i));
+            Request& r = *st.owners[i];
+            Session& s = sessions_.at(r.session);
+            const int64_t n = st.fed[i];
+            s.past += n;
+            if (seqs[i].token_from >= 0) r.fed_in_step = st.id;
+            if (st.prefill[i]) {
+                r.prefill_pos += n;
+                stats_.prefill_tokens += n;
+                r.result.prefill_tokens += n;
+            } else {
+                ++stats_.decode_tokens;
+                st.decode_context += s.past;
+            }
+            if (k < st.sample_rows.size() && st.sample_rows[k] == static_cast<int64_t>(i)) {
+                r.decoding = true;
+                r.sampled_in_step = st.id;
+                r.sampled_index = static_cast<int32_t>(k);
+                ++k;
             }
         }
-        const std::vector<int32_t> sampled = sample(owners, steps, sample_rows);
+        return st;
+    }
 
+    // Reads a step's sampled tokens (waiting for them) and accounts them: tokens appended, requests finished.
+    void complete(const IssuedStep& st) {
+        std::vector<int32_t> sampled;
+        if (!st.sample_rows.empty()) sampled = sampling_.wait(st.set, st.forced);
         std::lock_guard<std::mutex> lock(mu_);
         const auto results_start = Clock::now();
-        const double dt = since(t0);
-        stats_.plan_seconds += std::chrono::duration<double>(issue_start - t0).count();
-        stats_.issue_seconds += std::chrono::duration<double>(issue_end - issue_start).count();
-        gemm_tunes_ = tunes;
+        // The step's wall time: from its planning, or from the previous step's end where it was issued ahead.
+        const double dt = std::chrono::duration<double>(results_start - std::max(st.begin, last_step_end_)).count();
+        last_step_end_ = results_start;
         ++stats_.steps;
-        stats_.graph_steps += graph ? 1 : 0;
+        stats_.graph_steps += st.graph ? 1 : 0;
         stats_.step_seconds += dt;
-        // A step that sampled has step_end_ recorded by sample() after the tokens' copy (every decode row
-        // samples): the language-model stream's span; the vision tower's stream is not in it.
+        // A step that sampled ends with its tokens' copy (every decode row samples): the language-model stream's
+        // span; the vision tower's stream is not in it.
         float gpu_ms = 0;
-        if (!sample_rows.empty()) {
-            SURF_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, step_begin_, step_end_));
-            float sample_ms = 0;
-            SURF_CUDA_CHECK(cudaEventElapsedTime(&sample_ms, sample_begin_, step_end_));
-            stats_.sampling_gpu_seconds += sample_ms * 1e-3;
+        if (!st.sample_rows.empty()) {
+            SURF_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, step_begin_[st.set], sampling_.end_event(st.set)));
+            stats_.sampling_gpu_seconds += sampling_.sampling_ms(st.set) * 1e-3;
             ++stats_.sampled_steps;
         }
-        if (decode_only) {
+        if (st.decode_only) {
             stats_.decode_only_gpu_seconds += gpu_ms * 1e-3;
             ++stats_.decode_only_steps;
             stats_.decode_only_seconds += dt;
-            stats_.decode_only_rows += n_dec;
-            for (const SeqStep& q : seqs) stats_.decode_only_context += q.past + 1;
-        } else if (!sample_rows.empty()) {
+            stats_.decode_only_rows += st.n_dec;
+            stats_.decode_only_context += st.decode_context;
+        } else if (!st.sample_rows.empty()) {
             stats_.mixed_sampled_gpu_seconds += gpu_ms * 1e-3;
             ++stats_.mixed_sampled_steps;
             stats_.mixed_sampled_seconds += dt;
         }
-        size_t k = 0;
-        for (size_t i = 0; i < seqs.size(); ++i) {
-            Request& r = *owners[i];
-            Session& s = sessions_.at(r.session);
-            const int64_t n = static_cast<int64_t>(seqs[i].tokens.size());
-            s.past += n;
-            if (r.decoding) {
-                ++stats_.decode_tokens;
-            } else {
-                r.prefill_pos += n;
-                stats_.prefill_tokens += n;
-                r.result.prefill_tokens += n;
+        const size_t retired_before = retired_.size();
+        for (size_t k = 0; k < st.sample_rows.size(); ++k) {
+            const size_t i = static_cast<size_t>(st.sample_rows[k]);
+            Request& r = *st.owners[i];
+            // Finished while this step was in flight (it stopped on the token this row fed): what it drew is dropped.
+            if (r.prefill_pos < 0) continue;
+            if (st.prefill[i]) {
+                r.result.prefill_seconds = since(r.started);
+                stats_.image_tokens += r.input.image_tokens;
+                release_images(r);
             }
-            if (k < sample_rows.size() && sample_rows[k] == static_cast<int64_t>(i)) {
-                if (!r.decoding) {
-                    r.decoding = true;
-                    r.result.prefill_seconds = since(r.started);
-                    stats_.image_tokens += r.input.image_tokens;
-                    if (r.image_region >= 0) unpin(r.image_region);
-                }
-                accept_token(r, sampled[k]);
-                ++k;
-            }
+            accept_token(r, sampled[k], r.fed_in_step > st.id);
         }
         finish_done();
+        // Requests retired before this step completed are in no step still in flight.
+        retired_.erase(retired_.begin(), retired_.begin() + static_cast<long>(retired_before));
         stats_.results_seconds += since(results_start);
     }
 
@@ -597,10 +673,10 @@ private:
             Request& r = *j.request;
             if (r.prefill_pos < 0) continue;
             drop_vision_jobs(r);
-            if (r.image_region >= 0) unpin(r.image_region);
+            release_images(r);
             // Nothing was fed: the tokens carried over from the last request stay pending.
             sessions_.at(r.session).pending.assign(r.tokens.begin(), r.tokens.end() - static_cast<long>(r.input.tokens.size()));
-            finish(r, FinishReason::kStop, -1, *failure);
+            finish(r, FinishReason::kStop, -1, false, *failure);
         }
         finish_done();
     }
@@ -612,119 +688,48 @@ private:
 
     void unpin(int64_t region) { arena_.unpin(region, ++clock_); }
 
-    // Samples the logits rows of the given sequences on the GPU (each sequence has one logits row, its
-    // last token); masks for constrained rows are computed on the host.
-    std::vector<int32_t> sample(const std::vector<Request*>& owners, const std::vector<uint64_t>& steps, const std::vector<int64_t>& rows) {
-        if (rows.empty()) return {};
-        const int64_t V = model_->config().llm.vocab_size;
-        const size_t n = rows.size(), cap = static_cast<size_t>(model_->limits().max_logit_rows);
-        const SampleArrays host = SampleArrays::at(sample_host_.get(), cap);
-        bool any_mask = false;
-        std::vector<int32_t> forced(n, -1);
-        for (size_t i = 0; i < n; ++i) {
-            const Request& r = *owners[static_cast<size_t>(rows[i])];
-            const SamplingParams& sp = r.options.sampling;
-            host.temperature[i] = sp.temperature, host.top_k[i] = sp.top_k, host.top_p[i] = sp.top_p, host.seed[i] = sp.seed;
-            host.step[i] = steps[static_cast<size_t>(rows[i])];
-            any_mask |= r.constraint.has_value();
-        }
-        if (any_mask) {
-            for (size_t i = 0; i < n; ++i) {
-                const Request& r = *owners[static_cast<size_t>(rows[i])];
-                uint32_t* m = host.masks + i * mask_words_;
-                if (!r.constraint) {
-                    std::copy(output_mask_.begin(), output_mask_.end(), m);
-                    continue;
-                }
-                std::fill(m, m + mask_words_, 0u);
-                const std::vector<int64_t> stops = stop_ids(r);
-                if (r.constraint->is_complete()) {
-                    forced[i] = stops.empty() ? -1 : static_cast<int32_t>(stops.front());
-                    continue;
-                }
-                r.constraint->fill_allowed(m);
-                if (r.constraint->can_end()) {
-                    for (int64_t s : stops) m[s / 32] |= 1u << (s % 32);
-                }
-                for (size_t w = 0; w < mask_words_; ++w) m[w] &= output_mask_[w];
-            }
-        }
-        std::lock_guard<std::mutex> gpu(gpu_mu_);
-        SURF_CUDA_CHECK(cudaEventRecord(sample_begin_, model_->stream()));
-        const size_t param_bytes = SampleArrays::param_bytes(cap);
-        SURF_CUDA_CHECK(cudaMemcpyAsync(sample_dev_.get(), sample_host_.get(), param_bytes + (any_mask ? n * mask_words_ * 4 : 0), cudaMemcpyHostToDevice,
-                                        model_->stream()));
-        const SampleArrays dev = SampleArrays::at(sample_dev_.get(), cap);
-        // Logits row i belongs to sequence i; sampled rows come in runs of consecutive sequences.
-        size_t i = 0;
-        while (i < n) {
-            size_t j = i + 1;
-            while (j < n && rows[j] == rows[j - 1] + 1) ++j;
-            surf::kernels::cuda::SamplingParams p;
-            p.logits = model_->logits() + rows[i] * model_->logits_stride();
-            p.temperature = dev.temperature + i, p.top_k = dev.top_k + i, p.top_p = dev.top_p + i, p.seed = dev.seed + i, p.step = dev.step + i;
-            // Without schemas every row shares the output mask (no image placeholders): stride 0.
-            p.allowed = any_mask ? dev.masks + i * mask_words_ : output_mask_dev_.as<uint32_t>();
-            p.tokens = tokens_dev_.as<int32_t>() + i;
-            p.rows = static_cast<int64_t>(j - i), p.vocab = V, p.logits_stride = model_->logits_stride(), p.allowed_stride = any_mask ? static_cast<int64_t>(mask_words_) : 0;
-            p.radix_only = !model_->limits().sampler_binned;
-            surf::kernels::cuda::sample_tokens(p, model_->stream());
-            i = j;
-        }
-        SURF_CUDA_CHECK(cudaMemcpyAsync(tokens_host_.get(), tokens_dev_.get(), n * 4, cudaMemcpyDeviceToHost, model_->stream()));
-        SURF_CUDA_CHECK(cudaEventRecord(step_end_, model_->stream()));
-        SURF_CUDA_CHECK(cudaStreamSynchronize(model_->stream()));
-        std::vector<int32_t> out(n);
-        for (size_t k = 0; k < n; ++k) out[k] = forced[k] >= 0 ? forced[k] : tokens_host_.as<int32_t>()[k];
-        return out;
-    }
-
-    std::vector<int64_t> stop_ids(const Request& r) const {
-        if (!r.options.stop_ids.empty()) return std::vector<int64_t>(r.options.stop_ids.begin(), r.options.stop_ids.end());
-        if (r.options.ignore_eos) return {};
-        return model_->config().eos_token_ids;
-    }
-
-    // mu_ held. Records a sampled token; marks the request finished on a stop id, max_tokens or cancel.
-    void accept_token(Request& r, int32_t token) {
+    // mu_ held. Records a sampled token; marks the request finished on a stop id, max_tokens or cancel. `fed`: a
+    // step issued ahead already fed the token (SeqStep::token_from), so a finish leaves nothing pending.
+    void accept_token(Request& r, int32_t token, bool fed) {
         GenerateResult& res = r.result;
         if (res.tokens.empty()) r.first_token_time = Clock::now();
         if (r.options.max_tokens == 0) {  // prefill only, as on the CPU engine: the input is in the state, nothing is sampled
-            finish(r, FinishReason::kLength, -1);
+            finish(r, FinishReason::kLength, -1, fed);
             return;
         }
         if (token < 0) {
-            finish(r, FinishReason::kStop, token, Error(ErrorKind::kModelOutput, "the output constraint allows no token"));
+            finish(r, FinishReason::kStop, token, fed, Error(ErrorKind::kModelOutput, "the output constraint allows no token"));
             return;
         }
         res.tokens.push_back(token);
-        const std::vector<int64_t> stops = stop_ids(r);
+        const std::vector<int64_t> stops = stop_ids(r, model_->config().eos_token_ids);
         if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-            finish(r, FinishReason::kStop, token);
+            finish(r, FinishReason::kStop, token, fed);
             return;
         }
         if (r.constraint && !r.constraint->try_accept(token)) {
-            finish(r, FinishReason::kStop, token, Error(ErrorKind::kModelOutput, "sampled token " + std::to_string(token) + " broke the output constraint"));
+            finish(r, FinishReason::kStop, token, fed, Error(ErrorKind::kModelOutput, "sampled token " + std::to_string(token) + " broke the output constraint"));
             return;
         }
         if (r.stream) {
             const std::string piece = r.stream->push(token);
             res.text += piece;
             if (r.options.on_text && !piece.empty() && !r.options.on_text(piece)) {
-                finish(r, FinishReason::kCancelled, token);
+                finish(r, FinishReason::kCancelled, token, fed);
                 return;
             }
         }
         if (static_cast<int64_t>(res.tokens.size()) >= r.options.max_tokens) {
-            finish(r, FinishReason::kLength, token);
+            finish(r, FinishReason::kLength, token, fed);
             return;
         }
         r.last_token = token;
     }
 
-    void finish(Request& r, FinishReason reason, int32_t last, std::optional<Error> error = std::nullopt) {
+    // mu_ held. `last`: the request's last sampled token, pending in its session unless `fed` (already fed).
+    void finish(Request& r, FinishReason reason, int32_t last, bool fed, std::optional<Error> error = std::nullopt) {
         Session& s = sessions_.at(r.session);
-        if (last >= 0) s.pending = {last};
+        if (last >= 0 && !fed) s.pending = {last};
         if (r.stream) {
             const std::string tail = r.stream->flush();
             r.result.text += tail;
@@ -740,7 +745,7 @@ private:
         s.last_used = ++clock_;
         r.result.finish = reason;
         r.result.session_tokens = s.past + static_cast<int64_t>(s.pending.size());
-        r.result.decode_seconds = r.decoding ? since(r.first_token_time) : 0.0;
+        r.result.decode_seconds = r.decoding && !r.result.tokens.empty() ? since(r.first_token_time) : 0.0;
         if (error) r.done.set_exception(std::make_exception_ptr(*error));
         else r.done.set_value(std::move(r.result));
         r.decoding = false;
@@ -748,9 +753,18 @@ private:
         idle_cv_.notify_all();
     }
 
+    // Moves finished requests out of running_; they stay alive (retired_) until no step in flight names them.
     void finish_done() {
-        running_.erase(std::remove_if(running_.begin(), running_.end(), [](const std::unique_ptr<Request>& r) { return r->prefill_pos < 0; }),
-                       running_.end());
+        auto done = std::stable_partition(running_.begin(), running_.end(), [](const std::unique_ptr<Request>& r) { return r->prefill_pos >= 0; });
+        for (auto it = done; it != running_.end(); ++it) retired_.push_back(std::move(*it));
+        running_.erase(done, running_.end());
+    }
+
+    // Returns the request's image rows to the arena (once its prompt is fed, or it failed).
+    void release_images(Request& r) {
+        if (r.image_region < 0) return;
+        unpin(r.image_region);
+        r.image_region = -1;
     }
 
     std::unique_ptr<GpuModel> model_;
@@ -759,7 +773,6 @@ private:
     std::shared_ptr<const TokenIndex> index_;
     ImageTokenIds image_ids_;
     TilingConfig tiling_;
-    size_t mask_words_ = 0;
 
     mutable std::mutex mu_;          // sessions, queues, resources, stats
     std::mutex gpu_mu_;              // the model's stream and buffers
@@ -777,12 +790,13 @@ private:
     int64_t graphs_captured_ = 0;
     std::pair<int64_t, double> gemm_tunes_{0, 0.0};  // GEMM shapes tuned so far and the seconds it took
     std::optional<Clock::time_point> busy_since_;     // start of the current busy period (EngineStats::busy_seconds)
-    std::vector<uint32_t> output_mask_;  // generable tokens: all but the image placeholders
-    DeviceBuffer output_mask_dev_;
-    PinnedBuffer sample_host_, tokens_host_;
-    DeviceBuffer sample_dev_, tokens_dev_;
-    cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;  // a step's GPU span (decode-only steps' stats)
-    cudaEvent_t sample_begin_ = nullptr;                     // sample()'s part of it: parameter upload, kernels, tokens back
+    StepSampling sampling_;
+    cudaEvent_t step_begin_[StepSampling::kSets] = {};  // a step's GPU span starts here (ends with its sampling)
+    std::optional<IssuedStep> in_flight_;                // issued, tokens not read yet
+    uint64_t next_step_id_ = 1;
+    bool last_step_prefilled_ = false;                   // (vision batching across steps)
+    Clock::time_point last_step_end_{};
+    std::vector<std::unique_ptr<Request>> retired_;      // finished, possibly still named by the step in flight
     EngineStats stats_;
 };
 

@@ -4,7 +4,8 @@
 // requests, with an image-embedding cache keyed by content) on the vision stream while the step runs.
 // Steps are mixed: one decode row per generating request plus chunked prefill of new input (of requests
 // whose images are encoded) within a token budget; decode-only steps replay CUDA graphs. Sampling (with
-// JSON-schema masks computed on the host while the GPU runs) happens on the GPU.
+// JSON-schema masks computed on the host while the GPU runs) happens on the GPU, and the next step is issued before
+// the tokens come back (CudaEngineOptions::issue_ahead).
 #pragma once
 
 #include <memory>
@@ -24,6 +25,13 @@ struct CudaEngineOptions {
     // on H100 at 100 agent sessions it gave 14.2 k tok/s against 13.8 k (2,048) and 13.6 k (4,096), and a
     // time to first token of 0.39 s against 0.48 / 0.90 s (docs/BENCHMARKS.md).
     int64_t prefill_chunk = 1024;
+    // Issue step N + 1 before step N's sampled tokens reach the host: decode rows read their input ids from the
+    // device (SeqStep::token_from), so the GPU does not wait for the host's accounting, admission and planning
+    // between steps. A request that may still stop on step N's token (a stop id) is planned as continuing; if it
+    // stops, the token its extra row fed is simply in its session (the token the next request would have fed
+    // first), and what that row sampled is dropped. Steps whose rows carry a JSON-schema constraint are not issued
+    // ahead (the next mask needs the token on the host). Off: every step waits for the previous step's tokens.
+    bool issue_ahead = true;
     // Before serving, tune the GEMM shapes of the decode-graph batch buckets and of a full prefill chunk
     // (GpuModel::warm_up; a few seconds at 12B): otherwise the first steps of each shape stop to tune.
     bool warm_up = true;

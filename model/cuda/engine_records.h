@@ -1,4 +1,4 @@
-// CudaEngine's bookkeeping records (model/cuda/cuda_engine.cpp only): a session's residency, a request in
+// CudaEngine's bookkeeping records (model/cuda/cuda_engine.cpp and step_sampling.cpp only): a session's residency, a request in
 // flight, an image waiting for the vision tower, and the layout of the per-row sampling parameters.
 #pragma once
 
@@ -76,14 +76,26 @@ struct Request {
     int64_t image_region = -1;         // its region of the image arena (first row), -1 if no images
     int pending_images = 0;            // images still queued for the vision tower (no prefill until 0)
     uint64_t vision_ticket = 0;        // the vision work its image rows come from (the forward waits for it)
-    bool decoding = false;
-    int32_t last_token = -1;           // to feed on the next decode step
+    bool decoding = false;             // its prompt is fed: every step it is in samples (set when that step is issued)
+    int32_t last_token = -1;           // to feed on the next decode step (once the host has it)
+    // The step (CudaEngine's issued-step id) whose sampler draws its newest token and that token's index among the
+    // step's sampled tokens: a step issued before that one's tokens reach the host feeds it from the device.
+    uint64_t sampled_in_step = 0;
+    int32_t sampled_index = -1;
+    uint64_t fed_in_step = 0;          // the last step that fed a token from the device (SeqStep::token_from)
     std::optional<TokenConstraint> constraint;
     std::optional<StreamDecoder> stream;
     GenerateResult result;
     Clock::time_point started, first_token_time;
     std::promise<GenerateResult> done;
 };
+
+// The ids that end a request: its own stop ids, else the model's eos ids unless it ignores them.
+inline std::vector<int64_t> stop_ids(const Request& r, const std::vector<int64_t>& eos) {
+    if (!r.options.stop_ids.empty()) return std::vector<int64_t>(r.options.stop_ids.begin(), r.options.stop_ids.end());
+    if (r.options.ignore_eos) return {};
+    return eos;
+}
 
 // Image rows consumed by tokens [0, pos) of r.tokens (input images start after the pending tokens).
 inline int64_t image_rows_before(const Request& r, int64_t pos) {

@@ -16,7 +16,7 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     if (n_seq > L.max_seqs) throw Error(ErrorKind::kResourceExhausted, "forward: " + std::to_string(n_seq) + " sequences (limit " + std::to_string(L.max_seqs) + ")");
     Step& st = step_;
     st = Step{};
-    int64_t logit_rows = 0;
+    int64_t logit_rows = 0, n_fed = 0;
     bool in_decode = true;
     for (const SeqStep& s : seqs) {
         const int64_t n = static_cast<int64_t>(s.tokens.size());
@@ -24,6 +24,11 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
         if (s.slot < 0 || (s.slot >= L.max_slots && !(warming_up_ && s.slot == scratch_slot_))) throw Error(ErrorKind::kInvalidArgument, "forward: state slot " + std::to_string(s.slot) + " out of range");
         if (s.past + n > L.max_context) throw Error(ErrorKind::kResourceExhausted, "forward: context " + std::to_string(s.past + n) + " exceeds " + std::to_string(L.max_context));
         if (static_cast<int64_t>(s.pages.size()) * L.page_size < s.past + n) throw Error(ErrorKind::kInvalidArgument, "forward: KV pages do not cover the sequence");
+        if (s.token_from >= 0 && (!s.is_decode() || s.token_from >= L.max_logit_rows)) {
+            throw Error(ErrorKind::kInvalidArgument, "forward: token_from " + std::to_string(s.token_from) + " on a row that is not a decode row or past " +
+                                                         std::to_string(L.max_logit_rows) + " sampled tokens");
+        }
+        if (s.token_from >= 0) ++n_fed;
         if (s.is_decode()) {
             if (!in_decode) throw Error(ErrorKind::kInvalidArgument, "forward: decode rows must come before prefill rows");
             ++st.n_dec;
@@ -88,6 +93,8 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     }
     st.n_fold = static_cast<int64_t>(fold_slots.size());
     const int64_t o_replay = region(K > 0 ? st.n_dec : 0), o_fold_slots = region(st.n_fold), o_fold_counts = region(st.n_fold);
+    // Decode graphs always carry the fed-token indices (a graph serves steps with and without them).
+    const int64_t o_fed = region(n_fed > 0 || graph ? st.n_dec : 0);
     SURF_CHECK(static_cast<size_t>(at) * 4 <= meta_host_.bytes(), "metadata overflow");
     uint8_t* has_init = reinterpret_cast<uint8_t*>(host + o_init);
     int64_t tok = 0, pre_tok = 0;
@@ -109,6 +116,7 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
         int32_t* bt;
         if (i < st.n_dec) {
             host[o_slots_dec + i] = s.slot;
+            if (n_fed > 0 || graph) host[o_fed + i] = s.token_from;
             if (K > 0) host[o_replay + i] = s.slot == scratch_slot_ ? 0 : replay_count_[s.slot];
             host[o_lens_dec + i] = static_cast<int32_t>(s.past + 1);
             bt = host + o_bt_dec + i * st.max_pages;
@@ -141,6 +149,7 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     st.slots_pre = dev + o_slots_pre, st.cu_pre = dev + o_cu_pre, st.lens_pre = dev + o_lens_pre, st.bt_pre = dev + o_bt_pre;
     st.slot_mapping = dev + o_slot_map, st.has_init_pre = reinterpret_cast<const uint8_t*>(dev + o_init);
     st.ids = dev + o_ids, st.cu_all = dev + o_cu_all, st.image_offsets = dev + o_img;
+    st.fed_from = n_fed > 0 || graph ? dev + o_fed : nullptr;
     st.replay_dec = K > 0 ? dev + o_replay : nullptr, st.fold_slots = dev + o_fold_slots, st.fold_counts = dev + o_fold_counts;
 
     if (needs_vision) wait_vision(vision_ticket);
@@ -229,6 +238,7 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
     ep.image_row_offset = st.image_offsets, ep.out = residual_.get(), ep.out_dtype = kc::DType::kF32;
     ep.n_tok = st.n_tok, ep.n_seq = n_seq, ep.dim = d, ep.vocab = w_.embeddings.rows, ep.n_image_rows = L.max_image_rows;
     ep.image_token_id = image_token_id_;
+    if (st.fed_from) ep.fed_from = st.fed_from, ep.fed_ids = sampled_tokens_.as<int32_t>(), ep.n_fed = st.n_dec;
     {
         auto timed = timer_.scope("embed", stream_);
         kc::embed_tokens(ep, embed_ws_.get(), stream_);

@@ -201,6 +201,8 @@ void GpuModel::allocate() {
     y_ = DeviceBuffer(static_cast<size_t>(T * std::max<int64_t>(c.d_inner(), 1)) * 4);
     logits_ = DeviceBuffer(static_cast<size_t>(L.max_logit_rows * logits_stride()) * 4);
     logit_in_ = DeviceBuffer(static_cast<size_t>(L.max_logit_rows * d) * 4);
+    sampled_tokens_ = DeviceBuffer(static_cast<size_t>(L.max_logit_rows) * 4);
+    SURF_CUDA_CHECK(cudaMemset(sampled_tokens_.get(), 0, sampled_tokens_.bytes()));
     // The trailing layers' GEMMs also run over the rows past a step's logits rows (LogitRows::gemm_rows), adding into
     // them: never read, but initialized.
     SURF_CUDA_CHECK(cudaMemset(logit_in_.get(), 0, logit_in_.bytes()));
@@ -247,7 +249,8 @@ void GpuModel::allocate() {
     ep.n_tok = T, ep.n_seq = L.max_seqs, ep.dim = d;
     embed_ws_ = DeviceBuffer(kc::embed_workspace_bytes(ep));
 
-    const size_t meta_words = static_cast<size_t>(2 * T + 13 * L.max_seqs + 8 + 2 * L.max_seqs * max_pages) + static_cast<size_t>(L.max_seqs);
+    const size_t meta_words = static_cast<size_t>(2 * T + 13 * L.max_seqs + 8 + 2 * L.max_seqs * max_pages) + static_cast<size_t>(L.max_seqs) +
+                              static_cast<size_t>(std::max(L.max_seqs, L.max_logit_rows));  // the last: fed_from
     meta_host_ = PinnedBuffer(meta_words * 4);
     meta_dev_ = DeviceBuffer(meta_words * 4);
 

@@ -230,6 +230,10 @@ struct SeqStep {
     std::vector<int32_t> pages;        // KV pages covering past + tokens.size() tokens, in order
     int64_t image_row = -1;            // first image row (in the image-row buffer) its image tokens take, or -1
     bool all_logits = false;           // logits for every new token (else the last only)
+    // A decode row whose input id is still on the device: GpuModel::sampled_tokens()[token_from], written by the
+    // previous step's sampler (a step issued before that step's tokens reach the host); `tokens` then holds one
+    // placeholder. −1: the id is tokens[0].
+    int32_t token_from = -1;
     bool is_decode() const { return tokens.size() == 1 && past > 0; }
 };
 
@@ -350,6 +354,9 @@ public:
     // [rows, vocab] fp32 on the device, rows logits_stride() apart (the vocabulary rounded up to 64 so the
     // lm_head GEMM writes aligned rows; a vocabulary of 131,075 would otherwise force 4-byte-aligned kernels).
     const float* logits() const { return logits_.as<float>(); }
+    // max_logit_rows int32 on the device where the engine's sampler writes a step's tokens, so that the next step's
+    // decode rows can read their ids from it before the host has them (SeqStep::token_from).
+    int32_t* sampled_tokens() { return sampled_tokens_.as<int32_t>(); }
     int64_t logits_stride() const { return (cfg_.llm.vocab_size + 63) / 64 * 64; }
     void copy_logits_to_host(int64_t rows, std::vector<float>& host);
 
@@ -466,6 +473,7 @@ private:
     DeviceBuffer fold_meta_;  // [slot, count] of save_slot's fold
     // Activation workspaces sized by limits.
     DeviceBuffer residual_, normed_, big_, xbc_, y_, attn_, logits_, ssd_ws_, decode_ws_, embed_ws_, logit_in_, image_rows_;
+    DeviceBuffer sampled_tokens_;  // sampled_tokens()
     DeviceBuffer prefill_ws_;  // split-KV partial results of prefill attention
     DeviceBuffer mixed_counters_;  // kc::attention_mixed's work-queue counters (zero between launches)
     DeviceBuffer vit_h_, vit_ln_, vit_big_, vit_attn_, vit_patches_, vit_pixels_, vit_shuffled_;
@@ -486,6 +494,7 @@ private:
         const int32_t *slots_dec = nullptr, *slots_pre = nullptr, *cu_pre = nullptr, *bt_dec = nullptr, *bt_pre = nullptr;
         const int32_t *lens_dec = nullptr, *lens_pre = nullptr, *slot_mapping = nullptr;
         const int32_t *ids = nullptr, *cu_all = nullptr, *image_offsets = nullptr;
+        const int32_t* fed_from = nullptr;  // [n_dec] SeqStep::token_from of the decode rows (null: none fed)
         const uint8_t* has_init_pre = nullptr;
         // Replay: the decode rows' pending counts; the prefill rows whose slot has pending tokens to fold first.
         const int32_t *replay_dec = nullptr, *fold_slots = nullptr, *fold_counts = nullptr;

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <fstream>
 #include <thread>
 
@@ -217,4 +218,61 @@ TEST_CASE("CUDA engine: JSON-schema output, fork, stop tokens, errors") {
 TEST_CASE("CUDA engine: max_tokens 0 prefills only: nothing sampled, nothing pending, the next call continues from the input") {
     auto engine = cuda::open_cuda_engine(fixture("tiny_fp32"), small_options());
     surf::test::check_max_tokens_zero_prefills_only(*engine);
+}
+
+TEST_CASE("CUDA engine: steps issued ahead of the previous step's tokens match steps that wait for them; a stop id's token stays in the session") {
+    const std::string dir = fixture("small_bf16");
+    cuda::CudaEngineOptions wait_o = small_options(), ahead_o = small_options();
+    wait_o.issue_ahead = false, ahead_o.issue_ahead = true;
+    auto waits = cuda::open_cuda_engine(dir, wait_o);
+    auto ahead = cuda::open_cuda_engine(dir, ahead_o);
+    // One session at a time, so both engines run the same steps (prompts over several 48-token chunks, decode steps
+    // from graphs): the only difference is where a decode row's input id comes from. Token for token identical.
+    std::string history;
+    for (int i = 0; i < 30; ++i) history += "<SPECIAL_11>User\nline " + std::to_string(i) + " of the page\n";
+    const std::vector<std::string> turns = {history + "<SPECIAL_11>Assistant\n", " and then?", "x"};
+    const SessionId sw = waits->open_session(), sa = ahead->open_session();
+    for (size_t t = 0; t < turns.size(); ++t) {
+        const int n = t == 2 ? 1 : 16;  // max_tokens 1: the prompt's own step draws the only token
+        const GenerateResult w = waits->generate(sw, {InputPart::of_text(turns[t])}, greedy(n));
+        const GenerateResult a = ahead->generate(sa, {InputPart::of_text(turns[t])}, greedy(n));
+        CHECK(a.tokens == w.tokens);
+        CHECK(a.tokens.size() == static_cast<size_t>(n));
+        CHECK(a.prefill_tokens == w.prefill_tokens);
+        CHECK(a.session_tokens == w.session_tokens);
+    }
+    // A stop id met mid-way: both stop on it with the same tokens. The engine that issued ahead has already fed the
+    // stop token (the extra row it planned for a request that might continue), so its next request prefills one
+    // token less; the sessions hold the same tokens either way.
+    const SessionId qw = waits->open_session(), qa = ahead->open_session();
+    const SessionId pw = waits->open_session();
+    const std::string prompt = "<SPECIAL_11>User\nwhere is the search box?\n<SPECIAL_11>Assistant\n";
+    const std::vector<int32_t> free_run = waits->generate(pw, {InputPart::of_text(prompt)}, greedy(16)).tokens;
+    size_t at = 3;
+    while (at < free_run.size() && std::find(free_run.begin(), free_run.begin() + static_cast<long>(at), free_run[at]) != free_run.begin() + static_cast<long>(at)) ++at;
+    REQUIRE(at < free_run.size());  // a token not seen before it, to stop on
+    GenerateOptions stop = greedy(16);
+    stop.stop_ids = {free_run[at]};
+    const GenerateResult w1 = waits->generate(qw, {InputPart::of_text(prompt)}, stop);
+    const GenerateResult a1 = ahead->generate(qa, {InputPart::of_text(prompt)}, stop);
+    CHECK(w1.finish == FinishReason::kStop);
+    CHECK(a1.finish == FinishReason::kStop);
+    CHECK(w1.tokens == std::vector<int32_t>(free_run.begin(), free_run.begin() + static_cast<long>(at) + 1));
+    CHECK(a1.tokens == w1.tokens);
+    CHECK(a1.session_tokens == w1.session_tokens);
+    // A fork right after the stop: a copy of the session with the fed token in it (the copy waits for the step).
+    const SessionId fa = ahead->fork_session(qa);
+    const GenerateResult w2 = waits->generate(qw, {InputPart::of_text(" go on")}, greedy(8));
+    const GenerateResult a2 = ahead->generate(qa, {InputPart::of_text(" go on")}, greedy(8));
+    CHECK(a2.prefill_tokens + 1 == w2.prefill_tokens);
+    CHECK(a2.session_tokens == w2.session_tokens);
+    CHECK(a2.tokens.size() == 8);
+    // The stop token went in by a decode row there and as a prompt token here: the same model, other kernels.
+    MESSAGE("after a stop id: " << leading_matches(a2.tokens, std::vector<int64_t>(w2.tokens.begin(), w2.tokens.end())) << " of 8 tokens identical");
+    const GenerateResult f2 = ahead->generate(fa, {InputPart::of_text(" go on")}, greedy(8));
+    CHECK(f2.tokens == a2.tokens);
+    CHECK(f2.prefill_tokens == a2.prefill_tokens);
+    const EngineStats st = ahead->stats();
+    MESSAGE("issued ahead: " << st.steps << " steps, " << st.graph_steps << " from graphs");
+    CHECK(st.graph_steps > 0);
 }

@@ -127,6 +127,47 @@ TEST_CASE("embed_tokens: gather with image rows merged in order per sequence") {
     compare("embed_tokens with image merge", dout.download(), ref, 0.0f, 0.0f);
 }
 
+TEST_CASE("embed_tokens: fed tokens (ids from the previous step's sampled tokens on the device) beside ids and image rows") {
+    std::mt19937 rng(13);
+    const int64_t vocab = 700, dim = 3072, image_id = 699;
+    // Five one-token decode rows first (three of them fed, one fed from a repeated index), then a prompt with
+    // an image in it: the fed rows must not shift the image rows of the prompt.
+    const std::vector<int32_t> lens{1, 1, 1, 1, 1, 30};
+    std::vector<int32_t> cu_h{0};
+    for (int32_t l : lens) cu_h.push_back(cu_h.back() + l);
+    const int64_t n_tok = cu_h.back(), n_fed = 5;
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab - 2));
+    std::vector<int32_t> ids(n_tok), fed_ids(9);
+    for (auto& id : ids) id = tok(rng);
+    for (auto& id : fed_ids) id = tok(rng);
+    for (int64_t i = 10; i < 20; ++i) ids[i] = static_cast<int32_t>(image_id);
+    const std::vector<int32_t> fed_from{3, -1, 8, 3, -1};
+    const std::vector<int32_t> offsets{0, 0, 0, 0, 0, 4};
+    const int64_t n_img_rows = 14;
+    auto table = random_vec(vocab * dim, rng), img = random_vec(n_img_rows * dim, rng);
+    std::vector<float> ref(n_tok * dim);
+    int32_t k = 0;
+    for (int64_t t = 0; t < n_tok; ++t) {
+        const int32_t id = t < n_fed && fed_from[t] >= 0 ? fed_ids[fed_from[t]] : ids[t];
+        const float* src = id == image_id ? img.data() + (offsets[5] + k++) * dim : table.data() + id * dim;
+        std::copy_n(src, dim, ref.data() + t * dim);
+    }
+    REQUIRE(k == 10);
+    DeviceBuffer<int32_t> dids(ids), dcu(cu_h), doff(offsets), dfrom(fed_from), dfed(fed_ids), ws(n_tok);
+    DeviceBuffer<bf16> dtable(to_bf16(table)), dimg(to_bf16(img));
+    DeviceBuffer<bf16> dout(n_tok * dim);
+    cu::EmbedParams p;
+    p.ids = dids.get(); p.table = dtable.get(); p.image_rows = dimg.get(); p.cu_seqlens = dcu.get();
+    p.image_row_offset = doff.get(); p.out = dout.get(); p.out_dtype = cu::DType::kBF16;
+    p.n_tok = n_tok; p.n_seq = static_cast<int64_t>(lens.size()); p.dim = dim; p.vocab = vocab;
+    p.n_image_rows = n_img_rows; p.image_token_id = static_cast<int32_t>(image_id);
+    p.fed_from = dfrom.get(); p.fed_ids = dfed.get(); p.n_fed = n_fed;
+    dout.poison();
+    cu::embed_tokens(p, ws.get(), nullptr);
+    // bf16 out of a bf16 table: exact.
+    compare("embed_tokens with fed tokens", to_float(dout.download()), ref, 0.0f, 0.0f);
+}
+
 TEST_CASE("sample_tokens reproduces model::sample_token (greedy, temperature, top-k, top-p, masks)") {
     std::mt19937 rng(13);
     for (int64_t vocab : {int64_t{131075}, int64_t{1000}}) {
