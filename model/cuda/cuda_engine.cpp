@@ -116,6 +116,7 @@ public:
         Session copy;
         copy.past = src.past;
         copy.pending = src.pending;
+        copy.last_fed_ahead = src.last_fed_ahead;
         copy.last_used = ++clock_;
         if (src.slot >= 0) {
             // Fork on the host: a copy of the state and KV, restored on the fork's first request.
@@ -382,8 +383,13 @@ private:
             }
             if (!admit(req)) break;
             if (req.tokens.empty()) {
+                const bool fed = sit->second.last_fed_ahead;
                 unadmit(req);
-                req.done.set_exception(std::make_exception_ptr(Error(ErrorKind::kInvalidArgument, "generate: nothing to prefill")));
+                req.done.set_exception(std::make_exception_ptr(Error(
+                    ErrorKind::kInvalidArgument, fed ? "generate: nothing to prefill: session " + std::to_string(req.session) +
+                                                           " ended its last request on a stop token that is already in its state "
+                                                           "(CudaEngineOptions::issue_ahead); pass new input to continue"
+                                                     : std::string("generate: nothing to prefill"))));
                 it = waiting_.erase(it);
                 continue;
             }
@@ -730,6 +736,7 @@ private:
     void finish(Request& r, FinishReason reason, int32_t last, bool fed, std::optional<Error> error = std::nullopt) {
         Session& s = sessions_.at(r.session);
         if (last >= 0 && !fed) s.pending = {last};
+        s.last_fed_ahead = last >= 0 && fed;
         if (r.stream) {
             const std::string tail = r.stream->flush();
             r.result.text += tail;

@@ -29,8 +29,10 @@ struct CudaEngineOptions {
     // device (SeqStep::token_from), so the GPU does not wait for the host's accounting, admission and planning
     // between steps. A request that may still stop on step N's token (a stop id) is planned as continuing; if it
     // stops, the token its extra row fed is simply in its session (the token the next request would have fed
-    // first), and what that row sampled is dropped. Steps whose rows carry a JSON-schema constraint are not issued
-    // ahead (the next mask needs the token on the host). Off: every step waits for the previous step's tokens.
+    // first), and what that row sampled is dropped: the session's next request must bring input (an empty one, which
+    // would continue from the pending stop token with the option off, is an error naming this). Steps whose rows carry
+    // a JSON-schema constraint are not issued ahead (the next mask needs the token on the host). Off: every step
+    // waits for the previous step's tokens.
     bool issue_ahead = true;
     // Before serving, tune the GEMM shapes of the decode-graph batch buckets and of a full prefill chunk
     // (GpuModel::warm_up; a few seconds at 12B): otherwise the first steps of each shape stop to tune.

@@ -26,6 +26,7 @@ struct Session {
     std::vector<int32_t> pages;        // KV pages (resident) covering `past` tokens (+ reserved room while busy)
     int64_t past = 0;                  // tokens fed through the model
     std::vector<int32_t> pending;      // sampled, not yet fed
+    bool last_fed_ahead = false;       // its last request ended on a token a step issued ahead had already fed
     std::vector<uint8_t> host_state, host_kv;  // offloaded copies
     int64_t host_pages = 0;            // pages' worth of KV in host_kv
     bool busy = false;                 // a request is admitted on it

@@ -269,6 +269,14 @@ TEST_CASE("CUDA engine: steps issued ahead of the previous step's tokens match s
     CHECK(a2.tokens.size() == 8);
     // The stop token went in by a decode row there and as a prompt token here: the same model, other kernels.
     MESSAGE("after a stop id: " << leading_matches(a2.tokens, std::vector<int64_t>(w2.tokens.begin(), w2.tokens.end())) << " of 8 tokens identical");
+    // An empty request continues from the pending stop token where steps wait; issued ahead, that token is already
+    // in the state (with no logits kept for what follows it): an error that says so.
+    const SessionId ew = waits->open_session(), ea = ahead->open_session();
+    CHECK(waits->generate(ew, {InputPart::of_text(prompt)}, stop).finish == FinishReason::kStop);
+    CHECK(ahead->generate(ea, {InputPart::of_text(prompt)}, stop).finish == FinishReason::kStop);
+    CHECK(waits->generate(ew, {}, greedy(2)).tokens.size() == 2);
+    CHECK_THROWS_WITH_AS(ahead->generate(ea, {}, greedy(2)), doctest::Contains("already in its state"), surf::Error);
+    CHECK(ahead->generate(ea, {InputPart::of_text(" go on")}, greedy(2)).tokens.size() == 2);
     const GenerateResult f2 = ahead->generate(fa, {InputPart::of_text(" go on")}, greedy(8));
     CHECK(f2.tokens == a2.tokens);
     CHECK(f2.prefill_tokens == a2.prefill_tokens);
