@@ -147,6 +147,9 @@ public:
     GenerateResult generate(SessionId id, const std::vector<InputPart>& input, const GenerateOptions& options) override {
         validate(options.sampling);
         if (options.max_tokens < 0) throw Error(ErrorKind::kInvalidArgument, "max_tokens must be ≥ 0");
+        if (options.on_logits) {
+            throw Error(ErrorKind::kUnsupported, "the CUDA engine does not report logits (GenerateOptions::on_logits): they stay on the device; the CPU engine reports them");
+        }
         auto req = std::make_unique<Request>();
         req->session = id;
         req->options = options;
@@ -295,20 +298,6 @@ private:
     }
 
     // --- the scheduler ------------------------------------------------------------------------------
-
-    // A step issued on the GPU whose sampled tokens the host has not read yet.
-    struct IssuedStep {
-        uint64_t id = 0;
-        int set = 0;                          // StepSampling's staging set and step_begin_'s event
-        std::vector<Request*> owners;         // per row (decode rows first)
-        std::vector<int64_t> fed;             // per row: tokens it fed
-        std::vector<char> prefill;            // per row: a prefill chunk (else a decode row)
-        std::vector<int64_t> sample_rows;     // rows that sample, ascending
-        std::vector<int32_t> forced;          // per sampled row: the token a complete constraint forces, or −1
-        int64_t n_dec = 0, decode_context = 0;
-        bool decode_only = false, graph = false;
-        Clock::time_point begin;              // when its planning began
-    };
 
     void loop() {
         SURF_CUDA_CHECK(cudaSetDevice(options_.device));

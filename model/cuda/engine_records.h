@@ -1,5 +1,5 @@
 // CudaEngine's bookkeeping records (model/cuda/cuda_engine.cpp and step_sampling.cpp only): a session's residency, a request in
-// flight, an image waiting for the vision tower, and the layout of the per-row sampling parameters.
+// flight, an image waiting for the vision tower, a step issued on the GPU, and the layout of the per-row sampling parameters.
 #pragma once
 
 #include <algorithm>
@@ -89,6 +89,20 @@ struct Request {
     GenerateResult result;
     Clock::time_point started, first_token_time;
     std::promise<GenerateResult> done;
+};
+
+// A step issued on the GPU whose sampled tokens the host has not read yet.
+struct IssuedStep {
+    uint64_t id = 0;
+    int set = 0;                          // StepSampling's staging set and the engine's step-begin event
+    std::vector<Request*> owners;         // per row (decode rows first)
+    std::vector<int64_t> fed;             // per row: tokens it fed
+    std::vector<char> prefill;            // per row: a prefill chunk (else a decode row)
+    std::vector<int64_t> sample_rows;     // rows that sample, ascending
+    std::vector<int32_t> forced;          // per sampled row: the token a complete constraint forces, or −1
+    int64_t n_dec = 0, decode_context = 0;
+    bool decode_only = false, graph = false;
+    Clock::time_point begin;              // when its planning began
 };
 
 // The ids that end a request: its own stop ids, else the model's eos ids unless it ignores them.

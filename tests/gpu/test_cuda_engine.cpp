@@ -213,6 +213,9 @@ TEST_CASE("CUDA engine: JSON-schema output, fork, stop tokens, errors") {
     CHECK(a == b);
     CHECK_THROWS_AS(engine->generate(999, {InputPart::of_text("x")}, greedy(2)), surf::Error);
     CHECK_THROWS_AS(engine->generate(s, {InputPart::of_tokens({1 << 30})}, greedy(2)), surf::Error);
+    GenerateOptions logits = greedy(2);
+    logits.on_logits = [](const float*, int64_t) {};
+    CHECK_THROWS_WITH_AS(engine->generate(s, {InputPart::of_text("x")}, logits), doctest::Contains("on_logits"), surf::Error);
 }
 
 TEST_CASE("CUDA engine: max_tokens 0 prefills only: nothing sampled, nothing pending, the next call continues from the input") {
