@@ -43,7 +43,18 @@ kc::AttentionDecodeParams GpuModel::pair_decode_params(size_t li, const bf16* qk
     dp.tma = limits_.decode_attention_tma, dp.cache_pages = limits_.kv_pages + 1;  // the scratch page included
     dp.persistent_blocks_per_sm = st.n_pre > 0 ? 1 : limits_.decode_tma_blocks_per_sm;
     if (green) dp.tma = true, dp.persistent_blocks_per_sm = 2, dp.sm_count = static_cast<int32_t>(green->sms_a);
+    SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
     return dp;
+}
+
+bool GpuModel::tma_decode_usable(size_t li) {
+    if (tma_decode_usable_ < 0) {
+        // Layer- and step-independent (head dim, pages, cache alignment, device): asked once, before any green context exists.
+        kc::AttentionDecodeParams dp = pair_decode_params(li, big_.as<bf16>(), normed_.as<bf16>(), nullptr);
+        dp.tma = true;
+        tma_decode_usable_ = kc::attention_decode_tma_usable(dp) ? 1 : 0;
+    }
+    return tma_decode_usable_ == 1;
 }
 
 void GpuModel::attention_pair(size_t li, const bf16* qkv, bf16* out, kc::GreenPair* green) {
@@ -54,15 +65,10 @@ void GpuModel::attention_pair(size_t li, const bf16* qkv, bf16* out, kc::GreenPa
     const bool mixed = !green && limits_.attention_mixed && st.n_pre > 0 && st.n_dec > 0;
     const bool overlap = !mixed && !green && overlap_branches(limits_.overlap_attention_branches);
     cudaStream_t pre_stream = overlap ? branch_stream_ : stream_;
-    auto decode_checked = [&] {
-        const kc::AttentionDecodeParams dp = pair_decode_params(li, qkv, out, green);
-        SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
-        return dp;
-    };
     if (green) {
         // stream_ → both green streams → stream_; the prefill first (its blocks fill the other SMs at once).
         const kc::AttentionPrefillParams ap = pair_prefill_params(li, qkv, out, false, true);
-        const kc::AttentionDecodeParams dp = decode_checked();
+        const kc::AttentionDecodeParams dp = pair_decode_params(li, qkv, out, green);
         SURF_CUDA_CHECK(cudaEventRecord(branch_fork_, stream_));
         SURF_CUDA_CHECK(cudaStreamWaitEvent(green->b, branch_fork_, 0));
         SURF_CUDA_CHECK(cudaStreamWaitEvent(green->a, branch_fork_, 0));
@@ -90,7 +96,7 @@ void GpuModel::attention_pair(size_t li, const bf16* qkv, bf16* out, kc::GreenPa
         kc::attention_prefill(ap, pre_stream);
     };
     auto decode = [&] {
-        const kc::AttentionDecodeParams dp = decode_checked();
+        const kc::AttentionDecodeParams dp = pair_decode_params(li, qkv, out, nullptr);
         auto timed = timer_.scope("attn.decode", stream_);
         kc::attention_decode(dp, decode_ws_.get(), stream_);
     };
@@ -104,13 +110,7 @@ kc::GreenPair* GpuModel::green_for_step(size_t li) {
     const Step& st = step_;
     const int knob = limits_.attention_green_decode_sms;
     if (knob == 0 || st.n_pre == 0 || st.n_dec == 0 || limits_.attention_mixed) return nullptr;
-    if (tma_decode_usable_ < 0) {
-        // Layer-independent (head dim, pages, cache alignment, device): asked once, before any green context exists.
-        kc::AttentionDecodeParams dp = pair_decode_params(li, big_.as<bf16>(), normed_.as<bf16>(), nullptr);
-        dp.tma = true;
-        tma_decode_usable_ = kc::attention_decode_tma_usable(dp) ? 1 : 0;
-    }
-    if (tma_decode_usable_ == 0) return nullptr;
+    if (!tma_decode_usable(li)) return nullptr;
     const LlmConfig& c = cfg_.llm;
     const AttentionSplitModel& m = split_model_;
     const double decode_s = st.dec_keys * static_cast<double>(c.n_kv_heads * c.head_dim) * 4.0 / m.decode_bytes_per_s;
@@ -238,9 +238,7 @@ void GpuModel::calibrate_attention_split(int64_t prefill_tokens) {
 
     const bf16* qkv = big_.as<bf16>();
     bf16* out = normed_.as<bf16>();
-    kc::AttentionDecodeParams probe = pair_decode_params(li, qkv, out, nullptr);
-    probe.tma = true;
-    if (!kc::attention_decode_tma_usable(probe)) return;
+    if (!tma_decode_usable(li)) return;
     // Mean µs of `issue` (its work forked from stream_ and joined back where it uses other streams) over 8 runs after 2.
     cudaEvent_t ev[2];
     for (cudaEvent_t& e : ev) SURF_CUDA_CHECK(cudaEventCreate(&e));
@@ -269,7 +267,6 @@ void GpuModel::calibrate_attention_split(int64_t prefill_tokens) {
     const bool overlap = overlap_branches(limits_.overlap_attention_branches);
     const kc::AttentionDecodeParams dp_all = pair_decode_params(li, qkv, out, nullptr);
     const kc::AttentionPrefillParams ap_all = pair_prefill_params(li, qkv, out, overlap, false);
-    SURF_CHECK(kc::attention_decode_workspace_bytes(dp_all) <= decode_ws_.bytes(), "decode workspace too small");
     const double decode_us = time_us([&] { kc::attention_decode(dp_all, decode_ws_.get(), stream_); });
     const double prefill_us = time_us([&] { kc::attention_prefill(ap_all, stream_); });
     const double shared_us = time_us([&] { attention_pair(li, qkv, out, nullptr); });
@@ -289,7 +286,6 @@ void GpuModel::calibrate_attention_split(int64_t prefill_tokens) {
         if (!g) continue;
         const kc::AttentionDecodeParams dp = pair_decode_params(li, qkv, out, g);
         const kc::AttentionPrefillParams ap = pair_prefill_params(li, qkv, out, false, true);
-        SURF_CHECK(kc::attention_decode_workspace_bytes(dp) <= decode_ws_.bytes(), "decode workspace too small");
         const double d_us = time_us([&] { on(g->a, [&](cudaStream_t s) { kc::attention_decode(dp, decode_ws_.get(), s); }); });
         const double p_us = time_us([&] { on(g->b, [&](cudaStream_t s) { kc::attention_prefill(ap, s); }); });
         const double pair_us = time_us([&] { attention_pair(li, qkv, out, g); });

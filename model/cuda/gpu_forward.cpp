@@ -94,7 +94,8 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     st.n_fold = static_cast<int64_t>(fold_slots.size());
     const int64_t o_replay = region(K > 0 ? st.n_dec : 0), o_fold_slots = region(st.n_fold), o_fold_counts = region(st.n_fold);
     // Decode graphs always carry the fed-token indices (a graph serves steps with and without them).
-    const int64_t o_fed = region(n_fed > 0 || graph ? st.n_dec : 0);
+    const bool with_fed = n_fed > 0 || graph;
+    const int64_t o_fed = region(with_fed ? st.n_dec : 0);
     SURF_CHECK(static_cast<size_t>(at) * 4 <= meta_host_.bytes(), "metadata overflow");
     uint8_t* has_init = reinterpret_cast<uint8_t*>(host + o_init);
     int64_t tok = 0, pre_tok = 0;
@@ -116,7 +117,7 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
         int32_t* bt;
         if (i < st.n_dec) {
             host[o_slots_dec + i] = s.slot;
-            if (n_fed > 0 || graph) host[o_fed + i] = s.token_from;
+            if (with_fed) host[o_fed + i] = s.token_from;
             if (K > 0) host[o_replay + i] = s.slot == scratch_slot_ ? 0 : replay_count_[s.slot];
             host[o_lens_dec + i] = static_cast<int32_t>(s.past + 1);
             bt = host + o_bt_dec + i * st.max_pages;
@@ -149,7 +150,7 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     st.slots_pre = dev + o_slots_pre, st.cu_pre = dev + o_cu_pre, st.lens_pre = dev + o_lens_pre, st.bt_pre = dev + o_bt_pre;
     st.slot_mapping = dev + o_slot_map, st.has_init_pre = reinterpret_cast<const uint8_t*>(dev + o_init);
     st.ids = dev + o_ids, st.cu_all = dev + o_cu_all, st.image_offsets = dev + o_img;
-    st.fed_from = n_fed > 0 || graph ? dev + o_fed : nullptr;
+    st.fed_from = with_fed ? dev + o_fed : nullptr;
     st.replay_dec = K > 0 ? dev + o_replay : nullptr, st.fold_slots = dev + o_fold_slots, st.fold_counts = dev + o_fold_counts;
 
     if (needs_vision) wait_vision(vision_ticket);

@@ -409,7 +409,10 @@ private:
     // in one launch: GpuLimits).
     void attention_pair(size_t li, const bf16* qkv, bf16* out, kc::GreenPair* green);
     kc::AttentionPrefillParams pair_prefill_params(size_t li, const bf16* qkv, bf16* out, bool overlap, bool green) const;
+    // (Checks that decode_ws_ holds the plan's workspace.)
     kc::AttentionDecodeParams pair_decode_params(size_t li, const bf16* qkv, bf16* out, const kc::GreenPair* green) const;
+    // Whether the TMA decode kernel can run on this model's caches (kc::attention_decode_tma_usable; asked once).
+    bool tma_decode_usable(size_t li);
     // The green contexts this step's pair should run on (the count AttentionSplitModel predicts fastest, where that beats
     // sharing the SMs by ≥ 3%), or null: not a mixed step, the knob off, no TMA decode, or every count refused.
     kc::GreenPair* green_for_step(size_t li);
