@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call of choice (`run` with carry [".deps"]): build TARGETS, run TESTS (gpu test binaries), then
 # the APPS benchmark programs (no arguments), the APP_RUNS benchmark runs (';'-separated, with arguments), bench_step once per ';'-separated STEP_ARGS entry and
-# `surf bench serve` once per ';'-separated SERVE_ARGS entry. Logs and a
+# `surf bench serve` once per ';'-separated SERVE_ARGS entry (KTRACE=S: each under apps/kernel_trace.cpp's CUPTI trace, its first S
+# seconds left out; add kernel_trace to TARGETS). Logs and a
 # summary.txt (what the call printed) go under $OUT, the logs packed into logs.tgz at the end. Example:
 #   TARGETS="gpu_test_gpu_forward bench_step bench_serve surf" TESTS="gpu_test_gpu_forward" \
 #   STEP_ARGS="--tiles 3 --prefill 924 --prefill-seqs 1 --decode 100" \
@@ -68,9 +69,15 @@ if [ -n "${SERVE_ARGS:-}" ]; then
   for r in "${RUNS[@]}"; do
     i=$((i+1))
     lim=$(run_limit "${BENCH_TIMEOUT:-300}"); [ "$lim" -eq 0 ] && { echo "serve $i: skipped (call budget spent)" | tee -a "$S"; continue; }
-    timeout "$lim" build-gpu/surf bench serve $r > "$OUT/serve_$i.log" 2>&1
+    if [ -n "${KTRACE:-}" ]; then  # traced: kernel_trace's report (TARGETS must build kernel_trace) in ktrace_$i.md
+      CUDA_INJECTION64_PATH="$PWD/build-gpu/apps/libkernel_trace.so" SURF_KTRACE_SKIP_S="$KTRACE" SURF_KTRACE_OUT="$OUT/ktrace_$i.md" \
+        timeout "$lim" build-gpu/surf bench serve $r > "$OUT/serve_$i.log" 2>&1
+    else
+      timeout "$lim" build-gpu/surf bench serve $r > "$OUT/serve_$i.log" 2>&1
+    fi
     echo "serve $i ($r) rc=$?" | tee -a "$S"
     grep -E "^#|stateful|mixed|tuned" "$OUT/serve_$i.log" | head -12 | tee -a "$S"
+    [ -f "$OUT/ktrace_$i.md" ] && head -3 "$OUT/ktrace_$i.md" | tee -a "$S"
   done
 fi
 # The device returns at most 8 files: every log but the summary goes back in one archive (tar xzf logs.tgz).
