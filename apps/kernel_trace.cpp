@@ -12,27 +12,21 @@
 
 #include <cxxabi.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-namespace {
+#include "apps/trace_summary.h"
 
-struct Interval {
-    uint64_t start = 0, end = 0;  // ns, CUPTI's clock
-    int32_t name = 0;             // index into Trace::names (copies and memsets have their own)
-    uint32_t stream = 0;
-};
+namespace {
 
 struct Trace {
     std::mutex mu;
-    std::vector<Interval> items;
+    std::vector<surf::apps::TraceInterval> items;  // ns on CUPTI's clock; names index Trace::names
     std::vector<std::string> names;
     std::unordered_map<std::string, int32_t> ids;
     size_t dropped = 0;
@@ -67,16 +61,16 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
         std::lock_guard<std::mutex> lock(t.mu);
         CUpti_Activity* rec = nullptr;
         while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-            Interval iv;
+            surf::apps::TraceInterval iv;
             if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
                 const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-                iv = {k->start, k->end, t.id(k->name), k->streamId};
+                iv = {k->start, k->end, t.id(k->name)};
             } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
                 const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
-                iv = {m->start, m->end, t.id("[memcpy]"), m->streamId};
+                iv = {m->start, m->end, t.id("[memcpy]")};
             } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
                 const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
-                iv = {m->start, m->end, t.id("[memset]"), m->streamId};
+                iv = {m->start, m->end, t.id("[memset]")};
             } else {
                 continue;
             }
@@ -120,98 +114,33 @@ void report() {
     if (!out) out = stderr;
     const double skip_s = std::getenv("SURF_KTRACE_SKIP_S") ? std::atof(std::getenv("SURF_KTRACE_SKIP_S")) : 0.0;
     const int top = std::getenv("SURF_KTRACE_TOP") ? std::atoi(std::getenv("SURF_KTRACE_TOP")) : 30;
-    std::vector<Interval>& v = t.items;
-    std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
-    if (v.empty()) {
-        std::fprintf(out, "# kernel_trace: no GPU activity recorded\n");
-        if (out != stderr) std::fclose(out);
-        return;
-    }
-    const uint64_t from = v.front().start + static_cast<uint64_t>(skip_s * 1e9);
-    v.erase(v.begin(), std::lower_bound(v.begin(), v.end(), from, [](const Interval& a, uint64_t f) { return a.start < f; }));
-    if (v.empty()) {
-        std::fprintf(out, "# kernel_trace: nothing after the first %.1f s\n", skip_s);
-        if (out != stderr) std::fclose(out);
-        return;
-    }
-
-    // Busy union and the gaps between its segments, with the interval that ended last before each gap and the next one.
-    struct GapClass {
-        const char* label;
-        uint64_t below_ns, total_ns = 0, count = 0;
-    };
-    GapClass classes[] = {{"< 2 us", 2000}, {"2-5 us", 5000}, {"5-20 us", 20000}, {"20-100 us", 100000}, {"0.1-1 ms", 1000000}, {">= 1 ms", UINT64_MAX}};
-    std::map<std::pair<int32_t, int32_t>, std::pair<uint64_t, uint64_t>> mid_gaps;  // (before, after) → (ns, count), 5 us – 1 ms
-    uint64_t busy = 0, seg_start = v.front().start, seg_end = v.front().end;
-    int32_t last_name = v.front().name;
-    for (size_t i = 1; i < v.size(); ++i) {
-        const Interval& iv = v[i];
-        if (iv.start > seg_end) {
-            busy += seg_end - seg_start;
-            const uint64_t gap = iv.start - seg_end;
-            for (GapClass& c : classes) {
-                if (gap < c.below_ns) {
-                    c.total_ns += gap, ++c.count;
-                    break;
-                }
-            }
-            if (gap >= 5000 && gap < 1000000) {
-                auto& g = mid_gaps[{last_name, iv.name}];
-                g.first += gap, ++g.second;
-            }
-            seg_start = iv.start, seg_end = iv.end, last_name = iv.name;
-        } else if (iv.end > seg_end) {
-            seg_end = iv.end, last_name = iv.name;
+    const surf::apps::TraceSummary s = surf::apps::summarize_trace(std::move(t.items), static_cast<uint64_t>(skip_s * 1e9), t.names.size());
+    if (s.intervals == 0) {
+        std::fprintf(out, "# kernel_trace: no GPU activity recorded after the first %.1f s\n", skip_s);
+    } else {
+        std::fprintf(out, "# kernel_trace: %zu kernels, copies and memsets after the first %.1f s (%zu records dropped)\n", s.intervals, skip_s, t.dropped);
+        std::fprintf(out, "# span %.1f ms; GPU busy (union over streams) %.1f ms = %.2f%%; idle %.1f ms; sum of durations %.1f ms\n", ms(s.span_ns),
+                     ms(s.busy_ns), 100.0 * static_cast<double>(s.busy_ns) / static_cast<double>(s.span_ns), ms(s.span_ns - s.busy_ns), ms(s.sum_ns));
+        std::fprintf(out, "# of the busy time: one interval running %.1f ms, two %.1f ms, three or more %.1f ms\n", ms(s.running_ns[1]),
+                     ms(s.running_ns[2]), ms(s.running_ns[3]));
+        std::fprintf(out, "\n| idle gap | count | total ms | %% of span |\n|---|---|---|---|\n");
+        for (const surf::apps::TraceGapClass& c : s.gaps) {
+            std::fprintf(out, "| %s | %llu | %.2f | %.2f |\n", c.label, static_cast<unsigned long long>(c.count), ms(c.total_ns),
+                         100.0 * static_cast<double>(c.total_ns) / static_cast<double>(s.span_ns));
         }
-    }
-    busy += seg_end - seg_start;
-    const uint64_t span = seg_end - v.front().start;
-
-    // Concurrency: time with exactly 1, 2, 3+ intervals running.
-    std::vector<std::pair<uint64_t, int>> edges;
-    edges.reserve(2 * v.size());
-    for (const Interval& iv : v) edges.emplace_back(iv.start, 1), edges.emplace_back(iv.end, -1);
-    std::sort(edges.begin(), edges.end());
-    uint64_t at_depth[4] = {0, 0, 0, 0};
-    int depth = 0;
-    for (size_t i = 0; i + 1 < edges.size(); ++i) {
-        depth += edges[i].second;
-        at_depth[std::min(std::max(depth, 0), 3)] += edges[i + 1].first - edges[i].first;
-    }
-
-    // Per kernel.
-    struct PerName {
-        uint64_t ns = 0, count = 0;
-    };
-    std::vector<PerName> per(t.names.size());
-    uint64_t sum = 0;
-    for (const Interval& iv : v) per[iv.name].ns += iv.end - iv.start, ++per[iv.name].count, sum += iv.end - iv.start;
-
-    std::fprintf(out, "# kernel_trace: %zu kernels, copies and memsets after the first %.1f s (%zu records dropped)\n", v.size(), skip_s, t.dropped);
-    std::fprintf(out, "# span %.1f ms; GPU busy (union over streams) %.1f ms = %.2f%%; idle %.1f ms; sum of durations %.1f ms\n", ms(span), ms(busy),
-                 100.0 * static_cast<double>(busy) / static_cast<double>(span), ms(span - busy), ms(sum));
-    std::fprintf(out, "# of the busy time: one interval running %.1f ms, two %.1f ms, three or more %.1f ms\n", ms(at_depth[1]), ms(at_depth[2]), ms(at_depth[3]));
-    std::fprintf(out, "\n| idle gap | count | total ms | %% of span |\n|---|---|---|---|\n");
-    for (const GapClass& c : classes) {
-        std::fprintf(out, "| %s | %llu | %.2f | %.2f |\n", c.label, static_cast<unsigned long long>(c.count), ms(c.total_ns),
-                     100.0 * static_cast<double>(c.total_ns) / static_cast<double>(span));
-    }
-    std::vector<std::pair<std::pair<int32_t, int32_t>, std::pair<uint64_t, uint64_t>>> gaps(mid_gaps.begin(), mid_gaps.end());
-    std::sort(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
-    std::fprintf(out, "\n| gaps of 5 us – 1 ms: after | before | count | total ms |\n|---|---|---|---|\n");
-    for (size_t i = 0; i < gaps.size() && i < 15; ++i) {
-        std::fprintf(out, "| %s | %s | %llu | %.2f |\n", short_name(t.names[gaps[i].first.first]).c_str(), short_name(t.names[gaps[i].first.second]).c_str(),
-                     static_cast<unsigned long long>(gaps[i].second.second), ms(gaps[i].second.first));
-    }
-    std::vector<int32_t> order(per.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return per[a].ns > per[b].ns; });
-    std::fprintf(out, "\n| kernel | count | total ms | %% of busy | mean us |\n|---|---|---|---|---|\n");
-    for (int i = 0; i < top && i < static_cast<int>(order.size()); ++i) {
-        const PerName& p = per[order[i]];
-        if (p.count == 0) break;
-        std::fprintf(out, "| %s | %llu | %.1f | %.2f | %.1f |\n", short_name(t.names[order[i]]).c_str(), static_cast<unsigned long long>(p.count), ms(p.ns),
-                     100.0 * static_cast<double>(p.ns) / static_cast<double>(busy), 1e-3 * static_cast<double>(p.ns) / static_cast<double>(p.count));
+        std::fprintf(out, "\n| gaps of 5 us – 1 ms: after | before | count | total ms |\n|---|---|---|---|\n");
+        for (size_t i = 0; i < s.mid_gaps.size() && i < 15; ++i) {
+            const auto& g = s.mid_gaps[i];
+            std::fprintf(out, "| %s | %s | %llu | %.2f |\n", short_name(t.names[g.before]).c_str(), short_name(t.names[g.after]).c_str(),
+                         static_cast<unsigned long long>(g.count), ms(g.ns));
+        }
+        std::fprintf(out, "\n| kernel | count | total ms | %% of busy | mean us |\n|---|---|---|---|---|\n");
+        for (size_t i = 0; i < s.per_name.size() && static_cast<int>(i) < top; ++i) {
+            const auto& p = s.per_name[i];
+            std::fprintf(out, "| %s | %llu | %.1f | %.2f | %.1f |\n", short_name(t.names[p.name]).c_str(), static_cast<unsigned long long>(p.count),
+                         ms(p.ns), 100.0 * static_cast<double>(p.ns) / static_cast<double>(s.busy_ns),
+                         1e-3 * static_cast<double>(p.ns) / static_cast<double>(p.count));
+        }
     }
     if (out != stderr) std::fclose(out);
 }
