@@ -12,8 +12,10 @@
 
 #include <cxxabi.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -110,7 +112,10 @@ void report() {
     std::lock_guard<std::mutex> lock(t.mu);
     const char* out_path = std::getenv("SURF_KTRACE_OUT");
     FILE* out = out_path ? std::fopen(out_path, "w") : stderr;
-    if (!out) out = stderr;
+    if (!out) {
+        std::fprintf(stderr, "kernel_trace: cannot write SURF_KTRACE_OUT=%s (%s); the report follows on stderr\n", out_path, std::strerror(errno));
+        out = stderr;
+    }
     const double skip_s = std::getenv("SURF_KTRACE_SKIP_S") ? std::atof(std::getenv("SURF_KTRACE_SKIP_S")) : 0.0;
     const int top = std::getenv("SURF_KTRACE_TOP") ? std::atoi(std::getenv("SURF_KTRACE_TOP")) : 30;
     const surf::apps::TraceSummary s = surf::apps::summarize_trace(std::move(t.items), static_cast<uint64_t>(skip_s * 1e9), t.names.size());
