@@ -138,6 +138,14 @@ ordered_json record_to_json(const TaskRecord& r) {
     judge["tokens"] = r.judge_tokens;
     judge["seconds"] = r.judge_seconds;
     j["judge"] = r.judge.empty() ? ordered_json(nullptr) : judge;
+    if (r.check_success || !r.check_reason.empty()) {
+        ordered_json check;
+        check["success"] = opt_bool(r.check_success);
+        check["reason"] = r.check_reason;
+        j["check"] = check;
+    } else {
+        j["check"] = nullptr;
+    }
     if (r.references.empty()) {
         j["match"] = nullptr;
     } else {
@@ -188,6 +196,10 @@ TaskRecord record_from_json(const json& j, const std::string& where) {
         r.judge_reason = read<std::string>(*it, "reason", "", w);
         r.judge_tokens = read<int64_t>(*it, "tokens", 0, w);
         r.judge_seconds = read<double>(*it, "seconds", 0, w);
+    }
+    if (auto it = j.find("check"); it != j.end() && it->is_object()) {
+        r.check_success = read_opt_bool(*it, "success", where + " check");
+        r.check_reason = read<std::string>(*it, "reason", "", where + " check");
     }
     if (auto it = j.find("match"); it != j.end() && it->is_object()) {
         const std::string w = where + " match";

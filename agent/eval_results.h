@@ -42,8 +42,12 @@ struct TaskRecord {
     std::string reference_type;
     std::optional<bool> exact_match, normalized_match, contains_match;
 
-    // The verdict the summary counts: the judge's when it gave one, else the reference match
-    // (normalised or contained), else nullopt (unknown).
+    // The task's own page check (EvalTask::check), when it has one: its verdict from the page's state.
+    std::optional<bool> check_success;
+    std::string check_reason;
+
+    // The verdict the summary counts: the page check's when the task has one, else the judge's when it gave
+    // one, else the reference match (normalised or contained), else nullopt (unknown).
     std::optional<bool> success;
 
     std::string trace;                    // trace folder, relative to the results folder

@@ -16,6 +16,26 @@ namespace surf::agent {
 
 namespace {
 
+// Runs a task's page check (EvalTask::check) in its page: the function gets the final answer and returns
+// {success, reason} or a boolean. A check that throws or returns anything else leaves no verdict and says why.
+void run_page_check(tools::BrowserSession& session, const std::string& check, const std::string& answer,
+                    TaskRecord* rec) {
+    const std::string expr = "(async () => { const v = await (" + check + ")(" + nlohmann::json(answer).dump() +
+                             "); return JSON.stringify(typeof v === 'boolean' ? {success: v, reason: ''} : v); })()";
+    try {
+        const nlohmann::json raw = session.evaluate(expr);
+        const nlohmann::json v = raw.is_string() ? nlohmann::json::parse(raw.get<std::string>()) : nlohmann::json();
+        if (!v.is_object() || !v.contains("success") || !v["success"].is_boolean()) {
+            rec->check_reason = "the page check returned no {success, reason}: " + raw.dump().substr(0, 200);
+            return;
+        }
+        rec->check_success = v["success"].get<bool>();
+        rec->check_reason = v.value("reason", "");
+    } catch (const std::exception& e) {
+        rec->check_reason = std::string("the page check failed: ") + e.what();
+    }
+}
+
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
@@ -312,8 +332,8 @@ bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, Task
     run.trust_policy_coordinates = options_.trust_policy_coordinates;
     run.allow_domains = task.allowed_domains.empty() ? options_.allow_domains : task.allowed_domains;
     run.deny_domains = options_.deny_domains;
-    run.viewport_width = options_.viewport_width;
-    run.viewport_height = options_.viewport_height;
+    run.viewport_width = task.viewport_width > 0 ? task.viewport_width : options_.viewport_width;
+    run.viewport_height = task.viewport_height > 0 ? task.viewport_height : options_.viewport_height;
     run.device_scale_factor = options_.device_scale_factor;
     run.max_wait_seconds = options_.max_wait_seconds;
     run.trace_dir = trace_dir.string();
@@ -344,6 +364,7 @@ bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, Task
         ctx.cancel = cancel.get();
         result = run_loop(ctx, run);
         fault = env.fault();
+        if (!task.check.empty() && fault.empty()) run_page_check(*session, task.check, result.answer, rec);
         shots = env.screenshots();
         rec->browser_seconds = env.seconds();
     } catch (const Error& e) {
@@ -396,7 +417,9 @@ bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, Task
                 tokens_ += v.tokens;
             }
         }
-        if (rec->judge_success) {
+        if (rec->check_success) {
+            rec->success = rec->check_success;
+        } else if (rec->judge_success) {
             rec->success = rec->judge_success;
         } else if (rec->normalized_match) {
             rec->success = *rec->normalized_match || *rec->contains_match;

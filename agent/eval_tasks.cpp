@@ -75,6 +75,19 @@ EvalTask parse_task_line(const std::string& line, const std::string& where) {
             for (std::string& s : string_list(*it, key, where)) t.references.push_back(std::move(s));
         }
     }
+    if (auto it = j.find("viewport"); it != j.end()) {
+        if (!it->is_array() || it->size() != 2 || !(*it)[0].is_number_integer() || !(*it)[1].is_number_integer())
+            bad(where, "field \"viewport\" must be [width, height], got " + it->dump());
+        t.viewport_width = (*it)[0].get<int>();
+        t.viewport_height = (*it)[1].get<int>();
+        if (t.viewport_width < 16 || t.viewport_height < 16 || t.viewport_width > 8192 || t.viewport_height > 8192)
+            bad(where, "field \"viewport\": " + it->dump() + " is outside 16..8192");
+    }
+    if (auto it = j.find("check"); it != j.end()) {
+        if (!it->is_string() || it->get<std::string>().find_first_not_of(" \t\r\n") == std::string::npos)
+            bad(where, "field \"check\" must be a non-empty string (a JavaScript function of the answer)");
+        t.check = it->get<std::string>();
+    }
     if (auto it = j.find("reference_type"); it != j.end()) {
         if (!it->is_string()) bad(where, "field \"reference_type\" must be a string");
         t.reference_type = it->get<std::string>();

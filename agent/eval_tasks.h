@@ -4,6 +4,11 @@
 //   "reference_type":   "golden" | "possible"   WebVoyager's kinds (possible = an example answer)
 //   "allowed_domains":  ["example.com", ...]     this task's allow-list (replaces --allow-domain)
 //   "max_steps":        N                        this task's step budget (replaces --max-steps)
+//   "viewport":         [W, H]                   this task's viewport in CSS pixels (replaces --viewport)
+//   "check":            "(answer) => ..."        a JavaScript function run in the task's page after the run
+//                                                with the final answer; it returns {success, reason} (or a
+//                                                boolean) from the page's state, and its verdict decides the
+//                                                task (generated tasks: train/tasks/README.md)
 // Unknown fields are ignored (published task files carry extra keys). Blank lines are skipped and the
 // last line may lack its newline (WebVoyager_data.jsonl does). WebVoyager's separate
 // reference_answer.json ({site: {answers: [{id, type, ans}]}}) can be attached with attach_references().
@@ -23,6 +28,8 @@ struct EvalTask {
     std::string reference_type;                // "golden", "possible" or ""
     std::vector<std::string> allowed_domains;  // empty: the run's default
     int max_steps = 0;                         // 0: the run's default
+    int viewport_width = 0, viewport_height = 0;  // 0: the run's default
+    std::string check;                         // JavaScript function of the answer; "" = none
     int line = 0;                              // 1-based line in the task file
 };
 

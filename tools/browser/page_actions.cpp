@@ -32,7 +32,7 @@ std::string NavigationResult::describe() const {
     if (http_status) out << " (HTTP " << http_status << ")";
     if (!error_text.empty()) out << " (" << error_text << ")";
     if (!url.empty() && url != requested_url) out << ", now at " << url;
-    out << " after " << elapsed.count() << " ms";
+    // No load time: the text reaches the model's prompt, which must not change from run to run.
     return out.str();
 }
 

@@ -1,0 +1,327 @@
+// `surf record TASKS.jsonl --model DIR --profile P --out DIR`: demonstrations for training. Runs the real
+// agent loop on each generated task page with the OracleEngine: the page's own oracle
+// (window.__surfTask.oracle(), train/tasks/README.md) chooses each policy step from the live DOM, the
+// localizer is answered with the box of the element the policy named, the validator with the page's checker
+// (window.__surfTask.check(answer)). Every model call is recorded exactly as the agent fed it, and episodes
+// whose final state passes the checker are written out:
+//   OUT/episodes.jsonl  one line per task: id, family, viewport, success, and the sessions with their turns
+//                       ({"parts": [{"text": ...} | {"image": "shots/<hash>.png"}], "output": ...})
+//   OUT/shots/          the images as sent to the model, PNG, one file per distinct image
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/loop.h"
+#include "agent/modules.h"
+#include "agent/profile.h"
+#include "apps/cli.h"
+#include "apps/record/oracle_engine.h"
+#include "apps/record/page_elements.h"
+#include "kernels/base/error.h"
+#include "model/chat_template.h"
+#include "model/engine_input.h"
+#include "model/image.h"
+#include "tools/browser/browser.h"
+#include "tools/browser/browser_session.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+using surf::Error;
+using surf::ErrorKind;
+using surf::record::Role;
+
+struct RecordTask {
+    std::string id, family, question, url;
+    int width = 1280, height = 720, max_steps = 12;
+};
+
+std::vector<RecordTask> load_record_tasks(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw Error(ErrorKind::kIo, path + ": cannot open");
+    std::vector<RecordTask> tasks;
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        const std::string where = path + ":" + std::to_string(n);
+        json j;
+        try {
+            j = json::parse(line);
+        } catch (const json::exception& e) {
+            throw Error(ErrorKind::kFormat, where + ": " + e.what());
+        }
+        RecordTask t;
+        try {
+            t.id = j.at("id").get<std::string>();
+            t.question = j.at("ques").get<std::string>();
+            t.url = j.at("web").get<std::string>();
+            t.family = j.value("family", "");
+            t.max_steps = j.value("max_steps", 12);
+            if (j.contains("viewport")) {
+                t.width = j["viewport"].at(0).get<int>();
+                t.height = j["viewport"].at(1).get<int>();
+            }
+        } catch (const json::exception& e) {
+            throw Error(ErrorKind::kFormat, where + ": " + e.what());
+        }
+        tasks.push_back(std::move(t));
+    }
+    return tasks;
+}
+
+int to_1000(double v, double extent) {
+    return static_cast<int>(std::clamp(std::lround(1000.0 * v / extent), 0L, 1000L));
+}
+
+// The state of one task's recording: the page, what the policy last pointed at, the localizer's answers.
+struct Episode {
+    surf::tools::BrowserSession* page = nullptr;
+    int width = 0, height = 0;
+    bool mistake_pending = false;
+    std::string last_answer;
+    std::map<std::string, std::pair<int, int>> points;  // element description -> point (0-1000)
+    std::mt19937_64 rng;
+    int extra_per_step = 3;
+    surf::agent::ModuleContext modules;
+    int step = 0;
+};
+
+json page_json(surf::tools::BrowserSession& page, const std::string& expression) {
+    const json v = page.evaluate(expression);
+    if (!v.is_string()) throw Error(ErrorKind::kBrowser, "page returned no JSON for " + expression.substr(0, 60));
+    return json::parse(v.get<std::string>());
+}
+
+// The policy's reply in the schema's property order (thought, note, action; the action's own fields in the
+// order prompts' schemas list them), since constrained decoding follows that order.
+std::string policy_reply(Episode& ep, bool forced) {
+    json o;
+    if (ep.mistake_pending) {
+        // A wrong answer (question tasks) or an early claim of success (action tasks) when the page offers one.
+        o = page_json(*ep.page, "JSON.stringify(window.__surfTask.oracle({mistake: true}))");
+        if (o.at("action").value("type", "") == "answer") ep.mistake_pending = false;
+    } else {
+        o = page_json(*ep.page, "JSON.stringify(window.__surfTask.oracle({}))");
+    }
+    json action = o.at("action");
+    const std::string type = action.value("type", "");
+    if (forced && type != "answer") action = {{"type", "answer"}, {"content", "I could not finish the task."}};
+    ordered_json out_action;
+    out_action["type"] = action["type"];
+    if (type == "click" || type == "write") {
+        const json& t = o.at("target");
+        const int x = to_1000(t.at("x").get<double>() + t.at("w").get<double>() / 2, ep.width);
+        const int y = to_1000(t.at("y").get<double>() + t.at("h").get<double>() / 2, ep.height);
+        if (type == "write") out_action["content"] = action.at("content");
+        out_action["element"] = action.at("element");
+        out_action["x"] = x;
+        out_action["y"] = y;
+        ep.points[action.at("element").get<std::string>()] = {x, y};
+    } else if (type == "scroll") {
+        out_action["direction"] = action.at("direction");
+    } else if (type == "answer") {
+        out_action["content"] = action.at("content");
+        ep.last_answer = action.at("content").get<std::string>();
+    } else {
+        throw Error(ErrorKind::kFormat, "oracle: unknown action type '" + type + "'");
+    }
+    ordered_json reply;
+    reply["thought"] = o.value("thought", "");
+    reply["note"] = o.value("note", "");
+    reply["action"] = out_action;
+    return reply.dump();
+}
+
+// Asks the localizer for a few other elements of the screenshot the policy is looking at.
+void extra_localizer_calls(Episode& ep, const std::vector<surf::model::InputPart>& parts) {
+    std::shared_ptr<const surf::model::Image> shot;
+    for (const auto& p : parts)
+        if (p.image) shot = p.image;
+    if (!shot || ep.extra_per_step <= 0) return;
+    json elements = page_json(*ep.page, surf::record::kPageElementsJs);
+    std::vector<json> list(elements.begin(), elements.end());
+    std::shuffle(list.begin(), list.end(), ep.rng);
+    surf::agent::Localizer localizer(ep.modules);
+    surf::agent::ScreenFrame frame;
+    frame.width = shot->width;
+    frame.height = shot->height;
+    frame.css_region = {0, 0, static_cast<double>(ep.width), static_cast<double>(ep.height)};
+    frame.pixels_per_css = shot->width / static_cast<double>(ep.width);
+    int done = 0;
+    for (const json& e : list) {
+        if (done >= ep.extra_per_step) break;
+        const std::string d = e.at("element").get<std::string>();
+        ep.points[d] = {to_1000(e.at("x").get<double>() + e.at("w").get<double>() / 2, ep.width),
+                        to_1000(e.at("y").get<double>() + e.at("h").get<double>() / 2, ep.height)};
+        localizer.locate(d, shot, frame, ep.step);
+        ++done;
+    }
+}
+
+std::string localizer_reply(Episode& ep, const std::vector<surf::model::InputPart>& parts) {
+    // The element is the prompt's last line (prompts: "Your target is:\n{element}").
+    std::string text;
+    for (const auto& p : parts) text += p.text;
+    for (const auto& [element, point] : ep.points) {
+        if (text.find("\n" + element + "\n") != std::string::npos)
+            return ordered_json{{"x", point.first}, {"y", point.second}}.dump();
+    }
+    throw Error(ErrorKind::kModelOutput, "oracle: the localizer was asked for an element the policy never named");
+}
+
+std::string validator_reply(Episode& ep) {
+    const json v = ep.page->evaluate("JSON.stringify(window.__surfTask.check(" + json(ep.last_answer).dump() + "))");
+    const json c = json::parse(v.get<std::string>());
+    ordered_json reply;
+    reply["reason"] = c.value("reason", "");
+    reply["success"] = c.value("success", false);
+    return reply.dump();
+}
+
+json parts_json(const std::vector<surf::model::InputPart>& parts, const fs::path& out, std::set<std::string>& saved) {
+    json list = json::array();
+    for (const auto& p : parts) {
+        if (p.image) {
+            char name[40];
+            std::snprintf(name, sizeof name, "shots/%016llx.png",
+                          static_cast<unsigned long long>(surf::model::content_hash(
+                              p.image->pixels.data(), p.image->pixels.size(), 0x5eed)));
+            if (saved.insert(name).second) {
+                const std::vector<uint8_t> png = surf::model::encode_png(*p.image);
+                std::ofstream(out / name, std::ios::binary).write(reinterpret_cast<const char*>(png.data()),
+                                                                  static_cast<std::streamsize>(png.size()));
+            }
+            list.push_back({{"image", name}});
+        } else {
+            list.push_back({{"text", p.text}});
+        }
+    }
+    return list;
+}
+
+int run_record(const surf::cli::Args& args) {
+    if (args.positional().size() != 1) throw Error(ErrorKind::kInvalidArgument, "expected one TASKS.jsonl");
+    const std::vector<RecordTask> tasks = load_record_tasks(args.positional()[0]);
+    const std::string model_dir = args.require("model");
+    const fs::path out = args.require("out");
+    const surf::agent::PromptProfile profile = surf::agent::load_profile(args.require("profile"));
+    const double mistakes = args.get_double("mistakes", 0.25);
+    const int extra = static_cast<int>(args.get_int("extra-points", 3));
+    const int settle_ms = static_cast<int>(args.get_int("settle-ms", 150));
+    fs::create_directories(out / "shots");
+
+    surf::record::OracleEngine engine(model_dir, profile);
+    const surf::model::ChatTemplate chat = surf::model::ChatTemplate::from_model_dir(model_dir);
+    surf::tools::BrowserOptions bo;
+    bo.executable = args.get("chromium");
+    std::shared_ptr<surf::tools::Browser> browser = surf::tools::Browser::launch(bo);
+    std::ofstream episodes(out / "episodes.jsonl", std::ios::app);
+    std::set<std::string> saved;
+    int ok = 0, failed = 0;
+    for (const RecordTask& task : tasks) {
+        surf::tools::SessionOptions so;
+        so.viewport.css_width = task.width;
+        so.viewport.css_height = task.height;
+        so.guard = surf::tools::NavigationGuard({}, {}, surf::tools::LocalSchemes::kFileAlways);
+        std::unique_ptr<surf::tools::BrowserSession> session = browser->new_session(so);
+        surf::agent::BrowserEnvironmentOptions eo;
+        eo.after_action = std::chrono::milliseconds(settle_ms);
+        surf::agent::BrowserEnvironment env(*session, eo);
+
+        Episode ep;
+        ep.page = session.get();
+        ep.width = task.width;
+        ep.height = task.height;
+        ep.rng.seed(std::hash<std::string>{}(task.id));
+        ep.mistake_pending = std::uniform_real_distribution<double>(0, 1)(ep.rng) < mistakes;
+        ep.extra_per_step = extra;
+        ep.modules.engine = &engine;
+        ep.modules.chat_template = &chat;
+        ep.modules.profile = &profile;
+        engine.set_reply([&](Role role, const std::vector<surf::model::InputPart>& parts, bool forced) {
+            if (role == Role::kPolicy) {
+                ++ep.step;
+                extra_localizer_calls(ep, parts);
+                return policy_reply(ep, forced);
+            }
+            if (role == Role::kLocalizer) return localizer_reply(ep, parts);
+            if (role == Role::kValidator) return validator_reply(ep);
+            throw Error(ErrorKind::kInvalidArgument, "oracle: a call from no known role");
+        });
+
+        surf::agent::RunOptions run;
+        run.task = task.question;
+        run.start_url = task.url;
+        run.max_steps = task.max_steps;
+        run.viewport_width = task.width;
+        run.viewport_height = task.height;
+        surf::agent::LoopContext ctx;
+        ctx.engine = &engine;
+        ctx.chat_template = &chat;
+        ctx.profile = &profile;
+        ctx.environment = &env;
+        const surf::agent::RunResult result = surf::agent::run_loop(ctx, run);
+        bool success = false;
+        std::string reason = result.error;
+        try {
+            const json c = json::parse(
+                session->evaluate("JSON.stringify(window.__surfTask.check(" + json(result.answer).dump() + "))")
+                    .get<std::string>());
+            success = result.status == surf::agent::RunStatus::kAnswered && c.value("success", false);
+            if (reason.empty()) reason = c.value("reason", "");
+        } catch (const std::exception& e) {
+            reason = e.what();
+        }
+        std::vector<surf::record::RecordedSession> sessions = engine.take_sessions();
+        if (!success) {
+            ++failed;
+            std::fprintf(stderr, "%s: not recorded (%s; %s)\n", task.id.c_str(),
+                         surf::agent::run_status_name(result.status), reason.c_str());
+            continue;
+        }
+        json line;
+        line["id"] = task.id;
+        line["family"] = task.family;
+        line["viewport"] = {task.width, task.height};
+        line["steps"] = result.steps;
+        line["answer"] = result.answer;
+        json js = json::array();
+        for (const auto& s : sessions) {
+            json turns = json::array();
+            for (const auto& t : s.turns) turns.push_back({{"parts", parts_json(t.parts, out, saved)}, {"output", t.output}});
+            js.push_back({{"role", surf::record::role_name(s.role)}, {"turns", turns}});
+        }
+        line["sessions"] = js;
+        episodes << line.dump() << "\n";
+        episodes.flush();
+        ++ok;
+        std::printf("%s: %d steps, %zu sessions\n", task.id.c_str(), result.steps, sessions.size());
+        std::fflush(stdout);
+    }
+    std::printf("recorded %d of %zu tasks (%d failed) into %s\n", ok, tasks.size(), failed, out.c_str());
+    browser->shutdown();
+    return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+SURF_COMMAND(surf::cli::Command{
+    "record",
+    "Record oracle demonstrations on generated task pages through the real agent loop (training data).",
+    "surf record TASKS.jsonl --model DIR --profile FILE --out DIR",
+    {{"model", "DIR", "model folder whose tokenizer and chat template the recording uses"},
+     {"profile", "FILE", "prompt profile the agent runs with"},
+     {"out", "DIR", "output folder (episodes.jsonl is appended to)"},
+     {"mistakes", "P", "share of tasks whose first answer is a wrong one the validator rejects (default 0.25)"},
+     {"extra-points", "N", "extra localizer examples per screenshot (default 3)"},
+     {"settle-ms", "MS", "wait after each action before the screenshot (default 150)"},
+     {"chromium", "PATH", "Chromium executable (default: found on PATH)"}},
+    run_record});

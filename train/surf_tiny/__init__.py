@@ -1,0 +1,1 @@
+"""surf-tiny: surf's own small web-agent model (data, tokenizer, model, training, export). See train/README.md."""

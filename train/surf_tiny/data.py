@@ -1,0 +1,194 @@
+"""From recorded demonstrations (`surf record`: episodes.jsonl + shots/) to training sequences.
+
+Each recorded session (policy, localizer or validator) becomes one sequence, built exactly as surf's engine
+sees it: every call's text parts tokenized on their own (special tokens parsed, no BOS), every image part
+expanded to <img> + <image> x n + </img>, then the reply's tokens and the stop token <SPECIAL_12>. Only the
+replies carry loss. The tokenizer is trained here on the same text (train_tokenizer).
+
+  python3 -m train.surf_tiny.data tokenizer --episodes E1.jsonl [E2.jsonl ...] --out MODEL_DIR
+  python3 -m train.surf_tiny.data pack --episodes E.jsonl --tokenizer MODEL_DIR --out DATA_DIR
+
+`pack` writes DATA_DIR/sequences.npz (tokens, loss mask, image positions) and DATA_DIR/shots/ (the images as
+lossless WebP), small enough to travel to the GPU machine.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+
+import numpy as np
+
+from . import spec
+from .spec import ga
+
+STOP = "<SPECIAL_12>"
+
+
+def read_episodes(paths):
+    for path in paths:
+        base = os.path.dirname(os.path.abspath(path))
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    ep = json.loads(line)
+                    ep["_base"] = base
+                    yield ep
+
+
+def corpus(paths):
+    """Every text the model reads or writes in the recordings, plus general varied text."""
+    texts = []
+    for ep in read_episodes(paths):
+        for s in ep["sessions"]:
+            for t in s["turns"]:
+                texts += [p["text"] for p in t["parts"] if "text" in p]
+                texts.append(t["output"])
+    return texts + ga.training_corpus(20261128)
+
+
+def train_tokenizer(paths, seed=20261128):
+    """Byte-level BPE in the Nemotron-H / Tekken layout (golden_assets.build_tokenizer), trained on `corpus`."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(ga.SPLIT_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)
+    reserved = ga.control_tokens() + ga.THINK_TOKENS
+    trainer = trainers.BpeTrainer(vocab_size=spec.TEXT_VOCAB, special_tokens=reserved, min_frequency=2,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    texts = corpus(paths)
+    random.Random(seed).shuffle(texts)
+    tok.train_from_iterator(texts, trainer=trainer)
+    short = spec.TEXT_VOCAB - tok.get_vocab_size()
+    if short < 0:
+        raise RuntimeError(f"BPE trained {tok.get_vocab_size()} tokens, more than {spec.TEXT_VOCAB}")
+    # A corpus too small for every merge leaves reserved ids, so that the image tokens keep their place.
+    tok.add_special_tokens([AddedToken(f"<unused_{k}>", special=True, normalized=False) for k in range(short)])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in ga.IMAGE_TOKENS])
+    j = json.loads(tok.to_str())
+    for entry in j["added_tokens"]:
+        if entry["content"] in ga.THINK_TOKENS:
+            entry["special"] = False
+    return j
+
+
+def write_model_files(out, tok_json):
+    """tokenizer.json, tokenizer_config.json (with the chat template), config.json and friends."""
+    os.makedirs(out, exist_ok=True)
+    ids = spec.token_ids(tok_json)
+    template, _ = ga.chat_template(spec.REPO)
+    dump = lambda name, obj: json.dump(obj, open(os.path.join(out, name), "w", encoding="utf-8"), indent=2,
+                                       ensure_ascii=False)
+    dump("tokenizer.json", tok_json)
+    added = {str(e["id"]): {"content": e["content"], "lstrip": False, "normalized": False, "rstrip": False,
+                            "single_word": False, "special": e["special"]} for e in tok_json["added_tokens"]}
+    dump("tokenizer_config.json", {
+        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": STOP,
+        "unk_token": "<unk>", "pad_token": "<unk>", "add_bos_token": False, "add_eos_token": False,
+        "clean_up_tokenization_spaces": False, "model_max_length": 131072, "added_tokens_decoder": added,
+        "chat_template": template})
+    top, gen, pre = spec.configs(ids)
+    dump("config.json", top)
+    dump("generation_config.json", gen)
+    dump("preprocessor_config.json", pre)
+
+
+class Encoder:
+    def __init__(self, model_dir):
+        from tokenizers import Tokenizer
+        self.tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
+        self.ids = spec.token_ids(json.load(open(os.path.join(model_dir, "tokenizer.json"), encoding="utf-8")))
+
+    def text(self, s):
+        return self.tok.encode(s, add_special_tokens=False).ids
+
+
+def encode_session(enc, session, shot_index, shot_sizes):
+    """(tokens, loss mask, [(position of the first <image>, shot index)]) of one recorded session."""
+    toks, mask, images = [], [], []
+    for turn in session["turns"]:
+        for part in turn["parts"]:
+            if "text" in part:
+                ids = enc.text(part["text"])
+                toks += ids
+                mask += [0] * len(ids)
+            else:
+                k = shot_index[part["image"]]
+                n = spec.image_token_count(*shot_sizes[k])
+                toks.append(enc.ids["<img>"])
+                images.append((len(toks), k))
+                toks += [enc.ids["<image>"]] * n + [enc.ids["</img>"]]
+                mask += [0] * (n + 2)
+        out = enc.text(turn["output"]) + [enc.ids[STOP]]
+        toks += out
+        mask += [1] * len(out)
+    return toks, mask, images
+
+
+def pack(paths, model_dir, out, max_tokens=8192):
+    from PIL import Image
+    enc = Encoder(model_dir)
+    os.makedirs(os.path.join(out, "shots"), exist_ok=True)
+    shot_index, shot_names, shot_sizes = {}, [], []
+    seq_tokens, seq_mask, seq_role, seq_family, img_rows = [], [], [], [], []
+    roles = {"policy": 0, "localizer": 1, "validator": 2}
+    families = {}
+    for ep in read_episodes(paths):
+        fam = families.setdefault(ep.get("family", ""), len(families))
+        for s in ep["sessions"]:
+            for t in s["turns"]:
+                for p in t["parts"]:
+                    if "image" in p and p["image"] not in shot_index:
+                        src = os.path.join(ep["_base"], p["image"])
+                        name = f"{len(shot_names):06d}.webp"
+                        with Image.open(src) as im:
+                            im = im.convert("RGB")
+                            shot_sizes.append(im.size)
+                            im.save(os.path.join(out, "shots", name), lossless=True, quality=100, method=4)
+                        shot_index[p["image"]] = len(shot_names)
+                        shot_names.append(name)
+        for s in ep["sessions"]:
+            if s["role"] not in roles:
+                continue
+            toks, mask, images = encode_session(enc, s, shot_index, shot_sizes)
+            if len(toks) > max_tokens:
+                continue
+            n = len(seq_tokens)
+            seq_tokens.append(np.array(toks, np.int16))
+            seq_mask.append(np.array(mask, np.uint8))
+            seq_role.append(roles[s["role"]])
+            seq_family.append(fam)
+            img_rows += [(n, pos, k) for pos, k in images]
+    lens = np.array([len(t) for t in seq_tokens], np.int64)
+    np.savez_compressed(
+        os.path.join(out, "sequences.npz"), tokens=np.concatenate(seq_tokens), mask=np.concatenate(seq_mask),
+        offsets=np.concatenate([[0], np.cumsum(lens)]), role=np.array(seq_role, np.int8),
+        family=np.array(seq_family, np.int16), images=np.array(img_rows, np.int64).reshape(-1, 3),
+        shot_sizes=np.array(shot_sizes, np.int32), shot_names=np.array(shot_names))
+    json.dump({"families": list(families), "roles": list(roles), "sequences": len(seq_tokens),
+               "tokens": int(lens.sum()), "loss_tokens": int(sum(m.sum() for m in seq_mask)),
+               "shots": len(shot_names)}, open(os.path.join(out, "summary.json"), "w"), indent=1)
+    return len(seq_tokens), int(lens.sum()), len(shot_names)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["tokenizer", "pack"])
+    ap.add_argument("--episodes", nargs="+", required=True)
+    ap.add_argument("--tokenizer", help="model folder holding tokenizer.json (pack)")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    if a.what == "tokenizer":
+        write_model_files(a.out, train_tokenizer(a.episodes))
+        print(f"tokenizer and config written to {a.out}")
+    else:
+        n, t, s = pack(a.episodes, a.tokenizer, a.out)
+        print(f"{n} sequences, {t} tokens, {s} images -> {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""surf-tiny in PyTorch: the HF NemotronH language model and RADIO tower with the VL wrapper's pixel shuffle and
+mlp1 (tests/reference/golden_model.py builds them; the golden fixtures prove that composition equals surf's
+engine). Adds what training needs: image rows scattered into the token embeddings of a padded batch, and the
+loss on the reply tokens only."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .spec import gm
+
+
+class SurfTiny(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        vl = {"force_image_size": config["force_image_size"], "projector_hidden_size": config["projector_hidden_size"]}
+        self.llm, self.radio, self.mlp1 = gm.build_models(config["llm_config"], config["vision_config"], vl)
+        for layer in self.llm.model.layers:
+            if layer.block_type == "linear_attention":
+                layer.mixer.time_step_limit = (0.0, float("inf"))  # no dt clamp, as surf and vLLM
+        self.image_id = config["img_context_token_id"]
+
+    def image_rows(self, pixels):
+        """[n_tiles, 3, S, S] normalised → [n_tiles · (S/32)², hidden] projector rows, tiles in order."""
+        _, _, projected = gm.vision_forward(self.radio, self.mlp1, pixels)
+        return projected
+
+    def forward(self, tokens, loss_mask, pixels):
+        """tokens [B, T] (right-padded), loss_mask [B, T] (1 on reply tokens), pixels [n_tiles, 3, S, S] for
+        the batch's images in (row, position) order. Returns (mean loss, number of loss tokens)."""
+        emb = self.llm.model.embeddings(tokens)
+        is_image = tokens == self.image_id
+        if pixels is not None and pixels.shape[0]:
+            rows = self.image_rows(pixels).to(emb.dtype)
+            if rows.shape[0] != int(is_image.sum()):
+                raise RuntimeError(f"{rows.shape[0]} image rows for {int(is_image.sum())} <image> tokens")
+            emb = emb.masked_scatter(is_image[..., None], rows)
+        hidden = self.llm.model(inputs_embeds=emb, use_cache=False).last_hidden_state
+        # Position t predicts token t+1: keep the positions whose next token carries loss.
+        target_mask = loss_mask[:, 1:].bool()
+        h = hidden[:, :-1][target_mask]
+        logits = self.llm.lm_head(h).float()
+        targets = tokens[:, 1:][target_mask]
+        loss = F.cross_entropy(logits, targets)
+        return loss, int(target_mask.sum())
+
+
+def init_weights(model, seed):
+    """Standard small-model init: linears N(0, 0.02) with residual outputs scaled by 1/√(2·layers), norms 1,
+    Mamba's A_log = log U(1, 16), D = 1, dt_bias = softplus⁻¹ of a log-uniform dt in [1e-3, 1e-1]."""
+    g = torch.Generator().manual_seed(seed)
+    n_layers = len(model.config["llm_config"]["hybrid_override_pattern"])
+    resid = 1.0 / math.sqrt(2 * n_layers)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "layer_scale" in name:
+                p.fill_(1.0)
+            elif name.endswith("A_log"):
+                p.copy_(torch.log(torch.rand(p.shape, generator=g) * 15 + 1))
+            elif name.endswith("mixer.D"):
+                p.fill_(1.0)
+            elif name.endswith("dt_bias"):
+                dt = torch.exp(torch.rand(p.shape, generator=g) * (math.log(0.1) - math.log(1e-3)) + math.log(1e-3))
+                p.copy_(dt + torch.log(-torch.expm1(-dt)))
+            elif p.dim() == 1 and ("norm" in name or name.endswith("norm_weight")):
+                p.fill_(1.0)
+            elif p.dim() == 1:
+                p.zero_()
+            elif name.endswith("conv1d.weight"):
+                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
+            elif name.endswith("position_embedding") or name.endswith("cls_register_token"):
+                p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+            else:
+                std = 0.02
+                if name.endswith(("out_proj.weight", "o_proj.weight", "down_proj.weight", "fc2.weight", "dense.weight")):
+                    std *= resid
+                p.copy_(torch.randn(p.shape, generator=g) * std)

@@ -1,0 +1,192 @@
+"""Trains surf-tiny on packed demonstrations (data.py pack) on one GPU, resumable, from one command:
+
+  python3 -m train.surf_tiny.train --data DATA_DIR --model MODEL_DIR --steps N --ckpt CKPT_DIR [--out OUT]
+
+MODEL_DIR holds config.json and the tokenizer (data.py tokenizer). Batches are drawn by a seeded sampler in
+token-budget buckets of similar length; images are tiled exactly as surf tiles them (golden_assets.tile_image:
+Pillow bicubic) in DataLoader workers. Every --save-every steps the model, the optimiser and the sampler's
+position are saved to CKPT_DIR/last.pt; a run finds it there and continues. At the end the weights are exported
+in the checkpoint layout (export.py) to --out.
+"""
+
+import argparse
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+
+from . import spec
+from .model import SurfTiny, init_weights
+from .spec import ga
+
+
+class Packed:
+    """sequences.npz: tokens, loss masks and image positions of every training sequence."""
+
+    def __init__(self, folder):
+        z = np.load(os.path.join(folder, "sequences.npz"))
+        self.folder = folder
+        self.tokens, self.mask, self.offsets = z["tokens"], z["mask"], z["offsets"]
+        self.role, self.family = z["role"], z["family"]
+        self.images = z["images"]
+        self.shot_names = z["shot_names"]
+        self.n = len(self.offsets) - 1
+        self.lengths = np.diff(self.offsets)
+        self.images_of = [[] for _ in range(self.n)]
+        for seq, pos, shot in self.images:
+            self.images_of[seq].append((int(pos), int(shot)))
+
+    def sequence(self, i):
+        a, b = self.offsets[i], self.offsets[i + 1]
+        return self.tokens[a:b].astype(np.int64), self.mask[a:b], sorted(self.images_of[i])
+
+
+def batches(lengths, token_budget, rng, max_rows=64):
+    """Index lists of sequences of similar length, each padded batch within token_budget, shuffled."""
+    order = np.argsort(lengths + rng.random(len(lengths)) * 64, kind="stable")
+    out, cur, longest = [], [], 0
+    for i in order:
+        l = int(lengths[i])
+        if cur and (max(longest, l) * (len(cur) + 1) > token_budget or len(cur) >= max_rows):
+            out.append(cur)
+            cur, longest = [], 0
+        cur.append(int(i))
+        longest = max(longest, l)
+    if cur:
+        out.append(cur)
+    rng.shuffle(out)
+    return out
+
+
+class BatchSet(torch.utils.data.Dataset):
+    def __init__(self, packed, batch_lists, pad_id):
+        self.p, self.lists, self.pad_id = packed, batch_lists, pad_id
+
+    def __len__(self):
+        return len(self.lists)
+
+    def __getitem__(self, k):
+        from PIL import Image
+        seqs = [self.p.sequence(i) for i in self.lists[k]]
+        T = max(len(t) for t, _, _ in seqs)
+        tokens = np.full((len(seqs), T), self.pad_id, np.int64)
+        mask = np.zeros((len(seqs), T), np.uint8)
+        tiles = []
+        for r, (t, m, imgs) in enumerate(seqs):
+            tokens[r, :len(t)] = t
+            mask[r, :len(m)] = m
+            for _, shot in imgs:
+                with Image.open(os.path.join(self.p.folder, "shots", str(self.p.shot_names[shot]))) as im:
+                    tl, _ = ga.tile_image(im.convert("RGB"), spec.SIZES["tile"], spec.SIZES["max_tiles"], True)
+                tiles += [np.asarray(x, np.uint8) for x in tl]
+        px = torch.from_numpy(np.stack(tiles)) if tiles else torch.zeros(0, spec.SIZES["tile"], spec.SIZES["tile"], 3, dtype=torch.uint8)
+        return torch.from_numpy(tokens), torch.from_numpy(mask), px
+
+
+def normalise(px_uint8, device):
+    x = px_uint8.to(device, non_blocking=True).permute(0, 3, 1, 2).float() / 255.0
+    mean = torch.tensor(spec.CLIP_MEAN, device=device).view(1, 3, 1, 1)
+    std = torch.tensor(spec.CLIP_STD, device=device).view(1, 3, 1, 1)
+    return (x - mean) / std
+
+
+def lr_at(step, total, peak, warmup):
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    frac = (step - warmup) / max(1, total - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--model", required=True, help="folder with config.json and tokenizer.json")
+    ap.add_argument("--ckpt", required=True)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--tokens-per-batch", type=int, default=65536)
+    ap.add_argument("--lr", type=float, default=1.5e-3)
+    ap.add_argument("--warmup", type=int, default=150)
+    ap.add_argument("--seed", type=int, default=20261128)
+    ap.add_argument("--save-every", type=int, default=500)
+    ap.add_argument("--max-minutes", type=float, default=0, help="stop (and save) after this long; 0 = no limit")
+    ap.add_argument("--workers", type=int, default=12)
+    ap.add_argument("--init", help="start from these exported weights (a model folder) instead of random")
+    ap.add_argument("--out", help="export the final weights (bf16 safetensors) into this folder")
+    a = ap.parse_args()
+
+    t_start = time.time()
+    torch.manual_seed(a.seed)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    config = json.load(open(os.path.join(a.model, "config.json")))
+    model = SurfTiny(config)
+    init_weights(model, a.seed)
+    if a.init:
+        from .export import load_into
+        load_into(model, a.init)
+    model.to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05, fused=device.type == "cuda")
+    packed = Packed(a.data)
+    pad_id = spec.token_ids(json.load(open(os.path.join(a.model, "tokenizer.json"))))["<unk>"]
+    os.makedirs(a.ckpt, exist_ok=True)
+    state = {"step": 0, "epoch": 0, "batch": 0}
+    last = os.path.join(a.ckpt, "last.pt")
+    if os.path.exists(last):
+        ck = torch.load(last, map_location=device)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        state = ck["state"]
+        print(f"resumed at step {state['step']}", flush=True)
+
+    def save():
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state}, last + ".tmp")
+        os.replace(last + ".tmp", last)
+
+    print(f"{packed.n} sequences, {int(packed.lengths.sum())} tokens; "
+          f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters", flush=True)
+    log_t, log_loss, log_n, stop = time.time(), 0.0, 0, False
+    while state["step"] < a.steps and not stop:
+        rng = np.random.default_rng(a.seed + state["epoch"])
+        lists = batches(packed.lengths, a.tokens_per_batch, rng)
+        loader = torch.utils.data.DataLoader(BatchSet(packed, lists[state["batch"]:], pad_id), batch_size=None,
+                                             shuffle=False, num_workers=a.workers, pin_memory=True,
+                                             persistent_workers=False, prefetch_factor=4 if a.workers else None)
+        for tokens, mask, px in loader:
+            for g in opt.param_groups:
+                g["lr"] = lr_at(state["step"], a.steps, a.lr, a.warmup)
+            tokens, mask = tokens.to(device, non_blocking=True), mask.to(device, non_blocking=True)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                loss, n = model(tokens, mask, normalise(px, device))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            state["step"] += 1
+            state["batch"] += 1
+            log_loss += float(loss) * n
+            log_n += n
+            if state["step"] % 25 == 0:
+                dt = time.time() - log_t
+                print(f"step {state['step']} epoch {state['epoch']} loss {log_loss / max(1, log_n):.4f} "
+                      f"lr {opt.param_groups[0]['lr']:.2e} {25 / dt:.2f} steps/s", flush=True)
+                log_t, log_loss, log_n = time.time(), 0.0, 0
+            if state["step"] % a.save_every == 0:
+                save()
+            if state["step"] >= a.steps or (a.max_minutes and time.time() - t_start > 60 * a.max_minutes):
+                stop = True
+                break
+        else:
+            state["epoch"] += 1
+            state["batch"] = 0
+    save()
+    print(f"finished at step {state['step']} after {(time.time() - t_start) / 60:.1f} min", flush=True)
+    if a.out:
+        from .export import export
+        export(model, a.model, a.out)
+        print(f"exported to {a.out}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
