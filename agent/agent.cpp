@@ -39,7 +39,7 @@ Agent::Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config)
     impl_->config = config;
     impl_->engine = std::move(engine);
     impl_->browser = config.browser;
-    impl_->profile = load_profile(config.profile.empty() ? default_profile_path() : config.profile);
+    impl_->profile = load_profile(config.profile.empty() ? profile_for_model(config.model_dir) : config.profile);
     if (!config.chat_template.empty()) {
         impl_->chat_template =
             std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_file(config.chat_template));

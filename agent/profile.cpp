@@ -131,6 +131,13 @@ std::string default_profile_path() {
     return std::string(SURF_PROMPTS_DIR) + "/profile_holotron.json";
 }
 
+std::string profile_for_model(const std::string& model_dir) {
+    std::error_code ec;
+    const fs::path own = fs::path(model_dir) / "surf_profile.json";
+    if (!model_dir.empty() && fs::is_regular_file(own, ec)) return own.string();
+    return default_profile_path();
+}
+
 PromptProfile load_profile(const std::string& path) {
     nlohmann::json j;
     try {

@@ -70,4 +70,8 @@ PromptProfile load_profile(const std::string& path);
 // prompts/profile_holotron.json in the source tree (SURF_PROMPTS_DIR), or $SURF_PROMPTS_DIR at run time.
 std::string default_profile_path();
 
+// The profile a model folder runs with when none is named: the folder's own surf_profile.json when it ships
+// one (models/surf-tiny does), else default_profile_path().
+std::string profile_for_model(const std::string& model_dir);
+
 }  // namespace surf::agent

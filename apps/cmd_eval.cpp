@@ -93,12 +93,7 @@ int run_eval(const surf::cli::Args& args) {
                     "expected exactly one TASKS.jsonl argument (or: merge DIR... --out DIR)");
     const std::string out = args.require("out");
     std::string model_dir = args.get("model");
-    if (model_dir.empty()) {
-        const char* env = std::getenv("SURF_MODEL");
-        if (env) model_dir = env;
-    }
-    if (model_dir.empty())
-        throw Error(ErrorKind::kInvalidArgument, "--model DIR|URL is required (or set SURF_MODEL)");
+    if (model_dir.empty()) model_dir = surf::model::default_model_dir();
     const bool remote_model = surf::cli::is_remote_model(model_dir);
     if (remote_model) surf::cli::reject_local_model_flags(args);  // before the task file and the connection
 
@@ -137,7 +132,7 @@ int run_eval(const surf::cli::Args& args) {
 
     const std::string profile_path = args.get("profile");
     surf::agent::PromptProfile profile =
-        surf::agent::load_profile(profile_path.empty() ? surf::agent::default_profile_path() : profile_path);
+        surf::agent::load_profile(profile_path.empty() ? surf::agent::profile_for_model(model_dir) : profile_path);
 
     std::shared_ptr<surf::model::Engine> engine;
     if (remote_model) {
@@ -236,7 +231,7 @@ SURF_COMMAND(surf::cli::Command{
     "N] "
     "[--attempts K] [--judge local|remote|none] [--allow-domain D]... [flags]  |  merge DIR... --out DIR",
     {{"out", "DIR", "results folder (results.jsonl, summary.json, report.html, traces/); re-run to resume"},
-     {"model", "DIR|URL", "model folder (default $SURF_MODEL), or an OpenAI-compatible server http://HOST:PORT/v1"},
+     {"model", "DIR|URL", "model folder (default $SURF_MODEL, else the shipped surf-tiny), or an OpenAI-compatible server http://HOST:PORT/v1"},
      {"backend", "NAME", "cpu (default) or cuda"},
      {"model-name", "NAME", "with --model http://HOST:PORT/v1: the served model's name"},
      {"api-key", "KEY", "with a remote --model: Bearer key (default $SURF_API_KEY)"},
@@ -258,7 +253,7 @@ SURF_COMMAND(surf::cli::Command{
      {"retry-errors", "", "run tasks recorded as errors again"},
      {"no-validator", "", "accept the first answer without validation"},
      {"trust-policy-coordinates", "", "click where the policy points instead of asking the localizer"},
-     {"profile", "FILE", "prompt profile JSON (default prompts/profile_holotron.json)"},
+     {"profile", "FILE", "prompt profile JSON (default: the model folder's surf_profile.json, else prompts/profile_holotron.json)"},
      {"template", "FILE", "a Jinja chat template instead of the checkpoint's"},
      {"viewport", "WxH", "browser viewport in CSS pixels (default 1024x768, WebVoyager's)"},
      {"seed", "S", "sampling seed (default 0)"},

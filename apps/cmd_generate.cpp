@@ -19,7 +19,7 @@ namespace {
 using namespace surf::model;
 
 int run_generate(const surf::cli::Args& args) {
-    const std::string dir = args.require("model");
+    const std::string dir = args.has("model") ? args.get("model") : surf::model::default_model_dir();
     SamplingParams sampling;
     sampling.temperature = static_cast<float>(args.get_double("temperature", 0.0));
     sampling.top_p = static_cast<float>(args.get_double("top-p", 1.0));
@@ -95,7 +95,7 @@ int run_generate(const surf::cli::Args& args) {
 SURF_COMMAND(surf::cli::Command{
     "generate", "Generate a reply to one prompt (with optional images) on a model folder, streaming the text.",
     "--model DIR --prompt TEXT [--image PATH]... [flags]",
-    {{"model", "DIR", "model folder (config.json, safetensors, tokenizer.json)"},
+    {{"model", "DIR", "model folder (config.json, safetensors, tokenizer.json; default $SURF_MODEL, else the shipped surf-tiny)"},
      {"prompt", "TEXT", "the user message"},
      {"image", "PATH", "an image for the user turn (PNG/JPEG)", true},
      {"system", "TEXT", "a system message"},

@@ -23,6 +23,8 @@
 #include "apps/cli.h"
 #include "apps/record/oracle_engine.h"
 #include "apps/record/page_elements.h"
+
+using surf::record::role_name;
 #include "kernels/base/error.h"
 #include "model/chat_template.h"
 #include "model/engine_input.h"
@@ -113,6 +115,8 @@ std::string policy_reply(Episode& ep, bool forced) {
     }
     json action = o.at("action");
     const std::string type = action.value("type", "");
+    if (type == "scroll" && !action.contains("direction"))
+        throw Error(ErrorKind::kFormat, "oracle: a scroll without a direction: " + o.dump().substr(0, 300));
     if (forced && type != "answer") action = {{"type", "answer"}, {"content", "I could not finish the task."}};
     ordered_json out_action;
     out_action["type"] = action["type"];
@@ -223,10 +227,23 @@ int run_record(const surf::cli::Args& args) {
     surf::tools::BrowserOptions bo;
     bo.executable = args.get("chromium");
     std::shared_ptr<surf::tools::Browser> browser = surf::tools::Browser::launch(bo);
+    // A folder recorded into before keeps its episodes: their tasks are skipped.
+    std::set<std::string> done;
+    {
+        std::ifstream old(out / "episodes.jsonl");
+        for (std::string line; std::getline(old, line);) {
+            try {
+                done.insert(json::parse(line).at("id").get<std::string>());
+            } catch (const json::exception&) {
+                // a torn last line: that task runs again
+            }
+        }
+    }
     std::ofstream episodes(out / "episodes.jsonl", std::ios::app);
     std::set<std::string> saved;
     int ok = 0, failed = 0;
     for (const RecordTask& task : tasks) {
+        if (done.count(task.id)) continue;
         surf::tools::SessionOptions so;
         so.viewport.css_width = task.width;
         so.viewport.css_height = task.height;
@@ -247,13 +264,18 @@ int run_record(const surf::cli::Args& args) {
         ep.modules.chat_template = &chat;
         ep.modules.profile = &profile;
         engine.set_reply([&](Role role, const std::vector<surf::model::InputPart>& parts, bool forced) {
-            if (role == Role::kPolicy) {
-                ++ep.step;
-                extra_localizer_calls(ep, parts);
-                return policy_reply(ep, forced);
+            try {
+                if (role == Role::kPolicy) {
+                    ++ep.step;
+                    extra_localizer_calls(ep, parts);
+                    return policy_reply(ep, forced);
+                }
+                if (role == Role::kLocalizer) return localizer_reply(ep, parts);
+                if (role == Role::kValidator) return validator_reply(ep);
+            } catch (const json::exception& e) {
+                // A page whose oracle or checker answers out of contract: the task is skipped, with the reason.
+                throw Error(ErrorKind::kFormat, std::string("oracle: ") + role_name(role) + ": " + e.what());
             }
-            if (role == Role::kLocalizer) return localizer_reply(ep, parts);
-            if (role == Role::kValidator) return validator_reply(ep);
             throw Error(ErrorKind::kInvalidArgument, "oracle: a call from no known role");
         });
 

@@ -13,6 +13,7 @@
 #include "apps/load_report.h"
 #include "apps/remote_model.h"
 #include "kernels/base/error.h"
+#include "model/engine.h"
 
 namespace {
 
@@ -34,12 +35,7 @@ int run_agent(const surf::cli::Args& args) {
         throw Error(ErrorKind::kInvalidArgument, "expected exactly one TASK argument (quote it)");
     surf::agent::AgentConfig config;
     config.model_dir = args.get("model");
-    if (config.model_dir.empty()) {
-        const char* env = std::getenv("SURF_MODEL");
-        if (env) config.model_dir = env;
-    }
-    if (config.model_dir.empty())
-        throw Error(ErrorKind::kInvalidArgument, "--model DIR is required (or set SURF_MODEL)");
+    if (config.model_dir.empty()) config.model_dir = surf::model::default_model_dir();
     config.backend = args.get("backend", "cpu");
     config.profile = args.get("profile");
     config.chat_template = args.get("template");
@@ -136,7 +132,7 @@ SURF_COMMAND(surf::cli::Command{
     "\"TASK\" --url URL [--model DIR] [--max-steps N] [--attempts K] [--allow-domain D]... [--out DIR] "
     "[flags]",
     {{"url", "URL", "start page"},
-     {"model", "DIR|URL", "model folder (default $SURF_MODEL), or an OpenAI-compatible server http://HOST:PORT/v1"},
+     {"model", "DIR|URL", "model folder (default $SURF_MODEL, else the shipped surf-tiny), or an OpenAI-compatible server http://HOST:PORT/v1"},
      {"backend", "NAME", "cpu (default) or cuda"},
      {"model-name", "NAME", "with --model http://HOST:PORT/v1: the served model's name"},
      {"api-key", "KEY", "with a remote --model: Bearer key (default $SURF_API_KEY)"},
@@ -149,7 +145,7 @@ SURF_COMMAND(surf::cli::Command{
      {"timeout", "S", "wall-time budget in seconds; then the answer is forced (default 600)"},
      {"trust-policy-coordinates", "", "click where the policy points instead of asking the localizer"},
      {"no-validator", "", "accept the first answer without validation"},
-     {"profile", "FILE", "prompt profile JSON (default prompts/profile_holotron.json)"},
+     {"profile", "FILE", "prompt profile JSON (default: the model folder's surf_profile.json, else prompts/profile_holotron.json)"},
      {"template", "FILE", "a Jinja chat template instead of the checkpoint's"},
      {"viewport", "WxH", "browser viewport in CSS pixels (default 1280x720)"},
      {"dsf", "F", "device scale factor (default 1)"},

@@ -70,7 +70,7 @@ std::shared_ptr<surf::model::Engine> open_engines(const std::string& dir, const 
 }
 
 int serve(const surf::cli::Args& args) {
-    const std::string dir = args.require("model");
+    const std::string dir = args.has("model") ? args.get("model") : surf::model::default_model_dir();
     if (!std::filesystem::is_directory(dir)) {
         throw Error(ErrorKind::kIo,
                     "--model " + dir + ": not a folder (surf serve loads a local checkpoint)");
@@ -147,7 +147,7 @@ SURF_COMMAND(surf::cli::Command{
     "/health, /metrics.",
     "--model DIR [--host 127.0.0.1] [--port 8000] [--api-key K] [--backend cpu|cuda] [--gpus 0,1,...] "
     "[flags]",
-    {{"model", "DIR", "model folder (config.json, safetensors, tokenizer files)"},
+    {{"model", "DIR", "model folder (config.json, safetensors, tokenizer files; default $SURF_MODEL, else the shipped surf-tiny)"},
      {"model-name", "NAME", "the model id clients send (default: the folder's name)"},
      {"host", "ADDR", "address to bind (default 127.0.0.1; 0.0.0.0 exposes the server to the network)"},
      {"port", "P", "TCP port (default 8000; 0 picks a free one)"},

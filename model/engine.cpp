@@ -1,5 +1,6 @@
 #include "model/engine.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "kernels/base/error.h"
@@ -34,6 +35,11 @@ const char* finish_reason_name(FinishReason reason) {
         case FinishReason::kCancelled: return "cancelled";
     }
     return "?";
+}
+
+std::string default_model_dir() {
+    if (const char* env = std::getenv("SURF_MODEL"); env && *env) return env;
+    return std::string(SURF_MODELS_DIR) + "/surf-tiny";
 }
 
 Tokenizer load_model_tokenizer(const std::string& model_dir) {

@@ -149,6 +149,10 @@ enum class WarmUp { kServing, kSingle };
 std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend, const std::string& field,
                                     int device = 0, WarmUp warm_up = WarmUp::kServing);
 
+// The model used when a command names none: $SURF_MODEL when set, else surf-tiny, the small web-agent model
+// shipped in the source tree (models/surf-tiny, SURF_MODELS_DIR at build time).
+std::string default_model_dir();
+
 // The tokenizer of a model folder: tokenizer.json in the folder.
 Tokenizer load_model_tokenizer(const std::string& model_dir);
 

@@ -1,0 +1,99 @@
+"""The data side of surf-tiny, on a machine with Chromium (the GPU machine has none):
+
+  python3 -m train.surf_tiny.pipeline tasks  --split train --seed S --count N --out DIR [--families ...]
+  python3 -m train.surf_tiny.pipeline record --tasks DIR --out REC [--jobs 2]
+  python3 -m train.surf_tiny.pipeline build  --episodes REC1 [REC2 ...] --model MODEL_DIR --data DATA_DIR
+
+`tasks` runs the generator (train/tasks) and gives every page a neutral file name (a hash), so that neither
+the split nor the family shows in the URL the agent reads, and sets web_name to the family so that
+`surf eval` reports success per family. `record` runs `surf record` on shards of the tasks in parallel.
+`build` trains the tokenizer, writes the model folder's config and tokenizer files, and packs the data."""
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+from . import data
+from .spec import REPO
+
+
+def make_tasks(split, seed, count, out, families=None):
+    cmd = [sys.executable, os.path.join(REPO, "train", "tasks", "generate.py"), "--split", split, "--seed",
+           str(seed), "--count", str(count), "--out", out]
+    if families:
+        cmd += ["--families", families]
+    subprocess.run(cmd, check=True)
+    lines = []
+    with open(os.path.join(out, "tasks.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            t = json.loads(line)
+            old = t["web"][len("file://"):]
+            name = hashlib.sha256(f"{split}/{seed}/{t['id']}".encode()).hexdigest()[:16] + ".html"
+            new = os.path.join(os.path.dirname(old), name)
+            os.replace(old, new)
+            t["web"] = "file://" + new
+            t["web_name"] = t["family"]
+            lines.append(json.dumps(t, ensure_ascii=False))
+    with open(os.path.join(out, "tasks.jsonl"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    return len(lines)
+
+
+def record(tasks_dir, out, jobs, surf, model, profile, extra):
+    tasks = open(os.path.join(tasks_dir, "tasks.jsonl"), encoding="utf-8").read().splitlines()
+    procs = []
+    for j in range(jobs):
+        shard_dir = os.path.join(out, f"shard{j}")
+        os.makedirs(shard_dir, exist_ok=True)
+        with open(os.path.join(shard_dir, "tasks.jsonl"), "w", encoding="utf-8") as f:
+            f.write("\n".join(tasks[j::jobs]) + "\n")
+        log = open(os.path.join(shard_dir, "record.log"), "w")
+        procs.append(subprocess.Popen([surf, "record", os.path.join(shard_dir, "tasks.jsonl"), "--model", model,
+                                       "--profile", profile, "--out", shard_dir, "--extra-points", str(extra)],
+                                      stdout=log, stderr=subprocess.STDOUT))
+    return [p.wait() for p in procs]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="what", required=True)
+    t = sub.add_parser("tasks")
+    t.add_argument("--split", required=True, choices=["train", "eval"])
+    t.add_argument("--seed", type=int, required=True)
+    t.add_argument("--count", type=int, required=True)
+    t.add_argument("--out", required=True)
+    t.add_argument("--families")
+    r = sub.add_parser("record")
+    r.add_argument("--tasks", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--jobs", type=int, default=2)
+    r.add_argument("--extra-points", type=int, default=4)
+    r.add_argument("--surf", default=os.path.join(REPO, "build", "surf"))
+    r.add_argument("--model", default=os.path.join(REPO, "models", "surf-tiny"),
+                   help="a folder with the tokenizer and chat template (weights are not read)")
+    r.add_argument("--profile", default=os.path.join(REPO, "models", "surf-tiny", "surf_profile.json"))
+    b = sub.add_parser("build")
+    b.add_argument("--episodes", nargs="+", required=True, help="record folders (their shard*/episodes.jsonl)")
+    b.add_argument("--model", required=True)
+    b.add_argument("--data", required=True)
+    a = ap.parse_args()
+    if a.what == "tasks":
+        print(f"{make_tasks(a.split, a.seed, a.count, a.out, a.families)} tasks in {a.out}")
+    elif a.what == "record":
+        codes = record(a.tasks, a.out, a.jobs, a.surf, a.model, a.profile, a.extra_points)
+        print(f"record exit codes {codes}")
+    else:
+        files = []
+        for d in a.episodes:
+            for root, _, names in os.walk(d):
+                files += [os.path.join(root, n) for n in names if n == "episodes.jsonl"]
+        data.write_model_files(a.model, data.train_tokenizer(sorted(files)))
+        n, tok, shots = data.pack(sorted(files), a.model, a.data)
+        print(f"{len(files)} episode files: {n} sequences, {tok} tokens, {shots} images -> {a.data}")
+
+
+if __name__ == "__main__":
+    main()
