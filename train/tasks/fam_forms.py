@@ -316,7 +316,7 @@ def build_listbox(ctx):
         blocks.append('<div class="lbw"><div class="lbt" id="lbl-%d">%s</div>%s</div>' % (len(blocks), esc(name), lb))
     save = ('<div style="margin-top:.8em">%s</div>' % _save_button(th, save_label)) if need_save else ""
     main = '<div class="card"><div class="status" data-status role="status"></div><div class="row" style="align-items:flex-start;gap:1.5em">%s</div>%s</div>' % ("".join(blocks), save)
-    css = (".lbt{font-weight:700;margin-bottom:.3em}.lb{border:1px solid var(--border);border-radius:var(--radius);background:var(--surface);min-width:180px}"
+    css = (".lbw{flex:1 1 200px;min-width:0}.lbt{font-weight:700;margin-bottom:.3em}.lb{border:1px solid var(--border);border-radius:var(--radius);background:var(--surface);min-width:180px}"
            ".lbo{padding:.35em .7em;cursor:pointer;display:flex;gap:.5em;align-items:center}.lbo:hover{background:var(--surface2)}"
            ".lbo[aria-selected=true]{background:var(--brand);color:var(--on-brand)}.lbo[aria-selected=true] .muted{color:inherit}"
            ".lb.striped .lbo:nth-child(even){background:var(--surface2)}.lb.striped .lbo[aria-selected=true]{background:var(--brand)}"

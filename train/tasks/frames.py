@@ -82,8 +82,8 @@ class Chrome:
         return "".join('<button class="iconbtn" data-chrome aria-label="%s">%s</button>' % (n, icons.svg(n))
                        for n in names)
 
-    def header(self, nav_k=5, cls=""):
-        slot = self.opts.get("header_slot") or ""
+    def header(self, nav_k=5, cls="", with_slot=True):
+        slot = (self.opts.get("header_slot") or "") if with_slot else ""
         w = self.ctx.vp[0]
         nav_k = nav_k if w >= 900 else (3 if w >= 600 else 0)
         fixed = ' data-fixed style="position:sticky;top:0;z-index:30"' if self.sticky else ""
@@ -290,7 +290,7 @@ def render(ctx, frame, main, opts):
                       ("<ul>%s</ul>" % bullets) if w >= 800 else "", opts.get("header_slot") or "", head_html, main))
     elif frame == "modal":
         cw = rng.choice([480, 560, 640, 720])
-        out.append(ch.header(nav_k=4))
+        out.append(ch.header(nav_k=4, with_slot=False))
         out.append('<div class="wrap" aria-hidden="true">%s%s</div>' % (ch.hero(), paras(rng, 4)))
         out.append('<div class="backdrop"></div><div class="dialog" role="dialog" style="--cw:%dpx"><div class="dh"><b>%s</b></div>%s%s%s</div>'
                    % (cw, esc(opts.get("widget_title") or title or ctx.site), opts.get("header_slot") or "",

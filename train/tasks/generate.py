@@ -80,6 +80,14 @@ class Ctx:
         self.site = frames.site_name(rng)
         self.lang = phrasing.pick_lang(rng)
 
+    def content_width(self):
+        """A rough width (CSS px) of the column that holds the component in this frame."""
+        w = self.vp[0]
+        est = {"article": min(740, w) - 40, "centered": min(560, w - 60), "modal": min(600, w - 60), "split": w // 2 - 60 if w > 800 else w - 60,
+               "docs": w - 300 if w >= 900 else w - 40, "topnav": w - 320 if w >= 1000 else w - 40, "shop": w - 320 if w >= 1000 else w - 40,
+               "sidebar": w - 300 if w > 800 else w - 60, "dashboard": w - 160 if w >= 700 else w - 60}
+        return max(200, est.get(self.frame, w - 30))
+
     def variant(self, train_variants, eval_variants):
         """Picks a component variant from the split's own subset."""
         return self.rng.choice(eval_variants if self.split == "eval" else train_variants)

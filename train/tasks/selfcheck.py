@@ -210,6 +210,9 @@ def run_task(br, task, shots_dir=None):
     trace = []
     if shots_dir:
         br.screenshot(os.path.join(shots_dir, task["id"] + "-0.png"))
+    over = br.eval("document.documentElement.scrollWidth - innerWidth")
+    if over > 1:
+        return False, "page overflows the viewport horizontally by %dpx" % over, trace, 0
     kind = br.eval("window.__surfTask.kind")
     c0 = br.eval("window.__surfTask.check('')")
     if kind == "action" and c0.get("success"):

@@ -142,6 +142,8 @@ line-height:1.25;min-height:2em;text-decoration:none;white-space:nowrap}}
 .card{{background:var(--surface);border:1px solid var(--border);border-radius:var(--radius);box-shadow:var(--shadow);
 padding:calc(1em*var(--pad))}}
 .row{{display:flex;flex-wrap:wrap;gap:calc(.6em*var(--pad));align-items:center}}
+.row>*{{max-width:100%}}
+.grow{{flex:1 1 160px;min-width:0}}
 .stack>*+*{{margin-top:calc(.7em*var(--pad))}}
 label{{cursor:pointer}}
 .field{{display:flex;flex-direction:column;gap:.25em;margin:0 0 calc(.8em*var(--pad))}}

@@ -16,7 +16,12 @@
     return h >>> 0;
   };
   R.pick = (list, key) => list[R.hash(C.id + "|" + key) % list.length];
-  R.fill = (tpl, v) => tpl.replace(/\{(\w+)\}/g, (m, k) => (v && k in v ? v[k] : m));
+  // Fills {name} placeholders; {Name} gives the value with a capital first letter.
+  R.fill = (tpl, v) => tpl.replace(/\{(\w+)\}/g, (m, k) => {
+    if (v && k in v) return v[k];
+    const lk = k.charAt(0).toLowerCase() + k.slice(1);
+    return v && typeof v[lk] === "string" ? R.cap(v[lk]) : m;
+  });
   R.cap = (s) => (s ? s.charAt(0).toUpperCase() + s.slice(1) : s);
   R.say = (pool, key, v) => R.cap(R.fill(R.pick(pool, key), v || {}));
   R.$ = (sel, root) => (root || document).querySelector(sel);
@@ -34,8 +39,14 @@
   };
 
   // ---- geometry --------------------------------------------------------------------------------
+  // The box a person would click: for a link wrapped over several lines, its largest line box.
+  R.box = function (el) {
+    const rs = Array.from(el.getClientRects());
+    if (rs.length > 1) return rs.reduce((a, b) => (b.width * b.height > a.width * a.height ? b : a));
+    return el.getBoundingClientRect();
+  };
   R.rect = function (el) {
-    const r = el.getBoundingClientRect();
+    const r = R.box(el);
     const f = (v) => Math.round(v * 10) / 10;
     return { x: f(r.left), y: f(r.top), w: f(r.width), h: f(r.height) };
   };
@@ -61,7 +72,7 @@
   };
   // True when the centre of el is not covered by another element (an open list, a banner, a dialog).
   R.unobstructed = function (el) {
-    const r = el.getBoundingClientRect();
+    const r = R.box(el);
     const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
     if (!hit) return false;
     if (hit === el || el.contains(hit)) return true;
