@@ -143,12 +143,17 @@ def pack(paths, model_dir, out, max_tokens=8192):
             for t in s["turns"]:
                 for p in t["parts"]:
                     if "image" in p and p["image"] not in shot_index:
+                        # Recorded names are content hashes: a shot converted by an earlier pack is reused.
                         src = os.path.join(ep["_base"], p["image"])
-                        name = f"{len(shot_names):06d}.webp"
-                        with Image.open(src) as im:
-                            im = im.convert("RGB")
+                        name = os.path.splitext(os.path.basename(p["image"]))[0] + ".webp"
+                        dst = os.path.join(out, "shots", name)
+                        if not os.path.exists(dst):
+                            with Image.open(src) as im:
+                                im.convert("RGB").save(dst + ".tmp", format="WEBP", lossless=True, quality=100,
+                                                       method=4)
+                            os.replace(dst + ".tmp", dst)
+                        with Image.open(dst) as im:
                             shot_sizes.append(im.size)
-                            im.save(os.path.join(out, "shots", name), lossless=True, quality=100, method=4)
                         shot_index[p["image"]] = len(shot_names)
                         shot_names.append(name)
         for s in ep["sessions"]:

@@ -9,12 +9,12 @@ import torch
 
 
 
-def export(model, model_dir, out, max_file_mb=15):
+def export(model, model_dir, out, max_file_mb=15, weights_only=False):
     from safetensors.torch import save_file
     os.makedirs(out, exist_ok=True)
     for name in ("config.json", "generation_config.json", "preprocessor_config.json", "tokenizer.json",
                  "tokenizer_config.json"):
-        if os.path.abspath(model_dir) != os.path.abspath(out):
+        if not weights_only and os.path.abspath(model_dir) != os.path.abspath(out):
             shutil.copy(os.path.join(model_dir, name), os.path.join(out, name))
     ckpt = to_checkpoint(model)
     tensors = {k: (v if v.dtype == torch.int64 else v.to(torch.bfloat16)).contiguous() for k, v in ckpt.items()}

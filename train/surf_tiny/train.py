@@ -114,7 +114,8 @@ def main():
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (and save) after this long; 0 = no limit")
     ap.add_argument("--workers", type=int, default=12)
     ap.add_argument("--init", help="start from these exported weights (a model folder) instead of random")
-    ap.add_argument("--out", help="export the final weights (bf16 safetensors) into this folder")
+    ap.add_argument("--out", help="export the final model folder (bf16 safetensors, config, tokenizer) here")
+    ap.add_argument("--weights-out", help="export only the final weights (bf16 safetensors) into this folder")
     a = ap.parse_args()
 
     t_start = time.time()
@@ -182,10 +183,11 @@ def main():
             state["batch"] = 0
     save()
     print(f"finished at step {state['step']} after {(time.time() - t_start) / 60:.1f} min", flush=True)
-    if a.out:
-        from .export import export
-        export(model, a.model, a.out)
-        print(f"exported to {a.out}", flush=True)
+    from .export import export
+    for folder, weights_only in ((a.out, False), (a.weights_out, True)):
+        if folder:
+            export(model, a.model, folder, weights_only=weights_only)
+            print(f"exported to {folder}", flush=True)
 
 
 if __name__ == "__main__":
