@@ -150,7 +150,7 @@ def build_checkbox(ctx):
     if need_save:
         changes += THEN_SAVE[ctx.lang].format(save=q(save_label))
     css = (".srow{display:flex;justify-content:space-between;gap:1em;padding:.45em 0;border-bottom:1px solid var(--border)}"
-           ".pgrid{flex:1;display:grid;grid-template-columns:repeat(auto-fill,minmax(160px,1fr));gap:.8em}")
+           ".pgrid{flex:1;min-width:0;display:grid;grid-template-columns:repeat(auto-fill,minmax(160px,1fr));gap:.8em}")
     parts = []
     if tick:
         parts.append("ticked " + ", ".join(q(t) for t in tick))

@@ -33,22 +33,22 @@ ICONS = {
     "delete": ('<path d="M4 7h16M9 7V4h6v3M6 7l1 13h10l1-13M10 11v6M14 11v6"/>', "trash can",
                ["Delete", "Delete the item", "Move it to the trash"]),
     "favorite": ('<path d="M12 20s-7.5-4.6-9.2-9.3A4.6 4.6 0 0 1 12 7.6a4.6 4.6 0 0 1 9.2 3.1C19.5 15.4 12 20 12 20z"/>',
-                 "heart", ["Favourite", "Add it to your favourites", "Like it"]),
+                 "heart", ["Favourite", "Add it to your favourites", "Mark it as a favourite"]),
     "notifications": ('<path d="M6 16.5V11a6 6 0 0 1 12 0v5.5l1.8 1.8H4.2z"/><path d="M10 20.5a2 2 0 0 0 4 0"/>',
                       "bell", ["Notifications", "Open the notifications", "Show your alerts"]),
     "profile": ('<circle cx="12" cy="8" r="4"/><path d="M4 21c0-4.2 3.6-6.5 8-6.5s8 2.3 8 6.5"/>',
                 "person", ["Profile", "Open your profile", "Go to your account"]),
-    "close": ('<path d="M6 6l12 12M18 6L6 18"/>', "X", ["Close", "Close the panel", "Dismiss it"]),
+    "close": ('<path d="M6 6l12 12M18 6L6 18"/>', "X", ["Close", "Close the panel", "Close this panel"]),
     "add": ('<path d="M12 5v14M5 12h14"/>', "plus", ["Add", "Add a new item", "Create a new entry"]),
     "download": ('<path d="M12 4v11M7 10.5l5 5 5-5M5 20h14"/>', "download arrow",
                  ["Download", "Download the file", "Save a copy to your device"]),
     "share": ('<circle cx="18" cy="5.5" r="2.5"/><circle cx="6" cy="12" r="2.5"/><circle cx="18" cy="18.5" r="2.5"/>'
-              '<path d="M8.2 10.8l7.6-4.1M8.2 13.2l7.6 4.1"/>', "share", ["Share", "Share it", "Share the link"]),
+              '<path d="M8.2 10.8l7.6-4.1M8.2 13.2l7.6 4.1"/>', "share", ["Share", "Share this page", "Share the link"]),
     "edit": ('<path d="M4 20h4L19 9l-4-4L4 16z"/><path d="M13.5 6.5l4 4"/>', "pencil",
              ["Edit", "Edit the item", "Make changes to it"]),
     "menu": ('<path d="M4 6.5h16M4 12h16M4 17.5h16"/>', "hamburger menu",
              ["Menu", "Open the main menu", "Show the navigation menu"]),
-    "star": (_star(), "star", ["Star", "Star it", "Mark it with a star"]),
+    "star": (_star(), "star", ["Star", "Give it a star", "Mark it with a star"]),
 }
 
 

@@ -51,7 +51,7 @@ PHRASES = {
     "click_icon": {
         "train": ["{Func}.", "Please {func}.", "Use the icon button to {func}.", "Click the icon that lets you {func}.",
                   "{Func} using the toolbar icon.", "Can you {func}? There's an icon for it."],
-        "eval": ["I want to {func}. Click the right icon.", "Find the icon for this and click it: {func}.",
+        "eval": ["I want to {func}. Click the right icon.", "Click whichever icon lets me {func}.",
                  "{Func} with the matching icon button."],
         "fr": ["Cliquez sur l'icône qui permet de : {func}.", "Utilisez l'icône pour : {func}."],
         "es": ["Haz clic en el icono que sirve para: {func}.", "Usa el icono para: {func}."],

@@ -270,8 +270,7 @@ def worker(args):
                 ok, msg, trace, steps = False, "exception: %s" % e, [], 0
                 br.close()
                 br = Browser()
-            out.append({"id": t["id"], "family": t["family"], "ok": ok, "msg": msg, "steps": steps,
-                        "trace": [] if ok else trace})
+            out.append({"id": t["id"], "family": t["family"], "ok": ok, "msg": msg, "steps": steps, "trace": trace})
     finally:
         br.close()
     return out
@@ -285,6 +284,7 @@ def main():
     ap.add_argument("--shots-per-family", type=int, default=2)
     ap.add_argument("--limit", type=int, default=0, help="tasks per family (0 = all)")
     ap.add_argument("--only", default="", help="comma-separated task ids")
+    ap.add_argument("--save-traces", action="store_true", help="write every oracle trace to DIR/selfcheck_traces.jsonl")
     args = ap.parse_args()
     with open(os.path.join(args.dir, "tasks.jsonl"), encoding="utf-8") as f:
         tasks = [json.loads(line) for line in f if line.strip()]
@@ -332,6 +332,10 @@ def main():
     with open(os.path.join(args.dir, "selfcheck_failures.jsonl"), "w", encoding="utf-8") as f:
         for r in fails:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    if args.save_traces:
+        with open(os.path.join(args.dir, "selfcheck_traces.jsonl"), "w", encoding="utf-8") as f:
+            for r in sorted(results, key=lambda r: r["id"]):
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
     for r in fails[:15]:
         print("FAIL %s: %s" % (r["id"], r["msg"]))
     print("%d passed, %d failed" % (total_p, len(results) - total_p))
