@@ -159,7 +159,7 @@ def build_checkbox(ctx):
     done = "I " + " and ".join(parts) + (" and saved." if need_save else "; the other options are unchanged.")
     return dict(kind="action", ques=ctx.phrase("checkbox", changes=changes), main=main, js="forms", css=css,
                 steps=len(targets) + (1 if need_save else 0), state=dict(saved=None),
-                config=dict(desired=desired, initial=init, needSave=need_save, saveLabel=save_label, done=[done]),
+                config=dict(desired=desired, order=targets, initial=init, needSave=need_save, saveLabel=save_label, done=[done]),
                 opts=dict(title=rng.choice(["Settings", "Account", "Search filters", "Your preferences", ""]), avoid=labels + [save_label]))
 
 
@@ -213,7 +213,7 @@ def build_radio(ctx):
            ".srow{display:flex;justify-content:space-between;gap:1em;padding:.45em 0;border-bottom:1px solid var(--border)}")
     ques = ctx.phrase("radio", option=q(target), group=q(tg))
     if need_save:
-        ques = ques.rstrip(".") + (", then click %s." % q(save_label) if ctx.lang == "en" else " (%s)." % q(save_label))
+        ques = ques.rstrip(".") + THEN_SAVE[ctx.lang].format(save=q(save_label)) + "."
     return dict(kind="action", ques=ques, main=main, js="forms", css=css, steps=1 + need_save, state=dict(saved=None),
                 config=dict(group=tg, option=target, needSave=need_save, saveLabel=save_label,
                             done=["I selected %s under %s%s." % (q(target), q(tg), " and saved" if need_save else ""),
@@ -270,7 +270,7 @@ def build_dropdown(ctx):
            ".fgrid{display:grid;grid-template-columns:repeat(auto-fill,minmax(200px,1fr));gap:.4em 1em}" % ddb_style)
     ques = ctx.phrase("dropdown", option=q(target), dd=q(tdd))
     if need_save:
-        ques = ques.rstrip(".") + (", then click %s." % q(save_label) if ctx.lang == "en" else " (%s)." % q(save_label))
+        ques = ques.rstrip(".") + THEN_SAVE[ctx.lang].format(save=q(save_label)) + "."
     return dict(kind="action", ques=ques, main=main, js="forms", css=css, steps=2 + need_save, state=dict(saved=None, open=None),
                 config=dict(dd=tdd, option=target, needSave=need_save, saveLabel=save_label,
                             done=["I set %s to %s%s." % (q(tdd), q(target), " and saved" if need_save else ""),
@@ -326,7 +326,7 @@ def build_listbox(ctx):
            ".av{display:inline-flex;width:1.8em;height:1.8em;border-radius:50%;background:var(--accent);color:#fff;align-items:center;justify-content:center;flex:none}")
     ques = ctx.phrase("listbox", option=q(target), lb=q(tname))
     if need_save:
-        ques = ques.rstrip(".") + (", then click %s." % q(save_label) if ctx.lang == "en" else " (%s)." % q(save_label))
+        ques = ques.rstrip(".") + THEN_SAVE[ctx.lang].format(save=q(save_label)) + "."
     return dict(kind="action", ques=ques, main=main, js="forms", css=css, steps=1 + need_save, state=dict(saved=None),
                 config=dict(lb=tname, option=target, needSave=need_save, saveLabel=save_label,
                             done=["I selected %s in the %s list%s." % (q(target), q(tname), " and confirmed" if need_save else ""),

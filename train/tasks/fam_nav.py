@@ -3,6 +3,8 @@
 Views are switched in JS (js/nav.js) from data the generator puts in the config: the search catalogue,
 the menu tree, the table rows. The page never navigates away.
 """
+import datetime
+
 import words
 from common import (DATE_FORMATS, DAY_FIRST, MONEY_FORMATS, YEAR_SHOWN, esc, fmt_date, fmt_money, person,
                     price_cents, product_name, q, random_date, spoken_date)
@@ -203,7 +205,8 @@ def _table_rows(rng, kind, n, money_style, date_style):
         elif kind == "invoices":
             rid = "INV-%d" % rng.randint(2000, 9999)
             cents = price_cents(rng, 50, 3000)
-            vals = [rid, "%s %s" % (rng.choice(words.BRANDS), rng.choice(["Ltd", "GmbH", "SA", "Inc."])), d, random_date(rng, d.year), cents,
+            vals = [rid, "%s %s" % (rng.choice(words.BRANDS), rng.choice(["Ltd", "GmbH", "SA", "Inc."])), d,
+                    d + datetime.timedelta(days=rng.choice([14, 30, 30, 45, 60])), cents,
                     rng.choice(STATUS["invoices"])]
         elif kind == "staff":
             rid = person(rng, used)

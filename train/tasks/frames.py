@@ -56,7 +56,7 @@ class Chrome:
         big = h >= 600 and not opts.get("no_fixed")
         self.sticky = big and self.rng.random() < 0.3
         cookie_opts = ["none", "none", "top"]
-        if big and not self.sticky:
+        if big and w >= 600 and not self.sticky:
             cookie_opts += ["bottom", "corner" if w >= 1000 else "bottom"]
         self.cookie = self.rng.choice(cookie_opts) if not opts.get("no_cookie") else "none"
         self.logo_shape = self.rng.choice(["square", "circle", "text"])
@@ -184,6 +184,7 @@ def frame_css(theme):
 .stat b{display:block;font-size:1.5em}
 .splitp{display:flex;min-height:100vh;flex-wrap:wrap}
 .splitp .brandp{flex:1 1 340px;background:var(--brand);color:var(--on-brand);padding:3em 2.5em}
+.splitp .brandp .logo .mark{background:var(--on-brand);color:var(--brand)}
 .splitp .formp{flex:1 1 420px;padding:2.5em 2em;min-width:0}
 .backdrop{position:fixed;inset:0;background:rgba(0,0,0,.45);z-index:60}
 .dialog{position:absolute;left:50%;transform:translateX(-50%);top:6vh;width:calc(100% - 24px);max-width:var(--cw,600px);z-index:70;

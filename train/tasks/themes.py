@@ -40,6 +40,19 @@ def contrast(a, b):
     return (hi + 0.05) / (lo + 0.05)
 
 
+def ensure_contrast(col, bg, target=4.5):
+    """Darkens (on light backgrounds) or lightens (on dark ones) col until it reaches the target contrast."""
+    r, g, b = (int(col[i:i + 2], 16) / 255.0 for i in (1, 3, 5))
+    h, l, s = colorsys.rgb_to_hls(r, g, b)
+    step = -0.03 if luminance(bg) > 0.4 else 0.03
+    for _ in range(40):
+        if contrast(col, bg) >= target:
+            break
+        l = min(1.0, max(0.0, l + step))
+        col = _hex(*colorsys.hls_to_rgb(h, l, s))
+    return col
+
+
 def readable_on(bg, candidates=("#ffffff", "#111111")):
     """Returns the candidate text colour with the highest contrast on bg."""
     return max(candidates, key=lambda c: contrast(c, bg))
@@ -70,6 +83,10 @@ class Theme:
             self.border = rng.choice(["#d6d9de", "#e2e4e8", "#cccccc", hsl(hue, 0.15, 0.84)])
             self.brand = hsl(hue, sat, rng.uniform(0.3, 0.45))
             self.link = hsl(hue + rng.choice([0, 20, -20]), 0.75, 0.36)
+        for bg in (self.surface, self.bg, self.surface2):
+            self.link = ensure_contrast(self.link, bg)
+            self.muted = ensure_contrast(self.muted, bg)
+            self.text = ensure_contrast(self.text, bg, 7.0)
         self.on_brand = readable_on(self.brand)
         self.hue = hue
         self.accent = hsl(hue + rng.choice([120, 150, 200, 240]), 0.6, 0.5 if not self.dark else 0.62)

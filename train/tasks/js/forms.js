@@ -93,7 +93,7 @@
     };
     T.plan = () => {
       const s = live();
-      for (const k of Object.keys(C.desired)) {
+      for (const k of C.order || Object.keys(C.desired)) {
         if (s[k] !== C.desired[k]) {
           const el = hit(k);
           const pool = C.desired[k] ? ["{label} is still unticked, so I tick it.", "I need {label} on; it is off right now.",
