@@ -257,6 +257,38 @@ def run_task(br, task, shots_dir=None):
     return False, "no answer after %d steps" % MAX_STEPS, trace, MAX_STEPS
 
 
+# (kind, answer, truth, expected) cases for the tolerant answer matchers in js/runtime.js.
+MATCHER_CASES = [
+    ("money", "The price is $14.99.", 1499, True), ("money", "14,99 €", 1499, True), ("money", "It costs 1.299,00 €", 129900, True),
+    ("money", "£1,299.00", 129900, True), ("money", "1299", 129900, True), ("money", "CHF 1'299.50", 129950, True),
+    ("money", "1 299,00 €", 129900, True), ("money", "$12.50", 1499, False), ("money", "It costs $149.90", 1499, False),
+    ("date", "March 3, 2025", [2025, 3, 3], True), ("date", "3 March 2025", [2025, 3, 3], True), ("date", "2025-03-03", [2025, 3, 3], True),
+    ("date", "It is on Mar 3.", [2025, 3, 3], True), ("date", "le 3 mars 2025", [2025, 3, 3], True), ("date", "March 3, 2026", [2025, 3, 3], False),
+    ("date", "March 4, 2025", [2025, 3, 3], False), ("date", "04/03/2025", [2025, 3, 3], False),
+    ("name", "It is Ana López.", "Ana Lopez", True), ("name", "Ana Silva", "Ana Lopez", False),
+    ("text", "The status is Shipped.", "Shipped", True), ("text", "Unshipped", "Shipped", False),
+]
+
+
+def matcher_selftest(br, task):
+    """Checks the answer matchers on one loaded page; returns a list of failing cases."""
+    w, h = task["viewport"]
+    br.open(task["web"], w, h)
+    bad = []
+    for kind, answer, truth, want in MATCHER_CASES:
+        spec = {"type": kind}
+        if kind == "money":
+            spec["cents"] = truth
+        elif kind == "date":
+            spec.update(ymd=truth, dayFirst=False, yearShown=True)
+        else:
+            spec["text"] = truth
+        got = br.eval("window.__surfTask.rt.matchValue(%s, %s)" % (json.dumps(answer), json.dumps(spec)))
+        if got != want:
+            bad.append("%s %r vs %r: got %s" % (kind, answer, truth, got))
+    return bad
+
+
 def worker(args):
     tasks, shots_dir, shot_ids = args
     br = Browser()
@@ -307,6 +339,13 @@ def main():
             if per[t["family"]] < args.shots_per_family:
                 per[t["family"]] += 1
                 shot_ids.add(t["id"])
+    br = Browser()
+    bad = matcher_selftest(br, tasks[0])
+    br.close()
+    if bad:
+        print("answer matchers: %d cases FAIL: %s" % (len(bad), "; ".join(bad)))
+    else:
+        print("answer matchers: %d cases ok" % len(MATCHER_CASES))
     jobs = max(1, min(args.jobs, len(tasks)))
     chunks = [(tasks[i::jobs], args.shots or None, shot_ids) for i in range(jobs)]
     t0 = time.time()
@@ -339,7 +378,7 @@ def main():
     for r in fails[:15]:
         print("FAIL %s: %s" % (r["id"], r["msg"]))
     print("%d passed, %d failed" % (total_p, len(results) - total_p))
-    sys.exit(0 if not fails else 1)
+    sys.exit(0 if not fails and not bad else 1)
 
 
 if __name__ == "__main__":
