@@ -42,6 +42,7 @@ const std::map<std::string, KnownBench>& known_benches() {
         {"gemm", {"the engine's GEMM shapes on cuBLASLt (tuned) and on our Hopper kernel (gemm_wgmma)", true}},
         {"overlap",
          {"the decode rows' state update beside a prefill GEMM (cuBLASLt or gemm_wgmma) or a ViT layer, and alone on fewer SMs", true}},
+        {"cpu", {"the CPU backend: linear GFLOP/s, op timings, one agent step (--model DIR)", false}},
         {"structured", {"cost of JSON-schema-constrained decoding per decode step", false}},
         {"tokenizer", {"tokenizer encode/decode throughput (MB/s) on one core", false}},
     };
