@@ -1,13 +1,15 @@
-// Linear layers, norms, activations, resizes: the row-wise reference ops.
+// Linear layers (the reference; the fast form is gemm.cpp), norms, activations, resizes: the row-wise ops.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "kernels/base/check.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace surf::kernels::cpu {
 
-void linear(const LinearParams& p) {
+void linear_reference(const LinearParams& p) {
     SURF_CHECK(p.x && p.w && p.y, "linear: null pointer");
     // Parallel over output features; each dot product accumulates in fp32 with 8 partial sums.
     parallel_for(p.n, [&](int64_t n0, int64_t n1) {
@@ -28,7 +30,7 @@ void linear(const LinearParams& p) {
     }, 16);
 }
 
-void rmsnorm(const RmsNormParams& p) {
+void rmsnorm_reference(const RmsNormParams& p) {
     parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             const float* x = p.x + r * p.dim;
@@ -47,7 +49,7 @@ void rmsnorm(const RmsNormParams& p) {
     });
 }
 
-void gated_rmsnorm(const GatedRmsNormParams& p) {
+void gated_rmsnorm_reference(const GatedRmsNormParams& p) {
     SURF_CHECK(p.group_size > 0 && p.dim % p.group_size == 0, "gated_rmsnorm: group ", p.group_size, " dim ", p.dim);
     const int64_t z_stride = p.z_stride ? p.z_stride : p.dim;
     parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
@@ -67,7 +69,7 @@ void gated_rmsnorm(const GatedRmsNormParams& p) {
     });
 }
 
-void layernorm(const LayerNormParams& p) {
+void layernorm_reference(const LayerNormParams& p) {
     parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             const float* x = p.x + r * p.dim;
@@ -86,18 +88,11 @@ void layernorm(const LayerNormParams& p) {
     });
 }
 
-void relu_squared(float* x, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-        const float r = x[i] > 0.0f ? x[i] : 0.0f;
-        x[i] = r * r;
-    }
-}
-
-void gelu_erf(float* x, int64_t n) {
+void gelu_erf_reference(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
 }
 
-void silu(float* x, int64_t n) {
+void silu_reference(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
 }
 
@@ -142,6 +137,142 @@ void pixel_shuffle(const PixelShuffleParams& p) {
             for (int64_t c = 0; c < C; ++c) dst[c] = src[c];
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Fast forms: the same formulas with 16 float partial sums instead of one double, erf and exp from
+// vec_math.h, compiled per instruction set; the tests hold them to the references above.
+
+namespace {
+
+constexpr int kLanes = 16;
+
+// Rows per thread so that a worker gets at least ~16K elements (fewer run on the calling thread).
+int64_t rows_per_task(int64_t dim) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, dim)); }
+
+SURF_CPU_CLONES float sum_of_squares(const float* x, int64_t n) {
+    float acc[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (int u = 0; u < kLanes; ++u) acc[u] += x[i + u] * x[i + u];
+    float sum = vec::sum16(acc);
+    for (; i < n; ++i) sum += x[i] * x[i];
+    return sum;
+}
+
+SURF_CPU_CLONES float sum_of(const float* x, int64_t n) {
+    float acc[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (int u = 0; u < kLanes; ++u) acc[u] += x[i + u];
+    float sum = vec::sum16(acc);
+    for (; i < n; ++i) sum += x[i];
+    return sum;
+}
+
+SURF_CPU_CLONES void add_into(float* dst, const float* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) dst[i] += x[i];
+}
+
+// y = w ⊙ x · inv
+SURF_CPU_CLONES void scale_by_weight(float* y, const float* x, const float* w, float inv, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * inv);
+}
+
+// v = y ⊙ SiLU(z)
+SURF_CPU_CLONES void silu_gate(float* v, const float* y, const float* z, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) v[i] = y[i] * vec::silu_approx(z[i]);
+}
+
+// y = (x − mean)·inv·w + b
+SURF_CPU_CLONES void affine_normalise(float* y, const float* x, float mean, float inv, const float* w, const float* b,
+                                      int64_t n) {
+    if (b) {
+        for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * inv * w[i] + b[i];
+    } else {
+        for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * inv * w[i];
+    }
+}
+
+SURF_CPU_CLONES float sum_of_squared_deviations(const float* x, float mean, int64_t n) {
+    float acc[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (int u = 0; u < kLanes; ++u) acc[u] += (x[i + u] - mean) * (x[i + u] - mean);
+    float sum = vec::sum16(acc);
+    for (; i < n; ++i) sum += (x[i] - mean) * (x[i] - mean);
+    return sum;
+}
+
+SURF_CPU_CLONES void gelu_erf_block(float* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + vec::erf_approx(x[i] * 0.70710678118654752f));
+}
+
+SURF_CPU_CLONES void relu_squared_block(float* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float r = x[i] > 0.0f ? x[i] : 0.0f;
+        x[i] = r * r;
+    }
+}
+
+SURF_CPU_CLONES void silu_block(float* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) x[i] = vec::silu_approx(x[i]);
+}
+
+}  // namespace
+
+void rmsnorm(const RmsNormParams& p) {
+    parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            const float* in = p.x + r * p.dim;
+            if (p.residual) {
+                float* res = p.residual + r * p.dim;
+                add_into(res, in, p.dim);
+                in = res;
+            }
+            const float inv = 1.0f / std::sqrt(sum_of_squares(in, p.dim) / static_cast<float>(p.dim) + p.eps);
+            scale_by_weight(p.y + r * p.dim, in, p.weight, inv, p.dim);
+        }
+    }, rows_per_task(p.dim));
+}
+
+void gated_rmsnorm(const GatedRmsNormParams& p) {
+    SURF_CHECK(p.group_size > 0 && p.dim % p.group_size == 0, "gated_rmsnorm: group ", p.group_size, " dim ", p.dim);
+    const int64_t z_stride = p.z_stride ? p.z_stride : p.dim;
+    parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
+        std::vector<float> v(p.dim);
+        for (int64_t r = r0; r < r1; ++r) {
+            silu_gate(v.data(), p.y + r * p.dim, p.z + r * z_stride, p.dim);
+            float* out = p.out + r * p.dim;
+            for (int64_t g0 = 0; g0 < p.dim; g0 += p.group_size) {
+                const float ms = sum_of_squares(v.data() + g0, p.group_size) / static_cast<float>(p.group_size);
+                scale_by_weight(out + g0, v.data() + g0, p.weight + g0, 1.0f / std::sqrt(ms + p.eps), p.group_size);
+            }
+        }
+    }, rows_per_task(p.dim));
+}
+
+void layernorm(const LayerNormParams& p) {
+    parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            const float* x = p.x + r * p.dim;
+            const float mean = sum_of(x, p.dim) / static_cast<float>(p.dim);
+            const float var = sum_of_squared_deviations(x, mean, p.dim) / static_cast<float>(p.dim);
+            affine_normalise(p.y + r * p.dim, x, mean, 1.0f / std::sqrt(var + p.eps), p.weight, p.bias, p.dim);
+        }
+    }, rows_per_task(p.dim));
+}
+
+void relu_squared(float* x, int64_t n) {
+    parallel_for(n, [&](int64_t i0, int64_t i1) { relu_squared_block(x + i0, i1 - i0); }, 1 << 15);
+}
+
+void gelu_erf(float* x, int64_t n) {
+    parallel_for(n, [&](int64_t i0, int64_t i1) { gelu_erf_block(x + i0, i1 - i0); }, 1 << 15);
+}
+
+void silu(float* x, int64_t n) {
+    parallel_for(n, [&](int64_t i0, int64_t i1) { silu_block(x + i0, i1 - i0); }, 1 << 15);
 }
 
 }  // namespace surf::kernels::cpu

@@ -1,8 +1,16 @@
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/cpu/cpu_ops.h"
 
@@ -10,19 +18,47 @@ namespace surf::kernels::cpu {
 
 namespace {
 
-// A fixed pool of worker threads; parallel_for hands each a contiguous slice and waits for all.
+// The CPUs this process may run on (taskset, cpusets), else the machine's count.
+unsigned usable_cpus() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return static_cast<unsigned>(CPU_COUNT(&set));
+    return std::max(1u, std::thread::hardware_concurrency());
+}
+
+void cpu_relax() {
+#if defined(__x86_64__)
+    _mm_pause();
+#endif
+}
+
+// Spins until done() or `budget` has passed; returns done(). A decode step runs dozens of small parallel
+// regions back to back: a worker that spins briefly between them starts the next one in well under a
+// microsecond, where a sleep/wake through the kernel costs tens.
+template <typename Done>
+bool spin_until(Done done, std::chrono::microseconds budget) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0;; ++i) {
+        if (done()) return true;
+        cpu_relax();
+        if ((i & 63) == 63 && std::chrono::steady_clock::now() - start > budget) return done();
+    }
+}
+
+constexpr std::chrono::microseconds kSpin{100};
+
+// A fixed pool of worker threads, one per usable CPU; parallel_for hands each a contiguous slice and waits
+// for all. Workers (and the caller, waiting for them) spin for kSpin before sleeping on a condition variable.
 class Pool {
 public:
     Pool() {
-        const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-        n_workers_ = static_cast<int>(std::min(hw, 64u));
+        n_workers_ = static_cast<int>(std::min(usable_cpus(), 64u));
         for (int i = 1; i < n_workers_; ++i) threads_.emplace_back([this, i] { loop(i); });
     }
     ~Pool() {
         {
             std::lock_guard<std::mutex> lock(mu_);
-            stop_ = true;
-            ++generation_;
+            stop_.store(true, std::memory_order_relaxed);
+            ticket_.store(ticket_.load(std::memory_order_relaxed) + kGeneration, std::memory_order_release);
         }
         cv_.notify_all();
         for (auto& t : threads_) t.join();
@@ -32,18 +68,21 @@ public:
 
     void run(int64_t n, int parts, const std::function<void(int64_t, int64_t)>& fn) {
         std::unique_lock<std::mutex> serial(run_mu_);  // one parallel region at a time
+        fn_ = &fn;
+        n_ = n;
+        parts_ = parts;
+        pending_.store(parts - 1, std::memory_order_relaxed);
         {
-            std::lock_guard<std::mutex> lock(mu_);
-            fn_ = &fn;
-            n_ = n;
-            parts_ = parts;
-            pending_ = parts - 1;
-            ++generation_;
+            std::lock_guard<std::mutex> lock(mu_);  // a worker about to sleep sees the new ticket
+            const uint64_t generation = ticket_.load(std::memory_order_relaxed) / kGeneration + 1;
+            ticket_.store(generation * kGeneration + static_cast<uint64_t>(parts), std::memory_order_release);
         }
         cv_.notify_all();
         slice(0);
-        std::unique_lock<std::mutex> lock(mu_);
-        done_cv_.wait(lock, [&] { return pending_ == 0; });
+        if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; }, kSpin)) {
+            std::unique_lock<std::mutex> lock(mu_);
+            done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+        }
         fn_ = nullptr;
     }
 
@@ -54,18 +93,24 @@ private:
         if (begin < end) (*fn_)(begin, end);
     }
 
+    // A worker takes part in a region when its index is below the region's part count, read from the ticket
+    // itself: a worker left out never reads fn_ / n_, which the next region may be rewriting.
     void loop(int index) {
         uint64_t seen = 0;
         for (;;) {
-            std::unique_lock<std::mutex> lock(mu_);
-            cv_.wait(lock, [&] { return generation_ != seen; });
-            seen = generation_;
-            if (stop_) return;
-            if (index >= parts_) continue;
-            lock.unlock();
+            auto changed = [&] { return ticket_.load(std::memory_order_acquire) != seen; };
+            if (!spin_until(changed, kSpin)) {
+                std::unique_lock<std::mutex> lock(mu_);
+                cv_.wait(lock, changed);
+            }
+            seen = ticket_.load(std::memory_order_acquire);
+            if (stop_.load(std::memory_order_relaxed)) return;
+            if (index >= static_cast<int>(seen % kGeneration)) continue;
             slice(index);
-            lock.lock();
-            if (--pending_ == 0) done_cv_.notify_one();
+            if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+                std::lock_guard<std::mutex> lock(mu_);  // the caller may be between its check and its wait
+                done_cv_.notify_one();
+            }
         }
     }
 
@@ -73,12 +118,16 @@ private:
     std::vector<std::thread> threads_;
     std::mutex mu_, run_mu_;
     std::condition_variable cv_, done_cv_;
+    // A region: written by run() before it publishes the ticket (release), read by its workers after they
+    // acquire it; run() changes them again only once every worker of the region is done.
     const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
     int64_t n_ = 0;
     int parts_ = 1;
-    int pending_ = 0;
-    uint64_t generation_ = 0;
-    bool stop_ = false;
+    // ticket = generation · kGeneration + parts: which region is current and how many threads it uses.
+    static constexpr uint64_t kGeneration = 256;
+    std::atomic<uint64_t> ticket_{0};
+    std::atomic<int> pending_{0};
+    std::atomic<bool> stop_{false};
 };
 
 Pool& pool() {

@@ -1,4 +1,5 @@
-// The sequence-mixing reference ops: causal conv1d, the Mamba-2 SSD scan, attention.
+// The sequence-mixing ops as references: causal conv1d, the Mamba-2 SSD scan, attention, each the scalar
+// loops of its definition. The fast forms are in sequence_ops_fast.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,7 +10,7 @@
 
 namespace surf::kernels::cpu {
 
-void causal_conv1d(const CausalConv1dParams& p) {
+void causal_conv1d_reference(const CausalConv1dParams& p) {
     const int64_t K = p.K, C = p.channels, T = p.T;
     const int64_t x_stride = p.x_stride ? p.x_stride : C;
     SURF_CHECK(K >= 2, "causal_conv1d: K ", K);
@@ -116,7 +117,7 @@ void ssd_chunked_head(const SsdParams& p, int64_t h) {
 
 }  // namespace
 
-void ssd(const SsdParams& p) {
+void ssd_reference(const SsdParams& p) {
     SURF_CHECK(p.H % p.G == 0, "ssd: H ", p.H, " G ", p.G);
     SURF_CHECK(p.x_stride >= p.H * p.P && p.dt_stride >= p.H && p.bc_stride >= p.G * p.N, "ssd: strides");
     if (p.T == 0) return;
@@ -128,7 +129,7 @@ void ssd(const SsdParams& p) {
     });
 }
 
-void attention(const AttentionParams& p) {
+void attention_reference(const AttentionParams& p) {
     const int64_t D = p.head_dim;
     const int64_t q_stride = p.q_stride ? p.q_stride : p.n_heads * D;
     const int64_t kv_stride = p.kv_stride ? p.kv_stride : p.n_kv_heads * D;

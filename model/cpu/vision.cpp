@@ -27,27 +27,32 @@ Tensor tile_position_embedding(const ModelConfig& cfg, const VisionWeights& w) {
 
 namespace {
 
+// Activations of one ViT block, allocated once per vit_forward and reused by every block of every tile.
+struct VitWorkspace {
+    std::vector<float> h, qkv, attn, out, mlp;  // [n_tok, width], [n_tok, 3·width], [n_tok, width] ×2, [n_tok, inter]
+    VitWorkspace(int64_t n_tok, int64_t width, int64_t inter)
+        : h(static_cast<size_t>(n_tok * width)), qkv(static_cast<size_t>(n_tok * 3 * width)), attn(h.size()), out(h.size()),
+          mlp(static_cast<size_t>(n_tok * inter)) {}
+};
+
 // x [n_tok, width] ← x + proj(Attn(LN1(x))); x ← x + fc2(GELU(fc1(LN2(x))))
-void vit_block(const VisionConfig& cfg, const VitBlockWeights& b, std::vector<float>& x, int64_t n_tok) {
+void vit_block(const VisionConfig& cfg, const VitBlockWeights& b, std::vector<float>& x, int64_t n_tok, VitWorkspace& ws) {
     const int64_t width = cfg.hidden_size, heads = cfg.n_heads, hd = width / heads, inter = cfg.intermediate_size;
-    std::vector<float> h(static_cast<size_t>(n_tok * width)), qkv(static_cast<size_t>(n_tok * 3 * width));
-    std::vector<float> attn(static_cast<size_t>(n_tok * width)), out(static_cast<size_t>(n_tok * width));
-    k::layernorm({x.data(), b.norm1_w.ptr(), b.norm1_b.ptr(), h.data(), n_tok, width, cfg.norm_eps});
-    k::linear({h.data(), b.qkv_w.ptr(), b.qkv_b.ptr(), qkv.data(), n_tok, 3 * width, width});  // [n_tok, q|k|v]
+    k::layernorm({x.data(), b.norm1_w.ptr(), b.norm1_b.ptr(), ws.h.data(), n_tok, width, cfg.norm_eps});
+    k::linear({ws.h.data(), b.qkv_w.ptr(), b.qkv_b.ptr(), ws.qkv.data(), n_tok, 3 * width, width});  // [n_tok, q|k|v]
     k::AttentionParams p;
-    p.q = qkv.data(), p.k = qkv.data() + width, p.v = qkv.data() + 2 * width, p.out = attn.data();
+    p.q = ws.qkv.data(), p.k = ws.qkv.data() + width, p.v = ws.qkv.data() + 2 * width, p.out = ws.attn.data();
     p.T = n_tok, p.L = n_tok, p.n_heads = heads, p.n_kv_heads = heads, p.head_dim = hd;
     p.q_stride = 3 * width, p.kv_stride = 3 * width, p.causal = false;
     k::attention(p);
-    k::linear({attn.data(), b.proj_w.ptr(), b.proj_b.ptr(), out.data(), n_tok, width, width});
-    for (size_t i = 0; i < x.size(); ++i) x[i] += out[i];
+    k::linear({ws.attn.data(), b.proj_w.ptr(), b.proj_b.ptr(), ws.out.data(), n_tok, width, width});
+    for (size_t i = 0; i < x.size(); ++i) x[i] += ws.out[i];
 
-    std::vector<float> mlp(static_cast<size_t>(n_tok * inter));
-    k::layernorm({x.data(), b.norm2_w.ptr(), b.norm2_b.ptr(), h.data(), n_tok, width, cfg.norm_eps});
-    k::linear({h.data(), b.fc1_w.ptr(), b.fc1_b.ptr(), mlp.data(), n_tok, inter, width});
-    k::gelu_erf(mlp.data(), n_tok * inter);
-    k::linear({mlp.data(), b.fc2_w.ptr(), b.fc2_b.ptr(), out.data(), n_tok, width, inter});
-    for (size_t i = 0; i < x.size(); ++i) x[i] += out[i];
+    k::layernorm({x.data(), b.norm2_w.ptr(), b.norm2_b.ptr(), ws.h.data(), n_tok, width, cfg.norm_eps});
+    k::linear({ws.h.data(), b.fc1_w.ptr(), b.fc1_b.ptr(), ws.mlp.data(), n_tok, inter, width});
+    k::gelu_erf(ws.mlp.data(), n_tok * inter);
+    k::linear({ws.mlp.data(), b.fc2_w.ptr(), b.fc2_b.ptr(), ws.out.data(), n_tok, width, inter});
+    for (size_t i = 0; i < x.size(); ++i) x[i] += ws.out[i];
 }
 
 }  // namespace
@@ -62,6 +67,7 @@ Tensor vit_forward(const ModelConfig& cfg, const VisionWeights& w, const Tensor&
     const int64_t n_tiles = pixel_values.dim(0);
     Tensor features({n_tiles, n_patch, width});
     std::vector<float> patches(static_cast<size_t>(n_patch * patch_in)), x(static_cast<size_t>(n_tok * width));
+    VitWorkspace ws(n_tok, width, cfg.vision.intermediate_size);
     for (int64_t tile = 0; tile < n_tiles; ++tile) {
         const float* px = pixel_values.ptr() + tile * 3 * S * S;
         // Patchify: patch (py, px) row-major; features channel-major, then row, then column (spec §4.2).
@@ -77,7 +83,7 @@ Tensor vit_forward(const ModelConfig& cfg, const VisionWeights& w, const Tensor&
         float* emb = x.data() + n_prefix * width;
         k::linear({patches.data(), w.patch_embed.ptr(), nullptr, emb, n_patch, width, patch_in});
         for (int64_t i = 0; i < n_patch * width; ++i) emb[i] += tile_pos.data[i];
-        for (const auto& block : w.blocks) vit_block(cfg.vision, block, x, n_tok);
+        for (const auto& block : w.blocks) vit_block(cfg.vision, block, x, n_tok, ws);
         std::copy(x.begin() + n_prefix * width, x.end(), features.data.begin() + tile * n_patch * width);
     }
     dump(dumper, "vision.features", features.ptr(), features.shape);
