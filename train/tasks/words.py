@@ -246,6 +246,44 @@ MENU_TREES = [
                "Automation": ["Rules", "Schedules", "Triggers"]}},
 ]
 
+MENU_TREES += [
+    {"Courses": {"Languages": ["Spanish", "Japanese", "German", "Arabic"],
+                 "Programming": ["Python", "JavaScript", "SQL", "Rust"],
+                 "Design": ["Typography", "Colour theory", "Illustration"]},
+     "Community": {"Forums": ["General", "Study groups", "Announcements"],
+                   "Events": ["Meetups", "Live classes", "Hackathons"]},
+     "My learning": {"Progress": ["Certificates", "Streaks", "Badges"],
+                     "Library": ["Saved lessons", "Notes", "Downloads"]}},
+    {"Travel": {"Flights": ["One way", "Return", "Multi-city"],
+                "Stays": ["Hotels", "Apartments", "Hostels", "Villas"],
+                "Extras": ["Car hire", "Airport taxis", "Travel insurance"]},
+     "Trips": {"Upcoming": ["Itinerary", "Boarding passes", "Receipts"],
+               "Past": ["Reviews", "Invoices", "Photos"]},
+     "Support": {"Bookings": ["Change a booking", "Cancel a booking", "Refunds"],
+                 "Account": ["Login help", "Payment issues", "Privacy"]}},
+    {"Library": {"Books": ["Fiction", "History", "Science", "Poetry"],
+                 "Media": ["Films", "Music", "Podcasts"],
+                 "Kids": ["Picture books", "Comics", "Homework help"]},
+     "Services": {"Membership": ["Join", "Renew", "Lost card"],
+                  "Rooms": ["Study rooms", "Meeting rooms", "Makerspace"]},
+     "Visit": {"Branches": ["Central", "Northside", "Harbour"],
+               "Opening hours": ["Weekdays", "Weekends", "Holidays"]}},
+]
+
+TAB_SETS += [
+    ["Posts", "Replies", "Media", "Likes", "Highlights"],
+    ["Itinerary", "Tickets", "Hotel", "Weather", "Notes"],
+    ["Timeline", "Budget", "Risks", "Team", "Documents"],
+    ["Orders", "Returns", "Refunds", "Invoices", "Addresses"],
+    ["Songs", "Albums", "Artists", "Playlists", "Podcasts"],
+]
+
+CHECKBOX_SETS += [
+    ["Vegetarian", "Vegan", "Gluten-free", "Nut-free", "Dairy-free", "Halal", "Low sugar"],
+    ["Include weekends", "Show holidays", "Week numbers", "Declined events", "Completed tasks", "Time zone labels"],
+    ["Open now", "Outdoor seating", "Wheelchair access", "Takes reservations", "Delivery", "Kid friendly"],
+]
+
 # Realistic English sentences for filler paragraphs, combined at random.
 FILLER_SENTENCES = [
     "Our team reviews every request within two business days.",
