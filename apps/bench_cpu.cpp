@@ -4,18 +4,18 @@
 // (m = 1, 64, 512, 2048 rows; n, k between 192 and 1536), and the time of attention, the SSD scan, the
 // causal conv, the norms and GELU at the shapes one agent step of a small model gives them.
 //
-// Engine part (--model DIR): one agent step on the CPU backend — an image (a PNG, or a synthetic
-// 896×448 screenshot: 2 tiles + thumbnail) plus N prompt tokens prefilled, then D tokens decoded greedily.
-// Reported, each the median of --repeat runs: the vision tower (ViT + projector) alone, the language
-// model's prefill (tok/s), its decode (tok/s), and the engine's generate() end to end (tiling, vision,
-// prefill, sampling, decode).
+// Engine part (--model DIR): one agent step on the CPU backend — an image (a PNG, or a synthetic 896×448
+// screenshot: 8 tiles + thumbnail at 256-px tiles) plus N prompt tokens prefilled, then D tokens decoded
+// greedily. Reported, median and best of --repeat runs: the vision tower (ViT + projector) alone, the
+// language model's prefill (tok/s), its decode (tok/s), and the engine's generate() end to end (tiling,
+// vision, prefill, sampling, decode).
 //
-// --make-model DIR writes a random-weights model the size of surf-tiny (LM hidden 256, 12 layers
-// M-M*M-M-M*M-, ViT width 192 × 6 layers on 448-px tiles, ≈ 7.6 M parameters) into DIR, using the
-// tokenizer of the tiny_fp32 fixture, so the engine part has something realistic to run.
+// --make-model DIR writes a model with random weights into DIR, so the engine part has something
+// realistic to run: with --config-from CKPT the config and tokenizer of CKPT (a checkpoint folder, weights
+// not needed), else a surf-tiny-sized config on the tiny_fp32 fixture's tokenizer (make_model below).
 //
-//   bench_cpu [--ops] [--quick] [--make-model DIR] [--model DIR [--image PNG] [--prompt-tokens 300]
-//             [--decode 60] [--repeat 3]]
+//   bench_cpu [--ops] [--quick] [--make-model DIR [--config-from CKPT]] [--model DIR [--image PNG]
+//             [--prompt-tokens 300] [--decode 60] [--repeat 3]]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -91,7 +91,7 @@ void bench_linear(bool quick) {
     };
     const std::vector<Shape> shapes = {
         {256, 256, "LM o_proj / ViT-ish square"},
-        {1160, 256, "LM Mamba in_proj"},
+        {1168, 256, "LM Mamba in_proj"},
         {1024, 256, "LM MLP up"},
         {256, 1024, "LM MLP down"},
         {576, 192, "ViT qkv"},
@@ -132,15 +132,15 @@ void bench_other_ops(bool quick) {
     std::printf("| %-62s | %9s |\n|%s|-----------|\n", "op", "ms", std::string(64, '-').c_str());
     auto row = [](const std::string& name, double sec) { std::printf("| %-62s | %9.3f |\n", name.c_str(), sec * 1e3); };
 
-    {  // ViT self-attention of one 448-px tile: 784 patches + 4 prefix rows, width 192 = 3 heads × 64.
-        const int64_t T = 788, H = 3, D = 64;
+    {  // ViT self-attention of one 256-px tile: 256 patches + 4 prefix rows, width 192 = 3 heads × 64.
+        const int64_t T = 260, H = 3, D = 64;
         const auto qkv = random_vector(static_cast<size_t>(T * 3 * H * D), rng);
         std::vector<float> out(static_cast<size_t>(T * H * D));
         k::AttentionParams p;
         p.q = qkv.data(), p.k = qkv.data() + H * D, p.v = qkv.data() + 2 * H * D, p.out = out.data();
         p.T = T, p.L = T, p.n_heads = H, p.n_kv_heads = H, p.head_dim = D;
         p.q_stride = 3 * H * D, p.kv_stride = 3 * H * D, p.causal = false;
-        row("attention ViT tile: T=L=788, 3 heads × 64, bidirectional", best_seconds([&] { k::attention(p); }, min_s));
+        row("attention ViT tile: T=L=260, 3 heads × 64, bidirectional", best_seconds([&] { k::attention(p); }, min_s));
     }
     {  // LM prefill attention and one decode query against 900 cached tokens: 4 heads, 2 KV heads, 64.
         const int64_t T = 900, H = 4, KV = 2, D = 64;
@@ -154,8 +154,8 @@ void bench_other_ops(bool quick) {
         p.T = 1, p.q = q.data() + (T - 1) * H * D;
         row("attention LM decode: T=1, L=900", best_seconds([&] { k::attention(p); }, min_s));
     }
-    {  // Mamba-2 SSD and conv over a 900-token prefill: H=8, P=64, N=64, G=1, chunk 128.
-        const int64_t T = 900, H = 8, P = 64, N = 64, G = 1, conv_dim = H * P + 2 * G * N;
+    {  // Mamba-2 SSD and conv over a 900-token prefill: H=16, P=32, N=32, G=2, chunk 64.
+        const int64_t T = 900, H = 16, P = 32, N = 32, G = 2, conv_dim = H * P + 2 * G * N;
         const auto xbc = random_vector(static_cast<size_t>(T * conv_dim), rng);
         const auto dt = random_vector(static_cast<size_t>(T * H), rng, 0.001f, 0.1f);
         const auto A = random_vector(H, rng, -8.0f, -1.0f), D = random_vector(H, rng);
@@ -164,8 +164,8 @@ void bench_other_ops(bool quick) {
         s.x = xbc.data(), s.B = xbc.data() + H * P, s.C = xbc.data() + H * P + G * N, s.dt = dt.data();
         s.A = A.data(), s.D = D.data(), s.state = state.data(), s.y = y.data();
         s.T = T, s.H = H, s.P = P, s.G = G, s.N = N, s.x_stride = conv_dim, s.dt_stride = H, s.bc_stride = conv_dim;
-        s.chunk = 128;
-        row("ssd chunked: T=900, H=8, P=64, N=64, G=1, chunk 128", best_seconds([&] { k::ssd(s); }, min_s));
+        s.chunk = 64;
+        row("ssd chunked: T=900, H=16, P=32, N=32, G=2, chunk 64", best_seconds([&] { k::ssd(s); }, min_s));
         s.T = 1, s.chunk = 0;
         row("ssd decode: T=1 (token recurrence)", best_seconds([&] { k::ssd(s); }, min_s));
         const auto w = random_vector(static_cast<size_t>(conv_dim * 4), rng), b = random_vector(conv_dim, rng);
@@ -173,17 +173,17 @@ void bench_other_ops(bool quick) {
         k::CausalConv1dParams c{xbc.data(), w.data(), b.data(), cstate.data(), out.data(), T, conv_dim, 4, conv_dim};
         row("causal conv1d + SiLU: T=900, 640 channels, K=4", best_seconds([&] { k::causal_conv1d(c); }, min_s));
         const auto z = random_vector(static_cast<size_t>(T * H * P), rng);
-        k::GatedRmsNormParams g{y.data(), z.data(), w.data(), out.data(), T, H * P, H * P, H * P, 1e-5f};
-        row("gated rmsnorm: 900 × 512", best_seconds([&] { k::gated_rmsnorm(g); }, min_s));
+        k::GatedRmsNormParams g{y.data(), z.data(), w.data(), out.data(), T, H * P, H * P / G, H * P, 1e-5f};
+        row("gated rmsnorm: 900 × 512, 2 groups", best_seconds([&] { k::gated_rmsnorm(g); }, min_s));
     }
-    {  // Norms and GELU over the ViT's 3 tiles (2,364 rows × 192; fc1 output × 768) and the LM's 900 × 256.
-        const auto x = random_vector(2364 * 768, rng), w = random_vector(768, rng), b = random_vector(768, rng);
+    {  // Norms and GELU over the ViT's 9 tiles (2,340 rows × 192; fc1 output × 768) and the LM's 900 × 256.
+        const auto x = random_vector(2340 * 768, rng), w = random_vector(768, rng), b = random_vector(768, rng);
         std::vector<float> y(x.size()), res(x.begin(), x.begin() + 900 * 256);
-        row("layernorm: 2364 × 192",
-            best_seconds([&] { k::layernorm({x.data(), w.data(), b.data(), y.data(), 2364, 192, 1e-6f}); }, min_s));
+        row("layernorm: 2340 × 192",
+            best_seconds([&] { k::layernorm({x.data(), w.data(), b.data(), y.data(), 2340, 192, 1e-6f}); }, min_s));
         row("rmsnorm with residual add: 900 × 256",
             best_seconds([&] { k::rmsnorm({x.data(), res.data(), w.data(), y.data(), 900, 256, 1e-5f}); }, min_s));
-        row("gelu (erf): 2364 × 768", best_seconds([&] {
+        row("gelu (erf): 2340 × 768", best_seconds([&] {
                 std::copy(x.begin(), x.end(), y.begin());
                 k::gelu_erf(y.data(), static_cast<int64_t>(y.size()));
             }, min_s));
@@ -192,46 +192,55 @@ void bench_other_ops(bool quick) {
 
 // -------------------------------------------------------------------------------------- random model
 
-// Writes a surf-tiny-sized model with random weights: config.json derived from the tiny_fp32 fixture
-// (same schema, tokenizer and special-token ids) with larger sizes, and model.safetensors.
-void make_model(const fs::path& dir) {
+// Writes a model with random weights into dir. With `config_from` it takes that folder's config.json,
+// preprocessor config and tokenizer as they are (e.g. a checkpoint's config before its weights exist);
+// without, a surf-tiny-sized config derived from the tiny_fp32 fixture (same schema, tokenizer and
+// special-token ids): LM hidden 256 × 14 layers (6 Mamba-2 16 × 32 with d_state 32, 2 attention, 6 MLP),
+// ViT 192 × 6 on 256-px tiles, up to 8 tiles + thumbnail.
+void make_model(const fs::path& dir, const fs::path& config_from) {
     const fs::path fixture = fs::path(SURF_SOURCE_DIR_FOR_BENCH) / "tests/fixtures/golden/tiny_fp32";
+    const fs::path source = config_from.empty() ? fixture : config_from;
     fs::create_directories(dir);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
-        fs::copy_file(fixture / f, dir / f, fs::copy_options::overwrite_existing);
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "config.json",
+                          "preprocessor_config.json"}) {
+        if (fs::exists(source / f)) fs::copy_file(source / f, dir / f, fs::copy_options::overwrite_existing);
     }
-    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(fixture / "config.json"));
-    const int tile = 448, vit = 192;
-    auto& l = cfg["llm_config"];
-    l["hidden_size"] = 256;
-    l["hybrid_override_pattern"] = "M-M*M-M-M*M-";
-    l["num_hidden_layers"] = 12;
-    l["intermediate_size"] = 1024;
-    l["num_attention_heads"] = 4;
-    l["num_key_value_heads"] = 2;
-    l["head_dim"] = 64;
-    l["mamba_num_heads"] = 8;
-    l["mamba_head_dim"] = 64;
-    l["ssm_state_size"] = 64;
-    l["n_groups"] = 1;
-    l["chunk_size"] = 128;
-    auto& v = cfg["vision_config"];
-    v["hidden_size"] = vit;
-    v["num_hidden_layers"] = 6;
-    v["num_attention_heads"] = 3;
-    v["intermediate_size"] = 4 * vit;
-    v["max_img_size"] = 512;
-    v["max_resolution"] = 512;
-    v["preferred_resolution"] = {tile, tile};
-    v["args"]["cpe_max_size"] = 512;
-    v["args"]["input_size"] = tile;
-    cfg["force_image_size"] = tile;
-    cfg["vit_hidden_size"] = vit;
-    cfg["projector_hidden_size"] = 1024;
-    std::ofstream(dir / "config.json") << cfg.dump(2) << "\n";
-    nlohmann::json pre = nlohmann::json::parse(std::ifstream(fixture / "preprocessor_config.json"));
-    pre["image_size"] = tile;
-    std::ofstream(dir / "preprocessor_config.json") << pre.dump(2) << "\n";
+    if (config_from.empty()) {
+        nlohmann::json cfg = nlohmann::json::parse(std::ifstream(fixture / "config.json"));
+        const int tile = 256, vit = 192;
+        auto& l = cfg["llm_config"];
+        l["hidden_size"] = 256;
+        l["hybrid_override_pattern"] = "M-M*-M-M-M*-M-";
+        l["num_hidden_layers"] = 14;
+        l["intermediate_size"] = 1024;
+        l["num_attention_heads"] = 4;
+        l["num_key_value_heads"] = 2;
+        l["head_dim"] = 64;
+        l["mamba_num_heads"] = 16;
+        l["mamba_head_dim"] = 32;
+        l["ssm_state_size"] = 32;
+        l["n_groups"] = 2;
+        l["chunk_size"] = 64;
+        auto& v = cfg["vision_config"];
+        v["hidden_size"] = vit;
+        v["num_hidden_layers"] = 6;
+        v["num_attention_heads"] = 3;
+        v["intermediate_size"] = 4 * vit;
+        v["max_img_size"] = tile;
+        v["max_resolution"] = tile;
+        v["preferred_resolution"] = {tile, tile};
+        v["args"]["cpe_max_size"] = tile;
+        v["args"]["input_size"] = tile;
+        cfg["force_image_size"] = tile;
+        cfg["vit_hidden_size"] = vit;
+        cfg["projector_hidden_size"] = 1024;
+        cfg["max_num_tiles"] = 8;
+        std::ofstream(dir / "config.json") << cfg.dump(2) << "\n";
+        nlohmann::json pre = nlohmann::json::parse(std::ifstream(fixture / "preprocessor_config.json"));
+        pre["image_size"] = tile;
+        pre["max_num_tiles"] = 8;
+        std::ofstream(dir / "preprocessor_config.json") << pre.dump(2) << "\n";
+    }
 
     // Weights: N(0, 0.02) matrices, unit norm weights, zero biases, A_log and dt_bias in Mamba's init ranges.
     ModelConfig mc = load_model_config(dir.string());
@@ -279,8 +288,10 @@ void make_model(const fs::path& dir) {
         tensors.push_back({name, surf::model::DType::kF32, shape, storage.back().data()});
     });
     write_safetensors((dir / "model.safetensors").string(), tensors, {{"format", "pt"}});
-    std::printf("wrote %s: %lld parameters (random), LM hidden 256 × 12 layers, ViT 192 × 6 on %d-px tiles\n",
-                dir.c_str(), static_cast<long long>(n_params), tile);
+    std::printf("wrote %s: %lld parameters (random), LM %lld × %lld layers, ViT %lld × %lld on %lld-px tiles\n", dir.c_str(),
+                static_cast<long long>(n_params), static_cast<long long>(mc.llm.hidden_size),
+                static_cast<long long>(mc.llm.n_layers()), static_cast<long long>(mc.vision.hidden_size),
+                static_cast<long long>(mc.vision.n_layers), static_cast<long long>(mc.image.tile_size));
 }
 
 // ------------------------------------------------------------------------------------------- engine
@@ -313,16 +324,20 @@ void bench_engine(const std::string& dir, const std::string& image_path, int pro
     pixels.data = tiles.pixels;
     const int64_t side = cfg.image.patches_per_side();
 
-    // Text tokens: random ids below the special image tokens (the fixture tokenizer's ordinary range).
+    // Text tokens: random ids of the tokenizer's ordinary range (100 up), never an image token.
     std::mt19937 rng(5);
-    const int32_t lo = 100, hi = static_cast<int32_t>(std::min<int64_t>(cfg.image_context_token_id > 0 ? cfg.image_context_token_id : 1000, cfg.llm.vocab_size)) - 1;
-    std::vector<int32_t> text(static_cast<size_t>(prompt_tokens));
-    for (int32_t& t : text) t = lo + static_cast<int32_t>(rng() % static_cast<uint32_t>(hi - lo));
+    const int64_t vocab = std::min<int64_t>(cfg.llm.vocab_size, load_model_tokenizer(dir).vocab_size());
+    std::vector<int32_t> text;
+    while (static_cast<int>(text.size()) < prompt_tokens) {
+        const int64_t id = 100 + static_cast<int64_t>(rng() % static_cast<uint32_t>(vocab - 100));
+        if (id != cfg.image_context_token_id && id != cfg.image_start_token_id && id != cfg.image_end_token_id)
+            text.push_back(static_cast<int32_t>(id));
+    }
 
     std::printf("\nengine step on %s: image %dx%d → %d tiles of %d px (%lld ViT tokens each), %d image tokens + "
                 "%d text tokens, %d decode tokens, %d threads, median of %d\n",
                 dir.c_str(), image->width, image->height, tiles.plan.n_tiles, tiles.tile_size,
-                static_cast<long long>(side * side + 4), tiles.plan.n_image_tokens, prompt_tokens, decode_tokens,
+                static_cast<long long>(side * side + cfg.vision.n_prefix), tiles.plan.n_image_tokens, prompt_tokens, decode_tokens,
                 k::worker_count(), repeat);
 
     // The model directly: vision, LM prefill, LM decode, each timed alone.
@@ -390,14 +405,14 @@ void bench_engine(const std::string& dir, const std::string& image_path, int pro
 
 void usage() {
     std::fprintf(stderr,
-                 "usage: bench_cpu [--ops] [--quick] [--make-model DIR] [--model DIR [--image PNG] "
-                 "[--prompt-tokens 300] [--decode 60] [--repeat 3]]\n");
+                 "usage: bench_cpu [--ops] [--quick] [--make-model DIR [--config-from CKPT]] [--model DIR "
+                 "[--image PNG] [--prompt-tokens 300] [--decode 60] [--repeat 3]]\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string model_dir, image_path, make_dir;
+    std::string model_dir, image_path, make_dir, config_from;
     int prompt_tokens = 300, decode_tokens = 60, repeat = 3;
     bool ops = false, quick = false;
     for (int i = 1; i < argc; ++i) {
@@ -418,6 +433,7 @@ int main(int argc, char** argv) {
         else if (flag == "--model") model_dir = value();
         else if (flag == "--image") image_path = value();
         else if (flag == "--make-model") make_dir = value();
+        else if (flag == "--config-from") config_from = value();
         else if (flag == "--prompt-tokens") prompt_tokens = std::atoi(value());
         else if (flag == "--decode") decode_tokens = std::atoi(value());
         else if (flag == "--repeat") repeat = std::max(1, std::atoi(value()));
@@ -432,7 +448,7 @@ int main(int argc, char** argv) {
             if (std::fgets(line, sizeof line, f)) std::printf("bench_cpu: load average %s", line);
             std::fclose(f);
         }
-        if (!make_dir.empty()) make_model(make_dir);
+        if (!make_dir.empty()) make_model(make_dir, config_from);
         if (ops || (model_dir.empty() && make_dir.empty())) {
             bench_linear(quick);
             bench_other_ops(quick);

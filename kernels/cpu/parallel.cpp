@@ -31,23 +31,40 @@ void cpu_relax() {
 #endif
 }
 
-// Spins until done() or `budget` has passed; returns done(). A decode step runs dozens of small parallel
-// regions back to back: a worker that spins briefly between them starts the next one in well under a
-// microsecond, where a sleep/wake through the kernel costs tens.
-template <typename Done>
-bool spin_until(Done done, std::chrono::microseconds budget) {
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0;; ++i) {
-        if (done()) return true;
-        cpu_relax();
-        if ((i & 63) == 63 && std::chrono::steady_clock::now() - start > budget) return done();
-    }
-}
-
+// Waiting for the next region (a worker) or for the workers to finish one (the caller). A decode step
+// runs dozens of small parallel regions back to back: a thread that spins briefly between them starts the
+// next one in well under a microsecond, where a sleep/wake through the kernel costs tens. On a machine
+// busy with other work, though, spinning keeps a thread runnable while the one it waits for is not
+// running, and costs more than it saves; a spin that runs out its budget is taken as that sign, and the
+// thread then sleeps at once for its next kBackoff waits.
 constexpr std::chrono::microseconds kSpin{100};
+constexpr int kBackoff = 64;
+
+class Spinner {
+public:
+    // Spins until done() or kSpin has passed; returns done(). The caller sleeps when it returns false.
+    template <typename Done>
+    bool spin(Done done) {
+        if (skip_ > 0) {
+            --skip_;
+            return done();
+        }
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0;; ++i) {
+            if (done()) return true;
+            cpu_relax();
+            if ((i & 63) == 63 && std::chrono::steady_clock::now() - start > kSpin) break;
+        }
+        skip_ = kBackoff;
+        return done();
+    }
+
+private:
+    int skip_ = 0;
+};
 
 // A fixed pool of worker threads, one per usable CPU; parallel_for hands each a contiguous slice and waits
-// for all. Workers (and the caller, waiting for them) spin for kSpin before sleeping on a condition variable.
+// for all. Workers (and the caller, waiting for them) spin (Spinner) before sleeping on a condition variable.
 class Pool {
 public:
     Pool() {
@@ -79,7 +96,8 @@ public:
         }
         cv_.notify_all();
         slice(0);
-        if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; }, kSpin)) {
+        thread_local Spinner spinner;  // the calling thread's
+        if (!spinner.spin([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
             std::unique_lock<std::mutex> lock(mu_);
             done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
         }
@@ -97,9 +115,10 @@ private:
     // itself: a worker left out never reads fn_ / n_, which the next region may be rewriting.
     void loop(int index) {
         uint64_t seen = 0;
+        Spinner spinner;
         for (;;) {
             auto changed = [&] { return ticket_.load(std::memory_order_acquire) != seen; };
-            if (!spin_until(changed, kSpin)) {
+            if (!spinner.spin(changed)) {
                 std::unique_lock<std::mutex> lock(mu_);
                 cv_.wait(lock, changed);
             }
