@@ -150,7 +150,7 @@ def pack(paths, model_dir, out, max_tokens=8192):
                         if not os.path.exists(dst):
                             with Image.open(src) as im:
                                 im.convert("RGB").save(dst + ".tmp", format="WEBP", lossless=True, quality=100,
-                                                       method=4)
+                                                       method=1)
                             os.replace(dst + ".tmp", dst)
                         with Image.open(dst) as im:
                             shot_sizes.append(im.size)

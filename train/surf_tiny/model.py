@@ -21,6 +21,9 @@ class SurfTiny(nn.Module):
         for layer in self.llm.model.layers:
             if layer.block_type == "linear_attention":
                 layer.mixer.time_step_limit = (0.0, float("inf"))  # no dt clamp, as surf and vLLM
+        for name, p in self.radio.named_parameters():
+            if "layer_scale" in name:
+                p.requires_grad_(False)  # C-RADIO has no layer scale: HF's stays the identity
         self.image_id = config["img_context_token_id"]
 
     def image_rows(self, pixels):

@@ -24,24 +24,36 @@ from .spec import ga
 
 
 class Packed:
-    """sequences.npz: tokens, loss masks and image positions of every training sequence."""
+    """sequences.npz of one or more packed folders: tokens, loss masks and image positions of every training
+    sequence; a folder that is missing is skipped with a warning (the GPU machine may have lost it)."""
 
-    def __init__(self, folder):
-        z = np.load(os.path.join(folder, "sequences.npz"))
-        self.folder = folder
-        self.tokens, self.mask, self.offsets = z["tokens"], z["mask"], z["offsets"]
-        self.role, self.family = z["role"], z["family"]
-        self.images = z["images"]
-        self.shot_names = z["shot_names"]
-        self.n = len(self.offsets) - 1
-        self.lengths = np.diff(self.offsets)
-        self.images_of = [[] for _ in range(self.n)]
-        for seq, pos, shot in self.images:
-            self.images_of[seq].append((int(pos), int(shot)))
+    def __init__(self, folders):
+        self.tokens, self.mask, self.lengths, self.images_of = [], [], [], []
+        for folder in folders:
+            if not os.path.exists(os.path.join(folder, "sequences.npz")):
+                print(f"warning: no packed data in {folder}; skipped", flush=True)
+                continue
+            z = np.load(os.path.join(folder, "sequences.npz"))
+            # Each z[...] decompresses the whole array: read every array once.
+            offsets, names, tokens, mask = z["offsets"], z["shot_names"], z["tokens"], z["mask"]
+            first = len(self.lengths)
+            for i in range(len(offsets) - 1):
+                a, b = offsets[i], offsets[i + 1]
+                self.tokens.append(tokens[a:b])
+                self.mask.append(mask[a:b])
+                self.lengths.append(b - a)
+                self.images_of.append([])
+            for seq, pos, shot in z["images"]:
+                self.images_of[first + int(seq)].append((int(pos), os.path.join(folder, "shots", str(names[shot]))))
+            print(f"{folder}: {len(offsets) - 1} sequences", flush=True)
+        if not self.lengths:
+            raise SystemExit("no packed data found")
+        self.n = len(self.lengths)
+        self.lengths = np.array(self.lengths, np.int64)
+        self.images_of = [sorted(x) for x in self.images_of]
 
     def sequence(self, i):
-        a, b = self.offsets[i], self.offsets[i + 1]
-        return self.tokens[a:b].astype(np.int64), self.mask[a:b], sorted(self.images_of[i])
+        return self.tokens[i].astype(np.int64), self.mask[i], self.images_of[i]
 
 
 def batches(lengths, token_budget, rng, max_rows=64):
@@ -78,8 +90,8 @@ class BatchSet(torch.utils.data.Dataset):
         for r, (t, m, imgs) in enumerate(seqs):
             tokens[r, :len(t)] = t
             mask[r, :len(m)] = m
-            for _, shot in imgs:
-                with Image.open(os.path.join(self.p.folder, "shots", str(self.p.shot_names[shot]))) as im:
+            for _, path in imgs:
+                with Image.open(path) as im:
                     tl, _ = ga.tile_image(im.convert("RGB"), spec.SIZES["tile"], spec.SIZES["max_tiles"], True)
                 tiles += [np.asarray(x, np.uint8) for x in tl]
         px = torch.from_numpy(np.stack(tiles)) if tiles else torch.zeros(0, spec.SIZES["tile"], spec.SIZES["tile"], 3, dtype=torch.uint8)
@@ -102,7 +114,7 @@ def lr_at(step, total, peak, warmup):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", required=True)
+    ap.add_argument("--data", required=True, help="packed folders, comma-separated")
     ap.add_argument("--model", required=True, help="folder with config.json and tokenizer.json")
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("--steps", type=int, required=True)
@@ -128,8 +140,8 @@ def main():
         from .export import load_into
         load_into(model, a.init)
     model.to(device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05, fused=device.type == "cuda")
-    packed = Packed(a.data)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05, fused=device.type == "cuda")
+    packed = Packed(a.data.split(","))
     pad_id = spec.token_ids(json.load(open(os.path.join(a.model, "tokenizer.json"))))["<unk>"]
     os.makedirs(a.ckpt, exist_ok=True)
     state = {"step": 0, "epoch": 0, "batch": 0}
@@ -166,7 +178,7 @@ def main():
             opt.step()
             state["step"] += 1
             state["batch"] += 1
-            log_loss += float(loss) * n
+            log_loss += float(loss.detach()) * n
             log_n += n
             if state["step"] % 25 == 0:
                 dt = time.time() - log_t
