@@ -3,9 +3,28 @@
 #include <cstdlib>
 #include <sstream>
 
+#include <filesystem>
+
 #include "kernels/base/error.h"
+#include "model/engine.h"
 
 namespace surf::cli {
+
+std::string model_flag(const Args& args) {
+    if (args.has("model")) return args.get("model");
+    const std::string dir = model::default_model_dir();
+    const char* env = std::getenv("SURF_MODEL");
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if ((!env || !*env) && !fs::exists(fs::path(dir) / "model.safetensors", ec) &&
+        !fs::exists(fs::path(dir) / "model.safetensors.index.json", ec)) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    "no --model given, and the default model " + dir +
+                        " has no trained weights in this checkout (train/README.md builds them): pass --model DIR "
+                        "(a checkpoint folder, e.g. tests/fixtures/golden/tiny_fp32) or set SURF_MODEL");
+    }
+    return dir;
+}
 
 namespace {
 

@@ -50,6 +50,11 @@ struct Command {
 };
 
 int register_command(Command command);
+
+// The model folder or URL a command runs: --model, else model::default_model_dir() ($SURF_MODEL, else the shipped
+// surf-tiny). Throws kInvalidArgument, saying what to do, when the default is the shipped folder and it holds no
+// weights.
+std::string model_flag(const Args& args);
 const std::map<std::string, Command>& commands();
 std::string usage_text(const Command& command);
 

@@ -92,8 +92,7 @@ int run_eval(const surf::cli::Args& args) {
         throw Error(ErrorKind::kInvalidArgument,
                     "expected exactly one TASKS.jsonl argument (or: merge DIR... --out DIR)");
     const std::string out = args.require("out");
-    std::string model_dir = args.get("model");
-    if (model_dir.empty()) model_dir = surf::model::default_model_dir();
+    const std::string model_dir = surf::cli::model_flag(args);
     const bool remote_model = surf::cli::is_remote_model(model_dir);
     if (remote_model) surf::cli::reject_local_model_flags(args);  // before the task file and the connection
 

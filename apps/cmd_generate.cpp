@@ -19,7 +19,7 @@ namespace {
 using namespace surf::model;
 
 int run_generate(const surf::cli::Args& args) {
-    const std::string dir = args.has("model") ? args.get("model") : surf::model::default_model_dir();
+    const std::string dir = surf::cli::model_flag(args);
     SamplingParams sampling;
     sampling.temperature = static_cast<float>(args.get_double("temperature", 0.0));
     sampling.top_p = static_cast<float>(args.get_double("top-p", 1.0));

@@ -5,7 +5,8 @@
 // (window.__surfTask.check(answer)). Every model call is recorded exactly as the agent fed it, and episodes
 // whose final state passes the checker are written out:
 //   OUT/episodes.jsonl  one line per task: id, family, viewport, success, and the sessions with their turns
-//                       ({"parts": [{"text": ...} | {"image": "shots/<hash>.png"}], "output": ...})
+//                       ({"parts": [{"text": ...} | {"image": "shots/<hash>.png"}], "output": ...,
+//                       "loss": false on a deliberately wrong policy reply})
 //   OUT/shots/          the images as sent to the model, PNG, one file per distinct image
 #include <chrono>
 #include <cmath>
@@ -88,6 +89,7 @@ struct Episode {
     surf::tools::BrowserSession* page = nullptr;
     int width = 0, height = 0;
     bool mistake_pending = false;
+    std::set<std::string> mistakes;  // policy replies that were wrong on purpose: context, never a target
     std::string last_answer;
     std::map<std::string, std::pair<int, int>> points;  // element description -> point (0-1000)
     std::mt19937_64 rng;
@@ -106,10 +108,14 @@ json page_json(surf::tools::BrowserSession& page, const std::string& expression)
 // order prompts' schemas list them), since constrained decoding follows that order.
 std::string policy_reply(Episode& ep, bool forced) {
     json o;
+    bool mistake = false;
     if (ep.mistake_pending) {
         // A wrong answer (question tasks) or an early claim of success (action tasks) when the page offers one.
         o = page_json(*ep.page, "JSON.stringify(window.__surfTask.oracle({mistake: true}))");
-        if (o.at("action").value("type", "") == "answer") ep.mistake_pending = false;
+        if (o.at("action").value("type", "") == "answer") {
+            ep.mistake_pending = false;
+            mistake = true;
+        }
     } else {
         o = page_json(*ep.page, "JSON.stringify(window.__surfTask.oracle({}))");
     }
@@ -141,6 +147,7 @@ std::string policy_reply(Episode& ep, bool forced) {
     reply["thought"] = o.value("thought", "");
     reply["note"] = o.value("note", "");
     reply["action"] = out_action;
+    if (mistake) ep.mistakes.insert(reply.dump());
     return reply.dump();
 }
 
@@ -318,7 +325,13 @@ int run_record(const surf::cli::Args& args) {
         json js = json::array();
         for (const auto& s : sessions) {
             json turns = json::array();
-            for (const auto& t : s.turns) turns.push_back({{"parts", parts_json(t.parts, out, saved)}, {"output", t.output}});
+            for (const auto& t : s.turns) {
+                json turn = {{"parts", parts_json(t.parts, out, saved)}, {"output", t.output}};
+                // A deliberate mistake stays in the session (the validator's rejection follows it) but is no
+                // target for the policy.
+                if (s.role == Role::kPolicy && ep.mistakes.count(t.output)) turn["loss"] = false;
+                turns.push_back(std::move(turn));
+            }
             js.push_back({{"role", surf::record::role_name(s.role)}, {"turns", turns}});
         }
         line["sessions"] = js;

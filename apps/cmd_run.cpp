@@ -34,8 +34,7 @@ int run_agent(const surf::cli::Args& args) {
     if (args.positional().size() != 1)
         throw Error(ErrorKind::kInvalidArgument, "expected exactly one TASK argument (quote it)");
     surf::agent::AgentConfig config;
-    config.model_dir = args.get("model");
-    if (config.model_dir.empty()) config.model_dir = surf::model::default_model_dir();
+    config.model_dir = surf::cli::model_flag(args);
     config.backend = args.get("backend", "cpu");
     config.profile = args.get("profile");
     config.chat_template = args.get("template");

@@ -70,7 +70,7 @@ std::shared_ptr<surf::model::Engine> open_engines(const std::string& dir, const 
 }
 
 int serve(const surf::cli::Args& args) {
-    const std::string dir = args.has("model") ? args.get("model") : surf::model::default_model_dir();
+    const std::string dir = surf::cli::model_flag(args);
     if (!std::filesystem::is_directory(dir)) {
         throw Error(ErrorKind::kIo,
                     "--model " + dir + ": not a folder (surf serve loads a local checkpoint)");

@@ -107,10 +107,25 @@ class Encoder:
         return self.tok.encode(s, add_special_tokens=False).ids
 
 
+def is_target(session, k):
+    """Whether turn k's reply is a training target. A policy answer that the run went on past was rejected by the
+    validator (a deliberate mistake, `surf record --mistakes`): it stays as context, and is no target. Recordings
+    mark such turns with "loss": false; older ones are recognised by that rule."""
+    turn = session["turns"][k]
+    if "loss" in turn:
+        return bool(turn["loss"])
+    if session["role"] != "policy" or k == len(session["turns"]) - 1:
+        return True
+    try:
+        return json.loads(turn["output"])["action"]["type"] != "answer"
+    except (ValueError, KeyError, TypeError):
+        return True
+
+
 def encode_session(enc, session, shot_index, shot_sizes):
     """(tokens, loss mask, [(position of the first <image>, shot index)]) of one recorded session."""
     toks, mask, images = [], [], []
-    for turn in session["turns"]:
+    for k, turn in enumerate(session["turns"]):
         for part in turn["parts"]:
             if "text" in part:
                 ids = enc.text(part["text"])
@@ -125,7 +140,7 @@ def encode_session(enc, session, shot_index, shot_sizes):
                 mask += [0] * (n + 2)
         out = enc.text(turn["output"]) + [enc.ids[STOP]]
         toks += out
-        mask += [1] * len(out)
+        mask += [1 if is_target(session, k) else 0] * len(out)
     return toks, mask, images
 
 
