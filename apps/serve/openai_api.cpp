@@ -200,8 +200,33 @@ std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size
     }
 }
 
+int json_nesting_depth(std::string_view text) {
+    int depth = 0, deepest = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (c == '\\') ++i;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            deepest = std::max(deepest, ++depth);
+        } else if (c == '}' || c == ']') {
+            --depth;
+        }
+    }
+    return deepest;
+}
+
 ChatRequest parse_chat_request(const std::string& body_text, const ServiceOptions& options,
                                model::SchemaCache& schemas) {
+    // Everything downstream (the JSON tree, template values, schemas) walks a body recursively: a body nested
+    // deeper than any real request is refused before it is parsed.
+    if (const int depth = json_nesting_depth(body_text); depth > kMaxJsonDepth) {
+        throw bad("", "the body nests " + std::to_string(depth) + " levels deep; at most " +
+                          std::to_string(kMaxJsonDepth) + " are allowed");
+    }
     json body;
     try {
         body = json::parse(body_text);

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "apps/serve/http_server.h"
@@ -62,6 +63,11 @@ struct ChatRequest {
     bool add_generation_prompt = true;
     nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
 };
+
+// The deepest nesting of objects and arrays in a JSON text (brackets inside strings do not count).
+int json_nesting_depth(std::string_view text);
+// Bodies nested deeper than this are refused (400) before they are parsed.
+inline constexpr int kMaxJsonDepth = 64;
 
 // Parses a /v1/chat/completions body; throws ApiError naming the field. Unknown models are not checked
 // here (the service does it, with 404).

@@ -385,6 +385,41 @@ TEST_CASE("serve: malformed bodies, oversized inputs, unknown models and keys ge
     CHECK(f.service->open_sessions() == 0);
 }
 
+// A body nested tens of thousands of levels deep (60 KB) must get a 400 and leave the server serving; it used to
+// overflow the stack of the thread that parsed it.
+std::string nested(const std::string& key, int depth, bool objects) {
+    std::string open, close;
+    for (int i = 0; i < depth; ++i) {
+        open += objects ? "{\"a\":" : "[";
+        close += objects ? "}" : "]";
+    }
+    return R"({"model": "tiny", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], ")" + key +
+           "\": " + open + "1" + close + "}";
+}
+
+TEST_CASE("serve: json_nesting_depth counts brackets outside strings only") {
+    CHECK(serve::json_nesting_depth("1") == 0);
+    CHECK(serve::json_nesting_depth(R"({"a": [1, {"b": []}]})") == 4);
+    CHECK(serve::json_nesting_depth(R"({"a": "[[[{{{"})") == 1);
+    CHECK(serve::json_nesting_depth(R"({"a": "\"[[[", "b": [[]]})") == 3);
+    CHECK(serve::json_nesting_depth(nested("stop", 100, true)) == 101);
+}
+
+TEST_CASE("serve: deeply nested JSON anywhere in the body is a 400, never a crash") {
+    Fixture f;
+    for (const std::string& key : {"chat_template_kwargs", "stop", "tools", "stream_options", "response_format"}) {
+        for (bool objects : {true, false}) {
+            INFO(key << (objects ? " objects" : " arrays"));
+            check_error(http(f.port, "POST", "/v1/chat/completions", nested(key, 30000, objects)), 400);
+        }
+    }
+    // Nesting at the limit's scale that real requests use still works.
+    json b = user("hi");
+    b["chat_template_kwargs"] = {{"a", {{"b", {{"c", 1}}}}}};
+    CHECK(f.chat(b).status == 200);
+    CHECK(http(f.port, "GET", "/health").status == 200);
+}
+
 TEST_CASE("serve: --max-prompt-tokens counts the tokens the engine is fed (the template's special tokens one each)") {
     const json body = user("how many tokens is this prompt?", 2);
     int64_t fed = 0;
