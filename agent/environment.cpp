@@ -65,11 +65,20 @@ ActionOutcome BrowserEnvironment::guarded(const std::string& what, const std::fu
 }
 
 ActionOutcome BrowserEnvironment::open(const std::string& url) {
-    return guarded("goto " + url, [&] {
+    bool unreachable = false;
+    ActionOutcome out = guarded("goto " + url, [&] {
         const tools::NavigationResult r = session_.navigate(url);
         if (r.ok() || !r.url.empty()) last_url_ = r.url.empty() ? url : r.url;
+        // An HTTP error page is a page the agent can read; no page at all is not.
+        unreachable = r.outcome == tools::NavigationOutcome::kNetworkError ||
+                      r.outcome == tools::NavigationOutcome::kTimeout;
         return r.describe();
     });
+    if (out.ok && unreachable) {
+        out.ok = false;
+        out.error_kind = "network";
+    }
+    return out;
 }
 
 Observation BrowserEnvironment::observe() {

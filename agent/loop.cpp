@@ -143,6 +143,23 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
             }
         }
     };
+    if (!opened.ok) {
+        // Acting on the browser's error page would only produce an answer about nothing.
+        result.status = RunStatus::kError;
+        result.error = "the start page did not load: " + opened.message;
+        result.seconds = since(t0);
+        if (trace) {
+            trace->write({{"type", "run_end"}, {"status", run_status_name(result.status)}, {"error", result.error}});
+            trace->finish(options, result);
+        }
+        StepEvent fin;
+        fin.kind = StepEventKind::kFinished;
+        fin.outcome = run_status_name(result.status);
+        fin.ok = false;
+        fin.description = result.error;
+        emit(fin);
+        return result;
+    }
 
     bool done = false;
     for (int step = 1; step <= options.max_steps && !done; ++step) {

@@ -121,8 +121,10 @@ public:
     std::vector<std::string> actions;
     std::vector<tools::CssPoint> points;
     std::string url = "http://127.0.0.1/start";
+    bool reachable = true;
     ActionOutcome open(const std::string& u) override {
         url = u;
+        if (!reachable) return {false, "goto " + u + ": network error (net::ERR_CONNECTION_REFUSED)", "network"};
         return {true, "loaded", ""};
     }
     Observation observe() override {
@@ -390,6 +392,20 @@ TEST_CASE("an out-of-range localizer point is retried with feedback, then the st
     CHECK(f.engine.of("localizer").size() == static_cast<size_t>(f.profile.localizer.retries + 1));
     CHECK(f.engine.of("localizer")[1].text.find("outside") != std::string::npos);
     CHECK(f.events[0].ok == false);
+}
+
+TEST_CASE("a start page that does not load ends the run as an error, with no model call") {
+    Fixture f;
+    f.page.reachable = false;
+    const RunResult r = f.run(options());
+    CHECK(r.status == RunStatus::kError);
+    CHECK(r.error.find("the start page did not load") != std::string::npos);
+    CHECK(r.error.find("ERR_CONNECTION_REFUSED") != std::string::npos);
+    CHECK(r.answer.empty());
+    CHECK(r.model_calls == 0);
+    CHECK(f.engine.calls.empty());
+    REQUIRE(!f.events.empty());
+    CHECK(f.events.back().kind == StepEventKind::kFinished);
 }
 
 TEST_CASE("cancel stops the run") {
