@@ -1,5 +1,7 @@
 #include "apps/cli.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -94,12 +96,17 @@ std::vector<std::string> Args::all(const std::string& name) const {
     return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
-long long Args::get_int(const std::string& name, long long fallback) const {
+long long Args::get_int(const std::string& name, long long fallback, long long lo, long long hi) const {
     if (!has(name)) return fallback;
     const std::string text = get(name);
     char* end = nullptr;
-    long long value = std::strtoll(text.c_str(), &end, 10);
+    errno = 0;
+    const long long value = std::strtoll(text.c_str(), &end, 10);
     if (text.empty() || *end != '\0') throw bad_flag("flag --" + name + ": '" + text + "' is not an integer");
+    if (errno == ERANGE || value < lo || value > hi) {
+        throw bad_flag("flag --" + name + ": " + text + " is outside " + std::to_string(lo) + ".." +
+                       std::to_string(hi));
+    }
     return value;
 }
 
@@ -119,12 +126,17 @@ bool Args::get_size(const std::string& name, int* width, int* height) const {
     return true;
 }
 
-double Args::get_double(const std::string& name, double fallback) const {
+double Args::get_double(const std::string& name, double fallback, double lo, double hi) const {
     if (!has(name)) return fallback;
     const std::string text = get(name);
     char* end = nullptr;
-    double value = std::strtod(text.c_str(), &end);
+    const double value = std::strtod(text.c_str(), &end);
     if (text.empty() || *end != '\0') throw bad_flag("flag --" + name + ": '" + text + "' is not a number");
+    if (!std::isfinite(value) || value < lo || value > hi) {
+        std::ostringstream range;
+        range << lo << ".." << hi;
+        throw bad_flag("flag --" + name + ": " + text + " is outside " + range.str());
+    }
     return value;
 }
 

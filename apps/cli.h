@@ -27,10 +27,12 @@ public:
     std::string get(const std::string& name, const std::string& fallback = "") const;
     std::string require(const std::string& name) const;
     std::vector<std::string> all(const std::string& name) const;
-    long long get_int(const std::string& name, long long fallback) const;
+    // An integer flag in [lo, hi]; throws kInvalidArgument naming the flag, the text and the range otherwise.
+    long long get_int(const std::string& name, long long fallback, long long lo, long long hi) const;
     // A WIDTHxHEIGHT flag ("1280x720"); false when absent. Throws kInvalidArgument naming the flag.
     bool get_size(const std::string& name, int* width, int* height) const;
-    double get_double(const std::string& name, double fallback) const;
+    // A finite number flag in [lo, hi]; throws kInvalidArgument naming the flag, the text and the range otherwise.
+    double get_double(const std::string& name, double fallback, double lo, double hi) const;
     const std::vector<std::string>& positional() const { return positional_; }
 
 private:

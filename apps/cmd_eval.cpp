@@ -96,6 +96,25 @@ int run_eval(const surf::cli::Args& args) {
     const bool remote_model = surf::cli::is_remote_model(model_dir);
     if (remote_model) surf::cli::reject_local_model_flags(args);  // before the task file and the connection
 
+    surf::agent::EvalOptions options;
+    options.concurrency = static_cast<int>(args.get_int("concurrency", 1, 1, 256));
+    options.max_steps = static_cast<int>(args.get_int("max-steps", 15, 1, 1000));
+    options.attempts = static_cast<int>(args.get_int("attempts", 3, 1, 100));
+    options.task_timeout_seconds = args.get_double("timeout", 600, 0.001, 86400);
+    options.page_timeout_seconds = args.get_double("page-timeout", 30, 0.1, 3600);
+    options.use_validator = !args.has("no-validator");
+    options.trust_policy_coordinates = args.has("trust-policy-coordinates");
+    options.allow_domains = args.all("allow-domain");
+    options.deny_domains = args.all("deny-domain");
+    args.get_size("viewport", &options.viewport_width, &options.viewport_height);
+    options.judge_screenshots = static_cast<int>(args.get_int("judge-screenshots", 3, 1, 64));
+    options.retry_errors = args.has("retry-errors");
+    options.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0, 9223372036854775807LL));
+    const std::string judge_kind = args.get("judge", "local");
+    if (judge_kind != "local" && judge_kind != "remote" && judge_kind != "none")
+        throw Error(ErrorKind::kInvalidArgument, "--judge \"" + judge_kind + "\": expected local, remote or none");
+
+    // The task file after the flags: a mistyped flag is reported before a long file is read.
     std::vector<surf::agent::EvalTask> tasks = surf::agent::load_tasks(args.positional()[0]);
     if (args.has("references")) {
         const std::string path = args.get("references");
@@ -106,28 +125,11 @@ int run_eval(const surf::cli::Args& args) {
         const int n = surf::agent::attach_references(tasks, ss.str(), path);
         std::fprintf(stderr, "reference answers: %d of %zu tasks\n", n, tasks.size());
     }
-    surf::agent::EvalOptions options;
     if (args.has("shard")) {
         const surf::agent::Shard shard = surf::agent::parse_shard(args.get("shard"));
         tasks = surf::agent::select_shard(tasks, shard);
         options.shard = args.get("shard");
     }
-    options.concurrency = static_cast<int>(args.get_int("concurrency", 1));
-    options.max_steps = static_cast<int>(args.get_int("max-steps", 15));
-    options.attempts = static_cast<int>(args.get_int("attempts", 3));
-    options.task_timeout_seconds = args.get_double("timeout", 600);
-    options.page_timeout_seconds = args.get_double("page-timeout", 30);
-    options.use_validator = !args.has("no-validator");
-    options.trust_policy_coordinates = args.has("trust-policy-coordinates");
-    options.allow_domains = args.all("allow-domain");
-    options.deny_domains = args.all("deny-domain");
-    args.get_size("viewport", &options.viewport_width, &options.viewport_height);
-    options.judge_screenshots = static_cast<int>(args.get_int("judge-screenshots", 3));
-    options.retry_errors = args.has("retry-errors");
-    options.seed = static_cast<uint64_t>(args.get_int("seed", 0));
-    const std::string judge_kind = args.get("judge", "local");
-    if (judge_kind != "local" && judge_kind != "remote" && judge_kind != "none")
-        throw Error(ErrorKind::kInvalidArgument, "--judge \"" + judge_kind + "\": expected local, remote or none");
 
     const std::string profile_path = args.get("profile");
     surf::agent::PromptProfile profile =

@@ -21,14 +21,14 @@ using namespace surf::model;
 int run_generate(const surf::cli::Args& args) {
     const std::string dir = surf::cli::model_flag(args);
     SamplingParams sampling;
-    sampling.temperature = static_cast<float>(args.get_double("temperature", 0.0));
-    sampling.top_p = static_cast<float>(args.get_double("top-p", 1.0));
-    sampling.top_k = static_cast<int32_t>(args.get_int("top-k", 0));
-    sampling.seed = static_cast<uint64_t>(args.get_int("seed", 0));
+    sampling.temperature = static_cast<float>(args.get_double("temperature", 0.0, 0, 2));
+    sampling.top_p = static_cast<float>(args.get_double("top-p", 1.0, 0, 1));
+    sampling.top_k = static_cast<int32_t>(args.get_int("top-k", 0, 0, 1 << 20));
+    sampling.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0, 9223372036854775807LL));
     validate(sampling);
     GenerateOptions options;
     options.sampling = sampling;
-    options.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 128));
+    options.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 128, 0, 1 << 20));
     if (args.has("schema")) options.schema = load_json_schema_file(args.get("schema"));
 
     std::vector<std::shared_ptr<const Image>> images;

@@ -224,9 +224,9 @@ int run_record(const surf::cli::Args& args) {
     const std::string model_dir = args.require("model");
     const fs::path out = args.require("out");
     const surf::agent::PromptProfile profile = surf::agent::load_profile(args.require("profile"));
-    const double mistakes = args.get_double("mistakes", 0.25);
-    const int extra = static_cast<int>(args.get_int("extra-points", 3));
-    const int settle_ms = static_cast<int>(args.get_int("settle-ms", 150));
+    const double mistakes = args.get_double("mistakes", 0.25, 0, 1);
+    const int extra = static_cast<int>(args.get_int("extra-points", 3, 0, 100));
+    const int settle_ms = static_cast<int>(args.get_int("settle-ms", 150, 0, 10000));
     fs::create_directories(out / "shots");
 
     surf::record::OracleEngine engine(model_dir, profile);

@@ -43,17 +43,17 @@ int run_agent(const surf::cli::Args& args) {
     surf::agent::RunOptions run;
     run.task = args.positional()[0];
     run.start_url = args.require("url");
-    run.max_steps = static_cast<int>(args.get_int("max-steps", 30));
-    run.max_answer_attempts = static_cast<int>(args.get_int("attempts", 3));
-    run.timeout_seconds = args.get_double("timeout", 600);
+    run.max_steps = static_cast<int>(args.get_int("max-steps", 30, 1, 1000));
+    run.max_answer_attempts = static_cast<int>(args.get_int("attempts", 3, 1, 100));
+    run.timeout_seconds = args.get_double("timeout", 600, 0.001, 86400);
     run.use_validator = !args.has("no-validator");
     run.trust_policy_coordinates = args.has("trust-policy-coordinates");
     run.allow_domains = args.all("allow-domain");
     run.deny_domains = args.all("deny-domain");
     args.get_size("viewport", &run.viewport_width, &run.viewport_height);
-    run.device_scale_factor = args.get_double("dsf", 1.0);
+    run.device_scale_factor = args.get_double("dsf", 1.0, 0.25, 4);
     run.trace_dir = args.get("out");
-    run.seed = static_cast<uint64_t>(args.get_int("seed", 0));
+    run.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0, 9223372036854775807LL));
     surf::agent::validate_run_options(run);  // before a model load that can take minutes
 
     std::unique_ptr<surf::agent::Agent> agent;

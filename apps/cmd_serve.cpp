@@ -75,8 +75,7 @@ int serve(const surf::cli::Args& args) {
         throw Error(ErrorKind::kIo,
                     "--model " + dir + ": not a folder (surf serve loads a local checkpoint)");
     }
-    const long long replicas = args.get_int("replicas", 1);
-    if (replicas < 1 || replicas > 64) throw Error(ErrorKind::kInvalidArgument, "--replicas: expected 1..64");
+    const long long replicas = args.get_int("replicas", 1, 1, 64);
     if (replicas > 1 && args.get("backend", "cpu") != "cpu") {
         throw Error(ErrorKind::kInvalidArgument, "--replicas is for the cpu backend; use --gpus with cuda");
     }
@@ -91,12 +90,11 @@ int serve(const surf::cli::Args& args) {
     if (so.api_key.empty()) {
         if (const char* env = std::getenv("SURF_API_KEY")) so.api_key = env;
     }
-    so.default_max_tokens = static_cast<int32_t>(args.get_int("default-max-tokens", 512));
-    so.max_tokens_limit = static_cast<int32_t>(args.get_int("max-tokens-limit", 8192));
-    so.max_prompt_tokens = args.get_int("max-prompt-tokens", 0);
-    so.max_images = static_cast<int>(args.get_int("max-images", 16));
-    const int64_t prefix_cache = args.get_int("prefix-cache", 0);
-    if (prefix_cache < 0 || prefix_cache > 4096) throw Error(ErrorKind::kInvalidArgument, "--prefix-cache must be in [0, 4096]");
+    so.default_max_tokens = static_cast<int32_t>(args.get_int("default-max-tokens", 512, 1, 1 << 20));
+    so.max_tokens_limit = static_cast<int32_t>(args.get_int("max-tokens-limit", 8192, 1, 1 << 20));
+    so.max_prompt_tokens = args.get_int("max-prompt-tokens", 0, 0, 1 << 24);
+    so.max_images = static_cast<int>(args.get_int("max-images", 16, 0, 256));
+    const int64_t prefix_cache = args.get_int("prefix-cache", 0, 0, 4096);
     so.prefix_cache_sessions = static_cast<size_t>(prefix_cache);
     if (so.default_max_tokens < 1 || so.max_tokens_limit < so.default_max_tokens) {
         throw Error(ErrorKind::kInvalidArgument, "--default-max-tokens must be in [1, --max-tokens-limit]");
@@ -104,13 +102,10 @@ int serve(const surf::cli::Args& args) {
 
     surf::serve::HttpServerOptions ho;
     ho.host = args.get("host", "127.0.0.1");
-    const long long port = args.get_int("port", 8000);
-    if (port < 0 || port > 65535) throw Error(ErrorKind::kInvalidArgument, "--port: expected 0..65535");
+    const long long port = args.get_int("port", 8000, 0, 65535);
     ho.port = static_cast<int>(port);
-    ho.threads = static_cast<int>(args.get_int("threads", 64));
-    const double max_body_mb = args.get_double("max-body-mb", 32);
-    if (!(max_body_mb > 0) || ho.threads < 1)
-        throw Error(ErrorKind::kInvalidArgument, "--max-body-mb and --threads must be positive");
+    ho.threads = static_cast<int>(args.get_int("threads", 64, 1, 1024));
+    const double max_body_mb = args.get_double("max-body-mb", 32, 0.001, 1024);
     ho.max_body_bytes = static_cast<size_t>(max_body_mb * (1 << 20));
     so.max_image_bytes = std::min<size_t>(ho.max_body_bytes, so.max_image_bytes);
 

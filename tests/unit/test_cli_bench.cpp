@@ -1,4 +1,4 @@
-// `surf bench NAME [args...]` as a child process of the built surf: the listing names the CPU benchmarks,
+// The surf CLI as a child process of the built surf. `surf bench NAME [args...]`: the listing names the CPU benchmarks,
 // an unknown name exits 2 naming it, flags reach the benchmark untouched (its own usage, its exit code),
 // and a benchmark killed by a signal makes surf exit 3. The pass-through and the signal use small shell
 // scripts placed next to the real benchmarks for the duration of a test case.
@@ -151,5 +151,31 @@ TEST_CASE("surf bench forwards every argument, the exit code and a death by sign
         const Result r = run_surf({"bench", killed.name});
         CHECK(r.code == 3);
         CHECK(r.err.find("bench_" + killed.name + " was killed by signal 15") != std::string::npos);
+    }
+}
+
+TEST_CASE("surf: a numeric flag outside its range exits 2 naming the flag, the value and the range") {
+    if (!have_surf()) return;
+    const std::string tiny = SURF_FIXTURES_DIR "/golden/tiny_fp32";
+    struct Case {
+        std::vector<std::string> args;
+        std::string want;
+    };
+    const std::vector<Case> cases = {
+        {{"generate", "--model", tiny, "--prompt", "hi", "--max-tokens", "1099511627776"}, "--max-tokens: 1099511627776 is outside 0..1048576"},
+        {{"generate", "--model", tiny, "--prompt", "hi", "--max-tokens", "99999999999999999999999"}, "--max-tokens"},
+        {{"generate", "--model", tiny, "--prompt", "hi", "--temperature", "1e999"}, "--temperature: 1e999 is outside"},
+        {{"generate", "--model", tiny, "--prompt", "hi", "--top-p", "nan"}, "--top-p: nan is outside"},
+        {{"serve", "--model", tiny, "--threads", "1000000"}, "--threads: 1000000 is outside 1..1024"},
+        {{"serve", "--model", tiny, "--max-body-mb", "1e12"}, "--max-body-mb: 1e12 is outside"},
+        {{"serve", "--model", tiny, "--max-images", "-1"}, "--max-images: -1 is outside 0..256"},
+        {{"run", "task", "--url", "about:blank", "--model", tiny, "--max-steps", "0"}, "--max-steps: 0 is outside 1..1000"},
+        {{"eval", "tasks.jsonl", "--out", "/tmp/x", "--model", tiny, "--concurrency", "100000"}, "--concurrency: 100000 is outside"},
+    };
+    for (const Case& c : cases) {
+        const Result r = run_surf(c.args);
+        INFO(c.args[0] << " " << c.args.back() << ": " << r.err);
+        CHECK(r.code == 2);
+        CHECK(r.err.find(c.want) != std::string::npos);
     }
 }
