@@ -125,7 +125,7 @@ def is_target(session, k):
 def encode_session(enc, session, shot_index, shot_sizes):
     """(tokens, loss mask, [(position of the first <image>, shot index)]) of one recorded session."""
     toks, mask, images = [], [], []
-    for k, turn in enumerate(session["turns"]):
+    for t, turn in enumerate(session["turns"]):
         for part in turn["parts"]:
             if "text" in part:
                 ids = enc.text(part["text"])
@@ -140,7 +140,7 @@ def encode_session(enc, session, shot_index, shot_sizes):
                 mask += [0] * (n + 2)
         out = enc.text(turn["output"]) + [enc.ids[STOP]]
         toks += out
-        mask += [1 if is_target(session, k) else 0] * len(out)
+        mask += [1 if is_target(session, t) else 0] * len(out)
     return toks, mask, images
 
 
