@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -11,10 +13,21 @@
 #include <functional>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "kernels/base/error.h"
 
 namespace surf::test {
+
+// max|a − ref| / max|ref| over ref.size() values (max|a − ref| when ref is all zeros).
+inline double relative_error(const float* a, const std::vector<float>& ref) {
+    double max_diff = 0.0, max_ref = 0.0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[i] - ref[i])));
+        max_ref = std::max(max_ref, static_cast<double>(std::fabs(ref[i])));
+    }
+    return max_ref > 0.0 ? max_diff / max_ref : max_diff;
+}
 
 // The message of the surf::Error `fn` throws, or "" when it throws none.
 inline std::string error_of(const std::function<void()>& fn) {

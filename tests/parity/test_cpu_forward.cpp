@@ -10,24 +10,16 @@
 
 #include "model/cpu/cpu_model.h"
 #include "model/safetensors.h"
+#include "tests/test_util.h"
 #include "model/sampler.h"
 
 using namespace surf::model;
+using surf::test::relative_error;
 using surf::model::cpu::CpuModel;
 
 namespace {
 
 std::string fixture(const std::string& name) { return std::string(SURF_FIXTURES_DIR) + "/golden/" + name; }
-
-// max|a − ref| / max|ref|
-double relative_error(const float* a, const std::vector<float>& ref) {
-    double max_diff = 0.0, max_ref = 0.0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-        max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[i] - ref[i])));
-        max_ref = std::max(max_ref, static_cast<double>(std::fabs(ref[i])));
-    }
-    return max_ref > 0.0 ? max_diff / max_ref : max_diff;
-}
 
 std::vector<int32_t> as_tokens(const std::vector<int64_t>& ids) { return std::vector<int32_t>(ids.begin(), ids.end()); }
 

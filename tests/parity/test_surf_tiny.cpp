@@ -13,20 +13,13 @@
 #include "model/image.h"
 #include "model/image_tiling.h"
 #include "model/safetensors.h"
+#include "tests/test_util.h"
 
 using namespace surf::model;
+using surf::test::relative_error;
 using surf::model::cpu::CpuModel;
 
 namespace {
-
-double relative_error(const float* a, const std::vector<float>& ref) {
-    double max_diff = 0.0, max_ref = 0.0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-        max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[i] - ref[i])));
-        max_ref = std::max(max_ref, static_cast<double>(std::fabs(ref[i])));
-    }
-    return max_ref > 0.0 ? max_diff / max_ref : max_diff;
-}
 
 // Greedy as surf samples: the image placeholders are never generated.
 int32_t argmax_text(const float* logits, int64_t vocab, const ModelConfig& cfg) {
