@@ -137,7 +137,8 @@ std::string api_error_json(const ApiError& error) {
               {"type", error.type},
               {"param", error.param.empty() ? json() : json(error.param)},
               {"code", error.code.empty() ? json() : json(error.code)}};
-    return json{{"error", e}}.dump();
+    // The message may quote the request's own bytes (a parse error near invalid UTF-8): replace, never throw.
+    return json{{"error", e}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::optional<std::string> base64_decode(const std::string& text) {
@@ -230,7 +231,8 @@ ChatRequest parse_chat_request(const std::string& body_text, const ServiceOption
     json body;
     try {
         body = json::parse(body_text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
+        // Syntax, invalid UTF-8, and numbers no double or integer holds (a 400-digit max_tokens, 1e999).
         throw bad("", std::string("the body is not valid JSON: ") + e.what());
     }
     if (!body.is_object()) throw bad("", "the body must be a JSON object");
@@ -278,11 +280,16 @@ ChatRequest parse_chat_request(const std::string& body_text, const ServiceOption
     }
     if (body.contains("stream_options") && body["stream_options"].is_object()) {
         const json so = body["stream_options"];
-        req.include_usage = so.value("include_usage", false);
+        if (so.contains("include_usage") && !so["include_usage"].is_boolean() && !so["include_usage"].is_null())
+            throw bad("stream_options.include_usage", "expected a boolean");
+        req.include_usage = so.contains("include_usage") && so["include_usage"].is_boolean() &&
+                            so["include_usage"].get<bool>();
     }
     if (body.contains("response_format") && !body["response_format"].is_null()) {
         const json& rf = body["response_format"];
-        const std::string type = rf.is_object() ? rf.value("type", "") : "";
+        if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+            throw bad("response_format.type", "required (a string: text or json_schema)");
+        const std::string type = rf["type"].get<std::string>();
         if (type == "json_schema") {
             const json js = rf.value("json_schema", json());
             if (!js.is_object() || !js.contains("schema") || !js["schema"].is_object()) {

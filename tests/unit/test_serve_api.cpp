@@ -397,6 +397,25 @@ std::string nested(const std::string& key, int depth, bool objects) {
            "\": " + open + "1" + close + "}";
 }
 
+TEST_CASE("serve: bodies that used to get a 500 get a 400 naming the problem") {
+    Fixture f;
+    const std::string head = R"({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], )";
+    const std::vector<std::string> bodies = {
+        R"({"model": "tiny", "messages": [{"role": "user", "content": "h)" "\xff\xfe" R"(i"}]})",  // invalid UTF-8
+        head + R"("max_tokens": )" + std::string(400, '9') + "}",
+        head + R"("temperature": 1e999})",
+        head + R"("stream": true, "stream_options": {"include_usage": "yes"}})",
+        head + R"("response_format": {"type": 5}})",
+    };
+    for (const std::string& body : bodies) {
+        INFO(body.substr(0, 120));
+        const Reply r = http(f.port, "POST", "/v1/chat/completions", body);
+        CHECK(r.status == 400);
+        CHECK(r.body.find("\"error\"") != std::string::npos);
+    }
+    CHECK(http(f.port, "GET", "/health").status == 200);
+}
+
 TEST_CASE("serve: json_nesting_depth counts brackets outside strings only") {
     CHECK(serve::json_nesting_depth("1") == 0);
     CHECK(serve::json_nesting_depth(R"({"a": [1, {"b": []}]})") == 4);
