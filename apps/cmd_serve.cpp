@@ -94,6 +94,9 @@ int serve(const surf::cli::Args& args) {
     so.max_tokens_limit = static_cast<int32_t>(args.get_int("max-tokens-limit", 8192, 1, 1 << 20));
     so.max_prompt_tokens = args.get_int("max-prompt-tokens", 0, 0, 1 << 24);
     so.max_images = static_cast<int>(args.get_int("max-images", 16, 0, 256));
+    so.max_image_pixels = args.get_int("max-image-pixels", so.max_image_pixels, 1, surf::model::kMaxImagePixels);
+    so.max_request_pixels =
+        args.get_int("max-request-pixels", so.max_request_pixels, 1, 64 * surf::model::kMaxImagePixels);
     const int64_t prefix_cache = args.get_int("prefix-cache", 0, 0, 4096);
     so.prefix_cache_sessions = static_cast<size_t>(prefix_cache);
     if (so.default_max_tokens < 1 || so.max_tokens_limit < so.default_max_tokens) {
@@ -156,6 +159,8 @@ SURF_COMMAND(surf::cli::Command{
      {"max-tokens-limit", "N", "largest max_tokens a request may ask for (default 8192)"},
      {"max-prompt-tokens", "N", "largest prompt in text tokens (default: no limit beyond the engine's)"},
      {"max-images", "N", "image parts per request (default 16)"},
+     {"max-image-pixels", "N", "width x height of one image, checked before decoding (default 16777216 = 4096^2)"},
+     {"max-request-pixels", "N", "pixels of all a request's images together (default 67108864)"},
      {"prefix-cache", "N",
       "conversation reuse: engine sessions kept at the end of recent prompts, so a request whose prompt extends one "
       "prefills only its new part; pays a copy of the state and KV per request on the CUDA engine, so set N to at least "

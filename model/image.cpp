@@ -166,7 +166,7 @@ std::string stb_reason() {
 
 }  // namespace
 
-Image decode_image(const uint8_t* data, size_t size, const std::string& name, AlphaMode alpha) {
+Image decode_image(const uint8_t* data, size_t size, const std::string& name, AlphaMode alpha, int64_t max_pixels) {
     if (data == nullptr || size == 0) fail(ErrorKind::kFormat, name, "empty input");
     if (size > static_cast<size_t>(INT32_MAX)) fail(ErrorKind::kResourceExhausted, name, "input over 2 GiB");
     const int len = static_cast<int>(size);
@@ -182,10 +182,16 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, Al
     // Header first: reject zero-size and decompression bombs before allocating any pixels.
     int w = 0, h = 0, file_channels = 0;
     auto check_limits = [&](int64_t width, int64_t height) {
-        if (width > kMaxImageSide || height > kMaxImageSide || width * height > kMaxImagePixels) {
+        if (width > kMaxImageSide || height > kMaxImageSide) {
             fail(ErrorKind::kResourceExhausted, name,
                  "image of " + std::to_string(width) + "x" + std::to_string(height) +
                      " exceeds the limit of " + std::to_string(kMaxImageSide) + " pixels per side");
+        }
+        if (width * height > std::min(max_pixels, kMaxImagePixels)) {
+            fail(ErrorKind::kResourceExhausted, name,
+                 "image of " + std::to_string(width) + "x" + std::to_string(height) + " has " +
+                     std::to_string(width * height) + " pixels, over the limit of " +
+                     std::to_string(std::min(max_pixels, kMaxImagePixels)));
         }
     };
     // stb rejects some huge headers itself but then reports only "unknown image type"; read the

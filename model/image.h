@@ -44,8 +44,9 @@ enum class AlphaMode {
 // Decodes an image held in memory. `name` is used in error messages ("<memory>" by default).
 // Throws surf::Error (kFormat / kUnsupported / kResourceExhausted) on empty, unknown, truncated,
 // corrupt or oversized input; never crashes.
+// `max_pixels` bounds width × height, checked from the header before any pixel is allocated.
 Image decode_image(const uint8_t* data, size_t size, const std::string& name = "<memory>",
-                   AlphaMode alpha = AlphaMode::kDrop);
+                   AlphaMode alpha = AlphaMode::kDrop, int64_t max_pixels = kMaxImagePixels);
 inline Image decode_image(const std::vector<uint8_t>& bytes, const std::string& name = "<memory>",
                           AlphaMode alpha = AlphaMode::kDrop) {
     return decode_image(bytes.data(), bytes.size(), name, alpha);

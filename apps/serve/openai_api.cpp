@@ -117,7 +117,11 @@ model::ChatMessage parse_message(const json& m, size_t index, const ServiceOptio
                               "more than " + std::to_string(options.max_images) + " images in one request",
                               "too_many_images");
                 }
-                images->push_back(decode_data_url(url, options.max_image_bytes, pw + ".image_url.url"));
+                // Each image may use what the request's pixel budget has left, so decoding never exceeds it.
+                int64_t used = 0;
+                for (const auto& im : *images) used += int64_t{im->width} * im->height;
+                const int64_t allowed = std::min(options.max_image_pixels, options.max_request_pixels - used);
+                images->push_back(decode_data_url(url, options.max_image_bytes, allowed, pw + ".image_url.url"));
                 parts.push_back({model::ChatPartKind::kImage, ""});
             } else {
                 throw bad(pw + ".type", "\"" + type + "\" is not supported (text, image_url)");
@@ -170,7 +174,7 @@ std::optional<std::string> base64_decode(const std::string& text) {
     return out;
 }
 
-std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size_t max_bytes,
+std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size_t max_bytes, int64_t max_pixels,
                                                     const std::string& param) {
     if (url.rfind("data:", 0) != 0) {
         throw bad(param,
@@ -195,7 +199,7 @@ std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size
     try {
         return std::make_shared<const model::Image>(
             model::decode_image(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), param,
-                                model::AlphaMode::kCompositeOnWhite));
+                                model::AlphaMode::kCompositeOnWhite, max_pixels));
     } catch (const Error& e) {
         throw bad(param, std::string("cannot decode the image: ") + e.what(), "invalid_image");
     }

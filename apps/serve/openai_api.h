@@ -37,6 +37,8 @@ struct ServiceOptions {
     int64_t max_prompt_tokens = 0;    // text tokens of the rendered prompt as the engine is fed them (special tokens parsed); 0 = no limit beyond the engine's
     int max_images = 16;              // image parts per request
     size_t max_image_bytes = 16 << 20;  // decoded base64 bytes of one image
+    int64_t max_image_pixels = int64_t{4096} * 4096;        // width × height of one image, checked before decoding
+    int64_t max_request_pixels = 4 * int64_t{4096} * 4096;  // of all a request's images together
     // Conversation reuse (prefix_cache.h): engine sessions kept at the end of recent prompts, forked by requests whose
     // prompt extends one; 0 = every request prefills its whole prompt.
     size_t prefix_cache_sessions = 0;
@@ -75,7 +77,7 @@ ChatRequest parse_chat_request(const std::string& body, const ServiceOptions& op
                                model::SchemaCache& schemas);
 
 // Decodes "data:image/png;base64,...." (any image/* type stb_image reads); throws ApiError.
-std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size_t max_bytes,
+std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size_t max_bytes, int64_t max_pixels,
                                                     const std::string& param);
 
 // Standard base64 (padding optional, no whitespace); nullopt when malformed.

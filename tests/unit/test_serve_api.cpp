@@ -416,6 +416,35 @@ TEST_CASE("serve: bodies that used to get a 500 get a 400 naming the problem") {
     CHECK(http(f.port, "GET", "/health").status == 200);
 }
 
+TEST_CASE("serve: decoded pixels are limited per image and per request, from the header, before decoding") {
+    const std::string png = read_file(kModel + "/image.png");
+    REQUIRE(!png.empty());
+    const model::Image probe = model::decode_image(reinterpret_cast<const uint8_t*>(png.data()), png.size());
+    const int64_t one = int64_t{probe.width} * probe.height;
+    serve::ServiceOptions so;
+    so.max_image_pixels = one;           // one such image fits ...
+    so.max_request_pixels = 2 * one;     // ... two per request, not three
+    Fixture f(so);
+    const auto body = [&](int n_images) {
+        json parts = json::array({{{"type", "text"}, {"text", "What is shown?"}}});
+        for (int i = 0; i < n_images; ++i)
+            parts.push_back({{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + b64(png)}}}});
+        return json{{"model", "tiny"}, {"messages", json::array({{{"role", "user"}, {"content", parts}}})},
+                    {"max_tokens", 2}};
+    };
+    CHECK(f.chat(body(2)).status == 200);
+    const Reply three = f.chat(body(3));
+    CHECK(three.status == 400);
+    CHECK(three.body.find("over the limit of") != std::string::npos);
+
+    serve::ServiceOptions small;
+    small.max_image_pixels = one - 1;
+    Fixture g(small);
+    const Reply r = g.chat(body(1));
+    CHECK(r.status == 400);
+    CHECK(r.body.find("pixels, over the limit of " + std::to_string(one - 1)) != std::string::npos);
+}
+
 TEST_CASE("serve: json_nesting_depth counts brackets outside strings only") {
     CHECK(serve::json_nesting_depth("1") == 0);
     CHECK(serve::json_nesting_depth(R"({"a": [1, {"b": []}]})") == 4);
@@ -499,10 +528,10 @@ TEST_CASE("serve: helpers (base64, data URLs)") {
     CHECK(!serve::base64_decode("a"));
     CHECK(!serve::base64_decode("aGV*bG8="));
     CHECK(!serve::base64_decode("aG===="));
-    CHECK_THROWS_AS(serve::decode_data_url("data:text/plain;base64,aGk=", 100, "p"), serve::ApiError);
-    CHECK_THROWS_AS(serve::decode_data_url("data:image/png,raw", 100, "p"), serve::ApiError);
+    CHECK_THROWS_AS(serve::decode_data_url("data:text/plain;base64,aGk=", 100, 1 << 20, "p"), serve::ApiError);
+    CHECK_THROWS_AS(serve::decode_data_url("data:image/png,raw", 100, 1 << 20, "p"), serve::ApiError);
     try {
-        serve::decode_data_url("data:image/png;base64," + std::string(400, 'A'), 100, "p");
+        serve::decode_data_url("data:image/png;base64," + std::string(400, 'A'), 100, 1 << 20, "p");
         FAIL("expected a 413");
     } catch (const serve::ApiError& e) {
         CHECK(e.status == 413);
