@@ -135,11 +135,14 @@ TEST_CASE("the allow-list blocks navigations away from the allowed host") {
         CHECK(any_line_mentions(lines, "navigation_denied"));
         fs::remove_all(dir);
     }
-    SUBCASE("a start URL outside the allow-list") {
+    SUBCASE("a start URL outside the allow-list ends the run as an error, with no model call") {
         const fs::path dir = fresh_dir("guard_start");
         RunOptions o = small_run("http://blocked.example.com/", dir.string(), 1);
         const RunResult r = agent->run(o);
-        CHECK(r.status != RunStatus::kError);
+        CHECK(r.status == RunStatus::kError);
+        CHECK(r.error.find("the start page did not load") != std::string::npos);
+        CHECK(r.error.find("navigation_denied") != std::string::npos);
+        CHECK(r.model_calls == 0);
         const auto lines = read_trace(dir);
         bool open_denied = false;
         for (const auto& j : lines) {
