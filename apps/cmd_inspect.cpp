@@ -62,6 +62,11 @@ int run_inspect(const surf::cli::Args& args) {
     for (const auto& m : report.shape_mismatches) std::printf("SHAPE        %s\n", m.c_str());
     for (const auto& name : report.unexpected) std::printf("UNEXPECTED   %s\n", name.c_str());
     if (report.ok() && report.unexpected.empty()) std::printf("check        every tensor present with the expected shape\n");
+    if (!report.ok()) {
+        // The listing is on stdout; the verdict goes where scripts look for failures as well.
+        std::fprintf(stderr, "surf inspect: %s does not load: %zu tensors missing, %zu with the wrong shape (listed above)\n",
+                     dir.c_str(), report.missing.size(), report.shape_mismatches.size());
+    }
     return report.ok() ? 0 : 1;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -248,6 +249,8 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, Al
 }
 
 Image load_image(const std::string& path, AlphaMode alpha) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw Error(ErrorKind::kIo, "image " + path + ": is a folder, not a file");
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) throw Error(ErrorKind::kIo, "image " + path + ": cannot open file");
     const std::streamoff end = in.tellg();

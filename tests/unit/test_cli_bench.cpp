@@ -179,3 +179,20 @@ TEST_CASE("surf: a numeric flag outside its range exits 2 naming the flag, the v
         CHECK(r.err.find(c.want) != std::string::npos);
     }
 }
+
+TEST_CASE("surf inspect: a checkpoint whose shapes do not match its config exits 1 and says so on stderr") {
+    if (!have_surf()) return;
+    const fs::path dir = fs::temp_directory_path() / ("surf_test_inspect_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::copy(SURF_FIXTURES_DIR "/golden/tiny_fp32", dir);
+    std::string config = slurp(dir / "config.json");
+    const std::string from = "\"intermediate_size\": 128", to = "\"intermediate_size\": 96";
+    REQUIRE(config.find(from) != std::string::npos);
+    config.replace(config.find(from), from.size(), to);
+    std::ofstream(dir / "config.json") << config;
+    const Result r = run_surf({"inspect", dir.string()});
+    CHECK(r.code == 1);
+    CHECK(r.out.find("SHAPE") != std::string::npos);
+    CHECK(r.err.find("does not load: 0 tensors missing, 6 with the wrong shape") != std::string::npos);
+    fs::remove_all(dir);
+}
