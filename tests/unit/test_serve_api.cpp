@@ -455,7 +455,7 @@ TEST_CASE("serve: json_nesting_depth counts brackets outside strings only") {
 
 TEST_CASE("serve: deeply nested JSON anywhere in the body is a 400, never a crash") {
     Fixture f;
-    for (const std::string& key : {"chat_template_kwargs", "stop", "tools", "stream_options", "response_format"}) {
+    for (const char* key : {"chat_template_kwargs", "stop", "tools", "stream_options", "response_format"}) {
         for (bool objects : {true, false}) {
             INFO(key << (objects ? " objects" : " arrays"));
             check_error(http(f.port, "POST", "/v1/chat/completions", nested(key, 30000, objects)), 400);
