@@ -12,12 +12,29 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/base/error.h"
 
 namespace surf::test {
+
+// n values drawn uniformly from [lo, hi).
+inline std::vector<float> random_vector(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+}
+
+// max|a − b| over two vectors of one size.
+inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    float m = 0.0f;
+    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+    return m;
+}
 
 // max|a − ref| / max|ref| over ref.size() values (max|a − ref| when ref is all zeros).
 inline double relative_error(const float* a, const std::vector<float>& ref) {

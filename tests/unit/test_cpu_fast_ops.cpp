@@ -10,24 +10,13 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "tests/test_util.h"
 
 namespace k = surf::kernels::cpu;
+using surf::test::max_abs_diff;
+using surf::test::random_vector;
 
 namespace {
-
-std::vector<float> random_vector(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (auto& x : v) x = dist(rng);
-    return v;
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    REQUIRE(a.size() == b.size());
-    float m = 0.0f;
-    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-    return m;
-}
 
 float max_abs(const std::vector<float>& a) {
     float m = 0.0f;
