@@ -171,7 +171,7 @@ TEST_CASE("bad input gives a surf::Error naming the source") {
     std::string message;
     CHECK(error_kind_of([] { load_image("/nonexistent/shot.png"); }, &message) == ErrorKind::kIo);
     CHECK(message.find("/nonexistent/shot.png") != std::string::npos);
-    // A folder is named as one (its "size" used to be reported as 9223372036854775807 bytes).
+    // A folder is named as one, not read as a file of unknown size.
     CHECK(error_kind_of([] { load_image("/tmp"); }, &message) == ErrorKind::kIo);
     CHECK(message == "image /tmp: is a folder, not a file");
 

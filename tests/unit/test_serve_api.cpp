@@ -385,8 +385,8 @@ TEST_CASE("serve: malformed bodies, oversized inputs, unknown models and keys ge
     CHECK(f.service->open_sessions() == 0);
 }
 
-// A body nested tens of thousands of levels deep (60 KB) must get a 400 and leave the server serving; it used to
-// overflow the stack of the thread that parsed it.
+// A body nested tens of thousands of levels deep (60 KB) gets a 400 and leaves the server serving: walked
+// recursively, such a body would overflow the stack of the thread handling it.
 std::string nested(const std::string& key, int depth, bool objects) {
     std::string open, close;
     for (int i = 0; i < depth; ++i) {
@@ -397,7 +397,7 @@ std::string nested(const std::string& key, int depth, bool objects) {
            "\": " + open + "1" + close + "}";
 }
 
-TEST_CASE("serve: bodies that used to get a 500 get a 400 naming the problem") {
+TEST_CASE("serve: bad UTF-8, unrepresentable numbers and ill-typed option fields get a 400, not a 500") {
     Fixture f;
     const std::string head = R"({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], )";
     const std::vector<std::string> bodies = {
