@@ -188,9 +188,13 @@ std::string localizer_reply(Episode& ep, const std::vector<surf::model::InputPar
     throw Error(ErrorKind::kModelOutput, "oracle: the localizer was asked for an element the policy never named");
 }
 
+// The page checker's verdict on an answer: {success, reason}.
+json page_check(surf::tools::BrowserSession& page, const std::string& answer) {
+    return page_json(page, "JSON.stringify(window.__surfTask.check(" + json(answer).dump() + "))");
+}
+
 std::string validator_reply(Episode& ep) {
-    const json v = ep.page->evaluate("JSON.stringify(window.__surfTask.check(" + json(ep.last_answer).dump() + "))");
-    const json c = json::parse(v.get<std::string>());
+    const json c = page_check(*ep.page, ep.last_answer);
     ordered_json reply;
     reply["reason"] = c.value("reason", "");
     reply["success"] = c.value("success", false);
@@ -301,9 +305,7 @@ int run_record(const surf::cli::Args& args) {
         bool success = false;
         std::string reason = result.error;
         try {
-            const json c = json::parse(
-                session->evaluate("JSON.stringify(window.__surfTask.check(" + json(result.answer).dump() + "))")
-                    .get<std::string>());
+            const json c = page_check(*session, result.answer);
             success = result.status == surf::agent::RunStatus::kAnswered && c.value("success", false);
             if (reason.empty()) reason = c.value("reason", "");
         } catch (const std::exception& e) {
