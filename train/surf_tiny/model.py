@@ -31,13 +31,16 @@ class SurfTiny(nn.Module):
         _, _, projected = gm.vision_forward(self.radio, self.mlp1, pixels)
         return projected
 
-    def forward(self, tokens, loss_mask, pixels):
-        """tokens [B, T] (right-padded), loss_mask [B, T] (1 on reply tokens), pixels [n_tiles, 3, S, S] for
-        the batch's images in (row, position) order. Returns (mean loss, number of loss tokens)."""
+    def forward(self, tokens, loss_mask, pixels, row_index=None):
+        """tokens [B, T] (right-padded), loss_mask [B, T] (1 on reply tokens), pixels [n_tiles, 3, S, S]: the
+        batch's images in (row, position) order, or, with row_index, each distinct image once and row_index
+        the projector row of every <image> token in that order. Returns (mean loss, number of loss tokens)."""
         emb = self.llm.model.embeddings(tokens)
         is_image = tokens == self.image_id
         if pixels is not None and pixels.shape[0]:
             rows = self.image_rows(pixels).to(emb.dtype)
+            if row_index is not None:
+                rows = rows[row_index]
             if rows.shape[0] != int(is_image.sum()):
                 raise RuntimeError(f"{rows.shape[0]} image rows for {int(is_image.sum())} <image> tokens")
             emb = emb.masked_scatter(is_image[..., None], rows)

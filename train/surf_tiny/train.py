@@ -3,8 +3,8 @@
   python3 -m train.surf_tiny.train --data DATA_DIR --model MODEL_DIR --steps N --ckpt CKPT_DIR [--out OUT]
 
 MODEL_DIR holds config.json and the tokenizer (data.py tokenizer). Batches are drawn by a seeded sampler in
-token-budget buckets of similar length; images are tiled exactly as surf tiles them (golden_assets.tile_image:
-Pillow bicubic) in DataLoader workers. Every --save-every steps the model, the optimiser and the sampler's
+token-budget buckets of similar length; images are tiled once at the start, exactly as surf tiles them
+(golden_assets.tile_image: Pillow bicubic), and kept on the device. Every --save-every steps the model, the optimiser and the sampler's
 position are saved to CKPT_DIR/last.pt; a run finds it there and continues. At the end the weights are exported
 in the checkpoint layout (export.py) to --out.
 """
@@ -24,11 +24,12 @@ from .spec import ga
 
 
 class Packed:
-    """sequences.npz of one or more packed folders: tokens, loss masks and image positions of every training
-    sequence; a folder that is missing is skipped with a warning (the GPU machine may have lost it)."""
+    """sequences.npz of one or more packed folders: tokens, loss masks and image positions (with the index of
+    the screenshot in shot_paths) of every training sequence; a folder that is missing is skipped with a warning (the GPU machine may have lost it)."""
 
     def __init__(self, folders):
         self.tokens, self.mask, self.lengths, self.images_of = [], [], [], []
+        self.shot_paths, self.shot_of = [], {}
         for folder in folders:
             if not os.path.exists(os.path.join(folder, "sequences.npz")):
                 print(f"warning: no packed data in {folder}; skipped", flush=True)
@@ -44,21 +45,29 @@ class Packed:
                 self.lengths.append(b - a)
                 self.images_of.append([])
             for seq, pos, shot in z["images"]:
-                self.images_of[first + int(seq)].append((int(pos), os.path.join(folder, "shots", str(names[shot]))))
+                path = os.path.join(folder, "shots", str(names[shot]))
+                if path not in self.shot_of:
+                    self.shot_of[path] = len(self.shot_paths)
+                    self.shot_paths.append(path)
+                self.images_of[first + int(seq)].append((int(pos), self.shot_of[path]))
             print(f"{folder}: {len(offsets) - 1} sequences", flush=True)
         if not self.lengths:
             raise SystemExit("no packed data found")
         self.n = len(self.lengths)
         self.lengths = np.array(self.lengths, np.int64)
         self.images_of = [sorted(x) for x in self.images_of]
+        self.first_shot = np.array([x[0][1] if x else -1 for x in self.images_of], np.int64)
 
     def sequence(self, i):
         return self.tokens[i].astype(np.int64), self.mask[i], self.images_of[i]
 
 
-def batches(lengths, token_budget, rng, max_rows=64):
-    """Index lists of sequences of similar length, each padded batch within token_budget, shuffled."""
-    order = np.argsort(lengths + rng.random(len(lengths)) * 64, kind="stable")
+def batches(lengths, first_shot, token_budget, rng, max_rows=64, bucket=64):
+    """Index lists of sequences of similar length, each padded batch within token_budget, shuffled. Within a
+    length bucket the sequences of one screenshot sit together, so that a batch encodes each screenshot once
+    for all its sequences (the policy turn, the localizer questions, the validator)."""
+    shot_rank = rng.permutation(int(first_shot.max()) + 2)[first_shot + 1]
+    order = np.lexsort((rng.random(len(lengths)), shot_rank, lengths // bucket))
     out, cur, longest = [], [], 0
     for i in order:
         l = int(lengths[i])
@@ -73,29 +82,53 @@ def batches(lengths, token_budget, rng, max_rows=64):
     return out
 
 
-class BatchSet(torch.utils.data.Dataset):
-    def __init__(self, packed, batch_lists, pad_id):
-        self.p, self.lists, self.pad_id = packed, batch_lists, pad_id
+def load_tiles(path):
+    """A screenshot's tiles exactly as surf tiles it (Pillow bicubic), [n, S, S, 3] uint8."""
+    from PIL import Image
+    with Image.open(path) as im:
+        tiles, _ = ga.tile_image(im.convert("RGB"), spec.SIZES["tile"], spec.SIZES["max_tiles"], True)
+    return np.stack([np.asarray(t, np.uint8) for t in tiles])
 
-    def __len__(self):
-        return len(self.lists)
 
-    def __getitem__(self, k):
-        from PIL import Image
-        seqs = [self.p.sequence(i) for i in self.lists[k]]
-        T = max(len(t) for t, _, _ in seqs)
-        tokens = np.full((len(seqs), T), self.pad_id, np.int64)
-        mask = np.zeros((len(seqs), T), np.uint8)
-        tiles = []
-        for r, (t, m, imgs) in enumerate(seqs):
-            tokens[r, :len(t)] = t
-            mask[r, :len(m)] = m
-            for _, path in imgs:
-                with Image.open(path) as im:
-                    tl, _ = ga.tile_image(im.convert("RGB"), spec.SIZES["tile"], spec.SIZES["max_tiles"], True)
-                tiles += [np.asarray(x, np.uint8) for x in tl]
-        px = torch.from_numpy(np.stack(tiles)) if tiles else torch.zeros(0, spec.SIZES["tile"], spec.SIZES["tile"], 3, dtype=torch.uint8)
-        return torch.from_numpy(tokens), torch.from_numpy(mask), px
+class TileCache:
+    """Every screenshot of the data tiled once, in parallel, and kept on the device: a batch then gathers its
+    tiles by index instead of decoding images."""
+
+    def __init__(self, paths, device, workers):
+        import multiprocessing as mp
+        t0 = time.time()
+        with mp.get_context("fork").Pool(max(1, workers)) as pool:
+            arrays = pool.map(load_tiles, paths, chunksize=16)
+        counts = np.array([len(a) for a in arrays], np.int64)
+        self.start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        self.count = counts
+        self.tiles = torch.from_numpy(np.concatenate(arrays)).to(device)
+        print(f"{len(paths)} screenshots -> {self.tiles.shape[0]} tiles on {device} "
+              f"({self.tiles.numel() / 2**30:.1f} GiB) in {time.time() - t0:.0f} s", flush=True)
+
+
+def make_batch(packed, cache, rows, pad_id, device):
+    """(tokens [B, T], loss mask [B, T], tiles of the batch's distinct screenshots [n, S, S, 3] uint8, index
+    of the projector row of every <image> token in the batch's (row, position) order)."""
+    seqs = [packed.sequence(i) for i in rows]
+    T = max(len(t) for t, _, _ in seqs)
+    tokens = np.full((len(seqs), T), pad_id, np.int64)
+    mask = np.zeros((len(seqs), T), np.uint8)
+    for r, (t, m, _) in enumerate(seqs):
+        tokens[r, :len(t)] = t
+        mask[r, :len(m)] = m
+    per_tile = (spec.SIZES["tile"] // 32) ** 2
+    first_row, tile_idx, gather = {}, [], []
+    for _, _, imgs in seqs:
+        for _, shot in imgs:
+            if shot not in first_row:
+                first_row[shot] = len(tile_idx) * per_tile
+                tile_idx.extend(range(cache.start[shot], cache.start[shot] + cache.count[shot]))
+            gather.append(np.arange(first_row[shot], first_row[shot] + cache.count[shot] * per_tile))
+    tiles = cache.tiles[torch.tensor(tile_idx, dtype=torch.long, device=device)] if tile_idx else \
+        cache.tiles[:0]
+    index = torch.from_numpy(np.concatenate(gather)).to(device) if gather else None
+    return (torch.from_numpy(tokens).to(device), torch.from_numpy(mask).to(device), tiles, index)
 
 
 def normalise(px_uint8, device):
@@ -105,10 +138,12 @@ def normalise(px_uint8, device):
     return (x - mean) / std
 
 
-def lr_at(step, total, peak, warmup):
+def lr_at(step, total, peak, warmup, time_frac=0.0):
+    """Linear warmup, then a cosine to 10% of the peak over the steps or, when the run has a time limit and
+    that comes first, over the time."""
     if step < warmup:
         return peak * (step + 1) / warmup
-    frac = (step - warmup) / max(1, total - warmup)
+    frac = max((step - warmup) / max(1, total - warmup), time_frac)
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
 
 
@@ -124,7 +159,8 @@ def main():
     ap.add_argument("--seed", type=int, default=20261128)
     ap.add_argument("--save-every", type=int, default=500)
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (and save) after this long; 0 = no limit")
-    ap.add_argument("--workers", type=int, default=12)
+    ap.add_argument("--workers", type=int, default=12, help="processes that tile the screenshots at the start")
+    ap.add_argument("--profile-at", type=int, default=-1, help="print a profile of the steps from this one")
     ap.add_argument("--init", help="start from these exported weights (a model folder) instead of random")
     ap.add_argument("--out", help="export the final model folder (bf16 safetensors, config, tokenizer) here")
     ap.add_argument("--weights-out", help="export only the final weights (bf16 safetensors) into this folder")
@@ -157,25 +193,34 @@ def main():
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state}, last + ".tmp")
         os.replace(last + ".tmp", last)
 
+    cache = TileCache(packed.shot_paths, device, a.workers)
     print(f"{packed.n} sequences, {int(packed.lengths.sum())} tokens; "
           f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters", flush=True)
     log_t, log_loss, log_n, stop = time.time(), 0.0, 0, False
     while state["step"] < a.steps and not stop:
         rng = np.random.default_rng(a.seed + state["epoch"])
-        lists = batches(packed.lengths, a.tokens_per_batch, rng)
-        loader = torch.utils.data.DataLoader(BatchSet(packed, lists[state["batch"]:], pad_id), batch_size=None,
-                                             shuffle=False, num_workers=a.workers, pin_memory=True,
-                                             persistent_workers=False, prefetch_factor=4 if a.workers else None)
-        for tokens, mask, px in loader:
+        lists = batches(packed.lengths, packed.first_shot, a.tokens_per_batch, rng)
+        for rows in lists[state["batch"]:]:
             for g in opt.param_groups:
-                g["lr"] = lr_at(state["step"], a.steps, a.lr, a.warmup)
-            tokens, mask = tokens.to(device, non_blocking=True), mask.to(device, non_blocking=True)
+                g["lr"] = lr_at(state["step"], a.steps, a.lr, a.warmup,
+                                (time.time() - t_start) / (60 * a.max_minutes) if a.max_minutes else 0.0)
+            if state["step"] == a.profile_at:
+                prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                          torch.profiler.ProfilerActivity.CUDA])
+                prof.__enter__()
+            tokens, mask, tiles, index = make_batch(packed, cache, rows, pad_id, device)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                loss, n = model(tokens, mask, normalise(px, device))
+                loss, n = model(tokens, mask, normalise(tiles, device), index)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
+            if state["step"] == a.profile_at + 2:
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                prof.__exit__(None, None, None)
+                print(prof.key_averages().table(sort_by="self_cuda_time_total" if device.type == "cuda"
+                                                else "self_cpu_time_total", row_limit=25), flush=True)
             state["step"] += 1
             state["batch"] += 1
             log_loss += float(loss.detach()) * n
