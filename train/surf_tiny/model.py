@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import ssd
 from .spec import gm
 
 
@@ -21,6 +22,7 @@ class SurfTiny(nn.Module):
         for layer in self.llm.model.layers:
             if layer.block_type == "linear_attention":
                 layer.mixer.time_step_limit = (0.0, float("inf"))  # no dt clamp, as surf and vLLM
+        ssd.install(self.llm)  # the Mamba-2 training forward as matmuls (ssd.py)
         for name, p in self.radio.named_parameters():
             if "layer_scale" in name:
                 p.requires_grad_(False)  # C-RADIO has no layer scale: HF's stays the identity

@@ -29,7 +29,7 @@ class Packed:
 
     def __init__(self, folders):
         self.tokens, self.mask, self.lengths, self.images_of = [], [], [], []
-        self.shot_paths, self.shot_of = [], {}
+        self.shot_paths, self.shot_of, self.role = [], {}, []
         for folder in folders:
             if not os.path.exists(os.path.join(folder, "sequences.npz")):
                 print(f"warning: no packed data in {folder}; skipped", flush=True)
@@ -37,6 +37,7 @@ class Packed:
             z = np.load(os.path.join(folder, "sequences.npz"))
             # Each z[...] decompresses the whole array: read every array once.
             offsets, names, tokens, mask = z["offsets"], z["shot_names"], z["tokens"], z["mask"]
+            self.role.append(z["role"])
             first = len(self.lengths)
             for i in range(len(offsets) - 1):
                 a, b = offsets[i], offsets[i + 1]
@@ -55,6 +56,7 @@ class Packed:
             raise SystemExit("no packed data found")
         self.n = len(self.lengths)
         self.lengths = np.array(self.lengths, np.int64)
+        self.role = np.concatenate(self.role)  # 0 policy, 1 localizer, 2 validator (data.pack)
         self.images_of = [sorted(x) for x in self.images_of]
         self.first_shot = np.array([x[0][1] if x else -1 for x in self.images_of], np.int64)
 
@@ -62,12 +64,13 @@ class Packed:
         return self.tokens[i].astype(np.int64), self.mask[i], self.images_of[i]
 
 
-def batches(lengths, first_shot, token_budget, rng, max_rows=64, bucket=64):
-    """Index lists of sequences of similar length, each padded batch within token_budget, shuffled. Within a
-    length bucket the sequences of one screenshot sit together, so that a batch encodes each screenshot once
-    for all its sequences (the policy turn, the localizer questions, the validator)."""
-    shot_rank = rng.permutation(int(first_shot.max()) + 2)[first_shot + 1]
-    order = np.lexsort((rng.random(len(lengths)), shot_rank, lengths // bucket))
+def batches(seqs, lengths, first_shot, token_budget, rng, max_rows=64, bucket=64):
+    """Index lists over seqs (sequence indices, a repeated one drawn that often) of similar length, each padded
+    batch within token_budget, shuffled. Within a length bucket the sequences of one screenshot sit together,
+    so that a batch encodes each screenshot once for all its sequences (the policy turn, the localizer
+    questions, the validator)."""
+    shot_rank = rng.permutation(int(first_shot.max()) + 2)[first_shot[seqs] + 1]
+    order = seqs[np.lexsort((rng.random(len(seqs)), shot_rank, lengths[seqs] // bucket))]
     out, cur, longest = [], [], 0
     for i in order:
         l = int(lengths[i])
@@ -160,6 +163,7 @@ def main():
     ap.add_argument("--save-every", type=int, default=500)
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (and save) after this long; 0 = no limit")
     ap.add_argument("--workers", type=int, default=12, help="processes that tile the screenshots at the start")
+    ap.add_argument("--policy-repeat", type=int, default=1, help="draw each policy session this often per epoch")
     ap.add_argument("--profile-at", type=int, default=-1, help="print a profile of the steps from this one")
     ap.add_argument("--init", help="start from these exported weights (a model folder) instead of random")
     ap.add_argument("--out", help="export the final model folder (bf16 safetensors, config, tokenizer) here")
@@ -199,7 +203,8 @@ def main():
     log_t, log_loss, log_n, stop = time.time(), 0.0, 0, False
     while state["step"] < a.steps and not stop:
         rng = np.random.default_rng(a.seed + state["epoch"])
-        lists = batches(packed.lengths, packed.first_shot, a.tokens_per_batch, rng)
+        seqs = np.concatenate([np.arange(packed.n)] + [np.flatnonzero(packed.role == 0)] * (a.policy_repeat - 1))
+        lists = batches(seqs, packed.lengths, packed.first_shot, a.tokens_per_batch, rng)
         for rows in lists[state["batch"]:]:
             for g in opt.param_groups:
                 g["lr"] = lr_at(state["step"], a.steps, a.lr, a.warmup,
@@ -215,7 +220,7 @@ def main():
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
-            if state["step"] == a.profile_at + 2:
+            if a.profile_at >= 0 and state["step"] == a.profile_at + 2:
                 if device.type == "cuda":
                     torch.cuda.synchronize()
                 prof.__exit__(None, None, None)
