@@ -33,10 +33,13 @@ class SurfTiny(nn.Module):
         _, _, projected = gm.vision_forward(self.radio, self.mlp1, pixels)
         return projected
 
-    def forward(self, tokens, loss_mask, pixels, row_index=None):
+    def forward(self, tokens, loss_mask, pixels, row_index=None, text_mask=None, text_weight=0.0):
         """tokens [B, T] (right-padded), loss_mask [B, T] (1 on reply tokens), pixels [n_tiles, 3, S, S]: the
         batch's images in (row, position) order, or, with row_index, each distinct image once and row_index
-        the projector row of every <image> token in that order. Returns (mean loss, number of loss tokens)."""
+        the projector row of every <image> token in that order. With text_mask (1 on the prompt's text tokens)
+        and text_weight > 0 the prompt's text is also predicted, at that weight: the replies alone are a few
+        percent of the tokens, and reading the prompt (the task, the history) is what they need.
+        Returns (loss to minimise, mean loss on the replies, number of reply tokens)."""
         emb = self.llm.model.embeddings(tokens)
         is_image = tokens == self.image_id
         if pixels is not None and pixels.shape[0]:
@@ -48,12 +51,17 @@ class SurfTiny(nn.Module):
             emb = emb.masked_scatter(is_image[..., None], rows)
         hidden = self.llm.model(inputs_embeds=emb, use_cache=False).last_hidden_state
         # Position t predicts token t+1: keep the positions whose next token carries loss.
-        target_mask = loss_mask[:, 1:].bool()
-        h = hidden[:, :-1][target_mask]
-        logits = self.llm.lm_head(h).float()
-        targets = tokens[:, 1:][target_mask]
-        loss = F.cross_entropy(logits, targets)
-        return loss, int(target_mask.sum())
+        reply = loss_mask[:, 1:].bool()
+        use = reply | text_mask[:, 1:].bool() if text_mask is not None and text_weight > 0 else reply
+        logits = self.llm.lm_head(hidden[:, :-1][use]).float()
+        per_token = F.cross_entropy(logits, tokens[:, 1:][use], reduction="none")
+        on_reply = reply[use]
+        n = int(on_reply.sum())
+        reply_loss = per_token[on_reply].sum() / max(1, n)
+        if use is reply:
+            return reply_loss, reply_loss, n
+        text = per_token[~on_reply]
+        return reply_loss + text_weight * text.sum() / max(1, text.numel()), reply_loss, n
 
 
 def init_weights(model, seed):

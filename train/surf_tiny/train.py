@@ -112,7 +112,8 @@ class TileCache:
 
 def make_batch(packed, cache, rows, pad_id, device):
     """(tokens [B, T], loss mask [B, T], tiles of the batch's distinct screenshots [n, S, S, 3] uint8, index
-    of the projector row of every <image> token in the batch's (row, position) order)."""
+    of the projector row of every <image> token in the batch's (row, position) order, mask of the prompt's
+    text tokens [B, T]: neither replies nor image tokens nor padding)."""
     seqs = [packed.sequence(i) for i in rows]
     T = max(len(t) for t, _, _ in seqs)
     tokens = np.full((len(seqs), T), pad_id, np.int64)
@@ -131,7 +132,11 @@ def make_batch(packed, cache, rows, pad_id, device):
     tiles = cache.tiles[torch.tensor(tile_idx, dtype=torch.long, device=device)] if tile_idx else \
         cache.tiles[:0]
     index = torch.from_numpy(np.concatenate(gather)).to(device) if gather else None
-    return (torch.from_numpy(tokens).to(device), torch.from_numpy(mask).to(device), tiles, index)
+    text = np.zeros_like(mask)
+    for r, (t, m, _) in enumerate(seqs):
+        text[r, :len(t)] = (m == 0) & (t < packed.first_image_id)
+    return (torch.from_numpy(tokens).to(device), torch.from_numpy(mask).to(device), tiles, index,
+            torch.from_numpy(text).to(device))
 
 
 def normalise(px_uint8, device):
@@ -163,6 +168,7 @@ def main():
     ap.add_argument("--save-every", type=int, default=500)
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (and save) after this long; 0 = no limit")
     ap.add_argument("--workers", type=int, default=12, help="processes that tile the screenshots at the start")
+    ap.add_argument("--text-weight", type=float, default=0.0, help="weight of the loss on the prompt's text tokens")
     ap.add_argument("--policy-repeat", type=int, default=1, help="draw each policy session this often per epoch")
     ap.add_argument("--profile-at", type=int, default=-1, help="print a profile of the steps from this one")
     ap.add_argument("--init", help="start from these exported weights (a model folder) instead of random")
@@ -182,7 +188,9 @@ def main():
     model.to(device).train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05, fused=device.type == "cuda")
     packed = Packed(a.data.split(","))
-    pad_id = spec.token_ids(json.load(open(os.path.join(a.model, "tokenizer.json"))))["<unk>"]
+    ids = spec.token_ids(json.load(open(os.path.join(a.model, "tokenizer.json"))))
+    pad_id = ids["<unk>"]
+    packed.first_image_id = min(ids[t] for t in spec.ga.IMAGE_TOKENS)  # <image> <img> </img> end the vocabulary
     os.makedirs(a.ckpt, exist_ok=True)
     state = {"step": 0, "epoch": 0, "batch": 0}
     last = os.path.join(a.ckpt, "last.pt")
@@ -213,9 +221,9 @@ def main():
                 prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                           torch.profiler.ProfilerActivity.CUDA])
                 prof.__enter__()
-            tokens, mask, tiles, index = make_batch(packed, cache, rows, pad_id, device)
+            tokens, mask, tiles, index, text = make_batch(packed, cache, rows, pad_id, device)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                loss, n = model(tokens, mask, normalise(tiles, device), index)
+                loss, reply_loss, n = model(tokens, mask, normalise(tiles, device), index, text, a.text_weight)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -228,7 +236,7 @@ def main():
                                                 else "self_cpu_time_total", row_limit=25), flush=True)
             state["step"] += 1
             state["batch"] += 1
-            log_loss += float(loss.detach()) * n
+            log_loss += float(reply_loss.detach()) * n
             log_n += n
             if state["step"] % 25 == 0:
                 dt = time.time() - log_t
