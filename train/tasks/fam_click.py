@@ -14,6 +14,9 @@ CARD_SETS = [
     ("booking", [("Modify", "modify"), ("Cancel", "cancel"), ("Check in", "check in")]),
 ]
 FILE_EXT = ["pdf", "docx", "xlsx", "png", "txt", "csv", "pptx", "zip"]
+BUTTON_WORDS = [x for g in words.BUTTON_GROUPS for x in g]
+CARD_ACTIONS = sorted({lab for _, acts in CARD_SETS for lab, _ in acts})
+TAB_WORDS = sorted({t for ts in words.TAB_SETS for t in ts})
 
 
 def _button(theme, key, label, desc, cls="btn2", msg=None):
@@ -35,17 +38,38 @@ def _button_labels(rng, k, avoid=()):
     return labels, groups[0]
 
 
+def _novel_button_labels(nv, k):
+    """k distinct invented button labels: look-alikes around one invented stem plus other labels."""
+    labels = nv.lookalikes(nv.rng.randint(3, 5))
+    return (labels + nv.mix(k - len(labels), BUTTON_WORDS))[:k]
+
+
+def _novel_card_item(nv, kind):
+    """An invented name for one card/row of the given kind (product, file, person, booking)."""
+    if kind == "product":
+        return nv.product()
+    if kind == "file":
+        return "%s.%s" % (nv.label(), nv.rng.choice(FILE_EXT))
+    if kind == "person":
+        return nv.person()
+    return "%s in %s" % (nv.rng.choice(["Hotel", "Flat", "Table", "Room", "Tour"]), nv.place())
+
+
 def build_click_button(ctx):
-    rng, th = ctx.rng, ctx.theme
+    rng, th, nv = ctx.rng, ctx.theme, ctx.novel
     variant = ctx.variant(["toolbar", "form_actions", "cards", "dialog_buttons"], ["settings_rows", "row_table"])
     status = '<div class="status" data-status role="status"></div>'
     if variant in ("cards", "row_table"):
         kind, actions = rng.choice(CARD_SETS)
+        if nv:  # invented action labels; the verbs stay for the wording
+            actions = list(zip(nv.mix(len(actions), CARD_ACTIONS), [v for _, v in actions]))
         used = set()
         n = rng.randint(3, 6) if ctx.size != "small" else rng.randint(2, 4)
         items = []
         for _ in range(n):
-            if kind == "product":
+            if nv:
+                items.append(_novel_card_item(nv, kind))
+            elif kind == "product":
                 items.append(product_name(rng, used=used))
             elif kind == "file":
                 items.append("%s.%s" % (rng.choice(words.PROJECTS + words.SUBJECTS[:4]), rng.choice(FILE_EXT)))
@@ -83,7 +107,8 @@ def build_click_button(ctx):
                     config=dict(target=target, label=tlabel_r, done=[desc_done, "Done: clicked %s on the %s entry." % (q(tlabel_r), items[ti])]),
                     opts=dict(title=rng.choice({"product": ["Recommended for you", "Shop", "Best sellers"], "file": ["Files", "Documents", "Shared with me"],
                                                    "person": ["Team", "People", "Contacts"], "booking": ["My bookings", "Trips", "Reservations"]}[kind])))
-    labels, _ = _button_labels(rng, rng.randint(5, 9) if ctx.size != "small" else rng.randint(4, 6))
+    k = rng.randint(5, 9) if ctx.size != "small" else rng.randint(4, 6)
+    labels = _novel_button_labels(nv, k) if nv else _button_labels(rng, k)[0]
     labels = [th.label(x) for x in labels]
     target = rng.choice(labels)
     where = {"toolbar": "in the toolbar", "form_actions": "at the bottom of the form", "dialog_buttons": "in the dialog",
@@ -130,9 +155,10 @@ def build_click_link(ctx):
     has_chrome = ctx.frame in ("topnav", "shop", "article", "docs")
     if variant == "nav_footer" and not has_chrome:
         variant = "link_list"
-    labels = rng.sample(words.LINK_LABELS, rng.randint(6, 10))
+    k = rng.randint(6, 10)
+    labels = ctx.novel.mix(k, words.LINK_LABELS) if ctx.novel else rng.sample(words.LINK_LABELS, k)
     if variant in ("link_list", "table_links", "link_grid"):
-        topic = rng.choice(words.ARTICLE_TOPICS)
+        topic = ctx.novel.topic() if ctx.novel else rng.choice(words.ARTICLE_TOPICS)
         extra = [rng.choice(["How to start with %s", "%s for beginners", "The cost of %s", "%s: common mistakes",
                              "Is %s worth it?", "%s in 5 minutes"]) % topic for _ in range(3)]
         labels = list(dict.fromkeys(labels[:6] + [e[0].upper() + e[1:] for e in extra]))
@@ -190,7 +216,7 @@ def build_click_link(ctx):
 def build_click_tab(ctx):
     rng, th = ctx.rng, ctx.theme
     variant = ctx.variant(["underline", "pills", "boxed", "segmented"], ["vertical", "cardtabs"])
-    tabs = rng.choice(words.TAB_SETS)[:]
+    tabs = ctx.novel.mix(ctx.novel.rng.randint(4, 7), TAB_WORDS) if ctx.novel else rng.choice(words.TAB_SETS)[:]
     if ctx.size == "small":
         tabs = tabs[:rng.randint(3, 4)]
     tabs = [th.label(t) for t in tabs]

@@ -9,7 +9,17 @@ from common import attrs, esc, person, q, username, password
 from phrasing import THEN_SAVE, checkbox_changes
 
 
-def field_value(rng, kind, site):
+CHECKBOX_WORDS = sorted({x for g in words.CHECKBOX_SETS for x in g})
+RADIO_WORDS = sorted({x for g in words.RADIO_GROUPS.values() for x in g})
+DROPDOWN_WORDS = sorted({x for g in words.DROPDOWNS.values() for x in g})
+
+
+def field_value(rng, kind, site, nv=None):
+    """A plausible value for a text field of `kind`; invented words when the task has a Novel `nv`."""
+    if nv is not None:
+        v = nv.text(kind)
+        if v is not None:
+            return v
     name = person(rng)
     first, last = name.lower().split()[0], name.lower().split()[-1]
     first = first.encode("ascii", "ignore").decode() or "sam"
@@ -28,15 +38,25 @@ def field_value(rng, kind, site):
     }[kind]
 
 
+def _save_label(ctx, choices):
+    """The label of a form's save button: one of `choices`, or an invented one when the task has a Novel."""
+    if ctx.novel:
+        return ctx.theme.label(ctx.novel.mix(1, choices, p_real=0.3)[0])
+    return ctx.theme.label(ctx.rng.choice(choices))
+
+
 def _save_button(th, label, key="save"):
     return '<button type="button" class="btn"%s>%s</button>' % (attrs(data_save=key, data_desc="the %s button" % q(label)), esc(label))
 
 
 def build_type_submit(ctx):
-    rng, th = ctx.rng, ctx.theme
+    rng, th, nv = ctx.rng, ctx.theme, ctx.novel
     variant = ctx.variant(["contact_form", "inline_single", "settings_form", "checkout_fields"], ["placeholder_only", "wizard_card"])
     n = 1 if variant == "inline_single" else rng.randint(2, 5 if ctx.size != "small" else 3)
     specs = rng.sample(words.TEXT_FIELDS, n)
+    if nv:  # most fields get an invented label (a real placeholder would not fit it)
+        specs = [(nv.field_label(kind), nv.rng.choice(["", ph]), kind) if nv.rng.random() < 0.75 else (lab, ph, kind)
+                 for lab, ph, kind in specs]
     seen, fields = set(), []
     for lab, ph, kind in specs:
         if lab.lower() in seen:
@@ -45,15 +65,15 @@ def build_type_submit(ctx):
         fields.append((th.label(lab) if variant == "placeholder_only" else lab, ph, kind))
     ti = rng.randrange(len(fields))
     tlab, tph, tkind = fields[ti]
-    value = field_value(rng, tkind, ctx.site)
+    value = field_value(rng, tkind, ctx.site, nv)
     mode = rng.choice(["enter", "enter", "button"])
     btn_label = th.label(rng.choice({"inline_single": ["Subscribe", "Apply", "Go", "Send", "Redeem"],
                                      "wizard_card": ["Continue", "Next step", "Save and continue"]}.get(variant, ["Submit", "Send", "Save changes", "Update", "Save"])))
     rows = []
     for i, (lab, ph, kind) in enumerate(fields):
-        val = "" if i == ti or rng.random() < 0.4 else field_value(rng, kind, ctx.site)
+        val = "" if i == ti or rng.random() < 0.4 else field_value(rng, kind, ctx.site, nv)
         if i == ti and rng.random() < 0.3:
-            val = field_value(rng, kind, ctx.site)  # an old value to replace
+            val = field_value(rng, kind, ctx.site, nv)  # an old value to replace
         if variant == "placeholder_only":
             val = "" if i == ti else val
         required = (i != ti and val and rng.random() < 0.5) or (i == ti and rng.random() < 0.5)
@@ -100,7 +120,7 @@ def build_type_submit(ctx):
 def build_checkbox(ctx):
     rng, th = ctx.rng, ctx.theme
     variant = ctx.variant(["native_list", "switches", "custom_boxes", "filters_side"], ["settings_cards", "table_checks"])
-    labels = rng.choice(words.CHECKBOX_SETS)[:]
+    labels = ctx.novel.mix(7, CHECKBOX_WORDS) if ctx.novel else rng.choice(words.CHECKBOX_SETS)[:]
     rng.shuffle(labels)
     labels = labels[:rng.randint(4, len(labels))] if ctx.size != "small" else labels[:rng.randint(3, 5)]
     init = {lab: rng.random() < 0.45 for lab in labels}
@@ -108,7 +128,7 @@ def build_checkbox(ctx):
     targets = rng.sample(labels, k)
     desired = {t: not init[t] for t in targets}
     need_save = rng.random() < 0.4
-    save_label = th.label(rng.choice(["Save preferences", "Save", "Apply", "Update settings", "Save changes"]))
+    save_label = _save_label(ctx, ["Save preferences", "Save", "Apply", "Update settings", "Save changes"])
     items = []
     for lab in labels:
         key = lab
@@ -167,17 +187,19 @@ def build_radio(ctx):
     rng, th = ctx.rng, ctx.theme
     variant = ctx.variant(["native_groups", "radio_cards", "inline_radios", "segmented"], ["table_radio", "list_dots"])
     ng = 1 if ctx.size == "small" else rng.randint(1, 3)
-    groups = rng.sample(sorted(words.RADIO_GROUPS), ng)
+    nv = ctx.novel
+    rgroups = {nv.group_name(): nv.mix(nv.rng.randint(3, 5), RADIO_WORDS) for _ in range(3)} if nv else words.RADIO_GROUPS
+    groups = rng.sample(sorted(rgroups), ng)
     tg = rng.choice(groups)
-    opts_t = words.RADIO_GROUPS[tg]
-    initial = {g: (rng.choice(words.RADIO_GROUPS[g]) if rng.random() < 0.8 else None) for g in groups}
+    opts_t = rgroups[tg]
+    initial = {g: (rng.choice(rgroups[g]) if rng.random() < 0.8 else None) for g in groups}
     target = rng.choice([o for o in opts_t if o != initial[tg]])
     need_save = rng.random() < 0.3
-    save_label = th.label(rng.choice(["Continue", "Save", "Confirm", "Apply"]))
+    save_label = _save_label(ctx, ["Continue", "Save", "Confirm", "Apply"])
     blocks = []
     for gi, g in enumerate(groups):
         items = []
-        for o in words.RADIO_GROUPS[g]:
+        for o in rgroups[g]:
             chk = " checked" if initial[g] == o else ""
             desc = "the %s option under %s" % (q(o), q(g))
             a_in = attrs(name="g%d" % gi, value=o, data_rg=g)
@@ -225,17 +247,19 @@ def build_dropdown(ctx):
     rng, th = ctx.rng, ctx.theme
     variant = ctx.variant(["labeled_above", "filter_bar", "form_grid", "settings_rows"], ["pill_chips", "caption_below"])
     nd = 1 if ctx.size == "small" else rng.randint(1, 4)
-    names = rng.sample(sorted(words.DROPDOWNS), nd)
+    nv = ctx.novel
+    dds = {nv.group_name(): nv.mix(nv.rng.randint(4, 10), DROPDOWN_WORDS) for _ in range(4)} if nv else words.DROPDOWNS
+    names = rng.sample(sorted(dds), nd)
     tdd = rng.choice(names)
-    values = {n: rng.choice(words.DROPDOWNS[n]) for n in names}
-    options_t = words.DROPDOWNS[tdd]
+    values = {n: rng.choice(dds[n]) for n in names}
+    options_t = dds[tdd]
     target = rng.choice([o for o in options_t if o != values[tdd]])
     need_save = rng.random() < 0.3
-    save_label = th.label(rng.choice(["Save", "Apply", "Update", "Save settings"]))
+    save_label = _save_label(ctx, ["Save", "Apply", "Update", "Save settings"])
     parts = []
     for n in names:
         opts_html = "".join('<div class="ddo" role="option"%s>%s</div>' % (
-            attrs(data_ddopt=o, data_desc="the %s option in the open %s list" % (q(o), q(n))), esc(o)) for o in words.DROPDOWNS[n])
+            attrs(data_ddopt=o, data_desc="the %s option in the open %s list" % (q(o), q(n))), esc(o)) for o in dds[n])
         shown = ("%s: %s" % (n, values[n])) if variant == "pill_chips" else values[n]
         btn = '<button type="button" class="ddb"%s><span data-ddval>%s</span> <span class="caret">▾</span></button>' % (
             attrs(data_ddbtn=n, data_desc="the %s dropdown" % q(n)), esc(shown))
@@ -284,11 +308,23 @@ LIST_SOURCES = [("Destination", lambda r: r.sample(words.CITIES, 8)), ("Assignee
                 ("Department", lambda r: words.DEPARTMENTS[:8]), ("Country", lambda r: r.sample(words.DROPDOWNS["Country"], 8))]
 
 
+def _novel_list(nv):
+    """A list source (like LIST_SOURCES) whose options are invented people, places or labels."""
+    kind = nv.rng.choice(["person", "place", "label"])
+    if kind == "person":
+        opts = [nv.person() for _ in range(7)]
+    elif kind == "place":
+        opts = [nv.place() for _ in range(8)]
+    else:
+        opts = nv.mix(nv.rng.randint(6, 9), DROPDOWN_WORDS)
+    return lambda r: opts
+
+
 def build_listbox(ctx):
     rng, th = ctx.rng, ctx.theme
     variant = ctx.variant(["bordered", "two_lists", "avatar_list", "tile_grid"], ["striped", "master_detail"])
     nl = 2 if variant == "two_lists" else 1
-    srcs = rng.sample(LIST_SOURCES, nl)
+    srcs = [(ctx.novel.group_name(), _novel_list(ctx.novel)) for _ in range(nl)] if ctx.novel else rng.sample(LIST_SOURCES, nl)
     lists = []
     for name, fn in srcs:
         opts = list(dict.fromkeys(fn(rng)))
@@ -298,7 +334,7 @@ def build_listbox(ctx):
     tname, topts, tinit = rng.choice(lists)
     target = rng.choice([o for o in topts if o != tinit])
     need_save = rng.random() < 0.3
-    save_label = th.label(rng.choice(["Confirm", "Select", "OK", "Apply", "Done"]))
+    save_label = _save_label(ctx, ["Confirm", "Select", "OK", "Apply", "Done"])
     blocks = []
     for name, opts, init in lists:
         items = []
@@ -337,8 +373,12 @@ def build_listbox(ctx):
 def build_login(ctx):
     rng, th = ctx.rng, ctx.theme
     variant = ctx.variant(["card_login", "two_step", "inline_row", "social_first"], ["grid_labels", "placeholder_only"])
-    name = person(rng)
-    user, pw = username(rng, name), password(rng)
+    if ctx.novel:  # an invented account name and password
+        name = ctx.novel.person()
+        user, pw = username(rng, name), ctx.novel.password()
+    else:
+        name = person(rng)
+        user, pw = username(rng, name), password(rng)
     ulab = rng.choice(["Email" if "@" in user else "Username", "Email or username", "Username" if "@" not in user else "Email address", "Login"])
     plab = rng.choice(["Password", "Password", "Your password"])
     btn = th.label(rng.choice(["Sign in", "Log in", "Continue", "Sign in securely", "Login"]))

@@ -24,46 +24,56 @@ JOB_TITLES = ["Senior {J}", "Junior {J}", "{J} (remote)", "Lead {J}", "{J}, {cit
               "Principal {J}"]
 
 
-def _catalogue(rng):
-    """Returns (domain, query, items[{key,title,snippet,meta}]) where several items match the query."""
+def _catalogue(rng, nv=None):
+    """Returns (domain, query, items[{key,title,snippet,meta}]) where several items match the query.
+
+    With a Novel `nv` the query word, the product names and the cities are invented."""
     domain = rng.choice(["shop", "help", "recipes", "jobs"])
     items = []
+
+    def topic(pool):  # the query word of a domain: from its list, or invented
+        return nv.topic() if nv else rng.choice(pool)
+
+    def others(pool, t, k):  # k other topic words for the results that do not match
+        return [nv.topic() for _ in range(k)] if nv else rng.sample([x for x in pool if x != t], k)
+    city = nv.place if nv else (lambda: rng.choice(words.CITIES))
     if domain == "shop":
-        qtype = rng.choice(words.PRODUCT_TYPES)
+        qtype = nv.topic() if nv and nv.rng.random() < 0.5 else rng.choice(words.PRODUCT_TYPES)
         used = set()
+        product = nv.product if nv else (lambda t: product_name(rng, t, used))
         style = rng.choice(MONEY_FORMATS)
         for i in range(rng.randint(4, 8)):
-            items.append((product_name(rng, qtype, used), "%s %s." % (rng.choice(words.COLORS).capitalize(), rng.choice(
+            items.append((product(qtype), "%s %s." % (rng.choice(words.COLORS).capitalize(), rng.choice(
                 ["Free delivery", "Best seller", "New arrival", "Ships in 2 days", "Limited edition"])), fmt_money(price_cents(rng), style)))
         for t in rng.sample([x for x in words.PRODUCT_TYPES if qtype not in x and x not in qtype], 6):
-            items.append((product_name(rng, t, used), "In stock.", fmt_money(price_cents(rng), style)))
+            items.append((product(t), "In stock.", fmt_money(price_cents(rng), style)))
         query = qtype
     elif domain == "help":
-        t = rng.choice(HELP_TOPICS)
+        t = topic(HELP_TOPICS)
         titles = rng.sample(HELP_TITLES, rng.randint(4, 7))
         for tt in titles:
             items.append((tt.format(t=t, T=t.capitalize()), rng.choice(words.FILLER_SENTENCES), "Help article"))
-        for o in rng.sample([x for x in HELP_TOPICS if x != t], 5):
+        for o in others(HELP_TOPICS, t, 5):
             tt = rng.choice(HELP_TITLES)
             items.append((tt.format(t=o, T=o.capitalize()), rng.choice(words.FILLER_SENTENCES), "Help article"))
         query = t
     elif domain == "recipes":
-        m = rng.choice(RECIPE_MAIN)
+        m = topic(RECIPE_MAIN)
         for tt in rng.sample(RECIPE_TITLES, rng.randint(4, 7)):
             items.append((tt.format(m=m, M=m.capitalize(), v=rng.choice(VEG), Adj=rng.choice(ADJS)), "Ready in %d minutes." % rng.randint(15, 90),
                           "Serves %d" % rng.randint(2, 6)))
-        for o in rng.sample([x for x in RECIPE_MAIN if x != m], 5):
+        for o in others(RECIPE_MAIN, m, 5):
             tt = rng.choice(RECIPE_TITLES)
             items.append((tt.format(m=o, M=o.capitalize(), v=rng.choice(VEG), Adj=rng.choice(ADJS)), "Ready in %d minutes." % rng.randint(15, 90),
                           "Serves %d" % rng.randint(2, 6)))
         query = m
     else:
-        j = rng.choice(JOB_WORDS)
+        j = topic(JOB_WORDS)
         for tt in rng.sample(JOB_TITLES, rng.randint(4, 7)):
-            items.append((tt.format(J=j.capitalize(), city=rng.choice(words.CITIES)), "%s · Full-time" % rng.choice(words.CITIES),
+            items.append((tt.format(J=j.capitalize(), city=city()), "%s · Full-time" % city(),
                           "Posted %d days ago" % rng.randint(1, 30)))
-        for o in rng.sample([x for x in JOB_WORDS if x != j], 5):
-            items.append((rng.choice(JOB_TITLES).format(J=o.capitalize(), city=rng.choice(words.CITIES)), "Full-time", "Posted this week"))
+        for o in others(JOB_WORDS, j, 5):
+            items.append((rng.choice(JOB_TITLES).format(J=o.capitalize(), city=city()), "Full-time", "Posted this week"))
         query = j
     seen, out = set(), []
     for title, snip, meta in items:
@@ -77,7 +87,7 @@ def _catalogue(rng):
 def build_search_open(ctx):
     rng, th = ctx.rng, ctx.theme
     variant = ctx.variant(["list_results", "card_results", "compact_results", "hero_search"], ["table_results", "grid_tiles"])
-    domain, query, items = _catalogue(rng)
+    domain, query, items = _catalogue(rng, ctx.novel)
     matching = [it for it in items if all(w in (it["title"] + " " + it["snippet"]).lower() for w in query.lower().split())]
     target = rng.choice(matching)
     placeholder = {"shop": "Search products", "help": "Search help articles", "recipes": "Search recipes", "jobs": "Search jobs"}[domain]
@@ -113,10 +123,22 @@ def build_search_open(ctx):
                 opts=opts)
 
 
+MENU_TOPS = sorted({a for t in words.MENU_TREES for a in t})
+MENU_MIDS = sorted({b for t in words.MENU_TREES for a in t for b in t[a]})
+MENU_LEAVES = sorted({c for t in words.MENU_TREES for a in t for b in t[a] for c in t[a][b]})
+
+
+def _novel_tree(nv):
+    """A menu tree (like words.MENU_TREES) of invented labels, all distinct."""
+    r = nv.rng
+    return {a: {b: nv.mix(r.randint(2, 4), MENU_LEAVES) for b in nv.mix(r.randint(2, 3), MENU_MIDS)}
+            for a in nv.mix(r.randint(2, 3), MENU_TOPS)}
+
+
 def build_menu_walk(ctx):
     rng = ctx.rng
     variant = ctx.variant(["menubar", "tree", "drilldown", "drawer"], ["mega", "accordion"])
-    tree = rng.choice(words.MENU_TREES)
+    tree = _novel_tree(ctx.novel) if ctx.novel else rng.choice(words.MENU_TREES)
     tops = list(tree)
     rng.shuffle(tops)
     t1 = rng.choice(tops)
@@ -193,27 +215,35 @@ COL_TYPES = {"Customer": "name", "Client": "text", "City": "text", "Office": "te
              "Status": "text", "Stock": "number", "Extension": "number", "Product": "text", "Name": "name"}
 
 
-def _table_rows(rng, kind, n, money_style, date_style):
+def _table_rows(rng, kind, n, money_style, date_style, nv=None):
+    """Rows of a table of `kind` as shown and as values; with a Novel `nv` names, places and products
+    are invented (places and departments drawn from small invented pools, so that they repeat)."""
     rows, truth = [], []
     used, ids = set(), set()
+    if nv:
+        places, depts = [nv.place() for _ in range(6)], nv.mix(6, words.DEPARTMENTS)
+        who, where, dept = (lambda: nv.person()), (lambda: nv.rng.choice(places)), (lambda: nv.rng.choice(depts))
+    else:
+        who, where, dept = (lambda: person(rng, used)), (lambda: rng.choice(words.CITIES)), (lambda: rng.choice(words.DEPARTMENTS))
     for i in range(n):
         d = random_date(rng)
         if kind == "orders":
             rid = "#%s-%d" % (rng.choice("ABCK"), rng.randint(1000, 9999))
             cents = price_cents(rng)
-            vals = [rid, person(rng, used), rng.choice(words.CITIES), d, cents, rng.choice(STATUS["orders"])]
+            vals = [rid, who(), where(), d, cents, rng.choice(STATUS["orders"])]
         elif kind == "invoices":
             rid = "INV-%d" % rng.randint(2000, 9999)
             cents = price_cents(rng, 50, 3000)
-            vals = [rid, "%s %s" % (rng.choice(words.BRANDS), rng.choice(["Ltd", "GmbH", "SA", "Inc."])), d,
+            client = nv.company() if nv else "%s %s" % (rng.choice(words.BRANDS), rng.choice(["Ltd", "GmbH", "SA", "Inc."]))
+            vals = [rid, client, d,
                     d + datetime.timedelta(days=rng.choice([14, 30, 30, 45, 60])), cents,
                     rng.choice(STATUS["invoices"])]
         elif kind == "staff":
-            rid = person(rng, used)
-            vals = [rid, rng.choice(words.DEPARTMENTS), rng.choice(words.CITIES), d, rng.randint(100, 999)]
+            rid = who()
+            vals = [rid, dept(), where(), d, rng.randint(100, 999)]
         else:
             rid = "SKU-%d" % rng.randint(10000, 99999)
-            vals = [rid, product_name(rng), rng.choice(words.CITIES), rng.randint(0, 400), price_cents(rng)]
+            vals = [rid, nv.product() if nv else product_name(rng), where(), rng.randint(0, 400), price_cents(rng)]
         if rid in ids:
             continue
         ids.add(rid)
@@ -241,7 +271,7 @@ def build_table_page(ctx):
     pages = rng.randint(3, 5)
     money_style = rng.choice(MONEY_FORMATS)
     date_style = rng.choice([f for f in DATE_FORMATS if f != "badge"])
-    rows, truth = _table_rows(rng, kind, per * pages - rng.randint(0, per - 1), money_style, date_style)
+    rows, truth = _table_rows(rng, kind, per * pages - rng.randint(0, per - 1), money_style, date_style, ctx.novel)
     pages = (len(rows) + per - 1) // per
     mode = "qa" if rng.random() < 0.65 else "goto"
     tcol = rng.randrange(1, len(cols))

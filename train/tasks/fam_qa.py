@@ -4,6 +4,7 @@ The item is identified by another attribute (name, colour + type, event type + c
 look-alike distractors nearby. Each item carries data-item; its identifying text has data-f="name"
 and the answer text data-f="value". js/qa.js checks answers with tolerant matching.
 """
+import novel
 import words
 from common import (DATE_FORMATS, DAY_FIRST, MONEY_FORMATS, YEAR_SHOWN, esc, fmt_date, fmt_money, person, price_cents, q,
                     random_date, spoken_date)
@@ -25,23 +26,26 @@ def _swatch(color, letter):
 
 
 def build_qa_price(ctx):
-    rng = ctx.rng
+    rng, nv = ctx.rng, ctx.novel
     variant = ctx.variant(["grid_cards", "list_rows", "compare_table", "menu_prices"], ["deal_tiles", "spec_sheet"])
     style = rng.choice(MONEY_FORMATS)
     n = rng.randint(4, 6) if ctx.size == "small" else rng.randint(6, 12)
     items = []
     if variant == "menu_prices":
-        for d in rng.sample(DISHES, n):
+        dishes = [nv.thing(novel.DISH_NOUNS) for _ in range(n)] if nv else rng.sample(DISHES, n)
+        for d in dishes:
             items.append({"name": d, "color": None, "type": None, "cents": rng.randint(3, 29) * 100 + rng.choice([0, 50, 90, 95])})
         mode = "name"
     else:
         types = rng.sample(words.PRODUCT_TYPES, rng.randint(2, 3))
+        if nv:  # some product types are invented words too ("the teal brovent")
+            types = [nv.topic() if nv.rng.random() < 0.3 else t for t in types]
         used = set()
         for i in range(n):
             t = types[i % len(types)]
             colors_taken = {it["color"] for it in items if it["type"] == t}
             color = rng.choice([c for c in words.COLORS if c not in colors_taken])
-            name = "%s %s" % (rng.choice([m for m in words.MODEL_WORDS if m not in used]), t.title())
+            name = nv.product(t) if nv else "%s %s" % (rng.choice([m for m in words.MODEL_WORDS if m not in used]), t.title())
             used.add(name.split()[0])
             items.append({"name": name, "color": color, "type": t, "cents": price_cents(rng)})
         mode = rng.choice(["name", "color_type", "color_type"])
@@ -110,8 +114,15 @@ def build_qa_date(ctx):
     variant = ctx.variant(["event_cards", "agenda_list", "event_table", "timeline"], ["calendar_tiles", "ticket_rows"])
     dstyle = rng.choice(DATE_FORMATS)
     n = rng.randint(4, 6) if ctx.size == "small" else rng.randint(6, 12)
-    types = rng.sample(words.EVENT_TYPES, n // 2 + 2)
-    cities = rng.sample(words.CITIES, n // 2 + 2)
+    if ctx.novel:  # invented event names, cities and venues
+        nv = ctx.novel
+        types = [nv.thing(novel.EVENT_NOUNS) for _ in range(n // 2 + 2)]
+        cities = [nv.place() for _ in range(n // 2 + 2)]
+        venues = [nv.thing(novel.VENUE_NOUNS) for _ in range(4)]
+    else:
+        types = rng.sample(words.EVENT_TYPES, n // 2 + 2)
+        cities = rng.sample(words.CITIES, n // 2 + 2)
+        venues = words.VENUES
     combos, events = set(), []
     year = rng.choice([2025, 2026])
     dates = set()
@@ -124,7 +135,7 @@ def build_qa_date(ctx):
             continue
         combos.add((t, c))
         dates.add((d.month, d.day))
-        events.append({"type": t, "city": c, "venue": rng.choice(words.VENUES), "date": d,
+        events.append({"type": t, "city": c, "venue": rng.choice(venues), "date": d,
                        "time": rng.choice(["10:00", "14:30", "18:00", "19:30", "20:00", "7:30 PM", "6 PM", "11 AM"])})
     events.sort(key=lambda e: e["date"])
     ti = rng.randrange(len(events))
@@ -180,14 +191,15 @@ def build_qa_name(ctx):
     rng = ctx.rng
     variant = ctx.variant(["team_cards", "staff_table", "org_list", "contact_rows"], ["profile_tiles", "directory_dl"])
     n = rng.randint(4, 6) if ctx.size == "small" else rng.randint(6, 12)
-    depts = rng.sample(words.DEPARTMENTS, max(2, min(len(words.DEPARTMENTS), n // 2)))
+    nd = max(2, min(len(words.DEPARTMENTS), n // 2))
+    depts = ctx.novel.mix(nd, words.DEPARTMENTS) if ctx.novel else rng.sample(words.DEPARTMENTS, nd)
     roles, used, people = set(), set(), []
     while len(people) < n:
         role = rng.choice(words.ROLE_PATTERNS).format(d=rng.choice(depts))
         if role in roles:
             continue
         roles.add(role)
-        nm = person(rng, used)
+        nm = ctx.novel.person() if ctx.novel else person(rng, used)
         people.append({"name": nm, "role": role, "city": rng.choice(words.CITIES),
                        "email": "%s@%s.com" % (nm.split()[0].lower().encode("ascii", "ignore").decode() or "team", ctx.site.lower())})
     ti = rng.randrange(n)

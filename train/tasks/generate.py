@@ -22,6 +22,7 @@ import fam_forms  # noqa: E402
 import fam_nav  # noqa: E402
 import fam_qa  # noqa: E402
 import frames  # noqa: E402
+import novel  # noqa: E402
 import page  # noqa: E402
 import phrasing  # noqa: E402
 from themes import Theme  # noqa: E402
@@ -65,12 +66,16 @@ def task_seed(split, seed, family, n):
 
 
 class Ctx:
-    """Everything a family builder may use for one task: random stream, split, viewport, theme, frame."""
+    """Everything a family builder may use for one task: random stream, split, viewport, theme, frame,
+    and `novel` (a novel.Novel that invents the task's labels, or None)."""
 
     def __init__(self, split, family, n, seed):
         self.split, self.family, self.n = split, family, n
         self.task_id = "%s-%s-%d" % (split, family, n)
-        self.rng = random.Random(task_seed(split, seed, family, n))
+        tseed = task_seed(split, seed, family, n)
+        self.rng = random.Random(tseed)
+        # Invented labels (train split only, about 40% of tasks); None means the words.py vocabularies.
+        self.novel = novel.for_task(split, tseed)
         rng = self.rng
         self.vp = rng.choices([v for v, _ in VIEWPORTS], weights=[w for _, w in VIEWPORTS])[0]
         self.size = size_class(self.vp)
