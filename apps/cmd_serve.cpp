@@ -15,6 +15,7 @@
 #include "apps/serve/http_server.h"
 #include "apps/serve/openai_api.h"
 #include "kernels/base/error.h"
+#include "model/config.h"
 #include "model/engine.h"
 #include "model/replicas.h"
 
@@ -92,7 +93,9 @@ int serve(const surf::cli::Args& args) {
     }
     so.default_max_tokens = static_cast<int32_t>(args.get_int("default-max-tokens", 512, 1, 1 << 20));
     so.max_tokens_limit = static_cast<int32_t>(args.get_int("max-tokens-limit", 8192, 1, 1 << 20));
-    so.max_prompt_tokens = args.get_int("max-prompt-tokens", 0, 0, 1 << 24);
+    // By default a prompt may be as long as the model's context (config.json max_position_embeddings).
+    so.max_prompt_tokens = args.get_int("max-prompt-tokens", surf::model::load_model_config(dir).llm.max_position_embeddings,
+                                        0, 1 << 24);
     so.max_images = static_cast<int>(args.get_int("max-images", 16, 0, 256));
     so.max_image_pixels = args.get_int("max-image-pixels", so.max_image_pixels, 1, surf::model::kMaxImagePixels);
     so.max_request_pixels =
@@ -157,7 +160,7 @@ SURF_COMMAND(surf::cli::Command{
      {"max-body-mb", "MB", "largest request body (default 32)"},
      {"default-max-tokens", "N", "max_tokens when a request gives none (default 512)"},
      {"max-tokens-limit", "N", "largest max_tokens a request may ask for (default 8192)"},
-     {"max-prompt-tokens", "N", "largest prompt in text tokens (default: no limit beyond the engine's)"},
+     {"max-prompt-tokens", "N", "largest prompt in text tokens; 0 = no limit (default: the model's max_position_embeddings)"},
      {"max-images", "N", "image parts per request (default 16)"},
      {"max-image-pixels", "N", "width x height of one image, checked before decoding (default 16777216 = 4096^2)"},
      {"max-request-pixels", "N", "pixels of all a request's images together (default 67108864)"},

@@ -14,6 +14,14 @@ using nlohmann::json;
 
 namespace {
 
+// Upper bounds of the size fields (Section::positive).
+constexpr int64_t kMaxSize = int64_t{1} << 20;  // widths, vocabularies, head counts
+constexpr int64_t kMaxLayers = 1024;           // language-model and vision layers
+constexpr int64_t kMaxChunk = 8192;            // Mamba-2 chunk_size
+constexpr int64_t kMaxConvKernel = 64;
+constexpr int64_t kMaxPixels = 16384;          // tile size, patch size, position-embedding grid in pixels
+constexpr int64_t kMaxTiles = 1024;
+
 // A JSON object plus the "file:path" prefix used in every message about it.
 struct Section {
     const json& j;
@@ -30,12 +38,25 @@ struct Section {
         return j[field].get<int64_t>();
     }
     int64_t int_or(const char* field, int64_t fallback) const { return has(field) ? int_field(field) : fallback; }
-    int64_t positive(const char* field) const {
+    // A size field: positive and at most `max`, checked before anything is allocated from it. The default
+    // bound is far above every released model and far below what would exhaust memory on its own.
+    int64_t positive(const char* field, int64_t max = kMaxSize) const {
         int64_t v = int_field(field);
         if (v <= 0) throw error(field, "must be positive, got " + std::to_string(v));
+        if (v > max) throw error(field, std::to_string(v) + " is larger than the supported " + std::to_string(max));
         return v;
     }
-    int64_t positive_or(const char* field, int64_t fallback) const { return has(field) ? positive(field) : fallback; }
+    int64_t positive_or(const char* field, int64_t fallback, int64_t max = kMaxSize) const {
+        return has(field) ? positive(field, max) : fallback;
+    }
+    int64_t int_in_or(const char* field, int64_t fallback, int64_t lo, int64_t hi) const {
+        if (!has(field)) return fallback;
+        const int64_t v = int_field(field);
+        if (v < lo || v > hi) {
+            throw error(field, std::to_string(v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        }
+        return v;
+    }
     double num_or(const char* field, double fallback) const {
         if (!has(field)) return fallback;
         if (!j[field].is_number()) throw error(field, "expected a number, got " + j[field].dump());
@@ -114,6 +135,10 @@ std::vector<LayerKind> read_layers(const Section& s) {
                                                std::to_string(layers.size()) + " layers of the hybrid pattern");
     }
     if (layers.empty()) throw s.error("hybrid_override_pattern", "no layers");
+    if (static_cast<int64_t>(layers.size()) > kMaxLayers) {
+        throw s.error("hybrid_override_pattern", std::to_string(layers.size()) + " layers; at most " +
+                                                     std::to_string(kMaxLayers) + " are supported");
+    }
     return layers;
 }
 
@@ -124,6 +149,7 @@ LlmConfig parse_llm(const Section& s) {
     c.vocab_size = s.positive("vocab_size");
     c.norm_eps = static_cast<float>(s.num_or("layer_norm_epsilon", s.num_or("rms_norm_eps", 1e-5)));
     c.tie_embeddings = s.bool_or("tie_word_embeddings", false);
+    c.max_position_embeddings = s.positive_or("max_position_embeddings", 0, int64_t{1} << 24);
     if (c.count(LayerKind::kMlp) > 0) {
         c.intermediate_size = s.positive("intermediate_size");
         const std::string act = s.str_or("mlp_hidden_act", "relu2");
@@ -143,8 +169,8 @@ LlmConfig parse_llm(const Section& s) {
         c.mamba_head_dim = s.positive("mamba_head_dim");
         c.d_state = s.positive("ssm_state_size");
         c.n_groups = s.positive("n_groups");
-        c.conv_kernel = s.positive_or("conv_kernel", 4);
-        c.chunk_size = s.positive_or("chunk_size", 128);
+        c.conv_kernel = s.positive_or("conv_kernel", 4, kMaxConvKernel);
+        c.chunk_size = s.positive_or("chunk_size", 128, kMaxChunk);
         c.conv_bias = s.bool_or("use_conv_bias", true);
         if (c.mamba_n_heads % c.n_groups != 0) {
             throw s.error("n_groups", std::to_string(c.n_groups) + " does not divide mamba_num_heads " + std::to_string(c.mamba_n_heads));
@@ -199,17 +225,17 @@ VisionConfig parse_vision(const Section& s) {
         if (!model.empty() && !timm_vit_dims(model, &v) && !s.has("hidden_size")) {
             throw Error(ErrorKind::kUnsupported, args.where + ".model: unknown ViT '" + model + "'");
         }
-        if (args.has("cpe_max_size")) v.max_img_size = args.positive("cpe_max_size");
+        if (args.has("cpe_max_size")) v.max_img_size = args.positive("cpe_max_size", kMaxPixels);
     }
     v.hidden_size = s.positive_or("hidden_size", v.hidden_size);
-    v.n_layers = s.positive_or("num_hidden_layers", v.n_layers);
+    v.n_layers = s.positive_or("num_hidden_layers", v.n_layers, kMaxLayers);
     v.n_heads = s.positive_or("num_attention_heads", v.n_heads);
     v.intermediate_size = s.positive_or("intermediate_size", v.intermediate_size ? v.intermediate_size : 4 * v.hidden_size);
-    v.patch_size = s.positive_or("patch_size", v.patch_size);
-    v.max_img_size = s.positive_or("max_img_size", s.positive_or("max_resolution", v.max_img_size));
+    v.patch_size = s.positive_or("patch_size", v.patch_size, kMaxPixels);
+    v.max_img_size = s.positive_or("max_img_size", s.positive_or("max_resolution", v.max_img_size, kMaxPixels), kMaxPixels);
     v.norm_eps = static_cast<float>(s.num_or("layer_norm_eps", v.norm_eps));
     if (s.has("num_cls_tokens") || s.has("num_registers")) {
-        v.n_prefix = s.int_or("num_cls_tokens", 1) + s.int_or("num_registers", 0);
+        v.n_prefix = s.int_in_or("num_cls_tokens", 1, 0, 1024) + s.int_in_or("num_registers", 0, 0, 1024);
     }
     if (v.hidden_size <= 0) throw s.error("hidden_size", "missing (neither hidden_size nor a known args.model)");
     if (v.n_layers <= 0) throw s.error("num_hidden_layers", "missing");
@@ -296,8 +322,8 @@ ModelConfig load_model_config(const std::string& dir) {
         cfg.vision = parse_vision(vs);
         cfg.has_vision = true;
         ImageConfig& im = cfg.image;
-        im.tile_size = s.positive_or("force_image_size", im.tile_size);
-        im.patch_size = s.positive_or("patch_size", cfg.vision.patch_size);
+        im.tile_size = s.positive_or("force_image_size", im.tile_size, kMaxPixels);
+        im.patch_size = s.positive_or("patch_size", cfg.vision.patch_size, kMaxPixels);
         if (im.patch_size != cfg.vision.patch_size) {
             throw s.error("patch_size", std::to_string(im.patch_size) + " differs from vision_config.patch_size " + std::to_string(cfg.vision.patch_size));
         }
@@ -305,7 +331,7 @@ ModelConfig load_model_config(const std::string& dir) {
         im.ps_version = s.str_or("ps_version", "v2");
         if (im.ps_version != "v2") throw Error(ErrorKind::kUnsupported, s.where + ".ps_version: only pixel shuffle 'v2' is supported, got '" + im.ps_version + "'");
         im.use_thumbnail = s.bool_or("use_thumbnail", im.use_thumbnail);
-        im.max_tiles = s.positive_or("max_num_tiles", s.positive_or("max_dynamic_patch", im.max_tiles));
+        im.max_tiles = s.positive_or("max_num_tiles", s.positive_or("max_dynamic_patch", im.max_tiles, kMaxTiles), kMaxTiles);
         im.norm_mean = s.triple_or("norm_mean", vs.triple_or("norm_mean", im.norm_mean));
         im.norm_std = s.triple_or("norm_std", vs.triple_or("norm_std", im.norm_std));
         if (im.tile_size % im.patch_size != 0) throw s.error("force_image_size", "not a multiple of patch_size");
@@ -357,7 +383,7 @@ ModelConfig load_model_config(const std::string& dir) {
     if (cfg.has_vision && fs::exists(pre_path)) {
         const json pre = read_json(pre_path);
         const Section ps{pre, pre_path.string()};
-        cfg.image.max_tiles = ps.positive_or("max_num_tiles", cfg.image.max_tiles);
+        cfg.image.max_tiles = ps.positive_or("max_num_tiles", cfg.image.max_tiles, kMaxTiles);
         cfg.image.use_thumbnail = ps.bool_or("use_thumbnail", cfg.image.use_thumbnail);
         cfg.image.norm_mean = ps.triple_or("image_mean", ps.triple_or("norm_mean", cfg.image.norm_mean));
         cfg.image.norm_std = ps.triple_or("image_std", ps.triple_or("norm_std", cfg.image.norm_std));

@@ -38,6 +38,7 @@ struct LlmConfig {
     float dt_upper() const { return dt_max > 0.0f ? dt_max : std::numeric_limits<float>::infinity(); }
     int64_t vocab_size = 0;                 // embedding rows
     bool tie_embeddings = false;
+    int64_t max_position_embeddings = 0;    // the context length the model was trained for (0 = not stated)
 
     int64_t n_layers() const { return static_cast<int64_t>(layers.size()); }
     int64_t d_inner() const { return mamba_n_heads * mamba_head_dim; }

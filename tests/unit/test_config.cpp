@@ -112,6 +112,30 @@ TEST_CASE("bad configs give errors naming the file and field") {
     c["vision_config"]["args"]["min_num_patches"] = 1024;
     CHECK(error_of([&] { load_model_config(write_config(c, "dyn")); }).find("min_num_patches") != std::string::npos);
 
+    // Sizes that would exhaust memory are refused before anything is allocated from them.
+    c = holotron_config();
+    c["llm_config"]["chunk_size"] = 1000000000;
+    CHECK(error_of([&] { load_model_config(write_config(c, "chunk")); }).find("llm_config.chunk_size: 1000000000 is larger than the supported 8192") != std::string::npos);
+    c = holotron_config();
+    c["vision_config"]["num_hidden_layers"] = 1000000000;
+    CHECK(error_of([&] { load_model_config(write_config(c, "vitdepth")); }).find("vision_config.num_hidden_layers: 1000000000 is larger") != std::string::npos);
+    c = holotron_config();
+    c["llm_config"]["vocab_size"] = int64_t{1} << 40;
+    CHECK(error_of([&] { load_model_config(write_config(c, "vocab")); }).find("vocab_size") != std::string::npos);
+    c = holotron_config();
+    c["llm_config"]["hybrid_override_pattern"] = std::string(5000, 'M');
+    c["llm_config"].erase("num_hidden_layers");
+    CHECK(error_of([&] { load_model_config(write_config(c, "deep")); }).find("5000 layers; at most 1024") != std::string::npos);
+    c = holotron_config();
+    c["vision_config"]["num_registers"] = -3;
+    CHECK(error_of([&] { load_model_config(write_config(c, "regs")); }).find("num_registers: -3 is outside [0, 1024]") != std::string::npos);
+    c = holotron_config();
+    c["max_num_tiles"] = 100000;
+    CHECK(error_of([&] { load_model_config(write_config(c, "tiles")); }).find("max_num_tiles") != std::string::npos);
+    c = holotron_config();
+    c["llm_config"]["max_position_embeddings"] = 131072;
+    CHECK(load_model_config(write_config(c, "ctx")).llm.max_position_embeddings == 131072);
+
     const std::string dir = surf::test::temp_dir("config_badjson");
     surf::test::write_file(dir + "/config.json", "{\"architectures\": [");
     CHECK(error_of([&] { load_model_config(dir); }).find("not valid JSON") != std::string::npos);
