@@ -5,6 +5,7 @@
 #include "model/jinja.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "kernels/base/error.h"
 #include "model/jinja_ast.h"
@@ -18,6 +19,12 @@ namespace {
 
 constexpr int kMaxCallDepth =
     256;  // macro recursion limit: bad templates fail instead of overflowing the stack
+// A chat template renders a conversation in thousands of steps (statements and loop iterations) and a few
+// hundred kilobytes; these bounds stop a template that would hang or exhaust memory (nested range loops)
+// with an error instead.
+constexpr int64_t kMaxSteps = 4'000'000;
+constexpr double kMaxSeconds = 10.0;
+constexpr size_t kMaxOutputBytes = size_t{64} << 20;
 
 struct Frame {
     Dict vars;
@@ -65,6 +72,10 @@ public:
 
 private:
     Flow render_node(const Node& node, const FramePtr& frame, std::string& out) {
+        tick();
+        if (out.size() > kMaxOutputBytes) {
+            throw TemplateError("the output grew past " + std::to_string(kMaxOutputBytes >> 20) + " MiB");
+        }
         try {
             return render_node_impl(node, frame, out);
         } catch (TemplateError& e) {
@@ -162,6 +173,7 @@ private:
                      }));
             scope->vars.set("loop", Value::dict(std::move(loop)));
             bind_targets(node.targets, items[size_t(i)], *scope);
+            tick();
             if (render(node.body, scope, out) == Flow::kBreak) break;
         }
     }
@@ -333,8 +345,22 @@ private:
         return Value();
     }
 
+    // One step of work: a statement or a loop iteration. Throws past the step or time budget.
+    void tick() {
+        if (++steps_ > kMaxSteps) {
+            throw TemplateError("the template ran more than " + std::to_string(kMaxSteps) +
+                                " steps (a loop far longer than a chat needs)");
+        }
+        if ((steps_ & 1023) == 0 &&
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() > kMaxSeconds) {
+            throw TemplateError("the template ran longer than " + std::to_string(int(kMaxSeconds)) + " s");
+        }
+    }
+
     FramePtr root_;
     int depth_ = 0;
+    int64_t steps_ = 0;
+    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace

@@ -383,8 +383,17 @@ bool contains(const Value& container, const Value& item) {
     }
 }
 
+// a + b of strings or lists, refused past kMaxSequence like repetition.
+static void check_joined_size(size_t a, size_t b) {
+    if (int64_t(a) + int64_t(b) > kMaxSequence) throw TemplateError("concatenation too large");
+}
+
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
-    if (op == "~") return Value::string(to_str(a) + to_str(b));
+    if (op == "~") {
+        std::string left = to_str(a), right = to_str(b);
+        check_joined_size(left.size(), right.size());
+        return Value::string(left + right);
+    }
     if (a.is_undefined()) fail_undefined(a);
     if (b.is_undefined()) fail_undefined(b);
     bool numbers = a.is_number() && b.is_number();
@@ -393,8 +402,12 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
         if (numbers)
             return floats ? Value::number(a.as_double() + b.as_double())
                           : Value::integer(a.as_int() + b.as_int());
-        if (a.is_string() && b.is_string()) return Value::string(a.as_string() + b.as_string());
+        if (a.is_string() && b.is_string()) {
+            check_joined_size(a.as_string().size(), b.as_string().size());
+            return Value::string(a.as_string() + b.as_string());
+        }
         if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+            check_joined_size(a.as_list().size(), b.as_list().size());
             ValueList out = a.as_list();
             out.insert(out.end(), b.as_list().begin(), b.as_list().end());
             return Value::list(std::move(out), a.is_tuple());
