@@ -86,7 +86,7 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
         so.viewport.css_height = options.viewport_height;
         so.viewport.device_scale_factor = options.device_scale_factor;
         so.guard =
-            tools::NavigationGuard(options.allow_domains, options.deny_domains, local_schemes(options));
+            run_guard(options);
         std::unique_ptr<tools::BrowserSession> session = impl_->browser->new_session(so);
         BrowserEnvironmentOptions eo;
         eo.max_wait = std::chrono::milliseconds(static_cast<int64_t>(options.max_wait_seconds * 1000));

@@ -349,7 +349,7 @@ bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, Task
         so.viewport.css_width = run.viewport_width;
         so.viewport.css_height = run.viewport_height;
         so.viewport.device_scale_factor = run.device_scale_factor;
-        so.guard = tools::NavigationGuard(run.allow_domains, run.deny_domains, local_schemes(run));
+        so.guard = run_guard(run);
         so.navigation_timeout =
             std::chrono::milliseconds(static_cast<int64_t>(options_.page_timeout_seconds * 1000));
         std::unique_ptr<tools::BrowserSession> session = browser_->new_session(so);

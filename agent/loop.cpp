@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
 #include "agent/memory.h"
 #include "agent/modules.h"
@@ -76,6 +77,14 @@ tools::LocalSchemes local_schemes(const RunOptions& o) {
         // no scheme: not a file: page (validate_run_options refuses such a start URL anyway)
     }
     return o.allow_file_urls || file_start ? tools::LocalSchemes::kFileAlways : tools::LocalSchemes::kNever;
+}
+
+tools::NavigationGuard run_guard(const RunOptions& o) {
+    tools::NavigationGuard guard(o.allow_domains, o.deny_domains, local_schemes(o));
+    if (!o.allow_file_urls && local_schemes(o) == tools::LocalSchemes::kFileAlways) {
+        guard.set_file_root(std::filesystem::path(tools::file_url_path(o.start_url)).lexically_normal().parent_path().string());
+    }
+    return guard;
 }
 
 std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const model::Image>& shot,

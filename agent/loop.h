@@ -38,6 +38,9 @@ std::string start_url_problem(const std::string& url);
 // The navigation guard's rule for local pages in a run: file: pages only when the run starts on one (or
 // allow_file_urls says so), never otherwise; browser-internal schemes never, host rules or not.
 tools::LocalSchemes local_schemes(const RunOptions& options);
+// The navigation guard of a run: its allow/deny lists and local_schemes; a run that starts on a file: page
+// (without allow_file_urls) may open file: URLs only under the start page's folder.
+tools::NavigationGuard run_guard(const RunOptions& options);
 
 // The screenshot as it is sent to the model: downscaled to fit the profile's limits (Pillow-exact bicubic).
 std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const model::Image>& shot,

@@ -267,6 +267,61 @@ TEST_CASE("navigation guard: denied hosts are refused before and during navigati
     CHECK(env().server.requests("/target.html") == target_hits);
 }
 
+TEST_CASE("navigation guard: an allowed page's subresources to a denied host never leave the browser") {
+    SessionOptions options;
+    options.guard = NavigationGuard({"allowed.test"}, {});
+    auto session = env().browser->new_session(options);
+    REQUIRE(session->navigate(page("/subresources.html", "allowed.test")).ok());
+    CHECK(session->wait_for("window.sent === true", 2s));
+    CHECK(session->wait_for("document.images[1].complete", 2s));
+    std::this_thread::sleep_for(300ms);  // a request the guard let through would have reached the server
+    for (const char* path : {"/sub-frame.html", "/sub-img.png", "/sub-script.js", "/sub-fetch", "/sub-xhr",
+                             "/sub-beacon"}) {
+        CAPTURE(path);
+        CHECK(env().server.requests(path) == 0);
+    }
+    CHECK(env().server.requests("/sub-allowed.png") == 1);
+    CHECK(session->url() == page("/subresources.html", "allowed.test"));
+    // Refused subresources are no navigation: the agent's observation is not flooded with them.
+    CHECK(!has_event(session->take_events(), SessionEventKind::kNavigationDenied, "denied.test"));
+}
+
+TEST_CASE("navigation guard: a file: page's script cannot leave the start page's folder") {
+    const std::string dir = std::filesystem::temp_directory_path().string() + "/surf_file_root_test";
+    std::filesystem::create_directories(dir + "/site");
+    std::ofstream(dir + "/site/start.html")
+        << "<html><head><title>start</title></head><body><a id=next href='next.html'>next</a></body></html>";
+    std::ofstream(dir + "/site/next.html") << "<html><head><title>next</title></head><body>next</body></html>";
+    std::ofstream(dir + "/secret.txt") << "secret";
+    SessionOptions options;
+    options.guard = NavigationGuard({}, {}, LocalSchemes::kFileAlways);
+    options.guard.set_file_root(dir + "/site");
+    auto session = env().browser->new_session(options);
+    REQUIRE(session->navigate("file://" + dir + "/site/start.html").ok());
+    session->take_events();
+    // The script's navigation is asynchronous: wait (bounded) for the guard's verdict.
+    const auto denied = [&](const std::string& needle) {
+        for (int i = 0; i < 60; ++i) {
+            if (has_event(session->take_events(), SessionEventKind::kNavigationDenied, needle)) return true;
+            std::this_thread::sleep_for(50ms);
+        }
+        return false;
+    };
+    session->evaluate("location.href = 'file://" + dir + "/secret.txt'");
+    CHECK(denied("secret.txt"));
+    session->settle();
+    CHECK(session->url() == "file://" + dir + "/site/start.html");
+    CHECK(session->evaluate("document.title") == "start");
+    session->evaluate("location.href = 'file:///etc/hostname'");
+    CHECK(denied("/etc/hostname"));
+    session->settle();
+    CHECK(session->evaluate("document.title") == "start");
+    // Inside the folder, pages open as usual.
+    session->evaluate("document.getElementById('next').click()");
+    CHECK(session->wait_for("document.title === 'next'", 3s));
+    std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("navigation failures are reported, not swallowed") {
     SessionOptions options;
     options.navigation_timeout = 3s;

@@ -40,6 +40,24 @@ TEST_CASE("navigation guard: suffix match on label boundaries, IP literals, loca
     CHECK(NavigationGuard({"example.com"}, {}, LocalSchemes::kFileAlways).check("file:///tmp/a.html").allowed);
     CHECK_FALSE(NavigationGuard({"example.com"}, {}, LocalSchemes::kFileAlways).check("chrome://version").allowed);
 
+    // A file root: file: URLs under that folder only, however the path is spelled.
+    NavigationGuard files({}, {}, LocalSchemes::kFileAlways);
+    files.set_file_root("/work/tasks/");
+    CHECK(files.intercepts());
+    CHECK(files.check("file:///work/tasks/a.html").allowed);
+    CHECK(files.check("file://localhost/work/tasks/sub/b%20c.html#top").allowed);
+    for (const char* url : {"file:///etc/hostname", "file:///work/tasks/../../etc/hostname",
+                            "file:///work/tasks/%2e%2e/%2e%2e/etc/hostname", "file:///work/tasksX/a.html",
+                            "file://otherhost/work/tasks/a.html", "file:///work/task"}) {
+        CAPTURE(url);
+        const GuardDecision d = files.check(url);
+        CHECK_FALSE(d.allowed);
+        CHECK(d.rule == "file-root");
+    }
+    CHECK(file_url_path("file:///tmp/a%20b.html?q=1#f") == "/tmp/a b.html");
+    CHECK_THROWS_AS(file_url_path("https://example.com/"), Error);
+    CHECK_THROWS_AS(files.set_file_root("relative/dir"), Error);
+
     // An IP rule is exact: "0.0.1" must not match 127.0.0.1 by suffix.
     NavigationGuard ip_deny({}, {"0.0.1", "10.0.0.1"});
     CHECK(ip_deny.check("http://127.0.0.1/").allowed);

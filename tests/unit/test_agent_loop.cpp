@@ -453,6 +453,18 @@ TEST_CASE("a run's navigation guard opens local pages only when the run starts o
     const surf::tools::NavigationGuard web({}, {}, local_schemes(options()));
     CHECK_FALSE(web.check("file:///etc/passwd").allowed);
     CHECK(web.check("https://elsewhere.org/").allowed);
+
+    // A run that starts on a file: page keeps to that page's folder; allow_file_urls lifts the limit.
+    o = options();
+    o.start_url = "file:///tmp/shop/index.html";
+    const surf::tools::NavigationGuard shop = run_guard(o);
+    CHECK(shop.file_root() == "/tmp/shop");
+    CHECK(shop.intercepts());
+    CHECK(shop.check("file:///tmp/shop/cart.html?x=1").allowed);
+    CHECK_FALSE(shop.check("file:///etc/hostname").allowed);
+    CHECK(shop.check("file:///etc/hostname").reason.find("only under /tmp/shop") != std::string::npos);
+    o.allow_file_urls = true;
+    CHECK(run_guard(o).check("file:///etc/hostname").allowed);
 }
 
 TEST_CASE("the report draws the click point over the screenshot") {

@@ -233,12 +233,12 @@ void BrowserSession::on_target_attached(const nlohmann::json& params) {
     // crash on the first cross-site navigation (3 runs in 4). Each context has its own window, and
     // focus inside it works without it (the parallel-session test types into 8 tabs at once).
     browser_->post("Page.setInterceptFileChooserDialog", {{"enabled", true}}, sid);
-    if (options_.guard.has_rules()) {
+    if (options_.guard.intercepts()) {
         browser_->post(
             "Fetch.enable",
-            {{"patterns",
-              nlohmann::json::array(
-                  {{{"urlPattern", "*"}, {"resourceType", "Document"}, {"requestStage", "Request"}}})}},
+            // Every request, not only navigations: an allowed page's iframes, images, scripts, fetch/XHR and
+            // beacons meet the same rules (WebSocket handshakes are not Fetch requests; docs/SECURITY.md).
+            {{"patterns", nlohmann::json::array({{{"urlPattern", "*"}, {"requestStage", "Request"}}})}},
             sid);
     }
     browser_->post("Runtime.runIfWaitingForDebugger", {}, sid);
@@ -360,25 +360,29 @@ void BrowserSession::on_page_event(const std::string& sid, const std::string& me
         const std::string request_id = params.value("requestId", std::string());
         const std::string url = params["request"].value("url", std::string());
         GuardDecision decision;
-        if (main_frame && params.value("resourceType", std::string()) == "Document") {
-            try {
-                decision = options_.guard.check(url);
-            } catch (const Error& e) {
-                decision = {false, "malformed-url", std::string("navigation refused: ") + e.what()};
-            }
+        try {
+            decision = options_.guard.check(url);
+        } catch (const Error& e) {
+            decision = {false, "malformed-url", std::string("request refused: ") + e.what()};
         }
         if (decision.allowed) {
             browser_->post("Fetch.continueRequest", {{"requestId", request_id}}, sid);
             return;
         }
-        // A tab showing a page is aborted (like pressing Stop), so the agent stays on the page it was
-        // on; BlockedByClient would commit Chrome's error page at the refused URL instead. A popup whose
-        // very first page is refused has nothing to show: it is failed and closed.
+        if (!main_frame || params.value("resourceType", std::string()) != "Document") {
+            // A subresource or a subframe's page: refused without a trace in the agent's observation (a page
+            // may embed dozens of refused trackers; the page around them stays usable).
+            browser_->post("Fetch.failRequest", {{"requestId", request_id}, {"errorReason", "BlockedByClient"}},
+                           sid);
+            return;
+        }
+        // The navigation is aborted (like pressing Stop), so the tab stays on the page it was on (or blank);
+        // BlockedByClient would commit Chrome's error page at the refused URL instead. A popup whose very
+        // first page is refused has nothing to show: it is failed and closed.
         const bool fresh_popup = !tab->committed && !tab->opener_id.empty();
-        browser_->post(
-            "Fetch.failRequest",
-            {{"requestId", request_id}, {"errorReason", tab->committed ? "Aborted" : "BlockedByClient"}},
-            sid);
+        browser_->post("Fetch.failRequest",
+                       {{"requestId", request_id}, {"errorReason", fresh_popup ? "BlockedByClient" : "Aborted"}},
+                       sid);
         record(SessionEventKind::kNavigationDenied, decision.reason, url, decision.rule);
         if (fresh_popup) browser_->post("Target.closeTarget", {{"targetId", tab->target_id}}, "");
     } else if (method == "Inspector.targetCrashed") {

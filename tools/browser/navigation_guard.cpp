@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 
 #include "kernels/base/error.h"
 #include "model/utf8.h"
@@ -110,6 +111,20 @@ GuardDecision NavigationGuard::check(const std::string& url) const {
     if (s == "about" || s == "data" || s == "blob") return d;
     const bool local_without_rules = local_ != LocalSchemes::kNever && !has_rules();
     if (s == "file") {
+        if (!file_root_.empty()) {
+            std::string path;
+            try {
+                path = std::filesystem::path(file_url_path(url)).lexically_normal().string();
+            } catch (const Error&) {
+            }
+            const bool under = file_root_ == "/" || path == file_root_ || path.rfind(file_root_ + "/", 0) == 0;
+            if (!path.empty() && path.front() == '/' && under) return d;
+            d.allowed = false;
+            d.rule = "file-root";
+            d.reason = "navigation to " + url + " refused: file: URLs are allowed only under " + file_root_ +
+                       " (the start page's folder)";
+            return d;
+        }
         if (local_ == LocalSchemes::kFileAlways || local_without_rules) return d;
         d.allowed = false;
         d.rule = "scheme:file";
@@ -147,6 +162,39 @@ GuardDecision NavigationGuard::check(const std::string& url) const {
     d.reason = "navigation to " + url + " refused: host '" + parsed.host + "' is not in the allow-list (" +
                list + ")";
     return d;
+}
+
+
+void NavigationGuard::set_file_root(const std::string& folder) {
+    std::string root = std::filesystem::path(folder).lexically_normal().string();
+    while (root.size() > 1 && root.back() == '/') root.pop_back();
+    if (root.empty() || root.front() != '/') {
+        throw Error(ErrorKind::kInvalidArgument, "file root '" + folder + "': not an absolute folder");
+    }
+    file_root_ = root;
+}
+
+std::string file_url_path(const std::string& url) {
+    const std::string lower = model::ascii_lower(url.substr(0, std::min<size_t>(url.size(), 7)));
+    if (lower != "file://") throw Error(ErrorKind::kInvalidArgument, url + ": not a file:// URL");
+    std::string rest = url.substr(7);
+    rest = rest.substr(0, rest.find_first_of("?#"));
+    const size_t slash = rest.find('/');
+    const std::string host = model::ascii_lower(rest.substr(0, slash));
+    if (slash == std::string::npos || (!host.empty() && host != "localhost")) {
+        throw Error(ErrorKind::kInvalidArgument, url + ": a file: URL names a local path (file:///...)");
+    }
+    std::string path;
+    for (size_t i = slash; i < rest.size(); ++i) {
+        if (rest[i] == '%' && i + 2 < rest.size() && std::isxdigit(static_cast<unsigned char>(rest[i + 1])) &&
+            std::isxdigit(static_cast<unsigned char>(rest[i + 2]))) {
+            path.push_back(static_cast<char>(std::stoi(rest.substr(i + 1, 2), nullptr, 16)));
+            i += 2;
+        } else {
+            path.push_back(rest[i]);
+        }
+    }
+    return path;
 }
 
 }  // namespace surf::tools

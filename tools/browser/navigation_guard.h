@@ -45,6 +45,13 @@ public:
                     LocalSchemes local = LocalSchemes::kWithoutRules);
 
     bool has_rules() const { return !allow_.empty() || !deny_.empty(); }
+    // With a file root, file: URLs are allowed only at or under that folder (the start page's folder of a
+    // run that starts on a file: page), whatever LocalSchemes says. The check is on the decoded, lexically
+    // normalised path (".." and "%2e%2e" cannot climb out); a symbolic link inside the folder is followed.
+    void set_file_root(const std::string& folder);
+    const std::string& file_root() const { return file_root_; }
+    // Whether a session must intercept requests to enforce this guard: host rules or a file root.
+    bool intercepts() const { return has_rules() || !file_root_.empty(); }
     // about:, data: and blob: are always allowed (they reach no server); file: and other schemes as
     // LocalSchemes says; http(s)/ws(s) by host.
     GuardDecision check(const std::string& url) const;
@@ -56,7 +63,12 @@ private:
     std::vector<std::string> allow_;
     std::vector<std::string> deny_;
     LocalSchemes local_ = LocalSchemes::kWithoutRules;
+    std::string file_root_;
 };
+
+// The local path of a file: URL ("file:///tmp/a%20b.html?x" → "/tmp/a b.html"), percent-decoded, without
+// query or fragment. Throws Error(kInvalidArgument) for another scheme or a host other than localhost.
+std::string file_url_path(const std::string& url);
 
 // True if `host` is matched by `rule` under the rules above (both already normalised).
 bool host_matches_rule(const std::string& host, bool host_is_ip, const std::string& rule);
