@@ -527,6 +527,14 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
             !writer.write(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr))) {
             return;
         }
+    } else {
+        // Nothing is written until the end: the socket is polled at every piece instead, so a client that
+        // hangs up stops its generation too.
+        req.options.on_text = [&](std::string_view) {
+            if (!writer.client_gone()) return true;
+            client_left = true;
+            return false;
+        };
     }
 
     model::GenerateResult result;

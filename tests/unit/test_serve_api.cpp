@@ -521,6 +521,40 @@ TEST_CASE("serve: a client that disconnects mid-stream cancels its generation an
     CHECK(f.chat(user("hi")).status == 200);
 }
 
+TEST_CASE("serve: a client that hangs up on a non-streamed request cancels its generation") {
+    Fixture f;
+    const std::string body =
+        json{{"model", "tiny"}, {"max_tokens", 4000}, {"ignore_eos", true},
+             {"messages", json::array({{{"role", "user"}, {"content", "write a long story"}}})}}.dump();
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(f.port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
+    bool started = false;  // the generation is running
+    for (int i = 0; i < 500 && !started; ++i) {
+        started = f.service->running() == 1;
+        if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    REQUIRE(started);
+    const auto t0 = std::chrono::steady_clock::now();
+    ::close(fd);
+    bool freed = false;
+    for (int i = 0; i < 500 && !freed; ++i) {
+        freed = f.service->open_sessions() == 0 && f.service->running() == 0;
+        if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    CHECK(freed);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+    CHECK(http(f.port, "GET", "/metrics").body.find("surf_requests_cancelled_total 1") != std::string::npos);
+    CHECK(f.chat(user("hi")).status == 200);
+}
+
 TEST_CASE("serve: helpers (base64, data URLs)") {
     CHECK(serve::base64_decode("aGVsbG8=") == std::optional<std::string>("hello"));
     CHECK(serve::base64_decode("aGVsbG8") == std::optional<std::string>("hello"));
