@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -27,26 +28,8 @@ std::string trim(const std::string& s) {
     return s.substr(b, e - b + 1);
 }
 
-// Reads more bytes into `buf` within the deadline; 0 on EOF, -1 on error or timeout.
-ssize_t read_some(int fd, std::string& buf, std::chrono::steady_clock::time_point deadline) {
-    for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) return -1;
-        pollfd p{fd, POLLIN, 0};
-        const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return -1;
-        if (r == 0) continue;
-        char chunk[16384];
-        const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (n > 0) buf.append(chunk, static_cast<size_t>(n));
-        return n;
-    }
-}
-
-void plain_error(HttpResponseWriter& w, int status, const std::string& message) {
+void plain_error(HttpResponseWriter& w, int status, const std::string& message,
+                 const std::vector<std::pair<std::string, std::string>>& headers = {}) {
     // The same OpenAI-style shape the API layer uses, so clients parse one format.
     std::string escaped;
     for (char c : message) {
@@ -56,7 +39,101 @@ void plain_error(HttpResponseWriter& w, int status, const std::string& message) 
     w.send(status, "application/json",
            "{\"error\":{\"message\":\"" + escaped +
                "\",\"type\":\"invalid_request_error\",\"param\":null,"
-               "\"code\":null}}");
+               "\"code\":null}}",
+           headers);
+}
+
+// The answer to a client the server cannot take now: 503 and when to come back.
+void overloaded(int fd, const std::string& why) {
+    HttpResponseWriter w(fd);
+    plain_error(w, 503, why + "; retry later", {{"Retry-After", "1"}});
+}
+
+void set_blocking(int fd, bool blocking) {
+    const int flags = ::fcntl(fd, F_GETFL, 0);
+    ::fcntl(fd, F_SETFL, blocking ? (flags & ~O_NONBLOCK) : (flags | O_NONBLOCK));
+}
+
+std::string peer_name(const sockaddr_storage& addr) {
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (addr.ss_family == AF_INET) {
+        const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+        ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        port = ntohs(a->sin_port);
+    } else if (addr.ss_family == AF_INET6) {
+        const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+        ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        port = ntohs(a->sin6_port);
+    }
+    return std::string(host) + ":" + std::to_string(port);
+}
+
+// Where the bytes read so far stand: more are needed, a whole request is there, or it is refused.
+struct Parsed {
+    enum Kind { kIncomplete, kComplete, kError } kind = kIncomplete;
+    int status = 0;
+    std::string message;
+};
+
+Parsed refuse(int status, std::string message) { return {Parsed::kError, status, std::move(message)}; }
+
+// Parses the request line and headers of `buf` into `req` once they are all there, and its body once
+// Content-Length bytes of it are.
+Parsed parse_request(const std::string& buf, const HttpServerOptions& options, HttpRequest& req) {
+    const size_t header_end = buf.find("\r\n\r\n");
+    if (header_end == std::string::npos) {
+        if (buf.size() > options.max_header_bytes)
+            return refuse(431, "request headers exceed " + std::to_string(options.max_header_bytes) + " bytes");
+        return {};
+    }
+    if (header_end > options.max_header_bytes)
+        return refuse(431, "request headers exceed " + std::to_string(options.max_header_bytes) + " bytes");
+    const std::string head = buf.substr(0, header_end);
+    size_t line_end = head.find("\r\n");
+    const std::string request_line = head.substr(0, line_end);
+    const size_t s1 = request_line.find(' ');
+    const size_t s2 = s1 == std::string::npos ? std::string::npos : request_line.find(' ', s1 + 1);
+    if (s2 == std::string::npos || request_line.compare(s2 + 1, 5, "HTTP/") != 0)
+        return refuse(400, "malformed request line");
+    req.method = request_line.substr(0, s1);
+    const std::string target = request_line.substr(s1 + 1, s2 - s1 - 1);
+    const size_t q = target.find('?');
+    req.path = target.substr(0, q);
+    req.query = q == std::string::npos ? "" : target.substr(q + 1);
+    req.headers.clear();
+    while (line_end != std::string::npos && line_end < head.size()) {
+        const size_t next = head.find("\r\n", line_end + 2);
+        const std::string line =
+            head.substr(line_end + 2, next == std::string::npos ? std::string::npos : next - line_end - 2);
+        line_end = next;
+        const size_t colon = line.find(':');
+        if (colon == std::string::npos) return refuse(400, "malformed header line");
+        req.headers[model::ascii_lower(trim(line.substr(0, colon)))] = trim(line.substr(colon + 1));
+    }
+    if (!req.header("transfer-encoding").empty())
+        return refuse(411, "chunked request bodies are not supported; send Content-Length");
+    size_t length = 0;
+    const std::string cl = req.header("content-length");
+    if (!cl.empty()) {
+        try {
+            size_t used = 0;
+            const unsigned long long v = std::stoull(cl, &used);
+            if (used != cl.size()) throw std::invalid_argument(cl);
+            if (v > options.max_body_bytes) {
+                return refuse(413, "request body of " + cl + " bytes exceeds the limit of " +
+                                       std::to_string(options.max_body_bytes) + " bytes");
+            }
+            length = static_cast<size_t>(v);
+        } catch (const std::exception&) {
+            return refuse(400, "malformed Content-Length \"" + cl + "\"");
+        }
+    } else if (req.method == "POST" || req.method == "PUT") {
+        return refuse(411, "Content-Length is required");
+    }
+    if (buf.size() - header_end - 4 < length) return {};
+    req.body = buf.substr(header_end + 4, length);
+    return {Parsed::kComplete, 0, ""};
 }
 
 }  // namespace
@@ -178,6 +255,7 @@ void HttpServer::start() {
     }
     ::freeaddrinfo(found);
     if (listen_fd_ < 0) throw Error(ErrorKind::kIo, "cannot listen on " + where + ": " + last_error);
+    set_blocking(listen_fd_, false);  // the reading thread accepts until the backlog is empty
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
     ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -197,7 +275,7 @@ void HttpServer::stop() {
     for (std::thread& t : workers_) t.join();
     workers_.clear();
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [fd, peer] : queue_) ::close(fd);
+    for (auto& [fd, req] : queue_) ::close(fd);
     queue_.clear();
 }
 
@@ -206,46 +284,102 @@ int64_t HttpServer::queue_depth() const {
     return static_cast<int64_t>(queue_.size());
 }
 
+// One thread reads every request: it accepts connections, polls all those still sending, answers
+// refusals and timeouts itself and hands whole requests to the workers. A slow or silent client holds
+// a slot in this poll set, never a worker, and /health-like paths are answered here at once.
 void HttpServer::accept_loop() {
+    using Clock = std::chrono::steady_clock;
+    struct Reading {
+        int fd;
+        std::string peer;
+        std::string buf;
+        Clock::time_point deadline;
+    };
+    std::vector<Reading> reading;
+    std::vector<pollfd> fds;
     while (!stopping_.load()) {
-        pollfd p{listen_fd_, POLLIN, 0};
-        const int r = ::poll(&p, 1, 200);
-        if (r <= 0) continue;
-        sockaddr_storage addr{};
-        socklen_t len = sizeof addr;
-        const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
-        if (fd < 0) continue;
-        int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // SSE chunks go out at once
-        char host[INET6_ADDRSTRLEN] = "?";
-        int peer_port = 0;
-        if (addr.ss_family == AF_INET) {
-            auto* a = reinterpret_cast<sockaddr_in*>(&addr);
-            ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-            peer_port = ntohs(a->sin_port);
-        } else if (addr.ss_family == AF_INET6) {
-            auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
-            ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-            peer_port = ntohs(a->sin6_port);
+        fds.assign(1, pollfd{listen_fd_, POLLIN, 0});
+        for (const Reading& r : reading) fds.push_back(pollfd{r.fd, POLLIN, 0});
+        if (::poll(fds.data(), fds.size(), 100) < 0 && errno != EINTR) continue;
+        const auto now = Clock::now();
+        std::vector<Reading> still;
+        for (size_t i = 0; i < reading.size(); ++i) {
+            Reading& r = reading[i];
+            bool done = false;
+            if (fds[i + 1].revents) {
+                char chunk[65536];
+                const ssize_t n = ::recv(r.fd, chunk, sizeof chunk, 0);
+                if (n > 0) {
+                    r.buf.append(chunk, static_cast<size_t>(n));
+                    HttpRequest req;
+                    const Parsed p = parse_request(r.buf, options_, req);
+                    if (p.kind == Parsed::kError) {
+                        HttpResponseWriter w(r.fd);
+                        plain_error(w, p.status, p.message);
+                        ::close(r.fd);
+                        done = true;
+                    } else if (p.kind == Parsed::kComplete) {
+                        req.peer = r.peer;
+                        dispatch(r.fd, std::move(req));
+                        done = true;
+                    }
+                } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+                    ::close(r.fd);  // closed or reset before a whole request: nothing to answer
+                    done = true;
+                }
+            }
+            if (!done && now >= r.deadline) {
+                HttpResponseWriter w(r.fd);
+                if (!r.buf.empty()) plain_error(w, 408, "timed out reading the request");
+                ::close(r.fd);
+                done = true;
+            }
+            if (!done) still.push_back(std::move(r));
         }
-        const std::string peer = std::string(host) + ":" + std::to_string(peer_port);
-        std::unique_lock<std::mutex> lock(mutex_);
-        if (static_cast<int>(queue_.size()) >= options_.max_queue) {
-            lock.unlock();
-            HttpResponseWriter w(fd);
-            plain_error(w, 503, "the server is at its connection limit; retry later");
-            ::close(fd);
-            continue;
+        reading = std::move(still);
+        if (!(fds[0].revents & POLLIN)) continue;
+        for (;;) {  // every connection waiting in the backlog
+            sockaddr_storage addr{};
+            socklen_t len = sizeof addr;
+            const int fd =
+                ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0) break;
+            int one = 1;
+            ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // SSE chunks go out at once
+            if (static_cast<int>(reading.size()) >= options_.max_reading) {
+                overloaded(fd, "the server is reading too many requests at once");
+                ::close(fd);
+                continue;
+            }
+            reading.push_back(Reading{fd, peer_name(addr), "", now + std::chrono::milliseconds(options_.read_timeout_ms)});
         }
-        queue_.emplace_back(fd, peer);
-        lock.unlock();
-        cv_.notify_one();
     }
+    for (const Reading& r : reading) ::close(r.fd);
+}
+
+void HttpServer::dispatch(int fd, HttpRequest req) {
+    set_blocking(fd, true);
+    if (std::find(options_.inline_paths.begin(), options_.inline_paths.end(), req.path) !=
+        options_.inline_paths.end()) {
+        serve_request(fd, req);
+        ::close(fd);
+        return;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (static_cast<int>(queue_.size()) >= options_.max_queue) {
+        lock.unlock();
+        overloaded(fd, "the server is at its request limit");
+        ::close(fd);
+        return;
+    }
+    queue_.emplace_back(fd, std::move(req));
+    lock.unlock();
+    cv_.notify_one();
 }
 
 void HttpServer::worker_loop() {
     for (;;) {
-        std::pair<int, std::string> job;
+        std::pair<int, HttpRequest> job;
         {
             std::unique_lock<std::mutex> lock(mutex_);
             cv_.wait(lock, [&] { return stopping_.load() || !queue_.empty(); });
@@ -254,103 +388,14 @@ void HttpServer::worker_loop() {
             queue_.pop_front();
         }
         ++active_;
-        serve_connection(job.first, job.second);
+        serve_request(job.first, job.second);
         --active_;
         ::close(job.first);
     }
 }
 
-void HttpServer::serve_connection(int fd, const std::string& peer) {
+void HttpServer::serve_request(int fd, const HttpRequest& req) {
     HttpResponseWriter writer(fd);
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.read_timeout_ms);
-    std::string buf;
-    size_t header_end = std::string::npos;
-    while ((header_end = buf.find("\r\n\r\n")) == std::string::npos) {
-        if (buf.size() > options_.max_header_bytes) {
-            plain_error(writer, 431,
-                        "request headers exceed " + std::to_string(options_.max_header_bytes) + " bytes");
-            return;
-        }
-        const ssize_t n = read_some(fd, buf, deadline);
-        if (n == 0 && buf.empty()) return;  // connected and closed: nothing to answer
-        if (n <= 0) {
-            if (n < 0) plain_error(writer, 408, "timed out reading the request");
-            return;
-        }
-    }
-    if (header_end > options_.max_header_bytes) {
-        plain_error(writer, 431,
-                    "request headers exceed " + std::to_string(options_.max_header_bytes) + " bytes");
-        return;
-    }
-
-    HttpRequest req;
-    req.peer = peer;
-    const std::string head = buf.substr(0, header_end);
-    size_t line_end = head.find("\r\n");
-    const std::string request_line = head.substr(0, line_end);
-    {
-        const size_t s1 = request_line.find(' ');
-        const size_t s2 = s1 == std::string::npos ? std::string::npos : request_line.find(' ', s1 + 1);
-        if (s2 == std::string::npos || request_line.compare(s2 + 1, 5, "HTTP/") != 0) {
-            plain_error(writer, 400, "malformed request line");
-            return;
-        }
-        req.method = request_line.substr(0, s1);
-        const std::string target = request_line.substr(s1 + 1, s2 - s1 - 1);
-        const size_t q = target.find('?');
-        req.path = target.substr(0, q);
-        if (q != std::string::npos) req.query = target.substr(q + 1);
-    }
-    while (line_end != std::string::npos && line_end < head.size()) {
-        const size_t next = head.find("\r\n", line_end + 2);
-        const std::string line =
-            head.substr(line_end + 2, next == std::string::npos ? std::string::npos : next - line_end - 2);
-        line_end = next;
-        const size_t colon = line.find(':');
-        if (colon == std::string::npos) {
-            plain_error(writer, 400, "malformed header line");
-            return;
-        }
-        req.headers[model::ascii_lower(trim(line.substr(0, colon)))] = trim(line.substr(colon + 1));
-    }
-
-    if (!req.header("transfer-encoding").empty()) {
-        plain_error(writer, 411, "chunked request bodies are not supported; send Content-Length");
-        return;
-    }
-    size_t length = 0;
-    const std::string cl = req.header("content-length");
-    if (!cl.empty()) {
-        try {
-            size_t used = 0;
-            const unsigned long long v = std::stoull(cl, &used);
-            if (used != cl.size()) throw std::invalid_argument(cl);
-            if (v > options_.max_body_bytes) {
-                plain_error(writer, 413,
-                            "request body of " + cl + " bytes exceeds the limit of " +
-                                std::to_string(options_.max_body_bytes) + " bytes");
-                return;
-            }
-            length = static_cast<size_t>(v);
-        } catch (const std::exception&) {
-            plain_error(writer, 400, "malformed Content-Length \"" + cl + "\"");
-            return;
-        }
-    } else if (req.method == "POST" || req.method == "PUT") {
-        plain_error(writer, 411, "Content-Length is required");
-        return;
-    }
-    req.body = buf.substr(header_end + 4);
-    while (req.body.size() < length) {
-        const ssize_t n = read_some(fd, req.body, deadline);
-        if (n <= 0) {
-            if (n < 0) plain_error(writer, 408, "timed out reading the request body");
-            return;
-        }
-    }
-    req.body.resize(length);
     try {
         handler_(req, writer);
     } catch (const std::exception& e) {

@@ -1,8 +1,9 @@
-// A small HTTP/1.1 server on POSIX sockets for `surf serve`: one accept thread, a fixed pool of worker
-// threads taking connections from a bounded queue, one request per connection (Connection: close), so a
-// streamed response simply ends when the connection closes. Limits on header and body size are enforced
-// while reading; a client that goes away is noticed on the next write (or by polling, while the handler
-// computes) so generation can be cancelled.
+// A small HTTP/1.1 server on POSIX sockets for `surf serve`: one thread accepts connections and reads
+// every request with poll (so slow clients hold no worker; header/body deadlines and size limits are
+// enforced there), a fixed pool of worker threads takes whole requests from a bounded queue, one request
+// per connection (Connection: close), so a streamed response simply ends when the connection closes. A
+// full queue is answered 503 with Retry-After, never a reset. A client that goes away is noticed on the
+// next write (or by polling, while the handler computes) so generation can be cancelled.
 #pragma once
 
 #include <atomic>
@@ -63,7 +64,10 @@ struct HttpServerOptions {
     std::string host = "127.0.0.1";
     int port = 0;                        // 0: an ephemeral port (see HttpServer::port())
     int threads = 32;                    // concurrent requests (streamed generations hold a thread)
-    int max_queue = 256;                 // accepted connections waiting for a thread; beyond: 503
+    int max_queue = 256;                 // whole requests waiting for a thread; beyond: 503 + Retry-After
+    int max_reading = 4096;              // connections still sending their request; beyond: 503 + Retry-After
+    // Paths answered by the reading thread itself, never queued behind generations (cheap handlers only).
+    std::vector<std::string> inline_paths = {"/health"};
     size_t max_header_bytes = 64 << 10;  // request line + headers; beyond: 431
     size_t max_body_bytes = 32 << 20;    // beyond: 413
     int read_timeout_ms = 30000;         // a client that stalls while sending its request: 408
@@ -88,8 +92,9 @@ public:
 
 private:
     void accept_loop();
+    void dispatch(int fd, HttpRequest req);  // a whole request: inline, queued, or 503
     void worker_loop();
-    void serve_connection(int fd, const std::string& peer);
+    void serve_request(int fd, const HttpRequest& req);
 
     HttpServerOptions options_;
     HttpHandler handler_;
@@ -99,7 +104,7 @@ private:
     std::atomic<int64_t> active_{0};
     mutable std::mutex mutex_;
     std::condition_variable cv_;
-    std::deque<std::pair<int, std::string>> queue_;
+    std::deque<std::pair<int, HttpRequest>> queue_;
     std::thread acceptor_;
     std::vector<std::thread> workers_;
 };

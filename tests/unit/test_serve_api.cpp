@@ -87,6 +87,42 @@ json user(const std::string& text, int max_tokens = 8) {
             {"max_tokens", max_tokens}};
 }
 
+// A raw connection to the server (for clients that stall or hang up), and what it reads back until EOF.
+int connect_local(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    return fd;
+}
+
+void send_all(int fd, const std::string& bytes) {
+    REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
+}
+
+std::string post_request(const std::string& body) {
+    return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+std::string read_to_end(int fd) {
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+    return out;
+}
+
+template <typename F>
+bool eventually(F&& condition, int tries = 500) {
+    for (int i = 0; i < tries; ++i) {
+        if (condition()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
 void check_error(const Reply& r, long status, const std::string& code = "") {
     CHECK(r.status == status);
     INFO(r.body);
@@ -526,21 +562,9 @@ TEST_CASE("serve: a client that hangs up on a non-streamed request cancels its g
     const std::string body =
         json{{"model", "tiny"}, {"max_tokens", 4000}, {"ignore_eos", true},
              {"messages", json::array({{{"role", "user"}, {"content", "write a long story"}}})}}.dump();
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(f.port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-    REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
-    bool started = false;  // the generation is running
-    for (int i = 0; i < 500 && !started; ++i) {
-        started = f.service->running() == 1;
-        if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    const int fd = connect_local(f.port);
+    send_all(fd, post_request(body));
+    const bool started = eventually([&] { return f.service->running() == 1; });
     REQUIRE(started);
     const auto t0 = std::chrono::steady_clock::now();
     ::close(fd);
@@ -553,6 +577,51 @@ TEST_CASE("serve: a client that hangs up on a non-streamed request cancels its g
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
     CHECK(http(f.port, "GET", "/metrics").body.find("surf_requests_cancelled_total 1") != std::string::npos);
     CHECK(f.chat(user("hi")).status == 200);
+}
+
+TEST_CASE("serve: slow clients hold no worker: /health and requests are answered while 100 connections stall") {
+    serve::HttpServerOptions ho;
+    ho.threads = 4;
+    ho.read_timeout_ms = 1500;
+    Fixture f({}, ho);
+    std::vector<int> stalled;
+    for (int i = 0; i < 100; ++i) {
+        stalled.push_back(connect_local(f.port));
+        send_all(stalled.back(), "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n");  // and nothing more
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(http(f.port, "GET", "/health").status == 200);
+    CHECK(f.chat(user("hi")).status == 200);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1000));
+    // At the read deadline each stalled client gets 408 and its connection is closed.
+    CHECK(read_to_end(stalled[0]).rfind("HTTP/1.1 408", 0) == 0);
+    for (int fd : stalled) ::close(fd);
+}
+
+TEST_CASE("serve: a full queue is answered 503 with Retry-After, never a reset") {
+    serve::HttpServerOptions ho;
+    ho.threads = 1;
+    ho.max_queue = 1;
+    Fixture f({}, ho);
+    const std::string long_body =
+        json{{"model", "tiny"}, {"max_tokens", 4000}, {"ignore_eos", true},
+             {"messages", json::array({{{"role", "user"}, {"content", "write a long story"}}})}}.dump();
+    const int busy = connect_local(f.port);  // holds the one worker
+    send_all(busy, post_request(long_body));
+    REQUIRE(eventually([&] { return f.service->running() == 1; }));
+    const int queued = connect_local(f.port);  // waits in the queue
+    send_all(queued, post_request(user("hi").dump()));
+    REQUIRE(eventually([&] { return f.server->queue_depth() == 1; }));
+    const int refused = connect_local(f.port);
+    send_all(refused, post_request(user("hi").dump()));
+    const std::string answer = read_to_end(refused);
+    CHECK(answer.rfind("HTTP/1.1 503", 0) == 0);
+    CHECK(answer.find("Retry-After: 1") != std::string::npos);
+    CHECK(http(f.port, "GET", "/health").status == 200);  // answered by the reading thread
+    ::close(busy);  // its generation is cancelled, and the queued request runs
+    CHECK(read_to_end(queued).rfind("HTTP/1.1 200", 0) == 0);
+    ::close(queued);
+    ::close(refused);
 }
 
 TEST_CASE("serve: helpers (base64, data URLs)") {
