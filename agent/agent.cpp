@@ -85,11 +85,11 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
         so.viewport.css_width = options.viewport_width;
         so.viewport.css_height = options.viewport_height;
         so.viewport.device_scale_factor = options.device_scale_factor;
-        so.guard =
-            run_guard(options);
+        so.guard = run_guard(options);
         std::unique_ptr<tools::BrowserSession> session = impl_->browser->new_session(so);
         BrowserEnvironmentOptions eo;
         eo.max_wait = std::chrono::milliseconds(static_cast<int64_t>(options.max_wait_seconds * 1000));
+        eo.cancel = &impl_->cancel;
         BrowserEnvironment environment(*session, eo);
         LoopContext ctx;
         ctx.engine = impl_->engine.get();

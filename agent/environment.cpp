@@ -139,7 +139,16 @@ ActionOutcome BrowserEnvironment::execute(const Action& action, std::optional<to
         if (auto* w = std::get_if<WaitAction>(&action)) {
             const auto d =
                 std::min<std::chrono::milliseconds>(std::chrono::seconds(w->seconds), options_.max_wait);
-            std::this_thread::sleep_for(d);
+            // In slices, so that a cancelled run (Ctrl-C, Agent::cancel) does not wait the rest out.
+            const auto start = std::chrono::steady_clock::now();
+            for (auto left = d; left.count() > 0;
+                 left = d - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)) {
+                if (options_.cancel && options_.cancel->load()) {
+                    return "wait cancelled after " +
+                           std::to_string((d - left).count()) + " ms";
+                }
+                std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(50)));
+            }
             return "waited " + std::to_string(d.count()) + " ms";
         }
         return "answer (no browser action)";

@@ -4,6 +4,7 @@
 // outcome the policy reads as an observation.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -50,6 +51,7 @@ struct BrowserEnvironmentOptions {
     double scroll_fraction = 0.8;  // of the viewport per scroll action
     std::chrono::milliseconds max_wait{10000};
     std::chrono::milliseconds after_action{300};  // settle before the next screenshot
+    const std::atomic<bool>* cancel = nullptr;      // ends a `wait` action early when set (may be null)
 };
 
 class BrowserEnvironment : public Environment {

@@ -89,7 +89,7 @@ public:
                     const std::function<void(const EvalTask&, tools::Browser&, tools::BrowserSession&)>& hook)
         : browser_(browser),
           session_(session),
-          inner_(session, env_options(options)),
+          inner_(session, env_options(options, cancel)),
           task_(task),
           profile_(profile),
           options_(options),
@@ -156,9 +156,10 @@ public:
     }
 
 private:
-    static BrowserEnvironmentOptions env_options(const EvalOptions& o) {
+    static BrowserEnvironmentOptions env_options(const EvalOptions& o, const std::atomic<bool>& cancel) {
         BrowserEnvironmentOptions eo;
         eo.max_wait = std::chrono::milliseconds(static_cast<int64_t>(o.max_wait_seconds * 1000));
+        eo.cancel = &cancel;
         return eo;
     }
     void fail(const std::string& why) {

@@ -263,6 +263,21 @@ TEST_CASE("BrowserEnvironment executes typed actions at mapped points on a real 
     CHECK(denied.error_kind == "navigation_denied");
     // A click without a point is refused.
     CHECK_FALSE(env.execute(ClickAction{"x", 1, 1}, std::nullopt).ok);
+
+    // A cancelled run does not wait a `wait` action out.
+    std::atomic<bool> cancel{false};
+    BrowserEnvironmentOptions waiting;
+    waiting.cancel = &cancel;
+    BrowserEnvironment patient(*session, waiting);
+    std::thread canceller([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        cancel.store(true);
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    const ActionOutcome waited = patient.execute(WaitAction{10}, std::nullopt);
+    canceller.join();
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+    CHECK(waited.message.find("wait cancelled after") != std::string::npos);
     browser->shutdown();
 }
 
