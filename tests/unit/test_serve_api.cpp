@@ -543,12 +543,7 @@ TEST_CASE("serve: a client that disconnects mid-stream cancels its generation an
     const agent::ChatReply reply = client.chat(call);
     CHECK(reply.cancelled);
     // The server notices at its next write: the session closes long before 4000 tokens.
-    bool freed = false;
-    for (int i = 0; i < 200 && !freed; ++i) {
-        freed = f.service->open_sessions() == 0 && f.service->running() == 0;
-        if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    CHECK(freed);
+    CHECK(eventually([&] { return f.service->open_sessions() == 0 && f.service->running() == 0; }));
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
     const Reply m = http(f.port, "GET", "/metrics");
     CHECK(m.body.find("surf_requests_cancelled_total 1") != std::string::npos);
@@ -564,16 +559,10 @@ TEST_CASE("serve: a client that hangs up on a non-streamed request cancels its g
              {"messages", json::array({{{"role", "user"}, {"content", "write a long story"}}})}}.dump();
     const int fd = connect_local(f.port);
     send_all(fd, post_request(body));
-    const bool started = eventually([&] { return f.service->running() == 1; });
-    REQUIRE(started);
+    REQUIRE(eventually([&] { return f.service->running() == 1; }));
     const auto t0 = std::chrono::steady_clock::now();
     ::close(fd);
-    bool freed = false;
-    for (int i = 0; i < 500 && !freed; ++i) {
-        freed = f.service->open_sessions() == 0 && f.service->running() == 0;
-        if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    CHECK(freed);
+    CHECK(eventually([&] { return f.service->open_sessions() == 0 && f.service->running() == 0; }));
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
     CHECK(http(f.port, "GET", "/metrics").body.find("surf_requests_cancelled_total 1") != std::string::npos);
     CHECK(f.chat(user("hi")).status == 200);
