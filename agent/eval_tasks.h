@@ -14,6 +14,7 @@
 // reference_answer.json ({site: {answers: [{id, type, ans}]}}) can be attached with attach_references().
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,16 @@ struct Shard {
 };
 Shard parse_shard(const std::string& text);  // "2/8"; throws kInvalidArgument naming the text
 std::vector<EvalTask> select_shard(const std::vector<EvalTask>& tasks, const Shard& shard);
+
+// `--ids`, `--sites`, `--limit`: the tasks whose id is listed (every listed id must exist), whose site is
+// listed (case-insensitive; every listed site must exist), then the first `limit` of them (0 = all), in
+// file order. An unknown id or site is an error (kInvalidArgument) naming it and, for sites, the file's.
+struct TaskSelection {
+    std::vector<std::string> ids;
+    std::vector<std::string> sites;
+    int64_t limit = 0;
+};
+std::vector<EvalTask> select_tasks(const std::vector<EvalTask>& tasks, const TaskSelection& selection);
 
 // A folder name for a task id: [A-Za-z0-9._-] kept, other bytes replaced by '_', plus a short hash of
 // the id when anything was replaced (so distinct ids never share a folder).

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -86,13 +87,43 @@ int merge(const surf::cli::Args& args) {
     return 0;
 }
 
+// A flag given as a comma-separated list, or several times: every non-empty item.
+std::vector<std::string> comma_list(const surf::cli::Args& args, const std::string& name) {
+    std::vector<std::string> items;
+    for (const std::string& value : args.all(name)) {
+        std::stringstream ss(value);
+        for (std::string item; std::getline(ss, item, ',');) {
+            if (!item.empty()) items.push_back(item);
+        }
+    }
+    return items;
+}
+
+// `--dry-run`: what a run would do, task by task, without a model or a browser.
+void print_plan(const std::string& file, size_t in_file, const std::vector<surf::agent::EvalTask>& tasks,
+                const surf::agent::EvalOptions& options, const std::string& judge) {
+    std::map<std::string, int> per_site;
+    for (const auto& t : tasks) ++per_site[t.site];
+    std::printf("%s: %zu tasks, %zu selected; %d at once, %d steps unless a task sets its own, judge %s, "
+                "validator %s\n",
+                file.c_str(), in_file, tasks.size(), options.concurrency, options.max_steps, judge.c_str(),
+                options.use_validator ? "on" : "off");
+    for (const auto& [site, n] : per_site) std::printf("  %-24s %d\n", site.c_str(), n);
+    for (const auto& t : tasks) {
+        const std::string q = t.question.size() > 70 ? t.question.substr(0, 67) + "..." : t.question;
+        std::printf("%s\t%s\t%s\t%s\n", t.id.c_str(), t.site.c_str(), t.start_url.c_str(), q.c_str());
+    }
+}
+
 int run_eval(const surf::cli::Args& args) {
     if (!args.positional().empty() && args.positional()[0] == "merge") return merge(args);
     if (args.positional().size() != 1)
         throw Error(ErrorKind::kInvalidArgument,
                     "expected exactly one TASKS.jsonl argument (or: merge DIR... --out DIR)");
-    const std::string out = args.require("out");
-    const std::string model_dir = surf::cli::model_flag(args);
+    const bool dry_run = args.has("dry-run");
+    const std::string out = dry_run ? args.get("out") : args.require("out");
+    // A dry run needs no model: it reads and checks the task file, prints the plan and runs nothing.
+    const std::string model_dir = dry_run ? args.get("model") : surf::cli::model_flag(args);
     const bool remote_model = surf::cli::is_remote_model(model_dir);
     if (remote_model) surf::cli::reject_local_model_flags(args);  // before the task file and the connection
 
@@ -125,10 +156,20 @@ int run_eval(const surf::cli::Args& args) {
         const int n = surf::agent::attach_references(tasks, ss.str(), path);
         std::fprintf(stderr, "reference answers: %d of %zu tasks\n", n, tasks.size());
     }
+    const size_t in_file = tasks.size();
+    surf::agent::TaskSelection selection;
+    selection.ids = comma_list(args, "ids");
+    selection.sites = comma_list(args, "sites");
+    selection.limit = args.get_int("limit", 0, 0, int64_t{1} << 40);
+    tasks = surf::agent::select_tasks(tasks, selection);
     if (args.has("shard")) {
         const surf::agent::Shard shard = surf::agent::parse_shard(args.get("shard"));
         tasks = surf::agent::select_shard(tasks, shard);
         options.shard = args.get("shard");
+    }
+    if (dry_run) {
+        print_plan(args.positional()[0], in_file, tasks, options, judge_kind);
+        return 0;
     }
 
     const std::string profile_path = args.get("profile");
@@ -238,7 +279,11 @@ SURF_COMMAND(surf::cli::Command{
      {"api-key", "KEY", "with a remote --model: Bearer key (default $SURF_API_KEY)"},
      {"tokenizer", "DIR", "with a remote --model: a local checkpoint folder whose special tokens to neutralise"},
      {"concurrency", "C", "agents running at once on the one engine and browser (default 1)"},
-     {"shard", "i/n", "run only the i-th of n shards (task k goes to shard k mod n)"},
+     {"ids", "ID,...", "run only these tasks (comma-separated or repeated)", true},
+     {"sites", "SITE,...", "run only tasks on these sites (web_name, case-insensitive)", true},
+     {"limit", "N", "run only the first N tasks (after --ids and --sites)"},
+     {"dry-run", "", "check the task file, print the selected tasks and the plan, run nothing"},
+     {"shard", "i/n", "run only the i-th of n shards (task k goes to shard k mod n), after the selection"},
      {"max-steps", "N", "policy steps per task unless the task sets max_steps (default 15)"},
      {"attempts", "K", "answers the validator may reject (default 3)"},
      {"judge", "NAME", "local (our engine, WebVoyager auto-evaluator protocol; default), remote or none"},

@@ -196,3 +196,34 @@ TEST_CASE("surf inspect: a checkpoint whose shapes do not match its config exits
     CHECK(r.err.find("does not load: 0 tensors missing, 6 with the wrong shape") != std::string::npos);
     fs::remove_all(dir);
 }
+
+TEST_CASE("surf eval --dry-run checks the file, prints the selection and the plan, and runs nothing") {
+    if (!have_surf()) return;
+    const fs::path dir = fs::temp_directory_path() / ("surf_test_dry_run_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    {
+        std::ofstream tasks(dir / "tasks.jsonl");
+        for (int i = 0; i < 5; ++i) {
+            tasks << R"({"web_name": ")" << (i < 3 ? "Amazon" : "Apple") << R"(", "id": "t)" << i
+                  << R"(", "ques": "question )" << i << R"(", "web": "https://example.com/"})" << "\n";
+        }
+    }
+    // No --out, no model: a dry run needs neither.
+    Result r = run_surf({"eval", (dir / "tasks.jsonl").string(), "--dry-run", "--sites", "amazon", "--limit", "2"});
+    INFO(r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("5 tasks, 2 selected") != std::string::npos);
+    CHECK(r.out.find("t0\tAmazon\thttps://example.com/\tquestion 0") != std::string::npos);
+    CHECK(r.out.find("t2\t") == std::string::npos);
+    CHECK(!fs::exists(dir / "results.jsonl"));
+    r = run_surf({"eval", (dir / "tasks.jsonl").string(), "--dry-run", "--ids", "t4,t9"});
+    CHECK(r.code != 0);
+    CHECK(r.err.find("--ids: no task has the id \"t9\"") != std::string::npos);
+    {
+        std::ofstream(dir / "bad.jsonl") << "{\"web_name\": \"A\", \"id\": 1}\n";
+    }
+    r = run_surf({"eval", (dir / "bad.jsonl").string(), "--dry-run"});
+    CHECK(r.code != 0);
+    CHECK(r.err.find("bad.jsonl:1") != std::string::npos);
+    fs::remove_all(dir);
+}

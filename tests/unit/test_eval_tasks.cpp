@@ -114,6 +114,28 @@ TEST_CASE("shards split k mod n, cover every task once; bad shard specs are erro
         CHECK(error_of([&] { parse_shard(bad); }).find(std::string("--shard \"") + bad + "\"") == 0);
 }
 
+TEST_CASE("--ids, --sites and --limit select tasks in file order; unknown ids and sites are errors") {
+    std::string text;
+    for (int i = 0; i < 6; ++i)
+        text += R"({"web_name": ")" + std::string(i % 2 ? "Amazon" : "BBC News") + R"(", "id": "t)" +
+                std::to_string(i) + R"(", "ques": "q", "web": "http://x/"})" "\n";
+    const auto tasks = parse_tasks(text, "s.jsonl");
+    const auto ids = [](const std::vector<EvalTask>& ts) {
+        std::string out;
+        for (const auto& t : ts) out += t.id + " ";
+        return out;
+    };
+    CHECK(ids(select_tasks(tasks, {})) == "t0 t1 t2 t3 t4 t5 ");
+    CHECK(ids(select_tasks(tasks, {{"t4", "t1"}, {}, 0})) == "t1 t4 ");
+    CHECK(ids(select_tasks(tasks, {{}, {"amazon"}, 0})) == "t1 t3 t5 ");
+    CHECK(ids(select_tasks(tasks, {{}, {"bbc news"}, 2})) == "t0 t2 ");
+    CHECK(ids(select_tasks(tasks, {{"t0", "t1"}, {"Amazon"}, 0})) == "t1 ");
+    CHECK(ids(select_tasks(tasks, {{}, {}, 4})) == "t0 t1 t2 t3 ");
+    CHECK(error_of([&] { select_tasks(tasks, {{"t9"}, {}, 0}); }) == "--ids: no task has the id \"t9\"");
+    CHECK(error_of([&] { select_tasks(tasks, {{}, {"Ebay"}, 0}); })
+              .find("--sites: no task is on the site \"Ebay\" (the file has: BBC News, Amazon)") == 0);
+}
+
 TEST_CASE("trace folder names are safe and distinct") {
     CHECK(task_dir_name("Allrecipes--0") == "Allrecipes--0");
     const std::string a = task_dir_name("a/b"), b = task_dir_name("a:b");
