@@ -1,5 +1,6 @@
 #include "apps/cli.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -37,7 +38,35 @@ std::map<std::string, Command>& registry() {
 
 Error bad_flag(const std::string& message) { return Error(ErrorKind::kInvalidArgument, message); }
 
+size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = up;
+        }
+    }
+    return row[b.size()];
+}
+
 }  // namespace
+
+std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
+    std::string best;
+    size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;  // a typo, not another word
+    for (const std::string& c : candidates) {
+        const size_t d = edit_distance(word, c);
+        if (d < best_distance) {
+            best = c;
+            best_distance = d;
+        }
+    }
+    return best;
+}
 
 Args::Args(const std::vector<std::string>& argv, const std::vector<FlagSpec>& specs) {
     std::map<std::string, const FlagSpec*> by_name;
@@ -60,7 +89,12 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<FlagSpec>& sp
             name = name.substr(0, eq);
         }
         auto it = by_name.find(name);
-        if (it == by_name.end()) throw bad_flag("unknown flag --" + name);
+        if (it == by_name.end()) {
+            std::vector<std::string> names;
+            for (const auto& spec : specs) names.push_back(spec.name);
+            const std::string guess = closest(name, names);
+            throw bad_flag("unknown flag --" + name + (guess.empty() ? "" : " (did you mean --" + guess + "?)"));
+        }
         const FlagSpec& spec = *it->second;
         std::string value;
         if (spec.value_name.empty()) {

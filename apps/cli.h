@@ -58,6 +58,8 @@ int register_command(Command command);
 // weights.
 std::string model_flag(const Args& args);
 const std::map<std::string, Command>& commands();
+// The candidate nearest to `word` by edit distance when it is close enough to be a typo of it, else "".
+std::string closest(const std::string& word, const std::vector<std::string>& candidates);
 std::string usage_text(const Command& command);
 
 }  // namespace surf::cli

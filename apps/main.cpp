@@ -27,9 +27,14 @@ int main(int argc, char** argv) {
         return argc < 2 ? 2 : 0;
     }
     const auto& registry = surf::cli::commands();
-    auto it = registry.find(argv[1]);
+    const std::string name = std::string(argv[1]) == "--version" || std::string(argv[1]) == "-V" ? "version" : argv[1];
+    auto it = registry.find(name);
     if (it == registry.end()) {
-        std::fprintf(stderr, "surf: unknown command '%s'\n\n", argv[1]);
+        std::vector<std::string> names;
+        for (const auto& [n, c] : registry) names.push_back(n);
+        const std::string guess = surf::cli::closest(name, names);
+        std::fprintf(stderr, "surf: unknown command '%s'%s\n\n", argv[1],
+                     guess.empty() ? "" : (" (did you mean '" + guess + "'?)").c_str());
         print_overview();
         return 2;
     }

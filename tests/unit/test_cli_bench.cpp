@@ -227,3 +227,18 @@ TEST_CASE("surf eval --dry-run checks the file, prints the selection and the pla
     CHECK(r.err.find("bad.jsonl:1") != std::string::npos);
     fs::remove_all(dir);
 }
+
+TEST_CASE("surf --version, and a mistyped command or flag gets a suggestion") {
+    if (!have_surf()) return;
+    Result r = run_surf({"--version"});
+    CHECK(r.code == 0);
+    CHECK(r.out.rfind("surf ", 0) == 0);
+    r = run_surf({"evel", "tasks.jsonl"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("unknown command 'evel' (did you mean 'eval'?)") != std::string::npos);
+    r = run_surf({"eval", "tasks.jsonl", "--out", "/tmp/x", "--concurency", "2"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("unknown flag --concurency (did you mean --concurrency?)") != std::string::npos);
+    r = run_surf({"eval", "tasks.jsonl", "--out", "/tmp/x", "--zzzzzz"});
+    CHECK(r.err.find("unknown flag --zzzzzz\n") != std::string::npos);  // nothing close: no guess
+}
