@@ -187,7 +187,7 @@ std::vector<std::string> RemoteClient::models() {
         if (r.code != CURLE_OK) {
             last = r.curl_error;
             if (retryable_curl(r.code)) continue;
-            throw Error(r.code == CURLE_OPERATION_TIMEDOUT ? ErrorKind::kTimeout : ErrorKind::kIo,
+            throw Error(r.code == CURLE_OPERATION_TIMEDOUT ? ErrorKind::kTimeout : ErrorKind::kUnavailable,
                         "remote model server " + url("/models") + ": " + r.curl_error);
         }
         if (r.status >= 500 || r.status == 429) {
@@ -209,7 +209,7 @@ std::vector<std::string> RemoteClient::models() {
                         "remote model server " + url("/models") + ": not a model list: " + e.what());
         }
     }
-    throw Error(ErrorKind::kIo, "remote model server " + base_ + " is not reachable (" + last + ") after " +
+    throw Error(ErrorKind::kUnavailable, "remote model server " + base_ + " is not reachable (" + last + ") after " +
                                     std::to_string(options_.max_retries + 1) + " attempts");
 }
 
@@ -300,7 +300,7 @@ ChatReply RemoteClient::chat(const ChatCall& call) {
                                                      std::to_string(options_.request_timeout_seconds) + " s");
             }
             if (retryable_curl(r.code) && !r.delivered) continue;
-            throw Error(ErrorKind::kIo,
+            throw Error(ErrorKind::kUnavailable,
                         where + ": " + r.curl_error + (r.delivered ? " (in the middle of the reply)" : ""));
         }
         if (r.status == 429 || r.status >= 500) {
@@ -335,7 +335,7 @@ ChatReply RemoteClient::chat(const ChatCall& call) {
         reply.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
         return reply;
     }
-    throw Error(ErrorKind::kIo, "remote model server " + base_ + " is not reachable or failing (" + last +
+    throw Error(ErrorKind::kUnavailable, "remote model server " + base_ + " is not reachable or failing (" + last +
                                     ") after " + std::to_string(options_.max_retries + 1) + " attempts");
 }
 

@@ -27,7 +27,8 @@ int http_status_of(ErrorKind kind) {
         case ErrorKind::kInvalidArgument:
         case ErrorKind::kFormat:
         case ErrorKind::kUnsupported: return 400;
-        case ErrorKind::kResourceExhausted: return 503;
+        case ErrorKind::kResourceExhausted:
+        case ErrorKind::kUnavailable: return 503;
         case ErrorKind::kTimeout: return 504;
         default: return 500;
     }

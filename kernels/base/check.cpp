@@ -31,6 +31,7 @@ const char* error_kind_name(ErrorKind kind) {
         case ErrorKind::kTimeout: return "timeout";
         case ErrorKind::kCancelled: return "cancelled";
         case ErrorKind::kResourceExhausted: return "resource_exhausted";
+        case ErrorKind::kUnavailable: return "unavailable";
     }
     return "unknown";
 }

@@ -19,7 +19,8 @@ enum class ErrorKind {
     kNavigationDenied,// a URL outside the allow-list
     kTimeout,         // an operation ran past its deadline
     kCancelled,       // the caller cancelled the operation
-    kResourceExhausted// no room (memory, state slots) for the request
+    kResourceExhausted,// no room (memory, state slots) for the request
+    kUnavailable      // a remote service cannot be reached or keeps failing (an environment problem)
 };
 
 const char* error_kind_name(ErrorKind kind);
