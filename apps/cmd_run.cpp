@@ -33,6 +33,8 @@ int run_agent(const surf::cli::Args& args) {
     using surf::ErrorKind;
     if (args.positional().size() != 1)
         throw Error(ErrorKind::kInvalidArgument, "expected exactly one TASK argument (quote it)");
+    // The flags of the command line first, in the order a user fixes them; the model folder after.
+    const std::string start_url = args.require("url");
     surf::agent::AgentConfig config;
     config.model_dir = surf::cli::model_flag(args);
     config.backend = args.get("backend", "cpu");
@@ -42,7 +44,7 @@ int run_agent(const surf::cli::Args& args) {
 
     surf::agent::RunOptions run;
     run.task = args.positional()[0];
-    run.start_url = args.require("url");
+    run.start_url = start_url;
     run.max_steps = static_cast<int>(args.get_int("max-steps", 30, 1, 1000));
     run.max_answer_attempts = static_cast<int>(args.get_int("attempts", 3, 1, 100));
     run.timeout_seconds = args.get_double("timeout", 600, 0.001, 86400);

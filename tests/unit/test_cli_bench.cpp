@@ -242,3 +242,12 @@ TEST_CASE("surf --version, and a mistyped command or flag gets a suggestion") {
     r = run_surf({"eval", "tasks.jsonl", "--out", "/tmp/x", "--zzzzzz"});
     CHECK(r.err.find("unknown flag --zzzzzz\n") != std::string::npos);  // nothing close: no guess
 }
+
+TEST_CASE("surf run without --url says so before anything about the model") {
+    if (!have_surf()) return;
+    // No --model either: the default model's problem (no weights in a checkout) comes second.
+    const Result r = run_surf({"run", "find the cheapest kettle"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("missing required flag --url") != std::string::npos);
+    CHECK(r.err.find("no --model given") == std::string::npos);
+}
