@@ -69,7 +69,8 @@ std::string peer_name(const sockaddr_storage& addr) {
     return std::string(host) + ":" + std::to_string(port);
 }
 
-// Where the bytes read so far stand: more are needed, a whole request is there, or it is refused.
+// Where the bytes read so far stand: more are needed, a whole request (or its head) is there, or it is
+// refused.
 struct Parsed {
     enum Kind { kIncomplete, kComplete, kError } kind = kIncomplete;
     int status = 0;
@@ -78,9 +79,22 @@ struct Parsed {
 
 Parsed refuse(int status, std::string message) { return {Parsed::kError, status, std::move(message)}; }
 
-// Parses the request line and headers of `buf` into `req` once they are all there, and its body once
-// Content-Length bytes of it are.
-Parsed parse_request(const std::string& buf, const HttpServerOptions& options, HttpRequest& req) {
+// A connection whose request is still being read. The head (request line and headers) is parsed once,
+// when it is all there; after that only the body's length is watched.
+struct Reading {
+    int fd = -1;
+    std::string peer;
+    std::string buf;
+    std::chrono::steady_clock::time_point deadline;
+    bool head_done = false;
+    size_t body_start = 0, body_length = 0;
+    HttpRequest req;
+};
+
+// Parses the request line and headers of `buf` into `r.req` once they are all there, and notes where the
+// body starts and how long it is (Content-Length).
+Parsed parse_head(const std::string& buf, const HttpServerOptions& options, Reading& r) {
+    HttpRequest& req = r.req;
     const size_t header_end = buf.find("\r\n\r\n");
     if (header_end == std::string::npos) {
         if (buf.size() > options.max_header_bytes)
@@ -131,8 +145,27 @@ Parsed parse_request(const std::string& buf, const HttpServerOptions& options, H
     } else if (req.method == "POST" || req.method == "PUT") {
         return refuse(411, "Content-Length is required");
     }
-    if (buf.size() - header_end - 4 < length) return {};
-    req.body = buf.substr(header_end + 4, length);
+    r.body_start = header_end + 4;
+    r.body_length = length;
+    return {Parsed::kComplete, 0, ""};
+}
+
+// Reads what the client sent since the last poll: kComplete once the whole request is in `r.req`,
+// kError with the answer to send, kIncomplete to wait for more; a client that closed or reset before a
+// whole request gives kError with status 0 (nothing to answer).
+Parsed read_more(Reading& r, const HttpServerOptions& options) {
+    char chunk[65536];
+    const ssize_t n = ::recv(r.fd, chunk, sizeof chunk, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return {Parsed::kError, 0, ""};
+    if (n < 0) return {};
+    r.buf.append(chunk, static_cast<size_t>(n));
+    if (!r.head_done) {
+        const Parsed head = parse_head(r.buf, options, r);
+        if (head.kind != Parsed::kComplete) return head;
+        r.head_done = true;
+    }
+    if (r.buf.size() - r.body_start < r.body_length) return {};
+    r.req.body = r.buf.substr(r.body_start, r.body_length);
     return {Parsed::kComplete, 0, ""};
 }
 
@@ -288,53 +321,30 @@ int64_t HttpServer::queue_depth() const {
 // refusals and timeouts itself and hands whole requests to the workers. A slow or silent client holds
 // a slot in this poll set, never a worker, and /health-like paths are answered here at once.
 void HttpServer::accept_loop() {
-    using Clock = std::chrono::steady_clock;
-    struct Reading {
-        int fd;
-        std::string peer;
-        std::string buf;
-        Clock::time_point deadline;
-    };
     std::vector<Reading> reading;
     std::vector<pollfd> fds;
     while (!stopping_.load()) {
         fds.assign(1, pollfd{listen_fd_, POLLIN, 0});
         for (const Reading& r : reading) fds.push_back(pollfd{r.fd, POLLIN, 0});
         if (::poll(fds.data(), fds.size(), 100) < 0 && errno != EINTR) continue;
-        const auto now = Clock::now();
+        const auto now = std::chrono::steady_clock::now();
         std::vector<Reading> still;
         for (size_t i = 0; i < reading.size(); ++i) {
             Reading& r = reading[i];
-            bool done = false;
-            if (fds[i + 1].revents) {
-                char chunk[65536];
-                const ssize_t n = ::recv(r.fd, chunk, sizeof chunk, 0);
-                if (n > 0) {
-                    r.buf.append(chunk, static_cast<size_t>(n));
-                    HttpRequest req;
-                    const Parsed p = parse_request(r.buf, options_, req);
-                    if (p.kind == Parsed::kError) {
-                        HttpResponseWriter w(r.fd);
-                        plain_error(w, p.status, p.message);
-                        ::close(r.fd);
-                        done = true;
-                    } else if (p.kind == Parsed::kComplete) {
-                        req.peer = r.peer;
-                        dispatch(r.fd, std::move(req));
-                        done = true;
-                    }
-                } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-                    ::close(r.fd);  // closed or reset before a whole request: nothing to answer
-                    done = true;
-                }
+            const Parsed p = fds[i + 1].revents ? read_more(r, options_) : Parsed{};
+            if (p.kind == Parsed::kComplete) {
+                r.req.peer = r.peer;
+                dispatch(r.fd, std::move(r.req));
+                continue;
             }
-            if (!done && now >= r.deadline) {
-                HttpResponseWriter w(r.fd);
-                if (!r.buf.empty()) plain_error(w, 408, "timed out reading the request");
-                ::close(r.fd);
-                done = true;
+            if (p.kind == Parsed::kIncomplete && now < r.deadline) {
+                still.push_back(std::move(r));
+                continue;
             }
-            if (!done) still.push_back(std::move(r));
+            HttpResponseWriter w(r.fd);
+            if (p.kind == Parsed::kError && p.status) plain_error(w, p.status, p.message);
+            if (p.kind == Parsed::kIncomplete && !r.buf.empty()) plain_error(w, 408, "timed out reading the request");
+            ::close(r.fd);
         }
         reading = std::move(still);
         if (!(fds[0].revents & POLLIN)) continue;
@@ -351,7 +361,11 @@ void HttpServer::accept_loop() {
                 ::close(fd);
                 continue;
             }
-            reading.push_back(Reading{fd, peer_name(addr), "", now + std::chrono::milliseconds(options_.read_timeout_ms)});
+            Reading r;
+            r.fd = fd;
+            r.peer = peer_name(addr);
+            r.deadline = now + std::chrono::milliseconds(options_.read_timeout_ms);
+            reading.push_back(std::move(r));
         }
     }
     for (const Reading& r : reading) ::close(r.fd);
