@@ -118,9 +118,11 @@ def make_batch(packed, cache, rows, pad_id, device):
     T = max(len(t) for t, _, _ in seqs)
     tokens = np.full((len(seqs), T), pad_id, np.int64)
     mask = np.zeros((len(seqs), T), np.uint8)
+    text = np.zeros_like(mask)
     for r, (t, m, _) in enumerate(seqs):
         tokens[r, :len(t)] = t
         mask[r, :len(m)] = m
+        text[r, :len(t)] = (m == 0) & (t < packed.first_image_id)
     per_tile = (spec.SIZES["tile"] // 32) ** 2
     first_row, tile_idx, gather = {}, [], []
     for _, _, imgs in seqs:
@@ -132,9 +134,6 @@ def make_batch(packed, cache, rows, pad_id, device):
     tiles = cache.tiles[torch.tensor(tile_idx, dtype=torch.long, device=device)] if tile_idx else \
         cache.tiles[:0]
     index = torch.from_numpy(np.concatenate(gather)).to(device) if gather else None
-    text = np.zeros_like(mask)
-    for r, (t, m, _) in enumerate(seqs):
-        text[r, :len(t)] = (m == 0) & (t < packed.first_image_id)
     return (torch.from_numpy(tokens).to(device), torch.from_numpy(mask).to(device), tiles, index,
             torch.from_numpy(text).to(device))
 
@@ -208,7 +207,7 @@ def main():
     cache = TileCache(packed.shot_paths, device, a.workers)
     print(f"{packed.n} sequences, {int(packed.lengths.sum())} tokens; "
           f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters", flush=True)
-    log_t, log_loss, log_n, stop = time.time(), 0.0, 0, False
+    log_t, log_loss, log_n, stop, prof = time.time(), 0.0, 0, False, None
     while state["step"] < a.steps and not stop:
         rng = np.random.default_rng(a.seed + state["epoch"])
         seqs = np.concatenate([np.arange(packed.n)] + [np.flatnonzero(packed.role == 0)] * (a.policy_repeat - 1))
@@ -217,7 +216,7 @@ def main():
             for g in opt.param_groups:
                 g["lr"] = lr_at(state["step"], a.steps, a.lr, a.warmup,
                                 (time.time() - t_start) / (60 * a.max_minutes) if a.max_minutes else 0.0)
-            if state["step"] == a.profile_at:
+            if state["step"] == a.profile_at and prof is None:
                 prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                           torch.profiler.ProfilerActivity.CUDA])
                 prof.__enter__()
@@ -228,7 +227,7 @@ def main():
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
-            if a.profile_at >= 0 and state["step"] == a.profile_at + 2:
+            if prof is not None and state["step"] == a.profile_at + 2:
                 if device.type == "cuda":
                     torch.cuda.synchronize()
                 prof.__exit__(None, None, None)
