@@ -80,9 +80,10 @@ tools::LocalSchemes local_schemes(const RunOptions& o) {
 }
 
 tools::NavigationGuard run_guard(const RunOptions& o) {
-    tools::NavigationGuard guard(o.allow_domains, o.deny_domains, local_schemes(o));
-    if (!o.allow_file_urls && local_schemes(o) == tools::LocalSchemes::kFileAlways) {
-        guard.set_file_root(std::filesystem::path(tools::file_url_path(o.start_url)).lexically_normal().parent_path().string());
+    const tools::LocalSchemes local = local_schemes(o);
+    tools::NavigationGuard guard(o.allow_domains, o.deny_domains, local);
+    if (!o.allow_file_urls && local == tools::LocalSchemes::kFileAlways) {  // started on a file: page
+        guard.set_file_root(std::filesystem::path(tools::file_url_path(o.start_url)).parent_path().string());
     }
     return guard;
 }
