@@ -140,14 +140,14 @@ ActionOutcome BrowserEnvironment::execute(const Action& action, std::optional<to
             const auto d =
                 std::min<std::chrono::milliseconds>(std::chrono::seconds(w->seconds), options_.max_wait);
             // In slices, so that a cancelled run (Ctrl-C, Agent::cancel) does not wait the rest out.
-            const auto start = std::chrono::steady_clock::now();
-            for (auto left = d; left.count() > 0;
-                 left = d - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)) {
+            using Clock = std::chrono::steady_clock;
+            const Clock::time_point start = Clock::now(), until = start + d;
+            for (Clock::time_point now = start; now < until; now = Clock::now()) {
                 if (options_.cancel && options_.cancel->load()) {
-                    return "wait cancelled after " +
-                           std::to_string((d - left).count()) + " ms";
+                    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
+                    return "wait cancelled after " + std::to_string(waited.count()) + " ms";
                 }
-                std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(50)));
+                std::this_thread::sleep_for(std::min<Clock::duration>(until - now, std::chrono::milliseconds(50)));
             }
             return "waited " + std::to_string(d.count()) + " ms";
         }
