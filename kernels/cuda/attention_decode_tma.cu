@@ -8,13 +8,12 @@
 //     warp stay in flight while it multiplies the third, with no copy instructions on the other lanes;
 //   * the multiply is the mma.sync flash step of attention_flash.cuh (WarpFlash) on swizzled tiles; the four
 //     warps' states merge in shared memory at the end of each item.
-// Why: beside a mixed step's prefill attention the cp.async kernel gets one block an SM and streams at ≈ 1.5 TB/s
-// (BENCHMARKS "Session 18"); a block here keeps ≈ 64 KB in flight with the issue slots of one thread. Measured (H100,
-// session 25): alone 716 µs at 100 rows × 5,000 keys against the pipelined kernel's 731, beside the plain prefill
-// 981–1,011 µs against 1,019, serving −0.9 to +0.3% — so the engine keeps it off on shared SMs (GpuLimits::decode_attention_tma).
-// Session 29: at two blocks an SM it pulls 45–50 GB/s an SM where the cp.async kernel pulls ≈ 30, so a mixed step runs it on a
-// green context of its own SMs beside the prefill on the rest (GpuLimits::attention_green_decode_sms; since session 30 the
-// count is measured in the warm-up, 64–72 of 132 on the H200; sm_count plans for them).
+// Why: beside a mixed step's prefill attention the cp.async kernel gets one block an SM and cannot keep enough bytes
+// in flight; a block here keeps ≈ 64 KB in flight with the issue slots of one thread. On SMs shared with the prefill
+// it gains nothing in serving, so the engine keeps it off there (GpuLimits::decode_attention_tma). At two blocks an
+// SM it pulls more bytes an SM than the cp.async kernel, so a mixed step runs it on a green context of its own SMs
+// beside the prefill on the rest (GpuLimits::attention_green_decode_sms; the warm-up measures the SM count; sm_count
+// plans for them). Numbers: docs/BENCHMARKS.md.
 #include <cuda.h>  // CUtensorMap
 
 #include "kernels/cuda/attention_decode_tma.h"

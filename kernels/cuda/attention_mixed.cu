@@ -1,8 +1,7 @@
 // A mixed step's attention in one launch (sm_90a, head dim 128): the prompt chunks' causal prefill rows and the
 // decode rows, so that every SM multiplies prefill tiles (compute-bound, K/V from the L2) while it streams decode
-// tiles (DRAM-bound) — what two kernels side by side never managed (BENCHMARKS "Where issue 7 stands": the pair is
-// ≈ 280 µs a layer over the decode alone, because a decode block small enough to sit beside a full-rate prefill block
-// is too slow on mma.sync).
+// tiles (DRAM-bound) — which two kernels side by side do not achieve: a decode block small enough to sit beside a
+// full-rate prefill block is too slow on mma.sync (docs/BENCHMARKS.md).
 //   * persistent: one block an SM, three warpgroups. Warpgroup 0 copies (two warps a ring, cp.async through the page
 //     table), warpgroups 1 and 2 multiply, each from its own 3-stage ring of 64-key K/V tiles (32-byte-swizzled slabs,
 //     wgmma.cuh's layout);
@@ -13,20 +12,18 @@
 //     attention_flash.cuh on the accumulators, O += P·V on wgmma (P from registers);
 //   * a decode item packs the kv head's query heads (the GQA group, ≤ 16) as the first rows of warp 0's 16: the same
 //     two products at 64 rows (warps 1–3 multiply zeros and skip the softmax). The tensor cores do ≈ 13× the useful
-//     work, which at ≈ 0.5 µs a 32 KB tile is still far under the tile's DRAM time; the split results are merged by
+//     work, which is still far under the tile's DRAM time; the split results are merged by
 //     a small combine kernel (splits past a sequence's length are never made);
 //   * no L2 cache hint on the copies (AttentionDecodeParams::l2_evict_first is not used): with the hint's policy chosen per
-//     item, ptxas 13.0 emitted the copies with a cache-policy operand in uniform registers it never set (H100: illegal
-//     instruction);
+//     item, ptxas 13.0 emits the copies with a cache-policy operand in uniform registers it never sets (an illegal
+//     instruction at run time);
 //   * the producer hands each stage over with its item (StageMeta) on the stage's `full` mbarrier; a consumer hands
 //     it back on `empty`; an end marker closes the ring.
 // The queues' counters (three ints, zero before the first launch) are reset by the last ring to finish.
-// Measured (H100, session 28, bench_attention --pair: 924 new tokens on 5,000 past beside 100 decode rows on 5,000): correct
-// against the CPU reference, but 1,180 µs against the two-kernel pair's 1,015–1,023, serving C = 100 −0.7 to −1.3%, so the
-// engine keeps it off (GpuLimits::attention_mixed). Each side nearly alone in the launch: the decode rows 819 µs (2.5 TB/s;
-// the pipelined kernel alone 730), the prefill 606 µs (the plain wgmma kernel 441–459; ≈ 3 µs a 64 × 64 tile a consumer),
-// and the two sides hide only ≈ 240 µs of each other. Pipelining the prefill consumer's tiles (P·V deferred to the next
-// tile's S) did not help (628 µs), so its limit is not the product chain; the suspect is that each consumer copies its own
+// Correct against the CPU reference but slower than the two-kernel pair, in the layer and in serving, so the engine keeps
+// it off (GpuLimits::attention_mixed; numbers in docs/BENCHMARKS.md). Each side alone in this launch is slower than its own
+// kernel, and the two sides hide little of each other. Deferring the prefill consumer's P·V to the next tile's S does not
+// help, so its limit is not the product chain; the suspect is that each consumer copies its own
 // K/V (64-row items: twice the L2 → shared-memory bytes and copy instructions of the 128-row warp-specialized kernel,
 // whose two consumers share a tile). Next: an Nsight Compute profile of this kernel (docs/KERNELS.md "Known gaps").
 #include "kernels/cuda/attention_flash.cuh"
@@ -116,8 +113,8 @@ __device__ __forceinline__ int find_seq(const int32_t* prefix, int n, int i) {
 
 // Copies a 64-key K/V tile into a stage (32-byte-swizzled slabs) from the cache rows `rows` lists (−1: zeros), one ring's
 // 64 producer threads together. kEvictFirst: under the L2 evict-first policy, made here for the branch that uses it —
-// chosen per item through one register, the policy compiled (ptxas 13.0) to copies whose policy operand was never set:
-// an illegal instruction on the H100 (session 28).
+// chosen per item through one register, ptxas 13.0 compiles the policy to copies whose policy operand is never set
+// (an illegal instruction at run time).
 template <bool kEvictFirst>
 __device__ __forceinline__ void copy_kv_tile(unsigned char* Kd, unsigned char* Vd, const int32_t* rows, const bf16* k_src, const bf16* v_src,
                                              int64_t row_stride, int64_t col0, int ptid) {
@@ -373,8 +370,8 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
 #pragma unroll
                 for (int kk = 0; kk < kKeys / 16; ++kk) pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = 0u;
             }
-            // O += P·V. (Deferring it to the next tile's S, FlashAttention-3's intra-warpgroup overlap, was measured in
-            // session 28: the prefill side 628 vs 606 µs; not kept.)
+            // O += P·V, complete before the next tile (deferring it to the next tile's S, FlashAttention-3's
+            // intra-warpgroup overlap, is slower here; docs/BENCHMARKS.md).
             wgmma::issue_pv<kD, kKeys>(st.o, pa, Kt + kTileBytes);
             wgmma::wait<0>();
             wgmma::fence_operands(st.o);

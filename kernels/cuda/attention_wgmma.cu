@@ -198,8 +198,8 @@ attention_prefill_wgmma_kernel(AttentionPrefillParams p, float scale_log2, int64
 constexpr int kWsThreads = 384;
 
 // Ring stages: four, or as many as fit in an SM's 227 KB beside Q, the key rows, the barriers and the pin (three at
-// head_dim 128 / key tile 128 and at head_dim 80 / key tile 208). Six instead of four (where they fit: the language
-// model's key tile 64) changed nothing (H100, session 15: serving chunk 398.7 vs 391.8 µs).
+// head_dim 128 / key tile 128 and at head_dim 80 / key tile 208). More than four (where they fit: the language
+// model's key tile 64) gain nothing (docs/BENCHMARKS.md).
 template <int DP, int NK>
 constexpr int ws_stages() {
     constexpr int fit = static_cast<int>((227 * 1024 - kWgmmaBlockRows * DP * 2 - 3 * NK * 4 - 3 * 4 * 8 - 16) / (2 * NK * DP * 2));
@@ -221,9 +221,9 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 // Keeps a consumer's softmax ahead of its wait for P·V. Nothing but the weights' packing (after the wait: it
-// overwrites the A fragments P·V is reading) consumes the softmax, so ptxas sank all of it below the
-// WARPGROUP.DEPBAR (session 15, SASS of every variant: the exponentials came after the wait, and the
-// intra-warpgroup overlap had nothing to overlap). A shared-memory store of the row sums (which need every
+// overwrites the A fragments P·V is reading) consumes the softmax, so without this ptxas sinks all of it below the
+// WARPGROUP.DEPBAR (the SASS then has the exponentials after the wait, and the intra-warpgroup overlap has nothing
+// to overlap). A shared-memory store of the row sums (which need every
 // exponential) followed by a barrier arrival (which orders the store; 128 arrivals complete it, nobody waits) cannot
 // sink below the wait that follows it in program order.
 __device__ __forceinline__ void pin_softmax(float* slot, float v, int group) {
@@ -356,7 +356,7 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
     auto issue_scores = [&](int j) {
         detail::mbarrier_wait(full_k + stage_of(j), parity_of(j));
         // The cp.async producer's writes (generic proxy) must be fenced before wgmma's reads (async proxy); TMA writes
-        // are already the async proxy's, complete once the mbarrier phase is (H100: 3-tile ViT layer −1%).
+        // are already the async proxy's, complete once the mbarrier phase is (so the TMA path skips the fence).
         if constexpr (!TMA) wgmma::fence_proxy_async_smem();
         const uint64_t desc_k = wgmma::make_desc_sw32(Kring + stage_of(j) * kTileElems, 16, 256);
         wgmma::fence();
@@ -391,9 +391,8 @@ attention_prefill_wgmma_ws_kernel(AttentionPrefillParams p, float scale_log2, in
 
     // Ping-pong: the two consumer warpgroups take turns issuing their products (named barriers 3 and 4), so that
     // one's softmax runs under the other's products. Warpgroup 1 lets warpgroup 0 go first and skips its
-    // hand-over after its last turn (every arrival is matched). H100 (session 10): a 3-tile ViT layer 72.3 →
-    // 67.2 µs (key tile 128, TMA), 4 × 1,024 new tokens 1,328 → 1,311 µs, the serving chunk 403 → 401 µs.
-    // A solo consumer has no partner to take turns with.
+    // hand-over after its last turn (every arrival is matched). Faster on every prefill shape measured
+    // (docs/BENCHMARKS.md). A solo consumer has no partner to take turns with.
     const bool turns = !solo;
     auto turn_begin = [&] {
         if (turns) named_barrier_sync(3 + group, 256);

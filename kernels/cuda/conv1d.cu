@@ -15,9 +15,9 @@ using detail::from_float;
 constexpr int kK = 4;               // conv_kernel of every Nemotron-H config; dispatch checks it
 constexpr int kTokensPerThread = 8;
 constexpr int kConvThreads = 128;
-// Channels per thread on the vector path (8 bytes of bf16). At 8 channels (16-byte accesses) the thread held 153
-// registers (taps, window, a round of loads), three blocks fitted on an SM and the 924-token chunk ran at 29% of
-// DRAM bandwidth (H100, ncu, session 8); 4 channels halve every per-thread array.
+// Channels per thread on the vector path (8 bytes of bf16). At 8 channels (16-byte accesses) a thread needs ≈ 150
+// registers (taps, window, a round of loads), so only three blocks fit on an SM and a prompt chunk runs far below
+// DRAM bandwidth (docs/BENCHMARKS.md); 4 channels halve every per-thread array.
 constexpr int kCh = 4;
 constexpr int kRun = 16;            // tokens per thread on the vector path (halo overhead (K-1)/run)
 
@@ -96,8 +96,8 @@ __device__ void load_window(const ConvVarlenParams& p, int64_t x_stride, int64_t
 // arithmetic, in the same order, as conv_varlen_kernel. Every x load of the run (its K−1 halo tokens before it
 // included, speculatively: they are used only where they lie in the same sequence) and the weights are issued
 // before any of them is used, so that a thread waits for DRAM about once instead of once per chunk of tokens:
-// with one wave of threads covering a whole prompt chunk, the kernel's time was that chain of round trips
-// (H100, 924 tokens × 12,288 channels: ≈ 52% of copy bandwidth with loads issued 8 tokens at a time).
+// with one wave of threads covering a whole prompt chunk, the kernel's time would be that chain of round trips
+// (docs/BENCHMARKS.md).
 template <typename TS>
 __global__ void __launch_bounds__(kConvThreads) conv_varlen_vec_kernel(ConvVarlenParams p, int64_t x_stride) {
     detail::pdl_prologue();

@@ -45,8 +45,8 @@ int alignment_of(const void* ptr, int64_t ld, size_t elem) {
 // first, kernel-by-kernel step; no tuning can run inside a capture) and small batches. Larger ones are prefill and mixed steps, whose row
 // count varies with the work queued: each is tuned on its own, once it has run kTuneAfterUses times, so
 // that one-off row counts (the tail chunk of a prompt) cost no tuning. Sharing a tuned algorithm across
-// row counts is not safe: on H100 the one tuned at m = 924 ran mlp.down (n 5120, k 20480) at m = 1024 in
-// 489 µs against 270 µs for that shape's own pick.
+// row counts is not safe: an algorithm tuned at one m can run another m of the same shape far slower than that
+// shape's own pick (docs/BENCHMARKS.md).
 // GemmContext::set_reuse_tuned_in_bucket (off by default) relaxes this within 64-row buckets only (same
 // tile counts), and only to an algorithm the heuristic also lists for the new row count; and up to 128 rows to
 // a shape tuned for at most 7 rows more (tuned_neighbour).

@@ -6,7 +6,7 @@
 //   * grid = min(tiles, resident blocks); block b computes output tiles b, b + grid, … of kBM × BN (BN = 256 or
 //     128), the m index fastest: at any moment the resident blocks share ⌈grid / m-tiles⌉ columns of w, so every
 //     weight tile is read from DRAM once and served from the L2 to the m-tiles' blocks (cuBLASLt's kernels read the
-//     in_proj weights ≈ twice at m = 1,024, BENCHMARKS.md session 19); where m > 128 the blocks pair up in clusters
+//     in_proj weights more than once, docs/BENCHMARKS.md); where m > 128 the blocks pair up in clusters
 //     of two that share each weight slice by TMA multicast (below, CL = 2);
 //   * warpgroup 0 is the producer: one thread streams k-slices of 64 columns of x (kBM rows) and w (BN rows) by TMA
 //     into a ring of stages, 128-byte swizzled (wgmma.cuh make_desc_sw128), each completing on its `full` mbarrier
@@ -17,9 +17,9 @@
 //   * the epilogue runs from the accumulators (alpha, beta·y, bias, activation, rounding) and stores straight to
 //     global memory while the producer already fills the ring with the next tile's first stages (the tensor cores
 //     wait meanwhile: both consumers store at once).
-// Where it stands (H100, session 21, BENCHMARKS.md): at cuBLASLt's level only where the work is many large tiles
-// (the MLP up projection + ReLU², the projector), 1.5–2.2× slower at n = 5,120 / 1,280 (≤ 1.2 waves, no split-K)
-// and on the fp32 residual epilogues; the engine's tuner keeps cuBLASLt (GpuLimits::gemm_wgmma off).
+// It matches cuBLASLt only where the work is many large tiles (the MLP up projection + ReLU², the projector) and is
+// slower at n = 5,120 / 1,280 (≤ 1.2 waves, no split-K) and on the fp32 residual epilogues (docs/BENCHMARKS.md), so
+// the engine's tuner keeps cuBLASLt (GpuLimits::gemm_wgmma off).
 // Registers: the launch gives each of the 384 threads 168; the producer drops to 24 and the consumers rise to 240
 // (BN = 256 holds 128 fp32 accumulators a thread).
 #include <cuda.h>
@@ -134,8 +134,8 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* smem, const void* te
 
 // CL = 2: blocks pair up in clusters along m. The pair computes tiles (2i, n) and (2i + 1, n), so both need the
 // same BN × 64 slice of w a stage: each block loads half of it (BN / 2 rows) and multicasts it into both blocks'
-// rings, halving the weights' L2 → SM traffic (the kernel's limit without it: at m = 1,024 it moved 7.6 TB/s from
-// the L2, as much as cuBLASLt's clustered kernels at 778 TFLOP/s). A stage is refilled only once the consumers of
+// rings, halving the weights' L2 → SM traffic (without it that traffic is the kernel's limit at large m;
+// docs/BENCHMARKS.md). A stage is refilled only once the consumers of
 // both blocks have released it (`empty` counts 16 warps, half of them remote).
 template <int BN, int CL>
 __global__ void __launch_bounds__(kThreads, 1)

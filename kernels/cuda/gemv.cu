@@ -1,7 +1,7 @@
 // The small-m GEMM of decode steps (one to four rows), memory-bound on the weight stream: each warp reads
 // two weight rows with 16-byte streaming loads, four per row in flight per lane, dots them with the (L1-
-// cached) rows of x in fp32, and reduces across the warp. H100, one decode row: cuBLASLt reads these weights at
-// 2.5–2.8 TB/s; GemmContext times this kernel beside cuBLASLt's candidates and keeps whichever is faster.
+// cached) rows of x in fp32, and reduces across the warp. GemmContext times this kernel beside cuBLASLt's
+// candidates and keeps whichever is faster.
 // Few long rows (n = 5,120 at k = 10,240 / 20,480: 320 blocks of 16 rows, 2.4 an SM, the SMs holding three finish
 // last) split k across the block's warps instead (KS warps a row pair, partial sums added in shared memory), so that
 // the grid has ≥ 8 blocks an SM (gemv_k_split).

@@ -22,8 +22,8 @@ constexpr int kVec = 8;              // elements per 16-byte bf16 access (two fl
 constexpr int kBlockVecs = 4;        // block teams: 32 fp32 values of the row per thread
 constexpr int kMaxRowThreads = 512;  // block teams cover rows of ≤ 512·4·8 = 16384 elements
 // Warp teams: rows of ≤ 32·5·8 = 1,280 elements (the ViT's LayerNorm width and the Mamba gated norm's group of
-// 1,280 channels). At one block of 64 threads a row those kernels ran at ≈ 63–77% of copy bandwidth (H100):
-// many tiny blocks, each with two block barriers.
+// 1,280 channels). One block of 64 threads a row would leave those kernels well short of copy bandwidth: many tiny
+// blocks, each with two block barriers.
 constexpr int kWarpVecs = 5;
 constexpr int kRowWarps = 8;         // warp teams per block
 

@@ -1,4 +1,4 @@
-// CUDA kernels of the Holotron engine (issue 6). Each op takes a params struct (pointers, sizes, strides)
+// CUDA kernels of the Holotron engine. Each op takes a params struct (pointers, sizes, strides)
 // and a stream; nothing allocates inside a launch. Ops that need scratch expose `*_workspace_bytes(params)`
 // and take the caller's workspace. Shapes use spec/holotron.md's notation; "row stride" is in elements.
 // Conventions:
@@ -48,7 +48,7 @@ public:
     // Autotuning (off by default): each shape's cuBLASLt heuristic candidates (up to 8) are timed, writing
     // to scratch memory, and the fastest kept. Shapes of up to 128 rows are tuned on first use, larger
     // ones once they have run 3 times (prefill row counts vary; one-off counts keep the heuristic's pick).
-    // Every row count is tuned on its own: an algorithm tuned for one m can be 2× slower at another. Never
+    // Every row count is tuned on its own: an algorithm tuned for one m can be far slower at another. Never
     // while the stream is being captured into a graph (such a shape is tuned on a later uncaptured use).
     void set_autotune(bool on);
     // > 0: plan GEMMs for this many SMs (cuBLASLt's SM count target), leaving the rest of the device to work
@@ -77,9 +77,9 @@ public:
     // beside the cuBLASLt candidates whenever such a shape is tuned and keeps it if it is faster (with
     // autotuning only); kAlways uses it (tile 256) for every supported shape (tests); kNever (default) not at all;
     // kReluSquared uses it (tile 256, untimed) for every supported ReLU² GEMM of at least kWgmmaReluSquaredMinRows
-    // rows, whose epilogue then replaces the relu_squared pass, and cuBLASLt (tuned) for everything else: the A/B for
-    // bench_gemm's −4% on the 1,024-row MLP up projection with cold weights, which the tuner (rerunning one weight
-    // buffer) never picked. H100 serving C = 100 did not move (docs/BENCHMARKS.md "Session 26").
+    // rows, whose epilogue then replaces the relu_squared pass, and cuBLASLt (tuned) for everything else: an A/B for
+    // the 1,024-row MLP up projection with cold weights, where bench_gemm has it ahead but the tuner (rerunning one
+    // weight buffer) never picks it; serving does not gain from it (docs/BENCHMARKS.md).
     enum class WgmmaGemm { kTuned, kAlways, kNever, kReluSquared };
     static constexpr int64_t kWgmmaReluSquaredMinRows = 512;
     void set_wgmma_gemm(WgmmaGemm mode);
@@ -432,9 +432,8 @@ struct AttentionDecodeParams {
     float scale = 0.0f;
     // Each warp keeps its next key tile in flight while it multiplies the current one (tiles of 16 keys, two a warp,
     // the same shared memory as one 32-key tile a warp); false: one 32-key tile a warp, copied then multiplied.
-    // H100 (bench_attention --pair, 100 rows × 5,000 keys): alone the same (742 vs 743 µs, 2.76 TB/s, three blocks an
-    // SM hide the copies either way); with fewer blocks an SM, as beside a mixed step's prefill attention, faster
-    // (one block an SM: 1,236 vs 1,368 µs), and the pair with the prefill 2–4% shorter.
+    // Alone the two run alike (three blocks an SM hide the copies either way); with fewer blocks an SM, as beside a
+    // mixed step's prefill attention, the pipelined one is faster and shortens the pair (docs/BENCHMARKS.md).
     bool pipelined = true;
     // The K/V loads marked evict-first in the L2 (detail::l2_policy): each row's KV is read once a step (2 GB a layer
     // at 100 rows × 5,000 keys), while a prefill beside it re-reads its own sequence's K/V from the L2.

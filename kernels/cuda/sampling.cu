@@ -71,7 +71,7 @@ __device__ __forceinline__ bool candidate_value(float v, bool allowed) { return 
 
 // Calls f(i, logit, allowed) for every element of the row in the block's strided order (element i on thread
 // i mod kThreads), each thread's next kLoads logits and mask words loaded before any is used: one block walks
-// a row, and with one load in flight a thread the passes were latency-bound (≈ 4 KB in flight an SM).
+// a row, and with one load in flight a thread the passes would be latency-bound (≈ 4 KB in flight an SM).
 template <class F>
 __device__ __forceinline__ void for_each_logit(const Row& r, F&& f) {
     constexpr int kLoads = 6;
@@ -147,8 +147,8 @@ __device__ int block_exclusive_scan(int c, Shared& sh, int& total) {
 // The first element of the kept set (candidates inside `bound`) in sorted order whose cumulative weight
 // crosses `target`; falls back to the last kept element when rounding leaves the target unreached.
 // Returns its id; sh.sel_cum holds the cumulative weight through it.
-// warp_hist: kWarps private 256-bin histograms (dynamic shared memory). One shared histogram took ≈ 2.5 ms a
-// call at the 131k vocabulary (H100): the first digit pass puts nearly every candidate into a dozen bins, and
+// warp_hist: kWarps private 256-bin histograms (dynamic shared memory). One shared histogram is slow at the 131k
+// vocabulary: the first digit pass puts nearly every candidate into a dozen bins, and
 // 1,024 threads' fp64 atomics on those few addresses serialise. Per-warp copies leave 32 lanes to a copy; the
 // copies are then summed per bin in warp order.
 __device__ int32_t select(const Row& r, const Bound& bound, bool use_mass, double target, bool strict, Shared& sh, double* warp_hist) {

@@ -148,7 +148,7 @@ void occupy_sms(const SmOccupyParams& p, cudaStream_t stream) {
     SURF_CHECK(p.blocks <= sms, "occupy_sms: ", p.blocks, " blocks for ", sms, " SMs");
     SURF_CUDA_CHECK(cudaFuncSetAttribute(occupy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
     // Load the probe now: under CUDA's lazy module loading (the default) a kernel's first launch may wait for
-    // the device to go idle, i.e. for this hold to end, and then run on every SM (H100: 132 of 132).
+    // the device to go idle, i.e. for this hold to end, and then run on every SM.
     cudaFuncAttributes loaded{};
     SURF_CUDA_CHECK(cudaFuncGetAttributes(&loaded, probe_kernel));
     occupy_kernel<<<static_cast<unsigned>(p.blocks), 32, static_cast<size_t>(max_smem), stream>>>(p.nanoseconds, p.started);

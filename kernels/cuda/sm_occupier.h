@@ -43,9 +43,9 @@ void bulk_read_probe(const BulkReadProbeParams& p, cudaStream_t stream);
 
 // How much read bandwidth the SMs get from the L2 alone: `blocks` blocks of 256 threads read `bytes` of `src` (small
 // enough to stay in the 50 MB L2 after the first pass) `passes` times in 16-byte loads that skip the L1
-// (ld.global.cg), adding them up into sink[block]: the L2 → SM ceiling (H100: 8.4 TB/s, the L2 → crossbar at 84%). What
-// a GEMM and a bandwidth-bound kernel running together run out of first is another unit, the fabric between the L2's two
-// partitions (docs/KERNELS.md "Session 19").
+// (ld.global.cg), adding them up into sink[block]: the L2 → SM ceiling. What a GEMM and a bandwidth-bound kernel running
+// together run out of first is another unit, the fabric between the L2's two partitions (docs/KERNELS.md, "the L2's
+// partition fabric").
 struct L2ReadProbeParams {
     const float* src = nullptr;  // device, bytes, 16-byte aligned
     float* sink = nullptr;       // device [blocks]

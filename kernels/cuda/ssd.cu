@@ -16,8 +16,8 @@
 // chunk come from HBM once and from L2 for the other heads of the group.
 // Precision: dt, Λ, the decays and S are fp32; the mma operands are bf16 (x, B, C exact; decay-weighted
 // operands and the state copy used for the output rounded to bf16, relative error ≤ 2^-9 each).
-// (A chunk-parallel variant, one block per (chunk, head) with the state handed on through the slot, was
-// measured slower in every case: docs/BENCHMARKS.md, session 13.)
+// (A chunk-parallel variant, one block per (chunk, head) with the state handed on through the slot, is slower in
+// every case measured: docs/BENCHMARKS.md.)
 #include "kernels/cuda/ssd_common.cuh"
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 // 20 KB bf16 at P = 80, N = 128) are first copied into shared memory with 16-byte cp.async, issued before the dependent dt/B/C loads: the bytes
 // in flight per SM are then bounded by shared memory (5 fp32 blocks ≈ 200 KB) instead of by registers. With
 // SsuParams::bulk_stage the copy is one bulk copy on the copy engine (TMA), issued by one thread and completing
-// on an mbarrier: the same bytes without 1,280 copy instructions a block (H100, 100 rows: 4–9% faster).
+// on an mbarrier: the same bytes without 1,280 copy instructions a block (faster: docs/BENCHMARKS.md).
 // Then a state row of N values is spread over N / (16 / sizeof(state)) lanes, each lane updating 16
 // bytes (4 fp32 or 8 bf16 values) and storing them straight back to global memory.
 //
@@ -69,8 +69,8 @@ template <> struct Vec<SplitF32> {
 template <typename TS> constexpr bool kIsSplit = std::is_same_v<TS, SplitF32>;
 // Bytes a value stages in shared memory: a split state stages its bf16 plane only (a folding row, one in K, reads its
 // low halves from global memory as it goes), so its blocks are the bf16 state's: whole heads of 20 KB at the Holotron
-// shape (H100, session 23: as two 10 KB halves, twice the blocks each loading the same small inputs, the update ran
-// 58% more instructions than the bf16 one on the same bytes).
+// shape (not two 10 KB halves: twice the blocks, each loading the same small inputs, would run far more instructions
+// than the bf16 update on the same bytes).
 template <typename TS> constexpr int64_t kStagedBytes = kIsSplit<TS> ? 2 : static_cast<int64_t>(sizeof(TS));
 
 // How a block's warps walk the state: a row of N values over N / kVec lanes, each lane kVec values (16 bytes).
@@ -85,7 +85,7 @@ struct RowLayout {
 
 // The replay kernel's walk: a row over L = min(8, N / kVec) lanes, each lane kChunks 16-byte chunks, a warp
 // 32 / L rows at a time. Fewer lanes a row than RowLayout: one reduction (log₂ L shuffles) serves 32 / L rows, and
-// the row's tokens spread over its lanes (H100, fp32, N = 128: a warp's row loop ≈ 3× fewer instructions).
+// the row's tokens spread over its lanes (fewer instructions in a warp's row loop).
 template <typename TS, int N>
 struct ReplayRowLayout {
     static constexpr int kVec = Vec<TS>::kN;
@@ -234,9 +234,8 @@ struct ReplaySmem {
 // further dependent round trip would cost the block several µs.
 // kVecInputs (the host's check: the slice's P, x, B, C, their strides and the replay entries all allow 16-byte
 // accesses): the small inputs come in 16-byte chunks of 8 values (B and x rows, C) instead of one value a load, with
-// the chunk → source mapping done once per chunk: H100, 100 rows, fp32, K = 8, staggered, this block's once-per-warp
-// code was 555 of its ≈ 1,570 warp instructions while the kernel was issue-bound (≈ 0.7 instructions a cycle a
-// scheduler; since session 17's row loop it waits on DRAM instead).
+// the chunk → source mapping done once per chunk: one value a load makes the block's once-per-warp code a large share
+// of its instructions, which matters wherever the kernel is issue-bound rather than waiting on DRAM.
 template <typename TS, typename TY, int N, bool kHasToken, bool kVecInputs>
 __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p, int row_split) {
     detail::pdl_prologue();

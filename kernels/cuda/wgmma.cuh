@@ -20,8 +20,8 @@
 //            columns (one k-step) = next slab;
 //   MN-major ((T,2,m),(8,k)):((1,T,LBO),(2T,SBO)) with rows along K → LBO = R·32 (next 16 columns of N,
 //            the next slab), SBO = 256 (next 8 rows of K).
-// (The no-swizzle core-matrix layout was tried first: the same results, but 66% of its shared-memory
-// wavefronts were bank-conflict excess and the kernel ran at 60–70% of the mma.sync kernel's speed.)
+// (Not the no-swizzle core-matrix layout: same results, but most of its shared-memory wavefronts are bank-conflict
+// excess and the kernel runs slower than the mma.sync one; docs/BENCHMARKS.md.)
 // On any other target the wrappers compile to nothing (the kernel checks the device before it launches).
 #pragma once
 
