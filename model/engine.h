@@ -141,7 +141,7 @@ std::unique_ptr<Engine> open_cpu_engine(const std::string& model_dir, const Engi
 // What a GPU engine tunes before its first request. kServing: the language model's shapes and one vision pass of
 // every tile count (a few seconds more at 12B; then no image size stops a step to tune: servers, evaluations with
 // many agents). kSingle: the language model's shapes only (one agent sees few image sizes; a new size runs the
-// heuristic's GEMMs twice and tunes on its third pass, ≈ 0.1 s in all). The CPU backend tunes nothing.
+// heuristic's GEMMs twice and tunes on its third pass, a fraction of a second in all). The CPU backend tunes nothing.
 enum class WarmUp { kServing, kSingle };
 
 // Loads a model folder on a backend by name: "cpu", or "cuda" (on GPU `device`) where this build has the

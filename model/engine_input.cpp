@@ -33,8 +33,8 @@ ImageTokenIds resolve_image_tokens(const ModelConfig& cfg, const Tokenizer* toke
 
 // The image cache's key (GpuModel's arena matches on it alone): a 64-bit hash of `bytes`, 8-byte words into four
 // independent lanes (each step x ← (x ^ word)·K, x ^= x >> 29 is a bijection of the lane for a given word, so inputs
-// that differ in one word never meet in that lane), the tail bytewise, the lanes folded together at the end. About 1 ms
-// over a screenshot's 9.4 MB of tiles where bytewise FNV-1a, one dependent multiply a byte, took 12.
+// that differ in one word never meet in that lane), the tail bytewise, the lanes folded together at the end. Many times
+// faster than bytewise FNV-1a, whose one dependent multiply a byte bounds it (docs/BENCHMARKS.md).
 uint64_t content_hash(const void* data, size_t bytes, uint64_t seed) {
     constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;  // 2^64 / golden ratio (odd)
     uint64_t lane[4] = {seed ^ 0x243F6A8885A308D3ull, seed ^ 0x13198A2E03707344ull, seed ^ 0xA4093822299F31D0ull,

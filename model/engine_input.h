@@ -26,7 +26,7 @@ ImageTokenIds resolve_image_tokens(const ModelConfig& cfg, const Tokenizer* toke
 // pull in image rows that do not exist).
 std::vector<uint32_t> output_token_mask(int64_t vocab, const ImageTokenIds& ids);
 
-// A 64-bit hash of `bytes` from `seed`, four word lanes (about 10 GB/s): the key of the engine's image cache and of
+// A 64-bit hash of `bytes` from `seed`, four independent word lanes: the key of the engine's image cache and of
 // surf serve's conversation reuse, which match on it alone.
 uint64_t content_hash(const void* data, size_t bytes, uint64_t seed);
 

@@ -385,8 +385,8 @@ std::vector<Image> make_tiles(const Image& image, const TilingConfig& config, Ti
     const int t = config.tile_size;
     std::vector<Image> tiles;
     tiles.reserve(plan.n_tiles);
-    // The thumbnail is resized on a second thread while this one resizes the grid (a 1280 × 720 screenshot: ≈ 8 and
-    // 12 ms on one core), since the caller — an agent step — waits for both.
+    // The thumbnail is resized on a second thread while this one resizes the grid (each takes milliseconds of a core
+    // for a screenshot), since the caller — an agent step — waits for both.
     std::future<Image> thumbnail;
     if (plan.thumbnail) thumbnail = std::async(std::launch::async, [&] { return resize_bicubic(image, t, t, config.resize_order); });
     const Image resized = resize_bicubic(image, plan.resized_width, plan.resized_height, config.resize_order);

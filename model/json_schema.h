@@ -1,4 +1,4 @@
-// JSON schema → Grammar compiler for structured outputs (issue 5, docs/STRUCTURED_OUTPUT.md).
+// JSON schema → Grammar compiler for structured outputs (docs/STRUCTURED_OUTPUT.md).
 //
 // Supported subset (anything else throws surf::Error(kUnsupported) naming the keyword and its JSON
 // pointer): object (properties in schema order, required/optional, no extra properties are generated),

@@ -1,4 +1,4 @@
-// One engine per GPU behind ONE Engine (issue 10): new sessions go to the least loaded replica and stay
+// One engine per GPU behind ONE Engine: new sessions go to the least loaded replica and stay
 // there (a session's recurrent state and KV live on its GPU), forks go where their source lives, and
 // stats() sums the replicas. Works for any number of engines of the same checkpoint; CPU tests use two
 // CPU engines.

@@ -1,4 +1,4 @@
-// Vocabulary-level constraint for JSON-schema-constrained decoding (issue 5, docs/STRUCTURED_OUTPUT.md).
+// Vocabulary-level constraint for JSON-schema-constrained decoding (docs/STRUCTURED_OUTPUT.md).
 //
 //   auto index  = TokenIndex::build(vocab);                 // once per vocabulary (immutable, shared)
 //   auto schema = compile_json_schema_text(text);           // once per schema (model/json_schema.h)

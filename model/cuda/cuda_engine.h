@@ -21,9 +21,8 @@ struct CudaEngineOptions {
     GpuLimits limits;
     int device = 0;
     // Tokens per step: decode rows count against it, prefill keeps at least a quarter (within
-    // limits.max_tokens). 1,024 spreads a burst of prompts over the decode steps instead of stalling them:
-    // on H100 at 100 agent sessions it gave 14.2 k tok/s against 13.8 k (2,048) and 13.6 k (4,096), and a
-    // time to first token of 0.39 s against 0.48 / 0.90 s (docs/BENCHMARKS.md).
+    // limits.max_tokens). 1,024 spreads a burst of prompts over the decode steps instead of stalling them: higher
+    // throughput and a shorter time to first token than 2,048 or 4,096 (docs/BENCHMARKS.md).
     int64_t prefill_chunk = 1024;
     // Issue step N + 1 before step N's sampled tokens reach the host: decode rows read their input ids from the
     // device (SeqStep::token_from), so the GPU does not wait for the host's accounting, admission and planning
@@ -44,9 +43,8 @@ struct CudaEngineOptions {
     // Vision batches across steps (off by default): after a step, the queued images go through the vision
     // tower only once they add up to vision_min_tiles tiles, or the oldest has waited vision_max_wait_steps
     // steps, or the step had no prompt ready to prefill. Larger passes run the tower's GEMMs and attention
-    // closer to their peak (H100: 3.95 ms a tile at 3 tiles, 3.65 at 9). 0 or 1: every step encodes what is
-    // queued. H100, C = 100 serving (session 6): 9 tiles or 2 steps with the passes warmed up gave 14,851 tok/s
-    // against 14,981 without, so it stays off.
+    // closer to their peak. 0 or 1: every step encodes what is queued. Off by default: waiting for images costs
+    // serving more than the larger passes save (docs/BENCHMARKS.md).
     int64_t vision_min_tiles = 0;
     int64_t vision_max_wait_steps = 2;
     // Vision passes the warm-up runs so that their GEMM shapes are tuned before serving: each entry is one
@@ -56,10 +54,9 @@ struct CudaEngineOptions {
     // With warm_up on, a model with a vision tower and no warm_up_vision_batches: one pass of every tile count
     // from 1 to limits.max_tiles (a pass's GEMM shapes depend only on its tile count), each shape tuned on that
     // pass. Otherwise a pass of a new tile count runs the heuristic's algorithms twice and stops to tune on the
-    // third (H100, C = 100 serving, same machine: 16,984 / 16,872 tok/s against 16,781, tuning inside the steps
-    // 0.45 → 0.05–0.07 s; docs/BENCHMARKS.md session 24). open_engine's model::WarmUp::kSingle (one agent) turns
-    // it off: at 12B the passes of 32 tile counts add ≈ 4–5 s to the start (24 counts measured +2.6–3.5 s) to save
-    // ≈ 0.1 s of tuning.
+    // third, a stall inside a step; with it, serving is faster (docs/BENCHMARKS.md). open_engine's
+    // model::WarmUp::kSingle (one agent) turns it off: at 12B the passes of every tile count add seconds to the start
+    // to save a fraction of a second of tuning.
     bool warm_up_vision_tile_counts = true;
 };
 

@@ -45,9 +45,8 @@ void DecodeGraphs::launch(int64_t batch, int64_t pages, cudaStream_t stream, con
     // A new shape: run it kernel by kernel (GEMM plans and tuning happen then, outside any capture), then capture
     // the same enqueue into a graph for its next steps while the GPU is still running this one: the capture
     // and instantiation (milliseconds of host time) hide behind the step instead of leaving the GPU idle before
-    // the shape's second step, as they did when the second step was the one captured (H100, C = 100 serving:
-    // 25 shapes in the last ≈ 100 decode-only steps). Work already queued on the stream is not part of the
-    // capture.
+    // the shape's second step (serving meets new shapes until late in a run). Work already queued on the stream is
+    // not part of the capture.
     enqueue();
     cudaGraph_t graph = nullptr;
     // Thread-local mode: other threads' CUDA calls (client threads saving a slot) do not break the capture.

@@ -195,8 +195,8 @@ double GpuModel::warm_up(int64_t prefill_tokens, bool row_buckets) {
     }
     // A prefill step of prefill_tokens rows (its shapes tuned on this first use, GemmContext::set_tune_on_first_use).
     // With row_buckets also one step at the top of every 64-row bucket below it: a mixed step's row count is
-    // whatever the queue holds, and a new bucket's first steps would each stop to tune (H100, C = 100 serving:
-    // 30 shapes, 0.6 s of a 68 s run); later row counts of a tuned bucket take its algorithms.
+    // whatever the queue holds, and a new bucket's first steps would each stop to tune; later row counts of a tuned
+    // bucket take its algorithms.
     const int64_t n = std::min({prefill_tokens, L.max_tokens, L.max_context});
     auto prefill_rows = [&](int64_t rows) {
         SeqStep pre;
@@ -211,8 +211,7 @@ double GpuModel::warm_up(int64_t prefill_tokens, bool row_buckets) {
     // The trailing layers' GEMMs over the logits rows (GpuLimits::trailing_layers_on_logit_rows), one step at each
     // gemm_rows multiple of 8 up to 128 (those are tuned on first use): b − 1 decode rows and a two-token prompt give b
     // logits rows out of b + 1. Serving's mixed steps have one logits row per decode row and per prompt that ends, so
-    // without these their first steps would each stop to tune (H100, C = 100: 21 shapes in the run, more with
-    // last_mamba_gate_on_logit_rows).
+    // without these their first steps would each stop to tune (more of them with last_mamba_gate_on_logit_rows).
     if (row_buckets && L.trailing_layers_on_logit_rows) {
         SeqStep prompt;
         prompt.slot = scratch_slot_, prompt.past = 0, prompt.tokens = {0, 0};

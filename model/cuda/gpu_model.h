@@ -50,8 +50,8 @@ struct GpuLimits {
     bool autotune_gemms = true;       // time cuBLASLt candidates per GEMM shape (kernels/cuda/ops.h)
     // Language-model GEMMs of a new row count over 128 take the algorithm tuned for a row count of the same
     // 64-row bucket when it is valid for them (GemmContext::set_reuse_tuned_in_bucket) instead of being tuned
-    // inside a step on their third use. H100, session 6: serving C = 16 tuned 35 shapes in its steps instead
-    // of 62 (0.40 vs 0.74 s) and ran 8,116 vs 7,970 tok/s; C = 100 15,183 vs 15,222 (no change).
+    // inside a step on their third use: fewer tuning stalls inside steps, and serving is no slower
+    // (docs/BENCHMARKS.md).
     bool gemm_reuse_tuned_in_bucket = true;
     // GEMMs of ≤ 4 rows (decode steps of few sessions) may run on our small-m kernel where tuning finds it faster
     // than every cuBLASLt candidate (GemmContext::SmallM::kTuned); off: cuBLASLt only (A/B).
@@ -61,14 +61,12 @@ struct GpuLimits {
     int small_m_k_split = 0;
     // GEMMs may run on our Hopper kernel (kernels/cuda/gemm_wgmma.cu) where tuning finds it faster than every
     // cuBLASLt candidate (GemmContext::WgmmaGemm::kTuned; both contexts); the MLP's and the projector's ReLU² then
-    // ride in its epilogue (on cuBLASLt gemm() runs them as their own pass). Off: cuBLASLt only. H100, session 21:
-    // it wins only the MLP up projection + ReLU² (305 vs 319 µs at 1,024 rows; bench_gemm), and serving C = 100 did
-    // not move (two alternating pairs, means 16,341 on vs 16,361 off; docs/BENCHMARKS.md "Session 21"), so off.
+    // ride in its epilogue (on cuBLASLt gemm() runs them as their own pass). Off (the default): cuBLASLt only; the
+    // kernel wins only the MLP up projection + ReLU² (bench_gemm) and serving does not gain (docs/BENCHMARKS.md).
     bool gemm_wgmma = false;
     // With gemm_wgmma off: the ReLU² GEMMs of ≥ 512 rows (the MLP up projection and the projector's fc1 in mixed steps)
     // run on our Hopper kernel with the activation in its epilogue, untimed (GemmContext::WgmmaGemm::kReluSquared);
-    // everything else on cuBLASLt. H100, session 26, serving C = 100 alternating: 16,658 / 16,779 on vs 16,686 / 16,799
-    // off — no gain, so off.
+    // everything else on cuBLASLt. Off: serving does not gain from it (docs/BENCHMARKS.md).
     bool gemm_wgmma_relu2 = false;
     bool lm_stream_priority = false;  // language-model steps at a higher stream priority than the vision tower
     bool vision_stream_priority = false;  // the vision tower at a higher stream priority than the language model
@@ -85,8 +83,8 @@ struct GpuLimits {
     // Mixed steps (decode rows and prefill rows together): the prefill rows' conv + SSD scan (Mamba layers)
     // and prefill attention (attention layers) run on a second stream at the device's highest priority,
     // beside the decode rows' state update and decode attention (bandwidth-bound) on the language-model
-    // stream, so that the two share SMs instead of running one after the other. Results are identical.
-    // H100, 100 decode rows + a 924-token chunk: the step 56.2 → 55.0 ms; C = 100 serving +2.1%.
+    // stream, so that the two share SMs instead of running one after the other. Results are identical; mixed
+    // steps and serving are faster (docs/BENCHMARKS.md).
     bool overlap_mamba_branches = true;
     // With overlap_mamba_branches: the decode rows' state update waits for the prefill rows' conv (so that the scan's
     // blocks are placed first and the update fills the room left); off: it starts as soon as its own inputs are
@@ -99,48 +97,41 @@ struct GpuLimits {
     // The SSD scan on the Hopper wgmma kernel where it applies (SsdVarlenParams::wgmma: one prompt's heads, one block
     // an SM) in steps whose Mamba branches run one after the other; beside the decode rows' state update (overlapped
     // branches) the mma.sync kernel runs, since the wgmma block's registers leave an SM no room for the update's
-    // blocks (H100, session 13: the pair 312–324 µs vs 295–306). Off: mma.sync everywhere (A/B).
+    // blocks (the pair is slower on wgmma; docs/BENCHMARKS.md). Off: mma.sync everywhere (A/B).
     bool ssd_wgmma = true;
     // Blocks per (sequence, head) of the decode rows' state update (SsuParams::row_split); 0 = the kernel's rule.
     int ssu_split = 0;
     // The state update (and the replay fold) stages each block's state by one bulk copy on the copy engine
     // (SsuParams::bulk_stage; compute capability ≥ 9.0, as every target this engine is built for) instead of cp.async
-    // by every thread; results are bit-identical. H100, 100 rows, fp32 state, replay window 8, staggered: 263 →
-    // 239 µs a layer; serving C = 100: mixed steps 63.5 → 62.8 ms. Off: A/B.
+    // by every thread; results are bit-identical, the update and the mixed step faster (docs/BENCHMARKS.md). Off: A/B.
     bool ssu_bulk_stage = true;
     // Query rows per warp of the mma.sync prefill attention, language model and vision tower, where the wgmma
     // kernel below is off or unavailable (AttentionPrefillParams::rows_per_warp): 16, or 32 (K/V fragments
-    // shared by two m-tiles; 0 = 16). H100 (bench_attention, session 6): 32 takes 14–17% off the language
-    // model's prefill cases and 3% off a 3-tile ViT layer (1.7% slower at 24 tiles); serving C = 100: 14,981 →
-    // 15,017 tok/s, within the noise.
+    // shared by two m-tiles; 0 = 16). 32: faster on the language model's prefill and on small ViT batches, slightly
+    // slower on large ones, serving unchanged (bench_attention; docs/BENCHMARKS.md).
     int attention_rows_per_warp = 32;
     // Prefill attention on the Hopper wgmma kernel (AttentionPrefillParams::wgmma_key_tile: 0 = off, the
     // mma.sync kernel at attention_rows_per_warp; 64, 128 or 208 = its key tile, 208 only in the warp-specialized
     // kernel with TMA copies at head dim 80, i.e. the vision tower's), for the language model's prefill rows and for
     // the vision tower; compute capability 9.0 only (elsewhere the mma.sync kernels run).
-    // H100 (bench_attention, session 7), key tiles of 64 against mma.sync at 32 rows per warp: the serving
-    // chunk 506 → 464 µs, 4 × 1,024 new tokens 1,466 → 1,353 µs, a 3-tile ViT layer 89.0 → 78.4 µs; serving
-    // C = 100, same machine: 15,099 → 15,223 tok/s, within the noise (the vision pass 11.02 → 10.71 ms).
-    // Session 15 (bench_attention, H100): key tile 208 (5 tiles for a 1,032-token ViT tile instead of 9 of 128, the
-    // last holding 8 keys; consumers at 240 registers by setmaxnreg): 3-tile ViT layer 65.8 → 61.1 µs, 24 × 794 tokens
-    // 277 → 260 µs. The language model's 128-key tile (now spill-free) is slower than 64: serving chunk 446 vs 402 µs.
+    // Faster than mma.sync on every prefill shape bench_attention measures. The ViT's key tile is 208 (5 tiles for a
+    // 1,032-token ViT tile instead of 9 of 128, the last holding 8 keys; consumers at 240 registers by setmaxnreg),
+    // faster than 128; the language model's is 64, faster than 128 (docs/BENCHMARKS.md).
     int attention_wgmma_keys = 64;
     int vit_attention_wgmma_keys = 208;
     // The wgmma prefill attention as warp-specialized blocks (AttentionPrefillParams::wgmma_warp_specialized: one
     // copying warpgroup, two multiplying ones that overlap the softmax with P·V, one block an SM), for the language
     // model (paged cache: cp.async copies) and for the vision tower (contiguous rows: TMA copies, kv_rows).
-    // H100 (bench_attention, session 10): the serving chunk (924 new tokens on 5,000, head_dim 128, key tile 64)
-    // 461 → 401 µs, 4 × 1,024 new tokens 1,383 → 1,316 µs; a 3-tile ViT layer (head_dim 80) 79.3 µs before
-    // (key tile 64, not warp-specialized) → 66.7 µs (key tile 128, TMA; 77.6 at key tile 64, 84.4 with cp.async).
+    // Faster than the plain wgmma kernel on the language model's prefill chunks and on ViT layers, where TMA copies
+    // beat cp.async (bench_attention; docs/BENCHMARKS.md).
     bool attention_wgmma_warp_specialized = true;
     bool vit_attention_wgmma_warp_specialized = true;
     // Where a mixed step's attention branches overlap, the language model's prefill attention on the warp-specialized
     // kernel (one 384-thread block fills an SM) instead of the plain wgmma kernel (two 256-thread blocks an SM, whose
-    // SMs a decode-attention block can share as the blocks come and go). H100 (bench_attention --pair: one 924-token
-    // chunk on 5,000 keys beside 100 decode rows on 5,000): alone the warp-specialized kernel is faster (382–396 vs
-    // 428–438 µs), beside the decode the plain one (pair 1,021–1,029 µs, against 1,052–1,059 warp-specialized with the
-    // same pipelined decode). Serving C = 100 (with the pipelined decode): 16,624 / 16,578 → 16,726 / 16,685 tok/s. Off:
-    // the plain kernel beside decode rows; steps without decode rows keep attention_wgmma_warp_specialized.
+    // SMs a decode-attention block can share as the blocks come and go). Alone the warp-specialized kernel is faster,
+    // beside the decode the plain one, and serving gains with the plain one (bench_attention --pair;
+    // docs/BENCHMARKS.md). Off: the plain kernel beside decode rows; steps without decode rows keep
+    // attention_wgmma_warp_specialized.
     bool attention_ws_beside_decode = false;
     // The decode attention's pipelined kernel (AttentionDecodeParams::pipelined: each warp's next 16-key tile in flight
     // while it multiplies the current one). Off: one 32-key tile a warp at a time (A/B). Decode graphs keep the kernel
@@ -155,21 +146,20 @@ struct GpuLimits {
     int decode_tma_blocks_per_sm = 1;  // 1 or 2 (the decode workspace is sized for both)
     // A mixed step's prefill and decode attention in one persistent launch (kc::attention_mixed: each SM multiplies
     // prefill tiles from one ring while it streams decode tiles through another, GQA heads packed for wgmma), instead of
-    // the two kernels side by side. Off: measured slower (H100, session 28: the layer's pair 1,180 vs 1,015–1,023 µs, serving
-    // C = 100 −0.7 to −1.3%); where the kernel cannot run (kc::attention_mixed_usable) the two kernels run one after the other.
+    // the two kernels side by side. Off: slower than the two kernels, in the layer and in serving (docs/BENCHMARKS.md);
+    // where the kernel cannot run (kc::attention_mixed_usable) the two kernels run one after the other.
     bool attention_mixed = false;
     // A mixed step's attention pair on disjoint SMs (kernels/cuda/green_context.h): the decode rows on a green context of
     // some SMs (the driver rounds up to its granularity), on the TMA kernel at two blocks an SM (its split plan and grid
     // for those SMs), the prefill rows on the other SMs (warp-specialized where attention_wgmma_warp_specialized).
-    // The decode kernels pull only ≈ 30 GB/s an SM on cp.async, so they need every SM; the TMA kernel's two blocks
-    // (≈ 128 KB in flight an SM) pull ≈ 45–50 on H100 and H200 alike (bench_attention --pair-green: H100 session 29, 2.5
-    // TB/s on 56 SMs, the pair 856 µs on 56 + 76 against 1,004 sharing all SMs; H200 session 30, the pair 726 µs on 64 +
-    // 68, 826 on 56 + 76, against 898 shared). Per step, GpuModel::green_for_step predicts both ways from the step's
+    // On cp.async the decode kernels pull so few bytes an SM that they need every SM; the TMA kernel's two blocks (≈ 128
+    // KB in flight an SM) pull enough more that the pair is shorter on split SMs than sharing all of them (bench_attention
+    // --pair-green; docs/BENCHMARKS.md). Per step, GpuModel::green_for_step predicts both ways from the step's
     // sides (AttentionSplitModel) and splits where that is ≥ 3% faster, on the SM count predicted fastest.
     //   −1 (auto): warm_up measures the model and the counts 40, 48, … (SMs − 40) on the device (a 100-row decode on 5,000
     //      keys beside a chunk of the warm-up's prefill rows on 5,000 past; GpuModel::calibrate_attention_split); without
     //      warm_up, or where that shape does not fit the limits, the pair shares every SM.
-    //   N > 0: that count only (measured in warm_up where it runs, else H100 session 29's 56-SM factors).
+    //   N > 0: that count only (its factors measured in warm_up where it runs, else AttentionSplitCount's defaults).
     //   0: off, the two kernels share every SM.
     // Only where the TMA kernel can run, the driver has green contexts and the device has SMs to spare (else the shared
     // pair; a refusal is noted once on stderr).
@@ -177,14 +167,13 @@ struct GpuLimits {
     // The decode rows' once-a-step streams, their SSM state (state update and fold) and their K/V (decode attention),
     // marked evict-first in the L2 (SsuParams / AttentionDecodeParams::l2_evict_first), so that ≈ 25 GB a mixed step
     // of them do not push the residual stream, activations and GEMM operand tiles out of the 50 MB L2. Off: no hint
-    // (A/B). Decode graphs keep the setting they were captured with. H100, session 19: decode attention alone 741 → 733
-    // µs, the attention pair 1,034 → 1,025 µs; serving C = 100 unchanged (two machines, four runs each: 16,193 vs 16,181
-    // tok/s) — the pairs add no bytes to begin with (docs/KERNELS.md "Session 19").
+    // (A/B). Decode graphs keep the setting they were captured with. The decode kernels run slightly faster with it,
+    // serving is unchanged (docs/BENCHMARKS.md; docs/KERNELS.md, "evict-first in the L2").
     bool l2_evict_first = true;
     // The Mamba layers' scan / state-update output y, which the gated norm reads, stored as bf16 instead of fp32 (as
     // the mamba_ssm kernels return it; HF's pure-PyTorch path, our parity reference, keeps fp32): 21 instead of 42 MB
-    // a layer written and read at 1,024 rows. H100, session 8 (bench_step, 100 decode rows + a 924-token chunk):
-    // gated_norm 1.18 → 0.89 ms, the whole mixed step 53.66 → 53.65 ms (no change), so off: fp32, as the reference.
+    // a layer written and read at 1,024 rows. The gated norm gets faster but the mixed step does not (bench_step;
+    // docs/BENCHMARKS.md), so off: fp32, as the reference.
     bool mamba_y_bf16 = false;
     // The ViT MLP's GELU runs in fc1's GEMM epilogue (tanh form, kernels/cuda/ops.h GemmActivation) instead of
     // as its own exact-erf pass over the [tokens, 5120] activations; off: the separate pass (A/B, parity).
@@ -202,15 +191,14 @@ struct GpuLimits {
     // that layer's output projection and the MLP layers after it run on those rows only, gathered first. The KV cache
     // and the recurrent state still take every row; the logits are the same computation on the same rows (GEMMs of
     // other row counts may accumulate in another order). Holotron ends "…M-": the last Mamba layer's out_proj and the
-    // last MLP layer. H100, session 26, serving C = 100 alternating on one machine: 17,131 / 17,023 on vs 16,840 / 16,838
-    // off (mixed steps 58.2–58.5 vs 59.1–59.2 ms). Off: every layer on every row (A/B).
+    // last MLP layer. Mixed steps and serving are faster with it (docs/BENCHMARKS.md). Off: every layer on every row
+    // (A/B).
     bool trailing_layers_on_logit_rows = true;
     // With trailing_layers_on_logit_rows, where the last mixer is a Mamba layer: its gate z (the first d_inner columns of
     // in_proj, read only by the gated norm) is computed for the logits rows only — in_proj runs as its xBC | dt columns on
-    // every row and its z columns on the gathered rows — and the gated norm runs on those rows. ≈ 0.15 ms of a 1,024-row
-    // mixed step by the GEMM's share. H100, session 27, serving C = 100 alternating on one machine (with the logits rows'
-    // GEMMs at multiples of 8 rows, tuned in warm_up): 16,908 / 16,912 on vs 16,810 / 16,856 off (mixed steps 58.9 / 58.9
-    // vs 59.2 / 58.9 ms); gpu_test_gpu_forward's trailing-layer cases pass with it. Off: the whole in_proj on every row.
+    // every row and its z columns on the gathered rows — and the gated norm runs on those rows. That saves the gate's
+    // share of in_proj on every other row; serving gains slightly (docs/BENCHMARKS.md). gpu_test_gpu_forward's
+    // trailing-layer cases cover it. Off: the whole in_proj on every row.
     bool last_mamba_gate_on_logit_rows = true;
 };
 
@@ -240,7 +228,7 @@ struct SeqStep {
 // The attention pair's cost in a mixed step (GpuModel::green_for_step), from its two sides' sizes: decode K/V bytes and
 // prefill FLOPs at the rates the shared pair's kernels reach alone on every SM; shared ≈ decode + shared_prefill_share ·
 // prefill; on split SMs ≈ overhead · max(decode_factor · decode, prefill_factor · prefill) for each SM count. Defaults:
-// H100, session 29 (bench_attention --pair-green, 56 + 76 SMs); GpuModel::warm_up measures them on the device.
+// an H100's at 56 + 76 SMs (bench_attention --pair-green); GpuModel::warm_up measures them on the device.
 struct AttentionSplitModel {
     double decode_bytes_per_s = 2.8e12;
     double prefill_flops_per_s = 235e12;
@@ -324,7 +312,7 @@ public:
     // Runs throw-away steps on the scratch slot and page so that the GEMM shapes of every decode-graph batch
     // bucket and of a `prefill_tokens`-row step (with row_buckets: and of every 64-row bucket of row counts over
     // 128 below it, the steps a partly filled mixed step runs) are planned and tuned before serving (tuning
-    // inside a step stalls it: 280 shapes took 8 s of a 76 s benchmark run). Returns the seconds it took.
+    // inside a step stalls it, and a serving run meets hundreds of shapes). Returns the seconds it took.
     double warm_up(int64_t prefill_tokens, bool row_buckets = true);
     // Vision passes over zero pixels (image rows from row 0: call before any request), once each with their
     // GEMM shapes tuned on that first use; each entry is one pass as its images' tile counts. Returns seconds.

@@ -91,7 +91,7 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
         ap.q_stride = 3 * width, ap.kv_stride = 3 * width, ap.kv_rows = rows, ap.out = vit_attn_.as<bf16>(), ap.out_stride = width;
         ap.cu_seqlens_q = cu_dev, ap.cu_seqlens_k = cu_dev, ap.n_seq = n_tiles, ap.n_heads = heads, ap.n_kv_heads = heads;
         ap.head_dim = width / heads, ap.max_seqlen_q = n_tok_tile, ap.causal = false;
-        // No split-KV here: at 3 tiles (432 blocks) 3 splits made the pass slower (H100: 4.6 vs 3.3 ms).
+        // No split-KV here: at 3 tiles (432 blocks) splits make the pass slower (docs/BENCHMARKS.md).
         ap.n_splits = 1;
         ap.rows_per_warp = limits_.attention_rows_per_warp;
         ap.wgmma_key_tile = limits_.vit_attention_wgmma_keys;
