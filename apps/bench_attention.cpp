@@ -1,4 +1,4 @@
-// bench_attention: attention_prefill alone at the Holotron-12B serving shapes (issue 7).
+// bench_attention: attention_prefill alone at the Holotron-12B serving shapes.
 //   llm   : paged causal prefill, 40 query / 8 KV heads, head_dim 128, page 16 (pages in shuffled order),
 //           4 sequences × 1024 new queries on 5000 cached keys each (one agent step of 4 sessions).
 //   vit   : contiguous bidirectional attention, 16 heads, head_dim 80, 24 tiles × 794 tokens, q/k/v read from

@@ -1,4 +1,4 @@
-// GEMM benchmark at the engine's shapes (issue 7): cuBLASLt as the engine runs it (autotuned: the heuristic's
+// GEMM benchmark at the engine's shapes: cuBLASLt as the engine runs it (autotuned: the heuristic's
 // candidates timed, the fastest kept; ReLU² as its own pass after it) against our Hopper kernel gemm_wgmma at both
 // tile widths (ReLU² in its epilogue). Shapes: a mixed step's language-model projections (1,024 rows), a 3-tile
 // screenshot's ViT projections (3,096 rows) and the projector (768 rows), each with the epilogue the engine

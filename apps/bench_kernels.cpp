@@ -1,4 +1,4 @@
-// Kernel benchmark at the Holotron-12B shapes (issue 6 item 5): measures the two ceilings on this card
+// Kernel benchmark at the Holotron-12B shapes: measures the two ceilings on this card
 // (device-to-device copy bandwidth, a large cuBLAS bf16 GEMM) and then achieved GB/s or TFLOP/s and the
 // fraction of the ceiling for decode state update, decode attention, the SSD prefill scan, attention
 // prefill, the memory-bound prefill ops (norms, conv1d, activations at one 4096-token LLM step and one

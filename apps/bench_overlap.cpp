@@ -4,16 +4,16 @@
 // K (cuBLASLt SM-count target) and issued first on one stream, the state update right after on another, and
 // the pair is timed against each alone. If the state update keeps most of its bandwidth on the K spare SMs
 // while the GEMM loses only K/132 of its speed, a layer that splits in_proj into decode and prefill rows and
-// overlaps the decode rows' state update with the prefill rows' GEMM wins (docs/BENCHMARKS.md, session 4).
+// overlaps the decode rows' state update with the prefill rows' GEMM wins (docs/BENCHMARKS.md).
 // Second table: the state update alone on K SMs (the others held by kernels/cuda/sm_occupier.h), i.e. how
 // many SMs it needs for its bandwidth, which decides whether compute-bound work can share the GPU with it.
 // Third table: one vision-tower layer of a 3-tile screenshot (LayerNorm, qkv, attention, proj, LayerNorm,
 // fc1, GELU, fc2 at C-RADIO-H shapes, random weights) beside the same state update, its GEMMs planned for
 // all SMs or fewer, on a stream of the highest priority: the pairing an engine would make by running the
-// tower inside the Mamba layers' state-update windows (docs/BENCHMARKS.md, session 5).
+// tower inside the Mamba layers' state-update windows (docs/BENCHMARKS.md).
 // Fourth table (--bulk-probe: only this one): the read bandwidth K persistent blocks get from bulk copies kept
 // several stages deep (kernels/cuda/sm_occupier.h, bulk_read_probe): the most a state update could get on K SMs
-// if its copies never waited on its own latency (docs/BENCHMARKS.md, session 11).
+// if its copies never waited on its own latency (docs/BENCHMARKS.md).
 // Fifth table (--branches: only this one): a mixed step's Mamba branches as the engine issues them (GpuLimits::
 // overlap_mamba_branches): the prefill rows' SSD scan (one prompt chunk, on a highest-priority stream) beside the
 // decode rows' state update (replay window 8, staggered counts, as in serving), each timed alone and together,
@@ -279,11 +279,12 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
 using TimeFn = std::function<double(const std::function<void()>&)>;
 
 // --wgmma-pair (only this table): the prefill rows' in_proj GEMM by gemm_wgmma (our persistent GEMM, whose m-fastest
-// tile order reads each weight tile from DRAM once; BENCHMARKS.md session 21) on all SMs but K, issued first, beside
+// tile order reads each weight tile from DRAM once) on all SMs but K, issued first, beside
 // the decode rows' state update as serving issues it (ReplaySsu, L2 evict-first) on another stream, which gets the K
-// SMs the GEMM's blocks leave; then the same with cuBLASLt planned for all SMs but K. Session 19 found this pairing
-// near serial with cuBLASLt, whose in_proj plan reads the weights twice and needs 61% of the L2's partition fabric;
-// the table asks whether a GEMM that reads them once leaves the update room to run beside it.
+// SMs the GEMM's blocks leave; then the same with cuBLASLt planned for all SMs but K. With cuBLASLt the pair runs
+// nearly one after the other: its in_proj plan reads the weights twice and loads the L2's partition fabric
+// (docs/KERNELS.md, "the L2's partition fabric"); the table asks whether a GEMM that reads them once leaves the update
+// room to run beside it.
 void wgmma_pair_table(const cu::SsuParams& ssu0, const cu::GemmParams& gp, int sms, int reps, const TimeFn& time_ms, cudaStream_t s_gemm,
                       cudaStream_t s_ssu, const char* device) {
     ReplaySsu replay(ssu0);

@@ -1,6 +1,6 @@
 // A benchmark's Nsight Compute range: work issued between cudaProfilerStart / Stop, device synchronised
 // around it, so that range replay (scripts/ncu_ranges.sh, `--replay-mode app-range`) measures kernels that
-// run together (on several streams) as one result. Ranges carry ≈ 0.7–1 ms of profiler overhead on H100:
+// run together (on several streams) as one result. Ranges carry profiler overhead that swamps short kernels:
 // read their byte totals, not their durations.
 #pragma once
 

@@ -1,4 +1,4 @@
-// bench_serve: the synthetic agent workload of issue 7 on the CUDA engine with random weights drawn on
+// bench_serve: a synthetic agent workload on the CUDA engine with random weights drawn on
 // the GPU from a config (no checkpoint to move; no EOS; fixed output lengths).
 //   C concurrent sessions, each doing S steps; a step appends one W×H screenshot (random pixels, so no
 //   two are alike) and T text tokens, then generates O tokens.
@@ -417,8 +417,8 @@ int main(int argc, char** argv) {
         cudaDeviceProp prop{};
         cudaGetDeviceProperties(&prop, 0);
         const double copy_bw = surf::bench::copy_bandwidth();
-        // H100s differ by ≈ 2–3% in this benchmark (docs/BENCHMARKS.md); the GEMM ceiling beside the copy bandwidth says
-        // which kind of machine a run had (both measured before the engine takes the memory).
+        // Cards of one model differ measurably in this benchmark (docs/BENCHMARKS.md); the GEMM ceiling beside the
+        // copy bandwidth says which kind of machine a run had (both measured before the engine takes the memory).
         const double gemm_tflops = surf::bench::gemm_ceiling() / 1e12;
         const int max_c = *std::max_element(o.concurrency.begin(), o.concurrency.end());
         cuda::CudaEngineOptions eo;

@@ -1,4 +1,4 @@
-// bench_structured: cost of JSON-schema-constrained decoding per decode step (issue 5 §4).
+// bench_structured: cost of JSON-schema-constrained decoding per decode step.
 //
 // Builds a deterministic 131,072-token synthetic byte-level vocabulary, compiles the policy action schema,
 // and runs full constrained generations with pseudo-random logits (sampled, with a bias towards closing
