@@ -4,8 +4,8 @@
 //    the task, the agent's final answer and the last k screenshots, and answers SUCCESS or NOT SUCCESS
 //    with a reason. `Judge` is the seam: LocalJudge runs it on our engine in its own session with a
 //    schema-constrained verdict (prompts/judge_system.md, prompts/judge_turn.md,
-//    prompts/schemas/judge_verdict.schema.json); a remote OpenAI-compatible judge (issue 10) implements
-//    the same interface and plugs into EvalRunner unchanged.
+//    prompts/schemas/judge_verdict.schema.json); a remote OpenAI-compatible judge is LocalJudge over a RemoteEngine
+//    (agent/remote_engine.h) and plugs into EvalRunner unchanged.
 // 2. Reference answers, when a task has them: exact and normalised string match.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The remote backend (issue 10): a model::Engine whose model runs behind an OpenAI-compatible endpoint
+// The remote backend: a model::Engine whose model runs behind an OpenAI-compatible endpoint
 // (surf serve, vLLM, SGLang, ...), so the policy, localizer and validator run unchanged on it:
 //
 //   surf::agent::RemoteEngineOptions o;
