@@ -1,4 +1,4 @@
-// End to end for `surf eval` (issue 9 §5): the local test site (tests/browser/eval_site/, static pages with
+// End to end for `surf eval`: the local test site (tests/browser/eval_site/, static pages with
 // known answers served on 127.0.0.1), real Chromium, the tiny random fixture model on the CPU engine with
 // agent_pages/profile_tiny.json. One engine and one browser serve all concurrent tasks. Checked: a run at
 // concurrency 4 writes results.jsonl, summary.json, report.html and a trace per task; a task whose server

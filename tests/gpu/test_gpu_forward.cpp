@@ -1,6 +1,6 @@
 // The GPU forward pass against the golden fixtures (HF transformers reference, fp32 math over the
 // fixture weights): bf16 weights and activations with fp32 accumulation, fp32 residual and SSM state,
-// held to the bf16 threshold of the CPU issue (logits max|Δ|/max|ref| ≤ 2e-2), greedy continuations
+// held to the bf16 threshold (logits max|Δ|/max|ref| ≤ 2e-2, as the CPU parity tests), greedy continuations
 // compared with the reference (all 32 tokens, image and text prompt, on greedy_bf16, whose every step is
 // decisive), and prefill(N) = prefill(k) + decode(N−k) on the GPU.
 #include <doctest/doctest.h>
@@ -128,7 +128,7 @@ void check_text_prompt(GpuModel& model, const std::string& name, const Checkpoin
     CHECK(got == want);
 }
 
-// `logit_tol`: the bf16 threshold of the CPU issue (2e-2) for bf16 fixtures; fp32 fixtures also carry the
+// `logit_tol`: the bf16 threshold (2e-2, as the CPU parity tests) for bf16 fixtures; fp32 fixtures also carry the
 // rounding of their fp32 weights to bf16 on upload, which the bf16 fixture does not have.
 // `require_all_greedy`: the fixture's every reference step has a top-1 − top-2 margin of at least 6% of
 // max|logit| (3× the logits threshold), so no bf16 error within the threshold can flip one: all 32 tokens
@@ -316,9 +316,9 @@ TEST_CASE("GPU sessions: prefill(N) = prefill(k) + decode(N-k), batched with ano
 
 TEST_CASE("GPU long prompt: chunked prefill (1024, 2048, 48 tokens a step) ends in the whole prompt's logits") {
     // A 3,284-token prompt, as the agent's first policy call on the tiny model: chunk boundaries far into
-    // the context (past up to 3,072), SSD chunks of 16, every layer kind. The steps are queued back to back:
-    // this caught the per-step metadata staging buffer being rewritten for the next step while the previous
-    // step's upload from it was still queued (NaN logits at 1,024-token chunks).
+    // the context (past up to 3,072), SSD chunks of 16, every layer kind. The steps are queued back to back, so
+    // the per-step metadata staging buffer must not be rewritten for the next step while the previous step's
+    // upload from it is still queued (that gives NaN logits at 1,024-token chunks).
     const std::string dir = golden_fixture("tiny_fp32");
     GpuLimits L;
     L.max_tokens = 4096, L.max_seqs = 8, L.max_slots = 8, L.page_size = 16, L.kv_pages = 1024, L.max_context = 8192;

@@ -1,4 +1,4 @@
-// One replica per GPU (issue 10): a ReplicaEngine over one CUDA engine per visible GPU (two engines on
+// One replica per GPU: a ReplicaEngine over one CUDA engine per visible GPU (two engines on
 // one GPU when only one is visible) spreads new sessions across replicas, keeps each on its GPU, and
 // serves the same greedy outputs as a single engine.
 #include <doctest/doctest.h>

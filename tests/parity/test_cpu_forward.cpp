@@ -88,8 +88,8 @@ void check_fixture(const std::string& name, const Tolerances& tol) {
         const double bf16_err = relative_error(logits.ptr(), expected.to_f32("bf16.logits"));
         MESSAGE(name << ": logits vs HF native bf16 rel err " << bf16_err);
         // HF running natively in bf16 rounds every activation to bf16; our fp32 math over the same bf16
-        // weights is the more precise of the two. The generator measured 2.7e-2 between its own fp32-math
-        // and native-bf16 runs, so this bound is 5e-2 (the fp32-math reference above is held to 1e-4).
+        // weights is the more precise of the two. The generator's own fp32-math and native-bf16 runs differ by
+        // 2.7e-2, so this bound is 5e-2 (the fp32-math reference above is held to 1e-4).
         CHECK(bf16_err <= 5e-2);
     }
 
