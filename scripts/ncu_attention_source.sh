@@ -2,8 +2,7 @@
 # Per-instruction warp-stall sampling (Nsight Compute source page, SASS) of the warp-specialized prefill attention
 # on one bench_attention case (device machine, after bench_attention is built in build-gpu: scripts/ncu_attention.sh
 # or attention_matrix.sh build it). KERNEL (one bench_attention kernel name) / CASE. Writes the full CSV and a summary by
-# scripts/ncu_source_summary.py (samples by execution count, stall reasons, opcodes, the 40 most-sampled instructions);
-# docs/ncu_source_*_s15_* were summarised from such CSVs.
+# scripts/ncu_source_summary.py (samples by execution count, stall reasons, opcodes, the 40 most-sampled instructions).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"; mkdir -p "$OUT"

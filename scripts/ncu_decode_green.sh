@@ -2,8 +2,8 @@
 # Nsight Compute of the TMA decode attention (kernels/cuda/attention_decode_tma.cu) at two blocks an SM, as
 # `bench_attention --pair-green 56 --reps 3` launches it (device machine; `run` with carry [".deps"], after bench_attention is
 # built in build-gpu): on every SM (the first table's "TMA, 2 blocks an SM" row), alone on a green context of 56 SMs, and on
-# those 56 beside the warp-specialized prefill on the other 76 (the engine's mixed step since session 29). Why: there it pulls
-# 45–50 GB/s an SM and sets the pair's time (816 of 856 µs); what bounds it per SM (bytes in flight, the warps' tile chains,
+# those 56 beside the warp-specialized prefill on the other 76 (as the engine's mixed step runs it). Why: there it sets most
+# of the pair's time (docs/BENCHMARKS.md); what bounds it per SM (bytes in flight, the warps' tile chains,
 # TMA issue) decides the next change. With --reps 3 every timing makes 6 launches (3 warm-ups); attention_decode_tma_kernel
 # launches in order: first table 1 block an SM (0–5), 2 blocks an SM (6–11); on 56 SMs: 1 block an SM alone (12–17) and in
 # its two pairs (18–29), 2 blocks an SM alone (30–35), beside the plain prefill (36–41), beside the warp-specialized (42–47).

@@ -4,8 +4,8 @@
 #   bash scripts/ncu_ranges.sh bench_overlap --reps 3 --profile-ranges
 # Builds the target (NO_BUILD=1 skips that), then runs it under application-range replay: each cudaProfilerStart / Stop
 # range it marks is one result whose metrics cover every kernel that ran in it, concurrent ones included (duration,
-# DRAM and L2 throughput, L2 → SM bytes, SM throughput). Asked in session 18 (are such pairs bound by the L2?), answered in
-# session 19 (docs/BENCHMARKS.md): the ranges carry ≈ 0.7–1 ms of profiler overhead each, so use their byte totals, not
+# DRAM and L2 throughput, L2 → SM bytes, SM throughput): whether such pairs are bound by the L2 (docs/KERNELS.md, "the
+# L2's partition fabric"). The ranges carry profiler overhead that swamps short kernels, so use their byte totals, not
 # their rates; per-kernel ncu gives the units' shares. Report: $OUT/ncu_<target>.txt, key lines printed.
 # If this ncu rejects a metric in range mode, drop it from METRICS.
 set -uo pipefail
