@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-from . import spec
+from . import heldout, spec
 from .model import SurfTiny, init_weights
 from .spec import ga
 
@@ -97,16 +97,19 @@ class TileCache:
     """Every screenshot of the data tiled once, in parallel, and kept on the device: a batch then gathers its
     tiles by index instead of decoding images."""
 
-    def __init__(self, paths, device, workers):
+    def __init__(self, paths, device, workers, only=None):
+        """`only`: the indices of the screenshots to tile (default all); the others get no tiles."""
         import multiprocessing as mp
         t0 = time.time()
+        only = range(len(paths)) if only is None else list(only)
         with mp.get_context("fork").Pool(max(1, workers)) as pool:
-            arrays = pool.map(load_tiles, paths, chunksize=16)
-        counts = np.array([len(a) for a in arrays], np.int64)
+            arrays = pool.map(load_tiles, [paths[i] for i in only], chunksize=16)
+        counts = np.zeros(len(paths), np.int64)
+        counts[list(only)] = [len(a) for a in arrays]
         self.start = np.concatenate([[0], np.cumsum(counts)[:-1]])
         self.count = counts
         self.tiles = torch.from_numpy(np.concatenate(arrays)).to(device)
-        print(f"{len(paths)} screenshots -> {self.tiles.shape[0]} tiles on {device} "
+        print(f"{len(arrays)} screenshots -> {self.tiles.shape[0]} tiles on {device} "
               f"({self.tiles.numel() / 2**30:.1f} GiB) in {time.time() - t0:.0f} s", flush=True)
 
 
@@ -171,6 +174,8 @@ def main():
     ap.add_argument("--policy-repeat", type=int, default=1, help="draw each policy session this often per epoch")
     ap.add_argument("--profile-at", type=int, default=-1, help="print a profile of the steps from this one")
     ap.add_argument("--init", help="start from these exported weights (a model folder) instead of random")
+    ap.add_argument("--holdout", type=float, default=0.03,
+                    help="share of screenshots kept out of training and measured at the start and end (heldout.py)")
     ap.add_argument("--out", help="export the final model folder (bf16 safetensors, config, tokenizer) here")
     ap.add_argument("--weights-out", help="export only the final weights (bf16 safetensors) into this folder")
     a = ap.parse_args()
@@ -205,12 +210,25 @@ def main():
         os.replace(last + ".tmp", last)
 
     cache = TileCache(packed.shot_paths, device, a.workers)
+    held = heldout.held_out(packed, a.holdout)
+    held_rows = np.random.default_rng(a.seed).permutation(np.flatnonzero(held))
+    from tokenizers import Tokenizer
+    tokenizer = Tokenizer.from_file(os.path.join(a.model, "tokenizer.json"))
+
+    def measure(when):
+        if len(held_rows):
+            r = heldout.evaluate(model, packed, held_rows, cache, pad_id, ids["<SPECIAL_12>"], tokenizer,
+                                 make_batch, normalise)
+            print(f"held-out ({when}, {int(held.sum())} sequences): {json.dumps(r)}", flush=True)
+
+    if a.init and state["step"] == 0:
+        measure("start")
     print(f"{packed.n} sequences, {int(packed.lengths.sum())} tokens; "
           f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters", flush=True)
     log_t, log_loss, log_n, stop, prof = time.time(), 0.0, 0, False, None
     while state["step"] < a.steps and not stop:
         rng = np.random.default_rng(a.seed + state["epoch"])
-        seqs = np.concatenate([np.arange(packed.n)] + [np.flatnonzero(packed.role == 0)] * (a.policy_repeat - 1))
+        seqs = np.concatenate([np.flatnonzero(~held)] + [np.flatnonzero((packed.role == 0) & ~held)] * (a.policy_repeat - 1))
         lists = batches(seqs, packed.lengths, packed.first_shot, a.tokens_per_batch, rng)
         for rows in lists[state["batch"]:]:
             for g in opt.param_groups:
@@ -252,6 +270,7 @@ def main():
             state["batch"] = 0
     save()
     print(f"finished at step {state['step']} after {(time.time() - t_start) / 60:.1f} min", flush=True)
+    measure("end")
     from .export import export
     for folder, weights_only in ((a.out, False), (a.weights_out, True)):
         if folder:
