@@ -3,7 +3,8 @@ the end of the run (or on exported weights, `python3 -m train.surf_tiny.heldout`
 
   - per role: the teacher-forced reply loss and the share of reply tokens predicted exactly;
   - localizer: the greedy point against the recorded one (both on the 0-1000 grid), as the share within 30
-    and within 60 units on both axes and the median of the larger axis error;
+    and within 60 units on both axes and the median of the larger axis error, also apart for screenshots of
+    one tile and of a grid of tiles;
   - validator: the share of verdicts ("success": true/false) predicted right, teacher-forced up to the verdict.
 
 The localizer's greedy point is what a run with surf's engine uses, so this is the grounding measure that the
@@ -58,7 +59,7 @@ def evaluate(model, packed, rows, cache, pad_id, stop_id, tokenizer, make_batch,
         if not mine:
             continue
         loss_sum = right = total = 0
-        points, verdicts = [], []
+        points, verdicts, tiles_of = [], [], []
         for k in range(0, len(mine), batch):
             chunk = mine[k:k + batch]
             tokens, mask, tiles, index, _ = make_batch(packed, cache, chunk, pad_id, device)
@@ -74,11 +75,18 @@ def evaluate(model, packed, rows, cache, pad_id, stop_id, tokenizer, make_batch,
                 verdicts += _verdicts(tokens, mask, pred, tokenizer)
             if role == "localizer":
                 points += _greedy_points(model, tokens, mask, tiles, index, normalise, pad_id, stop_id, tokenizer)
+                tiles_of += [int(cache.count[packed.first_shot[r]]) for r in chunk]
         out[role] = {"sequences": len(mine), "loss": loss_sum / max(1, total), "token_acc": right / max(1, total)}
         if points:
             err = np.array([max(abs(p[0] - t[0]), abs(p[1] - t[1])) if p else 1000 for p, t in points])
             out[role].update({"within_30": float((err <= 30).mean()), "within_60": float((err <= 60).mean()),
                               "median_err": float(np.median(err))})
+            # One tile (a small page) against a grid + thumbnail: where a point needs the tile's place too.
+            one = np.array(tiles_of) == 1
+            for name, sel in (("one_tile", one), ("grid", ~one)):
+                if sel.any():
+                    out[role][name] = {"n": int(sel.sum()), "within_30": float((err[sel] <= 30).mean()),
+                                       "median_err": float(np.median(err[sel]))}
         if verdicts:
             out[role]["verdict_acc"] = float(np.mean(verdicts))
     model.train(was_training)

@@ -13,6 +13,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import subprocess
 import sys
 
@@ -44,6 +45,9 @@ def make_tasks(split, seed, count, out, families=None):
 
 def record(tasks_dir, out, jobs, surf, model, profile, extra):
     tasks = open(os.path.join(tasks_dir, "tasks.jsonl"), encoding="utf-8").read().splitlines()
+    # The generator writes the tasks family by family: a seeded shuffle makes a recording stopped early (or a
+    # shard) cover every family. The order is the same at every call, so a resumed recording skips its tasks.
+    random.Random(len(tasks)).shuffle(tasks)
     procs = []
     for j in range(jobs):
         shard_dir = os.path.join(out, f"shard{j}")
