@@ -15,14 +15,14 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/eval_judge.h"
-#include "agent/eval_report.h"
-#include "agent/eval_runner.h"
-#include "agent/eval_tasks.h"
 #include "agent/profile.h"
 #include "apps/cli.h"
 #include "apps/load_report.h"
 #include "apps/remote_model.h"
+#include "eval/eval_judge.h"
+#include "eval/eval_report.h"
+#include "eval/eval_runner.h"
+#include "eval/eval_tasks.h"
 #include "kernels/base/error.h"
 #include "model/chat_template.h"
 #include "model/engine.h"
@@ -50,7 +50,7 @@ std::string duration_text(double s) {
 }
 
 // One status line: [#####.....] 12/50 done  7 ok  5 failed (1 errors)  4 running  ETA 3m10s  850 tok/s
-std::string progress_line(const surf::agent::EvalProgress& p) {
+std::string progress_line(const surf::eval::EvalProgress& p) {
     const size_t todo = p.total - p.skipped;
     const size_t width = 24;
     const size_t filled = todo == 0 ? width : width * p.done / todo;
@@ -78,8 +78,8 @@ int merge(const surf::cli::Args& args) {
             throw Error(ErrorKind::kInvalidArgument, std::string("merge takes only --out, not --") + flag);
     }
     const std::string out = args.require("out");
-    const auto records = surf::agent::merge_results(dirs, out);
-    const auto s = surf::agent::summarize(records);
+    const auto records = surf::eval::merge_results(dirs, out);
+    const auto s = surf::eval::summarize(records);
     std::printf("merged %zu tasks from %zu folders: %zu succeeded (%.1f%%), %zu errors\n", records.size(),
                 dirs.size(), s["succeeded"].get<size_t>(), 100 * s["success_rate"].get<double>(),
                 s["errors"].get<size_t>());
@@ -100,8 +100,8 @@ std::vector<std::string> comma_list(const surf::cli::Args& args, const std::stri
 }
 
 // `--dry-run`: what a run would do, task by task, without a model or a browser.
-void print_plan(const std::string& file, size_t in_file, const std::vector<surf::agent::EvalTask>& tasks,
-                const surf::agent::EvalOptions& options, const std::string& judge) {
+void print_plan(const std::string& file, size_t in_file, const std::vector<surf::eval::EvalTask>& tasks,
+                const surf::eval::EvalOptions& options, const std::string& judge) {
     std::map<std::string, int> per_site;
     for (const auto& t : tasks) ++per_site[t.site];
     std::printf("%s: %zu tasks, %zu selected; %d at once, %d steps unless a task sets its own, judge %s, "
@@ -127,7 +127,7 @@ int run_eval(const surf::cli::Args& args) {
     const bool remote_model = surf::cli::is_remote_model(model_dir);
     if (remote_model) surf::cli::reject_local_model_flags(args);  // before the task file and the connection
 
-    surf::agent::EvalOptions options;
+    surf::eval::EvalOptions options;
     options.concurrency = static_cast<int>(args.get_int("concurrency", 1, 1, 256));
     options.max_steps = static_cast<int>(args.get_int("max-steps", 15, 1, 1000));
     options.attempts = static_cast<int>(args.get_int("attempts", 3, 1, 100));
@@ -146,25 +146,25 @@ int run_eval(const surf::cli::Args& args) {
         throw Error(ErrorKind::kInvalidArgument, "--judge \"" + judge_kind + "\": expected local, remote or none");
 
     // The task file after the flags: a mistyped flag is reported before a long file is read.
-    std::vector<surf::agent::EvalTask> tasks = surf::agent::load_tasks(args.positional()[0]);
+    std::vector<surf::eval::EvalTask> tasks = surf::eval::load_tasks(args.positional()[0]);
     if (args.has("references")) {
         const std::string path = args.get("references");
         std::ifstream in(path);
         if (!in) throw Error(ErrorKind::kIo, path + ": cannot open the reference answers");
         std::stringstream ss;
         ss << in.rdbuf();
-        const int n = surf::agent::attach_references(tasks, ss.str(), path);
+        const int n = surf::eval::attach_references(tasks, ss.str(), path);
         std::fprintf(stderr, "reference answers: %d of %zu tasks\n", n, tasks.size());
     }
     const size_t in_file = tasks.size();
-    surf::agent::TaskSelection selection;
+    surf::eval::TaskSelection selection;
     selection.ids = comma_list(args, "ids");
     selection.sites = comma_list(args, "sites");
     selection.limit = args.get_int("limit", 0, 0, int64_t{1} << 40);
-    tasks = surf::agent::select_tasks(tasks, selection);
+    tasks = surf::eval::select_tasks(tasks, selection);
     if (args.has("shard")) {
-        const surf::agent::Shard shard = surf::agent::parse_shard(args.get("shard"));
-        tasks = surf::agent::select_shard(tasks, shard);
+        const surf::eval::Shard shard = surf::eval::parse_shard(args.get("shard"));
+        tasks = surf::eval::select_shard(tasks, shard);
         options.shard = args.get("shard");
     }
     if (dry_run) {
@@ -193,7 +193,7 @@ int run_eval(const surf::cli::Args& args) {
     auto chat_template = std::make_shared<const surf::model::ChatTemplate>(
         template_path.empty() ? surf::model::ChatTemplate::from_model_dir(engine->config().dir)
                               : surf::model::ChatTemplate::from_file(template_path));
-    std::shared_ptr<surf::agent::Judge> judge;
+    std::shared_ptr<surf::eval::Judge> judge;
     // A remote judge is the same WebVoyager protocol run by an OpenAI-compatible server's model (e.g. a
     // stronger model served by vLLM or another surf serve): the local judge over a remote engine.
     std::shared_ptr<surf::model::Engine> judge_engine = engine;
@@ -207,21 +207,21 @@ int run_eval(const surf::cli::Args& args) {
         judge_template = std::make_shared<const surf::model::ChatTemplate>(surf::model::ChatTemplate::from_model_dir(judge_engine->config().dir));
     }
     if (judge_kind == "local" || judge_kind == "remote") {
-        surf::agent::LocalJudgeOptions jo;
+        surf::eval::LocalJudgeOptions jo;
         jo.name = judge_kind;
         jo.schema = args.get("judge-schema");
         jo.enable_thinking = profile.enable_thinking;
         jo.stop_token = profile.stop_token;
         jo.image_max_width = profile.image_max_width;
         jo.image_max_height = profile.image_max_height;
-        judge = std::make_shared<surf::agent::LocalJudge>(*judge_engine, *judge_template, jo);
+        judge = std::make_shared<surf::eval::LocalJudge>(*judge_engine, *judge_template, jo);
     }
     surf::tools::BrowserOptions bo;
     bo.executable = args.get("chromium");
-    surf::agent::EvalRunner runner(engine, profile, chat_template, judge, options, bo);
+    surf::eval::EvalRunner runner(engine, profile, chat_template, judge, options, bo);
 
     const bool tty = ::isatty(STDERR_FILENO);
-    runner.on_record = [&](const surf::agent::TaskRecord& r) {
+    runner.on_record = [&](const surf::eval::TaskRecord& r) {
         if (tty) return;  // the live bar shows it
         const auto p = runner.progress();
         std::fprintf(stderr, "%s  %s %s\n", progress_line(p).c_str(), r.id.c_str(), r.status.c_str());
@@ -240,7 +240,7 @@ int run_eval(const surf::cli::Args& args) {
             std::this_thread::sleep_for(std::chrono::milliseconds(250));
         }
     });
-    surf::agent::EvalOutcome outcome;
+    surf::eval::EvalOutcome outcome;
     try {
         outcome = runner.run(tasks, out);
     } catch (...) {
@@ -252,7 +252,7 @@ int run_eval(const surf::cli::Args& args) {
     watcher.join();
     if (tty) std::fprintf(stderr, "\r%s\033[K\n", progress_line(outcome.progress).c_str());
 
-    const auto s = surf::agent::summarize(outcome.records, tasks.size());
+    const auto s = surf::eval::summarize(outcome.records, tasks.size());
     std::printf("%zu of %zu tasks recorded (%zu this run, %zu skipped): %zu succeeded (%.1f%%), %zu errors\n",
                 outcome.records.size(), tasks.size(), outcome.progress.done, outcome.progress.skipped,
                 s["succeeded"].get<size_t>(), 100 * s["success_rate"].get<double>(),

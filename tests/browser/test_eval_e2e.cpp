@@ -13,15 +13,15 @@
 #include <set>
 #include <thread>
 
-#include "agent/eval_report.h"
-#include "agent/eval_runner.h"
+#include "eval/eval_report.h"
+#include "eval/eval_runner.h"
 #include "model/engine.h"
 #include "tests/browser/test_http_server.h"
 #include "tools/browser/browser.h"
 #include "tests/test_util.h"
 
 using namespace surf;
-using namespace surf::agent;
+using namespace surf::eval;
 namespace fs = std::filesystem;
 
 namespace {
@@ -60,7 +60,7 @@ struct Fixture {
     std::shared_ptr<model::Engine> engine = model::open_cpu_engine(kModel);
     std::shared_ptr<const model::ChatTemplate> chat_template =
         std::make_shared<const model::ChatTemplate>(model::ChatTemplate::from_model_dir(kModel));
-    PromptProfile profile = load_profile(kProfile);
+    agent::PromptProfile profile = agent::load_profile(kProfile);
     std::shared_ptr<tools::Browser> browser;
 
     Fixture() {

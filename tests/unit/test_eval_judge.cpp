@@ -2,12 +2,12 @@
 // exact / normalised matching of answers against reference answers.
 #include <doctest/doctest.h>
 
-#include "agent/eval_judge.h"
+#include "eval/eval_judge.h"
 #include "kernels/base/error.h"
 #include "model/json_schema.h"
 
 using namespace surf;
-using namespace surf::agent;
+using namespace surf::eval;
 
 TEST_CASE("schema-shaped verdicts parse; reason is kept") {
     auto r = parse_judge_reply(R"({"reason": "the price is on screen", "verdict": "SUCCESS"})");
@@ -50,8 +50,8 @@ TEST_CASE("the shipped judge prompts and schema load and agree with the parser")
     const std::string dir = SURF_SOURCE_DIR "/prompts";
     auto schema = model::load_json_schema_file(dir + "/schemas/judge_verdict.schema.json");
     REQUIRE(schema);
-    auto system = PromptTemplate::load(dir + "/judge_system.md");
-    auto turn = PromptTemplate::load(dir + "/judge_turn.md");
+    auto system = agent::PromptTemplate::load(dir + "/judge_system.md");
+    auto turn = agent::PromptTemplate::load(dir + "/judge_turn.md");
     CHECK(system.placeholders() == std::set<std::string>{"schema"});
     CHECK(turn.placeholders() == std::set<std::string>{"task", "answer", "n_screenshots"});
     const std::string text = turn.render({{"task", "T"}, {"answer", "A"}, {"n_screenshots", "3"}});

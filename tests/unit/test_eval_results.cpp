@@ -8,12 +8,12 @@
 #include <fstream>
 #include <sstream>
 
-#include "agent/eval_report.h"
-#include "agent/eval_results.h"
+#include "eval/eval_report.h"
+#include "eval/eval_results.h"
 #include "kernels/base/error.h"
 
 using namespace surf;
-using namespace surf::agent;
+using namespace surf::eval;
 namespace fs = std::filesystem;
 
 namespace {

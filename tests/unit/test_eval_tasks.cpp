@@ -5,12 +5,12 @@
 #include <functional>
 #include <set>
 
-#include "agent/eval_tasks.h"
+#include "eval/eval_tasks.h"
 #include "kernels/base/error.h"
 #include "tests/test_util.h"
 
 using namespace surf;
-using namespace surf::agent;
+using namespace surf::eval;
 using surf::test::error_of;
 
 namespace {

@@ -1,4 +1,4 @@
-#include "agent/eval_tasks.h"
+#include "eval/eval_tasks.h"
 
 #include <cstdio>
 #include <fstream>
@@ -12,7 +12,7 @@
 #include "kernels/base/error.h"
 #include "model/utf8.h"
 
-namespace surf::agent {
+namespace surf::eval {
 
 namespace {
 
@@ -71,7 +71,7 @@ EvalTask parse_task_line(const std::string& line, const std::string& where) {
     t.site = required_string(j, "web_name", where);
     t.question = required_string(j, "ques", where);
     t.start_url = required_string(j, "web", where);
-    if (const std::string problem = start_url_problem(t.start_url); !problem.empty()) bad(where, "field \"web\": " + problem);
+    if (const std::string problem = agent::start_url_problem(t.start_url); !problem.empty()) bad(where, "field \"web\": " + problem);
     for (const char* key : {"reference_answer", "reference_answers", "answer"}) {
         if (auto it = j.find(key); it != j.end()) {
             for (std::string& s : string_list(*it, key, where)) t.references.push_back(std::move(s));
@@ -260,4 +260,4 @@ std::string task_dir_name(const std::string& id) {
     return out;
 }
 
-}  // namespace surf::agent
+}  // namespace surf::eval

@@ -1,4 +1,4 @@
-#include "agent/eval_results.h"
+#include "eval/eval_results.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -14,7 +14,7 @@
 
 #include "kernels/base/error.h"
 
-namespace surf::agent {
+namespace surf::eval {
 
 namespace {
 
@@ -322,4 +322,4 @@ std::vector<TaskRecord> ResultsFile::all() const {
     return out;
 }
 
-}  // namespace surf::agent
+}  // namespace surf::eval

@@ -1,4 +1,4 @@
-#include "agent/eval_report.h"
+#include "eval/eval_report.h"
 #include "model/utf8.h"
 
 #include <fcntl.h>
@@ -15,7 +15,9 @@
 #include "agent/trace.h"
 #include "kernels/base/error.h"
 
-namespace surf::agent {
+namespace surf::eval {
+
+using agent::html_escape;
 
 namespace {
 
@@ -359,4 +361,4 @@ std::vector<TaskRecord> merge_results(const std::vector<std::string>& dirs, cons
     return merged;
 }
 
-}  // namespace surf::agent
+}  // namespace surf::eval

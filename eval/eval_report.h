@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/eval_results.h"
+#include "eval/eval_results.h"
 
-namespace surf::agent {
+namespace surf::eval {
 
 // Success rates (overall, without errors, per site), judge and reference-match counts, tokens and
 // model/browser/wall seconds per task, step and latency distributions, the error list. `planned` is the
@@ -34,4 +34,4 @@ void write_summary_and_report(const std::string& dir, const std::vector<TaskReco
 // out_dir/results.jsonl, summary.json and report.html. Returns the merged records.
 std::vector<TaskRecord> merge_results(const std::vector<std::string>& dirs, const std::string& out_dir);
 
-}  // namespace surf::agent
+}  // namespace surf::eval

@@ -2,8 +2,8 @@
 // agent's and the judge's requests) and ONE Chromium with a browser context per running task.
 //
 // Each task runs the agent loop (agent/loop.h) with its own trace folder (DIR/traces/<id>/), then the
-// judge (agent/eval_judge.h) and the reference-answer match, and is appended to DIR/results.jsonl the
-// moment it finishes (agent/eval_results.h). A task that cannot be run — its start page does not load in
+// judge (eval/eval_judge.h) and the reference-answer match, and is appended to DIR/results.jsonl the
+// moment it finishes (eval/eval_results.h). A task that cannot be run — its start page does not load in
 // time, its browser context crashes, the engine fails — is recorded with status "error" and the others go
 // on. stop() (Ctrl-C) cancels the running tasks without recording them, so running again with the same
 // folder resumes: recorded tasks are skipped, the rest run.
@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "agent/eval_judge.h"
-#include "agent/eval_results.h"
-#include "agent/eval_tasks.h"
 #include "agent/profile.h"
+#include "eval/eval_judge.h"
+#include "eval/eval_results.h"
+#include "eval/eval_tasks.h"
 #include "model/chat_template.h"
 #include "model/engine.h"
 #include "tools/browser/browser.h"
@@ -29,7 +29,7 @@ namespace surf::tools {
 class BrowserSession;
 }
 
-namespace surf::agent {
+namespace surf::eval {
 
 struct EvalOptions {
     int concurrency = 1;
@@ -74,7 +74,7 @@ class EvalRunner {
 public:
     // `judge` may be null (no judge). The browser is launched by run() from browser_options unless one
     // is given with set_browser().
-    EvalRunner(std::shared_ptr<model::Engine> engine, PromptProfile profile,
+    EvalRunner(std::shared_ptr<model::Engine> engine, agent::PromptProfile profile,
                std::shared_ptr<const model::ChatTemplate> chat_template, std::shared_ptr<Judge> judge,
                EvalOptions options, tools::BrowserOptions browser_options = {});
     ~EvalRunner();
@@ -103,7 +103,7 @@ private:
     bool run_task(const EvalTask& task, const std::string& out_dir, TaskRecord* record);
 
     std::shared_ptr<model::Engine> engine_;
-    PromptProfile profile_;
+    agent::PromptProfile profile_;
     std::shared_ptr<const model::ChatTemplate> chat_template_;
     std::shared_ptr<Judge> judge_;
     EvalOptions options_;
@@ -118,4 +118,4 @@ private:
     double t0_ = 0;
 };
 
-}  // namespace surf::agent
+}  // namespace surf::eval

@@ -1,4 +1,4 @@
-#include "agent/eval_judge.h"
+#include "eval/eval_judge.h"
 #include "model/utf8.h"
 
 #include <cstdlib>
@@ -16,7 +16,16 @@
 #define SURF_PROMPTS_DIR "prompts"
 #endif
 
-namespace surf::agent {
+namespace surf::eval {
+
+using agent::ask_parsed;
+using agent::fit_size;
+using agent::Conversation;
+using agent::ImageSize;
+using agent::Message;
+using agent::ModelCall;
+using agent::ModelCallSink;
+using agent::PromptTemplate;
 
 namespace {
 
@@ -229,4 +238,4 @@ AnswerMatch match_answer(const std::string& answer, const std::vector<std::strin
     return m;
 }
 
-}  // namespace surf::agent
+}  // namespace surf::eval

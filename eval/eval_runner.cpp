@@ -1,4 +1,4 @@
-#include "agent/eval_runner.h"
+#include "eval/eval_runner.h"
 
 #include <chrono>
 #include <deque>
@@ -6,13 +6,30 @@
 #include <thread>
 
 #include "agent/environment.h"
-#include "agent/eval_report.h"
 #include "agent/loop.h"
 #include "agent/trace.h"
+#include "eval/eval_report.h"
 #include "kernels/base/error.h"
 #include "tools/browser/browser_session.h"
 
-namespace surf::agent {
+namespace surf::eval {
+
+using agent::Action;
+using agent::ActionOutcome;
+using agent::BrowserEnvironment;
+using agent::BrowserEnvironmentOptions;
+using agent::Environment;
+using agent::LoopContext;
+using agent::Observation;
+using agent::RunOptions;
+using agent::RunResult;
+using agent::RunStatus;
+using agent::Trace;
+using agent::image_to_send;
+using agent::run_guard;
+using agent::run_loop;
+using agent::run_status_name;
+using agent::validate_run_options;
 
 namespace {
 
@@ -85,7 +102,7 @@ private:
 class EvalEnvironment : public Environment {
 public:
     EvalEnvironment(tools::Browser& browser, tools::BrowserSession& session, const EvalTask& task,
-                    const PromptProfile& profile, const EvalOptions& options, std::atomic<bool>& cancel,
+                    const agent::PromptProfile& profile, const EvalOptions& options, std::atomic<bool>& cancel,
                     const std::function<void(const EvalTask&, tools::Browser&, tools::BrowserSession&)>& hook)
         : browser_(browser),
           session_(session),
@@ -174,7 +191,7 @@ private:
     tools::BrowserSession& session_;
     BrowserEnvironment inner_;
     const EvalTask& task_;
-    const PromptProfile& profile_;
+    const agent::PromptProfile& profile_;
     const EvalOptions& options_;
     std::atomic<bool>& cancel_;
     const std::function<void(const EvalTask&, tools::Browser&, tools::BrowserSession&)>& hook_;
@@ -187,7 +204,7 @@ private:
 
 }  // namespace
 
-EvalRunner::EvalRunner(std::shared_ptr<model::Engine> engine, PromptProfile profile,
+EvalRunner::EvalRunner(std::shared_ptr<model::Engine> engine, agent::PromptProfile profile,
                        std::shared_ptr<const model::ChatTemplate> chat_template, std::shared_ptr<Judge> judge,
                        EvalOptions options, tools::BrowserOptions browser_options)
     : engine_(std::move(engine)),
@@ -434,4 +451,4 @@ bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, Task
     return true;
 }
 
-}  // namespace surf::agent
+}  // namespace surf::eval

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace surf::agent {
+namespace surf::eval {
 
 // One task's outcome, as a results.jsonl line.
 struct TaskRecord {
@@ -96,4 +96,4 @@ private:
 // Current UTC time as "2026-11-27T10:15:00Z".
 std::string utc_now_iso();
 
-}  // namespace surf::agent
+}  // namespace surf::eval

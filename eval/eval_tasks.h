@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace surf::agent {
+namespace surf::eval {
 
 struct EvalTask {
     std::string id;                            // unique within a task file
@@ -68,4 +68,4 @@ std::vector<EvalTask> select_tasks(const std::vector<EvalTask>& tasks, const Tas
 // the id when anything was replaced (so distinct ids never share a folder).
 std::string task_dir_name(const std::string& id);
 
-}  // namespace surf::agent
+}  // namespace surf::eval

@@ -21,7 +21,7 @@
 #include "model/engine.h"
 #include "model/image.h"
 
-namespace surf::agent {
+namespace surf::eval {
 
 struct JudgeInput {
     std::string task;
@@ -61,7 +61,7 @@ struct LocalJudgeOptions {
     std::string system_prompt;            // "" = prompts/judge_system.md ({schema})
     std::string turn_prompt;              // "" = prompts/judge_turn.md ({task} {answer} {n_screenshots})
     std::string schema;                   // "" = prompts/schemas/judge_verdict.schema.json
-    ModuleSettings settings{400, {}, 1};  // greedy (WebVoyager's judge runs at temperature 0)
+    agent::ModuleSettings settings{400, {}, 1};  // greedy (WebVoyager's judge runs at temperature 0)
     bool enable_thinking = false;
     std::string stop_token = "<SPECIAL_12>";
     int image_max_width = 0, image_max_height = 0;  // screenshots are downscaled to fit (0 = as is)
@@ -78,7 +78,7 @@ private:
     model::Engine& engine_;
     const model::ChatTemplate& template_;
     LocalJudgeOptions options_;
-    PromptTemplate system_, turn_, feedback_;
+    agent::PromptTemplate system_, turn_, feedback_;
     std::shared_ptr<const model::CompiledSchema> schema_;
     std::string schema_text_;
 };
@@ -98,4 +98,4 @@ struct AnswerMatch {
 // The best match over the references (any reference matching counts).
 AnswerMatch match_answer(const std::string& answer, const std::vector<std::string>& references);
 
-}  // namespace surf::agent
+}  // namespace surf::eval
