@@ -10,6 +10,7 @@
 
 #include "kernels/base/error.h"
 #include "model/engine.h"
+#include "model/utf8.h"
 
 namespace surf::cli {
 
@@ -38,34 +39,10 @@ std::map<std::string, Command>& registry() {
 
 Error bad_flag(const std::string& message) { return Error(ErrorKind::kInvalidArgument, message); }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-        size_t diagonal = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= b.size(); ++j) {
-            const size_t up = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = up;
-        }
-    }
-    return row[b.size()];
-}
-
 }  // namespace
 
 std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
-    std::string best;
-    size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;  // a typo, not another word
-    for (const std::string& c : candidates) {
-        const size_t d = edit_distance(word, c);
-        if (d < best_distance) {
-            best = c;
-            best_distance = d;
-        }
-    }
-    return best;
+    return model::closest_name(word, candidates);
 }
 
 Args::Args(const std::vector<std::string>& argv, const std::vector<FlagSpec>& specs) {

@@ -1,6 +1,6 @@
-// `surf eval TASKS.jsonl --out DIR`: a WebVoyager-style evaluation, C agents at once on one engine and one
-// browser, resumable (re-run the same command to continue), with results.jsonl, summary.json and
-// report.html in DIR. `surf eval merge DIR... --out DIR` combines result folders (shards).
+// `surf eval TASKS --out DIR`: an evaluation on a WebVoyager, Online-Mind2Web or surf task file, C agents at
+// once on one engine and one browser, resumable (re-run the same command to continue), with results.jsonl,
+// summary.json and report.html in DIR (and Online-Mind2Web's WebJudge layout with --mind2web-out). `surf eval merge DIR... --out DIR` combines result folders (shards).
 // Exit codes: 0 every task ran (whatever the agents scored), 1 stopped with Ctrl-C (resumable),
 // 2 bad usage or input, 3 error (browser could not start, engine failure).
 #include <unistd.h>
@@ -20,6 +20,7 @@
 #include "apps/load_report.h"
 #include "apps/remote_model.h"
 #include "eval/eval_judge.h"
+#include "eval/eval_mind2web.h"
 #include "eval/eval_report.h"
 #include "eval/eval_runner.h"
 #include "eval/eval_tasks.h"
@@ -69,6 +70,14 @@ std::string progress_line(const surf::eval::EvalProgress& p) {
     return buf;
 }
 
+// Online-Mind2Web's WebJudge layout of every recorded task (eval/eval_mind2web.h).
+void export_mind2web(const std::string& results_dir, const std::vector<surf::eval::TaskRecord>& records,
+                    const std::string& dir) {
+    const auto done = surf::eval::write_mind2web(results_dir, records, dir);
+    std::printf("Online-Mind2Web trajectories: %s (%zu tasks, %zu screenshots)\n", dir.c_str(), done.tasks,
+                done.screenshots);
+}
+
 int merge(const surf::cli::Args& args) {
     std::vector<std::string> dirs(args.positional().begin() + 1, args.positional().end());
     if (dirs.empty())
@@ -79,6 +88,7 @@ int merge(const surf::cli::Args& args) {
     }
     const std::string out = args.require("out");
     const auto records = surf::eval::merge_results(dirs, out);
+    if (args.has("mind2web-out")) export_mind2web(out, records, args.get("mind2web-out"));
     const auto s = surf::eval::summarize(records);
     std::printf("merged %zu tasks from %zu folders: %zu succeeded (%.1f%%), %zu errors\n", records.size(),
                 dirs.size(), s["succeeded"].get<size_t>(), 100 * s["success_rate"].get<double>(),
@@ -100,14 +110,15 @@ std::vector<std::string> comma_list(const surf::cli::Args& args, const std::stri
 }
 
 // `--dry-run`: what a run would do, task by task, without a model or a browser.
-void print_plan(const std::string& file, size_t in_file, const std::vector<surf::eval::EvalTask>& tasks,
-                const surf::eval::EvalOptions& options, const std::string& judge) {
+void print_plan(const std::string& file, surf::eval::TaskFormat format, size_t in_file,
+                const std::vector<surf::eval::EvalTask>& tasks, const surf::eval::EvalOptions& options,
+                const std::string& judge) {
     std::map<std::string, int> per_site;
     for (const auto& t : tasks) ++per_site[t.site];
-    std::printf("%s: %zu tasks, %zu selected; %d at once, %d steps unless a task sets its own, judge %s, "
-                "validator %s\n",
-                file.c_str(), in_file, tasks.size(), options.concurrency, options.max_steps, judge.c_str(),
-                options.use_validator ? "on" : "off");
+    std::printf("%s (%s format): %zu tasks, %zu selected; %d at once, %d steps unless a task sets its own, "
+                "judge %s, validator %s\n",
+                file.c_str(), surf::eval::task_format_name(format), in_file, tasks.size(), options.concurrency,
+                options.max_steps, judge.c_str(), options.use_validator ? "on" : "off");
     for (const auto& [site, n] : per_site) std::printf("  %-24s %d\n", site.c_str(), n);
     for (const auto& t : tasks) {
         const std::string q = t.question.size() > 70 ? t.question.substr(0, 67) + "..." : t.question;
@@ -119,7 +130,7 @@ int run_eval(const surf::cli::Args& args) {
     if (!args.positional().empty() && args.positional()[0] == "merge") return merge(args);
     if (args.positional().size() != 1)
         throw Error(ErrorKind::kInvalidArgument,
-                    "expected exactly one TASKS.jsonl argument (or: merge DIR... --out DIR)");
+                    "expected exactly one task file argument (or: merge DIR... --out DIR)");
     const bool dry_run = args.has("dry-run");
     const std::string out = dry_run ? args.get("out") : args.require("out");
     // A dry run needs no model: it reads and checks the task file, prints the plan and runs nothing.
@@ -146,7 +157,12 @@ int run_eval(const surf::cli::Args& args) {
         throw Error(ErrorKind::kInvalidArgument, "--judge \"" + judge_kind + "\": expected local, remote or none");
 
     // The task file after the flags: a mistyped flag is reported before a long file is read.
-    std::vector<surf::eval::EvalTask> tasks = surf::eval::load_tasks(args.positional()[0]);
+    surf::eval::TaskFile file = surf::eval::load_task_file(args.positional()[0]);
+    std::vector<surf::eval::EvalTask> tasks = std::move(file.tasks);
+    // Online-Mind2Web runs get WebJudge's layout by default; any run can ask for it.
+    std::string mind2web_out = args.get("mind2web-out");
+    if (mind2web_out.empty() && file.format == surf::eval::TaskFormat::kMind2Web && !out.empty())
+        mind2web_out = out + "/mind2web";
     if (args.has("references")) {
         const std::string path = args.get("references");
         std::ifstream in(path);
@@ -168,7 +184,7 @@ int run_eval(const surf::cli::Args& args) {
         options.shard = args.get("shard");
     }
     if (dry_run) {
-        print_plan(args.positional()[0], in_file, tasks, options, judge_kind);
+        print_plan(args.positional()[0], file.format, in_file, tasks, options, judge_kind);
         return 0;
     }
 
@@ -258,6 +274,7 @@ int run_eval(const surf::cli::Args& args) {
                 s["succeeded"].get<size_t>(), 100 * s["success_rate"].get<double>(),
                 s["errors"].get<size_t>());
     std::printf("results: %s/results.jsonl, report: %s/report.html\n", out.c_str(), out.c_str());
+    if (!mind2web_out.empty()) export_mind2web(out, outcome.records, mind2web_out);
     if (outcome.stopped) {
         std::printf("stopped: run the same command again to resume\n");
         return 1;
@@ -267,9 +284,9 @@ int run_eval(const surf::cli::Args& args) {
 
 SURF_COMMAND(surf::cli::Command{
     "eval",
-    "Evaluate the agent on a WebVoyager-style task file, many tasks at once, resumable; or merge result "
-    "folders.",
-    "TASKS.jsonl --out DIR [--model DIR|URL] [--backend cpu|cuda] [--concurrency C] [--shard i/n] [--max-steps "
+    "Evaluate the agent on a task file (WebVoyager, Online-Mind2Web or surf format), many tasks at once, "
+    "resumable; or merge result folders.",
+    "TASKS --out DIR [--model DIR|URL] [--backend cpu|cuda] [--concurrency C] [--shard i/n] [--max-steps "
     "N] "
     "[--attempts K] [--judge local|remote|none] [--allow-domain D]... [flags]  |  merge DIR... --out DIR",
     {{"out", "DIR", "results folder (results.jsonl, summary.json, report.html, traces/); re-run to resume"},
@@ -292,6 +309,9 @@ SURF_COMMAND(surf::cli::Command{
      {"judge-screenshots", "K", "last screenshots the judge sees (default 3)"},
      {"judge-schema", "FILE", "verdict schema (default prompts/schemas/judge_verdict.schema.json)"},
      {"references", "FILE", "WebVoyager reference_answer.json to match answers against"},
+     {"mind2web-out", "DIR",
+      "also write every recorded task in Online-Mind2Web's WebJudge layout (DIR/<task_id>/result.json, "
+      "trajectory/); an Online-Mind2Web task file writes it to OUT/mind2web unless this names another folder"},
      {"allow-domain", "D", "hosts tasks may open, unless a task lists its own allowed_domains", true},
      {"deny-domain", "D", "hosts that may never be opened", true},
      {"timeout", "S", "wall-time budget per task in seconds (default 600)"},

@@ -161,6 +161,7 @@ ordered_json record_to_json(const TaskRecord& r) {
     j["started_at"] = r.started_at;
     j["finished_at"] = r.finished_at;
     j["shard"] = r.shard;
+    if (!r.task_fields.empty()) j["task_fields"] = r.task_fields;
     return j;
 }
 
@@ -213,6 +214,10 @@ TaskRecord record_from_json(const json& j, const std::string& where) {
     r.started_at = read<std::string>(j, "started_at", "", where);
     r.finished_at = read<std::string>(j, "finished_at", "", where);
     r.shard = read<std::string>(j, "shard", "", where);
+    if (auto it = j.find("task_fields"); it != j.end()) {
+        if (!it->is_object()) throw Error(ErrorKind::kFormat, where + ": field \"task_fields\" must be an object");
+        r.task_fields = ordered_json(*it);
+    }
     return r;
 }
 

@@ -53,6 +53,9 @@ struct TaskRecord {
     std::string trace;                    // trace folder, relative to the results folder
     std::string started_at, finished_at;  // UTC, ISO 8601
     std::string shard;                    // "i/n" or ""
+    // The task file's fields the task format carries along unread (Online-Mind2Web's level,
+    // reference_length; GAIA's Level): "task_fields" in the line, absent when empty.
+    nlohmann::ordered_json task_fields = nlohmann::ordered_json::object();
 };
 
 nlohmann::ordered_json record_to_json(const TaskRecord& record);

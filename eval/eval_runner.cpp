@@ -334,6 +334,7 @@ bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, Task
     rec->references = task.references;
     rec->reference_type = task.reference_type;
     rec->shard = options_.shard;
+    rec->task_fields = task.fields;
     rec->started_at = utc_now_iso();
     rec->trace = "traces/" + task_dir_name(task.id);
     const fs::path trace_dir = fs::path(out_dir) / rec->trace;

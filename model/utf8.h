@@ -1,12 +1,15 @@
-// UTF-8 helpers shared by the tokenizer, the Jinja interpreter and every message writer, and ASCII case
-// folding for protocol names (hosts, HTTP headers, key names).
+// UTF-8 helpers shared by the tokenizer, the Jinja interpreter and every message writer, ASCII case
+// folding for protocol names (hosts, HTTP headers, key names), and the nearest known name to a mistyped one
+// (for "did you mean" in errors about flags, fields and keys).
 // Cutting text for messages, traces and reports without splitting a UTF-8 character: a byte cut in the
 // middle of one makes invalid UTF-8, which JSON writers reject (nlohmann::json::dump throws).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace surf::model {
 
@@ -51,6 +54,37 @@ inline std::string shorten_utf8(std::string_view s, size_t max_bytes, std::strin
     std::string out(utf8_prefix(s, max_bytes));
     out += ellipsis;
     return out;
+}
+
+// Levenshtein distance between two byte strings (insertions, deletions and substitutions cost 1).
+inline size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = up;
+        }
+    }
+    return row[b.size()];
+}
+
+// The candidate nearest to `word` by edit distance when it is close enough to be a typo of it (at most
+// max(2, |word| / 3) edits), else "".
+inline std::string closest_name(std::string_view word, const std::vector<std::string>& candidates) {
+    std::string best;
+    size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
+    for (const std::string& c : candidates) {
+        const size_t d = edit_distance(word, c);
+        if (d < best_distance) {
+            best = c;
+            best_distance = d;
+        }
+    }
+    return best;
 }
 
 }  // namespace surf::model

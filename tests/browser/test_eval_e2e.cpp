@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "eval/eval_mind2web.h"
 #include "eval/eval_report.h"
 #include "eval/eval_runner.h"
 #include "model/engine.h"
@@ -197,6 +198,21 @@ TEST_CASE(
     CHECK(html.find("<svg") != std::string::npos);
     for (const auto& [id, r] : rs)
         CHECK(html.find("href=\"" + r.trace + "/report.html\"") != std::string::npos);
+
+    // Online-Mind2Web's WebJudge layout from the real traces: a folder per task, one thought per step, one
+    // screenshot per observed step, the answer in final_result_response.
+    const Mind2WebExport m2w = write_mind2web(dir.string(), records, (dir / "mind2web").string());
+    CHECK(m2w.tasks == 6);
+    for (const std::string& id : kGood) {
+        const TaskRecord& r = rs.at(id);
+        const fs::path task_dir = dir / "mind2web" / task_dir_name(id);
+        const auto result = nlohmann::json::parse(slurp(task_dir / "result.json"));
+        CHECK(result["task"] == r.question);
+        CHECK(result["final_result_response"] == r.answer);
+        CHECK(result["thoughts"].size() == static_cast<size_t>(r.steps));
+        CHECK(result["action_history"].size() <= static_cast<size_t>(r.steps));
+        CHECK(fs::exists(task_dir / "trajectory" / "0.png"));
+    }
 
     // Running again with the same folder finds everything done: nothing runs, nothing is written twice.
     const std::string before = slurp(dir / "results.jsonl");

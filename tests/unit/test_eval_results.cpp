@@ -63,8 +63,14 @@ TEST_CASE("a record round-trips through JSON with every field") {
     r.exact_match = true;
     r.normalized_match = true;
     r.contains_match = true;
+    r.task_fields = {{"level", "easy"}, {"reference_length", 4}};
     const TaskRecord back = record_from_json(nlohmann::json::parse(record_to_json(r).dump()), "x");
     CHECK(record_to_json(back).dump() == record_to_json(r).dump());
+    CHECK(record_to_json(back)["task_fields"]["level"] == "easy");
+    // A task without carried fields writes no task_fields key.
+    CHECK(!record_to_json(rec("b", "S", "answered", true)).contains("task_fields"));
+    CHECK_THROWS_AS(
+        record_from_json(nlohmann::json::parse(R"({"id": "a", "status": "x", "task_fields": [1]})"), "x"), Error);
     CHECK_THROWS_AS(record_from_json(nlohmann::json::parse(R"({"status": "answered"})"), "x"), Error);
     CHECK_THROWS_AS(
         record_from_json(nlohmann::json::parse(R"({"id": "a", "status": "x", "steps": "3"})"), "x"), Error);

@@ -1,5 +1,6 @@
 // Task files for `surf eval`: WebVoyager JSONL (spec/agent.md §3.1) plus surf's optional fields, reference
-// answers from WebVoyager's reference_answer.json, sharding and trace folder names.
+// answers from WebVoyager's reference_answer.json, sharding and trace folder names. The other formats and
+// format detection: test_eval_formats.cpp.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -36,7 +37,7 @@ TEST_CASE("WebVoyager lines parse; the last line may lack its newline; blank lin
     CHECK(parse_tasks(kWebVoyager, "wv.jsonl").size() == 2);  // unterminated last line
 }
 
-TEST_CASE("optional fields: reference answers, allowed domains, max steps; unknown fields are ignored") {
+TEST_CASE("optional fields: reference answers, allowed domains, max steps; unknown fields are carried along") {
     const EvalTask t = parse_task_line(
         R"({"web_name": "S", "id": 7, "ques": "q", "web": "http://x/", "reference_answer": ["25 EUR", "25 euros"],
             "reference_type": "golden", "allowed_domains": ["x"], "max_steps": 4, "level": "easy"})",
@@ -46,6 +47,7 @@ TEST_CASE("optional fields: reference answers, allowed domains, max steps; unkno
     CHECK(t.reference_type == "golden");
     CHECK(t.allowed_domains == std::vector<std::string>{"x"});
     CHECK(t.max_steps == 4);
+    CHECK(t.fields == nlohmann::ordered_json{{"level", "easy"}});
     const EvalTask u = parse_task_line(
         R"({"web_name": "S", "id": "a", "ques": "q", "web": "http://x/", "answer": "y"})", "t:2");
     CHECK(u.references == std::vector<std::string>{"y"});
@@ -55,7 +57,10 @@ TEST_CASE("bad task lines are errors naming the file, line and field") {
     CHECK(error_of([] {
               parse_tasks("{\"web_name\": \"S\", \"id\": \"a\", \"ques\": \"q\"}", "f.jsonl");
           }).find("f.jsonl:1: missing field \"web\"") != std::string::npos);
-    CHECK(error_of([] { parse_tasks("not json", "f.jsonl"); }).find("f.jsonl:1: not valid JSON") == 0);
+    CHECK(error_of([] { parse_tasks("not json", "f.jsonl"); }).find("f.jsonl:1: not a task file") == 0);
+    CHECK(error_of([] {
+              parse_tasks("{\"id\": \"a\", \"ques\": \"q\", \"web\": \"http://x/\"}\n{oops", "f.jsonl");
+          }).find("f.jsonl:2: not valid JSON") == 0);
     CHECK(error_of([] {
               parse_task_line(R"({"web_name": "S", "id": "a", "ques": " ", "web": "http://x"})", "w");
           }).find("\"ques\" is empty") != std::string::npos);

@@ -44,8 +44,8 @@ std::vector<std::string> upward_includes(const fs::path& root, size_t* files) {
             for (int number = 1; std::getline(in, line); ++number) {
                 auto it = kRank.find(include_layer(line));
                 if (it != kRank.end() && it->second > rank) {
-                    violations.push_back(fs::relative(entry.path(), root).string() + ":" + std::to_string(number) +
-                                         ": " + line);
+                    violations.push_back(fs::relative(entry.path(), root).string() + ":" +
+                                         std::to_string(number) + ": " + line);
                 }
             }
         }

@@ -20,3 +20,15 @@ TEST_CASE("cuts never split a UTF-8 character, so the result always serialises a
     CHECK(shorten_utf8("abcdef", 3, "...") == "abc...");
     CHECK(shorten_utf8("abc", 3, "...") == "abc");
 }
+
+TEST_CASE("closest_name suggests a near name for a typo and nothing for another word") {
+    using surf::model::closest_name;
+    using surf::model::edit_distance;
+    CHECK(edit_distance("kitten", "sitting") == 3);
+    CHECK(edit_distance("", "abc") == 3);
+    const std::vector<std::string> keys = {"max-steps", "concurrency", "judge", "out"};
+    CHECK(closest_name("max-step", keys) == "max-steps");
+    CHECK(closest_name("concurency", keys) == "concurrency");
+    CHECK(closest_name("jduge", keys) == "judge");
+    CHECK(closest_name("viewport", keys) == "");
+}
