@@ -176,6 +176,7 @@ def main():
     ap.add_argument("--init", help="start from these exported weights (a model folder) instead of random")
     ap.add_argument("--holdout", type=float, default=0.03,
                     help="share of screenshots kept out of training and measured at the start and end (heldout.py)")
+    ap.add_argument("--holdout-limit", type=int, default=300, help="held-out sequences measured per role")
     ap.add_argument("--out", help="export the final model folder (bf16 safetensors, config, tokenizer) here")
     ap.add_argument("--weights-out", help="export only the final weights (bf16 safetensors) into this folder")
     a = ap.parse_args()
@@ -218,7 +219,7 @@ def main():
     def measure(when):
         if len(held_rows):
             r = heldout.evaluate(model, packed, held_rows, cache, pad_id, ids["<SPECIAL_12>"], tokenizer,
-                                 make_batch, normalise)
+                                 make_batch, normalise, limit=a.holdout_limit)
             print(f"held-out ({when}, {int(held.sum())} sequences): {json.dumps(r)}", flush=True)
 
     if a.init and state["step"] == 0:
