@@ -7,7 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/yaml_json.h"
 #include "kernels/base/error.h"
+#include "model/utf8.h"
 
 #ifndef SURF_PROMPTS_DIR
 #define SURF_PROMPTS_DIR "prompts"
@@ -119,7 +121,11 @@ struct Reader {
     void check_unknown() const {
         for (auto it = j.begin(); it != j.end(); ++it) {
             if (!seen.count(it.key()) && it.key().rfind("_", 0) != 0) {
-                throw Error(ErrorKind::kConfig, origin + ": unknown field \"" + it.key() + "\"");
+                const std::string guess =
+                    model::closest_name(it.key(), std::vector<std::string>(seen.begin(), seen.end()));
+                throw Error(ErrorKind::kConfig,
+                            origin + ": unknown field \"" + it.key() + "\"" +
+                                (guess.empty() ? "" : " (did you mean \"" + guess + "\"?)"));
             }
         }
     }
@@ -133,19 +139,18 @@ std::string default_profile_path() {
 
 std::string profile_for_model(const std::string& model_dir) {
     std::error_code ec;
-    const fs::path own = fs::path(model_dir) / "surf_profile.json";
-    if (!model_dir.empty() && fs::is_regular_file(own, ec)) return own.string();
+    for (const char* name : {"surf_profile.json", "surf_profile.yaml"}) {
+        const fs::path own = fs::path(model_dir) / name;
+        if (!model_dir.empty() && fs::is_regular_file(own, ec)) return own.string();
+    }
     return default_profile_path();
 }
 
 PromptProfile load_profile(const std::string& path) {
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(read_text(path));
-    } catch (const nlohmann::json::parse_error& e) {
-        throw Error(ErrorKind::kFormat, path + ": not valid JSON: " + e.what());
-    }
-    if (!j.is_object()) throw Error(ErrorKind::kFormat, path + ": expected a JSON object");
+    const nlohmann::json j = read_json_or_yaml(path);
+    if (!j.is_object())
+        throw Error(ErrorKind::kFormat,
+                    path + (is_yaml_path(path) ? ": expected a YAML mapping" : ": expected a JSON object"));
     Reader r{j, path, fs::path(path).parent_path(), {}};
     PromptProfile p;
     p.path = path;

@@ -1,8 +1,9 @@
 // A prompt profile: which prompt files and schemas each module uses, and the model-specific settings
 // (coordinate convention, image size sent, thinking switch, stop token, sampling, token budgets). One
-// JSON file in prompts/ (prompts/profile_holotron.json is the default); paths inside it are relative to
-// the file. Loading renders nothing but checks everything: every file exists, every template parses and
-// uses exactly the placeholders its module provides, every schema compiles.
+// JSON file in prompts/ (prompts/profile_holotron.json is the default), or the same keys in YAML (a .yaml or
+// .yml file); paths inside it are relative to the file. Loading renders nothing but checks everything: every
+// file exists, every template parses and uses exactly the placeholders its module provides, every schema
+// compiles.
 #pragma once
 
 #include <memory>
@@ -70,8 +71,8 @@ PromptProfile load_profile(const std::string& path);
 // prompts/profile_holotron.json in the source tree (SURF_PROMPTS_DIR), or $SURF_PROMPTS_DIR at run time.
 std::string default_profile_path();
 
-// The profile a model folder runs with when none is named: the folder's own surf_profile.json when it ships
-// one (models/surf-tiny does), else default_profile_path().
+// The profile a model folder runs with when none is named: the folder's own surf_profile.json (or
+// surf_profile.yaml) when it ships one (models/surf-tiny does), else default_profile_path().
 std::string profile_for_model(const std::string& model_dir);
 
 }  // namespace surf::agent

@@ -151,6 +151,14 @@ double Args::get_double(const std::string& name, double fallback, double lo, dou
     return value;
 }
 
+void Args::set_default(const std::string& name, std::vector<std::string> values) {
+    if (!values_.count(name)) values_[name] = std::move(values);
+}
+
+void Args::set_default_positional(std::vector<std::string> values) {
+    if (positional_.empty()) positional_ = std::move(values);
+}
+
 int register_command(Command command) {
     std::string name = command.name;
     registry()[name] = std::move(command);

@@ -34,6 +34,10 @@ public:
     // A finite number flag in [lo, hi]; throws kInvalidArgument naming the flag, the text and the range otherwise.
     double get_double(const std::string& name, double fallback, double lo, double hi) const;
     const std::vector<std::string>& positional() const { return positional_; }
+    // Fills in a flag (or the positional arguments) from another source, a run configuration: only when the
+    // command line did not give it, so the command line wins.
+    void set_default(const std::string& name, std::vector<std::string> values);
+    void set_default_positional(std::vector<std::string> values);
 
 private:
     std::map<std::string, std::vector<std::string>> values_;
@@ -61,6 +65,9 @@ const std::map<std::string, Command>& commands();
 // The candidate nearest to `word` by edit distance when it is close enough to be a typo of it, else "".
 std::string closest(const std::string& word, const std::vector<std::string>& candidates);
 std::string usage_text(const Command& command);
+
+// surf's version and the backends built in: "0.1.0 (CPU only)".
+std::string version();
 
 }  // namespace surf::cli
 

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -17,8 +18,10 @@
 
 #include "agent/profile.h"
 #include "apps/cli.h"
+#include "apps/config_file.h"
 #include "apps/load_report.h"
 #include "apps/remote_model.h"
+#include "eval/eval_config.h"
 #include "eval/eval_judge.h"
 #include "eval/eval_mind2web.h"
 #include "eval/eval_report.h"
@@ -32,6 +35,52 @@ namespace {
 
 using surf::Error;
 using surf::ErrorKind;
+
+const std::vector<surf::cli::FlagSpec> kEvalFlags = {
+    {"out", "DIR", "results folder (results.jsonl, summary.json, report.html, traces/); re-run to resume"},
+    {"model", "DIR|URL",
+     "model folder (default $SURF_MODEL, else the shipped surf-tiny), or an OpenAI-compatible server "
+     "http://HOST:PORT/v1"},
+    {"backend", "NAME", "cpu (default) or cuda"},
+    {"model-name", "NAME", "with --model http://HOST:PORT/v1: the served model's name"},
+    {"api-key", "KEY", "with a remote --model: Bearer key (default $SURF_API_KEY)"},
+    {"tokenizer", "DIR",
+     "with a remote --model: a local checkpoint folder whose special tokens to neutralise"},
+    {"concurrency", "C", "agents running at once on the one engine and browser (default 1)"},
+    {"ids", "ID,...", "run only these tasks (comma-separated or repeated)", true},
+    {"sites", "SITE,...", "run only tasks on these sites (web_name, case-insensitive)", true},
+    {"limit", "N", "run only the first N tasks (after --ids and --sites)"},
+    {"dry-run", "", "check the task file, print the selected tasks and the plan, run nothing"},
+    {"shard", "i/n", "run only the i-th of n shards (task k goes to shard k mod n), after the selection"},
+    {"max-steps", "N", "policy steps per task unless the task sets max_steps (default 15)"},
+    {"attempts", "K", "answers the validator may reject (default 3)"},
+    {"judge", "NAME", "local (our engine, WebVoyager auto-evaluator protocol; default), remote or none"},
+    {"judge-model", "URL",
+     "with --judge remote: an OpenAI-compatible server http://HOST:PORT/v1 (key: $SURF_JUDGE_API_KEY)"},
+    {"judge-model-name", "NAME", "with --judge remote: the served model's name"},
+    {"judge-screenshots", "K", "last screenshots the judge sees (default 3)"},
+    {"judge-schema", "FILE", "verdict schema (default prompts/schemas/judge_verdict.schema.json)"},
+    {"references", "FILE", "WebVoyager reference_answer.json to match answers against"},
+    {"mind2web-out", "DIR",
+     "also write every recorded task in Online-Mind2Web's WebJudge layout (DIR/<task_id>/result.json, "
+     "trajectory/); an Online-Mind2Web task file writes it to OUT/mind2web unless this names another folder"},
+    {"allow-domain", "D", "hosts tasks may open, unless a task lists its own allowed_domains", true},
+    {"deny-domain", "D", "hosts that may never be opened", true},
+    {"timeout", "S", "wall-time budget per task in seconds (default 600)"},
+    {"page-timeout", "S", "a start page slower than this makes the task an error (default 30)"},
+    {"retry-errors", "", "run tasks recorded as errors again"},
+    {"no-validator", "", "accept the first answer without validation"},
+    {"trust-policy-coordinates", "", "click where the policy points instead of asking the localizer"},
+    {"profile", "FILE",
+     "prompt profile, JSON or YAML (default: the model folder's surf_profile.json, else "
+     "prompts/profile_holotron.json)"},
+    {"template", "FILE", "a Jinja chat template instead of the checkpoint's"},
+    {"viewport", "WxH", "browser viewport in CSS pixels (default 1024x768, WebVoyager's)"},
+    {"seed", "S", "sampling seed (default 0)"},
+    {"chromium", "PATH", "Chromium binary"},
+    {"config", "FILE",
+     "a run configuration (YAML or JSON) whose keys are these flags' names; flags given here win"},
+    {"force", "", "resume into a folder whose recorded configuration (config.json) differs"}};
 
 volatile std::sig_atomic_t g_interrupted = 0;
 void on_sigint(int) {
@@ -82,7 +131,8 @@ int merge(const surf::cli::Args& args) {
     std::vector<std::string> dirs(args.positional().begin() + 1, args.positional().end());
     if (dirs.empty())
         throw Error(ErrorKind::kInvalidArgument, "merge: expected result folders: merge DIR... --out DIR");
-    for (const char* flag : {"model", "model-name", "api-key", "tokenizer", "backend", "concurrency", "shard", "max-steps", "attempts", "judge"}) {
+    for (const char* flag : {"model", "model-name", "api-key", "tokenizer", "backend", "concurrency", "shard",
+                             "max-steps", "attempts", "judge", "config", "force"}) {
         if (args.has(flag))
             throw Error(ErrorKind::kInvalidArgument, std::string("merge takes only --out, not --") + flag);
     }
@@ -126,18 +176,8 @@ void print_plan(const std::string& file, surf::eval::TaskFormat format, size_t i
     }
 }
 
-int run_eval(const surf::cli::Args& args) {
-    if (!args.positional().empty() && args.positional()[0] == "merge") return merge(args);
-    if (args.positional().size() != 1)
-        throw Error(ErrorKind::kInvalidArgument,
-                    "expected exactly one task file argument (or: merge DIR... --out DIR)");
-    const bool dry_run = args.has("dry-run");
-    const std::string out = dry_run ? args.get("out") : args.require("out");
-    // A dry run needs no model: it reads and checks the task file, prints the plan and runs nothing.
-    const std::string model_dir = dry_run ? args.get("model") : surf::cli::model_flag(args);
-    const bool remote_model = surf::cli::is_remote_model(model_dir);
-    if (remote_model) surf::cli::reject_local_model_flags(args);  // before the task file and the connection
-
+// The run options the flags set (defaults where a flag is not given).
+surf::eval::EvalOptions read_options(const surf::cli::Args& args) {
     surf::eval::EvalOptions options;
     options.concurrency = static_cast<int>(args.get_int("concurrency", 1, 1, 256));
     options.max_steps = static_cast<int>(args.get_int("max-steps", 15, 1, 1000));
@@ -152,6 +192,99 @@ int run_eval(const surf::cli::Args& args) {
     options.judge_screenshots = static_cast<int>(args.get_int("judge-screenshots", 3, 1, 64));
     options.retry_errors = args.has("retry-errors");
     options.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0, 9223372036854775807LL));
+    options.shard = args.get("shard");
+    return options;
+}
+
+// A flag's value, or null when it is not given.
+nlohmann::ordered_json optional_flag(const surf::cli::Args& args, const std::string& name) {
+    return args.has(name) ? nlohmann::ordered_json(args.get(name)) : nlohmann::ordered_json(nullptr);
+}
+
+// A path as an absolute, normalised path (a URL or "" unchanged), so that a recorded configuration names the
+// same files from any working directory.
+std::string absolute_path(const std::string& path) {
+    if (path.empty() || path.find("://") != std::string::npos) return path;
+    return std::filesystem::absolute(path).lexically_normal().string();
+}
+
+// A path flag's absolute path, or null when it is not given.
+nlohmann::ordered_json optional_path(const surf::cli::Args& args, const std::string& name) {
+    return args.has(name) ? nlohmann::ordered_json(absolute_path(args.get(name)))
+                          : nlohmann::ordered_json(nullptr);
+}
+
+// The run's full resolved configuration, keyed like the flags: the value each flag has in this run, given or
+// default, with absolute paths, so that it is itself a --config for the same run. --api-key (a secret),
+// --dry-run, --config and --force (how to run, not what) are left out.
+nlohmann::ordered_json resolved_config(const surf::cli::Args& args, const std::string& model_dir,
+                                       const surf::eval::EvalOptions& o,
+                                       const surf::eval::TaskSelection& selection,
+                                       const std::string& judge_kind, const std::string& mind2web_out) {
+    const bool remote = surf::cli::is_remote_model(model_dir);
+    nlohmann::ordered_json c;
+    c["tasks"] = absolute_path(args.positional()[0]);
+    c["out"] = optional_path(args, "out");
+    c["model"] = model_dir.empty() ? nlohmann::ordered_json(nullptr)
+                                   : nlohmann::ordered_json(absolute_path(model_dir));
+    c["backend"] =
+        remote ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(args.get("backend", "cpu"));
+    c["model-name"] = optional_flag(args, "model-name");
+    c["tokenizer"] = optional_path(args, "tokenizer");
+    c["concurrency"] = o.concurrency;
+    c["ids"] = selection.ids;
+    c["sites"] = selection.sites;
+    c["limit"] = selection.limit;
+    c["shard"] = optional_flag(args, "shard");
+    c["max-steps"] = o.max_steps;
+    c["attempts"] = o.attempts;
+    c["judge"] = judge_kind;
+    c["judge-model"] = optional_flag(args, "judge-model");
+    c["judge-model-name"] = optional_flag(args, "judge-model-name");
+    c["judge-screenshots"] = o.judge_screenshots;
+    c["judge-schema"] = optional_path(args, "judge-schema");
+    c["references"] = optional_path(args, "references");
+    c["mind2web-out"] = mind2web_out.empty() ? nlohmann::ordered_json(nullptr)
+                                             : nlohmann::ordered_json(absolute_path(mind2web_out));
+    c["allow-domain"] = o.allow_domains;
+    c["deny-domain"] = o.deny_domains;
+    c["timeout"] = o.task_timeout_seconds;
+    c["page-timeout"] = o.page_timeout_seconds;
+    c["retry-errors"] = o.retry_errors;
+    c["no-validator"] = !o.use_validator;
+    c["trust-policy-coordinates"] = o.trust_policy_coordinates;
+    const std::string profile = args.get("profile");
+    c["profile"] = absolute_path(profile.empty() ? surf::agent::profile_for_model(model_dir) : profile);
+    c["template"] = optional_path(args, "template");
+    c["viewport"] = std::to_string(o.viewport_width) + "x" + std::to_string(o.viewport_height);
+    c["seed"] = o.seed;
+    c["chromium"] = optional_flag(args, "chromium");
+    return c;
+}
+
+// Flags that may change between runs into one results folder: where the results go, how fast, which of the
+// tasks and which browser binary; not what is measured.
+const std::vector<std::string> kResumeFreeKeys = {"out",   "concurrency",  "ids",          "sites",   "limit",
+                                                  "shard", "retry-errors", "mind2web-out", "chromium"};
+
+int run_eval(const surf::cli::Args& cli_args) {
+    if (!cli_args.positional().empty() && cli_args.positional()[0] == "merge") return merge(cli_args);
+    // A run configuration fills in what the command line does not give.
+    const surf::cli::Args args =
+        cli_args.has("config")
+            ? surf::cli::apply_config_file(cli_args, cli_args.get("config"), kEvalFlags, "tasks")
+            : cli_args;
+    if (args.positional().size() != 1)
+        throw Error(ErrorKind::kInvalidArgument,
+                    "expected exactly one task file argument (or: merge DIR... --out DIR)");
+    const bool dry_run = args.has("dry-run");
+    const std::string out = dry_run ? args.get("out") : args.require("out");
+    // A dry run needs no model: it reads and checks the task file, prints the plan and runs nothing.
+    const std::string model_dir = dry_run ? args.get("model") : surf::cli::model_flag(args);
+    const bool remote_model = surf::cli::is_remote_model(model_dir);
+    if (remote_model) surf::cli::reject_local_model_flags(args);  // before the task file and the connection
+
+    surf::eval::EvalOptions options = read_options(args);
     const std::string judge_kind = args.get("judge", "local");
     if (judge_kind != "local" && judge_kind != "remote" && judge_kind != "none")
         throw Error(ErrorKind::kInvalidArgument, "--judge \"" + judge_kind + "\": expected local, remote or none");
@@ -181,16 +314,28 @@ int run_eval(const surf::cli::Args& args) {
     if (args.has("shard")) {
         const surf::eval::Shard shard = surf::eval::parse_shard(args.get("shard"));
         tasks = surf::eval::select_shard(tasks, shard);
-        options.shard = args.get("shard");
     }
+    const nlohmann::ordered_json config =
+        resolved_config(args, model_dir, options, selection, judge_kind, mind2web_out);
     if (dry_run) {
         print_plan(args.positional()[0], file.format, in_file, tasks, options, judge_kind);
+        std::printf("config: %s\n", config.dump().c_str());
         return 0;
     }
+    // The record of what this run is, checked against the folder's before the model loads.
+    options.run_record = surf::eval::make_run_record(
+        config, surf::eval::model_fingerprint(model_dir, args.get("model-name")), surf::cli::version());
+    options.resume_free_keys = kResumeFreeKeys;
+    options.force = args.has("force");
+    if (const auto before = surf::eval::read_run_record(out)) {
+        const auto diffs = surf::eval::run_differences(*before, options.run_record, kResumeFreeKeys);
+        if (!diffs.empty() && !options.force)
+            throw Error(ErrorKind::kConfig, surf::eval::config_conflict(out, diffs));
+        for (const std::string& d : diffs)
+            std::fprintf(stderr, "--force: %s differs from %s/config.json\n", d.c_str(), out.c_str());
+    }
 
-    const std::string profile_path = args.get("profile");
-    surf::agent::PromptProfile profile =
-        surf::agent::load_profile(profile_path.empty() ? surf::agent::profile_for_model(model_dir) : profile_path);
+    surf::agent::PromptProfile profile = surf::agent::load_profile(config["profile"].get<std::string>());
 
     std::shared_ptr<surf::model::Engine> engine;
     if (remote_model) {
@@ -289,41 +434,6 @@ SURF_COMMAND(surf::cli::Command{
     "TASKS --out DIR [--model DIR|URL] [--backend cpu|cuda] [--concurrency C] [--shard i/n] [--max-steps "
     "N] "
     "[--attempts K] [--judge local|remote|none] [--allow-domain D]... [flags]  |  merge DIR... --out DIR",
-    {{"out", "DIR", "results folder (results.jsonl, summary.json, report.html, traces/); re-run to resume"},
-     {"model", "DIR|URL", "model folder (default $SURF_MODEL, else the shipped surf-tiny), or an OpenAI-compatible server http://HOST:PORT/v1"},
-     {"backend", "NAME", "cpu (default) or cuda"},
-     {"model-name", "NAME", "with --model http://HOST:PORT/v1: the served model's name"},
-     {"api-key", "KEY", "with a remote --model: Bearer key (default $SURF_API_KEY)"},
-     {"tokenizer", "DIR", "with a remote --model: a local checkpoint folder whose special tokens to neutralise"},
-     {"concurrency", "C", "agents running at once on the one engine and browser (default 1)"},
-     {"ids", "ID,...", "run only these tasks (comma-separated or repeated)", true},
-     {"sites", "SITE,...", "run only tasks on these sites (web_name, case-insensitive)", true},
-     {"limit", "N", "run only the first N tasks (after --ids and --sites)"},
-     {"dry-run", "", "check the task file, print the selected tasks and the plan, run nothing"},
-     {"shard", "i/n", "run only the i-th of n shards (task k goes to shard k mod n), after the selection"},
-     {"max-steps", "N", "policy steps per task unless the task sets max_steps (default 15)"},
-     {"attempts", "K", "answers the validator may reject (default 3)"},
-     {"judge", "NAME", "local (our engine, WebVoyager auto-evaluator protocol; default), remote or none"},
-     {"judge-model", "URL", "with --judge remote: an OpenAI-compatible server http://HOST:PORT/v1 (key: $SURF_JUDGE_API_KEY)"},
-     {"judge-model-name", "NAME", "with --judge remote: the served model's name"},
-     {"judge-screenshots", "K", "last screenshots the judge sees (default 3)"},
-     {"judge-schema", "FILE", "verdict schema (default prompts/schemas/judge_verdict.schema.json)"},
-     {"references", "FILE", "WebVoyager reference_answer.json to match answers against"},
-     {"mind2web-out", "DIR",
-      "also write every recorded task in Online-Mind2Web's WebJudge layout (DIR/<task_id>/result.json, "
-      "trajectory/); an Online-Mind2Web task file writes it to OUT/mind2web unless this names another folder"},
-     {"allow-domain", "D", "hosts tasks may open, unless a task lists its own allowed_domains", true},
-     {"deny-domain", "D", "hosts that may never be opened", true},
-     {"timeout", "S", "wall-time budget per task in seconds (default 600)"},
-     {"page-timeout", "S", "a start page slower than this makes the task an error (default 30)"},
-     {"retry-errors", "", "run tasks recorded as errors again"},
-     {"no-validator", "", "accept the first answer without validation"},
-     {"trust-policy-coordinates", "", "click where the policy points instead of asking the localizer"},
-     {"profile", "FILE", "prompt profile JSON (default: the model folder's surf_profile.json, else prompts/profile_holotron.json)"},
-     {"template", "FILE", "a Jinja chat template instead of the checkpoint's"},
-     {"viewport", "WxH", "browser viewport in CSS pixels (default 1024x768, WebVoyager's)"},
-     {"seed", "S", "sampling seed (default 0)"},
-     {"chromium", "PATH", "Chromium binary"}},
-    run_eval});
+    kEvalFlags, run_eval});
 
 }  // namespace

@@ -2,14 +2,18 @@
 
 #include "apps/cli.h"
 
+std::string surf::cli::version() {
+#ifdef SURF_HAVE_CUDA
+    return "0.1.0 (CUDA backend built)";
+#else
+    return "0.1.0 (CPU only)";
+#endif
+}
+
 namespace {
 
 int run_version(const surf::cli::Args&) {
-#ifdef SURF_HAVE_CUDA
-    std::printf("surf 0.1.0 (CUDA backend built)\n");
-#else
-    std::printf("surf 0.1.0 (CPU only)\n");
-#endif
+    std::printf("surf %s\n", surf::cli::version().c_str());
     return 0;
 }
 

@@ -1,9 +1,6 @@
 #include "eval/eval_report.h"
 #include "model/utf8.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -63,24 +60,26 @@ std::string tri(const std::optional<bool>& b, const char* yes = "yes", const cha
     return b ? (*b ? yes : no) : "–";
 }
 
-void write_atomic(const fs::path& path, const std::string& text) {
-    const std::string tmp = path.string() + ".tmp";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw Error(ErrorKind::kIo, tmp + ": cannot open for writing");
-    size_t done = 0;
-    while (done < text.size()) {
-        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-        if (n <= 0) {
-            ::close(fd);
-            throw Error(ErrorKind::kIo, tmp + ": write failed");
-        }
-        done += static_cast<size_t>(n);
+// The run's configuration, model, version, date and machine (eval/eval_config.h), folded away.
+std::string run_section(const ordered_json& run) {
+    std::ostringstream h;
+    const auto text = [&](const char* key) { return run.contains(key) ? run[key].get<std::string>() : ""; };
+    h << "<p><span class=\"k\">Run:</span> surf " << html_escape(text("surf_version")) << " on "
+      << html_escape(text("host")) << ", " << html_escape(text("date"));
+    if (run.contains("model")) {
+        const auto& m = run["model"];
+        h << " &nbsp; <span class=\"k\">Model:</span> "
+          << html_escape(m.value("path", m.value("url", std::string()))) << " "
+          << html_escape(m.value("checksum", m.value("name", std::string())));
     }
-    ::fsync(fd);
-    ::close(fd);
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) throw Error(ErrorKind::kIo, path.string() + ": cannot replace: " + ec.message());
+    h << "</p>\n<details><summary>Configuration</summary><table>";
+    if (run.contains("config")) {
+        for (auto it = run["config"].begin(); it != run["config"].end(); ++it)
+            h << "<tr><th>" << html_escape(it.key()) << "</th><td>" << html_escape(it.value().dump())
+              << "</td></tr>";
+    }
+    h << "</table></details>\n";
+    return h.str();
 }
 
 }  // namespace
@@ -269,6 +268,7 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
       << fmt("%.1f", s["wall_s"]["p50"].get<double>()) << " s, p90 "
       << fmt("%.1f", s["wall_s"]["p90"].get<double>()) << " s</p>\n";
 
+    if (s.contains("run")) h << run_section(s["run"]);
     h << "<h2>Per "
          "site</h2>\n<table><tr><th>Site</th><th>Tasks</th><th>Succeeded</th><th>Rate</th><th>Errors</th>"
          "<th>Mean wall (s)</th></tr>\n";
@@ -325,11 +325,12 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
     return h.str();
 }
 
-void write_summary_and_report(const std::string& dir, const std::vector<TaskRecord>& records,
-                              size_t planned) {
-    const ordered_json s = summarize(records, planned);
-    write_atomic(fs::path(dir) / "summary.json", s.dump(2) + "\n");
-    write_atomic(fs::path(dir) / "report.html", render_eval_report(records, s));
+void write_summary_and_report(const std::string& dir, const std::vector<TaskRecord>& records, size_t planned,
+                              const ordered_json& run) {
+    ordered_json s = summarize(records, planned);
+    if (!run.is_null()) s["run"] = run;
+    write_file_atomic((fs::path(dir) / "summary.json").string(), s.dump(2) + "\n");
+    write_file_atomic((fs::path(dir) / "report.html").string(), render_eval_report(records, s));
 }
 
 std::vector<TaskRecord> merge_results(const std::vector<std::string>& dirs, const std::string& out_dir) {
@@ -356,7 +357,7 @@ std::vector<TaskRecord> merge_results(const std::vector<std::string>& dirs, cons
     }
     std::string body;
     for (const TaskRecord& r : merged) body += record_to_json(r).dump() + "\n";
-    write_atomic(fs::path(out_dir) / "results.jsonl", body);
+    write_file_atomic((fs::path(out_dir) / "results.jsonl").string(), body);
     write_summary_and_report(out_dir, merged);
     return merged;
 }

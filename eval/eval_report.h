@@ -25,9 +25,10 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const nlo
 std::string svg_histogram(const std::vector<double>& values, int bins, const std::string& x_label,
                           bool integers);
 
-// Writes DIR/summary.json and DIR/report.html (each via a temp file and rename). Throws Error(kIo).
+// Writes DIR/summary.json and DIR/report.html (each via a temp file and rename); `run` (eval/eval_config.h),
+// unless null, goes into both under "run". Throws Error(kIo).
 void write_summary_and_report(const std::string& dir, const std::vector<TaskRecord>& records,
-                              size_t planned = 0);
+                              size_t planned = 0, const nlohmann::ordered_json& run = nullptr);
 
 // Reads DIR/results.jsonl of each folder (a torn last line is ignored), checks that no task id appears in
 // two folders (Error kInvalidArgument naming both), rewrites trace paths relative to out_dir, and writes

@@ -100,6 +100,26 @@ std::vector<TaskRecord> parse_results(const std::string& text, const std::string
 
 }  // namespace
 
+void write_file_atomic(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error(ErrorKind::kIo, tmp + ": cannot open for writing");
+    size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n <= 0) {
+            ::close(fd);
+            throw Error(ErrorKind::kIo, tmp + ": write failed");
+        }
+        done += static_cast<size_t>(n);
+    }
+    ::fsync(fd);
+    ::close(fd);
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) throw Error(ErrorKind::kIo, path + ": cannot replace: " + ec.message());
+}
+
 std::string utc_now_iso() {
     const std::time_t now = std::time(nullptr);
     std::tm tm{};

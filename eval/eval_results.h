@@ -96,6 +96,10 @@ private:
     mutable std::mutex mutex_;
 };
 
+// Replaces `path` with `text` through a temp file (fsync'ed) and a rename, so readers see the old or the new
+// file, never a part. Throws Error(kIo).
+void write_file_atomic(const std::string& path, const std::string& text);
+
 // Current UTC time as "2026-11-27T10:15:00Z".
 std::string utc_now_iso();
 

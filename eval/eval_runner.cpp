@@ -8,6 +8,7 @@
 #include "agent/environment.h"
 #include "agent/loop.h"
 #include "agent/trace.h"
+#include "eval/eval_config.h"
 #include "eval/eval_report.h"
 #include "kernels/base/error.h"
 #include "tools/browser/browser_session.h"
@@ -204,6 +205,13 @@ private:
 
 }  // namespace
 
+std::string config_conflict(const std::string& dir, const std::vector<std::string>& differences) {
+    std::string list;
+    for (const std::string& d : differences) list += (list.empty() ? "" : ", ") + d;
+    return dir + " holds results of a run with another configuration (" + dir + "/config.json): " + list +
+           "; resume with the same configuration, use another --out, or pass --force to continue anyway";
+}
+
 EvalRunner::EvalRunner(std::shared_ptr<model::Engine> engine, agent::PromptProfile profile,
                        std::shared_ptr<const model::ChatTemplate> chat_template, std::shared_ptr<Judge> judge,
                        EvalOptions options, tools::BrowserOptions browser_options)
@@ -242,7 +250,15 @@ EvalProgress EvalRunner::progress() const {
 }
 
 EvalOutcome EvalRunner::run(const std::vector<EvalTask>& tasks, const std::string& out_dir) {
+    // Checked before the results file is opened (retry_errors rewrites it): a refused run changes nothing.
+    if (!options_.run_record.is_null() && !options_.force) {
+        if (const auto before = read_run_record(out_dir)) {
+            const auto diffs = run_differences(*before, options_.run_record, options_.resume_free_keys);
+            if (!diffs.empty()) throw Error(ErrorKind::kConfig, config_conflict(out_dir, diffs));
+        }
+    }
     ResultsFile results(out_dir, options_.retry_errors);
+    if (!options_.run_record.is_null()) write_run_record(out_dir, options_.run_record);
     const std::set<std::string> finished = results.finished_ids();
     std::vector<const EvalTask*> queue;
     {
@@ -269,7 +285,7 @@ EvalOutcome EvalRunner::run(const std::vector<EvalTask>& tasks, const std::strin
     outcome.progress = progress();
     outcome.stopped = stopping_.load();
     outcome.records = results.all();
-    write_summary_and_report(out_dir, outcome.records, tasks.size());
+    write_summary_and_report(out_dir, outcome.records, tasks.size(), options_.run_record);
     return outcome;
 }
 

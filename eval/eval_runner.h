@@ -50,6 +50,12 @@ struct EvalOptions {
     uint64_t seed = 0;
     // Consecutive observations without a screenshot after which the task is an error (a hung renderer).
     int max_blind_steps = 3;
+    // What the run is (eval/eval_config.h): unless null, written to DIR/config.json, summary.json and
+    // report.html. A folder whose config.json differs from it, other than in `resume_free_keys`, is refused
+    // (Error kConfig naming the keys) unless `force`.
+    nlohmann::ordered_json run_record;
+    std::vector<std::string> resume_free_keys;
+    bool force = false;
 };
 
 struct EvalProgress {
@@ -69,6 +75,10 @@ struct EvalOutcome {
     bool stopped = false;             // stop() was called: some tasks did not run
     std::vector<TaskRecord> records;  // everything in results.jsonl now
 };
+
+// The error for a folder whose recorded configuration differs from this run's: the folder, its config.json
+// and each difference.
+std::string config_conflict(const std::string& dir, const std::vector<std::string>& differences);
 
 class EvalRunner {
 public:

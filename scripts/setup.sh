@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
     build-essential cmake ninja-build pkg-config git
-    doctest-dev nlohmann-json3-dev libpcre2-dev libstb-dev libcurl4-openssl-dev
+    doctest-dev nlohmann-json3-dev libpcre2-dev libstb-dev libcurl4-openssl-dev libyaml-cpp-dev
     chromium fonts-dejavu-core python3
 )
 missing=()

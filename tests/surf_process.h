@@ -29,8 +29,9 @@ inline std::string slurp(const std::filesystem::path& path) {
     return content.str();
 }
 
-// Runs surf with args, stdout and stderr to temporary files (no pipe to drain while waiting).
-inline Result run_surf(const std::vector<std::string>& args) {
+// Runs surf with args, stdout and stderr to temporary files (no pipe to drain while waiting), in the folder
+// `cwd` when given.
+inline Result run_surf(const std::vector<std::string>& args, const std::string& cwd = "") {
     const std::filesystem::path dir = std::filesystem::temp_directory_path();
     const std::string tag = "surf_test_cli_" + std::to_string(::getpid());
     const std::filesystem::path out_path = dir / (tag + ".out"), err_path = dir / (tag + ".err");
@@ -47,6 +48,7 @@ inline Result run_surf(const std::vector<std::string>& args) {
         if (out < 0 || err < 0) ::_exit(126);
         ::dup2(out, 1);
         ::dup2(err, 2);
+        if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(125);
         ::execv(kSurf.c_str(), argv.data());
         ::_exit(127);
     }
