@@ -6,9 +6,9 @@
 # The exported weights and the log land in $OUT.
 #
 # Chained runs (CHAIN=1): one call's upload is small, but a machine kept warm between calls keeps the
-# git-ignored files of the earlier calls. Each call then carries only a new packed folder
-# (.train_data/pN), trains on every .train_data/p* folder present, starts from the weights the previous
-# call left in .train_data/chain/latest (or from .train_data/init on the first call), and leaves its own there.
+# files outside the checkout that the earlier calls left. Each call then carries only a new packed folder
+# (.train_data/pN), which joins the chain's data in $CHAIN_DIR, trains on all of it, starts from
+# .train_data/init when carried or else the weights the previous call left there, and leaves its own.
 # NEED_PREVIOUS=1 refuses to start without the previous call's weights.
 set -euo pipefail
 export PYTHONUNBUFFERED=1
@@ -16,16 +16,21 @@ export PYTHONUNBUFFERED=1
 CKPT=${CKPT:-.train_data/ckpt}
 ARGS=()
 if [ "${CHAIN:-0}" = 1 ]; then
-    DATA=$(ls -d .train_data/p*/ | sed 's:/$::' | paste -sd,)
-    CKPT=.train_data/chain/ckpt
+    # The sync of the working tree removes git-ignored paths that a call does not carry, so the chain's
+    # state lives outside the checkout.
+    CH=${CHAIN_DIR:-/tmp/surf_tiny_chain}
+    mkdir -p "$CH/data"
+    for p in .train_data/p*/; do p=${p%/}; rm -rf "$CH/data/${p##*/}"; cp -r "$p" "$CH/data/"; done
+    DATA=$(ls -d "$CH"/data/p*/ | sed 's:/$::' | paste -sd,)
+    CKPT=$CH/ckpt
     rm -rf "$CKPT"
-    if [ "${NEED_PREVIOUS:-0}" = 1 ] && [ ! -d .train_data/chain/latest ]; then
+    if [ "${NEED_PREVIOUS:-0}" = 1 ] && [ ! -d "$CH/latest" ] && [ ! -d .train_data/init ]; then
         echo "chain: no weights from a previous call (the machine went cold): nothing trained" >&2
         exit 3
     fi
-    if [ -d .train_data/chain/latest ]; then ARGS+=(--init .train_data/chain/latest)
-    elif [ -d .train_data/init ]; then ARGS+=(--init .train_data/init); fi
-    ARGS+=(--out .train_data/chain/next)
+    if [ -d .train_data/init ]; then ARGS+=(--init .train_data/init)
+    elif [ -d "$CH/latest" ]; then ARGS+=(--init "$CH/latest"); fi
+    ARGS+=(--out "$CH/next")
     echo "chain: data $DATA; ${ARGS[*]}"
 fi
 : "${DATA:?}"
@@ -36,5 +41,5 @@ python3 -m train.surf_tiny.train --data "$DATA" --model "$MODEL" --ckpt "$CKPT" 
     --max-minutes "$MINUTES" --workers "${WORKERS:-14}" --weights-out "$OUT/weights" "${ARGS[@]}" ${TRAIN_ARGS:-} \
     2>&1 | tee -a "$OUT/train.log"
 if [ "${CHAIN:-0}" = 1 ]; then
-    rm -rf .train_data/chain/latest && mv .train_data/chain/next .train_data/chain/latest
+    rm -rf "$CH/latest" && mv "$CH/next" "$CH/latest"
 fi
