@@ -149,11 +149,16 @@ def pack(paths, model_dir, out, max_tokens=8192):
     enc = Encoder(model_dir)
     os.makedirs(os.path.join(out, "shots"), exist_ok=True)
     shot_index, shot_names, shot_sizes = {}, [], []
-    seq_tokens, seq_mask, seq_role, seq_family, img_rows = [], [], [], [], []
+    seq_tokens, seq_mask, seq_role, seq_family, seq_episode, img_rows = [], [], [], [], [], []
+    episode_keys = []
     roles = {"policy": 0, "localizer": 1, "validator": 2}
     families = {}
     for ep in read_episodes(paths):
         fam = families.setdefault(ep.get("family", ""), len(families))
+        # An episode's key is its first screenshot's name (a content hash): unique across seeds and packs,
+        # so that a held-out split by episode (heldout.py) keeps all of a task's sequences on one side.
+        first = next((p["image"] for s in ep["sessions"] for t in s["turns"] for p in t["parts"] if "image" in p), "")
+        episode_keys.append(os.path.splitext(os.path.basename(first))[0] or ep.get("id", ""))
         for s in ep["sessions"]:
             for t in s["turns"]:
                 for p in t["parts"]:
@@ -182,12 +187,14 @@ def pack(paths, model_dir, out, max_tokens=8192):
             seq_mask.append(np.array(mask, np.uint8))
             seq_role.append(roles[s["role"]])
             seq_family.append(fam)
+            seq_episode.append(len(episode_keys) - 1)
             img_rows += [(n, pos, k) for pos, k in images]
     lens = np.array([len(t) for t in seq_tokens], np.int64)
     np.savez_compressed(
         os.path.join(out, "sequences.npz"), tokens=np.concatenate(seq_tokens), mask=np.concatenate(seq_mask),
         offsets=np.concatenate([[0], np.cumsum(lens)]), role=np.array(seq_role, np.int8),
-        family=np.array(seq_family, np.int16), images=np.array(img_rows, np.int64).reshape(-1, 3),
+        family=np.array(seq_family, np.int16), episode=np.array(seq_episode, np.int32),
+        episode_keys=np.array(episode_keys), images=np.array(img_rows, np.int64).reshape(-1, 3),
         shot_sizes=np.array(shot_sizes, np.int32), shot_names=np.array(shot_names))
     json.dump({"families": list(families), "roles": list(roles), "sequences": len(seq_tokens),
                "tokens": int(lens.sum()), "loss_tokens": int(sum(m.sum() for m in seq_mask)),

@@ -28,14 +28,17 @@ POINT = re.compile(r'"x"\s*:\s*(-?\d+)\s*,\s*"y"\s*:\s*(-?\d+)')
 
 
 def held_out(packed, fraction):
-    """Boolean per sequence: its first screenshot's name hashes below `fraction` (stable across runs and data
-    sets, since recorded names are content hashes)."""
+    """Boolean per sequence: its episode's key (data.pack: the episode's first screenshot), or for older packs
+    its own first screenshot's name, hashes below `fraction`. Stable across runs and data sets, since recorded
+    names are content hashes. A split by episode keeps every step of a held-out task out of training; the
+    split by screenshot of older packs lets other steps of the same page train, which flatters the measure."""
     if fraction <= 0:
         return np.zeros(packed.n, bool)
     cut = int(fraction * 2**32)
-    shot_held = np.array([int(hashlib.sha1(os.path.basename(p).encode()).hexdigest()[:8], 16) < cut
-                          for p in packed.shot_paths], bool)
-    return np.array([s >= 0 and shot_held[s] for s in packed.first_shot], bool)
+    below = lambda name: int(hashlib.sha1(name.encode()).hexdigest()[:8], 16) < cut
+    shot_held = np.array([below(os.path.basename(p)) for p in packed.shot_paths], bool)
+    return np.array([below(k + ".webp") if k is not None else (s >= 0 and shot_held[s])
+                     for k, s in zip(packed.episode_key, packed.first_shot)], bool)
 
 
 def _logits(model, tokens, tiles, index, normalise):

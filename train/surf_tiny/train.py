@@ -29,7 +29,7 @@ class Packed:
 
     def __init__(self, folders):
         self.tokens, self.mask, self.lengths, self.images_of = [], [], [], []
-        self.shot_paths, self.shot_of, self.role = [], {}, []
+        self.shot_paths, self.shot_of, self.role, self.episode_key = [], {}, [], []
         for folder in folders:
             if not os.path.exists(os.path.join(folder, "sequences.npz")):
                 print(f"warning: no packed data in {folder}; skipped", flush=True)
@@ -38,6 +38,8 @@ class Packed:
             # Each z[...] decompresses the whole array: read every array once.
             offsets, names, tokens, mask = z["offsets"], z["shot_names"], z["tokens"], z["mask"]
             self.role.append(z["role"])
+            # Older packs have no episode keys: their sequences are keyed by their first screenshot (heldout.py).
+            keys = z["episode_keys"][z["episode"]] if "episode" in z.files else None
             first = len(self.lengths)
             for i in range(len(offsets) - 1):
                 a, b = offsets[i], offsets[i + 1]
@@ -45,6 +47,7 @@ class Packed:
                 self.mask.append(mask[a:b])
                 self.lengths.append(b - a)
                 self.images_of.append([])
+                self.episode_key.append(str(keys[i]) if keys is not None else None)
             for seq, pos, shot in z["images"]:
                 path = os.path.join(folder, "shots", str(names[shot]))
                 if path not in self.shot_of:
