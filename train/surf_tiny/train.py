@@ -88,6 +88,23 @@ def batches(seqs, lengths, first_shot, token_budget, rng, max_rows=64, bucket=64
     return out
 
 
+def epoch_sequences(packed, usable, policy_repeat, localizer_per_shot, rng):
+    """The sequence indices of one epoch: every usable one, the policy sessions `policy_repeat` times, and,
+    with localizer_per_shot > 0, a fresh random draw of at most that many localizer questions per screenshot
+    (a screenshot carries up to 40 of them and one policy turn)."""
+    policy = np.flatnonzero((packed.role == 0) & usable)
+    loc = np.flatnonzero((packed.role == 1) & usable)
+    rest = np.flatnonzero((packed.role == 2) & usable)
+    if localizer_per_shot > 0 and len(loc):
+        loc = loc[rng.permutation(len(loc))]
+        shot = packed.first_shot[loc]
+        order = np.argsort(shot, kind="stable")
+        loc, shot = loc[order], shot[order]
+        rank = np.arange(len(loc)) - np.searchsorted(shot, shot, side="left")
+        loc = loc[rank < localizer_per_shot]
+    return np.concatenate([policy] * max(1, policy_repeat) + [loc, rest])
+
+
 def load_tiles(path):
     """A screenshot's tiles exactly as surf tiles it (Pillow bicubic), [n, S, S, 3] uint8."""
     from PIL import Image
@@ -175,6 +192,8 @@ def main():
     ap.add_argument("--workers", type=int, default=12, help="processes that tile the screenshots at the start")
     ap.add_argument("--text-weight", type=float, default=0.0, help="weight of the loss on the prompt's text tokens")
     ap.add_argument("--policy-repeat", type=int, default=1, help="draw each policy session this often per epoch")
+    ap.add_argument("--localizer-per-shot", type=int, default=0,
+                    help="draw at most this many localizer sequences per screenshot each epoch (0 = all)")
     ap.add_argument("--profile-at", type=int, default=-1, help="print a profile of the steps from this one")
     ap.add_argument("--init", help="start from these exported weights (a model folder) instead of random")
     ap.add_argument("--holdout", type=float, default=0.03,
@@ -232,7 +251,7 @@ def main():
     log_t, log_loss, log_n, stop, prof = time.time(), 0.0, 0, False, None
     while state["step"] < a.steps and not stop:
         rng = np.random.default_rng(a.seed + state["epoch"])
-        seqs = np.concatenate([np.flatnonzero(~held)] + [np.flatnonzero((packed.role == 0) & ~held)] * (a.policy_repeat - 1))
+        seqs = epoch_sequences(packed, ~held, a.policy_repeat, a.localizer_per_shot, rng)
         lists = batches(seqs, packed.lengths, packed.first_shot, a.tokens_per_batch, rng)
         for rows in lists[state["batch"]:]:
             for g in opt.param_groups:
