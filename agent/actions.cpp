@@ -1,10 +1,12 @@
 #include "agent/actions.h"
 #include "model/utf8.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "kernels/base/error.h"
+#include "tools/browser/input.h"
 
 namespace surf::agent {
 
@@ -14,6 +16,7 @@ constexpr int kMaxCoordinate = 1000;
 constexpr size_t kMaxElementChars = 300;
 constexpr size_t kMaxContentChars = 4000;
 constexpr size_t kMaxUrlChars = 2048;
+constexpr size_t kMaxKeysChars = 40;
 
 [[noreturn]] void fail(const std::string& message) {
     throw Error(ErrorKind::kModelOutput, message);
@@ -80,14 +83,25 @@ const char* scroll_direction_name(ScrollDirection d) {
     return "?";
 }
 
+const std::vector<std::string>& action_names() {
+    static const std::vector<std::string> names = {"click", "write", "scroll", "goto",  "back",
+                                                   "refresh", "wait", "answer", "key"};
+    return names;
+}
+
 const char* action_name(const Action& action) {
-    static const char* const kNames[] = {"click", "write",   "scroll", "goto",
-                                         "back",  "refresh", "wait",   "answer"};
-    return kNames[action.index()];
+    static_assert(std::variant_size_v<Action> == 9, "action_names() lists every alternative of Action");
+    return action_names()[action.index()].c_str();
+}
+
+std::vector<PointTarget> action_points(const Action& action) {
+    if (auto* c = std::get_if<ClickAction>(&action)) return {{c->element, c->x, c->y}};
+    if (auto* w = std::get_if<WriteAction>(&action)) return {{w->element, w->x, w->y}};
+    return {};
 }
 
 bool needs_point(const Action& action) {
-    return std::holds_alternative<ClickAction>(action) || std::holds_alternative<WriteAction>(action);
+    return !action_points(action).empty();
 }
 
 bool is_answer(const Action& action) {
@@ -95,10 +109,70 @@ bool is_answer(const Action& action) {
 }
 
 std::string action_target(const Action& action) {
-    if (auto* c = std::get_if<ClickAction>(&action)) return c->element;
-    if (auto* w = std::get_if<WriteAction>(&action)) return w->element;
     if (auto* g = std::get_if<GotoAction>(&action)) return g->url;
-    return "";
+    const std::vector<PointTarget> points = action_points(action);
+    return points.empty() ? "" : points.front().element;
+}
+
+namespace {
+
+std::string joined(const std::vector<std::string>& names) {
+    std::string s;
+    for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    return s;
+}
+
+// A branch of the action's anyOf, with a local "#/..." $ref followed (JSON pointer into the schema).
+const nlohmann::json& resolve_ref(const nlohmann::json& schema, const nlohmann::json& branch,
+                                  const std::string& origin) {
+    auto ref = branch.find("$ref");
+    if (ref == branch.end()) return branch;
+    const std::string target = ref->is_string() ? ref->get<std::string>() : "";
+    if (target.rfind("#/", 0) != 0)
+        throw Error(ErrorKind::kConfig, origin + ": action branch $ref " + ref->dump() + " is not a local reference");
+    const nlohmann::json::json_pointer pointer(target.substr(1));
+    if (!schema.contains(pointer))
+        throw Error(ErrorKind::kConfig, origin + ": action branch $ref \"" + target + "\" points at nothing");
+    return schema.at(pointer);
+}
+
+}  // namespace
+
+std::vector<std::string> offered_actions(const nlohmann::json& schema, const std::string& origin) {
+    const nlohmann::json* action = nullptr;
+    if (schema.is_object() && schema.contains("properties") && schema["properties"].is_object() &&
+        schema["properties"].contains("action"))
+        action = &schema["properties"]["action"];
+    if (!action) throw Error(ErrorKind::kConfig, origin + ": the policy schema has no properties.action");
+    std::vector<nlohmann::json> branches;
+    const nlohmann::json& root = resolve_ref(schema, *action, origin);
+    for (const char* key : {"anyOf", "oneOf"})
+        if (root.contains(key) && root[key].is_array()) branches.insert(branches.end(), root[key].begin(), root[key].end());
+    if (branches.empty()) branches.push_back(root);
+    std::vector<std::string> offered;
+    for (const nlohmann::json& b : branches) {
+        const nlohmann::json& branch = resolve_ref(schema, b, origin);
+        const nlohmann::json* type = nullptr;
+        if (branch.is_object() && branch.contains("properties") && branch["properties"].contains("type"))
+            type = &branch["properties"]["type"];
+        if (!type || !type->contains("const") || !(*type)["const"].is_string())
+            throw Error(ErrorKind::kConfig, origin + ": every branch of properties.action needs properties.type "
+                                                     "with a string const naming the action, got " +
+                                                     shorten(branch.dump()));
+        const std::string name = (*type)["const"].get<std::string>();
+        const std::vector<std::string>& known = action_names();
+        if (std::find(known.begin(), known.end(), name) == known.end())
+            throw Error(ErrorKind::kConfig, origin + ": the policy schema offers an unknown action \"" + name +
+                                                     "\" (surf knows " + joined(known) + ")");
+        if (std::find(offered.begin(), offered.end(), name) == offered.end()) offered.push_back(name);
+    }
+    return offered;
+}
+
+void check_offered(const Action& action, const std::vector<std::string>& offered) {
+    const std::string name = action_name(action);
+    if (std::find(offered.begin(), offered.end(), name) == offered.end())
+        fail("action.type: " + quoted(name) + " is not an action here; expected " + joined(offered));
 }
 
 nlohmann::ordered_json action_to_json(const Action& action) {
@@ -126,6 +200,8 @@ nlohmann::ordered_json action_to_json(const Action& action) {
                 j["seconds"] = a.seconds;
             } else if constexpr (std::is_same_v<T, AnswerAction>) {
                 j["content"] = a.content;
+            } else if constexpr (std::is_same_v<T, KeyAction>) {
+                j["keys"] = a.keys;
             }
         },
         action);
@@ -150,6 +226,8 @@ std::string describe_action(const Action& action) {
                 return "refresh";
             else if constexpr (std::is_same_v<T, WaitAction>)
                 return "wait " + std::to_string(a.seconds) + "s";
+            else if constexpr (std::is_same_v<T, KeyAction>)
+                return "key " + a.keys;
             else
                 return "answer " + quoted(a.content);
         },
@@ -217,8 +295,19 @@ Action parse_action(const nlohmann::json& a, const std::string& where) {
         check_fields(a, where, {"type", "content"});
         return AnswerAction{get_string(a, where, "content", kMaxContentChars)};
     }
-    fail(where + ".type: unknown action " + quoted(type) +
-         "; expected click, write, scroll, goto, back, refresh, wait or answer");
+    if (type == "key") {
+        check_fields(a, where, {"type", "keys"});
+        KeyAction k{get_string(a, where, "keys", kMaxKeysChars, true, true)};
+        try {
+            tools::parse_chord(k.keys);
+        } catch (const Error& e) {
+            fail(where + ".keys: " + e.what() +
+                 "; name one key (Enter, Tab, Escape, Backspace, ArrowDown, PageDown, Home, End, a, ...) "
+                 "with optional modifiers (ctrl+a, shift+Tab, ctrl+Enter)");
+        }
+        return k;
+    }
+    fail(where + ".type: unknown action " + quoted(type) + "; expected " + joined(action_names()));
 }
 
 PolicyOutput parse_policy_output(const std::string& text) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,22 +40,44 @@ struct WaitAction {
 struct AnswerAction {
     std::string content;
 };
+// A key or chord pressed on the focused element: "Enter", "Tab", "ctrl+a", "shift+Tab" (tools/browser/input.h
+// names the keys; parsing checks the chord).
+struct KeyAction {
+    std::string keys;
+};
 
 using Action = std::variant<ClickAction, WriteAction, ScrollAction, GotoAction, BackAction, RefreshAction,
-                            WaitAction, AnswerAction>;
+                            WaitAction, AnswerAction, KeyAction>;
 
 // "click", "write", ... as the schema's `type` discriminator spells them.
 const char* action_name(const Action& action);
+// Every action type surf knows, in the variant's order.
+const std::vector<std::string>& action_names();
 const char* scroll_direction_name(ScrollDirection direction);
 // The action as the schema's JSON (round-trips through parse_action).
 nlohmann::ordered_json action_to_json(const Action& action);
 // One short line for logs and the history shown to the policy: `click "Search button"`.
 std::string describe_action(const Action& action);
-// True for actions that need a point on the page (click, write).
+// A point an action acts on: the element the localizer searches for, and the policy's own estimate of it.
+struct PointTarget {
+    std::string element;
+    int x = 0, y = 0;
+};
+// The points an action acts on, in order: none (scroll, key, goto, ...) or one (click, write).
+std::vector<PointTarget> action_points(const Action& action);
+// True for actions that act on a point of the page (action_points is not empty).
 bool needs_point(const Action& action);
-// The element description of a click/write ("" otherwise).
+// What an action is aimed at, for logs: the element of a pointed action, the URL of a goto ("" otherwise).
 std::string action_target(const Action& action);
 bool is_answer(const Action& action);
+
+// The action types a policy output schema offers: the `type` constants of the branches of its
+// properties.action (anyOf / oneOf, local $refs followed). A profile offers the policy exactly these.
+// Throws Error(kConfig) naming `origin` when the schema offers none or names a type surf does not know.
+std::vector<std::string> offered_actions(const nlohmann::json& policy_schema, const std::string& origin);
+// Throws Error(kModelOutput) when `action` is not one of `offered` (a reply that did not follow the schema,
+// e.g. from an endpoint without constrained decoding), naming the actions that are.
+void check_offered(const Action& action, const std::vector<std::string>& offered);
 
 struct PolicyOutput {
     std::string thought;

@@ -101,8 +101,11 @@ Observation BrowserEnvironment::observe() {
     return obs;
 }
 
-ActionOutcome BrowserEnvironment::execute(const Action& action, std::optional<tools::CssPoint> point) {
-    if (needs_point(action) && !point) return ActionOutcome{false, "no point to act on", "invalid_argument"};
+ActionOutcome BrowserEnvironment::execute(const Action& action, const ActionPoints& points) {
+    const size_t needed = action_points(action).size();
+    if ((needed >= 1 && !points.at) || (needed >= 2 && !points.to))
+        return ActionOutcome{false, "no point to act on", "invalid_argument"};
+    const std::optional<tools::CssPoint>& point = points.at;
     return guarded(describe_action(action), [&]() -> std::string {
         if (std::holds_alternative<ClickAction>(action)) {
             session_.click(point->x, point->y);
@@ -133,6 +136,10 @@ ActionOutcome BrowserEnvironment::execute(const Action& action, std::optional<to
             const tools::NavigationResult r = session_.navigate(g->url);
             last_url_ = r.url.empty() ? g->url : r.url;
             return r.describe();
+        }
+        if (auto* k = std::get_if<KeyAction>(&action)) {
+            session_.press(k->keys);
+            return "pressed " + k->keys;
         }
         if (std::holds_alternative<BackAction>(action)) return session_.back().describe();
         if (std::holds_alternative<RefreshAction>(action)) return session_.reload().describe();

@@ -38,13 +38,23 @@ struct ActionOutcome {
     std::string error_kind;  // surf::ErrorKind name when !ok
 };
 
+// Where an action acts, in CSS pixels of the viewport, one entry per action_points() target: `at` for every
+// pointed action, `to` as well for an action with a second point.
+struct ActionPoints {
+    ActionPoints() = default;
+    ActionPoints(const tools::CssPoint& at) : at(at) {}  // implicit: most actions have one point
+    ActionPoints(const tools::CssPoint& at, const tools::CssPoint& to) : at(at), to(to) {}
+    std::optional<tools::CssPoint> at;
+    std::optional<tools::CssPoint> to;
+};
+
 class Environment {
 public:
     virtual ~Environment() = default;
     virtual ActionOutcome open(const std::string& url) = 0;
     virtual Observation observe() = 0;
-    // `point` is in CSS pixels for click and write (required for them, ignored otherwise).
-    virtual ActionOutcome execute(const Action& action, std::optional<tools::CssPoint> point) = 0;
+    // `points` holds what action_points(action) names (required for a pointed action, ignored otherwise).
+    virtual ActionOutcome execute(const Action& action, const ActionPoints& points) = 0;
 };
 
 struct BrowserEnvironmentOptions {
@@ -59,7 +69,7 @@ public:
     BrowserEnvironment(tools::BrowserSession& session, BrowserEnvironmentOptions options = {});
     ActionOutcome open(const std::string& url) override;
     Observation observe() override;
-    ActionOutcome execute(const Action& action, std::optional<tools::CssPoint> point) override;
+    ActionOutcome execute(const Action& action, const ActionPoints& points) override;
 
 private:
     ActionOutcome guarded(const std::string& what, const std::function<std::string()>& body);

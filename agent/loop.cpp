@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 
 #include "agent/memory.h"
 #include "agent/modules.h"
@@ -22,6 +23,30 @@ double since(Clock::time_point t) {
 }
 
 std::string shorten(const std::string& s, size_t n) { return model::shorten_utf8(s, n); }
+
+// The CSS points of a pointed action, one per action_points() target: the policy's own estimates when
+// they are trusted, else the localizer's. Returns "" or why a point is missing; *stopped is set when the
+// localizer's generation was stopped (cancel or the hard deadline).
+std::string locate_points(const Action& action, const RunOptions& options, const PromptProfile& profile,
+                          Localizer& localizer, const std::shared_ptr<const model::Image>& sent,
+                          const ScreenFrame& frame, int step, ActionPoints* points, bool* stopped) {
+    const std::vector<PointTarget> targets = action_points(action);
+    for (size_t i = 0; i < targets.size(); ++i) {
+        if (!sent) return "no screenshot to locate the element on";
+        std::optional<tools::CssPoint>& slot = i == 0 ? points->at : points->to;
+        try {
+            slot = options.trust_policy_coordinates
+                       ? to_css(profile.policy_convention, targets[i].x, targets[i].y,
+                                {sent->width, sent->height}, frame)
+                       : localizer.locate(targets[i].element, sent, frame, step).css;
+        } catch (const Error& e) {
+            *stopped = e.kind() == ErrorKind::kCancelled;
+            return options.trust_policy_coordinates ? std::string(e.what())
+                                                    : std::string("localizer: ") + e.what();
+        }
+    }
+    return "";
+}
 
 }  // namespace
 
@@ -312,32 +337,13 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
             }
             ev.outcome = ts.outcome;
         } else {
-            std::optional<tools::CssPoint> point;
-            std::string point_error;
-            if (needs_point(decision.action)) {
-                if (!sent) {
-                    point_error = "no screenshot to locate the element on";
-                } else if (options.trust_policy_coordinates) {
-                    const auto* c = std::get_if<ClickAction>(&decision.action);
-                    const auto* w = std::get_if<WriteAction>(&decision.action);
-                    const double x = c ? c->x : w->x, y = c ? c->y : w->y;
-                    try {
-                        point =
-                            to_css(profile.policy_convention, x, y, {sent->width, sent->height}, obs.frame);
-                    } catch (const Error& e) {
-                        point_error = e.what();
-                    }
-                } else {
-                    try {
-                        point = localizer.locate(action_target(decision.action), sent, obs.frame, step).css;
-                    } catch (const Error& e) {
-                        if (e.kind() == ErrorKind::kCancelled) {
-                            result.status = cancelled() ? RunStatus::kCancelled : RunStatus::kNoAnswer;
-                            done = true;
-                        }
-                        point_error = std::string("localizer: ") + e.what();
-                    }
-                }
+            ActionPoints points;
+            bool stopped = false;
+            const std::string point_error = locate_points(decision.action, options, profile, localizer, sent,
+                                                          obs.frame, step, &points, &stopped);
+            if (stopped) {
+                result.status = cancelled() ? RunStatus::kCancelled : RunStatus::kNoAnswer;
+                done = true;
             }
             ActionOutcome outcome;
             if (done) {
@@ -345,19 +351,26 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
             } else if (!point_error.empty()) {
                 outcome = {false, point_error, "model_output"};
             } else {
-                outcome = ctx.environment->execute(decision.action, point);
+                outcome = ctx.environment->execute(decision.action, points);
             }
             if (!outcome.ok) {
                 ++result.errors;
                 ts.error = outcome.message;
             }
-            if (point) {
+            const auto to_px = [&](const tools::CssPoint& p) {
+                return std::pair<double, double>{(p.x - obs.frame.css_region.x) * obs.frame.pixels_per_css,
+                                                 (p.y - obs.frame.css_region.y) * obs.frame.pixels_per_css};
+            };
+            if (points.at) {
                 ts.has_point = true;
-                ts.point_px = (point->x - obs.frame.css_region.x) * obs.frame.pixels_per_css;
-                ts.point_py = (point->y - obs.frame.css_region.y) * obs.frame.pixels_per_css;
+                std::tie(ts.point_px, ts.point_py) = to_px(*points.at);
                 ev.has_point = true;
-                ev.x = point->x;
-                ev.y = point->y;
+                ev.x = points.at->x;
+                ev.y = points.at->y;
+            }
+            if (points.to) {
+                ts.has_to_point = true;
+                std::tie(ts.to_px, ts.to_py) = to_px(*points.to);
             }
             ts.outcome = outcome.message;
             ev.outcome = outcome.message;

@@ -83,6 +83,7 @@ PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
             if (in.forced && !is_answer(o.action)) {
                 throw Error(ErrorKind::kModelOutput, "this is the last step: the action must be answer");
             }
+            if (!in.forced) check_offered(o.action, p.policy_actions);
             return o;
         });
 }

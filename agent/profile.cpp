@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/actions.h"
 #include "agent/yaml_json.h"
 #include "kernels/base/error.h"
 #include "model/utf8.h"
@@ -160,8 +161,12 @@ PromptProfile load_profile(const std::string& path) {
         r.prompt("policy_turn", {"task", "step", "max_steps", "notes", "history", "observation", "forced"});
     p.retry_feedback = r.prompt("retry_feedback", {"error"});
     p.policy_schema = r.schema("policy_schema", &p.policy_schema_text);
+    p.policy_actions = offered_actions(nlohmann::json::parse(p.policy_schema_text), path + " (policy_schema)");
     std::string answer_text;
     p.answer_schema = r.schema("answer_schema", &answer_text);
+    if (offered_actions(nlohmann::json::parse(answer_text), path + " (answer_schema)") !=
+        std::vector<std::string>{"answer"})
+        throw Error(ErrorKind::kConfig, path + ": answer_schema must offer the answer action only");
     p.policy = r.module("policy");
     p.policy_convention = parse_point_convention(r.string("policy_coordinates", "normalized_1000"));
     p.localizer_prompt = r.prompt("localizer_prompt", {"element", "schema", "width", "height"});

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agent/coordinates.h"
 #include "agent/prompt_renderer.h"
@@ -33,6 +34,7 @@ struct PromptProfile {
     std::shared_ptr<PromptTemplate> retry_feedback;  // {error}
     std::shared_ptr<const model::CompiledSchema> policy_schema;
     std::string policy_schema_text;                              // shown in the system prompt
+    std::vector<std::string> policy_actions;  // the action types policy_schema offers (offered_actions)
     std::shared_ptr<const model::CompiledSchema> answer_schema;  // forced answer: action must be answer
     ModuleSettings policy;
 

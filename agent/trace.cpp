@@ -107,6 +107,7 @@ void Trace::step(const TraceStep& s) {
         {"thought", s.thought}, {"note", s.note},    {"action", s.action}, {"outcome", s.outcome},
         {"error", s.error},     {"events", s.events}};
     if (s.has_point) j["point_px"] = {s.point_px, s.point_py};
+    if (s.has_to_point) j["to_point_px"] = {s.to_px, s.to_py};
     write(std::move(j));
 }
 
@@ -159,6 +160,12 @@ std::string render_report_html(const std::string& dir, const RunOptions& options
                   << r << "\" fill=\"rgba(255,0,0,.35)\" stroke=\"red\" stroke-width=\"" << r / 3 << "\"/>"
                   << "<circle cx=\"" << s.point_px << "\" cy=\"" << s.point_py << "\" r=\"" << r / 4
                   << "\" fill=\"red\"/>";
+            }
+            if (s.has_point && s.has_to_point) {  // a drag: a line to where it ends, and a ring there
+                h << "<line x1=\"" << s.point_px << "\" y1=\"" << s.point_py << "\" x2=\"" << s.to_px
+                  << "\" y2=\"" << s.to_py << "\" stroke=\"red\" stroke-width=\"" << r / 3 << "\"/>"
+                  << "<circle class=\"drop\" cx=\"" << s.to_px << "\" cy=\"" << s.to_py << "\" r=\"" << r
+                  << "\" fill=\"none\" stroke=\"red\" stroke-width=\"" << r / 3 << "\"/>";
             }
             h << "</svg>";
         } else {

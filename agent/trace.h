@@ -23,6 +23,8 @@ struct TraceStep {
     int shot_width = 0, shot_height = 0;
     bool has_point = false;
     double point_px = 0, point_py = 0;  // screenshot pixels
+    bool has_to_point = false;          // a second point (where a drag ends)
+    double to_px = 0, to_py = 0;        // screenshot pixels
     std::string url, thought, note, action, outcome, error;
     std::vector<std::string> verdicts;
     std::vector<std::string> events;  // browser events seen before this step

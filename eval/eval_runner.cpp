@@ -17,6 +17,7 @@ namespace surf::eval {
 
 using agent::Action;
 using agent::ActionOutcome;
+using agent::ActionPoints;
 using agent::BrowserEnvironment;
 using agent::BrowserEnvironmentOptions;
 using agent::Environment;
@@ -160,9 +161,9 @@ public:
         return obs;
     }
 
-    ActionOutcome execute(const Action& action, std::optional<tools::CssPoint> point) override {
+    ActionOutcome execute(const Action& action, const ActionPoints& points) override {
         const Clock::time_point t0 = Clock::now();
-        ActionOutcome o = inner_.execute(action, point);
+        ActionOutcome o = inner_.execute(action, points);
         add_time(t0);
         return o;
     }

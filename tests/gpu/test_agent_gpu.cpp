@@ -42,7 +42,7 @@ public:
         o.title = "synthetic";
         return o;
     }
-    ActionOutcome execute(const Action& a, std::optional<tools::CssPoint>) override {
+    ActionOutcome execute(const Action& a, const ActionPoints&) override {
         actions.push_back(action_name(a));
         return {true, std::string("did ") + action_name(a), ""};
     }

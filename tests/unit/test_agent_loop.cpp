@@ -138,9 +138,10 @@ public:
         o.title = "page";
         return o;
     }
-    ActionOutcome execute(const Action& a, std::optional<tools::CssPoint> p) override {
+    ActionOutcome execute(const Action& a, const ActionPoints& p) override {
         actions.push_back(action_name(a));
-        if (p) points.push_back(*p);
+        if (p.at) points.push_back(*p.at);
+        if (p.to) points.push_back(*p.to);
         return {true, std::string("did ") + action_name(a), ""};
     }
 };
@@ -363,6 +364,28 @@ TEST_CASE("trusting the policy's coordinates skips the localizer; DSF 2 maps to 
     CHECK(f.page.points[0].x == doctest::Approx(160));
     CHECK(f.page.points[0].y == doctest::Approx(60));
     CHECK(f.engine.of("policy")[0].text.find("[IMG 640x480]") != std::string::npos);
+}
+
+TEST_CASE("a key action needs no point; an action the profile does not offer is retried with feedback") {
+    Fixture f;
+    f.engine.scripts["policy"] = {step_json(R"({"type":"key","keys":"ctrl+a"})"), step_json(kAnswer)};
+    RunResult r = f.run(options(2));
+    CHECK(r.status == RunStatus::kAnswered);
+    CHECK(f.page.actions == std::vector<std::string>{"key"});
+    CHECK(f.page.points.empty());
+    CHECK(f.engine.of("localizer").empty());
+
+    Fixture narrow;
+    narrow.profile.policy_actions = {"click", "scroll", "answer"};  // as a profile whose schema lists only these
+    narrow.engine.scripts["policy"] = {step_json(R"({"type":"key","keys":"Enter"})"), step_json(kScroll),
+                                       step_json(kAnswer)};
+    r = narrow.run(options(2));
+    CHECK(r.status == RunStatus::kAnswered);
+    CHECK(narrow.page.actions == std::vector<std::string>{"scroll"});
+    const auto calls = narrow.engine.of("policy");
+    REQUIRE(calls.size() == 3);
+    CHECK(calls[1].text.find("\"key\" is not an action here; expected click, scroll or answer") !=
+          std::string::npos);
 }
 
 TEST_CASE("screenshots are downscaled to the profile's limit and the localizer maps back") {

@@ -1,0 +1,114 @@
+// Unit tests of the actions beyond click and write (key presses, option choice, pointer gestures): their
+// parsing, JSON round trip and descriptions, and which actions a profile offers the policy (the types its
+// policy schema lists), so that a profile without the new actions neither offers nor accepts them.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/actions.h"
+#include "agent/profile.h"
+#include "kernels/base/error.h"
+#include "tests/test_util.h"
+
+using namespace surf;
+using namespace surf::agent;
+
+using surf::test::error_kind_of;
+using surf::test::error_of;
+
+namespace {
+
+Action parse(const std::string& text) {
+    return parse_action(nlohmann::json::parse(text));
+}
+
+// The action parsed back from its own JSON, for round-trip checks.
+Action round_trip(const Action& a) {
+    return parse_action(nlohmann::json::parse(action_to_json(a).dump()));
+}
+
+const std::vector<std::string> kOriginalActions = {"click", "write", "scroll", "goto",
+                                                   "back",  "refresh", "wait", "answer"};
+
+}  // namespace
+
+TEST_CASE("key actions parse named keys and chords and reject what no keyboard has") {
+    CHECK(std::get<KeyAction>(parse(R"({"type":"key","keys":"Enter"})")).keys == "Enter");
+    CHECK(std::get<KeyAction>(parse(R"({"type":"key","keys":"ctrl+a"})")).keys == "ctrl+a");
+    CHECK(std::get<KeyAction>(parse(R"({"type":"key","keys":"Shift+Tab"})")).keys == "Shift+Tab");
+    CHECK(std::get<KeyAction>(parse(R"({"type":"key","keys":"PageDown"})")).keys == "PageDown");
+    const Action k = KeyAction{"ctrl+Enter"};
+    CHECK(std::get<KeyAction>(round_trip(k)).keys == "ctrl+Enter");
+    CHECK(describe_action(k) == "key ctrl+Enter");
+    CHECK(std::string(action_name(k)) == "key");
+    CHECK_FALSE(needs_point(k));
+    CHECK(action_points(k).empty());
+
+    CHECK(error_kind_of([] { parse(R"({"type":"key","keys":"Hyper"})"); }) == ErrorKind::kModelOutput);
+    CHECK(error_of([] { parse(R"({"type":"key","keys":"ctrl+Hyper"})"); }).find("action.keys") !=
+          std::string::npos);
+    CHECK(error_of([] { parse(R"({"type":"key","keys":"a+b"})"); }).find("more than one") != std::string::npos);
+    CHECK(error_kind_of([] { parse(R"({"type":"key","keys":""})"); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] { parse(R"({"type":"key"})"); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] { parse(R"({"type":"key","keys":"Enter","x":3})"); }) == ErrorKind::kModelOutput);
+}
+
+TEST_CASE("a profile offers the actions its policy schema lists, and only those are accepted") {
+    const PromptProfile holotron = load_profile(default_profile_path());
+    for (const std::string& name : action_names()) {
+        CAPTURE(name);
+        CHECK(std::find(holotron.policy_actions.begin(), holotron.policy_actions.end(), name) !=
+              holotron.policy_actions.end());
+    }
+    // surf-tiny's prompts and schema belong to its training data: it keeps the original eight actions.
+    const PromptProfile tiny = load_profile(SURF_SOURCE_DIR "/models/surf-tiny/surf_profile.json");
+    CHECK(tiny.policy_actions == kOriginalActions);
+    CHECK(tiny.policy_schema_text.find("\"key\"") == std::string::npos);
+    CHECK_NOTHROW(check_offered(parse(R"({"type":"click","element":"OK","x":1,"y":2})"), tiny.policy_actions));
+    CHECK(error_kind_of([&] { check_offered(KeyAction{"Enter"}, tiny.policy_actions); }) ==
+          ErrorKind::kModelOutput);
+    CHECK(error_of([&] { check_offered(KeyAction{"Enter"}, tiny.policy_actions); })
+              .find("expected click, write, scroll, goto, back, refresh, wait or answer") != std::string::npos);
+    CHECK_NOTHROW(check_offered(KeyAction{"Enter"}, holotron.policy_actions));
+}
+
+TEST_CASE("offered_actions reads inline and $ref branches and refuses schemas it cannot read") {
+    const auto schema = [](const std::string& action) {
+        return nlohmann::json::parse(R"({"$defs":{"back":{"type":"object","properties":{"type":{"const":"back"}}}},
+            "type":"object","properties":{"action":)" + action + "}}");
+    };
+    CHECK(offered_actions(schema(R"({"anyOf":[{"$ref":"#/$defs/back"},
+        {"type":"object","properties":{"type":{"const":"key"},"keys":{"type":"string"}}}]})"), "s") ==
+          std::vector<std::string>{"back", "key"});
+    CHECK(offered_actions(schema(R"({"type":"object","properties":{"type":{"const":"answer"}}})"), "s") ==
+          std::vector<std::string>{"answer"});
+    CHECK(error_kind_of([&] {
+              offered_actions(schema(R"({"anyOf":[{"type":"object","properties":{"type":{"const":"fly"}}}]})"),
+                              "s.json");
+          }) == ErrorKind::kConfig);
+    CHECK(error_of([&] {
+              offered_actions(schema(R"({"anyOf":[{"type":"object","properties":{"type":{"const":"fly"}}}]})"),
+                              "s.json");
+          }).find("unknown action \"fly\"") != std::string::npos);
+    CHECK(error_kind_of([&] { offered_actions(schema(R"({"type":"object"})"), "s"); }) == ErrorKind::kConfig);
+    CHECK(error_kind_of([&] { offered_actions(schema(R"({"anyOf":[{"$ref":"#/$defs/nothing"}]})"), "s"); }) ==
+          ErrorKind::kConfig);
+    CHECK(error_kind_of([] { offered_actions(nlohmann::json::parse(R"({"type":"object"})"), "s"); }) ==
+          ErrorKind::kConfig);
+}
+
+TEST_CASE("a profile whose policy schema names an unknown action does not load") {
+    const auto dir = std::filesystem::temp_directory_path() / "surf_agent_actions_profile";
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(SURF_SOURCE_DIR "/prompts", dir, std::filesystem::copy_options::recursive);
+    const auto path = dir / "schemas/policy_action.schema.json";
+    std::ifstream in(path);
+    nlohmann::json schema = nlohmann::json::parse(in);
+    in.close();
+    schema["$defs"]["key"]["properties"]["type"]["const"] = "press";
+    std::ofstream(path) << schema.dump();
+    CHECK(error_of([&] { load_profile((dir / "profile_holotron.json").string()); })
+              .find("unknown action \"press\"") != std::string::npos);
+    std::filesystem::remove_all(dir);
+}
