@@ -84,19 +84,25 @@ const char* scroll_direction_name(ScrollDirection d) {
 }
 
 const std::vector<std::string>& action_names() {
-    static const std::vector<std::string> names = {"click", "write", "scroll", "goto",  "back",
-                                                   "refresh", "wait", "answer", "key"};
+    static const std::vector<std::string> names = {
+        "click", "write", "scroll", "goto",         "back",        "refresh", "wait",
+        "answer", "key",  "hover",  "double_click", "right_click", "drag"};
     return names;
 }
 
 const char* action_name(const Action& action) {
-    static_assert(std::variant_size_v<Action> == 9, "action_names() lists every alternative of Action");
+    static_assert(std::variant_size_v<Action> == 13, "action_names() lists every alternative of Action");
     return action_names()[action.index()].c_str();
 }
 
 std::vector<PointTarget> action_points(const Action& action) {
     if (auto* c = std::get_if<ClickAction>(&action)) return {{c->element, c->x, c->y}};
     if (auto* w = std::get_if<WriteAction>(&action)) return {{w->element, w->x, w->y}};
+    if (auto* h = std::get_if<HoverAction>(&action)) return {{h->element, h->x, h->y}};
+    if (auto* d = std::get_if<DoubleClickAction>(&action)) return {{d->element, d->x, d->y}};
+    if (auto* r = std::get_if<RightClickAction>(&action)) return {{r->element, r->x, r->y}};
+    if (auto* d = std::get_if<DragAction>(&action))
+        return {{d->element, d->x, d->y}, {d->to_element, d->to_x, d->to_y}};
     return {};
 }
 
@@ -111,7 +117,9 @@ bool is_answer(const Action& action) {
 std::string action_target(const Action& action) {
     if (auto* g = std::get_if<GotoAction>(&action)) return g->url;
     const std::vector<PointTarget> points = action_points(action);
-    return points.empty() ? "" : points.front().element;
+    std::string target;
+    for (const PointTarget& p : points) target += (target.empty() ? "" : " -> ") + p.element;
+    return target;
 }
 
 namespace {
@@ -202,6 +210,18 @@ nlohmann::ordered_json action_to_json(const Action& action) {
                 j["content"] = a.content;
             } else if constexpr (std::is_same_v<T, KeyAction>) {
                 j["keys"] = a.keys;
+            } else if constexpr (std::is_same_v<T, HoverAction> || std::is_same_v<T, DoubleClickAction> ||
+                                 std::is_same_v<T, RightClickAction>) {
+                j["element"] = a.element;
+                j["x"] = a.x;
+                j["y"] = a.y;
+            } else if constexpr (std::is_same_v<T, DragAction>) {
+                j["element"] = a.element;
+                j["x"] = a.x;
+                j["y"] = a.y;
+                j["to_element"] = a.to_element;
+                j["to_x"] = a.to_x;
+                j["to_y"] = a.to_y;
             }
         },
         action);
@@ -228,6 +248,14 @@ std::string describe_action(const Action& action) {
                 return "wait " + std::to_string(a.seconds) + "s";
             else if constexpr (std::is_same_v<T, KeyAction>)
                 return "key " + a.keys;
+            else if constexpr (std::is_same_v<T, HoverAction>)
+                return "hover " + quoted(a.element);
+            else if constexpr (std::is_same_v<T, DoubleClickAction>)
+                return "double_click " + quoted(a.element);
+            else if constexpr (std::is_same_v<T, RightClickAction>)
+                return "right_click " + quoted(a.element);
+            else if constexpr (std::is_same_v<T, DragAction>)
+                return "drag " + quoted(a.element) + " to " + quoted(a.to_element);
             else
                 return "answer " + quoted(a.content);
         },
@@ -306,6 +334,24 @@ Action parse_action(const nlohmann::json& a, const std::string& where) {
                  "with optional modifiers (ctrl+a, shift+Tab, ctrl+Enter)");
         }
         return k;
+    }
+    if (type == "hover" || type == "double_click" || type == "right_click") {
+        check_fields(a, where, {"type", "element", "x", "y"});
+        const std::string element = get_string(a, where, "element", kMaxElementChars, true, true);
+        if (type == "hover") return HoverAction{element, coord("x"), coord("y")};
+        if (type == "double_click") return DoubleClickAction{element, coord("x"), coord("y")};
+        return RightClickAction{element, coord("x"), coord("y")};
+    }
+    if (type == "drag") {
+        check_fields(a, where, {"type", "element", "x", "y", "to_element", "to_x", "to_y"});
+        DragAction d;
+        d.element = get_string(a, where, "element", kMaxElementChars, true, true);
+        d.x = coord("x");
+        d.y = coord("y");
+        d.to_element = get_string(a, where, "to_element", kMaxElementChars, true, true);
+        d.to_x = coord("to_x");
+        d.to_y = coord("to_y");
+        return d;
     }
     fail(where + ".type: unknown action " + quoted(type) + "; expected " + joined(action_names()));
 }

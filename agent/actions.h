@@ -45,9 +45,32 @@ struct AnswerAction {
 struct KeyAction {
     std::string keys;
 };
+// Pointer gestures at an element, located like a click: the mouse moved there without a click (menus
+// that open on hover), a double click, a right click (the page's contextmenu handler).
+struct HoverAction {
+    std::string element;
+    int x = 0, y = 0;
+};
+struct DoubleClickAction {
+    std::string element;
+    int x = 0, y = 0;
+};
+struct RightClickAction {
+    std::string element;
+    int x = 0, y = 0;
+};
+// The left button pressed on `element`, moved with it held and released on `to_element` (sliders, sortable
+// lists, HTML5 drag and drop); each end is located like a click.
+struct DragAction {
+    std::string element;
+    int x = 0, y = 0;
+    std::string to_element;
+    int to_x = 0, to_y = 0;
+};
 
 using Action = std::variant<ClickAction, WriteAction, ScrollAction, GotoAction, BackAction, RefreshAction,
-                            WaitAction, AnswerAction, KeyAction>;
+                            WaitAction, AnswerAction, KeyAction, HoverAction, DoubleClickAction,
+                            RightClickAction, DragAction>;
 
 // "click", "write", ... as the schema's `type` discriminator spells them.
 const char* action_name(const Action& action);
@@ -63,7 +86,8 @@ struct PointTarget {
     std::string element;
     int x = 0, y = 0;
 };
-// The points an action acts on, in order: none (scroll, key, goto, ...) or one (click, write).
+// The points an action acts on, in order: none (scroll, key, goto, ...), one (click, write, hover,
+// double_click, right_click) or two (drag: where it starts, then where it ends).
 std::vector<PointTarget> action_points(const Action& action);
 // True for actions that act on a point of the page (action_points is not empty).
 bool needs_point(const Action& action);

@@ -137,6 +137,22 @@ ActionOutcome BrowserEnvironment::execute(const Action& action, const ActionPoin
             last_url_ = r.url.empty() ? g->url : r.url;
             return r.describe();
         }
+        if (std::holds_alternative<HoverAction>(action)) {
+            session_.move_mouse(point->x, point->y);
+            return "moved the mouse to " + point_text(*point);
+        }
+        if (std::holds_alternative<DoubleClickAction>(action)) {
+            session_.double_click(point->x, point->y);
+            return "double-clicked " + point_text(*point);
+        }
+        if (std::holds_alternative<RightClickAction>(action)) {
+            session_.right_click(point->x, point->y);
+            return "right-clicked " + point_text(*point);
+        }
+        if (std::holds_alternative<DragAction>(action)) {
+            session_.drag(point->x, point->y, points.to->x, points.to->y);
+            return "dragged from " + point_text(*point) + " to " + point_text(*points.to);
+        }
         if (auto* k = std::get_if<KeyAction>(&action)) {
             session_.press(k->keys);
             return "pressed " + k->keys;

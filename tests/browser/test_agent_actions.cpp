@@ -116,3 +116,46 @@ TEST_CASE("key: PageDown, End and Home scroll the page when no field has focus")
     CHECK(p.run(KeyAction{"Home"}).ok);
     CHECK(p.session->wait_for("window.scrollY == 0", 3s));
 }
+
+TEST_CASE("hover moves the mouse without a click: mouseover fires and :hover styles apply") {
+    Page p("/pointer.html");
+    CHECK(p.js("getComputedStyle(menu).display") == "none");
+    const ActionOutcome o = p.run(HoverAction{"hover me", 0, 0}, at(60, 40));
+    CHECK(o.ok);
+    CHECK(o.message == "moved the mouse to (60, 40)");
+    CHECK(p.js("log") == nlohmann::json::array({"mouseover", "mouseenter"}));
+    CHECK(p.js("getComputedStyle(menu).display") == "block");
+}
+
+TEST_CASE("double_click and right_click reach the page's dblclick and contextmenu handlers") {
+    Page p("/pointer.html");
+    CHECK(p.run(DoubleClickAction{"box", 0, 0}, at(260, 50)).ok);
+    // Two press/release pairs with clickCount 1 then 2, as a real mouse sends them.
+    CHECK(p.js("log") == nlohmann::json::array({"mousedown:0", "click:1", "mousedown:0", "click:2", "dblclick"}));
+    CHECK(p.js("log.length = 0") == 0);
+    const ActionOutcome o = p.run(RightClickAction{"box", 0, 0}, at(260, 50));
+    CHECK(o.ok);
+    CHECK(o.message == "right-clicked (260, 50)");
+    CHECK(p.js("log") == nlohmann::json::array({"mousedown:2", "contextmenu:2"}));
+}
+
+TEST_CASE("drag: pointer and mouse events with the button held move a slider; HTML5 drag and drop drops") {
+    Page p("/pointer.html");
+    const ActionOutcome o = p.run(DragAction{"knob", 0, 0, "track end", 0, 0}, {at(30, 170), at(320, 170)});
+    CHECK(o.ok);
+    CHECK(o.message == "dragged from (30, 170) to (320, 170)");
+    CHECK(p.js("pad.down") == nlohmann::json::array({30, 170}));
+    CHECK(p.js("pad.moves").get<int>() >= 4);  // intermediate moves with the button held
+    CHECK(p.js("pad.up") == nlohmann::json::array({320, 170}));
+    CHECK(p.js("pad.mouse") == nlohmann::json::array({"mousedown@30,170", "mouseup@320,170"}));
+    CHECK(p.js("knob.getBoundingClientRect().left") == 310);  // the knob followed the pointer
+
+    CHECK(p.run(DragAction{"drag me", 0, 0, "drop here", 0, 0}, {at(60, 280), at(360, 280)}).ok);
+    CHECK(p.session->wait_for("dnd.includes('dragend')", 3s));
+    CHECK(p.js("dnd") == nlohmann::json::array({"dragstart", "dragenter", "dragover", "drop:payload", "dragend"}));
+    CHECK(p.js("dst.textContent") == "dropped");
+
+    CHECK_FALSE(p.run(DragAction{"knob", 0, 0, "nowhere", 0, 0}, at(30, 170)).ok);  // no end point
+    CHECK_THROWS_AS(p.session->drag(30, 170, 5000, 170), Error);                   // outside the viewport
+    CHECK_THROWS_AS(p.session->drag(30, 170, 40, 170, 0), Error);
+}

@@ -54,6 +54,48 @@ TEST_CASE("key actions parse named keys and chords and reject what no keyboard h
     CHECK(error_kind_of([] { parse(R"({"type":"key","keys":"Enter","x":3})"); }) == ErrorKind::kModelOutput);
 }
 
+TEST_CASE("hover, double_click and right_click name one point; drag names two") {
+    const Action h = parse(R"({"type":"hover","element":"Products menu","x":120,"y":40})");
+    REQUIRE(std::holds_alternative<HoverAction>(h));
+    CHECK(describe_action(h) == "hover \"Products menu\"");
+    CHECK(std::holds_alternative<DoubleClickAction>(parse(R"({"type":"double_click","element":"cell","x":1,"y":2})")));
+    const Action r = parse(R"({"type":"right_click","element":"row","x":999,"y":0})");
+    REQUIRE(std::holds_alternative<RightClickAction>(r));
+    CHECK(std::get<RightClickAction>(round_trip(r)).x == 999);
+    for (const Action& a : {h, r, round_trip(DoubleClickAction{"cell", 5, 6})}) {
+        const std::vector<PointTarget> points = action_points(a);
+        REQUIRE(points.size() == 1);
+        CHECK(needs_point(a));
+        CHECK(points[0].element == action_target(a));
+    }
+    CHECK(action_points(DoubleClickAction{"cell", 5, 6})[0].x == 5);
+    CHECK(std::string(action_name(RightClickAction{})) == "right_click");
+
+    const Action d = parse(
+        R"({"type":"drag","element":"slider knob","x":100,"y":500,"to_element":"track end","to_x":900,"to_y":510})");
+    REQUIRE(std::holds_alternative<DragAction>(d));
+    const std::vector<PointTarget> points = action_points(d);
+    REQUIRE(points.size() == 2);
+    CHECK(points[0].element == "slider knob");
+    CHECK(points[0].x == 100);
+    CHECK(points[1].element == "track end");
+    CHECK(points[1].x == 900);
+    CHECK(points[1].y == 510);
+    CHECK(std::get<DragAction>(round_trip(d)).to_y == 510);
+    CHECK(describe_action(d) == "drag \"slider knob\" to \"track end\"");
+    CHECK(action_target(d) == "slider knob -> track end");
+
+    CHECK(error_of([] { parse(R"({"type":"drag","element":"a","x":1,"y":1,"to_element":"b","to_x":1001,"to_y":1})"); })
+              .find("action.to_x") != std::string::npos);
+    CHECK(error_of([] { parse(R"({"type":"drag","element":"a","x":1,"y":1,"to_x":5,"to_y":1})"); })
+              .find("action.to_element: missing") != std::string::npos);
+    CHECK(error_kind_of([] { parse(R"({"type":"hover","element":"a","x":1})"); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] { parse(R"({"type":"double_click","element":" ","x":1,"y":1})"); }) ==
+          ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] { parse(R"({"type":"right_click","element":"a","x":1,"y":1,"button":2})"); }) ==
+          ErrorKind::kModelOutput);
+}
+
 TEST_CASE("a profile offers the actions its policy schema lists, and only those are accepted") {
     const PromptProfile holotron = load_profile(default_profile_path());
     for (const std::string& name : action_names()) {

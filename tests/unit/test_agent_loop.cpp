@@ -388,6 +388,57 @@ TEST_CASE("a key action needs no point; an action the profile does not offer is 
           std::string::npos);
 }
 
+TEST_CASE("a drag locates both ends, acts on both points and draws both in the trace") {
+    const auto dir = std::filesystem::temp_directory_path() / "surf_agent_loop_drag";
+    std::filesystem::remove_all(dir);
+    const std::string drag =
+        R"({"type":"drag","element":"knob","x":100,"y":500,"to_element":"track end","to_x":900,"to_y":500})";
+    {
+        Fixture f;
+        f.engine.scripts["policy"] = {step_json(drag), step_json(kAnswer)};
+        f.engine.scripts["localizer"] = {R"({"x":250,"y":500})", R"({"x":750,"y":250})"};
+        Trace trace(dir.string());
+        const RunResult r = f.run(options(2), &trace);
+        CHECK(r.status == RunStatus::kAnswered);
+        CHECK(f.page.actions == std::vector<std::string>{"drag"});
+        const auto located = f.engine.of("localizer");
+        REQUIRE(located.size() == 2);
+        CHECK(located[0].text.find("knob") != std::string::npos);
+        CHECK(located[1].text.find("track end") != std::string::npos);
+        REQUIRE(f.page.points.size() == 2);  // 320x240 page: 250/1000 → 80, 750/1000 → 240
+        CHECK(f.page.points[0].x == doctest::Approx(80));
+        CHECK(f.page.points[0].y == doctest::Approx(120));
+        CHECK(f.page.points[1].x == doctest::Approx(240));
+        CHECK(f.page.points[1].y == doctest::Approx(60));
+        REQUIRE(f.events.size() >= 1);
+        CHECK(f.events[0].target == "knob -> track end");
+    }
+    std::ifstream in(dir / "trace.jsonl");
+    std::string line;
+    nlohmann::json step;
+    while (std::getline(in, line))
+        if (nlohmann::json::parse(line).at("type") == "step" && step.is_null()) step = nlohmann::json::parse(line);
+    CHECK(step.at("point_px") == nlohmann::json::array({80.0, 120.0}));
+    CHECK(step.at("to_point_px") == nlohmann::json::array({240.0, 60.0}));
+    std::ifstream report(dir / "report.html");
+    std::stringstream html;
+    html << report.rdbuf();
+    CHECK(html.str().find("<line x1=\"80\" y1=\"120\" x2=\"240\" y2=\"60\"") != std::string::npos);
+    std::filesystem::remove_all(dir);
+
+    // Trusted policy coordinates map both ends the same way, without the localizer.
+    Fixture f;
+    f.engine.scripts["policy"] = {step_json(drag), step_json(kAnswer)};
+    RunOptions o = options(2);
+    o.trust_policy_coordinates = true;
+    f.run(o);
+    CHECK(f.engine.of("localizer").empty());
+    REQUIRE(f.page.points.size() == 2);
+    CHECK(f.page.points[0].x == doctest::Approx(32));
+    CHECK(f.page.points[1].x == doctest::Approx(288));
+    CHECK(f.page.points[1].y == doctest::Approx(120));
+}
+
 TEST_CASE("screenshots are downscaled to the profile's limit and the localizer maps back") {
     Fixture f;
     f.page.dsf = 2.0;  // 640x480 screenshot

@@ -130,6 +130,9 @@ public:
     void double_click(double x, double y);
     void right_click(double x, double y);
     void move_mouse(double x, double y);
+    // Presses the left button at (x, y), moves to (to_x, to_y) in `steps` equal moves with it held and
+    // releases it there.
+    void drag(double x, double y, double to_x, double to_y, int steps = 8);
     // Wheel scroll at (x, y): the element under the point scrolls (inner scrollable divs too).
     void scroll(double x, double y, double delta_x, double delta_y);
     // Types into the focused element ('\n' presses Enter); clear_first selects all and deletes first.

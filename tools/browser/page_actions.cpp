@@ -355,8 +355,9 @@ bool BrowserSession::mouse_event(const Tab& tab, const char* type, double x, dou
                                  int buttons, int click_count) {
     nlohmann::json params = {{"type", type}, {"x", x}, {"y", y}, {"modifiers", 0}, {"pointerType", "mouse"}};
     if (std::string(type) == "mouseMoved") {
-        params["button"] = "none";
-        params["buttons"] = 0;
+        // A move with a button held (a drag) names that button, as a real mouse reports it.
+        params["button"] = buttons ? mouse_button_name(button) : "none";
+        params["buttons"] = buttons;
     } else {
         params["button"] = mouse_button_name(button);
         params["buttons"] = buttons;
@@ -401,6 +402,27 @@ void BrowserSession::move_mouse(double x, double y) {
     std::lock_guard<std::mutex> action(action_mutex_);
     ensure_ready();
     mouse_event(active_tab_copy(), "mouseMoved", x, y, MouseButton::kLeft, 0, 0);
+}
+
+void BrowserSession::drag(double x, double y, double to_x, double to_y, int steps) {
+    check_point(x, y, "drag start");
+    check_point(to_x, to_y, "drag end");
+    if (steps < 1 || steps > 100)
+        throw Error(ErrorKind::kInvalidArgument, "drag steps " + std::to_string(steps) + " not in 1..100");
+    std::lock_guard<std::mutex> action(action_mutex_);
+    const auto started = Clock::now();
+    ensure_ready();
+    const Tab tab = active_tab_copy();
+    const MouseButton left = MouseButton::kLeft;
+    const int held = mouse_button_bit(left);
+    bool open = mouse_event(tab, "mouseMoved", x, y, left, 0, 0) &&
+                mouse_event(tab, "mousePressed", x, y, left, held, 1);
+    for (int i = 1; open && i <= steps; ++i) {
+        const double t = static_cast<double>(i) / steps;
+        open = mouse_event(tab, "mouseMoved", x + t * (to_x - x), y + t * (to_y - y), left, held, 0);
+    }
+    if (open) mouse_event(tab, "mouseReleased", to_x, to_y, left, 0, 1);
+    settle_locked(started, nullptr);
 }
 
 void BrowserSession::scroll(double x, double y, double delta_x, double delta_y) {
