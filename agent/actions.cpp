@@ -68,7 +68,9 @@ bool get_bool(const nlohmann::json& obj, const std::string& where, const std::st
 }
 
 std::string quoted(const std::string& s) {
-    return "\"" + shorten(s, 60) + "\"";
+    std::string out = "\"";  // appended, not "\"" + ...: GCC 12 warns falsely (-Wrestrict) on that form here
+    out += shorten(s, 60);
+    return out += '"';
 }
 
 }  // namespace
@@ -86,18 +88,19 @@ const char* scroll_direction_name(ScrollDirection d) {
 const std::vector<std::string>& action_names() {
     static const std::vector<std::string> names = {
         "click", "write", "scroll", "goto",         "back",        "refresh", "wait",
-        "answer", "key",  "hover",  "double_click", "right_click", "drag"};
+        "answer", "key",  "hover",  "double_click", "right_click", "drag",    "select"};
     return names;
 }
 
 const char* action_name(const Action& action) {
-    static_assert(std::variant_size_v<Action> == 13, "action_names() lists every alternative of Action");
+    static_assert(std::variant_size_v<Action> == 14, "action_names() lists every alternative of Action");
     return action_names()[action.index()].c_str();
 }
 
 std::vector<PointTarget> action_points(const Action& action) {
     if (auto* c = std::get_if<ClickAction>(&action)) return {{c->element, c->x, c->y}};
     if (auto* w = std::get_if<WriteAction>(&action)) return {{w->element, w->x, w->y}};
+    if (auto* s = std::get_if<SelectAction>(&action)) return {{s->element, s->x, s->y}};
     if (auto* h = std::get_if<HoverAction>(&action)) return {{h->element, h->x, h->y}};
     if (auto* d = std::get_if<DoubleClickAction>(&action)) return {{d->element, d->x, d->y}};
     if (auto* r = std::get_if<RightClickAction>(&action)) return {{r->element, r->x, r->y}};
@@ -215,6 +218,11 @@ nlohmann::ordered_json action_to_json(const Action& action) {
                 j["element"] = a.element;
                 j["x"] = a.x;
                 j["y"] = a.y;
+            } else if constexpr (std::is_same_v<T, SelectAction>) {
+                j["element"] = a.element;
+                j["x"] = a.x;
+                j["y"] = a.y;
+                j["option"] = a.option;
             } else if constexpr (std::is_same_v<T, DragAction>) {
                 j["element"] = a.element;
                 j["x"] = a.x;
@@ -254,6 +262,8 @@ std::string describe_action(const Action& action) {
                 return "double_click " + quoted(a.element);
             else if constexpr (std::is_same_v<T, RightClickAction>)
                 return "right_click " + quoted(a.element);
+            else if constexpr (std::is_same_v<T, SelectAction>)
+                return "select " + quoted(a.option) + " in " + quoted(a.element);
             else if constexpr (std::is_same_v<T, DragAction>)
                 return "drag " + quoted(a.element) + " to " + quoted(a.to_element);
             else
@@ -341,6 +351,15 @@ Action parse_action(const nlohmann::json& a, const std::string& where) {
         if (type == "hover") return HoverAction{element, coord("x"), coord("y")};
         if (type == "double_click") return DoubleClickAction{element, coord("x"), coord("y")};
         return RightClickAction{element, coord("x"), coord("y")};
+    }
+    if (type == "select") {
+        check_fields(a, where, {"type", "element", "x", "y", "option"});
+        SelectAction s;
+        s.element = get_string(a, where, "element", kMaxElementChars, true, true);
+        s.x = coord("x");
+        s.y = coord("y");
+        s.option = get_string(a, where, "option", kMaxElementChars, true, true);
+        return s;
     }
     if (type == "drag") {
         check_fields(a, where, {"type", "element", "x", "y", "to_element", "to_x", "to_y"});

@@ -45,6 +45,12 @@ struct AnswerAction {
 struct KeyAction {
     std::string keys;
 };
+// An option of a native <select> (dropdown list) chosen by its visible text; the point locates the list.
+struct SelectAction {
+    std::string element;
+    int x = 0, y = 0;
+    std::string option;
+};
 // Pointer gestures at an element, located like a click: the mouse moved there without a click (menus
 // that open on hover), a double click, a right click (the page's contextmenu handler).
 struct HoverAction {
@@ -70,7 +76,7 @@ struct DragAction {
 
 using Action = std::variant<ClickAction, WriteAction, ScrollAction, GotoAction, BackAction, RefreshAction,
                             WaitAction, AnswerAction, KeyAction, HoverAction, DoubleClickAction,
-                            RightClickAction, DragAction>;
+                            RightClickAction, DragAction, SelectAction>;
 
 // "click", "write", ... as the schema's `type` discriminator spells them.
 const char* action_name(const Action& action);
@@ -86,7 +92,7 @@ struct PointTarget {
     std::string element;
     int x = 0, y = 0;
 };
-// The points an action acts on, in order: none (scroll, key, goto, ...), one (click, write, hover,
+// The points an action acts on, in order: none (scroll, key, goto, ...), one (click, write, select, hover,
 // double_click, right_click) or two (drag: where it starts, then where it ends).
 std::vector<PointTarget> action_points(const Action& action);
 // True for actions that act on a point of the page (action_points is not empty).

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "kernels/base/error.h"
+#include "model/utf8.h"
 #include "tools/browser/browser_session.h"
 
 namespace surf::agent {
@@ -14,6 +15,29 @@ std::string point_text(const tools::CssPoint& p) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "(%.0f, %.0f)", p.x, p.y);
     return buf;
+}
+
+std::string quoted_list(const std::vector<std::string>& items, size_t max_items = 40) {
+    std::string s;
+    for (size_t i = 0; i < items.size() && i < max_items; ++i)
+        s += (i ? ", \"" : "\"") + model::shorten_utf8(items[i], 60) + "\"";
+    if (items.size() > max_items) s += " and " + std::to_string(items.size() - max_items) + " more";
+    return items.empty() ? "(none)" : s;
+}
+
+// What choosing `wanted` in the <select> at `p` did, as the policy reads it; throws Error(kInvalidArgument)
+// when nothing was chosen, naming the options so that the next step can pick one of them.
+std::string choice_outcome(const tools::SelectResult& r, const std::string& wanted, const tools::CssPoint& p) {
+    const std::string where = r.element + " at " + point_text(p);
+    if (!r.problem.empty())
+        throw Error(ErrorKind::kInvalidArgument,
+                    r.problem + " in " + where + "; its options are " + quoted_list(r.options));
+    if (r.unchanged) return "\"" + r.chosen + "\" was already chosen in " + where;
+    std::string out = "chose \"" + r.chosen + "\" in " + where;
+    if (r.match != "exact") out += " (the " + r.match + " match of \"" + model::shorten_utf8(wanted, 60) + "\")";
+    out += ", was \"" + r.previous + "\"";
+    if (r.now != r.chosen) out += "; the page then showed \"" + r.now + "\" instead";
+    return out;
 }
 }  // namespace
 
@@ -111,7 +135,18 @@ ActionOutcome BrowserEnvironment::execute(const Action& action, const ActionPoin
             session_.click(point->x, point->y);
             return "clicked " + point_text(*point);
         }
+        if (auto* s = std::get_if<SelectAction>(&action)) {
+            const tools::SelectResult r = session_.select_option(point->x, point->y, s->option);
+            if (!r.found)
+                throw Error(ErrorKind::kInvalidArgument,
+                            "no <select> at " + point_text(*point) + " (the point is on " + r.element +
+                                "); a dropdown made of other elements opens with click, then click its option");
+            return choice_outcome(r, s->option, *point);
+        }
         if (auto* w = std::get_if<WriteAction>(&action)) {
+            // Typing into a <select> changes nothing: writing into one chooses the option with that text.
+            const tools::SelectResult r = session_.select_option(point->x, point->y, w->content);
+            if (r.found) return "writing into a <select> chooses an option: " + choice_outcome(r, w->content, *point);
             session_.click(point->x, point->y);
             session_.type_text(w->content, w->clear);
             if (w->press_enter) session_.press("Enter");

@@ -159,3 +159,82 @@ TEST_CASE("drag: pointer and mouse events with the button held move a slider; HT
     CHECK_THROWS_AS(p.session->drag(30, 170, 5000, 170), Error);                   // outside the viewport
     CHECK_THROWS_AS(p.session->drag(30, 170, 40, 170, 0), Error);
 }
+
+TEST_CASE("select chooses a native <select> option by its text and fires input then change") {
+    Page p("/select.html");
+    const tools::CssPoint size = at(120, 35);
+    ActionOutcome o = p.run(SelectAction{"size list", 0, 0, "Large"}, size);
+    CHECK(o.ok);
+    CHECK(o.message == "chose \"Large\" in <select id=\"size\"> at (120, 35), was \"Medium\"");
+    CHECK(p.js("size.value") == "l");
+    CHECK(p.js("events") == nlohmann::json::array({"input:size=l", "change:size=l"}));
+
+    o = p.run(SelectAction{"size list", 0, 0, "extra LARGE"}, size);  // case-insensitive, whitespace collapsed
+    CHECK(o.message.find("chose \"Extra large\"") == 0);
+    CHECK(o.message.find("(the case-insensitive match of \"extra LARGE\")") != std::string::npos);
+    CHECK(p.js("size.value") == "xl");
+    o = p.run(SelectAction{"size list", 0, 0, "med"}, size);  // the only option starting with it
+    CHECK(o.message.find("chose \"Medium\"") == 0);
+    CHECK(o.message.find("prefix match") != std::string::npos);
+    CHECK(p.js("size.value") == "m");
+
+    p.js("events.length = 0");
+    o = p.run(SelectAction{"size list", 0, 0, "Medium"}, size);
+    CHECK(o.ok);
+    CHECK(o.message.find("\"Medium\" was already chosen") == 0);
+    CHECK(p.js("events.length") == 0);
+
+    // The label of a list chooses in its list; a list inside a same-origin frame is found through it.
+    CHECK(p.run(SelectAction{"Color", 0, 0, "green"}, at(40, 85)).ok);
+    CHECK(p.js("color.value") == "Green");
+    CHECK(p.run(SelectAction{"Color list", 0, 0, "Deep blue"}, at(200, 85)).ok);  // an option's label is its text
+    CHECK(p.js("color.value") == "blue");
+    CHECK(p.run(SelectAction{"inner list", 0, 0, "Two"}, at(50, 245)).ok);
+    CHECK(p.js("events.includes('change:inner=Two')") == true);
+}
+
+TEST_CASE("select never reports a choice it did not make: no match, ambiguity, disabled, no list, a page that resets") {
+    Page p("/select.html");
+    const tools::CssPoint size = at(120, 35);
+    ActionOutcome o = p.run(SelectAction{"size list", 0, 0, "XXL"}, size);
+    CHECK_FALSE(o.ok);
+    CHECK(o.error_kind == "invalid_argument");
+    CHECK(o.message.find("no option matches \"XXL\" in <select id=\"size\">") != std::string::npos);
+    CHECK(o.message.find("its options are \"Small\", \"Medium\", \"Large\", \"Extra large\", \"Extra small\", "
+                         "\"Sold out\"") != std::string::npos);
+    o = p.run(SelectAction{"size list", 0, 0, "Extra"}, size);
+    CHECK_FALSE(o.ok);
+    CHECK(o.message.find("2 options start with \"Extra\": \"Extra large\", \"Extra small\"") != std::string::npos);
+    o = p.run(SelectAction{"size list", 0, 0, "sold out"}, size);
+    CHECK_FALSE(o.ok);
+    CHECK(o.message.find("the option \"Sold out\" is disabled") != std::string::npos);
+    CHECK(p.js("size.value") == "m");
+    CHECK(p.js("events.length") == 0);
+
+    o = p.run(SelectAction{"size list", 0, 0, "Large"}, at(350, 35));
+    CHECK_FALSE(o.ok);
+    CHECK(o.message.find("no <select> at (350, 35) (the point is on <div id=\"plain\">)") != std::string::npos);
+
+    o = p.run(SelectAction{"locked list", 0, 0, "B"}, at(120, 185));
+    CHECK(o.ok);
+    CHECK(o.message.find("the page then showed \"A\" instead") != std::string::npos);
+}
+
+TEST_CASE("write into a <select> chooses the option with that text or fails naming the options") {
+    Page p("/select.html");
+    ActionOutcome o = p.run(WriteAction{"Small", "size list", 0, 0, true, true}, at(120, 35));
+    CHECK(o.ok);
+    CHECK(o.message.find("writing into a <select> chooses an option: chose \"Small\"") == 0);
+    CHECK(p.js("size.value") == "s");
+    o = p.run(WriteAction{"Huge", "size list", 0, 0, true, true}, at(120, 35));
+    CHECK_FALSE(o.ok);
+    CHECK(o.message.find("no option matches \"Huge\"") != std::string::npos);
+    CHECK(o.message.find("\"Extra large\"") != std::string::npos);
+    CHECK(p.js("size.value") == "s");
+}
+
+TEST_CASE("a choice whose change handler navigates is settled before the action returns") {
+    Page p("/select.html");
+    CHECK(p.run(SelectAction{"navigation list", 0, 0, "go to the target"}, at(120, 135)).ok);
+    CHECK(p.env->observe().title == "target page");
+}

@@ -54,6 +54,24 @@ TEST_CASE("key actions parse named keys and chords and reject what no keyboard h
     CHECK(error_kind_of([] { parse(R"({"type":"key","keys":"Enter","x":3})"); }) == ErrorKind::kModelOutput);
 }
 
+TEST_CASE("select names a list by its point and an option by its text") {
+    const Action a = parse(R"({"type":"select","element":"Size dropdown","x":300,"y":420,"option":"Large"})");
+    REQUIRE(std::holds_alternative<SelectAction>(a));
+    const SelectAction& s = std::get<SelectAction>(a);
+    CHECK(s.option == "Large");
+    CHECK(s.x == 300);
+    CHECK(describe_action(a) == "select \"Large\" in \"Size dropdown\"");
+    CHECK(std::get<SelectAction>(round_trip(a)).option == "Large");
+    REQUIRE(action_points(a).size() == 1);
+    CHECK(action_points(a)[0].element == "Size dropdown");
+    CHECK(error_of([] { parse(R"({"type":"select","element":"list","x":1,"y":2})"); }).find("action.option: missing") !=
+          std::string::npos);
+    CHECK(error_of([] { parse(R"({"type":"select","element":"list","x":1,"y":2,"option":" "})"); })
+              .find("action.option: empty") != std::string::npos);
+    CHECK(error_kind_of([] { parse(R"({"type":"select","element":"list","x":1,"y":2,"option":3})"); }) ==
+          ErrorKind::kModelOutput);
+}
+
 TEST_CASE("hover, double_click and right_click name one point; drag names two") {
     const Action h = parse(R"({"type":"hover","element":"Products menu","x":120,"y":40})");
     REQUIRE(std::holds_alternative<HoverAction>(h));

@@ -92,6 +92,19 @@ struct TabInfo {
     bool active = false;
 };
 
+// What select_option found and did. Texts are the options' visible texts, whitespace collapsed.
+struct SelectResult {
+    bool found = false;                // a <select> is at the point (or the <label> of one)
+    std::string element;               // the <select>, or what is at the point instead: "<div id="menu">"
+    std::vector<std::string> options;  // its options' texts, in order
+    std::string previous;              // the option shown before
+    std::string chosen;                // the option matched and chosen ("" when none was)
+    std::string match;                 // how it matched: "exact", "case-insensitive" or "prefix"
+    std::string problem;               // why none was chosen: no match, several prefixes, disabled
+    bool unchanged = false;            // it was chosen already: no events fired
+    std::string now;                   // the option shown after the page's input/change handlers ran
+};
+
 struct ScreenshotOptions {
     ImageFormat format = ImageFormat::kPng;
     int jpeg_quality = 90;
@@ -133,6 +146,11 @@ public:
     // Presses the left button at (x, y), moves to (to_x, to_y) in `steps` equal moves with it held and
     // releases it there.
     void drag(double x, double y, double to_x, double to_y, int steps = 8);
+    // Chooses an option of the native <select> at (x, y) (or of the <label> there) by its visible text: an
+    // exact match, else a case-insensitive one, else the only option that starts with `option`; selects it
+    // and fires input and change, as a person's choice does (page_forms.cpp). No <select> at the point is
+    // result.found == false, and no usable match is result.problem: neither changes the page.
+    SelectResult select_option(double x, double y, const std::string& option);
     // Wheel scroll at (x, y): the element under the point scrolls (inner scrollable divs too).
     void scroll(double x, double y, double delta_x, double delta_y);
     // Types into the focused element ('\n' presses Enter); clear_first selects all and deletes first.
