@@ -1,6 +1,7 @@
 // Unit tests of the actions beyond click and write (key presses, option choice, pointer gestures): their
 // parsing, JSON round trip and descriptions, and which actions a profile offers the policy (the types its
-// policy schema lists), so that a profile without the new actions neither offers nor accepts them.
+// policy schema lists: what constrained decoding can produce and the parser accepts, and what its prompt
+// describes), so that a profile without the new actions neither offers nor accepts them.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -9,6 +10,8 @@
 #include "agent/actions.h"
 #include "agent/profile.h"
 #include "kernels/base/error.h"
+#include "model/grammar.h"
+#include "model/json_schema.h"
 #include "tests/test_util.h"
 
 using namespace surf;
@@ -26,6 +29,14 @@ Action parse(const std::string& text) {
 // The action parsed back from its own JSON, for round-trip checks.
 Action round_trip(const Action& a) {
     return parse_action(nlohmann::json::parse(action_to_json(a).dump()));
+}
+
+// Whether constrained decoding under `schema` can produce a policy step carrying `action` as action_to_json
+// writes it (compact JSON, keys in schema order, as the decoder emits them).
+bool decodable(const model::CompiledSchema& schema, const Action& action) {
+    model::ByteMatcher matcher(schema.grammar);
+    const std::string step = R"({"thought":"t","note":"","action":)" + action_to_json(action).dump() + "}";
+    return matcher.accept_bytes(step) && matcher.can_end();
 }
 
 const std::vector<std::string> kOriginalActions = {"click", "write", "scroll", "goto",
@@ -131,6 +142,37 @@ TEST_CASE("a profile offers the actions its policy schema lists, and only those 
     CHECK(error_of([&] { check_offered(KeyAction{"Enter"}, tiny.policy_actions); })
               .find("expected click, write, scroll, goto, back, refresh, wait or answer") != std::string::npos);
     CHECK_NOTHROW(check_offered(KeyAction{"Enter"}, holotron.policy_actions));
+}
+
+TEST_CASE("constrained decoding under the default schema can produce each new action; under surf-tiny's it cannot") {
+    const PromptProfile holotron = load_profile(default_profile_path());
+    const PromptProfile tiny = load_profile(SURF_SOURCE_DIR "/models/surf-tiny/surf_profile.json");
+    const std::vector<Action> added = {KeyAction{"shift+Tab"},
+                                       SelectAction{"Size list", 120, 340, "Large"},
+                                       HoverAction{"Products menu", 5, 6},
+                                       DoubleClickAction{"cell", 500, 500},
+                                       RightClickAction{"row", 0, 1000},
+                                       DragAction{"knob", 100, 500, "track end", 900, 500}};
+    for (const Action& a : added) {
+        CAPTURE(action_to_json(a).dump());
+        CHECK(decodable(*holotron.policy_schema, a));
+        CHECK_FALSE(decodable(*tiny.policy_schema, a));
+    }
+    const Action click = ClickAction{"OK", 1, 2};
+    CHECK(decodable(*holotron.policy_schema, click));
+    CHECK(decodable(*tiny.policy_schema, click));
+
+    // The prompts agree: the default policy prompt describes every action, surf-tiny's none of the new ones.
+    const std::string prompt = test::read_file(SURF_SOURCE_DIR "/prompts/policy_system.md");
+    for (const std::string& name : holotron.policy_actions) {
+        CAPTURE(name);
+        CHECK((prompt.find(name + " {{") != std::string::npos || prompt.find(name + ":") != std::string::npos));
+    }
+    const std::string tiny_prompt = test::read_file(SURF_SOURCE_DIR "/models/surf-tiny/prompts/policy_system.md");
+    for (const char* name : {"key", "select", "hover", "double_click", "right_click", "drag"}) {
+        CAPTURE(name);
+        CHECK(tiny_prompt.find(name) == std::string::npos);
+    }
 }
 
 TEST_CASE("offered_actions reads inline and $ref branches and refuses schemas it cannot read") {
