@@ -86,9 +86,9 @@ const char* scroll_direction_name(ScrollDirection d) {
 }
 
 const std::vector<std::string>& action_names() {
-    static const std::vector<std::string> names = {
-        "click", "write", "scroll", "goto",         "back",        "refresh", "wait",
-        "answer", "key",  "hover",  "double_click", "right_click", "drag",    "select"};
+    static const std::vector<std::string> names = {"click",        "write",       "scroll", "goto",  "back",
+                                                   "refresh",      "wait",        "answer", "key",   "hover",
+                                                   "double_click", "right_click", "drag",   "select"};
     return names;
 }
 
@@ -129,7 +129,8 @@ namespace {
 
 std::string joined(const std::vector<std::string>& names) {
     std::string s;
-    for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    for (size_t i = 0; i < names.size(); ++i)
+        s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
     return s;
 }
 
@@ -140,7 +141,8 @@ const nlohmann::json& resolve_ref(const nlohmann::json& schema, const nlohmann::
     if (ref == branch.end()) return branch;
     const std::string target = ref->is_string() ? ref->get<std::string>() : "";
     if (target.rfind("#/", 0) != 0)
-        throw Error(ErrorKind::kConfig, origin + ": action branch $ref " + ref->dump() + " is not a local reference");
+        throw Error(ErrorKind::kConfig,
+                    origin + ": action branch $ref " + ref->dump() + " is not a local reference");
     const nlohmann::json::json_pointer pointer(target.substr(1));
     if (!schema.contains(pointer))
         throw Error(ErrorKind::kConfig, origin + ": action branch $ref \"" + target + "\" points at nothing");
@@ -158,7 +160,8 @@ std::vector<std::string> offered_actions(const nlohmann::json& schema, const std
     std::vector<nlohmann::json> branches;
     const nlohmann::json& root = resolve_ref(schema, *action, origin);
     for (const char* key : {"anyOf", "oneOf"})
-        if (root.contains(key) && root[key].is_array()) branches.insert(branches.end(), root[key].begin(), root[key].end());
+        if (root.contains(key) && root[key].is_array())
+            branches.insert(branches.end(), root[key].begin(), root[key].end());
     if (branches.empty()) branches.push_back(root);
     std::vector<std::string> offered;
     for (const nlohmann::json& b : branches) {
@@ -167,14 +170,15 @@ std::vector<std::string> offered_actions(const nlohmann::json& schema, const std
         if (branch.is_object() && branch.contains("properties") && branch["properties"].contains("type"))
             type = &branch["properties"]["type"];
         if (!type || !type->contains("const") || !(*type)["const"].is_string())
-            throw Error(ErrorKind::kConfig, origin + ": every branch of properties.action needs properties.type "
-                                                     "with a string const naming the action, got " +
-                                                     shorten(branch.dump()));
+            throw Error(ErrorKind::kConfig, origin +
+                                                ": every branch of properties.action needs properties.type "
+                                                "with a string const naming the action, got " +
+                                                shorten(branch.dump()));
         const std::string name = (*type)["const"].get<std::string>();
         const std::vector<std::string>& known = action_names();
         if (std::find(known.begin(), known.end(), name) == known.end())
-            throw Error(ErrorKind::kConfig, origin + ": the policy schema offers an unknown action \"" + name +
-                                                     "\" (surf knows " + joined(known) + ")");
+            throw Error(ErrorKind::kConfig, origin + ": the policy schema offers an unknown action \"" +
+                                                name + "\" (surf knows " + joined(known) + ")");
         if (std::find(offered.begin(), offered.end(), name) == offered.end()) offered.push_back(name);
     }
     return offered;
@@ -281,6 +285,57 @@ nlohmann::json parse_model_json(const std::string& text, const std::string& what
     }
 }
 
+namespace {
+
+// The actions beyond Surfer-H's eight (key, hover, double_click, right_click, select, drag); std::nullopt
+// when `type` names none of them.
+std::optional<Action> parse_more_actions(const nlohmann::json& a, const std::string& where,
+                                         const std::string& type) {
+    const auto coord = [&](const char* k) { return get_int(a, where, k, 0, kMaxCoordinate); };
+    if (type == "key") {
+        check_fields(a, where, {"type", "keys"});
+        KeyAction k{get_string(a, where, "keys", kMaxKeysChars, true, true)};
+        try {
+            tools::parse_chord(k.keys);
+        } catch (const Error& e) {
+            fail(where + ".keys: " + e.what() +
+                 "; name one key (Enter, Tab, Escape, Backspace, ArrowDown, PageDown, Home, End, a, ...) "
+                 "with optional modifiers (ctrl+a, shift+Tab, ctrl+Enter)");
+        }
+        return k;
+    }
+    if (type == "hover" || type == "double_click" || type == "right_click") {
+        check_fields(a, where, {"type", "element", "x", "y"});
+        const std::string element = get_string(a, where, "element", kMaxElementChars, true, true);
+        if (type == "hover") return HoverAction{element, coord("x"), coord("y")};
+        if (type == "double_click") return DoubleClickAction{element, coord("x"), coord("y")};
+        return RightClickAction{element, coord("x"), coord("y")};
+    }
+    if (type == "select") {
+        check_fields(a, where, {"type", "element", "x", "y", "option"});
+        SelectAction s;
+        s.element = get_string(a, where, "element", kMaxElementChars, true, true);
+        s.x = coord("x");
+        s.y = coord("y");
+        s.option = get_string(a, where, "option", kMaxElementChars, true, true);
+        return s;
+    }
+    if (type == "drag") {
+        check_fields(a, where, {"type", "element", "x", "y", "to_element", "to_x", "to_y"});
+        DragAction d;
+        d.element = get_string(a, where, "element", kMaxElementChars, true, true);
+        d.x = coord("x");
+        d.y = coord("y");
+        d.to_element = get_string(a, where, "to_element", kMaxElementChars, true, true);
+        d.to_x = coord("to_x");
+        d.to_y = coord("to_y");
+        return d;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 Action parse_action(const nlohmann::json& a, const std::string& where) {
     if (!a.is_object()) fail(where + ": expected an object with a \"type\" field, got " + shorten(a.dump()));
     auto t = a.find("type");
@@ -333,45 +388,7 @@ Action parse_action(const nlohmann::json& a, const std::string& where) {
         check_fields(a, where, {"type", "content"});
         return AnswerAction{get_string(a, where, "content", kMaxContentChars)};
     }
-    if (type == "key") {
-        check_fields(a, where, {"type", "keys"});
-        KeyAction k{get_string(a, where, "keys", kMaxKeysChars, true, true)};
-        try {
-            tools::parse_chord(k.keys);
-        } catch (const Error& e) {
-            fail(where + ".keys: " + e.what() +
-                 "; name one key (Enter, Tab, Escape, Backspace, ArrowDown, PageDown, Home, End, a, ...) "
-                 "with optional modifiers (ctrl+a, shift+Tab, ctrl+Enter)");
-        }
-        return k;
-    }
-    if (type == "hover" || type == "double_click" || type == "right_click") {
-        check_fields(a, where, {"type", "element", "x", "y"});
-        const std::string element = get_string(a, where, "element", kMaxElementChars, true, true);
-        if (type == "hover") return HoverAction{element, coord("x"), coord("y")};
-        if (type == "double_click") return DoubleClickAction{element, coord("x"), coord("y")};
-        return RightClickAction{element, coord("x"), coord("y")};
-    }
-    if (type == "select") {
-        check_fields(a, where, {"type", "element", "x", "y", "option"});
-        SelectAction s;
-        s.element = get_string(a, where, "element", kMaxElementChars, true, true);
-        s.x = coord("x");
-        s.y = coord("y");
-        s.option = get_string(a, where, "option", kMaxElementChars, true, true);
-        return s;
-    }
-    if (type == "drag") {
-        check_fields(a, where, {"type", "element", "x", "y", "to_element", "to_x", "to_y"});
-        DragAction d;
-        d.element = get_string(a, where, "element", kMaxElementChars, true, true);
-        d.x = coord("x");
-        d.y = coord("y");
-        d.to_element = get_string(a, where, "to_element", kMaxElementChars, true, true);
-        d.to_x = coord("to_x");
-        d.to_y = coord("to_y");
-        return d;
-    }
+    if (std::optional<Action> more = parse_more_actions(a, where, type)) return *more;
     fail(where + ".type: unknown action " + quoted(type) + "; expected " + joined(action_names()));
 }
 

@@ -27,14 +27,16 @@ std::string quoted_list(const std::vector<std::string>& items, size_t max_items 
 
 // What choosing `wanted` in the <select> at `p` did, as the policy reads it; throws Error(kInvalidArgument)
 // when nothing was chosen, naming the options so that the next step can pick one of them.
-std::string choice_outcome(const tools::SelectResult& r, const std::string& wanted, const tools::CssPoint& p) {
+std::string choice_outcome(const tools::SelectResult& r, const std::string& wanted,
+                           const tools::CssPoint& p) {
     const std::string where = r.element + " at " + point_text(p);
     if (!r.problem.empty())
         throw Error(ErrorKind::kInvalidArgument,
                     r.problem + " in " + where + "; its options are " + quoted_list(r.options));
     if (r.unchanged) return "\"" + r.chosen + "\" was already chosen in " + where;
     std::string out = "chose \"" + r.chosen + "\" in " + where;
-    if (r.match != "exact") out += " (the " + r.match + " match of \"" + model::shorten_utf8(wanted, 60) + "\")";
+    if (r.match != "exact")
+        out += " (the " + r.match + " match of \"" + model::shorten_utf8(wanted, 60) + "\")";
     out += ", was \"" + r.previous + "\"";
     if (r.now != r.chosen) out += "; the page then showed \"" + r.now + "\" instead";
     return out;
@@ -129,88 +131,96 @@ ActionOutcome BrowserEnvironment::execute(const Action& action, const ActionPoin
     const size_t needed = action_points(action).size();
     if ((needed >= 1 && !points.at) || (needed >= 2 && !points.to))
         return ActionOutcome{false, "no point to act on", "invalid_argument"};
-    const std::optional<tools::CssPoint>& point = points.at;
-    return guarded(describe_action(action), [&]() -> std::string {
-        if (std::holds_alternative<ClickAction>(action)) {
-            session_.click(point->x, point->y);
-            return "clicked " + point_text(*point);
+    return guarded(describe_action(action),
+                   [&] { return needed ? act_at(action, *points.at, points.to) : act(action); });
+}
+
+std::string BrowserEnvironment::act_at(const Action& action, const tools::CssPoint& at,
+                                       const std::optional<tools::CssPoint>& to) {
+    if (std::holds_alternative<ClickAction>(action)) {
+        session_.click(at.x, at.y);
+        return "clicked " + point_text(at);
+    }
+    if (auto* w = std::get_if<WriteAction>(&action)) {
+        // Typing into a <select> changes nothing: writing into one chooses the option with that text.
+        const tools::SelectResult r = session_.select_option(at.x, at.y, w->content);
+        if (r.found) return "writing into a <select> chooses an option: " + choice_outcome(r, w->content, at);
+        session_.click(at.x, at.y);
+        session_.type_text(w->content, w->clear);
+        if (w->press_enter) session_.press("Enter");
+        return "typed " + std::to_string(w->content.size()) + " characters at " + point_text(at) +
+               (w->press_enter ? " and pressed Enter" : "");
+    }
+    if (auto* s = std::get_if<SelectAction>(&action)) {
+        const tools::SelectResult r = session_.select_option(at.x, at.y, s->option);
+        if (!r.found)
+            throw Error(ErrorKind::kInvalidArgument,
+                        "no <select> at " + point_text(at) + " (the point is on " + r.element +
+                            "); a dropdown made of other elements opens with click, then click its option");
+        return choice_outcome(r, s->option, at);
+    }
+    if (std::holds_alternative<HoverAction>(action)) {
+        session_.move_mouse(at.x, at.y);
+        return "moved the mouse to " + point_text(at);
+    }
+    if (std::holds_alternative<DoubleClickAction>(action)) {
+        session_.double_click(at.x, at.y);
+        return "double-clicked " + point_text(at);
+    }
+    if (std::holds_alternative<RightClickAction>(action)) {
+        session_.right_click(at.x, at.y);
+        return "right-clicked " + point_text(at);
+    }
+    if (std::holds_alternative<DragAction>(action)) {
+        session_.drag(at.x, at.y, to->x, to->y);
+        return "dragged from " + point_text(at) + " to " + point_text(*to);
+    }
+    throw Error(ErrorKind::kInvalidArgument, std::string(action_name(action)) + " acts on no point");
+}
+
+std::string BrowserEnvironment::act(const Action& action) {
+    if (auto* s = std::get_if<ScrollAction>(&action)) {
+        const tools::ViewportGeometry& v = session_.viewport();
+        const double dy = options_.scroll_fraction * v.css_height,
+                     dx = options_.scroll_fraction * v.css_width;
+        double sx = 0, sy = 0;
+        switch (s->direction) {
+            case ScrollDirection::kUp: sy = -dy; break;
+            case ScrollDirection::kDown: sy = dy; break;
+            case ScrollDirection::kLeft: sx = -dx; break;
+            case ScrollDirection::kRight: sx = dx; break;
         }
-        if (auto* s = std::get_if<SelectAction>(&action)) {
-            const tools::SelectResult r = session_.select_option(point->x, point->y, s->option);
-            if (!r.found)
-                throw Error(ErrorKind::kInvalidArgument,
-                            "no <select> at " + point_text(*point) + " (the point is on " + r.element +
-                                "); a dropdown made of other elements opens with click, then click its option");
-            return choice_outcome(r, s->option, *point);
+        session_.scroll(v.css_width / 2.0, v.css_height / 2.0, sx, sy);
+        return std::string("scrolled ") + scroll_direction_name(s->direction);
+    }
+    if (auto* g = std::get_if<GotoAction>(&action)) {
+        const tools::NavigationResult r = session_.navigate(g->url);
+        last_url_ = r.url.empty() ? g->url : r.url;
+        return r.describe();
+    }
+    if (auto* k = std::get_if<KeyAction>(&action)) {
+        session_.press(k->keys);
+        return "pressed " + k->keys;
+    }
+    if (std::holds_alternative<BackAction>(action)) return session_.back().describe();
+    if (std::holds_alternative<RefreshAction>(action)) return session_.reload().describe();
+    if (auto* w = std::get_if<WaitAction>(&action)) return wait(w->seconds);
+    return "answer (no browser action)";
+}
+
+std::string BrowserEnvironment::wait(int seconds) {
+    const auto d = std::min<std::chrono::milliseconds>(std::chrono::seconds(seconds), options_.max_wait);
+    // In slices, so that a cancelled run (Ctrl-C, Agent::cancel) does not wait the rest out.
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now(), until = start + d;
+    for (Clock::time_point now = start; now < until; now = Clock::now()) {
+        if (options_.cancel && options_.cancel->load()) {
+            const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
+            return "wait cancelled after " + std::to_string(waited.count()) + " ms";
         }
-        if (auto* w = std::get_if<WriteAction>(&action)) {
-            // Typing into a <select> changes nothing: writing into one chooses the option with that text.
-            const tools::SelectResult r = session_.select_option(point->x, point->y, w->content);
-            if (r.found) return "writing into a <select> chooses an option: " + choice_outcome(r, w->content, *point);
-            session_.click(point->x, point->y);
-            session_.type_text(w->content, w->clear);
-            if (w->press_enter) session_.press("Enter");
-            return "typed " + std::to_string(w->content.size()) + " characters at " + point_text(*point) +
-                   (w->press_enter ? " and pressed Enter" : "");
-        }
-        if (auto* s = std::get_if<ScrollAction>(&action)) {
-            const tools::ViewportGeometry& v = session_.viewport();
-            const double dy = options_.scroll_fraction * v.css_height,
-                         dx = options_.scroll_fraction * v.css_width;
-            double sx = 0, sy = 0;
-            switch (s->direction) {
-                case ScrollDirection::kUp: sy = -dy; break;
-                case ScrollDirection::kDown: sy = dy; break;
-                case ScrollDirection::kLeft: sx = -dx; break;
-                case ScrollDirection::kRight: sx = dx; break;
-            }
-            session_.scroll(v.css_width / 2.0, v.css_height / 2.0, sx, sy);
-            return std::string("scrolled ") + scroll_direction_name(s->direction);
-        }
-        if (auto* g = std::get_if<GotoAction>(&action)) {
-            const tools::NavigationResult r = session_.navigate(g->url);
-            last_url_ = r.url.empty() ? g->url : r.url;
-            return r.describe();
-        }
-        if (std::holds_alternative<HoverAction>(action)) {
-            session_.move_mouse(point->x, point->y);
-            return "moved the mouse to " + point_text(*point);
-        }
-        if (std::holds_alternative<DoubleClickAction>(action)) {
-            session_.double_click(point->x, point->y);
-            return "double-clicked " + point_text(*point);
-        }
-        if (std::holds_alternative<RightClickAction>(action)) {
-            session_.right_click(point->x, point->y);
-            return "right-clicked " + point_text(*point);
-        }
-        if (std::holds_alternative<DragAction>(action)) {
-            session_.drag(point->x, point->y, points.to->x, points.to->y);
-            return "dragged from " + point_text(*point) + " to " + point_text(*points.to);
-        }
-        if (auto* k = std::get_if<KeyAction>(&action)) {
-            session_.press(k->keys);
-            return "pressed " + k->keys;
-        }
-        if (std::holds_alternative<BackAction>(action)) return session_.back().describe();
-        if (std::holds_alternative<RefreshAction>(action)) return session_.reload().describe();
-        if (auto* w = std::get_if<WaitAction>(&action)) {
-            const auto d =
-                std::min<std::chrono::milliseconds>(std::chrono::seconds(w->seconds), options_.max_wait);
-            // In slices, so that a cancelled run (Ctrl-C, Agent::cancel) does not wait the rest out.
-            using Clock = std::chrono::steady_clock;
-            const Clock::time_point start = Clock::now(), until = start + d;
-            for (Clock::time_point now = start; now < until; now = Clock::now()) {
-                if (options_.cancel && options_.cancel->load()) {
-                    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
-                    return "wait cancelled after " + std::to_string(waited.count()) + " ms";
-                }
-                std::this_thread::sleep_for(std::min<Clock::duration>(until - now, std::chrono::milliseconds(50)));
-            }
-            return "waited " + std::to_string(d.count()) + " ms";
-        }
-        return "answer (no browser action)";
-    });
+        std::this_thread::sleep_for(std::min<Clock::duration>(until - now, std::chrono::milliseconds(50)));
+    }
+    return "waited " + std::to_string(d.count()) + " ms";
 }
 
 }  // namespace surf::agent

@@ -73,6 +73,12 @@ public:
 
 private:
     ActionOutcome guarded(const std::string& what, const std::function<std::string()>& body);
+    // The pointed actions (action_points not empty) and the others; each returns the outcome's message and
+    // throws for a failure, which guarded() turns into an outcome.
+    std::string act_at(const Action& action, const tools::CssPoint& at,
+                       const std::optional<tools::CssPoint>& to);
+    std::string act(const Action& action);
+    std::string wait(int seconds);
     void drain_events(std::vector<std::string>* out);
 
     tools::BrowserSession& session_;

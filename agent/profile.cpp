@@ -161,7 +161,8 @@ PromptProfile load_profile(const std::string& path) {
         r.prompt("policy_turn", {"task", "step", "max_steps", "notes", "history", "observation", "forced"});
     p.retry_feedback = r.prompt("retry_feedback", {"error"});
     p.policy_schema = r.schema("policy_schema", &p.policy_schema_text);
-    p.policy_actions = offered_actions(nlohmann::json::parse(p.policy_schema_text), path + " (policy_schema)");
+    p.policy_actions =
+        offered_actions(nlohmann::json::parse(p.policy_schema_text), path + " (policy_schema)");
     std::string answer_text;
     p.answer_schema = r.schema("answer_schema", &answer_text);
     if (offered_actions(nlohmann::json::parse(answer_text), path + " (answer_schema)") !=

@@ -72,7 +72,8 @@ TEST_CASE("key: page handlers see real keydown/keyup with key, code, keyCode and
     CHECK_FALSE(p.run(KeyAction{"ctrl+Hyper"}).ok);  // a chord no keyboard has is an outcome, not a throw
 }
 
-TEST_CASE("key: default actions happen: Tab moves focus, Enter submits, ctrl+a selects all, editing keys edit") {
+TEST_CASE(
+    "key: default actions happen: Tab moves focus, Enter submits, ctrl+a selects all, editing keys edit") {
     Page p("/keys.html");
     REQUIRE(p.run(ClickAction{"first field", 0, 0}, at(170, 35)).ok);
     REQUIRE(p.js("document.activeElement.id") == "first");
@@ -112,7 +113,8 @@ TEST_CASE("key: PageDown, End and Home scroll the page when no field has focus")
     CHECK(p.run(KeyAction{"PageDown"}).ok);
     CHECK(p.session->wait_for("window.scrollY > 300", 3s));
     CHECK(p.run(KeyAction{"End"}).ok);
-    CHECK(p.session->wait_for("window.scrollY + innerHeight >= document.documentElement.scrollHeight - 2", 3s));
+    CHECK(
+        p.session->wait_for("window.scrollY + innerHeight >= document.documentElement.scrollHeight - 2", 3s));
     CHECK(p.run(KeyAction{"Home"}).ok);
     CHECK(p.session->wait_for("window.scrollY == 0", 3s));
 }
@@ -131,7 +133,8 @@ TEST_CASE("double_click and right_click reach the page's dblclick and contextmen
     Page p("/pointer.html");
     CHECK(p.run(DoubleClickAction{"box", 0, 0}, at(260, 50)).ok);
     // Two press/release pairs with clickCount 1 then 2, as a real mouse sends them.
-    CHECK(p.js("log") == nlohmann::json::array({"mousedown:0", "click:1", "mousedown:0", "click:2", "dblclick"}));
+    CHECK(p.js("log") ==
+          nlohmann::json::array({"mousedown:0", "click:1", "mousedown:0", "click:2", "dblclick"}));
     CHECK(p.js("log.length = 0") == 0);
     const ActionOutcome o = p.run(RightClickAction{"box", 0, 0}, at(260, 50));
     CHECK(o.ok);
@@ -152,11 +155,12 @@ TEST_CASE("drag: pointer and mouse events with the button held move a slider; HT
 
     CHECK(p.run(DragAction{"drag me", 0, 0, "drop here", 0, 0}, {at(60, 280), at(360, 280)}).ok);
     CHECK(p.session->wait_for("dnd.includes('dragend')", 3s));
-    CHECK(p.js("dnd") == nlohmann::json::array({"dragstart", "dragenter", "dragover", "drop:payload", "dragend"}));
+    CHECK(p.js("dnd") ==
+          nlohmann::json::array({"dragstart", "dragenter", "dragover", "drop:payload", "dragend"}));
     CHECK(p.js("dst.textContent") == "dropped");
 
     CHECK_FALSE(p.run(DragAction{"knob", 0, 0, "nowhere", 0, 0}, at(30, 170)).ok);  // no end point
-    CHECK_THROWS_AS(p.session->drag(30, 170, 5000, 170), Error);                   // outside the viewport
+    CHECK_THROWS_AS(p.session->drag(30, 170, 5000, 170), Error);                    // outside the viewport
     CHECK_THROWS_AS(p.session->drag(30, 170, 40, 170, 0), Error);
 }
 
@@ -169,7 +173,8 @@ TEST_CASE("select chooses a native <select> option by its text and fires input t
     CHECK(p.js("size.value") == "l");
     CHECK(p.js("events") == nlohmann::json::array({"input:size=l", "change:size=l"}));
 
-    o = p.run(SelectAction{"size list", 0, 0, "extra LARGE"}, size);  // case-insensitive, whitespace collapsed
+    o = p.run(SelectAction{"size list", 0, 0, "extra LARGE"},
+              size);  // case-insensitive, whitespace collapsed
     CHECK(o.message.find("chose \"Extra large\"") == 0);
     CHECK(o.message.find("(the case-insensitive match of \"extra LARGE\")") != std::string::npos);
     CHECK(p.js("size.value") == "xl");
@@ -187,24 +192,29 @@ TEST_CASE("select chooses a native <select> option by its text and fires input t
     // The label of a list chooses in its list; a list inside a same-origin frame is found through it.
     CHECK(p.run(SelectAction{"Color", 0, 0, "green"}, at(40, 85)).ok);
     CHECK(p.js("color.value") == "Green");
-    CHECK(p.run(SelectAction{"Color list", 0, 0, "Deep blue"}, at(200, 85)).ok);  // an option's label is its text
+    CHECK(p.run(SelectAction{"Color list", 0, 0, "Deep blue"}, at(200, 85))
+              .ok);  // an option's label is its text
     CHECK(p.js("color.value") == "blue");
     CHECK(p.run(SelectAction{"inner list", 0, 0, "Two"}, at(50, 245)).ok);
     CHECK(p.js("events.includes('change:inner=Two')") == true);
 }
 
-TEST_CASE("select never reports a choice it did not make: no match, ambiguity, disabled, no list, a page that resets") {
+TEST_CASE(
+    "select never reports a choice it did not make: no match, ambiguity, disabled, no list, a page that "
+    "resets") {
     Page p("/select.html");
     const tools::CssPoint size = at(120, 35);
     ActionOutcome o = p.run(SelectAction{"size list", 0, 0, "XXL"}, size);
     CHECK_FALSE(o.ok);
     CHECK(o.error_kind == "invalid_argument");
     CHECK(o.message.find("no option matches \"XXL\" in <select id=\"size\">") != std::string::npos);
-    CHECK(o.message.find("its options are \"Small\", \"Medium\", \"Large\", \"Extra large\", \"Extra small\", "
-                         "\"Sold out\"") != std::string::npos);
+    CHECK(
+        o.message.find("its options are \"Small\", \"Medium\", \"Large\", \"Extra large\", \"Extra small\", "
+                       "\"Sold out\"") != std::string::npos);
     o = p.run(SelectAction{"size list", 0, 0, "Extra"}, size);
     CHECK_FALSE(o.ok);
-    CHECK(o.message.find("2 options start with \"Extra\": \"Extra large\", \"Extra small\"") != std::string::npos);
+    CHECK(o.message.find("2 options start with \"Extra\": \"Extra large\", \"Extra small\"") !=
+          std::string::npos);
     o = p.run(SelectAction{"size list", 0, 0, "sold out"}, size);
     CHECK_FALSE(o.ok);
     CHECK(o.message.find("the option \"Sold out\" is disabled") != std::string::npos);
@@ -213,7 +223,8 @@ TEST_CASE("select never reports a choice it did not make: no match, ambiguity, d
 
     o = p.run(SelectAction{"size list", 0, 0, "Large"}, at(350, 35));
     CHECK_FALSE(o.ok);
-    CHECK(o.message.find("no <select> at (350, 35) (the point is on <div id=\"plain\">)") != std::string::npos);
+    CHECK(o.message.find("no <select> at (350, 35) (the point is on <div id=\"plain\">)") !=
+          std::string::npos);
 
     o = p.run(SelectAction{"locked list", 0, 0, "B"}, at(120, 185));
     CHECK(o.ok);

@@ -39,8 +39,8 @@ bool decodable(const model::CompiledSchema& schema, const Action& action) {
     return matcher.accept_bytes(step) && matcher.can_end();
 }
 
-const std::vector<std::string> kOriginalActions = {"click", "write", "scroll", "goto",
-                                                   "back",  "refresh", "wait", "answer"};
+const std::vector<std::string> kOriginalActions = {"click", "write",   "scroll", "goto",
+                                                   "back",  "refresh", "wait",   "answer"};
 
 }  // namespace
 
@@ -59,7 +59,8 @@ TEST_CASE("key actions parse named keys and chords and reject what no keyboard h
     CHECK(error_kind_of([] { parse(R"({"type":"key","keys":"Hyper"})"); }) == ErrorKind::kModelOutput);
     CHECK(error_of([] { parse(R"({"type":"key","keys":"ctrl+Hyper"})"); }).find("action.keys") !=
           std::string::npos);
-    CHECK(error_of([] { parse(R"({"type":"key","keys":"a+b"})"); }).find("more than one") != std::string::npos);
+    CHECK(error_of([] { parse(R"({"type":"key","keys":"a+b"})"); }).find("more than one") !=
+          std::string::npos);
     CHECK(error_kind_of([] { parse(R"({"type":"key","keys":""})"); }) == ErrorKind::kModelOutput);
     CHECK(error_kind_of([] { parse(R"({"type":"key"})"); }) == ErrorKind::kModelOutput);
     CHECK(error_kind_of([] { parse(R"({"type":"key","keys":"Enter","x":3})"); }) == ErrorKind::kModelOutput);
@@ -75,10 +76,12 @@ TEST_CASE("select names a list by its point and an option by its text") {
     CHECK(std::get<SelectAction>(round_trip(a)).option == "Large");
     REQUIRE(action_points(a).size() == 1);
     CHECK(action_points(a)[0].element == "Size dropdown");
-    CHECK(error_of([] { parse(R"({"type":"select","element":"list","x":1,"y":2})"); }).find("action.option: missing") !=
-          std::string::npos);
-    CHECK(error_of([] { parse(R"({"type":"select","element":"list","x":1,"y":2,"option":" "})"); })
-              .find("action.option: empty") != std::string::npos);
+    CHECK(error_of([] {
+              parse(R"({"type":"select","element":"list","x":1,"y":2})");
+          }).find("action.option: missing") != std::string::npos);
+    CHECK(error_of([] {
+              parse(R"({"type":"select","element":"list","x":1,"y":2,"option":" "})");
+          }).find("action.option: empty") != std::string::npos);
     CHECK(error_kind_of([] { parse(R"({"type":"select","element":"list","x":1,"y":2,"option":3})"); }) ==
           ErrorKind::kModelOutput);
 }
@@ -87,7 +90,8 @@ TEST_CASE("hover, double_click and right_click name one point; drag names two") 
     const Action h = parse(R"({"type":"hover","element":"Products menu","x":120,"y":40})");
     REQUIRE(std::holds_alternative<HoverAction>(h));
     CHECK(describe_action(h) == "hover \"Products menu\"");
-    CHECK(std::holds_alternative<DoubleClickAction>(parse(R"({"type":"double_click","element":"cell","x":1,"y":2})")));
+    CHECK(std::holds_alternative<DoubleClickAction>(
+        parse(R"({"type":"double_click","element":"cell","x":1,"y":2})")));
     const Action r = parse(R"({"type":"right_click","element":"row","x":999,"y":0})");
     REQUIRE(std::holds_alternative<RightClickAction>(r));
     CHECK(std::get<RightClickAction>(round_trip(r)).x == 999);
@@ -114,10 +118,12 @@ TEST_CASE("hover, double_click and right_click name one point; drag names two") 
     CHECK(describe_action(d) == "drag \"slider knob\" to \"track end\"");
     CHECK(action_target(d) == "slider knob -> track end");
 
-    CHECK(error_of([] { parse(R"({"type":"drag","element":"a","x":1,"y":1,"to_element":"b","to_x":1001,"to_y":1})"); })
-              .find("action.to_x") != std::string::npos);
-    CHECK(error_of([] { parse(R"({"type":"drag","element":"a","x":1,"y":1,"to_x":5,"to_y":1})"); })
-              .find("action.to_element: missing") != std::string::npos);
+    CHECK(error_of([] {
+              parse(R"({"type":"drag","element":"a","x":1,"y":1,"to_element":"b","to_x":1001,"to_y":1})");
+          }).find("action.to_x") != std::string::npos);
+    CHECK(error_of([] {
+              parse(R"({"type":"drag","element":"a","x":1,"y":1,"to_x":5,"to_y":1})");
+          }).find("action.to_element: missing") != std::string::npos);
     CHECK(error_kind_of([] { parse(R"({"type":"hover","element":"a","x":1})"); }) == ErrorKind::kModelOutput);
     CHECK(error_kind_of([] { parse(R"({"type":"double_click","element":" ","x":1,"y":1})"); }) ==
           ErrorKind::kModelOutput);
@@ -136,15 +142,19 @@ TEST_CASE("a profile offers the actions its policy schema lists, and only those 
     const PromptProfile tiny = load_profile(SURF_SOURCE_DIR "/models/surf-tiny/surf_profile.json");
     CHECK(tiny.policy_actions == kOriginalActions);
     CHECK(tiny.policy_schema_text.find("\"key\"") == std::string::npos);
-    CHECK_NOTHROW(check_offered(parse(R"({"type":"click","element":"OK","x":1,"y":2})"), tiny.policy_actions));
+    CHECK_NOTHROW(
+        check_offered(parse(R"({"type":"click","element":"OK","x":1,"y":2})"), tiny.policy_actions));
     CHECK(error_kind_of([&] { check_offered(KeyAction{"Enter"}, tiny.policy_actions); }) ==
           ErrorKind::kModelOutput);
-    CHECK(error_of([&] { check_offered(KeyAction{"Enter"}, tiny.policy_actions); })
-              .find("expected click, write, scroll, goto, back, refresh, wait or answer") != std::string::npos);
+    CHECK(error_of([&] {
+              check_offered(KeyAction{"Enter"}, tiny.policy_actions);
+          }).find("expected click, write, scroll, goto, back, refresh, wait or answer") != std::string::npos);
     CHECK_NOTHROW(check_offered(KeyAction{"Enter"}, holotron.policy_actions));
 }
 
-TEST_CASE("constrained decoding under the default schema can produce each new action; under surf-tiny's it cannot") {
+TEST_CASE(
+    "constrained decoding under the default schema can produce each new action; under surf-tiny's it "
+    "cannot") {
     const PromptProfile holotron = load_profile(default_profile_path());
     const PromptProfile tiny = load_profile(SURF_SOURCE_DIR "/models/surf-tiny/surf_profile.json");
     const std::vector<Action> added = {KeyAction{"shift+Tab"},
@@ -166,9 +176,11 @@ TEST_CASE("constrained decoding under the default schema can produce each new ac
     const std::string prompt = test::read_file(SURF_SOURCE_DIR "/prompts/policy_system.md");
     for (const std::string& name : holotron.policy_actions) {
         CAPTURE(name);
-        CHECK((prompt.find(name + " {{") != std::string::npos || prompt.find(name + ":") != std::string::npos));
+        CHECK(
+            (prompt.find(name + " {{") != std::string::npos || prompt.find(name + ":") != std::string::npos));
     }
-    const std::string tiny_prompt = test::read_file(SURF_SOURCE_DIR "/models/surf-tiny/prompts/policy_system.md");
+    const std::string tiny_prompt =
+        test::read_file(SURF_SOURCE_DIR "/models/surf-tiny/prompts/policy_system.md");
     for (const char* name : {"key", "select", "hover", "double_click", "right_click", "drag"}) {
         CAPTURE(name);
         CHECK(tiny_prompt.find(name) == std::string::npos);
@@ -177,21 +189,23 @@ TEST_CASE("constrained decoding under the default schema can produce each new ac
 
 TEST_CASE("offered_actions reads inline and $ref branches and refuses schemas it cannot read") {
     const auto schema = [](const std::string& action) {
-        return nlohmann::json::parse(R"({"$defs":{"back":{"type":"object","properties":{"type":{"const":"back"}}}},
-            "type":"object","properties":{"action":)" + action + "}}");
+        return nlohmann::json::parse(
+            R"({"$defs":{"back":{"type":"object","properties":{"type":{"const":"back"}}}},
+            "type":"object","properties":{"action":)" +
+            action + "}}");
     };
     CHECK(offered_actions(schema(R"({"anyOf":[{"$ref":"#/$defs/back"},
-        {"type":"object","properties":{"type":{"const":"key"},"keys":{"type":"string"}}}]})"), "s") ==
-          std::vector<std::string>{"back", "key"});
+        {"type":"object","properties":{"type":{"const":"key"},"keys":{"type":"string"}}}]})"),
+                          "s") == std::vector<std::string>{"back", "key"});
     CHECK(offered_actions(schema(R"({"type":"object","properties":{"type":{"const":"answer"}}})"), "s") ==
           std::vector<std::string>{"answer"});
     CHECK(error_kind_of([&] {
-              offered_actions(schema(R"({"anyOf":[{"type":"object","properties":{"type":{"const":"fly"}}}]})"),
-                              "s.json");
+              offered_actions(
+                  schema(R"({"anyOf":[{"type":"object","properties":{"type":{"const":"fly"}}}]})"), "s.json");
           }) == ErrorKind::kConfig);
     CHECK(error_of([&] {
-              offered_actions(schema(R"({"anyOf":[{"type":"object","properties":{"type":{"const":"fly"}}}]})"),
-                              "s.json");
+              offered_actions(
+                  schema(R"({"anyOf":[{"type":"object","properties":{"type":{"const":"fly"}}}]})"), "s.json");
           }).find("unknown action \"fly\"") != std::string::npos);
     CHECK(error_kind_of([&] { offered_actions(schema(R"({"type":"object"})"), "s"); }) == ErrorKind::kConfig);
     CHECK(error_kind_of([&] { offered_actions(schema(R"({"anyOf":[{"$ref":"#/$defs/nothing"}]})"), "s"); }) ==
@@ -210,7 +224,8 @@ TEST_CASE("a profile whose policy schema names an unknown action does not load")
     in.close();
     schema["$defs"]["key"]["properties"]["type"]["const"] = "press";
     std::ofstream(path) << schema.dump();
-    CHECK(error_of([&] { load_profile((dir / "profile_holotron.json").string()); })
-              .find("unknown action \"press\"") != std::string::npos);
+    CHECK(error_of([&] {
+              load_profile((dir / "profile_holotron.json").string());
+          }).find("unknown action \"press\"") != std::string::npos);
     std::filesystem::remove_all(dir);
 }

@@ -376,7 +376,8 @@ TEST_CASE("a key action needs no point; an action the profile does not offer is 
     CHECK(f.engine.of("localizer").empty());
 
     Fixture narrow;
-    narrow.profile.policy_actions = {"click", "scroll", "answer"};  // as a profile whose schema lists only these
+    // As a profile whose policy schema lists only these.
+    narrow.profile.policy_actions = {"click", "scroll", "answer"};
     narrow.engine.scripts["policy"] = {step_json(R"({"type":"key","keys":"Enter"})"), step_json(kScroll),
                                        step_json(kAnswer)};
     r = narrow.run(options(2));
@@ -417,7 +418,8 @@ TEST_CASE("a drag locates both ends, acts on both points and draws both in the t
     std::string line;
     nlohmann::json step;
     while (std::getline(in, line))
-        if (nlohmann::json::parse(line).at("type") == "step" && step.is_null()) step = nlohmann::json::parse(line);
+        if (nlohmann::json::parse(line).at("type") == "step" && step.is_null())
+            step = nlohmann::json::parse(line);
     CHECK(step.at("point_px") == nlohmann::json::array({80.0, 120.0}));
     CHECK(step.at("to_point_px") == nlohmann::json::array({240.0, 60.0}));
     std::ifstream report(dir / "report.html");

@@ -54,7 +54,8 @@ constexpr const char* kChooseOptionScript = R"JS((x, y, wanted) => {
     return Object.assign(out, {match: '', problem: hits.length + ' options start with "' + w + '": "' +
                                                    hits.map(i => texts[i]).join('", "') + '"'});
   const option = options[hits[0]];
-  const group = option.parentElement && option.parentElement.tagName === 'OPTGROUP' ? option.parentElement : null;
+  const parent = option.parentElement;
+  const group = parent && parent.tagName === 'OPTGROUP' ? parent : null;
   if (sel.disabled) return Object.assign(out, {problem: 'the list is disabled'});
   if (option.disabled || (group && group.disabled))
     return Object.assign(out, {problem: 'the option "' + texts[hits[0]] + '" is disabled'});
@@ -84,17 +85,18 @@ SelectResult BrowserSession::select_option(double x, double y, const std::string
     std::lock_guard<std::mutex> action(action_mutex_);
     const auto started = std::chrono::steady_clock::now();
     ensure_ready();
-    const std::string call = std::string("(") + kChooseOptionScript + ")(" + nlohmann::json(x).dump() + ", " +
-                             nlohmann::json(y).dump() + ", " +
-                             nlohmann::json(option).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-                             ")";
+    const std::string call =
+        std::string("(") + kChooseOptionScript + ")(" + nlohmann::json(x).dump() + ", " +
+        nlohmann::json(y).dump() + ", " +
+        nlohmann::json(option).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ")";
     const nlohmann::json r = evaluate_locked(call, options_.command_timeout);
     if (!r.is_object()) throw Error(ErrorKind::kBrowser, "select: the page returned " + r.dump());
     SelectResult out;
     out.found = r.value("found", false);
     out.element = text_field(r, "element");
     if (r.contains("options") && r["options"].is_array())
-        for (const nlohmann::json& o : r["options"]) out.options.push_back(o.is_string() ? o.get<std::string>() : "");
+        for (const nlohmann::json& o : r["options"])
+            out.options.push_back(o.is_string() ? o.get<std::string>() : "");
     out.previous = text_field(r, "previous");
     out.chosen = text_field(r, "chosen");
     out.match = text_field(r, "match");
