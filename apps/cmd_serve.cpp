@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "apps/cli.h"
@@ -70,6 +71,24 @@ std::shared_ptr<surf::model::Engine> open_engines(const std::string& dir, const 
     return std::make_shared<surf::model::ReplicaEngine>(std::move(engines));
 }
 
+
+// The access log's sink: "-" = stderr, "off" = none, else a file appended to. Lines from concurrent
+// requests never interleave.
+std::function<void(const std::string&)> access_log(const std::string& where) {
+    if (where == "off") return nullptr;
+    FILE* out = stderr;
+    if (where != "-") {
+        out = std::fopen(where.c_str(), "a");
+        if (!out) throw Error(ErrorKind::kIo, "--access-log: cannot open " + where + " for appending");
+    }
+    auto mutex = std::make_shared<std::mutex>();
+    return [out, mutex](const std::string& line) {
+        std::lock_guard<std::mutex> lock(*mutex);
+        std::fprintf(out, "%s\n", line.c_str());
+        std::fflush(out);
+    };
+}
+
 int serve(const surf::cli::Args& args) {
     const std::string dir = surf::cli::model_flag(args);
     if (!std::filesystem::is_directory(dir)) {
@@ -102,6 +121,7 @@ int serve(const surf::cli::Args& args) {
         args.get_int("max-request-pixels", so.max_request_pixels, 1, 64 * surf::model::kMaxImagePixels);
     const int64_t prefix_cache = args.get_int("prefix-cache", 0, 0, 4096);
     so.prefix_cache_sessions = static_cast<size_t>(prefix_cache);
+    so.access_log = access_log(args.get("access-log", "-"));
     if (so.default_max_tokens < 1 || so.max_tokens_limit < so.default_max_tokens) {
         throw Error(ErrorKind::kInvalidArgument, "--default-max-tokens must be in [1, --max-tokens-limit]");
     }
@@ -158,6 +178,9 @@ SURF_COMMAND(surf::cli::Command{
      {"replicas", "N", "cpu: N engines in the process (testing the replica spreading; default 1)"},
      {"threads", "N", "requests handled at once (default 64; more wait in a queue)"},
      {"max-body-mb", "MB", "largest request body (default 32)"},
+     {"access-log", "PATH",
+      "one line per request (peer, method, path, status, prompt and completion tokens, seconds): - = stderr "
+      "(default), off, or a file to append to"},
      {"default-max-tokens", "N", "max_tokens when a request gives none (default 512)"},
      {"max-tokens-limit", "N", "largest max_tokens a request may ask for (default 8192)"},
      {"max-prompt-tokens", "N", "largest prompt in text tokens; 0 = no limit (default: the model's max_position_embeddings)"},

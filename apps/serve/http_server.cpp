@@ -373,6 +373,7 @@ void HttpServer::accept_loop() {
 
 void HttpServer::dispatch(int fd, HttpRequest req) {
     set_blocking(fd, true);
+    req.received = std::chrono::steady_clock::now();
     if (std::find(options_.inline_paths.begin(), options_.inline_paths.end(), req.path) !=
         options_.inline_paths.end()) {
         serve_request(fd, req);

@@ -26,6 +26,8 @@ struct HttpRequest {
     std::map<std::string, std::string> headers;  // keys lower-cased
     std::string body;
     std::string peer;  // "127.0.0.1:53422"
+    // When the request was read whole and queued for a worker: the start of its latency in /metrics.
+    std::chrono::steady_clock::time_point received{};
 
     std::string header(const std::string& lower_name) const {
         auto it = headers.find(lower_name);

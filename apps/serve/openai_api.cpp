@@ -1,7 +1,11 @@
 #include "apps/serve/openai_api.h"
 #include "model/utf8.h"
 
+#include <cctype>
+#include <cinttypes>
+#include <cstdio>
 #include <ctime>
+#include <random>
 #include <sstream>
 
 #include "kernels/base/error.h"
@@ -12,6 +16,21 @@ namespace {
 
 using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
+
+// %XX escapes of a URL path segment decoded; a malformed escape stays as written.
+std::string percent_decode(const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+        if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) && hex(s[i + 2])) {
+            out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+            i += 2;
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
 
 ApiError bad(const std::string& param, const std::string& message, const std::string& code = "") {
     ApiError e;
@@ -327,6 +346,28 @@ OpenAiService::OpenAiService(std::shared_ptr<model::Engine> engine, ServiceOptio
     template_ =
         std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_model_dir(engine_->config().dir));
     if (options_.prefix_cache_sessions > 0) prefix_cache_ = std::make_unique<PrefixCache>(*engine_, options_.prefix_cache_sessions);
+    std::random_device rd;
+    id_nonce_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+                static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+}
+
+std::string OpenAiService::next_response_id() {
+    // The counter is mixed into the nonce's low bits (splitmix64's odd constant): ids stay distinct within a
+    // process and unpredictable from one another.
+    const uint64_t n = static_cast<uint64_t>(next_id_++);
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "chatcmpl-%016" PRIx64 "%08" PRIx64, static_cast<uint64_t>(id_nonce_ + n * 0x9E3779B97F4A7C15u),
+                  static_cast<uint64_t>(n & 0xffffffffu));
+    return buf;
+}
+
+json OpenAiService::model_object() const {
+    return {{"id", options_.model_name},
+            {"object", "model"},
+            {"created", static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch() -
+                            (Clock::now() - started_)).count())},
+            {"owned_by", "surf"}};
 }
 
 namespace {
@@ -422,56 +463,93 @@ void OpenAiService::record_finished(int64_t prompt_tokens, int64_t completion_to
 }
 
 void OpenAiService::handle(const HttpRequest& request, HttpResponseWriter& writer) {
+    const auto begun = Clock::now();
+    RequestRecord record;
     try {
-        const bool needs_key = request.path != "/health";
-        if (needs_key && !options_.api_key.empty()) {
-            const std::string auth = request.header("authorization");
-            const std::string prefix = "Bearer ";
-            if (auth.empty()) {
-                throw ApiError{401, "missing API key: send \"Authorization: Bearer <key>\"",
-                               "invalid_request_error", "", "invalid_api_key"};
-            }
-            if (auth.rfind(prefix, 0) != 0 ||
-                !constant_time_equal(auth.substr(prefix.size()), options_.api_key)) {
-                throw ApiError{401, "incorrect API key", "invalid_request_error", "", "invalid_api_key"};
-            }
-        }
-        const bool get = request.method == "GET";
-        if (request.path == "/health") {
-            if (!get)
-                throw ApiError{405, "use GET /health", "invalid_request_error", "", "method_not_allowed"};
-            writer.send(200, "application/json", "{\"status\":\"ok\"}");
-        } else if (request.path == "/metrics") {
-            if (!get)
-                throw ApiError{405, "use GET /metrics", "invalid_request_error", "", "method_not_allowed"};
-            writer.send(200, "text/plain; version=0.0.4; charset=utf-8", metrics_text());
-        } else if (request.path == "/v1/models") {
-            if (!get)
-                throw ApiError{405, "use GET /v1/models", "invalid_request_error", "", "method_not_allowed"};
-            const json model = {{"id", options_.model_name},
-                                {"object", "model"},
-                                {"created", static_cast<int64_t>(std::time(nullptr))},
-                                {"owned_by", "surf"}};
-            writer.send(200, "application/json",
-                        json{{"object", "list"}, {"data", json::array({model})}}.dump());
-        } else if (request.path == "/v1/chat/completions") {
-            if (request.method != "POST") {
-                throw ApiError{405, "use POST /v1/chat/completions", "invalid_request_error", "",
-                               "method_not_allowed"};
-            }
-            chat_completions(request, writer);
-        } else {
-            throw ApiError{404, "no route " + request.method + " " + request.path, "invalid_request_error",
-                           "", "not_found"};
-        }
+        route(request, writer, record);
     } catch (const ApiError& e) {
         if (!writer.started()) send_error(writer, e);
     }
-    std::lock_guard<std::mutex> lock(metrics_mutex_);
-    ++responses_by_status_[writer.status()];
+    record_request(request, writer, record, begun);
 }
 
-void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWriter& writer) {
+void OpenAiService::record_request(const HttpRequest& request, const HttpResponseWriter& writer,
+                                   const RequestRecord& record, Clock::time_point begun) {
+    const auto now = Clock::now();
+    const auto received = request.received == Clock::time_point{} ? begun : request.received;
+    const double seconds = std::chrono::duration<double>(now - received).count();
+    {
+        std::lock_guard<std::mutex> lock(metrics_mutex_);
+        ++responses_by_status_[writer.status()];
+    }
+    if (request.path != "/health" && request.path != "/metrics") {
+        queue_seconds_.observe(std::chrono::duration<double>(begun - received).count());
+        request_seconds_.observe(seconds);
+        if (record.first_token != Clock::time_point{})
+            first_token_seconds_.observe(std::chrono::duration<double>(record.first_token - received).count());
+    }
+    if (options_.access_log) {
+        char line[160];
+        std::snprintf(line, sizeof line, " %d %" PRId64 " %" PRId64 " %.3f", writer.status(), record.prompt_tokens,
+                      record.completion_tokens, seconds);
+        // The path is the client's text: control characters are escaped so that one request is one line.
+        std::string path;
+        for (char c : request.path.substr(0, 200)) path += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
+        options_.access_log(request.peer + " " + request.method.substr(0, 16) + " " + path + line);
+    }
+}
+
+void OpenAiService::route(const HttpRequest& request, HttpResponseWriter& writer, RequestRecord& record) {
+    const bool needs_key = request.path != "/health";
+    if (needs_key && !options_.api_key.empty()) {
+        const std::string auth = request.header("authorization");
+        const std::string prefix = "Bearer ";
+        if (auth.empty()) {
+            throw ApiError{401, "missing API key: send \"Authorization: Bearer <key>\"",
+                           "invalid_request_error", "", "invalid_api_key"};
+        }
+        if (auth.rfind(prefix, 0) != 0 ||
+            !constant_time_equal(auth.substr(prefix.size()), options_.api_key)) {
+            throw ApiError{401, "incorrect API key", "invalid_request_error", "", "invalid_api_key"};
+        }
+    }
+    const bool get = request.method == "GET";
+    if (request.path == "/health") {
+        if (!get)
+            throw ApiError{405, "use GET /health", "invalid_request_error", "", "method_not_allowed"};
+        writer.send(200, "application/json", "{\"status\":\"ok\"}");
+    } else if (request.path == "/metrics") {
+        if (!get)
+            throw ApiError{405, "use GET /metrics", "invalid_request_error", "", "method_not_allowed"};
+        writer.send(200, "text/plain; version=0.0.4; charset=utf-8", metrics_text());
+    } else if (request.path == "/v1/models") {
+        if (!get)
+            throw ApiError{405, "use GET /v1/models", "invalid_request_error", "", "method_not_allowed"};
+        writer.send(200, "application/json",
+                    json{{"object", "list"}, {"data", json::array({model_object()})}}.dump());
+    } else if (request.path.rfind("/v1/models/", 0) == 0) {
+        if (!get)
+            throw ApiError{405, "use GET /v1/models/{model}", "invalid_request_error", "", "method_not_allowed"};
+        const std::string id = percent_decode(request.path.substr(std::string("/v1/models/").size()));
+        if (id != options_.model_name) {
+            throw ApiError{404, "the model \"" + id + "\" does not exist; this server serves \"" +
+                                    options_.model_name + "\"",
+                           "invalid_request_error", "model", "model_not_found"};
+        }
+        writer.send(200, "application/json", model_object().dump());
+    } else if (request.path == "/v1/chat/completions") {
+        if (request.method != "POST") {
+            throw ApiError{405, "use POST /v1/chat/completions", "invalid_request_error", "",
+                           "method_not_allowed"};
+        }
+        chat_completions(request, writer, record);
+    } else {
+        throw ApiError{404, "no route " + request.method + " " + request.path, "invalid_request_error",
+                       "", "not_found"};
+    }
+}
+
+void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWriter& writer, RequestRecord& record) {
     ChatRequest req = parse_chat_request(request.body, options_, schemas_);
     if (req.model != options_.model_name) {
         throw ApiError{404,
@@ -502,7 +580,7 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
                   "context_length_exceeded");
     }
 
-    const std::string id = "chatcmpl-surf" + std::to_string(next_id_++);
+    const std::string id = next_response_id();
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
     auto chunk = [&](const json& delta, const json& finish) {
         json c = {
@@ -517,6 +595,7 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
     bool client_left = false;
     if (req.stream) {
         req.options.on_text = [&](std::string_view piece) {
+            if (record.first_token == Clock::time_point{}) record.first_token = Clock::now();
             if (writer.client_gone() ||
                 !writer.write(chunk(json{{"content", std::string(piece)}}, nullptr))) {
                 client_left = true;
@@ -532,6 +611,7 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
         // Nothing is written until the end: the socket is polled at every piece instead, so a client that
         // hangs up stops its generation too.
         req.options.on_text = [&](std::string_view) {
+            if (record.first_token == Clock::time_point{}) record.first_token = Clock::now();
             if (!writer.client_gone()) return true;
             client_left = true;
             return false;
@@ -565,6 +645,8 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
 
     const int64_t completion = static_cast<int64_t>(result.tokens.size());
     record_finished(prompt_tokens, completion);
+    record.prompt_tokens = prompt_tokens;
+    record.completion_tokens = completion;
     json usage = {{"prompt_tokens", prompt_tokens},
                   {"completion_tokens", completion},
                   {"total_tokens", prompt_tokens + completion}};
@@ -647,6 +729,12 @@ std::string OpenAiService::metrics_text() const {
     metric("surf_requests_cancelled_total", "counter",
            "Generations cancelled because the client disconnected.",
            static_cast<double>(cancelled_total_.load()));
+    queue_seconds_.write(os, "surf_request_queue_seconds",
+                         "Time a chat request waited for a worker after it was read whole.");
+    first_token_seconds_.write(os, "surf_time_to_first_token_seconds",
+                               "Time from a chat request read whole to its first generated token.");
+    request_seconds_.write(os, "surf_request_duration_seconds",
+                           "Time from a request read whole to its response sent (streams: to the last chunk).");
     metric("surf_engine_running", "gauge", "Sequences the engine is running.",
            static_cast<double>(s.running));
     metric("surf_engine_waiting", "gauge", "Requests waiting inside the engine.",

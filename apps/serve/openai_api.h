@@ -25,6 +25,7 @@
 #include "apps/serve/prefix_cache.h"
 #include "model/chat_template.h"
 #include "model/engine.h"
+#include "apps/serve/metrics.h"
 #include "model/json_schema.h"
 
 namespace surf::serve {
@@ -42,6 +43,8 @@ struct ServiceOptions {
     // Conversation reuse (prefix_cache.h): engine sessions kept at the end of recent prompts, forked by requests whose
     // prompt extends one; 0 = every request prefills its whole prompt.
     size_t prefix_cache_sessions = 0;
+    // One line per request (peer, method, path, status, prompt and completion tokens, latency); null = none.
+    std::function<void(const std::string&)> access_log;
 };
 
 // An error as the API reports it.
@@ -97,7 +100,18 @@ public:
     int64_t open_sessions() const { return open_sessions_.load(); }
 
 private:
-    void chat_completions(const HttpRequest& request, HttpResponseWriter& writer);
+    // What one request did, for the access log and the latency histograms.
+    struct RequestRecord {
+        int64_t prompt_tokens = 0, completion_tokens = 0;
+        std::chrono::steady_clock::time_point first_token{};  // unset: no token was generated
+    };
+    void chat_completions(const HttpRequest& request, HttpResponseWriter& writer, RequestRecord& record);
+    void route(const HttpRequest& request, HttpResponseWriter& writer, RequestRecord& record);
+    void record_request(const HttpRequest& request, const HttpResponseWriter& writer, const RequestRecord& record,
+                        std::chrono::steady_clock::time_point begun);
+    // "chatcmpl-" + 16 hex digits of this process's random nonce + a counter: unique across restarts.
+    std::string next_response_id();
+    nlohmann::ordered_json model_object() const;
     void send_error(HttpResponseWriter& writer, const ApiError& error);
     std::string render_prompt(const ChatRequest& req) const;
     // Runs the request on the engine through the prefix cache (`prompt` is render_prompt(req), `parts` its engine input):
@@ -115,6 +129,8 @@ private:
     std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
     std::atomic<int64_t> running_{0}, open_sessions_{0}, next_id_{1};
+    uint64_t id_nonce_ = 0;
+    LatencyHistogram queue_seconds_, first_token_seconds_, request_seconds_;
     std::atomic<int64_t> prompt_tokens_total_{0}, completion_tokens_total_{0}, cancelled_total_{0};
     mutable std::mutex metrics_mutex_;
     std::map<int, int64_t> responses_by_status_;

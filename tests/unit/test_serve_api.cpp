@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -16,6 +18,7 @@
 // The server sources live in the `surf` executable; the test compiles them in.
 #include "agent/remote_client.h"
 #include "apps/serve/http_server.cpp"
+#include "apps/serve/metrics.cpp"
 #include "apps/serve/openai_api.cpp"
 #include "apps/serve/prefix_cache.cpp"
 #include "tests/http_client.h"
@@ -208,6 +211,76 @@ TEST_CASE("serve: health, models, metrics, routes") {
                              "surf_generation_tokens_total", "surf_http_responses_total{code=\"404\"} 1"}) {
         CHECK_MESSAGE(r.body.find(name) != std::string::npos, name);
     }
+}
+
+TEST_CASE("serve: GET /v1/models/{id} answers the served model and 404s any other") {
+    Fixture f;
+    Reply r = http(f.port, "GET", "/v1/models/tiny");
+    CHECK(r.status == 200);
+    CHECK(r.j()["id"] == "tiny");
+    CHECK(r.j()["object"] == "model");
+    check_error(http(f.port, "GET", "/v1/models/other"), 404, "model_not_found");
+    check_error(http(f.port, "POST", "/v1/models/tiny", "{}"), 405, "method_not_allowed");
+}
+
+TEST_CASE("serve: response ids are unique within a server and across servers") {
+    std::set<std::string> ids;
+    for (int server = 0; server < 2; ++server) {
+        Fixture f;
+        for (int i = 0; i < 3; ++i) {
+            const Reply r = f.chat(user("hello", 2));
+            REQUIRE(r.status == 200);
+            const std::string id = r.j()["id"];
+            CHECK(id.rfind("chatcmpl-", 0) == 0);
+            CHECK(id.size() == 33);
+            CHECK(ids.insert(id).second);
+        }
+    }
+}
+
+TEST_CASE("serve: latency histograms in /metrics and one access-log line per request") {
+    std::vector<std::string> lines;
+    std::mutex m;
+    serve::ServiceOptions so;
+    so.access_log = [&](const std::string& line) {
+        std::lock_guard<std::mutex> lock(m);
+        lines.push_back(line);
+    };
+    Fixture f(so);
+    json body = user("Find the price of the blue kettle", 4);
+    body["ignore_eos"] = true;
+    const Reply c = f.chat(body);
+    REQUIRE(c.status == 200);
+    REQUIRE(http(f.port, "GET", "/v1/models/nope").status == 404);
+    const Reply r = http(f.port, "GET", "/metrics");
+    for (const char* name : {"# TYPE surf_request_duration_seconds histogram",
+                             "surf_request_duration_seconds_bucket{le=\"+Inf\"} 2",
+                             "surf_request_duration_seconds_count 2", "surf_request_queue_seconds_count 2",
+                             "# TYPE surf_time_to_first_token_seconds histogram"}) {
+        CHECK_MESSAGE(r.body.find(name) != std::string::npos, name);
+    }
+    // The first token is the first text the engine streams: a reply with text has one.
+    const std::string content = c.j()["choices"][0]["message"]["content"];
+    const std::string ttft = content.empty() ? "surf_time_to_first_token_seconds_count 0"
+                                             : "surf_time_to_first_token_seconds_count 1";
+    CHECK(r.body.find(ttft) != std::string::npos);
+    std::lock_guard<std::mutex> lock(m);
+    REQUIRE(lines.size() == 3);  // the chat, the 404 and /metrics itself
+    // "PEER METHOD PATH STATUS PROMPT_TOKENS COMPLETION_TOKENS SECONDS"
+    std::istringstream chat(lines[0]);
+    std::string peer, method, path;
+    int status = 0;
+    int64_t prompt = 0, completion = 0;
+    double seconds = -1;
+    chat >> peer >> method >> path >> status >> prompt >> completion >> seconds;
+    CHECK(peer.rfind("127.0.0.1:", 0) == 0);
+    CHECK(method == "POST");
+    CHECK(path == "/v1/chat/completions");
+    CHECK(status == 200);
+    CHECK(prompt > 0);
+    CHECK(completion == 4);
+    CHECK(seconds >= 0);
+    CHECK(lines[1].find(" GET /v1/models/nope 404 0 0 ") != std::string::npos);
 }
 
 TEST_CASE("serve: chat completion, usage counts, streaming equals non-streaming") {

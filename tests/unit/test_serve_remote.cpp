@@ -11,6 +11,7 @@
 #include "agent/conversation.h"
 #include "agent/remote_engine.h"
 #include "apps/serve/http_server.cpp"
+#include "apps/serve/metrics.cpp"
 #include "apps/serve/openai_api.cpp"
 #include "apps/serve/prefix_cache.cpp"
 
