@@ -67,7 +67,7 @@ PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
         // (Re)build the session: the system prompt, then one turn carrying the last k screenshots so the
         // policy keeps its visual context; the notes and history text carry the rest.
         const std::string system =
-            p.policy_system->render({{"schema", p.policy_schema_text}, {"date", today_utc()}});
+            p.policy_system->render({{"date", today_utc()}}, {{"schema", p.policy_schema_text}});
         if (started_) {
             turn.images = memory.recent_screenshots(p.screenshots_on_restart);
             if (in.screenshot && (turn.images.empty() || turn.images.back() != in.screenshot))
@@ -97,9 +97,9 @@ LocalizerResult Localizer::locate(const std::string& element, const std::shared_
     const ImageSize size{sent->width, sent->height};
     Conversation conversation(*ctx_.engine, *ctx_.chat_template, conversation_options(p));
     const std::string text = p.localizer_prompt->render({{"element", element},
-                                                         {"schema", p.localizer_schema_text},
                                                          {"width", std::to_string(size.width)},
-                                                         {"height", std::to_string(size.height)}});
+                                                         {"height", std::to_string(size.height)}},
+                                                        {{"schema", p.localizer_schema_text}});
     Message turn{"user", text, {sent}};
     const auto opts =
         module_options(p.localizer, p.localizer_schema, ctx_, 0x2000u + static_cast<uint64_t>(step));
@@ -124,7 +124,7 @@ Verdict Validator::judge(const Memory& memory, const std::string& answer,
     const PromptProfile& p = *ctx_.profile;
     Conversation conversation(*ctx_.engine, *ctx_.chat_template, conversation_options(p));
     conversation.reset(
-        {Message{"system", p.validator_system->render({{"schema", p.validator_schema_text}}), {}}});
+        {Message{"system", p.validator_system->render({}, {{"schema", p.validator_schema_text}}), {}}});
     Message turn{"user",
                  p.validator_turn->render({{"task", memory.task()},
                                            {"answer", answer},

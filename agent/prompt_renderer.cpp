@@ -84,4 +84,12 @@ std::string PromptTemplate::render(const std::map<std::string, std::string>& val
     return out;
 }
 
+std::string PromptTemplate::render(const std::map<std::string, std::string>& values,
+                                   const std::map<std::string, std::string>& optional) const {
+    std::map<std::string, std::string> all = values;
+    for (const auto& [name, value] : optional)
+        if (names_.count(name)) all.emplace(name, value);
+    return render(all);
+}
+
 }  // namespace surf::agent

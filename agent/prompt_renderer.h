@@ -18,6 +18,10 @@ public:
     static PromptTemplate load(const std::string& path);
 
     std::string render(const std::map<std::string, std::string>& values) const;
+    // As render(values), with each of `optional` used only where the template has its placeholder: a profile
+    // may leave the output schema out of a prompt (constrained decoding enforces it either way).
+    std::string render(const std::map<std::string, std::string>& values,
+                       const std::map<std::string, std::string>& optional) const;
 
     const std::set<std::string>& placeholders() const { return names_; }
     const std::string& origin() const { return origin_; }

@@ -124,6 +124,16 @@ TEST_CASE("prompt rendering is strict") {
     CHECK(error_kind_of([] { PromptTemplate::load("/nonexistent/prompt.md"); }) == ErrorKind::kIo);
 }
 
+TEST_CASE("an optional value fills its placeholder where the prompt has one and is dropped where it has none") {
+    const PromptTemplate with("Point at {element}. Schema: {schema}", "with.md");
+    const PromptTemplate without("Point at {element}.", "without.md");
+    CHECK(with.render({{"element", "the button"}}, {{"schema", "{}"}}) == "Point at the button. Schema: {}");
+    CHECK(without.render({{"element", "the button"}}, {{"schema", "{}"}}) == "Point at the button.");
+    // The required values stay strict: a missing or unknown one is still an error.
+    CHECK(error_kind_of([&] { without.render({}, {{"schema", "{}"}}); }) == ErrorKind::kConfig);
+    CHECK(error_kind_of([&] { without.render({{"element", "a"}, {"x", "1"}}, {}); }) == ErrorKind::kConfig);
+}
+
 TEST_CASE("the default profile loads and a profile with an unknown placeholder does not") {
     const PromptProfile p = load_profile(default_profile_path());
     CHECK(p.name == "holotron");

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 
 import numpy as np
@@ -97,14 +98,40 @@ def write_model_files(out, tok_json):
     dump("preprocessor_config.json", pre)
 
 
+# The output schema as the prompts once rendered it: a line of its own in the policy and validator system
+# prompts (the chat template strips the message's end), inline before a blank line in the localizer's.
+_SCHEMA_LINE = re.compile(r"\nSchema: \{[^\n]*\}")
+_SCHEMA_INLINE = re.compile(r" Schema: \{[^\n]*\}\n\n")
+_SCHEMA_PROMPTS = ("policy_system.md", "localizer.md", "validator_system.md")
+
+
+def prompts_without_schema(model_dir):
+    """Whether the model folder's prompts leave the output schema out (constrained decoding enforces it)."""
+    d = os.path.join(model_dir, "prompts")
+    files = [os.path.join(d, f) for f in _SCHEMA_PROMPTS if os.path.exists(os.path.join(d, f))]
+    return bool(files) and all("{schema}" not in open(f, encoding="utf-8").read() for f in files)
+
+
+def strip_schema(text):
+    """A recorded prompt text as the schema-free prompts render it."""
+    return _SCHEMA_LINE.sub("", _SCHEMA_INLINE.sub("\n", text))
+
+
 class Encoder:
+    """Tokenizes recorded text as the model folder's prompts render it now: recordings made while the prompts
+    carried the output schema lose it when the folder's prompts do not."""
+
     def __init__(self, model_dir):
         from tokenizers import Tokenizer
         self.tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
         self.ids = spec.token_ids(json.load(open(os.path.join(model_dir, "tokenizer.json"), encoding="utf-8")))
+        self.strip_schema = prompts_without_schema(model_dir)
 
     def text(self, s):
         return self.tok.encode(s, add_special_tokens=False).ids
+
+    def prompt(self, s):
+        return self.text(strip_schema(s) if self.strip_schema else s)
 
 
 def is_target(session, k):
@@ -128,7 +155,7 @@ def encode_session(enc, session, shot_index, shot_sizes):
     for t, turn in enumerate(session["turns"]):
         for part in turn["parts"]:
             if "text" in part:
-                ids = enc.text(part["text"])
+                ids = enc.prompt(part["text"])
                 toks += ids
                 mask += [0] * len(ids)
             else:
