@@ -196,15 +196,18 @@ nlohmann::ordered_json action_to_json(const Action& action) {
     std::visit(
         [&](const auto& a) {
             using T = std::decay_t<decltype(a)>;
-            if constexpr (std::is_same_v<T, ClickAction>) {
-                j["element"] = a.element;
-                j["x"] = a.x;
-                j["y"] = a.y;
+            // Every action at a point names its element and the point, in the same keys.
+            const auto at = [&](const auto& p) {
+                j["element"] = p.element;
+                j["x"] = p.x;
+                j["y"] = p.y;
+            };
+            if constexpr (std::is_same_v<T, ClickAction> || std::is_same_v<T, HoverAction> ||
+                          std::is_same_v<T, DoubleClickAction> || std::is_same_v<T, RightClickAction>) {
+                at(a);
             } else if constexpr (std::is_same_v<T, WriteAction>) {
                 j["content"] = a.content;
-                j["element"] = a.element;
-                j["x"] = a.x;
-                j["y"] = a.y;
+                at(a);
                 j["clear"] = a.clear;
                 j["press_enter"] = a.press_enter;
             } else if constexpr (std::is_same_v<T, ScrollAction>) {
@@ -217,20 +220,11 @@ nlohmann::ordered_json action_to_json(const Action& action) {
                 j["content"] = a.content;
             } else if constexpr (std::is_same_v<T, KeyAction>) {
                 j["keys"] = a.keys;
-            } else if constexpr (std::is_same_v<T, HoverAction> || std::is_same_v<T, DoubleClickAction> ||
-                                 std::is_same_v<T, RightClickAction>) {
-                j["element"] = a.element;
-                j["x"] = a.x;
-                j["y"] = a.y;
             } else if constexpr (std::is_same_v<T, SelectAction>) {
-                j["element"] = a.element;
-                j["x"] = a.x;
-                j["y"] = a.y;
+                at(a);
                 j["option"] = a.option;
             } else if constexpr (std::is_same_v<T, DragAction>) {
-                j["element"] = a.element;
-                j["x"] = a.x;
-                j["y"] = a.y;
+                at(a);
                 j["to_element"] = a.to_element;
                 j["to_x"] = a.to_x;
                 j["to_y"] = a.to_y;

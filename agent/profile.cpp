@@ -1,15 +1,14 @@
 #include "agent/profile.h"
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "agent/actions.h"
 #include "agent/yaml_json.h"
 #include "kernels/base/error.h"
+#include "model/file_text.h"
 #include "model/utf8.h"
 
 #ifndef SURF_PROMPTS_DIR
@@ -21,14 +20,6 @@ namespace surf::agent {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_text(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(ErrorKind::kIo, path.string() + ": cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 struct Reader {
     const nlohmann::json& j;
@@ -93,7 +84,7 @@ struct Reader {
     }
     std::shared_ptr<const model::CompiledSchema> schema(const std::string& key, std::string* text) {
         const fs::path p = file(key);
-        *text = read_text(p);
+        *text = model::read_text_file(p);
         return model::compile_json_schema_text(*text, p.string());
     }
     ModuleSettings module(const std::string& key) {

@@ -1,10 +1,9 @@
 #include "agent/prompt_renderer.h"
 
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "kernels/base/error.h"
+#include "model/file_text.h"
 
 namespace surf::agent {
 
@@ -56,11 +55,7 @@ PromptTemplate::PromptTemplate(std::string text, std::string origin) : origin_(s
 }
 
 PromptTemplate PromptTemplate::load(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(ErrorKind::kIo, path + ": cannot open prompt file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return PromptTemplate(ss.str(), path);
+    return PromptTemplate(model::read_text_file(path), path);
 }
 
 std::string PromptTemplate::render(const std::map<std::string, std::string>& values) const {

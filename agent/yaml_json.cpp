@@ -2,12 +2,11 @@
 
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <regex>
-#include <sstream>
 
 #include "kernels/base/error.h"
+#include "model/file_text.h"
 #include "model/utf8.h"
 
 #ifdef SURF_HAVE_YAML_CPP
@@ -19,14 +18,6 @@ namespace surf::agent {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(ErrorKind::kIo, path + ": cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 #ifdef SURF_HAVE_YAML_CPP
 
@@ -142,7 +133,7 @@ bool is_yaml_path(const std::string& path) {
 }
 
 Json read_json_or_yaml(const std::string& path, std::map<std::string, int>* key_lines) {
-    const std::string text = read_text(path);
+    const std::string text = model::read_text_file(path);
     if (is_yaml_path(path)) return parse_yaml(text, path, key_lines);
     try {
         return Json::parse(text);

@@ -2,7 +2,6 @@
 #include "model/utf8.h"
 
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +9,7 @@
 #include "agent/coordinates.h"
 #include "agent/model_call.h"
 #include "kernels/base/error.h"
+#include "model/file_text.h"
 #include "model/image_tiling.h"
 
 #ifndef SURF_PROMPTS_DIR
@@ -28,14 +28,6 @@ using agent::ModelCallSink;
 using agent::PromptTemplate;
 
 namespace {
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(ErrorKind::kIo, path + ": cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 std::string trim(const std::string& s) {
     const size_t a = s.find_first_not_of(" \t\r\n");
@@ -133,7 +125,7 @@ LocalJudge::LocalJudge(model::Engine& engine, const model::ChatTemplate& chat_te
       feedback_(PromptTemplate::load(prompts_dir() + "/retry_feedback.md")) {
     const std::string schema_path =
         options_.schema.empty() ? prompts_dir() + "/schemas/judge_verdict.schema.json" : options_.schema;
-    schema_text_ = read_text(schema_path);
+    schema_text_ = model::read_text_file(schema_path);
     schema_ = model::compile_json_schema_text(schema_text_, schema_path);
     // Strict at load time, as the profile's prompts are: each template uses exactly what it is given.
     const auto require = [](const PromptTemplate& t, const std::set<std::string>& names) {

@@ -1,10 +1,9 @@
 // Chat template loading, rendering and image placeholder expansion (spec/holotron.md §6.1–6.2).
 #include "model/chat_template.h"
 
-#include <fstream>
-#include <sstream>
 
 #include "kernels/base/error.h"
+#include "model/file_text.h"
 
 namespace surf::model {
 
@@ -12,17 +11,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_text(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(ErrorKind::kIo, "cannot open " + path.string());
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) throw Error(ErrorKind::kIo, "cannot read " + path.string());
-    return text.str();
-}
-
 nlohmann::ordered_json read_json(const fs::path& path) {
-    std::string text = read_text(path);
+    std::string text = read_text_file(path);
     try {
         return nlohmann::ordered_json::parse(text);
     } catch (const nlohmann::json::exception& e) {
@@ -98,7 +88,7 @@ ChatTemplate ChatTemplate::from_model_dir(const fs::path& dir) {
     }
 
     fs::path jinja_path = dir / "chat_template.jinja";
-    if (fs::exists(jinja_path)) return ChatTemplate(read_text(jinja_path), jinja_path.string(), tokens);
+    if (fs::exists(jinja_path)) return ChatTemplate(read_text_file(jinja_path), jinja_path.string(), tokens);
     fs::path json_path = dir / "chat_template.json";
     if (fs::exists(json_path)) {
         nlohmann::ordered_json processor = read_json(json_path);
@@ -121,7 +111,7 @@ ChatTemplate ChatTemplate::from_model_dir(const fs::path& dir) {
 ChatTemplate ChatTemplate::from_file(const fs::path& template_path, const fs::path& tokenizer_config) {
     nlohmann::ordered_json tokens = nlohmann::ordered_json::object();
     if (!tokenizer_config.empty()) tokens = read_special_tokens(tokenizer_config);
-    return ChatTemplate(read_text(template_path), template_path.string(), tokens);
+    return ChatTemplate(read_text_file(template_path), template_path.string(), tokens);
 }
 
 nlohmann::ordered_json messages_to_json(const std::vector<ChatMessage>& messages) {
