@@ -5,7 +5,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "agent/loop.h"
@@ -72,18 +74,42 @@ int run_agent(const surf::cli::Args& args) {
 
     std::signal(SIGINT, on_sigint);
     std::atomic<bool> finished{false};
+    // On a terminal a spinner shows the step that runs now; the step lines clear it before they print.
+    const bool tty = ::isatty(STDOUT_FILENO) != 0;
+    std::mutex out;
+    std::atomic<int> running_step{1};
+    using SteadyClock = std::chrono::steady_clock;
+    std::atomic<SteadyClock::rep> step_start{SteadyClock::now().time_since_epoch().count()};
     std::thread watcher([&] {
-        while (!finished.load()) {
+        static const char* frames[] = {"|", "/", "-", "\\"};
+        for (int tick = 0; !finished.load(); ++tick) {
             if (g_interrupted) {
                 agent->cancel();
                 break;
             }
+            if (tty) {
+                const double t = std::chrono::duration<double>(SteadyClock::now().time_since_epoch() -
+                                                               SteadyClock::duration(step_start.load()))
+                                     .count();
+                std::lock_guard<std::mutex> lock(out);
+                std::printf("\r%s step %d running  %.1fs\033[K", frames[tick % 4], running_step.load(), t);
+                std::fflush(stdout);
+            }
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
+        if (tty) {
+            std::lock_guard<std::mutex> lock(out);
+            std::printf("\r\033[K");
+            std::fflush(stdout);
+        }
     });
-    const auto on_step = [](const surf::agent::StepEvent& e) {
+    const auto on_step = [&](const surf::agent::StepEvent& e) {
         using surf::agent::StepEventKind;
         if (e.kind == StepEventKind::kFinished) return;
+        std::lock_guard<std::mutex> lock(out);
+        if (tty) std::printf("\r\033[K");
+        running_step = e.step + 1;
+        step_start = SteadyClock::now().time_since_epoch().count();
         if (e.kind == StepEventKind::kAnswerRejected) {
             std::printf("      answer rejected: %s\n", one_line(e.outcome, 160).c_str());
         } else {
@@ -93,6 +119,7 @@ int run_agent(const surf::cli::Args& args) {
             std::printf("step %3d  %-8s%s%s  %.1fs  %s%s\n", e.step,
                         e.action.empty() ? "-" : e.action.c_str(), target.c_str(), point, e.seconds,
                         e.ok ? "" : "ERROR: ", one_line(e.outcome, 120).c_str());
+            if (!e.thought.empty()) std::printf("          thought: %s\n", one_line(e.thought, 160).c_str());
         }
         std::fflush(stdout);
     };
