@@ -482,12 +482,6 @@ void OpenAiService::record_request(const HttpRequest& request, const HttpRespons
         std::lock_guard<std::mutex> lock(metrics_mutex_);
         ++responses_by_status_[writer.status()];
     }
-    if (request.path != "/health" && request.path != "/metrics") {
-        queue_seconds_.observe(std::chrono::duration<double>(begun - received).count());
-        request_seconds_.observe(seconds);
-        if (record.first_token != Clock::time_point{})
-            first_token_seconds_.observe(std::chrono::duration<double>(record.first_token - received).count());
-    }
     if (options_.access_log) {
         char line[160];
         std::snprintf(line, sizeof line, " %d %" PRId64 " %" PRId64 " %.3f", writer.status(), record.prompt_tokens,
@@ -496,6 +490,14 @@ void OpenAiService::record_request(const HttpRequest& request, const HttpRespons
         std::string path;
         for (char c : request.path.substr(0, 200)) path += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
         options_.access_log(request.peer + " " + request.method.substr(0, 16) + " " + path + line);
+    }
+    // The request's duration is observed last: a /metrics that counts it also shows its other observations
+    // and its access-log line.
+    if (request.path != "/health" && request.path != "/metrics") {
+        queue_seconds_.observe(std::chrono::duration<double>(begun - received).count());
+        if (record.first_token != Clock::time_point{})
+            first_token_seconds_.observe(std::chrono::duration<double>(record.first_token - received).count());
+        request_seconds_.observe(seconds);
     }
 }
 

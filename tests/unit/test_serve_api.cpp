@@ -252,7 +252,12 @@ TEST_CASE("serve: latency histograms in /metrics and one access-log line per req
     const Reply c = f.chat(body);
     REQUIRE(c.status == 200);
     REQUIRE(http(f.port, "GET", "/v1/models/nope").status == 404);
-    const Reply r = http(f.port, "GET", "/metrics");
+    // A request is observed just after its response is sent: poll until both are in (/metrics is never counted).
+    Reply r = http(f.port, "GET", "/metrics");
+    for (int i = 0; i < 500 && r.body.find("surf_request_duration_seconds_count 2") == std::string::npos; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        r = http(f.port, "GET", "/metrics");
+    }
     for (const char* name : {"# TYPE surf_request_duration_seconds histogram",
                              "surf_request_duration_seconds_bucket{le=\"+Inf\"} 2",
                              "surf_request_duration_seconds_count 2", "surf_request_queue_seconds_count 2",
@@ -264,10 +269,25 @@ TEST_CASE("serve: latency histograms in /metrics and one access-log line per req
     const std::string ttft = content.empty() ? "surf_time_to_first_token_seconds_count 0"
                                              : "surf_time_to_first_token_seconds_count 1";
     CHECK(r.body.find(ttft) != std::string::npos);
+    // A line is written after its response is sent: wait for all three (the chat, the 404, /metrics itself),
+    // which may land in any order.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> lock(m);
+            if (lines.size() >= 3 || std::chrono::steady_clock::now() > deadline) break;  // the polls log too
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     std::lock_guard<std::mutex> lock(m);
-    REQUIRE(lines.size() == 3);  // the chat, the 404 and /metrics itself
+    REQUIRE(lines.size() >= 3);  // the chat, the 404, and each /metrics poll
+    const auto line_with = [&](const std::string& part) {
+        for (const std::string& l : lines)
+            if (l.find(part) != std::string::npos) return l;
+        return std::string();
+    };
     // "PEER METHOD PATH STATUS PROMPT_TOKENS COMPLETION_TOKENS SECONDS"
-    std::istringstream chat(lines[0]);
+    std::istringstream chat(line_with(" POST /v1/chat/completions "));
     std::string peer, method, path;
     int status = 0;
     int64_t prompt = 0, completion = 0;
@@ -280,7 +300,8 @@ TEST_CASE("serve: latency histograms in /metrics and one access-log line per req
     CHECK(prompt > 0);
     CHECK(completion == 4);
     CHECK(seconds >= 0);
-    CHECK(lines[1].find(" GET /v1/models/nope 404 0 0 ") != std::string::npos);
+    CHECK(!line_with(" GET /v1/models/nope 404 0 0 ").empty());
+    CHECK(!line_with(" GET /metrics 200 0 0 ").empty());
 }
 
 TEST_CASE("serve: chat completion, usage counts, streaming equals non-streaming") {
