@@ -34,6 +34,11 @@ if [ "${CHAIN:-0}" = 1 ]; then
     echo "chain: data $DATA; ${ARGS[*]}"
 fi
 : "${DATA:?}"
+# Fonts for synthetic pages (synth.py) travel packed: .train_data/fonts.tar.xz (train/README.md).
+if [ -f .train_data/fonts.tar.xz ]; then
+    mkdir -p /tmp/surf_fonts && tar -xJf .train_data/fonts.tar.xz -C /tmp/surf_fonts
+    ARGS+=(--synth-fonts /tmp/surf_fonts)
+fi
 mkdir -p "$OUT" "$CKPT"
 python3 -c "import torch, transformers, PIL; print('torch', torch.__version__, 'transformers', transformers.__version__, 'pillow', PIL.__version__, torch.cuda.get_device_name())"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true

@@ -199,6 +199,9 @@ def main():
     ap.add_argument("--holdout", type=float, default=0.03,
                     help="share of screenshots kept out of training and measured at the start and end (heldout.py)")
     ap.add_argument("--holdout-limit", type=int, default=300, help="held-out sequences measured per role")
+    ap.add_argument("--synth-fonts", help="font folder: mix synthetic grounding pages (synth.py) into training")
+    ap.add_argument("--synth-share", type=float, default=0.5, help="share of the steps that train on synthetic pages")
+    ap.add_argument("--synth-workers", type=int, default=12, help="processes that paint synthetic pages")
     ap.add_argument("--out", help="export the final model folder (bf16 safetensors, config, tokenizer) here")
     ap.add_argument("--weights-out", help="export only the final weights (bf16 safetensors) into this folder")
     a = ap.parse_args()
@@ -248,49 +251,71 @@ def main():
         measure("start")
     print(f"{packed.n} sequences, {int(packed.lengths.sum())} tokens; "
           f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters", flush=True)
-    log_t, log_loss, log_n, stop, prof = time.time(), 0.0, 0, False, None
+    stream = None
+    if a.synth_fonts:
+        from . import synth
+        stream = synth.Stream(a.model, a.synth_fonts, a.tokens_per_batch, a.synth_workers, a.seed + state["step"])
+    log = {"t": time.time(), "real": [0.0, 0], "synth": [0.0, 0]}
+    stop, prof, synth_due = False, None, 0.0
+
+    def step(kind, tokens, mask, tiles, index, text):
+        nonlocal prof
+        for g in opt.param_groups:
+            g["lr"] = lr_at(state["step"], a.steps, a.lr, a.warmup,
+                            (time.time() - t_start) / (60 * a.max_minutes) if a.max_minutes else 0.0)
+        if state["step"] == a.profile_at and prof is None:
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                      torch.profiler.ProfilerActivity.CUDA])
+            prof.__enter__()
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            loss, reply_loss, n = model(tokens, mask, normalise(tiles, device), index, text, a.text_weight)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if prof is not None and state["step"] == a.profile_at + 2:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            prof.__exit__(None, None, None)
+            print(prof.key_averages().table(sort_by="self_cuda_time_total" if device.type == "cuda"
+                                            else "self_cpu_time_total", row_limit=25), flush=True)
+        state["step"] += 1
+        log[kind][0] += float(reply_loss.detach()) * n
+        log[kind][1] += n
+        if state["step"] % 25 == 0:
+            dt = time.time() - log["t"]
+            parts = " ".join(f"{k} {v[0] / v[1]:.4f}" for k, v in log.items() if k != "t" and v[1])
+            print(f"step {state['step']} epoch {state['epoch']} loss {parts} "
+                  f"lr {opt.param_groups[0]['lr']:.2e} {25 / dt:.2f} steps/s", flush=True)
+            log.update(t=time.time(), real=[0.0, 0], synth=[0.0, 0])
+        if state["step"] % a.save_every == 0:
+            save()
+
+    def synthetic_step():
+        tokens, mask, text, tiles, index = stream.next()
+        to = lambda x: torch.from_numpy(x).to(device, non_blocking=True)
+        step("synth", to(tokens), to(mask), to(tiles), to(index), to(text))
+
     while state["step"] < a.steps and not stop:
         rng = np.random.default_rng(a.seed + state["epoch"])
         seqs = epoch_sequences(packed, ~held, a.policy_repeat, a.localizer_per_shot, rng)
         lists = batches(seqs, packed.lengths, packed.first_shot, a.tokens_per_batch, rng)
         for rows in lists[state["batch"]:]:
-            for g in opt.param_groups:
-                g["lr"] = lr_at(state["step"], a.steps, a.lr, a.warmup,
-                                (time.time() - t_start) / (60 * a.max_minutes) if a.max_minutes else 0.0)
-            if state["step"] == a.profile_at and prof is None:
-                prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                                          torch.profiler.ProfilerActivity.CUDA])
-                prof.__enter__()
-            tokens, mask, tiles, index, text = make_batch(packed, cache, rows, pad_id, device)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                loss, reply_loss, n = model(tokens, mask, normalise(tiles, device), index, text, a.text_weight)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            if prof is not None and state["step"] == a.profile_at + 2:
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                prof.__exit__(None, None, None)
-                print(prof.key_averages().table(sort_by="self_cuda_time_total" if device.type == "cuda"
-                                                else "self_cpu_time_total", row_limit=25), flush=True)
-            state["step"] += 1
+            # share s of the steps are synthetic: s / (1 - s) of them per recorded batch
+            synth_due += a.synth_share / max(1e-6, 1 - a.synth_share) if stream else 0.0
+            while synth_due >= 1 and state["step"] < a.steps:
+                synthetic_step()
+                synth_due -= 1
+            step("real", *make_batch(packed, cache, rows, pad_id, device))
             state["batch"] += 1
-            log_loss += float(reply_loss.detach()) * n
-            log_n += n
-            if state["step"] % 25 == 0:
-                dt = time.time() - log_t
-                print(f"step {state['step']} epoch {state['epoch']} loss {log_loss / max(1, log_n):.4f} "
-                      f"lr {opt.param_groups[0]['lr']:.2e} {25 / dt:.2f} steps/s", flush=True)
-                log_t, log_loss, log_n = time.time(), 0.0, 0
-            if state["step"] % a.save_every == 0:
-                save()
             if state["step"] >= a.steps or (a.max_minutes and time.time() - t_start > 60 * a.max_minutes):
                 stop = True
                 break
         else:
             state["epoch"] += 1
             state["batch"] = 0
+    if stream:
+        stream.close()
     save()
     print(f"finished at step {state['step']} after {(time.time() - t_start) / 60:.1f} min", flush=True)
     measure("end")
