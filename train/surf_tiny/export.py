@@ -99,6 +99,18 @@ def to_checkpoint(model):
             for k, v in out.items()}
 
 
+def _resized_pos_embed(pos, shape):
+    """A position table [1, n*n, d] brought to `shape` by bilinear interpolation on its square grid, so that
+    weights trained on one tile size start a model of another."""
+    if tuple(pos.shape) == tuple(shape):
+        return pos
+    import torch.nn.functional as F
+    src, dst, d = int(round(pos.shape[1] ** 0.5)), int(round(shape[1] ** 0.5)), pos.shape[-1]
+    grid = pos.reshape(1, src, src, d).permute(0, 3, 1, 2)
+    out = F.interpolate(grid, size=(dst, dst), mode="bilinear", align_corners=False)
+    return out.permute(0, 2, 3, 1).reshape(shape)
+
+
 def load_into(model, model_dir):
     """Loads an exported folder's weights into a SurfTiny (as fp32): the inverse of to_checkpoint."""
     t = {k: v.float() if v.is_floating_point() else v for k, v in read_checkpoint(model_dir).items()}
@@ -107,7 +119,8 @@ def load_into(model, model_dir):
     model.llm.load_state_dict(llm, strict=True)
     sd = dict(model.radio.state_dict())
     sd["embeddings.patch_projection.weight"] = t[_RP + "model.patch_generator.embedder.weight"]
-    sd["embeddings.position_embedding"] = t[_RP + "model.patch_generator.pos_embed"]
+    sd["embeddings.position_embedding"] = _resized_pos_embed(t[_RP + "model.patch_generator.pos_embed"],
+                                                             sd["embeddings.position_embedding"].shape)
     sd["embeddings.cls_register_token"] = t[_RP + "model.patch_generator.cls_token.token"]
     for i in range(model.radio.config.num_hidden_layers):
         h, b = f"encoder.layer.{i}.", f"{_RP}model.blocks.{i}."

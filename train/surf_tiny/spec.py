@@ -22,8 +22,10 @@ SIZES = {
     "intermediate": 1024,
     "n_heads": 4, "n_kv_heads": 2, "head_dim": 64,
     "mamba_heads": 16, "mamba_head_dim": 32, "d_state": 32, "n_groups": 2, "conv_kernel": 4, "chunk": 64,
-    "tile": 256, "max_tiles": 8,
-    "vit_hidden": 192, "vit_layers": 6, "vit_heads": 3, "vit_max_img": 256,
+    # One 640-pixel tile for every screenshot: the ViT's position table then places each image token on the
+    # page, where a grid of tiles leaves the language model to count tokens to know which tile it is in.
+    "tile": 640, "max_tiles": 1,
+    "vit_hidden": 192, "vit_layers": 6, "vit_heads": 3, "vit_max_img": 640,
     "vit_n_cls": 1, "vit_register_multiple": 4, "vit_args_model": "vit_surf_tiny_patch16",
     "projector_hidden": 1024,
 }
