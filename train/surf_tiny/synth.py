@@ -355,6 +355,26 @@ class Page:
                 del self.elements[mark:]
         return h + self.fs
 
+    def paint_sparse(self, k):
+        """k components at random places on an empty page (no two overlap): a page where finding the element
+        is easy and its place is what the answer needs."""
+        r = self.rng
+        parts = [self.buttons, self.links, self.heading, self.field, self.choices, self.paragraph]
+        for _ in range(k * 4):
+            if len(self.elements) >= k:
+                break
+            x, y = r.randrange(0, max(1, int(self.W * 0.75))), r.randrange(0, max(1, int(self.H * 0.85)))
+            w = min(self.W - x, r.randint(120, 420))
+            mark, before = len(self.elements), self.img.copy()
+            r.choice(parts)(x, y, w)
+            new = self.elements[mark:]
+            overlap = any(_overlap(b, e) for _, b in new for _, e in self.elements[:mark])
+            if overlap or not new:
+                del self.elements[mark:]
+                self.img.paste(before)
+        self.elements = [e for e in self.elements if sum(d == e[0] for d, _ in self.elements) == 1]
+        return self
+
     def paint(self):
         r = self.rng
         y = self.nav() + self.fs if r.random() < 0.7 else self.fs
@@ -374,6 +394,11 @@ class Page:
         return self
 
 
+def _overlap(a, b, pad=4):
+    return not (a[0] + a[2] + pad <= b[0] or b[0] + b[2] + pad <= a[0] or a[1] + a[3] + pad <= b[1] or
+                b[1] + b[3] + pad <= a[1])
+
+
 def to_1000(v, extent):
     return int(min(1000, max(0, round(1000.0 * v / extent))))
 
@@ -381,8 +406,9 @@ def to_1000(v, extent):
 class Maker:
     """Localizer sequences of synthetic pages, tokenized as data.encode_session tokenizes recorded ones."""
 
-    def __init__(self, model_dir, fonts_dir, per_page=8):
+    def __init__(self, model_dir, fonts_dir, per_page=8, sparse=False):
         from .data import Encoder
+        self.sparse = sparse
         self.enc = Encoder(model_dir)
         self.fonts = Fonts(fonts_dir)
         self.per_page = per_page
@@ -398,7 +424,8 @@ class Maker:
 
     def page(self, rng, size):
         for _ in range(5):
-            p = Page(rng, self.fonts, *size).paint()
+            p = Page(rng, self.fonts, *size)
+            p = p.paint_sparse(rng.randint(1, 3)) if self.sparse else p.paint()
             if p.elements:
                 return p
         return p
@@ -450,10 +477,10 @@ class Maker:
 _MAKER = None
 
 
-def _init(model_dir, fonts_dir, per_page):
+def _init(model_dir, fonts_dir, per_page, sparse):
     global _MAKER
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _MAKER = Maker(model_dir, fonts_dir, per_page)
+    _MAKER = Maker(model_dir, fonts_dir, per_page, sparse)
 
 
 def _batch(args):
@@ -463,9 +490,9 @@ def _batch(args):
 class Stream:
     """Synthetic batches made by worker processes ahead of the training loop."""
 
-    def __init__(self, model_dir, fonts_dir, token_budget, workers, seed, per_page=8):
+    def __init__(self, model_dir, fonts_dir, token_budget, workers, seed, per_page=8, sparse=False):
         import multiprocessing as mp
-        self.pool = mp.get_context("spawn").Pool(workers, _init, (model_dir, fonts_dir, per_page))
+        self.pool = mp.get_context("spawn").Pool(workers, _init, (model_dir, fonts_dir, per_page, sparse))
         self.it = self.pool.imap(_batch, ((seed * 1_000_003 + k, token_budget) for k in range(10 ** 9)),
                                  chunksize=1)
 
@@ -483,9 +510,10 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--pages", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--sparse", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    m = Maker(a.model, a.fonts)
+    m = Maker(a.model, a.fonts, sparse=a.sparse)
     for k in range(a.pages):
         rng = random.Random(a.seed * 1000 + k)
         p = m.page(rng, rng.choice(VIEWPORTS))

@@ -202,6 +202,7 @@ def main():
     ap.add_argument("--synth-fonts", help="font folder: mix synthetic grounding pages (synth.py) into training")
     ap.add_argument("--synth-share", type=float, default=0.5, help="share of the steps that train on synthetic pages")
     ap.add_argument("--synth-workers", type=int, default=12, help="processes that paint synthetic pages")
+    ap.add_argument("--synth-sparse", action="store_true", help="synthetic pages of 1-3 components (synth.py)")
     ap.add_argument("--out", help="export the final model folder (bf16 safetensors, config, tokenizer) here")
     ap.add_argument("--weights-out", help="export only the final weights (bf16 safetensors) into this folder")
     a = ap.parse_args()
@@ -254,7 +255,8 @@ def main():
     stream = None
     if a.synth_fonts:
         from . import synth
-        stream = synth.Stream(a.model, a.synth_fonts, a.tokens_per_batch, a.synth_workers, a.seed + state["step"])
+        stream = synth.Stream(a.model, a.synth_fonts, a.tokens_per_batch, a.synth_workers, a.seed + state["step"],
+                              sparse=a.synth_sparse)
     log = {"t": time.time(), "real": [0.0, 0], "synth": [0.0, 0]}
     stop, prof, synth_due = False, None, 0.0
 
@@ -291,6 +293,9 @@ def main():
         if state["step"] % a.save_every == 0:
             save()
 
+    def out_of_time():
+        return a.max_minutes and time.time() - t_start > 60 * a.max_minutes
+
     def synthetic_step():
         tokens, mask, text, tiles, index = stream.next()
         to = lambda x: torch.from_numpy(x).to(device, non_blocking=True)
@@ -303,12 +308,12 @@ def main():
         for rows in lists[state["batch"]:]:
             # share s of the steps are synthetic: s / (1 - s) of them per recorded batch
             synth_due += a.synth_share / max(1e-6, 1 - a.synth_share) if stream else 0.0
-            while synth_due >= 1 and state["step"] < a.steps:
+            while synth_due >= 1 and state["step"] < a.steps and not out_of_time():
                 synthetic_step()
                 synth_due -= 1
             step("real", *make_batch(packed, cache, rows, pad_id, device))
             state["batch"] += 1
-            if state["step"] >= a.steps or (a.max_minutes and time.time() - t_start > 60 * a.max_minutes):
+            if state["step"] >= a.steps or out_of_time():
                 stop = True
                 break
         else:
