@@ -27,11 +27,40 @@ class SurfTiny(nn.Module):
             if "layer_scale" in name:
                 p.requires_grad_(False)  # C-RADIO has no layer scale: HF's stays the identity
         self.image_id = config["img_context_token_id"]
+        self.scale_weight = 0.1  # weight of scale_penalty in the loss
+        self.last_scales = None
 
     def image_rows(self, pixels):
-        """[n_tiles, 3, S, S] normalised → [n_tiles · (S/32)², hidden] projector rows, tiles in order."""
-        _, _, projected = gm.vision_forward(self.radio, self.mlp1, pixels)
+        """[n_tiles, 3, S, S] normalised → [n_tiles · (S/32)², hidden] projector rows, tiles in order. Keeps the
+        RMS of the ViT's output and of the rows for scale_penalty."""
+        feats, _, projected = gm.vision_forward(self.radio, self.mlp1, pixels)
+        self.last_scales = (_rms(feats), _rms(projected))
         return projected
+
+    def text_rms(self):
+        return _rms(self.llm.model.embeddings.weight).detach()
+
+    def scale_penalty(self):
+        """(log RMS of the ViT's output)² + (log of the rows' RMS over the text embeddings' RMS)². Both scales are
+        free in the forward pass (pre-LN blocks; the projector's RMSNorm), but the gradient that reaches the
+        vision tower shrinks as they grow, and under Adam parameters with vanishing gradients drift: without
+        this pull the rows grow to thousands of times the text embeddings and the vision tower stops learning."""
+        feat, rows = self.last_scales
+        return torch.log(feat) ** 2 + torch.log(rows / self.text_rms()) ** 2
+
+    @torch.no_grad()
+    def rebalance(self, pixels):
+        """Rescales the weights, without changing what the model computes, so that the ViT's output has RMS 1
+        and the projector's rows the RMS of the text embeddings: every write into the ViT's residual stream
+        (patch and position embeddings, class/register tokens, attention and MLP outputs) by one factor (its
+        blocks are pre-LN, and the projector starts with an RMSNorm), then the projector's last matrix."""
+        feats, _, rows = gm.vision_forward(self.radio, self.mlp1, pixels)
+        f = 1.0 / float(_rms(feats))
+        for name, p in self.radio.named_parameters():
+            if name.startswith("embeddings.") or name.endswith(("o_proj.weight", "o_proj.bias", "mlp.fc2.weight",
+                                                                   "mlp.fc2.bias")):
+                p.mul_(f)
+        self.mlp1.fc2.weight.mul_(float(self.text_rms()) / float(_rms(rows)))
 
     def forward(self, tokens, loss_mask, pixels, row_index=None, text_mask=None, text_weight=0.0):
         """tokens [B, T] (right-padded), loss_mask [B, T] (1 on reply tokens), pixels [n_tiles, 3, S, S]: the
@@ -58,10 +87,16 @@ class SurfTiny(nn.Module):
         on_reply = reply[use]
         n = int(on_reply.sum())
         reply_loss = per_token[on_reply].sum() / max(1, n)
+        extra = self.scale_weight * self.scale_penalty() if self.scale_weight and pixels is not None and \
+            pixels.shape[0] else 0.0
         if use is reply:
-            return reply_loss, reply_loss, n
+            return reply_loss + extra, reply_loss, n
         text = per_token[~on_reply]
-        return reply_loss + text_weight * text.sum() / max(1, text.numel()), reply_loss, n
+        return reply_loss + extra + text_weight * text.sum() / max(1, text.numel()), reply_loss, n
+
+
+def _rms(x):
+    return x.float().pow(2).mean().sqrt()
 
 
 def init_weights(model, seed):

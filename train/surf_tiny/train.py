@@ -199,6 +199,9 @@ def main():
     ap.add_argument("--holdout", type=float, default=0.03,
                     help="share of screenshots kept out of training and measured at the start and end (heldout.py)")
     ap.add_argument("--holdout-limit", type=int, default=300, help="held-out sequences measured per role")
+    ap.add_argument("--rebalance", action="store_true",
+                    help="rescale the vision tower and projector to their working scales first (model.rebalance)")
+    ap.add_argument("--scale-weight", type=float, default=0.1, help="weight of model.scale_penalty in the loss")
     ap.add_argument("--synth-fonts", help="font folder: mix synthetic grounding pages (synth.py) into training")
     ap.add_argument("--synth-share", type=float, default=0.5, help="share of the steps that train on synthetic pages")
     ap.add_argument("--synth-workers", type=int, default=12, help="processes that paint synthetic pages")
@@ -237,6 +240,10 @@ def main():
         os.replace(last + ".tmp", last)
 
     cache = TileCache(packed.shot_paths, device, a.workers)
+    model.scale_weight = a.scale_weight
+    if a.rebalance and state["step"] == 0:
+        model.rebalance(normalise(cache.tiles[:16], device))
+        print("rebalanced: ViT output RMS 1, projector rows at the text embeddings' RMS", flush=True)
     held = heldout.held_out(packed, a.holdout)
     held_rows = np.random.default_rng(a.seed).permutation(np.flatnonzero(held))
     from tokenizers import Tokenizer
@@ -287,7 +294,9 @@ def main():
         if state["step"] % 25 == 0:
             dt = time.time() - log["t"]
             parts = " ".join(f"{k} {v[0] / v[1]:.4f}" for k, v in log.items() if k != "t" and v[1])
-            print(f"step {state['step']} epoch {state['epoch']} loss {parts} "
+            sc = model.last_scales
+            scales = f" scales {float(sc[0]):.3g} {float(sc[1]) / float(model.text_rms()):.3g}" if sc else ""
+            print(f"step {state['step']} epoch {state['epoch']} loss {parts}{scales} "
                   f"lr {opt.param_groups[0]['lr']:.2e} {25 / dt:.2f} steps/s", flush=True)
             log.update(t=time.time(), real=[0.0, 0], synth=[0.0, 0])
         if state["step"] % a.save_every == 0:
