@@ -50,10 +50,12 @@ class SurfTiny(nn.Module):
 
     @torch.no_grad()
     def rebalance(self, pixels):
-        """Rescales the weights, without changing what the model computes, so that the ViT's output has RMS 1
-        and the projector's rows the RMS of the text embeddings: every write into the ViT's residual stream
-        (patch and position embeddings, class/register tokens, attention and MLP outputs) by one factor (its
-        blocks are pre-LN, and the projector starts with an RMSNorm), then the projector's last matrix."""
+        """Brings trained weights back to working scales: the ViT's output to RMS 1 by scaling every write into
+        its residual stream (patch and position embeddings, class/register tokens, attention and MLP outputs) by
+        one factor, which changes nothing downstream (its blocks are pre-LN and the projector starts with an
+        RMSNorm); then the projector's rows to the RMS of the text embeddings through its last matrix. The
+        second step does change the language model's input (its residual stream carries the rows), so the
+        model relearns to read images at that scale."""
         feats, _, rows = gm.vision_forward(self.radio, self.mlp1, pixels)
         f = 1.0 / float(_rms(feats))
         for name, p in self.radio.named_parameters():
