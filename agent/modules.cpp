@@ -23,6 +23,7 @@ model::GenerateOptions module_options(const ModuleSettings& m,
     if (ctx.should_stop) {
         auto stop = ctx.should_stop;
         o.on_text = [stop](std::string_view) { return !stop(); };
+        o.is_cancelled = stop;  // also between the prompt's chunks (CPU backend)
     }
     return o;
 }

@@ -426,7 +426,10 @@ model::GenerateResult OpenAiService::generate_reusing(const ChatRequest& req, co
         if (at < split) {
             model::GenerateOptions prefill_only;
             prefill_only.max_tokens = 0;
-            tokens += engine_->generate(session.id, units.parts(at, split), prefill_only).prefill_tokens;
+            prefill_only.is_cancelled = req.options.is_cancelled;
+            model::GenerateResult fed = engine_->generate(session.id, units.parts(at, split), prefill_only);
+            if (fed.finish == model::FinishReason::kCancelled) return fed;  // nothing to keep: the state is partial
+            tokens += fed.prefill_tokens;
             at = split;
         }
         try {
@@ -620,6 +623,13 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
         };
     }
 
+    // Polled by the CPU backend between the prompt's chunks and the decode steps: a client that hangs up while its
+    // prompt is fed stops it there.
+    req.options.is_cancelled = [&] {
+        if (!writer.client_gone()) return false;
+        client_left = true;
+        return true;
+    };
     model::GenerateResult result;
     int64_t prompt_tokens = 0, cached_tokens = 0;
     ++running_;

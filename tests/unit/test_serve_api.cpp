@@ -662,6 +662,32 @@ TEST_CASE("serve: a client that hangs up on a non-streamed request cancels its g
     CHECK(f.chat(user("hi")).status == 200);
 }
 
+TEST_CASE("serve: a client that hangs up while its long prompt is fed stops the prompt there (CPU backend)") {
+    Fixture f;
+    std::string story;
+    for (int i = 0; i < 2000; ++i) story += "the long story goes on ";
+    const std::string body =
+        json{{"model", "tiny"}, {"max_tokens", 1}, {"messages", json::array({{{"role", "user"}, {"content", story}}})}}
+            .dump();
+    // The whole prompt, for scale.
+    const auto t0 = std::chrono::steady_clock::now();
+    const Reply whole = http(f.port, "POST", "/v1/chat/completions", body);
+    const auto full = std::chrono::steady_clock::now() - t0;
+    REQUIRE(whole.status == 200);
+    REQUIRE(whole.j()["usage"]["prompt_tokens"].get<int64_t>() > 8000);
+
+    const int fd = connect_local(f.port);
+    send_all(fd, post_request(body));
+    REQUIRE(eventually([&] { return f.service->running() == 1; }));
+    const auto t1 = std::chrono::steady_clock::now();
+    ::close(fd);
+    CHECK(eventually([&] { return f.service->open_sessions() == 0 && f.service->running() == 0; }));
+    // Polled between chunks of 2,048 tokens: it ends within a chunk or two, not after the whole prompt.
+    CHECK(std::chrono::steady_clock::now() - t1 < full / 2);
+    CHECK(http(f.port, "GET", "/metrics").body.find("surf_requests_cancelled_total 1") != std::string::npos);
+    CHECK(f.chat(user("hi")).status == 200);
+}
+
 TEST_CASE("serve: slow clients hold no worker: /health and requests are answered while 100 connections stall") {
     serve::HttpServerOptions ho;
     ho.threads = 4;
