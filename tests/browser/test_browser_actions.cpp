@@ -274,10 +274,13 @@ TEST_CASE("navigation guard: an allowed page's subresources to a denied host nev
     REQUIRE(session->navigate(page("/subresources.html", "allowed.test")).ok());
     CHECK(session->wait_for("window.sent === true", 2s));
     CHECK(session->wait_for("document.images[1].complete", 2s));
+    for (int i = 0; i < 40 && env().server.requests("/ws-allowed") == 0; ++i) std::this_thread::sleep_for(50ms);
+    CHECK(env().server.requests("/ws-allowed") == 1);  // a handshake to an allowed host reaches the server
     std::this_thread::sleep_for(300ms);  // a request the guard let through would have reached the server
     for (const char* path : {"/sub-frame.html", "/sub-img.png", "/sub-script.js", "/sub-fetch", "/sub-xhr",
-                             "/sub-beacon"}) {
-        CAPTURE(path);
+                             "/sub-beacon", "/sub-ws", "/sub-worker"}) {
+        const std::string where = path;
+        CAPTURE(where);
         CHECK(env().server.requests(path) == 0);
     }
     CHECK(env().server.requests("/sub-allowed.png") == 1);

@@ -88,6 +88,13 @@ TEST_CASE("navigation guard: suffix match on label boundaries, IP literals, loca
     CHECK_THROWS_AS(guard.check("www.example.com"), Error);  // no scheme
 }
 
+TEST_CASE("navigation guard: the allow-list as Chromium proxy bypass rules") {
+    CHECK(NavigationGuard().proxy_bypass_list().empty());
+    CHECK(NavigationGuard({}, {"ads.example.com"}).proxy_bypass_list().empty());  // a deny-list alone: no proxy
+    CHECK(NavigationGuard({"Example.com", "*.cdn.net", "127.0.0.1", "[::1]", "localhost"}, {}).proxy_bypass_list() ==
+          "example.com;*.example.com;*.cdn.net;127.0.0.1;[::1];localhost;*.localhost;<-loopback>");
+}
+
 TEST_CASE("key table and chords") {
     KeyDef enter = lookup_key("enter");
     CHECK(enter.key == "Enter");

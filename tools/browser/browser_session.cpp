@@ -94,8 +94,15 @@ void BrowserSession::rebuild(uint64_t generation) {
         lost_ = false;
     }
     const auto timeout = options_.command_timeout;
-    nlohmann::json created =
-        browser_->call("Target.createBrowserContext", {{"disposeOnDetach", true}}, "", timeout);
+    nlohmann::json context_params = {{"disposeOnDetach", true}};
+    const std::string bypass = options_.guard.proxy_bypass_list();
+    if (!bypass.empty()) {
+        // Connections outside the allow-list that Fetch never sees (WebSocket handshakes, workers) meet a
+        // proxy that is not there.
+        context_params["proxyServer"] = kUnreachableProxy;
+        context_params["proxyBypassList"] = bypass;
+    }
+    nlohmann::json created = browser_->call("Target.createBrowserContext", context_params, "", timeout);
     std::string context = created.value("browserContextId", std::string());
     {
         std::lock_guard<std::mutex> lock(state_mutex_);

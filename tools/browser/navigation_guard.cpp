@@ -104,6 +104,24 @@ NavigationGuard::NavigationGuard(std::vector<std::string> allow, std::vector<std
     for (const auto& r : deny) deny_.push_back(normalise_rule(r));
 }
 
+std::string NavigationGuard::proxy_bypass_list() const {
+    if (allow_.empty()) return "";
+    std::string out;
+    auto add = [&](const std::string& rule) { out += (out.empty() ? "" : ";") + rule; };
+    for (const std::string& rule : allow_) {
+        const bool subdomains_only = rule.rfind("*.", 0) == 0;
+        const std::string base = subdomains_only ? rule.substr(2) : rule;
+        if (looks_like_ip(base)) {
+            add(base.find(':') != std::string::npos ? "[" + base + "]" : base);
+            continue;
+        }
+        if (!subdomains_only) add(base);
+        add("*." + base);
+    }
+    add("<-loopback>");  // Chromium otherwise sends loopback hosts direct whatever the rules
+    return out;
+}
+
 GuardDecision NavigationGuard::check(const std::string& url) const {
     GuardDecision d;
     ParsedUrl parsed = parse_url_host(url);

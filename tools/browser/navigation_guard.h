@@ -56,6 +56,12 @@ public:
     // LocalSchemes says; http(s)/ws(s) by host.
     GuardDecision check(const std::string& url) const;
 
+    // Chromium proxy bypass rules for the allow-list ("" without one): the hosts that connect directly while every
+    // other connection of the session's browser context goes to a proxy that is not there (kUnreachableProxy).
+    // That fails the connections the Fetch interception never sees: WebSocket handshakes, and requests of
+    // workers. Chromium's rules have no exceptions, so a denied host under an allowed one still connects this way.
+    std::string proxy_bypass_list() const;
+
     const std::vector<std::string>& allow_rules() const { return allow_; }
     const std::vector<std::string>& deny_rules() const { return deny_; }
 
@@ -65,6 +71,10 @@ private:
     LocalSchemes local_ = LocalSchemes::kWithoutRules;
     std::string file_root_;
 };
+
+// The proxy that proxy_bypass_list() sends refused connections to: the discard port on loopback, where no
+// proxy answers (and where, if anything listens, nothing is forwarded).
+inline constexpr const char* kUnreachableProxy = "http://127.0.0.1:9";
 
 // The local path of a file: URL ("file:///tmp/a%20b.html?x" → "/tmp/a b.html"), percent-decoded, without
 // query or fragment. Throws Error(kInvalidArgument) for another scheme or a host other than localhost.
