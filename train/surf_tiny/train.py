@@ -168,11 +168,14 @@ def normalise(px_uint8, device):
     return (x - mean) / std
 
 
-def lr_at(step, total, peak, warmup, time_frac=0.0):
+def lr_at(step, total, peak, warmup, time_frac=0.0, constant=False):
     """Linear warmup, then a cosine to 10% of the peak over the steps or, when the run has a time limit and
-    that comes first, over the time."""
+    that comes first, over the time; or, with `constant`, the peak throughout (a run that a later call
+    continues, or a diagnostic)."""
     if step < warmup:
         return peak * (step + 1) / warmup
+    if constant:
+        return peak
     frac = max((step - warmup) / max(1, total - warmup), time_frac)
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
 
@@ -186,6 +189,8 @@ def main():
     ap.add_argument("--tokens-per-batch", type=int, default=65536)
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--warmup", type=int, default=150)
+    ap.add_argument("--schedule", choices=["cosine", "constant"], default="cosine",
+                    help="after the warmup: a cosine to 10%% of --lr over the steps or the time, or --lr throughout")
     ap.add_argument("--seed", type=int, default=20261128)
     ap.add_argument("--save-every", type=int, default=500)
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (and save) after this long; 0 = no limit")
@@ -271,7 +276,8 @@ def main():
         nonlocal prof
         for g in opt.param_groups:
             g["lr"] = lr_at(state["step"], a.steps, a.lr, a.warmup,
-                            (time.time() - t_start) / (60 * a.max_minutes) if a.max_minutes else 0.0)
+                            (time.time() - t_start) / (60 * a.max_minutes) if a.max_minutes else 0.0,
+                            a.schedule == "constant")
         if state["step"] == a.profile_at and prof is None:
             prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                       torch.profiler.ProfilerActivity.CUDA])
