@@ -18,8 +18,11 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "agent/secrets.h"
 
 namespace surf::model {
 class Engine;
@@ -58,6 +61,9 @@ struct RunOptions {
     double max_wait_seconds = 10;  // cap on the policy's wait action
     std::string trace_dir;         // "" = no trace
     uint64_t seed = 0;             // mixed into every module's sampling seed
+    // Values the browser may type for placeholders `<secret:NAME>` that the task and the model use; the model
+    // never sees a value, and no trace, report, event or result holds one (agent/secrets.h).
+    std::map<std::string, Secret> secrets;
 };
 
 enum class RunStatus {

@@ -1,4 +1,5 @@
 #include "agent/loop.h"
+#include "agent/secrets.h"
 #include "model/utf8.h"
 
 #include <algorithm>
@@ -92,6 +93,7 @@ void validate_run_options(const RunOptions& o) {
     if (!(o.max_wait_seconds >= 0 && o.max_wait_seconds <= 600)) bad("max_wait_seconds: must be in [0, 600]");
     if (!(o.device_scale_factor >= 0.25 && o.device_scale_factor <= 4))
         bad("device_scale_factor: must be in [0.25, 4]");
+    Secrets(o.secrets).check_task(o.task);  // names, values, domains; no value in the task
 }
 
 tools::LocalSchemes local_schemes(const RunOptions& o) {
@@ -123,6 +125,7 @@ std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const mo
 
 RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
     validate_run_options(options);
+    const Secrets secrets(options.secrets);
     const PromptProfile& profile = *ctx.profile;
     const Clock::time_point t0 = Clock::now();
     // Past the budget the next step is the forced answer; past the hard deadline generation is stopped.
@@ -130,6 +133,7 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
     RunResult result;
     result.trace_dir = ctx.trace ? ctx.trace->dir() : "";
     Trace* trace = ctx.trace;
+    if (trace) trace->set_secrets(&secrets);
     const auto cancelled = [&] { return ctx.cancel && ctx.cancel->load(); };
 
     ModuleContext mc;
@@ -145,7 +149,9 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
     Policy policy(mc);
     Localizer localizer(mc);
     Validator validator(mc);
-    Memory memory(options.task, std::max(profile.screenshots_on_restart, profile.validator_screenshots));
+    const std::string note = secrets.prompt_note();
+    Memory memory(note.empty() ? options.task : options.task + " (" + note + ")",
+                  std::max(profile.screenshots_on_restart, profile.validator_screenshots));
 
     if (trace) {
         trace->write(
@@ -170,6 +176,8 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
 
     const auto emit = [&](StepEvent e) {
         e.elapsed = since(t0);
+        for (std::string* f : {&e.action, &e.target, &e.description, &e.thought, &e.note, &e.outcome})
+            *f = secrets.redact(*f);
         if (ctx.on_step) {
             try {
                 ctx.on_step(e);
@@ -181,7 +189,7 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
     if (!opened.ok) {
         // Acting on the browser's error page would only produce an answer about nothing.
         result.status = RunStatus::kError;
-        result.error = "the start page did not load: " + opened.message;
+        result.error = secrets.redact("the start page did not load: " + opened.message);
         result.seconds = since(t0);
         if (trace) {
             trace->write({{"type", "run_end"}, {"status", run_status_name(result.status)}, {"error", result.error}});
@@ -207,6 +215,11 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
         result.steps = step;
 
         Observation obs = ctx.environment->observe();
+        const std::string page_url = obs.url;  // where a secret would be typed; what the model reads is redacted
+        obs.url = secrets.redact(obs.url);
+        obs.title = secrets.redact(obs.title);
+        obs.error = secrets.redact(obs.error);
+        for (std::string& e : obs.events) e = secrets.redact(e);
         const std::shared_ptr<const model::Image> sent = image_to_send(obs.image, profile);
         memory.add_screenshot(sent);
         TraceStep ts;
@@ -351,7 +364,14 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
             } else if (!point_error.empty()) {
                 outcome = {false, point_error, "model_output"};
             } else {
-                outcome = ctx.environment->execute(decision.action, points);
+                std::optional<Action> typed;
+                try {
+                    typed = secrets.reveal(decision.action, page_url);
+                } catch (const Error& e) {
+                    outcome = {false, e.what(), "secret"};  // an unknown placeholder, or a host it may not reach
+                }
+                if (typed) outcome = ctx.environment->execute(*typed, points);
+                outcome.message = secrets.redact(outcome.message);
             }
             if (!outcome.ok) {
                 ++result.errors;
@@ -384,6 +404,8 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
     }
     if (!done && result.status == RunStatus::kNoAnswer && result.error.empty())
         result.error = "the step budget ran out";
+    result.answer = secrets.redact(result.answer);
+    result.error = secrets.redact(result.error);
     result.seconds = since(t0);
     if (trace) {
         trace->write({{"type", "run_end"},

@@ -61,6 +61,7 @@ void Trace::write(nlohmann::ordered_json line) {
     nlohmann::ordered_json out;
     out["t"] = std::round((now_seconds() - t0_) * 1000.0) / 1000.0;
     for (auto it = line.begin(); it != line.end(); ++it) out[it.key()] = it.value();
+    if (secrets_) out = secrets_->redact_json(out);
     // Model output may hold invalid UTF-8 (a cut multi-byte character): replace, never throw.
     const std::string text = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     std::fputs(text.c_str(), file_);
@@ -97,7 +98,13 @@ std::string Trace::screenshot(int step, const std::vector<uint8_t>& png) {
     return name;
 }
 
-void Trace::step(const TraceStep& s) {
+void Trace::step(const TraceStep& step) {
+    TraceStep s = step;
+    if (secrets_) {
+        for (std::string* f : {&s.url, &s.thought, &s.note, &s.action, &s.outcome, &s.error}) *f = secrets_->redact(*f);
+        for (auto* list : {&s.events, &s.verdicts})
+            for (std::string& e : *list) e = secrets_->redact(e);
+    }
     {
         std::lock_guard<std::mutex> lock(mutex_);
         steps_.push_back(s);

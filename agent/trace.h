@@ -45,8 +45,11 @@ public:
     void finish(const RunOptions& options, const RunResult& result);
 
     const std::string& dir() const { return dir_; }
+    // Every later line and step is written with these secrets' values replaced by their placeholders.
+    void set_secrets(const Secrets* secrets) { secrets_ = secrets; }
 
 private:
+    const Secrets* secrets_ = nullptr;
     std::string dir_;
     std::FILE* file_ = nullptr;
     std::mutex mutex_;

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cctype>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unistd.h>
@@ -18,6 +20,38 @@
 #include "model/engine.h"
 
 namespace {
+
+// --secret NAME[@DOMAIN,...]: the value comes from $SURF_SECRET_NAME (upper case; '-' and '.' as '_'), so that it
+// never sits in the command line, the shell history or the process list.
+std::map<std::string, surf::agent::Secret> secrets_from_environment(const std::vector<std::string>& flags) {
+    std::map<std::string, surf::agent::Secret> out;
+    for (const std::string& flag : flags) {
+        const size_t at = flag.find('@');
+        const std::string name = flag.substr(0, at);
+        surf::agent::Secret secret;
+        if (at != std::string::npos) {
+            std::string rest = flag.substr(at + 1);
+            for (size_t start = 0; start <= rest.size();) {
+                const size_t comma = rest.find(',', start);
+                const std::string d = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+                if (!d.empty()) secret.domains.push_back(d);
+                if (comma == std::string::npos) break;
+                start = comma + 1;
+            }
+        }
+        std::string var = "SURF_SECRET_";
+        for (char c : name) var += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(c)) : '_';
+        const char* value = std::getenv(var.c_str());
+        if (!value || !*value) {
+            throw surf::Error(surf::ErrorKind::kInvalidArgument,
+                              "--secret " + name + ": set " + var + " to its value (values never go on the command line)");
+        }
+        secret.value = value;
+        out[name] = secret;
+    }
+    return out;
+}
+
 
 volatile std::sig_atomic_t g_interrupted = 0;
 void on_sigint(int) {
@@ -58,6 +92,7 @@ int run_agent(const surf::cli::Args& args) {
     run.device_scale_factor = args.get_double("dsf", 1.0, 0.25, 4);
     run.trace_dir = args.get("out");
     run.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0, 9223372036854775807LL));
+    run.secrets = secrets_from_environment(args.all("secret"));
     surf::agent::validate_run_options(run);  // before a model load that can take minutes
 
     std::unique_ptr<surf::agent::Agent> agent;
@@ -169,6 +204,7 @@ SURF_COMMAND(surf::cli::Command{
      {"attempts", "K", "answers the validator may reject before the run fails (default 3)"},
      {"allow-domain", "D", "only these hosts (and subdomains) may be opened", true},
      {"deny-domain", "D", "hosts that may never be opened", true},
+     {"secret", "NAME[@D,...]", "a value the browser may type for <secret:NAME> (on hosts D only), read from $SURF_SECRET_NAME; the model, traces and output see only the placeholder", true},
      {"out", "DIR", "write trace.jsonl, screenshots and report.html here"},
      {"timeout", "S", "wall-time budget in seconds; then the answer is forced (default 600)"},
      {"trust-policy-coordinates", "", "click where the policy points instead of asking the localizer"},

@@ -138,10 +138,15 @@ public:
         o.title = "page";
         return o;
     }
+    std::vector<std::string> typed;  // what write actions typed
     ActionOutcome execute(const Action& a, const ActionPoints& p) override {
         actions.push_back(action_name(a));
         if (p.at) points.push_back(*p.at);
         if (p.to) points.push_back(*p.to);
+        if (const auto* w = std::get_if<WriteAction>(&a)) {
+            typed.push_back(w->content);
+            return {true, "typed '" + w->content + "' and pressed Enter", ""};  // as the browser echoes it
+        }
         return {true, std::string("did ") + action_name(a), ""};
     }
 };
@@ -599,4 +604,83 @@ TEST_CASE("past the session token budget the policy rebuilds its session with th
         CHECK(calls[i].text.find("step " + std::to_string(i) + ": scroll down") !=
               std::string::npos);  // history text
     }
+}
+
+TEST_CASE("secrets: placeholders become values only when typed on an allowed host, and are redacted back") {
+    const Secrets none;
+    CHECK(none.empty());
+    CHECK(none.prompt_note().empty());
+    const Secrets s({{"pw", {"hunter2-xyz", {"example.com"}}}, {"user", {"aiko", {}}}});
+    CHECK(s.prompt_note() == "secrets to type as written: <secret:pw>, <secret:user>");
+    CHECK(s.redact("typed 'hunter2-xyz' for aiko") == "typed '<secret:pw>' for <secret:user>");
+    CHECK(s.redact_json(nlohmann::ordered_json{{"a", {"x hunter2-xyz"}}}).dump() == R"({"a":["x <secret:pw>"]})");
+    const Action w = WriteAction{"<secret:user> / <secret:pw>!", "the field", 1, 2};
+    CHECK(std::get<WriteAction>(s.reveal(w, "https://www.example.com/login")).content == "aiko / hunter2-xyz!");
+    CHECK_THROWS_WITH_AS(s.reveal(w, "https://evil.test/"), doctest::Contains("<secret:pw> may not be typed on evil.test"),
+                         Error);
+    CHECK_THROWS_WITH_AS(s.reveal(Action{WriteAction{"<secret:nope>", "f", 1, 1}}, "https://example.com/"),
+                         doctest::Contains("<secret:nope> is not a secret of this run"), Error);
+    CHECK(std::get<ClickAction>(s.reveal(Action{ClickAction{"<secret:pw>", 1, 1}}, "https://x.test/")).element ==
+          "<secret:pw>");  // only typing reveals
+    CHECK_THROWS_WITH_AS(s.check_task("log in with hunter2-xyz"), doctest::Contains("write <secret:pw> instead"), Error);
+    CHECK_THROWS_AS(Secrets({{"bad name", {"v", {}}}}), Error);
+    CHECK_THROWS_AS(Secrets({{"pw", {"", {}}}}), Error);
+    CHECK_THROWS_WITH_AS(Secrets({{"pw", {"v", {"https://x.com"}}}}), doctest::Contains("secrets.pw.domains"), Error);
+}
+
+TEST_CASE("secrets: the page gets the value, no prompt, trace, report, event or result holds it") {
+    const std::string value = "s3cr3t-Value-991";
+    Fixture f;
+    f.engine.scripts["policy"] = {
+        step_json(R"({"type":"write","content":"<secret:pw>","element":"the password field","x":10,"y":10})",
+                  "typed the password"),
+        step_json(R"({"type":"write","content":"<secret:other>","element":"the code field","x":10,"y":10})"),
+        step_json(R"({"type":"answer","content":"done"})")};
+    f.engine.scripts["localizer"] = {R"({"x":250,"y":500})"};
+    f.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    RunOptions o = options();
+    o.task = "Log in with password <secret:pw>";
+    o.secrets = {{"pw", {value, {"127.0.0.1"}}}, {"other", {"other-value-7", {"example.com"}}}};
+    const auto dir = std::filesystem::temp_directory_path() / "surf_agent_secrets_trace";
+    std::filesystem::remove_all(dir);
+    RunResult r;
+    {
+        Trace trace(dir.string());
+        r = f.run(o, &trace);
+    }
+    CHECK(r.status == RunStatus::kAnswered);
+    // The page got the value once; the second secret belongs to another site and was not typed.
+    CHECK(f.page.typed == std::vector<std::string>{value});
+    bool refused = false;
+    for (const StepEvent& e : f.events) {
+        for (const std::string& field : {e.action, e.target, e.description, e.thought, e.note, e.outcome})
+            CHECK(field.find(value) == std::string::npos);
+        refused |= e.outcome.find("<secret:other> may not be typed on 127.0.0.1") != std::string::npos;
+    }
+    CHECK(refused);
+    // The model read placeholders only, and learned which ones it may write.
+    for (const Call& c : f.engine.calls) {
+        CHECK(c.text.find(value) == std::string::npos);
+        CHECK(c.text.find("other-value-7") == std::string::npos);
+    }
+    CHECK(f.engine.of("policy")[0].text.find("<secret:other>, <secret:pw>") != std::string::npos);
+    CHECK(f.engine.of("policy")[1].text.find("typed '<secret:pw>'") != std::string::npos);
+    // No file of the trace folder holds the value.
+    int files = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+        if (!entry.is_regular_file()) continue;
+        ++files;
+        std::ifstream in(entry.path(), std::ios::binary);
+        const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        CAPTURE(entry.path().string());
+        CHECK(bytes.find(value) == std::string::npos);
+    }
+    CHECK(files >= 2);  // trace.jsonl and report.html at least
+
+    // A task that holds a value itself is refused before anything runs.
+    Fixture g;
+    RunOptions leaky = options();
+    leaky.task = "Log in with " + value;
+    leaky.secrets = {{"pw", {value, {}}}};
+    CHECK_THROWS_WITH_AS(g.run(leaky), doctest::Contains("write <secret:pw> instead"), Error);
 }
