@@ -106,6 +106,11 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
     } catch (const std::exception& e) {
         failed.error = std::string("internal: ") + e.what();
     }
+    try {
+        failed.error = Secrets(options.secrets).redact(failed.error);
+    } catch (const Error&) {
+        // invalid secrets: the error says so, and no value was accepted
+    }
     if (trace) {
         trace->write({{"type", "run_end"}, {"status", "error"}, {"error", failed.error}});
         trace->finish(options, failed);

@@ -133,7 +133,15 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
     RunResult result;
     result.trace_dir = ctx.trace ? ctx.trace->dir() : "";
     Trace* trace = ctx.trace;
-    if (trace) trace->set_secrets(&secrets);
+    struct SecretsOnTrace {  // the trace outlives this call: it must not keep a pointer to `secrets`
+        Trace* trace;
+        SecretsOnTrace(Trace* t, const Secrets* s) : trace(t) {
+            if (trace) trace->set_secrets(s);
+        }
+        ~SecretsOnTrace() {
+            if (trace) trace->set_secrets(nullptr);
+        }
+    } secrets_on_trace(trace, &secrets);
     const auto cancelled = [&] { return ctx.cancel && ctx.cancel->load(); };
 
     ModuleContext mc;
