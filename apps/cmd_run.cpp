@@ -18,6 +18,7 @@
 #include "apps/remote_model.h"
 #include "kernels/base/error.h"
 #include "model/engine.h"
+#include "model/utf8.h"
 
 namespace {
 
@@ -61,7 +62,7 @@ void on_sigint(int) {
 std::string one_line(std::string s, size_t n) {
     for (char& c : s)
         if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-    return s.size() <= n ? s : s.substr(0, n) + "...";
+    return surf::model::shorten_utf8(s, n, "...");  // never cuts a multi-byte character
 }
 
 int run_agent(const surf::cli::Args& args) {

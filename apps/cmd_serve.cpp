@@ -76,16 +76,18 @@ std::shared_ptr<surf::model::Engine> open_engines(const std::string& dir, const 
 // requests never interleave.
 std::function<void(const std::string&)> access_log(const std::string& where) {
     if (where == "off") return nullptr;
-    FILE* out = stderr;
+    // The file closes with the last copy of the sink (the service's), stderr never.
+    std::shared_ptr<FILE> out(stderr, [](FILE*) {});
     if (where != "-") {
-        out = std::fopen(where.c_str(), "a");
-        if (!out) throw Error(ErrorKind::kIo, "--access-log: cannot open " + where + " for appending");
+        FILE* f = std::fopen(where.c_str(), "a");
+        if (!f) throw Error(ErrorKind::kIo, "--access-log: cannot open " + where + " for appending");
+        out.reset(f, [](FILE* file) { std::fclose(file); });
     }
     auto mutex = std::make_shared<std::mutex>();
     return [out, mutex](const std::string& line) {
         std::lock_guard<std::mutex> lock(*mutex);
-        std::fprintf(out, "%s\n", line.c_str());
-        std::fflush(out);
+        std::fprintf(out.get(), "%s\n", line.c_str());
+        std::fflush(out.get());
     };
 }
 
