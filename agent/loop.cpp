@@ -264,6 +264,7 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
             ++result.errors;
             const std::string what = e.what();
             ts.error = what.rfind("policy:", 0) == 0 ? what : "policy: " + what;  // the model call names its role already
+            ts.seconds = since(step_t0);
             if (trace) trace->step(ts);
             ev.ok = false;
             ev.outcome = ts.error;
@@ -400,14 +401,26 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
                 ts.has_to_point = true;
                 std::tie(ts.to_px, ts.to_py) = to_px(*points.to);
             }
+            const std::vector<PointTarget> targets = action_points(decision.action);
+            if (!targets.empty() && sent && !options.trust_policy_coordinates) {
+                try {  // the policy's own guess, drawn beside the localizer's point in the report
+                    std::tie(ts.policy_px, ts.policy_py) = to_px(to_css(profile.policy_convention, targets[0].x,
+                                                                        targets[0].y, {sent->width, sent->height},
+                                                                        obs.frame));
+                    ts.has_policy_point = true;
+                } catch (const Error&) {
+                    // a guess outside the screenshot: nothing to draw
+                }
+            }
             ts.outcome = outcome.message;
             ev.outcome = outcome.message;
             ev.ok = outcome.ok;
             memory.add_history({step, describe_action(decision.action), shorten(outcome.message, 200)});
             last_outcome = describe_action(decision.action) + " -> " + shorten(outcome.message, 300);
         }
+        ts.seconds = since(step_t0);
         if (trace) trace->step(ts);
-        ev.seconds = since(step_t0);
+        ev.seconds = ts.seconds;
         emit(ev);
     }
     if (!done && result.status == RunStatus::kNoAnswer && result.error.empty())

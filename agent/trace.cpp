@@ -70,6 +70,18 @@ void Trace::write(nlohmann::ordered_json line) {
 }
 
 void Trace::model_call(const ModelCall& c) {
+    {
+        char line[256];
+        std::snprintf(line, sizeof line, "%s%s: %lld prompt tokens (%lld image), %lld out, %.2f s (prefill %.2f, decode %.2f)%s",
+                      c.role.c_str(), c.attempt > 0 ? (" retry " + std::to_string(c.attempt)).c_str() : "",
+                      static_cast<long long>(c.prefill_tokens), static_cast<long long>(c.image_tokens),
+                      static_cast<long long>(c.output_tokens), c.latency_seconds, c.prefill_seconds,
+                      c.decode_seconds, c.error.empty() ? "" : ", unusable: ");
+        std::string text = line;
+        if (!c.error.empty()) text += c.error.substr(0, 160);
+        std::lock_guard<std::mutex> lock(mutex_);
+        calls_[c.step].push_back(secrets_ ? secrets_->redact(text) : text);
+    }
     write({{"type", "model_call"},
            {"role", c.role},
            {"step", c.step},
@@ -107,6 +119,11 @@ void Trace::step(const TraceStep& step) {
     }
     {
         std::lock_guard<std::mutex> lock(mutex_);
+        auto it = calls_.find(s.step);
+        if (it != calls_.end()) {
+            s.calls = std::move(it->second);
+            calls_.erase(it);
+        }
         steps_.push_back(s);
     }
     nlohmann::ordered_json j{
@@ -115,6 +132,8 @@ void Trace::step(const TraceStep& step) {
         {"error", s.error},     {"events", s.events}};
     if (s.has_point) j["point_px"] = {s.point_px, s.point_py};
     if (s.has_to_point) j["to_point_px"] = {s.to_px, s.to_py};
+    if (s.has_policy_point) j["policy_point_px"] = {s.policy_px, s.policy_py};
+    j["seconds"] = std::round(s.seconds * 1000.0) / 1000.0;
     write(std::move(j));
 }
 
@@ -143,7 +162,8 @@ std::string render_report_html(const std::string& dir, const RunOptions& options
          ".step{border-top:1px solid #ccc;padding:.8em 0;display:flex;gap:1em}.shot{flex:0 0 55%}"
          ".shot svg{width:100%;height:auto;border:1px solid #888}.meta{flex:1;font-size:14px}"
          ".k{color:#666}.err{color:#b00}.ok{color:#070}pre{white-space:pre-wrap;margin:.2em "
-         "0}</style></head><body>\n";
+         "0}code{white-space:pre-wrap;word-break:break-all}.calls{font-size:12px;color:#444}"
+         ".legend{font-size:13px;color:#444}</style></head><body>\n";
     h << "<h1>surf run</h1>\n<p><span class=\"k\">Task:</span> " << html_escape(options.task) << "<br>"
       << "<span class=\"k\">Start:</span> " << html_escape(options.start_url) << "<br>"
       << "<span class=\"k\">Status:</span> <b class=\""
@@ -152,6 +172,8 @@ std::string render_report_html(const std::string& dir, const RunOptions& options
       << result.model_calls << " model calls, " << result.errors << " errors, " << result.seconds
       << " s<br><span class=\"k\">Answer:</span> " << html_escape(result.answer) << "</p>\n";
     if (!result.error.empty()) h << "<p class=\"err\">" << html_escape(result.error) << "</p>\n";
+    h << "<p class=\"legend\">Red: where the action clicked (the localizer's point, or the policy's when trusted); "
+         "blue ring: where the policy itself pointed.</p>\n";
     for (const TraceStep& s : steps) {
         h << "<div class=\"step\"><div class=\"shot\">";
         if (!s.screenshot.empty() && s.shot_width > 0) {
@@ -168,6 +190,10 @@ std::string render_report_html(const std::string& dir, const RunOptions& options
                   << "<circle cx=\"" << s.point_px << "\" cy=\"" << s.point_py << "\" r=\"" << r / 4
                   << "\" fill=\"red\"/>";
             }
+            if (s.has_policy_point) {
+                h << "<circle class=\"policy\" cx=\"" << s.policy_px << "\" cy=\"" << s.policy_py << "\" r=\""
+                  << r * 0.8 << "\" fill=\"none\" stroke=\"#1565c0\" stroke-width=\"" << r / 4 << "\"/>";
+            }
             if (s.has_point && s.has_to_point) {  // a drag: a line to where it ends, and a ring there
                 h << "<line x1=\"" << s.point_px << "\" y1=\"" << s.point_py << "\" x2=\"" << s.to_px
                   << "\" y2=\"" << s.to_py << "\" stroke=\"red\" stroke-width=\"" << r / 3 << "\"/>"
@@ -178,8 +204,10 @@ std::string render_report_html(const std::string& dir, const RunOptions& options
         } else {
             h << "<p class=\"err\">(no screenshot)</p>";
         }
-        h << "</div><div class=\"meta\"><b>Step " << s.step << "</b> <span class=\"k\">" << html_escape(s.url)
-          << "</span>"
+        char secs[32];
+        std::snprintf(secs, sizeof secs, "%.2f s", s.seconds);
+        h << "</div><div class=\"meta\"><b>Step " << s.step << "</b> <span class=\"k\">" << secs << " · "
+          << html_escape(s.url) << "</span>"
           << "<p><span class=\"k\">Thought:</span><pre>" << html_escape(s.thought) << "</pre></p>"
           << "<p><span class=\"k\">Note:</span><pre>" << html_escape(s.note) << "</pre></p>"
           << "<p><span class=\"k\">Action:</span> <code>" << html_escape(s.action) << "</code></p>"
@@ -189,6 +217,11 @@ std::string render_report_html(const std::string& dir, const RunOptions& options
             h << "<p><span class=\"k\">Browser:</span> " << html_escape(e) << "</p>";
         for (const std::string& v : s.verdicts)
             h << "<p><span class=\"k\">Validator:</span> " << html_escape(v) << "</p>";
+        if (!s.calls.empty()) {
+            h << "<div class=\"calls\"><span class=\"k\">Model calls:</span>";
+            for (const std::string& c : s.calls) h << "<br>" << html_escape(c);
+            h << "</div>";
+        }
         h << "</div></div>\n";
     }
     h << "</body></html>\n";

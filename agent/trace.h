@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -25,9 +26,13 @@ struct TraceStep {
     double point_px = 0, point_py = 0;  // screenshot pixels
     bool has_to_point = false;          // a second point (where a drag ends)
     double to_px = 0, to_py = 0;        // screenshot pixels
+    bool has_policy_point = false;      // where the policy itself pointed, when the localizer chose the click
+    double policy_px = 0, policy_py = 0;  // screenshot pixels
+    double seconds = 0;                   // the step's wall time
     std::string url, thought, note, action, outcome, error;
     std::vector<std::string> verdicts;
     std::vector<std::string> events;  // browser events seen before this step
+    std::vector<std::string> calls;   // the step's model calls, one line each (filled by Trace)
 };
 
 class Trace {
@@ -55,6 +60,7 @@ private:
     std::mutex mutex_;
     double t0_ = 0;
     std::vector<TraceStep> steps_;
+    std::map<int, std::vector<std::string>> calls_;  // model calls by step, until the step is written
 };
 
 // The report page for a finished run (exposed for tests).

@@ -548,7 +548,7 @@ TEST_CASE("a run's navigation guard opens local pages only when the run starts o
     CHECK(run_guard(o).check("file:///etc/hostname").allowed);
 }
 
-TEST_CASE("the report draws the click point over the screenshot") {
+TEST_CASE("the report draws the click point and the policy's own point, with the step's time and model calls") {
     const auto dir = std::filesystem::temp_directory_path() / "surf_agent_report";
     std::filesystem::remove_all(dir);
     {
@@ -563,6 +563,12 @@ TEST_CASE("the report draws the click point over the screenshot") {
     ss << in.rdbuf();
     const std::string html = ss.str();
     CHECK(html.find("<circle class=\"click\" cx=\"160\" cy=\"120\"") != std::string::npos);
+    // kClick points at (100, 100) of 1000: 32, 24 on the 320x240 screenshot.
+    CHECK(html.find("<circle class=\"policy\" cx=\"32\" cy=\"24\"") != std::string::npos);
+    CHECK(html.find("Model calls:") != std::string::npos);
+    CHECK(html.find("<br>policy: ") != std::string::npos);
+    CHECK(html.find("<br>localizer: ") != std::string::npos);
+    CHECK(html.find(" s · http://127.0.0.1/start") != std::string::npos);
     CHECK(html.find("data:image/png;base64,") != std::string::npos);
     CHECK(html.find("a &lt;b&gt;note&lt;/b&gt;") != std::string::npos);
     CHECK(html.find("<b>note</b>") == std::string::npos);
