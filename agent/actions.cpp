@@ -380,6 +380,9 @@ Action parse_action(const nlohmann::json& a, const std::string& where) {
     }
     if (type == "answer") {
         check_fields(a, where, {"type", "content"});
+        // A structured answer (RunOptions::answer_schema) is a JSON value: kept as its compact text.
+        if (a.contains("content") && !a.at("content").is_string() && !a.at("content").is_null())
+            return AnswerAction{a.at("content").dump()};
         return AnswerAction{get_string(a, where, "content", kMaxContentChars)};
     }
     if (std::optional<Action> more = parse_more_actions(a, where, type)) return *more;

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "agent/secrets.h"
 
 namespace surf::model {
@@ -64,6 +66,9 @@ struct RunOptions {
     // Values the browser may type for placeholders `<secret:NAME>` that the task and the model use; the model
     // never sees a value, and no trace, report, event or result holds one (agent/secrets.h).
     std::map<std::string, Secret> secrets;
+    // A JSON schema the final answer must satisfy (JSON text; "" = a free-text answer). Constrained decoding
+    // writes the answer as such a value, and RunResult::structured returns it parsed. No "$ref" inside.
+    std::string answer_schema;
 };
 
 enum class RunStatus {
@@ -105,6 +110,7 @@ struct RunResult {
     double seconds = 0;
     std::string error;  // for kError / kNoAnswer: why
     std::string trace_dir;
+    nlohmann::json structured;  // with RunOptions::answer_schema: the answer parsed (null without an answer)
 };
 
 using StepCallback = std::function<void(const StepEvent&)>;

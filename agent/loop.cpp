@@ -94,6 +94,10 @@ void validate_run_options(const RunOptions& o) {
     if (!(o.device_scale_factor >= 0.25 && o.device_scale_factor <= 4))
         bad("device_scale_factor: must be in [0.25, 4]");
     Secrets(o.secrets).check_task(o.task);  // names, values, domains; no value in the task
+    if (!o.answer_schema.empty()) {
+        const nlohmann::json schema = nlohmann::json::parse(o.answer_schema, nullptr, false);
+        if (schema.is_discarded() || !schema.is_object()) bad("answer_schema: not a JSON schema object");
+    }
 }
 
 tools::LocalSchemes local_schemes(const RunOptions& o) {
@@ -126,7 +130,10 @@ std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const mo
 RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
     validate_run_options(options);
     const Secrets secrets(options.secrets);
-    const PromptProfile& profile = *ctx.profile;
+    // A structured answer constrains the answer action's content in the policy's schemas for this run.
+    const PromptProfile run_profile =
+        options.answer_schema.empty() ? *ctx.profile : with_answer_content(*ctx.profile, options.answer_schema);
+    const PromptProfile& profile = run_profile;
     const Clock::time_point t0 = Clock::now();
     // Past the budget the next step is the forced answer; past the hard deadline generation is stopped.
     const double hard_deadline = options.timeout_seconds + std::max(30.0, 0.25 * options.timeout_seconds);
@@ -147,7 +154,7 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
     ModuleContext mc;
     mc.engine = ctx.engine;
     mc.chat_template = ctx.chat_template;
-    mc.profile = ctx.profile;
+    mc.profile = &profile;
     mc.seed = options.seed;
     mc.sink = [&](const ModelCall& call) {
         ++result.model_calls;
@@ -427,6 +434,10 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
         result.error = "the step budget ran out";
     result.answer = secrets.redact(result.answer);
     result.error = secrets.redact(result.error);
+    if (!options.answer_schema.empty() && !result.answer.empty()) {
+        result.structured = nlohmann::json::parse(result.answer, nullptr, false);
+        if (result.structured.is_discarded()) result.structured = nullptr;  // a remote model that ignored the schema
+    }
     result.seconds = since(t0);
     if (trace) {
         trace->write({{"type", "run_end"},

@@ -154,9 +154,8 @@ PromptProfile load_profile(const std::string& path) {
     p.policy_schema = r.schema("policy_schema", &p.policy_schema_text);
     p.policy_actions =
         offered_actions(nlohmann::json::parse(p.policy_schema_text), path + " (policy_schema)");
-    std::string answer_text;
-    p.answer_schema = r.schema("answer_schema", &answer_text);
-    if (offered_actions(nlohmann::json::parse(answer_text), path + " (answer_schema)") !=
+    p.answer_schema = r.schema("answer_schema", &p.answer_schema_text);
+    if (offered_actions(nlohmann::json::parse(p.answer_schema_text), path + " (answer_schema)") !=
         std::vector<std::string>{"answer"})
         throw Error(ErrorKind::kConfig, path + ": answer_schema must offer the answer action only");
     p.policy = r.module("policy");
@@ -178,6 +177,63 @@ PromptProfile load_profile(const std::string& path) {
     p.validator_screenshots = static_cast<int>(r.integer("validator_screenshots", 3, 1, 16));
     p.max_session_tokens = r.integer("max_session_tokens", 60000, 1000, int64_t{1} << 30);
     r.check_unknown();
+    return p;
+}
+
+namespace {
+
+// Replaces the content schema of every object branch whose "type" is the constant "answer"; returns how many.
+int put_answer_content(nlohmann::ordered_json& node, const nlohmann::ordered_json& content) {
+    int n = 0;
+    if (node.is_object()) {
+        const auto props = node.find("properties");
+        if (props != node.end() && props->is_object() && props->contains("type") && props->contains("content") &&
+            (*props)["type"].is_object() && (*props)["type"].value("const", nlohmann::ordered_json()) == "answer") {
+            (*props)["content"] = content;
+            ++n;
+        }
+        for (auto& [key, value] : node.items()) n += put_answer_content(value, content);
+    } else if (node.is_array()) {
+        for (auto& value : node) n += put_answer_content(value, content);
+    }
+    return n;
+}
+
+bool has_ref(const nlohmann::ordered_json& node) {
+    if (node.is_object()) {
+        for (const auto& [key, value] : node.items())
+            if (key == "$ref" || key == "$defs" || key == "definitions" || has_ref(value)) return true;
+    } else if (node.is_array()) {
+        for (const auto& value : node)
+            if (has_ref(value)) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+PromptProfile with_answer_content(const PromptProfile& profile, const std::string& content_schema) {
+    const auto bad = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, "answer_schema: " + m); };
+    nlohmann::ordered_json content;
+    try {
+        content = nlohmann::ordered_json::parse(content_schema);
+    } catch (const nlohmann::json::exception& e) {
+        bad(std::string("not JSON: ") + e.what());
+    }
+    if (!content.is_object()) bad("expected a JSON schema object");
+    if (has_ref(content)) bad("\"$ref\" and definitions are not supported: write the schema inline");
+    PromptProfile p = profile;
+    for (auto [text, compiled] : {std::pair{&p.policy_schema_text, &p.policy_schema},
+                                  std::pair{&p.answer_schema_text, &p.answer_schema}}) {
+        nlohmann::ordered_json schema = nlohmann::ordered_json::parse(*text);
+        if (put_answer_content(schema, content) == 0) bad("the profile's schema " + p.path + " has no answer action");
+        *text = schema.dump();
+        try {
+            *compiled = model::compile_json_schema(schema);
+        } catch (const Error& e) {
+            bad(e.what());
+        }
+    }
     return p;
 }
 

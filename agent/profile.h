@@ -36,6 +36,7 @@ struct PromptProfile {
     std::string policy_schema_text;                              // shown in the system prompt
     std::vector<std::string> policy_actions;  // the action types policy_schema offers (offered_actions)
     std::shared_ptr<const model::CompiledSchema> answer_schema;  // forced answer: action must be answer
+    std::string answer_schema_text;
     ModuleSettings policy;
 
     // Localizer: one user turn with the screenshot and the element description.
@@ -69,6 +70,12 @@ struct PromptProfile {
 
 // Loads and checks a profile. Throws Error(kIo / kFormat / kConfig) naming the file and field.
 PromptProfile load_profile(const std::string& path);
+
+// `profile` with the answer action's content constrained to `content_schema` (JSON text) in both the policy's
+// schema and the forced-answer schema, recompiled (RunOptions::answer_schema). Throws Error(kInvalidArgument)
+// naming answer_schema for text that is not a JSON schema object, holds "$ref", or that the profile's
+// schemas have no answer action for.
+PromptProfile with_answer_content(const PromptProfile& profile, const std::string& content_schema);
 
 // prompts/profile_holotron.json in the source tree (SURF_PROMPTS_DIR), or $SURF_PROMPTS_DIR at run time.
 std::string default_profile_path();

@@ -18,6 +18,7 @@
 #include "apps/remote_model.h"
 #include "kernels/base/error.h"
 #include "model/engine.h"
+#include "model/file_text.h"
 #include "model/utf8.h"
 
 namespace {
@@ -94,6 +95,7 @@ int run_agent(const surf::cli::Args& args) {
     run.trace_dir = args.get("out");
     run.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0, 9223372036854775807LL));
     run.secrets = secrets_from_environment(args.all("secret"));
+    if (args.has("answer-schema")) run.answer_schema = surf::model::read_text_file(args.get("answer-schema"));
     surf::agent::validate_run_options(run);  // before a model load that can take minutes
 
     std::unique_ptr<surf::agent::Agent> agent;
@@ -205,6 +207,7 @@ SURF_COMMAND(surf::cli::Command{
      {"attempts", "K", "answers the validator may reject before the run fails (default 3)"},
      {"allow-domain", "D", "only these hosts (and subdomains) may be opened", true},
      {"deny-domain", "D", "hosts that may never be opened", true},
+     {"answer-schema", "FILE", "a JSON schema the answer must satisfy: the answer is printed as that JSON value"},
      {"secret", "NAME[@D,...]", "a value the browser may type for <secret:NAME> (on hosts D only), read from $SURF_SECRET_NAME; the model, traces and output see only the placeholder", true},
      {"out", "DIR", "write trace.jsonl, screenshots and report.html here"},
      {"timeout", "S", "wall-time budget in seconds; then the answer is forced (default 600)"},

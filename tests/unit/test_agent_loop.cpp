@@ -30,6 +30,7 @@ struct Call {
     std::string text;  // text parts joined, images as [IMG wxh]
     int images = 0;
     const model::CompiledSchema* schema = nullptr;
+    std::string schema_text;  // kept: a run's own schemas go with the run
 };
 
 // Answers each role from its own script; a role's script running dry repeats its last entry.
@@ -65,6 +66,7 @@ public:
         Call c;
         c.session = id;
         c.schema = options.schema.get();
+        if (options.schema) c.schema_text = options.schema->schema_text;
         for (const auto& p : input) {
             if (p.image) {
                 c.text +=
@@ -689,4 +691,35 @@ TEST_CASE("secrets: the page gets the value, no prompt, trace, report, event or 
     leaky.task = "Log in with " + value;
     leaky.secrets = {{"pw", {value, {}}}};
     CHECK_THROWS_WITH_AS(g.run(leaky), doctest::Contains("write <secret:pw> instead"), Error);
+}
+
+TEST_CASE("a structured answer: the run's schemas constrain the answer's content, the result returns it parsed") {
+    const std::string schema =
+        R"({"type":"object","properties":{"price":{"type":"number"},"currency":{"type":"string"}},)"
+        R"("required":["price","currency"],"additionalProperties":false})";
+    Fixture f;
+    f.engine.scripts["policy"] = {step_json(R"({"type":"answer","content":{"price":25.5,"currency":"EUR"}})")};
+    f.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    RunOptions o = options();
+    o.answer_schema = schema;
+    const RunResult r = f.run(o);
+    CHECK(r.status == RunStatus::kAnswered);
+    CHECK(nlohmann::json::parse(r.answer) == nlohmann::json{{"price", 25.5}, {"currency", "EUR"}});
+    REQUIRE(r.structured.is_object());
+    CHECK(r.structured["price"].get<double>() == 25.5);
+    CHECK(r.structured["currency"] == "EUR");
+    // The policy decoded under the run's schema, not the profile's; the validator saw the answer's text.
+    const Call& first = f.engine.of("policy")[0];
+    CHECK(first.schema_text.find("\"currency\"") != std::string::npos);
+    CHECK(f.profile.policy_schema_text.find("\"currency\"") == std::string::npos);
+    CHECK(f.engine.of("validator")[0].text.find("25.5") != std::string::npos);
+
+    const PromptProfile p = with_answer_content(f.profile, schema);
+    CHECK(p.answer_schema->schema_text.find("\"price\"") != std::string::npos);
+    CHECK(f.profile.answer_schema->schema_text.find("\"price\"") == std::string::npos);  // the profile is untouched
+    CHECK_THROWS_WITH_AS(with_answer_content(f.profile, R"({"$ref":"#/x"})"), doctest::Contains("inline"), Error);
+    CHECK_THROWS_WITH_AS(with_answer_content(f.profile, "[1]"), doctest::Contains("answer_schema"), Error);
+    RunOptions bad = options();
+    bad.answer_schema = "not json";
+    CHECK_THROWS_WITH_AS(validate_run_options(bad), doctest::Contains("answer_schema"), Error);
 }
