@@ -20,7 +20,7 @@ T ask_parsed(Conversation& conversation, Message first, const model::GenerateOpt
         call.feed_mode = turn.feed_mode;
         call.prefill_tokens = turn.result.prefill_tokens;
         call.image_tokens = turn.result.image_tokens;
-        call.output_tokens = static_cast<int64_t>(turn.result.tokens.size());
+        call.output_tokens = turn.result.output_tokens();
         call.session_tokens = turn.result.session_tokens;
         call.images = turn.images_fed;
         call.finish = model::finish_reason_name(turn.result.finish);

@@ -321,6 +321,7 @@ model::GenerateResult RemoteEngine::generate(model::SessionId id, const std::vec
                                                       : model::FinishReason::kStop;
     result.prefill_tokens = reply.prompt_tokens;
     result.session_tokens = reply.prompt_tokens + reply.completion_tokens;
+    result.reported_tokens = reply.completion_tokens;  // the server returns text, not ids
     result.prefill_seconds = 0;
     result.decode_seconds = reply.seconds;
 

@@ -63,6 +63,8 @@ struct GenerateResult {
     int64_t prefill_tokens = 0;        // tokens prefilled by this call (the appended input)
     int64_t image_tokens = 0;          // of which image-context tokens
     int64_t session_tokens = 0;        // tokens in the session after this call
+    int64_t reported_tokens = -1;      // generated tokens as a backend without ids (remote) counts them; -1: none
+    int64_t output_tokens() const { return reported_tokens >= 0 ? reported_tokens : static_cast<int64_t>(tokens.size()); }
     double prefill_seconds = 0.0;
     double decode_seconds = 0.0;
 };

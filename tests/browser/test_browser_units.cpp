@@ -92,7 +92,7 @@ TEST_CASE("navigation guard: the allow-list as Chromium proxy bypass rules") {
     CHECK(NavigationGuard().proxy_bypass_list().empty());
     CHECK(NavigationGuard({}, {"ads.example.com"}).proxy_bypass_list().empty());  // a deny-list alone: no proxy
     CHECK(NavigationGuard({"Example.com", "*.cdn.net", "127.0.0.1", "[::1]", "localhost"}, {}).proxy_bypass_list() ==
-          "example.com;*.example.com;*.cdn.net;127.0.0.1;[::1];localhost;*.localhost;<-loopback>");
+          "<-loopback>;example.com;*.example.com;*.cdn.net;127.0.0.1;[::1];localhost;*.localhost");
 }
 
 TEST_CASE("key table and chords") {

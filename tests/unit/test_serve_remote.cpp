@@ -106,6 +106,9 @@ TEST_CASE(
     const agent::TurnReport first = conv.ask(agent::Message{"user", "step one", {}}, o);
     CHECK(first.feed_mode == "fresh");
     CHECK(first.result.prefill_tokens > 0);
+    CHECK(first.result.tokens.empty());  // the server sends text, not ids
+    CHECK(first.result.output_tokens() > 0);
+    CHECK(first.result.output_tokens() <= 10);
     const agent::TurnReport second = conv.ask(agent::Message{"user", "step two", {}}, o);
     CHECK(second.feed_mode != "fresh");  // prefix or splice: the session was extended, not rebuilt
     CHECK(engine->open_sessions() == 1);

@@ -106,8 +106,11 @@ NavigationGuard::NavigationGuard(std::vector<std::string> allow, std::vector<std
 
 std::string NavigationGuard::proxy_bypass_list() const {
     if (allow_.empty()) return "";
-    std::string out;
-    auto add = [&](const std::string& rule) { out += (out.empty() ? "" : ";") + rule; };
+    // Chromium lets a later rule override an earlier one: "<-loopback>" (loopback hosts go through the proxy,
+    // where Chromium would otherwise send them direct whatever the rules) comes first, so that an allowed
+    // loopback host listed after it still connects directly.
+    std::string out = "<-loopback>";
+    auto add = [&](const std::string& rule) { out += ";" + rule; };
     for (const std::string& rule : allow_) {
         const bool subdomains_only = rule.rfind("*.", 0) == 0;
         const std::string base = subdomains_only ? rule.substr(2) : rule;
@@ -118,7 +121,6 @@ std::string NavigationGuard::proxy_bypass_list() const {
         if (!subdomains_only) add(base);
         add("*." + base);
     }
-    add("<-loopback>");  // Chromium otherwise sends loopback hosts direct whatever the rules
     return out;
 }
 
