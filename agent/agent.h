@@ -24,10 +24,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/actions.h"
 #include "agent/secrets.h"
 
 namespace surf::model {
 class Engine;
+struct Image;
 }
 namespace surf::tools {
 class Browser;
@@ -46,6 +48,29 @@ struct AgentConfig {
     // agent launches its own at its first run and shuts it down when destroyed.
     std::shared_ptr<tools::Browser> browser;
 };
+
+// What the policy wants to do next, shown to a before-action hook (RunOptions::before_action).
+struct ProposedAction {
+    int step = 0;
+    Action action;            // as the policy wrote it (secrets as placeholders)
+    std::string description;  // one line (describe_action)
+    std::string url;          // the page it would act on
+    std::shared_ptr<const model::Image> screenshot;  // what the policy saw
+    std::vector<uint8_t> png;                        // the same screenshot as a PNG file
+};
+
+// A hook's answer: go ahead, refuse (the reason is fed back to the policy as the step's outcome), or do
+// another action instead.
+struct ApprovalDecision {
+    enum class Kind { kApprove, kReject, kReplace };
+    Kind kind = Kind::kApprove;
+    std::string reason;  // kReject: why (the policy reads it)
+    Action replacement;  // kReplace: what to do instead
+    static ApprovalDecision approve() { return {}; }
+    static ApprovalDecision reject(std::string why) { return {Kind::kReject, std::move(why), {}}; }
+    static ApprovalDecision replace(Action a) { return {Kind::kReplace, "", std::move(a)}; }
+};
+using BeforeActionHook = std::function<ApprovalDecision(const ProposedAction&)>;
 
 struct RunOptions {
     std::string task;
@@ -69,6 +94,9 @@ struct RunOptions {
     // A JSON schema the final answer must satisfy (JSON text; "" = a free-text answer). Constrained decoding
     // writes the answer as such a value, and RunResult::structured returns it parsed. No "$ref" inside.
     std::string answer_schema;
+    // Called before every action on the page (not the final answer), from the run's thread; an exception it
+    // throws counts as a refusal. Empty: every action goes ahead.
+    BeforeActionHook before_action;
 };
 
 enum class RunStatus {

@@ -127,6 +127,32 @@ std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const mo
     return std::make_shared<model::Image>(model::resize_bicubic(*shot, fit.width, fit.height));
 }
 
+namespace {
+
+// Asks the run's before-action hook about `action` (replaced in place when the hook says so). Returns "" to go
+// ahead, else why not (the policy reads it as the step's outcome).
+std::string ask_approval(const RunOptions& options, int step, const Observation& obs, Action* action) {
+    if (!options.before_action) return "";
+    ApprovalDecision d;
+    try {
+        d = options.before_action(ProposedAction{step, *action, describe_action(*action), obs.url, obs.image, obs.png});
+    } catch (const std::exception& e) {
+        d = ApprovalDecision::reject(std::string("the approval hook failed: ") + e.what());
+    }
+    switch (d.kind) {
+        case ApprovalDecision::Kind::kApprove: return "";
+        case ApprovalDecision::Kind::kReject:
+            return "refused by the operator: " + (d.reason.empty() ? std::string("no reason given") : d.reason);
+        case ApprovalDecision::Kind::kReplace:
+            if (is_answer(d.replacement)) return "refused by the operator (an answer cannot replace a page action)";
+            *action = d.replacement;
+            return "";
+    }
+    return "";
+}
+
+}  // namespace
+
 RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
     validate_run_options(options);
     const Secrets secrets(options.secrets);
@@ -366,10 +392,19 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
             }
             ev.outcome = ts.outcome;
         } else {
+            const std::string refusal = ask_approval(options, step, obs, &decision.action);
+            if (refusal.empty() && options.before_action) {  // the hook may have replaced the action
+                ts.action = action_to_json(decision.action).dump();
+                ev.action = action_name(decision.action);
+                ev.target = action_target(decision.action);
+                ev.description = describe_action(decision.action);
+            }
             ActionPoints points;
             bool stopped = false;
-            const std::string point_error = locate_points(decision.action, options, profile, localizer, sent,
-                                                          obs.frame, step, &points, &stopped);
+            const std::string point_error =
+                refusal.empty() ? locate_points(decision.action, options, profile, localizer, sent, obs.frame, step,
+                                                &points, &stopped)
+                                : "";
             if (stopped) {
                 result.status = cancelled() ? RunStatus::kCancelled : RunStatus::kNoAnswer;
                 done = true;
@@ -377,6 +412,8 @@ RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
             ActionOutcome outcome;
             if (done) {
                 outcome = {false, "cancelled", "cancelled"};
+            } else if (!refusal.empty()) {
+                outcome = {false, refusal, "refused"};
             } else if (!point_error.empty()) {
                 outcome = {false, point_error, "model_output"};
             } else {

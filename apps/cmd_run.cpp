@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cctype>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "model/engine.h"
 #include "model/file_text.h"
 #include "model/utf8.h"
+#include "tools/browser/navigation_guard.h"
 
 namespace {
 
@@ -64,6 +66,27 @@ std::string one_line(std::string s, size_t n) {
     for (char& c : s)
         if (c == '\n' || c == '\r' || c == '\t') c = ' ';
     return surf::model::shorten_utf8(s, n, "...");  // never cuts a multi-byte character
+}
+
+// --confirm / --confirm-on D: each action on the page (on hosts D only, when given) waits for the user at the
+// terminal: Enter or "y" lets it go ahead, "n" or any other text refuses it and tells the policy why. `out`
+// is held meanwhile so that the spinner does not write over the question.
+surf::agent::BeforeActionHook confirm_at_terminal(const std::vector<std::string>& hosts, std::mutex& out) {
+    const surf::tools::NavigationGuard only(hosts, {});
+    return [only, all = hosts.empty(), &out](const surf::agent::ProposedAction& p) {
+        using surf::agent::ApprovalDecision;
+        if (!all && !only.check(p.url).allowed) return ApprovalDecision::approve();
+        std::ifstream tty("/dev/tty");
+        if (!tty) return ApprovalDecision::reject("--confirm: no terminal to ask on");
+        std::lock_guard<std::mutex> lock(out);
+        std::printf("\r\033[K      step %d on %s: %s\n      go ahead? [Y/n, or why not] ", p.step, p.url.c_str(),
+                    p.description.c_str());
+        std::fflush(stdout);
+        std::string line;
+        std::getline(tty, line);
+        if (line.empty() || line == "y" || line == "Y" || line == "yes") return ApprovalDecision::approve();
+        return ApprovalDecision::reject(line == "n" || line == "N" || line == "no" ? "the user said no" : line);
+    };
 }
 
 int run_agent(const surf::cli::Args& args) {
@@ -141,6 +164,7 @@ int run_agent(const surf::cli::Args& args) {
             std::fflush(stdout);
         }
     });
+    if (args.has("confirm") || !args.all("confirm-on").empty()) run.before_action = confirm_at_terminal(args.all("confirm-on"), out);
     const auto on_step = [&](const surf::agent::StepEvent& e) {
         using surf::agent::StepEventKind;
         if (e.kind == StepEventKind::kFinished) return;
@@ -207,6 +231,8 @@ SURF_COMMAND(surf::cli::Command{
      {"attempts", "K", "answers the validator may reject before the run fails (default 3)"},
      {"allow-domain", "D", "only these hosts (and subdomains) may be opened", true},
      {"deny-domain", "D", "hosts that may never be opened", true},
+     {"confirm", "", "ask at the terminal before each action on the page (Enter: go ahead; anything else: refuse, and the policy reads why)"},
+     {"confirm-on", "D", "ask only on these hosts (and subdomains); implies --confirm", true},
      {"answer-schema", "FILE", "a JSON schema the answer must satisfy: the answer is printed as that JSON value"},
      {"secret", "NAME[@D,...]", "a value the browser may type for <secret:NAME> (on hosts D only), read from $SURF_SECRET_NAME; the model, traces and output see only the placeholder", true},
      {"out", "DIR", "write trace.jsonl, screenshots and report.html here"},

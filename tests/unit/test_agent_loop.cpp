@@ -723,3 +723,40 @@ TEST_CASE("a structured answer: the run's schemas constrain the answer's content
     bad.answer_schema = "not json";
     CHECK_THROWS_WITH_AS(validate_run_options(bad), doctest::Contains("answer_schema"), Error);
 }
+
+TEST_CASE("a before-action hook approves, refuses with a reason the policy reads, or replaces an action") {
+    Fixture f;
+    f.engine.scripts["policy"] = {step_json(kClick), step_json(kScroll), step_json(kClick), step_json(kClick),
+                                  step_json(kAnswer)};
+    f.engine.scripts["localizer"] = {R"({"x":250,"y":500})"};
+    f.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    std::vector<ProposedAction> seen;
+    RunOptions o = options(6);
+    o.before_action = [&](const ProposedAction& p) {
+        seen.push_back(p);
+        switch (seen.size()) {
+            case 1: return ApprovalDecision::approve();
+            case 2: return ApprovalDecision::reject("do not scroll on this site");
+            case 3: return ApprovalDecision::replace(KeyAction{"Escape"});
+            default: throw std::runtime_error("the approver crashed");
+        }
+    };
+    const RunResult r = f.run(o);
+    CHECK(r.status == RunStatus::kAnswered);
+    REQUIRE(seen.size() == 4);  // the answer is not asked about
+    CHECK(seen[0].step == 1);
+    CHECK(std::holds_alternative<ClickAction>(seen[0].action));
+    CHECK(seen[0].url == "http://127.0.0.1/start");
+    CHECK(seen[0].screenshot != nullptr);
+    CHECK(!seen[0].png.empty());
+    CHECK(seen[1].description.find("scroll") != std::string::npos);
+    // Approved click, refused scroll, the click replaced by a key press, the last click refused by the exception.
+    CHECK(f.page.actions == std::vector<std::string>{"click", "key"});
+    CHECK(f.engine.of("localizer").size() == 1);  // a refused or replaced click is not located
+    const auto policy = f.engine.of("policy");
+    CHECK(policy[2].text.find("refused by the operator: do not scroll on this site") != std::string::npos);
+    CHECK(policy[4].text.find("the approval hook failed: the approver crashed") != std::string::npos);
+    bool key_event = false;
+    for (const StepEvent& e : f.events) key_event |= e.action == "key";
+    CHECK(key_event);
+}
