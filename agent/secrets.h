@@ -23,7 +23,7 @@ struct Secret {
 class Secrets {
 public:
     Secrets() = default;
-    // Checks names ([A-Za-z0-9_.-], at most 64), values (not empty) and domain rules; throws
+    // Checks names ([A-Za-z0-9_.-], at most 64), values (at least 4 bytes) and domain rules; throws
     // Error(kInvalidArgument) naming the secret, never its value.
     explicit Secrets(const std::map<std::string, Secret>& secrets);
 

@@ -631,9 +631,10 @@ TEST_CASE("secrets: placeholders become values only when typed on an allowed hos
     CHECK(std::get<ClickAction>(s.reveal(Action{ClickAction{"<secret:pw>", 1, 1}}, "https://x.test/")).element ==
           "<secret:pw>");  // only typing reveals
     CHECK_THROWS_WITH_AS(s.check_task("log in with hunter2-xyz"), doctest::Contains("write <secret:pw> instead"), Error);
-    CHECK_THROWS_AS(Secrets({{"bad name", {"v", {}}}}), Error);
+    CHECK_THROWS_AS(Secrets({{"bad name", {"value", {}}}}), Error);
     CHECK_THROWS_AS(Secrets({{"pw", {"", {}}}}), Error);
-    CHECK_THROWS_WITH_AS(Secrets({{"pw", {"v", {"https://x.com"}}}}), doctest::Contains("secrets.pw.domains"), Error);
+    CHECK_THROWS_WITH_AS(Secrets({{"pw", {"abc", {}}}}), doctest::Contains("at least 4 characters"), Error);
+    CHECK_THROWS_WITH_AS(Secrets({{"pw", {"value", {"https://x.com"}}}}), doctest::Contains("secrets.pw.domains"), Error);
 }
 
 TEST_CASE("secrets: the page gets the value, no prompt, trace, report, event or result holds it") {
