@@ -38,7 +38,6 @@ Secrets::Secrets(const std::map<std::string, Secret>& secrets) : secrets_(secret
         } catch (const Error& e) {
             throw Error(ErrorKind::kInvalidArgument, "secrets." + name + ".domains: " + e.what());
         }
-        names_.push_back(name);
         by_length_.emplace_back(secret.value, placeholder(name));
     }
     std::stable_sort(by_length_.begin(), by_length_.end(),
@@ -81,7 +80,7 @@ Action Secrets::reveal(const Action& action, const std::string& page_url) const 
         if (it == secrets_.end()) {
             throw Error(ErrorKind::kInvalidArgument,
                         placeholder(name) + " is not a secret of this run" +
-                            (names_.empty() ? std::string() : " (it has " + prompt_note() + ")"));
+                            (secrets_.empty() ? std::string() : " (it has " + prompt_note() + ")"));
         }
         const tools::NavigationGuard where(it->second.domains, {});
         const tools::GuardDecision d = where.check(page_url);
@@ -113,9 +112,9 @@ void Secrets::check_task(const std::string& task) const {
 }
 
 std::string Secrets::prompt_note() const {
-    if (names_.empty()) return "";
+    if (secrets_.empty()) return "";
     std::string list;
-    for (const std::string& n : names_) list += (list.empty() ? "" : ", ") + placeholder(n);
+    for (const auto& [name, secret] : secrets_) list += (list.empty() ? "" : ", ") + placeholder(name);
     return "secrets to type as written: " + list;
 }
 

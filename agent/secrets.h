@@ -27,7 +27,7 @@ public:
     // Error(kInvalidArgument) naming the secret, never its value.
     explicit Secrets(const std::map<std::string, Secret>& secrets);
 
-    bool empty() const { return names_.empty(); }
+    bool empty() const { return secrets_.empty(); }
     static std::string placeholder(const std::string& name) { return "<secret:" + name + ">"; }
 
     // `text` with every secret value replaced by its placeholder (longer values first).
@@ -46,7 +46,6 @@ public:
     std::string prompt_note() const;
 
 private:
-    std::vector<std::string> names_;                       // sorted
     std::map<std::string, Secret> secrets_;
     std::vector<std::pair<std::string, std::string>> by_length_;  // (value, placeholder), longest value first
 };

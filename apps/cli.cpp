@@ -41,6 +41,15 @@ Error bad_flag(const std::string& message) { return Error(ErrorKind::kInvalidArg
 
 }  // namespace
 
+std::vector<std::string> comma_items(const std::string& text) {
+    std::vector<std::string> items;
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) {
+        if (!item.empty()) items.push_back(item);
+    }
+    return items;
+}
+
 std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
     return model::closest_name(word, candidates);
 }

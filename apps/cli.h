@@ -65,6 +65,8 @@ const std::map<std::string, Command>& commands();
 // The candidate nearest to `word` by edit distance when it is close enough to be a typo of it, else "".
 std::string closest(const std::string& word, const std::vector<std::string>& candidates);
 std::string usage_text(const Command& command);
+// The non-empty items of a comma-separated list ("a,,b" → a, b).
+std::vector<std::string> comma_items(const std::string& text);
 
 // surf's version and the backends built in: "0.1.0 (CPU only)".
 std::string version();

@@ -151,10 +151,8 @@ int merge(const surf::cli::Args& args) {
 std::vector<std::string> comma_list(const surf::cli::Args& args, const std::string& name) {
     std::vector<std::string> items;
     for (const std::string& value : args.all(name)) {
-        std::stringstream ss(value);
-        for (std::string item; std::getline(ss, item, ',');) {
-            if (!item.empty()) items.push_back(item);
-        }
+        const std::vector<std::string> more = surf::cli::comma_items(value);
+        items.insert(items.end(), more.begin(), more.end());
     }
     return items;
 }

@@ -33,16 +33,7 @@ std::map<std::string, surf::agent::Secret> secrets_from_environment(const std::v
         const size_t at = flag.find('@');
         const std::string name = flag.substr(0, at);
         surf::agent::Secret secret;
-        if (at != std::string::npos) {
-            std::string rest = flag.substr(at + 1);
-            for (size_t start = 0; start <= rest.size();) {
-                const size_t comma = rest.find(',', start);
-                const std::string d = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-                if (!d.empty()) secret.domains.push_back(d);
-                if (comma == std::string::npos) break;
-                start = comma + 1;
-            }
-        }
+        if (at != std::string::npos) secret.domains = surf::cli::comma_items(flag.substr(at + 1));
         std::string var = "SURF_SECRET_";
         for (char c : name) var += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(c)) : '_';
         const char* value = std::getenv(var.c_str());

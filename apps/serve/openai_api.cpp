@@ -598,11 +598,17 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
     };
 
     bool client_left = false;
+    // Polled between the prompt's chunks and the decode steps (CPU backend) and at every piece: a client that
+    // hangs up stops its generation wherever it is.
+    const auto hung_up = [&] {
+        if (writer.client_gone()) client_left = true;
+        return client_left;
+    };
+    req.options.is_cancelled = hung_up;
     if (req.stream) {
         req.options.on_text = [&](std::string_view piece) {
             if (record.first_token == Clock::time_point{}) record.first_token = Clock::now();
-            if (writer.client_gone() ||
-                !writer.write(chunk(json{{"content", std::string(piece)}}, nullptr))) {
+            if (hung_up() || !writer.write(chunk(json{{"content", std::string(piece)}}, nullptr))) {
                 client_left = true;
                 return false;
             }
@@ -613,23 +619,12 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
             return;
         }
     } else {
-        // Nothing is written until the end: the socket is polled at every piece instead, so a client that
-        // hangs up stops its generation too.
+        // Nothing is written until the end: the socket is polled at every piece instead.
         req.options.on_text = [&](std::string_view) {
             if (record.first_token == Clock::time_point{}) record.first_token = Clock::now();
-            if (!writer.client_gone()) return true;
-            client_left = true;
-            return false;
+            return !hung_up();
         };
     }
-
-    // Polled by the CPU backend between the prompt's chunks and the decode steps: a client that hangs up while its
-    // prompt is fed stops it there.
-    req.options.is_cancelled = [&] {
-        if (!writer.client_gone()) return false;
-        client_left = true;
-        return true;
-    };
     model::GenerateResult result;
     int64_t prompt_tokens = 0, cached_tokens = 0;
     ++running_;
