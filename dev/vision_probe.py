@@ -13,30 +13,21 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from train.surf_tiny import spec, synth  # noqa: E402
+from train.surf_tiny import synth  # noqa: E402
 from train.surf_tiny.model import SurfTiny, init_weights  # noqa: E402
 from train.surf_tiny.train import normalise  # noqa: E402
-from train.surf_tiny.spec import ga  # noqa: E402
 
 
 def batch(maker, rng, n, size=(640, 640)):
-    rows, tiles, gather, per_tile = [], [], [], (spec.SIZES["tile"] // 32) ** 2
+    items = []
     for _ in range(n):
         page = synth.Page(rng, maker.fonts, *size)
         x, y = rng.randrange(0, size[0] - 120), rng.randrange(0, size[1] - 50)
         page.button(x, y, "OK", filled=True)
-        seq = maker.sequences(page)[0]
-        t, _ = ga.tile_image(page.img, spec.SIZES["tile"], spec.SIZES["max_tiles"], True)
-        gather.append(np.arange(len(tiles) * per_tile, (len(tiles) + len(t)) * per_tile))
-        tiles += [np.asarray(a, np.uint8) for a in t]
-        rows.append(seq)
-    T = max(len(t) for t, _, _ in rows)
-    tokens = np.full((n, T), maker.enc.ids["<unk>"], np.int64)
-    mask = np.zeros((n, T), np.uint8)
-    for i, (t, m, _) in enumerate(rows):
-        tokens[i, :len(t)], mask[i, :len(m)] = t, m
-    return (torch.from_numpy(tokens), torch.from_numpy(mask), normalise(torch.from_numpy(np.stack(tiles)), "cpu"),
-            torch.from_numpy(np.concatenate(gather)))
+        items.append((page.img, maker.sequences(page)[:1]))
+    tokens, mask, _, tiles, index = maker.collate(items)
+    return (torch.from_numpy(tokens), torch.from_numpy(mask), normalise(torch.from_numpy(tiles), "cpu"),
+            torch.from_numpy(index))
 
 
 def main():

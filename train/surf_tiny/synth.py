@@ -12,6 +12,7 @@ read labels and find them rather than remember them. Element descriptions follow
 """
 
 import argparse
+import collections
 import json
 import os
 import random
@@ -372,7 +373,12 @@ class Page:
             if overlap or not new:
                 del self.elements[mark:]
                 self.img.paste(before)
-        self.elements = [e for e in self.elements if sum(d == e[0] for d, _ in self.elements) == 1]
+        return self.keep_unique()
+
+    def keep_unique(self):
+        """Drops every element whose description the page repeats (the recorder asks only about unique ones)."""
+        count = collections.Counter(d for d, _ in self.elements)
+        self.elements = [e for e in self.elements if count[e[0]] == 1]
         return self
 
     def paint(self):
@@ -390,8 +396,7 @@ class Page:
             while yy < self.H - self.fs * 2:
                 used = r.choices(parts, weights)[0](x, yy, cw)
                 yy += max(used, self.fs)
-        self.elements = [e for e in self.elements if sum(d == e[0] for d, _ in self.elements) == 1]
-        return self
+        return self.keep_unique()
 
 
 def _overlap(a, b, pad=4):
@@ -412,15 +417,20 @@ class Maker:
         self.enc = Encoder(model_dir)
         self.fonts = Fonts(fonts_dir)
         self.per_page = per_page
-        self.prompt = open(os.path.join(model_dir, "prompts", "localizer.md"), encoding="utf-8").read() \
-            if os.path.exists(os.path.join(model_dir, "prompts", "localizer.md")) else None
+        # The localizer prompt of the model folder, else the shipped surf-tiny's (the GPU machine's model folder
+        # carries only the config and the tokenizer).
+        path = os.path.join(model_dir, "prompts", "localizer.md")
+        if not os.path.exists(path):
+            path = os.path.join(spec.REPO, "models", "surf-tiny", "prompts", "localizer.md")
+        self.prompt = open(path, encoding="utf-8").read()
+        if "{schema}" in self.prompt:
+            raise SystemExit(f"synth: {path} shows the output schema; surf-tiny's prompts leave it out")
 
     def parts(self, width, height, element):
-        """The localizer call's text before and after the image, as surf renders it (chat template, no system
-        prompt, the prompt's user text with the schema left out)."""
-        user = (f"Point at the element on the screenshot ({width}×{height} pixels): x and y from 0 to 1000 of "
-                f"its width and height.\nElement:\n{element}")
-        return f"<SPECIAL_10>System\n\n<SPECIAL_11>User\n{user}\n", "\n<SPECIAL_11>Assistant\n<think></think>"
+        """The localizer call's text before and after the image, as surf renders it: the chat template with an
+        empty system prompt around the prompt file's text."""
+        user = self.prompt.replace("{width}", str(width)).replace("{height}", str(height)).replace("{element}", element)
+        return f"<SPECIAL_10>System\n\n<SPECIAL_11>User\n{user}", "\n<SPECIAL_11>Assistant\n<think></think>"
 
     def page(self, rng, size):
         for _ in range(5):
@@ -431,7 +441,7 @@ class Maker:
         return p
 
     def sequences(self, page):
-        """[(tokens, mask)] for up to per_page of the page's elements; the image span holds <image> tokens."""
+        """[(tokens, loss mask)] for up to per_page of the page's elements; the image span holds <image> tokens."""
         ids, W, H = self.enc.ids, page.W, page.H
         n_img = spec.image_token_count(W, H)
         out = []
@@ -440,37 +450,45 @@ class Maker:
             reply = json.dumps({"x": to_1000(x + w / 2, W), "y": to_1000(y + h / 2, H)}, separators=(",", ":"))
             a = self.enc.text(before) + [ids["<img>"]] + [ids["<image>"]] * n_img + [ids["</img>"]] + self.enc.text(after)
             b = self.enc.text(reply) + [ids[STOP]]
-            out.append((a + b, [0] * len(a) + [1] * len(b), len(self.enc.text(before)) + 1))
+            out.append((a + b, [0] * len(a) + [1] * len(b)))
         return out
 
     def batch(self, seed, token_budget, max_rows=64):
-        """One batch of one viewport size: (tokens [B, T], loss mask, text mask, tiles [n, S, S, 3] uint8,
-        projector-row index of every <image> token in (row, position) order)."""
+        """One batch of pages of one viewport size, within token_budget and max_rows: collate()'s arrays."""
         rng = random.Random(seed)
         size = rng.choice(VIEWPORTS)
-        per_tile = (spec.SIZES["tile"] // 32) ** 2
-        rows, tiles, gather = [], [], []
+        items, rows, longest = [], 0, 0
         while True:
             page = self.page(rng, size)
             seqs = self.sequences(page)
-            longest = max([len(t) for t, _, _ in rows + seqs] or [0])
-            if rows and (longest * (len(rows) + len(seqs)) > token_budget or len(rows) + len(seqs) > max_rows):
+            longest = max([longest] + [len(t) for t, _ in seqs])
+            if items and (longest * (rows + len(seqs)) > token_budget or rows + len(seqs) > max_rows):
                 break
-            t, _ = ga.tile_image(page.img, spec.SIZES["tile"], spec.SIZES["max_tiles"], True)
+            items.append((page.img, seqs))
+            rows += len(seqs)
+        return self.collate(items)
+
+    def collate(self, items):
+        """[(screenshot, its sequences)] → (tokens [B, T], loss mask, text mask, tiles [n, S, S, 3] uint8,
+        projector-row index of every <image> token in (row, position) order), as train.make_batch gives."""
+        per_tile = (spec.SIZES["tile"] // 32) ** 2
+        rows, tiles, gather = [], [], []
+        for img, seqs in items:
+            t, _ = ga.tile_image(img, spec.SIZES["tile"], spec.SIZES["max_tiles"], True)
             first = len(tiles) * per_tile
             tiles += [np.asarray(x, np.uint8) for x in t]
             for s in seqs:
                 rows.append(s)
                 gather.append(np.arange(first, first + len(t) * per_tile))
-        T = max(len(t) for t, _, _ in rows)
+        T = max(len(t) for t, _ in rows)
         pad = self.enc.ids["<unk>"]
         first_image = min(self.enc.ids[x] for x in ga.IMAGE_TOKENS)
         tokens = np.full((len(rows), T), pad, np.int64)
         mask = np.zeros((len(rows), T), np.uint8)
-        for i, (t, m, _) in enumerate(rows):
+        text = np.zeros((len(rows), T), np.uint8)
+        for i, (t, m) in enumerate(rows):
             tokens[i, :len(t)], mask[i, :len(m)] = t, m
-        text = ((mask == 0) & (tokens < first_image)).astype(np.uint8)
-        text[tokens == pad] = 0
+            text[i, :len(t)] = (np.array(m) == 0) & (np.array(t) < first_image)
         return tokens, mask, text, np.stack(tiles), np.concatenate(gather)
 
 
