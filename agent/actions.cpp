@@ -1,11 +1,11 @@
 #include "agent/actions.h"
-#include "model/utf8.h"
+#include "base/utf8.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tools/browser/input.h"
 
 namespace surf::agent {
@@ -22,7 +22,7 @@ constexpr size_t kMaxKeysChars = 40;
     throw Error(ErrorKind::kModelOutput, message);
 }
 
-std::string shorten(const std::string& s, size_t n = 80) { return model::shorten_utf8(s, n); }
+std::string shorten(const std::string& s, size_t n = 80) { return surf::shorten_utf8(s, n); }
 
 void check_fields(const nlohmann::json& obj, const std::string& where, const std::set<std::string>& allowed) {
     if (!obj.is_object()) fail(where + ": expected a JSON object, got " + shorten(obj.dump()));

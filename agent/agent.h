@@ -12,7 +12,7 @@
 // answers (a rejection goes into the notes and the run continues, up to max_answer_attempts), a step
 // and wall-time budget and a forced answer at the end. With trace_dir set, the run writes trace.jsonl,
 // the screenshots and report.html there. Errors in the model's output or the browser are recorded and
-// the run goes on; only bad configuration throws (surf::Error, see kernels/base/error.h).
+// the run goes on; only bad configuration throws (surf::Error, see base/error.h).
 #pragma once
 
 #include <atomic>

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::agent {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "model/chat_template.h"
+#include "model/text/chat_template.h"
 #include "model/engine.h"
 
 namespace surf::agent {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "kernels/base/check.h"
-#include "kernels/base/error.h"
+#include "base/check.h"
+#include "base/error.h"
 
 namespace surf::agent {
 

@@ -4,8 +4,8 @@
 #include <functional>
 #include <thread>
 
-#include "kernels/base/error.h"
-#include "model/utf8.h"
+#include "base/error.h"
+#include "base/utf8.h"
 #include "tools/browser/browser_session.h"
 
 namespace surf::agent {
@@ -20,7 +20,7 @@ std::string point_text(const tools::CssPoint& p) {
 std::string quoted_list(const std::vector<std::string>& items, size_t max_items = 40) {
     std::string s;
     for (size_t i = 0; i < items.size() && i < max_items; ++i)
-        s += (i ? ", \"" : "\"") + model::shorten_utf8(items[i], 60) + "\"";
+        s += (i ? ", \"" : "\"") + surf::shorten_utf8(items[i], 60) + "\"";
     if (items.size() > max_items) s += " and " + std::to_string(items.size() - max_items) + " more";
     return items.empty() ? "(none)" : s;
 }
@@ -36,7 +36,7 @@ std::string choice_outcome(const tools::SelectResult& r, const std::string& want
     if (r.unchanged) return "\"" + r.chosen + "\" was already chosen in " + where;
     std::string out = "chose \"" + r.chosen + "\" in " + where;
     if (r.match != "exact")
-        out += " (the " + r.match + " match of \"" + model::shorten_utf8(wanted, 60) + "\")";
+        out += " (the " + r.match + " match of \"" + surf::shorten_utf8(wanted, 60) + "\")";
     out += ", was \"" + r.previous + "\"";
     if (r.now != r.chosen) out += "; the page then showed \"" + r.now + "\" instead";
     return out;

@@ -13,7 +13,7 @@
 
 #include "agent/actions.h"
 #include "agent/coordinates.h"
-#include "model/image.h"
+#include "model/vision/image.h"
 #include "tools/browser/screenshot.h"
 
 namespace surf::tools {

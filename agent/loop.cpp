@@ -1,6 +1,6 @@
 #include "agent/loop.h"
 #include "agent/secrets.h"
-#include "model/utf8.h"
+#include "base/utf8.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,8 +10,8 @@
 
 #include "agent/memory.h"
 #include "agent/modules.h"
-#include "kernels/base/error.h"
-#include "model/image_tiling.h"
+#include "base/error.h"
+#include "model/vision/image_tiling.h"
 
 namespace surf::agent {
 
@@ -23,7 +23,7 @@ double since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-std::string shorten(const std::string& s, size_t n) { return model::shorten_utf8(s, n); }
+std::string shorten(const std::string& s, size_t n) { return surf::shorten_utf8(s, n); }
 
 // The CSS points of a pointed action, one per action_points() target: the policy's own estimates when
 // they are trusted, else the localizer's. Returns "" or why a point is missing; *stopped is set when the

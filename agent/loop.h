@@ -10,7 +10,7 @@
 #include "agent/environment.h"
 #include "agent/profile.h"
 #include "agent/trace.h"
-#include "model/chat_template.h"
+#include "model/text/chat_template.h"
 #include "model/engine.h"
 #include "tools/browser/navigation_guard.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/image.h"
+#include "model/vision/image.h"
 
 namespace surf::agent {
 

@@ -1,7 +1,7 @@
 // Template definition of ask_parsed (agent/model_call.h).
 #pragma once
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::agent {
 

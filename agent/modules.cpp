@@ -2,7 +2,7 @@
 
 #include <ctime>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::agent {
 

@@ -7,9 +7,9 @@
 
 #include "agent/actions.h"
 #include "agent/yaml_json.h"
-#include "kernels/base/error.h"
-#include "model/file_text.h"
-#include "model/utf8.h"
+#include "base/error.h"
+#include "base/file_text.h"
+#include "base/utf8.h"
 
 #ifndef SURF_PROMPTS_DIR
 #define SURF_PROMPTS_DIR "prompts"
@@ -84,7 +84,7 @@ struct Reader {
     }
     std::shared_ptr<const model::CompiledSchema> schema(const std::string& key, std::string* text) {
         const fs::path p = file(key);
-        *text = model::read_text_file(p);
+        *text = surf::read_text_file(p);
         return model::compile_json_schema_text(*text, p.string());
     }
     ModuleSettings module(const std::string& key) {
@@ -114,7 +114,7 @@ struct Reader {
         for (auto it = j.begin(); it != j.end(); ++it) {
             if (!seen.count(it.key()) && it.key().rfind("_", 0) != 0) {
                 const std::string guess =
-                    model::closest_name(it.key(), std::vector<std::string>(seen.begin(), seen.end()));
+                    surf::closest_name(it.key(), std::vector<std::string>(seen.begin(), seen.end()));
                 throw Error(ErrorKind::kConfig,
                             origin + ": unknown field \"" + it.key() + "\"" +
                                 (guess.empty() ? "" : " (did you mean \"" + guess + "\"?)"));

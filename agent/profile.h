@@ -12,7 +12,7 @@
 
 #include "agent/coordinates.h"
 #include "agent/prompt_renderer.h"
-#include "model/json_schema.h"
+#include "model/structured/json_schema.h"
 #include "model/sampler.h"
 
 namespace surf::agent {

@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "kernels/base/error.h"
-#include "model/file_text.h"
+#include "base/error.h"
+#include "base/file_text.h"
 
 namespace surf::agent {
 
@@ -55,7 +55,7 @@ PromptTemplate::PromptTemplate(std::string text, std::string origin) : origin_(s
 }
 
 PromptTemplate PromptTemplate::load(const std::string& path) {
-    return PromptTemplate(model::read_text_file(path), path);
+    return PromptTemplate(surf::read_text_file(path), path);
 }
 
 std::string PromptTemplate::render(const std::map<std::string, std::string>& values) const {

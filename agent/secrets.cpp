@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tools/browser/navigation_guard.h"
 
 namespace surf::agent {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tools/browser/screenshot.h"
 
 namespace surf::agent {

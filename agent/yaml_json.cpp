@@ -5,9 +5,9 @@
 #include <limits>
 #include <regex>
 
-#include "kernels/base/error.h"
-#include "model/file_text.h"
-#include "model/utf8.h"
+#include "base/error.h"
+#include "base/file_text.h"
+#include "base/utf8.h"
 
 #ifdef SURF_HAVE_YAML_CPP
 #include <yaml-cpp/yaml.h>
@@ -125,7 +125,7 @@ Json parse_yaml(const std::string& text, const std::string& name, std::map<std::
 }
 
 bool is_yaml_path(const std::string& path) {
-    const std::string lower = model::ascii_lower(path);
+    const std::string lower = surf::ascii_lower(path);
     const auto ends = [&](const std::string& ext) {
         return lower.size() >= ext.size() && lower.compare(lower.size() - ext.size(), ext.size(), ext) == 0;
     };
@@ -133,7 +133,7 @@ bool is_yaml_path(const std::string& path) {
 }
 
 Json read_json_or_yaml(const std::string& path, std::map<std::string, int>* key_lines) {
-    const std::string text = model::read_text_file(path);
+    const std::string text = surf::read_text_file(path);
     if (is_yaml_path(path)) return parse_yaml(text, path, key_lines);
     try {
         return Json::parse(text);

@@ -8,9 +8,9 @@
 
 #include <filesystem>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "model/engine.h"
-#include "model/utf8.h"
+#include "base/utf8.h"
 
 namespace surf::cli {
 
@@ -51,7 +51,7 @@ std::vector<std::string> comma_items(const std::string& text) {
 }
 
 std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
-    return model::closest_name(word, candidates);
+    return surf::closest_name(word, candidates);
 }
 
 Args::Args(const std::vector<std::string>& argv, const std::vector<FlagSpec>& specs) {

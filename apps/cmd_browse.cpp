@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "apps/cli.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"
 

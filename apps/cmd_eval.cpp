@@ -27,8 +27,8 @@
 #include "eval/eval_report.h"
 #include "eval/eval_runner.h"
 #include "eval/eval_tasks.h"
-#include "kernels/base/error.h"
-#include "model/chat_template.h"
+#include "base/error.h"
+#include "model/text/chat_template.h"
 #include "model/engine.h"
 
 namespace {

@@ -7,12 +7,12 @@
 #include <memory>
 
 #include "apps/cli.h"
-#include "kernels/base/error.h"
-#include "model/chat_template.h"
+#include "base/error.h"
+#include "model/text/chat_template.h"
 #include "model/dump.h"
 #include "model/engine.h"
-#include "model/json_schema.h"
-#include "model/safetensors.h"
+#include "model/structured/json_schema.h"
+#include "model/checkpoint/safetensors.h"
 
 namespace {
 

@@ -4,10 +4,10 @@
 #include <map>
 
 #include "apps/cli.h"
-#include "kernels/base/error.h"
-#include "model/config.h"
-#include "model/safetensors.h"
-#include "model/weights.h"
+#include "base/error.h"
+#include "model/checkpoint/config.h"
+#include "model/checkpoint/safetensors.h"
+#include "model/checkpoint/weights.h"
 
 namespace {
 

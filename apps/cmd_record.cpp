@@ -26,10 +26,10 @@
 #include "apps/record/page_elements.h"
 
 using surf::record::role_name;
-#include "kernels/base/error.h"
-#include "model/chat_template.h"
+#include "base/error.h"
+#include "model/text/chat_template.h"
 #include "model/engine_input.h"
-#include "model/image.h"
+#include "model/vision/image.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"
 

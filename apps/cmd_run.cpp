@@ -17,10 +17,10 @@
 #include "apps/cli.h"
 #include "apps/load_report.h"
 #include "apps/remote_model.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "model/engine.h"
-#include "model/file_text.h"
-#include "model/utf8.h"
+#include "base/file_text.h"
+#include "base/utf8.h"
 #include "tools/browser/navigation_guard.h"
 
 namespace {
@@ -56,7 +56,7 @@ void on_sigint(int) {
 std::string one_line(std::string s, size_t n) {
     for (char& c : s)
         if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-    return surf::model::shorten_utf8(s, n, "...");  // never cuts a multi-byte character
+    return surf::shorten_utf8(s, n, "...");  // never cuts a multi-byte character
 }
 
 // --confirm / --confirm-on D: each action on the page (on hosts D only, when given) waits for the user at the
@@ -109,7 +109,7 @@ int run_agent(const surf::cli::Args& args) {
     run.trace_dir = args.get("out");
     run.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0, 9223372036854775807LL));
     run.secrets = secrets_from_environment(args.all("secret"));
-    if (args.has("answer-schema")) run.answer_schema = surf::model::read_text_file(args.get("answer-schema"));
+    if (args.has("answer-schema")) run.answer_schema = surf::read_text_file(args.get("answer-schema"));
     surf::agent::validate_run_options(run);  // before a model load that can take minutes
 
     std::unique_ptr<surf::agent::Agent> agent;

@@ -15,8 +15,8 @@
 #include "apps/load_report.h"
 #include "apps/serve/http_server.h"
 #include "apps/serve/openai_api.h"
-#include "kernels/base/error.h"
-#include "model/config.h"
+#include "base/error.h"
+#include "model/checkpoint/config.h"
 #include "model/engine.h"
 #include "model/replicas.h"
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "apps/cli.h"
-#include "kernels/base/error.h"
-#include "model/tokenizer.h"
+#include "base/error.h"
+#include "model/text/tokenizer.h"
 
 namespace {
 

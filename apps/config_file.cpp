@@ -3,8 +3,8 @@
 #include <map>
 
 #include "agent/yaml_json.h"
-#include "kernels/base/error.h"
-#include "model/utf8.h"
+#include "base/error.h"
+#include "base/utf8.h"
 
 namespace surf::cli {
 
@@ -61,7 +61,7 @@ Args apply_config_file(const Args& args, const std::string& path, const std::vec
         }
         auto spec = by_name.find(key);
         if (spec == by_name.end() || key == "config") {
-            const std::string guess = model::closest_name(key, names);
+            const std::string guess = surf::closest_name(key, names);
             throw Error(ErrorKind::kConfig, location(path, lines, key) + ": unknown key \"" + key + "\"" +
                                                 (guess.empty() ? "" : " (did you mean \"" + guess + "\"?)"));
         }

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "apps/cli.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace {
 

@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "agent/remote_engine.h"
+#include "agent/remote/remote_engine.h"
 #include "apps/cli.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::cli {
 

@@ -1,4 +1,4 @@
-// What kernel_trace (apps/kernel_trace.cpp) reports about a run's GPU intervals (kernels, copies, memsets on any
+// What kernel_trace (apps/bench/kernel_trace.cpp) reports about a run's GPU intervals (kernels, copies, memsets on any
 // stream): the busy union, the idle gaps between its segments by size, the time with 1 / 2 / 3+ intervals running,
 // the mid-sized gaps by the intervals on either side, and the totals per name. Header-only and free of CUDA, so the
 // arithmetic is unit-tested on the CPU (tests/unit/test_trace_summary.cpp).

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "eval/eval_results.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::eval {
 

@@ -1,5 +1,5 @@
 #include "eval/eval_judge.h"
-#include "model/utf8.h"
+#include "base/utf8.h"
 
 #include <cstdlib>
 #include <sstream>
@@ -8,9 +8,9 @@
 
 #include "agent/coordinates.h"
 #include "agent/model_call.h"
-#include "kernels/base/error.h"
-#include "model/file_text.h"
-#include "model/image_tiling.h"
+#include "base/error.h"
+#include "base/file_text.h"
+#include "model/vision/image_tiling.h"
 
 #ifndef SURF_PROMPTS_DIR
 #define SURF_PROMPTS_DIR "prompts"
@@ -36,7 +36,7 @@ std::string trim(const std::string& s) {
     return s.substr(a, b - a + 1);
 }
 
-std::string shorten(const std::string& s, size_t n) { return model::shorten_utf8(s, n, "..."); }
+std::string shorten(const std::string& s, size_t n) { return surf::shorten_utf8(s, n, "..."); }
 
 // Strips a Markdown code fence (```json ... ```) that chat models like to wrap JSON in.
 std::string strip_fence(const std::string& text) {
@@ -125,7 +125,7 @@ LocalJudge::LocalJudge(model::Engine& engine, const model::ChatTemplate& chat_te
       feedback_(PromptTemplate::load(prompts_dir() + "/retry_feedback.md")) {
     const std::string schema_path =
         options_.schema.empty() ? prompts_dir() + "/schemas/judge_verdict.schema.json" : options_.schema;
-    schema_text_ = model::read_text_file(schema_path);
+    schema_text_ = surf::read_text_file(schema_path);
     schema_ = model::compile_json_schema_text(schema_text_, schema_path);
     // Strict at load time, as the profile's prompts are: each template uses exactly what it is given.
     const auto require = [](const PromptTemplate& t, const std::set<std::string>& names) {

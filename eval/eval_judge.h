@@ -5,7 +5,7 @@
 //    with a reason. `Judge` is the seam: LocalJudge runs it on our engine in its own session with a
 //    schema-constrained verdict (prompts/judge_system.md, prompts/judge_turn.md,
 //    prompts/schemas/judge_verdict.schema.json); a remote OpenAI-compatible judge is LocalJudge over a RemoteEngine
-//    (agent/remote_engine.h) and plugs into EvalRunner unchanged.
+//    (agent/remote/remote_engine.h) and plugs into EvalRunner unchanged.
 // 2. Reference answers, when a task has them: exact and normalised string match.
 #pragma once
 
@@ -17,9 +17,9 @@
 #include "agent/conversation.h"
 #include "agent/profile.h"
 #include "agent/prompt_renderer.h"
-#include "model/chat_template.h"
+#include "model/text/chat_template.h"
 #include "model/engine.h"
-#include "model/image.h"
+#include "model/vision/image.h"
 
 namespace surf::eval {
 

@@ -5,7 +5,7 @@
 
 #include "agent/actions.h"
 #include "eval/eval_tasks.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::eval {
 

@@ -1,5 +1,5 @@
 #include "eval/eval_report.h"
-#include "model/utf8.h"
+#include "base/utf8.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "agent/trace.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::eval {
 
@@ -300,11 +300,11 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
         const char* cls = r.status == "error" ? "err" : (r.success.value_or(false) ? "ok" : "bad");
         h << "<tr><td title=\"" << html_escape(r.question) << "\">" << html_escape(r.id) << "</td><td>"
           << html_escape(r.site) << "</td><td class=\"" << cls << "\">" << html_escape(r.status);
-        if (!r.error.empty()) h << "<br><small>" << html_escape(model::shorten_utf8(r.error, 300)) << "</small>";
+        if (!r.error.empty()) h << "<br><small>" << html_escape(surf::shorten_utf8(r.error, 300)) << "</small>";
         h << "</td><td class=\"" << cls << "\">" << tri(r.success) << "</td><td>";
         if (!r.judge.empty()) {
             h << tri(r.judge_success, "SUCCESS", "NOT SUCCESS") << "<br><small>"
-              << html_escape(model::shorten_utf8(r.judge_reason, 300)) << "</small>";
+              << html_escape(surf::shorten_utf8(r.judge_reason, 300)) << "</small>";
         }
         h << "</td><td>";
         if (!r.references.empty()) {

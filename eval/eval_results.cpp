@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::eval {
 

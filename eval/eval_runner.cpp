@@ -10,7 +10,7 @@
 #include "agent/trace.h"
 #include "eval/eval_config.h"
 #include "eval/eval_report.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tools/browser/browser_session.h"
 
 namespace surf::eval {

@@ -21,7 +21,7 @@
 #include "eval/eval_judge.h"
 #include "eval/eval_results.h"
 #include "eval/eval_tasks.h"
-#include "model/chat_template.h"
+#include "model/text/chat_template.h"
 #include "model/engine.h"
 #include "tools/browser/browser.h"
 

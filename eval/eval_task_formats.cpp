@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/loop.h"
-#include "kernels/base/error.h"
-#include "model/utf8.h"
+#include "base/error.h"
+#include "base/utf8.h"
 
 namespace surf::eval {
 
@@ -185,7 +185,7 @@ EvalTask read_surf(ObjectReader& r) {
     const std::vector<std::string> known(r.used.begin(), r.used.end());
     for (auto it = r.j.begin(); it != r.j.end(); ++it) {
         if (r.used.count(it.key())) continue;
-        const std::string guess = model::closest_name(it.key(), known);
+        const std::string guess = surf::closest_name(it.key(), known);
         r.bad("unknown field \"" + it.key() + "\"" +
               (guess.empty() ? "" : " (did you mean \"" + guess + "\"?)"));
     }
@@ -215,7 +215,7 @@ Json parse_object(const std::string& text, const std::string& where) {
     } catch (const nlohmann::json::exception& e) {
         bad(where, std::string("not valid JSON: ") + e.what());
     }
-    if (!j.is_object()) bad(where, "expected a JSON object, got " + model::shorten_utf8(j.dump(), 80));
+    if (!j.is_object()) bad(where, "expected a JSON object, got " + surf::shorten_utf8(j.dump(), 80));
     return j;
 }
 
@@ -314,11 +314,11 @@ const char* task_format_name(TaskFormat format) {
 
 std::string site_of_url(const std::string& url) {
     const size_t colon = url.find(':');
-    const std::string scheme = colon == std::string::npos ? "" : model::ascii_lower(url.substr(0, colon));
+    const std::string scheme = colon == std::string::npos ? "" : surf::ascii_lower(url.substr(0, colon));
     const size_t start = url.find("://");
     if (start == std::string::npos) return scheme;
     const size_t end = url.find_first_of("/:?#", start + 3);
-    std::string host = model::ascii_lower(
+    std::string host = surf::ascii_lower(
         url.substr(start + 3, end == std::string::npos ? std::string::npos : end - start - 3));
     if (host.rfind("www.", 0) == 0) host = host.substr(4);
     return host.empty() ? scheme : host;

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/base/error.h"
-#include "model/utf8.h"
+#include "base/error.h"
+#include "base/utf8.h"
 
 namespace surf::eval {
 
@@ -101,25 +101,25 @@ std::vector<EvalTask> select_tasks(const std::vector<EvalTask>& tasks, const Tas
     std::string known;                           // the file's sites as written, for the error
     for (const EvalTask& t : tasks) {
         file_ids.insert(t.id);
-        if (file_sites.insert(model::ascii_lower(t.site)).second) known += (known.empty() ? "" : ", ") + t.site;
+        if (file_sites.insert(surf::ascii_lower(t.site)).second) known += (known.empty() ? "" : ", ") + t.site;
     }
     for (const std::string& id : selection.ids) {
         if (!file_ids.count(id)) throw Error(ErrorKind::kInvalidArgument, "--ids: no task has the id \"" + id + "\"");
     }
     std::set<std::string> sites;
     for (const std::string& s : selection.sites) {
-        if (!file_sites.count(model::ascii_lower(s))) {
+        if (!file_sites.count(surf::ascii_lower(s))) {
             throw Error(ErrorKind::kInvalidArgument,
                         "--sites: no task is on the site \"" + s + "\" (the file has: " + known + ")");
         }
-        sites.insert(model::ascii_lower(s));
+        sites.insert(surf::ascii_lower(s));
     }
     const std::set<std::string> ids(selection.ids.begin(), selection.ids.end());
     std::vector<EvalTask> out;
     for (const EvalTask& t : tasks) {
         if (selection.limit > 0 && static_cast<int64_t>(out.size()) >= selection.limit) break;
         if (!ids.empty() && !ids.count(t.id)) continue;
-        if (!sites.empty() && !sites.count(model::ascii_lower(t.site))) continue;
+        if (!sites.empty() && !sites.count(surf::ascii_lower(t.site))) continue;
         out.push_back(t);
     }
     return out;

@@ -8,12 +8,12 @@
 #include <map>
 #include <mutex>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "model/cpu/cpu_model.h"
 #include "model/dump.h"
 #include "model/engine.h"
 #include "model/engine_input.h"
-#include "model/image_tiling.h"
+#include "model/vision/image_tiling.h"
 
 namespace surf::model {
 

@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <map>
 
-#include "kernels/base/error.h"
-#include "model/safetensors.h"
+#include "base/error.h"
+#include "model/checkpoint/safetensors.h"
 
 namespace surf::model {
 

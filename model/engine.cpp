@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::model {
 

@@ -12,12 +12,12 @@
 #include <string_view>
 #include <vector>
 
-#include "model/config.h"
-#include "model/image.h"
-#include "model/json_schema.h"
+#include "model/checkpoint/config.h"
+#include "model/vision/image.h"
+#include "model/structured/json_schema.h"
 #include "model/sampler.h"
-#include "model/token_constraint.h"
-#include "model/tokenizer.h"
+#include "model/structured/token_constraint.h"
+#include "model/text/tokenizer.h"
 
 namespace surf::model {
 

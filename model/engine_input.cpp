@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::model {
 

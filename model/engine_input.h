@@ -7,10 +7,10 @@
 #include <optional>
 #include <vector>
 
-#include "model/config.h"
+#include "model/checkpoint/config.h"
 #include "model/engine.h"
-#include "model/image_tiling.h"
-#include "model/tokenizer.h"
+#include "model/vision/image_tiling.h"
+#include "model/text/tokenizer.h"
 
 namespace surf::model {
 

@@ -1,7 +1,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "model/engine.h"
 #ifdef SURF_HAVE_CUDA
 #include "model/cuda/cuda_engine.h"

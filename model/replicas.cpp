@@ -1,6 +1,6 @@
 #include "model/replicas.h"
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::model {
 

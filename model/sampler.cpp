@@ -6,8 +6,8 @@
 #include <numeric>
 #include <string>
 
-#include "kernels/base/counter_random.h"
-#include "kernels/base/error.h"
+#include "kernels/counter_random.h"
+#include "base/error.h"
 
 namespace surf::model {
 

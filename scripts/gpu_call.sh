@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call of choice (`run` with carry [".deps"]): build TARGETS, run TESTS (gpu test binaries), then
 # the APPS benchmark programs (no arguments), the APP_RUNS benchmark runs (';'-separated, with arguments), bench_step once per ';'-separated STEP_ARGS entry and
-# `surf bench serve` once per ';'-separated SERVE_ARGS entry (KTRACE=S: each under apps/kernel_trace.cpp's CUPTI trace, its first S
+# `surf bench serve` once per ';'-separated SERVE_ARGS entry (KTRACE=S: each under apps/bench/kernel_trace.cpp's CUPTI trace, its first S
 # seconds left out; add kernel_trace to TARGETS). Logs and a
 # summary.txt (what the call printed) go under $OUT, the logs packed into logs.tgz at the end. Example:
 #   TARGETS="gpu_test_gpu_forward bench_step bench_serve surf" TESTS="gpu_test_gpu_forward" \

@@ -4,7 +4,7 @@
 
 #include <doctest/doctest.h>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "model/engine.h"
 
 namespace surf::test {

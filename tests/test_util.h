@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::test {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::record {
 

@@ -14,8 +14,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "kernels/base/error.h"
-#include "model/utf8.h"
+#include "base/error.h"
+#include "base/utf8.h"
 
 namespace surf::serve {
 
@@ -123,7 +123,7 @@ Parsed parse_head(const std::string& buf, const HttpServerOptions& options, Read
         line_end = next;
         const size_t colon = line.find(':');
         if (colon == std::string::npos) return refuse(400, "malformed header line");
-        req.headers[model::ascii_lower(trim(line.substr(0, colon)))] = trim(line.substr(colon + 1));
+        req.headers[surf::ascii_lower(trim(line.substr(0, colon)))] = trim(line.substr(colon + 1));
     }
     if (!req.header("transfer-encoding").empty())
         return refuse(411, "chunked request bodies are not supported; send Content-Length");

@@ -1,5 +1,5 @@
 #include "apps/serve/openai_api.h"
-#include "model/utf8.h"
+#include "base/utf8.h"
 
 #include <cctype>
 #include <cinttypes>
@@ -8,7 +8,7 @@
 #include <random>
 #include <sstream>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::serve {
 
@@ -205,7 +205,7 @@ std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size
     if (comma == std::string::npos) throw bad(param, "malformed data URL (no comma)", "invalid_image_url");
     const std::string meta = url.substr(5, comma - 5);
     if (meta.rfind("image/", 0) != 0 || meta.size() < 7 || meta.compare(meta.size() - 7, 7, ";base64") != 0) {
-        throw bad(param, "expected data:image/<type>;base64,... (got \"data:" + model::shorten_utf8(meta, 40, "") + "\")",
+        throw bad(param, "expected data:image/<type>;base64,... (got \"data:" + surf::shorten_utf8(meta, 40, "") + "\")",
                   "invalid_image_url");
     }
     if ((url.size() - comma - 1) / 4 * 3 > max_bytes) {

@@ -23,10 +23,10 @@
 
 #include "apps/serve/http_server.h"
 #include "apps/serve/prefix_cache.h"
-#include "model/chat_template.h"
+#include "model/text/chat_template.h"
 #include "model/engine.h"
 #include "apps/serve/metrics.h"
-#include "model/json_schema.h"
+#include "model/structured/json_schema.h"
 
 namespace surf::serve {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "model/engine_input.h"
-#include "model/image.h"
-#include "model/tokenizer.h"
+#include "model/vision/image.h"
+#include "model/text/tokenizer.h"
 
 namespace surf::serve {
 

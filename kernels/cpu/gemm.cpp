@@ -20,7 +20,7 @@
 #include <immintrin.h>
 #endif
 
-#include "kernels/base/check.h"
+#include "base/check.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/vec_math.h"
 

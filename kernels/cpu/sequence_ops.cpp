@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/base/check.h"
+#include "base/check.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace surf::kernels::cpu {

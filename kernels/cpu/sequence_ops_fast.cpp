@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/base/check.h"
+#include "base/check.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/vec_math.h"
 

@@ -7,7 +7,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "kernels/base/check.h"
+#include "base/check.h"
 
 // SURF_CUDA_CHECK(cudaMalloc(...)): abort on any cudaError_t other than cudaSuccess.
 #define SURF_CUDA_CHECK(call)                                                                      \

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace surf::kernels::cuda {

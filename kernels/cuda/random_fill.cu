@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cuda_bf16.h>
 
-#include "kernels/base/counter_random.h"
+#include "kernels/counter_random.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/random_fill.h"
 

@@ -13,7 +13,7 @@
 //     logits by id.
 #include <cfloat>
 
-#include "kernels/base/counter_random.h"
+#include "kernels/counter_random.h"
 #include "kernels/cuda/common.cuh"
 
 namespace surf::kernels::cuda {

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/config.h"
-#include "model/tensor.h"
-#include "model/weights.h"
+#include "model/checkpoint/config.h"
+#include "model/checkpoint/tensor.h"
+#include "model/checkpoint/weights.h"
 
 namespace surf::model::cpu {
 

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "model/cpu/vision.h"
-#include "model/safetensors.h"
+#include "model/checkpoint/safetensors.h"
 
 namespace surf::model::cpu {
 

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "model/checkpoint/config.h"
 #include "model/cpu/blocks.h"
 #include "model/dump.h"
-#include "model/tensor.h"
-#include "model/weights.h"
+#include "model/checkpoint/tensor.h"
+#include "model/checkpoint/weights.h"
 
 namespace surf::model::cpu {
 

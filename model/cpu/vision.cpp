@@ -3,8 +3,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/base/check.h"
-#include "kernels/base/error.h"
+#include "base/check.h"
+#include "base/error.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace surf::model::cpu {

@@ -2,10 +2,10 @@
 // (spec §3.2).
 #pragma once
 
-#include "model/config.h"
+#include "model/checkpoint/config.h"
 #include "model/dump.h"
-#include "model/tensor.h"
-#include "model/weights.h"
+#include "model/checkpoint/tensor.h"
+#include "model/checkpoint/weights.h"
 
 namespace surf::model::cpu {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "model/cuda/gpu_model.h"
 

@@ -11,7 +11,7 @@
 #include <optional>
 #include <thread>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "model/cuda/engine_records.h"
 #include "model/cuda/image_arena.h"

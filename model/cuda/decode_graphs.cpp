@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/base/check.h"
+#include "base/check.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace surf::model::cuda {

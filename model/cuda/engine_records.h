@@ -12,8 +12,8 @@
 
 #include "model/engine.h"
 #include "model/engine_input.h"
-#include "model/token_constraint.h"
-#include "model/tokenizer.h"
+#include "model/structured/token_constraint.h"
+#include "model/text/tokenizer.h"
 
 namespace surf::model::cuda::engine_detail {
 

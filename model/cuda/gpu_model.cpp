@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
-#include "model/safetensors.h"
+#include "model/checkpoint/safetensors.h"
 
 namespace surf::model::cuda {
 

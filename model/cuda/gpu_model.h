@@ -12,7 +12,7 @@
 
 #include "kernels/cuda/green_context.h"
 #include "kernels/cuda/ops.h"
-#include "model/config.h"
+#include "model/checkpoint/config.h"
 #include "model/cuda/decode_graphs.h"
 #include "model/cuda/device_buffer.h"
 #include "model/cuda/op_timer.h"

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <optional>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "model/cuda/gpu_model.h"
 

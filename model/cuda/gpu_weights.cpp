@@ -4,11 +4,11 @@
 #include <cstring>
 #include <random>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/random_fill.h"
-#include "model/dtype.h"
-#include "model/weights.h"
+#include "model/checkpoint/dtype.h"
+#include "model/checkpoint/weights.h"
 
 namespace surf::model::cuda {
 

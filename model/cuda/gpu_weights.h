@@ -1,15 +1,15 @@
 // The checkpoint on the GPU: matrices in bf16, per-channel vectors (norm weights, conv weights and bias,
 // A, D, dt_bias, biases) in fp32 (kernels/cuda/ops.h conventions). Filled from the same weight table
-// as the CPU backend (model/weights.h), or with random values drawn from a config for benchmarks.
+// as the CPU backend (model/checkpoint/weights.h), or with random values drawn from a config for benchmarks.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "kernels/cuda/ops.h"
-#include "model/config.h"
+#include "model/checkpoint/config.h"
 #include "model/cuda/device_buffer.h"
-#include "model/safetensors.h"
+#include "model/checkpoint/safetensors.h"
 
 namespace surf::model::cuda {
 

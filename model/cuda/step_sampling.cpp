@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/ops.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "agent/environment.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tests/browser/test_http_server.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"

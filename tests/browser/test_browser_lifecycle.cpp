@@ -10,7 +10,7 @@
 #include <fstream>
 #include <thread>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tests/browser/test_http_server.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"

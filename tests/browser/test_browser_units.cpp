@@ -2,7 +2,7 @@
 // base64 and image headers, the screenshot pixel <-> CSS mapping.
 #include <doctest/doctest.h>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/input.h"
 #include "tools/browser/navigation_guard.h"

@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
-#include "agent/remote_engine.h"
+#include "agent/remote/remote_engine.h"
 #include "tests/browser/test_http_server.h"
 #include "tests/http_client.h"
 #include "tests/test_util.h"

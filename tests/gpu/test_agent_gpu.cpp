@@ -9,7 +9,7 @@
 
 #include "agent/loop.h"
 #include "agent/profile.h"
-#include "model/chat_template.h"
+#include "model/text/chat_template.h"
 #include "model/cuda/cuda_engine.h"
 #include "model/engine.h"
 

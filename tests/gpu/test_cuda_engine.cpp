@@ -7,11 +7,11 @@
 #include <fstream>
 #include <thread>
 
-#include "kernels/base/error.h"
-#include "model/chat_template.h"
+#include "base/error.h"
+#include "model/text/chat_template.h"
 #include "model/cuda/cuda_engine.h"
 #include "model/engine.h"
-#include "model/safetensors.h"
+#include "model/checkpoint/safetensors.h"
 #include "tests/engine_contract.h"
 
 using namespace surf::model;

@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "model/cuda/gpu_model.h"
-#include "model/safetensors.h"
+#include "model/checkpoint/safetensors.h"
 #include "model/sampler.h"
 #include "tests/gpu/gpu_model_test_util.h"
 

@@ -16,7 +16,7 @@
 
 #include "model/cpu/cpu_model.h"
 #include "model/cuda/gpu_model.h"
-#include "model/safetensors.h"
+#include "model/checkpoint/safetensors.h"
 #include "model/sampler.h"
 #include "tests/gpu/gpu_model_test_util.h"
 

@@ -9,8 +9,8 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "model/cuda/gpu_model.h"
-#include "model/dtype.h"
-#include "model/safetensors.h"
+#include "model/checkpoint/dtype.h"
+#include "model/checkpoint/safetensors.h"
 #include "tests/gpu/gpu_model_test_util.h"
 
 using namespace surf::model;

@@ -7,9 +7,9 @@
 #include <string>
 #include <thread>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "model/engine.h"
-#include "model/image.h"
+#include "model/vision/image.h"
 
 using namespace surf::model;
 

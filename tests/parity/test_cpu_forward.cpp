@@ -9,7 +9,7 @@
 #include <string>
 
 #include "model/cpu/cpu_model.h"
-#include "model/safetensors.h"
+#include "model/checkpoint/safetensors.h"
 #include "tests/test_util.h"
 #include "model/sampler.h"
 

@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <fstream>
 
-#include "kernels/base/error.h"
-#include "model/chat_template.h"
+#include "base/error.h"
+#include "model/text/chat_template.h"
 #include "model/engine.h"
-#include "model/safetensors.h"
+#include "model/checkpoint/safetensors.h"
 #include "tests/engine_contract.h"
 
 using namespace surf::model;

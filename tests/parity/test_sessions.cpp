@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "model/cpu/cpu_model.h"
-#include "model/safetensors.h"
+#include "model/checkpoint/safetensors.h"
 
 using namespace surf::model;
 using surf::model::cpu::CpuModel;

@@ -7,8 +7,8 @@
 
 #include "model/dump.h"
 #include "model/engine.h"
-#include "model/json_schema.h"
-#include "model/safetensors.h"
+#include "model/structured/json_schema.h"
+#include "model/checkpoint/safetensors.h"
 #include "tests/test_util.h"
 
 using namespace surf::model;

@@ -10,9 +10,9 @@
 #include <string>
 
 #include "model/cpu/cpu_model.h"
-#include "model/image.h"
-#include "model/image_tiling.h"
-#include "model/safetensors.h"
+#include "model/vision/image.h"
+#include "model/vision/image_tiling.h"
+#include "model/checkpoint/safetensors.h"
 #include "tests/test_util.h"
 
 using namespace surf::model;

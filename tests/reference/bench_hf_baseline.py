@@ -18,7 +18,7 @@ grows with batch x tokens (it runs out at 16 x 1024), which bounds the batch. Th
 freed before the LLM prefill (only the projected rows are kept), so the tower adds its weights, not its
 activations, to the peak.
 
-`surf bench serve --hf-baseline B` (apps/bench_serve.cpp) runs it as
+`surf bench serve --hf-baseline B` (apps/bench/bench_serve.cpp) runs it as
   python3 tests/reference/bench_hf_baseline.py --config <dir>/config.json --steps S --concurrency B --batch B
 and echoes the lines; the last one starts with "| HF transformers baseline".
 
@@ -46,7 +46,7 @@ from golden_model import Mlp1, pixel_shuffle_v2  # noqa: E402
 TILES_PER_SCREENSHOT = 3  # 1280x720 at 512-px tiles: 2x1 grid + thumbnail (spec/holotron.md tiling)
 TEXT_TOKENS = 200
 
-# timm ViT names that RADIO's vision_config.args.model uses → (width, depth, heads); as model/config.cpp.
+# timm ViT names that RADIO's vision_config.args.model uses → (width, depth, heads); as model/checkpoint/config.cpp.
 TIMM_VIT = {"vit_huge_patch16_224": (1280, 32, 16), "vit_large_patch16_224": (1024, 24, 16),
             "vit_base_patch16_224": (768, 12, 12)}
 
@@ -76,7 +76,7 @@ def build_llm(llm, device):
 
 
 def radio_dims(vl):
-    """The tower's sizes from the VL config the way model/config.cpp reads them: args.model names a timm ViT,
+    """The tower's sizes from the VL config the way model/checkpoint/config.cpp reads them: args.model names a timm ViT,
     explicit HF RadioConfig-style fields win; prefix rows = cls tokens + registers."""
     vc = vl["vision_config"]
     args = vc.get("args", {})

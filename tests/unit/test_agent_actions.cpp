@@ -9,9 +9,9 @@
 
 #include "agent/actions.h"
 #include "agent/profile.h"
-#include "kernels/base/error.h"
-#include "model/grammar.h"
-#include "model/json_schema.h"
+#include "base/error.h"
+#include "model/structured/grammar.h"
+#include "model/structured/json_schema.h"
 #include "tests/test_util.h"
 
 using namespace surf;

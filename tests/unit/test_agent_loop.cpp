@@ -13,8 +13,8 @@
 #include "agent/conversation.h"
 #include "agent/loop.h"
 #include "agent/trace.h"
-#include "kernels/base/error.h"
-#include "model/chat_template.h"
+#include "base/error.h"
+#include "model/text/chat_template.h"
 #include "model/engine.h"
 
 using namespace surf;

@@ -11,7 +11,7 @@
 #include "agent/memory.h"
 #include "agent/profile.h"
 #include "agent/prompt_renderer.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tests/test_util.h"
 
 using namespace surf;

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <map>
 
-#include "kernels/base/error.h"
-#include "model/chat_template.h"
+#include "base/error.h"
+#include "model/text/chat_template.h"
 #include "tests/test_util.h"
 
 using namespace surf::model;

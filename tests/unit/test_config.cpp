@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/config.h"
+#include "model/checkpoint/config.h"
 #include "tests/test_util.h"
 
 using namespace surf::model;

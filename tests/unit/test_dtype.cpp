@@ -3,7 +3,7 @@
 #include <cmath>
 #include <random>
 
-#include "model/dtype.h"
+#include "model/checkpoint/dtype.h"
 
 using namespace surf::model;
 

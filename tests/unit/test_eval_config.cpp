@@ -12,7 +12,7 @@
 #include "agent/profile.h"
 #include "eval/eval_config.h"
 #include "eval/eval_runner.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "model/engine.h"
 #include "tests/test_util.h"
 

@@ -10,7 +10,7 @@
 
 #include "eval/eval_mind2web.h"
 #include "eval/eval_tasks.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tests/test_util.h"
 
 using namespace surf;

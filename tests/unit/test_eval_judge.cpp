@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 #include "eval/eval_judge.h"
-#include "kernels/base/error.h"
-#include "model/json_schema.h"
+#include "base/error.h"
+#include "model/structured/json_schema.h"
 
 using namespace surf;
 using namespace surf::eval;

@@ -10,7 +10,7 @@
 
 #include "eval/eval_report.h"
 #include "eval/eval_results.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 using namespace surf;
 using namespace surf::eval;

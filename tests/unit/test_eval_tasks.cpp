@@ -7,7 +7,7 @@
 #include <set>
 
 #include "eval/eval_tasks.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tests/test_util.h"
 
 using namespace surf;

@@ -1,4 +1,4 @@
-// Image decoding (model/image.h) against PIL: every source in tests/fixtures/image/sources decodes to
+// Image decoding (model/vision/image.h) against PIL: every source in tests/fixtures/image/sources decodes to
 // the bytes of PIL's `Image.open(path).convert("RGB")` (checksums and sampled pixels written by
 // tests/reference/make_image_fixtures.py); bad input gives surf::Error, never a crash.
 #include <doctest/doctest.h>
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/error.h"
-#include "model/image.h"
+#include "base/error.h"
+#include "model/vision/image.h"
 #include "tests/test_util.h"
 
 using namespace surf::model;

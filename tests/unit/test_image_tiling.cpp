@@ -1,4 +1,4 @@
-// InternVL static tiling (model/image_tiling.h) against Pillow + torchvision, from fixtures written
+// InternVL static tiling (model/vision/image_tiling.h) against Pillow + torchvision, from fixtures written
 // by tests/reference/make_image_fixtures.py: candidate-grid order, chosen grids, Pillow BICUBIC
 // resizes (bit-exact, checked by CRC-32 of the whole output), uint8 tiles and normalised floats.
 #include <doctest/doctest.h>
@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/error.h"
-#include "model/config.h"
-#include "model/image.h"
-#include "model/image_tiling.h"
+#include "base/error.h"
+#include "model/checkpoint/config.h"
+#include "model/vision/image.h"
+#include "model/vision/image_tiling.h"
 
 using namespace surf::model;
 using surf::ErrorKind;

@@ -7,8 +7,8 @@
 #include <random>
 #include <sstream>
 
-#include "kernels/base/error.h"
-#include "model/jinja.h"
+#include "base/error.h"
+#include "model/text/jinja.h"
 
 using surf::Error;
 using surf::ErrorKind;

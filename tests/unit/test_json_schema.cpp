@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "kernels/base/error.h"
-#include "model/grammar.h"
-#include "model/json_schema.h"
+#include "base/error.h"
+#include "model/structured/grammar.h"
+#include "model/structured/json_schema.h"
 
 using namespace surf;
 using namespace surf::model;

@@ -6,7 +6,7 @@
 #include <string>
 #include <thread>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "model/replicas.h"
 
 using namespace surf;

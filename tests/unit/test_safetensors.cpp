@@ -5,8 +5,8 @@
 #include <fstream>
 #include <random>
 
-#include "kernels/base/error.h"
-#include "model/safetensors.h"
+#include "base/error.h"
+#include "model/checkpoint/safetensors.h"
 #include "tests/test_util.h"
 
 using namespace surf::model;

@@ -5,6 +5,11 @@
 // client disconnecting mid-stream cancels its generation and frees its session.
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 
 #include <chrono>
 #include <fstream>
@@ -16,11 +21,11 @@
 #include <nlohmann/json.hpp>
 
 // The server sources live in the `surf` executable; the test compiles them in.
-#include "agent/remote_client.h"
-#include "apps/serve/http_server.cpp"
-#include "apps/serve/metrics.cpp"
-#include "apps/serve/openai_api.cpp"
-#include "apps/serve/prefix_cache.cpp"
+#include "agent/remote/remote_client.h"
+#include "apps/serve/http_server.h"
+#include "apps/serve/metrics.h"
+#include "apps/serve/openai_api.h"
+#include "apps/serve/prefix_cache.h"
 #include "tests/http_client.h"
 
 using namespace surf;

@@ -9,11 +9,12 @@
 #include <thread>
 
 #include "agent/conversation.h"
-#include "agent/remote_engine.h"
-#include "apps/serve/http_server.cpp"
-#include "apps/serve/metrics.cpp"
-#include "apps/serve/openai_api.cpp"
-#include "apps/serve/prefix_cache.cpp"
+#include "agent/remote/remote_engine.h"
+#include "apps/serve/http_server.h"
+#include "apps/serve/metrics.h"
+#include "apps/serve/openai_api.h"
+#include "apps/serve/prefix_cache.h"
+#include "base/error.h"
 
 using namespace surf;
 using json = nlohmann::ordered_json;

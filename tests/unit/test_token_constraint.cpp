@@ -14,9 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/base/error.h"
-#include "model/json_schema.h"
-#include "model/token_constraint.h"
+#include "base/error.h"
+#include "model/structured/json_schema.h"
+#include "model/structured/token_constraint.h"
 
 using namespace surf;
 using namespace surf::model;

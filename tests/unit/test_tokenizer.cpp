@@ -10,8 +10,8 @@
 #include <sstream>
 #include <thread>
 
-#include "kernels/base/error.h"
-#include "model/tokenizer.h"
+#include "base/error.h"
+#include "model/text/tokenizer.h"
 
 using surf::Error;
 using surf::ErrorKind;

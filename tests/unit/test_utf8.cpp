@@ -2,10 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/utf8.h"
+#include "base/utf8.h"
 
-using surf::model::shorten_utf8;
-using surf::model::utf8_prefix;
+using surf::shorten_utf8;
+using surf::utf8_prefix;
 
 TEST_CASE("cuts never split a UTF-8 character, so the result always serialises as JSON") {
     const std::string text = "prix: 25 € — テキスト 👍 naïve";
@@ -22,8 +22,8 @@ TEST_CASE("cuts never split a UTF-8 character, so the result always serialises a
 }
 
 TEST_CASE("closest_name suggests a near name for a typo and nothing for another word") {
-    using surf::model::closest_name;
-    using surf::model::edit_distance;
+    using surf::closest_name;
+    using surf::edit_distance;
     CHECK(edit_distance("kitten", "sitting") == 3);
     CHECK(edit_distance("", "abc") == 3);
     const std::vector<std::string> keys = {"max-steps", "concurrency", "judge", "out"};

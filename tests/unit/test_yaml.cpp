@@ -8,7 +8,7 @@
 
 #include "agent/profile.h"
 #include "agent/yaml_json.h"
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tests/test_util.h"
 
 using namespace surf;

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tools/browser/browser_session.h"
 
 namespace surf::tools {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tools/browser/browser.h"
 
 namespace surf::tools {

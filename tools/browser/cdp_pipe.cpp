@@ -14,7 +14,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::tools {
 namespace {

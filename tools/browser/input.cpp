@@ -5,8 +5,8 @@
 #include <map>
 #include <optional>
 
-#include "kernels/base/error.h"
-#include "model/utf8.h"
+#include "base/error.h"
+#include "base/utf8.h"
 
 namespace surf::tools {
 namespace {
@@ -17,7 +17,7 @@ const std::map<std::string, KeyDef>& named_keys() {
     static const std::map<std::string, KeyDef> table = [] {
         std::map<std::string, KeyDef> t;
         auto add = [&](std::vector<std::string> names, KeyDef def) {
-            for (auto& n : names) t[model::ascii_lower(n)] = def;
+            for (auto& n : names) t[surf::ascii_lower(n)] = def;
         };
         add({"Enter", "return"}, {"Enter", "Enter", 13, "\r", "", 0});
         add({"Tab"}, {"Tab", "Tab", 9, "", "", 0});
@@ -93,7 +93,7 @@ int modifier_bit(const std::string& key) {
 
 KeyDef lookup_key(const std::string& name) {
     if (name.empty()) throw Error(ErrorKind::kInvalidArgument, "empty key name");
-    auto it = named_keys().find(model::ascii_lower(name));
+    auto it = named_keys().find(surf::ascii_lower(name));
     if (it != named_keys().end()) return it->second;
     if (auto def = character_key(name)) return *def;
     throw Error(ErrorKind::kInvalidArgument, "unknown key '" + name + "'");

@@ -4,8 +4,8 @@
 #include <cctype>
 #include <filesystem>
 
-#include "kernels/base/error.h"
-#include "model/utf8.h"
+#include "base/error.h"
+#include "base/utf8.h"
 
 namespace surf::tools {
 namespace {
@@ -26,14 +26,14 @@ bool looks_like_ip(const std::string& host) {
 }
 
 std::string normalise_host(std::string host) {
-    host = model::ascii_lower(std::move(host));
+    host = surf::ascii_lower(std::move(host));
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
     while (!host.empty() && host.back() == '.') host.pop_back();
     return host;
 }
 
 std::string normalise_rule(const std::string& raw) {
-    std::string rule = model::ascii_lower(raw);
+    std::string rule = surf::ascii_lower(raw);
     if (rule.empty()) throw Error(ErrorKind::kInvalidArgument, "navigation guard: empty domain rule");
     if (rule.find("://") != std::string::npos || rule.find('/') != std::string::npos ||
         rule.find(' ') != std::string::npos ||
@@ -63,7 +63,7 @@ ParsedUrl parse_url_host(const std::string& url) {
         throw Error(ErrorKind::kInvalidArgument,
                     "URL '" + url + "' has no scheme (expected e.g. https://...)");
     }
-    parsed.scheme = model::ascii_lower(url.substr(0, colon));
+    parsed.scheme = surf::ascii_lower(url.substr(0, colon));
     for (char c : parsed.scheme) {
         if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') {
             throw Error(ErrorKind::kInvalidArgument, "URL '" + url + "' has a malformed scheme");
@@ -195,12 +195,12 @@ void NavigationGuard::set_file_root(const std::string& folder) {
 }
 
 std::string file_url_path(const std::string& url) {
-    const std::string lower = model::ascii_lower(url.substr(0, std::min<size_t>(url.size(), 7)));
+    const std::string lower = surf::ascii_lower(url.substr(0, std::min<size_t>(url.size(), 7)));
     if (lower != "file://") throw Error(ErrorKind::kInvalidArgument, url + ": not a file:// URL");
     std::string rest = url.substr(7);
     rest = rest.substr(0, rest.find_first_of("?#"));
     const size_t slash = rest.find('/');
-    const std::string host = model::ascii_lower(rest.substr(0, slash));
+    const std::string host = surf::ascii_lower(rest.substr(0, slash));
     if (slash == std::string::npos || (!host.empty() && host != "localhost")) {
         throw Error(ErrorKind::kInvalidArgument, url + ": a file: URL names a local path (file:///...)");
     }

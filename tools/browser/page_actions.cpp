@@ -4,7 +4,7 @@
 #include <sstream>
 #include <thread>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"
 

@@ -4,7 +4,7 @@
 // way a person's choice reaches it: the option becomes selected, then input and change fire.
 #include <cmath>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"
 

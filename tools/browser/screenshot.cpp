@@ -5,7 +5,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "kernels/base/error.h"
+#include "base/error.h"
 
 namespace surf::tools {
 

@@ -1,0 +1,158 @@
+// GEMM benchmark at the engine's shapes: cuBLASLt as the engine runs it (autotuned: the heuristic's
+// candidates timed, the fastest kept; ReLU² as its own pass after it) against our Hopper kernel gemm_wgmma at both
+// tile widths (ReLU² in its epilogue). Shapes: a mixed step's language-model projections (1,024 rows), a 3-tile
+// screenshot's ViT projections (3,096 rows) and the projector (768 rows), each with the epilogue the engine
+// uses (bias, GELU, fp32 residual accumulate). Weights rotate over copies together larger than the L2, as 32 or
+// 62 layers' weights do. Median of --reps launches each.
+// Usage: bench_gemm [--reps 20]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#ifdef SURF_HAVE_CUDA
+#include "apps/bench/bench_ceilings.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/random_fill.h"
+
+namespace cu = surf::kernels::cuda;
+
+namespace {
+
+struct Case {
+    const char* name;
+    int64_t m, n, k;
+    bool residual;  // fp32 y, beta = 1 (adds into the residual stream)
+    bool bias;
+    cu::GemmActivation act;
+};
+
+void* dalloc(size_t bytes) {
+    void* p = nullptr;
+    SURF_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    return p;
+}
+
+void fill(cu::bf16* p, int64_t n, float scale, uint64_t seed) {
+    cu::UniformFillParams f;
+    f.x = p, f.n = n, f.lo = -scale, f.hi = scale, f.seed = seed;
+    cu::uniform_fill(f, nullptr);
+}
+
+// Median µs of fn(i) over `reps` launches, i counting up so that launches rotate over the weight copies.
+double median_us(const std::function<void(int)>& fn, int reps) {
+    int i = 0;
+    return surf::bench::median_ms([&] { fn(i++); }, reps) * 1e3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int reps = 20;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+            reps = std::atoi(argv[++i]);
+        } else {
+            std::fprintf(stderr, "usage: bench_gemm [--reps 20]\n");
+            return 2;
+        }
+    }
+    if (reps < 1) {
+        std::fprintf(stderr, "bench_gemm: --reps %d is out of range\n", reps);
+        return 2;
+    }
+    cudaDeviceProp prop{};
+    SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    const double ceiling = surf::bench::gemm_ceiling() / 1e12;
+    std::printf("# bench_gemm on %s (%d SMs): cuBLASLt bf16 GEMM 8192^3 %.0f TFLOP/s; median of %d launches\n\n", prop.name,
+                prop.multiProcessorCount, ceiling, reps);
+    using A = cu::GemmActivation;
+    const Case cases[] = {
+        {"mamba.in_proj", 1024, 22656, 5120, false, false, A::kNone},
+        {"mamba.out_proj (+residual)", 1024, 5120, 10240, true, false, A::kNone},
+        {"mlp.up + ReLU²", 1024, 20480, 5120, false, false, A::kReluSquared},
+        {"mlp.down (+residual)", 1024, 5120, 20480, true, false, A::kNone},
+        {"attn.qkv", 1024, 7168, 5120, false, false, A::kNone},
+        {"attn.o_proj (+residual)", 1024, 5120, 5120, true, false, A::kNone},
+        {"vit.qkv (+bias)", 3096, 3840, 1280, false, true, A::kNone},
+        {"vit.proj (+bias +residual)", 3096, 1280, 1280, true, true, A::kNone},
+        {"vit.fc1 (+bias, GELU)", 3096, 5120, 1280, false, true, A::kGeluTanh},
+        {"vit.fc2 (+bias +residual)", 3096, 1280, 5120, true, true, A::kNone},
+        {"projector.fc1 + ReLU²", 768, 20480, 5120, false, false, A::kReluSquared},
+        {"projector.fc2", 768, 5120, 20480, false, false, A::kNone},
+    };
+    std::printf("gemm_wgmma resident blocks: tile 256 %d (pairs) / %d (single), tile 128 %d / %d\n\n", cu::gemm_wgmma_resident_blocks(256, true),
+                cu::gemm_wgmma_resident_blocks(256, false), cu::gemm_wgmma_resident_blocks(128, true), cu::gemm_wgmma_resident_blocks(128, false));
+    std::printf("| GEMM | m × n × k | cuBLASLt µs (TFLOP/s) | gemm_wgmma tile 256, pairs | tile 256, single | tile 128, pairs | tile 128, single | best "
+                "ours / cuBLASLt |\n|---|---|---|---|---|---|---|---|\n");
+    for (const Case& c : cases) {
+        const int64_t w_elems = c.n * c.k;
+        const int n_w = static_cast<int>(std::clamp<int64_t>((int64_t{160} << 20) / (w_elems * 2) + 1, 2, 32));
+        std::vector<cu::bf16*> w(n_w);
+        for (int i = 0; i < n_w; ++i) {
+            w[i] = static_cast<cu::bf16*>(dalloc(w_elems * 2));
+            fill(w[i], w_elems, 0.05f, 100 + i);
+        }
+        auto* x = static_cast<cu::bf16*>(dalloc(c.m * c.k * 2));
+        fill(x, c.m * c.k, 1.0f, 7);
+        const size_t y_elem = c.residual ? 4 : 2;  // fp32 residual or bf16 (the bias has y's dtype)
+        void* y = dalloc(c.m * c.n * y_elem);
+        SURF_CUDA_CHECK(cudaMemset(y, 0, c.m * c.n * y_elem));
+        void* bias = dalloc(c.n * y_elem);
+        SURF_CUDA_CHECK(cudaMemset(bias, 0, c.n * y_elem));
+        auto params = [&](int i) {
+            cu::GemmParams p{x, w[i % n_w], c.bias ? bias : nullptr, y, c.residual ? cu::DType::kF32 : cu::DType::kBF16, c.m, c.n, c.k};
+            p.beta = c.residual ? 1.0f : 0.0f;
+            p.activation = c.act;
+            return p;
+        };
+        cu::GemmContext ctx;
+        ctx.set_autotune(true);
+        ctx.set_wgmma_gemm(cu::GemmContext::WgmmaGemm::kNever);
+        for (int i = 0; i < 3; ++i) cu::gemm(ctx, params(i), nullptr);  // tuned on the third use
+        const double flops = 2.0 * c.m * c.n * c.k;
+        const double blas = median_us([&](int i) { cu::gemm(ctx, params(i), nullptr); }, reps);
+        auto cell = [&](double us) {
+            char s[64];
+            std::snprintf(s, sizeof s, "%.1f (%.0f)", us, flops / (us * 1e-6) / 1e12);
+            return std::string(s);
+        };
+        // gemm_wgmma: tile 256 pairs, 256 single, 128 pairs, 128 single; "—" where it does not take the shape.
+        std::string ours_cells;
+        std::string ratio = "—";
+        if (cu::gemm_wgmma_supported(params(0))) {
+            double best = 0;
+            for (int v = 0; v < 4; ++v) {
+                const int tile_n = v < 2 ? 256 : 128;
+                const bool pairs = v % 2 == 0;
+                const double us = median_us([&](int i) { cu::gemm_wgmma(params(i), tile_n, nullptr, pairs); }, reps);
+                best = v == 0 ? us : std::min(best, us);
+                ours_cells += " | " + cell(us);
+            }
+            char r[32];
+            std::snprintf(r, sizeof r, "%.3f", best / blas);
+            ratio = r;
+        } else {
+            for (int v = 0; v < 4; ++v) ours_cells += " | —";
+        }
+        std::printf("| %s | %lld × %lld × %lld | %s%s | %s |\n", c.name, static_cast<long long>(c.m), static_cast<long long>(c.n),
+                    static_cast<long long>(c.k), cell(blas).c_str(), ours_cells.c_str(), ratio.c_str());
+        std::fflush(stdout);
+        for (auto* p : w) SURF_CUDA_CHECK(cudaFree(p));
+        SURF_CUDA_CHECK(cudaFree(x));
+        SURF_CUDA_CHECK(cudaFree(y));
+        SURF_CUDA_CHECK(cudaFree(bias));
+    }
+    return 0;
+}
+
+#else
+int main() {
+    std::fprintf(stderr, "bench_gemm: built without CUDA\n");
+    return 2;
+}
+#endif

@@ -1,0 +1,95 @@
+// The weight table (DESIGN.md rule 6): every tensor of a Holotron checkpoint is declared once here with
+// its name, expected shape and whether it is required. Loading, shape checks and the "missing /
+// unexpected tensors" report of `surf inspect` all walk this one table.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/checkpoint/config.h"
+#include "model/checkpoint/safetensors.h"
+#include "model/checkpoint/tensor.h"
+
+namespace surf::model {
+
+struct WeightSpec {
+    std::string name;            // full checkpoint name
+    std::vector<int64_t> shape;  // expected shape; a dimension of -1 is read from the checkpoint
+    bool required = true;
+};
+
+// Checkpoint name prefixes: the VL layout nests the LLM under "language_model.".
+struct WeightPrefixes {
+    std::string backbone;   // "language_model.backbone." or "backbone."
+    std::string lm_head;    // full name of the lm_head weight
+    std::string vision;     // "vision_model.radio_model."
+    std::string projector;  // "mlp1."
+};
+WeightPrefixes weight_prefixes(const ModelConfig& cfg);
+
+// Fills the shape-derived config values (vocabulary rows from the embeddings, prefix-token rows from
+// cls_token.token), checks every tensor against the table, and throws kFormat listing the problems.
+void validate_checkpoint(ModelConfig& cfg, const Checkpoint& ckpt);
+
+// Calls fn for every tensor the config implies, in checkpoint order (LLM, vision, projector).
+void for_each_weight(const ModelConfig& cfg, const std::function<void(const WeightSpec&)>& fn);
+
+struct CheckpointReport {
+    std::vector<std::string> missing;                 // required by the table, absent from the file
+    std::vector<std::string> unexpected;              // in the file, not in the table
+    std::vector<std::string> shape_mismatches;        // "name: expected [..], got [..]"
+    int64_t n_parameters = 0;                         // elements of the tensors the table names
+    bool ok() const { return missing.empty() && shape_mismatches.empty(); }
+};
+CheckpointReport check_checkpoint(const ModelConfig& cfg, const Checkpoint& ckpt);
+
+struct MambaWeights {
+    Tensor in_proj;    // [in_proj_dim, d_model]
+    Tensor conv_w;     // [conv_dim, K]
+    Tensor conv_b;     // [conv_dim]
+    Tensor dt_bias;    // [H]
+    Tensor A;          // [H] = −exp(A_log)
+    Tensor D;          // [H]
+    Tensor norm;       // [d_inner]
+    Tensor out_proj;   // [d_model, d_inner]
+};
+struct AttentionWeights {
+    Tensor q, k, v, o;  // [n_heads·head_dim, d_model], [n_kv·head_dim, d_model] ×2, [d_model, n_heads·head_dim]
+};
+struct MlpWeights {
+    Tensor up, down;    // [intermediate, d_model], [d_model, intermediate]
+};
+struct LayerWeights {
+    LayerKind kind = LayerKind::kMlp;
+    Tensor norm;        // [d_model]
+    MambaWeights mamba;
+    AttentionWeights attn;
+    MlpWeights mlp;
+};
+struct VitBlockWeights {
+    Tensor norm1_w, norm1_b, qkv_w, qkv_b, proj_w, proj_b, norm2_w, norm2_b, fc1_w, fc1_b, fc2_w, fc2_b;
+};
+struct VisionWeights {
+    Tensor patch_embed;  // [width, 3·patch²]
+    Tensor pos_embed;    // [grid·grid, width]
+    int64_t pos_grid = 0;
+    Tensor prefix;       // [n_prefix, width] cls + register tokens
+    std::vector<VitBlockWeights> blocks;
+    Tensor proj_norm;    // mlp1.0 [width·s²]
+    Tensor proj_fc1;     // mlp1.1 [projector_hidden, width·s²]
+    Tensor proj_fc2;     // mlp1.3 [d_model, projector_hidden]
+};
+struct ModelWeights {
+    Tensor embeddings;  // [vocab, d_model]
+    std::vector<LayerWeights> layers;
+    Tensor norm_f;      // [d_model]
+    Tensor lm_head;     // [vocab, d_model]
+    VisionWeights vision;
+};
+
+// Loads every tensor into fp32 host tensors after check_checkpoint; throws kFormat listing the
+// missing tensors and shape mismatches. Fills cfg's shape-derived values (vocab rows, prefix rows).
+ModelWeights load_weights(ModelConfig& cfg, const Checkpoint& ckpt);
+
+}  // namespace surf::model
