@@ -22,7 +22,9 @@ constexpr size_t kMaxKeysChars = 40;
     throw Error(ErrorKind::kModelOutput, message);
 }
 
-std::string shorten(const std::string& s, size_t n = 80) { return surf::shorten_utf8(s, n); }
+std::string shorten(const std::string& s, size_t n = 80) {
+    return surf::shorten_utf8(s, n);
+}
 
 void check_fields(const nlohmann::json& obj, const std::string& where, const std::set<std::string>& allowed) {
     if (!obj.is_object()) fail(where + ": expected a JSON object, got " + shorten(obj.dump()));
@@ -93,7 +95,9 @@ const std::vector<std::string>& action_names() {
 }
 
 const char* action_name(const Action& action) {
-    static_assert(std::variant_size_v<Action> == 14, "action_names() lists every alternative of Action");
+    static_assert(std::variant_size_v<Action> == 15,
+                  "action_names() lists every built-in alternative of Action");
+    if (const auto* c = std::get_if<CustomAction>(&action)) return c->name.c_str();
     return action_names()[action.index()].c_str();
 }
 
@@ -228,6 +232,8 @@ nlohmann::ordered_json action_to_json(const Action& action) {
                 j["to_element"] = a.to_element;
                 j["to_x"] = a.to_x;
                 j["to_y"] = a.to_y;
+            } else if constexpr (std::is_same_v<T, CustomAction>) {
+                for (const auto& [key, value] : a.arguments.items()) j[key] = value;
             }
         },
         action);
@@ -264,6 +270,8 @@ std::string describe_action(const Action& action) {
                 return "select " + quoted(a.option) + " in " + quoted(a.element);
             else if constexpr (std::is_same_v<T, DragAction>)
                 return "drag " + quoted(a.element) + " to " + quoted(a.to_element);
+            else if constexpr (std::is_same_v<T, CustomAction>)
+                return a.name + (a.arguments.empty() ? "" : " " + shorten(a.arguments.dump(), 200));
             else
                 return "answer " + quoted(a.content);
         },
@@ -330,7 +338,8 @@ std::optional<Action> parse_more_actions(const nlohmann::json& a, const std::str
 
 }  // namespace
 
-Action parse_action(const nlohmann::json& a, const std::string& where) {
+Action parse_action(const nlohmann::json& a, const std::string& where,
+                    const std::vector<std::string>& custom) {
     if (!a.is_object()) fail(where + ": expected an object with a \"type\" field, got " + shorten(a.dump()));
     auto t = a.find("type");
     if (t == a.end() || !t->is_string()) fail(where + ".type: missing or not a string");
@@ -386,10 +395,18 @@ Action parse_action(const nlohmann::json& a, const std::string& where) {
         return AnswerAction{get_string(a, where, "content", kMaxContentChars)};
     }
     if (std::optional<Action> more = parse_more_actions(a, where, type)) return *more;
-    fail(where + ".type: unknown action " + quoted(type) + "; expected " + joined(action_names()));
+    if (std::find(custom.begin(), custom.end(), type) != custom.end()) {
+        CustomAction c{type};
+        for (const auto& [key, value] : a.items())
+            if (key != "type") c.arguments[key] = value;
+        return c;
+    }
+    std::vector<std::string> known = action_names();
+    known.insert(known.end(), custom.begin(), custom.end());
+    fail(where + ".type: unknown action " + quoted(type) + "; expected " + joined(known));
 }
 
-PolicyOutput parse_policy_output(const std::string& text) {
+PolicyOutput parse_policy_output(const std::string& text, const std::vector<std::string>& custom) {
     const nlohmann::json j = parse_model_json(text, "policy output");
     check_fields(j, "policy output", {"thought", "note", "notes", "action"});
     PolicyOutput out;
@@ -397,7 +414,7 @@ PolicyOutput parse_policy_output(const std::string& text) {
     const char* note_key = j.contains("note") ? "note" : "notes";
     out.note = get_string(j, "policy output", note_key, 4000, false);
     if (!j.contains("action")) fail("policy output.action: missing");
-    out.action = parse_action(j["action"], "action");
+    out.action = parse_action(j["action"], "action", custom);
     return out;
 }
 

@@ -74,13 +74,20 @@ struct DragAction {
     int to_x = 0, to_y = 0;
 };
 
+// An action the embedding product registers for a run (RunOptions::custom_actions, agent/custom_actions.h):
+// its name, and the fields the policy wrote beside "type", as the action's schema orders them.
+struct CustomAction {
+    std::string name;
+    nlohmann::ordered_json arguments = nlohmann::ordered_json::object();
+};
+
 using Action = std::variant<ClickAction, WriteAction, ScrollAction, GotoAction, BackAction, RefreshAction,
                             WaitAction, AnswerAction, KeyAction, HoverAction, DoubleClickAction,
-                            RightClickAction, DragAction, SelectAction>;
+                            RightClickAction, DragAction, SelectAction, CustomAction>;
 
-// "click", "write", ... as the schema's `type` discriminator spells them.
+// "click", "write", ... as the schema's `type` discriminator spells them; a custom action's own name.
 const char* action_name(const Action& action);
-// Every action type surf knows, in the variant's order.
+// Every built-in action type, in the variant's order (CustomAction, the last alternative, excluded).
 const std::vector<std::string>& action_names();
 const char* scroll_direction_name(ScrollDirection direction);
 // The action as the schema's JSON (round-trips through parse_action).
@@ -129,8 +136,11 @@ nlohmann::json parse_model_json(const std::string& text, const std::string& what
 
 // Policy step {thought, note, action}. `notes` is accepted as a synonym of `note` (Surfer-H's CLI spells it
 // so); unknown fields, wrong types, out-of-range coordinates and unknown action types are errors.
-PolicyOutput parse_policy_output(const std::string& text);
-Action parse_action(const nlohmann::json& value, const std::string& where = "action");
+// `custom` names the run's custom actions: a type among them parses as a CustomAction holding its other
+// fields (agent/custom_actions.h checks them against the action's schema).
+PolicyOutput parse_policy_output(const std::string& text, const std::vector<std::string>& custom = {});
+Action parse_action(const nlohmann::json& value, const std::string& where = "action",
+                    const std::vector<std::string>& custom = {});
 
 // Localizer point {x, y}, each a number in [0, max_x] / [0, max_y] (max 1000 for normalised output, the sent
 // image's width/height minus one for pixel output).

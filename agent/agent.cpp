@@ -8,8 +8,8 @@
 #include "agent/profile.h"
 #include "agent/trace.h"
 #include "base/error.h"
-#include "model/text/chat_template.h"
 #include "model/engine.h"
+#include "model/text/chat_template.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"
 
@@ -29,7 +29,8 @@ struct Agent::Impl {
 std::unique_ptr<Agent> Agent::create(const AgentConfig& config) {
     if (config.model_dir.empty()) throw Error(ErrorKind::kInvalidArgument, "AgentConfig.model_dir: empty");
     // One agent: the engine's warm-up skips the vision passes of every tile count (model::WarmUp).
-    std::shared_ptr<model::Engine> engine = model::open_engine(config.model_dir, config.backend, "AgentConfig.backend", 0, model::WarmUp::kSingle);
+    std::shared_ptr<model::Engine> engine = model::open_engine(
+        config.model_dir, config.backend, "AgentConfig.backend", 0, model::WarmUp::kSingle);
     return std::make_unique<Agent>(std::move(engine), config);
 }
 
@@ -39,7 +40,8 @@ Agent::Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config)
     impl_->config = config;
     impl_->engine = std::move(engine);
     impl_->browser = config.browser;
-    impl_->profile = load_profile(config.profile.empty() ? profile_for_model(config.model_dir) : config.profile);
+    impl_->profile =
+        load_profile(config.profile.empty() ? profile_for_model(config.model_dir) : config.profile);
     if (!config.chat_template.empty()) {
         impl_->chat_template =
             std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_file(config.chat_template));
@@ -50,7 +52,8 @@ Agent::Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config)
 }
 
 Agent::~Agent() {
-    if (impl_ && impl_->browser && !impl_->config.browser) impl_->browser->shutdown();  // only the one it launched
+    if (impl_ && impl_->browser && !impl_->config.browser)
+        impl_->browser->shutdown();  // only the one it launched
 }
 
 void Agent::cancel() {
@@ -62,7 +65,9 @@ int Agent::browser_pid() const {
     return impl_->browser ? static_cast<int>(impl_->browser->pid()) : 0;
 }
 
-std::shared_ptr<model::Engine> Agent::engine() const { return impl_->engine; }
+std::shared_ptr<model::Engine> Agent::engine() const {
+    return impl_->engine;
+}
 
 RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
     std::lock_guard<std::mutex> run_lock(impl_->run_mutex);

@@ -17,20 +17,21 @@
 
 #include <atomic>
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "agent/actions.h"
+#include "agent/custom_actions.h"
 #include "agent/secrets.h"
 
 namespace surf::model {
 class Engine;
 struct Image;
-}
+}  // namespace surf::model
 namespace surf::tools {
 class Browser;
 }
@@ -52,9 +53,9 @@ struct AgentConfig {
 // What the policy wants to do next, shown to a before-action hook (RunOptions::before_action).
 struct ProposedAction {
     int step = 0;
-    Action action;            // as the policy wrote it (secrets as placeholders)
-    std::string description;  // one line (describe_action)
-    std::string url;          // the page it would act on
+    Action action;                                   // as the policy wrote it (secrets as placeholders)
+    std::string description;                         // one line (describe_action)
+    std::string url;                                 // the page it would act on
     std::shared_ptr<const model::Image> screenshot;  // what the policy saw
     std::vector<uint8_t> png;                        // the same screenshot as a PNG file
 };
@@ -82,7 +83,8 @@ struct RunOptions {
     bool trust_policy_coordinates = false;   // skip the localizer and click where the policy pointed
     std::vector<std::string> allow_domains;  // empty = any host
     std::vector<std::string> deny_domains;
-    bool allow_file_urls = false;  // file: pages allowed (also when start_url is one); else never, rules or not
+    bool allow_file_urls =
+        false;  // file: pages allowed (also when start_url is one); else never, rules or not
     int viewport_width = 1280, viewport_height = 720;
     double device_scale_factor = 1.0;
     double max_wait_seconds = 10;  // cap on the policy's wait action
@@ -97,6 +99,14 @@ struct RunOptions {
     // Called before every action on the page (not the final answer), from the run's thread; an exception it
     // throws counts as a refusal. Empty: every action goes ahead.
     BeforeActionHook before_action;
+    // Actions the product adds for this run (agent/custom_actions.h): they join the policy's schema and
+    // system prompt, and their handler runs when the policy chooses one.
+    std::vector<CustomActionSpec> custom_actions;
+    // Built-in actions the policy may not use in this run ("goto", "back", ...; never "answer").
+    std::vector<std::string> removed_actions;
+    // When set, the policy may ask the user a question (the ask_human action, offered only then) and reads
+    // the returned text as the answer. Called from the run's thread; it may block until the user replies.
+    std::function<std::string(const std::string& question)> ask_human;
 };
 
 enum class RunStatus {

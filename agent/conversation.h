@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "model/text/chat_template.h"
 #include "model/engine.h"
+#include "model/text/chat_template.h"
 
 namespace surf::agent {
 

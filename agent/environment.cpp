@@ -205,6 +205,9 @@ std::string BrowserEnvironment::act(const Action& action) {
     if (std::holds_alternative<BackAction>(action)) return session_.back().describe();
     if (std::holds_alternative<RefreshAction>(action)) return session_.reload().describe();
     if (auto* w = std::get_if<WaitAction>(&action)) return wait(w->seconds);
+    if (auto* c = std::get_if<CustomAction>(&action))
+        throw Error(ErrorKind::kInvalidArgument,
+                    c->name + " is a custom action: its run's handler performs it");
     return "answer (no browser action)";
 }
 

@@ -55,13 +55,15 @@ public:
     virtual Observation observe() = 0;
     // `points` holds what action_points(action) names (required for a pointed action, ignored otherwise).
     virtual ActionOutcome execute(const Action& action, const ActionPoints& points) = 0;
+    // The browser tab the environment drives, for custom actions' handlers (null where there is none).
+    virtual tools::BrowserSession* page() { return nullptr; }
 };
 
 struct BrowserEnvironmentOptions {
     double scroll_fraction = 0.8;  // of the viewport per scroll action
     std::chrono::milliseconds max_wait{10000};
     std::chrono::milliseconds after_action{300};  // settle before the next screenshot
-    const std::atomic<bool>* cancel = nullptr;      // ends a `wait` action early when set (may be null)
+    const std::atomic<bool>* cancel = nullptr;    // ends a `wait` action early when set (may be null)
 };
 
 class BrowserEnvironment : public Environment {
@@ -70,6 +72,7 @@ public:
     ActionOutcome open(const std::string& url) override;
     Observation observe() override;
     ActionOutcome execute(const Action& action, const ActionPoints& points) override;
+    tools::BrowserSession* page() override { return &session_; }
 
 private:
     ActionOutcome guarded(const std::string& what, const std::function<std::string()>& body);

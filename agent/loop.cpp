@@ -23,7 +23,9 @@ double since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-std::string shorten(const std::string& s, size_t n) { return surf::shorten_utf8(s, n); }
+std::string shorten(const std::string& s, size_t n) {
+    return surf::shorten_utf8(s, n);
+}
 
 // The CSS points of a pointed action, one per action_points() target: the policy's own estimates when
 // they are trusted, else the localizer's. Returns "" or why a point is missing; *stopped is set when the
@@ -70,7 +72,8 @@ std::string start_url_problem(const std::string& url) {
         return "\"" + url + "\" is not an absolute URL (e.g. https://" + url + ")";
     }
     if (scheme != "http" && scheme != "https" && scheme != "file" && scheme != "data" && scheme != "about")
-        return "\"" + url + "\": a " + scheme + ": URL is not a page to start on (http, https, file, data or about expected)";
+        return "\"" + url + "\": a " + scheme +
+               ": URL is not a page to start on (http, https, file, data or about expected)";
     return "";
 }
 
@@ -78,7 +81,8 @@ void validate_run_options(const RunOptions& o) {
     const auto bad = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, m); };
     if (o.task.find_first_not_of(" \t\r\n") == std::string::npos) bad("task: empty");
     if (o.start_url.empty()) bad("start_url: empty");
-    if (const std::string problem = start_url_problem(o.start_url); !problem.empty()) bad("start_url: " + problem);
+    if (const std::string problem = start_url_problem(o.start_url); !problem.empty())
+        bad("start_url: " + problem);
     if (o.max_steps < 1 || o.max_steps > 1000)
         bad("max_steps: " + std::to_string(o.max_steps) + " is outside [1, 1000]");
     if (o.max_answer_attempts < 1 || o.max_answer_attempts > 100) {
@@ -129,376 +133,542 @@ std::shared_ptr<const model::Image> image_to_send(const std::shared_ptr<const mo
 
 namespace {
 
-// Asks the run's before-action hook about `action` (replaced in place when the hook says so). Returns "" to go
-// ahead, else why not (the policy reads it as the step's outcome).
+// Asks the run's before-action hook about `action` (replaced in place when the hook says so). Returns "" to
+// go ahead, else why not (the policy reads it as the step's outcome).
 std::string ask_approval(const RunOptions& options, int step, const Observation& obs, Action* action) {
     if (!options.before_action) return "";
     ApprovalDecision d;
     try {
-        d = options.before_action(ProposedAction{step, *action, describe_action(*action), obs.url, obs.image, obs.png});
+        d = options.before_action(
+            ProposedAction{step, *action, describe_action(*action), obs.url, obs.image, obs.png});
     } catch (const std::exception& e) {
         d = ApprovalDecision::reject(std::string("the approval hook failed: ") + e.what());
     }
     switch (d.kind) {
         case ApprovalDecision::Kind::kApprove: return "";
         case ApprovalDecision::Kind::kReject:
-            return "refused by the operator: " + (d.reason.empty() ? std::string("no reason given") : d.reason);
+            return "refused by the operator: " +
+                   (d.reason.empty() ? std::string("no reason given") : d.reason);
         case ApprovalDecision::Kind::kReplace:
-            if (is_answer(d.replacement)) return "refused by the operator (an answer cannot replace a page action)";
+            if (is_answer(d.replacement))
+                return "refused by the operator (an answer cannot replace a page action)";
             *action = d.replacement;
             return "";
     }
     return "";
 }
 
+// Runs a custom action's handler (RunOptions::custom_actions); an exception is a failed step.
+ActionOutcome run_custom_action(const std::vector<CustomActionSpec>& actions, const CustomAction& action,
+                                const std::string& url, tools::BrowserSession* page) {
+    for (const CustomActionSpec& spec : actions) {
+        if (spec.name != action.name) continue;
+        try {
+            return {true, spec.handler(CustomActionCall{action.arguments, url, page}), ""};
+        } catch (const std::exception& e) {
+            return {false, action.name + " failed: " + e.what(), "custom_action"};
+        }
+    }
+    return {false, action.name + " is not an action of this run", "model_output"};
+}
+
 }  // namespace
 
-RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
-    validate_run_options(options);
-    const Secrets secrets(options.secrets);
-    // A structured answer constrains the answer action's content in the policy's schemas for this run.
-    const PromptProfile run_profile =
-        options.answer_schema.empty() ? *ctx.profile : with_answer_content(*ctx.profile, options.answer_schema);
-    const PromptProfile& profile = run_profile;
-    const Clock::time_point t0 = Clock::now();
+namespace {
+
+// The secrets' redaction on the trace for the length of one run: the trace outlives the run and must not keep
+// a pointer to its secrets.
+struct SecretsOnTrace {
+    Trace* trace;
+    SecretsOnTrace(Trace* t, const Secrets* s) : trace(t) {
+        if (trace) trace->set_secrets(s);
+    }
+    ~SecretsOnTrace() {
+        if (trace) trace->set_secrets(nullptr);
+    }
+};
+
+// What one step saw: the observation (redacted where the model reads it), the page's real URL (where a secret
+// would be typed), the screenshot as sent to the model, and the observation text for the policy.
+struct StepView {
+    Observation obs;
+    std::string page_url;
+    std::shared_ptr<const model::Image> sent;
+    std::string text;
+};
+
+// One run of the loop: its profile (with the run's answer schema and actions), modules, memory and result.
+class Run {
+public:
+    Run(const LoopContext& ctx, const RunOptions& options);
+    RunResult execute();
+
+private:
+    bool cancelled() const { return ctx_.cancel && ctx_.cancel->load(); }
+    ModuleContext module_context();
+    void emit(StepEvent e) const;
+    void write_start() const;
+    RunResult fail_start(const ActionOutcome& opened);
+    void step(int step);
+    StepView observe(int step, TraceStep& ts);
+    void policy_failed(const Error& e, int step, bool forced, const Clock::time_point& step_t0, TraceStep& ts,
+                       StepEvent& ev);
+    void answer(const AnswerAction& answer, const Action& action, int step, bool forced, TraceStep& ts,
+                StepEvent& ev);
+    void act(Action action, int step, const StepView& view, TraceStep& ts, StepEvent& ev);
+    ActionOutcome perform(const Action& action, const StepView& view, const ActionPoints& points);
+    void record_points(const Action& action, const StepView& view, const ActionPoints& points, TraceStep& ts,
+                       StepEvent& ev) const;
+    RunResult finish();
+
+    const LoopContext& ctx_;
+    const RunOptions& options_;
+    const Secrets secrets_;
+    std::vector<CustomActionSpec> actions_;
+    PromptProfile profile_;
+    const Clock::time_point t0_ = Clock::now();
     // Past the budget the next step is the forced answer; past the hard deadline generation is stopped.
-    const double hard_deadline = options.timeout_seconds + std::max(30.0, 0.25 * options.timeout_seconds);
-    RunResult result;
-    result.trace_dir = ctx.trace ? ctx.trace->dir() : "";
-    Trace* trace = ctx.trace;
-    struct SecretsOnTrace {  // the trace outlives this call: it must not keep a pointer to `secrets`
-        Trace* trace;
-        SecretsOnTrace(Trace* t, const Secrets* s) : trace(t) {
-            if (trace) trace->set_secrets(s);
-        }
-        ~SecretsOnTrace() {
-            if (trace) trace->set_secrets(nullptr);
-        }
-    } secrets_on_trace(trace, &secrets);
-    const auto cancelled = [&] { return ctx.cancel && ctx.cancel->load(); };
+    const double hard_deadline_;
+    RunResult result_;
+    Trace* trace_;
+    SecretsOnTrace secrets_on_trace_;
+    ModuleContext modules_;
+    Policy policy_;
+    Localizer localizer_;
+    Validator validator_;
+    Memory memory_;
+    std::string last_outcome_;
+    bool done_ = false;
+};
 
-    ModuleContext mc;
-    mc.engine = ctx.engine;
-    mc.chat_template = ctx.chat_template;
-    mc.profile = &profile;
-    mc.seed = options.seed;
-    mc.sink = [&](const ModelCall& call) {
-        ++result.model_calls;
-        if (trace) trace->model_call(call);
-    };
-    mc.should_stop = [&] { return cancelled() || since(t0) > hard_deadline; };
-    Policy policy(mc);
-    Localizer localizer(mc);
-    Validator validator(mc);
+// A structured answer constrains the answer action's content in the policy's schemas for this run; custom
+// actions join, removed ones leave, the policy's schema and system prompt.
+PromptProfile run_profile(const PromptProfile& base, const RunOptions& options,
+                          const std::vector<CustomActionSpec>& actions) {
+    PromptProfile p = options.answer_schema.empty() ? base : with_answer_content(base, options.answer_schema);
+    if (!actions.empty() || !options.removed_actions.empty())
+        p = with_actions(p, actions, options.removed_actions);
+    return p;
+}
+
+std::vector<CustomActionSpec> run_actions(const RunOptions& options) {
+    std::vector<CustomActionSpec> actions = options.custom_actions;
+    if (options.ask_human) actions.push_back(ask_human_action(options.ask_human));
+    return actions;
+}
+
+const RunOptions& validated(const RunOptions& options) {
+    validate_run_options(options);
+    return options;
+}
+
+std::string memory_task(const RunOptions& options, const Secrets& secrets) {
     const std::string note = secrets.prompt_note();
-    Memory memory(note.empty() ? options.task : options.task + " (" + note + ")",
-                  std::max(profile.screenshots_on_restart, profile.validator_screenshots));
+    return note.empty() ? options.task : options.task + " (" + note + ")";
+}
 
-    if (trace) {
-        trace->write(
-            {{"type", "run_start"},
-             {"task", options.task},
-             {"start_url", options.start_url},
-             {"max_steps", options.max_steps},
-             {"max_answer_attempts", options.max_answer_attempts},
-             {"timeout_s", options.timeout_seconds},
-             {"use_validator", options.use_validator},
-             {"trust_policy_coordinates", options.trust_policy_coordinates},
-             {"allow_domains", options.allow_domains},
-             {"profile", profile.name},
-             {"backend", ctx.engine->backend_name()},
-             {"viewport", {options.viewport_width, options.viewport_height, options.device_scale_factor}}});
-    }
-    const ActionOutcome opened = ctx.environment->open(options.start_url);
-    std::string last_outcome = "opened " + options.start_url + ": " + opened.message;
-    if (trace)
-        trace->write(
-            {{"type", "open"}, {"url", options.start_url}, {"ok", opened.ok}, {"message", opened.message}});
+Run::Run(const LoopContext& ctx, const RunOptions& options)
+    : ctx_(ctx),
+      options_(validated(options)),
+      secrets_(options.secrets),
+      actions_(run_actions(options)),
+      profile_(run_profile(*ctx.profile, options, actions_)),
+      hard_deadline_(options.timeout_seconds + std::max(30.0, 0.25 * options.timeout_seconds)),
+      trace_(ctx.trace),
+      secrets_on_trace_(ctx.trace, &secrets_),
+      modules_(module_context()),
+      policy_(modules_),
+      localizer_(modules_),
+      validator_(modules_),
+      memory_(memory_task(options, secrets_),
+              std::max(profile_.screenshots_on_restart, profile_.validator_screenshots)) {
+    result_.trace_dir = trace_ ? trace_->dir() : "";
+}
 
-    const auto emit = [&](StepEvent e) {
-        e.elapsed = since(t0);
-        for (std::string* f : {&e.action, &e.target, &e.description, &e.thought, &e.note, &e.outcome})
-            *f = secrets.redact(*f);
-        if (ctx.on_step) {
-            try {
-                ctx.on_step(e);
-            } catch (...) {
-                // A product's callback must not break the run.
-            }
-        }
+// The modules' view of the run (each module keeps a copy): every model call counted and traced, generation
+// stopped on cancel or past the hard deadline.
+ModuleContext Run::module_context() {
+    ModuleContext mc;
+    mc.engine = ctx_.engine;
+    mc.chat_template = ctx_.chat_template;
+    mc.profile = &profile_;
+    mc.seed = options_.seed;
+    mc.sink = [this](const ModelCall& call) {
+        ++result_.model_calls;
+        if (trace_) trace_->model_call(call);
     };
-    if (!opened.ok) {
-        // Acting on the browser's error page would only produce an answer about nothing.
-        result.status = RunStatus::kError;
-        result.error = secrets.redact("the start page did not load: " + opened.message);
-        result.seconds = since(t0);
-        if (trace) {
-            trace->write({{"type", "run_end"}, {"status", run_status_name(result.status)}, {"error", result.error}});
-            trace->finish(options, result);
-        }
-        StepEvent fin;
-        fin.kind = StepEventKind::kFinished;
-        fin.outcome = run_status_name(result.status);
-        fin.ok = false;
-        fin.description = result.error;
-        emit(fin);
-        return result;
+    mc.should_stop = [this] { return cancelled() || since(t0_) > hard_deadline_; };
+    return mc;
+}
+
+void Run::emit(StepEvent e) const {
+    e.elapsed = since(t0_);
+    for (std::string* f : {&e.action, &e.target, &e.description, &e.thought, &e.note, &e.outcome})
+        *f = secrets_.redact(*f);
+    if (!ctx_.on_step) return;
+    try {
+        ctx_.on_step(e);
+    } catch (...) {
+        // A product's callback must not break the run.
     }
+}
 
-    bool done = false;
-    for (int step = 1; step <= options.max_steps && !done; ++step) {
-        if (cancelled()) {
-            result.status = RunStatus::kCancelled;
-            break;
-        }
-        const Clock::time_point step_t0 = Clock::now();
-        const bool forced = step == options.max_steps || since(t0) > options.timeout_seconds;
-        result.steps = step;
+void Run::write_start() const {
+    if (!trace_) return;
+    trace_->write(
+        {{"type", "run_start"},
+         {"task", options_.task},
+         {"start_url", options_.start_url},
+         {"max_steps", options_.max_steps},
+         {"max_answer_attempts", options_.max_answer_attempts},
+         {"timeout_s", options_.timeout_seconds},
+         {"use_validator", options_.use_validator},
+         {"trust_policy_coordinates", options_.trust_policy_coordinates},
+         {"allow_domains", options_.allow_domains},
+         {"profile", profile_.name},
+         {"backend", ctx_.engine->backend_name()},
+         {"viewport", {options_.viewport_width, options_.viewport_height, options_.device_scale_factor}}});
+}
 
-        Observation obs = ctx.environment->observe();
-        const std::string page_url = obs.url;  // where a secret would be typed; what the model reads is redacted
-        obs.url = secrets.redact(obs.url);
-        obs.title = secrets.redact(obs.title);
-        obs.error = secrets.redact(obs.error);
-        for (std::string& e : obs.events) e = secrets.redact(e);
-        const std::shared_ptr<const model::Image> sent = image_to_send(obs.image, profile);
-        memory.add_screenshot(sent);
-        TraceStep ts;
-        ts.step = step;
-        ts.url = obs.url;
-        ts.events = obs.events;
-        if (!obs.error.empty()) ts.events.push_back(obs.error);
-        if (trace && !obs.png.empty()) {
-            try {
-                ts.screenshot = trace->screenshot(step, obs.png);
-                ts.shot_width = obs.frame.width;
-                ts.shot_height = obs.frame.height;
-            } catch (const Error& e) {
-                ts.error = e.what();
-            }
-        }
-        std::string observation = "URL " + (obs.url.empty() ? "(unknown)" : obs.url) + ", title \"" +
-                                  shorten(obs.title, 120) + "\". Last action: " + last_outcome + ".";
-        for (const std::string& ev : obs.events) observation += " Browser event: " + ev + ".";
-        if (!obs.error.empty()) observation += " " + obs.error + ".";
-
-        StepEvent ev;
-        ev.step = step;
-        PolicyOutput decision;
-        try {
-            decision =
-                policy.decide(memory, PolicyStepInput{step, options.max_steps, forced, observation, sent});
-        } catch (const Error& e) {
-            if (e.kind() == ErrorKind::kCancelled) {
-                result.status = cancelled() ? RunStatus::kCancelled : RunStatus::kNoAnswer;
-                result.error = cancelled() ? "cancelled" : "the hard time limit stopped generation";
-                break;
-            }
-            ++result.errors;
-            const std::string what = e.what();
-            ts.error = what.rfind("policy:", 0) == 0 ? what : "policy: " + what;  // the model call names its role already
-            ts.seconds = since(step_t0);
-            if (trace) trace->step(ts);
-            ev.ok = false;
-            ev.outcome = ts.error;
-            ev.seconds = since(step_t0);
-            emit(ev);
-            if (e.kind() != ErrorKind::kModelOutput) {
-                // The engine itself failed (out of memory, bad input): nothing more can be done.
-                result.status = RunStatus::kError;
-                result.error = ts.error;
-                break;
-            }
-            memory.add_history({step, "(no action)", "the output was unusable: " + shorten(e.what(), 200)});
-            last_outcome = "none (the previous output was unusable)";
-            if (forced) {
-                result.status = RunStatus::kNoAnswer;
-                result.error = "the forced answer step produced no usable answer";
-                done = true;
-            }
-            continue;
-        }
-        memory.add_note(decision.note);
-        ts.thought = decision.thought;
-        ts.note = decision.note;
-        ts.action = action_to_json(decision.action).dump();
-        ev.action = action_name(decision.action);
-        ev.target = action_target(decision.action);
-        ev.description = describe_action(decision.action);
-        ev.thought = decision.thought;
-        ev.note = decision.note;
-
-        if (auto* answer = std::get_if<AnswerAction>(&decision.action)) {
-            ++result.answer_attempts;
-            result.answer = answer->content;
-            if (forced || !options.use_validator) {
-                result.status = RunStatus::kAnswered;
-                result.forced = forced;
-                ts.outcome = forced ? "forced answer (not validated)" : "answer (validator off)";
-                done = true;
-            } else {
-                Verdict verdict;
-                bool verdict_ok = true;
-                try {
-                    verdict = validator.judge(memory, answer->content,
-                                              memory.recent_screenshots(profile.validator_screenshots), step);
-                } catch (const Error& e) {
-                    if (e.kind() == ErrorKind::kCancelled) {
-                        result.status = RunStatus::kCancelled;
-                        done = true;
-                    }
-                    // An unusable verdict must not cost the run its answer: keep it, unvalidated.
-                    verdict_ok = false;
-                    verdict.success = true;
-                    verdict.reason = std::string("validator failed: ") + e.what();
-                    ++result.errors;
-                }
-                ts.verdicts.push_back(std::string(verdict.success ? "accepted" : "rejected") + ": " +
-                                      verdict.reason);
-                if (trace) {
-                    trace->write({{"type", "verdict"},
-                                  {"step", step},
-                                  {"attempt", result.answer_attempts},
-                                  {"answer", answer->content},
-                                  {"success", verdict.success},
-                                  {"usable", verdict_ok},
-                                  {"reason", verdict.reason}});
-                }
-                if (done) {
-                } else if (verdict.success) {
-                    result.status = RunStatus::kAnswered;
-                    result.validated = verdict_ok;
-                    ts.outcome =
-                        verdict_ok ? "answer accepted by the validator" : "answer kept (validator unusable)";
-                    done = true;
-                } else {
-                    memory.add_note("Answer attempt " + std::to_string(result.answer_attempts) + " (\"" +
-                                    shorten(answer->content, 200) +
-                                    "\") was rejected by the validator: " + verdict.reason);
-                    memory.add_history({step, describe_action(decision.action), "rejected by the validator"});
-                    last_outcome = "your answer was rejected (see notes)";
-                    ts.outcome = "answer rejected: " + verdict.reason;
-                    StepEvent rej = ev;
-                    rej.kind = StepEventKind::kAnswerRejected;
-                    rej.outcome = verdict.reason;
-                    emit(rej);
-                    if (result.answer_attempts >= options.max_answer_attempts) {
-                        result.status = RunStatus::kRejected;
-                        result.error = "all " + std::to_string(result.answer_attempts) +
-                                       " answer attempts were rejected";
-                        done = true;
-                    }
-                }
-            }
-            ev.outcome = ts.outcome;
-        } else {
-            const std::string refusal = ask_approval(options, step, obs, &decision.action);
-            if (refusal.empty() && options.before_action) {  // the hook may have replaced the action
-                ts.action = action_to_json(decision.action).dump();
-                ev.action = action_name(decision.action);
-                ev.target = action_target(decision.action);
-                ev.description = describe_action(decision.action);
-            }
-            ActionPoints points;
-            bool stopped = false;
-            const std::string point_error =
-                refusal.empty() ? locate_points(decision.action, options, profile, localizer, sent, obs.frame, step,
-                                                &points, &stopped)
-                                : "";
-            if (stopped) {
-                result.status = cancelled() ? RunStatus::kCancelled : RunStatus::kNoAnswer;
-                done = true;
-            }
-            ActionOutcome outcome;
-            if (done) {
-                outcome = {false, "cancelled", "cancelled"};
-            } else if (!refusal.empty()) {
-                outcome = {false, refusal, "refused"};
-            } else if (!point_error.empty()) {
-                outcome = {false, point_error, "model_output"};
-            } else {
-                std::optional<Action> typed;
-                try {
-                    typed = secrets.reveal(decision.action, page_url);
-                } catch (const Error& e) {
-                    outcome = {false, e.what(), "secret"};  // an unknown placeholder, or a host it may not reach
-                }
-                if (typed) outcome = ctx.environment->execute(*typed, points);
-                outcome.message = secrets.redact(outcome.message);
-            }
-            if (!outcome.ok) {
-                ++result.errors;
-                ts.error = outcome.message;
-            }
-            const auto to_px = [&](const tools::CssPoint& p) {
-                return std::pair<double, double>{(p.x - obs.frame.css_region.x) * obs.frame.pixels_per_css,
-                                                 (p.y - obs.frame.css_region.y) * obs.frame.pixels_per_css};
-            };
-            if (points.at) {
-                ts.has_point = true;
-                std::tie(ts.point_px, ts.point_py) = to_px(*points.at);
-                ev.has_point = true;
-                ev.x = points.at->x;
-                ev.y = points.at->y;
-            }
-            if (points.to) {
-                ts.has_to_point = true;
-                std::tie(ts.to_px, ts.to_py) = to_px(*points.to);
-            }
-            const std::vector<PointTarget> targets = action_points(decision.action);
-            if (!targets.empty() && sent && !options.trust_policy_coordinates) {
-                try {  // the policy's own guess, drawn beside the localizer's point in the report
-                    std::tie(ts.policy_px, ts.policy_py) = to_px(to_css(profile.policy_convention, targets[0].x,
-                                                                        targets[0].y, {sent->width, sent->height},
-                                                                        obs.frame));
-                    ts.has_policy_point = true;
-                } catch (const Error&) {
-                    // a guess outside the screenshot: nothing to draw
-                }
-            }
-            ts.outcome = outcome.message;
-            ev.outcome = outcome.message;
-            ev.ok = outcome.ok;
-            memory.add_history({step, describe_action(decision.action), shorten(outcome.message, 200)});
-            last_outcome = describe_action(decision.action) + " -> " + shorten(outcome.message, 300);
-        }
-        ts.seconds = since(step_t0);
-        if (trace) trace->step(ts);
-        ev.seconds = ts.seconds;
-        emit(ev);
-    }
-    if (!done && result.status == RunStatus::kNoAnswer && result.error.empty())
-        result.error = "the step budget ran out";
-    result.answer = secrets.redact(result.answer);
-    result.error = secrets.redact(result.error);
-    if (!options.answer_schema.empty() && !result.answer.empty()) {
-        result.structured = nlohmann::json::parse(result.answer, nullptr, false);
-        if (result.structured.is_discarded()) result.structured = nullptr;  // a remote model that ignored the schema
-    }
-    result.seconds = since(t0);
-    if (trace) {
-        trace->write({{"type", "run_end"},
-                      {"status", run_status_name(result.status)},
-                      {"answer", result.answer},
-                      {"validated", result.validated},
-                      {"forced", result.forced},
-                      {"steps", result.steps},
-                      {"answer_attempts", result.answer_attempts},
-                      {"model_calls", result.model_calls},
-                      {"errors", result.errors},
-                      {"policy_fresh_starts", policy.fresh_starts()},
-                      {"error", result.error},
-                      {"seconds", result.seconds}});
-        trace->finish(options, result);
+// Acting on the browser's error page would only produce an answer about nothing: the run ends as an error.
+RunResult Run::fail_start(const ActionOutcome& opened) {
+    result_.status = RunStatus::kError;
+    result_.error = secrets_.redact("the start page did not load: " + opened.message);
+    result_.seconds = since(t0_);
+    if (trace_) {
+        trace_->write(
+            {{"type", "run_end"}, {"status", run_status_name(result_.status)}, {"error", result_.error}});
+        trace_->finish(options_, result_);
     }
     StepEvent fin;
     fin.kind = StepEventKind::kFinished;
-    fin.step = result.steps;
-    fin.outcome = run_status_name(result.status);
-    fin.ok = result.status == RunStatus::kAnswered;
-    fin.description = result.answer;
+    fin.outcome = run_status_name(result_.status);
+    fin.ok = false;
+    fin.description = result_.error;
     emit(fin);
-    return result;
+    return result_;
+}
+
+RunResult Run::execute() {
+    write_start();
+    const ActionOutcome opened = ctx_.environment->open(options_.start_url);
+    last_outcome_ = "opened " + options_.start_url + ": " + opened.message;
+    if (trace_)
+        trace_->write(
+            {{"type", "open"}, {"url", options_.start_url}, {"ok", opened.ok}, {"message", opened.message}});
+    if (!opened.ok) return fail_start(opened);
+    for (int s = 1; s <= options_.max_steps && !done_; ++s) {
+        if (cancelled()) {
+            result_.status = RunStatus::kCancelled;
+            break;
+        }
+        step(s);
+    }
+    return finish();
+}
+
+StepView Run::observe(int step, TraceStep& ts) {
+    StepView v;
+    v.obs = ctx_.environment->observe();
+    Observation& obs = v.obs;
+    v.page_url = obs.url;  // where a secret would be typed; what the model reads is redacted
+    obs.url = secrets_.redact(obs.url);
+    obs.title = secrets_.redact(obs.title);
+    obs.error = secrets_.redact(obs.error);
+    for (std::string& e : obs.events) e = secrets_.redact(e);
+    v.sent = image_to_send(obs.image, profile_);
+    memory_.add_screenshot(v.sent);
+    ts.step = step;
+    ts.url = obs.url;
+    ts.events = obs.events;
+    if (!obs.error.empty()) ts.events.push_back(obs.error);
+    if (trace_ && !obs.png.empty()) {
+        try {
+            ts.screenshot = trace_->screenshot(step, obs.png);
+            ts.shot_width = obs.frame.width;
+            ts.shot_height = obs.frame.height;
+        } catch (const Error& e) {
+            ts.error = e.what();
+        }
+    }
+    v.text = "URL " + (obs.url.empty() ? "(unknown)" : obs.url) + ", title \"" + shorten(obs.title, 120) +
+             "\". Last action: " + last_outcome_ + ".";
+    for (const std::string& ev : obs.events) v.text += " Browser event: " + ev + ".";
+    if (!obs.error.empty()) v.text += " " + obs.error + ".";
+    return v;
+}
+
+void Run::step(int step) {
+    const Clock::time_point step_t0 = Clock::now();
+    const bool forced = step == options_.max_steps || since(t0_) > options_.timeout_seconds;
+    result_.steps = step;
+    TraceStep ts;
+    const StepView view = observe(step, ts);
+    StepEvent ev;
+    ev.step = step;
+    PolicyOutput decision;
+    try {
+        decision =
+            policy_.decide(memory_, PolicyStepInput{step, options_.max_steps, forced, view.text, view.sent});
+    } catch (const Error& e) {
+        policy_failed(e, step, forced, step_t0, ts, ev);
+        return;
+    }
+    memory_.add_note(decision.note);
+    ts.thought = decision.thought;
+    ts.note = decision.note;
+    ts.action = action_to_json(decision.action).dump();
+    ev.action = action_name(decision.action);
+    ev.target = action_target(decision.action);
+    ev.description = describe_action(decision.action);
+    ev.thought = decision.thought;
+    ev.note = decision.note;
+    if (const auto* a = std::get_if<AnswerAction>(&decision.action))
+        answer(*a, decision.action, step, forced, ts, ev);
+    else
+        act(decision.action, step, view, ts, ev);
+    ts.seconds = since(step_t0);
+    if (trace_) trace_->step(ts);
+    ev.seconds = ts.seconds;
+    emit(ev);
+}
+
+// The policy produced nothing usable: a stop ends the run, an engine failure is an error, malformed output is
+// recorded and the run goes on (a forced step then ends it without an answer).
+void Run::policy_failed(const Error& e, int step, bool forced, const Clock::time_point& step_t0,
+                        TraceStep& ts, StepEvent& ev) {
+    if (e.kind() == ErrorKind::kCancelled) {
+        result_.status = cancelled() ? RunStatus::kCancelled : RunStatus::kNoAnswer;
+        result_.error = cancelled() ? "cancelled" : "the hard time limit stopped generation";
+        done_ = true;
+        return;
+    }
+    ++result_.errors;
+    const std::string what = e.what();
+    ts.error =
+        what.rfind("policy:", 0) == 0 ? what : "policy: " + what;  // the model call names its role already
+    ts.seconds = since(step_t0);
+    if (trace_) trace_->step(ts);
+    ev.ok = false;
+    ev.outcome = ts.error;
+    ev.seconds = since(step_t0);
+    emit(ev);
+    if (e.kind() != ErrorKind::kModelOutput) {
+        // The engine itself failed (out of memory, bad input): nothing more can be done.
+        result_.status = RunStatus::kError;
+        result_.error = ts.error;
+        done_ = true;
+        return;
+    }
+    memory_.add_history({step, "(no action)", "the output was unusable: " + shorten(e.what(), 200)});
+    last_outcome_ = "none (the previous output was unusable)";
+    if (forced) {
+        result_.status = RunStatus::kNoAnswer;
+        result_.error = "the forced answer step produced no usable answer";
+        done_ = true;
+    }
+}
+
+// An answer: kept when forced or unvalidated, else judged by the validator; a rejection goes into the notes
+// and the run goes on until the attempts run out.
+void Run::answer(const AnswerAction& answer, const Action& action, int step, bool forced, TraceStep& ts,
+                 StepEvent& ev) {
+    ++result_.answer_attempts;
+    result_.answer = answer.content;
+    if (forced || !options_.use_validator) {
+        result_.status = RunStatus::kAnswered;
+        result_.forced = forced;
+        ts.outcome = forced ? "forced answer (not validated)" : "answer (validator off)";
+        ev.outcome = ts.outcome;
+        done_ = true;
+        return;
+    }
+    Verdict verdict;
+    bool verdict_ok = true;
+    try {
+        verdict = validator_.judge(memory_, answer.content,
+                                   memory_.recent_screenshots(profile_.validator_screenshots), step);
+    } catch (const Error& e) {
+        if (e.kind() == ErrorKind::kCancelled) {
+            result_.status = RunStatus::kCancelled;
+            done_ = true;
+        }
+        // An unusable verdict must not cost the run its answer: keep it, unvalidated.
+        verdict_ok = false;
+        verdict.success = true;
+        verdict.reason = std::string("validator failed: ") + e.what();
+        ++result_.errors;
+    }
+    ts.verdicts.push_back(std::string(verdict.success ? "accepted" : "rejected") + ": " + verdict.reason);
+    if (trace_) {
+        trace_->write({{"type", "verdict"},
+                       {"step", step},
+                       {"attempt", result_.answer_attempts},
+                       {"answer", answer.content},
+                       {"success", verdict.success},
+                       {"usable", verdict_ok},
+                       {"reason", verdict.reason}});
+    }
+    if (done_) {
+    } else if (verdict.success) {
+        result_.status = RunStatus::kAnswered;
+        result_.validated = verdict_ok;
+        ts.outcome = verdict_ok ? "answer accepted by the validator" : "answer kept (validator unusable)";
+        done_ = true;
+    } else {
+        memory_.add_note("Answer attempt " + std::to_string(result_.answer_attempts) + " (\"" +
+                         shorten(answer.content, 200) +
+                         "\") was rejected by the validator: " + verdict.reason);
+        memory_.add_history({step, describe_action(action), "rejected by the validator"});
+        last_outcome_ = "your answer was rejected (see notes)";
+        ts.outcome = "answer rejected: " + verdict.reason;
+        StepEvent rej = ev;
+        rej.kind = StepEventKind::kAnswerRejected;
+        rej.outcome = verdict.reason;
+        emit(rej);
+        if (result_.answer_attempts >= options_.max_answer_attempts) {
+            result_.status = RunStatus::kRejected;
+            result_.error =
+                "all " + std::to_string(result_.answer_attempts) + " answer attempts were rejected";
+            done_ = true;
+        }
+    }
+    ev.outcome = ts.outcome;
+}
+
+// An action on the page: the approval hook, the points located, then the browser (or a custom action's
+// handler).
+void Run::act(Action action, int step, const StepView& view, TraceStep& ts, StepEvent& ev) {
+    const std::string refusal = ask_approval(options_, step, view.obs, &action);
+    if (refusal.empty() && options_.before_action) {  // the hook may have replaced the action
+        ts.action = action_to_json(action).dump();
+        ev.action = action_name(action);
+        ev.target = action_target(action);
+        ev.description = describe_action(action);
+    }
+    ActionPoints points;
+    bool stopped = false;
+    const std::string point_error = refusal.empty()
+                                        ? locate_points(action, options_, profile_, localizer_, view.sent,
+                                                        view.obs.frame, step, &points, &stopped)
+                                        : "";
+    if (stopped) {
+        result_.status = cancelled() ? RunStatus::kCancelled : RunStatus::kNoAnswer;
+        done_ = true;
+    }
+    ActionOutcome outcome;
+    if (done_) {
+        outcome = {false, "cancelled", "cancelled"};
+    } else if (!refusal.empty()) {
+        outcome = {false, refusal, "refused"};
+    } else if (!point_error.empty()) {
+        outcome = {false, point_error, "model_output"};
+    } else {
+        outcome = perform(action, view, points);
+    }
+    if (!outcome.ok) {
+        ++result_.errors;
+        ts.error = outcome.message;
+    }
+    record_points(action, view, points, ts, ev);
+    ts.outcome = outcome.message;
+    ev.outcome = outcome.message;
+    ev.ok = outcome.ok;
+    memory_.add_history({step, describe_action(action), shorten(outcome.message, 200)});
+    last_outcome_ = describe_action(action) + " -> " + shorten(outcome.message, 300);
+}
+
+// The action with its secrets revealed, done by the browser or by its handler; the outcome redacted.
+ActionOutcome Run::perform(const Action& action, const StepView& view, const ActionPoints& points) {
+    ActionOutcome outcome;
+    std::optional<Action> typed;
+    try {
+        typed = secrets_.reveal(action, view.page_url);
+    } catch (const Error& e) {
+        outcome = {false, e.what(), "secret"};  // an unknown placeholder, or a host it may not reach
+    }
+    if (typed && std::holds_alternative<CustomAction>(*typed))
+        outcome = run_custom_action(actions_, std::get<CustomAction>(*typed), view.page_url,
+                                    ctx_.environment->page());
+    else if (typed)
+        outcome = ctx_.environment->execute(*typed, points);
+    outcome.message = secrets_.redact(outcome.message);
+    return outcome;
+}
+
+// Where the action acted, in screenshot pixels for the trace (and CSS pixels for the event), and the policy's
+// own guess drawn beside the localizer's point in the report.
+void Run::record_points(const Action& action, const StepView& view, const ActionPoints& points, TraceStep& ts,
+                        StepEvent& ev) const {
+    const ScreenFrame& frame = view.obs.frame;
+    const auto to_px = [&](const tools::CssPoint& p) {
+        return std::pair<double, double>{(p.x - frame.css_region.x) * frame.pixels_per_css,
+                                         (p.y - frame.css_region.y) * frame.pixels_per_css};
+    };
+    if (points.at) {
+        ts.has_point = true;
+        std::tie(ts.point_px, ts.point_py) = to_px(*points.at);
+        ev.has_point = true;
+        ev.x = points.at->x;
+        ev.y = points.at->y;
+    }
+    if (points.to) {
+        ts.has_to_point = true;
+        std::tie(ts.to_px, ts.to_py) = to_px(*points.to);
+    }
+    const std::vector<PointTarget> targets = action_points(action);
+    if (targets.empty() || !view.sent || options_.trust_policy_coordinates) return;
+    try {
+        std::tie(ts.policy_px, ts.policy_py) =
+            to_px(to_css(profile_.policy_convention, targets[0].x, targets[0].y,
+                         {view.sent->width, view.sent->height}, frame));
+        ts.has_policy_point = true;
+    } catch (const Error&) {
+        // a guess outside the screenshot: nothing to draw
+    }
+}
+
+RunResult Run::finish() {
+    if (!done_ && result_.status == RunStatus::kNoAnswer && result_.error.empty())
+        result_.error = "the step budget ran out";
+    result_.answer = secrets_.redact(result_.answer);
+    result_.error = secrets_.redact(result_.error);
+    if (!options_.answer_schema.empty() && !result_.answer.empty()) {
+        result_.structured = nlohmann::json::parse(result_.answer, nullptr, false);
+        if (result_.structured.is_discarded())
+            result_.structured = nullptr;  // a remote model ignored the schema
+    }
+    result_.seconds = since(t0_);
+    if (trace_) {
+        trace_->write({{"type", "run_end"},
+                       {"status", run_status_name(result_.status)},
+                       {"answer", result_.answer},
+                       {"validated", result_.validated},
+                       {"forced", result_.forced},
+                       {"steps", result_.steps},
+                       {"answer_attempts", result_.answer_attempts},
+                       {"model_calls", result_.model_calls},
+                       {"errors", result_.errors},
+                       {"policy_fresh_starts", policy_.fresh_starts()},
+                       {"error", result_.error},
+                       {"seconds", result_.seconds}});
+        trace_->finish(options_, result_);
+    }
+    StepEvent fin;
+    fin.kind = StepEventKind::kFinished;
+    fin.step = result_.steps;
+    fin.outcome = run_status_name(result_.status);
+    fin.ok = result_.status == RunStatus::kAnswered;
+    fin.description = result_.answer;
+    emit(fin);
+    return result_;
+}
+
+}  // namespace
+
+RunResult run_loop(const LoopContext& ctx, const RunOptions& options) {
+    Run run(ctx, options);
+    return run.execute();
 }
 
 }  // namespace surf::agent

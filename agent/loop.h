@@ -10,8 +10,8 @@
 #include "agent/environment.h"
 #include "agent/profile.h"
 #include "agent/trace.h"
-#include "model/text/chat_template.h"
 #include "model/engine.h"
+#include "model/text/chat_template.h"
 #include "tools/browser/navigation_guard.h"
 
 namespace surf::agent {
@@ -31,8 +31,8 @@ RunResult run_loop(const LoopContext& context, const RunOptions& options);
 // Checks RunOptions; throws Error(kInvalidArgument) naming the field.
 void validate_run_options(const RunOptions& options);
 
-// Why `url` cannot start a run, or "" if it can: a page the browser opens is an absolute http(s), file, data or
-// about URL (javascript:, mailto: and scheme-less text would leave the agent on a blank page).
+// Why `url` cannot start a run, or "" if it can: a page the browser opens is an absolute http(s), file, data
+// or about URL (javascript:, mailto: and scheme-less text would leave the agent on a blank page).
 std::string start_url_problem(const std::string& url);
 
 // The navigation guard's rule for local pages in a run: file: pages only when the run starts on one (or

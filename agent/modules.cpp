@@ -2,6 +2,7 @@
 
 #include <ctime>
 
+#include "agent/custom_actions.h"
 #include "base/error.h"
 
 namespace surf::agent {
@@ -68,7 +69,8 @@ PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
         // (Re)build the session: the system prompt, then one turn carrying the last k screenshots so the
         // policy keeps its visual context; the notes and history text carry the rest.
         const std::string system =
-            p.policy_system->render({{"date", today_utc()}}, {{"schema", p.policy_schema_text}});
+            p.policy_system->render({{"date", today_utc()}}, {{"schema", p.policy_schema_text}}) +
+            p.policy_system_extra;
         if (started_) {
             turn.images = memory.recent_screenshots(p.screenshots_on_restart);
             if (in.screenshot && (turn.images.empty() || turn.images.back() != in.screenshot))
@@ -80,11 +82,14 @@ PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
     return ask_parsed<PolicyOutput>(
         conversation_, std::move(turn), options(in.forced, in.step), p.policy.retries, *p.retry_feedback,
         "policy", in.step, ctx_.sink, [&](const std::string& out) {
-            PolicyOutput o = parse_policy_output(out);
+            std::vector<std::string> custom;
+            for (const auto& c : p.custom_actions) custom.push_back(c->name);
+            PolicyOutput o = parse_policy_output(out, custom);
             if (in.forced && !is_answer(o.action)) {
                 throw Error(ErrorKind::kModelOutput, "this is the last step: the action must be answer");
             }
             if (!in.forced) check_offered(o.action, p.policy_actions);
+            check_custom_arguments(o.action, p);
             return o;
         });
 }

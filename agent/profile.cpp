@@ -7,13 +7,10 @@
 
 #include "agent/actions.h"
 #include "agent/yaml_json.h"
+#include "base/data_paths.h"
 #include "base/error.h"
 #include "base/file_text.h"
 #include "base/utf8.h"
-
-#ifndef SURF_PROMPTS_DIR
-#define SURF_PROMPTS_DIR "prompts"
-#endif
 
 namespace surf::agent {
 
@@ -125,8 +122,12 @@ struct Reader {
 
 }  // namespace
 
+std::string prompts_dir() {
+    return data_dir("prompts", "SURF_PROMPTS_DIR");
+}
+
 std::string default_profile_path() {
-    return std::string(SURF_PROMPTS_DIR) + "/profile_holotron.json";
+    return prompts_dir() + "/profile_holotron.json";
 }
 
 std::string profile_for_model(const std::string& model_dir) {
@@ -187,8 +188,9 @@ int put_answer_content(nlohmann::ordered_json& node, const nlohmann::ordered_jso
     int n = 0;
     if (node.is_object()) {
         const auto props = node.find("properties");
-        if (props != node.end() && props->is_object() && props->contains("type") && props->contains("content") &&
-            (*props)["type"].is_object() && (*props)["type"].value("const", nlohmann::ordered_json()) == "answer") {
+        if (props != node.end() && props->is_object() && props->contains("type") &&
+            props->contains("content") && (*props)["type"].is_object() &&
+            (*props)["type"].value("const", nlohmann::ordered_json()) == "answer") {
             (*props)["content"] = content;
             ++n;
         }
@@ -213,7 +215,9 @@ bool has_ref(const nlohmann::ordered_json& node) {
 }  // namespace
 
 PromptProfile with_answer_content(const PromptProfile& profile, const std::string& content_schema) {
-    const auto bad = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, "answer_schema: " + m); };
+    const auto bad = [](const std::string& m) {
+        throw Error(ErrorKind::kInvalidArgument, "answer_schema: " + m);
+    };
     nlohmann::ordered_json content;
     try {
         content = nlohmann::ordered_json::parse(content_schema);
@@ -226,7 +230,8 @@ PromptProfile with_answer_content(const PromptProfile& profile, const std::strin
     for (auto [text, compiled] : {std::pair{&p.policy_schema_text, &p.policy_schema},
                                   std::pair{&p.answer_schema_text, &p.answer_schema}}) {
         nlohmann::ordered_json schema = nlohmann::ordered_json::parse(*text);
-        if (put_answer_content(schema, content) == 0) bad("the profile's schema " + p.path + " has no answer action");
+        if (put_answer_content(schema, content) == 0)
+            bad("the profile's schema " + p.path + " has no answer action");
         *text = schema.dump();
         try {
             *compiled = model::compile_json_schema(schema);

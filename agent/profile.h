@@ -12,10 +12,12 @@
 
 #include "agent/coordinates.h"
 #include "agent/prompt_renderer.h"
-#include "model/structured/json_schema.h"
 #include "model/sampler.h"
+#include "model/structured/json_schema.h"
 
 namespace surf::agent {
+
+struct CustomActionSchema;
 
 struct ModuleSettings {
     int max_tokens = 512;
@@ -33,8 +35,12 @@ struct PromptProfile {
         policy_turn;  // {task} {step} {max_steps} {notes} {history} {observation} {forced}
     std::shared_ptr<PromptTemplate> retry_feedback;  // {error}
     std::shared_ptr<const model::CompiledSchema> policy_schema;
-    std::string policy_schema_text;                              // shown in the system prompt
+    std::string policy_schema_text;           // shown in the system prompt
     std::vector<std::string> policy_actions;  // the action types policy_schema offers (offered_actions)
+    // The run's custom actions (agent/custom_actions.h: with_actions), and what the system prompt adds for
+    // them.
+    std::vector<std::shared_ptr<const CustomActionSchema>> custom_actions;
+    std::string policy_system_extra;
     std::shared_ptr<const model::CompiledSchema> answer_schema;  // forced answer: action must be answer
     std::string answer_schema_text;
     ModuleSettings policy;
@@ -77,7 +83,10 @@ PromptProfile load_profile(const std::string& path);
 // schemas have no answer action for.
 PromptProfile with_answer_content(const PromptProfile& profile, const std::string& content_schema);
 
-// prompts/profile_holotron.json in the source tree (SURF_PROMPTS_DIR), or $SURF_PROMPTS_DIR at run time.
+// The prompts/ folder: $SURF_PROMPTS_DIR, else the installed or the source tree's (base/data_paths.h).
+std::string prompts_dir();
+
+// prompts_dir()/profile_holotron.json.
 std::string default_profile_path();
 
 // The profile a model folder runs with when none is named: the folder's own surf_profile.json (or

@@ -11,9 +11,8 @@ namespace {
 
 bool valid_name(const std::string& name) {
     if (name.empty() || name.size() > 64) return false;
-    return std::all_of(name.begin(), name.end(), [](unsigned char c) {
-        return std::isalnum(c) || c == '_' || c == '-' || c == '.';
-    });
+    return std::all_of(name.begin(), name.end(),
+                       [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '-' || c == '.'; });
 }
 
 void replace_all(std::string& text, const std::string& from, const std::string& to) {
@@ -26,12 +25,13 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
 Secrets::Secrets(const std::map<std::string, Secret>& secrets) : secrets_(secrets) {
     for (const auto& [name, secret] : secrets) {
         if (!valid_name(name)) {
-            throw Error(ErrorKind::kInvalidArgument, "secrets: the name \"" + name +
-                                                         "\" is not 1-64 letters, digits, '_', '-' or '.'");
+            throw Error(ErrorKind::kInvalidArgument,
+                        "secrets: the name \"" + name + "\" is not 1-64 letters, digits, '_', '-' or '.'");
         }
         // Every occurrence of a value is redacted: a value of a few characters would blank out ordinary text.
         if (secret.value.size() < 4) {
-            throw Error(ErrorKind::kInvalidArgument, "secrets." + name + ": a value of at least 4 characters is needed");
+            throw Error(ErrorKind::kInvalidArgument,
+                        "secrets." + name + ": a value of at least 4 characters is needed");
         }
         try {
             tools::NavigationGuard check(secret.domains, {});
@@ -59,7 +59,8 @@ nlohmann::ordered_json Secrets::redact_json(const nlohmann::ordered_json& value)
     }
     if (value.is_object()) {
         nlohmann::ordered_json out = nlohmann::ordered_json::object();
-        for (auto it = value.begin(); it != value.end(); ++it) out[redact(it.key())] = redact_json(it.value());
+        for (auto it = value.begin(); it != value.end(); ++it)
+            out[redact(it.key())] = redact_json(it.value());
         return out;
     }
     return value;

@@ -72,7 +72,8 @@ void Trace::write(nlohmann::ordered_json line) {
 void Trace::model_call(const ModelCall& c) {
     {
         char line[256];
-        std::snprintf(line, sizeof line, "%s%s: %lld prompt tokens (%lld image), %lld out, %.2f s (prefill %.2f, decode %.2f)%s",
+        std::snprintf(line, sizeof line,
+                      "%s%s: %lld prompt tokens (%lld image), %lld out, %.2f s (prefill %.2f, decode %.2f)%s",
                       c.role.c_str(), c.attempt > 0 ? (" retry " + std::to_string(c.attempt)).c_str() : "",
                       static_cast<long long>(c.prefill_tokens), static_cast<long long>(c.image_tokens),
                       static_cast<long long>(c.output_tokens), c.latency_seconds, c.prefill_seconds,
@@ -113,7 +114,8 @@ std::string Trace::screenshot(int step, const std::vector<uint8_t>& png) {
 void Trace::step(const TraceStep& step) {
     TraceStep s = step;
     if (secrets_) {
-        for (std::string* f : {&s.url, &s.thought, &s.note, &s.action, &s.outcome, &s.error}) *f = secrets_->redact(*f);
+        for (std::string* f : {&s.url, &s.thought, &s.note, &s.action, &s.outcome, &s.error})
+            *f = secrets_->redact(*f);
         for (auto* list : {&s.events, &s.verdicts})
             for (std::string& e : *list) e = secrets_->redact(e);
     }
@@ -172,7 +174,8 @@ std::string render_report_html(const std::string& dir, const RunOptions& options
       << result.model_calls << " model calls, " << result.errors << " errors, " << result.seconds
       << " s<br><span class=\"k\">Answer:</span> " << html_escape(result.answer) << "</p>\n";
     if (!result.error.empty()) h << "<p class=\"err\">" << html_escape(result.error) << "</p>\n";
-    h << "<p class=\"legend\">Red: where the action clicked (the localizer's point, or the policy's when trusted); "
+    h << "<p class=\"legend\">Red: where the action clicked (the localizer's point, or the policy's when "
+         "trusted); "
          "blue ring: where the policy itself pointed.</p>\n";
     for (const TraceStep& s : steps) {
         h << "<div class=\"step\"><div class=\"shot\">";

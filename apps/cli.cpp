@@ -9,8 +9,8 @@
 #include <filesystem>
 
 #include "base/error.h"
-#include "model/engine.h"
 #include "base/utf8.h"
+#include "model/engine.h"
 
 namespace surf::cli {
 
@@ -22,10 +22,11 @@ std::string model_flag(const Args& args) {
     std::error_code ec;
     if ((!env || !*env) && !fs::exists(fs::path(dir) / "model.safetensors", ec) &&
         !fs::exists(fs::path(dir) / "model.safetensors.index.json", ec)) {
-        throw Error(ErrorKind::kInvalidArgument,
-                    "no --model given, and the default model " + dir +
-                        " has no trained weights in this checkout (train/README.md builds them): pass --model DIR "
-                        "(a checkpoint folder, e.g. tests/fixtures/golden/tiny_fp32) or set SURF_MODEL");
+        throw Error(
+            ErrorKind::kInvalidArgument,
+            "no --model given, and the default model " + dir +
+                " has no trained weights in this checkout (train/README.md builds them): pass --model DIR "
+                "(a checkpoint folder, e.g. tests/fixtures/golden/tiny_fp32) or set SURF_MODEL");
     }
     return dir;
 }
@@ -37,7 +38,9 @@ std::map<std::string, Command>& registry() {
     return commands;
 }
 
-Error bad_flag(const std::string& message) { return Error(ErrorKind::kInvalidArgument, message); }
+Error bad_flag(const std::string& message) {
+    return Error(ErrorKind::kInvalidArgument, message);
+}
 
 }  // namespace
 
@@ -79,7 +82,8 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<FlagSpec>& sp
             std::vector<std::string> names;
             for (const auto& spec : specs) names.push_back(spec.name);
             const std::string guess = closest(name, names);
-            throw bad_flag("unknown flag --" + name + (guess.empty() ? "" : " (did you mean --" + guess + "?)"));
+            throw bad_flag("unknown flag --" + name +
+                           (guess.empty() ? "" : " (did you mean --" + guess + "?)"));
         }
         const FlagSpec& spec = *it->second;
         std::string value;
@@ -98,7 +102,9 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<FlagSpec>& sp
     }
 }
 
-bool Args::has(const std::string& name) const { return values_.count(name) > 0; }
+bool Args::has(const std::string& name) const {
+    return values_.count(name) > 0;
+}
 
 std::string Args::get(const std::string& name, const std::string& fallback) const {
     auto it = values_.find(name);
@@ -174,7 +180,9 @@ int register_command(Command command) {
     return 0;
 }
 
-const std::map<std::string, Command>& commands() { return registry(); }
+const std::map<std::string, Command>& commands() {
+    return registry();
+}
 
 std::string usage_text(const Command& command) {
     std::ostringstream out;

@@ -31,7 +31,8 @@ public:
     long long get_int(const std::string& name, long long fallback, long long lo, long long hi) const;
     // A WIDTHxHEIGHT flag ("1280x720"); false when absent. Throws kInvalidArgument naming the flag.
     bool get_size(const std::string& name, int* width, int* height) const;
-    // A finite number flag in [lo, hi]; throws kInvalidArgument naming the flag, the text and the range otherwise.
+    // A finite number flag in [lo, hi]; throws kInvalidArgument naming the flag, the text and the range
+    // otherwise.
     double get_double(const std::string& name, double fallback, double lo, double hi) const;
     const std::vector<std::string>& positional() const { return positional_; }
     // Fills in a flag (or the positional arguments) from another source, a run configuration: only when the
@@ -57,9 +58,9 @@ struct Command {
 
 int register_command(Command command);
 
-// The model folder or URL a command runs: --model, else model::default_model_dir() ($SURF_MODEL, else the shipped
-// surf-tiny). Throws kInvalidArgument, saying what to do, when the default is the shipped folder and it holds no
-// weights.
+// The model folder or URL a command runs: --model, else model::default_model_dir() ($SURF_MODEL, else the
+// shipped surf-tiny). Throws kInvalidArgument, saying what to do, when the default is the shipped folder and
+// it holds no weights.
 std::string model_flag(const Args& args);
 const std::map<std::string, Command>& commands();
 // The candidate nearest to `word` by edit distance when it is close enough to be a typo of it, else "".
@@ -75,5 +76,6 @@ std::string version();
 
 #define SURF_CLI_CONCAT_INNER(a, b) a##b
 #define SURF_CLI_CONCAT(a, b) SURF_CLI_CONCAT_INNER(a, b)
-#define SURF_COMMAND(...) \
-    static const int SURF_CLI_CONCAT(surf_command_registered_, __LINE__) = ::surf::cli::register_command(__VA_ARGS__)
+#define SURF_COMMAND(...)                                                  \
+    static const int SURF_CLI_CONCAT(surf_command_registered_, __LINE__) = \
+        ::surf::cli::register_command(__VA_ARGS__)

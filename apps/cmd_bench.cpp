@@ -2,7 +2,7 @@
 // with the arguments passed through unchanged and returns its exit code. The benchmarks stay separate
 // programs because several need the CUDA backend and each owns its flags; this only finds and starts them.
 // Lookup, relative to the running surf: <dir>/apps/bench_NAME (the build tree: surf in the build root, the
-// benchmarks in build/apps), then <dir>/bench_NAME (installed side by side).
+// benchmarks in build/apps), then <dir>/../libexec/surf/bench_NAME (installed), then <dir>/bench_NAME.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -34,14 +34,17 @@ struct KnownBench {
 
 const std::map<std::string, KnownBench>& known_benches() {
     static const std::map<std::string, KnownBench> known = {
-        {"serve", {"issue 7's agent workload on the CUDA engine (random 12B weights): tok/s, latency", true}},
+        {"serve", {"the agent workload on the CUDA engine (random 12B weights): tok/s, latency", true}},
         {"step", {"GPU time of one engine step, op by op, at the 12B shapes", true}},
         {"kernels",
          {"kernels at the 12B shapes against the measured copy-bandwidth and GEMM ceilings", true}},
         {"attention", {"attention prefill alone at the LLM and ViT serving shapes", true}},
-        {"gemm", {"the engine's GEMM shapes on cuBLASLt (tuned) and on our Hopper kernel (gemm_wgmma)", true}},
+        {"gemm",
+         {"the engine's GEMM shapes on cuBLASLt (tuned) and on our Hopper kernel (gemm_wgmma)", true}},
         {"overlap",
-         {"the decode rows' state update beside a prefill GEMM (cuBLASLt or gemm_wgmma) or a ViT layer, and alone on fewer SMs", true}},
+         {"the decode rows' state update beside a prefill GEMM (cuBLASLt or gemm_wgmma) or a ViT layer, and "
+          "alone on fewer SMs",
+          true}},
         {"cpu", {"the CPU backend: linear GFLOP/s, op timings, one agent step (--model DIR)", false}},
         {"structured", {"cost of JSON-schema-constrained decoding per decode step", false}},
         {"tokenizer", {"tokenizer encode/decode throughput (MB/s) on one core", false}},
@@ -54,7 +57,8 @@ std::vector<fs::path> search_dirs() {
     std::error_code error;
     const fs::path self = fs::read_symlink("/proc/self/exe", error);
     if (error) return {};
-    return {self.parent_path() / "apps", self.parent_path()};
+    const fs::path dir = self.parent_path();
+    return {dir / "apps", (dir.parent_path() / "libexec" / "surf").lexically_normal(), dir};
 }
 
 bool is_executable_file(const fs::path& path) {

@@ -31,7 +31,8 @@ int run_browse(const surf::cli::Args& args) {
     options.viewport.css_height = static_cast<int>(args.get_int("height", 720, 16, 8192));
     options.viewport.device_scale_factor = args.get_double("scale", 1.0, 0.25, 4);
     options.navigation_timeout = std::chrono::milliseconds(args.get_int("timeout-ms", 30000, 1, 600000));
-    options.guard = NavigationGuard(args.all("allow"), args.all("deny"), surf::tools::LocalSchemes::kFileAlways);
+    options.guard =
+        NavigationGuard(args.all("allow"), args.all("deny"), surf::tools::LocalSchemes::kFileAlways);
 
     auto browser = Browser::launch();
     auto session = browser->new_session(options);

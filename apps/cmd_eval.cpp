@@ -1,8 +1,9 @@
 // `surf eval TASKS --out DIR`: an evaluation on a WebVoyager, Online-Mind2Web or surf task file, C agents at
 // once on one engine and one browser, resumable (re-run the same command to continue), with results.jsonl,
-// summary.json and report.html in DIR (and Online-Mind2Web's WebJudge layout with --mind2web-out). `surf eval merge DIR... --out DIR` combines result folders (shards).
-// Exit codes: 0 every task ran (whatever the agents scored), 1 stopped with Ctrl-C (resumable),
-// 2 bad usage or input, 3 error (browser could not start, engine failure).
+// summary.json and report.html in DIR (and Online-Mind2Web's WebJudge layout with --mind2web-out). `surf eval
+// merge DIR... --out DIR` combines result folders (shards). Exit codes: 0 every task ran (whatever the agents
+// scored), 1 stopped with Ctrl-C (resumable), 2 bad usage or input, 3 error (browser could not start, engine
+// failure).
 #include <unistd.h>
 
 #include <atomic>
@@ -21,15 +22,15 @@
 #include "apps/config_file.h"
 #include "apps/load_report.h"
 #include "apps/remote_model.h"
+#include "base/error.h"
 #include "eval/eval_config.h"
 #include "eval/eval_judge.h"
 #include "eval/eval_mind2web.h"
 #include "eval/eval_report.h"
 #include "eval/eval_runner.h"
 #include "eval/eval_tasks.h"
-#include "base/error.h"
-#include "model/text/chat_template.h"
 #include "model/engine.h"
+#include "model/text/chat_template.h"
 
 namespace {
 
@@ -121,7 +122,7 @@ std::string progress_line(const surf::eval::EvalProgress& p) {
 
 // Online-Mind2Web's WebJudge layout of every recorded task (eval/eval_mind2web.h).
 void export_mind2web(const std::string& results_dir, const std::vector<surf::eval::TaskRecord>& records,
-                    const std::string& dir) {
+                     const std::string& dir) {
     const auto done = surf::eval::write_mind2web(results_dir, records, dir);
     std::printf("Online-Mind2Web trajectories: %s (%zu tasks, %zu screenshots)\n", dir.c_str(), done.tasks,
                 done.screenshots);
@@ -163,10 +164,11 @@ void print_plan(const std::string& file, surf::eval::TaskFormat format, size_t i
                 const std::string& judge) {
     std::map<std::string, int> per_site;
     for (const auto& t : tasks) ++per_site[t.site];
-    std::printf("%s (%s format): %zu tasks, %zu selected; %d at once, %d steps unless a task sets its own, "
-                "judge %s, validator %s\n",
-                file.c_str(), surf::eval::task_format_name(format), in_file, tasks.size(), options.concurrency,
-                options.max_steps, judge.c_str(), options.use_validator ? "on" : "off");
+    std::printf(
+        "%s (%s format): %zu tasks, %zu selected; %d at once, %d steps unless a task sets its own, "
+        "judge %s, validator %s\n",
+        file.c_str(), surf::eval::task_format_name(format), in_file, tasks.size(), options.concurrency,
+        options.max_steps, judge.c_str(), options.use_validator ? "on" : "off");
     for (const auto& [site, n] : per_site) std::printf("  %-24s %d\n", site.c_str(), n);
     for (const auto& t : tasks) {
         const std::string q = t.question.size() > 70 ? t.question.substr(0, 67) + "..." : t.question;
@@ -285,7 +287,8 @@ int run_eval(const surf::cli::Args& cli_args) {
     surf::eval::EvalOptions options = read_options(args);
     const std::string judge_kind = args.get("judge", "local");
     if (judge_kind != "local" && judge_kind != "remote" && judge_kind != "none")
-        throw Error(ErrorKind::kInvalidArgument, "--judge \"" + judge_kind + "\": expected local, remote or none");
+        throw Error(ErrorKind::kInvalidArgument,
+                    "--judge \"" + judge_kind + "\": expected local, remote or none");
 
     // The task file after the flags: a mistyped flag is reported before a long file is read.
     surf::eval::TaskFile file = surf::eval::load_task_file(args.positional()[0]);
@@ -337,15 +340,16 @@ int run_eval(const surf::cli::Args& cli_args) {
 
     std::shared_ptr<surf::model::Engine> engine;
     if (remote_model) {
-        // The policy, localizer, validator (and the local judge) on an OpenAI-compatible server: every running
-        // task has one call out at a time.
+        // The policy, localizer, validator (and the local judge) on an OpenAI-compatible server: every
+        // running task has one call out at a time.
         engine = surf::cli::open_remote_model(args, model_dir, options.concurrency);
     } else {
         const std::string backend = args.get("backend", "cpu");
         std::fprintf(stderr, "loading %s (%s) ...\n", model_dir.c_str(), backend.c_str());
         const auto load_start = std::chrono::steady_clock::now();
-        engine = surf::model::open_engine(model_dir, backend, "--backend", 0,
-                                          options.concurrency > 1 ? surf::model::WarmUp::kServing : surf::model::WarmUp::kSingle);
+        engine = surf::model::open_engine(
+            model_dir, backend, "--backend", 0,
+            options.concurrency > 1 ? surf::model::WarmUp::kServing : surf::model::WarmUp::kSingle);
         surf::cli::print_loaded(model_dir, *engine, load_start);
     }
     const std::string template_path = args.get("template");
@@ -363,7 +367,8 @@ int run_eval(const surf::cli::Args& cli_args) {
         remote.client.model_name = args.require("judge-model-name");
         if (const char* key = std::getenv("SURF_JUDGE_API_KEY")) remote.client.api_key = key;
         judge_engine = surf::agent::open_remote_engine(remote);
-        judge_template = std::make_shared<const surf::model::ChatTemplate>(surf::model::ChatTemplate::from_model_dir(judge_engine->config().dir));
+        judge_template = std::make_shared<const surf::model::ChatTemplate>(
+            surf::model::ChatTemplate::from_model_dir(judge_engine->config().dir));
     }
     if (judge_kind == "local" || judge_kind == "remote") {
         surf::eval::LocalJudgeOptions jo;

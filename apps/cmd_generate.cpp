@@ -8,11 +8,11 @@
 
 #include "apps/cli.h"
 #include "base/error.h"
-#include "model/text/chat_template.h"
+#include "model/checkpoint/safetensors.h"
 #include "model/dump.h"
 #include "model/engine.h"
 #include "model/structured/json_schema.h"
-#include "model/checkpoint/safetensors.h"
+#include "model/text/chat_template.h"
 
 namespace {
 
@@ -32,15 +32,18 @@ int run_generate(const surf::cli::Args& args) {
     if (args.has("schema")) options.schema = load_json_schema_file(args.get("schema"));
 
     std::vector<std::shared_ptr<const Image>> images;
-    for (const std::string& path : args.all("image")) images.push_back(std::make_shared<Image>(load_image(path)));
+    for (const std::string& path : args.all("image"))
+        images.push_back(std::make_shared<Image>(load_image(path)));
 
     // The conversation: optional system message, then one user turn with the images first.
     std::string prompt;
     if (args.has("raw")) {
         prompt = args.require("prompt");
     } else {
-        const ChatTemplate tmpl = args.has("template") ? ChatTemplate::from_file(args.get("template"), std::filesystem::path(dir) / "tokenizer_config.json")
-                                                       : ChatTemplate::from_model_dir(dir);
+        const ChatTemplate tmpl =
+            args.has("template") ? ChatTemplate::from_file(args.get("template"), std::filesystem::path(dir) /
+                                                                                     "tokenizer_config.json")
+                                 : ChatTemplate::from_model_dir(dir);
         std::vector<ChatMessage> messages;
         if (args.has("system")) messages.push_back({"system", args.get("system")});
         std::vector<ChatPart> parts;
@@ -73,17 +76,23 @@ int run_generate(const surf::cli::Args& args) {
         std::fflush(stdout);
         return true;
     };
-    const GenerateResult result = engine->generate(session, interleave_images(prompt, images, engine->config().image_context_token), options);
+    const GenerateResult result = engine->generate(
+        session, interleave_images(prompt, images, engine->config().image_context_token), options);
     std::printf("\n");
-    std::fprintf(stderr, "[%s] prefill %lld tokens (%lld image) in %.3f s; generated %zu tokens in %.3f s (%.1f tok/s); finish: %s\n",
-                 engine->backend_name().c_str(), (long long)result.prefill_tokens, (long long)result.image_tokens, result.prefill_seconds,
-                 result.tokens.size(), result.decode_seconds,
-                 result.decode_seconds > 0 ? static_cast<double>(result.tokens.size()) / result.decode_seconds : 0.0,
-                 finish_reason_name(result.finish));
+    std::fprintf(
+        stderr,
+        "[%s] prefill %lld tokens (%lld image) in %.3f s; generated %zu tokens in %.3f s (%.1f tok/s); "
+        "finish: %s\n",
+        engine->backend_name().c_str(), (long long)result.prefill_tokens, (long long)result.image_tokens,
+        result.prefill_seconds, result.tokens.size(), result.decode_seconds,
+        result.decode_seconds > 0 ? static_cast<double>(result.tokens.size()) / result.decode_seconds : 0.0,
+        finish_reason_name(result.finish));
     if (args.has("dump-logits") && logit_vocab > 0) {
         const int64_t rows = static_cast<int64_t>(logit_rows.size()) / logit_vocab;
-        write_safetensors(args.get("dump-logits"), {{"logits", DType::kF32, {rows, logit_vocab}, logit_rows.data()}});
-        std::fprintf(stderr, "wrote the logits of %lld steps to %s\n", (long long)rows, args.get("dump-logits").c_str());
+        write_safetensors(args.get("dump-logits"),
+                          {{"logits", DType::kF32, {rows, logit_vocab}, logit_rows.data()}});
+        std::fprintf(stderr, "wrote the logits of %lld steps to %s\n", (long long)rows,
+                     args.get("dump-logits").c_str());
     }
     if (args.has("show-tokens")) {
         for (int32_t t : result.tokens) std::fprintf(stderr, "%d ", t);
@@ -93,9 +102,12 @@ int run_generate(const surf::cli::Args& args) {
 }
 
 SURF_COMMAND(surf::cli::Command{
-    "generate", "Generate a reply to one prompt (with optional images) on a model folder, streaming the text.",
+    "generate",
+    "Generate a reply to one prompt (with optional images) on a model folder, streaming the text.",
     "--model DIR --prompt TEXT [--image PATH]... [flags]",
-    {{"model", "DIR", "model folder (config.json, safetensors, tokenizer.json; default $SURF_MODEL, else the shipped surf-tiny)"},
+    {{"model", "DIR",
+      "model folder (config.json, safetensors, tokenizer.json; default $SURF_MODEL, else the shipped "
+      "surf-tiny)"},
      {"prompt", "TEXT", "the user message"},
      {"image", "PATH", "an image for the user turn (PNG/JPEG)", true},
      {"system", "TEXT", "a system message"},

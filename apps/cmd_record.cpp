@@ -27,8 +27,8 @@
 
 using surf::record::role_name;
 #include "base/error.h"
-#include "model/text/chat_template.h"
 #include "model/engine_input.h"
+#include "model/text/chat_template.h"
 #include "model/vision/image.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"
@@ -100,7 +100,8 @@ struct Episode {
 
 json page_json(surf::tools::BrowserSession& page, const std::string& expression) {
     const json v = page.evaluate(expression);
-    if (!v.is_string()) throw Error(ErrorKind::kBrowser, "page returned no JSON for " + expression.substr(0, 60));
+    if (!v.is_string())
+        throw Error(ErrorKind::kBrowser, "page returned no JSON for " + expression.substr(0, 60));
     return json::parse(v.get<std::string>());
 }
 
@@ -110,7 +111,8 @@ std::string policy_reply(Episode& ep, bool forced) {
     json o;
     bool mistake = false;
     if (ep.mistake_pending) {
-        // A wrong answer (question tasks) or an early claim of success (action tasks) when the page offers one.
+        // A wrong answer (question tasks) or an early claim of success (action tasks) when the page offers
+        // one.
         o = page_json(*ep.page, "JSON.stringify(window.__surfTask.oracle({mistake: true}))");
         if (o.at("action").value("type", "") == "answer") {
             ep.mistake_pending = false;
@@ -123,7 +125,8 @@ std::string policy_reply(Episode& ep, bool forced) {
     const std::string type = action.value("type", "");
     if (type == "scroll" && !action.contains("direction"))
         throw Error(ErrorKind::kFormat, "oracle: a scroll without a direction: " + o.dump().substr(0, 300));
-    if (forced && type != "answer") action = {{"type", "answer"}, {"content", "I could not finish the task."}};
+    if (forced && type != "answer")
+        action = {{"type", "answer"}, {"content", "I could not finish the task."}};
     ordered_json out_action;
     out_action["type"] = action["type"];
     if (type == "click" || type == "write") {
@@ -185,7 +188,8 @@ std::string localizer_reply(Episode& ep, const std::vector<surf::model::InputPar
         if (text.find("\n" + element + "\n") != std::string::npos)
             return ordered_json{{"x", point.first}, {"y", point.second}}.dump();
     }
-    throw Error(ErrorKind::kModelOutput, "oracle: the localizer was asked for an element the policy never named");
+    throw Error(ErrorKind::kModelOutput,
+                "oracle: the localizer was asked for an element the policy never named");
 }
 
 // The page checker's verdict on an answer: {success, reason}.
@@ -201,7 +205,8 @@ std::string validator_reply(Episode& ep) {
     return reply.dump();
 }
 
-json parts_json(const std::vector<surf::model::InputPart>& parts, const fs::path& out, std::set<std::string>& saved) {
+json parts_json(const std::vector<surf::model::InputPart>& parts, const fs::path& out,
+                std::set<std::string>& saved) {
     json list = json::array();
     for (const auto& p : parts) {
         if (p.image) {
@@ -211,8 +216,9 @@ json parts_json(const std::vector<surf::model::InputPart>& parts, const fs::path
                               p.image->pixels.data(), p.image->pixels.size(), 0x5eed)));
             if (saved.insert(name).second) {
                 const std::vector<uint8_t> png = surf::model::encode_png(*p.image);
-                std::ofstream(out / name, std::ios::binary).write(reinterpret_cast<const char*>(png.data()),
-                                                                  static_cast<std::streamsize>(png.size()));
+                std::ofstream(out / name, std::ios::binary)
+                    .write(reinterpret_cast<const char*>(png.data()),
+                           static_cast<std::streamsize>(png.size()));
             }
             list.push_back({{"image", name}});
         } else {
@@ -284,7 +290,8 @@ int run_record(const surf::cli::Args& args) {
                 if (role == Role::kLocalizer) return localizer_reply(ep, parts);
                 if (role == Role::kValidator) return validator_reply(ep);
             } catch (const json::exception& e) {
-                // A page whose oracle or checker answers out of contract: the task is skipped, with the reason.
+                // A page whose oracle or checker answers out of contract: the task is skipped, with the
+                // reason.
                 throw Error(ErrorKind::kFormat, std::string("oracle: ") + role_name(role) + ": " + e.what());
             }
             throw Error(ErrorKind::kInvalidArgument, "oracle: a call from no known role");
@@ -357,7 +364,8 @@ SURF_COMMAND(surf::cli::Command{
     {{"model", "DIR", "model folder whose tokenizer and chat template the recording uses"},
      {"profile", "FILE", "prompt profile the agent runs with"},
      {"out", "DIR", "output folder (episodes.jsonl is appended to)"},
-     {"mistakes", "P", "share of tasks whose first answer is a wrong one the validator rejects (default 0.25)"},
+     {"mistakes", "P",
+      "share of tasks whose first answer is a wrong one the validator rejects (default 0.25)"},
      {"extra-points", "N", "extra localizer examples per screenshot (default 3)"},
      {"settle-ms", "MS", "wait after each action before the screenshot (default 150)"},
      {"chromium", "PATH", "Chromium executable (default: found on PATH)"}},

@@ -1,16 +1,16 @@
 // `surf run "TASK" --url URL`: one web agent run, a live line per step, the final answer.
 // Exit codes: 0 answered, 1 failed (rejected / no answer / cancelled), 2 bad usage or input, 3 error.
+#include <unistd.h>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
-#include <unistd.h>
 
 #include "agent/agent.h"
 #include "agent/loop.h"
@@ -18,15 +18,15 @@
 #include "apps/load_report.h"
 #include "apps/remote_model.h"
 #include "base/error.h"
-#include "model/engine.h"
 #include "base/file_text.h"
 #include "base/utf8.h"
+#include "model/engine.h"
 #include "tools/browser/navigation_guard.h"
 
 namespace {
 
-// --secret NAME[@DOMAIN,...]: the value comes from $SURF_SECRET_NAME (upper case; '-' and '.' as '_'), so that it
-// never sits in the command line, the shell history or the process list.
+// --secret NAME[@DOMAIN,...]: the value comes from $SURF_SECRET_NAME (upper case; '-' and '.' as '_'), so
+// that it never sits in the command line, the shell history or the process list.
 std::map<std::string, surf::agent::Secret> secrets_from_environment(const std::vector<std::string>& flags) {
     std::map<std::string, surf::agent::Secret> out;
     for (const std::string& flag : flags) {
@@ -35,18 +35,19 @@ std::map<std::string, surf::agent::Secret> secrets_from_environment(const std::v
         surf::agent::Secret secret;
         if (at != std::string::npos) secret.domains = surf::cli::comma_items(flag.substr(at + 1));
         std::string var = "SURF_SECRET_";
-        for (char c : name) var += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(c)) : '_';
+        for (char c : name)
+            var += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(c)) : '_';
         const char* value = std::getenv(var.c_str());
         if (!value || !*value) {
-            throw surf::Error(surf::ErrorKind::kInvalidArgument,
-                              "--secret " + name + ": set " + var + " to its value (values never go on the command line)");
+            throw surf::Error(
+                surf::ErrorKind::kInvalidArgument,
+                "--secret " + name + ": set " + var + " to its value (values never go on the command line)");
         }
         secret.value = value;
         out[name] = secret;
     }
     return out;
 }
-
 
 volatile std::sig_atomic_t g_interrupted = 0;
 void on_sigint(int) {
@@ -70,13 +71,29 @@ surf::agent::BeforeActionHook confirm_at_terminal(const std::vector<std::string>
         std::ifstream tty("/dev/tty");
         if (!tty) return ApprovalDecision::reject("--confirm: no terminal to ask on");
         std::lock_guard<std::mutex> lock(out);
-        std::printf("\r\033[K      step %d on %s: %s\n      go ahead? [Y/n, or why not] ", p.step, p.url.c_str(),
-                    p.description.c_str());
+        std::printf("\r\033[K      step %d on %s: %s\n      go ahead? [Y/n, or why not] ", p.step,
+                    p.url.c_str(), p.description.c_str());
         std::fflush(stdout);
         std::string line;
         std::getline(tty, line);
         if (line.empty() || line == "y" || line == "Y" || line == "yes") return ApprovalDecision::approve();
-        return ApprovalDecision::reject(line == "n" || line == "N" || line == "no" ? "the user said no" : line);
+        return ApprovalDecision::reject(line == "n" || line == "N" || line == "no" ? "the user said no"
+                                                                                   : line);
+    };
+}
+
+// --ask-human: the policy's questions (the ask_human action) are asked at the terminal; the line typed is the
+// reply. `out` is held meanwhile, as for --confirm.
+std::function<std::string(const std::string&)> ask_at_terminal(std::mutex& out) {
+    return [&out](const std::string& question) -> std::string {
+        std::ifstream tty("/dev/tty");
+        if (!tty) return "(no terminal to ask on: decide without the user)";
+        std::lock_guard<std::mutex> lock(out);
+        std::printf("\r\033[K      the agent asks: %s\n      your reply: ", one_line(question, 500).c_str());
+        std::fflush(stdout);
+        std::string line;
+        std::getline(tty, line);
+        return line;
     };
 }
 
@@ -116,7 +133,8 @@ int run_agent(const surf::cli::Args& args) {
     if (surf::cli::is_remote_model(config.model_dir)) {
         // A remote OpenAI-compatible server (surf serve, vLLM, SGLang) instead of the in-process engine.
         surf::cli::reject_local_model_flags(args);
-        agent = std::make_unique<surf::agent::Agent>(surf::cli::open_remote_model(args, config.model_dir, 1), config);
+        agent = std::make_unique<surf::agent::Agent>(surf::cli::open_remote_model(args, config.model_dir, 1),
+                                                     config);
     } else {
         std::fprintf(stderr, "loading %s ...\n", config.model_dir.c_str());
         const auto load_start = std::chrono::steady_clock::now();
@@ -155,7 +173,9 @@ int run_agent(const surf::cli::Args& args) {
             std::fflush(stdout);
         }
     });
-    if (args.has("confirm") || !args.all("confirm-on").empty()) run.before_action = confirm_at_terminal(args.all("confirm-on"), out);
+    if (args.has("confirm") || !args.all("confirm-on").empty())
+        run.before_action = confirm_at_terminal(args.all("confirm-on"), out);
+    if (args.has("ask-human")) run.ask_human = ask_at_terminal(out);
     const auto on_step = [&](const surf::agent::StepEvent& e) {
         using surf::agent::StepEventKind;
         if (e.kind == StepEventKind::kFinished) return;
@@ -213,24 +233,36 @@ SURF_COMMAND(surf::cli::Command{
     "\"TASK\" --url URL [--model DIR] [--max-steps N] [--attempts K] [--allow-domain D]... [--out DIR] "
     "[flags]",
     {{"url", "URL", "start page"},
-     {"model", "DIR|URL", "model folder (default $SURF_MODEL, else the shipped surf-tiny), or an OpenAI-compatible server http://HOST:PORT/v1"},
+     {"model", "DIR|URL",
+      "model folder (default $SURF_MODEL, else the shipped surf-tiny), or an OpenAI-compatible server "
+      "http://HOST:PORT/v1"},
      {"backend", "NAME", "cpu (default) or cuda"},
      {"model-name", "NAME", "with --model http://HOST:PORT/v1: the served model's name"},
      {"api-key", "KEY", "with a remote --model: Bearer key (default $SURF_API_KEY)"},
-     {"tokenizer", "DIR", "with a remote --model: a local checkpoint folder whose special tokens to neutralise"},
+     {"tokenizer", "DIR",
+      "with a remote --model: a local checkpoint folder whose special tokens to neutralise"},
      {"max-steps", "N", "policy steps including the forced answer (default 30)"},
      {"attempts", "K", "answers the validator may reject before the run fails (default 3)"},
      {"allow-domain", "D", "only these hosts (and subdomains) may be opened", true},
      {"deny-domain", "D", "hosts that may never be opened", true},
-     {"confirm", "", "ask at the terminal before each action on the page (Enter: go ahead; anything else: refuse, and the policy reads why)"},
+     {"confirm", "",
+      "ask at the terminal before each action on the page (Enter: go ahead; anything else: refuse, and the "
+      "policy reads why)"},
      {"confirm-on", "D", "ask only on these hosts (and subdomains); implies --confirm", true},
-     {"answer-schema", "FILE", "a JSON schema the answer must satisfy: the answer is printed as that JSON value"},
-     {"secret", "NAME[@D,...]", "a value the browser may type for <secret:NAME> (on hosts D only), read from $SURF_SECRET_NAME; the model, traces and output see only the placeholder", true},
+     {"ask-human", "", "let the agent ask you questions at the terminal (the ask_human action)"},
+     {"answer-schema", "FILE",
+      "a JSON schema the answer must satisfy: the answer is printed as that JSON value"},
+     {"secret", "NAME[@D,...]",
+      "a value the browser may type for <secret:NAME> (on hosts D only), read from $SURF_SECRET_NAME; the "
+      "model, traces and output see only the placeholder",
+      true},
      {"out", "DIR", "write trace.jsonl, screenshots and report.html here"},
      {"timeout", "S", "wall-time budget in seconds; then the answer is forced (default 600)"},
      {"trust-policy-coordinates", "", "click where the policy points instead of asking the localizer"},
      {"no-validator", "", "accept the first answer without validation"},
-     {"profile", "FILE", "prompt profile JSON (default: the model folder's surf_profile.json, else prompts/profile_holotron.json)"},
+     {"profile", "FILE",
+      "prompt profile JSON (default: the model folder's surf_profile.json, else "
+      "prompts/profile_holotron.json)"},
      {"template", "FILE", "a Jinja chat template instead of the checkpoint's"},
      {"viewport", "WxH", "browser viewport in CSS pixels (default 1280x720)"},
      {"dsf", "F", "device scale factor (default 1)"},

@@ -71,7 +71,6 @@ std::shared_ptr<surf::model::Engine> open_engines(const std::string& dir, const 
     return std::make_shared<surf::model::ReplicaEngine>(std::move(engines));
 }
 
-
 // The access log's sink: "-" = stderr, "off" = none, else a file appended to. Lines from concurrent
 // requests never interleave.
 std::function<void(const std::string&)> access_log(const std::string& where) {
@@ -115,10 +114,11 @@ int serve(const surf::cli::Args& args) {
     so.default_max_tokens = static_cast<int32_t>(args.get_int("default-max-tokens", 512, 1, 1 << 20));
     so.max_tokens_limit = static_cast<int32_t>(args.get_int("max-tokens-limit", 8192, 1, 1 << 20));
     // By default a prompt may be as long as the model's context (config.json max_position_embeddings).
-    so.max_prompt_tokens = args.get_int("max-prompt-tokens", surf::model::load_model_config(dir).llm.max_position_embeddings,
-                                        0, 1 << 24);
+    so.max_prompt_tokens = args.get_int(
+        "max-prompt-tokens", surf::model::load_model_config(dir).llm.max_position_embeddings, 0, 1 << 24);
     so.max_images = static_cast<int>(args.get_int("max-images", 16, 0, 256));
-    so.max_image_pixels = args.get_int("max-image-pixels", so.max_image_pixels, 1, surf::model::kMaxImagePixels);
+    so.max_image_pixels =
+        args.get_int("max-image-pixels", so.max_image_pixels, 1, surf::model::kMaxImagePixels);
     so.max_request_pixels =
         args.get_int("max-request-pixels", so.max_request_pixels, 1, 64 * surf::model::kMaxImagePixels);
     const int64_t prefix_cache = args.get_int("prefix-cache", 0, 0, 4096);
@@ -170,7 +170,9 @@ SURF_COMMAND(surf::cli::Command{
     "/health, /metrics.",
     "--model DIR [--host 127.0.0.1] [--port 8000] [--api-key K] [--backend cpu|cuda] [--gpus 0,1,...] "
     "[flags]",
-    {{"model", "DIR", "model folder (config.json, safetensors, tokenizer files; default $SURF_MODEL, else the shipped surf-tiny)"},
+    {{"model", "DIR",
+      "model folder (config.json, safetensors, tokenizer files; default $SURF_MODEL, else the shipped "
+      "surf-tiny)"},
      {"model-name", "NAME", "the model id clients send (default: the folder's name)"},
      {"host", "ADDR", "address to bind (default 127.0.0.1; 0.0.0.0 exposes the server to the network)"},
      {"port", "P", "TCP port (default 8000; 0 picks a free one)"},
@@ -185,13 +187,17 @@ SURF_COMMAND(surf::cli::Command{
       "(default), off, or a file to append to"},
      {"default-max-tokens", "N", "max_tokens when a request gives none (default 512)"},
      {"max-tokens-limit", "N", "largest max_tokens a request may ask for (default 8192)"},
-     {"max-prompt-tokens", "N", "largest prompt in text tokens; 0 = no limit (default: the model's max_position_embeddings)"},
+     {"max-prompt-tokens", "N",
+      "largest prompt in text tokens; 0 = no limit (default: the model's max_position_embeddings)"},
      {"max-images", "N", "image parts per request (default 16)"},
-     {"max-image-pixels", "N", "width x height of one image, checked before decoding (default 16777216 = 4096^2)"},
+     {"max-image-pixels", "N",
+      "width x height of one image, checked before decoding (default 16777216 = 4096^2)"},
      {"max-request-pixels", "N", "pixels of all a request's images together (default 67108864)"},
      {"prefix-cache", "N",
-      "conversation reuse: engine sessions kept at the end of recent prompts, so a request whose prompt extends one "
-      "prefills only its new part; pays a copy of the state and KV per request on the CUDA engine, so set N to at least "
+      "conversation reuse: engine sessions kept at the end of recent prompts, so a request whose prompt "
+      "extends one "
+      "prefills only its new part; pays a copy of the state and KV per request on the CUDA engine, so set N "
+      "to at least "
       "the conversations in flight (default 0 = off)"}},
     serve});
 

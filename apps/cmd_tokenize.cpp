@@ -63,7 +63,8 @@ std::vector<int32_t> parse_ids(const std::string& text) {
             char* end = nullptr;
             long long value = std::strtoll(part.c_str(), &end, 10);
             if (*end != '\0' || value < 0 || value > INT32_MAX) {
-                throw surf::Error(surf::ErrorKind::kInvalidArgument, "--decode: '" + part + "' is not a token id");
+                throw surf::Error(surf::ErrorKind::kInvalidArgument,
+                                  "--decode: '" + part + "' is not a token id");
             }
             ids.push_back(static_cast<int32_t>(value));
         }
@@ -77,15 +78,16 @@ int run_tokenize(const surf::cli::Args& args) {
     const bool verbose = args.has("verbose");
     int sources = args.has("text") + args.has("file") + args.has("decode");
     if (sources != 1) {
-        throw surf::Error(surf::ErrorKind::kInvalidArgument, "give exactly one of --text, --file or --decode");
+        throw surf::Error(surf::ErrorKind::kInvalidArgument,
+                          "give exactly one of --text, --file or --decode");
     }
     if (args.has("decode")) {
         const auto ids = parse_ids(args.get("decode"));
         for (int32_t id : ids) {
             if (id >= tokenizer.vocab_size()) {
-                throw surf::Error(surf::ErrorKind::kInvalidArgument, "--decode: id " + std::to_string(id) +
-                                                                         " is past the vocabulary (size " +
-                                                                         std::to_string(tokenizer.vocab_size()) + ")");
+                throw surf::Error(surf::ErrorKind::kInvalidArgument,
+                                  "--decode: id " + std::to_string(id) + " is past the vocabulary (size " +
+                                      std::to_string(tokenizer.vocab_size()) + ")");
             }
         }
         std::printf("%s\n", tokenizer.decode(ids, /*skip_special=*/!special).c_str());
@@ -107,7 +109,8 @@ int run_tokenize(const surf::cli::Args& args) {
             size_t width = 0;
             for (char c : piece) width += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
             piece += std::string(width < 24 ? 24 - width : 1, ' ');
-            std::printf("%8d  %s  \"%s\"%s\n", id, piece.c_str(), show_bytes(tokenizer.token_bytes(id)).c_str(),
+            std::printf("%8d  %s  \"%s\"%s\n", id, piece.c_str(),
+                        show_bytes(tokenizer.token_bytes(id)).c_str(),
                         tokenizer.is_special(id) ? "  (special)" : "");
         }
         std::printf("%zu tokens, %zu bytes\n", ids.size(), text.size());

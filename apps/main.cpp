@@ -12,7 +12,9 @@
 namespace {
 
 void print_overview() {
-    std::printf("surf — web agents on a real browser with an embedded Holotron model\n\nusage: surf <command> [flags]\n\ncommands:\n");
+    std::printf(
+        "surf — web agents on a real browser with an embedded Holotron model\n\nusage: surf <command> "
+        "[flags]\n\ncommands:\n");
     for (const auto& [name, command] : surf::cli::commands()) {
         std::printf("  %-12s %s\n", name.c_str(), command.summary.c_str());
     }
@@ -27,7 +29,8 @@ int main(int argc, char** argv) {
         return argc < 2 ? 2 : 0;
     }
     const auto& registry = surf::cli::commands();
-    const std::string name = std::string(argv[1]) == "--version" || std::string(argv[1]) == "-V" ? "version" : argv[1];
+    const std::string name =
+        std::string(argv[1]) == "--version" || std::string(argv[1]) == "-V" ? "version" : argv[1];
     auto it = registry.find(name);
     if (it == registry.end()) {
         std::vector<std::string> names;
@@ -54,9 +57,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "surf %s: %s\n", command.name.c_str(), error.what());
         bool usage = error.kind() == surf::ErrorKind::kInvalidArgument;
         if (usage) std::fprintf(stderr, "\n%s", surf::cli::usage_text(command).c_str());
-        return error.kind() == surf::ErrorKind::kInvalidArgument || error.kind() == surf::ErrorKind::kFormat ||
-                       error.kind() == surf::ErrorKind::kConfig || error.kind() == surf::ErrorKind::kIo ||
-                       error.kind() == surf::ErrorKind::kUnsupported
+        return error.kind() == surf::ErrorKind::kInvalidArgument ||
+                       error.kind() == surf::ErrorKind::kFormat || error.kind() == surf::ErrorKind::kConfig ||
+                       error.kind() == surf::ErrorKind::kIo || error.kind() == surf::ErrorKind::kUnsupported
                    ? 2
                    : 3;
     } catch (const std::exception& error) {

@@ -1,6 +1,6 @@
-// The agent commands' remote model: `--model http://HOST:PORT/v1` (surf serve, vLLM, SGLang, ...) instead of a
-// model folder, with --model-name, --api-key (default $SURF_API_KEY) and --tokenizer. Shared by `surf run` and
-// `surf eval`; header-only so that the GPU-only build, which drops the agent commands, never compiles it.
+// The agent commands' remote model: `--model http://HOST:PORT/v1` (surf serve, vLLM, SGLang, ...) instead of
+// a model folder, with --model-name, --api-key (default $SURF_API_KEY) and --tokenizer. Shared by `surf run`
+// and `surf eval`; header-only so that the GPU-only build, which drops the agent commands, never compiles it.
 #pragma once
 
 #include <algorithm>
@@ -25,15 +25,17 @@ inline bool is_remote_model(const std::string& model) {
 inline void reject_local_model_flags(const Args& args) {
     for (const char* flag : {"backend", "template"}) {
         if (args.has(flag))
-            throw Error(ErrorKind::kInvalidArgument, std::string("--") + flag +
-                                                         " applies to a local model folder, not to a remote --model "
-                                                         "(the server runs the model and renders its chat template)");
+            throw Error(ErrorKind::kInvalidArgument,
+                        std::string("--") + flag +
+                            " applies to a local model folder, not to a remote --model "
+                            "(the server runs the model and renders its chat template)");
     }
 }
 
 // Connects (GET /models must list --model-name) and prints what it connects to. `requests_in_flight`: how
 // many calls may run at once (agents running together each have one call out at a time).
-inline std::shared_ptr<agent::RemoteEngine> open_remote_model(const Args& args, const std::string& url, int requests_in_flight) {
+inline std::shared_ptr<agent::RemoteEngine> open_remote_model(const Args& args, const std::string& url,
+                                                              int requests_in_flight) {
     agent::RemoteEngineOptions remote;
     remote.client.base_url = url;
     remote.client.model_name = args.require("model-name");

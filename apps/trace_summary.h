@@ -1,7 +1,8 @@
-// What kernel_trace (apps/bench/kernel_trace.cpp) reports about a run's GPU intervals (kernels, copies, memsets on any
-// stream): the busy union, the idle gaps between its segments by size, the time with 1 / 2 / 3+ intervals running,
-// the mid-sized gaps by the intervals on either side, and the totals per name. Header-only and free of CUDA, so the
-// arithmetic is unit-tested on the CPU (tests/unit/test_trace_summary.cpp).
+// What kernel_trace (apps/bench/kernel_trace.cpp) reports about a run's GPU intervals (kernels, copies,
+// memsets on any stream): the busy union, the idle gaps between its segments by size, the time with 1 / 2 /
+// 3+ intervals running, the mid-sized gaps by the intervals on either side, and the totals per name.
+// Header-only and free of CUDA, so the arithmetic is unit-tested on the CPU
+// (tests/unit/test_trace_summary.cpp).
 #pragma once
 
 #include <algorithm>
@@ -24,31 +25,37 @@ struct TraceGapClass {
 };
 
 struct TraceSummary {
-    size_t intervals = 0;                 // after the skipped start
-    uint64_t span_ns = 0, busy_ns = 0;    // first start → last end; union of the intervals
-    uint64_t sum_ns = 0;                  // sum of the durations (> busy_ns where intervals overlap)
-    std::vector<TraceGapClass> gaps;      // idle gaps inside the span, by size
-    uint64_t running_ns[4] = {0, 0, 0, 0};  // [k]: time with k intervals running (k = 3: three or more); [0] = idle
+    size_t intervals = 0;               // after the skipped start
+    uint64_t span_ns = 0, busy_ns = 0;  // first start → last end; union of the intervals
+    uint64_t sum_ns = 0;                // sum of the durations (> busy_ns where intervals overlap)
+    std::vector<TraceGapClass> gaps;    // idle gaps inside the span, by size
+    uint64_t running_ns[4] = {0, 0, 0,
+                              0};  // [k]: time with k intervals running (k = 3: three or more); [0] = idle
     struct PairGap {
-        int32_t before = 0, after = 0;    // the interval that ended last before the gap, the one that starts after it
+        int32_t before = 0,
+                after = 0;  // the interval that ended last before the gap, the one that starts after it
         uint64_t ns = 0, count = 0;
     };
-    std::vector<PairGap> mid_gaps;        // gaps of 5 µs – 1 ms, grouped by (before, after), largest total first
+    std::vector<PairGap> mid_gaps;  // gaps of 5 µs – 1 ms, grouped by (before, after), largest total first
     struct NameTotal {
         int32_t name = 0;
         uint64_t ns = 0, count = 0;
     };
-    std::vector<NameTotal> per_name;      // names with at least one interval, largest total first
+    std::vector<NameTotal> per_name;  // names with at least one interval, largest total first
 };
 
-// Summarises `v` (any order) after leaving out the intervals that start within `skip_ns` of the earliest start.
+// Summarises `v` (any order) after leaving out the intervals that start within `skip_ns` of the earliest
+// start.
 inline TraceSummary summarize_trace(std::vector<TraceInterval> v, uint64_t skip_ns, size_t n_names) {
     TraceSummary s;
-    s.gaps = {{"< 2 us", 2000}, {"2-5 us", 5000}, {"5-20 us", 20000}, {"20-100 us", 100000}, {"0.1-1 ms", 1000000}, {">= 1 ms", UINT64_MAX}};
-    std::sort(v.begin(), v.end(), [](const TraceInterval& a, const TraceInterval& b) { return a.start < b.start; });
+    s.gaps = {{"< 2 us", 2000},      {"2-5 us", 5000},      {"5-20 us", 20000},
+              {"20-100 us", 100000}, {"0.1-1 ms", 1000000}, {">= 1 ms", UINT64_MAX}};
+    std::sort(v.begin(), v.end(),
+              [](const TraceInterval& a, const TraceInterval& b) { return a.start < b.start; });
     if (v.empty()) return s;
     const uint64_t from = v.front().start + skip_ns;
-    v.erase(v.begin(), std::lower_bound(v.begin(), v.end(), from, [](const TraceInterval& a, uint64_t f) { return a.start < f; }));
+    v.erase(v.begin(), std::lower_bound(v.begin(), v.end(), from,
+                                        [](const TraceInterval& a, uint64_t f) { return a.start < f; }));
     s.intervals = v.size();
     if (v.empty()) return s;
 

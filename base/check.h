@@ -27,10 +27,10 @@ std::string format_values(const Args&... args) {
 }  // namespace surf::detail
 
 // SURF_CHECK(cond, "what", value, ...): abort with file/line and the streamed values when cond is false.
-#define SURF_CHECK(cond, ...)                                                                          \
-    do {                                                                                               \
-        if (!(cond)) [[unlikely]] {                                                                    \
-            ::surf::detail::check_failed(__FILE__, __LINE__, #cond,                                    \
+#define SURF_CHECK(cond, ...)                                                                           \
+    do {                                                                                                \
+        if (!(cond)) [[unlikely]] {                                                                     \
+            ::surf::detail::check_failed(__FILE__, __LINE__, #cond,                                     \
                                          ::surf::detail::format_values("" __VA_OPT__(, ) __VA_ARGS__)); \
-        }                                                                                              \
+        }                                                                                               \
     } while (0)

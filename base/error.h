@@ -9,18 +9,18 @@
 namespace surf {
 
 enum class ErrorKind {
-    kIo,              // a file could not be opened / read / written
-    kFormat,          // a file's contents are malformed (checkpoint, JSON, image)
-    kConfig,          // a config is missing a field or is inconsistent
-    kInvalidArgument, // a caller passed a bad value (CLI flag, API argument)
-    kUnsupported,     // a well-formed input that surf does not support (e.g. an unknown architecture)
-    kModelOutput,     // the model produced output that does not parse
-    kBrowser,         // the browser crashed, hung or refused a command
-    kNavigationDenied,// a URL outside the allow-list
-    kTimeout,         // an operation ran past its deadline
-    kCancelled,       // the caller cancelled the operation
-    kResourceExhausted,// no room (memory, state slots) for the request
-    kUnavailable      // a remote service cannot be reached or keeps failing (an environment problem)
+    kIo,                 // a file could not be opened / read / written
+    kFormat,             // a file's contents are malformed (checkpoint, JSON, image)
+    kConfig,             // a config is missing a field or is inconsistent
+    kInvalidArgument,    // a caller passed a bad value (CLI flag, API argument)
+    kUnsupported,        // a well-formed input that surf does not support (e.g. an unknown architecture)
+    kModelOutput,        // the model produced output that does not parse
+    kBrowser,            // the browser crashed, hung or refused a command
+    kNavigationDenied,   // a URL outside the allow-list
+    kTimeout,            // an operation ran past its deadline
+    kCancelled,          // the caller cancelled the operation
+    kResourceExhausted,  // no room (memory, state slots) for the request
+    kUnavailable         // a remote service cannot be reached or keeps failing (an environment problem)
 };
 
 const char* error_kind_name(ErrorKind kind);

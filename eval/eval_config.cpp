@@ -9,8 +9,8 @@
 #include <set>
 #include <sstream>
 
-#include "eval/eval_results.h"
 #include "base/error.h"
+#include "eval/eval_results.h"
 
 namespace surf::eval {
 

@@ -8,19 +8,16 @@
 
 #include "agent/coordinates.h"
 #include "agent/model_call.h"
+#include "agent/profile.h"
 #include "base/error.h"
 #include "base/file_text.h"
 #include "model/vision/image_tiling.h"
 
-#ifndef SURF_PROMPTS_DIR
-#define SURF_PROMPTS_DIR "prompts"
-#endif
-
 namespace surf::eval {
 
 using agent::ask_parsed;
-using agent::fit_size;
 using agent::Conversation;
+using agent::fit_size;
 using agent::ImageSize;
 using agent::Message;
 using agent::ModelCall;
@@ -36,7 +33,9 @@ std::string trim(const std::string& s) {
     return s.substr(a, b - a + 1);
 }
 
-std::string shorten(const std::string& s, size_t n) { return surf::shorten_utf8(s, n, "..."); }
+std::string shorten(const std::string& s, size_t n) {
+    return surf::shorten_utf8(s, n, "...");
+}
 
 // Strips a Markdown code fence (```json ... ```) that chat models like to wrap JSON in.
 std::string strip_fence(const std::string& text) {
@@ -57,11 +56,6 @@ std::shared_ptr<const model::Image> fit(const std::shared_ptr<const model::Image
 }
 
 }  // namespace
-
-std::string prompts_dir() {
-    const char* env = std::getenv("SURF_PROMPTS_DIR");
-    return env && *env ? std::string(env) : std::string(SURF_PROMPTS_DIR);
-}
 
 ParsedJudgeReply parse_judge_reply(const std::string& text) {
     const std::string body = strip_fence(text);
@@ -118,13 +112,14 @@ LocalJudge::LocalJudge(model::Engine& engine, const model::ChatTemplate& chat_te
     : engine_(engine),
       template_(chat_template),
       options_(std::move(options)),
-      system_(PromptTemplate::load(options_.system_prompt.empty() ? prompts_dir() + "/judge_system.md"
+      system_(PromptTemplate::load(options_.system_prompt.empty() ? agent::prompts_dir() + "/judge_system.md"
                                                                   : options_.system_prompt)),
-      turn_(PromptTemplate::load(options_.turn_prompt.empty() ? prompts_dir() + "/judge_turn.md"
+      turn_(PromptTemplate::load(options_.turn_prompt.empty() ? agent::prompts_dir() + "/judge_turn.md"
                                                               : options_.turn_prompt)),
-      feedback_(PromptTemplate::load(prompts_dir() + "/retry_feedback.md")) {
-    const std::string schema_path =
-        options_.schema.empty() ? prompts_dir() + "/schemas/judge_verdict.schema.json" : options_.schema;
+      feedback_(PromptTemplate::load(agent::prompts_dir() + "/retry_feedback.md")) {
+    const std::string schema_path = options_.schema.empty()
+                                        ? agent::prompts_dir() + "/schemas/judge_verdict.schema.json"
+                                        : options_.schema;
     schema_text_ = surf::read_text_file(schema_path);
     schema_ = model::compile_json_schema_text(schema_text_, schema_path);
     // Strict at load time, as the profile's prompts are: each template uses exactly what it is given.

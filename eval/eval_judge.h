@@ -4,8 +4,8 @@
 //    the task, the agent's final answer and the last k screenshots, and answers SUCCESS or NOT SUCCESS
 //    with a reason. `Judge` is the seam: LocalJudge runs it on our engine in its own session with a
 //    schema-constrained verdict (prompts/judge_system.md, prompts/judge_turn.md,
-//    prompts/schemas/judge_verdict.schema.json); a remote OpenAI-compatible judge is LocalJudge over a RemoteEngine
-//    (agent/remote/remote_engine.h) and plugs into EvalRunner unchanged.
+//    prompts/schemas/judge_verdict.schema.json); a remote OpenAI-compatible judge is LocalJudge over a
+//    RemoteEngine (agent/remote/remote_engine.h) and plugs into EvalRunner unchanged.
 // 2. Reference answers, when a task has them: exact and normalised string match.
 #pragma once
 
@@ -17,8 +17,8 @@
 #include "agent/conversation.h"
 #include "agent/profile.h"
 #include "agent/prompt_renderer.h"
-#include "model/text/chat_template.h"
 #include "model/engine.h"
+#include "model/text/chat_template.h"
 #include "model/vision/image.h"
 
 namespace surf::eval {
@@ -58,9 +58,9 @@ ParsedJudgeReply parse_judge_reply(const std::string& text);
 
 struct LocalJudgeOptions {
     std::string name = "local";  // recorded with each verdict ("remote" when the engine is a remote server)
-    std::string system_prompt;            // "" = prompts/judge_system.md ({schema})
-    std::string turn_prompt;              // "" = prompts/judge_turn.md ({task} {answer} {n_screenshots})
-    std::string schema;                   // "" = prompts/schemas/judge_verdict.schema.json
+    std::string system_prompt;   // "" = prompts/judge_system.md ({schema})
+    std::string turn_prompt;     // "" = prompts/judge_turn.md ({task} {answer} {n_screenshots})
+    std::string schema;          // "" = prompts/schemas/judge_verdict.schema.json
     agent::ModuleSettings settings{400, {}, 1};  // greedy (WebVoyager's judge runs at temperature 0)
     bool enable_thinking = false;
     std::string stop_token = "<SPECIAL_12>";
@@ -82,9 +82,6 @@ private:
     std::shared_ptr<const model::CompiledSchema> schema_;
     std::string schema_text_;
 };
-
-// The prompts/ folder (SURF_PROMPTS_DIR at build time, $SURF_PROMPTS_DIR at run time).
-std::string prompts_dir();
 
 // --- reference answers ---
 // Lower-case (ASCII), punctuation → space, articles (a, an, the) dropped, thousands separators in

@@ -4,8 +4,8 @@
 #include <fstream>
 
 #include "agent/actions.h"
-#include "eval/eval_tasks.h"
 #include "base/error.h"
+#include "eval/eval_tasks.h"
 
 namespace surf::eval {
 

@@ -300,7 +300,8 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
         const char* cls = r.status == "error" ? "err" : (r.success.value_or(false) ? "ok" : "bad");
         h << "<tr><td title=\"" << html_escape(r.question) << "\">" << html_escape(r.id) << "</td><td>"
           << html_escape(r.site) << "</td><td class=\"" << cls << "\">" << html_escape(r.status);
-        if (!r.error.empty()) h << "<br><small>" << html_escape(surf::shorten_utf8(r.error, 300)) << "</small>";
+        if (!r.error.empty())
+            h << "<br><small>" << html_escape(surf::shorten_utf8(r.error, 300)) << "</small>";
         h << "</td><td class=\"" << cls << "\">" << tri(r.success) << "</td><td>";
         if (!r.judge.empty()) {
             h << tri(r.judge_success, "SUCCESS", "NOT SUCCESS") << "<br><small>"

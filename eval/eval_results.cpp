@@ -235,7 +235,8 @@ TaskRecord record_from_json(const json& j, const std::string& where) {
     r.finished_at = read<std::string>(j, "finished_at", "", where);
     r.shard = read<std::string>(j, "shard", "", where);
     if (auto it = j.find("task_fields"); it != j.end()) {
-        if (!it->is_object()) throw Error(ErrorKind::kFormat, where + ": field \"task_fields\" must be an object");
+        if (!it->is_object())
+            throw Error(ErrorKind::kFormat, where + ": field \"task_fields\" must be an object");
         r.task_fields = ordered_json(*it);
     }
     return r;

@@ -8,9 +8,9 @@
 #include "agent/environment.h"
 #include "agent/loop.h"
 #include "agent/trace.h"
+#include "base/error.h"
 #include "eval/eval_config.h"
 #include "eval/eval_report.h"
-#include "base/error.h"
 #include "tools/browser/browser_session.h"
 
 namespace surf::eval {
@@ -21,29 +21,32 @@ using agent::ActionPoints;
 using agent::BrowserEnvironment;
 using agent::BrowserEnvironmentOptions;
 using agent::Environment;
+using agent::image_to_send;
 using agent::LoopContext;
 using agent::Observation;
+using agent::run_guard;
+using agent::run_loop;
+using agent::run_status_name;
 using agent::RunOptions;
 using agent::RunResult;
 using agent::RunStatus;
 using agent::Trace;
-using agent::image_to_send;
-using agent::run_guard;
-using agent::run_loop;
-using agent::run_status_name;
 using agent::validate_run_options;
 
 namespace {
 
 // Runs a task's page check (EvalTask::check) in its page: the function gets the final answer and returns
-// {success, reason} or a boolean. A check that throws or returns anything else leaves no verdict and says why.
+// {success, reason} or a boolean. A check that throws or returns anything else leaves no verdict and says
+// why.
 void run_page_check(tools::BrowserSession& session, const std::string& check, const std::string& answer,
                     TaskRecord* rec) {
-    const std::string expr = "(async () => { const v = await (" + check + ")(" + nlohmann::json(answer).dump() +
-                             "); return JSON.stringify(typeof v === 'boolean' ? {success: v, reason: ''} : v); })()";
+    const std::string expr =
+        "(async () => { const v = await (" + check + ")(" + nlohmann::json(answer).dump() +
+        "); return JSON.stringify(typeof v === 'boolean' ? {success: v, reason: ''} : v); })()";
     try {
         const nlohmann::json raw = session.evaluate(expr);
-        const nlohmann::json v = raw.is_string() ? nlohmann::json::parse(raw.get<std::string>()) : nlohmann::json();
+        const nlohmann::json v =
+            raw.is_string() ? nlohmann::json::parse(raw.get<std::string>()) : nlohmann::json();
         if (!v.is_object() || !v.contains("success") || !v["success"].is_boolean()) {
             rec->check_reason = "the page check returned no {success, reason}: " + raw.dump().substr(0, 200);
             return;
@@ -104,7 +107,8 @@ private:
 class EvalEnvironment : public Environment {
 public:
     EvalEnvironment(tools::Browser& browser, tools::BrowserSession& session, const EvalTask& task,
-                    const agent::PromptProfile& profile, const EvalOptions& options, std::atomic<bool>& cancel,
+                    const agent::PromptProfile& profile, const EvalOptions& options,
+                    std::atomic<bool>& cancel,
                     const std::function<void(const EvalTask&, tools::Browser&, tools::BrowserSession&)>& hook)
         : browser_(browser),
           session_(session),

@@ -21,8 +21,8 @@
 #include "eval/eval_judge.h"
 #include "eval/eval_results.h"
 #include "eval/eval_tasks.h"
-#include "model/text/chat_template.h"
 #include "model/engine.h"
+#include "model/text/chat_template.h"
 #include "tools/browser/browser.h"
 
 namespace surf::tools {

@@ -101,10 +101,12 @@ std::vector<EvalTask> select_tasks(const std::vector<EvalTask>& tasks, const Tas
     std::string known;                           // the file's sites as written, for the error
     for (const EvalTask& t : tasks) {
         file_ids.insert(t.id);
-        if (file_sites.insert(surf::ascii_lower(t.site)).second) known += (known.empty() ? "" : ", ") + t.site;
+        if (file_sites.insert(surf::ascii_lower(t.site)).second)
+            known += (known.empty() ? "" : ", ") + t.site;
     }
     for (const std::string& id : selection.ids) {
-        if (!file_ids.count(id)) throw Error(ErrorKind::kInvalidArgument, "--ids: no task has the id \"" + id + "\"");
+        if (!file_ids.count(id))
+            throw Error(ErrorKind::kInvalidArgument, "--ids: no task has the id \"" + id + "\"");
     }
     std::set<std::string> sites;
     for (const std::string& s : selection.sites) {

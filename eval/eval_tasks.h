@@ -36,18 +36,18 @@ enum class TaskFormat { kWebVoyager, kMind2Web, kSurf };
 const char* task_format_name(TaskFormat format);
 
 struct EvalTask {
-    std::string id;                            // unique within a task file
-    std::string site;                          // web_name / site, else the start URL's host
-    std::string question;                      // ques / confirmed_task / task
-    std::string start_url;                     // web / website / url
-    std::vector<std::string> references;       // empty: no reference answer
-    std::string reference_type;                // "golden", "possible" or ""
-    std::vector<std::string> allowed_domains;  // empty: the run's default
-    int max_steps = 0;                         // 0: the run's default
+    std::string id;                               // unique within a task file
+    std::string site;                             // web_name / site, else the start URL's host
+    std::string question;                         // ques / confirmed_task / task
+    std::string start_url;                        // web / website / url
+    std::vector<std::string> references;          // empty: no reference answer
+    std::string reference_type;                   // "golden", "possible" or ""
+    std::vector<std::string> allowed_domains;     // empty: the run's default
+    int max_steps = 0;                            // 0: the run's default
     int viewport_width = 0, viewport_height = 0;  // 0: the run's default
-    std::string check;                         // JavaScript function of the answer; "" = none
+    std::string check;                            // JavaScript function of the answer; "" = none
     nlohmann::ordered_json fields = nlohmann::ordered_json::object();  // carried along unread
-    int line = 0;                              // 1-based line in the task file
+    int line = 0;                                                      // 1-based line in the task file
 };
 
 struct TaskFile {

@@ -21,7 +21,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // Turns on the model, first come first served (a ticket lock: std::mutex promises no order).
 class FairTurns {
@@ -36,6 +38,7 @@ public:
         ++serving_;
         cv_.notify_all();
     }
+
 private:
     std::mutex mu_;
     std::condition_variable cv_;
@@ -53,17 +56,22 @@ private:
     FairTurns& turns_;
 };
 
-bool cancelled(const GenerateOptions& options) { return options.is_cancelled && options.is_cancelled(); }
+bool cancelled(const GenerateOptions& options) {
+    return options.is_cancelled && options.is_cancelled();
+}
 
 class CpuEngine final : public Engine {
 public:
     CpuEngine(const std::string& dir, const EngineOptions& options)
         : model_(cpu::CpuModel::load(dir)), tokenizer_(load_model_tokenizer(dir)) {
-        if (!options.dump_pattern.empty()) dumper_ = std::make_unique<Dumper>(options.dump_pattern, options.dump_path);
+        if (!options.dump_pattern.empty())
+            dumper_ = std::make_unique<Dumper>(options.dump_pattern, options.dump_path);
         const ModelConfig& cfg = model_->config();
         if (tokenizer_.vocab_size() > cfg.llm.vocab_size) {
-            throw Error(ErrorKind::kFormat, dir + "/tokenizer.json: " + std::to_string(tokenizer_.vocab_size()) +
-                                                " tokens but the model has " + std::to_string(cfg.llm.vocab_size) + " embedding rows");
+            throw Error(ErrorKind::kFormat,
+                        dir + "/tokenizer.json: " + std::to_string(tokenizer_.vocab_size()) +
+                            " tokens but the model has " + std::to_string(cfg.llm.vocab_size) +
+                            " embedding rows");
         }
         image_ids_ = resolve_image_tokens(cfg, &tokenizer_);
         output_mask_ = output_token_mask(cfg.llm.vocab_size, image_ids_);
@@ -86,7 +94,9 @@ public:
     SessionId fork_session(SessionId from) override {
         std::lock_guard<std::mutex> lock(mu_);
         const Session& src = get(from);
-        if (src.busy) throw Error(ErrorKind::kInvalidArgument, "session " + std::to_string(from) + " is generating: it cannot be forked now");
+        if (src.busy)
+            throw Error(ErrorKind::kInvalidArgument,
+                        "session " + std::to_string(from) + " is generating: it cannot be forked now");
         const SessionId id = next_id_++;
         Session copy = src;
         sessions_.emplace(id, std::move(copy));
@@ -98,11 +108,14 @@ public:
         std::lock_guard<std::mutex> lock(mu_);
         auto it = sessions_.find(id);
         if (it == sessions_.end()) return;
-        if (it->second.busy) it->second.closing = true;
-        else sessions_.erase(it);
+        if (it->second.busy)
+            it->second.closing = true;
+        else
+            sessions_.erase(it);
     }
 
-    GenerateResult generate(SessionId id, const std::vector<InputPart>& input, const GenerateOptions& options) override {
+    GenerateResult generate(SessionId id, const std::vector<InputPart>& input,
+                            const GenerateOptions& options) override {
         validate(options.sampling);
         if (options.max_tokens < 0) throw Error(ErrorKind::kInvalidArgument, "max_tokens must be ≥ 0");
         SessionUse use(*this, id);
@@ -115,7 +128,9 @@ public:
         const PreparedInput prepared = prepare_input(input, cfg, &tokenizer_, image_ids_, tiling_);
         std::vector<int32_t> tokens = session.pending;
         tokens.insert(tokens.end(), prepared.tokens.begin(), prepared.tokens.end());
-        if (tokens.empty()) throw Error(ErrorKind::kInvalidArgument, "generate: nothing to prefill (empty input on a session with no pending token)");
+        if (tokens.empty())
+            throw Error(ErrorKind::kInvalidArgument,
+                        "generate: nothing to prefill (empty input on a session with no pending token)");
         std::vector<float> image_rows;
         for (const PreparedImage& img : prepared.images) {
             if (cancelled(options)) return cancelled_result(std::move(result));
@@ -128,7 +143,8 @@ public:
         }
         result.image_tokens = prepared.image_tokens;
         Tensor logits;
-        if (!prefill(session, tokens, image_rows, options, &logits)) return cancelled_result(std::move(result));
+        if (!prefill(session, tokens, image_rows, options, &logits))
+            return cancelled_result(std::move(result));
         session.pending.clear();
         result.prefill_tokens = static_cast<int64_t>(tokens.size());
         result.prefill_seconds = seconds_since(t0);
@@ -139,8 +155,8 @@ public:
     }
 
 private:
-    // A prompt is fed in chunks of this many tokens, a turn each, so that other calls run in between. The chunks
-    // are the same whatever the load, so a call's result does not depend on other calls.
+    // A prompt is fed in chunks of this many tokens, a turn each, so that other calls run in between. The
+    // chunks are the same whatever the load, so a call's result does not depend on other calls.
     static constexpr size_t kPrefillChunk = 2048;
 
     struct Session {
@@ -163,10 +179,13 @@ private:
     Session& claim(SessionId id) {
         std::lock_guard<std::mutex> lock(mu_);
         Session& s = get(id);
-        if (s.busy) throw Error(ErrorKind::kInvalidArgument, "session " + std::to_string(id) + " is already generating");
+        if (s.busy)
+            throw Error(ErrorKind::kInvalidArgument,
+                        "session " + std::to_string(id) + " is already generating");
         if (s.broken) {
-            throw Error(ErrorKind::kInvalidArgument, "session " + std::to_string(id) +
-                                                         " was cancelled in the middle of its prompt; open a new session");
+            throw Error(ErrorKind::kInvalidArgument,
+                        "session " + std::to_string(id) +
+                            " was cancelled in the middle of its prompt; open a new session");
         }
         s.busy = true;
         return s;
@@ -185,8 +204,8 @@ private:
         return result;
     }
 
-    // Feeds the prompt a chunk per turn. Returns false when the call is cancelled first (the session then holds
-    // the chunks fed so far and is marked broken).
+    // Feeds the prompt a chunk per turn. Returns false when the call is cancelled first (the session then
+    // holds the chunks fed so far and is marked broken).
     bool prefill(Session& session, const std::vector<int32_t>& tokens, const std::vector<float>& image_rows,
                  const GenerateOptions& options, Tensor* logits) {
         const int64_t d = model_->config().llm.hidden_size;
@@ -200,7 +219,8 @@ private:
             const size_t n = std::min(kPrefillChunk, tokens.size() - done);
             const std::vector<int32_t> piece(tokens.begin() + static_cast<long>(done),
                                              tokens.begin() + static_cast<long>(done + n));
-            const auto images = static_cast<size_t>(std::count(piece.begin(), piece.end(), static_cast<int32_t>(image_ids_.context)));
+            const auto images = static_cast<size_t>(
+                std::count(piece.begin(), piece.end(), static_cast<int32_t>(image_ids_.context)));
             Tensor rows;
             rows.shape = {static_cast<int64_t>(images), d};
             rows.data.assign(image_rows.begin() + static_cast<long>(rows_done * d),
@@ -219,7 +239,8 @@ private:
 
     Session& get(SessionId id) {
         auto it = sessions_.find(id);
-        if (it == sessions_.end()) throw Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(id));
+        if (it == sessions_.end())
+            throw Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(id));
         return it->second;
     }
 
@@ -245,7 +266,8 @@ private:
             }
             int32_t token;
             if (constraint && constraint->is_complete()) {
-                token = static_cast<int32_t>(stops.empty() ? -1 : stops.front());  // only an end token may follow
+                token =
+                    static_cast<int32_t>(stops.empty() ? -1 : stops.front());  // only an end token may follow
             } else {
                 const uint32_t* allowed = output_mask_.data();
                 if (constraint) {
@@ -258,8 +280,11 @@ private:
                     allowed = mask.data();
                 }
                 if (options.on_logits) options.on_logits(logits.ptr(), V);
-                token = sample_token(logits.ptr(), V, options.sampling, static_cast<uint64_t>(session.state.n_tokens), allowed);
-                if (token < 0) throw Error(ErrorKind::kModelOutput, "the output constraint allows no token at step " + std::to_string(step));
+                token = sample_token(logits.ptr(), V, options.sampling,
+                                     static_cast<uint64_t>(session.state.n_tokens), allowed);
+                if (token < 0)
+                    throw Error(ErrorKind::kModelOutput,
+                                "the output constraint allows no token at step " + std::to_string(step));
                 if (constraint && !is_stop(token)) constraint->accept(token);
             }
             result->tokens.push_back(token);
@@ -298,8 +323,8 @@ private:
     TilingConfig tiling_;
     ImageTokenIds image_ids_;
     std::vector<uint32_t> output_mask_;  // generable tokens (no image placeholders)
-    std::mutex mu_;  // the session map and the sessions' flags
-    FairTurns turns_;  // the model
+    std::mutex mu_;                      // the session map and the sessions' flags
+    FairTurns turns_;                    // the model
     std::map<SessionId, Session> sessions_;
     SessionId next_id_ = 1;
 };

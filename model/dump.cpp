@@ -12,7 +12,8 @@ Dumper::Dumper(const std::string& pattern, std::string path) : path_(std::move(p
     try {
         regex_ = std::regex(pattern);
     } catch (const std::regex_error& e) {
-        throw Error(ErrorKind::kInvalidArgument, "SURF_DUMP: '" + pattern + "' is not a valid regular expression: " + e.what());
+        throw Error(ErrorKind::kInvalidArgument,
+                    "SURF_DUMP: '" + pattern + "' is not a valid regular expression: " + e.what());
     }
 }
 

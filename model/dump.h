@@ -24,7 +24,8 @@ public:
     size_t size() const { return entries_.size(); }
     // The recorded data of `name`, or null (for tests that compare intermediates in memory).
     const std::vector<float>* find(const std::string& name) const {
-        for (const auto& e : entries_) if (e.name == name) return &e.data;
+        for (const auto& e : entries_)
+            if (e.name == name) return &e.data;
         return nullptr;
     }
 
@@ -41,7 +42,8 @@ private:
 };
 
 // Offers to a dumper that may be null.
-inline void dump(Dumper* dumper, const std::string& name, const float* data, const std::vector<int64_t>& shape) {
+inline void dump(Dumper* dumper, const std::string& name, const float* data,
+                 const std::vector<int64_t>& shape) {
     if (dumper && dumper->wants(name)) dumper->offer(name, data, shape);
 }
 

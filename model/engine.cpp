@@ -3,17 +3,20 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "base/data_paths.h"
 #include "base/error.h"
 
 namespace surf::model {
 
-std::vector<InputPart> interleave_images(const std::string& text, const std::vector<std::shared_ptr<const Image>>& images,
+std::vector<InputPart> interleave_images(const std::string& text,
+                                         const std::vector<std::shared_ptr<const Image>>& images,
                                          const std::string& placeholder) {
     std::vector<InputPart> parts;
     size_t start = 0, used = 0;
     for (size_t at = text.find(placeholder); at != std::string::npos; at = text.find(placeholder, start)) {
         if (used == images.size()) {
-            throw Error(ErrorKind::kInvalidArgument, "the prompt has more " + placeholder + " placeholders than the " +
+            throw Error(ErrorKind::kInvalidArgument, "the prompt has more " + placeholder +
+                                                         " placeholders than the " +
                                                          std::to_string(images.size()) + " images given");
         }
         if (at > start) parts.push_back(InputPart::of_text(text.substr(start, at - start)));
@@ -21,8 +24,9 @@ std::vector<InputPart> interleave_images(const std::string& text, const std::vec
         start = at + placeholder.size();
     }
     if (used != images.size()) {
-        throw Error(ErrorKind::kInvalidArgument, std::to_string(images.size()) + " images given but the prompt has " +
-                                                     std::to_string(used) + " " + placeholder + " placeholders");
+        throw Error(ErrorKind::kInvalidArgument,
+                    std::to_string(images.size()) + " images given but the prompt has " +
+                        std::to_string(used) + " " + placeholder + " placeholders");
     }
     if (start < text.size()) parts.push_back(InputPart::of_text(text.substr(start)));
     return parts;
@@ -39,12 +43,14 @@ const char* finish_reason_name(FinishReason reason) {
 
 std::string default_model_dir() {
     if (const char* env = std::getenv("SURF_MODEL"); env && *env) return env;
-    return std::string(SURF_MODELS_DIR) + "/surf-tiny";
+    return data_dir("models", nullptr) + "/surf-tiny";
 }
 
 Tokenizer load_model_tokenizer(const std::string& model_dir) {
     const std::filesystem::path path = std::filesystem::path(model_dir) / "tokenizer.json";
-    if (!std::filesystem::exists(path)) throw Error(ErrorKind::kIo, path.string() + ": not found (the model folder needs its tokenizer.json)");
+    if (!std::filesystem::exists(path))
+        throw Error(ErrorKind::kIo,
+                    path.string() + ": not found (the model folder needs its tokenizer.json)");
     return Tokenizer::load(path.string());
 }
 

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "model/checkpoint/config.h"
-#include "model/vision/image.h"
-#include "model/structured/json_schema.h"
 #include "model/sampler.h"
+#include "model/structured/json_schema.h"
 #include "model/structured/token_constraint.h"
 #include "model/text/tokenizer.h"
+#include "model/vision/image.h"
 
 namespace surf::model {
 
@@ -36,20 +36,21 @@ struct InputPart {
 
 // Splits text with one image placeholder per image ("<image>" by default) into parts; throws
 // kInvalidArgument when the placeholder count differs from the image count.
-std::vector<InputPart> interleave_images(const std::string& text, const std::vector<std::shared_ptr<const Image>>& images,
+std::vector<InputPart> interleave_images(const std::string& text,
+                                         const std::vector<std::shared_ptr<const Image>>& images,
                                          const std::string& placeholder = "<image>");
 
 struct GenerateOptions {
     int32_t max_tokens = 256;
     SamplingParams sampling;
-    std::shared_ptr<const CompiledSchema> schema;     // constrain the output to a JSON value of this schema
-    std::vector<int32_t> stop_ids;                     // empty: the model's eos ids
-    bool ignore_eos = false;                           // generate exactly max_tokens (benchmarks, parity)
-    std::function<bool(std::string_view)> on_text;     // streamed UTF-8 text; return false to cancel
+    std::shared_ptr<const CompiledSchema> schema;   // constrain the output to a JSON value of this schema
+    std::vector<int32_t> stop_ids;                  // empty: the model's eos ids
+    bool ignore_eos = false;                        // generate exactly max_tokens (benchmarks, parity)
+    std::function<bool(std::string_view)> on_text;  // streamed UTF-8 text; return false to cancel
     std::function<void(const float*, int64_t)> on_logits;  // the logits [vocab] each token is sampled from
-    // Polled between the prompt's chunks and between decode steps on the CPU backend (a server passes "the client
-    // hung up"): true ends the call with FinishReason::kCancelled. A call cancelled inside its prompt leaves the
-    // session holding part of it, so the session refuses further calls.
+    // Polled between the prompt's chunks and between decode steps on the CPU backend (a server passes "the
+    // client hung up"): true ends the call with FinishReason::kCancelled. A call cancelled inside its prompt
+    // leaves the session holding part of it, so the session refuses further calls.
     std::function<bool()> is_cancelled;
 };
 
@@ -57,14 +58,16 @@ enum class FinishReason { kStop, kLength, kCancelled };
 const char* finish_reason_name(FinishReason reason);
 
 struct GenerateResult {
-    std::string text;                  // generated text (stop token excluded)
-    std::vector<int32_t> tokens;       // generated ids (stop token included when it stopped on one)
+    std::string text;             // generated text (stop token excluded)
+    std::vector<int32_t> tokens;  // generated ids (stop token included when it stopped on one)
     FinishReason finish = FinishReason::kLength;
-    int64_t prefill_tokens = 0;        // tokens prefilled by this call (the appended input)
-    int64_t image_tokens = 0;          // of which image-context tokens
-    int64_t session_tokens = 0;        // tokens in the session after this call
-    int64_t reported_tokens = -1;      // generated tokens as a backend without ids (remote) counts them; -1: none
-    int64_t output_tokens() const { return reported_tokens >= 0 ? reported_tokens : static_cast<int64_t>(tokens.size()); }
+    int64_t prefill_tokens = 0;    // tokens prefilled by this call (the appended input)
+    int64_t image_tokens = 0;      // of which image-context tokens
+    int64_t session_tokens = 0;    // tokens in the session after this call
+    int64_t reported_tokens = -1;  // generated tokens as a backend without ids (remote) counts them; -1: none
+    int64_t output_tokens() const {
+        return reported_tokens >= 0 ? reported_tokens : static_cast<int64_t>(tokens.size());
+    }
     double prefill_seconds = 0.0;
     double decode_seconds = 0.0;
 };
@@ -75,36 +78,37 @@ using SessionId = uint64_t;
 struct EngineStats {
     int64_t prefill_tokens = 0, decode_tokens = 0, image_tokens = 0;
     int64_t steps = 0, decode_only_steps = 0;
-    double step_seconds = 0.0, decode_only_seconds = 0.0;  // wall time of batched steps (one issued before the previous
-                                                           // step ended counts from that end)
-    double busy_seconds = 0.0;                             // wall time with requests waiting or running; what
-                                                           // step_seconds leaves of it is the scheduler's own work
-                                                           // between steps (admission, results, vision launches)
-    // The CUDA engine's scheduler thread, host time (s): planning each step (rows, pages) before its forward is issued,
-    // issuing the forward (metadata packed and uploaded, kernels enqueued), accounting a step's sampled tokens after it,
-    // admitting requests between steps (the wait for the lock included), and passes in which every running request
-    // waited for its images (their vision batches issued).
-    double plan_seconds = 0.0, issue_seconds = 0.0, results_seconds = 0.0, admission_seconds = 0.0, image_wait_seconds = 0.0;
-    int64_t decode_only_rows = 0;                          // sequences summed over decode-only steps
-    int64_t decode_only_context = 0;                       // KV tokens read, summed over those sequences
-    double decode_only_gpu_seconds = 0.0;                  // GPU span of those steps (first op to sampled tokens);
-                                                           // the rest of their wall time is host work between steps
-    int64_t mixed_sampled_steps = 0;                       // steps with prefill rows that sampled a token
-    double mixed_sampled_seconds = 0.0;                    // their wall time
-    double mixed_sampled_gpu_seconds = 0.0;                // their language-model stream's span, as above
-    int64_t sampled_steps = 0;                             // steps that sampled (decode-only and mixed)
-    double sampling_gpu_seconds = 0.0;                     // the sampling part of their spans (upload, kernels, tokens back)
-    int64_t running = 0, waiting = 0;                      // now
+    // Wall time of batched steps (one issued before the previous step ended counts from that end).
+    double step_seconds = 0.0, decode_only_seconds = 0.0;
+    // Wall time with requests waiting or running; what step_seconds leaves of it is the scheduler's own work
+    // between steps (admission, results, vision launches).
+    double busy_seconds = 0.0;
+    // The CUDA engine's scheduler thread, host time (s): planning each step (rows, pages) before its forward
+    // is issued, issuing the forward (metadata packed and uploaded, kernels enqueued), accounting a step's
+    // sampled tokens after it, admitting requests between steps (the wait for the lock included), and passes
+    // in which every running request waited for its images (their vision batches issued).
+    double plan_seconds = 0.0, issue_seconds = 0.0, results_seconds = 0.0, admission_seconds = 0.0,
+           image_wait_seconds = 0.0;
+    int64_t decode_only_rows = 0;            // sequences summed over decode-only steps
+    int64_t decode_only_context = 0;         // KV tokens read, summed over those sequences
+    double decode_only_gpu_seconds = 0.0;    // GPU span of those steps (first op to sampled tokens);
+                                             // the rest of their wall time is host work between steps
+    int64_t mixed_sampled_steps = 0;         // steps with prefill rows that sampled a token
+    double mixed_sampled_seconds = 0.0;      // their wall time
+    double mixed_sampled_gpu_seconds = 0.0;  // their language-model stream's span, as above
+    int64_t sampled_steps = 0;               // steps that sampled (decode-only and mixed)
+    double sampling_gpu_seconds = 0.0;  // the sampling part of their spans (upload, kernels, tokens back)
+    int64_t running = 0, waiting = 0;   // now
     int64_t resident_sessions = 0, offloaded_sessions = 0, offloads = 0, restores = 0;
     int64_t slots_used = 0, slots_total = 0, kv_pages_used = 0, kv_pages_total = 0;
     int64_t image_cache_hits = 0, image_cache_misses = 0;
-    int64_t vision_batches = 0, vision_tiles = 0;          // vision-tower passes and the tiles they encoded
-    int64_t graph_steps = 0, graphs_captured = 0;          // decode-only steps replayed from CUDA graphs
-    int64_t gemm_shapes_tuned = 0;                         // GEMM shapes whose cuBLASLt candidates were timed
-    double gemm_tune_seconds = 0.0;                        // GPU time of those tuning runs (inside steps)
-    double warm_up_seconds = 0.0;                          // the engine's warm-up before serving (GEMM tuning)
-    std::string warm_up_notes;                             // what the warm-up measured and chose (backend's words; "" if nothing)
-    int64_t device_bytes = 0;                              // allocated on the device (weights + state + workspaces)
+    int64_t vision_batches = 0, vision_tiles = 0;  // vision-tower passes and the tiles they encoded
+    int64_t graph_steps = 0, graphs_captured = 0;  // decode-only steps replayed from CUDA graphs
+    int64_t gemm_shapes_tuned = 0;                 // GEMM shapes whose cuBLASLt candidates were timed
+    double gemm_tune_seconds = 0.0;                // GPU time of those tuning runs (inside steps)
+    double warm_up_seconds = 0.0;                  // the engine's warm-up before serving (GEMM tuning)
+    std::string warm_up_notes;  // what the warm-up measured and chose (backend's words; "" if nothing)
+    int64_t device_bytes = 0;   // allocated on the device (weights + state + workspaces)
 
     // Adds every counter of `o` (engines serving side by side, e.g. one replica per GPU).
     EngineStats& operator+=(const EngineStats& o);
@@ -128,10 +132,11 @@ public:
     virtual SessionId fork_session(SessionId from) = 0;
     virtual void close_session(SessionId id) = 0;
 
-    // Appends `input` to the session, then generates up to options.max_tokens tokens (0: prefill only — nothing is
-    // sampled and the next call continues right after the input, on every backend).
-    // Throws surf::Error for bad input (unknown session, unreadable image, a too-long prompt).
-    virtual GenerateResult generate(SessionId id, const std::vector<InputPart>& input, const GenerateOptions& options) = 0;
+    // Appends `input` to the session, then generates up to options.max_tokens tokens (0: prefill only —
+    // nothing is sampled and the next call continues right after the input, on every backend). Throws
+    // surf::Error for bad input (unknown session, unreadable image, a too-long prompt).
+    virtual GenerateResult generate(SessionId id, const std::vector<InputPart>& input,
+                                    const GenerateOptions& options) = 0;
 };
 
 struct EngineOptions {
@@ -144,19 +149,21 @@ struct EngineOptions {
 // Loads a model folder (config.json, safetensors, tokenizer.json) on the CPU backend.
 std::unique_ptr<Engine> open_cpu_engine(const std::string& model_dir, const EngineOptions& options = {});
 
-// What a GPU engine tunes before its first request. kServing: the language model's shapes and one vision pass of
-// every tile count (a few seconds more at 12B; then no image size stops a step to tune: servers, evaluations with
-// many agents). kSingle: the language model's shapes only (one agent sees few image sizes; a new size runs the
-// heuristic's GEMMs twice and tunes on its third pass, a fraction of a second in all). The CPU backend tunes nothing.
+// What a GPU engine tunes before its first request. kServing: the language model's shapes and one vision pass
+// of every tile count (a few seconds more at 12B; then no image size stops a step to tune: servers,
+// evaluations with many agents). kSingle: the language model's shapes only (one agent sees few image sizes; a
+// new size runs the heuristic's GEMMs twice and tunes on its third pass, a fraction of a second in all). The
+// CPU backend tunes nothing.
 enum class WarmUp { kServing, kSingle };
 
 // Loads a model folder on a backend by name: "cpu", or "cuda" (on GPU `device`) where this build has the
 // CUDA backend. `field` names where the name came from ("--backend", "AgentConfig.backend") in errors.
-std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend, const std::string& field,
-                                    int device = 0, WarmUp warm_up = WarmUp::kServing);
+std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend,
+                                    const std::string& field, int device = 0,
+                                    WarmUp warm_up = WarmUp::kServing);
 
 // The model used when a command names none: $SURF_MODEL when set, else surf-tiny, the small web-agent model
-// shipped in the source tree (models/surf-tiny, SURF_MODELS_DIR at build time).
+// shipped with surf (models/surf-tiny, installed or in the source tree: base/data_paths.h).
 std::string default_model_dir();
 
 // The tokenizer of a model folder: tokenizer.json in the folder.

@@ -9,8 +9,8 @@
 
 #include "model/checkpoint/config.h"
 #include "model/engine.h"
-#include "model/vision/image_tiling.h"
 #include "model/text/tokenizer.h"
+#include "model/vision/image_tiling.h"
 
 namespace surf::model {
 
@@ -26,15 +26,15 @@ ImageTokenIds resolve_image_tokens(const ModelConfig& cfg, const Tokenizer* toke
 // pull in image rows that do not exist).
 std::vector<uint32_t> output_token_mask(int64_t vocab, const ImageTokenIds& ids);
 
-// A 64-bit hash of `bytes` from `seed`, four independent word lanes: the key of the engine's image cache and of
-// surf serve's conversation reuse, which match on it alone.
+// A 64-bit hash of `bytes` from `seed`, four independent word lanes: the key of the engine's image cache and
+// of surf serve's conversation reuse, which match on it alone.
 uint64_t content_hash(const void* data, size_t bytes, uint64_t seed);
 
 struct PreparedImage {
-    TiledImage tiles;            // [n_tiles, 3, S, S] normalised
-    uint64_t hash = 0;           // of the tiled pixels (image-embedding cache key)
-    int64_t first_token = 0;     // index in PreparedInput::tokens of its first image-context token
-    int64_t n_rows = 0;          // image-context tokens = projector rows
+    TiledImage tiles;         // [n_tiles, 3, S, S] normalised
+    uint64_t hash = 0;        // of the tiled pixels (image-embedding cache key)
+    int64_t first_token = 0;  // index in PreparedInput::tokens of its first image-context token
+    int64_t n_rows = 0;       // image-context tokens = projector rows
 };
 
 struct PreparedInput {
@@ -45,7 +45,7 @@ struct PreparedInput {
 
 // Tokenizes text parts (special tokens parsed), checks raw ids against the vocabulary, tiles images.
 // A text part may not contain the image-context token itself. Throws surf::Error naming the problem.
-PreparedInput prepare_input(const std::vector<InputPart>& parts, const ModelConfig& cfg, const Tokenizer* tokenizer,
-                            const ImageTokenIds& ids, const TilingConfig& tiling);
+PreparedInput prepare_input(const std::vector<InputPart>& parts, const ModelConfig& cfg,
+                            const Tokenizer* tokenizer, const ImageTokenIds& ids, const TilingConfig& tiling);
 
 }  // namespace surf::model

@@ -9,7 +9,8 @@
 
 namespace surf::model {
 
-std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend, const std::string& field, int device, WarmUp warm_up) {
+std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend,
+                                    const std::string& field, int device, WarmUp warm_up) {
     if (backend == "cpu") return open_cpu_engine(model_dir);
     if (backend == "cuda") {
 #ifdef SURF_HAVE_CUDA

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
-    build-essential cmake ninja-build pkg-config git
+    build-essential cmake ninja-build pkg-config git clang-format
     doctest-dev nlohmann-json3-dev libpcre2-dev libstb-dev libcurl4-openssl-dev libyaml-cpp-dev
     chromium fonts-dejavu-core python3
 )

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs the test suite: every CTest label except gpu (unit, parity, browser). Assumes scripts/setup.sh ran.
+# Runs the test suite: the format check, then every CTest label except gpu (unit, parity, browser). Assumes
+# scripts/setup.sh ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/format.sh --check
 cmake --build build -j "$(nproc)"
 ctest --test-dir build -LE gpu --output-on-failure -j "$(nproc)"

@@ -9,14 +9,15 @@
 
 namespace surf::test {
 
-// max_tokens 0 prefills only: nothing sampled, nothing left pending, and the next call continues right after the
-// input; an empty input on a session with nothing pending is an error, not a silent sample.
+// max_tokens 0 prefills only: nothing sampled, nothing left pending, and the next call continues right after
+// the input; an empty input on a session with nothing pending is an error, not a silent sample.
 inline void check_max_tokens_zero_prefills_only(model::Engine& engine) {
     using model::GenerateOptions, model::GenerateResult, model::InputPart;
     const model::SessionId s = engine.open_session();
     GenerateOptions none;
     none.max_tokens = 0;
-    const GenerateResult r0 = engine.generate(s, {InputPart::of_text("<SPECIAL_11>User\nhello there\n<SPECIAL_11>Assistant\n")}, none);
+    const GenerateResult r0 = engine.generate(
+        s, {InputPart::of_text("<SPECIAL_11>User\nhello there\n<SPECIAL_11>Assistant\n")}, none);
     CHECK(r0.tokens.empty());
     CHECK(r0.text.empty());
     CHECK(r0.finish == model::FinishReason::kLength);

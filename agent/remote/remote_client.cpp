@@ -209,8 +209,9 @@ std::vector<std::string> RemoteClient::models() {
                         "remote model server " + url("/models") + ": not a model list: " + e.what());
         }
     }
-    throw Error(ErrorKind::kUnavailable, "remote model server " + base_ + " is not reachable (" + last + ") after " +
-                                    std::to_string(options_.max_retries + 1) + " attempts");
+    throw Error(ErrorKind::kUnavailable, "remote model server " + base_ + " is not reachable (" + last +
+                                             ") after " + std::to_string(options_.max_retries + 1) +
+                                             " attempts");
 }
 
 ChatReply RemoteClient::chat(const ChatCall& call) {
@@ -335,8 +336,9 @@ ChatReply RemoteClient::chat(const ChatCall& call) {
         reply.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
         return reply;
     }
-    throw Error(ErrorKind::kUnavailable, "remote model server " + base_ + " is not reachable or failing (" + last +
-                                    ") after " + std::to_string(options_.max_retries + 1) + " attempts");
+    throw Error(ErrorKind::kUnavailable, "remote model server " + base_ + " is not reachable or failing (" +
+                                             last + ") after " + std::to_string(options_.max_retries + 1) +
+                                             " attempts");
 }
 
 }  // namespace surf::agent

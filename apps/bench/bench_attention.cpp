@@ -9,23 +9,28 @@
 //   vit3  : the vision tower's pass of one 1280×720 screenshot: 3 tiles × 1,032 tokens.
 // Every case runs on each kernel: mma.sync at 16 and at 32 query rows per warp (AttentionPrefillParams::
 // rows_per_warp) and the Hopper wgmma kernel at key tiles of 64 and 128 (wgmma_key_tile), plain and
-// warp-specialized ("ws", wgmma_warp_specialized; "wt": the same with K/V by TMA in the contiguous cases, kv_rows; compute capability 9.0 only, elsewhere those rows repeat the default kernel).
-// FLOPs = 4 · (visible query-key pairs, causal pairs counted exactly) · heads · head_dim.
-// Inputs are uniform random on the GPU; the output is checked for non-finite values.
-// --pair: only the mixed step's attention layer as the engine issues it (GpuLimits::overlap_attention_branches):
-// the chunk's prefill (one 924-token chunk on 5,000 cached keys) on a stream of the highest priority and the decode
-// rows' attention (100 rows, 5,000 keys each) on another, each alone and the two together, per prefill kernel
-// (warp-specialized: one block fills an SM; plain wgmma: two blocks an SM; split-KV 1 or 2) and decode kernel (plain,
-// pipelined: AttentionDecodeParams::pipelined; split count auto, 4, 8), issued together or with the prefill's blocks
-// placed first ("first": the decode waits for a tiny kernel on the prefill stream): which pairing shares SMs best
+// warp-specialized ("ws", wgmma_warp_specialized; "wt": the same with K/V by TMA in the contiguous cases,
+// kv_rows; compute capability 9.0 only, elsewhere those rows repeat the default kernel). FLOPs = 4 · (visible
+// query-key pairs, causal pairs counted exactly) · heads · head_dim. Inputs are uniform random on the GPU;
+// the output is checked for non-finite values.
+// --pair: only the mixed step's attention layer as the engine issues it
+// (GpuLimits::overlap_attention_branches): the chunk's prefill (one 924-token chunk on 5,000 cached keys) on
+// a stream of the highest priority and the decode rows' attention (100 rows, 5,000 keys each) on another,
+// each alone and the two together, per prefill kernel (warp-specialized: one block fills an SM; plain wgmma:
+// two blocks an SM; split-KV 1 or 2) and decode kernel (plain, pipelined: AttentionDecodeParams::pipelined;
+// split count auto, 4, 8), issued together or with the prefill's blocks placed first ("first": the decode
+// waits for a tiny kernel on the prefill stream): which pairing shares SMs best
 // (GpuLimits::attention_ws_beside_decode).
-// --pair --profile-ranges: after the tables, each pairing once more between cudaProfilerStart / Stop, so that Nsight
-// Compute's range replay (scripts/ncu_ranges.sh) measures the two kernels running together as one result.
-// --pair also times the two in one launch (attention_mixed): beside the pair, each side nearly alone (a 1-token prefill; one
-// decode row), and at 2–32 decode splits. --mixed: only that table (scripts/ncu_mixed.sh profiles its launches).
-// --pair-green N,…: only the pair on disjoint SMs (kernels/cuda/green_context.h): the decode rows on a group of N SMs (split
-// counts auto, 1, 2, 4), the prefill (plain and warp-specialized wgmma) on the rest, against the engine's pair on all SMs.
-// Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel / case, e.g. under ncu) | --pair [--profile-ranges] | --mixed
+// --pair --profile-ranges: after the tables, each pairing once more between cudaProfilerStart / Stop, so that
+// Nsight Compute's range replay (scripts/ncu_ranges.sh) measures the two kernels running together as one
+// result.
+// --pair also times the two in one launch (attention_mixed): beside the pair, each side nearly alone (a
+// 1-token prefill; one decode row), and at 2–32 decode splits. --mixed: only that table (scripts/ncu_mixed.sh
+// profiles its launches).
+// --pair-green N,…: only the pair on disjoint SMs (kernels/cuda/green_context.h): the decode rows on a group
+// of N SMs (split counts auto, 1, 2, 4), the prefill (plain and warp-specialized wgmma) on the rest, against
+// the engine's pair on all SMs. Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel /
+// case, e.g. under ncu) | --pair [--profile-ranges] | --mixed
 //        | --pair-green N,N,…
 #include <algorithm>
 #include <cmath>
@@ -80,8 +85,8 @@ Buffer<int32_t> upload(const std::vector<int32_t>& v) {
     return b;
 }
 
-// Mean µs per launch over `reps` launches after 3 warm-up launches, timed by events on `stream` (where fn issues, or
-// joins what it issues elsewhere).
+// Mean µs per launch over `reps` launches after 3 warm-up launches, timed by events on `stream` (where fn
+// issues, or joins what it issues elsewhere).
 template <typename Fn>
 double time_us(Fn&& fn, int reps, cudaStream_t stream = nullptr) {
     for (int i = 0; i < 3; ++i) fn();
@@ -114,19 +119,22 @@ struct Kernel {
     const char* name;
     bool tma = false;  // contiguous cases: give kv_rows (the warp-specialized kernel then copies K/V by TMA)
     void apply(cu::AttentionPrefillParams& p) const {
-        p.rows_per_warp = rows_per_warp, p.wgmma_key_tile = wgmma_key_tile, p.wgmma_warp_specialized = warp_specialized;
+        p.rows_per_warp = rows_per_warp, p.wgmma_key_tile = wgmma_key_tile,
+        p.wgmma_warp_specialized = warp_specialized;
     }
 };
 
-void report(const char* name, const std::string& shape, const Kernel& kernel, double us, double flops, int64_t bad) {
+void report(const char* name, const std::string& shape, const Kernel& kernel, double us, double flops,
+            int64_t bad) {
     const double tflops = flops / (us * 1e-6) / 1e12;
-    std::printf("| %-6s | %-52s | %-9s | %9.1f | %7.1f | %s |\n", name, shape.c_str(), kernel.name, us, tflops,
-                bad ? ("NON-FINITE " + std::to_string(bad)).c_str() : "ok");
+    std::printf("| %-6s | %-52s | %-9s | %9.1f | %7.1f | %s |\n", name, shape.c_str(), kernel.name, us,
+                tflops, bad ? ("NON-FINITE " + std::to_string(bad)).c_str() : "ok");
     std::fflush(stdout);
 }
 
 // Paged causal prefill: n_seq sequences of `fresh` new queries on `past` cached keys each.
-void bench_paged(const char* name, int64_t n_seq, int64_t fresh, int64_t past, int64_t page, const Kernel& kernel, int reps) {
+void bench_paged(const char* name, int64_t n_seq, int64_t fresh, int64_t past, int64_t page,
+                 const Kernel& kernel, int reps) {
     const int64_t nh = 40, nkv = 8, D = 128, len = past + fresh, pages_per_seq = (len + page - 1) / page;
     const int64_t n_pages = n_seq * pages_per_seq, n_tok = n_seq * fresh;
     std::vector<int32_t> perm(n_pages);
@@ -142,11 +150,21 @@ void bench_paged(const char* name, int64_t n_seq, int64_t fresh, int64_t past, i
     fill(vc.ptr, cache_elems, 3);
     Buffer<int32_t> bt = upload(perm), dcu = upload(cu_q), dlens = upload(lens);
     cu::AttentionPrefillParams p;
-    p.q = q.ptr; p.out = out.ptr; p.cu_seqlens_q = dcu.ptr;
-    p.k_cache = kc.ptr; p.v_cache = vc.ptr; p.block_table = bt.ptr; p.seq_lens_k = dlens.ptr;
-    p.page_size = page; p.max_pages_per_seq = pages_per_seq;
-    p.n_seq = n_seq; p.n_heads = nh; p.n_kv_heads = nkv; p.head_dim = D;
-    p.max_seqlen_q = fresh; p.causal = true;
+    p.q = q.ptr;
+    p.out = out.ptr;
+    p.cu_seqlens_q = dcu.ptr;
+    p.k_cache = kc.ptr;
+    p.v_cache = vc.ptr;
+    p.block_table = bt.ptr;
+    p.seq_lens_k = dlens.ptr;
+    p.page_size = page;
+    p.max_pages_per_seq = pages_per_seq;
+    p.n_seq = n_seq;
+    p.n_heads = nh;
+    p.n_kv_heads = nkv;
+    p.head_dim = D;
+    p.max_seqlen_q = fresh;
+    p.causal = true;
     kernel.apply(p);
     const double us = time_us([&] { cu::attention_prefill(p, nullptr); }, reps);
     const double pairs = static_cast<double>(n_seq) * (fresh * past + fresh * (fresh + 1) / 2.0);
@@ -165,9 +183,20 @@ void bench_vit(const char* name, int64_t tiles, int64_t tl, const Kernel& kernel
     for (int64_t i = 0; i <= tiles; ++i) cu[i] = static_cast<int32_t>(i * tl);
     Buffer<int32_t> dcu = upload(cu);
     cu::AttentionPrefillParams p;
-    p.q = qkv.ptr; p.q_stride = 3 * w; p.out = out.ptr; p.cu_seqlens_q = dcu.ptr;
-    p.k = qkv.ptr + w; p.v = qkv.ptr + 2 * w; p.kv_stride = 3 * w; p.cu_seqlens_k = dcu.ptr;
-    p.n_seq = tiles; p.n_heads = nh; p.n_kv_heads = nh; p.head_dim = D; p.max_seqlen_q = tl; p.causal = false;
+    p.q = qkv.ptr;
+    p.q_stride = 3 * w;
+    p.out = out.ptr;
+    p.cu_seqlens_q = dcu.ptr;
+    p.k = qkv.ptr + w;
+    p.v = qkv.ptr + 2 * w;
+    p.kv_stride = 3 * w;
+    p.cu_seqlens_k = dcu.ptr;
+    p.n_seq = tiles;
+    p.n_heads = nh;
+    p.n_kv_heads = nh;
+    p.head_dim = D;
+    p.max_seqlen_q = tl;
+    p.causal = false;
     p.kv_rows = kernel.tma ? n_tok : 0;
     kernel.apply(p);
     const double us = time_us([&] { cu::attention_prefill(p, nullptr); }, reps);
@@ -182,29 +211,36 @@ std::vector<int32_t> take_pages(const std::vector<int32_t>& pool, int64_t first,
     return {pool.begin() + first, pool.begin() + first + n};
 }
 
-// The mixed step's attention layer: prefill of one `fresh`-token chunk on `past` keys (highest-priority stream) beside
-// the decode attention of `rows` rows on `past` keys each (another stream), per prefill kernel.
-void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profile_ranges, bool mixed_only, const std::vector<unsigned>& green_sizes) {
-    const int64_t nh = 40, nkv = 8, D = 128, page = 16, len_pre = past + fresh, pages_pre = (len_pre + page - 1) / page;
+// The mixed step's attention layer: prefill of one `fresh`-token chunk on `past` keys (highest-priority
+// stream) beside the decode attention of `rows` rows on `past` keys each (another stream), per prefill
+// kernel.
+void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profile_ranges, bool mixed_only,
+                const std::vector<unsigned>& green_sizes) {
+    const int64_t nh = 40, nkv = 8, D = 128, page = 16, len_pre = past + fresh,
+                  pages_pre = (len_pre + page - 1) / page;
     const int64_t pages_dec = (past + page - 1) / page, n_pages = pages_pre + rows * pages_dec;
     std::vector<int32_t> pool(n_pages);
     std::iota(pool.begin(), pool.end(), 0);
     std::mt19937 rng(9);
     std::shuffle(pool.begin(), pool.end(), rng);
     const int64_t cache_elems = n_pages * page * nkv * D;
-    Buffer<bf16> kc(cache_elems), vc(cache_elems), q_pre(fresh * nh * D), out_pre(fresh * nh * D), q_dec(rows * nh * D), out_dec(rows * nh * D);
+    Buffer<bf16> kc(cache_elems), vc(cache_elems), q_pre(fresh * nh * D), out_pre(fresh * nh * D),
+        q_dec(rows * nh * D), out_dec(rows * nh * D);
     fill(kc.ptr, cache_elems, 2);
     fill(vc.ptr, cache_elems, 3);
     fill(q_pre.ptr, fresh * nh * D, 1);
     fill(q_dec.ptr, rows * nh * D, 4);
-    Buffer<int32_t> bt_pre = upload(take_pages(pool, 0, pages_pre)), cu_pre = upload({0, static_cast<int32_t>(fresh)});
+    Buffer<int32_t> bt_pre = upload(take_pages(pool, 0, pages_pre)),
+                    cu_pre = upload({0, static_cast<int32_t>(fresh)});
     Buffer<int32_t> len_pre_d = upload({static_cast<int32_t>(len_pre)});
     Buffer<int32_t> bt_dec = upload(take_pages(pool, pages_pre, rows * pages_dec));
     Buffer<int32_t> lens_dec = upload(std::vector<int32_t>(rows, static_cast<int32_t>(past)));
 
     cu::AttentionDecodeParams dp;
-    dp.q = q_dec.ptr, dp.out = out_dec.ptr, dp.k_cache = kc.ptr, dp.v_cache = vc.ptr, dp.block_table = bt_dec.ptr, dp.seq_lens = lens_dec.ptr;
-    dp.page_size = page, dp.max_pages_per_seq = pages_dec, dp.batch = rows, dp.n_heads = nh, dp.n_kv_heads = nkv, dp.head_dim = D;
+    dp.q = q_dec.ptr, dp.out = out_dec.ptr, dp.k_cache = kc.ptr, dp.v_cache = vc.ptr,
+    dp.block_table = bt_dec.ptr, dp.seq_lens = lens_dec.ptr;
+    dp.page_size = page, dp.max_pages_per_seq = pages_dec, dp.batch = rows, dp.n_heads = nh,
+    dp.n_kv_heads = nkv, dp.head_dim = D;
     dp.max_seq_len = past, dp.cache_pages = n_pages;
     constexpr int32_t kMostDecodeSplits = 8;
     dp.n_splits = kMostDecodeSplits;  // the workspace for the most splits a row below forces
@@ -229,7 +265,9 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
     struct Teardown {  // on every return below (the --pair-green and --mixed tables return early)
         cudaStream_t s0, s1;
         cudaEvent_t e0, e1;
-        ~Teardown() { cudaEventDestroy(e0), cudaEventDestroy(e1), cudaStreamDestroy(s0), cudaStreamDestroy(s1); }
+        ~Teardown() {
+            cudaEventDestroy(e0), cudaEventDestroy(e1), cudaStreamDestroy(s0), cudaStreamDestroy(s1);
+        }
     } teardown{pre_s, main_s, fork, join};
     // Mean µs per run of `fn` (which issues on main_s, forking to pre_s where it pairs and joining back).
     auto time_on_main = [&](const std::function<void()>& fn) { return time_us(fn, reps, main_s); };
@@ -242,36 +280,50 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         bool tma = false;          // AttentionDecodeParams::tma, at per_sm blocks an SM
         int32_t per_sm = 1;
     };
-    const std::vector<DecodeKind> decode_kinds{{false, 0, "plain"}, {true, 0, "pipelined"}, {true, 4, "pipelined, 4 splits"},
-                                               {true, kMostDecodeSplits, "pipelined, 8 splits"}, {true, 0, "pipelined, L2 evict-first", true},
-                                               {true, 0, "TMA, 1 block an SM, L2 evict-first", true, true, 1},
-                                               {true, 0, "TMA, 2 blocks an SM, L2 evict-first", true, true, 2}};
+    const std::vector<DecodeKind> decode_kinds{
+        {false, 0, "plain"},
+        {true, 0, "pipelined"},
+        {true, 4, "pipelined, 4 splits"},
+        {true, kMostDecodeSplits, "pipelined, 8 splits"},
+        {true, 0, "pipelined, L2 evict-first", true},
+        {true, 0, "TMA, 1 block an SM, L2 evict-first", true, true, 1},
+        {true, 0, "TMA, 2 blocks an SM, L2 evict-first", true, true, 2}};
     auto set_decode = [&](const DecodeKind& d) {
-        dp.pipelined = d.pipelined, dp.n_splits = d.splits, dp.l2_evict_first = d.evict_first, dp.tma = d.tma, dp.persistent_blocks_per_sm = d.per_sm;
+        dp.pipelined = d.pipelined, dp.n_splits = d.splits, dp.l2_evict_first = d.evict_first, dp.tma = d.tma,
+        dp.persistent_blocks_per_sm = d.per_sm;
     };
-    Buffer<bf16> marker(1024);  // "prefill first": a tiny kernel on the prefill stream that the decode waits for
-    std::printf("\n### --pair: prefill of %lld new tokens on %lld past (highest-priority stream) beside decode of %lld rows on %lld past (%d splits)\n\n",
-                (long long)fresh, (long long)past, (long long)rows, (long long)past, cu::attention_decode_splits(dp));
+    Buffer<bf16> marker(
+        1024);  // "prefill first": a tiny kernel on the prefill stream that the decode waits for
+    std::printf(
+        "\n### --pair: prefill of %lld new tokens on %lld past (highest-priority stream) beside decode of "
+        "%lld rows on %lld past (%d splits)\n\n",
+        (long long)fresh, (long long)past, (long long)rows, (long long)past, cu::attention_decode_splits(dp));
     std::printf("| decode kernel | alone us | GB/s |\n|---|---|---|\n");
     std::vector<double> dec_us;
     for (const DecodeKind& d : decode_kinds) {
         set_decode(d);
         const double us = time_on_main([&] { cu::attention_decode(dp, dws.ptr, main_s); });
         dec_us.push_back(us);
-        std::printf("| %s (%d splits) | %.1f | %.0f |\n", d.name, cu::attention_decode_splits(dp), us, bytes / (us * 1e-6) / 1e9);
+        std::printf("| %s (%d splits) | %.1f | %.0f |\n", d.name, cu::attention_decode_splits(dp), us,
+                    bytes / (us * 1e-6) / 1e9);
     }
     if (!green_sizes.empty()) {
-        // The pair on disjoint SMs (green contexts): the decode rows on a group of N SMs, the chunk's prefill on the rest,
-        // against the engine's pair on all SMs (plain wgmma prefill on the high-priority stream, pipelined decode).
+        // The pair on disjoint SMs (green contexts): the decode rows on a group of N SMs, the chunk's prefill
+        // on the rest, against the engine's pair on all SMs (plain wgmma prefill on the high-priority stream,
+        // pipelined decode).
         cu::AttentionPrefillParams p;
-        p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr, p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
-        p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1, p.n_heads = nh, p.n_kv_heads = nkv;
+        p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr,
+        p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
+        p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1,
+        p.n_heads = nh, p.n_kv_heads = nkv;
         p.head_dim = D, p.max_seqlen_q = fresh, p.causal = true, p.n_splits = 1;
-        p.workspace = pws.ptr, p.workspace_bytes = cu::attention_prefill_workspace_bytes(fresh, nh, D, 2), p.n_tok_q = fresh, p.max_seqlen_k = len_pre;
+        p.workspace = pws.ptr, p.workspace_bytes = cu::attention_prefill_workspace_bytes(fresh, nh, D, 2),
+        p.n_tok_q = fresh, p.max_seqlen_k = len_pre;
         cu::AttentionDecodeParams d = dp;
         d.pipelined = true, d.l2_evict_first = true, d.n_splits = 0, d.tma = false;
         const Kernel plain{0, 64, false, "wgmma 64"}, ws{0, 64, true, "wgmma 64ws"};
-        auto pair_on = [&](cudaStream_t pre_stream, cudaStream_t dec_stream, const cu::AttentionDecodeParams& dd) {
+        auto pair_on = [&](cudaStream_t pre_stream, cudaStream_t dec_stream,
+                           const cu::AttentionDecodeParams& dd) {
             return [&, pre_stream, dec_stream, dd] {
                 SURF_CUDA_CHECK(cudaEventRecord(fork, main_s));
                 SURF_CUDA_CHECK(cudaStreamWaitEvent(pre_stream, fork, 0));
@@ -290,10 +342,14 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         const double base_pair = time_on_main(pair_on(pre_s, main_s, d));
         ws.apply(p);
         const double base_ws = time_on_main([&] { cu::attention_prefill(p, main_s); });
-        std::printf("\n### --pair-green: the decode rows on N SMs, the prefill on the rest (green contexts)\n\nAll SMs: prefill alone %.1f us "
-                    "(wgmma 64; ws %.1f), decode alone %.1f us (%.0f GB/s), the engine's pair %.1f us\n\n| decode SMs | prefill SMs | decode kernel, splits | "
-                    "decode alone us (GB/s) | prefill kernel | prefill alone us | pair us | pair / all-SM pair |\n|---|---|---|---|---|---|---|---|\n",
-                    base_ws, base_pre, base_dec, bytes / (base_dec * 1e-6) / 1e9, base_pair);
+        std::printf(
+            "\n### --pair-green: the decode rows on N SMs, the prefill on the rest (green contexts)\n\nAll "
+            "SMs: prefill alone %.1f us "
+            "(wgmma 64; ws %.1f), decode alone %.1f us (%.0f GB/s), the engine's pair %.1f us\n\n| decode "
+            "SMs | prefill SMs | decode kernel, splits | "
+            "decode alone us (GB/s) | prefill kernel | prefill alone us | pair us | pair / all-SM pair "
+            "|\n|---|---|---|---|---|---|---|---|\n",
+            base_ws, base_pre, base_dec, bytes / (base_dec * 1e-6) / 1e9, base_pair);
         for (unsigned n : green_sizes) {
             cu::GreenPair g(n, hi, hi);
             struct GreenDecode {
@@ -301,18 +357,23 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
                 bool tma;
                 int32_t per_sm;
             };
-            for (const GreenDecode& gd : {GreenDecode{0, false, 1}, GreenDecode{2, false, 1}, GreenDecode{0, true, 1}, GreenDecode{0, true, 2}}) {
+            for (const GreenDecode& gd : {GreenDecode{0, false, 1}, GreenDecode{2, false, 1},
+                                          GreenDecode{0, true, 1}, GreenDecode{0, true, 2}}) {
                 cu::AttentionDecodeParams dd = d;
-                dd.n_splits = gd.splits, dd.tma = gd.tma, dd.persistent_blocks_per_sm = gd.per_sm, dd.sm_count = static_cast<int32_t>(g.sms_a);
+                dd.n_splits = gd.splits, dd.tma = gd.tma, dd.persistent_blocks_per_sm = gd.per_sm,
+                dd.sm_count = static_cast<int32_t>(g.sms_a);
                 const double dec_alone = time_us([&] { cu::attention_decode(dd, dws.ptr, g.a); }, reps, g.a);
                 for (const Kernel& k : {plain, ws}) {
                     k.apply(p);
                     const double pre_alone = time_us([&] { cu::attention_prefill(p, g.b); }, reps, g.b);
                     const double both = time_on_main(pair_on(g.b, g.a, dd));
-                    const int64_t bad = count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
-                    std::printf("| %u | %u | %s%d | %.1f (%.0f) | %s | %.1f | %.1f | %.3f |%s\n", g.sms_a, g.sms_b,
-                                gd.tma ? (gd.per_sm == 1 ? "TMA 1/SM, " : "TMA 2/SM, ") : "pipelined, ", cu::attention_decode_splits(dd), dec_alone,
-                                bytes / (dec_alone * 1e-6) / 1e9, k.name, pre_alone, both, both / base_pair,
+                    const int64_t bad = count_non_finite(out_pre.ptr, fresh * nh * D) +
+                                        count_non_finite(out_dec.ptr, rows * nh * D);
+                    std::printf("| %u | %u | %s%d | %.1f (%.0f) | %s | %.1f | %.1f | %.3f |%s\n", g.sms_a,
+                                g.sms_b,
+                                gd.tma ? (gd.per_sm == 1 ? "TMA 1/SM, " : "TMA 2/SM, ") : "pipelined, ",
+                                cu::attention_decode_splits(dd), dec_alone, bytes / (dec_alone * 1e-6) / 1e9,
+                                k.name, pre_alone, both, both / base_pair,
                                 bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
                     std::fflush(stdout);
                 }
@@ -320,10 +381,13 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         }
         return;
     }
-    {  // Both in one launch (attention_mixed) against the engine's default pair (plain wgmma prefill on its stream, pipelined decode).
+    {  // Both in one launch (attention_mixed) against the engine's default pair (plain wgmma prefill on its
+       // stream, pipelined decode).
         cu::AttentionPrefillParams p;
-        p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr, p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
-        p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1, p.n_heads = nh, p.n_kv_heads = nkv;
+        p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr,
+        p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
+        p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1,
+        p.n_heads = nh, p.n_kv_heads = nkv;
         p.head_dim = D, p.max_seqlen_q = fresh, p.causal = true, p.n_splits = 1, p.wgmma_key_tile = 64;
         cu::AttentionDecodeParams d = dp;
         d.pipelined = true, d.l2_evict_first = true, d.n_splits = 0, d.tma = false;
@@ -346,55 +410,80 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
             SURF_CUDA_CHECK(cudaEventRecord(join, pre_s));
             SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, join, 0));
         });
-        const double mixed_us = time_on_main([&] { cu::attention_mixed(p, d, mws.ptr, counters.ptr, main_s); });
-        const int64_t bad = count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
-        std::printf("\n| one launch (attention_mixed%s) | prefill alone us (wgmma 64) | decode alone us (pipelined) | pair us (engine default) | "
-                    "one launch us | one launch / pair |\n|---|---|---|---|---|---|\n| mixed | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n",
-                    one ? "" : ": NOT USABLE here, two kernels", pre_us, dec_us1, pair_us, mixed_us, mixed_us / pair_us,
-                    bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
-        // Each side nearly alone in the one launch (a 1-token prefill; 1 decode row): which side sets its time.
+        const double mixed_us =
+            time_on_main([&] { cu::attention_mixed(p, d, mws.ptr, counters.ptr, main_s); });
+        const int64_t bad =
+            count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
+        std::printf(
+            "\n| one launch (attention_mixed%s) | prefill alone us (wgmma 64) | decode alone us (pipelined) "
+            "| pair us (engine default) | "
+            "one launch us | one launch / pair |\n|---|---|---|---|---|---|\n| mixed | %.1f | %.1f | %.1f | "
+            "%.1f | %.3f |%s\n",
+            one ? "" : ": NOT USABLE here, two kernels", pre_us, dec_us1, pair_us, mixed_us,
+            mixed_us / pair_us, bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
+        // Each side nearly alone in the one launch (a 1-token prefill; 1 decode row): which side sets its
+        // time.
         Buffer<int32_t> cu_one = upload({0, 1}), len_one = upload({static_cast<int32_t>(past + 1)});
         cu::AttentionPrefillParams p1 = p;
         p1.cu_seqlens_q = cu_one.ptr, p1.seq_lens_k = len_one.ptr, p1.max_seqlen_q = 1;
         cu::AttentionDecodeParams d1 = d;
         d1.batch = 1;
-        const double dec_side_us = time_on_main([&] { cu::attention_mixed(p1, d, mws.ptr, counters.ptr, main_s); });
-        const double pre_side_us = time_on_main([&] { cu::attention_mixed(p, d1, mws.ptr, counters.ptr, main_s); });
-        std::printf("| one launch, the decode rows beside a 1-token prefill | | %.1f (%.0f GB/s) | | | |\n| one launch, the prefill beside 1 decode row | %.1f | | | | |\n",
-                    dec_side_us, bytes / (dec_side_us * 1e-6) / 1e9, pre_side_us);
+        const double dec_side_us =
+            time_on_main([&] { cu::attention_mixed(p1, d, mws.ptr, counters.ptr, main_s); });
+        const double pre_side_us =
+            time_on_main([&] { cu::attention_mixed(p, d1, mws.ptr, counters.ptr, main_s); });
+        std::printf(
+            "| one launch, the decode rows beside a 1-token prefill | | %.1f (%.0f GB/s) | | | |\n| one "
+            "launch, the prefill beside 1 decode row | %.1f | | | | |\n",
+            dec_side_us, bytes / (dec_side_us * 1e-6) / 1e9, pre_side_us);
         for (int32_t splits : {2, 4, 8, 16, 32}) {  // decode item sizes (the automatic plan: 24 items an SM)
             cu::AttentionDecodeParams ds = d;
             ds.n_splits = splits;
-            std::printf("| one launch, decode in %d splits (%lld keys an item) | | | | %.1f | |\n", splits, (long long)((past + splits - 1) / splits),
+            std::printf("| one launch, decode in %d splits (%lld keys an item) | | | | %.1f | |\n", splits,
+                        (long long)((past + splits - 1) / splits),
                         time_on_main([&] { cu::attention_mixed(p, ds, mws.ptr, counters.ptr, main_s); }));
         }
         if (mixed_only) return;
         std::fflush(stdout);
     }
-    std::printf("\n\"first\": the prefill stream runs a tiny kernel, the decode waits for it, so the prefill's blocks are placed before the "
-                "decode's; \"after\": the decode is issued before the prefill (the engine's order beside the TMA decode)\n\n| prefill kernel (split-KV) | decode kernel | prefill alone us | decode alone us | sum us | together us | hidden us | together / sum |\n"
-                "|---|---|---|---|---|---|---|---|\n");
+    std::printf(
+        "\n\"first\": the prefill stream runs a tiny kernel, the decode waits for it, so the prefill's "
+        "blocks are placed before the "
+        "decode's; \"after\": the decode is issued before the prefill (the engine's order beside the TMA "
+        "decode)\n\n| prefill kernel (split-KV) | decode kernel | prefill alone us | decode alone us | sum "
+        "us | together us | hidden us | together / sum |\n"
+        "|---|---|---|---|---|---|---|---|\n");
     struct PrefillKind {
         Kernel k;
         int pre_splits;
         bool first;
         bool after = false;  // issued after the decode
     };
-    for (const auto& [k, pre_splits, first, after] : std::vector<PrefillKind>{
-             {Kernel{0, 64, true, "wgmma 64ws"}, 1, false}, {Kernel{0, 64, false, "wgmma 64"}, 1, false}, {Kernel{0, 64, false, "wgmma 64"}, 2, false},
-             {Kernel{0, 64, true, "wgmma 64ws"}, 1, true}, {Kernel{0, 64, false, "wgmma 64"}, 1, true},
-             {Kernel{0, 64, false, "wgmma 64"}, 1, false, true}, {Kernel{0, 64, true, "wgmma 64ws"}, 1, false, true}}) {
+    for (const auto& [k, pre_splits, first, after] :
+         std::vector<PrefillKind>{{Kernel{0, 64, true, "wgmma 64ws"}, 1, false},
+                                  {Kernel{0, 64, false, "wgmma 64"}, 1, false},
+                                  {Kernel{0, 64, false, "wgmma 64"}, 2, false},
+                                  {Kernel{0, 64, true, "wgmma 64ws"}, 1, true},
+                                  {Kernel{0, 64, false, "wgmma 64"}, 1, true},
+                                  {Kernel{0, 64, false, "wgmma 64"}, 1, false, true},
+                                  {Kernel{0, 64, true, "wgmma 64ws"}, 1, false, true}}) {
         cu::AttentionPrefillParams p;
-        p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr, p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
-        p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1, p.n_heads = nh, p.n_kv_heads = nkv;
-        p.head_dim = D, p.max_seqlen_q = fresh, p.causal = true, p.n_splits = pre_splits;  // the engine: 1 where the branch overlaps
-        p.workspace = pws.ptr, p.workspace_bytes = cu::attention_prefill_workspace_bytes(fresh, nh, D, 2), p.n_tok_q = fresh, p.max_seqlen_k = len_pre;
+        p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr,
+        p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
+        p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1,
+        p.n_heads = nh, p.n_kv_heads = nkv;
+        p.head_dim = D, p.max_seqlen_q = fresh, p.causal = true,
+        p.n_splits = pre_splits;  // the engine: 1 where the branch overlaps
+        p.workspace = pws.ptr, p.workspace_bytes = cu::attention_prefill_workspace_bytes(fresh, nh, D, 2),
+        p.n_tok_q = fresh, p.max_seqlen_k = len_pre;
         k.apply(p);
         const double pre_us = time_on_main([&] { cu::attention_prefill(p, main_s); });
         for (size_t di = 0; di < decode_kinds.size(); ++di) {
             const DecodeKind& d = decode_kinds[di];
-            if (pre_splits != 1 && d.splits != 0) continue;  // split-KV prefill: beside the decode's own split rule only
-            if (after != d.tma) continue;  // the TMA decode is measured issued first, the others as the engine issues them
+            if (pre_splits != 1 && d.splits != 0)
+                continue;  // split-KV prefill: beside the decode's own split rule only
+            if (after != d.tma)
+                continue;  // the TMA decode is measured issued first, the others as the engine issues them
             set_decode(d);
             auto pair = [&] {
                 SURF_CUDA_CHECK(cudaEventRecord(fork, main_s));
@@ -413,16 +502,22 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
                 SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, join, 0));
             };
             const double both_us = time_on_main(pair), sum = pre_us + dec_us[di];
-            if (profile_ranges && !first && pre_splits == 1 && d.splits == 0) {  // one range each: prefill alone, decode alone, the pair
+            if (profile_ranges && !first && pre_splits == 1 &&
+                d.splits == 0) {  // one range each: prefill alone, decode alone, the pair
                 for (const std::function<void()>& run : std::vector<std::function<void()>>{
-                         [&] { cu::attention_prefill(p, main_s); }, [&] { cu::attention_decode(dp, dws.ptr, main_s); }, pair}) {
+                         [&] { cu::attention_prefill(p, main_s); },
+                         [&] { cu::attention_decode(dp, dws.ptr, main_s); }, pair}) {
                     surf::bench::profiler_range(run);
                 }
-                std::printf("(profile ranges: %s (%d) / %s: prefill alone, decode alone, together)\n", k.name, pre_splits, d.name);
+                std::printf("(profile ranges: %s (%d) / %s: prefill alone, decode alone, together)\n", k.name,
+                            pre_splits, d.name);
             }
-            const int64_t bad = count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
-            std::printf("| %s (%d)%s%s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n", k.name, pre_splits, first ? " first" : "", after ? " after" : "", d.name, pre_us, sum - pre_us, sum, both_us, sum - both_us,
-                        both_us / sum, bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
+            const int64_t bad =
+                count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
+            std::printf("| %s (%d)%s%s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n", k.name,
+                        pre_splits, first ? " first" : "", after ? " after" : "", d.name, pre_us,
+                        sum - pre_us, sum, both_us, sum - both_us, both_us / sum,
+                        bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
             std::fflush(stdout);
         }
     }
@@ -433,7 +528,7 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
 int main(int argc, char** argv) {
     int reps = 20;
     bool pair = false, profile_ranges = false, mixed_only = false;
-    std::vector<unsigned> green_sizes;  // --pair-green N,N,…
+    std::vector<unsigned> green_sizes;   // --pair-green N,N,…
     std::string only_kernel, only_case;  // empty = all
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--pair") == 0) {
@@ -446,7 +541,8 @@ int main(int argc, char** argv) {
                 char* end = nullptr;
                 const long n = std::strtol(at, &end, 10);
                 if (end == at || n <= 0 || n > 1024 || (*end != ',' && *end != '\0')) {
-                    std::fprintf(stderr, "bench_attention: --pair-green %s: expected SM counts like 44,66\n", argv[i]);
+                    std::fprintf(stderr, "bench_attention: --pair-green %s: expected SM counts like 44,66\n",
+                                 argv[i]);
                     return 2;
                 }
                 green_sizes.push_back(static_cast<unsigned>(n));
@@ -461,7 +557,11 @@ int main(int argc, char** argv) {
         } else if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
             only_case = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma 128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"] [--case NAME] | --pair [--profile-ranges] | --mixed | --pair-green N,N,…\n");
+            std::fprintf(
+                stderr,
+                "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma "
+                "128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"] "
+                "[--case NAME] | --pair [--profile-ranges] | --mixed | --pair-green N,N,…\n");
             return 2;
         }
     }
@@ -475,10 +575,11 @@ int main(int argc, char** argv) {
     }
     std::printf("| case   | shape%48s| kernel    |        us | TFLOP/s | output |\n", "");
     std::printf("|--------|%s|-----------|-----------|---------|--------|\n", std::string(54, '-').c_str());
-    for (const Kernel& k : {Kernel{16, 0, false, "mma 16"}, Kernel{32, 0, false, "mma 32"}, Kernel{0, 64, false, "wgmma 64"},
-                            Kernel{0, 128, false, "wgmma 128"}, Kernel{0, 64, true, "wgmma 64ws"}, Kernel{0, 128, true, "wgmma 128ws"},
-                            Kernel{0, 64, true, "wgmma 64wt", true}, Kernel{0, 128, true, "wgmma 128wt", true},
-                            Kernel{0, 208, true, "wgmma 208wt", true}}) {
+    for (const Kernel& k :
+         {Kernel{16, 0, false, "mma 16"}, Kernel{32, 0, false, "mma 32"}, Kernel{0, 64, false, "wgmma 64"},
+          Kernel{0, 128, false, "wgmma 128"}, Kernel{0, 64, true, "wgmma 64ws"},
+          Kernel{0, 128, true, "wgmma 128ws"}, Kernel{0, 64, true, "wgmma 64wt", true},
+          Kernel{0, 128, true, "wgmma 128wt", true}, Kernel{0, 208, true, "wgmma 208wt", true}}) {
         if (!only_kernel.empty() && only_kernel != k.name) continue;
         auto want = [&](const char* name) { return only_case.empty() || only_case == name; };
         if (want("llm")) bench_paged("llm", 4, 1024, 5000, 16, k, reps);

@@ -47,7 +47,8 @@ inline double copy_bandwidth() {
     SURF_CUDA_CHECK(cudaMalloc(&a, bytes));
     SURF_CUDA_CHECK(cudaMalloc(&b, bytes));
     kc::uniform_fill({a, false, static_cast<int64_t>(bytes / 4), -1.0f, 1.0f, 1}, nullptr);
-    const double ms = median_ms([&] { SURF_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
+    const double ms =
+        median_ms([&] { SURF_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
     SURF_CUDA_CHECK(cudaFree(a));
     SURF_CUDA_CHECK(cudaFree(b));
     return 2.0 * static_cast<double>(bytes) / (ms * 1e-3);
@@ -62,7 +63,8 @@ inline double gemm_ceiling() {
     kc::uniform_fill({a, true, n * n, -1.0f, 1.0f, 2}, nullptr);
     kc::uniform_fill({b, true, n * n, -1.0f, 1.0f, 3}, nullptr);
     kc::GemmContext ctx;
-    const kc::GemmParams p{static_cast<kc::bf16*>(a), static_cast<kc::bf16*>(b), nullptr, c, kc::DType::kBF16, n, n, n};
+    const kc::GemmParams p{
+        static_cast<kc::bf16*>(a), static_cast<kc::bf16*>(b), nullptr, c, kc::DType::kBF16, n, n, n};
     const double ms = median_ms([&] { kc::gemm(ctx, p, nullptr); });
     for (void* q : {a, b, c}) SURF_CUDA_CHECK(cudaFree(q));
     return 2.0 * static_cast<double>(n) * n * n / (ms * 1e-3);
@@ -72,8 +74,8 @@ inline double gemm_ceiling() {
 // sequence its SSM + conv state read and written and its KV read. With a replay window K (GpuLimits::
 // ssm_replay_window) a row reads its SSM state every step but writes it every K-th, and reads its ≤ K − 1
 // pending tokens' inputs ((K − 1) / 2 on average) and writes its own: §4's stock formula is the K = 0 case.
-// `split_state` (GpuLimits::ssm_state_split, fp32 with replay): a row that does not fold reads only the bf16 plane
-// of its state (2 bytes a value); the folding row reads and writes both planes (4).
+// `split_state` (GpuLimits::ssm_state_split, fp32 with replay): a row that does not fold reads only the bf16
+// plane of its state (2 bytes a value); the folding row reads and writes both planes (4).
 struct Roofline {
     double weight_bytes = 0, state_rw_bytes = 0, kv_bytes_per_token = 0;
     // A step of `rows` sequences reading `context_tokens` KV tokens in all.
@@ -82,30 +84,39 @@ struct Roofline {
     }
 };
 
-inline Roofline roofline(const model::ModelConfig& cfg, bool bf16_state, int64_t replay_window = 0, bool split_state = false) {
+inline Roofline roofline(const model::ModelConfig& cfg, bool bf16_state, int64_t replay_window = 0,
+                         bool split_state = false) {
     using model::LayerKind;
     const model::LlmConfig& c = cfg.llm;
-    double params = static_cast<double>(c.vocab_size) * c.hidden_size;  // lm_head (the embedding row gather is negligible)
+    double params = static_cast<double>(c.vocab_size) *
+                    c.hidden_size;  // lm_head (the embedding row gather is negligible)
     for (LayerKind k : c.layers) {
         params += c.hidden_size;
-        if (k == LayerKind::kMamba2) params += static_cast<double>(c.in_proj_dim()) * c.hidden_size + static_cast<double>(c.d_inner()) * c.hidden_size;
+        if (k == LayerKind::kMamba2)
+            params += static_cast<double>(c.in_proj_dim()) * c.hidden_size +
+                      static_cast<double>(c.d_inner()) * c.hidden_size;
         if (k == LayerKind::kMlp) params += 2.0 * c.intermediate_size * c.hidden_size;
-        if (k == LayerKind::kAttention) params += static_cast<double>((c.n_heads * 2 + c.n_kv_heads * 2) * c.head_dim) * c.hidden_size;
+        if (k == LayerKind::kAttention)
+            params += static_cast<double>((c.n_heads * 2 + c.n_kv_heads * 2) * c.head_dim) * c.hidden_size;
     }
     Roofline r;
     r.weight_bytes = 2.0 * params;
-    const double ssm = static_cast<double>(c.mamba_n_heads * c.mamba_head_dim * c.d_state) * (bf16_state ? 2 : 4);
+    const double ssm =
+        static_cast<double>(c.mamba_n_heads * c.mamba_head_dim * c.d_state) * (bf16_state ? 2 : 4);
     const double conv = static_cast<double>(c.conv_dim() * (c.conv_kernel - 1)) * 2;
     const double layers = static_cast<double>(c.count(LayerKind::kMamba2));
     if (replay_window > 0) {
         const double K = static_cast<double>(replay_window);
-        const double entry = 2.0 * static_cast<double>(c.mamba_n_heads * c.mamba_head_dim + c.n_groups * c.d_state + c.mamba_n_heads);
-        const double ssm_step = split_state && !bf16_state ? ssm * ((K - 1.0) / K * 0.5 + 2.0 / K) : ssm * (1.0 + 1.0 / K);
+        const double entry = 2.0 * static_cast<double>(c.mamba_n_heads * c.mamba_head_dim +
+                                                       c.n_groups * c.d_state + c.mamba_n_heads);
+        const double ssm_step =
+            split_state && !bf16_state ? ssm * ((K - 1.0) / K * 0.5 + 2.0 / K) : ssm * (1.0 + 1.0 / K);
         r.state_rw_bytes = layers * (ssm_step + 2.0 * conv + entry * ((K - 1.0) / 2.0 + (K - 1.0) / K));
     } else {
         r.state_rw_bytes = 2.0 * layers * (ssm + conv);
     }
-    r.kv_bytes_per_token = static_cast<double>(c.count(LayerKind::kAttention)) * 2 * c.n_kv_heads * c.head_dim * 2;
+    r.kv_bytes_per_token =
+        static_cast<double>(c.count(LayerKind::kAttention)) * 2 * c.n_kv_heads * c.head_dim * 2;
     return r;
 }
 

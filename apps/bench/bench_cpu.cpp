@@ -34,12 +34,12 @@
 #include "base/error.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "model/checkpoint/config.h"
+#include "model/checkpoint/safetensors.h"
+#include "model/checkpoint/weights.h"
 #include "model/cpu/cpu_model.h"
 #include "model/engine.h"
 #include "model/vision/image.h"
 #include "model/vision/image_tiling.h"
-#include "model/checkpoint/safetensors.h"
-#include "model/checkpoint/weights.h"
 
 #ifndef SURF_SOURCE_DIR_FOR_BENCH
 #define SURF_SOURCE_DIR_FOR_BENCH "."
@@ -52,7 +52,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -103,7 +105,8 @@ void bench_linear(bool quick) {
     };
     const std::vector<int64_t> rows = {1, 64, 512, 2048};
     std::mt19937 rng(1);
-    std::printf("linear y[m,n] = x[m,k]·w[n,k]ᵀ + b, fp32, %d threads (GFLOP/s, best of runs)\n", k::worker_count());
+    std::printf("linear y[m,n] = x[m,k]·w[n,k]ᵀ + b, fp32, %d threads (GFLOP/s, best of runs)\n",
+                k::worker_count());
     std::printf("| %-28s | %5s | %5s |", "shape", "n", "k");
     for (int64_t m : rows) std::printf(" m=%-6lld |", static_cast<long long>(m));
     std::printf("\n|------------------------------|-------|-------|");
@@ -112,12 +115,16 @@ void bench_linear(bool quick) {
     for (const Shape& s : shapes) {
         const auto w = random_vector(static_cast<size_t>(s.n * s.k), rng);
         const auto b = random_vector(static_cast<size_t>(s.n), rng);
-        std::printf("| %-28s | %5lld | %5lld |", s.what, static_cast<long long>(s.n), static_cast<long long>(s.k));
+        std::printf("| %-28s | %5lld | %5lld |", s.what, static_cast<long long>(s.n),
+                    static_cast<long long>(s.k));
         for (int64_t m : rows) {
             const auto x = random_vector(static_cast<size_t>(m * s.k), rng);
             std::vector<float> y(static_cast<size_t>(m * s.n));
-            const double sec = best_seconds([&] { k::linear({x.data(), w.data(), b.data(), y.data(), m, s.n, s.k}); },
-                                            quick ? 0.02 : 0.2);
+            const double sec = best_seconds(
+                [&] {
+                    k::linear({x.data(), w.data(), b.data(), y.data(), m, s.n, s.k});
+                },
+                quick ? 0.02 : 0.2);
             std::printf(" %8.1f |", 2.0 * static_cast<double>(m * s.n * s.k) / sec / 1e9);
             std::fflush(stdout);
         }
@@ -130,7 +137,9 @@ void bench_other_ops(bool quick) {
     const double min_s = quick ? 0.02 : 0.2;
     std::printf("\nother ops at one agent step's shapes (ms, best of runs)\n");
     std::printf("| %-62s | %9s |\n|%s|-----------|\n", "op", "ms", std::string(64, '-').c_str());
-    auto row = [](const std::string& name, double sec) { std::printf("| %-62s | %9.3f |\n", name.c_str(), sec * 1e3); };
+    auto row = [](const std::string& name, double sec) {
+        std::printf("| %-62s | %9.3f |\n", name.c_str(), sec * 1e3);
+    };
 
     {  // ViT self-attention of one 256-px tile: 256 patches + 4 prefix rows, width 192 = 3 heads × 64.
         const int64_t T = 260, H = 3, D = 64;
@@ -140,17 +149,20 @@ void bench_other_ops(bool quick) {
         p.q = qkv.data(), p.k = qkv.data() + H * D, p.v = qkv.data() + 2 * H * D, p.out = out.data();
         p.T = T, p.L = T, p.n_heads = H, p.n_kv_heads = H, p.head_dim = D;
         p.q_stride = 3 * H * D, p.kv_stride = 3 * H * D, p.causal = false;
-        row("attention ViT tile: T=L=260, 3 heads × 64, bidirectional", best_seconds([&] { k::attention(p); }, min_s));
+        row("attention ViT tile: T=L=260, 3 heads × 64, bidirectional",
+            best_seconds([&] { k::attention(p); }, min_s));
     }
     {  // LM prefill attention and one decode query against 900 cached tokens: 4 heads, 2 KV heads, 64.
         const int64_t T = 900, H = 4, KV = 2, D = 64;
         const auto q = random_vector(static_cast<size_t>(T * H * D), rng);
-        const auto kk = random_vector(static_cast<size_t>(T * KV * D), rng), v = random_vector(kk.size(), rng);
+        const auto kk = random_vector(static_cast<size_t>(T * KV * D), rng),
+                   v = random_vector(kk.size(), rng);
         std::vector<float> out(q.size());
         k::AttentionParams p;
         p.q = q.data(), p.k = kk.data(), p.v = v.data(), p.out = out.data();
         p.T = T, p.L = T, p.n_heads = H, p.n_kv_heads = KV, p.head_dim = D, p.causal = true;
-        row("attention LM prefill: T=L=900, 4/2 heads × 64, causal", best_seconds([&] { k::attention(p); }, min_s));
+        row("attention LM prefill: T=L=900, 4/2 heads × 64, causal",
+            best_seconds([&] { k::attention(p); }, min_s));
         p.T = 1, p.q = q.data() + (T - 1) * H * D;
         row("attention LM decode: T=1, L=900", best_seconds([&] { k::attention(p); }, min_s));
     }
@@ -163,30 +175,45 @@ void bench_other_ops(bool quick) {
         k::SsdParams s;
         s.x = xbc.data(), s.B = xbc.data() + H * P, s.C = xbc.data() + H * P + G * N, s.dt = dt.data();
         s.A = A.data(), s.D = D.data(), s.state = state.data(), s.y = y.data();
-        s.T = T, s.H = H, s.P = P, s.G = G, s.N = N, s.x_stride = conv_dim, s.dt_stride = H, s.bc_stride = conv_dim;
+        s.T = T, s.H = H, s.P = P, s.G = G, s.N = N, s.x_stride = conv_dim, s.dt_stride = H,
+        s.bc_stride = conv_dim;
         s.chunk = 64;
         row("ssd chunked: T=900, H=16, P=32, N=32, G=2, chunk 64", best_seconds([&] { k::ssd(s); }, min_s));
         s.T = 1, s.chunk = 0;
         row("ssd decode: T=1 (token recurrence)", best_seconds([&] { k::ssd(s); }, min_s));
-        const auto w = random_vector(static_cast<size_t>(conv_dim * 4), rng), b = random_vector(conv_dim, rng);
+        const auto w = random_vector(static_cast<size_t>(conv_dim * 4), rng),
+                   b = random_vector(conv_dim, rng);
         std::vector<float> cstate(static_cast<size_t>(conv_dim * 3)), out(static_cast<size_t>(T * conv_dim));
-        k::CausalConv1dParams c{xbc.data(), w.data(), b.data(), cstate.data(), out.data(), T, conv_dim, 4, conv_dim};
-        row("causal conv1d + SiLU: T=900, 640 channels, K=4", best_seconds([&] { k::causal_conv1d(c); }, min_s));
+        k::CausalConv1dParams c{xbc.data(), w.data(), b.data(), cstate.data(), out.data(),
+                                T,          conv_dim, 4,        conv_dim};
+        row("causal conv1d + SiLU: T=900, 640 channels, K=4",
+            best_seconds([&] { k::causal_conv1d(c); }, min_s));
         const auto z = random_vector(static_cast<size_t>(T * H * P), rng);
         k::GatedRmsNormParams g{y.data(), z.data(), w.data(), out.data(), T, H * P, H * P / G, H * P, 1e-5f};
         row("gated rmsnorm: 900 × 512, 2 groups", best_seconds([&] { k::gated_rmsnorm(g); }, min_s));
     }
     {  // Norms and GELU over the ViT's 9 tiles (2,340 rows × 192; fc1 output × 768) and the LM's 900 × 256.
-        const auto x = random_vector(2340 * 768, rng), w = random_vector(768, rng), b = random_vector(768, rng);
+        const auto x = random_vector(2340 * 768, rng), w = random_vector(768, rng),
+                   b = random_vector(768, rng);
         std::vector<float> y(x.size()), res(x.begin(), x.begin() + 900 * 256);
         row("layernorm: 2340 × 192",
-            best_seconds([&] { k::layernorm({x.data(), w.data(), b.data(), y.data(), 2340, 192, 1e-6f}); }, min_s));
+            best_seconds(
+                [&] {
+                    k::layernorm({x.data(), w.data(), b.data(), y.data(), 2340, 192, 1e-6f});
+                },
+                min_s));
         row("rmsnorm with residual add: 900 × 256",
-            best_seconds([&] { k::rmsnorm({x.data(), res.data(), w.data(), y.data(), 900, 256, 1e-5f}); }, min_s));
-        row("gelu (erf): 2340 × 768", best_seconds([&] {
-                std::copy(x.begin(), x.end(), y.begin());
-                k::gelu_erf(y.data(), static_cast<int64_t>(y.size()));
-            }, min_s));
+            best_seconds(
+                [&] {
+                    k::rmsnorm({x.data(), res.data(), w.data(), y.data(), 900, 256, 1e-5f});
+                },
+                min_s));
+        row("gelu (erf): 2340 × 768", best_seconds(
+                                          [&] {
+                                              std::copy(x.begin(), x.end(), y.begin());
+                                              k::gelu_erf(y.data(), static_cast<int64_t>(y.size()));
+                                          },
+                                          min_s));
     }
 }
 
@@ -268,15 +295,19 @@ void make_model(const fs::path& dir, const fs::path& config_from) {
         int64_t numel = 1;
         for (int64_t d : shape) numel *= d;
         std::vector<float> data(static_cast<size_t>(numel));
-        auto ends_with = [&](const char* suffix) { return name.size() >= std::strlen(suffix) && name.ends_with(suffix); };
+        auto ends_with = [&](const char* suffix) {
+            return name.size() >= std::strlen(suffix) && name.ends_with(suffix);
+        };
         if (ends_with("A_log")) {
             for (float& x : data) x = std::log(1.0f + 15.0f * uniform(rng));
         } else if (ends_with("dt_bias")) {
             for (float& x : data) {
-                const float dt = std::exp(std::log(0.001f) + uniform(rng) * (std::log(0.1f) - std::log(0.001f)));
+                const float dt =
+                    std::exp(std::log(0.001f) + uniform(rng) * (std::log(0.1f) - std::log(0.001f)));
                 x = dt + std::log(-std::expm1(-dt));  // inverse softplus
             }
-        } else if (ends_with(".D") || (shape.size() == 1 && ends_with("weight")) || ends_with("mlp1.0.weight")) {
+        } else if (ends_with(".D") || (shape.size() == 1 && ends_with("weight")) ||
+                   ends_with("mlp1.0.weight")) {
             std::fill(data.begin(), data.end(), 1.0f);
         } else if (ends_with("bias")) {
             std::fill(data.begin(), data.end(), 0.0f);
@@ -288,10 +319,11 @@ void make_model(const fs::path& dir, const fs::path& config_from) {
         tensors.push_back({name, surf::model::DType::kF32, shape, storage.back().data()});
     });
     write_safetensors((dir / "model.safetensors").string(), tensors, {{"format", "pt"}});
-    std::printf("wrote %s: %lld parameters (random), LM %lld × %lld layers, ViT %lld × %lld on %lld-px tiles\n", dir.c_str(),
-                static_cast<long long>(n_params), static_cast<long long>(mc.llm.hidden_size),
-                static_cast<long long>(mc.llm.n_layers()), static_cast<long long>(mc.vision.hidden_size),
-                static_cast<long long>(mc.vision.n_layers), static_cast<long long>(mc.image.tile_size));
+    std::printf(
+        "wrote %s: %lld parameters (random), LM %lld × %lld layers, ViT %lld × %lld on %lld-px tiles\n",
+        dir.c_str(), static_cast<long long>(n_params), static_cast<long long>(mc.llm.hidden_size),
+        static_cast<long long>(mc.llm.n_layers()), static_cast<long long>(mc.vision.hidden_size),
+        static_cast<long long>(mc.vision.n_layers), static_cast<long long>(mc.image.tile_size));
 }
 
 // ------------------------------------------------------------------------------------------- engine
@@ -311,13 +343,18 @@ Image synthetic_screenshot(int width, int height) {
     return img;
 }
 
-int argmax(const float* v, int64_t n) { return static_cast<int>(std::max_element(v, v + n) - v); }
+int argmax(const float* v, int64_t n) {
+    return static_cast<int>(std::max_element(v, v + n) - v);
+}
 
-void bench_engine(const std::string& dir, const std::string& image_path, int prompt_tokens, int decode_tokens, int repeat) {
-    auto image = std::make_shared<Image>(image_path.empty() ? synthetic_screenshot(896, 448) : load_image(image_path));
+void bench_engine(const std::string& dir, const std::string& image_path, int prompt_tokens, int decode_tokens,
+                  int repeat) {
+    auto image =
+        std::make_shared<Image>(image_path.empty() ? synthetic_screenshot(896, 448) : load_image(image_path));
     const auto model = cpu::CpuModel::load(dir);
     const ModelConfig& cfg = model->config();
-    if (!cfg.has_vision) throw surf::Error(surf::ErrorKind::kUnsupported, dir + ": the model has no vision tower");
+    if (!cfg.has_vision)
+        throw surf::Error(surf::ErrorKind::kUnsupported, dir + ": the model has no vision tower");
     const TiledImage tiles = tile_image(*image, tiling_config_from(cfg.image));
     Tensor pixels;
     pixels.shape = {tiles.plan.n_tiles, 3, tiles.tile_size, tiles.tile_size};
@@ -330,15 +367,17 @@ void bench_engine(const std::string& dir, const std::string& image_path, int pro
     std::vector<int32_t> text;
     while (static_cast<int>(text.size()) < prompt_tokens) {
         const int64_t id = 100 + static_cast<int64_t>(rng() % static_cast<uint32_t>(vocab - 100));
-        if (id != cfg.image_context_token_id && id != cfg.image_start_token_id && id != cfg.image_end_token_id)
+        if (id != cfg.image_context_token_id && id != cfg.image_start_token_id &&
+            id != cfg.image_end_token_id)
             text.push_back(static_cast<int32_t>(id));
     }
 
-    std::printf("\nengine step on %s: image %dx%d → %d tiles of %d px (%lld ViT tokens each), %d image tokens + "
-                "%d text tokens, %d decode tokens, %d threads, median of %d\n",
-                dir.c_str(), image->width, image->height, tiles.plan.n_tiles, tiles.tile_size,
-                static_cast<long long>(side * side + cfg.vision.n_prefix), tiles.plan.n_image_tokens, prompt_tokens, decode_tokens,
-                k::worker_count(), repeat);
+    std::printf(
+        "\nengine step on %s: image %dx%d → %d tiles of %d px (%lld ViT tokens each), %d image tokens + "
+        "%d text tokens, %d decode tokens, %d threads, median of %d\n",
+        dir.c_str(), image->width, image->height, tiles.plan.n_tiles, tiles.tile_size,
+        static_cast<long long>(side * side + cfg.vision.n_prefix), tiles.plan.n_image_tokens, prompt_tokens,
+        decode_tokens, k::worker_count(), repeat);
 
     // The model directly: vision, LM prefill, LM decode, each timed alone.
     std::vector<double> vision_s, prefill_s, decode_s;
@@ -349,7 +388,8 @@ void bench_engine(const std::string& dir, const std::string& image_path, int pro
         vision_s.push_back(seconds_since(t0));
         std::vector<int32_t> tokens;
         tokens.push_back(static_cast<int32_t>(cfg.image_start_token_id));
-        tokens.insert(tokens.end(), static_cast<size_t>(embeds.dim(0)), static_cast<int32_t>(cfg.image_context_token_id));
+        tokens.insert(tokens.end(), static_cast<size_t>(embeds.dim(0)),
+                      static_cast<int32_t>(cfg.image_context_token_id));
         tokens.push_back(static_cast<int32_t>(cfg.image_end_token_id));
         tokens.insert(tokens.end(), text.begin(), text.end());
         prefill_len = static_cast<int64_t>(tokens.size());
@@ -375,13 +415,16 @@ void bench_engine(const std::string& dir, const std::string& image_path, int pro
     std::printf("| %-44s | %9s | %9s | %10s |\n", "part", "median s", "best s", "tok/s");
     std::printf("|----------------------------------------------|-----------|-----------|------------|\n");
     std::printf("| %-44s | %9.3f | %9.3f | %10s |\n", "vision (ViT + projector)", vis, best(vision_s), "");
-    std::printf("| %-44s | %9.3f | %9.3f | %10.1f |\n", ("LM prefill (" + std::to_string(prefill_len) + " tokens)").c_str(),
-                pre, best(prefill_s), static_cast<double>(prefill_len) / pre);
-    std::printf("| %-44s | %9.3f | %9.3f | %10.1f |\n", ("LM decode (" + std::to_string(decode_tokens) + " tokens)").c_str(),
-                dec, best(decode_s), decode_tokens > 0 ? decode_tokens / dec : 0.0);
+    std::printf("| %-44s | %9.3f | %9.3f | %10.1f |\n",
+                ("LM prefill (" + std::to_string(prefill_len) + " tokens)").c_str(), pre, best(prefill_s),
+                static_cast<double>(prefill_len) / pre);
+    std::printf("| %-44s | %9.3f | %9.3f | %10.1f |\n",
+                ("LM decode (" + std::to_string(decode_tokens) + " tokens)").c_str(), dec, best(decode_s),
+                decode_tokens > 0 ? decode_tokens / dec : 0.0);
     std::vector<double> sums;
     for (size_t r = 0; r < vision_s.size(); ++r) sums.push_back(vision_s[r] + prefill_s[r] + decode_s[r]);
-    std::printf("| %-44s | %9.3f | %9.3f | %10s |\n", "vision + prefill + decode", median(sums), best(sums), "");
+    std::printf("| %-44s | %9.3f | %9.3f | %10s |\n", "vision + prefill + decode", median(sums), best(sums),
+                "");
 
     // The engine end to end: tiling, vision, prefill, sampling and decode in one generate().
     auto engine = open_cpu_engine(dir);
@@ -399,7 +442,8 @@ void bench_engine(const std::string& dir, const std::string& image_path, int pro
     }
     std::printf("| %-44s | %9.3f | %9.3f | %10s |\n",
                 ("engine generate() (" + std::to_string(last.prefill_tokens) + " in, " +
-                 std::to_string(last.tokens.size()) + " out)").c_str(),
+                 std::to_string(last.tokens.size()) + " out)")
+                    .c_str(),
                 median(total_s), best(total_s), "");
 }
 
@@ -428,15 +472,24 @@ int main(int argc, char** argv) {
             usage();
             return 0;
         }
-        if (flag == "--ops") ops = true;
-        else if (flag == "--quick") quick = true;
-        else if (flag == "--model") model_dir = value();
-        else if (flag == "--image") image_path = value();
-        else if (flag == "--make-model") make_dir = value();
-        else if (flag == "--config-from") config_from = value();
-        else if (flag == "--prompt-tokens") prompt_tokens = std::atoi(value());
-        else if (flag == "--decode") decode_tokens = std::atoi(value());
-        else if (flag == "--repeat") repeat = std::max(1, std::atoi(value()));
+        if (flag == "--ops")
+            ops = true;
+        else if (flag == "--quick")
+            quick = true;
+        else if (flag == "--model")
+            model_dir = value();
+        else if (flag == "--image")
+            image_path = value();
+        else if (flag == "--make-model")
+            make_dir = value();
+        else if (flag == "--config-from")
+            config_from = value();
+        else if (flag == "--prompt-tokens")
+            prompt_tokens = std::atoi(value());
+        else if (flag == "--decode")
+            decode_tokens = std::atoi(value());
+        else if (flag == "--repeat")
+            repeat = std::max(1, std::atoi(value()));
         else {
             usage();
             return 2;

@@ -1,10 +1,9 @@
 // GEMM benchmark at the engine's shapes: cuBLASLt as the engine runs it (autotuned: the heuristic's
-// candidates timed, the fastest kept; ReLU² as its own pass after it) against our Hopper kernel gemm_wgmma at both
-// tile widths (ReLU² in its epilogue). Shapes: a mixed step's language-model projections (1,024 rows), a 3-tile
-// screenshot's ViT projections (3,096 rows) and the projector (768 rows), each with the epilogue the engine
-// uses (bias, GELU, fp32 residual accumulate). Weights rotate over copies together larger than the L2, as 32 or
-// 62 layers' weights do. Median of --reps launches each.
-// Usage: bench_gemm [--reps 20]
+// candidates timed, the fastest kept; ReLU² as its own pass after it) against our Hopper kernel gemm_wgmma at
+// both tile widths (ReLU² in its epilogue). Shapes: a mixed step's language-model projections (1,024 rows), a
+// 3-tile screenshot's ViT projections (3,096 rows) and the projector (768 rows), each with the epilogue the
+// engine uses (bias, GELU, fp32 residual accumulate). Weights rotate over copies together larger than the L2,
+// as 32 or 62 layers' weights do. Median of --reps launches each. Usage: bench_gemm [--reps 20]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -68,8 +67,9 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     const double ceiling = surf::bench::gemm_ceiling() / 1e12;
-    std::printf("# bench_gemm on %s (%d SMs): cuBLASLt bf16 GEMM 8192^3 %.0f TFLOP/s; median of %d launches\n\n", prop.name,
-                prop.multiProcessorCount, ceiling, reps);
+    std::printf(
+        "# bench_gemm on %s (%d SMs): cuBLASLt bf16 GEMM 8192^3 %.0f TFLOP/s; median of %d launches\n\n",
+        prop.name, prop.multiProcessorCount, ceiling, reps);
     using A = cu::GemmActivation;
     const Case cases[] = {
         {"mamba.in_proj", 1024, 22656, 5120, false, false, A::kNone},
@@ -85,13 +85,17 @@ int main(int argc, char** argv) {
         {"projector.fc1 + ReLU²", 768, 20480, 5120, false, false, A::kReluSquared},
         {"projector.fc2", 768, 5120, 20480, false, false, A::kNone},
     };
-    std::printf("gemm_wgmma resident blocks: tile 256 %d (pairs) / %d (single), tile 128 %d / %d\n\n", cu::gemm_wgmma_resident_blocks(256, true),
-                cu::gemm_wgmma_resident_blocks(256, false), cu::gemm_wgmma_resident_blocks(128, true), cu::gemm_wgmma_resident_blocks(128, false));
-    std::printf("| GEMM | m × n × k | cuBLASLt µs (TFLOP/s) | gemm_wgmma tile 256, pairs | tile 256, single | tile 128, pairs | tile 128, single | best "
-                "ours / cuBLASLt |\n|---|---|---|---|---|---|---|---|\n");
+    std::printf("gemm_wgmma resident blocks: tile 256 %d (pairs) / %d (single), tile 128 %d / %d\n\n",
+                cu::gemm_wgmma_resident_blocks(256, true), cu::gemm_wgmma_resident_blocks(256, false),
+                cu::gemm_wgmma_resident_blocks(128, true), cu::gemm_wgmma_resident_blocks(128, false));
+    std::printf(
+        "| GEMM | m × n × k | cuBLASLt µs (TFLOP/s) | gemm_wgmma tile 256, pairs | tile 256, single | tile "
+        "128, pairs | tile 128, single | best "
+        "ours / cuBLASLt |\n|---|---|---|---|---|---|---|---|\n");
     for (const Case& c : cases) {
         const int64_t w_elems = c.n * c.k;
-        const int n_w = static_cast<int>(std::clamp<int64_t>((int64_t{160} << 20) / (w_elems * 2) + 1, 2, 32));
+        const int n_w =
+            static_cast<int>(std::clamp<int64_t>((int64_t{160} << 20) / (w_elems * 2) + 1, 2, 32));
         std::vector<cu::bf16*> w(n_w);
         for (int i = 0; i < n_w; ++i) {
             w[i] = static_cast<cu::bf16*>(dalloc(w_elems * 2));
@@ -105,7 +109,14 @@ int main(int argc, char** argv) {
         void* bias = dalloc(c.n * y_elem);
         SURF_CUDA_CHECK(cudaMemset(bias, 0, c.n * y_elem));
         auto params = [&](int i) {
-            cu::GemmParams p{x, w[i % n_w], c.bias ? bias : nullptr, y, c.residual ? cu::DType::kF32 : cu::DType::kBF16, c.m, c.n, c.k};
+            cu::GemmParams p{x,
+                             w[i % n_w],
+                             c.bias ? bias : nullptr,
+                             y,
+                             c.residual ? cu::DType::kF32 : cu::DType::kBF16,
+                             c.m,
+                             c.n,
+                             c.k};
             p.beta = c.residual ? 1.0f : 0.0f;
             p.activation = c.act;
             return p;
@@ -121,7 +132,8 @@ int main(int argc, char** argv) {
             std::snprintf(s, sizeof s, "%.1f (%.0f)", us, flops / (us * 1e-6) / 1e12);
             return std::string(s);
         };
-        // gemm_wgmma: tile 256 pairs, 256 single, 128 pairs, 128 single; "—" where it does not take the shape.
+        // gemm_wgmma: tile 256 pairs, 256 single, 128 pairs, 128 single; "—" where it does not take the
+        // shape.
         std::string ours_cells;
         std::string ratio = "—";
         if (cu::gemm_wgmma_supported(params(0))) {
@@ -129,7 +141,8 @@ int main(int argc, char** argv) {
             for (int v = 0; v < 4; ++v) {
                 const int tile_n = v < 2 ? 256 : 128;
                 const bool pairs = v % 2 == 0;
-                const double us = median_us([&](int i) { cu::gemm_wgmma(params(i), tile_n, nullptr, pairs); }, reps);
+                const double us =
+                    median_us([&](int i) { cu::gemm_wgmma(params(i), tile_n, nullptr, pairs); }, reps);
                 best = v == 0 ? us : std::min(best, us);
                 ours_cells += " | " + cell(us);
             }
@@ -139,8 +152,9 @@ int main(int argc, char** argv) {
         } else {
             for (int v = 0; v < 4; ++v) ours_cells += " | —";
         }
-        std::printf("| %s | %lld × %lld × %lld | %s%s | %s |\n", c.name, static_cast<long long>(c.m), static_cast<long long>(c.n),
-                    static_cast<long long>(c.k), cell(blas).c_str(), ours_cells.c_str(), ratio.c_str());
+        std::printf("| %s | %lld × %lld × %lld | %s%s | %s |\n", c.name, static_cast<long long>(c.m),
+                    static_cast<long long>(c.n), static_cast<long long>(c.k), cell(blas).c_str(),
+                    ours_cells.c_str(), ratio.c_str());
         std::fflush(stdout);
         for (auto* p : w) SURF_CUDA_CHECK(cudaFree(p));
         SURF_CUDA_CHECK(cudaFree(x));

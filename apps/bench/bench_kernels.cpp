@@ -52,15 +52,18 @@ void fill_random(void* ptr, size_t n, bool is_bf16, float lo, float hi, uint32_t
         for (size_t i = 0; i < m; ++i) f[i] = dist(rng);
         if (is_bf16) {
             for (size_t i = 0; i < m; ++i) h[i] = __float2bfloat16_rn(f[i]);
-            SURF_CUDA_CHECK(cudaMemcpy(static_cast<bf16*>(ptr) + off, h.data(), m * 2, cudaMemcpyHostToDevice));
+            SURF_CUDA_CHECK(
+                cudaMemcpy(static_cast<bf16*>(ptr) + off, h.data(), m * 2, cudaMemcpyHostToDevice));
         } else {
-            SURF_CUDA_CHECK(cudaMemcpy(static_cast<float*>(ptr) + off, f.data(), m * 4, cudaMemcpyHostToDevice));
+            SURF_CUDA_CHECK(
+                cudaMemcpy(static_cast<float*>(ptr) + off, f.data(), m * 4, cudaMemcpyHostToDevice));
         }
     }
 }
 
-// Median time in µs of `fn(i)` over `reps` launches after `warmup`, each timed with events (bench_ceilings.h median_ms);
-// i counts every launch, warm-ups included, so that launches can rotate over copies of their operands.
+// Median time in µs of `fn(i)` over `reps` launches after `warmup`, each timed with events (bench_ceilings.h
+// median_ms); i counts every launch, warm-ups included, so that launches can rotate over copies of their
+// operands.
 double time_us(const std::function<void(int)>& fn, int reps = 20, int warmup = 3) {
     int i = 0;
     return surf::bench::median_ms([&] { fn(i++); }, reps, warmup) * 1e3;
@@ -70,8 +73,9 @@ void record(const std::string& kernel, const std::string& shape, int64_t batch, 
             bool is_flops, double ceiling) {
     const double rate = amount / (us * 1e-6) / (is_flops ? 1e12 : 1e9);
     g_rows.push_back({kernel, shape, batch, us, rate, is_flops ? "TFLOP/s" : "GB/s", 100.0 * rate / ceiling});
-    std::printf("%-28s %-34s batch %4lld  %10.1f us  %8.1f %s  (%5.1f%% of ceiling)\n", kernel.c_str(), shape.c_str(),
-                static_cast<long long>(batch), us, rate, is_flops ? "TFLOP/s" : "GB/s", 100.0 * rate / ceiling);
+    std::printf("%-28s %-34s batch %4lld  %10.1f us  %8.1f %s  (%5.1f%% of ceiling)\n", kernel.c_str(),
+                shape.c_str(), static_cast<long long>(batch), us, rate, is_flops ? "TFLOP/s" : "GB/s",
+                100.0 * rate / ceiling);
     std::fflush(stdout);
 }
 
@@ -79,11 +83,13 @@ void record(const std::string& kernel, const std::string& shape, int64_t batch, 
 
 int main(int argc, char** argv) {
     const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-    const bool ssu_only = argc > 1 && std::strcmp(argv[1], "--ssu-only") == 0;  // the state-update section only (ncu runs)
+    const bool ssu_only =
+        argc > 1 && std::strcmp(argv[1], "--ssu-only") == 0;  // the state-update section only (ncu runs)
     const bool ssd_only = argc > 1 && std::strcmp(argv[1], "--ssd-only") == 0;  // the SSD scan section only
     cudaDeviceProp prop{};
     SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
+                prop.l2CacheSize >> 20);
     const std::vector<int64_t> batches{1, 16, 64, 100};
 
     // ---- ceilings -----------------------------------------------------------------------------------
@@ -92,14 +98,16 @@ int main(int argc, char** argv) {
     const double copy_us = 2.0 * copy_bytes / (copy_gbs * 1e9) * 1e6;
     cu::GemmContext gemm_ctx;
     const double gemm_tflops = surf::bench::gemm_ceiling() / 1e12;
-    std::printf("ceilings: copy %.0f GB/s (read+write), bf16 GEMM 8192^3 %.0f TFLOP/s\n", copy_gbs, gemm_tflops);
+    std::printf("ceilings: copy %.0f GB/s (read+write), bf16 GEMM 8192^3 %.0f TFLOP/s\n", copy_gbs,
+                gemm_tflops);
     record("ceiling: D2D copy", "1 GiB", 1, copy_us, 2.0 * copy_bytes, false, copy_gbs);
-    record("ceiling: cuBLASLt bf16 GEMM", "8192x8192x8192", 1, 2.0 * 8192.0 * 8192 * 8192 / (gemm_tflops * 1e12) * 1e6,
-           2.0 * 8192.0 * 8192 * 8192, true, gemm_tflops);
+    record("ceiling: cuBLASLt bf16 GEMM", "8192x8192x8192", 1,
+           2.0 * 8192.0 * 8192 * 8192 / (gemm_tflops * 1e12) * 1e6, 2.0 * 8192.0 * 8192 * 8192, true,
+           gemm_tflops);
 
     // ---- sampling: one token per row from fp32 logits (the serving engine's per-step draw) -------------
-    // Rows 1 / 16 / 100 over the Holotron vocabulary (131,072 + 64 padding columns), temperature 0.7 (bench_serve's
-    // setting), then with top-k 50 and top-p 0.9 as well. Bytes: the logits read once.
+    // Rows 1 / 16 / 100 over the Holotron vocabulary (131,072 + 64 padding columns), temperature 0.7
+    // (bench_serve's setting), then with top-k 50 and top-p 0.9 as well. Bytes: the logits read once.
     if (!ssu_only && !ssd_only) {
         const int64_t vocab = 131072, stride = 131136, max_rows = 100;
         auto* logits = static_cast<float*>(dalloc(max_rows * stride * 4));
@@ -123,17 +131,21 @@ int main(int argc, char** argv) {
             for (bool cuts : {false, true}) {
                 for (int64_t rows : {int64_t{1}, int64_t{16}, max_rows}) {
                     cu::SamplingParams sp;
-                    sp.logits = logits, sp.temperature = temp, sp.seed = seed, sp.step = step, sp.tokens = tokens;
+                    sp.logits = logits, sp.temperature = temp, sp.seed = seed, sp.step = step,
+                    sp.tokens = tokens;
                     if (cuts) sp.top_k = top_k, sp.top_p = top_p;
                     sp.rows = rows, sp.vocab = vocab, sp.logits_stride = stride, sp.radix_only = radix_only;
                     const double us = time_us([&](int) { cu::sample_tokens(sp, nullptr); });
-                    record(std::string("sample_tokens T=0.7") + (cuts ? " top-k 50 top-p 0.9" : "") + (radix_only ? " (radix only)" : ""),
-                           "vocab 131072 fp32", rows, us, static_cast<double>(rows) * vocab * 4, false, copy_gbs);
+                    record(std::string("sample_tokens T=0.7") + (cuts ? " top-k 50 top-p 0.9" : "") +
+                               (radix_only ? " (radix only)" : ""),
+                           "vocab 131072 fp32", rows, us, static_cast<double>(rows) * vocab * 4, false,
+                           copy_gbs);
                 }
             }
         }
-        for (void* ptr : {static_cast<void*>(logits), static_cast<void*>(temp), static_cast<void*>(top_p), static_cast<void*>(top_k),
-                          static_cast<void*>(seed), static_cast<void*>(step), static_cast<void*>(tokens)}) {
+        for (void* ptr : {static_cast<void*>(logits), static_cast<void*>(temp), static_cast<void*>(top_p),
+                          static_cast<void*>(top_k), static_cast<void*>(seed), static_cast<void*>(step),
+                          static_cast<void*>(tokens)}) {
             SURF_CUDA_CHECK(cudaFree(ptr));
         }
         if (argc > 1 && std::strcmp(argv[1], "--sampling-only") == 0) return 0;
@@ -147,7 +159,11 @@ int main(int argc, char** argv) {
         fill_random(xbc, max_b * zx_stride, true, -1, 1, 4);
         auto* vec = static_cast<float*>(dalloc(3 * H * 4));
         std::vector<float> hv(3 * H);
-        for (int64_t h = 0; h < H; ++h) { hv[h] = -0.5f; hv[H + h] = -1.0f - 0.01f * h; hv[2 * H + h] = 1.0f; }
+        for (int64_t h = 0; h < H; ++h) {
+            hv[h] = -0.5f;
+            hv[H + h] = -1.0f - 0.01f * h;
+            hv[2 * H + h] = 1.0f;
+        }
         SURF_CUDA_CHECK(cudaMemcpy(vec, hv.data(), hv.size() * 4, cudaMemcpyHostToDevice));
         void* state = dalloc(n_slots * H * P * N * 4);
         fill_random(state, n_slots * H * P * N, false, -1, 1, 5);
@@ -164,31 +180,52 @@ int main(int argc, char** argv) {
                 const int64_t b = bulk ? 100 : batches[c];
                 cu::SsuParams p;
                 p.bulk_stage = bulk;
-                p.x = xbc; p.B = xbc + H * P; p.C = xbc + H * P + G * N; p.dt_raw = xbc + conv_dim;
-                p.dt_bias = vec; p.A = vec + H; p.D = vec + 2 * H; p.state = state; p.state_dtype = sdt;
-                p.y = y; p.y_dtype = cu::DType::kF32; p.batch = b; p.H = H; p.P = P; p.G = G; p.N = N;
-                p.x_stride = zx_stride; p.bc_stride = zx_stride; p.dt_stride = zx_stride;
+                p.x = xbc;
+                p.B = xbc + H * P;
+                p.C = xbc + H * P + G * N;
+                p.dt_raw = xbc + conv_dim;
+                p.dt_bias = vec;
+                p.A = vec + H;
+                p.D = vec + 2 * H;
+                p.state = state;
+                p.state_dtype = sdt;
+                p.y = y;
+                p.y_dtype = cu::DType::kF32;
+                p.batch = b;
+                p.H = H;
+                p.P = P;
+                p.G = G;
+                p.N = N;
+                p.x_stride = zx_stride;
+                p.bc_stride = zx_stride;
+                p.dt_stride = zx_stride;
                 const int64_t sets = n_slots / b;
-                const double us = time_us([&](int i) {
-                    p.slots = slots + (i % sets) * b;
-                    cu::selective_state_update(p, nullptr);
-                }, 30);
+                const double us = time_us(
+                    [&](int i) {
+                        p.slots = slots + (i % sets) * b;
+                        cu::selective_state_update(p, nullptr);
+                    },
+                    30);
                 const double bytes = b * (2.0 * H * P * N * es + (H * P + 2 * G * N + H) * 2.0 + H * P * 4.0);
-                record(std::string("ssu decode (state ") + (es == 4 ? "fp32)" : "bf16)") + (bulk ? " bulk" : ""), "H128 P80 N128 G8", b, us, bytes,
-                       false, copy_gbs);
+                record(
+                    std::string("ssu decode (state ") + (es == 4 ? "fp32)" : "bf16)") + (bulk ? " bulk" : ""),
+                    "H128 P80 N128 G8", b, us, bytes, false, copy_gbs);
             }
         }
-        // Replay (SsuParams::replay_window), 100 rows: every row at count 0 (reads its state, stores its inputs), every
-        // row at K − 1 (reads, folds K tokens, writes), and rows staggered (count = row % K, as in serving); fp32 state
-        // at K = 4 / 8 / 16, bf16 state at 8, the split fp32 state (SsuParams::state_split) at 8 and 16. Bytes: the state
-        // read (+ written when folding; split: the high plane alone where a row does not fold) and the pending entries read.
+        // Replay (SsuParams::replay_window), 100 rows: every row at count 0 (reads its state, stores its
+        // inputs), every row at K − 1 (reads, folds K tokens, writes), and rows staggered (count = row % K,
+        // as in serving); fp32 state at K = 4 / 8 / 16, bf16 state at 8, the split fp32 state
+        // (SsuParams::state_split) at 8 and 16. Bytes: the state read (+ written when folding; split: the
+        // high plane alone where a row does not fold) and the pending entries read.
         struct ReplayCase {
             int64_t K;
             cu::DType sdt;
             bool split;
         };
-        for (const ReplayCase& rc : {ReplayCase{4, cu::DType::kF32, false}, ReplayCase{8, cu::DType::kF32, false}, ReplayCase{16, cu::DType::kF32, false},
-                                     ReplayCase{8, cu::DType::kBF16, false}, ReplayCase{8, cu::DType::kF32, true}, ReplayCase{16, cu::DType::kF32, true}}) {
+        for (const ReplayCase& rc :
+             {ReplayCase{4, cu::DType::kF32, false}, ReplayCase{8, cu::DType::kF32, false},
+              ReplayCase{16, cu::DType::kF32, false}, ReplayCase{8, cu::DType::kBF16, false},
+              ReplayCase{8, cu::DType::kF32, true}, ReplayCase{16, cu::DType::kF32, true}}) {
             const int64_t K = rc.K;
             const cu::DType sdt = rc.sdt;
             const int64_t b = 100, sets = n_slots / b, entry = cu::ssm_replay_entry_elems(H, P, G, N);
@@ -196,8 +233,8 @@ int main(int argc, char** argv) {
             void* replay = dalloc(n_slots * K * entry * 2);
             fill_random(replay, n_slots * K * entry, true, -1, 1, 6);
             auto* counts = static_cast<int32_t*>(dalloc(b * 4));
-            // Staging: 0 cp.async; 1 one bulk copy a block (SsuParams::bulk_stage); 2 and 3 bulk at row_split 4 and 1
-            // (staggered K = 8 only).
+            // Staging: 0 cp.async; 1 one bulk copy a block (SsuParams::bulk_stage); 2 and 3 bulk at row_split
+            // 4 and 1 (staggered K = 8 only).
             const char* const modes[] = {"count 0", "count K-1", "staggered"};
             for (int c = 0; c < 3 * 4; ++c) {
                 const char* mode = modes[c / 4];
@@ -212,23 +249,49 @@ int main(int argc, char** argv) {
                 }
                 SURF_CUDA_CHECK(cudaMemcpy(counts, ch.data(), ch.size() * 4, cudaMemcpyHostToDevice));
                 cu::SsuParams p;
-                p.x = xbc; p.B = xbc + H * P; p.C = xbc + H * P + G * N; p.dt_raw = xbc + conv_dim;
-                p.dt_bias = vec; p.A = vec + H; p.D = vec + 2 * H; p.state = state; p.state_dtype = sdt;
-                p.y = y; p.y_dtype = cu::DType::kF32; p.batch = b; p.H = H; p.P = P; p.G = G; p.N = N;
-                p.x_stride = zx_stride; p.bc_stride = zx_stride; p.dt_stride = zx_stride;
-                p.replay = replay; p.replay_count = counts; p.replay_window = K;
+                p.x = xbc;
+                p.B = xbc + H * P;
+                p.C = xbc + H * P + G * N;
+                p.dt_raw = xbc + conv_dim;
+                p.dt_bias = vec;
+                p.A = vec + H;
+                p.D = vec + 2 * H;
+                p.state = state;
+                p.state_dtype = sdt;
+                p.y = y;
+                p.y_dtype = cu::DType::kF32;
+                p.batch = b;
+                p.H = H;
+                p.P = P;
+                p.G = G;
+                p.N = N;
+                p.x_stride = zx_stride;
+                p.bc_stride = zx_stride;
+                p.dt_stride = zx_stride;
+                p.replay = replay;
+                p.replay_count = counts;
+                p.replay_window = K;
                 p.state_split = rc.split;
                 p.bulk_stage = bulk > 0;
                 if (bulk >= 2) p.row_split = bulk == 2 ? 4 : 1;
-                const double us = time_us([&](int i) {
-                    p.slots = slots + (i % sets) * b;
-                    cu::selective_state_update(p, nullptr);
-                }, 30);
-                const double state_bytes = rc.split ? ((1.0 - folds) * 2.0 + folds * 8.0) * H * P * N : (1.0 + folds) * H * P * N * es;
+                const double us = time_us(
+                    [&](int i) {
+                        p.slots = slots + (i % sets) * b;
+                        cu::selective_state_update(p, nullptr);
+                    },
+                    30);
+                const double state_bytes = rc.split ? ((1.0 - folds) * 2.0 + folds * 8.0) * H * P * N
+                                                    : (1.0 + folds) * H * P * N * es;
                 const double bytes = b * (state_bytes + (mean_count + 1.0) * entry * 2.0 + H * P * 4.0);
-                record("ssu replay K=" + std::to_string(K) + " " + mode + (bulk == 1 ? " bulk" : bulk == 2 ? " bulk split4" : bulk == 3 ? " bulk split1" : ""),
-                       std::string("H128 P80 N128 G8 ") + (rc.split ? "fp32 split" : es == 4 ? "fp32" : "bf16"), b, us, bytes,
-                       false, copy_gbs);
+                record("ssu replay K=" + std::to_string(K) + " " + mode +
+                           (bulk == 1   ? " bulk"
+                            : bulk == 2 ? " bulk split4"
+                            : bulk == 3 ? " bulk split1"
+                                        : ""),
+                       std::string("H128 P80 N128 G8 ") + (rc.split  ? "fp32 split"
+                                                           : es == 4 ? "fp32"
+                                                                     : "bf16"),
+                       b, us, bytes, false, copy_gbs);
             }
             SURF_CUDA_CHECK(cudaFree(replay));
             SURF_CUDA_CHECK(cudaFree(counts));
@@ -263,18 +326,30 @@ int main(int argc, char** argv) {
         auto* out = static_cast<bf16*>(dalloc(n_seqs * nh * D * 2));
         for (int64_t b : batches) {
             cu::AttentionDecodeParams p;
-            p.q = q; p.out = out; p.k_cache = kc; p.v_cache = vc; p.seq_lens = dlens; p.page_size = page;
-            p.max_pages_per_seq = pages_per_seq; p.batch = b; p.n_heads = nh; p.n_kv_heads = nkv; p.head_dim = D;
+            p.q = q;
+            p.out = out;
+            p.k_cache = kc;
+            p.v_cache = vc;
+            p.seq_lens = dlens;
+            p.page_size = page;
+            p.max_pages_per_seq = pages_per_seq;
+            p.batch = b;
+            p.n_heads = nh;
+            p.n_kv_heads = nkv;
+            p.head_dim = D;
             p.max_seq_len = ctx;
             void* ws = dalloc(cu::attention_decode_workspace_bytes(p));
             const int64_t sets = n_seqs / b;
-            const double us = time_us([&](int i) {
-                p.block_table = dbt + (i % sets) * b * pages_per_seq;
-                cu::attention_decode(p, ws, nullptr);
-            }, 30);
+            const double us = time_us(
+                [&](int i) {
+                    p.block_table = dbt + (i % sets) * b * pages_per_seq;
+                    cu::attention_decode(p, ws, nullptr);
+                },
+                30);
             const double bytes = b * (2.0 * ctx * nkv * D * 2 + 2.0 * nh * D * 2);
-            record("attention decode (paged)", "40/8x128 ctx4096 page16 splits " + std::to_string(cu::attention_decode_splits(p)),
-                   b, us, bytes, false, copy_gbs);
+            record("attention decode (paged)",
+                   "40/8x128 ctx4096 page16 splits " + std::to_string(cu::attention_decode_splits(p)), b, us,
+                   bytes, false, copy_gbs);
             SURF_CUDA_CHECK(cudaFree(ws));
         }
         SURF_CUDA_CHECK(cudaFree(kc));
@@ -295,7 +370,11 @@ int main(int argc, char** argv) {
         fill_random(dt, max_tok * H, true, -3, 0.5f, 11);
         auto* vec = static_cast<float*>(dalloc(3 * H * 4));
         std::vector<float> hv(3 * H);
-        for (int64_t h = 0; h < H; ++h) { hv[h] = -0.5f; hv[H + h] = -1.0f - 0.01f * h; hv[2 * H + h] = 1.0f; }
+        for (int64_t h = 0; h < H; ++h) {
+            hv[h] = -0.5f;
+            hv[H + h] = -1.0f - 0.01f * h;
+            hv[2 * H + h] = 1.0f;
+        }
         SURF_CUDA_CHECK(cudaMemcpy(vec, hv.data(), hv.size() * 4, cudaMemcpyHostToDevice));
         void* state = dalloc(100 * H * P * N * 4);
         fill_random(state, 100 * H * P * N, false, -1, 1, 12);
@@ -307,32 +386,54 @@ int main(int argc, char** argv) {
         auto* dslots = static_cast<int32_t*>(dalloc(100 * 4));
         SURF_CUDA_CHECK(cudaMemcpy(dcu, cu_h.data(), 101 * 4, cudaMemcpyHostToDevice));
         SURF_CUDA_CHECK(cudaMemcpy(dslots, slots_h.data(), 100 * 4, cudaMemcpyHostToDevice));
-        // b sequences of `seq` tokens, one long sequence (the engine's prefill chunk is up to ~8k tokens) and one
-        // serving-step prompt (924 tokens: a screenshot and its text).
+        // b sequences of `seq` tokens, one long sequence (the engine's prefill chunk is up to ~8k tokens) and
+        // one serving-step prompt (924 tokens: a screenshot and its text).
         std::vector<std::pair<int64_t, int64_t>> runs;
         for (int64_t b : batches) runs.emplace_back(b, seq);
         runs.emplace_back(1, 8 * seq);
         runs.emplace_back(1, 924);
         for (auto [b, len] : runs)
-        for (bool wgmma : {true, false}) {  // the wgmma kernel (compute capability 9.0), then the mma.sync one
-            std::vector<int32_t> cu_r(b + 1);
-            for (int64_t i = 0; i <= b; ++i) cu_r[i] = static_cast<int32_t>(i * len);
-            SURF_CUDA_CHECK(cudaMemcpy(dcu, cu_r.data(), (b + 1) * 4, cudaMemcpyHostToDevice));
-            cu::SsdVarlenParams p;
-            p.x = xbc; p.B = xbc + H * P; p.C = xbc + H * P + G * N; p.dt_raw = dt; p.dt_bias = vec; p.A = vec + H;
-            p.D = vec + 2 * H; p.state = state; p.cu_seqlens = dcu; p.slots = dslots; p.y = y; p.y_dtype = cu::DType::kBF16;
-            p.n_tok = b * len; p.n_seq = b; p.H = H; p.P = P; p.G = G; p.N = N; p.chunk = 128;
-            p.x_stride = conv_dim; p.bc_stride = conv_dim; p.dt_stride = H; p.wgmma = wgmma;
-            const size_t ws_bytes = cu::ssd_workspace_bytes(p);
-            void* ws = dalloc(ws_bytes);
-            const double us = time_us([&](int) { cu::ssd_varlen(p, ws, nullptr); }, 10, 2);
-            const double tok = static_cast<double>(b * len);
-            const double flops = tok * (H * (2.0 * 128 * P + 4.0 * N * P) + G * 2.0 * 128 * N);  // serving.md §3.1
-            record(wgmma ? "ssd prefill scan (wgmma where available)" : "ssd prefill scan (mma.sync)",
-                   "H128 P80 N128 chunk128 len" + std::to_string(len), b, us, flops, true, gemm_tflops);
-            std::printf("    ssd: %.2f M tokens/s, %.3f us/token, workspace %zu bytes\n", tok / us, us / tok, ws_bytes);
-            SURF_CUDA_CHECK(cudaFree(ws));
-        }
+            for (bool wgmma :
+                 {true, false}) {  // the wgmma kernel (compute capability 9.0), then the mma.sync one
+                std::vector<int32_t> cu_r(b + 1);
+                for (int64_t i = 0; i <= b; ++i) cu_r[i] = static_cast<int32_t>(i * len);
+                SURF_CUDA_CHECK(cudaMemcpy(dcu, cu_r.data(), (b + 1) * 4, cudaMemcpyHostToDevice));
+                cu::SsdVarlenParams p;
+                p.x = xbc;
+                p.B = xbc + H * P;
+                p.C = xbc + H * P + G * N;
+                p.dt_raw = dt;
+                p.dt_bias = vec;
+                p.A = vec + H;
+                p.D = vec + 2 * H;
+                p.state = state;
+                p.cu_seqlens = dcu;
+                p.slots = dslots;
+                p.y = y;
+                p.y_dtype = cu::DType::kBF16;
+                p.n_tok = b * len;
+                p.n_seq = b;
+                p.H = H;
+                p.P = P;
+                p.G = G;
+                p.N = N;
+                p.chunk = 128;
+                p.x_stride = conv_dim;
+                p.bc_stride = conv_dim;
+                p.dt_stride = H;
+                p.wgmma = wgmma;
+                const size_t ws_bytes = cu::ssd_workspace_bytes(p);
+                void* ws = dalloc(ws_bytes);
+                const double us = time_us([&](int) { cu::ssd_varlen(p, ws, nullptr); }, 10, 2);
+                const double tok = static_cast<double>(b * len);
+                const double flops =
+                    tok * (H * (2.0 * 128 * P + 4.0 * N * P) + G * 2.0 * 128 * N);  // serving.md §3.1
+                record(wgmma ? "ssd prefill scan (wgmma where available)" : "ssd prefill scan (mma.sync)",
+                       "H128 P80 N128 chunk128 len" + std::to_string(len), b, us, flops, true, gemm_tflops);
+                std::printf("    ssd: %.2f M tokens/s, %.3f us/token, workspace %zu bytes\n", tok / us,
+                            us / tok, ws_bytes);
+                SURF_CUDA_CHECK(cudaFree(ws));
+            }
         for (void* ptr : {static_cast<void*>(xbc), static_cast<void*>(dt), static_cast<void*>(vec), state,
                           static_cast<void*>(y), static_cast<void*>(dcu), static_cast<void*>(dslots)}) {
             SURF_CUDA_CHECK(cudaFree(ptr));
@@ -358,13 +459,27 @@ int main(int argc, char** argv) {
         SURF_CUDA_CHECK(cudaMemcpy(dcu, cu_h.data(), 8, cudaMemcpyHostToDevice));
         SURF_CUDA_CHECK(cudaMemcpy(dl, lens.data(), 4, cudaMemcpyHostToDevice));
         cu::AttentionPrefillParams p;
-        p.q = q; p.out = out; p.cu_seqlens_q = dcu; p.k_cache = kc; p.v_cache = vc; p.block_table = dbt;
-        p.seq_lens_k = dl; p.page_size = page; p.max_pages_per_seq = pages; p.n_seq = 1; p.n_heads = nh;
-        p.n_kv_heads = nkv; p.head_dim = D; p.max_seqlen_q = len; p.causal = true;
+        p.q = q;
+        p.out = out;
+        p.cu_seqlens_q = dcu;
+        p.k_cache = kc;
+        p.v_cache = vc;
+        p.block_table = dbt;
+        p.seq_lens_k = dl;
+        p.page_size = page;
+        p.max_pages_per_seq = pages;
+        p.n_seq = 1;
+        p.n_heads = nh;
+        p.n_kv_heads = nkv;
+        p.head_dim = D;
+        p.max_seqlen_q = len;
+        p.causal = true;
         const double us = time_us([&](int) { cu::attention_prefill(p, nullptr); }, 10);
-        record("attention prefill causal", "40/8x128 len4096 paged", 1, us, 4.0 * nh * D * len * len / 2.0, true, gemm_tflops);
-        for (void* ptr : {static_cast<void*>(q), static_cast<void*>(kc), static_cast<void*>(vc), static_cast<void*>(out),
-                          static_cast<void*>(dbt), static_cast<void*>(dcu), static_cast<void*>(dl)}) {
+        record("attention prefill causal", "40/8x128 len4096 paged", 1, us, 4.0 * nh * D * len * len / 2.0,
+               true, gemm_tflops);
+        for (void* ptr :
+             {static_cast<void*>(q), static_cast<void*>(kc), static_cast<void*>(vc), static_cast<void*>(out),
+              static_cast<void*>(dbt), static_cast<void*>(dcu), static_cast<void*>(dl)}) {
             SURF_CUDA_CHECK(cudaFree(ptr));
         }
         const int64_t tiles = 13, tl = 1032, vh = 16, vd = 80, w = vh * vd;
@@ -376,12 +491,23 @@ int main(int argc, char** argv) {
         auto* dtcu = static_cast<int32_t*>(dalloc((tiles + 1) * 4));
         SURF_CUDA_CHECK(cudaMemcpy(dtcu, tcu.data(), (tiles + 1) * 4, cudaMemcpyHostToDevice));
         cu::AttentionPrefillParams v;
-        v.q = qkv; v.q_stride = 3 * w; v.out = vo; v.cu_seqlens_q = dtcu; v.k = qkv + w; v.v = qkv + 2 * w;
-        v.kv_stride = 3 * w; v.cu_seqlens_k = dtcu; v.n_seq = tiles; v.n_heads = vh; v.n_kv_heads = vh; v.head_dim = vd;
-        v.max_seqlen_q = tl; v.causal = false;
+        v.q = qkv;
+        v.q_stride = 3 * w;
+        v.out = vo;
+        v.cu_seqlens_q = dtcu;
+        v.k = qkv + w;
+        v.v = qkv + 2 * w;
+        v.kv_stride = 3 * w;
+        v.cu_seqlens_k = dtcu;
+        v.n_seq = tiles;
+        v.n_heads = vh;
+        v.n_kv_heads = vh;
+        v.head_dim = vd;
+        v.max_seqlen_q = tl;
+        v.causal = false;
         const double vus = time_us([&](int) { cu::attention_prefill(v, nullptr); }, 10);
-        record("attention ViT bidirectional", "16x80, 13 tiles x 1032", tiles, vus, 4.0 * vh * vd * tl * tl * tiles, true,
-               gemm_tflops);
+        record("attention ViT bidirectional", "16x80, 13 tiles x 1032", tiles, vus,
+               4.0 * vh * vd * tl * tl * tiles, true, gemm_tflops);
         SURF_CUDA_CHECK(cudaFree(qkv));
         SURF_CUDA_CHECK(cudaFree(vo));
         SURF_CUDA_CHECK(cudaFree(dtcu));
@@ -389,13 +515,15 @@ int main(int argc, char** argv) {
 
     // ---- prefill memory-bound ops: bytes = each input read once + each output written once ------------
     if (!ssd_only) {
-        const int64_t tok = 4096, d = 5120, d_inner = H * P, proj = zx_stride;  // one 4096-token LLM prefill step
+        const int64_t tok = 4096, d = 5120, d_inner = H * P,
+                      proj = zx_stride;                                  // one 4096-token LLM prefill step
         const int64_t vit_rows = 19056, vit_w = 1280, vit_inter = 5120;  // the profiled vision batch
         const int64_t mlp_inter = 20480;
-        auto* zx = static_cast<bf16*>(dalloc(tok * proj * 2));              // [tok, z | xBC | dt] in_proj output
+        auto* zx = static_cast<bf16*>(dalloc(tok * proj * 2));  // [tok, z | xBC | dt] in_proj output
         auto* yf = static_cast<float*>(dalloc(std::max(tok * d_inner, vit_rows * vit_w) * 4));  // fp32 rows
         auto* out = static_cast<bf16*>(dalloc(std::max(tok * mlp_inter, vit_rows * vit_inter) * 2));
-        auto* vec = static_cast<float*>(dalloc(std::max(d_inner, conv_dim * 5) * 4));  // norm weight / conv w+b
+        auto* vec =
+            static_cast<float*>(dalloc(std::max(d_inner, conv_dim * 5) * 4));  // norm weight / conv w+b
         fill_random(zx, tok * proj, true, -2, 2, 19);
         fill_random(yf, std::max(tok * d_inner, vit_rows * vit_w), false, -2, 2, 20);
         fill_random(vec, std::max(d_inner, conv_dim * 5), false, 0.5f, 1.5f, 21);
@@ -409,10 +537,11 @@ int main(int argc, char** argv) {
         gn.y = yf, gn.y_dtype = cu::DType::kF32, gn.z = zx, gn.z_stride = proj, gn.weight = vec, gn.out = out;
         gn.rows = tok, gn.dim = d_inner, gn.group_size = d_inner / G;
         const double gn_us = time_us([&](int) { cu::gated_rmsnorm(gn, nullptr); });
-        record("gated_rmsnorm y fp32, z bf16", "4096 x 10240 group 1280", 1, gn_us, tok * d_inner * 8.0 + d_inner * 4.0,
-               false, copy_gbs);
+        record("gated_rmsnorm y fp32, z bf16", "4096 x 10240 group 1280", 1, gn_us,
+               tok * d_inner * 8.0 + d_inner * 4.0, false, copy_gbs);
 
-        // conv1d varlen over the xBC slice of in_proj rows (stride 22656): one 4096-token sequence, and 16 × 256.
+        // conv1d varlen over the xBC slice of in_proj rows (stride 22656): one 4096-token sequence, and 16 ×
+        // 256.
         const int64_t max_seqs = 16;
         void* cstate = dalloc(max_seqs * conv_dim * 3 * 2);
         fill_random(cstate, max_seqs * conv_dim * 3, true, -1, 1, 22);
@@ -426,15 +555,16 @@ int main(int argc, char** argv) {
             for (int64_t i = 0; i <= n_seq; ++i) cu_r[i] = static_cast<int32_t>(i * tok / n_seq);
             SURF_CUDA_CHECK(cudaMemcpy(dcu, cu_r.data(), (n_seq + 1) * 4, cudaMemcpyHostToDevice));
             cu::ConvVarlenParams cv;
-            cv.x = zx + d_inner, cv.x_stride = proj, cv.weight = vec, cv.bias = vec + conv_dim * 4, cv.state = cstate;
+            cv.x = zx + d_inner, cv.x_stride = proj, cv.weight = vec, cv.bias = vec + conv_dim * 4,
+            cv.state = cstate;
             cv.state_dtype = cu::DType::kBF16, cv.cu_seqlens = dcu, cv.slots = dslots, cv.out = out;
             cv.n_tok = tok, cv.n_seq = n_seq, cv.channels = conv_dim, cv.K = 4;
             // The state round-trips (K-1 entries per channel and sequence); the launch restores nothing, so
             // later launches start from the previous state, which costs the same.
             const double us = time_us([&](int) { cu::causal_conv1d_varlen(cv, nullptr); });
             const double bytes = tok * conv_dim * 4.0 + n_seq * conv_dim * 3 * 2 * 2.0 + conv_dim * 5 * 4.0;
-            record("conv1d_varlen + SiLU (bf16)", "4096 tok x 12288 ch, x stride 22656", n_seq, us, bytes, false,
-                   copy_gbs);
+            record("conv1d_varlen + SiLU (bf16)", "4096 tok x 12288 ch, x stride 22656", n_seq, us, bytes,
+                   false, copy_gbs);
         }
         SURF_CUDA_CHECK(cudaFree(cstate));
         SURF_CUDA_CHECK(cudaFree(dcu));
@@ -444,12 +574,12 @@ int main(int argc, char** argv) {
         ln.x = yf, ln.x_dtype = cu::DType::kF32, ln.weight = vec, ln.bias = vec + vit_w, ln.y = out;
         ln.rows = vit_rows, ln.dim = vit_w;
         const double ln_us = time_us([&](int) { cu::layernorm(ln, nullptr); });
-        record("ViT layernorm fp32 -> bf16", "19056 x 1280 (+bias)", 1, ln_us, vit_rows * vit_w * 6.0 + vit_w * 8.0,
-               false, copy_gbs);
+        record("ViT layernorm fp32 -> bf16", "19056 x 1280 (+bias)", 1, ln_us,
+               vit_rows * vit_w * 6.0 + vit_w * 8.0, false, copy_gbs);
 
-        // The ViT LayerNorm over one 3-tile batch (3096 rows, fp32 x, no residual) and the gated norm over a 1024-token
-        // chunk, as a serving step runs them. One call's buffers fit in L2, so launches rotate over slices of the
-        // buffers above (8 and 4 slices, together several times L2).
+        // The ViT LayerNorm over one 3-tile batch (3096 rows, fp32 x, no residual) and the gated norm over a
+        // 1024-token chunk, as a serving step runs them. One call's buffers fit in L2, so launches rotate
+        // over slices of the buffers above (8 and 4 slices, together several times L2).
         {
             const int64_t rows = 3096, slices = 8;
             cu::LayerNormParams sl = ln;
@@ -458,7 +588,8 @@ int main(int argc, char** argv) {
                 sl.x = yf + (i % slices) * rows * vit_w, sl.y = out + (i % slices) * rows * vit_w;
                 cu::layernorm(sl, nullptr);
             });
-            record("ViT layernorm fp32 -> bf16", "3096 x 1280 (+bias), 8 slices", 1, us, rows * vit_w * 6.0 + vit_w * 8.0, false, copy_gbs);
+            record("ViT layernorm fp32 -> bf16", "3096 x 1280 (+bias), 8 slices", 1, us,
+                   rows * vit_w * 6.0 + vit_w * 8.0, false, copy_gbs);
         }
         {
             const int64_t rows = 1024, slices = 4;
@@ -466,20 +597,23 @@ int main(int argc, char** argv) {
             sg.rows = rows;
             const double us = time_us([&](int i) {
                 const int64_t s = i % slices;
-                sg.y = yf + s * rows * d_inner, sg.z = zx + s * rows * proj, sg.out = out + s * rows * d_inner;
+                sg.y = yf + s * rows * d_inner, sg.z = zx + s * rows * proj,
+                sg.out = out + s * rows * d_inner;
                 cu::gated_rmsnorm(sg, nullptr);
             });
-            record("gated_rmsnorm y fp32, z bf16", "1024 x 10240 group 1280, 4 slices", 1, us, rows * d_inner * 8.0 + d_inner * 4.0, false,
-                   copy_gbs);
+            record("gated_rmsnorm y fp32, z bf16", "1024 x 10240 group 1280, 4 slices", 1, us,
+                   rows * d_inner * 8.0 + d_inner * 4.0, false, copy_gbs);
         }
 
         // In place: the values drift launch to launch but stay finite (GELU and ReLU² of bf16 values).
         fill_random(out, vit_rows * vit_inter, true, -3, 3, 23);
         const double ge_us = time_us([&](int) { cu::gelu_erf(out, vit_rows * vit_inter, nullptr); });
-        record("ViT gelu_erf in place (bf16)", "19056 x 5120", 1, ge_us, vit_rows * vit_inter * 4.0, false, copy_gbs);
+        record("ViT gelu_erf in place (bf16)", "19056 x 5120", 1, ge_us, vit_rows * vit_inter * 4.0, false,
+               copy_gbs);
         fill_random(out, tok * mlp_inter, true, -1, 1, 24);
         const double rs_us = time_us([&](int) { cu::relu_squared(out, tok * mlp_inter, nullptr); });
-        record("MLP relu_squared in place (bf16)", "4096 x 20480", 1, rs_us, tok * mlp_inter * 4.0, false, copy_gbs);
+        record("MLP relu_squared in place (bf16)", "4096 x 20480", 1, rs_us, tok * mlp_inter * 4.0, false,
+               copy_gbs);
 
         for (void* ptr : {static_cast<void*>(zx), static_cast<void*>(yf), static_cast<void*>(out),
                           static_cast<void*>(vec)}) {
@@ -489,10 +623,15 @@ int main(int argc, char** argv) {
 
     // ---- GEMMs: the LLM's projections at decode batches (weight-bound) and one prefill size -------------
     if (!ssd_only) {
-        struct Lin { const char* name; int64_t n, k; };
-        const Lin lins[] = {{"mamba in_proj", 22656, 5120}, {"mamba out_proj", 5120, 10240}, {"mlp up", 20480, 5120},
-                            {"mlp down", 5120, 20480}, {"attn q_proj", 5120, 5120}, {"lm_head", 131072, 5120}};
-        const int64_t max_m = 4096, n_w = 4;  // rotate over 4 weight copies (in_proj weight 232 MB ≫ L2 anyway)
+        struct Lin {
+            const char* name;
+            int64_t n, k;
+        };
+        const Lin lins[] = {{"mamba in_proj", 22656, 5120}, {"mamba out_proj", 5120, 10240},
+                            {"mlp up", 20480, 5120},        {"mlp down", 5120, 20480},
+                            {"attn q_proj", 5120, 5120},    {"lm_head", 131072, 5120}};
+        const int64_t max_m = 4096,
+                      n_w = 4;  // rotate over 4 weight copies (in_proj weight 232 MB ≫ L2 anyway)
         for (const Lin& l : lins) {
             std::vector<bf16*> w(n_w);
             for (auto& ptr : w) {
@@ -505,13 +644,19 @@ int main(int argc, char** argv) {
             std::vector<int64_t> ms(batches);
             ms.push_back(max_m);
             for (int64_t m : ms) {
-                const double us = time_us([&](int i) {
-                    cu::gemm(gemm_ctx, {x, w[i % n_w], nullptr, y, cu::DType::kBF16, m, l.n, l.k}, nullptr);
-                }, 20);
+                const double us = time_us(
+                    [&](int i) {
+                        cu::gemm(gemm_ctx, {x, w[i % n_w], nullptr, y, cu::DType::kBF16, m, l.n, l.k},
+                                 nullptr);
+                    },
+                    20);
                 const double bytes = 2.0 * (l.n * l.k + m * l.k + m * l.n), flops = 2.0 * m * l.n * l.k;
-                const std::string shape = std::string(l.name) + " " + std::to_string(l.n) + "x" + std::to_string(l.k);
-                if (m <= 100) record("gemm bf16 (weight-bound)", shape, m, us, bytes, false, copy_gbs);
-                else record("gemm bf16 (prefill)", shape, m, us, flops, true, gemm_tflops);
+                const std::string shape =
+                    std::string(l.name) + " " + std::to_string(l.n) + "x" + std::to_string(l.k);
+                if (m <= 100)
+                    record("gemm bf16 (weight-bound)", shape, m, us, bytes, false, copy_gbs);
+                else
+                    record("gemm bf16 (prefill)", shape, m, us, flops, true, gemm_tflops);
             }
             for (auto* ptr : w) SURF_CUDA_CHECK(cudaFree(ptr));
             SURF_CUDA_CHECK(cudaFree(x));
@@ -519,8 +664,10 @@ int main(int argc, char** argv) {
         }
     }
 
-    std::printf("\n## Kernel benchmark (%s; copy %.0f GB/s, GEMM %.0f TFLOP/s)\n\n", prop.name, copy_gbs, gemm_tflops);
-    std::printf("| kernel | shape | batch | time (us) | achieved | %% of ceiling |\n|---|---|---|---|---|---|\n");
+    std::printf("\n## Kernel benchmark (%s; copy %.0f GB/s, GEMM %.0f TFLOP/s)\n\n", prop.name, copy_gbs,
+                gemm_tflops);
+    std::printf(
+        "| kernel | shape | batch | time (us) | achieved | %% of ceiling |\n|---|---|---|---|---|---|\n");
     for (const Row& r : g_rows) {
         std::printf("| %s | %s | %lld | %.1f | %.1f %s | %.1f%% |\n", r.kernel.c_str(), r.shape.c_str(),
                     static_cast<long long>(r.batch), r.us, r.achieved, r.unit.c_str(), r.pct);

@@ -11,25 +11,27 @@
 // fc1, GELU, fc2 at C-RADIO-H shapes, random weights) beside the same state update, its GEMMs planned for
 // all SMs or fewer, on a stream of the highest priority: the pairing an engine would make by running the
 // tower inside the Mamba layers' state-update windows (docs/BENCHMARKS.md).
-// Fourth table (--bulk-probe: only this one): the read bandwidth K persistent blocks get from bulk copies kept
-// several stages deep (kernels/cuda/sm_occupier.h, bulk_read_probe): the most a state update could get on K SMs
-// if its copies never waited on its own latency (docs/BENCHMARKS.md).
-// Fifth table (--branches: only this one): a mixed step's Mamba branches as the engine issues them (GpuLimits::
-// overlap_mamba_branches): the prefill rows' SSD scan (one prompt chunk, on a highest-priority stream) beside the
-// decode rows' state update (replay window 8, staggered counts, as in serving), each timed alone and together,
-// with each kernel's span inside the pair (events on its stream): which of the two the pairing stretches.
-// --branches-green N,…: that table, then the pair with each branch held to its own SMs by green contexts (the scan on N,
-// the update on the rest).
-// --l2-probe (only this): the L2 → SM read ceiling (kernels/cuda/sm_occupier.h, l2_read_probe) over L2-resident buffers,
-// then the in_proj GEMM alone (the heuristic's plan, no tuning) for Nsight Compute to count its L2 → SM bytes against it.
-// --profile-ranges: in the first and third tables, the GEMM (all SMs and 32 left), the state update, the ViT layer (all
-// SMs) and their pairs run once more each between cudaProfilerStart / Stop, for Nsight Compute's range replay
-// (scripts/ncu_ranges.sh): DRAM, L2 and SM throughput of concurrent kernels together.
-// --serving-ssu: the first three tables with the state update as serving issues it (replay window 8, bulk staging,
-// evict-first) instead of the plain one (state read and written every step).
-// --wgmma-pair (only this): the in_proj GEMM by gemm_wgmma on all SMs but K beside the state update as serving issues
-// it, against cuBLASLt's pair (wgmma_pair_table).
-//   bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] [--serving-ssu] [--bulk-probe | --l2-probe | --wgmma-pair | --branches | --branches-green N,N,…]
+// Fourth table (--bulk-probe: only this one): the read bandwidth K persistent blocks get from bulk copies
+// kept several stages deep (kernels/cuda/sm_occupier.h, bulk_read_probe): the most a state update could get
+// on K SMs if its copies never waited on its own latency (docs/BENCHMARKS.md). Fifth table (--branches: only
+// this one): a mixed step's Mamba branches as the engine issues them (GpuLimits:: overlap_mamba_branches):
+// the prefill rows' SSD scan (one prompt chunk, on a highest-priority stream) beside the decode rows' state
+// update (replay window 8, staggered counts, as in serving), each timed alone and together, with each
+// kernel's span inside the pair (events on its stream): which of the two the pairing stretches.
+// --branches-green N,…: that table, then the pair with each branch held to its own SMs by green contexts (the
+// scan on N, the update on the rest).
+// --l2-probe (only this): the L2 → SM read ceiling (kernels/cuda/sm_occupier.h, l2_read_probe) over
+// L2-resident buffers, then the in_proj GEMM alone (the heuristic's plan, no tuning) for Nsight Compute to
+// count its L2 → SM bytes against it.
+// --profile-ranges: in the first and third tables, the GEMM (all SMs and 32 left), the state update, the ViT
+// layer (all SMs) and their pairs run once more each between cudaProfilerStart / Stop, for Nsight Compute's
+// range replay (scripts/ncu_ranges.sh): DRAM, L2 and SM throughput of concurrent kernels together.
+// --serving-ssu: the first three tables with the state update as serving issues it (replay window 8, bulk
+// staging, evict-first) instead of the plain one (state read and written every step).
+// --wgmma-pair (only this): the in_proj GEMM by gemm_wgmma on all SMs but K beside the state update as
+// serving issues it, against cuBLASLt's pair (wgmma_pair_table).
+//   bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] [--serving-ssu] [--bulk-probe
+//   | --l2-probe | --wgmma-pair | --branches | --branches-green N,N,…]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,8 +44,8 @@
 #ifdef SURF_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "base/error.h"
 #include "apps/bench/bench_profile.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/green_context.h"
 #include "kernels/cuda/ops.h"
@@ -57,7 +59,8 @@ namespace {
 
 // Holotron-12B's Mamba layer (tests/fixtures/holotron_12b/config.json).
 constexpr int64_t kHidden = 5120, kHeads = 128, kHeadDim = 80, kGroups = 8, kState = 128;
-// Its vision tower (C-RADIO-H): width, heads, MLP width, tokens per 512-pixel tile (1,024 patches + 8 prefix).
+// Its vision tower (C-RADIO-H): width, heads, MLP width, tokens per 512-pixel tile (1,024 patches + 8
+// prefix).
 constexpr int64_t kVitWidth = 1280, kVitHeads = 16, kVitInter = 5120, kVitTileTokens = 1032;
 constexpr int64_t kInProj = 2 * kHeads * kHeadDim + 2 * kGroups * kState + kHeads;  // z | xBC | dt = 22,656
 
@@ -67,7 +70,10 @@ struct Buf {
     ~Buf() { cudaFree(p); }
     Buf(const Buf&) = delete;
     Buf& operator=(const Buf&) = delete;
-    template <typename T> T* as() const { return static_cast<T*>(p); }
+    template <typename T>
+    T* as() const {
+        return static_cast<T*>(p);
+    }
 };
 
 void fill(const Buf& b, int64_t n, bool is_bf16, float lo, float hi, uint64_t seed) {
@@ -89,22 +95,24 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-// The fourth table: bulk_read_probe over `bytes` of src on K blocks (one an SM), per ring shape, each timed by
-// `time_ms` (main's median of launches between events).
-void bulk_table(const Buf& src, int64_t bytes, int sms, int reps, const std::function<double(const std::function<void()>&)>& time_ms,
-                cudaStream_t s, const char* device) {
+// The fourth table: bulk_read_probe over `bytes` of src on K blocks (one an SM), per ring shape, each timed
+// by `time_ms` (main's median of launches between events).
+void bulk_table(const Buf& src, int64_t bytes, int sms, int reps,
+                const std::function<double(const std::function<void()>&)>& time_ms, cudaStream_t s,
+                const char* device) {
     Buf sink(static_cast<size_t>(sms) * 4);
-    std::printf("# bulk-copy read probe on %s: %.2f GB read by K persistent blocks (one an SM), one thread issuing bulk copies a "
-                "ring of stages deep, four warps summing each stage; median of %d\n\n"
-                "| SMs | stages x KB | ms | GB/s | GB/s per SM |\n|---|---|---|---|---|\n",
-                device, bytes / 1e9, reps);
-    const struct {
-        int stages, kb;
-    } rings[] = {{2, 20}, {4, 20}, {8, 20}, {4, 40}, {6, 32}, {10, 20}};
+    std::printf(
+        "# bulk-copy read probe on %s: %.2f GB read by K persistent blocks (one an SM), one thread issuing "
+        "bulk copies a "
+        "ring of stages deep, four warps summing each stage; median of %d\n\n"
+        "| SMs | stages x KB | ms | GB/s | GB/s per SM |\n|---|---|---|---|---|\n",
+        device, bytes / 1e9, reps);
+    const struct { int stages, kb; } rings[] = {{2, 20}, {4, 20}, {8, 20}, {4, 40}, {6, 32}, {10, 20}};
     for (int k : {sms, sms * 3 / 4, sms / 2, sms / 3, sms / 4, sms / 6}) {
         for (const auto& r : rings) {
             cu::BulkReadProbeParams bp;
-            bp.src = src.as<float>(), bp.sink = sink.as<float>(), bp.blocks = k, bp.stages = r.stages, bp.stage_bytes = r.kb * 1024;
+            bp.src = src.as<float>(), bp.sink = sink.as<float>(), bp.blocks = k, bp.stages = r.stages,
+            bp.stage_bytes = r.kb * 1024;
             bp.items = bytes / bp.stage_bytes;
             const double moved = static_cast<double>(bp.items) * bp.stage_bytes;
             const double ms = time_ms([&] { cu::bulk_read_probe(bp, s); }), gbs = moved / (ms * 1e-3) / 1e9;
@@ -114,28 +122,33 @@ void bulk_table(const Buf& src, int64_t bytes, int sms, int reps, const std::fun
     }
 }
 
-// --l2-probe: l2_read_probe over L2-resident pieces of src (and one past the L2's size), per grid size; each case reads
-// ≈ 2 GB in all.
-void l2_table(const Buf& src, int sms, const std::function<double(const std::function<void()>&)>& time_ms, cudaStream_t s, const char* device, int reps) {
+// --l2-probe: l2_read_probe over L2-resident pieces of src (and one past the L2's size), per grid size; each
+// case reads ≈ 2 GB in all.
+void l2_table(const Buf& src, int sms, const std::function<double(const std::function<void()>&)>& time_ms,
+              cudaStream_t s, const char* device, int reps) {
     constexpr int kMostBlocksPerSm = 16;
     Buf sink(static_cast<size_t>(sms) * kMostBlocksPerSm * 4);  // a float per block
-    std::printf("# L2 read probe on %s: blocks of 256 threads read an L2-resident buffer in 16-byte loads that skip the L1, ≈ 2 GB "
-                "a case; median of %d\n\n| buffer MB | blocks | ms | TB/s |\n|---|---|---|---|\n",
-                device, reps);
+    std::printf(
+        "# L2 read probe on %s: blocks of 256 threads read an L2-resident buffer in 16-byte loads that skip "
+        "the L1, ≈ 2 GB "
+        "a case; median of %d\n\n| buffer MB | blocks | ms | TB/s |\n|---|---|---|---|\n",
+        device, reps);
     for (int64_t mb : {8, 16, 32, 256}) {
         for (int per_sm : {2, 4, 8, kMostBlocksPerSm}) {
             cu::L2ReadProbeParams lp;
-            lp.src = src.as<float>(), lp.sink = sink.as<float>(), lp.blocks = sms * per_sm, lp.bytes = mb << 20;
+            lp.src = src.as<float>(), lp.sink = sink.as<float>(), lp.blocks = sms * per_sm,
+            lp.bytes = mb << 20;
             lp.passes = static_cast<int>(std::max<int64_t>(1, (int64_t{2} << 30) / lp.bytes));
             const double ms = time_ms([&] { cu::l2_read_probe(lp, s); });
-            std::printf("| %lld | %d | %.3f | %.2f |\n", (long long)mb, lp.blocks, ms, static_cast<double>(lp.bytes) * lp.passes / (ms * 1e-3) / 1e12);
+            std::printf("| %lld | %d | %.3f | %.2f |\n", (long long)mb, lp.blocks, ms,
+                        static_cast<double>(lp.bytes) * lp.passes / (ms * 1e-3) / 1e12);
             std::fflush(stdout);
         }
     }
 }
 
-// The state update as a serving run issues it: replay window 8 with counts b mod 8 (one row in eight folds, as with
-// staggered sessions) and bulk staging where the device has it. Owns the replay entries and counts.
+// The state update as a serving run issues it: replay window 8 with counts b mod 8 (one row in eight folds,
+// as with staggered sessions) and bulk staging where the device has it. Owns the replay entries and counts.
 constexpr int64_t kWindow = 8;
 struct ReplaySsu {
     cu::SsuParams su;
@@ -145,21 +158,27 @@ struct ReplaySsu {
           entries(ssu0.batch * kWindow * cu::ssm_replay_entry_elems(kHeads, kHeadDim, kGroups, kState) * 2),
           counts(ssu0.batch * 4) {
         const int64_t decode = ssu0.batch;
-        fill(entries, decode * kWindow * cu::ssm_replay_entry_elems(kHeads, kHeadDim, kGroups, kState), true, -1.0f, 1.0f, 21);
+        fill(entries, decode * kWindow * cu::ssm_replay_entry_elems(kHeads, kHeadDim, kGroups, kState), true,
+             -1.0f, 1.0f, 21);
         std::vector<int32_t> count_h(static_cast<size_t>(decode));
         for (int64_t b = 0; b < decode; ++b) count_h[b] = static_cast<int32_t>(b % kWindow);
         SURF_CUDA_CHECK(cudaMemcpy(counts.p, count_h.data(), count_h.size() * 4, cudaMemcpyHostToDevice));
-        su.replay = entries.p, su.replay_count = counts.as<int32_t>(), su.replay_window = kWindow, su.bulk_stage = cu::ssu_bulk_stage_available();
+        su.replay = entries.p, su.replay_count = counts.as<int32_t>(), su.replay_window = kWindow,
+        su.bulk_stage = cu::ssu_bulk_stage_available();
     }
 };
 
-// The fifth table: the SSD scan of one `prefill`-token prompt beside the state update of `ssu0`'s rows (ReplaySsu).
-void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const char* device, const std::vector<unsigned>& green_sizes) {
+// The fifth table: the SSD scan of one `prefill`-token prompt beside the state update of `ssu0`'s rows
+// (ReplaySsu).
+void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const char* device,
+                    const std::vector<unsigned>& green_sizes) {
     constexpr int64_t kConvDim = kHeads * kHeadDim + 2 * kGroups * kState;
     const int64_t decode = ssu0.batch;
     ReplaySsu replay(ssu0);
-    // SSD operands: the prompt's conv output rows [prefill, x | B | C], dt_raw [prefill, heads], one state slot.
-    Buf xbc(prefill * kConvDim * 2), dt(prefill * kHeads * 2), ssd_state(kHeads * kHeadDim * kState * 4), ssd_y(prefill * kHeads * kHeadDim * 4);
+    // SSD operands: the prompt's conv output rows [prefill, x | B | C], dt_raw [prefill, heads], one state
+    // slot.
+    Buf xbc(prefill * kConvDim * 2), dt(prefill * kHeads * 2), ssd_state(kHeads * kHeadDim * kState * 4),
+        ssd_y(prefill * kHeads * kHeadDim * 4);
     Buf cu_seqlens(8), slot(4);
     fill(xbc, prefill * kConvDim, true, -1.0f, 1.0f, 22);
     fill(dt, prefill * kHeads, true, -3.0f, 0.5f, 23);
@@ -168,17 +187,22 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
     SURF_CUDA_CHECK(cudaMemcpy(cu_seqlens.p, cu_h, sizeof cu_h, cudaMemcpyHostToDevice));
     SURF_CUDA_CHECK(cudaMemcpy(slot.p, &slot_h, 4, cudaMemcpyHostToDevice));
     cu::SsdVarlenParams sd;
-    sd.x = xbc.as<bf16>(), sd.B = sd.x + kHeads * kHeadDim, sd.C = sd.B + kGroups * kState, sd.dt_raw = dt.as<bf16>();
+    sd.x = xbc.as<bf16>(), sd.B = sd.x + kHeads * kHeadDim, sd.C = sd.B + kGroups * kState,
+    sd.dt_raw = dt.as<bf16>();
     sd.x_stride = sd.bc_stride = kConvDim, sd.dt_stride = kHeads;
-    sd.dt_bias = ssu0.dt_bias, sd.A = ssu0.A, sd.D = ssu0.D, sd.state = ssd_state.p, sd.state_dtype = cu::DType::kF32;
-    sd.cu_seqlens = cu_seqlens.as<int32_t>(), sd.slots = slot.as<int32_t>(), sd.y = ssd_y.p, sd.y_dtype = cu::DType::kF32;
-    sd.n_tok = prefill, sd.n_seq = 1, sd.H = kHeads, sd.P = kHeadDim, sd.G = kGroups, sd.N = kState, sd.chunk = 128;
+    sd.dt_bias = ssu0.dt_bias, sd.A = ssu0.A, sd.D = ssu0.D, sd.state = ssd_state.p,
+    sd.state_dtype = cu::DType::kF32;
+    sd.cu_seqlens = cu_seqlens.as<int32_t>(), sd.slots = slot.as<int32_t>(), sd.y = ssd_y.p,
+    sd.y_dtype = cu::DType::kF32;
+    sd.n_tok = prefill, sd.n_seq = 1, sd.H = kHeads, sd.P = kHeadDim, sd.G = kGroups, sd.N = kState,
+    sd.chunk = 128;
     cu::SsuParams& su = replay.su;
     SURF_CUDA_CHECK(cudaDeviceSynchronize());
 
     int lo = 0, hi = 0;
     SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
-    cudaStream_t s_main, s_branch;  // the language-model stream and the engine's branch stream (highest priority)
+    cudaStream_t s_main,
+        s_branch;  // the language-model stream and the engine's branch stream (highest priority)
     SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&s_main, cudaStreamNonBlocking));
     SURF_CUDA_CHECK(cudaStreamCreateWithPriority(&s_branch, cudaStreamNonBlocking, hi));
     cudaEvent_t ev[6];  // pair start, pair end, SSD start / end, state update start / end
@@ -187,9 +211,10 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
         double pair, ssd, ssu;
     };
     // Median (per column) over reps of: the pair's span on s_main, and each kernel's span on its own stream.
-    // The SSD scan on ssd_stream and the state update on ssu_stream (both s_main's and s_branch's by default), forked
-    // from and joined back into s_main.
-    auto run = [&](bool with_ssd, bool with_ssu, bool ssd_first, cudaStream_t ssd_stream = nullptr, cudaStream_t ssu_stream = nullptr) {
+    // The SSD scan on ssd_stream and the state update on ssu_stream (both s_main's and s_branch's by
+    // default), forked from and joined back into s_main.
+    auto run = [&](bool with_ssd, bool with_ssu, bool ssd_first, cudaStream_t ssd_stream = nullptr,
+                   cudaStream_t ssu_stream = nullptr) {
         if (!ssd_stream) ssd_stream = s_branch;
         if (!ssu_stream) ssu_stream = s_main;
         std::vector<double> pair, t_ssd, t_ssu;
@@ -225,48 +250,63 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
         }
         return Times{median(pair), median(t_ssd), median(t_ssu)};
     };
-    std::printf("# bench_overlap --branches on %s: SSD scan of one %lld-token prompt (highest-priority stream) || state update of %lld rows "
-                "(fp32 state, replay window %lld, counts b mod %lld, bulk staging); ms, median of %d\n\n"
-                "| SSD scan | SSU row slices | SSU state in L2 | order | SSD alone | SSU alone | together | SSD span in the pair | "
-                "SSU span in the pair | serial | saved |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
-                device, (long long)prefill, (long long)decode, (long long)kWindow, (long long)kWindow, reps);
-    // The wgmma scan (whole heads; compute capability 9.0), then the mma.sync scan in 1 and 2 head-dim slices; the
-    // update's state with no L2 hint (row slices auto, whole heads) and evict-first (SsuParams::l2_evict_first, auto).
+    std::printf(
+        "# bench_overlap --branches on %s: SSD scan of one %lld-token prompt (highest-priority stream) || "
+        "state update of %lld rows "
+        "(fp32 state, replay window %lld, counts b mod %lld, bulk staging); ms, median of %d\n\n"
+        "| SSD scan | SSU row slices | SSU state in L2 | order | SSD alone | SSU alone | together | SSD span "
+        "in the pair | "
+        "SSU span in the pair | serial | saved |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+        device, (long long)prefill, (long long)decode, (long long)kWindow, (long long)kWindow, reps);
+    // The wgmma scan (whole heads; compute capability 9.0), then the mma.sync scan in 1 and 2 head-dim
+    // slices; the update's state with no L2 hint (row slices auto, whole heads) and evict-first
+    // (SsuParams::l2_evict_first, auto).
     struct SsuKind {
         int split;
         bool evict_first;
     };
     for (int ssd_split : {0, 1, 2}) {
-        for (const auto& [ssu_split, evict_first] : {SsuKind{0, false}, SsuKind{1, false}, SsuKind{0, true}}) {
+        for (const auto& [ssu_split, evict_first] :
+             {SsuKind{0, false}, SsuKind{1, false}, SsuKind{0, true}}) {
             sd.wgmma = ssd_split == 0;
             sd.p_split = ssd_split, su.row_split = ssu_split, su.l2_evict_first = evict_first;
             const Times a_ssd = run(true, false, true), a_ssu = run(false, true, true);
             for (bool ssd_first : {true, false}) {
                 const Times t = run(true, true, ssd_first);
                 const double serial = a_ssd.ssd + a_ssu.ssu;
-                const std::string scan = ssd_split == 0 ? "wgmma" : "mma.sync, " + std::to_string(ssd_split) + " slice(s)";
-                std::printf("| %s | %s | %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% |\n", scan.c_str(), ssu_split ? "1" : "auto",
-                            evict_first ? "evict-first" : "no hint", ssd_first ? "SSD first" : "SSU first", a_ssd.ssd, a_ssu.ssu, t.pair, t.ssd, t.ssu, serial,
-                            100.0 * (serial - t.pair) / serial);
+                const std::string scan =
+                    ssd_split == 0 ? "wgmma" : "mma.sync, " + std::to_string(ssd_split) + " slice(s)";
+                std::printf("| %s | %s | %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% |\n",
+                            scan.c_str(), ssu_split ? "1" : "auto", evict_first ? "evict-first" : "no hint",
+                            ssd_first ? "SSD first" : "SSU first", a_ssd.ssd, a_ssu.ssu, t.pair, t.ssd, t.ssu,
+                            serial, 100.0 * (serial - t.pair) / serial);
                 std::fflush(stdout);
             }
         }
     }
     if (!green_sizes.empty()) {
-        // The two branches held to disjoint SMs (green contexts): the scan on a group of N, the update on the rest.
-        std::printf("\n# the same pair with each branch in its own green context: the SSD scan on N SMs, the state update on the "
-                    "other SMs; ms, median of %d\n\n| SSD scan | SSD SMs | SSU SMs | SSD alone | SSU alone | together | SSD span in the pair | "
-                    "SSU span in the pair | saved against the all-SM pair |\n|---|---|---|---|---|---|---|---|---|\n", reps);
+        // The two branches held to disjoint SMs (green contexts): the scan on a group of N, the update on the
+        // rest.
+        std::printf(
+            "\n# the same pair with each branch in its own green context: the SSD scan on N SMs, the state "
+            "update on the "
+            "other SMs; ms, median of %d\n\n| SSD scan | SSD SMs | SSU SMs | SSD alone | SSU alone | "
+            "together | SSD span in the pair | "
+            "SSU span in the pair | saved against the all-SM pair |\n|---|---|---|---|---|---|---|---|---|\n",
+            reps);
         su.row_split = 0, su.l2_evict_first = false;
         for (bool wgmma : {true, false}) {
             sd.wgmma = wgmma, sd.p_split = wgmma ? 0 : 1;
             const Times shared = run(true, true, true);
             for (unsigned n : green_sizes) {
                 cu::GreenPair g(n, hi, lo);
-                const Times a_ssd = run(true, false, true, g.a, g.b), a_ssu = run(false, true, true, g.a, g.b);
+                const Times a_ssd = run(true, false, true, g.a, g.b),
+                            a_ssu = run(false, true, true, g.a, g.b);
                 const Times t = run(true, true, true, g.a, g.b);
-                std::printf("| %s | %u | %u | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% (all-SM pair %.3f) |\n", wgmma ? "wgmma" : "mma.sync, 1 slice",
-                            g.sms_a, g.sms_b, a_ssd.ssd, a_ssu.ssu, t.pair, t.ssd, t.ssu, 100.0 * (shared.pair - t.pair) / shared.pair, shared.pair);
+                std::printf(
+                    "| %s | %u | %u | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% (all-SM pair %.3f) |\n",
+                    wgmma ? "wgmma" : "mma.sync, 1 slice", g.sms_a, g.sms_b, a_ssd.ssd, a_ssu.ssu, t.pair,
+                    t.ssd, t.ssu, 100.0 * (shared.pair - t.pair) / shared.pair, shared.pair);
                 std::fflush(stdout);
             }
         }
@@ -278,15 +318,15 @@ void branches_table(const cu::SsuParams& ssu0, int64_t prefill, int reps, const 
 
 using TimeFn = std::function<double(const std::function<void()>&)>;
 
-// --wgmma-pair (only this table): the prefill rows' in_proj GEMM by gemm_wgmma (our persistent GEMM, whose m-fastest
-// tile order reads each weight tile from DRAM once) on all SMs but K, issued first, beside
-// the decode rows' state update as serving issues it (ReplaySsu, L2 evict-first) on another stream, which gets the K
-// SMs the GEMM's blocks leave; then the same with cuBLASLt planned for all SMs but K. With cuBLASLt the pair runs
-// nearly one after the other: its in_proj plan reads the weights twice and loads the L2's partition fabric
-// (docs/KERNELS.md, "the L2's partition fabric"); the table asks whether a GEMM that reads them once leaves the update
-// room to run beside it.
-void wgmma_pair_table(const cu::SsuParams& ssu0, const cu::GemmParams& gp, int sms, int reps, const TimeFn& time_ms, cudaStream_t s_gemm,
-                      cudaStream_t s_ssu, const char* device) {
+// --wgmma-pair (only this table): the prefill rows' in_proj GEMM by gemm_wgmma (our persistent GEMM, whose
+// m-fastest tile order reads each weight tile from DRAM once) on all SMs but K, issued first, beside the
+// decode rows' state update as serving issues it (ReplaySsu, L2 evict-first) on another stream, which gets
+// the K SMs the GEMM's blocks leave; then the same with cuBLASLt planned for all SMs but K. With cuBLASLt the
+// pair runs nearly one after the other: its in_proj plan reads the weights twice and loads the L2's partition
+// fabric (docs/KERNELS.md, "the L2's partition fabric"); the table asks whether a GEMM that reads them once
+// leaves the update room to run beside it.
+void wgmma_pair_table(const cu::SsuParams& ssu0, const cu::GemmParams& gp, int sms, int reps,
+                      const TimeFn& time_ms, cudaStream_t s_gemm, cudaStream_t s_ssu, const char* device) {
     ReplaySsu replay(ssu0);
     replay.su.l2_evict_first = true;
     const cu::SsuParams& su = replay.su;
@@ -309,14 +349,21 @@ void wgmma_pair_table(const cu::SsuParams& ssu0, const cu::GemmParams& gp, int s
     const double cublas_ms = time_ms([&] { cu::gemm(tuned, gp, s_gemm); });
     const double flops = 2.0 * gp.m * gp.n * gp.k, serial = cublas_ms + ssu_ms;
     const int resident = cu::gemm_wgmma_resident_blocks(256, true);
-    std::printf("# bench_overlap --wgmma-pair on %s (%d SMs, gemm_wgmma 128 x 256 in pairs: %d resident blocks): in_proj %lld x %lld x %lld "
-                "|| state update of %lld rows (fp32, replay window %lld, counts b mod %lld, bulk staging, evict-first); ms, median of %d\n",
-                device, sms, resident, (long long)gp.m, (long long)gp.n, (long long)gp.k, (long long)su.batch, (long long)kWindow,
-                (long long)kWindow, reps);
-    std::printf("# state update alone (all SMs): %.3f ms; cuBLASLt in_proj alone (tuned, all SMs): %.3f ms = %.0f TFLOP/s; serial = their sum %.3f ms\n\n",
-                ssu_ms, cublas_ms, flops / (cublas_ms * 1e-3) / 1e12, serial);
-    std::printf("| GEMM | SMs left to the update | GEMM alone ms (TFLOP/s) | together ms | update's span in the pair ms | saved against serial |\n"
-                "|---|---|---|---|---|---|\n");
+    std::printf(
+        "# bench_overlap --wgmma-pair on %s (%d SMs, gemm_wgmma 128 x 256 in pairs: %d resident blocks): "
+        "in_proj %lld x %lld x %lld "
+        "|| state update of %lld rows (fp32, replay window %lld, counts b mod %lld, bulk staging, "
+        "evict-first); ms, median of %d\n",
+        device, sms, resident, (long long)gp.m, (long long)gp.n, (long long)gp.k, (long long)su.batch,
+        (long long)kWindow, (long long)kWindow, reps);
+    std::printf(
+        "# state update alone (all SMs): %.3f ms; cuBLASLt in_proj alone (tuned, all SMs): %.3f ms = %.0f "
+        "TFLOP/s; serial = their sum %.3f ms\n\n",
+        ssu_ms, cublas_ms, flops / (cublas_ms * 1e-3) / 1e12, serial);
+    std::printf(
+        "| GEMM | SMs left to the update | GEMM alone ms (TFLOP/s) | together ms | update's span in the pair "
+        "ms | saved against serial |\n"
+        "|---|---|---|---|---|---|\n");
     auto row = [&](const char* name, int spare, const std::function<void()>& gemm) {
         const double alone = time_ms(gemm);
         std::vector<double> spans;
@@ -326,7 +373,8 @@ void wgmma_pair_table(const cu::SsuParams& ssu0, const cu::GemmParams& gp, int s
             SURF_CUDA_CHECK(cudaEventSynchronize(ssu_end));
             spans.push_back(elapsed(ssu_start, ssu_end));
         }
-        std::printf("| %s | %d | %.3f (%.0f) | %.3f | %.3f | %.0f%% |\n", name, spare, alone, flops / (alone * 1e-3) / 1e12, together, median(spans),
+        std::printf("| %s | %d | %.3f (%.0f) | %.3f | %.3f | %.0f%% |\n", name, spare, alone,
+                    flops / (alone * 1e-3) / 1e12, together, median(spans),
                     100.0 * (serial - together) / serial);
         std::fflush(stdout);
     };
@@ -340,8 +388,11 @@ void wgmma_pair_table(const cu::SsuParams& ssu0, const cu::GemmParams& gp, int s
         ctx.set_sm_count_target(spare > 0 ? sms - spare : 0);
         row("cuBLASLt", spare, [&] { cu::gemm(ctx, gp, s_gemm); });
     }
-    std::printf("\n# 'SMs left' for gemm_wgmma: its persistent grid is %d blocks minus that many (whole SMs, one block each); for cuBLASLt, "
-                "the plan's SM-count target. The update runs wherever blocks fit.\n", resident);
+    std::printf(
+        "\n# 'SMs left' for gemm_wgmma: its persistent grid is %d blocks minus that many (whole SMs, one "
+        "block each); for cuBLASLt, "
+        "the plan's SM-count target. The update runs wherever blocks fit.\n",
+        resident);
     for (cudaEvent_t e : {fork, ssu_start, ssu_end}) SURF_CUDA_CHECK(cudaEventDestroy(e));
 }
 
@@ -350,36 +401,52 @@ void wgmma_pair_table(const cu::SsuParams& ssu0, const cu::GemmParams& gp, int s
 int main(int argc, char** argv) {
     int64_t decode = 100, prefill = 924;
     int reps = 20;
-    bool bulk_only = false, branches_only = false, profile_ranges = false, l2_only = false, wgmma_pair_only = false, serving_ssu = false;
-    std::vector<unsigned> green_sizes;  // --branches-green N,N,…: the pair also with each branch in a green context
+    bool bulk_only = false, branches_only = false, profile_ranges = false, l2_only = false,
+         wgmma_pair_only = false, serving_ssu = false;
+    std::vector<unsigned>
+        green_sizes;  // --branches-green N,N,…: the pair also with each branch in a green context
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--bulk-probe") bulk_only = true;
-        else if (a == "--branches") branches_only = true;
-        else if (a == "--l2-probe") l2_only = true;
-        else if (a == "--wgmma-pair") wgmma_pair_only = true;
-        else if (a == "--serving-ssu") serving_ssu = true;
-        else if (a == "--profile-ranges") profile_ranges = true;
+        if (a == "--bulk-probe")
+            bulk_only = true;
+        else if (a == "--branches")
+            branches_only = true;
+        else if (a == "--l2-probe")
+            l2_only = true;
+        else if (a == "--wgmma-pair")
+            wgmma_pair_only = true;
+        else if (a == "--serving-ssu")
+            serving_ssu = true;
+        else if (a == "--profile-ranges")
+            profile_ranges = true;
         else if (i + 1 < argc && a == "--branches-green") {
             branches_only = true;
             const std::string list = argv[++i];
             for (size_t at = 0; at <= list.size();) {
                 const size_t comma = std::min(list.find(',', at), list.size());
                 const std::string item = list.substr(at, comma - at);
-                const bool digits = !item.empty() && item.size() <= 6 && item.find_first_not_of("0123456789") == std::string::npos;
+                const bool digits = !item.empty() && item.size() <= 6 &&
+                                    item.find_first_not_of("0123456789") == std::string::npos;
                 if (!digits || std::stoul(item) == 0) {
-                    std::fprintf(stderr, "bench_overlap: --branches-green %s: '%s' is not a positive SM count\n", list.c_str(), item.c_str());
+                    std::fprintf(stderr,
+                                 "bench_overlap: --branches-green %s: '%s' is not a positive SM count\n",
+                                 list.c_str(), item.c_str());
                     return 2;
                 }
                 green_sizes.push_back(static_cast<unsigned>(std::stoul(item)));
                 at = comma + 1;
             }
-        }
-        else if (i + 1 < argc && a == "--decode") decode = std::atoll(argv[++i]);
-        else if (i + 1 < argc && a == "--prefill") prefill = std::atoll(argv[++i]);
-        else if (i + 1 < argc && a == "--reps") reps = std::atoi(argv[++i]);
+        } else if (i + 1 < argc && a == "--decode")
+            decode = std::atoll(argv[++i]);
+        else if (i + 1 < argc && a == "--prefill")
+            prefill = std::atoll(argv[++i]);
+        else if (i + 1 < argc && a == "--reps")
+            reps = std::atoi(argv[++i]);
         else {
-            std::fprintf(stderr, "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] [--serving-ssu] [--bulk-probe | --l2-probe | --wgmma-pair | --branches | --branches-green N,N,…]\n");
+            std::fprintf(stderr,
+                         "usage: bench_overlap [--decode 100] [--prefill 924] [--reps 20] [--profile-ranges] "
+                         "[--serving-ssu] [--bulk-probe | --l2-probe | --wgmma-pair | --branches | "
+                         "--branches-green N,N,…]\n");
             return 2;
         }
     }
@@ -410,8 +477,10 @@ int main(int argc, char** argv) {
         SURF_CUDA_CHECK(cudaMemcpy(slots.p, slot_ids.data(), slot_ids.size() * 4, cudaMemcpyHostToDevice));
         cu::SsuParams sp;
         const bf16* xbc = zx.as<bf16>() + kHeads * kHeadDim;  // after z
-        sp.x = xbc, sp.B = xbc + kHeads * kHeadDim, sp.C = sp.B + kGroups * kState, sp.dt_raw = xbc + kHeads * kHeadDim + 2 * kGroups * kState;
-        sp.dt_bias = dt_bias.as<float>(), sp.A = A.as<float>(), sp.D = D.as<float>(), sp.state = state.p, sp.state_dtype = cu::DType::kF32;
+        sp.x = xbc, sp.B = xbc + kHeads * kHeadDim, sp.C = sp.B + kGroups * kState,
+        sp.dt_raw = xbc + kHeads * kHeadDim + 2 * kGroups * kState;
+        sp.dt_bias = dt_bias.as<float>(), sp.A = A.as<float>(), sp.D = D.as<float>(), sp.state = state.p,
+        sp.state_dtype = cu::DType::kF32;
         sp.slots = slots.as<int32_t>(), sp.y = ssu_y.p, sp.y_dtype = cu::DType::kF32;
         sp.batch = decode, sp.H = kHeads, sp.P = kHeadDim, sp.G = kGroups, sp.N = kState;
         sp.x_stride = sp.bc_stride = sp.dt_stride = kInProj;
@@ -425,11 +494,13 @@ int main(int argc, char** argv) {
         SURF_CUDA_CHECK(cudaEventCreate(&e1));
         SURF_CUDA_CHECK(cudaEventCreate(&e_ssu));
         // Read + written every step; with --serving-ssu read every step and written one step in kWindow.
-        const double state_bytes = (serving_ssu ? 1.0 + 1.0 / kWindow : 2.0) * static_cast<double>(decode) * slot_floats * 4;
+        const double state_bytes =
+            (serving_ssu ? 1.0 + 1.0 / kWindow : 2.0) * static_cast<double>(decode) * slot_floats * 4;
         const double gemm_flops = 2.0 * prefill * kInProj * kHidden;
 
-        // --serving-ssu: the first three tables' state update as serving issues it (ReplaySsu: replay window 8, bulk
-        // staging, evict-first; ≈ 0.6 GB a layer instead of the plain update's 1.05 GB read + written).
+        // --serving-ssu: the first three tables' state update as serving issues it (ReplaySsu: replay window
+        // 8, bulk staging, evict-first; ≈ 0.6 GB a layer instead of the plain update's 1.05 GB read +
+        // written).
         std::unique_ptr<ReplaySsu> serving;
         if (serving_ssu) {
             serving = std::make_unique<ReplaySsu>(sp);
@@ -451,7 +522,8 @@ int main(int argc, char** argv) {
             }
             return median(t);
         };
-        // --profile-ranges: `issue` once between cudaProfilerStart / Stop (one Nsight Compute range), named on stdout.
+        // --profile-ranges: `issue` once between cudaProfilerStart / Stop (one Nsight Compute range), named
+        // on stdout.
         auto profile_range = [&](const char* name, const std::function<void()>& issue) {
             if (!profile_ranges) return;
             surf::bench::profiler_range(issue);
@@ -459,11 +531,14 @@ int main(int argc, char** argv) {
         };
         if (l2_only) {
             l2_table(state, sms, time_ms, s_gemm, prop.name, reps);
-            const cu::GemmParams gp{x.as<bf16>(), w.as<bf16>(), nullptr, y.p, cu::DType::kBF16, prefill, kInProj, kHidden};
+            const cu::GemmParams gp{x.as<bf16>(),     w.as<bf16>(), nullptr, y.p,
+                                    cu::DType::kBF16, prefill,      kInProj, kHidden};
             cu::GemmContext ctx;  // the heuristic's first plan, as under a profiler
             const double ms = time_ms([&] { cu::gemm(ctx, gp, s_gemm); });
-            std::printf("\n# in_proj GEMM %lld x %lld x %lld alone (the heuristic's plan): %.3f ms = %.0f TFLOP/s\n", (long long)prefill,
-                        (long long)kInProj, (long long)kHidden, ms, gemm_flops / (ms * 1e-3) / 1e12);
+            std::printf(
+                "\n# in_proj GEMM %lld x %lld x %lld alone (the heuristic's plan): %.3f ms = %.0f TFLOP/s\n",
+                (long long)prefill, (long long)kInProj, (long long)kHidden, ms,
+                gemm_flops / (ms * 1e-3) / 1e12);
             return 0;
         }
         if (bulk_only) {
@@ -475,24 +550,33 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (wgmma_pair_only) {
-            const cu::GemmParams gp{x.as<bf16>(), w.as<bf16>(), nullptr, y.p, cu::DType::kBF16, prefill, kInProj, kHidden};
+            const cu::GemmParams gp{x.as<bf16>(),     w.as<bf16>(), nullptr, y.p,
+                                    cu::DType::kBF16, prefill,      kInProj, kHidden};
             wgmma_pair_table(sp, gp, sms, reps, time_ms, s_gemm, s_ssu, prop.name);
             return 0;
         }
-        const double ssu_ms = time_ms([&] { ssu(s_gemm); });  // (the modes above have their own state updates or none)
-        std::printf("# bench_overlap on %s (%d SMs): in_proj GEMM %lld x %lld x %lld bf16 || state update of %lld rows (fp32 state, %.2f GB "
-                    "read + written); median of %d\n",
-                    prop.name, sms, (long long)prefill, (long long)kInProj, (long long)kHidden, (long long)decode, state_bytes / 1e9, reps);
-        std::printf("# state update alone (all SMs): %.3f ms = %.0f GB/s\n\n", ssu_ms, state_bytes / (ssu_ms * 1e-3) / 1e9);
-        std::printf("| SMs left to the state update | GEMM alone ms (TFLOP/s) | together, GEMM first ms | together, state update first ms | "
-                    "serial (full-GPU GEMM + state update) ms | saved |\n|---|---|---|---|---|---|\n");
+        const double ssu_ms =
+            time_ms([&] { ssu(s_gemm); });  // (the modes above have their own state updates or none)
+        std::printf(
+            "# bench_overlap on %s (%d SMs): in_proj GEMM %lld x %lld x %lld bf16 || state update of %lld "
+            "rows (fp32 state, %.2f GB "
+            "read + written); median of %d\n",
+            prop.name, sms, (long long)prefill, (long long)kInProj, (long long)kHidden, (long long)decode,
+            state_bytes / 1e9, reps);
+        std::printf("# state update alone (all SMs): %.3f ms = %.0f GB/s\n\n", ssu_ms,
+                    state_bytes / (ssu_ms * 1e-3) / 1e9);
+        std::printf(
+            "| SMs left to the state update | GEMM alone ms (TFLOP/s) | together, GEMM first ms | together, "
+            "state update first ms | "
+            "serial (full-GPU GEMM + state update) ms | saved |\n|---|---|---|---|---|---|\n");
         double full_gemm_ms = 0;
         for (int spare : {0, 8, 16, 24, 32, 48, 66}) {
             if (spare >= sms) continue;
             cu::GemmContext ctx;
             ctx.set_autotune(!profile_ranges);  // profiled: the heuristic's plan, the same in every replay
             ctx.set_sm_count_target(spare > 0 ? sms - spare : 0);
-            const cu::GemmParams gp{x.as<bf16>(), w.as<bf16>(), nullptr, y.p, cu::DType::kBF16, prefill, kInProj, kHidden};
+            const cu::GemmParams gp{x.as<bf16>(),     w.as<bf16>(), nullptr, y.p,
+                                    cu::DType::kBF16, prefill,      kInProj, kHidden};
             const double gemm_ms = time_ms([&] { cu::gemm(ctx, gp, s_gemm); });
             if (spare == 0) full_gemm_ms = gemm_ms;
             auto issue_pair = [&](bool gemm_first) {
@@ -512,36 +596,49 @@ int main(int argc, char** argv) {
             const double a = pair(true), b = pair(false), serial = full_gemm_ms + ssu_ms;
             if (spare == 0) profile_range("state update alone", [&] { ssu(s_gemm); });
             if (spare == 0 || spare == 32) {
-                const std::string tag = spare ? " (GEMM planned for " + std::to_string(sms - spare) + " SMs)" : " (GEMM on all SMs)";
+                const std::string tag = spare ? " (GEMM planned for " + std::to_string(sms - spare) + " SMs)"
+                                              : " (GEMM on all SMs)";
                 profile_range(("in_proj GEMM alone" + tag).c_str(), [&] { cu::gemm(ctx, gp, s_gemm); });
-                profile_range(("in_proj GEMM first || state update" + tag).c_str(), [&] { issue_pair(true); });
+                profile_range(("in_proj GEMM first || state update" + tag).c_str(),
+                              [&] { issue_pair(true); });
             }
-            std::printf("| %d | %.3f (%.0f) | %.3f | %.3f | %.3f | %.0f%% |\n", spare, gemm_ms, gemm_flops / (gemm_ms * 1e-3) / 1e12, a, b, serial,
+            std::printf("| %d | %.3f (%.0f) | %.3f | %.3f | %.3f | %.0f%% |\n", spare, gemm_ms,
+                        gemm_flops / (gemm_ms * 1e-3) / 1e12, a, b, serial,
                         100.0 * (serial - std::min(a, b)) / serial);
             std::fflush(stdout);
         }
-        std::printf("\n# 'SMs left' 0 = the GEMM planned for the whole device (plain stream concurrency). A Mamba layer of the mixed step "
-                    "runs in_proj over all rows, then the state update: serial is what it does today.\n");
+        std::printf(
+            "\n# 'SMs left' 0 = the GEMM planned for the whole device (plain stream concurrency). A Mamba "
+            "layer of the mixed step "
+            "runs in_proj over all rows, then the state update: serial is what it does today.\n");
 
         // The state update alone on K SMs, the others held by occupy_sms (no other work): how its bandwidth
         // scales with the SMs it gets. If a fraction of the SMs already reaches most of the copy bandwidth,
         // compute-bound work (the vision tower, prefill GEMMs) can run on the rest at little cost to it.
         int* started = nullptr;
-        SURF_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&started), sms * sizeof(int), cudaHostAllocMapped));
+        SURF_CUDA_CHECK(
+            cudaHostAlloc(reinterpret_cast<void**>(&started), sms * sizeof(int), cudaHostAllocMapped));
         int* started_dev = nullptr;
         SURF_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&started_dev), started, 0));
-        std::printf("\n| SMs the state update runs on (others held) | ms (median of %d) | GB/s | %% of its all-SM bandwidth | GB/s per SM |\n"
-                    "|---|---|---|---|---|\n", std::min(reps, 7));
+        std::printf(
+            "\n| SMs the state update runs on (others held) | ms (median of %d) | GB/s | %% of its all-SM "
+            "bandwidth | GB/s per SM |\n"
+            "|---|---|---|---|---|\n",
+            std::min(reps, 7));
         for (int k : {sms, sms * 3 / 4, sms / 2, sms / 3, sms / 4, sms / 6}) {
             std::vector<double> t;
             for (int r = 0; r < std::min(reps, 7); ++r) {
                 std::fill(started, started + sms, 0);
                 cu::SmOccupyParams op;
-                op.blocks = sms - k, op.nanoseconds = 50'000'000, op.started = started_dev;  // 50 ms ≫ the update
+                op.blocks = sms - k, op.nanoseconds = 50'000'000,
+                op.started = started_dev;  // 50 ms ≫ the update
                 cu::occupy_sms(op, s_gemm);
                 const auto t0 = std::chrono::steady_clock::now();
                 while (!cu::all_started(started, op.blocks)) {
-                    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(5)) throw surf::Error(surf::ErrorKind::kTimeout, "bench_overlap: the occupy_sms blocks were not all resident after 5 s");
+                    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(5))
+                        throw surf::Error(
+                            surf::ErrorKind::kTimeout,
+                            "bench_overlap: the occupy_sms blocks were not all resident after 5 s");
                 }
                 SURF_CUDA_CHECK(cudaEventRecord(e0, s_ssu));
                 ssu(s_ssu);
@@ -558,9 +655,11 @@ int main(int argc, char** argv) {
 
         // One ViT layer over 3 tiles beside the state update.
         const int64_t tiles = 3, rows = tiles * kVitTileTokens, w3 = 3 * kVitWidth;
-        Buf vh(rows * kVitWidth * 4), vln(rows * kVitWidth * 2), vbig(rows * kVitInter * 2), vattn(rows * kVitWidth * 2);
-        Buf n_w(kVitWidth * 4), n_b(kVitWidth * 4), w_qkv(w3 * kVitWidth * 2), b_qkv(w3 * 2), w_proj(kVitWidth * kVitWidth * 2),
-            b_proj(kVitWidth * 4), w_fc1(kVitInter * kVitWidth * 2), b_fc1(kVitInter * 2), w_fc2(kVitWidth * kVitInter * 2), b_fc2(kVitWidth * 4);
+        Buf vh(rows * kVitWidth * 4), vln(rows * kVitWidth * 2), vbig(rows * kVitInter * 2),
+            vattn(rows * kVitWidth * 2);
+        Buf n_w(kVitWidth * 4), n_b(kVitWidth * 4), w_qkv(w3 * kVitWidth * 2), b_qkv(w3 * 2),
+            w_proj(kVitWidth * kVitWidth * 2), b_proj(kVitWidth * 4), w_fc1(kVitInter * kVitWidth * 2),
+            b_fc1(kVitInter * 2), w_fc2(kVitWidth * kVitInter * 2), b_fc2(kVitWidth * 4);
         fill(vh, rows * kVitWidth, false, -1.0f, 1.0f, 11);
         fill(n_w, kVitWidth, false, 0.5f, 1.5f, 12);
         fill(n_b, kVitWidth, false, -0.1f, 0.1f, 13);
@@ -582,30 +681,45 @@ int main(int argc, char** argv) {
         SURF_CUDA_CHECK(cudaStreamCreateWithPriority(&s_vit, cudaStreamNonBlocking, greatest));
         auto vit_layer = [&](cu::GemmContext& ctx, cudaStream_t st) {
             cu::LayerNormParams ln;
-            ln.x = vh.p, ln.x_dtype = cu::DType::kF32, ln.weight = n_w.as<float>(), ln.bias = n_b.as<float>(), ln.y = vln.as<bf16>();
+            ln.x = vh.p, ln.x_dtype = cu::DType::kF32, ln.weight = n_w.as<float>(), ln.bias = n_b.as<float>(),
+            ln.y = vln.as<bf16>();
             ln.rows = rows, ln.dim = kVitWidth, ln.eps = 1e-6f;
             cu::layernorm(ln, st);
-            cu::gemm(ctx, {vln.as<bf16>(), w_qkv.as<bf16>(), b_qkv.p, vbig.p, cu::DType::kBF16, rows, w3, kVitWidth}, st);
+            cu::gemm(
+                ctx,
+                {vln.as<bf16>(), w_qkv.as<bf16>(), b_qkv.p, vbig.p, cu::DType::kBF16, rows, w3, kVitWidth},
+                st);
             cu::AttentionPrefillParams ap;
-            ap.q = vbig.as<bf16>(), ap.k = vbig.as<bf16>() + kVitWidth, ap.v = vbig.as<bf16>() + 2 * kVitWidth;
+            ap.q = vbig.as<bf16>(), ap.k = vbig.as<bf16>() + kVitWidth,
+            ap.v = vbig.as<bf16>() + 2 * kVitWidth;
             ap.q_stride = w3, ap.kv_stride = w3, ap.out = vattn.as<bf16>(), ap.out_stride = kVitWidth;
-            ap.cu_seqlens_q = ap.cu_seqlens_k = vcu.as<int32_t>(), ap.n_seq = tiles, ap.n_heads = ap.n_kv_heads = kVitHeads;
-            ap.head_dim = kVitWidth / kVitHeads, ap.max_seqlen_q = kVitTileTokens, ap.causal = false, ap.n_splits = 1;
+            ap.cu_seqlens_q = ap.cu_seqlens_k = vcu.as<int32_t>(), ap.n_seq = tiles,
+            ap.n_heads = ap.n_kv_heads = kVitHeads;
+            ap.head_dim = kVitWidth / kVitHeads, ap.max_seqlen_q = kVitTileTokens, ap.causal = false,
+            ap.n_splits = 1;
             cu::attention_prefill(ap, st);
-            cu::GemmParams proj{vattn.as<bf16>(), w_proj.as<bf16>(), b_proj.p, vh.p, cu::DType::kF32, rows, kVitWidth, kVitWidth};
+            cu::GemmParams proj{vattn.as<bf16>(), w_proj.as<bf16>(), b_proj.p, vh.p, cu::DType::kF32, rows,
+                                kVitWidth,        kVitWidth};
             proj.beta = 1.0f;
             cu::gemm(ctx, proj, st);
             cu::layernorm(ln, st);
-            cu::gemm(ctx, {vln.as<bf16>(), w_fc1.as<bf16>(), b_fc1.p, vbig.p, cu::DType::kBF16, rows, kVitInter, kVitWidth}, st);
+            cu::gemm(ctx,
+                     {vln.as<bf16>(), w_fc1.as<bf16>(), b_fc1.p, vbig.p, cu::DType::kBF16, rows, kVitInter,
+                      kVitWidth},
+                     st);
             cu::gelu_erf(vbig.as<bf16>(), rows * kVitInter, st);
-            cu::GemmParams fc2{vbig.as<bf16>(), w_fc2.as<bf16>(), b_fc2.p, vh.p, cu::DType::kF32, rows, kVitWidth, kVitInter};
+            cu::GemmParams fc2{vbig.as<bf16>(), w_fc2.as<bf16>(), b_fc2.p, vh.p, cu::DType::kF32, rows,
+                               kVitWidth,       kVitInter};
             fc2.beta = 1.0f;
             cu::gemm(ctx, fc2, st);
         };
-        std::printf("\n# one ViT layer, %lld tiles x %lld tokens (C-RADIO-H shapes), on a highest-priority stream || the state update above\n\n"
-                    "| ViT GEMMs planned for | ViT layer alone ms | state update alone ms | together, ViT first ms | together, state update "
-                    "first ms | serial (all-SM ViT + update) ms | saved |\n|---|---|---|---|---|---|---|\n",
-                    (long long)tiles, (long long)kVitTileTokens);
+        std::printf(
+            "\n# one ViT layer, %lld tiles x %lld tokens (C-RADIO-H shapes), on a highest-priority stream || "
+            "the state update above\n\n"
+            "| ViT GEMMs planned for | ViT layer alone ms | state update alone ms | together, ViT first ms | "
+            "together, state update "
+            "first ms | serial (all-SM ViT + update) ms | saved |\n|---|---|---|---|---|---|---|\n",
+            (long long)tiles, (long long)kVitTileTokens);
         double full_vit_ms = 0;
         for (int cap : {0, 110, 88, 66}) {
             if (cap >= sms) continue;
@@ -636,8 +750,9 @@ int main(int argc, char** argv) {
                 profile_range("ViT layer alone (all SMs)", [&] { vit_layer(vctx, s_gemm); });
                 profile_range("ViT layer first || state update (all SMs)", [&] { issue_pair(true); });
             }
-            std::printf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% |\n", cap ? std::to_string(cap).c_str() : "all SMs", vit_ms, ssu_ms, a, b,
-                        serial, 100.0 * (serial - std::min(a, b)) / serial);
+            std::printf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% |\n",
+                        cap ? std::to_string(cap).c_str() : "all SMs", vit_ms, ssu_ms, a, b, serial,
+                        100.0 * (serial - std::min(a, b)) / serial);
             std::fflush(stdout);
         }
         SURF_CUDA_CHECK(cudaStreamDestroy(s_vit));

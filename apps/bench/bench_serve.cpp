@@ -10,8 +10,8 @@
 // the bandwidth roofline of spec/serving.md §4 with the copy bandwidth measured in the same run.
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -39,24 +39,42 @@ namespace {
 // "; prefill attention: language model <kernel>, vision tower <kernel>" for the header line.
 std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
     auto kernel = [&](int wgmma_keys, bool warp_specialized) {
-        return wgmma_keys ? std::string(warp_specialized ? "warp-specialized " : "") + "wgmma, key tile " + std::to_string(wgmma_keys)
-                          : "mma.sync at " + std::to_string(L.attention_rows_per_warp == 32 ? 32 : 16) + " rows per warp";
+        return wgmma_keys ? std::string(warp_specialized ? "warp-specialized " : "") + "wgmma, key tile " +
+                                std::to_string(wgmma_keys)
+                          : "mma.sync at " + std::to_string(L.attention_rows_per_warp == 32 ? 32 : 16) +
+                                " rows per warp";
     };
-    return "; prefill attention: language model " + kernel(L.attention_wgmma_keys, L.attention_wgmma_warp_specialized) +
-           (L.attention_wgmma_warp_specialized && L.attention_wgmma_keys && !L.attention_ws_beside_decode ? " (plain wgmma beside decode rows)" : "") +
-           ", vision tower " + kernel(L.vit_attention_wgmma_keys, L.vit_attention_wgmma_warp_specialized) + "; decode attention " +
-           (L.attention_mixed ? "in one launch with a mixed step's prefill attention (attention_mixed), alone " : "") +
-           (L.attention_green_decode_sms > 0 ? "on " + std::to_string(L.attention_green_decode_sms) + " SMs of its own in mixed steps where that pays (TMA, 2 blocks an SM; the prefill on the rest), else "
-            : L.attention_green_decode_sms < 0 ? "on SMs of its own in mixed steps where the warm-up's measurement says that pays (TMA, 2 blocks an SM; the prefill on the rest), else " : "") +
-           (L.decode_attention_tma ? "on TMA rings (" + std::to_string(L.decode_tma_blocks_per_sm) + " blocks an SM alone, 1 beside a prefill)"
-                                   : L.decode_attention_pipelined ? "pipelined" : "not pipelined") + "; decode rows' state and KV " +
-           (L.l2_evict_first ? "evict-first in L2" : "without an L2 hint") + "; sampler " + (L.sampler_binned ? "binned" : "radix digits only") +
-           "; GEMMs " + (L.gemm_wgmma ? "cuBLASLt or gemm_wgmma, whichever tunes faster"
-                         : L.gemm_wgmma_relu2 ? "cuBLASLt, ReLU² ones of >= 512 rows on gemm_wgmma (fused)" : "cuBLASLt") + "; " +
-           (L.programmatic_launch ? "programmatic dependent launch" : "plain launches") + "; " +
-           (L.trailing_layers_on_logit_rows ? std::string("last mixer's output") + (L.last_mamba_gate_on_logit_rows ? " and gate" : "") +
-                                                  " and trailing MLPs on logits rows only"
-                                            : std::string("every layer on every row")) +
+    return "; prefill attention: language model " +
+           kernel(L.attention_wgmma_keys, L.attention_wgmma_warp_specialized) +
+           (L.attention_wgmma_warp_specialized && L.attention_wgmma_keys && !L.attention_ws_beside_decode
+                ? " (plain wgmma beside decode rows)"
+                : "") +
+           ", vision tower " + kernel(L.vit_attention_wgmma_keys, L.vit_attention_wgmma_warp_specialized) +
+           "; decode attention " +
+           (L.attention_mixed
+                ? "in one launch with a mixed step's prefill attention (attention_mixed), alone "
+                : "") +
+           (L.attention_green_decode_sms > 0 ? "on " + std::to_string(L.attention_green_decode_sms) +
+                                                   " SMs of its own in mixed steps where that pays (TMA, 2 "
+                                                   "blocks an SM; the prefill on the rest), else "
+            : L.attention_green_decode_sms < 0
+                ? "on SMs of its own in mixed steps where the warm-up's measurement says that pays (TMA, 2 "
+                  "blocks an SM; the prefill on the rest), else "
+                : "") +
+           (L.decode_attention_tma ? "on TMA rings (" + std::to_string(L.decode_tma_blocks_per_sm) +
+                                         " blocks an SM alone, 1 beside a prefill)"
+            : L.decode_attention_pipelined ? "pipelined"
+                                           : "not pipelined") +
+           "; decode rows' state and KV " + (L.l2_evict_first ? "evict-first in L2" : "without an L2 hint") +
+           "; sampler " + (L.sampler_binned ? "binned" : "radix digits only") + "; GEMMs " +
+           (L.gemm_wgmma         ? "cuBLASLt or gemm_wgmma, whichever tunes faster"
+            : L.gemm_wgmma_relu2 ? "cuBLASLt, ReLU² ones of >= 512 rows on gemm_wgmma (fused)"
+                                 : "cuBLASLt") +
+           "; " + (L.programmatic_launch ? "programmatic dependent launch" : "plain launches") + "; " +
+           (L.trailing_layers_on_logit_rows
+                ? std::string("last mixer's output") + (L.last_mamba_gate_on_logit_rows ? " and gate" : "") +
+                      " and trailing MLPs on logits rows only"
+                : std::string("every layer on every row")) +
            "; small-m kernel k split " +
            (L.small_m_k_split ? std::to_string(L.small_m_k_split) : std::string("automatic"));
 }
@@ -67,7 +85,7 @@ struct Options {
     int steps = 10, text_tokens = 200, output_tokens = 100, width = 1280, height = 720;
     std::string mode = "both";
     bool bf16_state = false;
-    int state_split = -1;  // -1: the engine's default (GpuLimits::ssm_state_split)
+    int state_split = -1;          // -1: the engine's default (GpuLimits::ssm_state_split)
     int64_t prefill_chunk = 1024;  // the engine's default
     int64_t max_context = 16384;
     int64_t vision_batch_tiles = 24;  // tiles per vision-tower pass (8 screenshots of 3 tiles)
@@ -76,34 +94,38 @@ struct Options {
     int vision_sms = 0;
     // GpuLimits::overlap_*_branches and ssd_split (-1: the engine's defaults).
     int overlap_mamba = -1, overlap_attention = -1, ssd_split = -1, ssu_split = -1;
-    int ssd_wgmma = -1;  // GpuLimits::ssd_wgmma: -1 the default, 0 off, 1 on
+    int ssd_wgmma = -1;            // GpuLimits::ssd_wgmma: -1 the default, 0 off, 1 on
     bool attention_splits = true;  // split-KV prefill attention (GpuLimits::attention_splits)
-    int gemm_reuse = -1;           // GpuLimits::gemm_reuse_tuned_in_bucket; -1 = not given (the engine default)
-    bool small_m_kernel = true;    // GpuLimits::small_m_kernel
-    int attention_rows_per_warp = 0;  // GpuLimits::attention_rows_per_warp; 0 = not given (the engine default)
+    int gemm_reuse = -1;         // GpuLimits::gemm_reuse_tuned_in_bucket; -1 = not given (the engine default)
+    bool small_m_kernel = true;  // GpuLimits::small_m_kernel
+    int attention_rows_per_warp =
+        0;  // GpuLimits::attention_rows_per_warp; 0 = not given (the engine default)
     int attention_wgmma = -1, vit_attention_wgmma = -1;  // GpuLimits::*attention_wgmma_keys; -1 = not given
-    int ssm_replay = -1;  // GpuLimits::ssm_replay_window; -1 = not given
-    bool ssu_early = false;  // GpuLimits::ssu_after_prefill_conv off
-    int ssu_bulk = -1;       // GpuLimits::ssu_bulk_stage: -1 the default, 0 off, 1 on
-    int mamba_y_bf16 = -1;   // GpuLimits::mamba_y_bf16: -1 the default, 0 off, 1 on
-    int attention_ws = -1, vit_attention_ws = -1;  // GpuLimits::*attention_wgmma_warp_specialized: -1 the default, 0 off, 1 on
-    // GpuLimits::attention_ws_beside_decode, decode_attention_pipelined, decode_attention_tma, decode_tma_blocks_per_sm
+    int ssm_replay = -1;                                 // GpuLimits::ssm_replay_window; -1 = not given
+    bool ssu_early = false;                              // GpuLimits::ssu_after_prefill_conv off
+    int ssu_bulk = -1;      // GpuLimits::ssu_bulk_stage: -1 the default, 0 off, 1 on
+    int mamba_y_bf16 = -1;  // GpuLimits::mamba_y_bf16: -1 the default, 0 off, 1 on
+    int attention_ws = -1,
+        vit_attention_ws = -1;  // GpuLimits::*attention_wgmma_warp_specialized: -1 the default, 0 off, 1 on
+    // GpuLimits::attention_ws_beside_decode, decode_attention_pipelined, decode_attention_tma,
+    // decode_tma_blocks_per_sm
     int attention_ws_beside_decode = -1, decode_pipelined = -1, decode_tma = -1, decode_tma_blocks = -1;
-    int attention_mixed = -1;  // GpuLimits::attention_mixed
-    int attention_green = -1;  // GpuLimits::attention_green_decode_sms
-    int l2_evict_first = -1;  // GpuLimits::l2_evict_first
-    int sampler_binned = -1;  // GpuLimits::sampler_binned
-    int gemm_wgmma = -1;      // GpuLimits::gemm_wgmma
-    int gemm_wgmma_relu2 = -1;  // GpuLimits::gemm_wgmma_relu2
-    int tail_rows = -1;         // GpuLimits::trailing_layers_on_logit_rows
-    int tail_gate = -1;         // GpuLimits::last_mamba_gate_on_logit_rows
-    int pdl = -1;             // GpuLimits::programmatic_launch
-    int issue_ahead = -1;     // CudaEngineOptions::issue_ahead
-    int gemv_k_split = -1;    // GpuLimits::small_m_k_split
+    int attention_mixed = -1;                           // GpuLimits::attention_mixed
+    int attention_green = -1;                           // GpuLimits::attention_green_decode_sms
+    int l2_evict_first = -1;                            // GpuLimits::l2_evict_first
+    int sampler_binned = -1;                            // GpuLimits::sampler_binned
+    int gemm_wgmma = -1;                                // GpuLimits::gemm_wgmma
+    int gemm_wgmma_relu2 = -1;                          // GpuLimits::gemm_wgmma_relu2
+    int tail_rows = -1;                                 // GpuLimits::trailing_layers_on_logit_rows
+    int tail_gate = -1;                                 // GpuLimits::last_mamba_gate_on_logit_rows
+    int pdl = -1;                                       // GpuLimits::programmatic_launch
+    int issue_ahead = -1;                               // CudaEngineOptions::issue_ahead
+    int gemv_k_split = -1;                              // GpuLimits::small_m_k_split
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
-    bool warm_vision = false;  // warm-up tunes the vision passes of 1 .. vision-batch tiles of screenshots (instead of every tile count)
+    bool warm_vision = false;  // warm-up tunes the vision passes of 1 .. vision-batch tiles of screenshots
+                               // (instead of every tile count)
     int warm_vision_tile_counts = -1;  // CudaEngineOptions::warm_up_vision_tile_counts
-    bool warm_row_buckets = true;  // CudaEngineOptions::warm_up_row_buckets
+    bool warm_row_buckets = true;      // CudaEngineOptions::warm_up_row_buckets
     int hf_baseline_batch = 0;  // > 0: also run the HF transformers baseline at this batch, in this run
     int hf_baseline_steps = 2;
 };
@@ -129,76 +151,142 @@ Options parse(int argc, char** argv) {
             }
             return argv[++i];
         };
-        if (a == "--config") o.config_dir = next();
-        else if (a == "--concurrency") o.concurrency = parse_list(next());
-        else if (a == "--steps") o.steps = std::atoi(next());
-        else if (a == "--text-tokens") o.text_tokens = std::atoi(next());
-        else if (a == "--output-tokens") o.output_tokens = std::atoi(next());
-        else if (a == "--mode") o.mode = next();
-        else if (a == "--bf16-state") o.bf16_state = true;
-        else if (a == "--state-split") o.state_split = std::atoi(next());
-        else if (a == "--prefill-chunk") o.prefill_chunk = std::atoll(next());
-        else if (a == "--vision-batch") o.vision_batch_tiles = std::atoll(next());
-        else if (a == "--no-graphs") o.graphs = false;
-        else if (a == "--lm-priority") o.lm_priority = true;
-        else if (a == "--vision-sms") o.vision_sms = std::atoi(next());
-        else if (a == "--overlap-mamba") o.overlap_mamba = std::atoi(next());
-        else if (a == "--overlap-attention") o.overlap_attention = std::atoi(next());
-        else if (a == "--ssd-split") o.ssd_split = std::atoi(next());
-        else if (a == "--ssd-wgmma") o.ssd_wgmma = std::atoi(next());
-        else if (a == "--ssu-split") o.ssu_split = std::atoi(next());
-        else if (a == "--no-attention-splits") o.attention_splits = false;
-        else if (a == "--gemm-reuse-in-bucket") o.gemm_reuse = 1;
-        else if (a == "--no-gemm-reuse-in-bucket") o.gemm_reuse = 0;
-        else if (a == "--no-small-m-kernel") o.small_m_kernel = false;
-        else if (a == "--attention-rows-per-warp") o.attention_rows_per_warp = std::atoi(next());
-        else if (a == "--attention-wgmma") o.attention_wgmma = std::atoi(next());
-        else if (a == "--vit-attention-wgmma") o.vit_attention_wgmma = std::atoi(next());
-        else if (a == "--ssm-replay") o.ssm_replay = std::atoi(next());
-        else if (a == "--ssu-early") o.ssu_early = true;
-        else if (a == "--ssu-bulk") o.ssu_bulk = std::atoi(next());
-        else if (a == "--mamba-y-bf16") o.mamba_y_bf16 = std::atoi(next());
-        else if (a == "--attention-ws") o.attention_ws = std::atoi(next());
-        else if (a == "--vit-attention-ws") o.vit_attention_ws = std::atoi(next());
-        else if (a == "--attention-ws-beside-decode") o.attention_ws_beside_decode = std::atoi(next());
-        else if (a == "--decode-pipelined") o.decode_pipelined = std::atoi(next());
-        else if (a == "--decode-tma") o.decode_tma = std::atoi(next());
-        else if (a == "--decode-tma-blocks") o.decode_tma_blocks = std::atoi(next());
-        else if (a == "--attention-mixed") o.attention_mixed = std::atoi(next());
-        else if (a == "--attention-green") o.attention_green = std::atoi(next());
-        else if (a == "--l2-evict-first") o.l2_evict_first = std::atoi(next());
-        else if (a == "--sampler-binned") o.sampler_binned = std::atoi(next());
-        else if (a == "--gemm-wgmma") o.gemm_wgmma = std::atoi(next());
-        else if (a == "--gemm-wgmma-relu2") o.gemm_wgmma_relu2 = std::atoi(next());
-        else if (a == "--tail-logit-rows") o.tail_rows = std::atoi(next());
-        else if (a == "--tail-gate") o.tail_gate = std::atoi(next());
-        else if (a == "--pdl") o.pdl = std::atoi(next());
-        else if (a == "--issue-ahead") o.issue_ahead = std::atoi(next());
-        else if (a == "--gemv-k-split") o.gemv_k_split = std::atoi(next());
-        else if (a == "--vision-min-tiles") o.vision_min_tiles = std::atoll(next());
-        else if (a == "--vision-max-wait") o.vision_max_wait = std::atoll(next());
-        else if (a == "--warm-vision") o.warm_vision = true;
-        else if (a == "--warm-vision-tile-counts") o.warm_vision_tile_counts = std::atoi(next());
-        else if (a == "--no-warm-row-buckets") o.warm_row_buckets = false;
-        else if (a == "--hf-baseline") o.hf_baseline_batch = std::atoi(next());
-        else if (a == "--hf-baseline-steps") o.hf_baseline_steps = std::atoi(next());
+        if (a == "--config")
+            o.config_dir = next();
+        else if (a == "--concurrency")
+            o.concurrency = parse_list(next());
+        else if (a == "--steps")
+            o.steps = std::atoi(next());
+        else if (a == "--text-tokens")
+            o.text_tokens = std::atoi(next());
+        else if (a == "--output-tokens")
+            o.output_tokens = std::atoi(next());
+        else if (a == "--mode")
+            o.mode = next();
+        else if (a == "--bf16-state")
+            o.bf16_state = true;
+        else if (a == "--state-split")
+            o.state_split = std::atoi(next());
+        else if (a == "--prefill-chunk")
+            o.prefill_chunk = std::atoll(next());
+        else if (a == "--vision-batch")
+            o.vision_batch_tiles = std::atoll(next());
+        else if (a == "--no-graphs")
+            o.graphs = false;
+        else if (a == "--lm-priority")
+            o.lm_priority = true;
+        else if (a == "--vision-sms")
+            o.vision_sms = std::atoi(next());
+        else if (a == "--overlap-mamba")
+            o.overlap_mamba = std::atoi(next());
+        else if (a == "--overlap-attention")
+            o.overlap_attention = std::atoi(next());
+        else if (a == "--ssd-split")
+            o.ssd_split = std::atoi(next());
+        else if (a == "--ssd-wgmma")
+            o.ssd_wgmma = std::atoi(next());
+        else if (a == "--ssu-split")
+            o.ssu_split = std::atoi(next());
+        else if (a == "--no-attention-splits")
+            o.attention_splits = false;
+        else if (a == "--gemm-reuse-in-bucket")
+            o.gemm_reuse = 1;
+        else if (a == "--no-gemm-reuse-in-bucket")
+            o.gemm_reuse = 0;
+        else if (a == "--no-small-m-kernel")
+            o.small_m_kernel = false;
+        else if (a == "--attention-rows-per-warp")
+            o.attention_rows_per_warp = std::atoi(next());
+        else if (a == "--attention-wgmma")
+            o.attention_wgmma = std::atoi(next());
+        else if (a == "--vit-attention-wgmma")
+            o.vit_attention_wgmma = std::atoi(next());
+        else if (a == "--ssm-replay")
+            o.ssm_replay = std::atoi(next());
+        else if (a == "--ssu-early")
+            o.ssu_early = true;
+        else if (a == "--ssu-bulk")
+            o.ssu_bulk = std::atoi(next());
+        else if (a == "--mamba-y-bf16")
+            o.mamba_y_bf16 = std::atoi(next());
+        else if (a == "--attention-ws")
+            o.attention_ws = std::atoi(next());
+        else if (a == "--vit-attention-ws")
+            o.vit_attention_ws = std::atoi(next());
+        else if (a == "--attention-ws-beside-decode")
+            o.attention_ws_beside_decode = std::atoi(next());
+        else if (a == "--decode-pipelined")
+            o.decode_pipelined = std::atoi(next());
+        else if (a == "--decode-tma")
+            o.decode_tma = std::atoi(next());
+        else if (a == "--decode-tma-blocks")
+            o.decode_tma_blocks = std::atoi(next());
+        else if (a == "--attention-mixed")
+            o.attention_mixed = std::atoi(next());
+        else if (a == "--attention-green")
+            o.attention_green = std::atoi(next());
+        else if (a == "--l2-evict-first")
+            o.l2_evict_first = std::atoi(next());
+        else if (a == "--sampler-binned")
+            o.sampler_binned = std::atoi(next());
+        else if (a == "--gemm-wgmma")
+            o.gemm_wgmma = std::atoi(next());
+        else if (a == "--gemm-wgmma-relu2")
+            o.gemm_wgmma_relu2 = std::atoi(next());
+        else if (a == "--tail-logit-rows")
+            o.tail_rows = std::atoi(next());
+        else if (a == "--tail-gate")
+            o.tail_gate = std::atoi(next());
+        else if (a == "--pdl")
+            o.pdl = std::atoi(next());
+        else if (a == "--issue-ahead")
+            o.issue_ahead = std::atoi(next());
+        else if (a == "--gemv-k-split")
+            o.gemv_k_split = std::atoi(next());
+        else if (a == "--vision-min-tiles")
+            o.vision_min_tiles = std::atoll(next());
+        else if (a == "--vision-max-wait")
+            o.vision_max_wait = std::atoll(next());
+        else if (a == "--warm-vision")
+            o.warm_vision = true;
+        else if (a == "--warm-vision-tile-counts")
+            o.warm_vision_tile_counts = std::atoi(next());
+        else if (a == "--no-warm-row-buckets")
+            o.warm_row_buckets = false;
+        else if (a == "--hf-baseline")
+            o.hf_baseline_batch = std::atoi(next());
+        else if (a == "--hf-baseline-steps")
+            o.hf_baseline_steps = std::atoi(next());
         else if (a == "--image") {
             const std::string s = next();
             o.width = std::atoi(s.c_str());
             o.height = std::atoi(s.c_str() + s.find('x') + 1);
         } else {
-            std::fprintf(stderr, "usage: bench_serve [--config DIR] [--concurrency 1,16,64,100] [--steps 10] [--mode stateful|stateless|both]\n"
-                                 "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] [--bf16-state] [--prefill-chunk 1024]\n"
-                                 "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
-                                 "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] [--ssd-wgmma 0|1] [--ssu-split N]\n"
-                                 "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] [--attention-rows-per-warp 16|32]\n"
-                                 "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] [--vit-attention-wgmma 0|64|128|208]\n"
-                                 "                   [--ssm-replay 0|2..32] [--state-split 0|1] [--ssu-early] [--ssu-bulk 0|1] [--mamba-y-bf16 0|1]\n"
-                                 "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
-                                 "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] [--decode-tma 0|1] [--decode-tma-blocks 1|2] [--attention-mixed 0|1] [--attention-green 0|SMS (default: counts measured in the warm-up)] [--l2-evict-first 0|1] [--sampler-binned 0|1]\n"
-                                 "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--tail-logit-rows 0|1] [--tail-gate 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8] [--issue-ahead 0|1]\n"
-                                 "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] [--warm-vision-tile-counts 0|1] [--no-warm-row-buckets]\n"
-                                 "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
+            std::fprintf(
+                stderr,
+                "usage: bench_serve [--config DIR] [--concurrency 1,16,64,100] [--steps 10] [--mode "
+                "stateful|stateless|both]\n"
+                "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] "
+                "[--bf16-state] [--prefill-chunk 1024]\n"
+                "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
+                "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] "
+                "[--ssd-wgmma 0|1] [--ssu-split N]\n"
+                "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] "
+                "[--attention-rows-per-warp 16|32]\n"
+                "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] "
+                "[--vit-attention-wgmma 0|64|128|208]\n"
+                "                   [--ssm-replay 0|2..32] [--state-split 0|1] [--ssu-early] [--ssu-bulk "
+                "0|1] [--mamba-y-bf16 0|1]\n"
+                "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
+                "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] "
+                "[--decode-tma 0|1] [--decode-tma-blocks 1|2] [--attention-mixed 0|1] [--attention-green "
+                "0|SMS (default: counts measured in the warm-up)] [--l2-evict-first 0|1] [--sampler-binned "
+                "0|1]\n"
+                "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--tail-logit-rows 0|1] "
+                "[--tail-gate 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8] [--issue-ahead 0|1]\n"
+                "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] "
+                "[--warm-vision-tile-counts 0|1] [--no-warm-row-buckets]\n"
+                "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
             std::exit(2);
         }
     }
@@ -206,11 +294,14 @@ Options parse(int argc, char** argv) {
         std::fprintf(stderr, "bench_serve: --vision-sms %d is out of range\n", o.vision_sms);
         std::exit(2);
     }
-    if (o.attention_rows_per_warp != 0 && o.attention_rows_per_warp != 16 && o.attention_rows_per_warp != 32) {
-        std::fprintf(stderr, "bench_serve: --attention-rows-per-warp takes 16 or 32, got %d\n", o.attention_rows_per_warp);
+    if (o.attention_rows_per_warp != 0 && o.attention_rows_per_warp != 16 &&
+        o.attention_rows_per_warp != 32) {
+        std::fprintf(stderr, "bench_serve: --attention-rows-per-warp takes 16 or 32, got %d\n",
+                     o.attention_rows_per_warp);
         std::exit(2);
     }
-    for (const auto& [flag, keys] : {std::pair<const char*, int>{"--attention-wgmma", o.attention_wgmma}, {"--vit-attention-wgmma", o.vit_attention_wgmma}}) {
+    for (const auto& [flag, keys] : {std::pair<const char*, int>{"--attention-wgmma", o.attention_wgmma},
+                                     {"--vit-attention-wgmma", o.vit_attention_wgmma}}) {
         if (keys != -1 && !surf::kernels::cuda::valid_wgmma_key_tile(keys)) {
             std::fprintf(stderr, "bench_serve: %s takes 0, 64, 128 or 208, got %d\n", flag, keys);
             std::exit(2);
@@ -219,8 +310,8 @@ Options parse(int argc, char** argv) {
     // -1 is "not given" (the engine's default); anything else outside the range is a usage error.
     auto check_range = [](const char* flag, int64_t v, int64_t lo, int64_t hi) {
         if (v != -1 && (v < lo || v > hi)) {
-            std::fprintf(stderr, "bench_serve: %s %lld is out of range (%lld to %lld)\n", flag, static_cast<long long>(v), static_cast<long long>(lo),
-                         static_cast<long long>(hi));
+            std::fprintf(stderr, "bench_serve: %s %lld is out of range (%lld to %lld)\n", flag,
+                         static_cast<long long>(v), static_cast<long long>(lo), static_cast<long long>(hi));
             std::exit(2);
         }
     };
@@ -228,7 +319,8 @@ Options parse(int argc, char** argv) {
     check_range("--overlap-attention", o.overlap_attention, 0, 1);
     check_range("--ssd-split", o.ssd_split, 0, 4);
     check_range("--ssd-wgmma", o.ssd_wgmma, 0, 1);
-    check_range("--ssu-split", o.ssu_split, 0, 80);  // must divide the head dim (80 at 12B): the kernel says so
+    check_range("--ssu-split", o.ssu_split, 0,
+                80);  // must divide the head dim (80 at 12B): the kernel says so
     check_range("--ssm-replay", o.ssm_replay, 0, 32);
     check_range("--state-split", o.state_split, 0, 1);
     check_range("--warm-vision-tile-counts", o.warm_vision_tile_counts, 0, 1);
@@ -252,7 +344,8 @@ Options parse(int argc, char** argv) {
     check_range("--pdl", o.pdl, 0, 1);
     check_range("--gemv-k-split", o.gemv_k_split, 0, 8);
     if (o.gemv_k_split > 0 && (o.gemv_k_split & (o.gemv_k_split - 1)) != 0) {
-        std::fprintf(stderr, "bench_serve: --gemv-k-split takes 0 (automatic), 1, 2, 4 or 8, got %d\n", o.gemv_k_split);
+        std::fprintf(stderr, "bench_serve: --gemv-k-split takes 0 (automatic), 1, 2, 4 or 8, got %d\n",
+                     o.gemv_k_split);
         std::exit(2);
     }
     if (o.ssm_replay == 1) {
@@ -260,7 +353,8 @@ Options parse(int argc, char** argv) {
         std::exit(2);
     }
     if (o.vision_min_tiles < 0 || o.vision_max_wait < 0) {
-        std::fprintf(stderr, "bench_serve: --%s %lld is out of range\n", o.vision_min_tiles < 0 ? "vision-min-tiles" : "vision-max-wait",
+        std::fprintf(stderr, "bench_serve: --%s %lld is out of range\n",
+                     o.vision_min_tiles < 0 ? "vision-min-tiles" : "vision-max-wait",
                      static_cast<long long>(o.vision_min_tiles < 0 ? o.vision_min_tiles : o.vision_max_wait));
         std::exit(2);
     }
@@ -281,7 +375,8 @@ std::shared_ptr<const Image> random_screenshot(int w, int h, uint64_t seed) {
     // Blocks of colour with noise: cheap to draw, never equal between steps.
     for (size_t i = 0; i < img->pixels.size(); i += 8) {
         const uint64_t r = rng();
-        for (size_t k = 0; k < 8 && i + k < img->pixels.size(); ++k) img->pixels[i + k] = static_cast<uint8_t>(r >> (8 * k));
+        for (size_t k = 0; k < 8 && i + k < img->pixels.size(); ++k)
+            img->pixels[i + k] = static_cast<uint8_t>(r >> (8 * k));
     }
     return img;
 }
@@ -377,9 +472,12 @@ RunResult run(Engine& engine, const Options& o, int C, bool stateful, uint64_t r
 // pure PyTorch) at `hf_baseline_batch` sessions advancing together, its lines echoed here. False (with the
 // reason on stderr) when it could not run.
 bool run_hf_baseline(const Options& o) {
-    const std::string script = std::string(SURF_SOURCE_DIR_FOR_BENCH) + "/tests/reference/bench_hf_baseline.py";
-    const std::string command = "python3 '" + script + "' --config '" + o.config_dir + "/config.json' --steps " + std::to_string(o.hf_baseline_steps) +
-                                " --concurrency " + std::to_string(o.hf_baseline_batch) + " --batch " + std::to_string(o.hf_baseline_batch) + " 2>&1";
+    const std::string script =
+        std::string(SURF_SOURCE_DIR_FOR_BENCH) + "/tests/reference/bench_hf_baseline.py";
+    const std::string command = "python3 '" + script + "' --config '" + o.config_dir +
+                                "/config.json' --steps " + std::to_string(o.hf_baseline_steps) +
+                                " --concurrency " + std::to_string(o.hf_baseline_batch) + " --batch " +
+                                std::to_string(o.hf_baseline_batch) + " 2>&1";
     std::printf("# baseline: %s\n", command.c_str());
     std::fflush(stdout);
     FILE* pipe = popen(command.c_str(), "r");
@@ -396,7 +494,8 @@ bool run_hf_baseline(const Options& o) {
     }
     const int status = pclose(pipe);
     if (status != 0 || !got_result) {
-        std::fprintf(stderr, "bench_serve: the HF baseline failed (exit status %d%s)\n", status, got_result ? "" : ", no result line");
+        std::fprintf(stderr, "bench_serve: the HF baseline failed (exit status %d%s)\n", status,
+                     got_result ? "" : ", no result line");
         return false;
     }
     return true;
@@ -417,8 +516,9 @@ int main(int argc, char** argv) {
         cudaDeviceProp prop{};
         cudaGetDeviceProperties(&prop, 0);
         const double copy_bw = surf::bench::copy_bandwidth();
-        // Cards of one model differ measurably in this benchmark (docs/BENCHMARKS.md); the GEMM ceiling beside the
-        // copy bandwidth says which kind of machine a run had (both measured before the engine takes the memory).
+        // Cards of one model differ measurably in this benchmark (docs/BENCHMARKS.md); the GEMM ceiling
+        // beside the copy bandwidth says which kind of machine a run had (both measured before the engine
+        // takes the memory).
         const double gemm_tflops = surf::bench::gemm_ceiling() / 1e12;
         const int max_c = *std::max_element(o.concurrency.begin(), o.concurrency.end());
         cuda::CudaEngineOptions eo;
@@ -430,7 +530,10 @@ int main(int argc, char** argv) {
         eo.limits.page_size = 16;
         const int64_t per_step = 768 + 2 + o.text_tokens + o.output_tokens;
         // Stateful sessions grow by a step each; stateless ones hold 3 screenshots and the text history.
-        const int64_t per_session = std::max<int64_t>(static_cast<int64_t>(o.steps) * per_step, 3 * 770 + static_cast<int64_t>(o.steps) * (o.text_tokens + o.output_tokens)) + 512;
+        const int64_t per_session =
+            std::max<int64_t>(static_cast<int64_t>(o.steps) * per_step,
+                              3 * 770 + static_cast<int64_t>(o.steps) * (o.text_tokens + o.output_tokens)) +
+            512;
         eo.limits.kv_pages = (max_c + 4) * ((per_session + 15) / 16);
         eo.limits.max_image_rows = 6 * 768 * (max_c + 4) > 262144 ? 262144 : 6 * 768 * (max_c + 4);
         eo.limits.max_tiles = o.vision_batch_tiles;
@@ -454,7 +557,8 @@ int main(int argc, char** argv) {
         if (o.mamba_y_bf16 >= 0) eo.limits.mamba_y_bf16 = o.mamba_y_bf16 == 1;
         if (o.attention_ws >= 0) eo.limits.attention_wgmma_warp_specialized = o.attention_ws == 1;
         if (o.vit_attention_ws >= 0) eo.limits.vit_attention_wgmma_warp_specialized = o.vit_attention_ws == 1;
-        if (o.attention_ws_beside_decode >= 0) eo.limits.attention_ws_beside_decode = o.attention_ws_beside_decode == 1;
+        if (o.attention_ws_beside_decode >= 0)
+            eo.limits.attention_ws_beside_decode = o.attention_ws_beside_decode == 1;
         if (o.decode_pipelined >= 0) eo.limits.decode_attention_pipelined = o.decode_pipelined == 1;
         if (o.decode_tma >= 0) eo.limits.decode_attention_tma = o.decode_tma == 1;
         if (o.decode_tma_blocks >= 0) eo.limits.decode_tma_blocks_per_sm = o.decode_tma_blocks;
@@ -475,45 +579,68 @@ int main(int argc, char** argv) {
         if (o.warm_vision && cfg.has_vision) {
             // Passes of 1, 2, … screenshots of this workload's size, up to the tiles one pass may take.
             const int64_t per_shot = plan_tiles(o.width, o.height, tiling_config_from(cfg.image)).n_tiles;
-            for (int64_t k = 1; k * per_shot <= o.vision_batch_tiles; ++k) eo.warm_up_vision_batches.push_back(std::vector<int64_t>(k, per_shot));
+            for (int64_t k = 1; k * per_shot <= o.vision_batch_tiles; ++k)
+                eo.warm_up_vision_batches.push_back(std::vector<int64_t>(k, per_shot));
         }
-        eo.limits.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
+        eo.limits.ssm_state =
+            o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
         if (o.state_split >= 0) eo.limits.ssm_state_split = o.state_split == 1;
         const bool split = eo.limits.state_split_applies();
         eo.prefill_chunk = o.prefill_chunk;
         const auto tl = Clock::now();
         auto engine = cuda::open_random_cuda_engine(cfg, eo, 42);
         const double load_s = std::chrono::duration<double>(Clock::now() - tl).count();
-        // The decode-only steps against the bytes this engine's decode step must move (replay-aware; §4's stock
-        // formula, which writes the state every step, is printed per run too).
-        const surf::bench::Roofline roof = surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window, split);
+        // The decode-only steps against the bytes this engine's decode step must move (replay-aware; §4's
+        // stock formula, which writes the state every step, is printed per run too).
+        const surf::bench::Roofline roof =
+            surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window, split);
         const surf::bench::Roofline stock_roof = surf::bench::roofline(cfg, o.bf16_state);
-        std::printf("# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), bf16 GEMM ceiling %.0f TFLOP/s (8192^3), SSM state %s, "
-                    "replay window %d; mixed steps: Mamba branches %s, "
-                    "attention branches %s, SSD wgmma kernel %s, SSD slices %s, SSU row slices %s (state staged by %s), Mamba y %s, prefill split-KV %s%s%s%s\n",
-                    prop.name, prop.multiProcessorCount, copy_bw / 1e9, gemm_tflops, o.bf16_state ? "bf16" : split ? "fp32 (two 16-bit planes)" : "fp32", eo.limits.ssm_replay_window,
-                    eo.limits.overlap_mamba_branches ? "overlapped" : "serial", eo.limits.overlap_attention_branches ? "overlapped" : "serial",
-                    eo.limits.ssd_wgmma ? "where it applies" : "off", eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
-                    eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto", eo.limits.ssu_bulk_stage ? "bulk copies" : "cp.async",
-                    eo.limits.mamba_y_bf16 ? "bf16" : "fp32", eo.limits.attention_splits ? "auto" : "off",
-                    eo.limits.gemm_reuse_tuned_in_bucket ? "; tuned GEMM algorithms reused within 64-row buckets" : "",
-                    attention_kernels(eo.limits).c_str(), eo.limits.small_m_kernel ? "" : "; small-m GEMM kernel off");
+        std::printf(
+            "# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), bf16 GEMM ceiling %.0f "
+            "TFLOP/s (8192^3), SSM state %s, "
+            "replay window %d; mixed steps: Mamba branches %s, "
+            "attention branches %s, SSD wgmma kernel %s, SSD slices %s, SSU row slices %s (state staged by "
+            "%s), Mamba y %s, prefill split-KV %s%s%s%s\n",
+            prop.name, prop.multiProcessorCount, copy_bw / 1e9, gemm_tflops,
+            o.bf16_state ? "bf16"
+            : split      ? "fp32 (two 16-bit planes)"
+                         : "fp32",
+            eo.limits.ssm_replay_window, eo.limits.overlap_mamba_branches ? "overlapped" : "serial",
+            eo.limits.overlap_attention_branches ? "overlapped" : "serial",
+            eo.limits.ssd_wgmma ? "where it applies" : "off",
+            eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
+            eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto",
+            eo.limits.ssu_bulk_stage ? "bulk copies" : "cp.async", eo.limits.mamba_y_bf16 ? "bf16" : "fp32",
+            eo.limits.attention_splits ? "auto" : "off",
+            eo.limits.gemm_reuse_tuned_in_bucket ? "; tuned GEMM algorithms reused within 64-row buckets"
+                                                 : "",
+            attention_kernels(eo.limits).c_str(),
+            eo.limits.small_m_kernel ? "" : "; small-m GEMM kernel off");
         {
-            const bool counts = eo.warm_up_vision_batches.empty() && eo.warm_up_vision_tile_counts && cfg.has_vision;
-            std::printf("# vision: passes wait for %lld tiles or %lld steps; warm-up tunes %s; scheduler: %s\n", (long long)o.vision_min_tiles,
-                        (long long)o.vision_max_wait,
-                        counts ? ("one pass of each tile count 1.." + std::to_string(eo.limits.max_tiles)).c_str()
-                               : (std::to_string(eo.warm_up_vision_batches.size()) + " vision passes").c_str(),
-                        eo.issue_ahead ? "each step issued before the previous step's tokens reach the host" : "each step waits for the previous step's tokens");
+            const bool counts =
+                eo.warm_up_vision_batches.empty() && eo.warm_up_vision_tile_counts && cfg.has_vision;
+            std::printf(
+                "# vision: passes wait for %lld tiles or %lld steps; warm-up tunes %s; scheduler: %s\n",
+                (long long)o.vision_min_tiles, (long long)o.vision_max_wait,
+                counts ? ("one pass of each tile count 1.." + std::to_string(eo.limits.max_tiles)).c_str()
+                       : (std::to_string(eo.warm_up_vision_batches.size()) + " vision passes").c_str(),
+                eo.issue_ahead ? "each step issued before the previous step's tokens reach the host"
+                               : "each step waits for the previous step's tokens");
         }
-        std::printf("# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random weights drawn and engine "
-                    "warmed up in %.1f s (warm-up, GEMM tuning: %.1f s); device memory in use %.1f GiB\n",
-                    o.steps, o.width, o.height, o.text_tokens, o.output_tokens, load_s, engine->stats().warm_up_seconds,
-                    engine->stats().device_bytes / 1073741824.0);
-        if (const std::string notes = engine->stats().warm_up_notes; !notes.empty()) std::printf("# warm-up: %s\n", notes.c_str());
-        std::printf("| mode | C | output tok/s | total tok/s | appended tok/s | steps/s | step p50 s | step p95 s | TTFT p50 s | step %d / step 1 | "
-                    "decode rows | decode ms/step | decode %% roofline | device GiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-                    o.steps);
+        std::printf(
+            "# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random "
+            "weights drawn and engine "
+            "warmed up in %.1f s (warm-up, GEMM tuning: %.1f s); device memory in use %.1f GiB\n",
+            o.steps, o.width, o.height, o.text_tokens, o.output_tokens, load_s,
+            engine->stats().warm_up_seconds, engine->stats().device_bytes / 1073741824.0);
+        if (const std::string notes = engine->stats().warm_up_notes; !notes.empty())
+            std::printf("# warm-up: %s\n", notes.c_str());
+        std::printf(
+            "| mode | C | output tok/s | total tok/s | appended tok/s | steps/s | step p50 s | step p95 s | "
+            "TTFT p50 s | step %d / step 1 | "
+            "decode rows | decode ms/step | decode %% roofline | device GiB "
+            "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            o.steps);
         uint64_t run_id = 0;
         int64_t failed = 0;
         {
@@ -531,71 +658,101 @@ int main(int argc, char** argv) {
                 const double dsteps = static_cast<double>(after.decode_only_steps - before.decode_only_steps);
                 const double drows = static_cast<double>(after.decode_only_rows - before.decode_only_rows);
                 const double dsec = after.decode_only_seconds - before.decode_only_seconds;
-                const double dctx = static_cast<double>(after.decode_only_context - before.decode_only_context);
+                const double dctx =
+                    static_cast<double>(after.decode_only_context - before.decode_only_context);
                 double roof_pct = 0, stock_pct = 0, step_ms = 0, rows_per = 0;
                 if (dsteps > 0 && dsec > 0) {
                     step_ms = 1e3 * dsec / dsteps;
                     rows_per = drows / dsteps;
                     const double bytes = dsteps * roof.step_bytes(drows / dsteps, dctx / dsteps);
                     roof_pct = 100.0 * (bytes / dsec) / copy_bw;
-                    stock_pct = 100.0 * (dsteps * stock_roof.step_bytes(drows / dsteps, dctx / dsteps) / dsec) / copy_bw;
+                    stock_pct = 100.0 *
+                                (dsteps * stock_roof.step_bytes(drows / dsteps, dctx / dsteps) / dsec) /
+                                copy_bw;
                 }
-                std::printf("| %s | %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f | %.1f |\n", mode, C,
-                            r.generated / r.wall, r.processed / r.wall, r.appended / r.wall, r.steps / r.wall, percentile(r.step_latency, 0.5),
-                            percentile(r.step_latency, 0.95), percentile(r.ttft, 0.5), mean(r.last_step) / std::max(1e-9, mean(r.first_step)),
-                            rows_per, step_ms, roof_pct, after.device_bytes / 1073741824.0);
+                std::printf(
+                    "| %s | %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f "
+                    "| %.1f |\n",
+                    mode, C, r.generated / r.wall, r.processed / r.wall, r.appended / r.wall,
+                    r.steps / r.wall, percentile(r.step_latency, 0.5), percentile(r.step_latency, 0.95),
+                    percentile(r.ttft, 0.5), mean(r.last_step) / std::max(1e-9, mean(r.first_step)), rows_per,
+                    step_ms, roof_pct, after.device_bytes / 1073741824.0);
                 const double steps_all = static_cast<double>(after.steps - before.steps);
                 const double sec_all = after.step_seconds - before.step_seconds;
                 const double dgpu = after.decode_only_gpu_seconds - before.decode_only_gpu_seconds;
-                const double msteps = static_cast<double>(after.mixed_sampled_steps - before.mixed_sampled_steps);
+                const double msteps =
+                    static_cast<double>(after.mixed_sampled_steps - before.mixed_sampled_steps);
                 const double msec = after.mixed_sampled_seconds - before.mixed_sampled_seconds;
                 const double mgpu = after.mixed_sampled_gpu_seconds - before.mixed_sampled_gpu_seconds;
                 // Everything is allocated up front, so memory in use after the run is its peak (engine + CUDA
                 // context + libraries; the table's "device GiB" counts the engine's own buffers).
                 size_t free_bytes = 0, total_bytes = 0;
                 cudaMemGetInfo(&free_bytes, &total_bytes);
-                std::printf("#   %s C=%d: %.0f steps (%.0f decode-only at %.1f ms, of which GPU %.1f ms; %.0f mixed/prefill at %.1f ms), step time %.1f s of "
-                            "%.1f s wall; GPU memory in use %.1f of %.1f GiB%s\n",
-                            mode, C, steps_all, dsteps, step_ms, dsteps > 0 ? 1e3 * dgpu / dsteps : 0.0, steps_all - dsteps,
-                            1e3 * (sec_all - dsec) / std::max(1.0, steps_all - dsteps), sec_all, r.wall, (total_bytes - free_bytes) / 1073741824.0,
-                            total_bytes / 1073741824.0, r.errors ? " — FAILED REQUESTS, see stderr" : "");
+                std::printf(
+                    "#   %s C=%d: %.0f steps (%.0f decode-only at %.1f ms, of which GPU %.1f ms; %.0f "
+                    "mixed/prefill at %.1f ms), step time %.1f s of "
+                    "%.1f s wall; GPU memory in use %.1f of %.1f GiB%s\n",
+                    mode, C, steps_all, dsteps, step_ms, dsteps > 0 ? 1e3 * dgpu / dsteps : 0.0,
+                    steps_all - dsteps, 1e3 * (sec_all - dsec) / std::max(1.0, steps_all - dsteps), sec_all,
+                    r.wall, (total_bytes - free_bytes) / 1073741824.0, total_bytes / 1073741824.0,
+                    r.errors ? " — FAILED REQUESTS, see stderr" : "");
                 if (dsteps > 0 && eo.limits.ssm_replay_window > 0) {
-                    std::printf("#   %s C=%d: decode-only steps at %.1f%% of the copy bandwidth counting the bytes moved with replay window %d; "
-                                "%.1f%% by §4's stock formula (state written every step)\n",
-                                mode, C, roof_pct, eo.limits.ssm_replay_window, stock_pct);
+                    std::printf(
+                        "#   %s C=%d: decode-only steps at %.1f%% of the copy bandwidth counting the bytes "
+                        "moved with replay window %d; "
+                        "%.1f%% by §4's stock formula (state written every step)\n",
+                        mode, C, roof_pct, eo.limits.ssm_replay_window, stock_pct);
                 }
                 if (msteps > 0) {
-                    std::printf("#   %s C=%d: %.0f mixed steps that sampled: %.1f ms wall, of which the language model's GPU span %.1f ms\n", mode, C,
-                                msteps, 1e3 * msec / msteps, 1e3 * mgpu / msteps);
+                    std::printf(
+                        "#   %s C=%d: %.0f mixed steps that sampled: %.1f ms wall, of which the language "
+                        "model's GPU span %.1f ms\n",
+                        mode, C, msteps, 1e3 * msec / msteps, 1e3 * mgpu / msteps);
                 }
                 const double ssteps = static_cast<double>(after.sampled_steps - before.sampled_steps);
                 if (ssteps > 0) {
-                    std::printf("#   %s C=%d: sampling (parameters up, sample_tokens, tokens back) %.3f ms of GPU span a sampled step (%.0f steps)\n",
-                                mode, C, 1e3 * (after.sampling_gpu_seconds - before.sampling_gpu_seconds) / ssteps, ssteps);
+                    std::printf(
+                        "#   %s C=%d: sampling (parameters up, sample_tokens, tokens back) %.3f ms of GPU "
+                        "span a sampled step (%.0f steps)\n",
+                        mode, C, 1e3 * (after.sampling_gpu_seconds - before.sampling_gpu_seconds) / ssteps,
+                        ssteps);
                 }
-                std::printf("#   %s C=%d: of the %.2f s wall, the engine had requests in flight %.2f s (steps %.2f s, scheduler work between steps "
-                            "%.2f s = %.2f ms a step)\n",
-                            mode, C, r.wall, after.busy_seconds - before.busy_seconds, sec_all, after.busy_seconds - before.busy_seconds - sec_all,
-                            1e3 * (after.busy_seconds - before.busy_seconds - sec_all) / std::max(1.0, steps_all));
-                auto host_ms = [&](double EngineStats::*f) { return 1e3 * (after.*f - before.*f) / std::max(1.0, steps_all); };
-                std::printf("#   %s C=%d: scheduler thread, ms a step: planning %.3f, issuing the forward %.3f, accounting the tokens %.3f, "
-                            "admission %.3f, waits for images %.3f\n",
-                            mode, C, host_ms(&EngineStats::plan_seconds), host_ms(&EngineStats::issue_seconds), host_ms(&EngineStats::results_seconds),
-                            host_ms(&EngineStats::admission_seconds), host_ms(&EngineStats::image_wait_seconds));
-                std::printf("#   %s C=%d: %lld GEMM shapes tuned during the run (%.2f s of step time), %lld decode graphs captured\n", mode, C,
-                            static_cast<long long>(after.gemm_shapes_tuned - before.gemm_shapes_tuned),
-                            after.gemm_tune_seconds - before.gemm_tune_seconds,
-                            static_cast<long long>(after.graphs_captured - before.graphs_captured));
+                std::printf(
+                    "#   %s C=%d: of the %.2f s wall, the engine had requests in flight %.2f s (steps %.2f "
+                    "s, scheduler work between steps "
+                    "%.2f s = %.2f ms a step)\n",
+                    mode, C, r.wall, after.busy_seconds - before.busy_seconds, sec_all,
+                    after.busy_seconds - before.busy_seconds - sec_all,
+                    1e3 * (after.busy_seconds - before.busy_seconds - sec_all) / std::max(1.0, steps_all));
+                auto host_ms = [&](double EngineStats::*f) {
+                    return 1e3 * (after.*f - before.*f) / std::max(1.0, steps_all);
+                };
+                std::printf(
+                    "#   %s C=%d: scheduler thread, ms a step: planning %.3f, issuing the forward %.3f, "
+                    "accounting the tokens %.3f, "
+                    "admission %.3f, waits for images %.3f\n",
+                    mode, C, host_ms(&EngineStats::plan_seconds), host_ms(&EngineStats::issue_seconds),
+                    host_ms(&EngineStats::results_seconds), host_ms(&EngineStats::admission_seconds),
+                    host_ms(&EngineStats::image_wait_seconds));
+                std::printf(
+                    "#   %s C=%d: %lld GEMM shapes tuned during the run (%.2f s of step time), %lld decode "
+                    "graphs captured\n",
+                    mode, C, static_cast<long long>(after.gemm_shapes_tuned - before.gemm_shapes_tuned),
+                    after.gemm_tune_seconds - before.gemm_tune_seconds,
+                    static_cast<long long>(after.graphs_captured - before.graphs_captured));
                 failed += r.errors;
                 std::fflush(stdout);
             }
         }
         const EngineStats s = engine->stats();
-        std::printf("# engine: %lld steps (%lld decode-only, %lld from %lld CUDA graphs), prefill %lld tokens, decode %lld tokens, image cache %lld hits / "
-                    "%lld misses, vision %lld batches / %lld tiles, offloads %lld, restores %lld\n",
-                    (long long)s.steps, (long long)s.decode_only_steps, (long long)s.graph_steps, (long long)s.graphs_captured, (long long)s.prefill_tokens,
-                    (long long)s.decode_tokens, (long long)s.image_cache_hits, (long long)s.image_cache_misses, (long long)s.vision_batches,
-                    (long long)s.vision_tiles, (long long)s.offloads, (long long)s.restores);
+        std::printf(
+            "# engine: %lld steps (%lld decode-only, %lld from %lld CUDA graphs), prefill %lld tokens, "
+            "decode %lld tokens, image cache %lld hits / "
+            "%lld misses, vision %lld batches / %lld tiles, offloads %lld, restores %lld\n",
+            (long long)s.steps, (long long)s.decode_only_steps, (long long)s.graph_steps,
+            (long long)s.graphs_captured, (long long)s.prefill_tokens, (long long)s.decode_tokens,
+            (long long)s.image_cache_hits, (long long)s.image_cache_misses, (long long)s.vision_batches,
+            (long long)s.vision_tiles, (long long)s.offloads, (long long)s.restores);
         if (failed > 0) {
             std::fprintf(stderr, "bench_serve: %lld requests failed\n", static_cast<long long>(failed));
             return 1;

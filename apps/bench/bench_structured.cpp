@@ -49,14 +49,15 @@ Stats stats_of(std::vector<double> v) {
     for (size_t i = 0; i < keep; ++i) s.trimmed += v[i];
     s.trimmed /= static_cast<double>(keep);
     s.p50 = v[v.size() / 2];
-    s.p99 = v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(0.99 * static_cast<double>(v.size()))) - 1)];
+    s.p99 =
+        v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(0.99 * static_cast<double>(v.size()))) - 1)];
     s.max = v.back();
     return s;
 }
 
 void print_stats(const char* name, const Stats& s) {
-    std::printf("| %-34s | %7zu | %9.2f | %9.2f | %9.2f | %9.2f | %9.2f |\n", name, s.n, s.mean, s.trimmed, s.p50,
-                s.p99, s.max);
+    std::printf("| %-34s | %7zu | %9.2f | %9.2f | %9.2f | %9.2f | %9.2f |\n", name, s.n, s.mean, s.trimmed,
+                s.p50, s.p99, s.max);
 }
 
 }  // namespace
@@ -69,12 +70,18 @@ int main(int argc, char** argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string flag = argv[i];
         const char* value = argv[i + 1];
-        if (flag == "--schema") schema_path = value;
-        else if (flag == "--vocab") vocab_size = std::atoi(value);
-        else if (flag == "--sequences") sequences = std::atoi(value);
-        else if (flag == "--batch") batch = std::atoi(value);
-        else if (flag == "--budget-ms") budget_ms = std::atof(value);
-        else if (flag == "--seed") seed = std::strtoull(value, nullptr, 10);
+        if (flag == "--schema")
+            schema_path = value;
+        else if (flag == "--vocab")
+            vocab_size = std::atoi(value);
+        else if (flag == "--sequences")
+            sequences = std::atoi(value);
+        else if (flag == "--batch")
+            batch = std::atoi(value);
+        else if (flag == "--budget-ms")
+            budget_ms = std::atof(value);
+        else if (flag == "--seed")
+            seed = std::strtoull(value, nullptr, 10);
         else {
             std::fprintf(stderr, "bench_structured: unknown flag %s\n", flag.c_str());
             return 2;
@@ -144,38 +151,44 @@ int main(int argc, char** argv) {
             total_bytes += c.generated_bytes().size();
             if (s == 0) example = c.generated_bytes();
         }
-        Stats cold_s = stats_of(cold), warm_s = stats_of(warm), acc = stats_of(accept_us), app = stats_of(apply_us);
-        std::printf("bench_structured: vocab %d tokens (%zu contain '\"'), trie %zu nodes, longest token %u bytes\n", V,
-                    quote_tokens, index->trie_nodes(), index->max_token_bytes());
-        std::printf("setup: vocab %.1f ms, index build %.1f ms, schema compile %.3f ms (%s)\n", vocab_ms, index_ms,
-                    compile_ms, schema_path.c_str());
-        std::printf("generated %d sequences, %zu tokens, %zu bytes; string-state cache entries %zu\n", sequences,
-                    total_tokens, total_bytes, index->string_cache_size());
+        Stats cold_s = stats_of(cold), warm_s = stats_of(warm), acc = stats_of(accept_us),
+              app = stats_of(apply_us);
+        std::printf(
+            "bench_structured: vocab %d tokens (%zu contain '\"'), trie %zu nodes, longest token %u bytes\n",
+            V, quote_tokens, index->trie_nodes(), index->max_token_bytes());
+        std::printf("setup: vocab %.1f ms, index build %.1f ms, schema compile %.3f ms (%s)\n", vocab_ms,
+                    index_ms, compile_ms, schema_path.c_str());
+        std::printf("generated %d sequences, %zu tokens, %zu bytes; string-state cache entries %zu\n",
+                    sequences, total_tokens, total_bytes, index->string_cache_size());
         std::printf("example: %.300s%s\n\n", example.c_str(), example.size() > 300 ? "..." : "");
-        std::printf("| %-34s | %7s | %9s | %9s | %9s | %9s | %9s |\n", "per step per sequence (us)", "steps", "mean",
-                    "mean-99%", "p50", "p99", "max");
+        std::printf("| %-34s | %7s | %9s | %9s | %9s | %9s | %9s |\n", "per step per sequence (us)", "steps",
+                    "mean", "mean-99%", "p50", "p99", "max");
         std::printf("|%s|---------|-----------|-----------|-----------|-----------|-----------|\n",
                     std::string(36, '-').c_str());
         print_stats("fill_allowed, cold (1st sequence)", cold_s);
         print_stats("fill_allowed, warm", warm_s);
         print_stats("accept", acc);
         print_stats("apply_token_bitmask (131k logits)", app);
-        // The engine needs mask + accept per sequence; applying the mask is done where the logits live (on the
-        // GPU backend by the sampler kernel), so it is reported separately.
+        // The engine needs mask + accept per sequence; applying the mask is done where the logits live (on
+        // the GPU backend by the sampler kernel), so it is reported separately.
         double batch_ms = (warm_s.mean + acc.mean) * batch / 1000;
         double batch_trim_ms = (warm_s.trimmed + acc.trimmed) * batch / 1000;
         double batch_p99_ms = (warm_s.p99 + acc.p99) * batch / 1000;
         double apply_ms = app.trimmed * batch / 1000;
-        std::printf("\nbatch %d, one CPU thread, fill_allowed+accept per decode step: %.3f ms mean (%.1f%% of a %.0f ms "
-                    "step), %.3f ms trimmed mean (%.1f%%), %.3f ms if every sequence hit its p99 (%.1f%%)\n",
-                    batch, batch_ms, 100 * batch_ms / budget_ms, budget_ms, batch_trim_ms,
-                    100 * batch_trim_ms / budget_ms, batch_p99_ms, 100 * batch_p99_ms / budget_ms);
-        std::printf("batch %d, CPU apply_token_bitmask on all logits: %.3f ms (%.1f%%; CPU backend only)\n", batch,
-                    apply_ms, 100 * apply_ms / budget_ms);
-        std::printf("batch %d, 2 CPU threads (trimmed mean): %.1f%% of the step; overlapped with the GPU forward "
-                    "(the mask of step t is computed on the CPU while the forward of step t runs on the GPU) it is hidden "
-                    "whenever it is shorter than the forward\n",
-                    batch, 100 * batch_trim_ms / 2 / budget_ms);
+        std::printf(
+            "\nbatch %d, one CPU thread, fill_allowed+accept per decode step: %.3f ms mean (%.1f%% of a %.0f "
+            "ms "
+            "step), %.3f ms trimmed mean (%.1f%%), %.3f ms if every sequence hit its p99 (%.1f%%)\n",
+            batch, batch_ms, 100 * batch_ms / budget_ms, budget_ms, batch_trim_ms,
+            100 * batch_trim_ms / budget_ms, batch_p99_ms, 100 * batch_p99_ms / budget_ms);
+        std::printf("batch %d, CPU apply_token_bitmask on all logits: %.3f ms (%.1f%%; CPU backend only)\n",
+                    batch, apply_ms, 100 * apply_ms / budget_ms);
+        std::printf(
+            "batch %d, 2 CPU threads (trimmed mean): %.1f%% of the step; overlapped with the GPU forward "
+            "(the mask of step t is computed on the CPU while the forward of step t runs on the GPU) it is "
+            "hidden "
+            "whenever it is shorter than the forward\n",
+            batch, 100 * batch_trim_ms / 2 / budget_ms);
     } catch (const surf::Error& e) {
         std::fprintf(stderr, "bench_structured: %s\n", e.what());
         return 1;

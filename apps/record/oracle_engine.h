@@ -32,7 +32,8 @@ struct RecordedSession {
 class OracleEngine : public model::Engine {
 public:
     // The reply for one call; `parts` is what the call appends, `forced` whether the policy must answer.
-    using Reply = std::function<std::string(Role role, const std::vector<model::InputPart>& parts, bool forced)>;
+    using Reply =
+        std::function<std::string(Role role, const std::vector<model::InputPart>& parts, bool forced)>;
 
     // Tokenizer and config come from `model_dir` (the agent's conversation needs the special tokens).
     OracleEngine(const std::string& model_dir, const agent::PromptProfile& profile);

@@ -1,10 +1,10 @@
 #include "apps/serve/http_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -77,7 +77,9 @@ struct Parsed {
     std::string message;
 };
 
-Parsed refuse(int status, std::string message) { return {Parsed::kError, status, std::move(message)}; }
+Parsed refuse(int status, std::string message) {
+    return {Parsed::kError, status, std::move(message)};
+}
 
 // A connection whose request is still being read. The head (request line and headers) is parsed once,
 // when it is all there; after that only the body's length is watched.
@@ -98,7 +100,8 @@ Parsed parse_head(const std::string& buf, const HttpServerOptions& options, Read
     const size_t header_end = buf.find("\r\n\r\n");
     if (header_end == std::string::npos) {
         if (buf.size() > options.max_header_bytes)
-            return refuse(431, "request headers exceed " + std::to_string(options.max_header_bytes) + " bytes");
+            return refuse(431,
+                          "request headers exceed " + std::to_string(options.max_header_bytes) + " bytes");
         return {};
     }
     if (header_end > options.max_header_bytes)
@@ -343,7 +346,8 @@ void HttpServer::accept_loop() {
             }
             HttpResponseWriter w(r.fd);
             if (p.kind == Parsed::kError && p.status) plain_error(w, p.status, p.message);
-            if (p.kind == Parsed::kIncomplete && !r.buf.empty()) plain_error(w, 408, "timed out reading the request");
+            if (p.kind == Parsed::kIncomplete && !r.buf.empty())
+                plain_error(w, 408, "timed out reading the request");
             ::close(r.fd);
         }
         reading = std::move(still);

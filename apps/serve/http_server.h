@@ -64,10 +64,10 @@ using HttpHandler = std::function<void(const HttpRequest&, HttpResponseWriter&)>
 
 struct HttpServerOptions {
     std::string host = "127.0.0.1";
-    int port = 0;                        // 0: an ephemeral port (see HttpServer::port())
-    int threads = 32;                    // concurrent requests (streamed generations hold a thread)
-    int max_queue = 256;                 // whole requests waiting for a thread; beyond: 503 + Retry-After
-    int max_reading = 4096;              // connections still sending their request; beyond: 503 + Retry-After
+    int port = 0;            // 0: an ephemeral port (see HttpServer::port())
+    int threads = 32;        // concurrent requests (streamed generations hold a thread)
+    int max_queue = 256;     // whole requests waiting for a thread; beyond: 503 + Retry-After
+    int max_reading = 4096;  // connections still sending their request; beyond: 503 + Retry-After
     // Paths answered by the reading thread itself, never queued behind generations (cheap handlers only).
     std::vector<std::string> inline_paths = {"/health"};
     size_t max_header_bytes = 64 << 10;  // request line + headers; beyond: 431

@@ -14,7 +14,7 @@ class LatencyHistogram {
 public:
     // Upper bounds in seconds: from a cached /health answer to a long generation.
     static constexpr std::array<double, 14> kBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                                       1,     2.5,  5,     10,   30,  60,  120};
+                                                       1,     2.5,  5,     10,   30,  60,   120};
 
     void observe(double seconds);
     // Writes the HELP and TYPE lines, one _bucket line per bound plus +Inf, then _sum and _count.

@@ -141,7 +141,8 @@ model::ChatMessage parse_message(const json& m, size_t index, const ServiceOptio
                 int64_t used = 0;
                 for (const auto& im : *images) used += int64_t{im->width} * im->height;
                 const int64_t allowed = std::min(options.max_image_pixels, options.max_request_pixels - used);
-                images->push_back(decode_data_url(url, options.max_image_bytes, allowed, pw + ".image_url.url"));
+                images->push_back(
+                    decode_data_url(url, options.max_image_bytes, allowed, pw + ".image_url.url"));
                 parts.push_back({model::ChatPartKind::kImage, ""});
             } else {
                 throw bad(pw + ".type", "\"" + type + "\" is not supported (text, image_url)");
@@ -194,8 +195,8 @@ std::optional<std::string> base64_decode(const std::string& text) {
     return out;
 }
 
-std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size_t max_bytes, int64_t max_pixels,
-                                                    const std::string& param) {
+std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size_t max_bytes,
+                                                    int64_t max_pixels, const std::string& param) {
     if (url.rfind("data:", 0) != 0) {
         throw bad(param,
                   "only data URLs (data:image/png;base64,...) are accepted; the server fetches nothing",
@@ -205,8 +206,10 @@ std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size
     if (comma == std::string::npos) throw bad(param, "malformed data URL (no comma)", "invalid_image_url");
     const std::string meta = url.substr(5, comma - 5);
     if (meta.rfind("image/", 0) != 0 || meta.size() < 7 || meta.compare(meta.size() - 7, 7, ";base64") != 0) {
-        throw bad(param, "expected data:image/<type>;base64,... (got \"data:" + surf::shorten_utf8(meta, 40, "") + "\")",
-                  "invalid_image_url");
+        throw bad(
+            param,
+            "expected data:image/<type>;base64,... (got \"data:" + surf::shorten_utf8(meta, 40, "") + "\")",
+            "invalid_image_url");
     }
     if ((url.size() - comma - 1) / 4 * 3 > max_bytes) {
         ApiError e =
@@ -231,8 +234,10 @@ int json_nesting_depth(std::string_view text) {
     for (size_t i = 0; i < text.size(); ++i) {
         const char c = text[i];
         if (in_string) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_string = false;
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
         } else if (c == '"') {
             in_string = true;
         } else if (c == '{' || c == '[') {
@@ -304,7 +309,8 @@ ChatRequest parse_chat_request(const std::string& body_text, const ServiceOption
     }
     if (body.contains("stream_options") && body["stream_options"].is_object()) {
         const json so = body["stream_options"];
-        if (so.contains("include_usage") && !so["include_usage"].is_boolean() && !so["include_usage"].is_null())
+        if (so.contains("include_usage") && !so["include_usage"].is_boolean() &&
+            !so["include_usage"].is_null())
             throw bad("stream_options.include_usage", "expected a boolean");
         req.include_usage = so.contains("include_usage") && so["include_usage"].is_boolean() &&
                             so["include_usage"].get<bool>();
@@ -345,7 +351,8 @@ OpenAiService::OpenAiService(std::shared_ptr<model::Engine> engine, ServiceOptio
     : engine_(std::move(engine)), options_(std::move(options)) {
     template_ =
         std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_model_dir(engine_->config().dir));
-    if (options_.prefix_cache_sessions > 0) prefix_cache_ = std::make_unique<PrefixCache>(*engine_, options_.prefix_cache_sessions);
+    if (options_.prefix_cache_sessions > 0)
+        prefix_cache_ = std::make_unique<PrefixCache>(*engine_, options_.prefix_cache_sessions);
     std::random_device rd;
     id_nonce_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
                 static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
@@ -356,7 +363,8 @@ std::string OpenAiService::next_response_id() {
     // process and unpredictable from one another.
     const uint64_t n = static_cast<uint64_t>(next_id_++);
     char buf[48];
-    std::snprintf(buf, sizeof buf, "chatcmpl-%016" PRIx64 "%08" PRIx64, static_cast<uint64_t>(id_nonce_ + n * 0x9E3779B97F4A7C15u),
+    std::snprintf(buf, sizeof buf, "chatcmpl-%016" PRIx64 "%08" PRIx64,
+                  static_cast<uint64_t>(id_nonce_ + n * 0x9E3779B97F4A7C15u),
                   static_cast<uint64_t>(n & 0xffffffffu));
     return buf;
 }
@@ -365,8 +373,9 @@ json OpenAiService::model_object() const {
     return {{"id", options_.model_name},
             {"object", "model"},
             {"created", static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::system_clock::now().time_since_epoch() -
-                            (Clock::now() - started_)).count())},
+                                                 std::chrono::system_clock::now().time_since_epoch() -
+                                                 (Clock::now() - started_))
+                                                 .count())},
             {"owned_by", "surf"}};
 }
 
@@ -377,7 +386,9 @@ struct SessionGuard {
     model::Engine& engine;
     std::atomic<int64_t>& open;
     model::SessionId id;
-    SessionGuard(model::Engine& e, std::atomic<int64_t>& o, model::SessionId s) : engine(e), open(o), id(s) { ++open; }
+    SessionGuard(model::Engine& e, std::atomic<int64_t>& o, model::SessionId s) : engine(e), open(o), id(s) {
+        ++open;
+    }
     ~SessionGuard() {
         try {
             engine.close_session(id);
@@ -391,15 +402,17 @@ struct SessionGuard {
 
 }  // namespace
 
-model::GenerateResult OpenAiService::generate_reusing(const ChatRequest& req, const std::string& prompt, const std::vector<model::InputPart>& parts,
+model::GenerateResult OpenAiService::generate_reusing(const ChatRequest& req, const std::string& prompt,
+                                                      const std::vector<model::InputPart>& parts,
                                                       int64_t& prompt_tokens, int64_t& cached_tokens) {
     const PromptUnits units = prompt_units(parts, engine_->tokenizer());
-    // The kept state ends before the generation prompt where the prompt renders as the conversation plus that suffix (a
-    // later request re-renders this turn's reply after it, not necessarily as the same tokens), else before the last unit.
-    // The suffix is found from its own text: the rendering without it is a prefix of the rendering with it, and only the
-    // few tokens after that prefix are tokenized (not the whole conversation again, nor its images hashed again). A
-    // suffix whose tokens are not exactly the prompt's last ones (a merge across the boundary) keeps the fallback; either
-    // way the cache only ever reuses a state whose units match.
+    // The kept state ends before the generation prompt where the prompt renders as the conversation plus that
+    // suffix (a later request re-renders this turn's reply after it, not necessarily as the same tokens),
+    // else before the last unit. The suffix is found from its own text: the rendering without it is a prefix
+    // of the rendering with it, and only the few tokens after that prefix are tokenized (not the whole
+    // conversation again, nor its images hashed again). A suffix whose tokens are not exactly the prompt's
+    // last ones (a merge across the boundary) keeps the fallback; either way the cache only ever reuses a
+    // state whose units match.
     size_t split = units.size() > 0 ? units.size() - 1 : 0;
     if (req.add_generation_prompt) {
         ChatRequest bare = req;
@@ -411,13 +424,15 @@ model::GenerateResult OpenAiService::generate_reusing(const ChatRequest& req, co
             if (image_token.empty() || suffix.find(image_token) == std::string::npos) {
                 const std::vector<int32_t> tail = engine_->tokenizer().encode(suffix, /*parse_special=*/true);
                 if (!tail.empty() && tail.size() < units.size() &&
-                    std::equal(tail.rbegin(), tail.rend(), units.keys.rbegin(), [](int32_t t, int64_t k) { return k == t; })) {
+                    std::equal(tail.rbegin(), tail.rend(), units.keys.rbegin(),
+                               [](int32_t t, int64_t k) { return k == t; })) {
                     split = units.size() - tail.size();
                 }
             }
         }
     }
-    std::optional<PrefixCache::Hit> hit = split > 0 ? prefix_cache_->fork_longest_prefix(units, split) : std::nullopt;
+    std::optional<PrefixCache::Hit> hit =
+        split > 0 ? prefix_cache_->fork_longest_prefix(units, split) : std::nullopt;
     SessionGuard session(*engine_, open_sessions_, hit ? hit->session : engine_->open_session());
     size_t at = hit ? hit->units : 0;
     int64_t tokens = hit ? hit->engine_tokens : 0;
@@ -428,14 +443,16 @@ model::GenerateResult OpenAiService::generate_reusing(const ChatRequest& req, co
             prefill_only.max_tokens = 0;
             prefill_only.is_cancelled = req.options.is_cancelled;
             model::GenerateResult fed = engine_->generate(session.id, units.parts(at, split), prefill_only);
-            if (fed.finish == model::FinishReason::kCancelled) return fed;  // nothing to keep: the state is partial
+            if (fed.finish == model::FinishReason::kCancelled)
+                return fed;  // nothing to keep: the state is partial
             tokens += fed.prefill_tokens;
             at = split;
         }
         try {
             prefix_cache_->insert(units, split, tokens, session.id);
         } catch (const Error&) {
-            // Keeping the state is an optimisation: a fork the engine cannot hold now (full of busy sessions) is skipped.
+            // Keeping the state is an optimisation: a fork the engine cannot hold now (full of busy sessions)
+            // is skipped.
         }
     }
     model::GenerateResult result = engine_->generate(session.id, units.parts(at, units.size()), req.options);
@@ -487,11 +504,12 @@ void OpenAiService::record_request(const HttpRequest& request, const HttpRespons
     }
     if (options_.access_log) {
         char line[160];
-        std::snprintf(line, sizeof line, " %d %" PRId64 " %" PRId64 " %.3f", writer.status(), record.prompt_tokens,
-                      record.completion_tokens, seconds);
+        std::snprintf(line, sizeof line, " %d %" PRId64 " %" PRId64 " %.3f", writer.status(),
+                      record.prompt_tokens, record.completion_tokens, seconds);
         // The path is the client's text: control characters are escaped so that one request is one line.
         std::string path;
-        for (char c : request.path.substr(0, 200)) path += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
+        for (char c : request.path.substr(0, 200))
+            path += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
         options_.access_log(request.peer + " " + request.method.substr(0, 16) + " " + path + line);
     }
     // The request's duration is observed last: a /metrics that counts it also shows its other observations
@@ -499,7 +517,8 @@ void OpenAiService::record_request(const HttpRequest& request, const HttpRespons
     if (request.path != "/health" && request.path != "/metrics") {
         queue_seconds_.observe(std::chrono::duration<double>(begun - received).count());
         if (record.first_token != Clock::time_point{})
-            first_token_seconds_.observe(std::chrono::duration<double>(record.first_token - received).count());
+            first_token_seconds_.observe(
+                std::chrono::duration<double>(record.first_token - received).count());
         request_seconds_.observe(seconds);
     }
 }
@@ -520,12 +539,10 @@ void OpenAiService::route(const HttpRequest& request, HttpResponseWriter& writer
     }
     const bool get = request.method == "GET";
     if (request.path == "/health") {
-        if (!get)
-            throw ApiError{405, "use GET /health", "invalid_request_error", "", "method_not_allowed"};
+        if (!get) throw ApiError{405, "use GET /health", "invalid_request_error", "", "method_not_allowed"};
         writer.send(200, "application/json", "{\"status\":\"ok\"}");
     } else if (request.path == "/metrics") {
-        if (!get)
-            throw ApiError{405, "use GET /metrics", "invalid_request_error", "", "method_not_allowed"};
+        if (!get) throw ApiError{405, "use GET /metrics", "invalid_request_error", "", "method_not_allowed"};
         writer.send(200, "text/plain; version=0.0.4; charset=utf-8", metrics_text());
     } else if (request.path == "/v1/models") {
         if (!get)
@@ -534,12 +551,14 @@ void OpenAiService::route(const HttpRequest& request, HttpResponseWriter& writer
                     json{{"object", "list"}, {"data", json::array({model_object()})}}.dump());
     } else if (request.path.rfind("/v1/models/", 0) == 0) {
         if (!get)
-            throw ApiError{405, "use GET /v1/models/{model}", "invalid_request_error", "", "method_not_allowed"};
+            throw ApiError{405, "use GET /v1/models/{model}", "invalid_request_error", "",
+                           "method_not_allowed"};
         const std::string id = percent_decode(request.path.substr(std::string("/v1/models/").size()));
         if (id != options_.model_name) {
-            throw ApiError{404, "the model \"" + id + "\" does not exist; this server serves \"" +
-                                    options_.model_name + "\"",
-                           "invalid_request_error", "model", "model_not_found"};
+            throw ApiError{
+                404,
+                "the model \"" + id + "\" does not exist; this server serves \"" + options_.model_name + "\"",
+                "invalid_request_error", "model", "model_not_found"};
         }
         writer.send(200, "application/json", model_object().dump());
     } else if (request.path == "/v1/chat/completions") {
@@ -549,12 +568,13 @@ void OpenAiService::route(const HttpRequest& request, HttpResponseWriter& writer
         }
         chat_completions(request, writer, record);
     } else {
-        throw ApiError{404, "no route " + request.method + " " + request.path, "invalid_request_error",
-                       "", "not_found"};
+        throw ApiError{404, "no route " + request.method + " " + request.path, "invalid_request_error", "",
+                       "not_found"};
     }
 }
 
-void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWriter& writer, RequestRecord& record) {
+void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWriter& writer,
+                                     RequestRecord& record) {
     ChatRequest req = parse_chat_request(request.body, options_, schemas_);
     if (req.model != options_.model_name) {
         throw ApiError{404,
@@ -569,8 +589,9 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
     } catch (const Error& e) {
         throw bad("messages", std::string("text must not contain the image placeholder itself: ") + e.what());
     }
-    // The text parts are tokenized once, here, as the engine would (special tokens parsed): the limit counts what the
-    // engine is fed, and the prefix cache and the engine take the ids instead of tokenizing the text again.
+    // The text parts are tokenized once, here, as the engine would (special tokens parsed): the limit counts
+    // what the engine is fed, and the prefix cache and the engine take the ids instead of tokenizing the text
+    // again.
     int64_t text_tokens = 0;
     for (model::InputPart& part : parts) {
         if (part.image || part.text.empty()) continue;
@@ -719,14 +740,17 @@ std::string OpenAiService::metrics_text() const {
            static_cast<double>(running_.load()));
     metric("surf_sessions_open", "gauge", "Engine sessions held by in-flight requests.",
            static_cast<double>(open_sessions_.load()));
-    metric("surf_prompt_tokens_total", "counter", "Prompt tokens of finished requests (those a kept session held included).",
+    metric("surf_prompt_tokens_total", "counter",
+           "Prompt tokens of finished requests (those a kept session held included).",
            static_cast<double>(prompt_tokens_total_.load()));
     if (prefix_cache_) {
-        metric("surf_prefix_cache_sessions", "gauge", "Engine sessions kept at the end of recent prompts (conversation reuse).",
+        metric("surf_prefix_cache_sessions", "gauge",
+               "Engine sessions kept at the end of recent prompts (conversation reuse).",
                static_cast<double>(prefix_cache_->size()));
         metric("surf_prefix_cache_hits_total", "counter", "Requests that started from a kept session.",
                static_cast<double>(prefix_cache_->hits()));
-        metric("surf_prefix_cached_tokens_total", "counter", "Prompt tokens those kept sessions already held (not prefilled again).",
+        metric("surf_prefix_cached_tokens_total", "counter",
+               "Prompt tokens those kept sessions already held (not prefilled again).",
                static_cast<double>(prefix_cache_->hit_tokens()));
     }
     metric("surf_generation_tokens_total", "counter", "Tokens generated.",
@@ -740,8 +764,9 @@ std::string OpenAiService::metrics_text() const {
                          "Time a chat request waited for a worker after it was read whole.");
     first_token_seconds_.write(os, "surf_time_to_first_token_seconds",
                                "Time from a chat request read whole to its first generated token.");
-    request_seconds_.write(os, "surf_request_duration_seconds",
-                           "Time from a request read whole to its response sent (streams: to the last chunk).");
+    request_seconds_.write(
+        os, "surf_request_duration_seconds",
+        "Time from a request read whole to its response sent (streams: to the last chunk).");
     metric("surf_engine_running", "gauge", "Sequences the engine is running.",
            static_cast<double>(s.running));
     metric("surf_engine_waiting", "gauge", "Requests waiting inside the engine.",

@@ -3,8 +3,9 @@
 //                              response_format json_schema (constrained decoding), usage counts
 //   GET  /v1/models, GET /health, GET /metrics (Prometheus text)
 // Every request runs on its own engine session, closed when the request ends (also when a streaming client
-// disconnects, which cancels its generation); with ServiceOptions::prefix_cache_sessions that session starts as a fork
-// of a kept one whose prompt the request's prompt extends, so a conversation re-sent whole prefills only its new part. Errors are OpenAI's JSON shape
+// disconnects, which cancels its generation); with ServiceOptions::prefix_cache_sessions that session starts
+// as a fork of a kept one whose prompt the request's prompt extends, so a conversation re-sent whole prefills
+// only its new part. Errors are OpenAI's JSON shape
 // {"error": {"message", "type", "param", "code"}} with the matching 4xx/5xx status.
 #pragma once
 
@@ -22,11 +23,11 @@
 #include <vector>
 
 #include "apps/serve/http_server.h"
-#include "apps/serve/prefix_cache.h"
-#include "model/text/chat_template.h"
-#include "model/engine.h"
 #include "apps/serve/metrics.h"
+#include "apps/serve/prefix_cache.h"
+#include "model/engine.h"
 #include "model/structured/json_schema.h"
+#include "model/text/chat_template.h"
 
 namespace surf::serve {
 
@@ -35,13 +36,14 @@ struct ServiceOptions {
     std::string api_key;     // "" = no key; else "Authorization: Bearer <key>" on /v1/* and /metrics
     int32_t default_max_tokens = 512;
     int32_t max_tokens_limit = 8192;  // a larger max_tokens is refused (400)
-    int64_t max_prompt_tokens = 0;    // text tokens of the rendered prompt as the engine is fed them (special tokens parsed); 0 = no limit beyond the engine's
+    int64_t max_prompt_tokens = 0;    // text tokens of the rendered prompt as the engine is fed them (special
+                                      // tokens parsed); 0 = no limit beyond the engine's
     int max_images = 16;              // image parts per request
-    size_t max_image_bytes = 16 << 20;  // decoded base64 bytes of one image
-    int64_t max_image_pixels = int64_t{4096} * 4096;        // width × height of one image, checked before decoding
+    size_t max_image_bytes = 16 << 20;                // decoded base64 bytes of one image
+    int64_t max_image_pixels = int64_t{4096} * 4096;  // width × height of one image, checked before decoding
     int64_t max_request_pixels = 4 * int64_t{4096} * 4096;  // of all a request's images together
-    // Conversation reuse (prefix_cache.h): engine sessions kept at the end of recent prompts, forked by requests whose
-    // prompt extends one; 0 = every request prefills its whole prompt.
+    // Conversation reuse (prefix_cache.h): engine sessions kept at the end of recent prompts, forked by
+    // requests whose prompt extends one; 0 = every request prefills its whole prompt.
     size_t prefix_cache_sessions = 0;
     // One line per request (peer, method, path, status, prompt and completion tokens, latency); null = none.
     std::function<void(const std::string&)> access_log;
@@ -80,8 +82,8 @@ ChatRequest parse_chat_request(const std::string& body, const ServiceOptions& op
                                model::SchemaCache& schemas);
 
 // Decodes "data:image/png;base64,...." (any image/* type stb_image reads); throws ApiError.
-std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size_t max_bytes, int64_t max_pixels,
-                                                    const std::string& param);
+std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size_t max_bytes,
+                                                    int64_t max_pixels, const std::string& param);
 
 // Standard base64 (padding optional, no whitespace); nullopt when malformed.
 std::optional<std::string> base64_decode(const std::string& text);
@@ -107,17 +109,19 @@ private:
     };
     void chat_completions(const HttpRequest& request, HttpResponseWriter& writer, RequestRecord& record);
     void route(const HttpRequest& request, HttpResponseWriter& writer, RequestRecord& record);
-    void record_request(const HttpRequest& request, const HttpResponseWriter& writer, const RequestRecord& record,
-                        std::chrono::steady_clock::time_point begun);
+    void record_request(const HttpRequest& request, const HttpResponseWriter& writer,
+                        const RequestRecord& record, std::chrono::steady_clock::time_point begun);
     // "chatcmpl-" + 16 hex digits of this process's random nonce + a counter: unique across restarts.
     std::string next_response_id();
     nlohmann::ordered_json model_object() const;
     void send_error(HttpResponseWriter& writer, const ApiError& error);
     std::string render_prompt(const ChatRequest& req) const;
-    // Runs the request on the engine through the prefix cache (`prompt` is render_prompt(req), `parts` its engine input):
-    // `prompt_tokens` gets the whole prompt's engine tokens, `cached_tokens` those a kept session already held.
-    model::GenerateResult generate_reusing(const ChatRequest& req, const std::string& prompt, const std::vector<model::InputPart>& parts,
-                                           int64_t& prompt_tokens, int64_t& cached_tokens);
+    // Runs the request on the engine through the prefix cache (`prompt` is render_prompt(req), `parts` its
+    // engine input): `prompt_tokens` gets the whole prompt's engine tokens, `cached_tokens` those a kept
+    // session already held.
+    model::GenerateResult generate_reusing(const ChatRequest& req, const std::string& prompt,
+                                           const std::vector<model::InputPart>& parts, int64_t& prompt_tokens,
+                                           int64_t& cached_tokens);
     void record_finished(int64_t prompt_tokens, int64_t completion_tokens);
 
     std::shared_ptr<model::Engine> engine_;

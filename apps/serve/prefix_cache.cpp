@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "model/engine_input.h"
-#include "model/vision/image.h"
 #include "model/text/tokenizer.h"
+#include "model/vision/image.h"
 
 namespace surf::serve {
 
@@ -28,13 +28,15 @@ PromptUnits prompt_units(const std::vector<model::InputPart>& parts, const model
     for (const model::InputPart& part : parts) {
         if (part.image) {
             const model::Image& img = *part.image;
-            const uint64_t dims = (static_cast<uint64_t>(img.width) << 32) ^ (static_cast<uint64_t>(img.height) << 8) ^ img.channels;
+            const uint64_t dims = (static_cast<uint64_t>(img.width) << 32) ^
+                                  (static_cast<uint64_t>(img.height) << 8) ^ img.channels;
             const uint64_t h = model::content_hash(img.pixels.data(), img.pixels.size(), dims);
             units.keys.push_back(-1 - static_cast<int64_t>(h >> 1));  // < 0: never a token id
             units.images.push_back(part.image);
             continue;
         }
-        const std::vector<int32_t> ids = part.token_ids.empty() ? tokenizer.encode(part.text, /*parse_special=*/true) : part.token_ids;
+        const std::vector<int32_t> ids =
+            part.token_ids.empty() ? tokenizer.encode(part.text, /*parse_special=*/true) : part.token_ids;
         for (int32_t id : ids) {
             units.keys.push_back(id);
             units.images.push_back(nullptr);
@@ -52,7 +54,8 @@ PrefixCache::~PrefixCache() {
     }
 }
 
-std::optional<PrefixCache::Hit> PrefixCache::fork_longest_prefix(const PromptUnits& prompt, size_t max_units) {
+std::optional<PrefixCache::Hit> PrefixCache::fork_longest_prefix(const PromptUnits& prompt,
+                                                                 size_t max_units) {
     std::lock_guard<std::mutex> lock(mu_);
     Entry* best = nullptr;
     for (Entry& e : entries_) {
@@ -67,14 +70,17 @@ std::optional<PrefixCache::Hit> PrefixCache::fork_longest_prefix(const PromptUni
     return hit;
 }
 
-void PrefixCache::insert(const PromptUnits& prompt, size_t units, int64_t engine_tokens, model::SessionId session) {
+void PrefixCache::insert(const PromptUnits& prompt, size_t units, int64_t engine_tokens,
+                         model::SessionId session) {
     if (capacity_ == 0) return;
     const model::SessionId snapshot = engine_.fork_session(session);
     std::vector<model::SessionId> closing;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        Entry entry{std::vector<int64_t>(prompt.keys.begin(), prompt.keys.begin() + static_cast<long>(units)), snapshot, engine_tokens, ++clock_};
-        auto same = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.keys == entry.keys; });
+        Entry entry{std::vector<int64_t>(prompt.keys.begin(), prompt.keys.begin() + static_cast<long>(units)),
+                    snapshot, engine_tokens, ++clock_};
+        auto same = std::find_if(entries_.begin(), entries_.end(),
+                                 [&](const Entry& e) { return e.keys == entry.keys; });
         if (same != entries_.end()) {
             closing.push_back(same->session);
             *same = std::move(entry);
@@ -82,7 +88,9 @@ void PrefixCache::insert(const PromptUnits& prompt, size_t units, int64_t engine
             entries_.push_back(std::move(entry));
         }
         while (entries_.size() > capacity_) {
-            auto oldest = std::min_element(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) { return a.last_used < b.last_used; });
+            auto oldest =
+                std::min_element(entries_.begin(), entries_.end(),
+                                 [](const Entry& a, const Entry& b) { return a.last_used < b.last_used; });
             closing.push_back(oldest->session);
             entries_.erase(oldest);
         }

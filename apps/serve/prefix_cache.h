@@ -1,9 +1,9 @@
-// Conversation reuse for `surf serve` (docs/SERVE.md): an agent behind the OpenAI API re-sends its whole conversation
-// on every call. The cache keeps engine sessions whose state is exactly "after this prompt prefix" and hands the next
-// request a fork of the longest one its own prompt extends, so only the new tail is prefilled. Prefixes are compared as
-// the engine sees them — token ids of the text (tokenized as the engine does it) and each image's content hash — never
-// as text (BPE merges differently at a seam). Sessions are evicted least recently used first; the engine offloads idle
-// ones to host memory as the GPU fills.
+// Conversation reuse for `surf serve` (docs/SERVE.md): an agent behind the OpenAI API re-sends its whole
+// conversation on every call. The cache keeps engine sessions whose state is exactly "after this prompt
+// prefix" and hands the next request a fork of the longest one its own prompt extends, so only the new tail
+// is prefilled. Prefixes are compared as the engine sees them — token ids of the text (tokenized as the
+// engine does it) and each image's content hash — never as text (BPE merges differently at a seam). Sessions
+// are evicted least recently used first; the engine offloads idle ones to host memory as the GPU fills.
 #pragma once
 
 #include <atomic>
@@ -27,8 +27,8 @@ struct PromptUnits {
     std::vector<model::InputPart> parts(size_t begin, size_t end) const;
 };
 
-// Splits `parts` (text and image parts, as interleave_images makes them) into units, tokenizing text as the engine's
-// prepare_input does (special tokens parsed).
+// Splits `parts` (text and image parts, as interleave_images makes them) into units, tokenizing text as the
+// engine's prepare_input does (special tokens parsed).
 PromptUnits prompt_units(const std::vector<model::InputPart>& parts, const model::Tokenizer& tokenizer);
 
 class PrefixCache {
@@ -46,8 +46,8 @@ public:
     };
     // A fork of the longest cached prefix of `prompt` no longer than `max_units` units, or nullopt.
     std::optional<Hit> fork_longest_prefix(const PromptUnits& prompt, size_t max_units);
-    // Keeps a fork of `session` (whose state is exactly after prompt units [0, units)) for later requests, replacing an
-    // entry with the same prefix and evicting the least recently used beyond capacity.
+    // Keeps a fork of `session` (whose state is exactly after prompt units [0, units)) for later requests,
+    // replacing an entry with the same prefix and evicting the least recently used beyond capacity.
     void insert(const PromptUnits& prompt, size_t units, int64_t engine_tokens, model::SessionId session);
 
     size_t size() const;
@@ -63,7 +63,8 @@ private:
     };
     model::Engine& engine_;
     size_t capacity_;
-    mutable std::mutex mu_;  // held while forking an entry, so that eviction never closes a session being forked
+    mutable std::mutex
+        mu_;  // held while forking an entry, so that eviction never closes a session being forked
     std::vector<Entry> entries_;
     uint64_t clock_ = 0;
     std::atomic<int64_t> hits_{0}, hit_tokens_{0};

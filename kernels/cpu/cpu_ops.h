@@ -8,8 +8,8 @@
 // random inputs, odd sizes included.
 #pragma once
 
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 
 namespace surf::kernels::cpu {
@@ -88,7 +88,7 @@ struct LayerNormParams {
     const float* x = nullptr;  // [rows, dim]
     const float* weight = nullptr;
     const float* bias = nullptr;
-    float* y = nullptr;        // [rows, dim]
+    float* y = nullptr;  // [rows, dim]
     int64_t rows = 0, dim = 0;
     float eps = 1e-6f;
 };
@@ -115,14 +115,14 @@ void causal_conv1d_reference(const CausalConv1dParams& p);  // one channel at a 
 // Both compute the same function (spec §2.2); the tests hold them to each other. ssd() runs the chunked form
 // as matrix products (gemm); ssd_reference() runs it (or the recurrence) as the scalar loops of the spec.
 struct SsdParams {
-    const float* x = nullptr;    // [T, H, P] (row stride x_stride per token)
-    const float* dt = nullptr;   // [T, H]    (after softplus and clamp; row stride dt_stride)
-    const float* A = nullptr;    // [H]       (negative)
-    const float* B = nullptr;    // [T, G, N] (row stride bc_stride)
-    const float* C = nullptr;    // [T, G, N] (row stride bc_stride)
-    const float* D = nullptr;    // [H]
-    float* state = nullptr;      // [H, P, N] in/out
-    float* y = nullptr;          // [T, H, P]
+    const float* x = nullptr;   // [T, H, P] (row stride x_stride per token)
+    const float* dt = nullptr;  // [T, H]    (after softplus and clamp; row stride dt_stride)
+    const float* A = nullptr;   // [H]       (negative)
+    const float* B = nullptr;   // [T, G, N] (row stride bc_stride)
+    const float* C = nullptr;   // [T, G, N] (row stride bc_stride)
+    const float* D = nullptr;   // [H]
+    float* state = nullptr;     // [H, P, N] in/out
+    float* y = nullptr;         // [T, H, P]
     int64_t T = 0, H = 0, P = 0, G = 0, N = 0;
     int64_t x_stride = 0, dt_stride = 0, bc_stride = 0;
     int64_t chunk = 0;
@@ -141,9 +141,9 @@ struct AttentionParams {
     int64_t T = 0, L = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
     int64_t q_stride = 0, kv_stride = 0;
     bool causal = true;
-    float scale = 0.0f;        // 0 → 1/sqrt(head_dim)
+    float scale = 0.0f;  // 0 → 1/sqrt(head_dim)
 };
-void attention(const AttentionParams& p);            // per head and block of queries: S = QKᵀ, softmax, SV (gemm)
+void attention(const AttentionParams& p);  // per head and block of queries: S = QKᵀ, softmax, SV (gemm)
 void attention_reference(const AttentionParams& p);  // one query at a time
 
 // Elementwise activations in place. gelu_erf and silu evaluate erf and exp with the vectorisable
@@ -153,7 +153,9 @@ void gelu_erf(float* x, int64_t n);
 void silu(float* x, int64_t n);
 void gelu_erf_reference(float* x, int64_t n);
 void silu_reference(float* x, int64_t n);
-inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+inline float softplus(float x) {
+    return x > 20.0f ? x : std::log1p(std::exp(x));
+}
 
 // Bilinear resize of a [channels, in_h, in_w] grid to [channels, out_h, out_w] with PyTorch's
 // F.interpolate(mode="bilinear", align_corners=False, antialias=False) semantics.

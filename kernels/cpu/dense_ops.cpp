@@ -12,22 +12,26 @@ namespace surf::kernels::cpu {
 void linear_reference(const LinearParams& p) {
     SURF_CHECK(p.x && p.w && p.y, "linear: null pointer");
     // Parallel over output features; each dot product accumulates in fp32 with 8 partial sums.
-    parallel_for(p.n, [&](int64_t n0, int64_t n1) {
-        for (int64_t row = 0; row < p.m; ++row) {
-            const float* x = p.x + row * p.k;
-            for (int64_t o = n0; o < n1; ++o) {
-                const float* w = p.w + o * p.k;
-                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                int64_t i = 0;
-                for (; i + 8 <= p.k; i += 8) {
-                    for (int u = 0; u < 8; ++u) acc[u] += x[i + u] * w[i + u];
+    parallel_for(
+        p.n,
+        [&](int64_t n0, int64_t n1) {
+            for (int64_t row = 0; row < p.m; ++row) {
+                const float* x = p.x + row * p.k;
+                for (int64_t o = n0; o < n1; ++o) {
+                    const float* w = p.w + o * p.k;
+                    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                    int64_t i = 0;
+                    for (; i + 8 <= p.k; i += 8) {
+                        for (int u = 0; u < 8; ++u) acc[u] += x[i + u] * w[i + u];
+                    }
+                    float sum =
+                        ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+                    for (; i < p.k; ++i) sum += x[i] * w[i];
+                    p.y[row * p.n + o] = sum + (p.bias ? p.bias[o] : 0.0f);
                 }
-                float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-                for (; i < p.k; ++i) sum += x[i] * w[i];
-                p.y[row * p.n + o] = sum + (p.bias ? p.bias[o] : 0.0f);
             }
-        }
-    }, 16);
+        },
+        16);
 }
 
 void rmsnorm_reference(const RmsNormParams& p) {
@@ -50,7 +54,8 @@ void rmsnorm_reference(const RmsNormParams& p) {
 }
 
 void gated_rmsnorm_reference(const GatedRmsNormParams& p) {
-    SURF_CHECK(p.group_size > 0 && p.dim % p.group_size == 0, "gated_rmsnorm: group ", p.group_size, " dim ", p.dim);
+    SURF_CHECK(p.group_size > 0 && p.dim % p.group_size == 0, "gated_rmsnorm: group ", p.group_size, " dim ",
+               p.dim);
     const int64_t z_stride = p.z_stride ? p.z_stride : p.dim;
     parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
         std::vector<float> v(p.dim);
@@ -148,7 +153,9 @@ namespace {
 constexpr int kLanes = 16;
 
 // Rows per thread so that a worker gets at least ~16K elements (fewer run on the calling thread).
-int64_t rows_per_task(int64_t dim) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, dim)); }
+int64_t rows_per_task(int64_t dim) {
+    return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, dim));
+}
 
 SURF_CPU_CLONES float sum_of_squares(const float* x, int64_t n) {
     float acc[kLanes] = {};
@@ -185,8 +192,8 @@ SURF_CPU_CLONES void silu_gate(float* v, const float* y, const float* z, int64_t
 }
 
 // y = (x − mean)·inv·w + b
-SURF_CPU_CLONES void affine_normalise(float* y, const float* x, float mean, float inv, const float* w, const float* b,
-                                      int64_t n) {
+SURF_CPU_CLONES void affine_normalise(float* y, const float* x, float mean, float inv, const float* w,
+                                      const float* b, int64_t n) {
     if (b) {
         for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * inv * w[i] + b[i];
     } else {
@@ -205,7 +212,8 @@ SURF_CPU_CLONES float sum_of_squared_deviations(const float* x, float mean, int6
 }
 
 SURF_CPU_CLONES void gelu_erf_block(float* x, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + vec::erf_approx(x[i] * 0.70710678118654752f));
+    for (int64_t i = 0; i < n; ++i)
+        x[i] = 0.5f * x[i] * (1.0f + vec::erf_approx(x[i] * 0.70710678118654752f));
 }
 
 SURF_CPU_CLONES void relu_squared_block(float* x, int64_t n) {
@@ -222,57 +230,74 @@ SURF_CPU_CLONES void silu_block(float* x, int64_t n) {
 }  // namespace
 
 void rmsnorm(const RmsNormParams& p) {
-    parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-            const float* in = p.x + r * p.dim;
-            if (p.residual) {
-                float* res = p.residual + r * p.dim;
-                add_into(res, in, p.dim);
-                in = res;
+    parallel_for(
+        p.rows,
+        [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+                const float* in = p.x + r * p.dim;
+                if (p.residual) {
+                    float* res = p.residual + r * p.dim;
+                    add_into(res, in, p.dim);
+                    in = res;
+                }
+                const float inv =
+                    1.0f / std::sqrt(sum_of_squares(in, p.dim) / static_cast<float>(p.dim) + p.eps);
+                scale_by_weight(p.y + r * p.dim, in, p.weight, inv, p.dim);
             }
-            const float inv = 1.0f / std::sqrt(sum_of_squares(in, p.dim) / static_cast<float>(p.dim) + p.eps);
-            scale_by_weight(p.y + r * p.dim, in, p.weight, inv, p.dim);
-        }
-    }, rows_per_task(p.dim));
+        },
+        rows_per_task(p.dim));
 }
 
 void gated_rmsnorm(const GatedRmsNormParams& p) {
-    SURF_CHECK(p.group_size > 0 && p.dim % p.group_size == 0, "gated_rmsnorm: group ", p.group_size, " dim ", p.dim);
+    SURF_CHECK(p.group_size > 0 && p.dim % p.group_size == 0, "gated_rmsnorm: group ", p.group_size, " dim ",
+               p.dim);
     const int64_t z_stride = p.z_stride ? p.z_stride : p.dim;
-    parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
-        std::vector<float> v(p.dim);
-        for (int64_t r = r0; r < r1; ++r) {
-            silu_gate(v.data(), p.y + r * p.dim, p.z + r * z_stride, p.dim);
-            float* out = p.out + r * p.dim;
-            for (int64_t g0 = 0; g0 < p.dim; g0 += p.group_size) {
-                const float ms = sum_of_squares(v.data() + g0, p.group_size) / static_cast<float>(p.group_size);
-                scale_by_weight(out + g0, v.data() + g0, p.weight + g0, 1.0f / std::sqrt(ms + p.eps), p.group_size);
+    parallel_for(
+        p.rows,
+        [&](int64_t r0, int64_t r1) {
+            std::vector<float> v(p.dim);
+            for (int64_t r = r0; r < r1; ++r) {
+                silu_gate(v.data(), p.y + r * p.dim, p.z + r * z_stride, p.dim);
+                float* out = p.out + r * p.dim;
+                for (int64_t g0 = 0; g0 < p.dim; g0 += p.group_size) {
+                    const float ms =
+                        sum_of_squares(v.data() + g0, p.group_size) / static_cast<float>(p.group_size);
+                    scale_by_weight(out + g0, v.data() + g0, p.weight + g0, 1.0f / std::sqrt(ms + p.eps),
+                                    p.group_size);
+                }
             }
-        }
-    }, rows_per_task(p.dim));
+        },
+        rows_per_task(p.dim));
 }
 
 void layernorm(const LayerNormParams& p) {
-    parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-            const float* x = p.x + r * p.dim;
-            const float mean = sum_of(x, p.dim) / static_cast<float>(p.dim);
-            const float var = sum_of_squared_deviations(x, mean, p.dim) / static_cast<float>(p.dim);
-            affine_normalise(p.y + r * p.dim, x, mean, 1.0f / std::sqrt(var + p.eps), p.weight, p.bias, p.dim);
-        }
-    }, rows_per_task(p.dim));
+    parallel_for(
+        p.rows,
+        [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+                const float* x = p.x + r * p.dim;
+                const float mean = sum_of(x, p.dim) / static_cast<float>(p.dim);
+                const float var = sum_of_squared_deviations(x, mean, p.dim) / static_cast<float>(p.dim);
+                affine_normalise(p.y + r * p.dim, x, mean, 1.0f / std::sqrt(var + p.eps), p.weight, p.bias,
+                                 p.dim);
+            }
+        },
+        rows_per_task(p.dim));
 }
 
 void relu_squared(float* x, int64_t n) {
-    parallel_for(n, [&](int64_t i0, int64_t i1) { relu_squared_block(x + i0, i1 - i0); }, 1 << 15);
+    parallel_for(
+        n, [&](int64_t i0, int64_t i1) { relu_squared_block(x + i0, i1 - i0); }, 1 << 15);
 }
 
 void gelu_erf(float* x, int64_t n) {
-    parallel_for(n, [&](int64_t i0, int64_t i1) { gelu_erf_block(x + i0, i1 - i0); }, 1 << 15);
+    parallel_for(
+        n, [&](int64_t i0, int64_t i1) { gelu_erf_block(x + i0, i1 - i0); }, 1 << 15);
 }
 
 void silu(float* x, int64_t n) {
-    parallel_for(n, [&](int64_t i0, int64_t i1) { silu_block(x + i0, i1 - i0); }, 1 << 15);
+    parallel_for(
+        n, [&](int64_t i0, int64_t i1) { silu_block(x + i0, i1 - i0); }, 1 << 15);
 }
 
 }  // namespace surf::kernels::cpu

@@ -30,7 +30,8 @@ void gemm_reference(const GemmParams& p) {
     for (int64_t i = 0; i < p.m; ++i) {
         for (int64_t j = 0; j < p.n; ++j) {
             float acc = 0.0f;
-            for (int64_t q = 0; q < p.k; ++q) acc += p.a[i * p.a_row + q * p.a_col] * p.b[q * p.b_row + j * p.b_col];
+            for (int64_t q = 0; q < p.k; ++q)
+                acc += p.a[i * p.a_row + q * p.a_col] * p.b[q * p.b_row + j * p.b_col];
             if (p.bias) acc += p.bias[j];
             float& c = p.c[i * p.ldc + j];
             c = p.accumulate ? c + acc : acc;
@@ -87,8 +88,8 @@ void pack_transposed_portable(const float* src, int64_t ld, int64_t kc, int64_t 
 
 #if defined(__x86_64__) && defined(__GNUC__)
 template <bool kPackedA>
-__attribute__((target("avx2,fma"))) void tile_avx2(int64_t kc, const float* a, int64_t lda, const float* b, float* c,
-                                                    int64_t ldc) {
+__attribute__((target("avx2,fma"))) void tile_avx2(int64_t kc, const float* a, int64_t lda, const float* b,
+                                                   float* c, int64_t ldc) {
     constexpr int MR = 6;
     __m256 acc[MR][2];
 #pragma GCC unroll 6
@@ -111,8 +112,8 @@ __attribute__((target("avx2,fma"))) void tile_avx2(int64_t kc, const float* a, i
 }
 
 template <bool kPackedA>
-__attribute__((target("avx512f"))) void tile_avx512(int64_t kc, const float* a, int64_t lda, const float* b, float* c,
-                                                     int64_t ldc) {
+__attribute__((target("avx512f"))) void tile_avx512(int64_t kc, const float* a, int64_t lda, const float* b,
+                                                    float* c, int64_t ldc) {
     constexpr int MR = 12;
     __m512 acc[MR][2];
 #pragma GCC unroll 12
@@ -135,8 +136,8 @@ __attribute__((target("avx512f"))) void tile_avx512(int64_t kc, const float* a, 
 }
 
 // pack_transposed_portable with 8 × 8 blocks transposed in registers (unpack / shuffle / permute).
-__attribute__((target("avx2"))) void pack_transposed_avx2(const float* src, int64_t ld, int64_t kc, int64_t cols, int nr,
-                                                           float* panel) {
+__attribute__((target("avx2"))) void pack_transposed_avx2(const float* src, int64_t ld, int64_t kc,
+                                                          int64_t cols, int nr, float* panel) {
     if (cols < nr) std::fill(panel, panel + kc * nr, 0.0f);
     int64_t j = 0;
     for (; j + 8 <= cols; j += 8) {
@@ -179,7 +180,8 @@ Microkernel microkernel_for(CpuIsa isa) {
         case CpuIsa::kAvx512:
         case CpuIsa::kAvx2: break;
 #endif
-        case CpuIsa::kPortable: return {4, 16, tile_portable<true>, tile_portable<false>, pack_transposed_portable};
+        case CpuIsa::kPortable:
+            return {4, 16, tile_portable<true>, tile_portable<false>, pack_transposed_portable};
     }
     SURF_CHECK(false, "gemm: no microkernel for ", isa_name(isa));
     return {};
@@ -201,7 +203,8 @@ struct AlignedBuffer {
 };
 
 // Packs B(p0 .. p0+kc, j0 .. j0+nc) into panels of nr columns: panel t holds [kc][nr], zero beyond nc.
-void pack_b(const GemmParams& g, const Microkernel& mk, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out) {
+void pack_b(const GemmParams& g, const Microkernel& mk, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+            float* out) {
     const int nr = mk.nr;
     for (int64_t jp = 0; jp < nc; jp += nr) {
         const int64_t cols = std::min<int64_t>(nr, nc - jp);
@@ -251,17 +254,19 @@ void init_c(const GemmParams& g, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
     for (int64_t i = i0; i < i1; ++i) {
         float* c = g.c + i * g.ldc;
         if (!g.accumulate) {
-            if (g.bias) std::copy(g.bias + j0, g.bias + j1, c + j0);
-            else std::fill(c + j0, c + j1, 0.0f);
+            if (g.bias)
+                std::copy(g.bias + j0, g.bias + j1, c + j0);
+            else
+                std::fill(c + j0, c + j1, 0.0f);
         } else if (g.bias) {
             for (int64_t j = j0; j < j1; ++j) c[j] += g.bias[j];
         }
     }
 }
 
-// The blocked product on one thread over C rows [i0, i1) × columns [j0, j1). A row-major A (a_col = 1) is read
-// in place; other layouts, and the last partial row panel, are packed.
-// Each C tile is initialised (init_c) just before its first microkernel call, while it is in cache.
+// The blocked product on one thread over C rows [i0, i1) × columns [j0, j1). A row-major A (a_col = 1) is
+// read in place; other layouts, and the last partial row panel, are packed. Each C tile is initialised
+// (init_c) just before its first microkernel call, while it is in cache.
 void gemm_block(const GemmParams& g, const Microkernel& mk, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     if (g.k == 0) {
         init_c(g, i0, i1, j0, j1);
@@ -296,7 +301,8 @@ void gemm_block(const GemmParams& g, const Microkernel& mk, int64_t i0, int64_t 
                         const int64_t rows = std::min<int64_t>(mr, mc - ir);
                         float* c = g.c + (ic + ir) * g.ldc + jc + jr;
                         const bool in_place = ir < full_rows;
-                        const float* a = in_place ? g.a + (ic + ir) * g.a_row + pc : ap + (ir - full_rows) * kc;
+                        const float* a =
+                            in_place ? g.a + (ic + ir) * g.a_row + pc : ap + (ir - full_rows) * kc;
                         const TileFn tile = in_place ? mk.tile_row_major_a : mk.tile_packed_a;
                         if (pc == 0) init_c(g, ic + ir, ic + ir + rows, jc + jr, jc + jr + cols);
                         if (rows == mr && cols == nr) {
@@ -354,7 +360,8 @@ SURF_CPU_CLONES void gemm_skinny_dot(const GemmParams& g, int64_t j0, int64_t j1
     }
 }
 
-// Few rows, A contiguous along k and B along n: C(i, j0..j1) (+)= Σ_p A(i, p)·B(p, j0..j1), one row of B at a time.
+// Few rows, A contiguous along k and B along n: C(i, j0..j1) (+)= Σ_p A(i, p)·B(p, j0..j1), one row of B at a
+// time.
 SURF_CPU_CLONES void gemm_skinny_axpy(const GemmParams& g, int64_t j0, int64_t j1) {
     for (int64_t i = 0; i < g.m; ++i) {
         float* c = g.c + i * g.ldc;
@@ -387,7 +394,9 @@ CpuIsa detected_isa() {
     return isa;
 }
 
-bool isa_supported(CpuIsa isa) { return static_cast<int>(isa) <= static_cast<int>(detected_isa()); }
+bool isa_supported(CpuIsa isa) {
+    return static_cast<int>(isa) <= static_cast<int>(detected_isa());
+}
 
 const char* isa_name(CpuIsa isa) {
     switch (isa) {
@@ -399,17 +408,22 @@ const char* isa_name(CpuIsa isa) {
 }
 
 void gemm_with_isa(const GemmParams& p, CpuIsa isa) {
-    SURF_CHECK(p.a && p.b && p.c && p.m >= 0 && p.n >= 0 && p.k >= 0, "gemm: m ", p.m, " n ", p.n, " k ", p.k);
+    SURF_CHECK(p.a && p.b && p.c && p.m >= 0 && p.n >= 0 && p.k >= 0, "gemm: m ", p.m, " n ", p.n, " k ",
+               p.k);
     SURF_CHECK(isa_supported(isa), "gemm: this CPU has no ", isa_name(isa));
     if (p.m == 0 || p.n == 0) return;
     const bool parallel = p.m * p.n * p.k >= kMinParallelMacs;
     if (p.m <= kSkinnyRows && p.a_col == 1 && (p.b_row == 1 || p.b_col == 1)) {
         auto run = [&](int64_t j0, int64_t j1) {
-            if (p.b_row == 1) gemm_skinny_dot(p, j0, j1);
-            else gemm_skinny_axpy(p, j0, j1);
+            if (p.b_row == 1)
+                gemm_skinny_dot(p, j0, j1);
+            else
+                gemm_skinny_axpy(p, j0, j1);
         };
-        if (parallel) parallel_for(p.n, run, 16);
-        else run(0, p.n);
+        if (parallel)
+            parallel_for(p.n, run, 16);
+        else
+            run(0, p.n);
         return;
     }
     const Microkernel mk = microkernel_for(isa);
@@ -432,7 +446,9 @@ void gemm_with_isa(const GemmParams& p, CpuIsa isa) {
     }
 }
 
-void gemm(const GemmParams& p) { gemm_with_isa(p, detected_isa()); }
+void gemm(const GemmParams& p) {
+    gemm_with_isa(p, detected_isa());
+}
 
 void linear(const LinearParams& p) {
     SURF_CHECK(p.x && p.w && p.y, "linear: null pointer");

@@ -21,7 +21,8 @@ namespace {
 // The CPUs this process may run on (taskset, cpusets), else the machine's count.
 unsigned usable_cpus() {
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return static_cast<unsigned>(CPU_COUNT(&set));
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return static_cast<unsigned>(CPU_COUNT(&set));
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
@@ -158,7 +159,9 @@ thread_local bool in_parallel_region = false;
 
 }  // namespace
 
-int worker_count() { return pool().size(); }
+int worker_count() {
+    return pool().size();
+}
 
 void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_per_thread) {
     if (n <= 0) return;

@@ -14,22 +14,25 @@ void causal_conv1d_reference(const CausalConv1dParams& p) {
     const int64_t K = p.K, C = p.channels, T = p.T;
     const int64_t x_stride = p.x_stride ? p.x_stride : C;
     SURF_CHECK(K >= 2, "causal_conv1d: K ", K);
-    parallel_for(C, [&](int64_t c0, int64_t c1) {
-        std::vector<float> window(K + T);  // [K-1 state inputs | T new inputs] for one channel
-        for (int64_t c = c0; c < c1; ++c) {
-            float* state = p.state + c * (K - 1);
-            for (int64_t k = 0; k < K - 1; ++k) window[k] = state[k];
-            for (int64_t t = 0; t < T; ++t) window[K - 1 + t] = p.x[t * x_stride + c];
-            const float* w = p.weight + c * K;
-            const float b = p.bias ? p.bias[c] : 0.0f;
-            for (int64_t t = 0; t < T; ++t) {
-                float acc = b;
-                for (int64_t k = 0; k < K; ++k) acc += w[k] * window[t + k];
-                p.out[t * C + c] = acc / (1.0f + std::exp(-acc));
+    parallel_for(
+        C,
+        [&](int64_t c0, int64_t c1) {
+            std::vector<float> window(K + T);  // [K-1 state inputs | T new inputs] for one channel
+            for (int64_t c = c0; c < c1; ++c) {
+                float* state = p.state + c * (K - 1);
+                for (int64_t k = 0; k < K - 1; ++k) window[k] = state[k];
+                for (int64_t t = 0; t < T; ++t) window[K - 1 + t] = p.x[t * x_stride + c];
+                const float* w = p.weight + c * K;
+                const float b = p.bias ? p.bias[c] : 0.0f;
+                for (int64_t t = 0; t < T; ++t) {
+                    float acc = b;
+                    for (int64_t k = 0; k < K; ++k) acc += w[k] * window[t + k];
+                    p.out[t * C + c] = acc / (1.0f + std::exp(-acc));
+                }
+                for (int64_t k = 0; k < K - 1; ++k) state[k] = window[T + k];
             }
-            for (int64_t k = 0; k < K - 1; ++k) state[k] = window[T + k];
-        }
-    }, 64);
+        },
+        64);
 }
 
 namespace {
@@ -123,8 +126,10 @@ void ssd_reference(const SsdParams& p) {
     if (p.T == 0) return;
     parallel_for(p.H, [&](int64_t h0, int64_t h1) {
         for (int64_t h = h0; h < h1; ++h) {
-            if (p.chunk > 0) ssd_chunked_head(p, h);
-            else ssd_recurrent_head(p, h);
+            if (p.chunk > 0)
+                ssd_chunked_head(p, h);
+            else
+                ssd_recurrent_head(p, h);
         }
     });
 }
@@ -136,7 +141,8 @@ void attention_reference(const AttentionParams& p) {
     const int64_t group = p.n_heads / p.n_kv_heads;
     const int64_t past = p.L - p.T;
     const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(D));
-    SURF_CHECK(p.n_heads % p.n_kv_heads == 0 && past >= 0, "attention: heads ", p.n_heads, "/", p.n_kv_heads, " L ", p.L, " T ", p.T);
+    SURF_CHECK(p.n_heads % p.n_kv_heads == 0 && past >= 0, "attention: heads ", p.n_heads, "/", p.n_kv_heads,
+               " L ", p.L, " T ", p.T);
     parallel_for(p.T * p.n_heads, [&](int64_t w0, int64_t w1) {
         std::vector<float> scores(p.L);
         for (int64_t w = w0; w < w1; ++w) {

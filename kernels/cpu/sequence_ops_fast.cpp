@@ -16,8 +16,8 @@ namespace {
 // ------------------------------------------------------------------------------------ causal conv1d
 
 // out[c] = SiLU(bias[c] + Σ_k w_t[k, c] · rows[k][c]) for one token; w_t is the weight transposed to [K, C].
-SURF_CPU_CLONES void conv_token(float* out, const float* const* rows, const float* w_t, const float* bias, int64_t C,
-                                int64_t K) {
+SURF_CPU_CLONES void conv_token(float* out, const float* const* rows, const float* w_t, const float* bias,
+                                int64_t C, int64_t K) {
     for (int64_t c = 0; c < C; ++c) out[c] = bias ? bias[c] : 0.0f;
     for (int64_t k = 0; k < K; ++k) {
         const float* r = rows[k];
@@ -58,8 +58,8 @@ SURF_CPU_CLONES void scale_row(float* x, float factor, int64_t n) {
 // --------------------------------------------------------------------------------------------- SSD
 
 // One token of the recurrence for one head: S ← dA·S + dt·x⊗B; y = S·C + D·x (S [P, N]).
-SURF_CPU_CLONES void ssd_token_head(float* S, const float* x, const float* B, const float* C, float dt, float dA,
-                                    float D, float* y, int64_t P, int64_t N) {
+SURF_CPU_CLONES void ssd_token_head(float* S, const float* x, const float* B, const float* C, float dt,
+                                    float dA, float D, float* y, int64_t P, int64_t N) {
     constexpr int kLanes = 16;
     for (int64_t i = 0; i < P; ++i) {
         float* s = S + i * N;
@@ -81,7 +81,8 @@ SURF_CPU_CLONES void ssd_token_head(float* S, const float* x, const float* B, co
 }
 
 // out[j] = cb[j] · exp(seg[j]) · dt[j] for j < n
-SURF_CPU_CLONES void decay_weights(float* out, const float* cb, const float* seg, const float* dt, int64_t n) {
+SURF_CPU_CLONES void decay_weights(float* out, const float* cb, const float* seg, const float* dt,
+                                   int64_t n) {
     for (int64_t j = 0; j < n; ++j) out[j] = cb[j] * vec::exp_approx(seg[j]) * dt[j];
 }
 
@@ -112,10 +113,10 @@ void ssd_chunked_head_fast(const SsdParams& p, int64_t h, const float* cb) {
             run += a[i];
             cum[i] = run;  // Λ_i
         }
-        const float* x = p.x + c0 * p.x_stride + h * P;  // X [len, P], row stride x_stride
+        const float* x = p.x + c0 * p.x_stride + h * P;   // X [len, P], row stride x_stride
         const float* B = p.B + c0 * p.bc_stride + g * N;  // [len, N], row stride bc_stride
         const float* C = p.C + c0 * p.bc_stride + g * N;
-        float* y = p.y + (c0 * H + h) * P;                // Y [len, P], row stride H·P
+        float* y = p.y + (c0 * H + h) * P;  // Y [len, P], row stride H·P
 
         // M, row by row: seg[j] = Σ_{s=j+1..i} a_s.
         for (int64_t i = 0; i < len; ++i) {
@@ -179,13 +180,16 @@ void causal_conv1d(const CausalConv1dParams& p) {
         }
     // Input token τ ∈ [−(K−1), T): a state row for τ < 0.
     auto row = [&](int64_t tau) { return tau < 0 ? hist.data() + (K - 1 + tau) * C : p.x + tau * x_stride; };
-    parallel_for(T, [&](int64_t t0, int64_t t1) {
-        std::vector<const float*> rows(K);
-        for (int64_t t = t0; t < t1; ++t) {
-            for (int64_t k = 0; k < K; ++k) rows[k] = row(t - (K - 1) + k);
-            conv_token(p.out + t * C, rows.data(), w_t.data(), p.bias, C, K);
-        }
-    }, std::max<int64_t>(1, 8192 / C));
+    parallel_for(
+        T,
+        [&](int64_t t0, int64_t t1) {
+            std::vector<const float*> rows(K);
+            for (int64_t t = t0; t < t1; ++t) {
+                for (int64_t k = 0; k < K; ++k) rows[k] = row(t - (K - 1) + k);
+                conv_token(p.out + t * C, rows.data(), w_t.data(), p.bias, C, K);
+            }
+        },
+        std::max<int64_t>(1, 8192 / C));
     // The new state: the last K-1 inputs of [state | x].
     for (int64_t k = 0; k < K - 1; ++k) {
         const float* src = row(T - (K - 1) + k);
@@ -200,7 +204,8 @@ void attention(const AttentionParams& p) {
     const int64_t group = p.n_heads / p.n_kv_heads;
     const int64_t past = p.L - p.T;
     const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(D));
-    SURF_CHECK(p.n_heads % p.n_kv_heads == 0 && past >= 0, "attention: heads ", p.n_heads, "/", p.n_kv_heads, " L ", p.L, " T ", p.T);
+    SURF_CHECK(p.n_heads % p.n_kv_heads == 0 && past >= 0, "attention: heads ", p.n_heads, "/", p.n_kv_heads,
+               " L ", p.L, " T ", p.T);
     if (p.T == 0) return;
     // Work items: (head, block of kQueryBlock queries). Each computes its scores S = Q·Kᵀ against the keys
     // its last query sees, the row softmax (masked past each query's position when causal) and P·V.
@@ -240,17 +245,20 @@ void ssd(const SsdParams& p) {
     SURF_CHECK(p.x_stride >= p.H * p.P && p.dt_stride >= p.H && p.bc_stride >= p.G * p.N, "ssd: strides");
     if (p.T == 0) return;
     if (p.chunk <= 0) {  // the token recurrence
-        parallel_for(p.H, [&](int64_t h0, int64_t h1) {
-            for (int64_t h = h0; h < h1; ++h) {
-                const int64_t g = h / (p.H / p.G);
-                for (int64_t t = 0; t < p.T; ++t) {
-                    const float dt = p.dt[t * p.dt_stride + h];
-                    ssd_token_head(p.state + h * p.P * p.N, p.x + t * p.x_stride + h * p.P, p.B + t * p.bc_stride + g * p.N,
-                                   p.C + t * p.bc_stride + g * p.N, dt, std::exp(dt * p.A[h]), p.D[h],
-                                   p.y + (t * p.H + h) * p.P, p.P, p.N);
+        parallel_for(
+            p.H,
+            [&](int64_t h0, int64_t h1) {
+                for (int64_t h = h0; h < h1; ++h) {
+                    const int64_t g = h / (p.H / p.G);
+                    for (int64_t t = 0; t < p.T; ++t) {
+                        const float dt = p.dt[t * p.dt_stride + h];
+                        ssd_token_head(p.state + h * p.P * p.N, p.x + t * p.x_stride + h * p.P,
+                                       p.B + t * p.bc_stride + g * p.N, p.C + t * p.bc_stride + g * p.N, dt,
+                                       std::exp(dt * p.A[h]), p.D[h], p.y + (t * p.H + h) * p.P, p.P, p.N);
+                    }
                 }
-            }
-        }, std::max<int64_t>(1, 16384 / (p.P * p.N * p.T)));
+            },
+            std::max<int64_t>(1, 16384 / (p.P * p.N * p.T)));
         return;
     }
     // C·Bᵀ of every chunk, once per group (shared by the group's heads): cb [G][n_chunks][Q, Q].

@@ -66,7 +66,9 @@ inline float erf_approx(float x) {
     return p / q;
 }
 
-inline float silu_approx(float x) { return x / (1.0f + exp_approx(-x)); }
+inline float silu_approx(float x) {
+    return x / (1.0f + exp_approx(-x));
+}
 
 // Σ of 16 partial sums (the lanes of a vectorised reduction), added pairwise.
 inline float sum16(const float* acc) {

@@ -1,7 +1,7 @@
 // GQA decode attention over the paged KV cache (building blocks in attention_flash.cuh): block = all query
-// heads of one kv head (≤ 16 rows) over one partition of the keys; each warp streams its own key tiles (pipelined:
-// 16-key tiles with the next one in flight; plain: one 32-key tile at a time); warps merge in shared memory,
-// partitions merge in a second kernel.
+// heads of one kv head (≤ 16 rows) over one partition of the keys; each warp streams its own key tiles
+// (pipelined: 16-key tiles with the next one in flight; plain: one 32-key tile at a time); warps merge in
+// shared memory, partitions merge in a second kernel.
 #include "kernels/cuda/attention_decode_tma.h"
 #include "kernels/cuda/attention_flash.cuh"
 
@@ -13,8 +13,8 @@ using namespace flash;
 
 // ---- decode -------------------------------------------------------------------------------------------
 
-// Keys a partition is cut in multiples of (the plain kernel's tile); the pipelined kernel's tiles are half that, two
-// buffers a warp.
+// Keys a partition is cut in multiples of (the plain kernel's tile); the pipelined kernel's tiles are half
+// that, two buffers a warp.
 constexpr int kDecodeKeys = 32, kDecodeWarps = 4, kDecodeThreads = 32 * kDecodeWarps;
 template <bool PIPE>
 constexpr int decode_tile_keys() {
@@ -24,16 +24,17 @@ constexpr int decode_tile_keys() {
 template <int DP>
 size_t decode_smem_bytes() {
     constexpr int ld = DP + 8;
-    const size_t tiles = 16 * ld * 2 + kDecodeWarps * 2 * kDecodeKeys * ld * 2;  // either kernel: K and V, 32 keys a warp
+    const size_t tiles =
+        16 * ld * 2 + kDecodeWarps * 2 * kDecodeKeys * ld * 2;  // either kernel: K and V, 32 keys a warp
     const size_t merge = kDecodeWarps * (16 * DP + 32) * 4 + 16 * ld * 2;
     return std::max(tiles, merge);
 }
 
 // PIPE: tiles of 16 keys, two buffers a warp, the next tile's copies issued before the current tile's math.
 template <int DP, bool PIPE>
-__global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(AttentionDecodeParams p, float scale_log2,
-                                                                          int64_t q_stride, int n_splits,
-                                                                          int64_t part, float* ws_o, float* ws_lse) {
+__global__ void __launch_bounds__(kDecodeThreads)
+    attention_decode_kernel(AttentionDecodeParams p, float scale_log2, int64_t q_stride, int n_splits,
+                            int64_t part, float* ws_o, float* ws_lse) {
     detail::pdl_prologue();
     constexpr int ld = DP + 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -51,8 +52,14 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
         cp_async16(Qs + row * ld + col, g, ok);
     }
     detail::cp_async_commit();
-    const KvSource src{p.k_cache, p.v_cache, p.block_table + b * p.max_pages_per_seq, p.page_size,
-                       p.max_pages_per_seq, p.n_kv_heads * p.head_dim, kvh * p.head_dim, 0};
+    const KvSource src{p.k_cache,
+                       p.v_cache,
+                       p.block_table + b * p.max_pages_per_seq,
+                       p.page_size,
+                       p.max_pages_per_seq,
+                       p.n_kv_heads * p.head_dim,
+                       kvh * p.head_dim,
+                       0};
     constexpr int kKeys = decode_tile_keys<PIPE>(), kStride = kDecodeWarps * kKeys;
     // This warp's buffers: [2][kKeys][ld] K then [2][kKeys][ld] V (PIPE), or one [32][ld] K and V.
     bf16* Kw = Qs + 16 * ld + warp * 2 * kDecodeKeys * ld;
@@ -73,9 +80,11 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
         bf16* Ks = Kw + buf * kKeys * ld;
         bf16* Vs = Vw + buf * kKeys * ld;
         if constexpr (PIPE) {
-            if (kb + kStride < end) {  // the next tile into the other buffer: its last reader, the previous iteration's
-                                       // math, finished before that iteration's closing __syncwarp
-                load_kv_tile<DP, kKeys>(src, kb + kStride, end, D, Kw + (buf ^ 1) * kKeys * ld, Vw + (buf ^ 1) * kKeys * ld, ld, lane, 32, l2);
+            if (kb + kStride <
+                end) {  // the next tile into the other buffer: its last reader, the previous iteration's
+                        // math, finished before that iteration's closing __syncwarp
+                load_kv_tile<DP, kKeys>(src, kb + kStride, end, D, Kw + (buf ^ 1) * kKeys * ld,
+                                        Vw + (buf ^ 1) * kKeys * ld, ld, lane, 32, l2);
                 detail::cp_async_commit();
                 detail::cp_async_wait<1>();
             } else {
@@ -93,9 +102,9 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
     }
     if constexpr (PIPE) detail::cp_async_wait<0>();
     st.reduce_l();
-    __syncthreads();  // tiles are dead; reuse shared memory for the warp merge
-    float* mo = reinterpret_cast<float*>(smem_raw);     // [warps][16][DP]
-    float* ml = mo + kDecodeWarps * 16 * DP;            // [warps][16] max, then [warps][16] sum
+    __syncthreads();                                 // tiles are dead; reuse shared memory for the warp merge
+    float* mo = reinterpret_cast<float*>(smem_raw);  // [warps][16][DP]
+    float* ml = mo + kDecodeWarps * 16 * DP;         // [warps][16] max, then [warps][16] sum
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int dt = 0; dt < DP / 8; ++dt) {
@@ -183,7 +192,8 @@ template <int DP, bool PIPE>
 void launch_decode(const AttentionDecodeParams& p, float scale_log2, int64_t q_stride, const DecodePlan& plan,
                    float* ws_o, float* ws_lse, cudaStream_t stream) {
     const size_t smem = decode_smem_bytes<DP>();
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel<DP, PIPE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel<DP, PIPE>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
     const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(p.n_kv_heads),
                     static_cast<unsigned>(p.batch));
@@ -193,15 +203,19 @@ void launch_decode(const AttentionDecodeParams& p, float scale_log2, int64_t q_s
 }
 
 template <int DP>
-void launch_decode_dp(const AttentionDecodeParams& p, float scale_log2, int64_t q_stride, const DecodePlan& plan,
-                      float* ws_o, float* ws_lse, cudaStream_t stream) {
-    if (p.pipelined) launch_decode<DP, true>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream);
-    else launch_decode<DP, false>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream);
+void launch_decode_dp(const AttentionDecodeParams& p, float scale_log2, int64_t q_stride,
+                      const DecodePlan& plan, float* ws_o, float* ws_lse, cudaStream_t stream) {
+    if (p.pipelined)
+        launch_decode<DP, true>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream);
+    else
+        launch_decode<DP, false>(p, scale_log2, q_stride, plan, ws_o, ws_lse, stream);
 }
 
 }  // namespace
 
-bool attention_decode_tma_usable(const AttentionDecodeParams& p) { return flash::decode_tma_usable(p); }
+bool attention_decode_tma_usable(const AttentionDecodeParams& p) {
+    return flash::decode_tma_usable(p);
+}
 
 int32_t attention_decode_splits(const AttentionDecodeParams& p) {
     return flash::decode_tma_usable(p) ? flash::plan_decode_tma(p).splits : plan_decode(p).splits;
@@ -222,7 +236,8 @@ void attention_decode(const AttentionDecodeParams& p, void* workspace, cudaStrea
     const int64_t q_stride = p.q_stride ? p.q_stride : p.n_heads * p.head_dim;
     SURF_CHECK(q_stride % 8 == 0 && aligned16(p.q), "attention_decode: q must be 16-byte aligned rows");
     if (p.batch == 0) return;
-    // One plan per launch: the TMA kernel's where it runs, else the cp.async kernels' (as attention_decode_splits).
+    // One plan per launch: the TMA kernel's where it runs, else the cp.async kernels' (as
+    // attention_decode_splits).
     const bool tma = flash::decode_tma_usable(p);
     const flash::DecodeTmaPlan tma_plan = tma ? flash::plan_decode_tma(p) : flash::DecodeTmaPlan{};
     const DecodePlan plan = tma ? DecodePlan{tma_plan.splits, tma_plan.part} : plan_decode(p);

@@ -120,12 +120,12 @@ struct WarpFlash {
         if (softmax_weights<NK>(s, scale_log2, alpha)) rescale_o(alpha);
     }
 
-    // The part of softmax_update that leaves O alone (the warp-specialized wgmma kernel runs it while a product
-    // still accumulates into O): s becomes the tile's weights, the running max and denominator move to the
-    // new max, and alpha is O's factor. False when alpha is exactly 1 for the whole warp (once the running
-    // max settles), so that rescale_o can be skipped with the same result.
-    // The row max and sum run as four interleaved partial chains each (not one chain through every score), so
-    // that their latency overlaps; the partial sums add up in a fixed order.
+    // The part of softmax_update that leaves O alone (the warp-specialized wgmma kernel runs it while a
+    // product still accumulates into O): s becomes the tile's weights, the running max and denominator move
+    // to the new max, and alpha is O's factor. False when alpha is exactly 1 for the whole warp (once the
+    // running max settles), so that rescale_o can be skipped with the same result. The row max and sum run as
+    // four interleaved partial chains each (not one chain through every score), so that their latency
+    // overlaps; the partial sums add up in a fixed order.
     template <int NK>
     __device__ bool softmax_weights(float (&s)[NK / 8][4], float scale_log2, float (&alpha)[2]) {
         constexpr int kChains = NK / 8 < 4 ? NK / 8 : 4;
@@ -241,7 +241,8 @@ struct WarpFlash {
 // of two 16-row warps (prefill attention's rows_per_warp = 32).
 // S of both m-tiles for NK keys (Ks [NK][ld]); Q [32][ld] from shared memory one k16 step at a time.
 template <int DP, int NK>
-__device__ void scores_smem_pair(float (&s0)[NK / 8][4], float (&s1)[NK / 8][4], const bf16* Qs, const bf16* Ks, int ld) {
+__device__ void scores_smem_pair(float (&s0)[NK / 8][4], float (&s1)[NK / 8][4], const bf16* Qs,
+                                 const bf16* Ks, int ld) {
     const int lane = threadIdx.x & 31, mi = lane >> 3, mr = lane & 7;
     const bf16* qrow = Qs + ((mi & 1) * 8 + mr) * ld + (mi >> 1) * 8;
     const bf16* krow = WarpFlash<DP>::k_frag_row(Ks, ld);
@@ -269,8 +270,8 @@ __device__ void scores_smem_pair(float (&s0)[NK / 8][4], float (&s1)[NK / 8][4],
 
 // O_a += P_a·V and O_b += P_b·V (Vs [NK][ld]) with the weights after softmax_update, V fragments shared.
 template <int DP, int NK>
-__device__ void accumulate_pv_pair(WarpFlash<DP>& a, WarpFlash<DP>& b, const float (&s0)[NK / 8][4], const float (&s1)[NK / 8][4],
-                                   const bf16* Vs, int ld) {
+__device__ void accumulate_pv_pair(WarpFlash<DP>& a, WarpFlash<DP>& b, const float (&s0)[NK / 8][4],
+                                   const float (&s1)[NK / 8][4], const bf16* Vs, int ld) {
     const int lane = threadIdx.x & 31, mi = lane >> 3, mr = lane & 7;
 #pragma unroll
     for (int kk = 0; kk < NK / 16; ++kk) {
@@ -320,11 +321,11 @@ struct KvSource {
     }
 };
 
-// Copies rows [kb, kb + NROWS) of K and V (zeros past `end` and past head_dim) into [NROWS][ld] tiles under the L2
-// cache policy `l2` (detail::l2_policy); `tid`/`nthreads` split the 16-byte chunks.
+// Copies rows [kb, kb + NROWS) of K and V (zeros past `end` and past head_dim) into [NROWS][ld] tiles under
+// the L2 cache policy `l2` (detail::l2_policy); `tid`/`nthreads` split the 16-byte chunks.
 template <int DP, int NROWS>
-__device__ __forceinline__ void load_kv_tile(const KvSource& src, int64_t kb, int64_t end, int head_dim, bf16* Ks,
-                                             bf16* Vs, int ld, int tid, int nthreads, uint64_t l2) {
+__device__ __forceinline__ void load_kv_tile(const KvSource& src, int64_t kb, int64_t end, int head_dim,
+                                             bf16* Ks, bf16* Vs, int ld, int tid, int nthreads, uint64_t l2) {
     constexpr int kChunks = DP / 8;
     for (int c = tid; c < NROWS * kChunks; c += nthreads) {
         const int row = c / kChunks, col = (c % kChunks) * 8;
@@ -350,7 +351,8 @@ struct PrefillBlock {
     __device__ PrefillBlock(const AttentionPrefillParams& p, int rows, int keys, int n_splits) {
         s = blockIdx.z, h = blockIdx.y / n_splits, split = blockIdx.y % n_splits;
         q0 = p.cu_seqlens_q[s], len_q = p.cu_seqlens_q[s + 1] - q0;
-        // Last row blocks first: under a causal mask they see the most keys, so the grid ends on short blocks.
+        // Last row blocks first: under a causal mask they see the most keys, so the grid ends on short
+        // blocks.
         row0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * rows;
         rows_here = min(rows, len_q - row0);
         const int kvh = h / static_cast<int>(p.n_heads / p.n_kv_heads);
@@ -382,9 +384,10 @@ struct PrefillBlock {
 // b: the normalised output, or with n_splits > 1 this split's normalised partial result and its
 // log2-sum-exp (−∞ when it saw no key) for the combine kernel.
 template <int DP>
-__device__ __forceinline__ void store_prefill_row(const WarpFlash<DP>& sm, int r, int qi, const PrefillBlock& b,
-                                                  const AttentionPrefillParams& p, int64_t out_stride, int n_splits,
-                                                  float* ws_o, float* ws_lse) {
+__device__ __forceinline__ void store_prefill_row(const WarpFlash<DP>& sm, int r, int qi,
+                                                  const PrefillBlock& b, const AttentionPrefillParams& p,
+                                                  int64_t out_stride, int n_splits, float* ws_o,
+                                                  float* ws_lse) {
     const int t = threadIdx.x & 3, D = b.D;
     const float inv = sm.l[r] > 0.0f ? 1.0f / sm.l[r] : 0.0f;
     if (n_splits > 1) {
@@ -393,7 +396,9 @@ __device__ __forceinline__ void store_prefill_row(const WarpFlash<DP>& sm, int r
 #pragma unroll
         for (int dt = 0; dt < DP / 8; ++dt) {
             const int col = dt * 8 + 2 * t;
-            if (col < D) *reinterpret_cast<float2*>(o + col) = make_float2(sm.o[dt][2 * r] * inv, sm.o[dt][2 * r + 1] * inv);
+            if (col < D)
+                *reinterpret_cast<float2*>(o + col) =
+                    make_float2(sm.o[dt][2 * r] * inv, sm.o[dt][2 * r + 1] * inv);
         }
         if (t == 0) ws_lse[idx] = sm.l[r] > 0.0f ? sm.m[r] + log2f(sm.l[r]) : -INFINITY;
         return;
@@ -402,7 +407,9 @@ __device__ __forceinline__ void store_prefill_row(const WarpFlash<DP>& sm, int r
 #pragma unroll
     for (int dt = 0; dt < DP / 8; ++dt) {
         const int col = dt * 8 + 2 * t;
-        if (col < D) *reinterpret_cast<uint32_t*>(out + col) = detail::pack_bf16x2(sm.o[dt][2 * r] * inv, sm.o[dt][2 * r + 1] * inv);
+        if (col < D)
+            *reinterpret_cast<uint32_t*>(out + col) =
+                detail::pack_bf16x2(sm.o[dt][2 * r] * inv, sm.o[dt][2 * r + 1] * inv);
     }
 }
 
@@ -414,19 +421,22 @@ __device__ __forceinline__ int clamp_lim(int64_t v, int hi) {
 
 // Whether the current device runs the sm_90a wgmma kernel (compute capability 9.0).
 bool prefill_wgmma_available();
-// The key tile the wgmma kernel runs for p at padded head dim dp: p.wgmma_key_tile, except that tiles past 128
-// (208) are built only for the warp-specialized kernel with TMA copies at head dim 80 (the ViT) and run as 128
-// elsewhere.
+// The key tile the wgmma kernel runs for p at padded head dim dp: p.wgmma_key_tile, except that tiles past
+// 128 (208) are built only for the warp-specialized kernel with TMA copies at head dim 80 (the ViT) and run
+// as 128 elsewhere.
 int prefill_wgmma_key_tile(const AttentionPrefillParams& p, int dp);
-// Resident blocks per SM of the wgmma kernel at padded head dim dp and key tile keys (from prefill_wgmma_key_tile),
-// plain or warp-specialized (AttentionPrefillParams::wgmma_warp_specialized).
+// Resident blocks per SM of the wgmma kernel at padded head dim dp and key tile keys (from
+// prefill_wgmma_key_tile), plain or warp-specialized (AttentionPrefillParams::wgmma_warp_specialized).
 int prefill_wgmma_blocks_per_sm(int dp, int keys, bool warp_specialized);
 // Launches the wgmma kernel: 128 query rows per block, grid (row blocks, heads · n_splits, sequences).
-void launch_prefill_wgmma(const AttentionPrefillParams& p, int dp, int keys, int n_splits, float scale_log2, int64_t q_stride,
-                          int64_t out_stride, float* ws_o, float* ws_lse, cudaStream_t stream);
+void launch_prefill_wgmma(const AttentionPrefillParams& p, int dp, int keys, int n_splits, float scale_log2,
+                          int64_t q_stride, int64_t out_stride, float* ws_o, float* ws_lse,
+                          cudaStream_t stream);
 constexpr int kWgmmaBlockRows = 128;
 
-inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+inline bool aligned16(const void* ptr) {
+    return reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+}
 
 inline int padded_head_dim(int64_t head_dim) {
     SURF_CHECK(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128, "attention: head_dim ", head_dim,

@@ -1,31 +1,39 @@
-// A mixed step's attention in one launch (sm_90a, head dim 128): the prompt chunks' causal prefill rows and the
-// decode rows, so that every SM multiplies prefill tiles (compute-bound, K/V from the L2) while it streams decode
-// tiles (DRAM-bound) — which two kernels side by side do not achieve: a decode block small enough to sit beside a
-// full-rate prefill block is too slow on mma.sync (docs/BENCHMARKS.md).
-//   * persistent: one block an SM, three warpgroups. Warpgroup 0 copies (two warps a ring, cp.async through the page
-//     table), warpgroups 1 and 2 multiply, each from its own 3-stage ring of 64-key K/V tiles (32-byte-swizzled slabs,
-//     wgmma.cuh's layout);
-//   * work items come from two global queues taken with atomics: prefill items (sequence, 64 query rows, head; last
-//     rows first) and decode items (sequence, key split, kv head). Ring 0 prefers prefill items, ring 1 decode items;
-//     each takes the other kind once its own queue is empty, so the SM's two consumers end together;
-//   * a prefill item is one warpgroup's 64 query rows: S = Q·Kᵀ on wgmma with Q in registers, the online softmax of
+// A mixed step's attention in one launch (sm_90a, head dim 128): the prompt chunks' causal prefill rows and
+// the decode rows, so that every SM multiplies prefill tiles (compute-bound, K/V from the L2) while it
+// streams decode tiles (DRAM-bound) — which two kernels side by side do not achieve: a decode block small
+// enough to sit beside a full-rate prefill block is too slow on mma.sync (docs/BENCHMARKS.md).
+//   * persistent: one block an SM, three warpgroups. Warpgroup 0 copies (two warps a ring, cp.async through
+//   the page
+//     table), warpgroups 1 and 2 multiply, each from its own 3-stage ring of 64-key K/V tiles
+//     (32-byte-swizzled slabs, wgmma.cuh's layout);
+//   * work items come from two global queues taken with atomics: prefill items (sequence, 64 query rows,
+//   head; last
+//     rows first) and decode items (sequence, key split, kv head). Ring 0 prefers prefill items, ring 1
+//     decode items; each takes the other kind once its own queue is empty, so the SM's two consumers end
+//     together;
+//   * a prefill item is one warpgroup's 64 query rows: S = Q·Kᵀ on wgmma with Q in registers, the online
+//   softmax of
 //     attention_flash.cuh on the accumulators, O += P·V on wgmma (P from registers);
-//   * a decode item packs the kv head's query heads (the GQA group, ≤ 16) as the first rows of warp 0's 16: the same
-//     two products at 64 rows (warps 1–3 multiply zeros and skip the softmax). The tensor cores do ≈ 13× the useful
-//     work, which is still far under the tile's DRAM time; the split results are merged by
-//     a small combine kernel (splits past a sequence's length are never made);
-//   * no L2 cache hint on the copies (AttentionDecodeParams::l2_evict_first is not used): with the hint's policy chosen per
-//     item, ptxas 13.0 emits the copies with a cache-policy operand in uniform registers it never sets (an illegal
-//     instruction at run time);
-//   * the producer hands each stage over with its item (StageMeta) on the stage's `full` mbarrier; a consumer hands
+//   * a decode item packs the kv head's query heads (the GQA group, ≤ 16) as the first rows of warp 0's 16:
+//   the same
+//     two products at 64 rows (warps 1–3 multiply zeros and skip the softmax). The tensor cores do ≈ 13× the
+//     useful work, which is still far under the tile's DRAM time; the split results are merged by a small
+//     combine kernel (splits past a sequence's length are never made);
+//   * no L2 cache hint on the copies (AttentionDecodeParams::l2_evict_first is not used): with the hint's
+//   policy chosen per
+//     item, ptxas 13.0 emits the copies with a cache-policy operand in uniform registers it never sets (an
+//     illegal instruction at run time);
+//   * the producer hands each stage over with its item (StageMeta) on the stage's `full` mbarrier; a consumer
+//   hands
 //     it back on `empty`; an end marker closes the ring.
 // The queues' counters (three ints, zero before the first launch) are reset by the last ring to finish.
-// Correct against the CPU reference but slower than the two-kernel pair, in the layer and in serving, so the engine keeps
-// it off (GpuLimits::attention_mixed; numbers in docs/BENCHMARKS.md). Each side alone in this launch is slower than its own
-// kernel, and the two sides hide little of each other. Deferring the prefill consumer's P·V to the next tile's S does not
-// help, so its limit is not the product chain; the suspect is that each consumer copies its own
-// K/V (64-row items: twice the L2 → shared-memory bytes and copy instructions of the 128-row warp-specialized kernel,
-// whose two consumers share a tile). Next: an Nsight Compute profile of this kernel (docs/KERNELS.md "Known gaps").
+// Correct against the CPU reference but slower than the two-kernel pair, in the layer and in serving, so the
+// engine keeps it off (GpuLimits::attention_mixed; numbers in docs/BENCHMARKS.md). Each side alone in this
+// launch is slower than its own kernel, and the two sides hide little of each other. Deferring the prefill
+// consumer's P·V to the next tile's S does not help, so its limit is not the product chain; the suspect is
+// that each consumer copies its own K/V (64-row items: twice the L2 → shared-memory bytes and copy
+// instructions of the 128-row warp-specialized kernel, whose two consumers share a tile). Next: an Nsight
+// Compute profile of this kernel (docs/KERNELS.md "Known gaps").
 #include "kernels/cuda/attention_flash.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -46,14 +54,15 @@ constexpr int kTileBytes = kKeys * kD * 2;    // K (or V) of a tile
 constexpr int kStageBytes = 2 * kTileBytes;   // K then V
 constexpr int kTileChunks = kKeys * kD / 8;   // 16-byte chunks of a K (or V) tile
 constexpr int kMaxGroup = 16;                 // decode: query heads a kv head (rows g and g + 8 of warp 0)
-constexpr int kQSlotStride = kD * 2 + 16;     // a decode item's query rows in its first stage: bytes a row (padded: no conflicts)
+constexpr int kQSlotStride =
+    kD * 2 + 16;  // a decode item's query rows in its first stage: bytes a row (padded: no conflicts)
 constexpr int kQSlotBytes = kMaxGroup * kQSlotStride;
 
 enum : int { kPrefill = 0, kDecode = 1, kEnd = 2 };
 constexpr int kFirst = 1, kLast = 2;
 
-// The item a stage's tile belongs to. Prefill: seq = sequence, head = query head, pos = first query row (sequence-
-// local). Decode: seq = batch row, head = kv head, pos = split. kb = the tile's first key.
+// The item a stage's tile belongs to. Prefill: seq = sequence, head = query head, pos = first query row
+// (sequence- local). Decode: seq = batch row, head = kv head, pos = split. kb = the tile's first key.
 struct StageMeta {
     int kind, seq, head, pos, kb, flags;
 };
@@ -67,14 +76,19 @@ struct MixedArgs {
     int32_t* counters;  // [3]: prefill items taken, decode items taken, rings finished
 };
 
-// Shared memory: the rings [kRings][kStages][K | V], the decode query slots [kRings][kStages], then full / empty mbarriers [kRings][kStages] each, the stage
-// metadata [kRings][kStages], the producers' key rows [kRings][kStages][kKeys], their item mailboxes [kRings][2], and the
-// two queues' prefix sums over sequences (prefill [n_seq + 1], decode [batch + 1]).
+// Shared memory: the rings [kRings][kStages][K | V], the decode query slots [kRings][kStages], then full /
+// empty mbarriers [kRings][kStages] each, the stage metadata [kRings][kStages], the producers' key rows
+// [kRings][kStages][kKeys], their item mailboxes [kRings][2], and the two queues' prefix sums over sequences
+// (prefill [n_seq + 1], decode [batch + 1]).
 constexpr size_t kRingBytes = static_cast<size_t>(kRings) * kStages * kStageBytes;
 constexpr size_t kQSlotsBytes = static_cast<size_t>(kRings) * kStages * kQSlotBytes;
-constexpr size_t kFixedSmem = kRingBytes + kQSlotsBytes + 2 * kRings * kStages * 8 + kRings * kStages * sizeof(StageMeta) + kRings * kStages * kKeys * 4 + kRings * 2 * 4;
+constexpr size_t kFixedSmem = kRingBytes + kQSlotsBytes + 2 * kRings * kStages * 8 +
+                              kRings * kStages * sizeof(StageMeta) + kRings * kStages * kKeys * 4 +
+                              kRings * 2 * 4;
 
-size_t smem_bytes(int64_t n_seq, int64_t batch) { return kFixedSmem + static_cast<size_t>(n_seq + 1 + batch + 1) * 4; }
+size_t smem_bytes(int64_t n_seq, int64_t batch) {
+    return kFixedSmem + static_cast<size_t>(n_seq + 1 + batch + 1) * 4;
+}
 
 #if SURF_WGMMA_ENABLED
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
@@ -105,19 +119,22 @@ __device__ __forceinline__ int find_seq(const int32_t* prefix, int n, int i) {
     int lo = 0, hi = n - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) >> 1;
-        if (prefix[mid] <= i) lo = mid;
-        else hi = mid - 1;
+        if (prefix[mid] <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return lo;
 }
 
-// Copies a 64-key K/V tile into a stage (32-byte-swizzled slabs) from the cache rows `rows` lists (−1: zeros), one ring's
-// 64 producer threads together. kEvictFirst: under the L2 evict-first policy, made here for the branch that uses it —
-// chosen per item through one register, ptxas 13.0 compiles the policy to copies whose policy operand is never set
-// (an illegal instruction at run time).
+// Copies a 64-key K/V tile into a stage (32-byte-swizzled slabs) from the cache rows `rows` lists (−1:
+// zeros), one ring's 64 producer threads together. kEvictFirst: under the L2 evict-first policy, made here
+// for the branch that uses it — chosen per item through one register, ptxas 13.0 compiles the policy to
+// copies whose policy operand is never set (an illegal instruction at run time).
 template <bool kEvictFirst>
-__device__ __forceinline__ void copy_kv_tile(unsigned char* Kd, unsigned char* Vd, const int32_t* rows, const bf16* k_src, const bf16* v_src,
-                                             int64_t row_stride, int64_t col0, int ptid) {
+__device__ __forceinline__ void copy_kv_tile(unsigned char* Kd, unsigned char* Vd, const int32_t* rows,
+                                             const bf16* k_src, const bf16* v_src, int64_t row_stride,
+                                             int64_t col0, int ptid) {
     uint64_t pol = 0;
     if constexpr (kEvictFirst) pol = detail::l2_policy(true);
 #pragma unroll 4
@@ -137,14 +154,14 @@ __device__ __forceinline__ void copy_kv_tile(unsigned char* Kd, unsigned char* V
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
-attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, MixedArgs a) {
+    attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, MixedArgs a) {
     detail::pdl_prologue();
 #if SURF_WGMMA_ENABLED
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* rings = smem_raw;
     unsigned char* qslots = smem_raw + kRingBytes;                                       // [kRings][kStages]
     uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw + kRingBytes + kQSlotsBytes);  // [kRings][kStages]
-    uint64_t* empty = full + kRings * kStages;                             // [kRings][kStages]
+    uint64_t* empty = full + kRings * kStages;                                           // [kRings][kStages]
     StageMeta* meta = reinterpret_cast<StageMeta*>(empty + kRings * kStages);
     int32_t* key_rows = reinterpret_cast<int32_t*>(meta + kRings * kStages);  // [kRings][kStages][kKeys]
     int32_t* mailbox = key_rows + kRings * kStages * kKeys;                   // [kRings][2]
@@ -152,13 +169,15 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
     int32_t* dec_prefix = pre_prefix + P.n_seq + 1;                           // [batch + 1]
     const int tid = threadIdx.x, lane = tid & 31;
     const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);  // provably warp-uniform
-    const int n_heads = static_cast<int>(P.n_heads), n_kv = static_cast<int>(P.n_kv_heads), group = n_heads / n_kv;
+    const int n_heads = static_cast<int>(P.n_heads), n_kv = static_cast<int>(P.n_kv_heads),
+              group = n_heads / n_kv;
     const int n_pre_seq = static_cast<int>(P.n_seq), batch = static_cast<int>(Dp.batch);
 
     if (tid == 0) {
         for (int i = 0; i < kRings * kStages; ++i) {
-            detail::mbarrier_init(full + i, kProducerThreads + 1);  // each producer thread's copies + the metadata
-            detail::mbarrier_init(empty + i, 4);                    // the consumer's four warps
+            detail::mbarrier_init(full + i,
+                                  kProducerThreads + 1);  // each producer thread's copies + the metadata
+            detail::mbarrier_init(empty + i, 4);          // the consumer's four warps
         }
     }
     if (tid < 32) {
@@ -167,17 +186,20 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
             return (len_q + kRows - 1) / kRows * n_heads;
         });
     } else if (tid < 64) {
-        warp_prefix(dec_prefix, batch, lane, [&](int b) { return (Dp.seq_lens[b] + a.dec_part - 1) / a.dec_part * n_kv; });
+        warp_prefix(dec_prefix, batch, lane,
+                    [&](int b) { return (Dp.seq_lens[b] + a.dec_part - 1) / a.dec_part * n_kv; });
     }
     __syncthreads();
     const int total_pre = pre_prefix[n_pre_seq], total_dec = dec_prefix[batch];
 
-    // Registers move from the copying warpgroup to the multiplying ones (as in attention_wgmma.cu's warp-specialized
-    // kernel): ptxas allocates each role's code within its count. Without it the consumers' S, P·V and softmax state do
-    // not fit 168 and ptxas serializes their wgmma (C7512).
+    // Registers move from the copying warpgroup to the multiplying ones (as in attention_wgmma.cu's
+    // warp-specialized kernel): ptxas allocates each role's code within its count. Without it the consumers'
+    // S, P·V and softmax state do not fit 168 and ptxas serializes their wgmma (C7512).
     constexpr int kProducerRegs = 72, kConsumerRegs = 216;
-    if (wg == 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
-    else asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+    if (wg == 0)
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    else
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
 
     if (wg == 0) {  // ---- producers: warps 0–1 fill ring 0, warps 2–3 ring 1
         const int r = tid / kProducerThreads, ptid = tid % kProducerThreads, bar = 1 + r;
@@ -187,10 +209,11 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
         StageMeta* meta_r = meta + r * kStages;
         int32_t* rows_r = key_rows + r * kStages * kKeys;
         bool exhausted_pre = false, exhausted_dec = false;  // thread ptid 0's view
-        const int prefer = r;                // ring 0: prefill first; ring 1: decode first
-        uint32_t n = 0;                      // tiles handed over
-        // Thread ptid 0 asks for the next item while the current one's tiles go out (the atomic's latency hides behind
-        // them): ask_q is the queue asked (−1: none left), ask_i its answer, checked only when the item is needed.
+        const int prefer = r;                               // ring 0: prefill first; ring 1: decode first
+        uint32_t n = 0;                                     // tiles handed over
+        // Thread ptid 0 asks for the next item while the current one's tiles go out (the atomic's latency
+        // hides behind them): ask_q is the queue asked (−1: none left), ask_i its answer, checked only when
+        // the item is needed.
         int ask_q = -1, ask_i = 0;
         auto ask = [&] {
             ask_q = -1;
@@ -216,8 +239,10 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                         kind = ask_q, idx = ask_i;
                         break;
                     }
-                    if (ask_q == kPrefill) exhausted_pre = true;
-                    else exhausted_dec = true;
+                    if (ask_q == kPrefill)
+                        exhausted_pre = true;
+                    else
+                        exhausted_dec = true;
                     ask();
                 }
                 mailbox[2 * r] = kind, mailbox[2 * r + 1] = idx;
@@ -238,7 +263,8 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                 const int len_q = P.cu_seqlens_q[seq + 1] - P.cu_seqlens_q[seq], len_k = P.seq_lens_k[seq];
                 const int blocks = (len_q + kRows - 1) / kRows;
                 head = j % n_heads, pos = (blocks - 1 - j / n_heads) * kRows, kvh = head / group;
-                k0 = 0, k_end = min(len_k, len_k - len_q + pos + min(kRows, len_q - pos));  // causal: the last row's diagonal
+                k0 = 0, k_end = min(len_k, len_k - len_q + pos +
+                                               min(kRows, len_q - pos));  // causal: the last row's diagonal
                 table = P.block_table + static_cast<int64_t>(seq) * P.max_pages_per_seq;
                 k_src = P.k_cache, v_src = P.v_cache;
             } else {
@@ -259,14 +285,17 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
             for (int kb = k0; kb < k_end; kb += kKeys) {
                 const int stage = take_stage();
                 rows_r[stage * kKeys + ptid] = row;
-                const int32_t next = kb + kKeys < k_end ? row_of(kb + kKeys) : -1;  // its latency hides behind the copies
+                const int32_t next =
+                    kb + kKeys < k_end ? row_of(kb + kKeys) : -1;  // its latency hides behind the copies
                 named_barrier_sync(bar, kProducerThreads);
                 const int32_t* rows = rows_r + stage * kKeys;
                 unsigned char* Kd = ring + static_cast<size_t>(stage) * kStageBytes;
                 unsigned char* Vd = Kd + kTileBytes;
                 // The decode rows' K/V marked evict-first in the L2 (AttentionDecodeParams::l2_evict_first).
-                if (kind == kDecode && Dp.l2_evict_first) copy_kv_tile<true>(Kd, Vd, rows, k_src, v_src, row_stride, col0, ptid);
-                else copy_kv_tile<false>(Kd, Vd, rows, k_src, v_src, row_stride, col0, ptid);
+                if (kind == kDecode && Dp.l2_evict_first)
+                    copy_kv_tile<true>(Kd, Vd, rows, k_src, v_src, row_stride, col0, ptid);
+                else
+                    copy_kv_tile<false>(Kd, Vd, rows, k_src, v_src, row_stride, col0, ptid);
                 if (kind == kDecode && kb == k0) {  // the item's query rows, for its consumer's first tile
                     unsigned char* qs = qslots + static_cast<size_t>(r * kStages + stage) * kQSlotBytes;
                     const bf16* qsrc = Dp.q + seq * a.q_stride_dec + static_cast<int64_t>(kvh) * group * kD;
@@ -290,7 +319,8 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
         detail::cp_async_mbarrier_arrive(full_r + stage);
         if (ptid == 0) detail::mbarrier_arrive(full_r + stage);
         detail::cp_async_wait<0>();
-        if (ptid == 0) {  // the last ring to finish re-arms the queues for the next launch (every fetch is done by then)
+        if (ptid == 0) {  // the last ring to finish re-arms the queues for the next launch (every fetch is
+                          // done by then)
             __threadfence();
             if (atomicAdd(a.counters + 2, 1) == kRings * static_cast<int>(gridDim.x) - 1) {
                 atomicExch(a.counters + 0, 0);
@@ -315,12 +345,14 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
             detail::mbarrier_wait(full_r + stage, (n / kStages) & 1);
             const StageMeta m = meta_r[stage];
             if (m.kind == kEnd) break;
-            if (m.flags & kFirst) {  // a new item: its bounds and its Q fragments (rows past the item's, zero)
+            if (m.flags &
+                kFirst) {  // a new item: its bounds and its Q fragments (rows past the item's, zero)
                 kind = m.kind, seq = m.seq, head = m.head, pos = m.pos;
                 const bf16* q_row0 = nullptr;
                 const bf16* q_row1 = nullptr;
                 if (kind == kPrefill) {
-                    q0 = P.cu_seqlens_q[seq], len_q = P.cu_seqlens_q[seq + 1] - q0, len_k = P.seq_lens_k[seq], past = len_k - len_q;
+                    q0 = P.cu_seqlens_q[seq], len_q = P.cu_seqlens_q[seq + 1] - q0, len_k = P.seq_lens_k[seq],
+                    past = len_k - len_q;
                     qi0 = pos + warp * 16 + g, qi1 = qi0 + 8;
                     const bf16* qh = P.q + static_cast<int64_t>(head) * kD;
                     if (qi0 < len_q) q_row0 = qh + (q0 + qi0) * a.q_stride_pre;
@@ -329,7 +361,8 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                     k_end = min(Dp.seq_lens[seq], (pos + 1) * a.dec_part);
                     const unsigned char* qs = qslots + static_cast<size_t>(r * kStages + stage) * kQSlotBytes;
                     if (warp == 0 && g < group) q_row0 = reinterpret_cast<const bf16*>(qs + g * kQSlotStride);
-                    if (warp == 0 && g + 8 < group) q_row1 = reinterpret_cast<const bf16*>(qs + (g + 8) * kQSlotStride);
+                    if (warp == 0 && g + 8 < group)
+                        q_row1 = reinterpret_cast<const bf16*>(qs + (g + 8) * kQSlotStride);
                 }
 #pragma unroll
                 for (int ks = 0; ks < kD / 16; ++ks) {
@@ -342,12 +375,14 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                 st.init();
             }
             const unsigned char* Kt = ring + static_cast<size_t>(stage) * kStageBytes;
-            // S = Q·Kᵀ: K is a K-major B operand (8 keys per 256 bytes); one slab (64 keys · 32 bytes) per k-step.
+            // S = Q·Kᵀ: K is a K-major B operand (8 keys per 256 bytes); one slab (64 keys · 32 bytes) per
+            // k-step.
             float sc[kKeys / 8][4];
             const uint64_t desc_k = wgmma::make_desc_sw32(Kt, 16, 256);
             wgmma::fence();
 #pragma unroll
-            for (int ks = 0; ks < kD / 16; ++ks) wgmma::wgmma_rs_k64(sc, qf[ks], desc_k + ks * (kKeys * 32 / 16), ks > 0);
+            for (int ks = 0; ks < kD / 16; ++ks)
+                wgmma::wgmma_rs_k64(sc, qf[ks], desc_k + ks * (kKeys * 32 / 16), ks > 0);
             wgmma::commit();
             wgmma::wait<0>();
             wgmma::fence_operands(sc);
@@ -387,11 +422,13 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                     const int qi = rr ? qi1 : qi0;
                     if (qi >= len_q) continue;
                     const float inv = st.l[rr] > 0.0f ? 1.0f / st.l[rr] : 0.0f;
-                    bf16* out = P.out + static_cast<int64_t>(q0 + qi) * a.out_stride_pre + static_cast<int64_t>(head) * kD;
+                    bf16* out = P.out + static_cast<int64_t>(q0 + qi) * a.out_stride_pre +
+                                static_cast<int64_t>(head) * kD;
 #pragma unroll
                     for (int dt = 0; dt < kD / 8; ++dt) {
                         const int col = dt * 8 + 2 * t;
-                        *reinterpret_cast<uint32_t*>(out + col) = detail::pack_bf16x2(st.o[dt][2 * rr] * inv, st.o[dt][2 * rr + 1] * inv);
+                        *reinterpret_cast<uint32_t*>(out + col) =
+                            detail::pack_bf16x2(st.o[dt][2 * rr] * inv, st.o[dt][2 * rr + 1] * inv);
                     }
                 }
             } else if (warp == 0) {
@@ -400,12 +437,14 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
                     const int row = g + 8 * rr;
                     if (row >= group) continue;
                     const float inv = st.l[rr] > 0.0f ? 1.0f / st.l[rr] : 0.0f;
-                    const int64_t idx = (static_cast<int64_t>(seq) * n_heads + head * group + row) * a.dec_splits + pos;
+                    const int64_t idx =
+                        (static_cast<int64_t>(seq) * n_heads + head * group + row) * a.dec_splits + pos;
                     float* o = a.ws_o + idx * kD;
 #pragma unroll
                     for (int dt = 0; dt < kD / 8; ++dt) {
                         const int col = dt * 8 + 2 * t;
-                        *reinterpret_cast<float2*>(o + col) = make_float2(st.o[dt][2 * rr] * inv, st.o[dt][2 * rr + 1] * inv);
+                        *reinterpret_cast<float2*>(o + col) =
+                            make_float2(st.o[dt][2 * rr] * inv, st.o[dt][2 * rr + 1] * inv);
                     }
                     if (t == 0) a.ws_lse[idx] = st.l[rr] > 0.0f ? st.m[rr] + log2f(st.l[rr]) : -INFINITY;
                 }
@@ -417,8 +456,10 @@ attention_mixed_kernel(AttentionPrefillParams P, AttentionDecodeParams Dp, Mixed
 #endif
 }
 
-// Merges each (row, head)'s splits: only splits that hold keys (split · part < the row's length) were written.
-__global__ void attention_mixed_combine_kernel(AttentionDecodeParams p, int splits, int part, const float* ws_o, const float* ws_lse) {
+// Merges each (row, head)'s splits: only splits that hold keys (split · part < the row's length) were
+// written.
+__global__ void attention_mixed_combine_kernel(AttentionDecodeParams p, int splits, int part,
+                                               const float* ws_o, const float* ws_lse) {
     detail::pdl_prologue();
     const int64_t bh = blockIdx.x;
     const int b = static_cast<int>(bh / p.n_heads);
@@ -443,13 +484,15 @@ struct MixedPlan {
     int splits, part;
 };
 
-// Decode items of about equal keys, ≈ 12 a consumer over the GPU (the queues even out the rest; each item costs its
-// producer a page-table and an item lookup), ≥ 512 keys each.
+// Decode items of about equal keys, ≈ 12 a consumer over the GPU (the queues even out the rest; each item
+// costs its producer a page-table and an item lookup), ≥ 512 keys each.
 MixedPlan plan_mixed(const AttentionDecodeParams& d) {
     const int64_t max_len = std::max<int64_t>(d.max_seq_len, 1);
     const int64_t base = std::max<int64_t>(d.batch * d.n_kv_heads, 1);
     int64_t splits = d.n_splits;
-    if (splits <= 0) splits = std::clamp<int64_t>((24 * detail::device_sm_count() + base - 1) / base, 1, (max_len + 511) / 512);
+    if (splits <= 0)
+        splits =
+            std::clamp<int64_t>((24 * detail::device_sm_count() + base - 1) / base, 1, (max_len + 511) / 512);
     int64_t part = (max_len + splits - 1) / splits;
     part = (part + kKeys - 1) / kKeys * kKeys;
     splits = (max_len + part - 1) / part;
@@ -459,27 +502,32 @@ MixedPlan plan_mixed(const AttentionDecodeParams& d) {
 }  // namespace
 
 bool attention_mixed_usable(const AttentionPrefillParams& p, const AttentionDecodeParams& d) {
-    return p.n_seq > 0 && d.batch > 0 && p.k_cache && p.v_cache && p.causal && p.head_dim == kD && d.head_dim == kD &&
-           p.n_heads == d.n_heads && p.n_kv_heads == d.n_kv_heads && d.n_kv_heads > 0 && d.n_heads % d.n_kv_heads == 0 &&
-           d.n_heads / d.n_kv_heads <= kMaxGroup && d.max_seq_len < (int64_t{1} << 30) && smem_bytes(p.n_seq, d.batch) <= 227 * 1024 &&
-           flash::aligned16(p.k_cache) && flash::aligned16(p.v_cache) && flash::aligned16(d.k_cache) && flash::aligned16(d.v_cache) &&
-           flash::aligned16(d.q) && d.q_stride % 8 == 0 &&
+    return p.n_seq > 0 && d.batch > 0 && p.k_cache && p.v_cache && p.causal && p.head_dim == kD &&
+           d.head_dim == kD && p.n_heads == d.n_heads && p.n_kv_heads == d.n_kv_heads && d.n_kv_heads > 0 &&
+           d.n_heads % d.n_kv_heads == 0 && d.n_heads / d.n_kv_heads <= kMaxGroup &&
+           d.max_seq_len < (int64_t{1} << 30) && smem_bytes(p.n_seq, d.batch) <= 227 * 1024 &&
+           flash::aligned16(p.k_cache) && flash::aligned16(p.v_cache) && flash::aligned16(d.k_cache) &&
+           flash::aligned16(d.v_cache) && flash::aligned16(d.q) && d.q_stride % 8 == 0 &&
            detail::device_runs_sm90a();
 }
 
 size_t attention_mixed_workspace_bytes(const AttentionDecodeParams& d) {
     const MixedPlan plan = plan_mixed(d);
-    return std::max(static_cast<size_t>(d.batch * d.n_heads * plan.splits) * (kD + 1) * 4, attention_decode_workspace_bytes(d));
+    return std::max(static_cast<size_t>(d.batch * d.n_heads * plan.splits) * (kD + 1) * 4,
+                    attention_decode_workspace_bytes(d));
 }
 
-void attention_mixed(const AttentionPrefillParams& p, const AttentionDecodeParams& d, void* workspace, int32_t* counters, cudaStream_t stream) {
+void attention_mixed(const AttentionPrefillParams& p, const AttentionDecodeParams& d, void* workspace,
+                     int32_t* counters, cudaStream_t stream) {
     if (!attention_mixed_usable(p, d)) {  // two kernels, one after the other
         if (p.n_seq > 0) attention_prefill(p, stream);
         if (d.batch > 0) attention_decode(d, workspace, stream);
         return;
     }
-    SURF_CHECK(p.q && p.out && p.cu_seqlens_q && p.block_table && p.seq_lens_k && p.page_size > 0, "attention_mixed: prefill null pointer or page_size");
-    SURF_CHECK(d.q && d.out && d.k_cache && d.v_cache && d.block_table && d.seq_lens && d.page_size > 0, "attention_mixed: decode null pointer or page_size");
+    SURF_CHECK(p.q && p.out && p.cu_seqlens_q && p.block_table && p.seq_lens_k && p.page_size > 0,
+               "attention_mixed: prefill null pointer or page_size");
+    SURF_CHECK(d.q && d.out && d.k_cache && d.v_cache && d.block_table && d.seq_lens && d.page_size > 0,
+               "attention_mixed: decode null pointer or page_size");
     SURF_CHECK(workspace && counters, "attention_mixed: workspace and counters are required");
     const MixedPlan plan = plan_mixed(d);
     MixedArgs a;
@@ -493,11 +541,13 @@ void attention_mixed(const AttentionPrefillParams& p, const AttentionDecodeParam
     a.ws_lse = a.ws_o + d.batch * d.n_heads * plan.splits * kD;
     a.counters = counters;
     const size_t smem = smem_bytes(p.n_seq, d.batch);
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(attention_mixed_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    detail::launch_kernel(attention_mixed_kernel, static_cast<unsigned>(detail::device_sm_count()), kThreads, smem, stream, p, d, a);
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(attention_mixed_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+    detail::launch_kernel(attention_mixed_kernel, static_cast<unsigned>(detail::device_sm_count()), kThreads,
+                          smem, stream, p, d, a);
     SURF_CUDA_CHECK_LAUNCH();
-    detail::launch_kernel(attention_mixed_combine_kernel, static_cast<unsigned>(d.batch * d.n_heads), 128, 0, stream, d, plan.splits, plan.part,
-                          a.ws_o, a.ws_lse);
+    detail::launch_kernel(attention_mixed_combine_kernel, static_cast<unsigned>(d.batch * d.n_heads), 128, 0,
+                          stream, d, plan.splits, plan.part, a.ws_o, a.ws_lse);
     SURF_CUDA_CHECK_LAUNCH();
 }
 

@@ -14,11 +14,22 @@
 
 namespace surf::kernels::cuda::detail {
 
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(bf16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ bf16 from_float<bf16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ float to_float(float v) {
+    return v;
+}
+__device__ __forceinline__ float to_float(bf16 v) {
+    return __bfloat162float(v);
+}
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+    return v;
+}
+template <>
+__device__ __forceinline__ bf16 from_float<bf16>(float v) {
+    return __float2bfloat16_rn(v);
+}
 
 // Eight bf16 (one 16-byte load) to fp32; exact: the bf16 bits are the high half of the fp32 bits (the low
 // element in the low half of each 32-bit word).
@@ -54,11 +65,15 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     return warp_sum(v);
 }
 
-__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(__expf(x)); }
-// SiLU with the fast division (one reciprocal and a multiply instead of IEEE division's ~10 instructions): the
-// conv and gated-norm kernels that use it are instruction-bound, and their results are rounded to bf16. For
-// x < −87 the denominator overflows and the result is 0 (the true value is below 1e−36).
-__device__ __forceinline__ float silu(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
+__device__ __forceinline__ float softplus(float x) {
+    return x > 20.0f ? x : log1pf(__expf(x));
+}
+// SiLU with the fast division (one reciprocal and a multiply instead of IEEE division's ~10 instructions):
+// the conv and gated-norm kernels that use it are instruction-bound, and their results are rounded to bf16.
+// For x < −87 the denominator overflows and the result is 0 (the true value is below 1e−36).
+__device__ __forceinline__ float silu(float x) {
+    return __fdividef(x, 1.0f + __expf(-x));
+}
 
 // ---- tensor-core and async-copy wrappers (sm_80+) ------------------------------------------------
 
@@ -72,31 +87,40 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
                  "r"(src_bytes));
 }
-// An L2 cache policy for the accesses below that take one: evict-first for data a step touches once (the decode rows'
-// KV and SSM state: gigabytes a step streaming through the 50 MB L2), so that its lines go before those the step's
-// other kernels reuse (the residual stream, activations, GEMM operand tiles); evict-normal otherwise (= no hint).
+// An L2 cache policy for the accesses below that take one: evict-first for data a step touches once (the
+// decode rows' KV and SSM state: gigabytes a step streaming through the 50 MB L2), so that its lines go
+// before those the step's other kernels reuse (the residual stream, activations, GEMM operand tiles);
+// evict-normal otherwise (= no hint).
 __device__ __forceinline__ uint64_t l2_policy(bool evict_first) {
     uint64_t policy;
-    if (evict_first) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-    else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
+    if (evict_first)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    else
+        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
     return policy;
 }
 // cp_async16 with an L2 cache policy (l2_policy).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid, uint64_t policy) {
     const int src_bytes = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(smem)), "l"(gmem),
-                 "r"(src_bytes), "l"(policy));
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr(smem)),
+                 "l"(gmem), "r"(src_bytes), "l"(policy));
 }
 // A 16-byte global store with an L2 cache policy (l2_policy); gmem 16-byte aligned.
 __device__ __forceinline__ void st_global16(void* gmem, uint4 v, uint64_t policy) {
-    asm volatile("st.global.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(gmem), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w),
-                 "l"(policy)
+    asm volatile("st.global.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(gmem), "r"(v.x),
+                 "r"(v.y), "r"(v.z), "r"(v.w), "l"(policy)
                  : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
 template <int kPending>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory"); }
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
 
 // ---- bulk copies (the TMA engine) into shared memory, completing on an mbarrier (sm_90+) ----------------
 // One thread arms the barrier with the byte count and issues the copy; every waiting thread then sees the
@@ -119,26 +143,32 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrivals) 
 // Arms `bar` for `bytes` more bytes of this phase (one of its arrivals): for copies completing on it.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
 #if SURF_BULK_COPY_ENABLED
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
 #endif
 }
 // Arrives on `bar` expecting `bytes` more and copies `bytes` from global to shared memory on the copy engine.
-__device__ __forceinline__ void bulk_copy_to_smem(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
+__device__ __forceinline__ void bulk_copy_to_smem(void* smem, const void* gmem, uint32_t bytes,
+                                                  uint64_t* bar) {
     mbarrier_arrive_expect_tx(bar, bytes);
 #if SURF_BULK_COPY_ENABLED
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_addr(smem)),
-                 "l"(gmem), "r"(bytes), "r"(smem_addr(bar))
-                 : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+            smem_addr(smem)),
+        "l"(gmem), "r"(bytes), "r"(smem_addr(bar))
+        : "memory");
 #endif
 }
 // bulk_copy_to_smem with an L2 cache policy (l2_policy) for the source's lines.
-__device__ __forceinline__ void bulk_copy_to_smem(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar, uint64_t policy) {
+__device__ __forceinline__ void bulk_copy_to_smem(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar,
+                                                  uint64_t policy) {
     mbarrier_arrive_expect_tx(bar, bytes);
 #if SURF_BULK_COPY_ENABLED
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
-                     smem_addr(smem)),
-                 "l"(gmem), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
-                 : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, "
+        "[%3], %4;\n" ::"r"(smem_addr(smem)),
+        "l"(gmem), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+        : "memory");
 #endif
 }
 // Waits until the phase with this parity of `bar` has completed.
@@ -157,22 +187,25 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
 }
 
 // One box of a 2D tensor map (TMA) at element coordinates (c0 innermost, c1) into shared memory, completing
-// on `bar`; `tensor_map` is the generic address of a __grid_constant__ CUtensorMap. Out-of-range elements read
-// as zeros.
-__device__ __forceinline__ void tma_load_2d(void* smem, const void* tensor_map, int c0, int c1, uint64_t* bar) {
+// on `bar`; `tensor_map` is the generic address of a __grid_constant__ CUtensorMap. Out-of-range elements
+// read as zeros.
+__device__ __forceinline__ void tma_load_2d(void* smem, const void* tensor_map, int c0, int c1,
+                                            uint64_t* bar) {
 #if SURF_BULK_COPY_ENABLED
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-                     smem_addr(smem)),
-                 "l"(tensor_map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
-                 : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+        "[%4];\n" ::"r"(smem_addr(smem)),
+        "l"(tensor_map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+        : "memory");
 #endif
 }
 // tma_load_2d with an L2 cache policy (l2_policy) for the source's lines.
-__device__ __forceinline__ void tma_load_2d(void* smem, const void* tensor_map, int c0, int c1, uint64_t* bar, uint64_t policy) {
+__device__ __forceinline__ void tma_load_2d(void* smem, const void* tensor_map, int c0, int c1, uint64_t* bar,
+                                            uint64_t policy) {
 #if SURF_BULK_COPY_ENABLED
     asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(
-            smem_addr(smem)),
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
+        "[%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_addr(smem)),
         "l"(tensor_map), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "l"(policy)
         : "memory");
 #endif
@@ -192,7 +225,8 @@ __device__ __forceinline__ void cp_async_mbarrier_arrive(uint64_t* bar) {
 }
 
 // D = A·B + D for one m16n8k16 tile, bf16 inputs, fp32 accumulators (PTX ISA fragment layouts).
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
@@ -212,17 +246,20 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-inline unsigned grid_1d(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+inline unsigned grid_1d(int64_t n, int threads) {
+    return static_cast<unsigned>((n + threads - 1) / threads);
+}
 
-// ---- programmatic dependent launch (PDL, sm_90) ----------------------------------------------------------------
-// Kernels go out through launch_kernel below, which (while ops.h programmatic_launch() is on) lets the next kernel in
-// the stream be launched before this one has finished: its blocks take the SMs this grid's last wave leaves, so the
-// launch, block scheduling and setup of kernel i + 1 overlap the tail of kernel i instead of following it. Correct
-// only because every kernel launched that way begins with pdl_prologue(): griddepcontrol.wait holds all its threads
-// until the grids it depends on have completed and their memory is visible (so nothing is read or written before
-// the previous kernel is done), then griddepcontrol.launch_dependents lets the kernel after it be launched as soon
-// as every block of this grid has started. Launched without the attribute (or after a non-kernel operation) both
-// instructions return at once.
+// ---- programmatic dependent launch (PDL, sm_90)
+// ---------------------------------------------------------------- Kernels go out through launch_kernel
+// below, which (while ops.h programmatic_launch() is on) lets the next kernel in the stream be launched
+// before this one has finished: its blocks take the SMs this grid's last wave leaves, so the launch, block
+// scheduling and setup of kernel i + 1 overlap the tail of kernel i instead of following it. Correct only
+// because every kernel launched that way begins with pdl_prologue(): griddepcontrol.wait holds all its
+// threads until the grids it depends on have completed and their memory is visible (so nothing is read or
+// written before the previous kernel is done), then griddepcontrol.launch_dependents lets the kernel after it
+// be launched as soon as every block of this grid has started. Launched without the attribute (or after a
+// non-kernel operation) both instructions return at once.
 __device__ __forceinline__ void pdl_prologue() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -238,10 +275,11 @@ inline cudaLaunchAttribute programmatic_serialization() {
     return attr;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args…), with programmatic_serialization() while programmatic_launch() is on.
-// `kernel` must begin with pdl_prologue(). Launch errors throw (SURF_CUDA_CHECK).
+// kernel<<<grid, block, smem, stream>>>(args…), with programmatic_serialization() while programmatic_launch()
+// is on. `kernel` must begin with pdl_prologue(). Launch errors throw (SURF_CUDA_CHECK).
 template <typename... Params, typename... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   Args&&... args) {
     cudaLaunchAttribute attr = programmatic_serialization();
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
@@ -249,8 +287,9 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
     SURF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
-// A positive int about the current device, computed once per device by `compute(device)` and kept in `known` (0 =
-// not yet; engines on several GPUs launch from their own threads). Devices past 63 are computed on every call.
+// A positive int about the current device, computed once per device by `compute(device)` and kept in `known`
+// (0 = not yet; engines on several GPUs launch from their own threads). Devices past 63 are computed on every
+// call.
 template <typename Compute>
 int per_device(std::atomic<int> (&known)[64], Compute&& compute) {
     int device = 0;
@@ -263,8 +302,8 @@ int per_device(std::atomic<int> (&known)[64], Compute&& compute) {
     return value;
 }
 
-// Whether the current device is compute capability 9.0 exactly, where the sm_90a code (wgmma kernels) runs (asked per
-// launch by several ops: kept per device; 1 no, 2 yes).
+// Whether the current device is compute capability 9.0 exactly, where the sm_90a code (wgmma kernels) runs
+// (asked per launch by several ops: kept per device; 1 no, 2 yes).
 inline bool device_runs_sm90a() {
     static std::atomic<int> known[64] = {};
     return per_device(known, [](int device) {

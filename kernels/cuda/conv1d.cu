@@ -9,25 +9,27 @@ namespace surf::kernels::cuda {
 
 namespace {
 
-using detail::to_float;
 using detail::from_float;
+using detail::to_float;
 
-constexpr int kK = 4;               // conv_kernel of every Nemotron-H config; dispatch checks it
+constexpr int kK = 4;  // conv_kernel of every Nemotron-H config; dispatch checks it
 constexpr int kTokensPerThread = 8;
 constexpr int kConvThreads = 128;
-// Channels per thread on the vector path (8 bytes of bf16). At 8 channels (16-byte accesses) a thread needs ≈ 150
-// registers (taps, window, a round of loads), so only three blocks fit on an SM and a prompt chunk runs far below
-// DRAM bandwidth (docs/BENCHMARKS.md); 4 channels halve every per-thread array.
+// Channels per thread on the vector path (8 bytes of bf16). At 8 channels (16-byte accesses) a thread needs ≈
+// 150 registers (taps, window, a round of loads), so only three blocks fit on an SM and a prompt chunk runs
+// far below DRAM bandwidth (docs/BENCHMARKS.md); 4 channels halve every per-thread array.
 constexpr int kCh = 4;
-constexpr int kRun = 16;            // tokens per thread on the vector path (halo overhead (K-1)/run)
+constexpr int kRun = 16;  // tokens per thread on the vector path (halo overhead (K-1)/run)
 
 __device__ __forceinline__ int find_seq(const int32_t* cu_seqlens, int64_t n_seq, int64_t t) {
     // Largest s with cu_seqlens[s] <= t (sequences may be empty).
     int lo = 0, hi = static_cast<int>(n_seq) - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
-        if (cu_seqlens[mid] <= t) lo = mid;
-        else hi = mid - 1;
+        if (cu_seqlens[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return lo;
 }
@@ -48,14 +50,17 @@ __global__ void __launch_bounds__(kConvThreads) conv_varlen_kernel(ConvVarlenPar
         while (t >= p.cu_seqlens[s + 1]) ++s;
         const int64_t start = p.cu_seqlens[s];
         const bool init = p.has_initial_state == nullptr || p.has_initial_state[s] != 0;
-        const TS* state = static_cast<const TS*>(p.state) + (static_cast<int64_t>(p.slots[s]) * p.channels + c) * (kK - 1);
+        const TS* state =
+            static_cast<const TS*>(p.state) + (static_cast<int64_t>(p.slots[s]) * p.channels + c) * (kK - 1);
         float acc = bias;
 #pragma unroll
         for (int k = 0; k < kK; ++k) {
             const int64_t src = t - (kK - 1) + k;  // packed index of tap k
             float v;
-            if (src >= start) v = to_float(p.x[src * x_stride + c]);
-            else v = init ? to_float(state[kK - 1 + (src - start)]) : 0.0f;
+            if (src >= start)
+                v = to_float(p.x[src * x_stride + c]);
+            else
+                v = init ? to_float(state[kK - 1 + (src - start)]) : 0.0f;
             acc += w[k] * v;
         }
         p.out[t * p.channels + c] = __float2bfloat16_rn(detail::silu(acc));
@@ -93,11 +98,11 @@ __device__ void load_window(const ConvVarlenParams& p, int64_t x_stride, int64_t
 }
 
 // Thread = kCh channels × a run of kRun consecutive packed tokens (which may cross sequences). Same
-// arithmetic, in the same order, as conv_varlen_kernel. Every x load of the run (its K−1 halo tokens before it
-// included, speculatively: they are used only where they lie in the same sequence) and the weights are issued
-// before any of them is used, so that a thread waits for DRAM about once instead of once per chunk of tokens:
-// with one wave of threads covering a whole prompt chunk, the kernel's time would be that chain of round trips
-// (docs/BENCHMARKS.md).
+// arithmetic, in the same order, as conv_varlen_kernel. Every x load of the run (its K−1 halo tokens before
+// it included, speculatively: they are used only where they lie in the same sequence) and the weights are
+// issued before any of them is used, so that a thread waits for DRAM about once instead of once per chunk of
+// tokens: with one wave of threads covering a whole prompt chunk, the kernel's time would be that chain of
+// round trips (docs/BENCHMARKS.md).
 template <typename TS>
 __global__ void __launch_bounds__(kConvThreads) conv_varlen_vec_kernel(ConvVarlenParams p, int64_t x_stride) {
     detail::pdl_prologue();
@@ -113,7 +118,8 @@ __global__ void __launch_bounds__(kConvThreads) conv_varlen_vec_kernel(ConvVarle
     }
 #pragma unroll
     for (int i = 0; i < kRun; ++i) {
-        if (t_begin + i < t_end) raw[i] = *reinterpret_cast<const ChanRaw*>(p.x + (t_begin + i) * x_stride + c0);
+        if (t_begin + i < t_end)
+            raw[i] = *reinterpret_cast<const ChanRaw*>(p.x + (t_begin + i) * x_stride + c0);
     }
     float w[kCh][kK], bias[kCh];
 #pragma unroll
@@ -124,7 +130,8 @@ __global__ void __launch_bounds__(kConvThreads) conv_varlen_vec_kernel(ConvVarle
     }
     int s = find_seq(p.cu_seqlens, p.n_seq, t_begin);
     int64_t seq_end = p.cu_seqlens[s + 1];
-    // The window before t_begin: halo tokens of t_begin's sequence, the slot's state (or zeros) before its start.
+    // The window before t_begin: halo tokens of t_begin's sequence, the slot's state (or zeros) before its
+    // start.
     float win[kK - 1][kCh];
     {
         const int64_t start = p.cu_seqlens[s];
@@ -222,14 +229,17 @@ __global__ void conv_update_kernel(ConvUpdateParams p, int64_t x_stride) {
 void causal_conv1d_varlen(const ConvVarlenParams& p, cudaStream_t stream) {
     SURF_CHECK(p.x && p.weight && p.state && p.cu_seqlens && p.slots && p.out, "conv1d_varlen: null pointer");
     SURF_CHECK(p.K == kK, "conv1d_varlen: only K = ", kK, " is instantiated, got ", p.K);
-    SURF_CHECK(p.n_seq > 0 && p.channels > 0 && p.n_tok >= 0, "conv1d_varlen: n_seq ", p.n_seq, " channels ", p.channels);
+    SURF_CHECK(p.n_seq > 0 && p.channels > 0 && p.n_tok >= 0, "conv1d_varlen: n_seq ", p.n_seq, " channels ",
+               p.channels);
     const int64_t x_stride = p.x_stride ? p.x_stride : p.channels;
     SURF_CHECK(x_stride >= p.channels, "conv1d_varlen: x_stride ", x_stride);
     const unsigned cblocks = detail::grid_1d(p.channels, kConvThreads);
     const bool f32_state = p.state_dtype == DType::kF32;
-    const auto aligned = [](const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
-    const bool vec = p.channels % kCh == 0 && x_stride % kCh == 0 && aligned(p.x, sizeof(ChanRaw)) && aligned(p.out, sizeof(ChanRaw)) &&
-                     aligned(p.weight, 16);
+    const auto aligned = [](const void* ptr, uintptr_t bytes) {
+        return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
+    };
+    const bool vec = p.channels % kCh == 0 && x_stride % kCh == 0 && aligned(p.x, sizeof(ChanRaw)) &&
+                     aligned(p.out, sizeof(ChanRaw)) && aligned(p.weight, 16);
     if (p.n_tok > 0 && vec) {
         const int64_t cvecs = p.channels / kCh, runs = (p.n_tok + kRun - 1) / kRun;
         SURF_CHECK(runs <= 0x7fffffff, "conv1d_varlen: n_tok ", p.n_tok);

@@ -43,9 +43,11 @@ struct GreenDriver {
         constexpr int version = CUDA_VERSION;
         void* p = nullptr;
         cudaDriverEntryPointQueryResult found{};
-        SURF_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, static_cast<unsigned>(version), cudaEnableDefault, &found));
+        SURF_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, static_cast<unsigned>(version),
+                                                         cudaEnableDefault, &found));
         if (found != cudaDriverEntryPointSuccess || !p) {
-            throw Error(ErrorKind::kUnsupported, std::string("the driver has no ") + name + " (asked at version " + std::to_string(version) + ")");
+            throw Error(ErrorKind::kUnsupported, std::string("the driver has no ") + name +
+                                                     " (asked at version " + std::to_string(version) + ")");
         }
         fn = reinterpret_cast<Fn>(p);
     }
@@ -79,7 +81,8 @@ void GreenPair::create(unsigned want_a, int priority_a, int priority_b) {
     CUdevResource all{}, group{}, rest{};
     check(d.get_dev_resource(dev, &all, CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource");
     unsigned n_groups = 1;
-    check(d.sm_split_by_count(&group, &n_groups, &all, &rest, 0, want_a), ("cuDevSmResourceSplitByCount(" + std::to_string(want_a) + " SMs)").c_str());
+    check(d.sm_split_by_count(&group, &n_groups, &all, &rest, 0, want_a),
+          ("cuDevSmResourceSplitByCount(" + std::to_string(want_a) + " SMs)").c_str());
     CUdevResourceDesc desc_a = nullptr, desc_b = nullptr;
     check(d.generate_desc(&desc_a, &group, 1), "cuDevResourceGenerateDesc");
     check(d.generate_desc(&desc_b, &rest, 1), "cuDevResourceGenerateDesc");
@@ -96,7 +99,9 @@ void GreenPair::create(unsigned want_a, int priority_a, int priority_b) {
     sms_a = group.sm.smCount, sms_b = rest.sm.smCount;
 }
 
-GreenPair::~GreenPair() { release(); }
+GreenPair::~GreenPair() {
+    release();
+}
 
 void GreenPair::release() {
     for (cudaStream_t s : {a, b}) {

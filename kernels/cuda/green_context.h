@@ -12,8 +12,8 @@ namespace surf::kernels::cuda {
 class GreenPair {
 public:
     // Group a holds at least `want_a` SMs (rounded up by the driver to its SM granularity), group b the rest;
-    // each stream at its given priority (cudaDeviceGetStreamPriorityRange). Throws Error(kUnsupported) where the
-    // driver has no green contexts or refuses the split.
+    // each stream at its given priority (cudaDeviceGetStreamPriorityRange). Throws Error(kUnsupported) where
+    // the driver has no green contexts or refuses the split.
     GreenPair(unsigned want_a, int priority_a, int priority_b);
     ~GreenPair();
     GreenPair(const GreenPair&) = delete;

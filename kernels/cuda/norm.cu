@@ -21,11 +21,11 @@ constexpr int kNormThreads = 256;
 constexpr int kVec = 8;              // elements per 16-byte bf16 access (two float4 for fp32)
 constexpr int kBlockVecs = 4;        // block teams: 32 fp32 values of the row per thread
 constexpr int kMaxRowThreads = 512;  // block teams cover rows of ≤ 512·4·8 = 16384 elements
-// Warp teams: rows of ≤ 32·5·8 = 1,280 elements (the ViT's LayerNorm width and the Mamba gated norm's group of
-// 1,280 channels). One block of 64 threads a row would leave those kernels well short of copy bandwidth: many tiny
-// blocks, each with two block barriers.
+// Warp teams: rows of ≤ 32·5·8 = 1,280 elements (the ViT's LayerNorm width and the Mamba gated norm's group
+// of 1,280 channels). One block of 64 threads a row would leave those kernels well short of copy bandwidth:
+// many tiny blocks, each with two block barriers.
 constexpr int kWarpVecs = 5;
-constexpr int kRowWarps = 8;         // warp teams per block
+constexpr int kRowWarps = 8;  // warp teams per block
 
 // ---- 8-element vector loads/stores (16-byte aligned) ----------------------------------------------
 
@@ -53,7 +53,9 @@ int64_t row_threads(int64_t n_vec) {
     return std::max<int64_t>((t + 31) / 32 * 32, 32);
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 // The threads working on one item (a row, or a row group of the gated norm): a warp (kWarp; item = warp of
 // the grid, kRowWarps a block) or the block (item = block). Vector j of this thread is first + j·stride.
@@ -73,8 +75,10 @@ struct RowTeam {
     __device__ int vec(int j) const { return first + j * stride; }
     // The team's sum, returned to each of its threads (block teams: every thread of the block must call it).
     __device__ float sum(float v, float* scratch) const {
-        if constexpr (kWarp) return detail::warp_sum(v);
-        else return block_sum(v, scratch);
+        if constexpr (kWarp)
+            return detail::warp_sum(v);
+        else
+            return block_sum(v, scratch);
     }
 };
 
@@ -309,8 +313,8 @@ __global__ void __launch_bounds__(kNormThreads) layernorm_kernel(LayerNormParams
 
 // One block per (row, group).
 template <typename TY>
-__global__ void __launch_bounds__(kNormThreads) gated_rmsnorm_kernel(GatedRmsNormParams p, int64_t y_stride,
-                                                                    int64_t z_stride) {
+__global__ void __launch_bounds__(kNormThreads)
+    gated_rmsnorm_kernel(GatedRmsNormParams p, int64_t y_stride, int64_t z_stride) {
     detail::pdl_prologue();
     __shared__ float scratch[32];
     const int64_t row = blockIdx.x, g0 = static_cast<int64_t>(blockIdx.y) * p.group_size;
@@ -390,22 +394,24 @@ void launch_activation(bf16* x, int64_t n, cudaStream_t stream) {
     SURF_CUDA_CHECK_LAUNCH();
 }
 
-// Launch geometry of the vector path over `items` rows (row groups) of n_vec vectors each: warp teams when a row
-// fits one warp, else block teams; `ok` is false where a row is too long for either.
+// Launch geometry of the vector path over `items` rows (row groups) of n_vec vectors each: warp teams when a
+// row fits one warp, else block teams; `ok` is false where a row is too long for either.
 struct VecLaunch {
     bool ok, warp;
     unsigned blocks, threads;
 };
 VecLaunch vec_launch(int64_t items, int64_t n_vec) {
-    if (n_vec <= 32 * kWarpVecs) return {true, true, static_cast<unsigned>((items + kRowWarps - 1) / kRowWarps), 32 * kRowWarps};
+    if (n_vec <= 32 * kWarpVecs)
+        return {true, true, static_cast<unsigned>((items + kRowWarps - 1) / kRowWarps), 32 * kRowWarps};
     const int64_t threads = row_threads(n_vec);
-    return {threads <= kMaxRowThreads, false, static_cast<unsigned>(items), static_cast<unsigned>(std::min<int64_t>(threads, kMaxRowThreads))};
+    return {threads <= kMaxRowThreads, false, static_cast<unsigned>(items),
+            static_cast<unsigned>(std::min<int64_t>(threads, kMaxRowThreads))};
 }
 
 // Launches the warp-team or the block-team instantiation of a vector-path kernel on L's geometry.
 template <typename... Args>
-void launch_rows(const VecLaunch& L, cudaStream_t stream, void (*warp_teams)(Args...), void (*block_teams)(Args...),
-                 std::type_identity_t<Args>... args) {
+void launch_rows(const VecLaunch& L, cudaStream_t stream, void (*warp_teams)(Args...),
+                 void (*block_teams)(Args...), std::type_identity_t<Args>... args) {
     detail::launch_kernel((L.warp ? warp_teams : block_teams), L.blocks, L.threads, 0, stream, args...);
 }
 
@@ -418,10 +424,13 @@ void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
     SURF_CHECK(p.rows <= 0x7fffffff, "rmsnorm: rows ", p.rows);
     const bool f32 = p.x_dtype == DType::kF32;
     const VecLaunch L = vec_launch(p.rows, p.dim / kVec);
-    const bool vec = L.ok && p.dim % kVec == 0 && x_stride % kVec == 0 && aligned16(p.x) && aligned16(p.residual) && aligned16(p.weight) &&
-                     aligned16(p.y);
-    if (vec && f32) launch_rows(L, stream, rmsnorm_vec_kernel<float, true>, rmsnorm_vec_kernel<float, false>, p, x_stride);
-    else if (vec) launch_rows(L, stream, rmsnorm_vec_kernel<bf16, true>, rmsnorm_vec_kernel<bf16, false>, p, x_stride);
+    const bool vec = L.ok && p.dim % kVec == 0 && x_stride % kVec == 0 && aligned16(p.x) &&
+                     aligned16(p.residual) && aligned16(p.weight) && aligned16(p.y);
+    if (vec && f32)
+        launch_rows(L, stream, rmsnorm_vec_kernel<float, true>, rmsnorm_vec_kernel<float, false>, p,
+                    x_stride);
+    else if (vec)
+        launch_rows(L, stream, rmsnorm_vec_kernel<bf16, true>, rmsnorm_vec_kernel<bf16, false>, p, x_stride);
     else if (f32)
         detail::launch_kernel(rmsnorm_kernel<float>, static_cast<unsigned>(p.rows), kNormThreads, 0, stream,
                               p, x_stride);
@@ -438,10 +447,14 @@ void layernorm(const LayerNormParams& p, cudaStream_t stream) {
     SURF_CHECK(p.rows <= 0x7fffffff, "layernorm: rows ", p.rows);
     const bool f32 = p.x_dtype == DType::kF32;
     const VecLaunch L = vec_launch(p.rows, p.dim / kVec);
-    const bool vec = L.ok && p.dim % kVec == 0 && x_stride % kVec == 0 && aligned16(p.x) && aligned16(p.residual) && aligned16(p.weight) &&
-                     aligned16(p.bias) && aligned16(p.y);
-    if (vec && f32) launch_rows(L, stream, layernorm_vec_kernel<float, true>, layernorm_vec_kernel<float, false>, p, x_stride);
-    else if (vec) launch_rows(L, stream, layernorm_vec_kernel<bf16, true>, layernorm_vec_kernel<bf16, false>, p, x_stride);
+    const bool vec = L.ok && p.dim % kVec == 0 && x_stride % kVec == 0 && aligned16(p.x) &&
+                     aligned16(p.residual) && aligned16(p.weight) && aligned16(p.bias) && aligned16(p.y);
+    if (vec && f32)
+        launch_rows(L, stream, layernorm_vec_kernel<float, true>, layernorm_vec_kernel<float, false>, p,
+                    x_stride);
+    else if (vec)
+        launch_rows(L, stream, layernorm_vec_kernel<bf16, true>, layernorm_vec_kernel<bf16, false>, p,
+                    x_stride);
     else if (f32)
         detail::launch_kernel(layernorm_kernel<float>, static_cast<unsigned>(p.rows), kNormThreads, 0, stream,
                               p, x_stride);
@@ -458,13 +471,18 @@ void gated_rmsnorm(const GatedRmsNormParams& p, cudaStream_t stream) {
     const int64_t y_stride = p.y_stride ? p.y_stride : p.dim, z_stride = p.z_stride ? p.z_stride : p.dim;
     if (p.rows == 0) return;
     const int64_t groups = p.dim / p.group_size;
-    SURF_CHECK(p.rows <= 0x7fffffff && groups <= 65535 && p.rows * groups <= 0x7fffffff, "gated_rmsnorm: rows ", p.rows, " groups ", groups);
+    SURF_CHECK(p.rows <= 0x7fffffff && groups <= 65535 && p.rows * groups <= 0x7fffffff,
+               "gated_rmsnorm: rows ", p.rows, " groups ", groups);
     const bool f32 = p.y_dtype == DType::kF32;
     const VecLaunch L = vec_launch(p.rows * groups, p.group_size / kVec);
-    const bool vec = L.ok && p.group_size % kVec == 0 && y_stride % kVec == 0 && z_stride % kVec == 0 && aligned16(p.y) && aligned16(p.z) &&
-                     aligned16(p.weight) && aligned16(p.out);
-    if (vec && f32) launch_rows(L, stream, gated_rmsnorm_vec_kernel<float, true>, gated_rmsnorm_vec_kernel<float, false>, p, y_stride, z_stride);
-    else if (vec) launch_rows(L, stream, gated_rmsnorm_vec_kernel<bf16, true>, gated_rmsnorm_vec_kernel<bf16, false>, p, y_stride, z_stride);
+    const bool vec = L.ok && p.group_size % kVec == 0 && y_stride % kVec == 0 && z_stride % kVec == 0 &&
+                     aligned16(p.y) && aligned16(p.z) && aligned16(p.weight) && aligned16(p.out);
+    if (vec && f32)
+        launch_rows(L, stream, gated_rmsnorm_vec_kernel<float, true>, gated_rmsnorm_vec_kernel<float, false>,
+                    p, y_stride, z_stride);
+    else if (vec)
+        launch_rows(L, stream, gated_rmsnorm_vec_kernel<bf16, true>, gated_rmsnorm_vec_kernel<bf16, false>, p,
+                    y_stride, z_stride);
     else {
         const dim3 grid(static_cast<unsigned>(p.rows), static_cast<unsigned>(groups));
         if (f32)
@@ -477,7 +495,11 @@ void gated_rmsnorm(const GatedRmsNormParams& p, cudaStream_t stream) {
     SURF_CUDA_CHECK_LAUNCH();
 }
 
-void relu_squared(bf16* x, int64_t n, cudaStream_t stream) { launch_activation<0>(x, n, stream); }
-void gelu_erf(bf16* x, int64_t n, cudaStream_t stream) { launch_activation<1>(x, n, stream); }
+void relu_squared(bf16* x, int64_t n, cudaStream_t stream) {
+    launch_activation<0>(x, n, stream);
+}
+void gelu_erf(bf16* x, int64_t n, cudaStream_t stream) {
+    launch_activation<1>(x, n, stream);
+}
 
 }  // namespace surf::kernels::cuda

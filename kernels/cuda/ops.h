@@ -23,7 +23,9 @@ namespace surf::kernels::cuda {
 using bf16 = __nv_bfloat16;
 
 enum class DType : uint8_t { kF32, kBF16 };
-inline size_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
+inline size_t dtype_size(DType t) {
+    return t == DType::kF32 ? 4 : 2;
+}
 
 // Programmatic dependent launch (launch.cpp, common.cuh launch_kernel): while on (the default), this
 // library's kernels are launched so that each may be scheduled while the kernel before it in its stream
@@ -71,28 +73,31 @@ public:
     // kAlways uses it for every supported shape (tests); kNever not at all.
     enum class SmallM { kTuned, kAlways, kNever };
     void set_small_m_kernel(SmallM mode);
-    // The small-m kernel's k split (gemv's k_split: 0 = its automatic choice, 1 = one warp a row pair, 2, 4, 8).
+    // The small-m kernel's k split (gemv's k_split: 0 = its automatic choice, 1 = one warp a row pair, 2, 4,
+    // 8).
     void set_small_m_k_split(int k_split);
     // The Hopper GEMM of our own (gemm_wgmma below, both tile widths) for shapes it supports: kTuned times it
     // beside the cuBLASLt candidates whenever such a shape is tuned and keeps it if it is faster (with
-    // autotuning only); kAlways uses it (tile 256) for every supported shape (tests); kNever (default) not at all;
-    // kReluSquared uses it (tile 256, untimed) for every supported ReLU² GEMM of at least kWgmmaReluSquaredMinRows
-    // rows, whose epilogue then replaces the relu_squared pass, and cuBLASLt (tuned) for everything else: an A/B for
-    // the 1,024-row MLP up projection with cold weights, where bench_gemm has it ahead but the tuner (rerunning one
-    // weight buffer) never picks it; serving does not gain from it (docs/BENCHMARKS.md).
+    // autotuning only); kAlways uses it (tile 256) for every supported shape (tests); kNever (default) not at
+    // all; kReluSquared uses it (tile 256, untimed) for every supported ReLU² GEMM of at least
+    // kWgmmaReluSquaredMinRows rows, whose epilogue then replaces the relu_squared pass, and cuBLASLt (tuned)
+    // for everything else: an A/B for the 1,024-row MLP up projection with cold weights, where bench_gemm has
+    // it ahead but the tuner (rerunning one weight buffer) never picks it; serving does not gain from it
+    // (docs/BENCHMARKS.md).
     enum class WgmmaGemm { kTuned, kAlways, kNever, kReluSquared };
     static constexpr int64_t kWgmmaReluSquaredMinRows = 512;
     void set_wgmma_gemm(WgmmaGemm mode);
     struct TuneRecord {
         int64_t m = 0, n = 0, k = 0;
-        int candidates = 0, chosen = 0;        // candidates timed, index of the fastest (0 = heuristic's pick)
-        bool gemv_timed = false, gemv_chosen = false;  // the small-m kernel was timed too / beat every candidate
+        int candidates = 0, chosen = 0;  // candidates timed, index of the fastest (0 = heuristic's pick)
+        bool gemv_timed = false,
+             gemv_chosen = false;  // the small-m kernel was timed too / beat every candidate
         float gemv_us = 0;
         bool wgmma_timed = false, wgmma_chosen = false;  // gemm_wgmma was timed too / beat every other choice
         float wgmma_us = 0;                              // its faster tile width's time
         int wgmma_tile_n = 0;                            // that tile width
-        float heuristic_us = 0, best_us = 0;   // per GEMM
-        float tune_ms = 0;                     // GPU time the tuning runs took (the host waits once for them)
+        float heuristic_us = 0, best_us = 0;             // per GEMM
+        float tune_ms = 0;  // GPU time the tuning runs took (the host waits once for them)
     };
     const std::vector<TuneRecord>& tune_log() const;
 
@@ -121,8 +126,8 @@ private:
 // GELU ≈ −0.009), which is under half a bf16 ulp of any output of magnitude ≥ 0.125; the kernel test compares
 // against the exact-erf reference. Fusing saves the separate in-place pass over the activations.
 // kReluSquared: relu(v)² of the value rounded to y's dtype, then rounded again — exactly the linear's output
-// followed by relu_squared (the Nemotron-H MLP). cuBLASLt has no such epilogue: gemm() runs relu_squared after
-// it (y bf16, row stride n), while gemm_wgmma fuses it.
+// followed by relu_squared (the Nemotron-H MLP). cuBLASLt has no such epilogue: gemm() runs relu_squared
+// after it (y bf16, row stride n), while gemm_wgmma fuses it.
 enum class GemmActivation { kNone, kGeluTanh, kReluSquared };
 
 struct GemmParams {
@@ -133,32 +138,34 @@ struct GemmParams {
     DType y_dtype = DType::kBF16;
     int64_t m = 0, n = 0, k = 0;
     int64_t ldx = 0, ldw = 0, ldy = 0;
-    float alpha = 1.0f, beta = 0.0f;  // beta = 1 with an fp32 y adds into a residual stream
+    float alpha = 1.0f, beta = 0.0f;                    // beta = 1 with an fp32 y adds into a residual stream
     GemmActivation activation = GemmActivation::kNone;  // applied after bias (and the beta·y term)
 };
 void gemm(GemmContext& ctx, const GemmParams& p, cudaStream_t stream);
 
-// Small-m GEMM (gemv.cu) for decode steps: gemm()'s contract for m ≤ 4 rows whose k and row strides of x and w
-// are multiples of 8, with x and w 16-byte aligned and no activation (gemv_supported). Each warp streams two
-// weight rows with 16-byte loads; fp32 accumulation, in another order than cuBLASLt's. gemm() routes to it per
-// GemmContext::set_small_m_kernel.
-// k_split: warps that share a row pair, each over a slice of k (1, 2, 4, 8; 0 = gemv_k_split's choice).
+// Small-m GEMM (gemv.cu) for decode steps: gemm()'s contract for m ≤ 4 rows whose k and row strides of x and
+// w are multiples of 8, with x and w 16-byte aligned and no activation (gemv_supported). Each warp streams
+// two weight rows with 16-byte loads; fp32 accumulation, in another order than cuBLASLt's. gemm() routes to
+// it per GemmContext::set_small_m_kernel. k_split: warps that share a row pair, each over a slice of k (1, 2,
+// 4, 8; 0 = gemv_k_split's choice).
 bool gemv_supported(const GemmParams& p);
 void gemv(const GemmParams& p, cudaStream_t stream, int k_split = 0);
-// The automatic k_split: doubled from 1 while the grid has fewer than 8 blocks an SM (few long rows, e.g. n = 5,120 at
-// k = 20,480) and every warp's slice keeps a full round of loads (32 lanes × 4 vectors).
+// The automatic k_split: doubled from 1 while the grid has fewer than 8 blocks an SM (few long rows, e.g. n =
+// 5,120 at k = 20,480) and every warp's slice keeps a full round of loads (32 lanes × 4 vectors).
 int gemv_k_split(int64_t n, int64_t k);
 
 // A Hopper GEMM of our own (gemm_wgmma.cu; compute capability 9.0): gemm()'s contract, persistent blocks of
 // 128 × tile_n (256 or 128) outputs, TMA loads into a ring, two consumer warpgroups on wgmma, the epilogue
-// (alpha, beta, bias, activation) from the accumulators. Supported where k and the x / w row strides are multiples
-// of 8 with x and w 16-byte aligned, n and y's row stride even (gemm_wgmma_supported). gemm() times it beside the
-// cuBLASLt candidates per GemmContext::set_wgmma_gemm; fp32 accumulation in another order than cuBLASLt's.
+// (alpha, beta, bias, activation) from the accumulators. Supported where k and the x / w row strides are
+// multiples of 8 with x and w 16-byte aligned, n and y's row stride even (gemm_wgmma_supported). gemm() times
+// it beside the cuBLASLt candidates per GemmContext::set_wgmma_gemm; fp32 accumulation in another order than
+// cuBLASLt's.
 bool gemm_wgmma_supported(const GemmParams& p);
-// cluster_pairs: blocks in clusters of two along m sharing each weight slice by TMA multicast (where m > 128).
-// max_blocks > 0: at most that many persistent blocks (rounded down to whole clusters, at least one), leaving the
-// other SMs to kernels on other streams; 0 = one block on every SM that holds one.
-void gemm_wgmma(const GemmParams& p, int tile_n, cudaStream_t stream, bool cluster_pairs = true, int max_blocks = 0);
+// cluster_pairs: blocks in clusters of two along m sharing each weight slice by TMA multicast (where m >
+// 128). max_blocks > 0: at most that many persistent blocks (rounded down to whole clusters, at least one),
+// leaving the other SMs to kernels on other streams; 0 = one block on every SM that holds one.
+void gemm_wgmma(const GemmParams& p, int tile_n, cudaStream_t stream, bool cluster_pairs = true,
+                int max_blocks = 0);
 // Blocks of that kernel resident on the current device at once (the persistent grid's size; benchmarks).
 int gemm_wgmma_resident_blocks(int tile_n, bool cluster_pairs);
 
@@ -170,9 +177,9 @@ int gemm_wgmma_resident_blocks(int tile_n, bool cluster_pairs);
 struct RmsNormParams {
     const void* x = nullptr;  // [rows, dim] (row stride x_stride, 0 → dim)
     DType x_dtype = DType::kBF16;
-    float* residual = nullptr;     // [rows, dim] fp32 in/out, or null
-    const float* weight = nullptr; // [dim]
-    bf16* y = nullptr;             // [rows, dim]
+    float* residual = nullptr;      // [rows, dim] fp32 in/out, or null
+    const float* weight = nullptr;  // [dim]
+    bf16* y = nullptr;              // [rows, dim]
     int64_t rows = 0, dim = 0, x_stride = 0;
     float eps = 1e-5f;
 };
@@ -182,10 +189,10 @@ void rmsnorm(const RmsNormParams& p, cudaStream_t stream);
 struct LayerNormParams {
     const void* x = nullptr;  // [rows, dim] (row stride x_stride, 0 → dim)
     DType x_dtype = DType::kBF16;
-    float* residual = nullptr;     // [rows, dim] fp32 in/out, or null
-    const float* weight = nullptr; // [dim]
-    const float* bias = nullptr;   // [dim] or null
-    bf16* y = nullptr;             // [rows, dim]
+    float* residual = nullptr;      // [rows, dim] fp32 in/out, or null
+    const float* weight = nullptr;  // [dim]
+    const float* bias = nullptr;    // [dim] or null
+    bf16* y = nullptr;              // [rows, dim]
     int64_t rows = 0, dim = 0, x_stride = 0;
     float eps = 1e-6f;
 };
@@ -196,9 +203,9 @@ void layernorm(const LayerNormParams& p, cudaStream_t stream);
 struct GatedRmsNormParams {
     const void* y = nullptr;  // [rows, dim] (row stride y_stride, 0 → dim)
     DType y_dtype = DType::kF32;
-    const bf16* z = nullptr;       // [rows, dim] (row stride z_stride, 0 → dim): the z slice of in_proj
-    const float* weight = nullptr; // [dim]
-    bf16* out = nullptr;           // [rows, dim]
+    const bf16* z = nullptr;        // [rows, dim] (row stride z_stride, 0 → dim): the z slice of in_proj
+    const float* weight = nullptr;  // [dim]
+    bf16* out = nullptr;            // [rows, dim]
     int64_t rows = 0, dim = 0, group_size = 0, y_stride = 0, z_stride = 0;
     float eps = 1e-5f;
 };
@@ -216,15 +223,15 @@ void gelu_erf(bf16* x, int64_t n, cudaStream_t stream);
 // context is the state in slot slots[s] (zeros when has_initial_state is set and [s] == 0); afterwards
 // the slot holds the last K-1 inputs of the sequence (older state entries shifted in when len < K-1).
 struct ConvVarlenParams {
-    const bf16* x = nullptr;         // [n_tok, channels] (row stride x_stride, 0 → channels)
-    const float* weight = nullptr;   // [channels, K]
-    const float* bias = nullptr;     // [channels] or null
-    void* state = nullptr;           // [n_slots, channels, K-1]
+    const bf16* x = nullptr;        // [n_tok, channels] (row stride x_stride, 0 → channels)
+    const float* weight = nullptr;  // [channels, K]
+    const float* bias = nullptr;    // [channels] or null
+    void* state = nullptr;          // [n_slots, channels, K-1]
     DType state_dtype = DType::kBF16;
-    const int32_t* cu_seqlens = nullptr;        // [n_seq + 1]
-    const int32_t* slots = nullptr;             // [n_seq]
-    const uint8_t* has_initial_state = nullptr; // [n_seq] or null (= all 1)
-    bf16* out = nullptr;             // [n_tok, channels]
+    const int32_t* cu_seqlens = nullptr;         // [n_seq + 1]
+    const int32_t* slots = nullptr;              // [n_seq]
+    const uint8_t* has_initial_state = nullptr;  // [n_seq] or null (= all 1)
+    bf16* out = nullptr;                         // [n_tok, channels]
     int64_t n_tok = 0, n_seq = 0, channels = 0, K = 4, x_stride = 0;
 };
 void causal_conv1d_varlen(const ConvVarlenParams& p, cudaStream_t stream);
@@ -236,8 +243,8 @@ struct ConvUpdateParams {
     const float* bias = nullptr;    // [channels] or null
     void* state = nullptr;          // [n_slots, channels, K-1]
     DType state_dtype = DType::kBF16;
-    const int32_t* slots = nullptr; // [batch]
-    bf16* out = nullptr;            // [batch, channels]
+    const int32_t* slots = nullptr;  // [batch]
+    bf16* out = nullptr;             // [batch, channels]
     int64_t batch = 0, channels = 0, K = 4, x_stride = 0;
 };
 void causal_conv1d_update(const ConvUpdateParams& p, cudaStream_t stream);
@@ -250,31 +257,32 @@ void causal_conv1d_update(const ConvUpdateParams& p, cudaStream_t stream);
 // has_initial_state[s] == 0) and its final state is written back to that slot. Chunks start at each
 // sequence's own offsets 0, chunk, 2·chunk, …
 struct SsdVarlenParams {
-    const bf16* x = nullptr;       // [n_tok, H, P] (row stride x_stride)
-    const bf16* B = nullptr;       // [n_tok, G, N] (row stride bc_stride)
-    const bf16* C = nullptr;       // [n_tok, G, N] (row stride bc_stride)
-    const bf16* dt_raw = nullptr;  // [n_tok, H]    (row stride dt_stride)
+    const bf16* x = nullptr;         // [n_tok, H, P] (row stride x_stride)
+    const bf16* B = nullptr;         // [n_tok, G, N] (row stride bc_stride)
+    const bf16* C = nullptr;         // [n_tok, G, N] (row stride bc_stride)
+    const bf16* dt_raw = nullptr;    // [n_tok, H]    (row stride dt_stride)
     const float* dt_bias = nullptr;  // [H]
     const float* A = nullptr;        // [H] (negative: −exp(A_log))
     const float* D = nullptr;        // [H] or null
     void* state = nullptr;           // [n_slots, H, P, N] (state_split: [n_slots, 2, H, P, N] uint16)
     DType state_dtype = DType::kF32;
-    bool state_split = false;        // fp32 only: the state as two 16-bit planes (SsuParams::state_split)
-    const int32_t* cu_seqlens = nullptr;        // [n_seq + 1]
-    const int32_t* slots = nullptr;             // [n_seq]
-    const uint8_t* has_initial_state = nullptr; // [n_seq] or null (= all 1)
-    void* y = nullptr;               // [n_tok, H, P] contiguous
+    bool state_split = false;  // fp32 only: the state as two 16-bit planes (SsuParams::state_split)
+    const int32_t* cu_seqlens = nullptr;         // [n_seq + 1]
+    const int32_t* slots = nullptr;              // [n_seq]
+    const uint8_t* has_initial_state = nullptr;  // [n_seq] or null (= all 1)
+    void* y = nullptr;                           // [n_tok, H, P] contiguous
     DType y_dtype = DType::kF32;
     int64_t n_tok = 0, n_seq = 0, H = 0, P = 0, G = 0, N = 0, chunk = 128;
     int64_t x_stride = 0, bc_stride = 0, dt_stride = 0;
     float dt_min = 0.0f, dt_max = std::numeric_limits<float>::infinity();
     // Head-dim slices per head, each its own block (C·Bᵀ recomputed per slice): 0 = automatic (2 when the
-    // (sequence, head) blocks would leave SMs idle, e.g. one long prompt), else must divide P into even slices.
+    // (sequence, head) blocks would leave SMs idle, e.g. one long prompt), else must divide P into even
+    // slices.
     int64_t p_split = 0;
-    // The Hopper wgmma kernel (ssd_wgmma.cu) where it applies: N = 128, P = 80 (Holotron), compute capability 9.0,
-    // 16-byte aligned rows, and at most one (sequence, head) block per SM (its block takes a whole SM: 239
-    // registers × 256 threads; with more blocks the mma.sync kernel's two blocks an SM are faster). Whole heads
-    // per block (p_split does not apply). Off: the mma.sync kernel (A/B).
+    // The Hopper wgmma kernel (ssd_wgmma.cu) where it applies: N = 128, P = 80 (Holotron), compute
+    // capability 9.0, 16-byte aligned rows, and at most one (sequence, head) block per SM (its block takes a
+    // whole SM: 239 registers × 256 threads; with more blocks the mma.sync kernel's two blocks an SM are
+    // faster). Whole heads per block (p_split does not apply). Off: the mma.sync kernel (A/B).
     bool wgmma = true;
 };
 size_t ssd_workspace_bytes(const SsdVarlenParams& p);
@@ -282,19 +290,20 @@ void ssd_varlen(const SsdVarlenParams& p, void* workspace, cudaStream_t stream);
 
 // Selective state update (decode, one token per sequence) on the state in slot slots[b].
 struct SsuParams {
-    const bf16* x = nullptr;       // [batch, H, P] (row stride x_stride)
-    const bf16* B = nullptr;       // [batch, G, N] (row stride bc_stride)
-    const bf16* C = nullptr;       // [batch, G, N] (row stride bc_stride)
-    const bf16* dt_raw = nullptr;  // [batch, H]    (row stride dt_stride)
+    const bf16* x = nullptr;         // [batch, H, P] (row stride x_stride)
+    const bf16* B = nullptr;         // [batch, G, N] (row stride bc_stride)
+    const bf16* C = nullptr;         // [batch, G, N] (row stride bc_stride)
+    const bf16* dt_raw = nullptr;    // [batch, H]    (row stride dt_stride)
     const float* dt_bias = nullptr;  // [H]
     const float* A = nullptr;        // [H]
     const float* D = nullptr;        // [H] or null
     void* state = nullptr;           // [n_slots, H, P, N] (state_split: [n_slots, 2, H, P, N] uint16)
     DType state_dtype = DType::kF32;
-    // fp32 only, with replay: the state stored as two 16-bit planes per slot, each value rounded to bf16 then the low
-    // 16 bits of its fp32 pattern (ssm_state.cuh). Joined they are the exact fp32 state; a row that does not fold reads
-    // only the bf16 plane (half the bytes) for y (≤ 2⁻⁸ relative per value, as the reference, which rounds the state to
-    // bf16 for S·C). Same bytes a slot as fp32; ssm_state_split / ssm_state_join convert on the host.
+    // fp32 only, with replay: the state stored as two 16-bit planes per slot, each value rounded to bf16 then
+    // the low 16 bits of its fp32 pattern (ssm_state.cuh). Joined they are the exact fp32 state; a row that
+    // does not fold reads only the bf16 plane (half the bytes) for y (≤ 2⁻⁸ relative per value, as the
+    // reference, which rounds the state to bf16 for S·C). Same bytes a slot as fp32; ssm_state_split /
+    // ssm_state_join convert on the host.
     bool state_split = false;
     const int32_t* slots = nullptr;  // [batch]
     void* y = nullptr;               // [batch, H, P] contiguous
@@ -302,25 +311,28 @@ struct SsuParams {
     int64_t batch = 0, H = 0, P = 0, G = 0, N = 0;
     int64_t x_stride = 0, bc_stride = 0, dt_stride = 0;
     float dt_min = 0.0f, dt_max = std::numeric_limits<float>::infinity();
-    // Blocks per (sequence, head), each over P / row_split state rows (P must divide evenly); 0 = 2 when what a
-    // head stages is over 24 KB (fp32 at P·N = 80·128: 40 KB; bf16 or a split state's bf16 plane: 20 KB), else 1. Smaller blocks stage less shared memory
-    // each, so more of them fit beside another kernel's blocks on an SM.
+    // Blocks per (sequence, head), each over P / row_split state rows (P must divide evenly); 0 = 2 when what
+    // a head stages is over 24 KB (fp32 at P·N = 80·128: 40 KB; bf16 or a split state's bf16 plane: 20 KB),
+    // else 1. Smaller blocks stage less shared memory each, so more of them fit beside another kernel's
+    // blocks on an SM.
     int64_t row_split = 0;
-    // Each block's state rows staged into shared memory by one bulk copy on the copy engine (TMA, completing on
-    // an mbarrier; compute capability ≥ 9.0) instead of 16-byte cp.async by every thread. Same bytes, same math.
+    // Each block's state rows staged into shared memory by one bulk copy on the copy engine (TMA, completing
+    // on an mbarrier; compute capability ≥ 9.0) instead of 16-byte cp.async by every thread. Same bytes, same
+    // math.
     bool bulk_stage = false;
-    // The state's loads and stores marked evict-first in the L2 (detail::l2_policy): a decode step reads each row's state
-    // once, so its ≈ 0.5 GB a layer need not push out what the step's other kernels reuse. Same bytes, same math.
+    // The state's loads and stores marked evict-first in the L2 (detail::l2_policy): a decode step reads each
+    // row's state once, so its ≈ 0.5 GB a layer need not push out what the step's other kernels reuse. Same
+    // bytes, same math.
     bool l2_evict_first = false;
     // Replay (read-mostly decode steps; ReplaySSM, spec/serving.md §1.6), on when replay_window K > 0. The
     // state in slot slots[b] is then the state *before* the slot's replay_count[b] (0 ≤ count < K) pending
-    // tokens, whose inputs are kept in `replay`: per slot K entries of ssm_replay_entry_elems(H, P, G, N) bf16,
-    // each x [H·P] | B [G·N] | dt_raw [H] as the decode step received them. y covers the pending tokens and this
-    // one: y = C·S after all of them + D·x, S = (Πdecay)·S₀ + Σⱼ (decay after j)·dtⱼ·xⱼ⊗Bⱼ. A row whose
-    // count is below K − 1 only reads its state and stores this token's inputs as entry `count`; a row at
-    // K − 1 folds all K tokens into its state (then the slot has none pending). Per K steps the state is read
-    // K times and written once instead of K + K times. The caller keeps the counts (they must be < K).
-    void* replay = nullptr;               // [n_slots, K, entry] bf16
+    // tokens, whose inputs are kept in `replay`: per slot K entries of ssm_replay_entry_elems(H, P, G, N)
+    // bf16, each x [H·P] | B [G·N] | dt_raw [H] as the decode step received them. y covers the pending tokens
+    // and this one: y = C·S after all of them + D·x, S = (Πdecay)·S₀ + Σⱼ (decay after j)·dtⱼ·xⱼ⊗Bⱼ. A row
+    // whose count is below K − 1 only reads its state and stores this token's inputs as entry `count`; a row
+    // at K − 1 folds all K tokens into its state (then the slot has none pending). Per K steps the state is
+    // read K times and written once instead of K + K times. The caller keeps the counts (they must be < K).
+    void* replay = nullptr;                 // [n_slots, K, entry] bf16
     const int32_t* replay_count = nullptr;  // [batch]
     int64_t replay_window = 0;
 };
@@ -331,10 +343,12 @@ bool ssu_bulk_stage_available();
 void ssm_state_split(const float* plain, uint16_t* split, int64_t slots, int64_t hpn);
 void ssm_state_join(const uint16_t* split, float* plain, int64_t slots, int64_t hpn);
 // bf16 values per replay entry: x [H·P] | B [G·N] | dt_raw [H].
-inline int64_t ssm_replay_entry_elems(int64_t H, int64_t P, int64_t G, int64_t N) { return H * P + G * N + H; }
+inline int64_t ssm_replay_entry_elems(int64_t H, int64_t P, int64_t G, int64_t N) {
+    return H * P + G * N + H;
+}
 // Folds each row's replay_count[b] pending tokens (≤ K − 1; rows with none are left untouched) into the state
-// in slots[b], so that the state is again the whole sequence's; x, B, C, dt_raw and y are not used. Run before
-// anything else reads a slot's state (a prefill that continues it, a copy to the host).
+// in slots[b], so that the state is again the whole sequence's; x, B, C, dt_raw and y are not used. Run
+// before anything else reads a slot's state (a prefill that continues it, a copy to the host).
 void ssm_replay_fold(const SsuParams& p, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------------
@@ -360,28 +374,28 @@ void kv_cache_append(const KvAppendParams& p, cudaStream_t stream);
 // see keys 0..past_s + i; causal = false sees all len_k(s) keys (ViT).
 // KV source: paged (k_cache set: block_table, seq_lens_k) or contiguous (k/v set: cu_seqlens_k).
 struct AttentionPrefillParams {
-    const bf16* q = nullptr;      // [n_tok, n_heads, head_dim] (row stride q_stride, 0 → n_heads·head_dim)
-    bf16* out = nullptr;          // [n_tok, n_heads, head_dim] (row stride out_stride, 0 → n_heads·head_dim)
+    const bf16* q = nullptr;  // [n_tok, n_heads, head_dim] (row stride q_stride, 0 → n_heads·head_dim)
+    bf16* out = nullptr;      // [n_tok, n_heads, head_dim] (row stride out_stride, 0 → n_heads·head_dim)
     const int32_t* cu_seqlens_q = nullptr;  // [n_seq + 1]
     // paged source
     const bf16* k_cache = nullptr;
     const bf16* v_cache = nullptr;
-    const int32_t* block_table = nullptr;   // [n_seq, max_pages_per_seq]
-    const int32_t* seq_lens_k = nullptr;    // [n_seq]: cached tokens including the new ones
+    const int32_t* block_table = nullptr;  // [n_seq, max_pages_per_seq]
+    const int32_t* seq_lens_k = nullptr;   // [n_seq]: cached tokens including the new ones
     int64_t page_size = 0, max_pages_per_seq = 0;
     // contiguous source
-    const bf16* k = nullptr;      // [n_tok_k, n_kv_heads, head_dim] (row stride kv_stride)
+    const bf16* k = nullptr;  // [n_tok_k, n_kv_heads, head_dim] (row stride kv_stride)
     const bf16* v = nullptr;
     const int32_t* cu_seqlens_k = nullptr;  // [n_seq + 1]
     int64_t kv_stride = 0;
-    // Rows of the contiguous k/v buffers (0 = not given). Given, and with 16-byte aligned k/v and kv_stride, the
-    // warp-specialized wgmma kernel copies K/V tiles by TMA (one thread, 2D tensor maps) instead of cp.async.
-    // Must cover every key row the sequences name (≥ cu_seqlens_k[n_seq], which lives on the device and is not
-    // checked here): the tensor maps read rows at or past kv_rows as zeros instead of faulting.
+    // Rows of the contiguous k/v buffers (0 = not given). Given, and with 16-byte aligned k/v and kv_stride,
+    // the warp-specialized wgmma kernel copies K/V tiles by TMA (one thread, 2D tensor maps) instead of
+    // cp.async. Must cover every key row the sequences name (≥ cu_seqlens_k[n_seq], which lives on the device
+    // and is not checked here): the tensor maps read rows at or past kv_rows as zeros instead of faulting.
     int64_t kv_rows = 0;
     int64_t n_seq = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
     int64_t q_stride = 0, out_stride = 0;
-    int64_t max_seqlen_q = 0;     // ≥ every len_q(s): sizes the grid
+    int64_t max_seqlen_q = 0;  // ≥ every len_q(s): sizes the grid
     bool causal = true;
     float scale = 0.0f;
     // Split-KV: with few (row block, head, sequence) blocks for the GPU (one prompt chunk: 8 × 40 blocks on
@@ -392,22 +406,26 @@ struct AttentionPrefillParams {
     size_t workspace_bytes = 0;
     int64_t n_splits = 0, n_tok_q = 0, max_seqlen_k = 0;
     // Query rows per warp: 16 (0, the default: 128-row blocks of 8 warps, or 64-row blocks of 4 when that
-    // leaves too few blocks) or 32 (always 128-row blocks of 4 warps, each K and V fragment feeding the mma of
-    // two 16-row m-tiles: half the shared-memory traffic per mma, half the warps per SM).
+    // leaves too few blocks) or 32 (always 128-row blocks of 4 warps, each K and V fragment feeding the mma
+    // of two 16-row m-tiles: half the shared-memory traffic per mma, half the warps per SM).
     int64_t rows_per_warp = 0;
     // Hopper warpgroup-MMA kernel (attention_wgmma.cu): 0 = off (the mma.sync kernels above), 64 or 128 = on,
     // with key tiles of that many keys; 128-row blocks of two warpgroups, S and P·V on wgmma. Used only on a
-    // compute capability 9.0 device; elsewhere the request falls back to the mma.sync kernels (rows_per_warp).
+    // compute capability 9.0 device; elsewhere the request falls back to the mma.sync kernels
+    // (rows_per_warp).
     int64_t wgmma_key_tile = 0;
-    // With the wgmma kernel: warp-specialized blocks (attention_wgmma.cu): one warpgroup copies K/V tiles into
-    // a 4-stage ring on mbarriers, two multiply, each issuing the next tile's S = Q·Kᵀ beside this tile's
-    // O += P·V and running the softmax while P·V accumulates (FlashAttention-3's intra-warpgroup overlap); one
-    // block an SM. False: two multiplying warpgroups that also copy, one block barrier a tile, two blocks an SM.
+    // With the wgmma kernel: warp-specialized blocks (attention_wgmma.cu): one warpgroup copies K/V tiles
+    // into a 4-stage ring on mbarriers, two multiply, each issuing the next tile's S = Q·Kᵀ beside this
+    // tile's O += P·V and running the softmax while P·V accumulates (FlashAttention-3's intra-warpgroup
+    // overlap); one block an SM. False: two multiplying warpgroups that also copy, one block barrier a tile,
+    // two blocks an SM.
     bool wgmma_warp_specialized = false;
 };
 // The values AttentionPrefillParams::wgmma_key_tile takes (0, 64, 128, 208; 208 runs as 128 except in the
 // warp-specialized kernel with TMA copies at head dim 80, the ViT's).
-constexpr bool valid_wgmma_key_tile(int64_t keys) { return keys == 0 || keys == 64 || keys == 128 || keys == 208; }
+constexpr bool valid_wgmma_key_tile(int64_t keys) {
+    return keys == 0 || keys == 64 || keys == 128 || keys == 208;
+}
 void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream);
 // The split count attention_prefill would use for p (1 = no split), and the workspace bytes it needs
 // for n_tok_q query tokens at `splits` splits.
@@ -419,55 +437,61 @@ size_t attention_prefill_workspace_bytes(int64_t n_tok_q, int64_t n_heads, int64
 // keys; a second kernel merges the partitions. The split count depends on batch, kv heads, max_seq_len
 // and the SM count; the workspace holds the partial results.
 struct AttentionDecodeParams {
-    const bf16* q = nullptr;      // [batch, n_heads, head_dim] (row stride q_stride, 0 → n_heads·head_dim)
-    bf16* out = nullptr;          // [batch, n_heads, head_dim] contiguous
+    const bf16* q = nullptr;  // [batch, n_heads, head_dim] (row stride q_stride, 0 → n_heads·head_dim)
+    bf16* out = nullptr;      // [batch, n_heads, head_dim] contiguous
     const bf16* k_cache = nullptr;
     const bf16* v_cache = nullptr;
     const int32_t* block_table = nullptr;  // [batch, max_pages_per_seq]
     const int32_t* seq_lens = nullptr;     // [batch]
     int64_t page_size = 0, max_pages_per_seq = 0;
     int64_t batch = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, q_stride = 0;
-    int64_t max_seq_len = 0;      // ≥ every seq_lens[b]: sizes the split grid
-    int32_t n_splits = 0;         // 0 → chosen from the shapes; otherwise forced (tests)
+    int64_t max_seq_len = 0;  // ≥ every seq_lens[b]: sizes the split grid
+    int32_t n_splits = 0;     // 0 → chosen from the shapes; otherwise forced (tests)
     float scale = 0.0f;
-    // Each warp keeps its next key tile in flight while it multiplies the current one (tiles of 16 keys, two a warp,
-    // the same shared memory as one 32-key tile a warp); false: one 32-key tile a warp, copied then multiplied.
-    // Alone the two run alike (three blocks an SM hide the copies either way); with fewer blocks an SM, as beside a
-    // mixed step's prefill attention, the pipelined one is faster and shortens the pair (docs/BENCHMARKS.md).
+    // Each warp keeps its next key tile in flight while it multiplies the current one (tiles of 16 keys, two
+    // a warp, the same shared memory as one 32-key tile a warp); false: one 32-key tile a warp, copied then
+    // multiplied. Alone the two run alike (three blocks an SM hide the copies either way); with fewer blocks
+    // an SM, as beside a mixed step's prefill attention, the pipelined one is faster and shortens the pair
+    // (docs/BENCHMARKS.md).
     bool pipelined = true;
-    // The K/V loads marked evict-first in the L2 (detail::l2_policy): each row's KV is read once a step (2 GB a layer
-    // at 100 rows × 5,000 keys), while a prefill beside it re-reads its own sequence's K/V from the L2.
+    // The K/V loads marked evict-first in the L2 (detail::l2_policy): each row's KV is read once a step (2 GB
+    // a layer at 100 rows × 5,000 keys), while a prefill beside it re-reads its own sequence's K/V from the
+    // L2.
     bool l2_evict_first = false;
-    // TMA kernel (attention_decode_tma.cu): persistent blocks whose warps stream 16-key K/V tiles by TMA through 3-stage
-    // rings (≈ 64 KB in flight a block with one issuing thread a warp). Used where it can run (head_dim 128, page_size a
-    // multiple of 16, cache_pages given, compute capability 9.0); otherwise the cp.async kernels above. Rows past a
-    // sequence's length inside its last page may hold anything (the kernel zeroes them in shared memory).
+    // TMA kernel (attention_decode_tma.cu): persistent blocks whose warps stream 16-key K/V tiles by TMA
+    // through 3-stage rings (≈ 64 KB in flight a block with one issuing thread a warp). Used where it can run
+    // (head_dim 128, page_size a multiple of 16, cache_pages given, compute capability 9.0); otherwise the
+    // cp.async kernels above. Rows past a sequence's length inside its last page may hold anything (the
+    // kernel zeroes them in shared memory).
     bool tma = false;
-    int64_t cache_pages = 0;           // pages in k_cache / v_cache (the extent of the TMA maps)
-    // TMA kernel: resident blocks an SM. 1 pads its shared memory so that a second block never fits but one block of
-    // the prefill attention does (a mixed step's pair); 2 for decode alone.
+    int64_t cache_pages = 0;  // pages in k_cache / v_cache (the extent of the TMA maps)
+    // TMA kernel: resident blocks an SM. 1 pads its shared memory so that a second block never fits but one
+    // block of the prefill attention does (a mixed step's pair); 2 for decode alone.
     int32_t persistent_blocks_per_sm = 1;
-    // SMs the launch may use, for the split plan and the TMA kernel's persistent grid: a green context's share
-    // (kernels/cuda/green_context.h); 0 = the device's.
+    // SMs the launch may use, for the split plan and the TMA kernel's persistent grid: a green context's
+    // share (kernels/cuda/green_context.h); 0 = the device's.
     int32_t sm_count = 0;
 };
 int32_t attention_decode_splits(const AttentionDecodeParams& p);
-// Whether p asks for the TMA kernel (tma) and it can run here (head_dim 128, page_size a multiple of 16, cache_pages
-// given, compute capability 9.0); where it cannot, attention_decode runs the cp.async kernels.
+// Whether p asks for the TMA kernel (tma) and it can run here (head_dim 128, page_size a multiple of 16,
+// cache_pages given, compute capability 9.0); where it cannot, attention_decode runs the cp.async kernels.
 bool attention_decode_tma_usable(const AttentionDecodeParams& p);
 size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p);
 void attention_decode(const AttentionDecodeParams& p, void* workspace, cudaStream_t stream);
 
-// A mixed step's prefill (paged, causal) and decode attention in one persistent launch (attention_mixed.cu): every SM
-// multiplies prefill tiles while it streams decode tiles, the split-KV decode results merged by a second small kernel.
-// Runs where attention_mixed_usable holds (head dim 128, GQA group ≤ 16, both sides non-empty, a paged prefill source,
-// compute capability 9.0); otherwise attention_mixed runs attention_prefill then attention_decode. p's split, wgmma and
-// rows-per-warp knobs are not used by the one-launch kernel (its prefill items are 64 query rows of one head, unsplit).
-// `counters`: three int32 in device memory, zero before the first launch; every launch leaves them zero (its last block
-// resets them), so one set serves every launch on one stream.
+// A mixed step's prefill (paged, causal) and decode attention in one persistent launch (attention_mixed.cu):
+// every SM multiplies prefill tiles while it streams decode tiles, the split-KV decode results merged by a
+// second small kernel. Runs where attention_mixed_usable holds (head dim 128, GQA group ≤ 16, both sides
+// non-empty, a paged prefill source, compute capability 9.0); otherwise attention_mixed runs
+// attention_prefill then attention_decode. p's split, wgmma and rows-per-warp knobs are not used by the
+// one-launch kernel (its prefill items are 64 query rows of one head, unsplit). `counters`: three int32 in
+// device memory, zero before the first launch; every launch leaves them zero (its last block resets them), so
+// one set serves every launch on one stream.
 bool attention_mixed_usable(const AttentionPrefillParams& p, const AttentionDecodeParams& d);
-size_t attention_mixed_workspace_bytes(const AttentionDecodeParams& d);  // ≥ attention_decode_workspace_bytes(d)
-void attention_mixed(const AttentionPrefillParams& p, const AttentionDecodeParams& d, void* workspace, int32_t* counters, cudaStream_t stream);
+size_t attention_mixed_workspace_bytes(
+    const AttentionDecodeParams& d);  // ≥ attention_decode_workspace_bytes(d)
+void attention_mixed(const AttentionPrefillParams& p, const AttentionDecodeParams& d, void* workspace,
+                     int32_t* counters, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------------
 // Vision and embedding glue (vision.cu)
@@ -517,15 +541,15 @@ void pixel_shuffle(const PixelShuffleParams& p, cudaStream_t stream);
 // Fed tokens (a step issued before the previous step's sampled tokens reach the host): token t < n_fed with
 // fed_from[t] ≥ 0 takes the id fed_ids[fed_from[t]] instead of ids[t].
 struct EmbedParams {
-    const int32_t* ids = nullptr;          // [n_tok]
-    const int32_t* fed_from = nullptr;     // [n_fed] index into fed_ids, or −1; null: no fed tokens
-    const int32_t* fed_ids = nullptr;      // the previous step's sampled tokens (device)
+    const int32_t* ids = nullptr;       // [n_tok]
+    const int32_t* fed_from = nullptr;  // [n_fed] index into fed_ids, or −1; null: no fed tokens
+    const int32_t* fed_ids = nullptr;   // the previous step's sampled tokens (device)
     int64_t n_fed = 0;
-    const bf16* table = nullptr;           // [vocab, dim]
-    const bf16* image_rows = nullptr;      // [n_image_rows, dim] or null
-    const int32_t* cu_seqlens = nullptr;   // [n_seq + 1]
+    const bf16* table = nullptr;                // [vocab, dim]
+    const bf16* image_rows = nullptr;           // [n_image_rows, dim] or null
+    const int32_t* cu_seqlens = nullptr;        // [n_seq + 1]
     const int32_t* image_row_offset = nullptr;  // [n_seq] or null (no images)
-    void* out = nullptr;                   // [n_tok, dim]
+    void* out = nullptr;                        // [n_tok, dim]
     DType out_dtype = DType::kF32;
     int64_t n_tok = 0, n_seq = 0, dim = 0, vocab = 0, n_image_rows = 0;
     int32_t image_token_id = -1;

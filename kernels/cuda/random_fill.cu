@@ -1,5 +1,5 @@
-#include <algorithm>
 #include <cuda_bf16.h>
+#include <algorithm>
 
 #include "kernels/counter_random.h"
 #include "kernels/cuda/cuda_check.h"
@@ -14,8 +14,10 @@ __global__ void uniform_fill_kernel(UniformFillParams p) {
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         const float v = p.lo + span * surf::kernels::counter_uniform(p.seed, static_cast<uint64_t>(i));
-        if (p.bf16) static_cast<__nv_bfloat16*>(p.x)[i] = __float2bfloat16_rn(v);
-        else static_cast<float*>(p.x)[i] = v;
+        if (p.bf16)
+            static_cast<__nv_bfloat16*>(p.x)[i] = __float2bfloat16_rn(v);
+        else
+            static_cast<float*>(p.x)[i] = v;
     }
 }
 

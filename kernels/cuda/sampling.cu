@@ -49,7 +49,7 @@ struct Shared {
     uint32_t prefix, mask;
     double before, target;
     bool strict;
-    int32_t m;       // 1-based rank among the ties of the selected key
+    int32_t m;  // 1-based rank among the ties of the selected key
     int32_t sel_id;
     double sel_cum;  // cumulative weight up to and including the selected element
     // select_binned() state, written by one warp / thread
@@ -67,7 +67,9 @@ __device__ __forceinline__ bool candidate(const Row& r, int64_t i, float& v) {
     v = r.logits[i];
     return is_allowed(r, i) && !isnan(v) && v > -INFINITY;
 }
-__device__ __forceinline__ bool candidate_value(float v, bool allowed) { return allowed && !isnan(v) && v > -INFINITY; }
+__device__ __forceinline__ bool candidate_value(float v, bool allowed) {
+    return allowed && !isnan(v) && v > -INFINITY;
+}
 
 // Calls f(i, logit, allowed) for every element of the row in the block's strided order (element i on thread
 // i mod kThreads), each thread's next kLoads logits and mask words loaded before any is used: one block walks
@@ -147,11 +149,12 @@ __device__ int block_exclusive_scan(int c, Shared& sh, int& total) {
 // The first element of the kept set (candidates inside `bound`) in sorted order whose cumulative weight
 // crosses `target`; falls back to the last kept element when rounding leaves the target unreached.
 // Returns its id; sh.sel_cum holds the cumulative weight through it.
-// warp_hist: kWarps private 256-bin histograms (dynamic shared memory). One shared histogram is slow at the 131k
-// vocabulary: the first digit pass puts nearly every candidate into a dozen bins, and
-// 1,024 threads' fp64 atomics on those few addresses serialise. Per-warp copies leave 32 lanes to a copy; the
-// copies are then summed per bin in warp order.
-__device__ int32_t select(const Row& r, const Bound& bound, bool use_mass, double target, bool strict, Shared& sh, double* warp_hist) {
+// warp_hist: kWarps private 256-bin histograms (dynamic shared memory). One shared histogram is slow at the
+// 131k vocabulary: the first digit pass puts nearly every candidate into a dozen bins, and 1,024 threads'
+// fp64 atomics on those few addresses serialise. Per-warp copies leave 32 lanes to a copy; the copies are
+// then summed per bin in warp order.
+__device__ int32_t select(const Row& r, const Bound& bound, bool use_mass, double target, bool strict,
+                          Shared& sh, double* warp_hist) {
     if (threadIdx.x == 0) {
         sh.prefix = 0;
         sh.mask = 0;
@@ -209,7 +212,8 @@ __device__ int32_t select(const Row& r, const Bound& bound, bool use_mass, doubl
     double w = 0.0;
     for (int64_t i = lo; i < hi; ++i) {
         float v;
-        if (candidate(r, i, v) && order_key(v) == key_sel && inside(key_sel, static_cast<int32_t>(i), bound)) {
+        if (candidate(r, i, v) && order_key(v) == key_sel &&
+            inside(key_sel, static_cast<int32_t>(i), bound)) {
             if (count == 0) w = use_mass ? mass(r, v) : 1.0;
             ++count;
         }
@@ -229,7 +233,8 @@ __device__ int32_t select(const Row& r, const Bound& bound, bool use_mass, doubl
         int k = before_me;
         for (int64_t i = lo; i < hi; ++i) {
             float v;
-            if (candidate(r, i, v) && order_key(v) == key_sel && inside(key_sel, static_cast<int32_t>(i), bound)) {
+            if (candidate(r, i, v) && order_key(v) == key_sel &&
+                inside(key_sel, static_cast<int32_t>(i), bound)) {
                 if (++k == m) {
                     sh.sel_id = static_cast<int32_t>(i);
                     break;
@@ -264,8 +269,8 @@ __device__ __forceinline__ int bin_of(const Row& r, float v) {
 // select() by bins (see the header). Returns false when the crossing's bin holds more than kBinCap
 // candidates, with sh.target set (the caller then runs the radix select on it) and sh.sel_id / sel_cum
 // untouched. target = total_factor · (the kept set's total weight) when total_factor > 0, else `target`.
-__device__ bool select_binned(const Row& r, const Bound& bound, bool use_mass, double target, double total_factor, bool strict, Shared& sh,
-                              BinnedSmem& bs, int32_t& sel_id) {
+__device__ bool select_binned(const Row& r, const Bound& bound, bool use_mass, double target,
+                              double total_factor, bool strict, Shared& sh, BinnedSmem& bs, int32_t& sel_id) {
     for (int i = threadIdx.x; i < kBins; i += kThreads) {
         bs.hist[i] = 0.0;
         bs.count[i] = 0;
@@ -314,7 +319,8 @@ __device__ bool select_binned(const Row& r, const Bound& bound, bool use_mass, d
                 acc += bs.hist[d];
             }
             sh.take_last = chosen < 0;
-            if (chosen < 0 && last_nonempty >= 0) {  // target beyond the total (rounding): the kept set's last element
+            if (chosen < 0 &&
+                last_nonempty >= 0) {  // target beyond the total (rounding): the kept set's last element
                 chosen = last_nonempty;
                 acc -= bs.hist[chosen];
             }
@@ -367,16 +373,19 @@ static_assert(sizeof(BinnedSmem) <= kWarpHistBytes, "the binned pass shares the 
 
 // select() by bins where they can answer, else by radix digits (see the header). target = total_factor ·
 // (the kept set's total weight) when total_factor > 0, else `target`.
-__device__ int32_t select_any(const Row& r, const Bound& bound, bool use_mass, double target, double total_factor, bool strict, bool binned,
-                              Shared& sh, double* buf) {
+__device__ int32_t select_any(const Row& r, const Bound& bound, bool use_mass, double target,
+                              double total_factor, bool strict, bool binned, Shared& sh, double* buf) {
     int32_t id = -1;
     if (binned) {
-        if (select_binned(r, bound, use_mass, target, total_factor, strict, sh, *reinterpret_cast<BinnedSmem*>(buf), id)) return id;
+        if (select_binned(r, bound, use_mass, target, total_factor, strict, sh,
+                          *reinterpret_cast<BinnedSmem*>(buf), id))
+            return id;
         target = sh.target;  // the bins' total gave the target; the radix digits find its crossing
     } else if (total_factor > 0.0) {
         double total = 0.0;
         for_each_logit(r, [&](int64_t i, float v, bool allowed) {
-            if (candidate_value(v, allowed) && inside(order_key(v), static_cast<int32_t>(i), bound)) total += use_mass ? mass(r, v) : 1.0;
+            if (candidate_value(v, allowed) && inside(order_key(v), static_cast<int32_t>(i), bound))
+                total += use_mass ? mass(r, v) : 1.0;
         });
         target = total_factor * block_sum_d(total, sh);
     }
@@ -388,7 +397,13 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SamplingParams p, int6
     __shared__ Shared sh;
     extern __shared__ double warp_hist[];  // [kWarps][256] (radix) or a BinnedSmem
     const int64_t row = blockIdx.x;
-    Row r{p.logits + row * logits_stride, p.allowed ? p.allowed + row * p.allowed_stride : nullptr, p.vocab, 1.0f, 0.0f, 0.0f, 0.0f};
+    Row r{p.logits + row * logits_stride,
+          p.allowed ? p.allowed + row * p.allowed_stride : nullptr,
+          p.vocab,
+          1.0f,
+          0.0f,
+          0.0f,
+          0.0f};
     const float temperature = p.temperature[row];
     const int32_t top_k = p.top_k ? p.top_k[row] : 0;
     const float top_p = p.top_p ? p.top_p[row] : 1.0f;
@@ -432,7 +447,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SamplingParams p, int6
             const int32_t oid = sh.idred[w];
             const float ov = sh.fred[w];
             min_v = fminf(min_v, sh.fmin[w]);
-            if (oid != INT32_MAX && (best_id == INT32_MAX || ov > best_v || (ov == best_v && oid < best_id))) {
+            if (oid != INT32_MAX &&
+                (best_id == INT32_MAX || ov > best_v || (ov == best_v && oid < best_id))) {
                 best_v = ov;
                 best_id = oid;
             }
@@ -455,17 +471,20 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SamplingParams p, int6
     const float range = __fsub_rn(best_v, min_v);
     r.bin_min = min_v;
     r.bin_scale = __fdiv_rn(static_cast<float>(kBins), range);
-    const bool binned = !p.radix_only && isfinite(best_v) && isfinite(range) && range > 0.0f && isfinite(r.bin_scale);
+    const bool binned =
+        !p.radix_only && isfinite(best_v) && isfinite(range) && range > 0.0f && isfinite(r.bin_scale);
 
     Bound bound{0u, INT32_MAX};  // every candidate (any finite or +inf logit has key > 0)
     if (top_k > 0 && top_k < total_valid) {
-        const int32_t id = select_any(r, bound, false, static_cast<double>(top_k), 0.0, false, binned, sh, warp_hist);
+        const int32_t id =
+            select_any(r, bound, false, static_cast<double>(top_k), 0.0, false, binned, sh, warp_hist);
         bound = {order_key(r.logits[id]), id};
     }
     const double u = static_cast<double>(surf::kernels::counter_uniform(p.seed[row], p.step[row]));
     int32_t id;
     if (top_p < 1.0f) {
-        const int32_t cut = select_any(r, bound, true, 0.0, static_cast<double>(top_p), false, binned, sh, warp_hist);
+        const int32_t cut =
+            select_any(r, bound, true, 0.0, static_cast<double>(top_p), false, binned, sh, warp_hist);
         bound = {order_key(r.logits[cut]), cut};
         const double total = sh.sel_cum;
         id = select_any(r, bound, true, u * total, 0.0, true, binned, sh, warp_hist);
@@ -480,11 +499,12 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SamplingParams p, int6
 void sample_tokens(const SamplingParams& p, cudaStream_t stream) {
     SURF_CHECK(p.logits && p.temperature && p.seed && p.step && p.tokens, "sample_tokens: null pointer");
     SURF_CHECK(p.vocab > 0 && p.vocab < INT32_MAX, "sample_tokens: vocab ", p.vocab);
-    SURF_CHECK(p.allowed == nullptr || p.allowed_stride == 0 || p.allowed_stride >= (p.vocab + 31) / 32, "sample_tokens: allowed_stride ",
-               p.allowed_stride);
+    SURF_CHECK(p.allowed == nullptr || p.allowed_stride == 0 || p.allowed_stride >= (p.vocab + 31) / 32,
+               "sample_tokens: allowed_stride ", p.allowed_stride);
     const int64_t stride = p.logits_stride ? p.logits_stride : p.vocab;
     if (p.rows == 0) return;
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWarpHistBytes)));
+    SURF_CUDA_CHECK(cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kWarpHistBytes)));
     detail::launch_kernel(sample_kernel, static_cast<unsigned>(p.rows), kThreads, kWarpHistBytes, stream, p,
                           stride);
     SURF_CUDA_CHECK_LAUNCH();

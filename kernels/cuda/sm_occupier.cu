@@ -72,8 +72,10 @@ __global__ void bulk_read_probe_kernel(BulkReadProbeParams p) {
                 const uint32_t round = static_cast<uint32_t>(i / p.stages);
                 if (round > 0) detail::mbarrier_wait(&empty[s], (round - 1) & 1);
                 const int64_t item = blockIdx.x + i * p.blocks;
-                detail::bulk_copy_to_smem(ring + static_cast<size_t>(s) * p.stage_bytes,
-                                          reinterpret_cast<const unsigned char*>(p.src) + item * p.stage_bytes, static_cast<uint32_t>(p.stage_bytes), &full[s]);
+                detail::bulk_copy_to_smem(
+                    ring + static_cast<size_t>(s) * p.stage_bytes,
+                    reinterpret_cast<const unsigned char*>(p.src) + item * p.stage_bytes,
+                    static_cast<uint32_t>(p.stage_bytes), &full[s]);
             }
         }
         return;
@@ -103,7 +105,8 @@ __global__ void __launch_bounds__(kL2ProbeThreads) l2_read_probe_kernel(L2ReadPr
     float acc = 0.0f;
     for (int pass = 0; pass < p.passes; ++pass) {
         // Each pass starts at a different block's share, so a block does not re-read what it just read.
-        const int64_t start = (static_cast<int64_t>((blockIdx.x + pass * 7) % gridDim.x) * kL2ProbeThreads + threadIdx.x);
+        const int64_t start =
+            (static_cast<int64_t>((blockIdx.x + pass * 7) % gridDim.x) * kL2ProbeThreads + threadIdx.x);
 #pragma unroll 4
         for (int64_t i = start; i < n4; i += stride) {
             const float4 f = __ldcg(src + i);
@@ -117,41 +120,50 @@ __global__ void __launch_bounds__(kL2ProbeThreads) l2_read_probe_kernel(L2ReadPr
 }  // namespace
 
 void l2_read_probe(const L2ReadProbeParams& p, cudaStream_t stream) {
-    SURF_CHECK(p.src && p.sink && p.blocks > 0 && p.bytes > 0 && p.bytes % 16 == 0 && p.passes >= 1 && reinterpret_cast<uintptr_t>(p.src) % 16 == 0,
+    SURF_CHECK(p.src && p.sink && p.blocks > 0 && p.bytes > 0 && p.bytes % 16 == 0 && p.passes >= 1 &&
+                   reinterpret_cast<uintptr_t>(p.src) % 16 == 0,
                "l2_read_probe: blocks ", p.blocks, " bytes ", p.bytes, " passes ", p.passes);
     l2_read_probe_kernel<<<static_cast<unsigned>(p.blocks), kL2ProbeThreads, 0, stream>>>(p);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
 void bulk_read_probe(const BulkReadProbeParams& p, cudaStream_t stream) {
-    SURF_CHECK(p.src && p.sink && p.blocks > 0 && p.items >= 0 && p.stages >= 1 && p.stages <= kMaxProbeStages && p.stage_bytes > 0 &&
-                   p.stage_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(p.src) % 16 == 0,
-               "bulk_read_probe: blocks ", p.blocks, " stages ", p.stages, " stage_bytes ", p.stage_bytes, " items ", p.items);
+    SURF_CHECK(p.src && p.sink && p.blocks > 0 && p.items >= 0 && p.stages >= 1 &&
+                   p.stages <= kMaxProbeStages && p.stage_bytes > 0 && p.stage_bytes % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(p.src) % 16 == 0,
+               "bulk_read_probe: blocks ", p.blocks, " stages ", p.stages, " stage_bytes ", p.stage_bytes,
+               " items ", p.items);
     int device = 0, max_smem = 0;
     SURF_CUDA_CHECK(cudaGetDevice(&device));
     SURF_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     // At least 116 KB so that two blocks never share an SM.
     const int smem = std::max(p.stages * p.stage_bytes, 116 * 1024);
-    SURF_CHECK(smem <= max_smem, "bulk_read_probe: ", p.stages, " stages of ", p.stage_bytes, " bytes exceed ", max_smem, " bytes of shared memory");
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(bulk_read_probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    bulk_read_probe_kernel<<<static_cast<unsigned>(p.blocks), (kProbeConsumerWarps + 1) * 32, static_cast<size_t>(smem), stream>>>(p);
+    SURF_CHECK(smem <= max_smem, "bulk_read_probe: ", p.stages, " stages of ", p.stage_bytes,
+               " bytes exceed ", max_smem, " bytes of shared memory");
+    SURF_CUDA_CHECK(
+        cudaFuncSetAttribute(bulk_read_probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    bulk_read_probe_kernel<<<static_cast<unsigned>(p.blocks), (kProbeConsumerWarps + 1) * 32,
+                             static_cast<size_t>(smem), stream>>>(p);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
 void occupy_sms(const SmOccupyParams& p, cudaStream_t stream) {
-    SURF_CHECK(p.blocks >= 0 && p.nanoseconds >= 0, "occupy_sms: blocks ", p.blocks, " nanoseconds ", p.nanoseconds);
+    SURF_CHECK(p.blocks >= 0 && p.nanoseconds >= 0, "occupy_sms: blocks ", p.blocks, " nanoseconds ",
+               p.nanoseconds);
     if (p.blocks == 0) return;
     int device = 0, sms = 0, max_smem = 0;
     SURF_CUDA_CHECK(cudaGetDevice(&device));
     SURF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     SURF_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     SURF_CHECK(p.blocks <= sms, "occupy_sms: ", p.blocks, " blocks for ", sms, " SMs");
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(occupy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
+    SURF_CUDA_CHECK(
+        cudaFuncSetAttribute(occupy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
     // Load the probe now: under CUDA's lazy module loading (the default) a kernel's first launch may wait for
     // the device to go idle, i.e. for this hold to end, and then run on every SM.
     cudaFuncAttributes loaded{};
     SURF_CUDA_CHECK(cudaFuncGetAttributes(&loaded, probe_kernel));
-    occupy_kernel<<<static_cast<unsigned>(p.blocks), 32, static_cast<size_t>(max_smem), stream>>>(p.nanoseconds, p.started);
+    occupy_kernel<<<static_cast<unsigned>(p.blocks), 32, static_cast<size_t>(max_smem), stream>>>(
+        p.nanoseconds, p.started);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -163,7 +175,8 @@ bool all_started(const int* started, int blocks) {
 }
 
 void probe_sm_ids(int32_t* out, int blocks, cudaStream_t stream) {
-    SURF_CHECK(out != nullptr && blocks >= 0, "probe_sm_ids: out ", static_cast<void*>(out), " blocks ", blocks);
+    SURF_CHECK(out != nullptr && blocks >= 0, "probe_sm_ids: out ", static_cast<void*>(out), " blocks ",
+               blocks);
     if (blocks == 0) return;
     probe_kernel<<<static_cast<unsigned>(blocks), 32, kProbeSharedBytes, stream>>>(out);
     SURF_CUDA_CHECK_LAUNCH();

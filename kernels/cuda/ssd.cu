@@ -8,7 +8,8 @@
 // states never go through device memory and no workspace is needed. Per chunk:
 //   dt_j = clamp(softplus(dt_raw + dt_bias)),  Λ = cumsum(dt·A)            (fp32, warp 0)
 //   Y    = e^{Λ_i} · C·S_inᵀ                                               (C bf16, S_in rounded to bf16)
-//        + ((C·Bᵀ) ⊙ e^{Λ_i−Λ_j} dt_j ⊙ [j ≤ i]) · X                      (C·Bᵀ fp32, the product rounded to bf16)
+//        + ((C·Bᵀ) ⊙ e^{Λ_i−Λ_j} dt_j ⊙ [j ≤ i]) · X                      (C·Bᵀ fp32, the product rounded to
+//        bf16)
 //        + D·x
 //   S    = e^{Λ_last}·S + Xᵀ · (e^{Λ_last−Λ_j} dt_j B_j)                  (B_j·weight rounded to bf16)
 // Warp w computes output rows 16w..16w+15 of the chunk (C·Bᵀ only up to the diagonal) and a fixed slice
@@ -16,8 +17,8 @@
 // chunk come from HBM once and from L2 for the other heads of the group.
 // Precision: dt, Λ, the decays and S are fp32; the mma operands are bf16 (x, B, C exact; decay-weighted
 // operands and the state copy used for the output rounded to bf16, relative error ≤ 2^-9 each).
-// (A chunk-parallel variant, one block per (chunk, head) with the state handed on through the slot, is slower in
-// every case measured: docs/BENCHMARKS.md.)
+// (A chunk-parallel variant, one block per (chunk, head) with the state handed on through the slot, is slower
+// in every case measured: docs/BENCHMARKS.md.)
 #include "kernels/cuda/ssd_common.cuh"
 
 #include <algorithm>
@@ -124,8 +125,8 @@ struct ChunkRef {
     int p0 = 0, P = 0, P_all = 0;  // columns [p0, p0 + P) of the head's P_all
 };
 
-// Calls f(b, a, half, row, n) for every accumulator pair (row, n), (row, n + 1) of the state tiles this thread
-// holds (s[b][a][2·half], s[b][a][2·half + 1]) whose tile lies inside PT; rows may be ≥ P (padding).
+// Calls f(b, a, half, row, n) for every accumulator pair (row, n), (row, n + 1) of the state tiles this
+// thread holds (s[b][a][2·half], s[b][a][2·half + 1]) whose tile lies inside PT; rows may be ≥ P (padding).
 template <int N, int PT, typename F>
 __device__ __forceinline__ void for_state_pairs(F&& f) {
     using T = Tiles<N, PT>;
@@ -148,7 +149,8 @@ __device__ __forceinline__ void for_state_pairs(F&& f) {
 // (rows ≥ len and columns ≥ P as zeros) and dt_j into dts (0 past len). With `vec` the tiles go by 16-byte
 // cp.async and the caller waits for them (cp_async_wait_all); dts are plain stores.
 template <int N, int PT>
-__device__ void stage_chunk(const SsdVarlenParams& p, const ChunkSmem<N, PT>& sm, const ChunkRef& ck, float dt_bias, bool vec) {
+__device__ void stage_chunk(const SsdVarlenParams& p, const ChunkSmem<N, PT>& sm, const ChunkRef& ck,
+                            float dt_bias, bool vec) {
     using L = Layout<N, PT>;
     const int tid = threadIdx.x, Q = static_cast<int>(p.chunk), len = ck.len, P = ck.P;
     const bf16* xg = p.x + ck.tok0 * p.x_stride + static_cast<int64_t>(ck.h) * ck.P_all + ck.p0;
@@ -191,7 +193,8 @@ __device__ void stage_chunk(const SsdVarlenParams& p, const ChunkSmem<N, PT>& sm
 
 // st += Xᵀ·(w ⊙ B) over the chunk's len tokens: this thread's state tiles (weights wgt from chunk_decays).
 template <int N, int PT>
-__device__ __forceinline__ void accumulate_state(float (&st)[Tiles<N, PT>::MTW][Tiles<N, PT>::NTW][4], const ChunkSmem<N, PT>& sm, int len) {
+__device__ __forceinline__ void accumulate_state(float (&st)[Tiles<N, PT>::MTW][Tiles<N, PT>::NTW][4],
+                                                 const ChunkSmem<N, PT>& sm, int len) {
     using L = Layout<N, PT>;
     using T = Tiles<N, PT>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = lane & 3, lr = lane & 7, lm = lane >> 3;
@@ -223,7 +226,8 @@ __device__ __forceinline__ void accumulate_state(float (&st)[Tiles<N, PT>::MTW][
 template <int N, int PT>
 __device__ __forceinline__ void add_intra_chunk(float (&yacc)[PT / 8][4], const ChunkSmem<N, PT>& sm) {
     using L = Layout<N, PT>;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, lr = lane & 7, lm = lane >> 3;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, lr = lane & 7,
+              lm = lane >> 3;
     const int i0 = warp * 16, r0 = i0 + g, r1 = r0 + 8;
     const float cum0 = sm.cum()[r0], cum1 = sm.cum()[r1];
     // The warp's C rows (the A operand of every C·Bᵀ tile) kept in registers across the row where they fit
@@ -232,7 +236,8 @@ __device__ __forceinline__ void add_intra_chunk(float (&yacc)[PT / 8][4], const 
     uint32_t cf[kHoistC ? N / 16 : 1][4];
     if constexpr (kHoistC) {
 #pragma unroll
-        for (int ks = 0; ks < N / 16; ++ks) ldsm_x4(cf[ks], sm.C() + L::bc(i0 + (lm & 1) * 8 + lr, ks * 16 + (lm >> 1) * 8));
+        for (int ks = 0; ks < N / 16; ++ks)
+            ldsm_x4(cf[ks], sm.C() + L::bc(i0 + (lm & 1) * 8 + lr, ks * 16 + (lm >> 1) * 8));
     }
     for (int jt = 0; jt <= warp; ++jt) {
         const int j0 = jt * 16;
@@ -283,8 +288,8 @@ __device__ __forceinline__ void add_intra_chunk(float (&yacc)[PT / 8][4], const 
 // y = yacc + D·x for this warp's rows of the chunk (rows ≥ len and columns ≥ P skipped), y of type TY; kPair:
 // P even, so every column pair (pc, pc + 1) is inside P and 8-byte aligned (one store each).
 template <typename TY, bool kPair, int N, int PT>
-__device__ __forceinline__ void store_rows_as(TY* y, int64_t H, const float (&yacc)[PT / 8][4], const ChunkSmem<N, PT>& sm,
-                                              const ChunkRef& ck, float Dh) {
+__device__ __forceinline__ void store_rows_as(TY* y, int64_t H, const float (&yacc)[PT / 8][4],
+                                              const ChunkSmem<N, PT>& sm, const ChunkRef& ck, float Dh) {
     using L = Layout<N, PT>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -310,21 +315,26 @@ __device__ __forceinline__ void store_rows_as(TY* y, int64_t H, const float (&ya
 }
 
 template <int N, int PT>
-__device__ __forceinline__ void store_rows(const SsdVarlenParams& p, const float (&yacc)[PT / 8][4], const ChunkSmem<N, PT>& sm,
-                                           const ChunkRef& ck, float Dh) {
+__device__ __forceinline__ void store_rows(const SsdVarlenParams& p, const float (&yacc)[PT / 8][4],
+                                           const ChunkSmem<N, PT>& sm, const ChunkRef& ck, float Dh) {
     const bool pair = (ck.P & 1) == 0;
     if (p.y_dtype == DType::kF32) {
-        if (pair) store_rows_as<float, true>(static_cast<float*>(p.y), p.H, yacc, sm, ck, Dh);
-        else store_rows_as<float, false>(static_cast<float*>(p.y), p.H, yacc, sm, ck, Dh);
+        if (pair)
+            store_rows_as<float, true>(static_cast<float*>(p.y), p.H, yacc, sm, ck, Dh);
+        else
+            store_rows_as<float, false>(static_cast<float*>(p.y), p.H, yacc, sm, ck, Dh);
     } else {
-        if (pair) store_rows_as<bf16, true>(static_cast<bf16*>(p.y), p.H, yacc, sm, ck, Dh);
-        else store_rows_as<bf16, false>(static_cast<bf16*>(p.y), p.H, yacc, sm, ck, Dh);
+        if (pair)
+            store_rows_as<bf16, true>(static_cast<bf16*>(p.y), p.H, yacc, sm, ck, Dh);
+        else
+            store_rows_as<bf16, false>(static_cast<bf16*>(p.y), p.H, yacc, sm, ck, Dh);
     }
 }
 
 // Slot state ↔ the state accumulators. Element (p, n) pairs (n, n+1) are adjacent in memory (N even).
 template <int MTW, int NTW, int WM, int WN, int MT, typename Ref>
-__device__ void state_io(const Ref& st, float (&s)[MTW][NTW][4], int P, int N, int wm, int wn, int g, int t, bool load) {
+__device__ void state_io(const Ref& st, float (&s)[MTW][NTW][4], int P, int N, int wm, int wn, int g, int t,
+                         bool load) {
 #pragma unroll
     for (int b = 0; b < MTW; ++b) {
         const int mt = wm + WM * b;
@@ -335,15 +345,18 @@ __device__ void state_io(const Ref& st, float (&s)[MTW][NTW][4], int P, int N, i
             for (int half = 0; half < 2; ++half) {
                 const int row = mt * 16 + g + 8 * half;
                 if (mt >= MT || row >= P) continue;
-                if (load) st.load2(static_cast<int64_t>(row) * N + n, s[b][a][2 * half], s[b][a][2 * half + 1]);
-                else st.store2(static_cast<int64_t>(row) * N + n, s[b][a][2 * half], s[b][a][2 * half + 1]);
+                if (load)
+                    st.load2(static_cast<int64_t>(row) * N + n, s[b][a][2 * half], s[b][a][2 * half + 1]);
+                else
+                    st.store2(static_cast<int64_t>(row) * N + n, s[b][a][2 * half], s[b][a][2 * half + 1]);
             }
         }
     }
 }
 
 template <int N, int PT>
-__global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(SsdVarlenParams p, bool vec, int split) {
+__global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1)
+    ssd_fused_kernel(SsdVarlenParams p, bool vec, int split) {
     detail::pdl_prologue();
     using L = Layout<N, PT>;
     using T = Tiles<N, PT>;
@@ -365,8 +378,9 @@ __global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(S
     const int64_t seq_start = p.cu_seqlens[s];
     const int seq_len = p.cu_seqlens[s + 1] - p.cu_seqlens[s];
     const bool init = p.has_initial_state == nullptr || p.has_initial_state[s] != 0;
-    const int64_t hpn = static_cast<int64_t>(H) * P_all * N, in_slot = (static_cast<int64_t>(h) * P_all + p0) * N;
-    auto state_io_all = [&](float (&acc)[T::MTW][T::NTW][4], bool load) {
+    const int64_t hpn = static_cast<int64_t>(H) * P_all * N,
+                  in_slot = (static_cast<int64_t>(h) * P_all + p0) * N;
+    auto state_io_all = [&](float(&acc)[T::MTW][T::NTW][4], bool load) {
         with_state_ref(p, p.slots[s], in_slot, hpn, [&](const auto& ref) {
             state_io<T::MTW, T::NTW, T::WM, T::WN, T::MT>(ref, acc, P, N, wm, wn, g, t, load);
         });
@@ -391,7 +405,8 @@ __global__ void __launch_bounds__(kThreads, PT <= 80 ? 2 : 1) ssd_fused_kernel(S
         stage_chunk(p, sm, ck, dt_bias, vec);
         // The entering state, bf16, [p][n]: the B operand of C·Sᵀ.
         for_state_pairs<N, PT>([&](int b, int a, int half, int row, int n) {
-            *reinterpret_cast<uint32_t*>(sm.Sb() + L::bc(row, n)) = pack_bf16x2(st[b][a][2 * half], st[b][a][2 * half + 1]);
+            *reinterpret_cast<uint32_t*>(sm.Sb() + L::bc(row, n)) =
+                pack_bf16x2(st[b][a][2 * half], st[b][a][2 * half + 1]);
         });
         if (vec) detail::cp_async_wait_all();
         __syncthreads();
@@ -459,32 +474,45 @@ void launch_fused(const SsdVarlenParams& p, bool vec, int split, cudaStream_t st
 template <int N>
 void launch_for_p(const SsdVarlenParams& p, bool vec, int split, cudaStream_t stream) {
     const int64_t w = p.P / split;
-    if (w <= 16) launch_fused<N, 16>(p, vec, split, stream);
-    else if (w <= 32) launch_fused<N, 32>(p, vec, split, stream);
-    else if (w <= 48) launch_fused<N, 48>(p, vec, split, stream);
-    else if (w <= 64) launch_fused<N, 64>(p, vec, split, stream);
-    else if (w <= 80) launch_fused<N, 80>(p, vec, split, stream);
-    else launch_fused<N, 128>(p, vec, split, stream);
+    if (w <= 16)
+        launch_fused<N, 16>(p, vec, split, stream);
+    else if (w <= 32)
+        launch_fused<N, 32>(p, vec, split, stream);
+    else if (w <= 48)
+        launch_fused<N, 48>(p, vec, split, stream);
+    else if (w <= 64)
+        launch_fused<N, 64>(p, vec, split, stream);
+    else if (w <= 80)
+        launch_fused<N, 80>(p, vec, split, stream);
+    else
+        launch_fused<N, 128>(p, vec, split, stream);
 }
 
 // Head-dim slices per head: 2 when (sequence, head) blocks would not give every SM two (a single long
 // prompt runs 128 blocks on 132 SMs, each walking its chunks in series) and the halves stay even.
 int choose_split(const SsdVarlenParams& p) {
     if (p.p_split > 0) return static_cast<int>(p.p_split);
-    return p.n_seq * p.H < 2 * static_cast<int64_t>(detail::device_sm_count()) && p.P >= 32 && p.P % 4 == 0 ? 2 : 1;
+    return p.n_seq * p.H < 2 * static_cast<int64_t>(detail::device_sm_count()) && p.P >= 32 && p.P % 4 == 0
+               ? 2
+               : 1;
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+bool aligned16(const void* ptr) {
+    return reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+}
 
 }  // namespace
 
 // Fused: the running state lives in registers, nothing is staged in device memory.
-size_t ssd_workspace_bytes(const SsdVarlenParams&) { return 0; }
+size_t ssd_workspace_bytes(const SsdVarlenParams&) {
+    return 0;
+}
 
 void ssd_varlen(const SsdVarlenParams& p, void*, cudaStream_t stream) {
     SURF_CHECK(p.x && p.B && p.C && p.dt_raw && p.dt_bias && p.A && p.state && p.cu_seqlens && p.slots && p.y,
                "ssd_varlen: null pointer");
-    SURF_CHECK(p.n_seq > 0 && p.H > 0 && p.G > 0 && p.H % p.G == 0, "ssd_varlen: n_seq ", p.n_seq, " H ", p.H, " G ", p.G);
+    SURF_CHECK(p.n_seq > 0 && p.H > 0 && p.G > 0 && p.H % p.G == 0, "ssd_varlen: n_seq ", p.n_seq, " H ", p.H,
+               " G ", p.G);
     SURF_CHECK(p.n_seq <= 65535, "ssd_varlen: n_seq ", p.n_seq, " exceeds the grid's y dimension");
     SURF_CHECK(p.chunk >= 16 && p.chunk <= kMaxChunk && p.chunk % 16 == 0, "ssd_varlen: chunk ", p.chunk,
                " must be a multiple of 16 in [16, 128]");
@@ -496,15 +524,16 @@ void ssd_varlen(const SsdVarlenParams& p, void*, cudaStream_t stream) {
     SURF_CHECK(!p.state_split || p.state_dtype == DType::kF32, "ssd_varlen: a split state must be fp32");
     // 16-byte cp.async staging when every row start is 16-byte aligned (bases, strides, and a block's column
     // offset h·P or its slice's); element loads otherwise (the mma.sync kernel only).
-    const bool rows16 = aligned16(p.x) && aligned16(p.B) && aligned16(p.C) && p.x_stride % 8 == 0 && p.bc_stride % 8 == 0;
+    const bool rows16 =
+        aligned16(p.x) && aligned16(p.B) && aligned16(p.C) && p.x_stride % 8 == 0 && p.bc_stride % 8 == 0;
     if (ssd_detail::wgmma_applies(p, rows16 && p.P % 8 == 0)) {
         ssd_detail::launch_wgmma(p, stream);
         SURF_CUDA_CHECK_LAUNCH();
         return;
     }
     const int split = choose_split(p);
-    SURF_CHECK(split >= 1 && p.P % split == 0 && (split == 1 || (p.P / split) % 2 == 0), "ssd_varlen: head_dim ", p.P,
-               " cannot be split in ", split, " even slices");
+    SURF_CHECK(split >= 1 && p.P % split == 0 && (split == 1 || (p.P / split) % 2 == 0),
+               "ssd_varlen: head_dim ", p.P, " cannot be split in ", split, " even slices");
     const bool vec = rows16 && (p.P / split) % 8 == 0;
     switch (p.N) {
         case 16: launch_for_p<16>(p, vec, split, stream); break;

@@ -1,19 +1,19 @@
 // Mamba-2 SSD chunked scan on Hopper warpgroup MMA (wgmma, sm_90a) for the Holotron shape (d_state N = 128,
 // head_dim P = 80, chunks ≤ 128 tokens); ssd.cu's mma.sync kernel serves every other shape and device.
 //
-// Same schedule as that kernel: one block per (head, sequence) walks the sequence's chunks in order, the running
-// state in fp32 accumulators. Two warpgroups; warpgroup g owns chunk rows i ∈ [64g, 64g + 64) of y and state rows
-// n ∈ [64g, 64g + 64) of Sᵀ [N × P]. Per chunk, all from shared memory in the 32-byte-swizzled layouts of
-// wgmma.cuh (tiles [rows][cols] of bf16 as slabs of 16 columns):
+// Same schedule as that kernel: one block per (head, sequence) walks the sequence's chunks in order, the
+// running state in fp32 accumulators. Two warpgroups; warpgroup g owns chunk rows i ∈ [64g, 64g + 64) of y
+// and state rows n ∈ [64g, 64g + 64) of Sᵀ [N × P]. Per chunk, all from shared memory in the 32-byte-swizzled
+// layouts of wgmma.cuh (tiles [rows][cols] of bf16 as slabs of 16 columns):
 //   Y    = C·S_inᵀ               m64n80k16 × 8, A = C K-major, B = Sᵀ_in [n][p] MN-major; rows × e^{Λ_i}
 //   CB   = C·Bᵀ                  m64n128k16 × 8, both K-major; masked in registers (j ≤ i, e^{Λ_i−Λ_j}·dt_j)
-//   Y   += mask(CB)·X            m64n80k16 × 8, A = the masked CB from registers (bf16), B = X [j][p] MN-major
-//   Sᵀ   = e^{Λ_last}·Sᵀ + Bᵀ·(w ⊙ X)   m64n80k16 × 8, A = Bᵀ (B [j][n] read MN-major), B = w ⊙ X MN-major
-//   y    = Y + D·x
-// Every product runs for both warpgroups over the whole chunk (warpgroup 0's C·Bᵀ columns past 64 are masked to
-// zero): a wgmma under a branch the compiler cannot prove warpgroup-uniform would be serialized.
-// Precision as ssd.cu's kernel, except that the state update's rounded operand is w ⊙ x (there w ⊙ B): bf16
-// operands, fp32 accumulation, the carried state fp32.
+//   Y   += mask(CB)·X            m64n80k16 × 8, A = the masked CB from registers (bf16), B = X [j][p]
+//   MN-major Sᵀ   = e^{Λ_last}·Sᵀ + Bᵀ·(w ⊙ X)   m64n80k16 × 8, A = Bᵀ (B [j][n] read MN-major), B = w ⊙ X
+//   MN-major y    = Y + D·x
+// Every product runs for both warpgroups over the whole chunk (warpgroup 0's C·Bᵀ columns past 64 are masked
+// to zero): a wgmma under a branch the compiler cannot prove warpgroup-uniform would be serialized. Precision
+// as ssd.cu's kernel, except that the state update's rounded operand is w ⊙ x (there w ⊙ B): bf16 operands,
+// fp32 accumulation, the carried state fp32.
 #include "kernels/cuda/ssd_common.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -28,15 +28,18 @@ using ssd_detail::store2;
 using ssd_detail::with_state_ref;
 
 constexpr int kN = 128, kP = 80, kRows = 128, kThreads = 256;
-// Shared memory, bytes: C and B [128][128], X and w ⊙ X [128][80], Sᵀ_in [128][80] (all 32-byte swizzled), then
-// dts, cum (Λ·log2 e), expl, wgt [128] fp32 and the chunk's decay.
+// Shared memory, bytes: C and B [128][128], X and w ⊙ X [128][80], Sᵀ_in [128][80] (all 32-byte swizzled),
+// then dts, cum (Λ·log2 e), expl, wgt [128] fp32 and the chunk's decay.
 constexpr int kSlab = kRows * 32;  // one 16-column slab of a 128-row tile
 constexpr int kOffC = 0, kOffB = kOffC + (kN / 16) * kSlab, kOffX = kOffB + (kN / 16) * kSlab;
-constexpr int kOffXw = kOffX + (kP / 16) * kSlab, kOffSt = kOffXw + (kP / 16) * kSlab, kOffF = kOffSt + (kP / 16) * kSlab;
+constexpr int kOffXw = kOffX + (kP / 16) * kSlab, kOffSt = kOffXw + (kP / 16) * kSlab,
+              kOffF = kOffSt + (kP / 16) * kSlab;
 constexpr int kSmemBytes = kOffF + (4 * kMaxChunk + 4) * 4;
 
 // Byte offset of element (row, col) of a 32-byte-swizzled 128-row tile.
-[[maybe_unused]] __device__ __forceinline__ int at(int row, int col) { return wgmma::sw32_offset(row, col & ~7, kRows) + (col & 7) * 2; }
+[[maybe_unused]] __device__ __forceinline__ int at(int row, int col) {
+    return wgmma::sw32_offset(row, col & ~7, kRows) + (col & 7) * 2;
+}
 
 // Copies rows [0, len) of a [len][C] bf16 slice (row stride `stride` elements) into a swizzled 128-row tile
 // by 16-byte cp.async, rows past len as zeros.
@@ -76,9 +79,11 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
     const bool y32 = p.y_dtype == DType::kF32;
     const float A = p.A[h], dt_bias = p.dt_bias[h], Dh = p.D ? p.D[h] : 0.0f;
 
-    // Sᵀ rows r0, r1 (n), columns 8c + 2t + {0, 1} (p); the slot holds S [p][n]: accumulator sa[c][e] is element
-    // slot_at(c, e) of the head's values in the slot.
-    auto slot_at = [&](int c, int e) { return static_cast<int64_t>(8 * c + 2 * t + (e & 1)) * kN + (e < 2 ? r0 : r1); };
+    // Sᵀ rows r0, r1 (n), columns 8c + 2t + {0, 1} (p); the slot holds S [p][n]: accumulator sa[c][e] is
+    // element slot_at(c, e) of the head's values in the slot.
+    auto slot_at = [&](int c, int e) {
+        return static_cast<int64_t>(8 * c + 2 * t + (e & 1)) * kN + (e < 2 ? r0 : r1);
+    };
     float sa[kP / 8][4];
     with_state_ref(p, p.slots[s], in_slot, hpn, [&](const auto& ref) {
 #pragma unroll
@@ -87,11 +92,13 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
             for (int e = 0; e < 4; ++e) sa[c][e] = init ? ref.load1(slot_at(c, e)) : 0.0f;
     });
 
-    // Descriptors (16-byte units): K-major operands step one slab per k-step; MN-major ones 16 rows (512 bytes),
-    // with LBO = one slab (the next 16 columns of M or N) and SBO = 8 rows.
-    const uint64_t desc_c = wgmma::make_desc_sw32(Cs + group * 64 * 32, 16, 256);   // A, K-major: this group's rows
-    const uint64_t desc_b = wgmma::make_desc_sw32(Bs, 16, 256);                     // B, K-major: all 128 rows j
-    const uint64_t desc_bt = wgmma::make_desc_sw32(Bs + group * 4 * kSlab, kSlab, 256);  // A = Bᵀ, MN-major: n of this group
+    // Descriptors (16-byte units): K-major operands step one slab per k-step; MN-major ones 16 rows (512
+    // bytes), with LBO = one slab (the next 16 columns of M or N) and SBO = 8 rows.
+    const uint64_t desc_c =
+        wgmma::make_desc_sw32(Cs + group * 64 * 32, 16, 256);    // A, K-major: this group's rows
+    const uint64_t desc_b = wgmma::make_desc_sw32(Bs, 16, 256);  // B, K-major: all 128 rows j
+    const uint64_t desc_bt =
+        wgmma::make_desc_sw32(Bs + group * 4 * kSlab, kSlab, 256);  // A = Bᵀ, MN-major: n of this group
     const uint64_t desc_st = wgmma::make_desc_sw32(St, kSlab, 256);
     const uint64_t desc_x = wgmma::make_desc_sw32(Xs, kSlab, 256);
     const uint64_t desc_xw = wgmma::make_desc_sw32(Xw, kSlab, 256);
@@ -130,7 +137,8 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
             const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Xs + at(j, pc)));
             *reinterpret_cast<uint32_t*>(Xw + at(j, pc)) = detail::pack_bf16x2(v.x * wgt[j], v.y * wgt[j]);
         }
-        wgmma::fence_proxy_async_smem();  // this thread's generic-proxy writes (cp.async, Sᵀ, w ⊙ X) before wgmma reads
+        wgmma::fence_proxy_async_smem();  // this thread's generic-proxy writes (cp.async, Sᵀ, w ⊙ X) before
+                                          // wgmma reads
         __syncthreads();
 
         // ---- Y = e^{Λ_i}·C·S_inᵀ ------------------------------------------------------------------------
@@ -141,7 +149,8 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
             wgmma::wgmma_ss_n80<0, 1>(ya, desc_c + ks * kSlabUnits, desc_st + ks * kRows16Units, ks > 0);
         }
         wgmma::commit();
-        // ---- CB = C·Bᵀ, issued behind it --------------------------------------------------------------------
+        // ---- CB = C·Bᵀ, issued behind it
+        // --------------------------------------------------------------------
         float cb[kRows / 8][4];
 #pragma unroll
         for (int ks = 0; ks < kN / 16; ++ks) {
@@ -173,11 +182,13 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
             const float m11 = cb[c][3] * ex2_ftz(fminf(cum1 - cj1, 0.0f)) * d1;
             const uint32_t lo = detail::pack_bf16x2(j <= r0 ? m00 : 0.0f, j + 1 <= r0 ? m01 : 0.0f);
             const uint32_t hi = detail::pack_bf16x2(j <= r1 ? m10 : 0.0f, j + 1 <= r1 ? m11 : 0.0f);
-            // The accumulator layout of two n8 tiles is the m16k16 A layout: tile 2kk → a[0], a[1]; 2kk+1 → a[2], a[3].
+            // The accumulator layout of two n8 tiles is the m16k16 A layout: tile 2kk → a[0], a[1]; 2kk+1 →
+            // a[2], a[3].
             pa[c >> 1][(c & 1) * 2] = lo;
             pa[c >> 1][(c & 1) * 2 + 1] = hi;
         }
-        // ---- Y += mask(CB)·X; Sᵀ = e^{Λ_last}·Sᵀ + Bᵀ·(w ⊙ X) -----------------------------------------------
+        // ---- Y += mask(CB)·X; Sᵀ = e^{Λ_last}·Sᵀ + Bᵀ·(w ⊙ X)
+        // -----------------------------------------------
         const float dec = *decay;
 #pragma unroll
         for (int c = 0; c < kP / 8; ++c)
@@ -187,7 +198,8 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
         wgmma::fence_operands(sa);
         wgmma::fence();
 #pragma unroll
-        for (int kk = 0; kk < kRows / 16; ++kk) wgmma::wgmma_rs_mn<kP>(ya, pa[kk], desc_x + kk * kRows16Units);
+        for (int kk = 0; kk < kRows / 16; ++kk)
+            wgmma::wgmma_rs_mn<kP>(ya, pa[kk], desc_x + kk * kRows16Units);
         wgmma::commit();
 #pragma unroll
         for (int kk = 0; kk < kRows / 16; ++kk) {
@@ -208,10 +220,13 @@ __global__ void __launch_bounds__(kThreads, 1) ssd_wgmma_kernel(SsdVarlenParams 
 #pragma unroll
             for (int c = 0; c < kP / 8; ++c) {
                 const int pc = 8 * c + 2 * t;
-                const float2 xv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Xs + at(i, pc)));
+                const float2 xv =
+                    __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Xs + at(i, pc)));
                 const float v0 = ya[c][2 * half] + Dh * xv.x, v1 = ya[c][2 * half + 1] + Dh * xv.y;
-                if (y32) store2(static_cast<float*>(p.y) + row + pc, v0, v1);
-                else store2(static_cast<bf16*>(p.y) + row + pc, v0, v1);
+                if (y32)
+                    store2(static_cast<float*>(p.y) + row + pc, v0, v1);
+                else
+                    store2(static_cast<bf16*>(p.y) + row + pc, v0, v1);
             }
         }
     }
@@ -237,7 +252,8 @@ bool wgmma_applies(const SsdVarlenParams& p, bool vec) {
 }
 
 void launch_wgmma(const SsdVarlenParams& p, cudaStream_t stream) {
-    SURF_CUDA_CHECK(cudaFuncSetAttribute(ssd_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    SURF_CUDA_CHECK(
+        cudaFuncSetAttribute(ssd_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     const dim3 grid(static_cast<unsigned>(p.H), static_cast<unsigned>(p.n_seq));
     detail::launch_kernel(ssd_wgmma_kernel, grid, kThreads, kSmemBytes, stream, p);
 }

@@ -1,10 +1,10 @@
 // The fp32 SSM state as two 16-bit planes (SsuParams::state_split, SsdVarlenParams::state_split): per slot
-// [2][H][P][N] uint16, first each value rounded to bf16 (to nearest; an exact tie toward zero), then the low 16 bits
-// of the value's fp32 bit pattern. The low half tells whether the rounding went up (it is then over 0x8000), so the
-// two rejoin into the exact fp32 value: the state a session carries is fp32 to the last bit. A decode step that reads
-// the state only for y = S·C (no fold) reads the high plane, half the bytes, as plain bf16 (error ≤ 2⁻⁸ relative, as
-// the reference, which computes this product from the state rounded to bf16).
-// Included only by the Mamba kernel files.
+// [2][H][P][N] uint16, first each value rounded to bf16 (to nearest; an exact tie toward zero), then the low
+// 16 bits of the value's fp32 bit pattern. The low half tells whether the rounding went up (it is then over
+// 0x8000), so the two rejoin into the exact fp32 value: the state a session carries is fp32 to the last bit.
+// A decode step that reads the state only for y = S·C (no fold) reads the high plane, half the bytes, as
+// plain bf16 (error ≤ 2⁻⁸ relative, as the reference, which computes this product from the state rounded to
+// bf16). Included only by the Mamba kernel files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,19 +13,29 @@
 
 namespace surf::kernels::cuda::split_state {
 
-// The encoding on bit patterns (host and device): the high half of fp32 pattern b (its bf16 rounding), and the pattern
-// back from both halves (the high half less its rounding carry, then the low bits).
-__host__ __device__ constexpr uint32_t high_bits(uint32_t b) { return (b >> 16) + ((b & 0xffffu) > 0x8000u ? 1u : 0u); }
-__host__ __device__ constexpr uint32_t join_bits(uint32_t high, uint32_t low) { return ((high - (low > 0x8000u ? 1u : 0u)) << 16) | low; }
+// The encoding on bit patterns (host and device): the high half of fp32 pattern b (its bf16 rounding), and
+// the pattern back from both halves (the high half less its rounding carry, then the low bits).
+__host__ __device__ constexpr uint32_t high_bits(uint32_t b) {
+    return (b >> 16) + ((b & 0xffffu) > 0x8000u ? 1u : 0u);
+}
+__host__ __device__ constexpr uint32_t join_bits(uint32_t high, uint32_t low) {
+    return ((high - (low > 0x8000u ? 1u : 0u)) << 16) | low;
+}
 
 // The exact value from its two halves.
-__device__ __forceinline__ float join(uint32_t high, uint32_t low) { return __uint_as_float(join_bits(high, low)); }
+__device__ __forceinline__ float join(uint32_t high, uint32_t low) {
+    return __uint_as_float(join_bits(high, low));
+}
 // The value's bf16 rounding (the high half) and its low bits (v's bit pattern's low 16 bits).
-__device__ __forceinline__ uint32_t high_of(float v) { return high_bits(__float_as_uint(v)); }
-__device__ __forceinline__ uint32_t low_of(float v) { return __float_as_uint(v) & 0xffffu; }
+__device__ __forceinline__ uint32_t high_of(float v) {
+    return high_bits(__float_as_uint(v));
+}
+__device__ __forceinline__ uint32_t low_of(float v) {
+    return __float_as_uint(v) & 0xffffu;
+}
 
-// Eight exact values from 16 bytes of high halves and 16 bytes of low halves (the high halves alone are plain bf16:
-// the replay kernel reads them as such). Element 2j is the low 16 bits of word j.
+// Eight exact values from 16 bytes of high halves and 16 bytes of low halves (the high halves alone are plain
+// bf16: the replay kernel reads them as such). Element 2j is the low 16 bits of word j.
 __device__ __forceinline__ void unpack8(const uint4& high, const uint4& low, float (&v)[8]) {
     const uint32_t h[4] = {high.x, high.y, high.z, high.w}, l[4] = {low.x, low.y, low.z, low.w};
 #pragma unroll

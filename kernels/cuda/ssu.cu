@@ -2,20 +2,20 @@
 //   dt = softplus(dt_raw + dt_bias); S ← exp(dt·A)·S + dt·x⊗B; y = S·C + D·x.
 // Memory-bound: each (sequence, head) reads and writes its P×N state once. One block per (sequence,
 // head, slice of P / row_split state rows). The block's state rows (contiguous; a whole head is 40 KB fp32 /
-// 20 KB bf16 at P = 80, N = 128) are first copied into shared memory with 16-byte cp.async, issued before the dependent dt/B/C loads: the bytes
-// in flight per SM are then bounded by shared memory (5 fp32 blocks ≈ 200 KB) instead of by registers. With
-// SsuParams::bulk_stage the copy is one bulk copy on the copy engine (TMA), issued by one thread and completing
-// on an mbarrier: the same bytes without 1,280 copy instructions a block (faster: docs/BENCHMARKS.md).
-// Then a state row of N values is spread over N / (16 / sizeof(state)) lanes, each lane updating 16
-// bytes (4 fp32 or 8 bf16 values) and storing them straight back to global memory.
+// 20 KB bf16 at P = 80, N = 128) are first copied into shared memory with 16-byte cp.async, issued before the
+// dependent dt/B/C loads: the bytes in flight per SM are then bounded by shared memory (5 fp32 blocks ≈ 200
+// KB) instead of by registers. With SsuParams::bulk_stage the copy is one bulk copy on the copy engine (TMA),
+// issued by one thread and completing on an mbarrier: the same bytes without 1,280 copy instructions a block
+// (faster: docs/BENCHMARKS.md). Then a state row of N values is spread over N / (16 / sizeof(state)) lanes,
+// each lane updating 16 bytes (4 fp32 or 8 bf16 values) and storing them straight back to global memory.
 //
 // Replay (SsuParams::replay_window K > 0; ReplaySSM, spec/serving.md §1.6): the stored state lags by up to
-// K − 1 pending tokens whose inputs (x, B, dt_raw) sit in a per-slot ring of K entries. A step reads the state,
-// applies the pending tokens and its own on the fly for y, and writes the state back only on every K-th token
-// (the fold); other steps store their inputs (≈ 22 KB a row and layer at the Holotron shapes) instead of the
-// 5.2 MB state. Same blocks and staging as above; the rows are walked with fewer lanes a row (ReplayRowLayout).
-// A split fp32 state (SsuParams::state_split, ssm_state.cuh) stages its bf16 plane only; folding rows read their low
-// halves from global memory.
+// K − 1 pending tokens whose inputs (x, B, dt_raw) sit in a per-slot ring of K entries. A step reads the
+// state, applies the pending tokens and its own on the fly for y, and writes the state back only on every
+// K-th token (the fold); other steps store their inputs (≈ 22 KB a row and layer at the Holotron shapes)
+// instead of the 5.2 MB state. Same blocks and staging as above; the rows are walked with fewer lanes a row
+// (ReplayRowLayout). A split fp32 state (SsuParams::state_split, ssm_state.cuh) stages its bf16 plane only;
+// folding rows read their low halves from global memory.
 #include <cstring>
 #include <type_traits>
 
@@ -30,14 +30,22 @@ using detail::to_float;
 
 constexpr int kSsuThreads = 128;
 
-template <typename TS> struct Vec;
-template <> struct Vec<float> {
+template <typename TS>
+struct Vec;
+template <>
+struct Vec<float> {
     static constexpr int kN = 4;
     using Raw = float4;
-    __device__ static void unpack(const Raw& r, float (&v)[kN]) { v[0] = r.x; v[1] = r.y; v[2] = r.z; v[3] = r.w; }
+    __device__ static void unpack(const Raw& r, float (&v)[kN]) {
+        v[0] = r.x;
+        v[1] = r.y;
+        v[2] = r.z;
+        v[3] = r.w;
+    }
     __device__ static Raw pack(const float (&v)[kN]) { return make_float4(v[0], v[1], v[2], v[3]); }
 };
-template <> struct Vec<bf16> {
+template <>
+struct Vec<bf16> {
     static constexpr int kN = 8;
     using Raw = uint4;
     __device__ static void unpack(const Raw& r, float (&v)[kN]) {
@@ -60,20 +68,24 @@ template <> struct Vec<bf16> {
     }
 };
 
-// The fp32 state as two 16-bit planes (SsuParams::state_split, ssm_state.cuh): a lane's chunk is 8 values, 16 bytes
-// of each plane. Only the replay kernel takes it.
+// The fp32 state as two 16-bit planes (SsuParams::state_split, ssm_state.cuh): a lane's chunk is 8 values, 16
+// bytes of each plane. Only the replay kernel takes it.
 struct SplitF32 {};
-template <> struct Vec<SplitF32> {
+template <>
+struct Vec<SplitF32> {
     static constexpr int kN = 8;
 };
-template <typename TS> constexpr bool kIsSplit = std::is_same_v<TS, SplitF32>;
-// Bytes a value stages in shared memory: a split state stages its bf16 plane only (a folding row, one in K, reads its
-// low halves from global memory as it goes), so its blocks are the bf16 state's: whole heads of 20 KB at the Holotron
-// shape (not two 10 KB halves: twice the blocks, each loading the same small inputs, would run far more instructions
-// than the bf16 update on the same bytes).
-template <typename TS> constexpr int64_t kStagedBytes = kIsSplit<TS> ? 2 : static_cast<int64_t>(sizeof(TS));
+template <typename TS>
+constexpr bool kIsSplit = std::is_same_v<TS, SplitF32>;
+// Bytes a value stages in shared memory: a split state stages its bf16 plane only (a folding row, one in K,
+// reads its low halves from global memory as it goes), so its blocks are the bf16 state's: whole heads of 20
+// KB at the Holotron shape (not two 10 KB halves: twice the blocks, each loading the same small inputs, would
+// run far more instructions than the bf16 update on the same bytes).
+template <typename TS>
+constexpr int64_t kStagedBytes = kIsSplit<TS> ? 2 : static_cast<int64_t>(sizeof(TS));
 
-// How a block's warps walk the state: a row of N values over N / kVec lanes, each lane kVec values (16 bytes).
+// How a block's warps walk the state: a row of N values over N / kVec lanes, each lane kVec values (16
+// bytes).
 template <typename TS, int N>
 struct RowLayout {
     static constexpr int kVec = Vec<TS>::kN;
@@ -84,8 +96,8 @@ struct RowLayout {
 };
 
 // The replay kernel's walk: a row over L = min(8, N / kVec) lanes, each lane kChunks 16-byte chunks, a warp
-// 32 / L rows at a time. Fewer lanes a row than RowLayout: one reduction (log₂ L shuffles) serves 32 / L rows, and
-// the row's tokens spread over its lanes (fewer instructions in a warp's row loop).
+// 32 / L rows at a time. Fewer lanes a row than RowLayout: one reduction (log₂ L shuffles) serves 32 / L
+// rows, and the row's tokens spread over its lanes (fewer instructions in a warp's row loop).
 template <typename TS, int N>
 struct ReplayRowLayout {
     static constexpr int kVec = Vec<TS>::kN;
@@ -97,10 +109,11 @@ struct ReplayRowLayout {
 };
 
 // The block's `bytes` of contiguous state into shared memory: 16-byte cp.async by every thread (one commit
-// group), or (SsuParams::bulk_stage) one bulk copy on the copy engine issued by thread 0, completing on `bar`.
-// Call with the whole block; wait_staged_state then makes the bytes visible to every thread.
-// `l2`: the source lines' L2 cache policy (detail::l2_policy).
-__device__ __forceinline__ void stage_state(unsigned char* smem, const void* state, int bytes, bool bulk, uint64_t* bar, uint64_t l2) {
+// group), or (SsuParams::bulk_stage) one bulk copy on the copy engine issued by thread 0, completing on
+// `bar`. Call with the whole block; wait_staged_state then makes the bytes visible to every thread. `l2`: the
+// source lines' L2 cache policy (detail::l2_policy).
+__device__ __forceinline__ void stage_state(unsigned char* smem, const void* state, int bytes, bool bulk,
+                                            uint64_t* bar, uint64_t l2) {
     if (bulk) {
 #if SURF_BULK_COPY_ENABLED
         if (threadIdx.x == 0) {
@@ -139,7 +152,8 @@ __global__ void __launch_bounds__(kSsuThreads) ssu_kernel(SsuParams p, int row_s
     detail::pdl_prologue();
     using V = Vec<TS>;
     using RL = RowLayout<TS, N>;
-    constexpr int kVec = RL::kVec, kLanesPerRow = RL::kLanesPerRow, kRowsPerWarp = RL::kRowsPerWarp, kRowsPerStep = RL::kRowsPerStep;
+    constexpr int kVec = RL::kVec, kLanesPerRow = RL::kLanesPerRow, kRowsPerWarp = RL::kRowsPerWarp,
+                  kRowsPerStep = RL::kRowsPerStep;
     extern __shared__ __align__(16) unsigned char ssu_smem[];
     // Block = (sequence b, head h, rows [row0, row0 + P) of the head's p.P state rows).
     const int64_t bh = blockIdx.x / row_split, b = bh / p.H, h = bh % p.H;
@@ -217,8 +231,8 @@ __device__ __forceinline__ void load_bf16(const bf16* src, float (&v)[kVec]) {
 
 // Shared memory of a replay block: its state rows, per token j (pending ones, then this row's) Bⱼ [N] as bf16
 // (as stored), then as fp32 C [N], xⱼ [rows], fⱼ = dtⱼ·(decay after j), qⱼ = fⱼ·(Bⱼ·C) and the raw dt inputs.
-// Bⱼ and C are read 4 values at a time (their offsets are multiples of 16 bytes: the state slice and K·N·2 are);
-// the rest one value at a time. ≈ 24.4 KB at fp32, 40 rows, K = 8: nine blocks an SM.
+// Bⱼ and C are read 4 values at a time (their offsets are multiples of 16 bytes: the state slice and K·N·2
+// are); the rest one value at a time. ≈ 24.4 KB at fp32, 40 rows, K = 8: nine blocks an SM.
 struct ReplaySmem {
     int64_t state_bytes, K, rows, N;
     __host__ __device__ int64_t b_off() const { return state_bytes; }
@@ -230,19 +244,20 @@ struct ReplaySmem {
 
 // kHasToken: a decode step (this row's token on top of its pending ones); else a fold of the pending tokens.
 // A block's small inputs (its tokens' B, x and dt, and C: ≈ 1.5 k values at K = 8) are loaded in one round of
-// independent loads issued before the state's copy: with the memory system saturated by the state copies, each
-// further dependent round trip would cost the block several µs.
-// kVecInputs (the host's check: the slice's P, x, B, C, their strides and the replay entries all allow 16-byte
-// accesses): the small inputs come in 16-byte chunks of 8 values (B and x rows, C) instead of one value a load, with
-// the chunk → source mapping done once per chunk: one value a load makes the block's once-per-warp code a large share
-// of its instructions, which matters wherever the kernel is issue-bound rather than waiting on DRAM.
+// independent loads issued before the state's copy: with the memory system saturated by the state copies,
+// each further dependent round trip would cost the block several µs. kVecInputs (the host's check: the
+// slice's P, x, B, C, their strides and the replay entries all allow 16-byte accesses): the small inputs come
+// in 16-byte chunks of 8 values (B and x rows, C) instead of one value a load, with the chunk → source
+// mapping done once per chunk: one value a load makes the block's once-per-warp code a large share of its
+// instructions, which matters wherever the kernel is issue-bound rather than waiting on DRAM.
 template <typename TS, typename TY, int N, bool kHasToken, bool kVecInputs>
 __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p, int row_split) {
     detail::pdl_prologue();
     using V = Vec<TS>;
     using RL = ReplayRowLayout<TS, N>;
     constexpr bool kSplit = kIsSplit<TS>;
-    constexpr int kVec = RL::kVec, kChunks = RL::kChunks, kLanesPerRow = RL::kLanesPerRow, kRowsPerWarp = RL::kRowsPerWarp;
+    constexpr int kVec = RL::kVec, kChunks = RL::kChunks, kLanesPerRow = RL::kLanesPerRow,
+                  kRowsPerWarp = RL::kRowsPerWarp;
     constexpr int kRowsPerStep = RL::kRowsPerStep;
     constexpr int kPerThread = 16;  // values each thread loads per round
     extern __shared__ __align__(16) unsigned char ssu_smem[];
@@ -251,13 +266,15 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     const int64_t bh = blockIdx.x / row_split, b = bh / p.H, h = bh % p.H;
     const int64_t heads_per_group = p.H / p.G, g = h / heads_per_group;
     const int K = static_cast<int>(p.replay_window), count = p.replay_count[b];
-    // A count outside [0, K) is the caller's bug: such a row writes nothing. A fold with nothing pending is a no-op.
+    // A count outside [0, K) is the caller's bug: such a row writes nothing. A fold with nothing pending is a
+    // no-op.
     if (count < 0 || count >= K || (!kHasToken && count == 0)) return;
     const int n_tok = count + (kHasToken ? 1 : 0);  // tokens 0 … count − 1 pending, token `count` this row's
     const bool fold = !kHasToken || count == K - 1;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int sub = lane % kLanesPerRow, row_in_warp = lane / kLanesPerRow;
-    const int P = static_cast<int>(p.P) / row_split, slice = static_cast<int>(blockIdx.x % row_split), row0 = slice * P;
+    const int P = static_cast<int>(p.P) / row_split, slice = static_cast<int>(blockIdx.x % row_split),
+              row0 = slice * P;
     const int64_t slot = p.slots[b], E = p.H * p.P + p.G * N + p.H;  // ssm_replay_entry_elems
     // The block's first state row: plain, or (split) in the slot's high plane, its low plane hpn values on.
     const int64_t hpn = p.H * p.P * N, in_slot = (h * p.P + row0) * N;
@@ -279,10 +296,11 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     float* Cs = reinterpret_cast<float*>(ssu_smem + lay.c_off());  // [N]
     float* xs = reinterpret_cast<float*>(ssu_smem + lay.x_off());  // [K][P]
     float* fj = reinterpret_cast<float*>(ssu_smem + lay.f_off());  // [K]
-    float* qj = fj + K;                                             // [K]
-    float* raw_dt = qj + K;                                         // [K]
+    float* qj = fj + K;                                            // [K]
+    float* raw_dt = qj + K;                                        // [K]
     // The staged values as one index space: Bⱼ (n_tok · N), xⱼ (n_tok · P), dt_rawⱼ (n_tok), then C (N).
-    const int seg_b = n_tok * N, seg_x = seg_b + n_tok * P, seg_dt = seg_x + n_tok, total = seg_dt + (kHasToken ? N : 0);
+    const int seg_b = n_tok * N, seg_x = seg_b + n_tok * P, seg_dt = seg_x + n_tok,
+              total = seg_dt + (kHasToken ? N : 0);
     auto source = [&](int i) -> const bf16* {
         if (i < seg_b) {
             const int j = i / N, n = i % N;
@@ -313,21 +331,27 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
 #pragma unroll
         for (int k = 0; k < kPerThread; ++k) {
             const int i = base + k * kSsuThreads + tid;
-            if (i < seg_b) Bs[i] = staged[k];
-            else if (i < total) *target(i) = to_float(staged[k]);
+            if (i < seg_b)
+                Bs[i] = staged[k];
+            else if (i < total)
+                *target(i) = to_float(staged[k]);
         }
     };
-    // The same values in 16-byte chunks: Bⱼ (n_tok · N/8), xⱼ (n_tok · P/8), then C (N/8); dt_rawⱼ one a thread.
+    // The same values in 16-byte chunks: Bⱼ (n_tok · N/8), xⱼ (n_tok · P/8), then C (N/8); dt_rawⱼ one a
+    // thread.
     constexpr int kPerChunk = 8, kChunksPerThread = 4, nb = N / kPerChunk;
-    const int nx = P / kPerChunk, vseg_b = n_tok * nb, vseg_x = vseg_b + n_tok * nx, vtotal = vseg_x + (kHasToken ? nb : 0);
+    const int nx = P / kPerChunk, vseg_b = n_tok * nb, vseg_x = vseg_b + n_tok * nx,
+              vtotal = vseg_x + (kHasToken ? nb : 0);
     auto vsource = [&](int c) -> const uint4* {
         if (c < vseg_b) {
             const int j = c / nb, q = c % nb;
-            return reinterpret_cast<const uint4*>((j < count ? entries + j * E + b_at : B_row) + q * kPerChunk);
+            return reinterpret_cast<const uint4*>((j < count ? entries + j * E + b_at : B_row) +
+                                                  q * kPerChunk);
         }
         if (c < vseg_x) {
             const int j = (c - vseg_b) / nx, q = (c - vseg_b) % nx;
-            return reinterpret_cast<const uint4*>((j < count ? entries + j * E + x_at : x_row) + q * kPerChunk);
+            return reinterpret_cast<const uint4*>((j < count ? entries + j * E + x_at : x_row) +
+                                                  q * kPerChunk);
         }
         return reinterpret_cast<const uint4*>(p.C + b * p.bc_stride + g * N + (c - vseg_x) * kPerChunk);
     };
@@ -339,7 +363,8 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
             const int c = base + k * kSsuThreads + tid;
             if (c < vtotal) chunk[k] = *vsource(c);
         }
-        if (base == 0 && tid < n_tok) dt_staged = tid < count ? entries[tid * E + dt_at] : p.dt_raw[b * p.dt_stride + h];
+        if (base == 0 && tid < n_tok)
+            dt_staged = tid < count ? entries[tid * E + dt_at] : p.dt_raw[b * p.dt_stride + h];
     };
     auto vstore_round = [&](int base) {
 #pragma unroll
@@ -352,7 +377,8 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
             }
             float v[kPerChunk];
             detail::unpack_bf16x8(chunk[k], v);
-            float* dst = c < vseg_x ? xs + ((c - vseg_b) / nx) * P + ((c - vseg_b) % nx) * kPerChunk : Cs + (c - vseg_x) * kPerChunk;
+            float* dst = c < vseg_x ? xs + ((c - vseg_b) / nx) * P + ((c - vseg_b) % nx) * kPerChunk
+                                    : Cs + (c - vseg_x) * kPerChunk;
             reinterpret_cast<float4*>(dst)[0] = make_float4(v[0], v[1], v[2], v[3]);
             reinterpret_cast<float4*>(dst)[1] = make_float4(v[4], v[5], v[6], v[7]);
         }
@@ -370,11 +396,15 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
             store(base);
         }
     };
-    if constexpr (kVecInputs) stage_inputs(vload_round, vstore_round, vtotal, kChunksPerThread * kSsuThreads);
-    else stage_inputs(load_round, store_round, total, kPerThread * kSsuThreads);
+    if constexpr (kVecInputs)
+        stage_inputs(vload_round, vstore_round, vtotal, kChunksPerThread * kSsuThreads);
+    else
+        stage_inputs(load_round, store_round, total, kPerThread * kSsuThreads);
     __syncthreads();
-    if (warp == 0) {  // lane j: dtⱼ, and the decay after token j = exp(A·Σ_{i>j} dtᵢ) from a suffix sum over the lanes
-        const float dt = lane < n_tok ? fminf(fmaxf(detail::softplus(raw_dt[lane] + bias), p.dt_min), p.dt_max) : 0.0f;
+    if (warp == 0) {  // lane j: dtⱼ, and the decay after token j = exp(A·Σ_{i>j} dtᵢ) from a suffix sum over
+                      // the lanes
+        const float dt =
+            lane < n_tok ? fminf(fmaxf(detail::softplus(raw_dt[lane] + bias), p.dt_min), p.dt_max) : 0.0f;
         float suffix = dt;  // Σ_{i≥j} dtᵢ
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
@@ -404,9 +434,10 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     }
     wait_staged_state(p.bulk_stage, &stage_bar);
 
-    // The rows: lanes `sub` of a row hold its columns (k·L + sub)·kVec … + kVec − 1 (L = kLanesPerRow, k < kChunks),
-    // and also take its tokens j ≡ sub (mod L) for y's token part Σⱼ qⱼ·xⱼ[row] (+ D·x[row] on lane 0), so one
-    // reduction over the row's L lanes sums both. A fold adds Σⱼ fⱼ·xⱼ[row]·Bⱼ to the decayed state.
+    // The rows: lanes `sub` of a row hold its columns (k·L + sub)·kVec … + kVec − 1 (L = kLanesPerRow, k <
+    // kChunks), and also take its tokens j ≡ sub (mod L) for y's token part Σⱼ qⱼ·xⱼ[row] (+ D·x[row] on lane
+    // 0), so one reduction over the row's L lanes sums both. A fold adds Σⱼ fⱼ·xⱼ[row]·Bⱼ to the decayed
+    // state.
     const float decay = decay_all_s;
     auto col = [&](int k) { return (k * kLanesPerRow + sub) * kVec; };  // first column of this lane's chunk k
     float Cv[kChunks][kVec];
@@ -416,25 +447,31 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     }
     TY* y = kHasToken ? static_cast<TY*>(p.y) + (b * p.H + h) * p.P + row0 : nullptr;
     const auto* Ss = reinterpret_cast<const std::conditional_t<kSplit, uint16_t, TS>*>(ssu_smem);
-    for (int r0 = warp * kRowsPerWarp; r0 < P; r0 += kRowsPerStep) {  // warp-uniform bounds: the shuffles need every lane
+    for (int r0 = warp * kRowsPerWarp; r0 < P;
+         r0 += kRowsPerStep) {  // warp-uniform bounds: the shuffles need every lane
         const int row = r0 + row_in_warp;
         float acc = 0.0f;
         if (row < P) {
             float s[kChunks][kVec];
-            if constexpr (kSplit) {  // exact where this block folds (the low halves from global memory), else the bf16 plane alone
+            if constexpr (kSplit) {  // exact where this block folds (the low halves from global memory), else
+                                     // the bf16 plane alone
                 if (fold) {
 #pragma unroll
                     for (int k = 0; k < kChunks; ++k) {
-                        const uint4 lv = *reinterpret_cast<const uint4*>(S_low + static_cast<int64_t>(row) * N + col(k));
-                        split_state::unpack8(*reinterpret_cast<const uint4*>(Ss + row * N + col(k)), lv, s[k]);
+                        const uint4 lv =
+                            *reinterpret_cast<const uint4*>(S_low + static_cast<int64_t>(row) * N + col(k));
+                        split_state::unpack8(*reinterpret_cast<const uint4*>(Ss + row * N + col(k)), lv,
+                                             s[k]);
                     }
                 } else {
 #pragma unroll
-                    for (int k = 0; k < kChunks; ++k) Vec<bf16>::unpack(*reinterpret_cast<const uint4*>(Ss + row * N + col(k)), s[k]);
+                    for (int k = 0; k < kChunks; ++k)
+                        Vec<bf16>::unpack(*reinterpret_cast<const uint4*>(Ss + row * N + col(k)), s[k]);
                 }
             } else {
 #pragma unroll
-                for (int k = 0; k < kChunks; ++k) V::unpack(*reinterpret_cast<const typename V::Raw*>(Ss + row * N + col(k)), s[k]);
+                for (int k = 0; k < kChunks; ++k)
+                    V::unpack(*reinterpret_cast<const typename V::Raw*>(Ss + row * N + col(k)), s[k]);
             }
             if (kHasToken) {
 #pragma unroll
@@ -485,13 +522,16 @@ __global__ void __launch_bounds__(kSsuThreads, 9) ssu_replay_kernel(SsuParams p,
     }
 }
 
-// Whether the replay kernel may load its small inputs in 16-byte chunks (ssu_replay_kernel's kVecInputs): every B, x and C
-// row it reads (this step's and the replay entries') starts 16-byte aligned and a block's x slice is whole chunks.
+// Whether the replay kernel may load its small inputs in 16-byte chunks (ssu_replay_kernel's kVecInputs):
+// every B, x and C row it reads (this step's and the replay entries') starts 16-byte aligned and a block's x
+// slice is whole chunks.
 bool replay_vec_inputs(const SsuParams& p, int64_t split) {
     auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
     const int64_t E = ssm_replay_entry_elems(p.H, p.P, p.G, p.N);
-    const bool token_rows = !p.x || (a16(p.x) && a16(p.B) && a16(p.C) && p.x_stride % 8 == 0 && p.bc_stride % 8 == 0);
-    return token_rows && a16(p.replay) && E % 8 == 0 && (p.H * p.P) % 8 == 0 && (p.P / split) % 8 == 0 && p.N % 8 == 0;
+    const bool token_rows =
+        !p.x || (a16(p.x) && a16(p.B) && a16(p.C) && p.x_stride % 8 == 0 && p.bc_stride % 8 == 0);
+    return token_rows && a16(p.replay) && E % 8 == 0 && (p.H * p.P) % 8 == 0 && (p.P / split) % 8 == 0 &&
+           p.N % 8 == 0;
 }
 
 // kFold: ssm_replay_fold (no new token).
@@ -499,27 +539,36 @@ template <typename TS, typename TY, int N, bool kFold = false>
 void launch_ssu_n(const SsuParams& p, cudaStream_t stream) {
     const int64_t head_bytes = p.P * N * kStagedBytes<TS>;  // what a whole-head block stages
     const int64_t split = p.row_split > 0 ? p.row_split : (head_bytes > 24 * 1024 && p.P % 2 == 0 ? 2 : 1);
-    SURF_CHECK(p.P % split == 0, "selective_state_update: row_split ", split, " does not divide head_dim ", p.P);
-    SURF_CHECK(!p.bulk_stage || ssu_bulk_stage_available(), "selective_state_update: bulk_stage needs compute capability 9.0 or later");
+    SURF_CHECK(p.P % split == 0, "selective_state_update: row_split ", split, " does not divide head_dim ",
+               p.P);
+    SURF_CHECK(!p.bulk_stage || ssu_bulk_stage_available(),
+               "selective_state_update: bulk_stage needs compute capability 9.0 or later");
     const bool replay = p.replay_window > 0;
-    const size_t smem = static_cast<size_t>(replay ? ReplaySmem{head_bytes / split, p.replay_window, p.P / split, N}.bytes() : head_bytes / split);
+    const size_t smem =
+        static_cast<size_t>(replay ? ReplaySmem{head_bytes / split, p.replay_window, p.P / split, N}.bytes()
+                                   : head_bytes / split);
     if (smem > 48 * 1024) {  // e.g. P·N·4 > 48 KB (P > 96 at N = 128, fp32, unsplit)
-        for (const void* kernel : {reinterpret_cast<const void*>(ssu_replay_kernel<TS, TY, N, !kFold, false>),
-                                   reinterpret_cast<const void*>(ssu_replay_kernel<TS, TY, N, !kFold, true>)}) {
-            SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        for (const void* kernel :
+             {reinterpret_cast<const void*>(ssu_replay_kernel<TS, TY, N, !kFold, false>),
+              reinterpret_cast<const void*>(ssu_replay_kernel<TS, TY, N, !kFold, true>)}) {
+            SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(smem)));
         }
         if constexpr (!kIsSplit<TS>) {
-            SURF_CUDA_CHECK(cudaFuncSetAttribute(ssu_kernel<TS, TY, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+            SURF_CUDA_CHECK(cudaFuncSetAttribute(
+                ssu_kernel<TS, TY, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
         }
     }
     const unsigned grid = static_cast<unsigned>(p.batch * p.H * split);
     if (replay) {
         constexpr bool kHasToken = !kFold;
         const bool vec = replay_vec_inputs(p, split);
-        auto kernel = vec ? ssu_replay_kernel<TS, TY, N, kHasToken, true> : ssu_replay_kernel<TS, TY, N, kHasToken, false>;
+        auto kernel = vec ? ssu_replay_kernel<TS, TY, N, kHasToken, true>
+                          : ssu_replay_kernel<TS, TY, N, kHasToken, false>;
         detail::launch_kernel(kernel, grid, kSsuThreads, smem, stream, p, static_cast<int>(split));
     } else if constexpr (kIsSplit<TS>) {
-        SURF_CHECK(false, "selective_state_update: a split state needs replay");  // checked before; not reached
+        SURF_CHECK(false,
+                   "selective_state_update: a split state needs replay");  // checked before; not reached
     } else {
         detail::launch_kernel(ssu_kernel<TS, TY, N>, grid, kSsuThreads, smem, stream, p,
                               static_cast<int>(split));
@@ -533,7 +582,8 @@ void launch_ssu(const SsuParams& p, cudaStream_t stream) {
         case 32: launch_ssu_n<TS, TY, 32, kFold>(p, stream); break;
         case 64: launch_ssu_n<TS, TY, 64, kFold>(p, stream); break;
         case 128: launch_ssu_n<TS, TY, 128, kFold>(p, stream); break;
-        default: SURF_CHECK(false, "selective_state_update: d_state ", p.N, " not instantiated (16/32/64/128)");
+        default:
+            SURF_CHECK(false, "selective_state_update: d_state ", p.N, " not instantiated (16/32/64/128)");
     }
     SURF_CUDA_CHECK_LAUNCH();
 }
@@ -543,7 +593,8 @@ constexpr int64_t kMaxReplayWindow = 32;
 
 void check_replay(const SsuParams& p, const char* op) {
     SURF_CHECK(p.replay && p.replay_count && p.replay_window >= 2 && p.replay_window <= kMaxReplayWindow, op,
-               ": replay needs entries, counts and a window of 2..", kMaxReplayWindow, " (got ", p.replay_window, ")");
+               ": replay needs entries, counts and a window of 2..", kMaxReplayWindow, " (got ",
+               p.replay_window, ")");
     SURF_CHECK(reinterpret_cast<uintptr_t>(p.replay) % 2 == 0, op, ": replay entries not 2-byte aligned");
 }
 
@@ -563,7 +614,8 @@ void ssm_state_split(const float* plain, uint16_t* split, int64_t slots, int64_t
 void ssm_state_join(const uint16_t* split, float* plain, int64_t slots, int64_t hpn) {
     for (int64_t s = 0; s < slots; ++s) {
         for (int64_t i = 0; i < hpn; ++i) {
-            const uint32_t bits = split_state::join_bits(split[s * 2 * hpn + i], split[s * 2 * hpn + hpn + i]);
+            const uint32_t bits =
+                split_state::join_bits(split[s * 2 * hpn + i], split[s * 2 * hpn + hpn + i]);
             std::memcpy(plain + s * hpn + i, &bits, 4);
         }
     }
@@ -579,34 +631,47 @@ bool ssu_bulk_stage_available() {
 void selective_state_update(const SsuParams& p, cudaStream_t stream) {
     SURF_CHECK(p.x && p.B && p.C && p.dt_raw && p.dt_bias && p.A && p.state && p.slots && p.y,
                "selective_state_update: null pointer");
-    SURF_CHECK(p.H > 0 && p.G > 0 && p.H % p.G == 0 && p.P > 0, "selective_state_update: H ", p.H, " G ", p.G, " P ", p.P);
+    SURF_CHECK(p.H > 0 && p.G > 0 && p.H % p.G == 0 && p.P > 0, "selective_state_update: H ", p.H, " G ", p.G,
+               " P ", p.P);
     SURF_CHECK(p.x_stride >= p.H * p.P && p.bc_stride >= p.G * p.N && p.dt_stride >= p.H,
                "selective_state_update: strides x ", p.x_stride, " bc ", p.bc_stride, " dt ", p.dt_stride);
-    SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 16 == 0, "selective_state_update: state not 16-byte aligned");
-    SURF_CHECK(p.P <= 128, "selective_state_update: head_dim ", p.P, " must be ≤ 128 (state staged in shared memory)");
+    SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 16 == 0,
+               "selective_state_update: state not 16-byte aligned");
+    SURF_CHECK(p.P <= 128, "selective_state_update: head_dim ", p.P,
+               " must be ≤ 128 (state staged in shared memory)");
     if (p.replay_window > 0) check_replay(p, "selective_state_update");
     SURF_CHECK(!p.state_split || (p.state_dtype == DType::kF32 && p.replay_window > 0),
                "selective_state_update: a split state must be fp32 and needs replay (replay_window > 0)");
     if (p.batch == 0) return;
     const bool s32 = p.state_dtype == DType::kF32, y32 = p.y_dtype == DType::kF32;
-    if (p.state_split && y32) launch_ssu<SplitF32, float>(p, stream);
-    else if (p.state_split) launch_ssu<SplitF32, bf16>(p, stream);
-    else if (s32 && y32) launch_ssu<float, float>(p, stream);
-    else if (s32) launch_ssu<float, bf16>(p, stream);
-    else if (y32) launch_ssu<bf16, float>(p, stream);
-    else launch_ssu<bf16, bf16>(p, stream);
+    if (p.state_split && y32)
+        launch_ssu<SplitF32, float>(p, stream);
+    else if (p.state_split)
+        launch_ssu<SplitF32, bf16>(p, stream);
+    else if (s32 && y32)
+        launch_ssu<float, float>(p, stream);
+    else if (s32)
+        launch_ssu<float, bf16>(p, stream);
+    else if (y32)
+        launch_ssu<bf16, float>(p, stream);
+    else
+        launch_ssu<bf16, bf16>(p, stream);
 }
 
 void ssm_replay_fold(const SsuParams& p, cudaStream_t stream) {
     SURF_CHECK(p.dt_bias && p.A && p.state && p.slots, "ssm_replay_fold: null pointer");
-    SURF_CHECK(p.H > 0 && p.G > 0 && p.H % p.G == 0 && p.P > 0 && p.P <= 128, "ssm_replay_fold: H ", p.H, " G ", p.G, " P ", p.P);
+    SURF_CHECK(p.H > 0 && p.G > 0 && p.H % p.G == 0 && p.P > 0 && p.P <= 128, "ssm_replay_fold: H ", p.H,
+               " G ", p.G, " P ", p.P);
     SURF_CHECK(reinterpret_cast<uintptr_t>(p.state) % 16 == 0, "ssm_replay_fold: state not 16-byte aligned");
     check_replay(p, "ssm_replay_fold");
     SURF_CHECK(!p.state_split || p.state_dtype == DType::kF32, "ssm_replay_fold: a split state must be fp32");
     if (p.batch == 0) return;
-    if (p.state_split) launch_ssu<SplitF32, float, true>(p, stream);
-    else if (p.state_dtype == DType::kF32) launch_ssu<float, float, true>(p, stream);
-    else launch_ssu<bf16, float, true>(p, stream);
+    if (p.state_split)
+        launch_ssu<SplitF32, float, true>(p, stream);
+    else if (p.state_dtype == DType::kF32)
+        launch_ssu<float, float, true>(p, stream);
+    else
+        launch_ssu<bf16, float, true>(p, stream);
 }
 
 }  // namespace surf::kernels::cuda

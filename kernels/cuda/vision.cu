@@ -9,7 +9,8 @@ namespace {
 using detail::to_float;
 
 // PyTorch align_corners=False source coordinate, clamped like kernels/cpu bilinear_resize.
-__device__ __forceinline__ void bilinear_coord(int64_t dst, int64_t in, int64_t out, int64_t& i0, int64_t& i1, float& w1) {
+__device__ __forceinline__ void bilinear_coord(int64_t dst, int64_t in, int64_t out, int64_t& i0, int64_t& i1,
+                                               float& w1) {
     const float scale = static_cast<float>(in) / static_cast<float>(out);
     float src = (static_cast<float>(dst) + 0.5f) * scale - 0.5f;
     if (src < 0.0f) src = 0.0f;
@@ -126,10 +127,13 @@ __global__ void embed_gather_kernel(EmbedParams p, const int32_t* rows) {
     const int64_t t = blockIdx.x;
     const int32_t id = token_id(p, t), row = rows[t];
     const bf16* src = nullptr;
-    if (row >= 0) src = row < p.n_image_rows ? p.image_rows + static_cast<int64_t>(row) * p.dim : nullptr;
-    else src = (id >= 0 && id < p.vocab) ? p.table + static_cast<int64_t>(id) * p.dim : nullptr;
+    if (row >= 0)
+        src = row < p.n_image_rows ? p.image_rows + static_cast<int64_t>(row) * p.dim : nullptr;
+    else
+        src = (id >= 0 && id < p.vocab) ? p.table + static_cast<int64_t>(id) * p.dim : nullptr;
     TO* out = static_cast<TO*>(p.out) + t * p.dim;
-    for (int64_t c = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < p.dim; c += gridDim.y * static_cast<int64_t>(blockDim.x)) {
+    for (int64_t c = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < p.dim;
+         c += gridDim.y * static_cast<int64_t>(blockDim.x)) {
         out[c] = detail::from_float<TO>(src ? __bfloat162float(src[c]) : __int_as_float(0x7fc00000));
     }
 }
@@ -137,7 +141,8 @@ __global__ void embed_gather_kernel(EmbedParams p, const int32_t* rows) {
 }  // namespace
 
 void bilinear_resize(const BilinearParams& p, cudaStream_t stream) {
-    SURF_CHECK(p.in && p.out && p.in_h > 0 && p.in_w > 0 && p.out_h > 0 && p.out_w > 0, "bilinear_resize: bad params");
+    SURF_CHECK(p.in && p.out && p.in_h > 0 && p.in_w > 0 && p.out_h > 0 && p.out_w > 0,
+               "bilinear_resize: bad params");
     const int64_t n = p.out_h * p.out_w * p.channels;
     if (n == 0) return;
     detail::launch_kernel(bilinear_kernel, detail::grid_1d(n, 256), 256, 0, stream, p);
@@ -162,7 +167,8 @@ void vit_tokens(const VitTokensParams& p, cudaStream_t stream) {
 }
 
 void pixel_shuffle(const PixelShuffleParams& p, cudaStream_t stream) {
-    SURF_CHECK(p.in && p.out && p.factor > 0 && p.side % p.factor == 0, "pixel_shuffle: side ", p.side, " factor ", p.factor);
+    SURF_CHECK(p.in && p.out && p.factor > 0 && p.side % p.factor == 0, "pixel_shuffle: side ", p.side,
+               " factor ", p.factor);
     const int64_t tile_stride = p.in_tile_stride ? p.in_tile_stride : p.side * p.side;
     const int64_t n = p.n_tiles * p.side * p.side * p.channels;
     if (n == 0) return;
@@ -175,12 +181,16 @@ void pixel_shuffle(const PixelShuffleParams& p, cudaStream_t stream) {
     SURF_CUDA_CHECK_LAUNCH();
 }
 
-size_t embed_workspace_bytes(const EmbedParams& p) { return static_cast<size_t>(p.n_tok) * 4; }
+size_t embed_workspace_bytes(const EmbedParams& p) {
+    return static_cast<size_t>(p.n_tok) * 4;
+}
 
 void embed_tokens(const EmbedParams& p, void* workspace, cudaStream_t stream) {
     SURF_CHECK(p.ids && p.table && p.cu_seqlens && p.out && workspace, "embed_tokens: null pointer");
-    SURF_CHECK(p.image_row_offset == nullptr || p.image_rows != nullptr, "embed_tokens: image offsets without rows");
-    SURF_CHECK(p.n_fed == 0 || (p.fed_from && p.fed_ids && p.n_fed <= p.n_tok), "embed_tokens: fed tokens without their indices or ids, or more than n_tok");
+    SURF_CHECK(p.image_row_offset == nullptr || p.image_rows != nullptr,
+               "embed_tokens: image offsets without rows");
+    SURF_CHECK(p.n_fed == 0 || (p.fed_from && p.fed_ids && p.n_fed <= p.n_tok),
+               "embed_tokens: fed tokens without their indices or ids, or more than n_tok");
     if (p.n_tok == 0) return;
     auto* rows = static_cast<int32_t*>(workspace);
     detail::launch_kernel(embed_rows_kernel, static_cast<unsigned>(p.n_seq), 256, 0, stream, p, rows);

@@ -16,10 +16,10 @@ namespace {
 
 // Upper bounds of the size fields (Section::positive).
 constexpr int64_t kMaxSize = int64_t{1} << 20;  // widths, vocabularies, head counts
-constexpr int64_t kMaxLayers = 1024;           // language-model and vision layers
-constexpr int64_t kMaxChunk = 8192;            // Mamba-2 chunk_size
+constexpr int64_t kMaxLayers = 1024;            // language-model and vision layers
+constexpr int64_t kMaxChunk = 8192;             // Mamba-2 chunk_size
 constexpr int64_t kMaxConvKernel = 64;
-constexpr int64_t kMaxPixels = 16384;          // tile size, patch size, position-embedding grid in pixels
+constexpr int64_t kMaxPixels = 16384;  // tile size, patch size, position-embedding grid in pixels
 constexpr int64_t kMaxTiles = 1024;
 
 // A JSON object plus the "file:path" prefix used in every message about it.
@@ -37,13 +37,16 @@ struct Section {
         if (!j[field].is_number_integer()) throw error(field, "expected an integer, got " + j[field].dump());
         return j[field].get<int64_t>();
     }
-    int64_t int_or(const char* field, int64_t fallback) const { return has(field) ? int_field(field) : fallback; }
+    int64_t int_or(const char* field, int64_t fallback) const {
+        return has(field) ? int_field(field) : fallback;
+    }
     // A size field: positive and at most `max`, checked before anything is allocated from it. The default
     // bound is far above every released model and far below what would exhaust memory on its own.
     int64_t positive(const char* field, int64_t max = kMaxSize) const {
         int64_t v = int_field(field);
         if (v <= 0) throw error(field, "must be positive, got " + std::to_string(v));
-        if (v > max) throw error(field, std::to_string(v) + " is larger than the supported " + std::to_string(max));
+        if (v > max)
+            throw error(field, std::to_string(v) + " is larger than the supported " + std::to_string(max));
         return v;
     }
     int64_t positive_or(const char* field, int64_t fallback, int64_t max = kMaxSize) const {
@@ -53,7 +56,8 @@ struct Section {
         if (!has(field)) return fallback;
         const int64_t v = int_field(field);
         if (v < lo || v > hi) {
-            throw error(field, std::to_string(v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+            throw error(field, std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
+                                   std::to_string(hi) + "]");
         }
         return v;
     }
@@ -101,7 +105,8 @@ std::vector<int64_t> id_list(const json& v, const std::string& where) {
         ids.push_back(v.get<int64_t>());
     } else if (v.is_array()) {
         for (const json& x : v) {
-            if (!x.is_number_integer()) throw Error(ErrorKind::kConfig, where + ": expected integer token ids, got " + v.dump());
+            if (!x.is_number_integer())
+                throw Error(ErrorKind::kConfig, where + ": expected integer token ids, got " + v.dump());
             ids.push_back(x.get<int64_t>());
         }
     } else if (!v.is_null()) {
@@ -115,24 +120,33 @@ std::vector<int64_t> id_list(const json& v, const std::string& where) {
 std::vector<LayerKind> read_layers(const Section& s) {
     std::vector<LayerKind> layers;
     if (s.has("hybrid_override_pattern")) {
-        layers = parse_layer_pattern(s.str_or("hybrid_override_pattern", ""), s.where + ".hybrid_override_pattern");
+        layers = parse_layer_pattern(s.str_or("hybrid_override_pattern", ""),
+                                     s.where + ".hybrid_override_pattern");
     } else if (s.has("layers_block_type")) {
         const json& list = s.j["layers_block_type"];
         if (!list.is_array()) throw s.error("layers_block_type", "expected a list of strings");
         for (const json& item : list) {
             const std::string t = item.is_string() ? item.get<std::string>() : item.dump();
-            if (t == "mamba" || t == "linear_attention" || t == "mamba2") layers.push_back(LayerKind::kMamba2);
-            else if (t == "attention" || t == "full_attention") layers.push_back(LayerKind::kAttention);
-            else if (t == "mlp") layers.push_back(LayerKind::kMlp);
-            else if (t == "moe") throw Error(ErrorKind::kUnsupported, s.where + ".layers_block_type: MoE blocks ('moe') are not supported");
-            else throw s.error("layers_block_type", "unknown block type '" + t + "'");
+            if (t == "mamba" || t == "linear_attention" || t == "mamba2")
+                layers.push_back(LayerKind::kMamba2);
+            else if (t == "attention" || t == "full_attention")
+                layers.push_back(LayerKind::kAttention);
+            else if (t == "mlp")
+                layers.push_back(LayerKind::kMlp);
+            else if (t == "moe")
+                throw Error(ErrorKind::kUnsupported,
+                            s.where + ".layers_block_type: MoE blocks ('moe') are not supported");
+            else
+                throw s.error("layers_block_type", "unknown block type '" + t + "'");
         }
     } else {
         throw s.error("hybrid_override_pattern", "missing (and no layers_block_type either)");
     }
-    if (s.has("num_hidden_layers") && s.int_field("num_hidden_layers") != static_cast<int64_t>(layers.size())) {
-        throw s.error("num_hidden_layers", std::to_string(s.int_field("num_hidden_layers")) + " does not match the " +
-                                               std::to_string(layers.size()) + " layers of the hybrid pattern");
+    if (s.has("num_hidden_layers") &&
+        s.int_field("num_hidden_layers") != static_cast<int64_t>(layers.size())) {
+        throw s.error("num_hidden_layers", std::to_string(s.int_field("num_hidden_layers")) +
+                                               " does not match the " + std::to_string(layers.size()) +
+                                               " layers of the hybrid pattern");
     }
     if (layers.empty()) throw s.error("hybrid_override_pattern", "no layers");
     if (static_cast<int64_t>(layers.size()) > kMaxLayers) {
@@ -153,16 +167,23 @@ LlmConfig parse_llm(const Section& s) {
     if (c.count(LayerKind::kMlp) > 0) {
         c.intermediate_size = s.positive("intermediate_size");
         const std::string act = s.str_or("mlp_hidden_act", "relu2");
-        if (act != "relu2") throw Error(ErrorKind::kUnsupported, s.where + ".mlp_hidden_act: only 'relu2' is supported, got '" + act + "'");
+        if (act != "relu2")
+            throw Error(ErrorKind::kUnsupported,
+                        s.where + ".mlp_hidden_act: only 'relu2' is supported, got '" + act + "'");
     }
     if (c.count(LayerKind::kAttention) > 0) {
         c.n_heads = s.positive("num_attention_heads");
         c.n_kv_heads = s.positive_or("num_key_value_heads", c.n_heads);
-        c.head_dim = s.positive_or("head_dim", s.positive_or("attention_head_dim", c.hidden_size / c.n_heads));
+        c.head_dim =
+            s.positive_or("head_dim", s.positive_or("attention_head_dim", c.hidden_size / c.n_heads));
         if (c.n_heads % c.n_kv_heads != 0) {
-            throw s.error("num_key_value_heads", std::to_string(c.n_kv_heads) + " does not divide num_attention_heads " + std::to_string(c.n_heads));
+            throw s.error("num_key_value_heads", std::to_string(c.n_kv_heads) +
+                                                     " does not divide num_attention_heads " +
+                                                     std::to_string(c.n_heads));
         }
-        if (s.has("sliding_window")) throw Error(ErrorKind::kUnsupported, s.where + ".sliding_window: sliding-window attention is not supported");
+        if (s.has("sliding_window"))
+            throw Error(ErrorKind::kUnsupported,
+                        s.where + ".sliding_window: sliding-window attention is not supported");
     }
     if (c.count(LayerKind::kMamba2) > 0) {
         c.mamba_n_heads = s.positive("mamba_num_heads");
@@ -173,16 +194,22 @@ LlmConfig parse_llm(const Section& s) {
         c.chunk_size = s.positive_or("chunk_size", 128, kMaxChunk);
         c.conv_bias = s.bool_or("use_conv_bias", true);
         if (c.mamba_n_heads % c.n_groups != 0) {
-            throw s.error("n_groups", std::to_string(c.n_groups) + " does not divide mamba_num_heads " + std::to_string(c.mamba_n_heads));
+            throw s.error("n_groups", std::to_string(c.n_groups) + " does not divide mamba_num_heads " +
+                                          std::to_string(c.mamba_n_heads));
         }
         if (c.conv_kernel < 2) throw s.error("conv_kernel", "must be at least 2");
-        if (s.bool_or("use_bias", false)) throw Error(ErrorKind::kUnsupported, s.where + ".use_bias: in_proj/out_proj biases are not supported");
+        if (s.bool_or("use_bias", false))
+            throw Error(ErrorKind::kUnsupported,
+                        s.where + ".use_bias: in_proj/out_proj biases are not supported");
         const std::string act = s.str_or("mamba_hidden_act", "silu");
-        if (act != "silu") throw Error(ErrorKind::kUnsupported, s.where + ".mamba_hidden_act: only 'silu' is supported, got '" + act + "'");
+        if (act != "silu")
+            throw Error(ErrorKind::kUnsupported,
+                        s.where + ".mamba_hidden_act: only 'silu' is supported, got '" + act + "'");
         // time_step_limit [lo, hi]: the dt clamp the reference applies (absent or [0, inf] = none).
         if (s.has("time_step_limit")) {
             const json& lim = s.j["time_step_limit"];
-            if (!lim.is_array() || lim.size() != 2) throw s.error("time_step_limit", "expected [min, max], got " + lim.dump());
+            if (!lim.is_array() || lim.size() != 2)
+                throw s.error("time_step_limit", "expected [min, max], got " + lim.dump());
             auto value = [&](const json& v) -> float {
                 if (v.is_number()) return v.get<float>();
                 if (v.is_string() && (v == "inf" || v == "Infinity")) return 0.0f;
@@ -199,7 +226,10 @@ LlmConfig parse_llm(const Section& s) {
 
 // Known timm ViT names that RADIO's args.model uses → (width, depth, heads, mlp).
 bool timm_vit_dims(const std::string& name, VisionConfig* v) {
-    struct Dims { const char* name; int64_t width, depth, heads, mlp; };
+    struct Dims {
+        const char* name;
+        int64_t width, depth, heads, mlp;
+    };
     static const Dims kDims[] = {{"vit_huge_patch16_224", 1280, 32, 16, 5120},
                                  {"vit_large_patch16_224", 1024, 24, 16, 4096},
                                  {"vit_base_patch16_224", 768, 12, 12, 3072}};
@@ -217,8 +247,8 @@ bool timm_vit_dims(const std::string& name, VisionConfig* v) {
 
 VisionConfig parse_vision(const Section& s) {
     VisionConfig v;
-    // The original RADIO checkpoints name the tower through args.model; HF's RadioConfig spells the sizes out.
-    // Explicit fields win over the name.
+    // The original RADIO checkpoints name the tower through args.model; HF's RadioConfig spells the sizes
+    // out. Explicit fields win over the name.
     if (s.has("args")) {
         const Section args{s.j["args"], s.where + ".args"};
         const std::string model = args.str_or("model", "");
@@ -230,17 +260,21 @@ VisionConfig parse_vision(const Section& s) {
     v.hidden_size = s.positive_or("hidden_size", v.hidden_size);
     v.n_layers = s.positive_or("num_hidden_layers", v.n_layers, kMaxLayers);
     v.n_heads = s.positive_or("num_attention_heads", v.n_heads);
-    v.intermediate_size = s.positive_or("intermediate_size", v.intermediate_size ? v.intermediate_size : 4 * v.hidden_size);
+    v.intermediate_size =
+        s.positive_or("intermediate_size", v.intermediate_size ? v.intermediate_size : 4 * v.hidden_size);
     v.patch_size = s.positive_or("patch_size", v.patch_size, kMaxPixels);
-    v.max_img_size = s.positive_or("max_img_size", s.positive_or("max_resolution", v.max_img_size, kMaxPixels), kMaxPixels);
+    v.max_img_size = s.positive_or("max_img_size",
+                                   s.positive_or("max_resolution", v.max_img_size, kMaxPixels), kMaxPixels);
     v.norm_eps = static_cast<float>(s.num_or("layer_norm_eps", v.norm_eps));
     if (s.has("num_cls_tokens") || s.has("num_registers")) {
         v.n_prefix = s.int_in_or("num_cls_tokens", 1, 0, 1024) + s.int_in_or("num_registers", 0, 0, 1024);
     }
-    if (v.hidden_size <= 0) throw s.error("hidden_size", "missing (neither hidden_size nor a known args.model)");
+    if (v.hidden_size <= 0)
+        throw s.error("hidden_size", "missing (neither hidden_size nor a known args.model)");
     if (v.n_layers <= 0) throw s.error("num_hidden_layers", "missing");
     if (v.n_heads <= 0 || v.hidden_size % v.n_heads != 0) {
-        throw s.error("num_attention_heads", std::to_string(v.n_heads) + " does not divide the width " + std::to_string(v.hidden_size));
+        throw s.error("num_attention_heads", std::to_string(v.n_heads) + " does not divide the width " +
+                                                 std::to_string(v.hidden_size));
     }
     return v;
 }
@@ -277,7 +311,9 @@ std::string LlmConfig::pattern() const {
     return out;
 }
 
-int64_t ImageConfig::shuffle_factor() const { return static_cast<int64_t>(std::lround(1.0 / downsample_ratio)); }
+int64_t ImageConfig::shuffle_factor() const {
+    return static_cast<int64_t>(std::lround(1.0 / downsample_ratio));
+}
 
 int64_t ImageConfig::tokens_per_tile() const {
     const int64_t side = patches_per_side() / shuffle_factor();
@@ -291,9 +327,13 @@ std::vector<LayerKind> parse_layer_pattern(const std::string& pattern, const std
             case 'M': layers.push_back(LayerKind::kMamba2); break;
             case '*': layers.push_back(LayerKind::kAttention); break;
             case '-': layers.push_back(LayerKind::kMlp); break;
-            case 'E': throw Error(ErrorKind::kUnsupported, where + ": MoE blocks ('E' at position " + std::to_string(i) + ") are not supported");
+            case 'E':
+                throw Error(ErrorKind::kUnsupported, where + ": MoE blocks ('E' at position " +
+                                                         std::to_string(i) + ") are not supported");
             default:
-                throw Error(ErrorKind::kConfig, where + ": unknown layer character '" + std::string(1, pattern[i]) + "' at position " + std::to_string(i));
+                throw Error(ErrorKind::kConfig, where + ": unknown layer character '" +
+                                                    std::string(1, pattern[i]) + "' at position " +
+                                                    std::to_string(i));
         }
     }
     return layers;
@@ -302,7 +342,8 @@ std::vector<LayerKind> parse_layer_pattern(const std::string& pattern, const std
 ModelConfig load_model_config(const std::string& dir) {
     const fs::path root(dir);
     const fs::path config_path = root / "config.json";
-    if (!fs::exists(config_path)) throw Error(ErrorKind::kIo, config_path.string() + ": not found (is '" + dir + "' a model folder?)");
+    if (!fs::exists(config_path))
+        throw Error(ErrorKind::kIo, config_path.string() + ": not found (is '" + dir + "' a model folder?)");
     const json top = read_json(config_path);
     if (!top.is_object()) throw Error(ErrorKind::kFormat, config_path.string() + ": not a JSON object");
     const Section s{top, config_path.string()};
@@ -310,11 +351,14 @@ ModelConfig load_model_config(const std::string& dir) {
     ModelConfig cfg;
     cfg.dir = dir;
     if (top.contains("architectures") && top["architectures"].is_array() && !top["architectures"].empty()) {
-        cfg.architecture = top["architectures"][0].is_string() ? top["architectures"][0].get<std::string>() : "";
+        cfg.architecture =
+            top["architectures"][0].is_string() ? top["architectures"][0].get<std::string>() : "";
     }
     if (cfg.architecture.empty()) cfg.architecture = s.str_or("model_type", "");
     if (cfg.architecture == "NemotronH_Nano_VL_V2") {
-        if (!s.has("llm_config") && !s.has("text_config")) throw s.error("llm_config", "missing (a NemotronH_Nano_VL_V2 config nests the language model there)");
+        if (!s.has("llm_config") && !s.has("text_config"))
+            throw s.error("llm_config",
+                          "missing (a NemotronH_Nano_VL_V2 config nests the language model there)");
         const char* llm_key = s.has("llm_config") ? "llm_config" : "text_config";
         cfg.llm = parse_llm(Section{top[llm_key], s.where + ": " + llm_key});
         if (!s.has("vision_config")) throw s.error("vision_config", "missing");
@@ -325,29 +369,42 @@ ModelConfig load_model_config(const std::string& dir) {
         im.tile_size = s.positive_or("force_image_size", im.tile_size, kMaxPixels);
         im.patch_size = s.positive_or("patch_size", cfg.vision.patch_size, kMaxPixels);
         if (im.patch_size != cfg.vision.patch_size) {
-            throw s.error("patch_size", std::to_string(im.patch_size) + " differs from vision_config.patch_size " + std::to_string(cfg.vision.patch_size));
+            throw s.error("patch_size", std::to_string(im.patch_size) +
+                                            " differs from vision_config.patch_size " +
+                                            std::to_string(cfg.vision.patch_size));
         }
         im.downsample_ratio = s.num_or("downsample_ratio", im.downsample_ratio);
         im.ps_version = s.str_or("ps_version", "v2");
-        if (im.ps_version != "v2") throw Error(ErrorKind::kUnsupported, s.where + ".ps_version: only pixel shuffle 'v2' is supported, got '" + im.ps_version + "'");
+        if (im.ps_version != "v2")
+            throw Error(
+                ErrorKind::kUnsupported,
+                s.where + ".ps_version: only pixel shuffle 'v2' is supported, got '" + im.ps_version + "'");
         im.use_thumbnail = s.bool_or("use_thumbnail", im.use_thumbnail);
-        im.max_tiles = s.positive_or("max_num_tiles", s.positive_or("max_dynamic_patch", im.max_tiles, kMaxTiles), kMaxTiles);
+        im.max_tiles = s.positive_or("max_num_tiles",
+                                     s.positive_or("max_dynamic_patch", im.max_tiles, kMaxTiles), kMaxTiles);
         im.norm_mean = s.triple_or("norm_mean", vs.triple_or("norm_mean", im.norm_mean));
         im.norm_std = s.triple_or("norm_std", vs.triple_or("norm_std", im.norm_std));
-        if (im.tile_size % im.patch_size != 0) throw s.error("force_image_size", "not a multiple of patch_size");
+        if (im.tile_size % im.patch_size != 0)
+            throw s.error("force_image_size", "not a multiple of patch_size");
         const int64_t shuffle = im.shuffle_factor();
-        if (shuffle < 1 || std::fabs(1.0 / static_cast<double>(shuffle) - im.downsample_ratio) > 1e-9 || im.patches_per_side() % shuffle != 0) {
-            throw s.error("downsample_ratio", "must be 1/k with k dividing the patch grid, got " + std::to_string(im.downsample_ratio));
+        if (shuffle < 1 || std::fabs(1.0 / static_cast<double>(shuffle) - im.downsample_ratio) > 1e-9 ||
+            im.patches_per_side() % shuffle != 0) {
+            throw s.error("downsample_ratio", "must be 1/k with k dividing the patch grid, got " +
+                                                  std::to_string(im.downsample_ratio));
         }
         if (s.has("vision_config") && vs.has("args")) {
             const Section args{vs.j["args"], vs.where + ".args"};
             if (args.has("min_num_patches")) {
-                throw Error(ErrorKind::kUnsupported, args.where + ".min_num_patches: dynamic-resolution tiling is not supported (static tiling only)");
+                throw Error(
+                    ErrorKind::kUnsupported,
+                    args.where +
+                        ".min_num_patches: dynamic-resolution tiling is not supported (static tiling only)");
             }
         }
         const int64_t vit = s.positive_or("vit_hidden_size", cfg.vision.hidden_size);
         if (vit != cfg.vision.hidden_size) {
-            throw s.error("vit_hidden_size", std::to_string(vit) + " differs from the vision tower width " + std::to_string(cfg.vision.hidden_size));
+            throw s.error("vit_hidden_size", std::to_string(vit) + " differs from the vision tower width " +
+                                                 std::to_string(cfg.vision.hidden_size));
         }
         cfg.projector_hidden = s.positive("projector_hidden_size");
         cfg.image_context_token = s.str_or("img_context_token", cfg.image_context_token);
@@ -359,21 +416,26 @@ ModelConfig load_model_config(const std::string& dir) {
     } else if (cfg.architecture == "NemotronHForCausalLM" || cfg.architecture == "nemotron_h") {
         cfg.llm = parse_llm(Section{top, s.where});
     } else {
-        throw Error(ErrorKind::kUnsupported, config_path.string() + ".architectures: unsupported architecture '" + cfg.architecture +
-                                                 "' (expected NemotronH_Nano_VL_V2 or NemotronHForCausalLM)");
+        throw Error(ErrorKind::kUnsupported,
+                    config_path.string() + ".architectures: unsupported architecture '" + cfg.architecture +
+                        "' (expected NemotronH_Nano_VL_V2 or NemotronHForCausalLM)");
     }
 
     // Special ids: the LLM section first, then generation_config.json (which wins for stopping).
-    const json& llm_json = cfg.architecture == "NemotronH_Nano_VL_V2" ? top[s.has("llm_config") ? "llm_config" : "text_config"] : top;
+    const json& llm_json = cfg.architecture == "NemotronH_Nano_VL_V2"
+                               ? top[s.has("llm_config") ? "llm_config" : "text_config"]
+                               : top;
     if (llm_json.contains("bos_token_id")) {
         auto ids = id_list(llm_json["bos_token_id"], s.where + ".bos_token_id");
         if (!ids.empty()) cfg.bos_token_id = ids[0];
     }
-    if (llm_json.contains("eos_token_id")) cfg.eos_token_ids = id_list(llm_json["eos_token_id"], s.where + ".eos_token_id");
+    if (llm_json.contains("eos_token_id"))
+        cfg.eos_token_ids = id_list(llm_json["eos_token_id"], s.where + ".eos_token_id");
     const fs::path gen_path = root / "generation_config.json";
     if (fs::exists(gen_path)) {
         const json gen = read_json(gen_path);
-        if (gen.contains("eos_token_id")) cfg.eos_token_ids = id_list(gen["eos_token_id"], gen_path.string() + ".eos_token_id");
+        if (gen.contains("eos_token_id"))
+            cfg.eos_token_ids = id_list(gen["eos_token_id"], gen_path.string() + ".eos_token_id");
         if (gen.contains("bos_token_id")) {
             auto ids = id_list(gen["bos_token_id"], gen_path.string() + ".bos_token_id");
             if (!ids.empty()) cfg.bos_token_id = ids[0];
@@ -389,7 +451,9 @@ ModelConfig load_model_config(const std::string& dir) {
         cfg.image.norm_std = ps.triple_or("image_std", ps.triple_or("norm_std", cfg.image.norm_std));
     }
     for (int64_t id : cfg.eos_token_ids) {
-        if (id < 0 || id >= cfg.llm.vocab_size) throw Error(ErrorKind::kConfig, dir + ": eos token id " + std::to_string(id) + " is outside the vocabulary");
+        if (id < 0 || id >= cfg.llm.vocab_size)
+            throw Error(ErrorKind::kConfig,
+                        dir + ": eos token id " + std::to_string(id) + " is outside the vocabulary");
     }
     return cfg;
 }

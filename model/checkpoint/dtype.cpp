@@ -7,10 +7,13 @@
 namespace surf::model {
 
 bool parse_dtype(const std::string& name, DType* out) {
-    struct Entry { const char* name; DType dtype; };
-    static const Entry kEntries[] = {{"F32", DType::kF32},     {"F16", DType::kF16}, {"BF16", DType::kBF16},
-                                     {"F8_E4M3", DType::kF8E4M3}, {"I64", DType::kI64}, {"I32", DType::kI32},
-                                     {"U8", DType::kU8},       {"BOOL", DType::kBool}};
+    struct Entry {
+        const char* name;
+        DType dtype;
+    };
+    static const Entry kEntries[] = {
+        {"F32", DType::kF32}, {"F16", DType::kF16}, {"BF16", DType::kBF16}, {"F8_E4M3", DType::kF8E4M3},
+        {"I64", DType::kI64}, {"I32", DType::kI32}, {"U8", DType::kU8},     {"BOOL", DType::kBool}};
     for (const auto& entry : kEntries) {
         if (name == entry.name) {
             *out = entry.dtype;
@@ -36,10 +39,14 @@ const char* dtype_name(DType dtype) {
 
 size_t dtype_size(DType dtype) {
     switch (dtype) {
-        case DType::kF32: case DType::kI32: return 4;
-        case DType::kF16: case DType::kBF16: return 2;
+        case DType::kF32:
+        case DType::kI32: return 4;
+        case DType::kF16:
+        case DType::kBF16: return 2;
         case DType::kI64: return 8;
-        case DType::kF8E4M3: case DType::kU8: case DType::kBool: return 1;
+        case DType::kF8E4M3:
+        case DType::kU8:
+        case DType::kBool: return 1;
     }
     return 0;
 }
@@ -78,9 +85,7 @@ float f8e4m3_to_f32(uint8_t bits) {
 void convert_to_f32(DType dtype, const void* src, size_t n, float* dst) {
     const auto* bytes = static_cast<const uint8_t*>(src);
     switch (dtype) {
-        case DType::kF32:
-            std::memcpy(dst, src, n * sizeof(float));
-            return;
+        case DType::kF32: std::memcpy(dst, src, n * sizeof(float)); return;
         case DType::kBF16:
             for (size_t i = 0; i < n; ++i) {
                 uint16_t bits;
@@ -98,8 +103,7 @@ void convert_to_f32(DType dtype, const void* src, size_t n, float* dst) {
         case DType::kF8E4M3:
             for (size_t i = 0; i < n; ++i) dst[i] = f8e4m3_to_f32(bytes[i]);
             return;
-        default:
-            SURF_CHECK(false, "convert_to_f32: not a float dtype: ", dtype_name(dtype));
+        default: SURF_CHECK(false, "convert_to_f32: not a float dtype: ", dtype_name(dtype));
     }
 }
 

@@ -46,9 +46,12 @@ std::string TensorInfo::shape_string() const {
     return out.str();
 }
 
-std::vector<TensorInfo> SafetensorsFile::parse(const uint8_t* bytes, size_t file_size, const std::string& path,
+std::vector<TensorInfo> SafetensorsFile::parse(const uint8_t* bytes, size_t file_size,
+                                               const std::string& path,
                                                std::map<std::string, std::string>* metadata) {
-    if (file_size < 8) throw format_error(path, "file is " + std::to_string(file_size) + " bytes, too short for a safetensors header");
+    if (file_size < 8)
+        throw format_error(
+            path, "file is " + std::to_string(file_size) + " bytes, too short for a safetensors header");
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];  // little-endian u64
     if (header_len > kMaxHeaderBytes || header_len > file_size - 8) {
@@ -73,17 +76,22 @@ std::vector<TensorInfo> SafetensorsFile::parse(const uint8_t* bytes, size_t file
         if (name == "__metadata__") {
             if (!it->is_object()) throw format_error(path, "__metadata__ is not an object");
             for (auto m = it->begin(); m != it->end(); ++m) {
-                if (!m->is_string()) throw format_error(path, "__metadata__ value '" + m.key() + "' is not a string");
+                if (!m->is_string())
+                    throw format_error(path, "__metadata__ value '" + m.key() + "' is not a string");
                 if (metadata) (*metadata)[m.key()] = m->get<std::string>();
             }
             continue;
         }
         const json& entry = *it;
-        auto bad = [&](const std::string& what) { return format_error(path, "tensor '" + name + "': " + what); };
+        auto bad = [&](const std::string& what) {
+            return format_error(path, "tensor '" + name + "': " + what);
+        };
         if (!entry.is_object()) throw bad("entry is not an object");
-        if (!entry.contains("dtype") || !entry["dtype"].is_string()) throw bad("missing string field 'dtype'");
+        if (!entry.contains("dtype") || !entry["dtype"].is_string())
+            throw bad("missing string field 'dtype'");
         if (!entry.contains("shape") || !entry["shape"].is_array()) throw bad("missing array field 'shape'");
-        if (!entry.contains("data_offsets") || !entry["data_offsets"].is_array() || entry["data_offsets"].size() != 2) {
+        if (!entry.contains("data_offsets") || !entry["data_offsets"].is_array() ||
+            entry["data_offsets"].size() != 2) {
             throw bad("missing field 'data_offsets' [begin, end]");
         }
         TensorInfo info;
@@ -96,23 +104,27 @@ std::vector<TensorInfo> SafetensorsFile::parse(const uint8_t* bytes, size_t file
         for (const json& dim : entry["shape"]) {
             if (!dim.is_number_unsigned()) throw bad("shape has a non-integer or negative dimension");
             const uint64_t d = dim.get<uint64_t>();
-            if (d > (uint64_t{1} << 40)) throw bad("dimension " + std::to_string(d) + " is implausibly large");
+            if (d > (uint64_t{1} << 40))
+                throw bad("dimension " + std::to_string(d) + " is implausibly large");
             if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / d) overflow = true;
             numel *= d;
             info.shape.push_back(static_cast<int64_t>(d));
         }
         const json& offsets = entry["data_offsets"];
-        if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) throw bad("data_offsets are not non-negative integers");
+        if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+            throw bad("data_offsets are not non-negative integers");
         const uint64_t begin = offsets[0].get<uint64_t>();
         const uint64_t end = offsets[1].get<uint64_t>();
-        if (begin > end) throw bad("data_offsets begin " + std::to_string(begin) + " > end " + std::to_string(end));
+        if (begin > end)
+            throw bad("data_offsets begin " + std::to_string(begin) + " > end " + std::to_string(end));
         if (end > data_size) {
-            throw bad("data_offsets end " + std::to_string(end) + " is past the data section (" + std::to_string(data_size) +
-                      " bytes): the file is truncated or corrupt");
+            throw bad("data_offsets end " + std::to_string(end) + " is past the data section (" +
+                      std::to_string(data_size) + " bytes): the file is truncated or corrupt");
         }
         const uint64_t elem = dtype_size(info.dtype);
         if (overflow || numel > std::numeric_limits<uint64_t>::max() / elem || numel * elem != end - begin) {
-            throw bad("dtype " + dtype + " x shape " + info.shape_string() + " does not match its " + std::to_string(end - begin) + " bytes");
+            throw bad("dtype " + dtype + " x shape " + info.shape_string() + " does not match its " +
+                      std::to_string(end - begin) + " bytes");
         }
         info.data = bytes + data_start + begin;
         info.n_bytes = end - begin;
@@ -127,7 +139,8 @@ std::vector<TensorInfo> SafetensorsFile::parse(const uint8_t* bytes, size_t file
         const auto& prev = ranges[order[k - 1]];
         const auto& cur = ranges[order[k]];
         if (cur.first < prev.second && cur.first != cur.second) {
-            throw format_error(path, "tensors '" + tensors[order[k - 1]].name + "' and '" + tensors[order[k]].name + "' overlap");
+            throw format_error(path, "tensors '" + tensors[order[k - 1]].name + "' and '" +
+                                         tensors[order[k]].name + "' overlap");
         }
     }
     return tensors;
@@ -185,10 +198,13 @@ Checkpoint Checkpoint::open(const std::string& path) {
             }
             std::set<std::string> shards;
             for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-                if (!it->is_string()) throw Error(ErrorKind::kFormat, index.string() + ": weight_map['" + it.key() + "'] is not a string");
+                if (!it->is_string())
+                    throw Error(ErrorKind::kFormat,
+                                index.string() + ": weight_map['" + it.key() + "'] is not a string");
                 const std::string shard = it->get<std::string>();
                 if (shard.find('/') != std::string::npos || shard.find("..") != std::string::npos) {
-                    throw Error(ErrorKind::kFormat, index.string() + ": shard name '" + shard + "' leaves the folder");
+                    throw Error(ErrorKind::kFormat,
+                                index.string() + ": shard name '" + shard + "' leaves the folder");
                 }
                 shards.insert(shard);
                 expected_file[it.key()] = (dir / shard).string();
@@ -197,7 +213,8 @@ Checkpoint Checkpoint::open(const std::string& path) {
         } else if (fs::exists(dir / "model.safetensors")) {
             files.push_back((dir / "model.safetensors").string());
         } else {
-            throw Error(ErrorKind::kIo, path + ": no model.safetensors or model.safetensors.index.json in this folder");
+            throw Error(ErrorKind::kIo,
+                        path + ": no model.safetensors or model.safetensors.index.json in this folder");
         }
     } else if (fs::exists(path)) {
         files.push_back(path);
@@ -208,11 +225,14 @@ Checkpoint Checkpoint::open(const std::string& path) {
         auto mapped = std::make_shared<SafetensorsFile>(file);
         for (const auto& info : mapped->tensors()) {
             if (ckpt.by_name_.count(info.name)) {
-                throw Error(ErrorKind::kFormat, file + ": tensor '" + info.name + "' also appears in " + ckpt.by_name_[info.name]->file);
+                throw Error(ErrorKind::kFormat, file + ": tensor '" + info.name + "' also appears in " +
+                                                    ckpt.by_name_[info.name]->file);
             }
             auto want = expected_file.find(info.name);
             if (!expected_file.empty() && (want == expected_file.end() || want->second != file)) {
-                throw Error(ErrorKind::kFormat, file + ": tensor '" + info.name + "' is not listed for this shard in model.safetensors.index.json");
+                throw Error(ErrorKind::kFormat,
+                            file + ": tensor '" + info.name +
+                                "' is not listed for this shard in model.safetensors.index.json");
             }
             ckpt.by_name_[info.name] = &info;
         }
@@ -220,13 +240,17 @@ Checkpoint Checkpoint::open(const std::string& path) {
     }
     for (const auto& [name, file] : expected_file) {
         if (!ckpt.by_name_.count(name)) {
-            throw Error(ErrorKind::kFormat, file + ": tensor '" + name + "' is listed in model.safetensors.index.json but missing from the shard");
+            throw Error(ErrorKind::kFormat,
+                        file + ": tensor '" + name +
+                            "' is listed in model.safetensors.index.json but missing from the shard");
         }
     }
     return ckpt;
 }
 
-bool Checkpoint::has(std::string_view name) const { return by_name_.find(name) != by_name_.end(); }
+bool Checkpoint::has(std::string_view name) const {
+    return by_name_.find(name) != by_name_.end();
+}
 
 const TensorInfo* Checkpoint::find(std::string_view name) const {
     auto it = by_name_.find(name);
@@ -248,8 +272,13 @@ std::vector<std::string> Checkpoint::names() const {
 std::vector<float> Checkpoint::to_f32(std::string_view name) const {
     const TensorInfo& info = get(name);
     switch (info.dtype) {
-        case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kF8E4M3: break;
-        default: throw Error(ErrorKind::kFormat, info.file + ": tensor '" + info.name + "' has dtype " + dtype_name(info.dtype) + ", expected a float type");
+        case DType::kF32:
+        case DType::kF16:
+        case DType::kBF16:
+        case DType::kF8E4M3: break;
+        default:
+            throw Error(ErrorKind::kFormat, info.file + ": tensor '" + info.name + "' has dtype " +
+                                                dtype_name(info.dtype) + ", expected a float type");
     }
     std::vector<float> out(static_cast<size_t>(info.numel()));
     convert_to_f32(info.dtype, info.data, out.size(), out.data());
@@ -268,7 +297,8 @@ std::vector<int64_t> Checkpoint::to_i64(std::string_view name) const {
             out[i] = v;
         }
     } else {
-        throw Error(ErrorKind::kFormat, info.file + ": tensor '" + info.name + "' has dtype " + dtype_name(info.dtype) + ", expected I64 or I32");
+        throw Error(ErrorKind::kFormat, info.file + ": tensor '" + info.name + "' has dtype " +
+                                            dtype_name(info.dtype) + ", expected I64 or I32");
     }
     return out;
 }
@@ -283,7 +313,8 @@ std::string serialize_safetensors(const std::vector<TensorToWrite>& tensors,
         uint64_t numel = 1;
         for (int64_t d : t.shape) numel *= static_cast<uint64_t>(d);
         const uint64_t bytes = numel * dtype_size(t.dtype);
-        header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+        header[t.name] = {
+            {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
         sizes.push_back(bytes);
         offset += bytes;
     }
@@ -294,7 +325,8 @@ std::string serialize_safetensors(const std::vector<TensorToWrite>& tensors,
     for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((len >> (8 * i)) & 0xff);
     out += text;
     // The header's JSON object is key-sorted, but offsets follow the input order: write in input order.
-    for (size_t i = 0; i < tensors.size(); ++i) out.append(static_cast<const char*>(tensors[i].data), sizes[i]);
+    for (size_t i = 0; i < tensors.size(); ++i)
+        out.append(static_cast<const char*>(tensors[i].data), sizes[i]);
     return out;
 }
 

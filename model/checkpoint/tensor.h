@@ -12,7 +12,9 @@ struct Tensor {
     std::vector<int64_t> shape;
 
     Tensor() = default;
-    explicit Tensor(std::vector<int64_t> dims) : shape(std::move(dims)) { data.assign(static_cast<size_t>(numel()), 0.0f); }
+    explicit Tensor(std::vector<int64_t> dims) : shape(std::move(dims)) {
+        data.assign(static_cast<size_t>(numel()), 0.0f);
+    }
 
     int64_t numel() const {
         int64_t n = 1;

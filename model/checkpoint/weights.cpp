@@ -15,7 +15,8 @@ namespace {
 std::string shape_str(const std::vector<int64_t>& shape) {
     std::ostringstream out;
     out << "[";
-    for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
+    for (size_t i = 0; i < shape.size(); ++i)
+        out << (i ? ", " : "") << (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
     out << "]";
     return out.str();
 }
@@ -31,7 +32,9 @@ bool shape_matches(const std::vector<int64_t>& want, const std::vector<int64_t>&
 }  // namespace
 
 WeightPrefixes weight_prefixes(const ModelConfig& cfg) {
-    if (cfg.has_vision) return {"language_model.backbone.", "language_model.lm_head.weight", "vision_model.radio_model.", "mlp1."};
+    if (cfg.has_vision)
+        return {"language_model.backbone.", "language_model.lm_head.weight", "vision_model.radio_model.",
+                "mlp1."};
     return {"backbone.", "lm_head.weight", "", ""};
 }
 
@@ -112,7 +115,8 @@ CheckpointReport check_checkpoint(const ModelConfig& cfg, const Checkpoint& ckpt
             return;
         }
         if (!shape_matches(spec.shape, info->shape)) {
-            report.shape_mismatches.push_back(spec.name + ": expected " + shape_str(spec.shape) + ", got " + info->shape_string());
+            report.shape_mismatches.push_back(spec.name + ": expected " + shape_str(spec.shape) + ", got " +
+                                              info->shape_string());
             return;
         }
         if (spec.required) report.n_parameters += info->numel();
@@ -135,20 +139,26 @@ Tensor load(const Checkpoint& ckpt, const std::string& name) {
 }  // namespace
 
 void validate_checkpoint(ModelConfig& cfg, const Checkpoint& ckpt) {
-    // Shape-derived values first (spec: read the vocabulary rows and the prefix-token count from the tensors).
+    // Shape-derived values first (spec: read the vocabulary rows and the prefix-token count from the
+    // tensors).
     const WeightPrefixes px = weight_prefixes(cfg);
     if (const TensorInfo* emb = ckpt.find(px.backbone + "embeddings.weight"); emb && emb->shape.size() == 2) {
         if (emb->shape[0] < cfg.llm.vocab_size) {
-            throw Error(ErrorKind::kFormat, emb->file + ": " + emb->name + " has " + std::to_string(emb->shape[0]) +
-                                                " rows, fewer than the config's vocab_size " + std::to_string(cfg.llm.vocab_size));
+            throw Error(ErrorKind::kFormat, emb->file + ": " + emb->name + " has " +
+                                                std::to_string(emb->shape[0]) +
+                                                " rows, fewer than the config's vocab_size " +
+                                                std::to_string(cfg.llm.vocab_size));
         }
         cfg.llm.vocab_size = emb->shape[0];
     }
     if (cfg.has_vision) {
-        if (const TensorInfo* cls = ckpt.find(px.vision + "model.patch_generator.cls_token.token"); cls && cls->shape.size() == 2) {
+        if (const TensorInfo* cls = ckpt.find(px.vision + "model.patch_generator.cls_token.token");
+            cls && cls->shape.size() == 2) {
             if (cfg.vision.n_prefix >= 0 && cfg.vision.n_prefix != cls->shape[0]) {
-                throw Error(ErrorKind::kFormat, cls->file + ": " + cls->name + " has " + std::to_string(cls->shape[0]) +
-                                                    " rows but the config implies " + std::to_string(cfg.vision.n_prefix) + " cls+register tokens");
+                throw Error(ErrorKind::kFormat,
+                            cls->file + ": " + cls->name + " has " + std::to_string(cls->shape[0]) +
+                                " rows but the config implies " + std::to_string(cfg.vision.n_prefix) +
+                                " cls+register tokens");
             }
             cfg.vision.n_prefix = cls->shape[0];
         }
@@ -157,7 +167,8 @@ void validate_checkpoint(ModelConfig& cfg, const Checkpoint& ckpt) {
     if (!report.ok()) {
         std::ostringstream msg;
         msg << ckpt.path() << ": the checkpoint does not match its config.json:";
-        for (size_t i = 0; i < report.missing.size() && i < 20; ++i) msg << "\n  missing tensor " << report.missing[i];
+        for (size_t i = 0; i < report.missing.size() && i < 20; ++i)
+            msg << "\n  missing tensor " << report.missing[i];
         if (report.missing.size() > 20) msg << "\n  … and " << report.missing.size() - 20 << " more missing";
         for (const auto& m : report.shape_mismatches) msg << "\n  " << m;
         throw Error(ErrorKind::kFormat, msg.str());
@@ -182,8 +193,10 @@ ModelWeights load_weights(ModelConfig& cfg, const Checkpoint& ckpt) {
                 m.in_proj = load(ckpt, p + "in_proj.weight");
                 m.conv_w = load(ckpt, p + "conv1d.weight");
                 m.conv_w.shape = {c.conv_dim(), c.conv_kernel};
-                if (c.conv_bias) m.conv_b = load(ckpt, p + "conv1d.bias");
-                else m.conv_b = Tensor({c.conv_dim()});
+                if (c.conv_bias)
+                    m.conv_b = load(ckpt, p + "conv1d.bias");
+                else
+                    m.conv_b = Tensor({c.conv_dim()});
                 m.dt_bias = load(ckpt, p + "dt_bias");
                 m.A = load(ckpt, p + "A_log");
                 for (float& a : m.A.data) a = -std::exp(a);
@@ -207,7 +220,8 @@ ModelWeights load_weights(ModelConfig& cfg, const Checkpoint& ckpt) {
     w.norm_f = load(ckpt, px.backbone + "norm_f.weight");
     w.lm_head = ckpt.has(px.lm_head) ? load(ckpt, px.lm_head) : w.embeddings;
     if (w.lm_head.dim(0) != w.embeddings.dim(0)) {
-        throw Error(ErrorKind::kFormat, ckpt.path() + ": lm_head has " + std::to_string(w.lm_head.dim(0)) + " rows but embeddings have " +
+        throw Error(ErrorKind::kFormat, ckpt.path() + ": lm_head has " + std::to_string(w.lm_head.dim(0)) +
+                                            " rows but embeddings have " +
                                             std::to_string(w.embeddings.dim(0)));
     }
     if (!cfg.has_vision) return w;
@@ -219,10 +233,12 @@ ModelWeights load_weights(ModelConfig& cfg, const Checkpoint& ckpt) {
     const int64_t n_pos = v.pos_embed.dim(1);
     v.pos_grid = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(n_pos))));
     if (v.pos_grid * v.pos_grid != n_pos) {
-        throw Error(ErrorKind::kFormat, ckpt.path() + ": pos_embed has " + std::to_string(n_pos) + " positions, not a square grid");
+        throw Error(ErrorKind::kFormat, ckpt.path() + ": pos_embed has " + std::to_string(n_pos) +
+                                            " positions, not a square grid");
     }
     if (v.pos_grid < cfg.image.patches_per_side()) {
-        throw Error(ErrorKind::kUnsupported, ckpt.path() + ": pos_embed grid " + std::to_string(v.pos_grid) + " is smaller than a tile's patch grid " +
+        throw Error(ErrorKind::kUnsupported, ckpt.path() + ": pos_embed grid " + std::to_string(v.pos_grid) +
+                                                 " is smaller than a tile's patch grid " +
                                                  std::to_string(cfg.image.patches_per_side()));
     }
     v.pos_embed.shape = {n_pos, cfg.vision.hidden_size};

@@ -36,33 +36,34 @@ void validate_checkpoint(ModelConfig& cfg, const Checkpoint& ckpt);
 void for_each_weight(const ModelConfig& cfg, const std::function<void(const WeightSpec&)>& fn);
 
 struct CheckpointReport {
-    std::vector<std::string> missing;                 // required by the table, absent from the file
-    std::vector<std::string> unexpected;              // in the file, not in the table
-    std::vector<std::string> shape_mismatches;        // "name: expected [..], got [..]"
-    int64_t n_parameters = 0;                         // elements of the tensors the table names
+    std::vector<std::string> missing;           // required by the table, absent from the file
+    std::vector<std::string> unexpected;        // in the file, not in the table
+    std::vector<std::string> shape_mismatches;  // "name: expected [..], got [..]"
+    int64_t n_parameters = 0;                   // elements of the tensors the table names
     bool ok() const { return missing.empty() && shape_mismatches.empty(); }
 };
 CheckpointReport check_checkpoint(const ModelConfig& cfg, const Checkpoint& ckpt);
 
 struct MambaWeights {
-    Tensor in_proj;    // [in_proj_dim, d_model]
-    Tensor conv_w;     // [conv_dim, K]
-    Tensor conv_b;     // [conv_dim]
-    Tensor dt_bias;    // [H]
-    Tensor A;          // [H] = −exp(A_log)
-    Tensor D;          // [H]
-    Tensor norm;       // [d_inner]
-    Tensor out_proj;   // [d_model, d_inner]
+    Tensor in_proj;   // [in_proj_dim, d_model]
+    Tensor conv_w;    // [conv_dim, K]
+    Tensor conv_b;    // [conv_dim]
+    Tensor dt_bias;   // [H]
+    Tensor A;         // [H] = −exp(A_log)
+    Tensor D;         // [H]
+    Tensor norm;      // [d_inner]
+    Tensor out_proj;  // [d_model, d_inner]
 };
 struct AttentionWeights {
-    Tensor q, k, v, o;  // [n_heads·head_dim, d_model], [n_kv·head_dim, d_model] ×2, [d_model, n_heads·head_dim]
+    Tensor q, k, v,
+        o;  // [n_heads·head_dim, d_model], [n_kv·head_dim, d_model] ×2, [d_model, n_heads·head_dim]
 };
 struct MlpWeights {
-    Tensor up, down;    // [intermediate, d_model], [d_model, intermediate]
+    Tensor up, down;  // [intermediate, d_model], [d_model, intermediate]
 };
 struct LayerWeights {
     LayerKind kind = LayerKind::kMlp;
-    Tensor norm;        // [d_model]
+    Tensor norm;  // [d_model]
     MambaWeights mamba;
     AttentionWeights attn;
     MlpWeights mlp;
@@ -74,17 +75,17 @@ struct VisionWeights {
     Tensor patch_embed;  // [width, 3·patch²]
     Tensor pos_embed;    // [grid·grid, width]
     int64_t pos_grid = 0;
-    Tensor prefix;       // [n_prefix, width] cls + register tokens
+    Tensor prefix;  // [n_prefix, width] cls + register tokens
     std::vector<VitBlockWeights> blocks;
-    Tensor proj_norm;    // mlp1.0 [width·s²]
-    Tensor proj_fc1;     // mlp1.1 [projector_hidden, width·s²]
-    Tensor proj_fc2;     // mlp1.3 [d_model, projector_hidden]
+    Tensor proj_norm;  // mlp1.0 [width·s²]
+    Tensor proj_fc1;   // mlp1.1 [projector_hidden, width·s²]
+    Tensor proj_fc2;   // mlp1.3 [d_model, projector_hidden]
 };
 struct ModelWeights {
     Tensor embeddings;  // [vocab, d_model]
     std::vector<LayerWeights> layers;
-    Tensor norm_f;      // [d_model]
-    Tensor lm_head;     // [vocab, d_model]
+    Tensor norm_f;   // [d_model]
+    Tensor lm_head;  // [vocab, d_model]
     VisionWeights vision;
 };
 

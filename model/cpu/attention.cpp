@@ -6,7 +6,8 @@ namespace surf::model::cpu {
 
 namespace k = surf::kernels::cpu;
 
-void attention_mixer(const LlmConfig& cfg, const AttentionWeights& w, const float* x, int64_t T, KvCache& cache, float* out) {
+void attention_mixer(const LlmConfig& cfg, const AttentionWeights& w, const float* x, int64_t T,
+                     KvCache& cache, float* out) {
     const int64_t d_model = cfg.hidden_size, hd = cfg.head_dim;
     const int64_t q_dim = cfg.n_heads * hd, kv_dim = cfg.n_kv_heads * hd;
     const int64_t past = static_cast<int64_t>(cache.k.size()) / kv_dim;

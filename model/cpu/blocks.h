@@ -24,10 +24,12 @@ struct KvCache {
 };
 
 // out [T, d_model] = Mamba2Mixer(x [T, d_model]) continuing `state` (spec §1.5, §2).
-void mamba2_mixer(const LlmConfig& cfg, const MambaWeights& w, const float* x, int64_t T, MambaState& state, float* out);
+void mamba2_mixer(const LlmConfig& cfg, const MambaWeights& w, const float* x, int64_t T, MambaState& state,
+                  float* out);
 
 // out [T, d_model] = Attention(x [T, d_model]) with the new tokens appended to `cache` (spec §1.4).
-void attention_mixer(const LlmConfig& cfg, const AttentionWeights& w, const float* x, int64_t T, KvCache& cache, float* out);
+void attention_mixer(const LlmConfig& cfg, const AttentionWeights& w, const float* x, int64_t T,
+                     KvCache& cache, float* out);
 
 // out [T, d_model] = down(relu(up(x))²) (spec §1.3).
 void mlp_mixer(const LlmConfig& cfg, const MlpWeights& w, const float* x, int64_t T, float* out);

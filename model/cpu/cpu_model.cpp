@@ -4,8 +4,8 @@
 
 #include "base/error.h"
 #include "kernels/cpu/cpu_ops.h"
-#include "model/cpu/vision.h"
 #include "model/checkpoint/safetensors.h"
+#include "model/cpu/vision.h"
 
 namespace surf::model::cpu {
 
@@ -53,19 +53,25 @@ Tensor CpuModel::forward(SequenceState& state, const ForwardInput& in) const {
     const int64_t n_image_rows = in.image_embeds ? in.image_embeds->dim(0) : 0;
     for (int64_t t = 0; t < T; ++t) {
         const int32_t id = tokens[t];
-        if (id < 0 || id >= V) throw Error(ErrorKind::kInvalidArgument, "forward: token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(V));
+        if (id < 0 || id >= V)
+            throw Error(ErrorKind::kInvalidArgument, "forward: token id " + std::to_string(id) +
+                                                         " is outside the vocabulary of " +
+                                                         std::to_string(V));
         const float* src = w_.embeddings.ptr() + static_cast<int64_t>(id) * d;
         if (id == in.image_token_id && in.image_token_id >= 0) {
             if (next_image_row >= n_image_rows) {
-                throw Error(ErrorKind::kInvalidArgument, "forward: more image-context tokens than image embedding rows (" + std::to_string(n_image_rows) + ")");
+                throw Error(ErrorKind::kInvalidArgument,
+                            "forward: more image-context tokens than image embedding rows (" +
+                                std::to_string(n_image_rows) + ")");
             }
             src = in.image_embeds->ptr() + next_image_row++ * d;
         }
         std::copy(src, src + d, h.begin() + t * d);
     }
     if (next_image_row != n_image_rows) {
-        throw Error(ErrorKind::kInvalidArgument, "forward: " + std::to_string(n_image_rows) + " image embedding rows but " +
-                                                     std::to_string(next_image_row) + " image-context tokens");
+        throw Error(ErrorKind::kInvalidArgument,
+                    "forward: " + std::to_string(n_image_rows) + " image embedding rows but " +
+                        std::to_string(next_image_row) + " image-context tokens");
     }
     dump(in.dumper, "embeds", h.data(), {T, d});
 
@@ -75,8 +81,12 @@ Tensor CpuModel::forward(SequenceState& state, const ForwardInput& in) const {
         const LayerWeights& L = w_.layers[static_cast<size_t>(i)];
         k::rmsnorm({h.data(), nullptr, L.norm.ptr(), normed.data(), T, d, c.norm_eps});
         switch (L.kind) {
-            case LayerKind::kMamba2: mamba2_mixer(c, L.mamba, normed.data(), T, state.mamba[i], mixed.data()); break;
-            case LayerKind::kAttention: attention_mixer(c, L.attn, normed.data(), T, state.kv[i], mixed.data()); break;
+            case LayerKind::kMamba2:
+                mamba2_mixer(c, L.mamba, normed.data(), T, state.mamba[i], mixed.data());
+                break;
+            case LayerKind::kAttention:
+                attention_mixer(c, L.attn, normed.data(), T, state.kv[i], mixed.data());
+                break;
             case LayerKind::kMlp: mlp_mixer(c, L.mlp, normed.data(), T, mixed.data()); break;
         }
         for (size_t j = 0; j < h.size(); ++j) h[j] += mixed[j];

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "model/checkpoint/config.h"
-#include "model/cpu/blocks.h"
-#include "model/dump.h"
 #include "model/checkpoint/tensor.h"
 #include "model/checkpoint/weights.h"
+#include "model/cpu/blocks.h"
+#include "model/dump.h"
 
 namespace surf::model::cpu {
 
@@ -24,9 +24,10 @@ struct SequenceState {
 
 struct ForwardInput {
     const std::vector<int32_t>* tokens = nullptr;  // [T] new tokens
-    const Tensor* image_embeds = nullptr;          // [n_image_tokens, d_model] rows for the image-context tokens, in order
+    const Tensor* image_embeds =
+        nullptr;  // [n_image_tokens, d_model] rows for the image-context tokens, in order
     int64_t image_token_id = -1;
-    bool all_logits = false;                       // logits for every new token, else only the last
+    bool all_logits = false;  // logits for every new token, else only the last
     Dumper* dumper = nullptr;
 };
 

@@ -9,7 +9,8 @@ namespace surf::model::cpu {
 
 namespace k = surf::kernels::cpu;
 
-void mamba2_mixer(const LlmConfig& cfg, const MambaWeights& w, const float* x, int64_t T, MambaState& state, float* out) {
+void mamba2_mixer(const LlmConfig& cfg, const MambaWeights& w, const float* x, int64_t T, MambaState& state,
+                  float* out) {
     const int64_t d_model = cfg.hidden_size, d_inner = cfg.d_inner(), conv_dim = cfg.conv_dim();
     const int64_t H = cfg.mamba_n_heads, P = cfg.mamba_head_dim, G = cfg.n_groups, N = cfg.d_state;
     const int64_t proj_dim = cfg.in_proj_dim();
@@ -20,8 +21,8 @@ void mamba2_mixer(const LlmConfig& cfg, const MambaWeights& w, const float* x, i
 
     // xBC' [T, conv_dim] = SiLU(conv(xBC)), continuing the conv state.
     std::vector<float> xbc(static_cast<size_t>(T * conv_dim));
-    k::causal_conv1d({zxbcdt.data() + d_inner, w.conv_w.ptr(), w.conv_b.ptr(), state.conv.ptr(), xbc.data(), T, conv_dim,
-                      cfg.conv_kernel, proj_dim});
+    k::causal_conv1d({zxbcdt.data() + d_inner, w.conv_w.ptr(), w.conv_b.ptr(), state.conv.ptr(), xbc.data(),
+                      T, conv_dim, cfg.conv_kernel, proj_dim});
 
     // dt [T, H] = softplus(dt_raw + dt_bias), clamped to time_step_limit when the config sets one.
     std::vector<float> dt(static_cast<size_t>(T * H));
@@ -52,7 +53,8 @@ void mamba2_mixer(const LlmConfig& cfg, const MambaWeights& w, const float* x, i
 
     // Gated grouped RMSNorm: v = y ⊙ SiLU(z), normalised per group of d_inner / G channels.
     std::vector<float> normed(static_cast<size_t>(T * d_inner));
-    k::gated_rmsnorm({y.data(), zxbcdt.data(), w.norm.ptr(), normed.data(), T, d_inner, d_inner / G, proj_dim, cfg.norm_eps});
+    k::gated_rmsnorm({y.data(), zxbcdt.data(), w.norm.ptr(), normed.data(), T, d_inner, d_inner / G, proj_dim,
+                      cfg.norm_eps});
 
     k::linear({normed.data(), w.out_proj.ptr(), nullptr, out, T, d_model, d_inner});
 }

@@ -3,9 +3,9 @@
 #pragma once
 
 #include "model/checkpoint/config.h"
-#include "model/dump.h"
 #include "model/checkpoint/tensor.h"
 #include "model/checkpoint/weights.h"
+#include "model/dump.h"
 
 namespace surf::model::cpu {
 
@@ -13,9 +13,11 @@ namespace surf::model::cpu {
 Tensor tile_position_embedding(const ModelConfig& cfg, const VisionWeights& w);
 
 // pixel_values [n_tiles, 3, S, S] (normalised) → features [n_tiles, side², width] with prefix rows dropped.
-Tensor vit_forward(const ModelConfig& cfg, const VisionWeights& w, const Tensor& tile_pos, const Tensor& pixel_values, Dumper* dumper);
+Tensor vit_forward(const ModelConfig& cfg, const VisionWeights& w, const Tensor& tile_pos,
+                   const Tensor& pixel_values, Dumper* dumper);
 
 // features [n_tiles, side², width] → embeddings [n_tiles · tokens_per_tile, d_model].
-Tensor project_features(const ModelConfig& cfg, const VisionWeights& w, const Tensor& features, Dumper* dumper);
+Tensor project_features(const ModelConfig& cfg, const VisionWeights& w, const Tensor& features,
+                        Dumper* dumper);
 
 }  // namespace surf::model::cpu

@@ -23,11 +23,14 @@ namespace surf::model::cuda {
 namespace {
 
 using namespace engine_detail;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 class CudaEngine final : public Engine {
 public:
-    CudaEngine(std::unique_ptr<GpuModel> model, std::optional<Tokenizer> tokenizer, const CudaEngineOptions& options)
+    CudaEngine(std::unique_ptr<GpuModel> model, std::optional<Tokenizer> tokenizer,
+               const CudaEngineOptions& options)
         : model_(std::move(model)),
           tokenizer_(std::move(tokenizer)),
           options_(options),
@@ -43,14 +46,16 @@ public:
         for (int32_t p = static_cast<int32_t>(L.kv_pages) - 1; p >= 0; --p) free_pages_.push_back(p);
         for (cudaEvent_t& e : step_begin_) SURF_CUDA_CHECK(cudaEventCreate(&e));
         if (options_.warm_up) {
-            stats_.warm_up_seconds = model_->warm_up(std::min(options_.prefill_chunk, L.max_tokens), options_.warm_up_row_buckets);
+            stats_.warm_up_seconds =
+                model_->warm_up(std::min(options_.prefill_chunk, L.max_tokens), options_.warm_up_row_buckets);
             stats_.warm_up_notes = model_->attention_split_report();
         }
         if (cfg.has_vision) {
             std::vector<std::vector<int64_t>> passes = options_.warm_up_vision_batches;
             if (passes.empty() && options_.warm_up && options_.warm_up_vision_tile_counts) {
                 const int64_t most = std::min(L.max_tiles, L.max_image_rows / cfg.image.tokens_per_tile());
-                for (int64_t tiles = 1; tiles <= most; ++tiles) passes.push_back(std::vector<int64_t>(static_cast<size_t>(tiles), 1));
+                for (int64_t tiles = 1; tiles <= most; ++tiles)
+                    passes.push_back(std::vector<int64_t>(static_cast<size_t>(tiles), 1));
             }
             if (!passes.empty()) stats_.warm_up_seconds += model_->warm_up_vision(passes);
         }
@@ -69,7 +74,8 @@ public:
 
     const ModelConfig& config() const override { return model_->config(); }
     const Tokenizer& tokenizer() const override {
-        if (!tokenizer_) throw Error(ErrorKind::kUnsupported, "this engine (random weights) has no tokenizer");
+        if (!tokenizer_)
+            throw Error(ErrorKind::kUnsupported, "this engine (random weights) has no tokenizer");
         return *tokenizer_;
     }
     std::shared_ptr<const TokenIndex> token_index() const override { return index_; }
@@ -91,10 +97,12 @@ public:
         s.kv_pages_used = s.kv_pages_total - static_cast<int64_t>(free_pages_.size());
         s.resident_sessions = s.slots_used;
         s.offloaded_sessions = 0;
-        for (const auto& [id, sess] : sessions_) s.offloaded_sessions += (sess.slot < 0 && !sess.host_state.empty());
+        for (const auto& [id, sess] : sessions_)
+            s.offloaded_sessions += (sess.slot < 0 && !sess.host_state.empty());
         size_t free_b = 0, total_b = 0;
         DeviceGuard device(options_.device);
-        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) s.device_bytes = static_cast<int64_t>(total_b - free_b);
+        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+            s.device_bytes = static_cast<int64_t>(total_b - free_b);
         s.graphs_captured = graphs_captured_;
         s.gemm_shapes_tuned = gemm_tunes_.first;
         s.gemm_tune_seconds = gemm_tunes_.second;
@@ -124,7 +132,8 @@ public:
             std::lock_guard<std::mutex> gpu(gpu_mu_);
             model_->save_slot(src.slot, copy.host_state);
             const int64_t used = pages_for(src.past);
-            model_->save_pages(std::vector<int32_t>(src.pages.begin(), src.pages.begin() + used), copy.host_kv);
+            model_->save_pages(std::vector<int32_t>(src.pages.begin(), src.pages.begin() + used),
+                               copy.host_kv);
             copy.host_pages = used;
         } else {
             copy.host_state = src.host_state;
@@ -144,21 +153,27 @@ public:
         sessions_.erase(it);
     }
 
-    GenerateResult generate(SessionId id, const std::vector<InputPart>& input, const GenerateOptions& options) override {
+    GenerateResult generate(SessionId id, const std::vector<InputPart>& input,
+                            const GenerateOptions& options) override {
         validate(options.sampling);
         if (options.max_tokens < 0) throw Error(ErrorKind::kInvalidArgument, "max_tokens must be ≥ 0");
         if (options.on_logits) {
-            throw Error(ErrorKind::kUnsupported, "the CUDA engine does not report logits (GenerateOptions::on_logits): they stay on the device; the CPU engine reports them");
+            throw Error(ErrorKind::kUnsupported,
+                        "the CUDA engine does not report logits (GenerateOptions::on_logits): they stay on "
+                        "the device; the CPU engine reports them");
         }
         auto req = std::make_unique<Request>();
         req->session = id;
         req->options = options;
         req->started = Clock::now();
         // Tokenizing and tiling run on the caller's thread.
-        req->input = prepare_input(input, model_->config(), tokenizer_ ? &*tokenizer_ : nullptr, image_ids_, tiling_);
+        req->input =
+            prepare_input(input, model_->config(), tokenizer_ ? &*tokenizer_ : nullptr, image_ids_, tiling_);
         for (const PreparedImage& img : req->input.images) {
             if (img.tiles.plan.n_tiles > model_->limits().max_tiles) {
-                throw Error(ErrorKind::kResourceExhausted, "an image of " + std::to_string(img.tiles.plan.n_tiles) + " tiles exceeds the engine's limit of " +
+                throw Error(ErrorKind::kResourceExhausted, "an image of " +
+                                                               std::to_string(img.tiles.plan.n_tiles) +
+                                                               " tiles exceeds the engine's limit of " +
                                                                std::to_string(model_->limits().max_tiles));
             }
         }
@@ -171,12 +186,18 @@ public:
         {
             std::lock_guard<std::mutex> lock(mu_);
             Session& sess = session(id);
-            const int64_t total = sess.past + static_cast<int64_t>(sess.pending.size() + req->input.tokens.size()) + options.max_tokens;
+            const int64_t total = sess.past +
+                                  static_cast<int64_t>(sess.pending.size() + req->input.tokens.size()) +
+                                  options.max_tokens;
             if (total > model_->limits().max_context) {
-                throw Error(ErrorKind::kResourceExhausted, "session " + std::to_string(id) + " would reach " + std::to_string(total) +
-                                                               " tokens, over the engine's context limit of " + std::to_string(model_->limits().max_context));
+                throw Error(ErrorKind::kResourceExhausted,
+                            "session " + std::to_string(id) + " would reach " + std::to_string(total) +
+                                " tokens, over the engine's context limit of " +
+                                std::to_string(model_->limits().max_context));
             }
-            if (pages_for(total) > model_->limits().kv_pages) throw Error(ErrorKind::kResourceExhausted, "the request needs more KV pages than the pool holds");
+            if (pages_for(total) > model_->limits().kv_pages)
+                throw Error(ErrorKind::kResourceExhausted,
+                            "the request needs more KV pages than the pool holds");
             waiting_.push_back(std::move(req));
         }
         cv_.notify_all();
@@ -184,11 +205,14 @@ public:
     }
 
 private:
-    int64_t pages_for(int64_t tokens) const { return (tokens + model_->limits().page_size - 1) / model_->limits().page_size; }
+    int64_t pages_for(int64_t tokens) const {
+        return (tokens + model_->limits().page_size - 1) / model_->limits().page_size;
+    }
 
     Session& session(SessionId id) {
         auto it = sessions_.find(id);
-        if (it == sessions_.end()) throw Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(id));
+        if (it == sessions_.end())
+            throw Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(id));
         return it->second;
     }
 
@@ -213,7 +237,8 @@ private:
             std::lock_guard<std::mutex> gpu(gpu_mu_);
             model_->save_slot(victim->slot, victim->host_state);
             const int64_t used = pages_for(victim->past);
-            model_->save_pages(std::vector<int32_t>(victim->pages.begin(), victim->pages.begin() + used), victim->host_kv);
+            model_->save_pages(std::vector<int32_t>(victim->pages.begin(), victim->pages.begin() + used),
+                               victim->host_kv);
             victim->host_pages = used;
         }
         release_resident(*victim);
@@ -227,7 +252,8 @@ private:
         Session& s = session(req.session);
         req.tokens = s.pending;
         req.tokens.insert(req.tokens.end(), req.input.tokens.begin(), req.input.tokens.end());
-        const int64_t need_pages = pages_for(s.past + static_cast<int64_t>(req.tokens.size()) + req.options.max_tokens);
+        const int64_t need_pages =
+            pages_for(s.past + static_cast<int64_t>(req.tokens.size()) + req.options.max_tokens);
         const int64_t have_pages = s.slot >= 0 ? static_cast<int64_t>(s.pages.size()) : 0;
         const int64_t extra = std::max<int64_t>(0, need_pages - have_pages);
         const int64_t want_pages = s.slot < 0 ? need_pages : extra;
@@ -249,7 +275,8 @@ private:
             if (restore) {
                 std::lock_guard<std::mutex> gpu(gpu_mu_);
                 model_->load_slot(s.slot, s.host_state);
-                model_->load_pages(std::vector<int32_t>(s.pages.begin(), s.pages.begin() + s.host_pages), s.host_kv);
+                model_->load_pages(std::vector<int32_t>(s.pages.begin(), s.pages.begin() + s.host_pages),
+                                   s.host_kv);
                 s.host_state.clear();
                 s.host_kv.clear();
                 ++stats_.restores;
@@ -282,7 +309,8 @@ private:
             if (hit) {
                 // The copy is ordered after the encode that wrote the source rows (one vision stream).
                 std::lock_guard<std::mutex> gpu(gpu_mu_);
-                const uint64_t ticket = model_->put_image_rows(model_->image_rows() + *hit * model_->config().llm.hidden_size, img.n_rows, at);
+                const uint64_t ticket = model_->put_image_rows(
+                    model_->image_rows() + *hit * model_->config().llm.hidden_size, img.n_rows, at);
                 req.vision_ticket = std::max(req.vision_ticket, ticket);
                 ++stats_.image_cache_hits;
             } else {
@@ -314,7 +342,8 @@ private:
                 cv_.wait(lock, [&] { return stop_ || !waiting_.empty() || !running_.empty() || in_flight_; });
                 if (!busy_since_) busy_since_ = Clock::now();
                 if (stop_) {
-                    if (in_flight_) cudaStreamSynchronize(model_->stream());  // nothing it wrote is read again
+                    if (in_flight_)
+                        cudaStreamSynchronize(model_->stream());  // nothing it wrote is read again
                     in_flight_.reset();
                     fail_all(lock);
                     return;
@@ -349,8 +378,12 @@ private:
     }
 
     void fail_all(std::unique_lock<std::mutex>&) {
-        for (auto& r : waiting_) r->done.set_exception(std::make_exception_ptr(Error(ErrorKind::kCancelled, "the engine is shutting down")));
-        for (auto& r : running_) r->done.set_exception(std::make_exception_ptr(Error(ErrorKind::kCancelled, "the engine is shutting down")));
+        for (auto& r : waiting_)
+            r->done.set_exception(
+                std::make_exception_ptr(Error(ErrorKind::kCancelled, "the engine is shutting down")));
+        for (auto& r : running_)
+            r->done.set_exception(
+                std::make_exception_ptr(Error(ErrorKind::kCancelled, "the engine is shutting down")));
         waiting_.clear();
         running_.clear();
         vision_queue_.clear();
@@ -358,11 +391,13 @@ private:
 
     void admit_waiting() {
         const int64_t max_running = model_->limits().max_seqs;
-        for (auto it = waiting_.begin(); it != waiting_.end() && static_cast<int64_t>(running_.size()) < max_running;) {
+        for (auto it = waiting_.begin();
+             it != waiting_.end() && static_cast<int64_t>(running_.size()) < max_running;) {
             Request& req = **it;
             auto sit = sessions_.find(req.session);
             if (sit == sessions_.end()) {
-                req.done.set_exception(std::make_exception_ptr(Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(req.session))));
+                req.done.set_exception(std::make_exception_ptr(
+                    Error(ErrorKind::kInvalidArgument, "unknown session " + std::to_string(req.session))));
                 it = waiting_.erase(it);
                 continue;
             }
@@ -374,11 +409,12 @@ private:
             if (req.tokens.empty()) {
                 const bool fed = sit->second.last_fed_ahead;
                 unadmit(req);
-                req.done.set_exception(std::make_exception_ptr(Error(
-                    ErrorKind::kInvalidArgument, fed ? "generate: nothing to prefill: session " + std::to_string(req.session) +
-                                                           " ended its last request on a stop token that is already in its state "
-                                                           "(CudaEngineOptions::issue_ahead); pass new input to continue"
-                                                     : std::string("generate: nothing to prefill"))));
+                req.done.set_exception(std::make_exception_ptr(
+                    Error(ErrorKind::kInvalidArgument,
+                          fed ? "generate: nothing to prefill: session " + std::to_string(req.session) +
+                                    " ended its last request on a stop token that is already in its state "
+                                    "(CudaEngineOptions::issue_ahead); pass new input to continue"
+                              : std::string("generate: nothing to prefill"))));
                 it = waiting_.erase(it);
                 continue;
             }
@@ -404,15 +440,17 @@ private:
     void unadmit(Request& req) {
         Session& s = session(req.session);
         s.busy = false;
-        s.pending = std::vector<int32_t>(req.tokens.begin(), req.tokens.begin() + static_cast<long>(req.tokens.size() - req.input.tokens.size()));
+        s.pending = std::vector<int32_t>(
+            req.tokens.begin(),
+            req.tokens.begin() + static_cast<long>(req.tokens.size() - req.input.tokens.size()));
         idle_cv_.notify_all();
     }
 
-    // One turn of the scheduler: the queued images to the vision tower, the next step issued (before the step in
-    // flight is completed where CudaEngineOptions::issue_ahead allows), then the step in flight completed.
+    // One turn of the scheduler: the queued images to the vision tower, the next step issued (before the step
+    // in flight is completed where CudaEngineOptions::issue_ahead allows), then the step in flight completed.
     void run_once() {
-        // Images first: a step issued now may prefill them (it waits for the vision stream; the tower overlaps the
-        // step in flight).
+        // Images first: a step issued now may prefill them (it waits for the vision stream; the tower
+        // overlaps the step in flight).
         if (vision_batch_due(last_step_prefilled_)) encode_queued_images();
         if (in_flight_ && !can_issue_ahead()) complete_in_flight();
         std::optional<IssuedStep> next = issue_step();
@@ -426,8 +464,8 @@ private:
         stats_.image_wait_seconds += since(t0);
     }
 
-    // Whether the next step may be planned before the step in flight returns its tokens: none of that step's sampled
-    // rows has a constraint (its next mask needs the token).
+    // Whether the next step may be planned before the step in flight returns its tokens: none of that step's
+    // sampled rows has a constraint (its next mask needs the token).
     bool can_issue_ahead() const {
         if (!options_.issue_ahead) return false;
         for (int64_t i : in_flight_->sample_rows) {
@@ -442,10 +480,10 @@ private:
         complete(*st);
     }
 
-    // Plans one batched step over the running requests (decode rows first, the model's order, then prefill chunks
-    // within the token budget), issues its forward and sampling, and accounts what it feeds. With a step in flight,
-    // a request whose newest token that step is still drawing decodes it from the device, unless it reaches
-    // max_tokens there. Nothing to run: nullopt.
+    // Plans one batched step over the running requests (decode rows first, the model's order, then prefill
+    // chunks within the token budget), issues its forward and sampling, and accounts what it feeds. With a
+    // step in flight, a request whose newest token that step is still drawing decodes it from the device,
+    // unless it reaches max_tokens there. Nothing to run: nullopt.
     std::optional<IssuedStep> issue_step() {
         IssuedStep st;
         st.begin = Clock::now();
@@ -453,8 +491,9 @@ private:
         const uint64_t ahead_of = in_flight_ ? in_flight_->id : 0;
         std::vector<SeqStep> decode_rows, prefill_rows;
         std::vector<Request*> decode_owners, prefill_owners;
-        std::vector<uint64_t> decode_pos, prefill_pos;  // sampling counters: position of the sampled-from token
-        uint64_t vision_ticket = 0;                      // the vision work the prefill rows' images need
+        std::vector<uint64_t> decode_pos,
+            prefill_pos;             // sampling counters: position of the sampled-from token
+        uint64_t vision_ticket = 0;  // the vision work the prefill rows' images need
         {
             std::lock_guard<std::mutex> lock(mu_);
             int64_t budget = std::min(options_.prefill_chunk, L.max_tokens);
@@ -464,7 +503,8 @@ private:
                 SeqStep q;
                 q.slot = s.slot, q.past = s.past, q.pages = s.pages;
                 if (ahead_of != 0 && r->sampled_in_step == ahead_of) {
-                    if (static_cast<int64_t>(r->result.tokens.size()) + 1 >= r->options.max_tokens) continue;  // its last token
+                    if (static_cast<int64_t>(r->result.tokens.size()) + 1 >= r->options.max_tokens)
+                        continue;  // its last token
                     q.tokens = {0}, q.token_from = r->sampled_index;
                 } else {
                     q.tokens = {r->last_token};
@@ -478,7 +518,8 @@ private:
             const int64_t n_dec_rows = static_cast<int64_t>(decode_rows.size());
             budget = std::min(std::max(budget - n_dec_rows, budget / 4), L.max_tokens - n_dec_rows);
             for (auto& r : running_) {
-                if (r->decoding || r->pending_images > 0 || budget <= 0 || static_cast<int64_t>(decode_rows.size() + prefill_rows.size()) >= L.max_seqs) {
+                if (r->decoding || r->pending_images > 0 || budget <= 0 ||
+                    static_cast<int64_t>(decode_rows.size() + prefill_rows.size()) >= L.max_seqs) {
                     continue;
                 }
                 vision_ticket = std::max(vision_ticket, r->vision_ticket);
@@ -487,7 +528,8 @@ private:
                 SeqStep q;
                 q.slot = s.slot, q.past = s.past, q.pages = s.pages;
                 q.tokens.assign(r->tokens.begin() + r->prefill_pos, r->tokens.begin() + r->prefill_pos + n);
-                if (r->image_region >= 0) q.image_row = r->image_region + image_rows_before(*r, r->prefill_pos);
+                if (r->image_region >= 0)
+                    q.image_row = r->image_region + image_rows_before(*r, r->prefill_pos);
                 budget -= n;
                 // A one-token chunk on a sequence with state runs as a decode row.
                 const bool as_decode = q.is_decode();
@@ -498,7 +540,8 @@ private:
         }
         st.n_dec = static_cast<int64_t>(decode_rows.size());
         std::vector<SeqStep> seqs = std::move(decode_rows);
-        seqs.insert(seqs.end(), std::make_move_iterator(prefill_rows.begin()), std::make_move_iterator(prefill_rows.end()));
+        seqs.insert(seqs.end(), std::make_move_iterator(prefill_rows.begin()),
+                    std::make_move_iterator(prefill_rows.end()));
         st.owners = std::move(decode_owners);
         st.owners.insert(st.owners.end(), prefill_owners.begin(), prefill_owners.end());
         std::vector<uint64_t> positions = std::move(decode_pos);
@@ -510,9 +553,11 @@ private:
             const int64_t n = static_cast<int64_t>(seqs[i].tokens.size());
             st.fed.push_back(n);
             st.prefill.push_back(!r.decoding);
-            if (r.decoding || r.prefill_pos + n == static_cast<int64_t>(r.tokens.size())) st.sample_rows.push_back(static_cast<int64_t>(i));
+            if (r.decoding || r.prefill_pos + n == static_cast<int64_t>(r.tokens.size()))
+                st.sample_rows.push_back(static_cast<int64_t>(i));
         }
-        st.decode_only = std::all_of(st.owners.begin(), st.owners.end(), [](const Request* r) { return r->decoding; });
+        st.decode_only =
+            std::all_of(st.owners.begin(), st.owners.end(), [](const Request* r) { return r->decoding; });
         st.set = static_cast<int>(next_step_id_ % StepSampling::kSets);
         st.forced = sampling_.stage(st.set, st.owners, positions, st.sample_rows);
 
@@ -567,13 +612,14 @@ private:
         std::lock_guard<std::mutex> lock(mu_);
         const auto results_start = Clock::now();
         // The step's wall time: from its planning, or from the previous step's end where it was issued ahead.
-        const double dt = std::chrono::duration<double>(results_start - std::max(st.begin, last_step_end_)).count();
+        const double dt =
+            std::chrono::duration<double>(results_start - std::max(st.begin, last_step_end_)).count();
         last_step_end_ = results_start;
         ++stats_.steps;
         stats_.graph_steps += st.graph ? 1 : 0;
         stats_.step_seconds += dt;
-        // A step that sampled ends with its tokens' copy (every decode row samples): the language-model stream's
-        // span; the vision tower's stream is not in it.
+        // A step that sampled ends with its tokens' copy (every decode row samples): the language-model
+        // stream's span; the vision tower's stream is not in it.
         float gpu_ms = 0;
         if (!st.sample_rows.empty()) {
             SURF_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, step_begin_[st.set], sampling_.end_event(st.set)));
@@ -595,7 +641,8 @@ private:
         for (size_t k = 0; k < st.sample_rows.size(); ++k) {
             const size_t i = static_cast<size_t>(st.sample_rows[k]);
             Request& r = *st.owners[i];
-            // Finished while this step was in flight (it stopped on the token this row fed): what it drew is dropped.
+            // Finished while this step was in flight (it stopped on the token this row fed): what it drew is
+            // dropped.
             if (r.prefill_pos < 0) continue;
             if (st.prefill[i]) {
                 r.result.prefill_seconds = since(r.started);
@@ -617,7 +664,9 @@ private:
         if (options_.vision_min_tiles <= 1) return true;
         std::lock_guard<std::mutex> lock(mu_);
         if (vision_queue_.empty()) return false;
-        if (!step_had_prefill || stats_.steps - vision_queue_.front().queued_at_step >= options_.vision_max_wait_steps) return true;
+        if (!step_had_prefill ||
+            stats_.steps - vision_queue_.front().queued_at_step >= options_.vision_max_wait_steps)
+            return true;
         int64_t tiles = 0;
         for (const VisionJob& j : vision_queue_) tiles += j.request->input.images[j.image].tiles.plan.n_tiles;
         return tiles >= options_.vision_min_tiles;
@@ -670,30 +719,35 @@ private:
             drop_vision_jobs(r);
             release_images(r);
             // Nothing was fed: the tokens carried over from the last request stay pending.
-            sessions_.at(r.session).pending.assign(r.tokens.begin(), r.tokens.end() - static_cast<long>(r.input.tokens.size()));
+            sessions_.at(r.session).pending.assign(r.tokens.begin(),
+                                                   r.tokens.end() - static_cast<long>(r.input.tokens.size()));
             finish(r, FinishReason::kStop, -1, false, *failure);
         }
         finish_done();
     }
 
     void drop_vision_jobs(const Request& r) {
-        vision_queue_.erase(std::remove_if(vision_queue_.begin(), vision_queue_.end(), [&](const VisionJob& q) { return q.request == &r; }),
+        vision_queue_.erase(std::remove_if(vision_queue_.begin(), vision_queue_.end(),
+                                           [&](const VisionJob& q) { return q.request == &r; }),
                             vision_queue_.end());
     }
 
     void unpin(int64_t region) { arena_.unpin(region, ++clock_); }
 
-    // mu_ held. Records a sampled token; marks the request finished on a stop id, max_tokens or cancel. `fed`: a
-    // step issued ahead already fed the token (SeqStep::token_from), so a finish leaves nothing pending.
+    // mu_ held. Records a sampled token; marks the request finished on a stop id, max_tokens or cancel.
+    // `fed`: a step issued ahead already fed the token (SeqStep::token_from), so a finish leaves nothing
+    // pending.
     void accept_token(Request& r, int32_t token, bool fed) {
         GenerateResult& res = r.result;
         if (res.tokens.empty()) r.first_token_time = Clock::now();
-        if (r.options.max_tokens == 0) {  // prefill only, as on the CPU engine: the input is in the state, nothing is sampled
+        if (r.options.max_tokens ==
+            0) {  // prefill only, as on the CPU engine: the input is in the state, nothing is sampled
             finish(r, FinishReason::kLength, -1, fed);
             return;
         }
         if (token < 0) {
-            finish(r, FinishReason::kStop, token, fed, Error(ErrorKind::kModelOutput, "the output constraint allows no token"));
+            finish(r, FinishReason::kStop, token, fed,
+                   Error(ErrorKind::kModelOutput, "the output constraint allows no token"));
             return;
         }
         res.tokens.push_back(token);
@@ -703,7 +757,9 @@ private:
             return;
         }
         if (r.constraint && !r.constraint->try_accept(token)) {
-            finish(r, FinishReason::kStop, token, fed, Error(ErrorKind::kModelOutput, "sampled token " + std::to_string(token) + " broke the output constraint"));
+            finish(r, FinishReason::kStop, token, fed,
+                   Error(ErrorKind::kModelOutput,
+                         "sampled token " + std::to_string(token) + " broke the output constraint"));
             return;
         }
         if (r.stream) {
@@ -722,7 +778,8 @@ private:
     }
 
     // mu_ held. `last`: the request's last sampled token, pending in its session unless `fed` (already fed).
-    void finish(Request& r, FinishReason reason, int32_t last, bool fed, std::optional<Error> error = std::nullopt) {
+    void finish(Request& r, FinishReason reason, int32_t last, bool fed,
+                std::optional<Error> error = std::nullopt) {
         Session& s = sessions_.at(r.session);
         if (last >= 0 && !fed) s.pending = {last};
         s.last_fed_ahead = last >= 0 && fed;
@@ -742,8 +799,10 @@ private:
         r.result.finish = reason;
         r.result.session_tokens = s.past + static_cast<int64_t>(s.pending.size());
         r.result.decode_seconds = r.decoding && !r.result.tokens.empty() ? since(r.first_token_time) : 0.0;
-        if (error) r.done.set_exception(std::make_exception_ptr(*error));
-        else r.done.set_value(std::move(r.result));
+        if (error)
+            r.done.set_exception(std::make_exception_ptr(*error));
+        else
+            r.done.set_value(std::move(r.result));
         r.decoding = false;
         r.prefill_pos = -1;  // marks done
         idle_cv_.notify_all();
@@ -751,7 +810,9 @@ private:
 
     // Moves finished requests out of running_; they stay alive (retired_) until no step in flight names them.
     void finish_done() {
-        auto done = std::stable_partition(running_.begin(), running_.end(), [](const std::unique_ptr<Request>& r) { return r->prefill_pos >= 0; });
+        auto done =
+            std::stable_partition(running_.begin(), running_.end(),
+                                  [](const std::unique_ptr<Request>& r) { return r->prefill_pos >= 0; });
         for (auto it = done; it != running_.end(); ++it) retired_.push_back(std::move(*it));
         running_.erase(done, running_.end());
     }
@@ -770,8 +831,8 @@ private:
     ImageTokenIds image_ids_;
     TilingConfig tiling_;
 
-    mutable std::mutex mu_;          // sessions, queues, resources, stats
-    std::mutex gpu_mu_;              // the model's stream and buffers
+    mutable std::mutex mu_;  // sessions, queues, resources, stats
+    std::mutex gpu_mu_;      // the model's stream and buffers
     std::condition_variable cv_, idle_cv_;
     bool stop_ = false;
     std::thread worker_;
@@ -781,18 +842,20 @@ private:
     std::deque<std::unique_ptr<Request>> waiting_;
     std::vector<std::unique_ptr<Request>> running_;
     std::vector<int32_t> free_slots_, free_pages_;
-    ImageArena arena_;                                   // the model's image rows and the embedding cache
-    std::deque<VisionJob> vision_queue_;                 // images of admitted requests not yet encoded
+    ImageArena arena_;                    // the model's image rows and the embedding cache
+    std::deque<VisionJob> vision_queue_;  // images of admitted requests not yet encoded
     int64_t graphs_captured_ = 0;
     std::pair<int64_t, double> gemm_tunes_{0, 0.0};  // GEMM shapes tuned so far and the seconds it took
-    std::optional<Clock::time_point> busy_since_;     // start of the current busy period (EngineStats::busy_seconds)
+    std::optional<Clock::time_point>
+        busy_since_;  // start of the current busy period (EngineStats::busy_seconds)
     StepSampling sampling_;
-    cudaEvent_t step_begin_[StepSampling::kSets] = {};  // a step's GPU span starts here (ends with its sampling)
-    std::optional<IssuedStep> in_flight_;                // issued, tokens not read yet
+    cudaEvent_t step_begin_[StepSampling::kSets] =
+        {};                                // a step's GPU span starts here (ends with its sampling)
+    std::optional<IssuedStep> in_flight_;  // issued, tokens not read yet
     uint64_t next_step_id_ = 1;
-    bool last_step_prefilled_ = false;                   // (vision batching across steps)
+    bool last_step_prefilled_ = false;  // (vision batching across steps)
     Clock::time_point last_step_end_{};
-    std::vector<std::unique_ptr<Request>> retired_;      // finished, possibly still named by the step in flight
+    std::vector<std::unique_ptr<Request>> retired_;  // finished, possibly still named by the step in flight
     EngineStats stats_;
 };
 
@@ -804,7 +867,8 @@ std::unique_ptr<Engine> open_cuda_engine(const std::string& model_dir, const Cud
     return std::make_unique<CudaEngine>(std::move(model), load_model_tokenizer(model_dir), options);
 }
 
-std::unique_ptr<Engine> open_random_cuda_engine(const ModelConfig& cfg, const CudaEngineOptions& options, uint64_t seed) {
+std::unique_ptr<Engine> open_random_cuda_engine(const ModelConfig& cfg, const CudaEngineOptions& options,
+                                                uint64_t seed) {
     DeviceGuard device(options.device);
     auto model = GpuModel::random(cfg, options.limits, seed);
     return std::make_unique<CudaEngine>(std::move(model), std::nullopt, options);

@@ -34,7 +34,8 @@ int64_t DecodeGraphs::pages_bucket(int64_t pages, int64_t max_pages) {
     return std::min(p, max_pages);
 }
 
-void DecodeGraphs::launch(int64_t batch, int64_t pages, cudaStream_t stream, const std::function<void()>& enqueue) {
+void DecodeGraphs::launch(int64_t batch, int64_t pages, cudaStream_t stream,
+                          const std::function<void()>& enqueue) {
     const auto key = std::make_pair(batch, pages);
     const auto it = graphs_.find(key);
     if (it != graphs_.end()) {
@@ -42,11 +43,11 @@ void DecodeGraphs::launch(int64_t batch, int64_t pages, cudaStream_t stream, con
         ++launches_;
         return;
     }
-    // A new shape: run it kernel by kernel (GEMM plans and tuning happen then, outside any capture), then capture
-    // the same enqueue into a graph for its next steps while the GPU is still running this one: the capture
-    // and instantiation (milliseconds of host time) hide behind the step instead of leaving the GPU idle before
-    // the shape's second step (serving meets new shapes until late in a run). Work already queued on the stream is
-    // not part of the capture.
+    // A new shape: run it kernel by kernel (GEMM plans and tuning happen then, outside any capture), then
+    // capture the same enqueue into a graph for its next steps while the GPU is still running this one: the
+    // capture and instantiation (milliseconds of host time) hide behind the step instead of leaving the GPU
+    // idle before the shape's second step (serving meets new shapes until late in a run). Work already queued
+    // on the stream is not part of the capture.
     enqueue();
     cudaGraph_t graph = nullptr;
     // Thread-local mode: other threads' CUDA calls (client threads saving a slot) do not break the capture.

@@ -33,8 +33,8 @@ public:
 
     // Runs a step of shape (batch, pages) on `stream`: the first one kernel by kernel through `enqueue`
     // (which must only enqueue work on `stream`, and the same work every time; GEMM plans and tuning happen
-    // then, outside any capture), after which the same enqueue is captured into a graph (not run); later steps
-    // are launches of that graph.
+    // then, outside any capture), after which the same enqueue is captured into a graph (not run); later
+    // steps are launches of that graph.
     void launch(int64_t batch, int64_t pages, cudaStream_t stream, const std::function<void()>& enqueue);
 
     int64_t captured() const { return static_cast<int64_t>(graphs_.size()); }

@@ -22,7 +22,8 @@ public:
     ~OwnedBuffer() {
         if (ptr_) Alloc::release(ptr_);
     }
-    OwnedBuffer(OwnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+    OwnedBuffer(OwnedBuffer&& o) noexcept
+        : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
     OwnedBuffer& operator=(OwnedBuffer&& o) noexcept {
         if (this != &o) {
             if (ptr_) Alloc::release(ptr_);
@@ -35,7 +36,9 @@ public:
     OwnedBuffer& operator=(const OwnedBuffer&) = delete;
 
     template <typename T = void>
-    T* as() const { return static_cast<T*>(ptr_); }
+    T* as() const {
+        return static_cast<T*>(ptr_);
+    }
     void* get() const { return ptr_; }
     size_t bytes() const { return bytes_; }
 

@@ -1,5 +1,6 @@
-// CudaEngine's bookkeeping records (model/cuda/cuda_engine.cpp and step_sampling.cpp only): a session's residency, a request in
-// flight, an image waiting for the vision tower, a step issued on the GPU, and the layout of the per-row sampling parameters.
+// CudaEngine's bookkeeping records (model/cuda/cuda_engine.cpp and step_sampling.cpp only): a session's
+// residency, a request in flight, an image waiting for the vision tower, a step issued on the GPU, and the
+// layout of the per-row sampling parameters.
 #pragma once
 
 #include <algorithm>
@@ -22,14 +23,14 @@ using Clock = std::chrono::steady_clock;
 // A session: where its state lives (a GPU slot and KV pages, or host copies when offloaded) and how
 // many tokens it holds.
 struct Session {
-    int32_t slot = -1;                 // -1: not resident
-    std::vector<int32_t> pages;        // KV pages (resident) covering `past` tokens (+ reserved room while busy)
-    int64_t past = 0;                  // tokens fed through the model
-    std::vector<int32_t> pending;      // sampled, not yet fed
-    bool last_fed_ahead = false;       // its last request ended on a token a step issued ahead had already fed
+    int32_t slot = -1;             // -1: not resident
+    std::vector<int32_t> pages;    // KV pages (resident) covering `past` tokens (+ reserved room while busy)
+    int64_t past = 0;              // tokens fed through the model
+    std::vector<int32_t> pending;  // sampled, not yet fed
+    bool last_fed_ahead = false;   // its last request ended on a token a step issued ahead had already fed
     std::vector<uint8_t> host_state, host_kv;  // offloaded copies
-    int64_t host_pages = 0;            // pages' worth of KV in host_kv
-    bool busy = false;                 // a request is admitted on it
+    int64_t host_pages = 0;                    // pages' worth of KV in host_kv
+    bool busy = false;                         // a request is admitted on it
     uint64_t last_used = 0;
 };
 
@@ -71,19 +72,20 @@ struct VisionJob {
 struct Request {
     SessionId session = 0;
     PreparedInput input;
-    std::vector<int32_t> tokens;       // pending + input tokens to prefill
+    std::vector<int32_t> tokens;  // pending + input tokens to prefill
     GenerateOptions options;
-    int64_t prefill_pos = 0;           // tokens of `tokens` already fed
-    int64_t image_region = -1;         // its region of the image arena (first row), -1 if no images
-    int pending_images = 0;            // images still queued for the vision tower (no prefill until 0)
-    uint64_t vision_ticket = 0;        // the vision work its image rows come from (the forward waits for it)
-    bool decoding = false;             // its prompt is fed: every step it is in samples (set when that step is issued)
-    int32_t last_token = -1;           // to feed on the next decode step (once the host has it)
-    // The step (CudaEngine's issued-step id) whose sampler draws its newest token and that token's index among the
-    // step's sampled tokens: a step issued before that one's tokens reach the host feeds it from the device.
+    int64_t prefill_pos = 0;     // tokens of `tokens` already fed
+    int64_t image_region = -1;   // its region of the image arena (first row), -1 if no images
+    int pending_images = 0;      // images still queued for the vision tower (no prefill until 0)
+    uint64_t vision_ticket = 0;  // the vision work its image rows come from (the forward waits for it)
+    bool decoding = false;    // its prompt is fed: every step it is in samples (set when that step is issued)
+    int32_t last_token = -1;  // to feed on the next decode step (once the host has it)
+    // The step (CudaEngine's issued-step id) whose sampler draws its newest token and that token's index
+    // among the step's sampled tokens: a step issued before that one's tokens reach the host feeds it from
+    // the device.
     uint64_t sampled_in_step = 0;
     int32_t sampled_index = -1;
-    uint64_t fed_in_step = 0;          // the last step that fed a token from the device (SeqStep::token_from)
+    uint64_t fed_in_step = 0;  // the last step that fed a token from the device (SeqStep::token_from)
     std::optional<TokenConstraint> constraint;
     std::optional<StreamDecoder> stream;
     GenerateResult result;
@@ -94,20 +96,21 @@ struct Request {
 // A step issued on the GPU whose sampled tokens the host has not read yet.
 struct IssuedStep {
     uint64_t id = 0;
-    int set = 0;                          // StepSampling's staging set and the engine's step-begin event
-    std::vector<Request*> owners;         // per row (decode rows first)
-    std::vector<int64_t> fed;             // per row: tokens it fed
-    std::vector<char> prefill;            // per row: a prefill chunk (else a decode row)
-    std::vector<int64_t> sample_rows;     // rows that sample, ascending
-    std::vector<int32_t> forced;          // per sampled row: the token a complete constraint forces, or −1
+    int set = 0;                       // StepSampling's staging set and the engine's step-begin event
+    std::vector<Request*> owners;      // per row (decode rows first)
+    std::vector<int64_t> fed;          // per row: tokens it fed
+    std::vector<char> prefill;         // per row: a prefill chunk (else a decode row)
+    std::vector<int64_t> sample_rows;  // rows that sample, ascending
+    std::vector<int32_t> forced;       // per sampled row: the token a complete constraint forces, or −1
     int64_t n_dec = 0, decode_context = 0;
     bool decode_only = false, graph = false;
-    Clock::time_point begin;              // when its planning began
+    Clock::time_point begin;  // when its planning began
 };
 
 // The ids that end a request: its own stop ids, else the model's eos ids unless it ignores them.
 inline std::vector<int64_t> stop_ids(const Request& r, const std::vector<int64_t>& eos) {
-    if (!r.options.stop_ids.empty()) return std::vector<int64_t>(r.options.stop_ids.begin(), r.options.stop_ids.end());
+    if (!r.options.stop_ids.empty())
+        return std::vector<int64_t>(r.options.stop_ids.begin(), r.options.stop_ids.end());
     if (r.options.ignore_eos) return {};
     return eos;
 }

@@ -13,7 +13,10 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     const GpuLimits& L = limits_;
     const int64_t n_seq = static_cast<int64_t>(seqs.size());
     if (n_seq == 0) return 0;
-    if (n_seq > L.max_seqs) throw Error(ErrorKind::kResourceExhausted, "forward: " + std::to_string(n_seq) + " sequences (limit " + std::to_string(L.max_seqs) + ")");
+    if (n_seq > L.max_seqs)
+        throw Error(
+            ErrorKind::kResourceExhausted,
+            "forward: " + std::to_string(n_seq) + " sequences (limit " + std::to_string(L.max_seqs) + ")");
     Step& st = step_;
     st = Step{};
     int64_t logit_rows = 0, n_fed = 0;
@@ -21,16 +24,25 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     for (const SeqStep& s : seqs) {
         const int64_t n = static_cast<int64_t>(s.tokens.size());
         if (n == 0) throw Error(ErrorKind::kInvalidArgument, "forward: a sequence with no tokens");
-        if (s.slot < 0 || (s.slot >= L.max_slots && !(warming_up_ && s.slot == scratch_slot_))) throw Error(ErrorKind::kInvalidArgument, "forward: state slot " + std::to_string(s.slot) + " out of range");
-        if (s.past + n > L.max_context) throw Error(ErrorKind::kResourceExhausted, "forward: context " + std::to_string(s.past + n) + " exceeds " + std::to_string(L.max_context));
-        if (static_cast<int64_t>(s.pages.size()) * L.page_size < s.past + n) throw Error(ErrorKind::kInvalidArgument, "forward: KV pages do not cover the sequence");
+        if (s.slot < 0 || (s.slot >= L.max_slots && !(warming_up_ && s.slot == scratch_slot_)))
+            throw Error(ErrorKind::kInvalidArgument,
+                        "forward: state slot " + std::to_string(s.slot) + " out of range");
+        if (s.past + n > L.max_context)
+            throw Error(ErrorKind::kResourceExhausted, "forward: context " + std::to_string(s.past + n) +
+                                                           " exceeds " + std::to_string(L.max_context));
+        if (static_cast<int64_t>(s.pages.size()) * L.page_size < s.past + n)
+            throw Error(ErrorKind::kInvalidArgument, "forward: KV pages do not cover the sequence");
         if (s.token_from >= 0 && (!s.is_decode() || s.token_from >= L.max_logit_rows)) {
-            throw Error(ErrorKind::kInvalidArgument, "forward: token_from " + std::to_string(s.token_from) + " on a row that is not a decode row or past " +
-                                                         std::to_string(L.max_logit_rows) + " sampled tokens");
+            throw Error(ErrorKind::kInvalidArgument, "forward: token_from " + std::to_string(s.token_from) +
+                                                         " on a row that is not a decode row or past " +
+                                                         std::to_string(L.max_logit_rows) +
+                                                         " sampled tokens");
         }
         if (s.token_from >= 0) ++n_fed;
         if (s.is_decode()) {
-            if (!in_decode) throw Error(ErrorKind::kInvalidArgument, "forward: decode rows must come before prefill rows");
+            if (!in_decode)
+                throw Error(ErrorKind::kInvalidArgument,
+                            "forward: decode rows must come before prefill rows");
             ++st.n_dec;
             st.dec_keys += static_cast<double>(s.past + 1);
             st.max_len_dec = std::max(st.max_len_dec, s.past + 1);
@@ -46,13 +58,21 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
         st.max_len = std::max(st.max_len, s.past + n);
         logit_rows += s.all_logits ? n : 1;
     }
-    if (st.n_tok > L.max_tokens) throw Error(ErrorKind::kResourceExhausted, "forward: " + std::to_string(st.n_tok) + " tokens (limit " + std::to_string(L.max_tokens) + ")");
-    if (logit_rows > L.max_logit_rows) throw Error(ErrorKind::kResourceExhausted, "forward: " + std::to_string(logit_rows) + " logits rows (limit " + std::to_string(L.max_logit_rows) + ")");
-    const bool needs_vision = std::any_of(seqs.begin(), seqs.end(), [](const SeqStep& s) { return s.image_row >= 0; });
+    if (st.n_tok > L.max_tokens)
+        throw Error(
+            ErrorKind::kResourceExhausted,
+            "forward: " + std::to_string(st.n_tok) + " tokens (limit " + std::to_string(L.max_tokens) + ")");
+    if (logit_rows > L.max_logit_rows)
+        throw Error(ErrorKind::kResourceExhausted, "forward: " + std::to_string(logit_rows) +
+                                                       " logits rows (limit " +
+                                                       std::to_string(L.max_logit_rows) + ")");
+    const bool needs_vision =
+        std::any_of(seqs.begin(), seqs.end(), [](const SeqStep& s) { return s.image_row >= 0; });
 
     // Decode-only steps run as a graph over a padded batch: the padding rows decode token 0 on the scratch
     // slot and page; the block-table width and the attention split grid come from the padded shape.
-    const bool graph = graphs_ && st.n_pre == 0 && !keep_layers_ && !timer_.enabled() && graphs_->batch_bucket(n_seq) <= L.max_logit_rows;
+    const bool graph = graphs_ && st.n_pre == 0 && !keep_layers_ && !timer_.enabled() &&
+                       graphs_->batch_bucket(n_seq) <= L.max_logit_rows;
     int64_t rows = n_seq;
     if (graph) {
         const int64_t max_pages_per_seq = (L.max_context + L.page_size - 1) / L.page_size;
@@ -74,12 +94,14 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
         return start;
     };
     const int64_t o_ids = region(st.n_tok), o_cu_all = region(rows + 1), o_img = region(rows);
-    const int64_t o_slots_dec = region(st.n_dec), o_lens_dec = region(st.n_dec), o_bt_dec = region(st.n_dec * st.max_pages);
-    const int64_t o_slots_pre = region(st.n_pre), o_cu_pre = region(st.n_pre + 1), o_lens_pre = region(st.n_pre);
+    const int64_t o_slots_dec = region(st.n_dec), o_lens_dec = region(st.n_dec),
+                  o_bt_dec = region(st.n_dec * st.max_pages);
+    const int64_t o_slots_pre = region(st.n_pre), o_cu_pre = region(st.n_pre + 1),
+                  o_lens_pre = region(st.n_pre);
     const int64_t o_bt_pre = region(st.n_pre * st.max_pages), o_slot_map = region(st.n_tok);
     const int64_t o_init = region((st.n_pre + 3) / 4);  // uint8 flags
-    // Replay (GpuLimits::ssm_replay_window): the decode rows' pending counts, and the prefill rows that continue a
-    // slot with pending tokens (folded into the state before their scan reads it).
+    // Replay (GpuLimits::ssm_replay_window): the decode rows' pending counts, and the prefill rows that
+    // continue a slot with pending tokens (folded into the state before their scan reads it).
     const int64_t K = replay_count_.empty() ? 0 : L.ssm_replay_window;
     std::vector<int32_t> fold_slots, fold_counts;
     if (K > 0) {
@@ -92,7 +114,8 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
         }
     }
     st.n_fold = static_cast<int64_t>(fold_slots.size());
-    const int64_t o_replay = region(K > 0 ? st.n_dec : 0), o_fold_slots = region(st.n_fold), o_fold_counts = region(st.n_fold);
+    const int64_t o_replay = region(K > 0 ? st.n_dec : 0), o_fold_slots = region(st.n_fold),
+                  o_fold_counts = region(st.n_fold);
     // Decode graphs always carry the fed-token indices (a graph serves steps with and without them).
     const bool with_fed = n_fed > 0 || graph;
     const int64_t o_fed = region(with_fed ? st.n_dec : 0);
@@ -109,7 +132,8 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
         for (int64_t j = 0; j < n; ++j) {
             host[o_ids + tok + j] = s.tokens[j];
             const int64_t pos = s.past + j;
-            host[o_slot_map + tok + j] = static_cast<int32_t>(s.pages[pos / L.page_size] * L.page_size + pos % L.page_size);
+            host[o_slot_map + tok + j] =
+                static_cast<int32_t>(s.pages[pos / L.page_size] * L.page_size + pos % L.page_size);
         }
         tok += n;
         host[o_cu_all + i + 1] = static_cast<int32_t>(tok);
@@ -130,12 +154,13 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
             has_init[k] = s.past > 0 ? 1 : 0;
             bt = host + o_bt_pre + k * st.max_pages;
         }
-        for (int64_t p = 0; p < st.max_pages; ++p) bt[p] = p < static_cast<int64_t>(s.pages.size()) ? s.pages[p] : 0;
+        for (int64_t p = 0; p < st.max_pages; ++p)
+            bt[p] = p < static_cast<int64_t>(s.pages.size()) ? s.pages[p] : 0;
     }
     std::copy(fold_slots.begin(), fold_slots.end(), host + o_fold_slots);
     std::copy(fold_counts.begin(), fold_counts.end(), host + o_fold_counts);
-    // The counts after this step: a decode row adds its token (the K-th folds all of them); a prefill row leaves
-    // its slot with none pending (folded above, or a new sequence).
+    // The counts after this step: a decode row adds its token (the K-th folds all of them); a prefill row
+    // leaves its slot with none pending (folded above, or a new sequence).
     if (K > 0) {
         for (int64_t i = 0; i < n_seq; ++i) {
             const int32_t slot = seqs[i].slot;
@@ -147,11 +172,13 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     SURF_CUDA_CHECK(cudaMemcpyAsync(dev, host, static_cast<size_t>(at) * 4, cudaMemcpyHostToDevice, stream_));
     SURF_CUDA_CHECK(cudaEventRecord(meta_uploaded_, stream_));
     st.slots_dec = dev + o_slots_dec, st.lens_dec = dev + o_lens_dec, st.bt_dec = dev + o_bt_dec;
-    st.slots_pre = dev + o_slots_pre, st.cu_pre = dev + o_cu_pre, st.lens_pre = dev + o_lens_pre, st.bt_pre = dev + o_bt_pre;
+    st.slots_pre = dev + o_slots_pre, st.cu_pre = dev + o_cu_pre, st.lens_pre = dev + o_lens_pre,
+    st.bt_pre = dev + o_bt_pre;
     st.slot_mapping = dev + o_slot_map, st.has_init_pre = reinterpret_cast<const uint8_t*>(dev + o_init);
     st.ids = dev + o_ids, st.cu_all = dev + o_cu_all, st.image_offsets = dev + o_img;
     st.fed_from = with_fed ? dev + o_fed : nullptr;
-    st.replay_dec = K > 0 ? dev + o_replay : nullptr, st.fold_slots = dev + o_fold_slots, st.fold_counts = dev + o_fold_counts;
+    st.replay_dec = K > 0 ? dev + o_replay : nullptr, st.fold_slots = dev + o_fold_slots,
+    st.fold_counts = dev + o_fold_counts;
 
     if (needs_vision) wait_vision(vision_ticket);
 
@@ -160,9 +187,12 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     int64_t t0 = 0;
     for (int64_t i = 0; i < rows; ++i) {
         const SeqStep& s = i < n_seq ? seqs[i] : padding;
-        const int64_t n = static_cast<int64_t>(s.tokens.size()), first = s.all_logits ? t0 : t0 + n - 1, count = s.all_logits ? n : 1;
-        if (!runs.empty() && runs.back().first + runs.back().count == first) runs.back().count += count;
-        else runs.push_back({first, count});
+        const int64_t n = static_cast<int64_t>(s.tokens.size()), first = s.all_logits ? t0 : t0 + n - 1,
+                      count = s.all_logits ? n : 1;
+        if (!runs.empty() && runs.back().first + runs.back().count == first)
+            runs.back().count += count;
+        else
+            runs.push_back({first, count});
         t0 += n;
     }
     if (graph) {
@@ -184,7 +214,8 @@ double GpuModel::warm_up(int64_t prefill_tokens, bool row_buckets) {
     const kc::TuneOnFirstUse tuning(*gemm_);  // each throw-away step below runs once
     SeqStep row;
     row.slot = scratch_slot_, row.past = 1, row.tokens = {0};
-    row.pages.assign(static_cast<size_t>((2 + L.page_size - 1) / L.page_size), scratch_page_);  // covers its 2 tokens
+    row.pages.assign(static_cast<size_t>((2 + L.page_size - 1) / L.page_size),
+                     scratch_page_);  // covers its 2 tokens
     // Decode steps at each batch bucket (GEMMs of ≤ 128 rows are tuned on first use). Their rows share the
     // scratch slot and page, whose contents are never read by a real sequence.
     if (graphs_) {
@@ -193,10 +224,10 @@ double GpuModel::warm_up(int64_t prefill_tokens, bool row_buckets) {
             forward(std::vector<SeqStep>(static_cast<size_t>(b), row), 0);
         }
     }
-    // A prefill step of prefill_tokens rows (its shapes tuned on this first use, GemmContext::set_tune_on_first_use).
-    // With row_buckets also one step at the top of every 64-row bucket below it: a mixed step's row count is
-    // whatever the queue holds, and a new bucket's first steps would each stop to tune; later row counts of a tuned
-    // bucket take its algorithms.
+    // A prefill step of prefill_tokens rows (its shapes tuned on this first use,
+    // GemmContext::set_tune_on_first_use). With row_buckets also one step at the top of every 64-row bucket
+    // below it: a mixed step's row count is whatever the queue holds, and a new bucket's first steps would
+    // each stop to tune; later row counts of a tuned bucket take its algorithms.
     const int64_t n = std::min({prefill_tokens, L.max_tokens, L.max_context});
     auto prefill_rows = [&](int64_t rows) {
         SeqStep pre;
@@ -208,15 +239,17 @@ double GpuModel::warm_up(int64_t prefill_tokens, bool row_buckets) {
     if (row_buckets) {
         for (int64_t rows = 192; rows < n; rows += 64) prefill_rows(rows);
     }
-    // The trailing layers' GEMMs over the logits rows (GpuLimits::trailing_layers_on_logit_rows), one step at each
-    // gemm_rows multiple of 8 up to 128 (those are tuned on first use): b − 1 decode rows and a two-token prompt give b
-    // logits rows out of b + 1. Serving's mixed steps have one logits row per decode row and per prompt that ends, so
-    // without these their first steps would each stop to tune (more of them with last_mamba_gate_on_logit_rows).
+    // The trailing layers' GEMMs over the logits rows (GpuLimits::trailing_layers_on_logit_rows), one step at
+    // each gemm_rows multiple of 8 up to 128 (those are tuned on first use): b − 1 decode rows and a
+    // two-token prompt give b logits rows out of b + 1. Serving's mixed steps have one logits row per decode
+    // row and per prompt that ends, so without these their first steps would each stop to tune (more of them
+    // with last_mamba_gate_on_logit_rows).
     if (row_buckets && L.trailing_layers_on_logit_rows) {
         SeqStep prompt;
         prompt.slot = scratch_slot_, prompt.past = 0, prompt.tokens = {0, 0};
         prompt.pages.assign(static_cast<size_t>((2 + L.page_size - 1) / L.page_size), scratch_page_);
-        for (int64_t b = 8; b <= std::min<int64_t>({128, L.max_logit_rows, L.max_seqs, L.max_tokens - 1}); b += 8) {
+        for (int64_t b = 8; b <= std::min<int64_t>({128, L.max_logit_rows, L.max_seqs, L.max_tokens - 1});
+             b += 8) {
             std::vector<SeqStep> step(static_cast<size_t>(b - 1), row);
             step.push_back(prompt);
             forward(step, 0);
@@ -234,11 +267,14 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
     const int64_t d = c.hidden_size, n_seq = st.n_dec + st.n_pre;
     // Embeddings (image rows merged) into the fp32 residual stream.
     kc::EmbedParams ep;
-    ep.ids = st.ids, ep.table = w_.embeddings.ptr(), ep.image_rows = image_rows_.as<bf16>(), ep.cu_seqlens = st.cu_all;
+    ep.ids = st.ids, ep.table = w_.embeddings.ptr(), ep.image_rows = image_rows_.as<bf16>(),
+    ep.cu_seqlens = st.cu_all;
     ep.image_row_offset = st.image_offsets, ep.out = residual_.get(), ep.out_dtype = kc::DType::kF32;
-    ep.n_tok = st.n_tok, ep.n_seq = n_seq, ep.dim = d, ep.vocab = w_.embeddings.rows, ep.n_image_rows = L.max_image_rows;
+    ep.n_tok = st.n_tok, ep.n_seq = n_seq, ep.dim = d, ep.vocab = w_.embeddings.rows,
+    ep.n_image_rows = L.max_image_rows;
     ep.image_token_id = image_token_id_;
-    if (st.fed_from) ep.fed_from = st.fed_from, ep.fed_ids = sampled_tokens_.as<int32_t>(), ep.n_fed = st.n_dec;
+    if (st.fed_from)
+        ep.fed_from = st.fed_from, ep.fed_ids = sampled_tokens_.as<int32_t>(), ep.n_fed = st.n_dec;
     {
         auto timed = timer_.scope("embed", stream_);
         kc::embed_tokens(ep, embed_ws_.get(), stream_);
@@ -246,25 +282,29 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
 
     if (keep_layers_ && layer_out_.size() != static_cast<size_t>(c.n_layers())) {
         layer_out_.clear();
-        for (int64_t i = 0; i < c.n_layers(); ++i) layer_out_.emplace_back(static_cast<size_t>(L.max_tokens * d) * 4);
+        for (int64_t i = 0; i < c.n_layers(); ++i)
+            layer_out_.emplace_back(static_cast<size_t>(L.max_tokens * d) * 4);
     }
-    // GpuLimits::trailing_layers_on_logit_rows: from the last mixer's output projection on, only the logits rows (in
-    // logit_in_). Not while every layer's output is kept (parity dumps want every row).
+    // GpuLimits::trailing_layers_on_logit_rows: from the last mixer's output projection on, only the logits
+    // rows (in logit_in_). Not while every layer's output is kept (parity dumps want every row).
     size_t last_mixer = w_.layers.size();
     for (size_t li = 0; li < w_.layers.size(); ++li) {
         if (w_.layers[li].kind != LayerKind::kMlp) last_mixer = li;
     }
-    const bool tail = L.trailing_layers_on_logit_rows && !keep_layers_ && logit_rows < st.n_tok && last_mixer < w_.layers.size();
+    const bool tail = L.trailing_layers_on_logit_rows && !keep_layers_ && logit_rows < st.n_tok &&
+                      last_mixer < w_.layers.size();
     const LogitRows logit_set{runs, logit_rows, logit_gemm_rows(logit_rows)};
     for (size_t li = 0; li < w_.layers.size(); ++li) {
         const GpuLayer& layer = w_.layers[li];
         const bool on_logit_rows = tail && li > last_mixer;
         float* residual = on_logit_rows ? logit_in_.as<float>() : residual_.as<float>();
-        const int64_t rows = on_logit_rows ? logit_rows : st.n_tok;  // the norm's; the MLP's GEMMs take gemm_rows
+        const int64_t rows =
+            on_logit_rows ? logit_rows : st.n_tok;  // the norm's; the MLP's GEMMs take gemm_rows
         const LogitRows* mixer_tail = tail && li == last_mixer ? &logit_set : nullptr;
         // h ← h + mixer(RMSNorm(h)); the mixer's last GEMM adds into the fp32 residual (beta = 1).
         kc::RmsNormParams rn;
-        rn.x = residual, rn.x_dtype = kc::DType::kF32, rn.weight = layer.norm.ptr(), rn.y = normed_.as<bf16>();
+        rn.x = residual, rn.x_dtype = kc::DType::kF32, rn.weight = layer.norm.ptr(),
+        rn.y = normed_.as<bf16>();
         rn.rows = rows, rn.dim = d, rn.eps = c.norm_eps;
         {
             auto timed = timer_.scope("norm", stream_);
@@ -273,24 +313,31 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
         switch (layer.kind) {
             case LayerKind::kMamba2: mamba_layer(li, layer, mixer_tail); break;
             case LayerKind::kAttention: attention_layer(li, layer, mixer_tail); break;
-            case LayerKind::kMlp: mlp_layer(layer, residual, on_logit_rows ? logit_set.gemm_rows : rows); break;
+            case LayerKind::kMlp:
+                mlp_layer(layer, residual, on_logit_rows ? logit_set.gemm_rows : rows);
+                break;
         }
         if (keep_layers_) {
-            SURF_CUDA_CHECK(cudaMemcpyAsync(layer_out_[li].get(), residual_.get(), static_cast<size_t>(st.n_tok * d) * 4, cudaMemcpyDeviceToDevice, stream_));
+            SURF_CUDA_CHECK(cudaMemcpyAsync(layer_out_[li].get(), residual_.get(),
+                                            static_cast<size_t>(st.n_tok * d) * 4, cudaMemcpyDeviceToDevice,
+                                            stream_));
         }
     }
 
-    // Logits rows: gather the rows that need logits (unless the trailing layers already ran on them), final norm, lm_head.
+    // Logits rows: gather the rows that need logits (unless the trailing layers already ran on them), final
+    // norm, lm_head.
     auto timed = timer_.scope("logits", stream_);
     if (!tail) gather_rows(logit_in_.get(), residual_.get(), static_cast<size_t>(d) * 4, runs);
     kc::RmsNormParams fn;
-    fn.x = logit_in_.get(), fn.x_dtype = kc::DType::kF32, fn.weight = w_.norm_f.ptr(), fn.y = normed_.as<bf16>();
+    fn.x = logit_in_.get(), fn.x_dtype = kc::DType::kF32, fn.weight = w_.norm_f.ptr(),
+    fn.y = normed_.as<bf16>();
     fn.rows = logit_rows, fn.dim = d, fn.eps = c.norm_eps;
     kc::rmsnorm(fn, stream_);
     // lm_head over the rows rounded up to a multiple of 8 (the extra rows' logits are never read): a step's
     // logits row count varies with how many prompts end in it, and every row count would be a GEMM shape
     // of its own to tune; the weights are read once either way.
-    kc::GemmParams head{normed_.as<bf16>(), w_.lm_head.ptr(), nullptr, logits_.get(), kc::DType::kF32, logit_set.gemm_rows, w_.lm_head.rows, d};
+    kc::GemmParams head{normed_.as<bf16>(), w_.lm_head.ptr(),    nullptr,         logits_.get(),
+                        kc::DType::kF32,    logit_set.gemm_rows, w_.lm_head.rows, d};
     head.ldy = logits_stride();
     kc::gemm(*gemm_, head, stream_);
 }
@@ -299,8 +346,10 @@ void GpuModel::gather_rows(void* dst, const void* src, size_t row_bytes, const s
     size_t at = 0;
     for (const LogitRun& r : runs) {
         const size_t bytes = static_cast<size_t>(r.count) * row_bytes;
-        SURF_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + at, static_cast<const uint8_t*>(src) + static_cast<size_t>(r.first) * row_bytes, bytes,
-                                        cudaMemcpyDeviceToDevice, stream_));
+        SURF_CUDA_CHECK(
+            cudaMemcpyAsync(static_cast<uint8_t*>(dst) + at,
+                            static_cast<const uint8_t*>(src) + static_cast<size_t>(r.first) * row_bytes,
+                            bytes, cudaMemcpyDeviceToDevice, stream_));
         at += bytes;
     }
 }
@@ -309,7 +358,8 @@ int64_t GpuModel::logit_gemm_rows(int64_t count) const {
     return std::max(count, std::min({(count + 7) / 8 * 8, limits_.max_logit_rows, limits_.max_tokens}));
 }
 
-void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op, const LogitRows* tail, bool x_gathered) {
+void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op,
+                            const LogitRows* tail, bool x_gathered) {
     const int64_t d = cfg_.llm.hidden_size;
     int64_t rows = step_.n_tok;
     float* residual = residual_.as<float>();
@@ -332,27 +382,41 @@ void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const 
 void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const LogitRows* tail) {
     const LlmConfig& c = cfg_.llm;
     const Step& st = step_;
-    const int64_t proj = c.in_proj_dim(), d_inner = c.d_inner(), conv_dim = c.conv_dim(), H = c.mamba_n_heads, P = c.mamba_head_dim;
+    const int64_t proj = c.in_proj_dim(), d_inner = c.d_inner(), conv_dim = c.conv_dim(), H = c.mamba_n_heads,
+                  P = c.mamba_head_dim;
     const int64_t G = c.n_groups, N = c.d_state, d = c.hidden_size;
-    bf16* zx = big_.as<bf16>();    // [n_tok, z | xBC | dt]
-    bf16* xbc = xbc_.as<bf16>();   // [n_tok, conv_dim] after conv + SiLU
+    bf16* zx = big_.as<bf16>();   // [n_tok, z | xBC | dt]
+    bf16* xbc = xbc_.as<bf16>();  // [n_tok, conv_dim] after conv + SiLU
     // [n_tok, H·P], fp32 or bf16 (GpuLimits::mamba_y_bf16); y_ is sized for fp32.
     const kc::DType y_dtype = limits_.mamba_y_bf16 ? kc::DType::kBF16 : kc::DType::kF32;
     const size_t y_elem = kc::dtype_size(y_dtype);
-    auto y_at = [&](int64_t row) { return static_cast<void*>(y_.as<uint8_t>() + static_cast<size_t>(row * H * P) * y_elem); };
-    // GpuLimits::last_mamba_gate_on_logit_rows: the gate z only for the logits rows (below), so in_proj's z columns are
-    // left out here.
+    auto y_at = [&](int64_t row) {
+        return static_cast<void*>(y_.as<uint8_t>() + static_cast<size_t>(row * H * P) * y_elem);
+    };
+    // GpuLimits::last_mamba_gate_on_logit_rows: the gate z only for the logits rows (below), so in_proj's z
+    // columns are left out here.
     const int64_t tail_rows = tail ? tail->gemm_rows : 0;
     const bool gate_on_tail = tail && limits_.last_mamba_gate_on_logit_rows &&
-                              static_cast<size_t>(tail_rows * (d + d_inner)) * 2 + static_cast<size_t>(tail_rows * H * P) * y_elem <= big_.bytes();
+                              static_cast<size_t>(tail_rows * (d + d_inner)) * 2 +
+                                      static_cast<size_t>(tail_rows * H * P) * y_elem <=
+                                  big_.bytes();
     {
         auto timed = timer_.scope("mamba.in_proj", stream_);
         if (gate_on_tail) {
-            kc::GemmParams xbc_dt{normed_.as<bf16>(), W.in_proj.ptr() + d_inner * d, nullptr, zx + d_inner, kc::DType::kBF16, st.n_tok, proj - d_inner, d};
+            kc::GemmParams xbc_dt{normed_.as<bf16>(),
+                                  W.in_proj.ptr() + d_inner * d,
+                                  nullptr,
+                                  zx + d_inner,
+                                  kc::DType::kBF16,
+                                  st.n_tok,
+                                  proj - d_inner,
+                                  d};
             xbc_dt.ldy = proj;
             kc::gemm(*gemm_, xbc_dt, stream_);
         } else {
-            kc::gemm(*gemm_, {normed_.as<bf16>(), W.in_proj.ptr(), nullptr, zx, kc::DType::kBF16, st.n_tok, proj, d}, stream_);
+            kc::gemm(*gemm_,
+                     {normed_.as<bf16>(), W.in_proj.ptr(), nullptr, zx, kc::DType::kBF16, st.n_tok, proj, d},
+                     stream_);
         }
     }
     const float dt_max = c.dt_upper();
@@ -365,9 +429,12 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const LogitRows* tail) 
     if (st.n_pre > 0) {
         const int64_t t0 = st.n_dec;
         kc::ConvVarlenParams cv;
-        cv.x = zx + t0 * proj + d_inner, cv.x_stride = proj, cv.weight = W.conv_w.ptr(), cv.bias = W.conv_b.ptr();
-        cv.state = conv_state_[li].get(), cv.state_dtype = kc::DType::kBF16, cv.cu_seqlens = st.cu_pre, cv.slots = st.slots_pre;
-        cv.has_initial_state = st.has_init_pre, cv.out = xbc + t0 * conv_dim, cv.n_tok = st.n_pre_tok, cv.n_seq = st.n_pre;
+        cv.x = zx + t0 * proj + d_inner, cv.x_stride = proj, cv.weight = W.conv_w.ptr(),
+        cv.bias = W.conv_b.ptr();
+        cv.state = conv_state_[li].get(), cv.state_dtype = kc::DType::kBF16, cv.cu_seqlens = st.cu_pre,
+        cv.slots = st.slots_pre;
+        cv.has_initial_state = st.has_init_pre, cv.out = xbc + t0 * conv_dim, cv.n_tok = st.n_pre_tok,
+        cv.n_seq = st.n_pre;
         cv.channels = conv_dim, cv.K = c.conv_kernel;
         {
             auto timed = timer_.scope("mamba.conv_varlen", pre_stream);
@@ -380,12 +447,17 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const LogitRows* tail) 
         }
         kc::SsdVarlenParams sp;
         bf16* xb = xbc + t0 * conv_dim;
-        sp.x = xb, sp.B = xb + d_inner, sp.C = xb + d_inner + G * N, sp.x_stride = conv_dim, sp.bc_stride = conv_dim;
-        sp.dt_raw = zx + t0 * proj + d_inner + conv_dim, sp.dt_stride = proj, sp.dt_bias = W.dt_bias.ptr(), sp.A = W.A.ptr(), sp.D = W.D.ptr();
-        sp.state = ssm_state_[li].get(), sp.state_dtype = limits_.ssm_state, sp.state_split = limits_.state_split_applies(), sp.cu_seqlens = st.cu_pre, sp.slots = st.slots_pre;
+        sp.x = xb, sp.B = xb + d_inner, sp.C = xb + d_inner + G * N, sp.x_stride = conv_dim,
+        sp.bc_stride = conv_dim;
+        sp.dt_raw = zx + t0 * proj + d_inner + conv_dim, sp.dt_stride = proj, sp.dt_bias = W.dt_bias.ptr(),
+        sp.A = W.A.ptr(), sp.D = W.D.ptr();
+        sp.state = ssm_state_[li].get(), sp.state_dtype = limits_.ssm_state,
+        sp.state_split = limits_.state_split_applies(), sp.cu_seqlens = st.cu_pre, sp.slots = st.slots_pre;
         sp.has_initial_state = st.has_init_pre, sp.y = y_at(t0), sp.y_dtype = y_dtype;
-        sp.n_tok = st.n_pre_tok, sp.n_seq = st.n_pre, sp.H = H, sp.P = P, sp.G = G, sp.N = N, sp.chunk = c.chunk_size;
-        sp.dt_min = c.dt_min, sp.dt_max = dt_max, sp.p_split = limits_.ssd_split ? limits_.ssd_split : (overlap ? 1 : 0);
+        sp.n_tok = st.n_pre_tok, sp.n_seq = st.n_pre, sp.H = H, sp.P = P, sp.G = G, sp.N = N,
+        sp.chunk = c.chunk_size;
+        sp.dt_min = c.dt_min, sp.dt_max = dt_max,
+        sp.p_split = limits_.ssd_split ? limits_.ssd_split : (overlap ? 1 : 0);
         sp.wgmma = limits_.ssd_wgmma && !overlap;
         SURF_CHECK(kc::ssd_workspace_bytes(sp) <= ssd_ws_.bytes(), "ssd workspace too small");
         auto timed = timer_.scope("mamba.ssd_scan", pre_stream);
@@ -394,32 +466,42 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const LogitRows* tail) 
     if (st.n_dec > 0) {
         kc::ConvUpdateParams cu;
         cu.x = zx + d_inner, cu.x_stride = proj, cu.weight = W.conv_w.ptr(), cu.bias = W.conv_b.ptr();
-        cu.state = conv_state_[li].get(), cu.state_dtype = kc::DType::kBF16, cu.slots = st.slots_dec, cu.out = xbc;
+        cu.state = conv_state_[li].get(), cu.state_dtype = kc::DType::kBF16, cu.slots = st.slots_dec,
+        cu.out = xbc;
         cu.batch = st.n_dec, cu.channels = conv_dim, cu.K = c.conv_kernel;
         {
             auto timed = timer_.scope("mamba.conv_update", stream_);
             kc::causal_conv1d_update(cu, stream_);
         }
-        if (overlap && limits_.ssu_after_prefill_conv && st.n_pre > 0) SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_ready_, 0));
+        if (overlap && limits_.ssu_after_prefill_conv && st.n_pre > 0)
+            SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_ready_, 0));
         kc::SsuParams su;
-        su.x = xbc, su.B = xbc + d_inner, su.C = xbc + d_inner + G * N, su.x_stride = conv_dim, su.bc_stride = conv_dim;
-        su.dt_raw = zx + d_inner + conv_dim, su.dt_stride = proj, su.dt_bias = W.dt_bias.ptr(), su.A = W.A.ptr(), su.D = W.D.ptr();
-        su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state, su.state_split = limits_.state_split_applies(), su.slots = st.slots_dec, su.y = y_at(0), su.y_dtype = y_dtype;
-        su.batch = st.n_dec, su.H = H, su.P = P, su.G = G, su.N = N, su.dt_min = c.dt_min, su.dt_max = dt_max, su.row_split = limits_.ssu_split;
+        su.x = xbc, su.B = xbc + d_inner, su.C = xbc + d_inner + G * N, su.x_stride = conv_dim,
+        su.bc_stride = conv_dim;
+        su.dt_raw = zx + d_inner + conv_dim, su.dt_stride = proj, su.dt_bias = W.dt_bias.ptr(),
+        su.A = W.A.ptr(), su.D = W.D.ptr();
+        su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state,
+        su.state_split = limits_.state_split_applies(), su.slots = st.slots_dec, su.y = y_at(0),
+        su.y_dtype = y_dtype;
+        su.batch = st.n_dec, su.H = H, su.P = P, su.G = G, su.N = N, su.dt_min = c.dt_min, su.dt_max = dt_max,
+        su.row_split = limits_.ssu_split;
         su.bulk_stage = limits_.ssu_bulk_stage;
         su.l2_evict_first = limits_.l2_evict_first;
-        if (st.replay_dec) su.replay = ssm_replay_[li].get(), su.replay_count = st.replay_dec, su.replay_window = limits_.ssm_replay_window;
+        if (st.replay_dec)
+            su.replay = ssm_replay_[li].get(), su.replay_count = st.replay_dec,
+            su.replay_window = limits_.ssm_replay_window;
         auto timed = timer_.scope("mamba.state_update", stream_);
         kc::selective_state_update(su, stream_);
     }
     if (overlap) join_branch();
     kc::GatedRmsNormParams gn;
-    gn.y = y_at(0), gn.y_dtype = y_dtype, gn.z = zx, gn.z_stride = proj, gn.weight = W.gated_norm.ptr(), gn.out = normed_.as<bf16>();
+    gn.y = y_at(0), gn.y_dtype = y_dtype, gn.z = zx, gn.z_stride = proj, gn.weight = W.gated_norm.ptr(),
+    gn.out = normed_.as<bf16>();
     gn.rows = st.n_tok, gn.dim = d_inner, gn.group_size = d_inner / G, gn.eps = c.norm_eps;
     if (gate_on_tail) {
-        // zx is no longer read (the conv and the scan are done): big_ takes the logits rows' in_proj input [R, d], their
-        // z [R, d_inner] and their y [R, H·P], one after another; the gated norm writes its R rows to normed_ once the
-        // input rows are copied out of it.
+        // zx is no longer read (the conv and the scan are done): big_ takes the logits rows' in_proj input
+        // [R, d], their z [R, d_inner] and their y [R, H·P], one after another; the gated norm writes its R
+        // rows to normed_ once the input rows are copied out of it.
         const int64_t rows = tail_rows;  // gemm_rows; the gathers and the gated norm take the tail's count
         bf16* x_rows = big_.as<bf16>();
         bf16* z_rows = x_rows + rows * d;
@@ -431,7 +513,8 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const LogitRows* tail) 
         }
         {
             auto timed = timer_.scope("mamba.in_proj", stream_);
-            kc::gemm(*gemm_, {x_rows, W.in_proj.ptr(), nullptr, z_rows, kc::DType::kBF16, rows, d_inner, d}, stream_);
+            kc::gemm(*gemm_, {x_rows, W.in_proj.ptr(), nullptr, z_rows, kc::DType::kBF16, rows, d_inner, d},
+                     stream_);
         }
         gn.y = y_rows, gn.z = z_rows, gn.z_stride = d_inner, gn.rows = tail->count;
     }
@@ -445,16 +528,21 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const LogitRows* tail) 
 void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* tail) {
     const LlmConfig& c = cfg_.llm;
     const Step& st = step_;
-    const int64_t hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd, qkv_dim = q_dim + 2 * kv_dim, d = c.hidden_size;
-    bf16* qkv = big_.as<bf16>();      // [n_tok, q | k | v]
-    bf16* out = normed_.as<bf16>();   // [n_tok, n_heads, hd] (the norm output is consumed by the qkv GEMM first)
+    const int64_t hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd,
+                  qkv_dim = q_dim + 2 * kv_dim, d = c.hidden_size;
+    bf16* qkv = big_.as<bf16>();  // [n_tok, q | k | v]
+    bf16* out =
+        normed_.as<bf16>();  // [n_tok, n_heads, hd] (the norm output is consumed by the qkv GEMM first)
     {
         auto timed = timer_.scope("attn.qkv", stream_);
-        kc::gemm(*gemm_, {normed_.as<bf16>(), W.qkv.ptr(), nullptr, qkv, kc::DType::kBF16, st.n_tok, qkv_dim, d}, stream_);
+        kc::gemm(*gemm_,
+                 {normed_.as<bf16>(), W.qkv.ptr(), nullptr, qkv, kc::DType::kBF16, st.n_tok, qkv_dim, d},
+                 stream_);
     }
     kc::KvAppendParams ka;
     ka.k = qkv + q_dim, ka.v = qkv + q_dim + kv_dim, ka.k_stride = qkv_dim, ka.v_stride = qkv_dim;
-    ka.k_cache = k_cache_[li].as<bf16>(), ka.v_cache = v_cache_[li].as<bf16>(), ka.slot_mapping = st.slot_mapping;
+    ka.k_cache = k_cache_[li].as<bf16>(), ka.v_cache = v_cache_[li].as<bf16>(),
+    ka.slot_mapping = st.slot_mapping;
     ka.n_tok = st.n_tok, ka.n_kv_heads = c.n_kv_heads, ka.head_dim = hd;
     {
         auto timed = timer_.scope("attn.kv_append", stream_);
@@ -483,7 +571,8 @@ void GpuModel::mlp_layer(const GpuLayer& W, float* residual, int64_t n) {
     const int64_t d = c.hidden_size, inter = c.intermediate_size;
     bf16* hidden = big_.as<bf16>();  // [n_tok, intermediate]
     {
-        // ReLU² in the GEMM's epilogue where our kernel runs it, else gemm() runs relu_squared after cuBLASLt.
+        // ReLU² in the GEMM's epilogue where our kernel runs it, else gemm() runs relu_squared after
+        // cuBLASLt.
         auto timed = timer_.scope("mlp.up_relu2", stream_);
         kc::GemmParams up{normed_.as<bf16>(), W.up.ptr(), nullptr, hidden, kc::DType::kBF16, n, inter, d};
         up.activation = kc::GemmActivation::kReluSquared;
@@ -498,15 +587,18 @@ void GpuModel::mlp_layer(const GpuLayer& W, float* residual, int64_t n) {
 void GpuModel::copy_logits_to_host(int64_t rows, std::vector<float>& host) {
     const size_t V = static_cast<size_t>(cfg_.llm.vocab_size);
     host.resize(static_cast<size_t>(rows) * V);
-    SURF_CUDA_CHECK(cudaMemcpy2DAsync(host.data(), V * 4, logits_.get(), static_cast<size_t>(logits_stride()) * 4, V * 4, static_cast<size_t>(rows),
-                                      cudaMemcpyDeviceToHost, stream_));
+    SURF_CUDA_CHECK(cudaMemcpy2DAsync(host.data(), V * 4, logits_.get(),
+                                      static_cast<size_t>(logits_stride()) * 4, V * 4,
+                                      static_cast<size_t>(rows), cudaMemcpyDeviceToHost, stream_));
     SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 void GpuModel::copy_layer_output(int64_t layer, int64_t n_tok, std::vector<float>& host) const {
-    SURF_CHECK(keep_layers_ && layer >= 0 && static_cast<size_t>(layer) < layer_out_.size(), "layer outputs not kept");
+    SURF_CHECK(keep_layers_ && layer >= 0 && static_cast<size_t>(layer) < layer_out_.size(),
+               "layer outputs not kept");
     host.resize(static_cast<size_t>(n_tok * cfg_.llm.hidden_size));
-    SURF_CUDA_CHECK(cudaMemcpyAsync(host.data(), layer_out_[layer].get(), host.size() * 4, cudaMemcpyDeviceToHost, stream_));
+    SURF_CUDA_CHECK(cudaMemcpyAsync(host.data(), layer_out_[layer].get(), host.size() * 4,
+                                    cudaMemcpyDeviceToHost, stream_));
     SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 

@@ -24,7 +24,8 @@ uint64_t GpuModel::record_vision() {
 void GpuModel::wait_vision(uint64_t ticket) {
     if (ticket == kLatestVision) ticket = vision_issued_;
     if (ticket == 0 || ticket + vision_events_.size() <= vision_issued_) return;  // none, or long complete
-    SURF_CHECK(ticket <= vision_issued_, "wait_vision: ticket ", ticket, " not issued (", vision_issued_, ")");
+    SURF_CHECK(ticket <= vision_issued_, "wait_vision: ticket ", ticket, " not issued (", vision_issued_,
+               ")");
     SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, vision_events_[ticket % vision_events_.size()], 0));
 }
 
@@ -35,22 +36,28 @@ int64_t GpuModel::encode_images(const float* pixels, int64_t n_tiles, int64_t fi
 
 uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
     if (!cfg_.has_vision) throw Error(ErrorKind::kUnsupported, cfg_.dir + ": this model has no vision tower");
-    const int64_t S = cfg_.image.tile_size, side = cfg_.image.patches_per_side(), width = cfg_.vision.hidden_size;
+    const int64_t S = cfg_.image.tile_size, side = cfg_.image.patches_per_side(),
+                  width = cfg_.vision.hidden_size;
     const int64_t n_patch = side * side, n_pre = w_.n_prefix, n_tok_tile = n_pre + n_patch;
     const int64_t tpt = cfg_.image.tokens_per_tile(), s = cfg_.image.shuffle_factor();
-    const int64_t heads = cfg_.vision.n_heads, inter = cfg_.vision.intermediate_size, ps = cfg_.image.patch_size;
+    const int64_t heads = cfg_.vision.n_heads, inter = cfg_.vision.intermediate_size,
+                  ps = cfg_.image.patch_size;
     const int64_t tile_floats = 3 * S * S;
     int64_t n_tiles = 0;
     for (const ImageJob& j : jobs) {
-        if (j.n_tiles <= 0 || !j.pixels) throw Error(ErrorKind::kInvalidArgument, "encode_images: an image with no tiles");
+        if (j.n_tiles <= 0 || !j.pixels)
+            throw Error(ErrorKind::kInvalidArgument, "encode_images: an image with no tiles");
         if (j.first_row < 0 || j.first_row + j.n_tiles * tpt > limits_.max_image_rows) {
-            throw Error(ErrorKind::kResourceExhausted, "encode_images: image rows " + std::to_string(j.first_row + j.n_tiles * tpt) +
-                                                           " exceed the limit " + std::to_string(limits_.max_image_rows));
+            throw Error(ErrorKind::kResourceExhausted,
+                        "encode_images: image rows " + std::to_string(j.first_row + j.n_tiles * tpt) +
+                            " exceed the limit " + std::to_string(limits_.max_image_rows));
         }
         n_tiles += j.n_tiles;
     }
     if (n_tiles <= 0 || n_tiles > limits_.max_tiles) {
-        throw Error(ErrorKind::kResourceExhausted, "encode_images: " + std::to_string(n_tiles) + " tiles (limit " + std::to_string(limits_.max_tiles) + ")");
+        throw Error(ErrorKind::kResourceExhausted, "encode_images: " + std::to_string(n_tiles) +
+                                                       " tiles (limit " + std::to_string(limits_.max_tiles) +
+                                                       ")");
     }
     const int64_t rows = n_tiles * n_tok_tile, out_rows = n_tiles * tpt;
 
@@ -63,16 +70,23 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
         std::memcpy(staging, j.pixels, static_cast<size_t>(j.n_tiles * tile_floats) * 4);
         staging += j.n_tiles * tile_floats;
     }
-    SURF_CUDA_CHECK(cudaMemcpyAsync(vit_pixels_.get(), vit_staging_.get(), static_cast<size_t>(n_tiles * tile_floats) * 4, cudaMemcpyHostToDevice,
+    SURF_CUDA_CHECK(cudaMemcpyAsync(vit_pixels_.get(), vit_staging_.get(),
+                                    static_cast<size_t>(n_tiles * tile_floats) * 4, cudaMemcpyHostToDevice,
                                     vision_stream_));
     SURF_CUDA_CHECK(cudaEventRecord(staging_free_, vision_stream_));
 
     kc::patchify({vit_pixels_.as<float>(), vit_patches_.as<bf16>(), n_tiles, S, S, ps}, vision_stream_);
     // Patch embeddings (no bias) into vit_ln_, then [prefix ; emb + pos] into the fp32 residual.
-    kc::gemm(*vision_gemm_, {vit_patches_.as<bf16>(), w_.patch_embed.ptr(), nullptr, vit_ln_.get(), kc::DType::kBF16, n_tiles * n_patch, width, 3 * ps * ps}, vision_stream_);
-    kc::vit_tokens({vit_ln_.as<bf16>(), w_.tile_pos.as<bf16>(), w_.prefix.as<bf16>(), vit_h_.as<float>(), n_tiles, n_patch, n_pre, width}, vision_stream_);
+    kc::gemm(*vision_gemm_,
+             {vit_patches_.as<bf16>(), w_.patch_embed.ptr(), nullptr, vit_ln_.get(), kc::DType::kBF16,
+              n_tiles * n_patch, width, 3 * ps * ps},
+             vision_stream_);
+    kc::vit_tokens({vit_ln_.as<bf16>(), w_.tile_pos.as<bf16>(), w_.prefix.as<bf16>(), vit_h_.as<float>(),
+                    n_tiles, n_patch, n_pre, width},
+                   vision_stream_);
 
-    const int32_t* cu_dev = vision_cu_.as<int32_t>();  // tile t's tokens are rows [t·n_tok_tile, (t+1)·n_tok_tile)
+    const int32_t* cu_dev =
+        vision_cu_.as<int32_t>();  // tile t's tokens are rows [t·n_tok_tile, (t+1)·n_tok_tile)
     auto time_as = [&](const char* name) {
         timed.reset();
         timed.emplace(timer_.if_enabled(), name, vision_stream_);
@@ -80,16 +94,23 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
     for (const GpuVitBlock& B : w_.vit) {
         // x ← x + proj(Attn(LN1(x)))
         kc::LayerNormParams ln;
-        ln.x = vit_h_.get(), ln.x_dtype = kc::DType::kF32, ln.weight = B.norm1_w.ptr(), ln.bias = B.norm1_b.ptr();
+        ln.x = vit_h_.get(), ln.x_dtype = kc::DType::kF32, ln.weight = B.norm1_w.ptr(),
+        ln.bias = B.norm1_b.ptr();
         ln.y = vit_ln_.as<bf16>(), ln.rows = rows, ln.dim = width, ln.eps = cfg_.vision.norm_eps;
         time_as("vit.layernorm");
         kc::layernorm(ln, vision_stream_);
         time_as("vit.qkv");
-        kc::gemm(*vision_gemm_, {vit_ln_.as<bf16>(), B.qkv.ptr(), B.qkv_b.get(), vit_big_.get(), kc::DType::kBF16, rows, 3 * width, width}, vision_stream_);
+        kc::gemm(*vision_gemm_,
+                 {vit_ln_.as<bf16>(), B.qkv.ptr(), B.qkv_b.get(), vit_big_.get(), kc::DType::kBF16, rows,
+                  3 * width, width},
+                 vision_stream_);
         kc::AttentionPrefillParams ap;
-        ap.q = vit_big_.as<bf16>(), ap.k = vit_big_.as<bf16>() + width, ap.v = vit_big_.as<bf16>() + 2 * width;
-        ap.q_stride = 3 * width, ap.kv_stride = 3 * width, ap.kv_rows = rows, ap.out = vit_attn_.as<bf16>(), ap.out_stride = width;
-        ap.cu_seqlens_q = cu_dev, ap.cu_seqlens_k = cu_dev, ap.n_seq = n_tiles, ap.n_heads = heads, ap.n_kv_heads = heads;
+        ap.q = vit_big_.as<bf16>(), ap.k = vit_big_.as<bf16>() + width,
+        ap.v = vit_big_.as<bf16>() + 2 * width;
+        ap.q_stride = 3 * width, ap.kv_stride = 3 * width, ap.kv_rows = rows, ap.out = vit_attn_.as<bf16>(),
+        ap.out_stride = width;
+        ap.cu_seqlens_q = cu_dev, ap.cu_seqlens_k = cu_dev, ap.n_seq = n_tiles, ap.n_heads = heads,
+        ap.n_kv_heads = heads;
         ap.head_dim = width / heads, ap.max_seqlen_q = n_tok_tile, ap.causal = false;
         // No split-KV here: at 3 tiles (432 blocks) splits make the pass slower (docs/BENCHMARKS.md).
         ap.n_splits = 1;
@@ -99,7 +120,8 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
         time_as("vit.attention");
         kc::attention_prefill(ap, vision_stream_);
         time_as("vit.proj");
-        kc::GemmParams proj{vit_attn_.as<bf16>(), B.proj.ptr(), B.proj_b.ptr(), vit_h_.get(), kc::DType::kF32, rows, width, width};
+        kc::GemmParams proj{vit_attn_.as<bf16>(), B.proj.ptr(), B.proj_b.ptr(), vit_h_.get(),
+                            kc::DType::kF32,      rows,         width,          width};
         proj.beta = 1.0f;
         kc::gemm(*vision_gemm_, proj, vision_stream_);
         // x ← x + fc2(GELU(fc1(LN2(x))))
@@ -107,7 +129,8 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
         time_as("vit.layernorm");
         kc::layernorm(ln, vision_stream_);
         time_as("vit.fc1");
-        kc::GemmParams fc1{vit_ln_.as<bf16>(), B.fc1.ptr(), B.fc1_b.get(), vit_big_.get(), kc::DType::kBF16, rows, inter, width};
+        kc::GemmParams fc1{vit_ln_.as<bf16>(), B.fc1.ptr(), B.fc1_b.get(), vit_big_.get(),
+                           kc::DType::kBF16,   rows,        inter,         width};
         if (limits_.vit_gelu_in_gemm) fc1.activation = kc::GemmActivation::kGeluTanh;
         kc::gemm(*vision_gemm_, fc1, vision_stream_);
         if (!limits_.vit_gelu_in_gemm) {
@@ -115,7 +138,8 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
             kc::gelu_erf(vit_big_.as<bf16>(), rows * inter, vision_stream_);
         }
         time_as("vit.fc2");
-        kc::GemmParams fc2{vit_big_.as<bf16>(), B.fc2.ptr(), B.fc2_b.ptr(), vit_h_.get(), kc::DType::kF32, rows, width, inter};
+        kc::GemmParams fc2{vit_big_.as<bf16>(), B.fc2.ptr(), B.fc2_b.ptr(), vit_h_.get(),
+                           kc::DType::kF32,     rows,        width,         inter};
         fc2.beta = 1.0f;
         kc::gemm(*vision_gemm_, fc2, vision_stream_);
     }
@@ -124,18 +148,24 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
     time_as("vit.shuffle_projector");
     bf16* shuffled = vit_shuffled_.as<bf16>();
     bf16* hidden = shuffled + out_rows * std::max(width * s * s, cfg_.projector_hidden);
-    kc::pixel_shuffle({vit_h_.as<float>() + n_pre * width, kc::DType::kF32, shuffled, n_tiles, side, width, s, n_tok_tile}, vision_stream_);
+    kc::pixel_shuffle(
+        {vit_h_.as<float>() + n_pre * width, kc::DType::kF32, shuffled, n_tiles, side, width, s, n_tok_tile},
+        vision_stream_);
     kc::RmsNormParams rn;
-    rn.x = shuffled, rn.x_dtype = kc::DType::kBF16, rn.weight = w_.proj_norm.ptr(), rn.y = hidden, rn.rows = out_rows, rn.dim = width * s * s, rn.eps = 1e-5f;
+    rn.x = shuffled, rn.x_dtype = kc::DType::kBF16, rn.weight = w_.proj_norm.ptr(), rn.y = hidden,
+    rn.rows = out_rows, rn.dim = width * s * s, rn.eps = 1e-5f;
     kc::rmsnorm(rn, vision_stream_);
-    kc::GemmParams fc1{hidden, w_.proj_fc1.ptr(), nullptr, shuffled, kc::DType::kBF16, out_rows, cfg_.projector_hidden, width * s * s};
+    kc::GemmParams fc1{hidden,   w_.proj_fc1.ptr(),     nullptr,      shuffled, kc::DType::kBF16,
+                       out_rows, cfg_.projector_hidden, width * s * s};
     fc1.activation = kc::GemmActivation::kReluSquared;
     kc::gemm(*vision_gemm_, fc1, vision_stream_);
     int64_t row = 0;
     for (const ImageJob& j : jobs) {
         const int64_t n = j.n_tiles * tpt;
-        kc::gemm(*vision_gemm_, {shuffled + row * cfg_.projector_hidden, w_.proj_fc2.ptr(), nullptr, image_rows_.as<bf16>() + j.first_row * cfg_.llm.hidden_size,
-                                 kc::DType::kBF16, n, cfg_.llm.hidden_size, cfg_.projector_hidden},
+        kc::gemm(*vision_gemm_,
+                 {shuffled + row * cfg_.projector_hidden, w_.proj_fc2.ptr(), nullptr,
+                  image_rows_.as<bf16>() + j.first_row * cfg_.llm.hidden_size, kc::DType::kBF16, n,
+                  cfg_.llm.hidden_size, cfg_.projector_hidden},
                  vision_stream_);
         row += n;
     }
@@ -150,13 +180,15 @@ double GpuModel::warm_up_vision(const std::vector<std::vector<int64_t>>& batches
     int64_t most = 0;
     for (size_t i = 0; i < batches.size(); ++i) {
         const std::vector<int64_t>& b = batches[i];
-        const bool bad_image = std::any_of(b.begin(), b.end(), [&](int64_t n) { return n <= 0 || n > limits_.max_tiles; });
+        const bool bad_image =
+            std::any_of(b.begin(), b.end(), [&](int64_t n) { return n <= 0 || n > limits_.max_tiles; });
         const int64_t tiles = bad_image ? 0 : std::accumulate(b.begin(), b.end(), int64_t{0});
         if (b.empty() || bad_image || tiles > limits_.max_tiles || tiles * tpt > limits_.max_image_rows) {
-            throw Error(ErrorKind::kInvalidArgument, "warm_up_vision: pass " + std::to_string(i) + " (" + std::to_string(b.size()) +
-                                                         " images) is empty, has an image of no tiles, or exceeds the limits (" +
-                                                         std::to_string(limits_.max_tiles) + " tiles, " + std::to_string(limits_.max_image_rows) +
-                                                         " image rows)");
+            throw Error(ErrorKind::kInvalidArgument,
+                        "warm_up_vision: pass " + std::to_string(i) + " (" + std::to_string(b.size()) +
+                            " images) is empty, has an image of no tiles, or exceeds the limits (" +
+                            std::to_string(limits_.max_tiles) + " tiles, " +
+                            std::to_string(limits_.max_image_rows) + " image rows)");
         }
         most = std::max(most, tiles);
     }
@@ -176,17 +208,20 @@ double GpuModel::warm_up_vision(const std::vector<std::vector<int64_t>>& batches
 }
 
 uint64_t GpuModel::put_image_rows(const bf16* device_rows, int64_t n_rows, int64_t first_row) {
-    if (first_row < 0 || first_row + n_rows > limits_.max_image_rows) throw Error(ErrorKind::kResourceExhausted, "put_image_rows: past the image-row limit");
+    if (first_row < 0 || first_row + n_rows > limits_.max_image_rows)
+        throw Error(ErrorKind::kResourceExhausted, "put_image_rows: past the image-row limit");
     const size_t row_bytes = static_cast<size_t>(cfg_.llm.hidden_size) * 2;
-    SURF_CUDA_CHECK(cudaMemcpyAsync(image_rows_.as<bf16>() + first_row * cfg_.llm.hidden_size, device_rows, n_rows * row_bytes,
-                                    cudaMemcpyDeviceToDevice, vision_stream_));
+    SURF_CUDA_CHECK(cudaMemcpyAsync(image_rows_.as<bf16>() + first_row * cfg_.llm.hidden_size, device_rows,
+                                    n_rows * row_bytes, cudaMemcpyDeviceToDevice, vision_stream_));
     return record_vision();
 }
 
 void GpuModel::copy_vision_features(int64_t n_tiles, std::vector<float>& host) const {
-    const int64_t side = cfg_.image.patches_per_side(), width = cfg_.vision.hidden_size, n_tok_tile = w_.n_prefix + side * side;
+    const int64_t side = cfg_.image.patches_per_side(), width = cfg_.vision.hidden_size,
+                  n_tok_tile = w_.n_prefix + side * side;
     std::vector<float> all(static_cast<size_t>(n_tiles * n_tok_tile * width));
-    SURF_CUDA_CHECK(cudaMemcpyAsync(all.data(), vit_h_.get(), all.size() * 4, cudaMemcpyDeviceToHost, vision_stream_));
+    SURF_CUDA_CHECK(
+        cudaMemcpyAsync(all.data(), vit_h_.get(), all.size() * 4, cudaMemcpyDeviceToHost, vision_stream_));
     SURF_CUDA_CHECK(cudaStreamSynchronize(vision_stream_));
     host.clear();
     for (int64_t t = 0; t < n_tiles; ++t) {

@@ -54,7 +54,9 @@ GpuVector vec(const std::vector<float>& host, cudaStream_t stream) {
     return v;
 }
 
-GpuVector vec(const Checkpoint& ckpt, const std::string& name, cudaStream_t stream) { return vec(ckpt.to_f32(name), stream); }
+GpuVector vec(const Checkpoint& ckpt, const std::string& name, cudaStream_t stream) {
+    return vec(ckpt.to_f32(name), stream);
+}
 
 // Stacks row blocks of several [rows_i, cols] tensors into one matrix (q, k, v → qkv).
 GpuMatrix stacked(const Checkpoint& ckpt, const std::vector<std::string>& names, cudaStream_t stream) {
@@ -94,7 +96,8 @@ GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t
                 L.in_proj = matrix(ckpt, p + "mixer.in_proj.weight", stream);
                 L.out_proj = matrix(ckpt, p + "mixer.out_proj.weight", stream);
                 L.conv_w = vec(ckpt, p + "mixer.conv1d.weight", stream);
-                L.conv_b = c.conv_bias ? vec(ckpt, p + "mixer.conv1d.bias", stream) : vec(std::vector<float>(c.conv_dim(), 0.0f), stream);
+                L.conv_b = c.conv_bias ? vec(ckpt, p + "mixer.conv1d.bias", stream)
+                                       : vec(std::vector<float>(c.conv_dim(), 0.0f), stream);
                 L.dt_bias = vec(ckpt, p + "mixer.dt_bias", stream);
                 std::vector<float> A = ckpt.to_f32(p + "mixer.A_log");
                 for (float& a : A) a = -std::exp(a);
@@ -104,7 +107,9 @@ GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t
                 break;
             }
             case LayerKind::kAttention:
-                L.qkv = stacked(ckpt, {p + "mixer.q_proj.weight", p + "mixer.k_proj.weight", p + "mixer.v_proj.weight"}, stream);
+                L.qkv = stacked(
+                    ckpt, {p + "mixer.q_proj.weight", p + "mixer.k_proj.weight", p + "mixer.v_proj.weight"},
+                    stream);
                 L.o = matrix(ckpt, p + "mixer.o_proj.weight", stream);
                 break;
             case LayerKind::kMlp:
@@ -127,7 +132,8 @@ GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t
         surf::kernels::cpu::bilinear_resize({chw.data(), resized.data(), width, grid, grid, side, side});
         std::vector<uint16_t> tile_pos(resized.size());
         for (int64_t i = 0; i < side * side; ++i)
-            for (int64_t ch = 0; ch < width; ++ch) tile_pos[i * width + ch] = f32_to_bf16(resized[ch * side * side + i]);
+            for (int64_t ch = 0; ch < width; ++ch)
+                tile_pos[i * width + ch] = f32_to_bf16(resized[ch * side * side + i]);
         w.tile_pos = upload_bf16(tile_pos, stream);
         const TensorInfo& cls = ckpt.get(r + "model.patch_generator.cls_token.token");
         w.n_prefix = cls.shape[0];
@@ -187,18 +193,21 @@ struct RandomDraw {
 };
 
 int64_t bytes_of(const GpuWeights& w) {
-    int64_t total = static_cast<int64_t>(w.embeddings.buf.bytes() + w.lm_head.buf.bytes() + w.norm_f.buf.bytes());
+    int64_t total =
+        static_cast<int64_t>(w.embeddings.buf.bytes() + w.lm_head.buf.bytes() + w.norm_f.buf.bytes());
     for (const auto& L : w.layers) {
-        for (const DeviceBuffer* b : {&L.norm.buf, &L.in_proj.buf, &L.out_proj.buf, &L.conv_w.buf, &L.conv_b.buf, &L.dt_bias.buf, &L.A.buf,
-                                      &L.D.buf, &L.gated_norm.buf, &L.qkv.buf, &L.o.buf, &L.up.buf, &L.down.buf}) {
+        for (const DeviceBuffer* b :
+             {&L.norm.buf, &L.in_proj.buf, &L.out_proj.buf, &L.conv_w.buf, &L.conv_b.buf, &L.dt_bias.buf,
+              &L.A.buf, &L.D.buf, &L.gated_norm.buf, &L.qkv.buf, &L.o.buf, &L.up.buf, &L.down.buf}) {
             total += static_cast<int64_t>(b->bytes());
         }
     }
-    total += static_cast<int64_t>(w.patch_embed.buf.bytes() + w.tile_pos.bytes() + w.prefix.bytes() + w.proj_norm.buf.bytes() +
-                                  w.proj_fc1.buf.bytes() + w.proj_fc2.buf.bytes());
+    total += static_cast<int64_t>(w.patch_embed.buf.bytes() + w.tile_pos.bytes() + w.prefix.bytes() +
+                                  w.proj_norm.buf.bytes() + w.proj_fc1.buf.bytes() + w.proj_fc2.buf.bytes());
     for (const auto& B : w.vit) {
-        for (const DeviceBuffer* b : {&B.norm1_w.buf, &B.norm1_b.buf, &B.norm2_w.buf, &B.norm2_b.buf, &B.qkv_b, &B.proj_b.buf, &B.fc1_b,
-                                      &B.fc2_b.buf, &B.qkv.buf, &B.proj.buf, &B.fc1.buf, &B.fc2.buf}) {
+        for (const DeviceBuffer* b :
+             {&B.norm1_w.buf, &B.norm1_b.buf, &B.norm2_w.buf, &B.norm2_b.buf, &B.qkv_b, &B.proj_b.buf,
+              &B.fc1_b, &B.fc2_b.buf, &B.qkv.buf, &B.proj.buf, &B.fc1.buf, &B.fc2.buf}) {
             total += static_cast<int64_t>(b->bytes());
         }
     }
@@ -243,7 +252,8 @@ GpuWeights random_weights(const ModelConfig& cfg, uint64_t seed, cudaStream_t st
     }
     if (cfg.has_vision) {
         const VisionConfig& v = cfg.vision;
-        const int64_t width = v.hidden_size, side = cfg.image.patches_per_side(), s = cfg.image.shuffle_factor();
+        const int64_t width = v.hidden_size, side = cfg.image.patches_per_side(),
+                      s = cfg.image.shuffle_factor();
         w.patch_embed = draw.matrix(width, 3 * v.patch_size * v.patch_size);
         w.tile_pos = draw.raw_bf16(side * side * width, -0.1f, 0.1f);
         w.n_prefix = v.n_prefix > 0 ? v.n_prefix : 8;

@@ -8,8 +8,8 @@
 
 #include "kernels/cuda/ops.h"
 #include "model/checkpoint/config.h"
-#include "model/cuda/device_buffer.h"
 #include "model/checkpoint/safetensors.h"
+#include "model/cuda/device_buffer.h"
 
 namespace surf::model::cuda {
 
@@ -39,7 +39,8 @@ struct GpuLayer {
 };
 
 struct GpuVitBlock {
-    GpuVector norm1_w, norm1_b, norm2_w, norm2_b, proj_b, fc2_b;  // fp32 (biases of GEMMs into the fp32 residual)
+    GpuVector norm1_w, norm1_b, norm2_w, norm2_b, proj_b,
+        fc2_b;                  // fp32 (biases of GEMMs into the fp32 residual)
     DeviceBuffer qkv_b, fc1_b;  // bf16 (biases of GEMMs with bf16 output)
     GpuMatrix qkv, proj, fc1, fc2;
 };
@@ -50,13 +51,13 @@ struct GpuWeights {
     GpuVector norm_f;
     // vision
     GpuMatrix patch_embed;
-    DeviceBuffer tile_pos;    // [side², width] bf16: CPE resized once
-    DeviceBuffer prefix;      // [n_prefix, width] bf16
+    DeviceBuffer tile_pos;  // [side², width] bf16: CPE resized once
+    DeviceBuffer prefix;    // [n_prefix, width] bf16
     int64_t n_prefix = 0;
     std::vector<GpuVitBlock> vit;
     GpuVector proj_norm;
     GpuMatrix proj_fc1, proj_fc2;
-    int64_t bytes = 0;        // device bytes held
+    int64_t bytes = 0;  // device bytes held
 };
 
 // Uploads a checkpoint (after the same shape checks as the CPU loader). `cfg` gets its shape-derived
@@ -64,7 +65,8 @@ struct GpuWeights {
 GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t stream);
 
 // Random weights drawn on the GPU from the config (benchmarks: no 26 GB file to move). Scales keep
-// activations bounded: matrices ~ U(±1/sqrt(in)), norms ≈ 1, A_log = log(U(1,16)), dt_bias so that dt ≈ 0.01–0.1.
+// activations bounded: matrices ~ U(±1/sqrt(in)), norms ≈ 1, A_log = log(U(1,16)), dt_bias so that dt ≈
+// 0.01–0.1.
 GpuWeights random_weights(const ModelConfig& cfg, uint64_t seed, cudaStream_t stream);
 
 }  // namespace surf::model::cuda

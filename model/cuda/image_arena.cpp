@@ -49,7 +49,9 @@ int64_t ImageArena::free_rows() const {
 bool ImageArena::evict_one() {
     auto victim = regions_.end();
     for (auto it = regions_.begin(); it != regions_.end(); ++it) {
-        if (it->second.pins == 0 && (victim == regions_.end() || it->second.last_used < victim->second.last_used)) victim = it;
+        if (it->second.pins == 0 &&
+            (victim == regions_.end() || it->second.last_used < victim->second.last_used))
+            victim = it;
     }
     if (victim == regions_.end()) return false;
     for (const auto& [hash, row] : victim->second.images) {

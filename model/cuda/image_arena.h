@@ -44,9 +44,9 @@ private:
     void take(int64_t first, int64_t rows);
     void give(int64_t first, int64_t rows);
 
-    std::map<int64_t, int64_t> free_;               // first row → length of each free span
-    std::map<int64_t, Region> regions_;             // first row → region
-    std::unordered_map<uint64_t, int64_t> cache_;   // content hash → first row of the image
+    std::map<int64_t, int64_t> free_;              // first row → length of each free span
+    std::map<int64_t, Region> regions_;            // first row → region
+    std::unordered_map<uint64_t, int64_t> cache_;  // content hash → first row of the image
 };
 
 }  // namespace surf::model::cuda

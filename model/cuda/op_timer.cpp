@@ -25,7 +25,8 @@ cudaEvent_t OpTimer::take_event() {
     return e;
 }
 
-OpTimer::Scope::Scope(OpTimer* timer, const char* name, cudaStream_t stream) : timer_(timer), stream_(stream) {
+OpTimer::Scope::Scope(OpTimer* timer, const char* name, cudaStream_t stream)
+    : timer_(timer), stream_(stream) {
     if (!timer_) return;
     index_ = timer_->records_.size();
     timer_->records_.push_back({name, timer_->take_event(), timer_->take_event()});

@@ -8,11 +8,13 @@
 
 namespace surf::model::cuda::engine_detail {
 
-StepSampling::StepSampling(GpuModel& model, std::vector<uint32_t> output_mask) : model_(model), output_mask_(std::move(output_mask)) {
+StepSampling::StepSampling(GpuModel& model, std::vector<uint32_t> output_mask)
+    : model_(model), output_mask_(std::move(output_mask)) {
     mask_words_ = output_mask_.size();
     cap_ = static_cast<size_t>(model_.limits().max_logit_rows);
     output_mask_dev_ = DeviceBuffer(mask_words_ * 4);
-    SURF_CUDA_CHECK(cudaMemcpy(output_mask_dev_.get(), output_mask_.data(), mask_words_ * 4, cudaMemcpyHostToDevice));
+    SURF_CUDA_CHECK(
+        cudaMemcpy(output_mask_dev_.get(), output_mask_.data(), mask_words_ * 4, cudaMemcpyHostToDevice));
     const size_t bytes = SampleArrays::param_bytes(cap_) + cap_ * mask_words_ * 4;
     params_dev_ = DeviceBuffer(bytes);
     for (Set& s : sets_) {
@@ -30,7 +32,8 @@ StepSampling::~StepSampling() {
     }
 }
 
-std::vector<int32_t> StepSampling::stage(int set, const std::vector<Request*>& owners, const std::vector<uint64_t>& positions,
+std::vector<int32_t> StepSampling::stage(int set, const std::vector<Request*>& owners,
+                                         const std::vector<uint64_t>& positions,
                                          const std::vector<int64_t>& rows) {
     Set& S = sets_[set];
     const size_t n = rows.size();
@@ -41,7 +44,8 @@ std::vector<int32_t> StepSampling::stage(int set, const std::vector<Request*>& o
     for (size_t i = 0; i < n; ++i) {
         const Request& r = *owners[static_cast<size_t>(rows[i])];
         const SamplingParams& sp = r.options.sampling;
-        host.temperature[i] = sp.temperature, host.top_k[i] = sp.top_k, host.top_p[i] = sp.top_p, host.seed[i] = sp.seed;
+        host.temperature[i] = sp.temperature, host.top_k[i] = sp.top_k, host.top_p[i] = sp.top_p,
+        host.seed[i] = sp.seed;
         host.step[i] = positions[static_cast<size_t>(rows[i])];
         S.any_mask |= r.constraint.has_value();
     }
@@ -75,8 +79,9 @@ void StepSampling::enqueue(int set, const std::vector<int64_t>& rows) {
     cudaStream_t stream = model_.stream();
     SURF_CUDA_CHECK(cudaEventRecord(S.begin, stream));
     const size_t param_bytes = SampleArrays::param_bytes(cap_);
-    SURF_CUDA_CHECK(cudaMemcpyAsync(params_dev_.get(), S.params_host.get(), param_bytes + (S.any_mask ? n * mask_words_ * 4 : 0), cudaMemcpyHostToDevice,
-                                    stream));
+    SURF_CUDA_CHECK(cudaMemcpyAsync(params_dev_.get(), S.params_host.get(),
+                                    param_bytes + (S.any_mask ? n * mask_words_ * 4 : 0),
+                                    cudaMemcpyHostToDevice, stream));
     const SampleArrays dev = SampleArrays::at(params_dev_.get(), cap_);
     int32_t* tokens = model_.sampled_tokens();
     // Logits row i belongs to sequence i; sampled rows come in runs of consecutive sequences.
@@ -86,11 +91,13 @@ void StepSampling::enqueue(int set, const std::vector<int64_t>& rows) {
         while (j < n && rows[j] == rows[j - 1] + 1) ++j;
         surf::kernels::cuda::SamplingParams p;
         p.logits = model_.logits() + rows[i] * model_.logits_stride();
-        p.temperature = dev.temperature + i, p.top_k = dev.top_k + i, p.top_p = dev.top_p + i, p.seed = dev.seed + i, p.step = dev.step + i;
+        p.temperature = dev.temperature + i, p.top_k = dev.top_k + i, p.top_p = dev.top_p + i,
+        p.seed = dev.seed + i, p.step = dev.step + i;
         // Without schemas every row shares the output mask (no image placeholders): stride 0.
         p.allowed = S.any_mask ? dev.masks + i * mask_words_ : output_mask_dev_.as<uint32_t>();
         p.tokens = tokens + i;
-        p.rows = static_cast<int64_t>(j - i), p.vocab = model_.config().llm.vocab_size, p.logits_stride = model_.logits_stride();
+        p.rows = static_cast<int64_t>(j - i), p.vocab = model_.config().llm.vocab_size,
+        p.logits_stride = model_.logits_stride();
         p.allowed_stride = S.any_mask ? static_cast<int64_t>(mask_words_) : 0;
         p.radix_only = !model_.limits().sampler_binned;
         surf::kernels::cuda::sample_tokens(p, stream);

@@ -1,8 +1,8 @@
-// CudaEngine's token sampling for one step (model/cuda/cuda_engine.cpp only): the sampled rows' parameters and
-// JSON-schema masks staged in pinned memory (masks computed on the host), the sampler kernels over the model's
-// logits rows, the tokens written to GpuModel::sampled_tokens() and copied back. Two staging sets, each with its
-// own events: the engine issues step N + 1 (and its sampling) before it reads step N's tokens, so N's staged
-// parameters and its tokens on the host must survive N + 1's staging.
+// CudaEngine's token sampling for one step (model/cuda/cuda_engine.cpp only): the sampled rows' parameters
+// and JSON-schema masks staged in pinned memory (masks computed on the host), the sampler kernels over the
+// model's logits rows, the tokens written to GpuModel::sampled_tokens() and copied back. Two staging sets,
+// each with its own events: the engine issues step N + 1 (and its sampling) before it reads step N's tokens,
+// so N's staged parameters and its tokens on the host must survive N + 1's staging.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -26,18 +26,20 @@ public:
     StepSampling(const StepSampling&) = delete;
     StepSampling& operator=(const StepSampling&) = delete;
 
-    // Host part, before the GPU work: per sampled row (rows[i] indexes owners / positions) its parameters and, where
-    // any row has a constraint, every row's mask into set `set`. Returns per sampled row the token a complete
-    // constraint forces (its stop id), or −1.
-    std::vector<int32_t> stage(int set, const std::vector<Request*>& owners, const std::vector<uint64_t>& positions,
-                               const std::vector<int64_t>& rows);
-    // Enqueues on the model's stream: the staged parameters up, the sampler over logits rows `rows` (sequence i's
-    // logits are row i), the tokens into GpuModel::sampled_tokens()[0, rows.size()) and back to the host. Call with
-    // the model's stream to yourself (the engine's gpu lock), after stage(set, …) and the step's forward.
+    // Host part, before the GPU work: per sampled row (rows[i] indexes owners / positions) its parameters
+    // and, where any row has a constraint, every row's mask into set `set`. Returns per sampled row the token
+    // a complete constraint forces (its stop id), or −1.
+    std::vector<int32_t> stage(int set, const std::vector<Request*>& owners,
+                               const std::vector<uint64_t>& positions, const std::vector<int64_t>& rows);
+    // Enqueues on the model's stream: the staged parameters up, the sampler over logits rows `rows` (sequence
+    // i's logits are row i), the tokens into GpuModel::sampled_tokens()[0, rows.size()) and back to the host.
+    // Call with the model's stream to yourself (the engine's gpu lock), after stage(set, …) and the step's
+    // forward.
     void enqueue(int set, const std::vector<int64_t>& rows);
     // Waits for set's tokens and returns them, `forced` (from stage) applied.
     std::vector<int32_t> wait(int set, const std::vector<int32_t>& forced);
-    // Set's sampling span on the GPU (parameters up to tokens back), and the event its tokens' copy completes.
+    // Set's sampling span on the GPU (parameters up to tokens back), and the event its tokens' copy
+    // completes.
     float sampling_ms(int set) const;
     cudaEvent_t end_event(int set) const { return sets_[set].end; }
 

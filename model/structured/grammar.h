@@ -1,10 +1,10 @@
 // Grammar for JSON-schema-constrained decoding, and its byte-level matcher.
 //
 // A Grammar is a tree of nodes (literal sets, strings, numbers, objects, arrays, alternatives) compiled
-// from a JSON schema by model/structured/json_schema.h. The matcher walks it one byte at a time with a stack of
-// frames (one frame per open value, like a pushdown automaton); where the grammar is ambiguous (anyOf,
-// a number that may stop or go on) it keeps a small set of stacks and drops those that die. The schema
-// subset is non-recursive, so stacks are bounded by the schema's nesting depth.
+// from a JSON schema by model/structured/json_schema.h. The matcher walks it one byte at a time with a stack
+// of frames (one frame per open value, like a pushdown automaton); where the grammar is ambiguous (anyOf, a
+// number that may stop or go on) it keeps a small set of stacks and drops those that die. The schema subset
+// is non-recursive, so stacks are bounded by the schema's nesting depth.
 //
 // Every live stack can always be completed (string/number/array bounds are checked prefix by prefix),
 // so constrained decoding never paints itself into a corner.
@@ -108,10 +108,10 @@ private:
 // String frame sub-states (Frame::a of a kString frame). Exposed for the token-level string cache.
 enum StringState : uint32_t {
     kStrBeforeOpen = 0,
-    kStrNormal = 1,      // inside, at a character boundary
-    kStrEscape = 2,      // after a backslash
-    kStrHex = 3,         // inside \uXXXX; c = digits | mode << 4 | value << 8
-    kStrUtf8 = 4,        // inside a multi-byte UTF-8 character; c = pending | lo << 8 | hi << 16
+    kStrNormal = 1,         // inside, at a character boundary
+    kStrEscape = 2,         // after a backslash
+    kStrHex = 3,            // inside \uXXXX; c = digits | mode << 4 | value << 8
+    kStrUtf8 = 4,           // inside a multi-byte UTF-8 character; c = pending | lo << 8 | hi << 16
     kStrNeedBackslash = 5,  // after a high surrogate escape: a low surrogate escape must follow
     kStrNeedU = 6,
 };

@@ -19,9 +19,9 @@ constexpr int kNumberFracDigits = 6;
 constexpr int64_t kNumberScale = 1000000;
 constexpr int64_t kNumberLimitScaled = 1000000000000LL * kNumberScale;
 
-const std::set<std::string> kAnnotations = {"description", "title", "default", "examples", "$comment",
-                                            "$schema", "$id", "deprecated", "readOnly", "writeOnly",
-                                            "$defs", "definitions", "discriminator"};
+const std::set<std::string> kAnnotations = {
+    "description", "title",    "default",   "examples", "$comment",    "$schema",      "$id",
+    "deprecated",  "readOnly", "writeOnly", "$defs",    "definitions", "discriminator"};
 const std::set<std::string> kStringKeys = {"minLength", "maxLength"};
 const std::set<std::string> kNumberKeys = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 const std::set<std::string> kObjectKeys = {"properties", "required", "additionalProperties"};
@@ -31,16 +31,25 @@ const std::set<std::string> kGeneralKeys = {"type", "enum", "const", "anyOf", "o
 std::string pointer_escape(const std::string& token) {
     std::string out;
     for (char ch : token) {
-        if (ch == '~') out += "~0";
-        else if (ch == '/') out += "~1";
-        else out += ch;
+        if (ch == '~')
+            out += "~0";
+        else if (ch == '/')
+            out += "~1";
+        else
+            out += ch;
     }
     return out;
 }
 
 // Type classes used to tell oneOf alternatives apart.
-enum TypeClass : uint32_t { kClsString = 1, kClsNumber = 2, kClsObject = 4, kClsArray = 8, kClsBool = 16,
-                            kClsNull = 32 };
+enum TypeClass : uint32_t {
+    kClsString = 1,
+    kClsNumber = 2,
+    kClsObject = 4,
+    kClsArray = 8,
+    kClsBool = 16,
+    kClsNull = 32
+};
 
 uint32_t class_of_value(const Json& v) {
     if (v.is_string()) return kClsString;
@@ -59,9 +68,9 @@ public:
         grammar_.root = compile(root_, "");
         grammar_.max_depth = depth_of(grammar_.root);
         if (grammar_.max_depth > kMaxGrammarDepth) {
-            fail(ErrorKind::kUnsupported, "", "nesting is " + std::to_string(grammar_.max_depth) +
-                                                  " levels deep; at most " + std::to_string(kMaxGrammarDepth) +
-                                                  " are supported");
+            fail(ErrorKind::kUnsupported, "",
+                 "nesting is " + std::to_string(grammar_.max_depth) + " levels deep; at most " +
+                     std::to_string(kMaxGrammarDepth) + " are supported");
         }
         return std::move(grammar_);
     }
@@ -94,21 +103,24 @@ private:
     uint64_t read_count(const Json& s, const char* key, const std::string& ptr) const {
         const Json& v = s[key];
         if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-            fail(ErrorKind::kInvalidArgument, ptr + "/" + key, "must be a non-negative integer, got " + v.dump());
+            fail(ErrorKind::kInvalidArgument, ptr + "/" + key,
+                 "must be a non-negative integer, got " + v.dump());
         }
         return v.get<uint64_t>();
     }
 
     uint32_t compile(const Json& s, const std::string& ptr) {
         if (s.is_boolean()) {
-            fail(ErrorKind::kUnsupported, ptr, std::string("boolean schema '") + (s.get<bool>() ? "true" : "false") +
-                                                   "' is not supported (give a typed schema)");
+            fail(ErrorKind::kUnsupported, ptr,
+                 std::string("boolean schema '") + (s.get<bool>() ? "true" : "false") +
+                     "' is not supported (give a typed schema)");
         }
-        if (!s.is_object()) fail(ErrorKind::kInvalidArgument, ptr, "a schema must be a JSON object, got " + s.dump());
+        if (!s.is_object())
+            fail(ErrorKind::kInvalidArgument, ptr, "a schema must be a JSON object, got " + s.dump());
         for (auto it = s.begin(); it != s.end(); ++it) {
             const std::string& k = it.key();
-            if (kAnnotations.count(k) || kGeneralKeys.count(k) || kStringKeys.count(k) || kNumberKeys.count(k) ||
-                kObjectKeys.count(k) || kArrayKeys.count(k)) {
+            if (kAnnotations.count(k) || kGeneralKeys.count(k) || kStringKeys.count(k) ||
+                kNumberKeys.count(k) || kObjectKeys.count(k) || kArrayKeys.count(k)) {
                 continue;
             }
             unsupported(ptr, k);
@@ -138,7 +150,8 @@ private:
                 types.push_back(t.get<std::string>());
             } else if (t.is_array() && !t.empty()) {
                 for (const Json& e : t) {
-                    if (!e.is_string()) fail(ErrorKind::kInvalidArgument, ptr + "/type", "type names must be strings");
+                    if (!e.is_string())
+                        fail(ErrorKind::kInvalidArgument, ptr + "/type", "type names must be strings");
                     types.push_back(e.get<std::string>());
                 }
             } else {
@@ -153,7 +166,8 @@ private:
                 if (kNumberKeys.count(it.key())) types = {"number"};
             }
             if (types.empty()) {
-                fail(ErrorKind::kUnsupported, ptr, "schema has no \"type\" (values of any type are not supported)");
+                fail(ErrorKind::kUnsupported, ptr,
+                     "schema has no \"type\" (values of any type are not supported)");
             }
         }
         for (const std::string& t : types) {
@@ -181,11 +195,13 @@ private:
     uint32_t compile_ref(const Json& ref, const std::string& ptr) {
         if (!ref.is_string()) fail(ErrorKind::kInvalidArgument, ptr, "$ref must be a string");
         std::string r = ref.get<std::string>();
-        if (r.empty() || r[0] != '#') unsupported(ptr.substr(0, ptr.size() - 5), "$ref", "only local refs \"#/...\", got \"" + r + "\"");
+        if (r.empty() || r[0] != '#')
+            unsupported(ptr.substr(0, ptr.size() - 5), "$ref",
+                        "only local refs \"#/...\", got \"" + r + "\"");
         if (auto it = ref_nodes_.find(r); it != ref_nodes_.end()) return it->second;
         if (active_refs_.count(r)) {
-            unsupported(ptr.substr(0, ptr.size() - 5), "$ref", "recursive reference \"" + r +
-                                                                  "\": recursive schemas are not supported");
+            unsupported(ptr.substr(0, ptr.size() - 5), "$ref",
+                        "recursive reference \"" + r + "\": recursive schemas are not supported");
         }
         const Json* target = nullptr;
         try {
@@ -201,21 +217,24 @@ private:
     }
 
     uint32_t compile_alternatives(const Json& alts, const std::string& ptr, bool one_of) {
-        if (!alts.is_array() || alts.empty()) fail(ErrorKind::kInvalidArgument, ptr, "must be a non-empty array");
+        if (!alts.is_array() || alts.empty())
+            fail(ErrorKind::kInvalidArgument, ptr, "must be a non-empty array");
         GrammarNode any;
         any.kind = GrammarNodeKind::kAnyOf;
         for (size_t i = 0; i < alts.size(); ++i) {
             any.alternatives.push_back(compile(alts[i], ptr + "/" + std::to_string(i)));
         }
         if (one_of) {
-            // oneOf means exactly one alternative matches; we generate any alternative, so they must be disjoint.
+            // oneOf means exactly one alternative matches; we generate any alternative, so they must be
+            // disjoint.
             for (size_t i = 0; i < any.alternatives.size(); ++i) {
                 for (size_t j = i + 1; j < any.alternatives.size(); ++j) {
                     if (!disjoint(any.alternatives[i], any.alternatives[j])) {
-                        unsupported(ptr.substr(0, ptr.size() - 6), "oneOf",
-                                    "alternatives " + std::to_string(i) + " and " + std::to_string(j) +
-                                        " are not told apart by type or by a required const property; use anyOf "
-                                        "if either may match");
+                        unsupported(
+                            ptr.substr(0, ptr.size() - 6), "oneOf",
+                            "alternatives " + std::to_string(i) + " and " + std::to_string(j) +
+                                " are not told apart by type or by a required const property; use anyOf "
+                                "if either may match");
                     }
                 }
             }
@@ -227,20 +246,20 @@ private:
     uint32_t classes(uint32_t node) const {
         const GrammarNode& n = grammar_.nodes[node];
         switch (n.kind) {
-        case GrammarNodeKind::kString: return kClsString;
-        case GrammarNodeKind::kNumber: return kClsNumber;
-        case GrammarNodeKind::kObject: return kClsObject;
-        case GrammarNodeKind::kArray: return kClsArray;
-        case GrammarNodeKind::kLiteral: {
-            uint32_t c = 0;
-            for (const Json& v : literal_values_.at(node)) c |= class_of_value(v);
-            return c;
-        }
-        case GrammarNodeKind::kAnyOf: {
-            uint32_t c = 0;
-            for (uint32_t a : n.alternatives) c |= classes(a);
-            return c;
-        }
+            case GrammarNodeKind::kString: return kClsString;
+            case GrammarNodeKind::kNumber: return kClsNumber;
+            case GrammarNodeKind::kObject: return kClsObject;
+            case GrammarNodeKind::kArray: return kClsArray;
+            case GrammarNodeKind::kLiteral: {
+                uint32_t c = 0;
+                for (const Json& v : literal_values_.at(node)) c |= class_of_value(v);
+                return c;
+            }
+            case GrammarNodeKind::kAnyOf: {
+                uint32_t c = 0;
+                for (uint32_t a : n.alternatives) c |= classes(a);
+                return c;
+            }
         }
         return 0;
     }
@@ -263,7 +282,8 @@ private:
                 for (const ObjectProperty& pb : nb.properties) {
                     if (pa.key == pb.key && pa.required && pb.required &&
                         grammar_.nodes[pa.value].kind == GrammarNodeKind::kLiteral &&
-                        grammar_.nodes[pb.value].kind == GrammarNodeKind::kLiteral && disjoint(pa.value, pb.value)) {
+                        grammar_.nodes[pb.value].kind == GrammarNodeKind::kLiteral &&
+                        disjoint(pa.value, pb.value)) {
                         return true;
                     }
                 }
@@ -291,7 +311,8 @@ private:
         if (s.contains("type")) {
             // Keep only the values of the declared type(s).
             std::vector<std::string> types;
-            if (s["type"].is_string()) types.push_back(s["type"].get<std::string>());
+            if (s["type"].is_string())
+                types.push_back(s["type"].get<std::string>());
             else if (s["type"].is_array()) {
                 for (const Json& t : s["type"]) {
                     if (t.is_string()) types.push_back(t.get<std::string>());
@@ -300,7 +321,8 @@ private:
             std::vector<Json> kept;
             for (const Json& v : values) {
                 for (const std::string& t : types) {
-                    bool match = (t == "string" && v.is_string()) || (t == "integer" && v.is_number_integer()) ||
+                    bool match = (t == "string" && v.is_string()) ||
+                                 (t == "integer" && v.is_number_integer()) ||
                                  (t == "number" && v.is_number()) || (t == "boolean" && v.is_boolean()) ||
                                  (t == "null" && v.is_null()) || (t == "object" && v.is_object()) ||
                                  (t == "array" && v.is_array());
@@ -310,7 +332,8 @@ private:
                     }
                 }
             }
-            if (kept.empty()) fail(ErrorKind::kInvalidArgument, ptr + "/" + key, "no value has the declared type");
+            if (kept.empty())
+                fail(ErrorKind::kInvalidArgument, ptr + "/" + key, "no value has the declared type");
             values = std::move(kept);
         }
         return add_literal(values);
@@ -328,8 +351,12 @@ private:
     uint32_t compile_string(const Json& s, const std::string& ptr) {
         GrammarNode n;
         n.kind = GrammarNodeKind::kString;
-        if (s.contains("minLength")) n.min_length = static_cast<uint32_t>(std::min<uint64_t>(read_count(s, "minLength", ptr), UINT32_MAX - 1));
-        if (s.contains("maxLength")) n.max_length = static_cast<uint32_t>(std::min<uint64_t>(read_count(s, "maxLength", ptr), UINT32_MAX - 1));
+        if (s.contains("minLength"))
+            n.min_length =
+                static_cast<uint32_t>(std::min<uint64_t>(read_count(s, "minLength", ptr), UINT32_MAX - 1));
+        if (s.contains("maxLength"))
+            n.max_length =
+                static_cast<uint32_t>(std::min<uint64_t>(read_count(s, "maxLength", ptr), UINT32_MAX - 1));
         if (n.min_length > n.max_length) fail(ErrorKind::kInvalidArgument, ptr, "minLength > maxLength");
         return add_node(std::move(n));
     }
@@ -340,8 +367,10 @@ private:
         long double x;
         bool exact;
         if (v.is_number_integer()) {
-            x = static_cast<long double>(v.is_number_unsigned() ? static_cast<long double>(v.get<uint64_t>())
-                                                                : static_cast<long double>(v.get<int64_t>())) * scale;
+            x = static_cast<long double>(v.is_number_unsigned()
+                                             ? static_cast<long double>(v.get<uint64_t>())
+                                             : static_cast<long double>(v.get<int64_t>())) *
+                scale;
             exact = true;
         } else {
             x = static_cast<long double>(v.get<double>()) * scale;
@@ -379,7 +408,8 @@ private:
         if (n.min_scaled > n.max_scaled || n.min_scaled > default_max || n.max_scaled < default_min) {
             fail(ErrorKind::kInvalidArgument, ptr,
                  std::string("no ") + (integer ? "integer" : "number") +
-                     " satisfies the bounds (numbers are generated with at most 6 fraction digits, |x| <= 1e12)");
+                     " satisfies the bounds (numbers are generated with at most 6 fraction digits, |x| <= "
+                     "1e12)");
         }
         return add_node(std::move(n));
     }
@@ -389,8 +419,12 @@ private:
         n.kind = GrammarNodeKind::kArray;
         if (!s.contains("items")) fail(ErrorKind::kUnsupported, ptr, "an array needs \"items\" (a schema)");
         if (s["items"].is_array()) unsupported(ptr, "items", "tuple form (an array of schemas)");
-        if (s.contains("minItems")) n.min_items = static_cast<uint32_t>(std::min<uint64_t>(read_count(s, "minItems", ptr), UINT32_MAX - 1));
-        if (s.contains("maxItems")) n.max_items = static_cast<uint32_t>(std::min<uint64_t>(read_count(s, "maxItems", ptr), UINT32_MAX - 1));
+        if (s.contains("minItems"))
+            n.min_items =
+                static_cast<uint32_t>(std::min<uint64_t>(read_count(s, "minItems", ptr), UINT32_MAX - 1));
+        if (s.contains("maxItems"))
+            n.max_items =
+                static_cast<uint32_t>(std::min<uint64_t>(read_count(s, "maxItems", ptr), UINT32_MAX - 1));
         if (n.min_items > n.max_items) fail(ErrorKind::kInvalidArgument, ptr, "minItems > maxItems");
         n.item = compile(s["items"], ptr + "/items");
         return add_node(std::move(n));
@@ -401,9 +435,11 @@ private:
         n.kind = GrammarNodeKind::kObject;
         std::set<std::string> required;
         if (s.contains("required")) {
-            if (!s["required"].is_array()) fail(ErrorKind::kInvalidArgument, ptr + "/required", "must be an array");
+            if (!s["required"].is_array())
+                fail(ErrorKind::kInvalidArgument, ptr + "/required", "must be an array");
             for (const Json& r : s["required"]) {
-                if (!r.is_string()) fail(ErrorKind::kInvalidArgument, ptr + "/required", "names must be strings");
+                if (!r.is_string())
+                    fail(ErrorKind::kInvalidArgument, ptr + "/required", "names must be strings");
                 required.insert(r.get<std::string>());
             }
         }
@@ -414,7 +450,8 @@ private:
         // additionalProperties is accepted in any form: only the listed properties are ever generated.
         if (s.contains("properties")) {
             const Json& props = s["properties"];
-            if (!props.is_object()) fail(ErrorKind::kInvalidArgument, ptr + "/properties", "must be an object");
+            if (!props.is_object())
+                fail(ErrorKind::kInvalidArgument, ptr + "/properties", "must be an object");
             for (auto it = props.begin(); it != props.end(); ++it) {
                 ObjectProperty p;
                 p.key = it.key();
@@ -453,18 +490,18 @@ private:
     uint32_t depth_of(uint32_t node) const {
         const GrammarNode& n = grammar_.nodes[node];
         switch (n.kind) {
-        case GrammarNodeKind::kObject: {
-            uint32_t d = 1;
-            for (const ObjectProperty& p : n.properties) d = std::max(d, depth_of(p.value));
-            return 1 + d;
-        }
-        case GrammarNodeKind::kArray: return 1 + depth_of(n.item);
-        case GrammarNodeKind::kAnyOf: {
-            uint32_t d = 0;
-            for (uint32_t a : n.alternatives) d = std::max(d, depth_of(a));
-            return d;
-        }
-        default: return 1;
+            case GrammarNodeKind::kObject: {
+                uint32_t d = 1;
+                for (const ObjectProperty& p : n.properties) d = std::max(d, depth_of(p.value));
+                return 1 + d;
+            }
+            case GrammarNodeKind::kArray: return 1 + depth_of(n.item);
+            case GrammarNodeKind::kAnyOf: {
+                uint32_t d = 0;
+                for (uint32_t a : n.alternatives) d = std::max(d, depth_of(a));
+                return d;
+            }
+            default: return 1;
         }
     }
 
@@ -486,7 +523,8 @@ std::shared_ptr<const CompiledSchema> compile_json_schema(const nlohmann::ordere
     return out;
 }
 
-std::shared_ptr<const CompiledSchema> compile_json_schema_text(std::string_view text, const std::string& origin) {
+std::shared_ptr<const CompiledSchema> compile_json_schema_text(std::string_view text,
+                                                               const std::string& origin) {
     Json schema;
     try {
         schema = Json::parse(text);

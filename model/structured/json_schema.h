@@ -29,8 +29,9 @@ struct CompiledSchema {
     Grammar grammar;
     std::string schema_text;  // the schema as compiled (compact dump), for logs and cache keys
 
-    // Memo filled by TokenConstraint (model/structured/token_constraint.cpp): allowed-token lists keyed by vocabulary
-    // and matcher state, shared by every sequence decoding this schema. Thread-safe; bounded in size.
+    // Memo filled by TokenConstraint (model/structured/token_constraint.cpp): allowed-token lists keyed by
+    // vocabulary and matcher state, shared by every sequence decoding this schema. Thread-safe; bounded in
+    // size.
     mutable std::shared_mutex memo_mutex;
     mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<int32_t>>> token_memo;
 };

@@ -15,7 +15,9 @@
 namespace surf::model {
 namespace {
 
-inline void set_bit(uint32_t* mask, int32_t i) { mask[i >> 5] |= 1u << (i & 31); }
+inline void set_bit(uint32_t* mask, int32_t i) {
+    mask[i >> 5] |= 1u << (i & 31);
+}
 
 // Concatenation without operator+ (GCC 12 raises a false -Wrestrict on `" " + s`).
 std::string cat(std::string_view a, std::string_view b, std::string_view c = {}) {
@@ -71,8 +73,10 @@ std::shared_ptr<const TokenIndex> TokenIndex::build(const TokenVocabulary& vocab
     std::vector<Tmp> tmp(1);
     std::vector<int32_t> order;
     for (int32_t id = 0; id < index->vocab_size_; ++id) {
-        if (index->usable_[id] && !vocab.token_bytes[id].empty()) order.push_back(id);
-        else index->usable_[id] = 0;
+        if (index->usable_[id] && !vocab.token_bytes[id].empty())
+            order.push_back(id);
+        else
+            index->usable_[id] = 0;
     }
     std::sort(order.begin(), order.end(),
               [&](int32_t a, int32_t b) { return vocab.token_bytes[a] < vocab.token_bytes[b]; });
@@ -91,7 +95,8 @@ std::shared_ptr<const TokenIndex> TokenIndex::build(const TokenVocabulary& vocab
         }
         tmp[path.back()].tokens.push_back(id);
         prev = bytes;
-        index->max_token_bytes_ = std::max<uint32_t>(index->max_token_bytes_, static_cast<uint32_t>(bytes.size()));
+        index->max_token_bytes_ =
+            std::max<uint32_t>(index->max_token_bytes_, static_cast<uint32_t>(bytes.size()));
     }
     index->nodes_.resize(tmp.size());
     for (size_t i = 0; i < tmp.size(); ++i) {
@@ -113,7 +118,9 @@ bool TokenIndex::is_end(int32_t id) const {
     return std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end();
 }
 
-bool TokenIndex::is_usable(int32_t id) const { return id >= 0 && id < vocab_size_ && usable_[id]; }
+bool TokenIndex::is_usable(int32_t id) const {
+    return id >= 0 && id < vocab_size_ && usable_[id];
+}
 
 void TokenIndex::build_string_entry(StringEntry& entry, uint32_t trie_node, Frame f, uint32_t min_length,
                                     uint32_t max_length) const {
@@ -171,7 +178,10 @@ TokenConstraint::TokenConstraint(std::shared_ptr<const CompiledSchema> schema,
     : schema_(std::move(schema)), index_(std::move(index)), matcher_(schema_->grammar) {}
 
 TokenConstraint::TokenConstraint(const TokenConstraint& other)
-    : schema_(other.schema_), index_(other.index_), matcher_(other.matcher_), ended_(other.ended_),
+    : schema_(other.schema_),
+      index_(other.index_),
+      matcher_(other.matcher_),
+      ended_(other.ended_),
       generated_(other.generated_) {}
 
 TokenConstraint& TokenConstraint::operator=(const TokenConstraint& other) {
@@ -215,7 +225,8 @@ const std::vector<int32_t>& TokenConstraint::memo_walk(const void* tag, const st
     for (const GrammarStack& s : stacks) {
         uint32_t depth = s.depth();
         key_.append(reinterpret_cast<const char*>(&depth), sizeof depth);
-        for (uint32_t i = 0; i < depth; ++i) key_.append(reinterpret_cast<const char*>(&s.at(i)), sizeof(Frame));
+        for (uint32_t i = 0; i < depth; ++i)
+            key_.append(reinterpret_cast<const char*>(&s.at(i)), sizeof(Frame));
     }
     {
         std::shared_lock<std::shared_mutex> lock(schema_->memo_mutex);
@@ -285,15 +296,19 @@ void TokenConstraint::accept(int32_t token) {
     std::string what = token >= 0 && token < index_->vocab_size()
                            ? cat("\"", printable(index_->token_bytes(token)), "\"")
                            : "(outside the vocabulary)";
-    throw Error(ErrorKind::kInvalidArgument,
-                "structured output: token " + std::to_string(token) + " " + what +
-                    " is not allowed by the JSON schema after \"" + printable(generated_) + "\"" +
-                    (ended_ ? " (the sequence already ended)" : ""));
+    throw Error(ErrorKind::kInvalidArgument, "structured output: token " + std::to_string(token) + " " +
+                                                 what + " is not allowed by the JSON schema after \"" +
+                                                 printable(generated_) + "\"" +
+                                                 (ended_ ? " (the sequence already ended)" : ""));
 }
 
-bool TokenConstraint::can_end() const { return !ended_ && matcher_.can_end(); }
+bool TokenConstraint::can_end() const {
+    return !ended_ && matcher_.can_end();
+}
 
-bool TokenConstraint::is_complete() const { return ended_ || matcher_.is_complete(); }
+bool TokenConstraint::is_complete() const {
+    return ended_ || matcher_.is_complete();
+}
 
 // -------------------------------------------------------------------------------------------- masks
 
@@ -336,20 +351,79 @@ TokenVocabulary synthetic_byte_vocabulary(int32_t size, uint64_t seed) {
     };
     for (int b = 0; b < 256; ++b) add(std::string(1, static_cast<char>(b)));
     const char* words[] = {
-        "the", "of", "and", "to", "in", "is", "for", "on", "that", "with", "click", "write", "scroll",
-        "goto", "back", "refresh", "wait", "answer", "element", "content", "button", "search", "page",
-        "link", "the search", "result", "first", "next", "login", "cart", "price", "flight", "hotel",
-        "I", "need", "should", "will", "now", "then", "find", "open", "type", "into", "field", "box",
-        "menu", "top", "bottom", "left", "right", "up", "down", "thought", "note", "action", "url",
-        "http", "https", "://", "www", ".com", ".org", "x", "y", "seconds", "direction", "task", "done",
+        "the",     "of",      "and",       "to",     "in",     "is",    "for",        "on",      "that",
+        "with",    "click",   "write",     "scroll", "goto",   "back",  "refresh",    "wait",    "answer",
+        "element", "content", "button",    "search", "page",   "link",  "the search", "result",  "first",
+        "next",    "login",   "cart",      "price",  "flight", "hotel", "I",          "need",    "should",
+        "will",    "now",     "then",      "find",   "open",   "type",  "into",       "field",   "box",
+        "menu",    "top",     "bottom",    "left",   "right",  "up",    "down",       "thought", "note",
+        "action",  "url",     "http",      "https",  "://",    "www",   ".com",       ".org",    "x",
+        "y",       "seconds", "direction", "task",   "done",
     };
     const char* punct[] = {
-        "\":\"", "\",\"", "\"},{\"", "\":{\"", "\"}", "\"]", "\":[", "},{", "{\"", "\"}}", "\":", "\",",
-        "\"}]", "],\"", "},\"", "\":[{\"", "{}", "[]", ",\"", ":\"", "\"\"", "\\\"", "\\n", "\\\\",
-        "\\u00", "\\u", "\\ud83d", "\\ude00", ".\"", ",\"", "?\"", "!\"", ")\"", "\".", "\")", ".\",\"",
-        "\":\"click", "\":\"write", "\":\"scroll", "\":\"answer", "{\"thought\":\"", "\",\"note\":\"",
-        "\",\"action\":{\"type\":\"", "\"x\":", "\"y\":", ",\"y\":", "{\"x\":", "}}", "]}", "\n", "  ",
-        "\t", " \"", "\" ", "true", "false", "null", ":true", ":false", ":null", "-1", "0.", ".5",
+        "\":\"",
+        "\",\"",
+        "\"},{\"",
+        "\":{\"",
+        "\"}",
+        "\"]",
+        "\":[",
+        "},{",
+        "{\"",
+        "\"}}",
+        "\":",
+        "\",",
+        "\"}]",
+        "],\"",
+        "},\"",
+        "\":[{\"",
+        "{}",
+        "[]",
+        ",\"",
+        ":\"",
+        "\"\"",
+        "\\\"",
+        "\\n",
+        "\\\\",
+        "\\u00",
+        "\\u",
+        "\\ud83d",
+        "\\ude00",
+        ".\"",
+        ",\"",
+        "?\"",
+        "!\"",
+        ")\"",
+        "\".",
+        "\")",
+        ".\",\"",
+        "\":\"click",
+        "\":\"write",
+        "\":\"scroll",
+        "\":\"answer",
+        "{\"thought\":\"",
+        "\",\"note\":\"",
+        "\",\"action\":{\"type\":\"",
+        "\"x\":",
+        "\"y\":",
+        ",\"y\":",
+        "{\"x\":",
+        "}}",
+        "]}",
+        "\n",
+        "  ",
+        "\t",
+        " \"",
+        "\" ",
+        "true",
+        "false",
+        "null",
+        ":true",
+        ":false",
+        ":null",
+        "-1",
+        "0.",
+        ".5",
     };
     for (const char* w : words) {
         std::string s(w);
@@ -385,11 +459,12 @@ TokenVocabulary synthetic_byte_vocabulary(int32_t size, uint64_t seed) {
         }
     }
     // Pseudo-words from syllables fill the rest (realistic lengths, shared prefixes, leading spaces).
-    const char* syll[] = {"ba", "be", "bi", "bo", "ca", "ce", "co", "da", "de", "di", "do", "fa", "fe", "ga",
-                          "ge", "ha", "he", "hi", "ing", "tion", "er", "est", "ly", "ment", "ness", "pre", "re",
-                          "un", "ka", "la", "le", "li", "lo", "ma", "me", "mi", "mo", "na", "ne", "ni", "no",
-                          "pa", "pe", "pi", "po", "ra", "ri", "ro", "sa", "se", "si", "so", "ta", "te", "ti",
-                          "to", "va", "ve", "vi", "wa", "we", "xa", "ya", "za", "ze", "qu", "st", "th", "sh"};
+    const char* syll[] = {"ba",   "be",  "bi", "bo", "ca", "ce", "co",  "da",   "de", "di",  "do", "fa",
+                          "fe",   "ga",  "ge", "ha", "he", "hi", "ing", "tion", "er", "est", "ly", "ment",
+                          "ness", "pre", "re", "un", "ka", "la", "le",  "li",   "lo", "ma",  "me", "mi",
+                          "mo",   "na",  "ne", "ni", "no", "pa", "pe",  "pi",   "po", "ra",  "ri", "ro",
+                          "sa",   "se",  "si", "so", "ta", "te", "ti",  "to",   "va", "ve",  "vi", "wa",
+                          "we",   "xa",  "ya", "za", "ze", "qu", "st",  "th",   "sh"};
     const int n_syll = static_cast<int>(sizeof(syll) / sizeof(syll[0]));
     std::mt19937_64 rng(seed);
     while (static_cast<int32_t>(tokens.size()) < size - 1) {
@@ -398,11 +473,16 @@ TokenVocabulary synthetic_byte_vocabulary(int32_t size, uint64_t seed) {
         for (int i = 0; i < parts; ++i) w += syll[rng() % n_syll];
         // Roughly the mix of a real BPE vocabulary: half with a leading space, few touching a quote.
         uint64_t style = rng() % 50;
-        if (style < 25) w = cat(" ", w);
-        else if (style < 30) w[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(w[0])));
-        else if (style == 30) w.push_back('"');
-        else if (style == 31) w = cat("\"", w);
-        else if (style == 32) w = cat(w, "\",");
+        if (style < 25)
+            w = cat(" ", w);
+        else if (style < 30)
+            w[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(w[0])));
+        else if (style == 30)
+            w.push_back('"');
+        else if (style == 31)
+            w = cat("\"", w);
+        else if (style == 32)
+            w = cat(w, "\",");
         add(w);
     }
     TokenVocabulary vocab;

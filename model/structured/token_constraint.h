@@ -1,9 +1,9 @@
 // Vocabulary-level constraint for JSON-schema-constrained decoding (docs/STRUCTURED_OUTPUT.md).
 //
 //   auto index  = TokenIndex::build(vocab);                 // once per vocabulary (immutable, shared)
-//   auto schema = compile_json_schema_text(text);           // once per schema (model/structured/json_schema.h)
-//   TokenConstraint c(schema, index);                       // one per sequence
-//   loop: c.fill_allowed(mask); apply_token_bitmask(logits, mask, V); sample t; c.accept(t);
+//   auto schema = compile_json_schema_text(text);           // once per schema
+//   (model/structured/json_schema.h) TokenConstraint c(schema, index);                       // one per
+//   sequence loop: c.fill_allowed(mask); apply_token_bitmask(logits, mask, V); sample t; c.accept(t);
 //         stop when t is an end id (accepted only if c.can_end()) or c.is_complete().
 //
 // The mask is computed by walking a byte trie of the vocabulary against the grammar state, pruning a
@@ -127,7 +127,7 @@ private:
     ByteMatcher matcher_;
     bool ended_ = false;
     std::string generated_;
-    mutable std::vector<std::vector<GrammarStack>> scratch_;  // per trie depth, reused across walks
+    mutable std::vector<std::vector<GrammarStack>> scratch_;    // per trie depth, reused across walks
     mutable std::string key_;                                   // memo key scratch
     mutable std::vector<int32_t> uncached_;                     // result when the memo is full
     mutable std::shared_ptr<const std::vector<int32_t>> last_;  // keeps the memo entry in use alive

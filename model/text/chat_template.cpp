@@ -1,7 +1,6 @@
 // Chat template loading, rendering and image placeholder expansion (spec/holotron.md §6.1–6.2).
 #include "model/text/chat_template.h"
 
-
 #include "base/error.h"
 #include "base/file_text.h"
 

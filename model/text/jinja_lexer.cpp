@@ -33,7 +33,6 @@ std::string rstrip(const std::string& s) {
     return s.substr(0, end);
 }
 
-
 class Lexer {
 public:
     Lexer(const std::string& source, const LexerOptions& options) : options_(options) {

@@ -1,6 +1,6 @@
 // Argument binding and Python string operations for the Jinja builtins.
-#include "base/utf8.h"
 #include "model/text/jinja_text.h"
+#include "base/utf8.h"
 
 #include <algorithm>
 #include <cctype>
@@ -283,7 +283,6 @@ uint32_t map_case(uint32_t cp, bool upper) {
     }
     return cp;
 }
-
 
 std::string change_case(const std::string& s, bool upper) {
     std::string out;

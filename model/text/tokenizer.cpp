@@ -20,7 +20,8 @@ using nlohmann::json;
 namespace {
 
 // GPT-2's split of the ByteLevel pre-tokenizer when use_regex is set.
-constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 class Loader {
 public:
@@ -44,7 +45,8 @@ public:
 
     bool flag(const json& object, const char* key, bool fallback, const std::string& field) const {
         if (!object.contains(key) || object.at(key).is_null()) return fallback;
-        if (!object.at(key).is_boolean()) fail(ErrorKind::kFormat, field + "." + key, "expected true or false");
+        if (!object.at(key).is_boolean())
+            fail(ErrorKind::kFormat, field + "." + key, "expected true or false");
         return object.at(key).get<bool>();
     }
 
@@ -53,7 +55,8 @@ public:
     }
 
     // SplitPattern / Replace pattern: {"String": s} or {"Regex": r}.
-    std::shared_ptr<Regex> pattern(const json& object, const std::string& field, std::string* literal = nullptr) {
+    std::shared_ptr<Regex> pattern(const json& object, const std::string& field,
+                                   std::string* literal = nullptr) {
         const json& p = member(object, "pattern", field);
         if (p.is_object() && p.contains("String")) {
             std::string text = string_of(p.at("String"), field + ".pattern.String");
@@ -178,7 +181,8 @@ public:
     void model(const json& m, TokenizerData& d) {
         // Older files omit model.type for BPE; a file with merges is a BPE.
         std::string type = m.is_object() && m.contains("type") ? type_of(m, "model") : "BPE";
-        if (type != "BPE") fail(ErrorKind::kUnsupported, "model.type", "model '" + type + "' is not supported");
+        if (type != "BPE")
+            fail(ErrorKind::kUnsupported, "model.type", "model '" + type + "' is not supported");
         if (m.contains("dropout") && !m.at("dropout").is_null() && m.at("dropout").get<double>() != 0.0) {
             fail(ErrorKind::kUnsupported, "model.dropout", "BPE dropout (training only)");
         }
@@ -189,7 +193,8 @@ public:
         for (auto it = vocab.begin(); it != vocab.end(); ++it) {
             if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
                 it.value().get<int64_t>() >= (int64_t{1} << 28)) {
-                fail(ErrorKind::kFormat, "model.vocab['" + it.key() + "']", "id " + it.value().dump() + " out of range");
+                fail(ErrorKind::kFormat, "model.vocab['" + it.key() + "']",
+                     "id " + it.value().dump() + " out of range");
             }
             auto id = static_cast<int32_t>(it.value().get<int64_t>());
             d.vocab[it.key()] = id;
@@ -228,15 +233,16 @@ public:
             options.unk_token = string_of(m.at("unk_token"), "model.unk_token");
         }
         auto optional_string = [&](const char* key) {
-            return m.contains(key) && !m.at(key).is_null() ? string_of(m.at(key), std::string("model.") + key) : "";
+            return m.contains(key) && !m.at(key).is_null() ? string_of(m.at(key), std::string("model.") + key)
+                                                           : "";
         };
         options.continuing_subword_prefix = optional_string("continuing_subword_prefix");
         options.end_of_word_suffix = optional_string("end_of_word_suffix");
         options.fuse_unk = flag(m, "fuse_unk", false, "model");
         options.byte_fallback = flag(m, "byte_fallback", false, "model");
         options.ignore_merges = flag(m, "ignore_merges", false, "model");
-        options.byte_level = !d.pre_tokenizers.empty() &&
-                             d.pre_tokenizers.back().kind == PreTokenizerStep::Kind::kByteLevel;
+        options.byte_level =
+            !d.pre_tokenizers.empty() && d.pre_tokenizers.back().kind == PreTokenizerStep::Kind::kByteLevel;
         d.bpe.build(d.vocab, merges, std::move(options), source_);
     }
 
@@ -264,7 +270,8 @@ public:
             } else if (auto v = d.vocab.find(token.content); v != d.vocab.end()) {
                 id = v->second;
             } else {
-                int64_t next = max_added < 0 ? model_size : (max_added >= model_size ? max_added + 1 : model_size);
+                int64_t next =
+                    max_added < 0 ? model_size : (max_added >= model_size ? max_added + 1 : model_size);
                 id = static_cast<int32_t>(next);
             }
             max_added = std::max<int64_t>(max_added, id);
@@ -365,7 +372,8 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& so
     for (const auto& [id, token] : data->added_by_id) size = std::max(size, id + 1);
     data->vocab_size = size;
     data->special_by_id.assign(static_cast<size_t>(size), 0);
-    const bool byte_level_only = data->decoders.size() == 1 && data->decoders[0].kind == DecoderStep::Kind::kByteLevel;
+    const bool byte_level_only =
+        data->decoders.size() == 1 && data->decoders[0].kind == DecoderStep::Kind::kByteLevel;
     if (byte_level_only) data->byte_level_bytes.resize(static_cast<size_t>(size));
     for (int32_t id = 0; id < size; ++id) {
         auto token = data->id_to_token(id);
@@ -463,7 +471,8 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
 
 std::string Tokenizer::token_bytes(int32_t id) const {
     const TokenizerData& d = *data_;
-    if (!d.byte_level_bytes.empty()) return id >= 0 && id < d.vocab_size ? d.byte_level_bytes[id] : std::string();
+    if (!d.byte_level_bytes.empty())
+        return id >= 0 && id < d.vocab_size ? d.byte_level_bytes[id] : std::string();
     auto token = d.id_to_token(id);
     if (!token) return {};
     std::string s = std::move(*token);
@@ -475,13 +484,15 @@ std::string Tokenizer::token_bytes(int32_t id) const {
             if (auto raw = byte_level_decode(s)) s = std::move(*raw);
         } else if (step.kind == DecoderStep::Kind::kByteFallback) {
             if (s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>' &&
-                std::isxdigit(static_cast<unsigned char>(s[3])) && std::isxdigit(static_cast<unsigned char>(s[4]))) {
+                std::isxdigit(static_cast<unsigned char>(s[3])) &&
+                std::isxdigit(static_cast<unsigned char>(s[4]))) {
                 s = std::string(1, static_cast<char>(std::stoi(s.substr(3, 2), nullptr, 16)));
             }
         } else if (step.kind == DecoderStep::Kind::kReplace && !step.pattern.empty()) {
             std::string out;
             size_t pos = 0;
-            for (size_t hit; (hit = s.find(step.pattern, pos)) != std::string::npos; pos = hit + step.pattern.size()) {
+            for (size_t hit; (hit = s.find(step.pattern, pos)) != std::string::npos;
+                 pos = hit + step.pattern.size()) {
                 out.append(s, pos, hit - pos);
                 out += step.content;
             }
@@ -492,9 +503,13 @@ std::string Tokenizer::token_bytes(int32_t id) const {
     return s;
 }
 
-std::optional<std::string> Tokenizer::token_string(int32_t id) const { return data_->id_to_token(id); }
+std::optional<std::string> Tokenizer::token_string(int32_t id) const {
+    return data_->id_to_token(id);
+}
 
-int32_t Tokenizer::vocab_size() const { return data_->vocab_size; }
+int32_t Tokenizer::vocab_size() const {
+    return data_->vocab_size;
+}
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
     std::string key(token);

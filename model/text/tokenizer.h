@@ -1,4 +1,5 @@
-// Hugging Face tokenizer.json (byte-level BPE) for the Holotron / Nemotron-H vocabulary (spec/holotron.md §6.3).
+// Hugging Face tokenizer.json (byte-level BPE) for the Holotron / Nemotron-H vocabulary (spec/holotron.md
+// §6.3).
 //
 // Reproduces HF `tokenizers` exactly for the components Nemotron- and Mistral-family (Tekken-derived)
 // tokenizers use: added/special tokens matched whole before anything else (single_word / lstrip / rstrip /
@@ -52,7 +53,8 @@ public:
     bool is_special(int32_t id) const;
 
 private:
-    explicit Tokenizer(std::shared_ptr<const tokenizer_detail::TokenizerData> data) : data_(std::move(data)) {}
+    explicit Tokenizer(std::shared_ptr<const tokenizer_detail::TokenizerData> data)
+        : data_(std::move(data)) {}
     // Immutable after load (the BPE word cache inside is internally locked), so copies share it and
     // concurrent encode/decode calls are safe.
     std::shared_ptr<const tokenizer_detail::TokenizerData> data_;

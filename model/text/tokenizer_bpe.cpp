@@ -22,7 +22,9 @@ uint64_t pair_key(int32_t a, int32_t b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
 }
 
-size_t hash_key(uint64_t key) { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 17); }
+size_t hash_key(uint64_t key) {
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 17);
+}
 
 std::string byte_fallback_token(uint8_t byte) {
     char buf[8];
@@ -62,10 +64,11 @@ void Bpe::build(const std::unordered_map<std::string, int32_t>& vocab,
         }
         unk_id_ = it->second;
     }
-    if (options_.byte_level && (!options_.continuing_subword_prefix.empty() ||
-                                !options_.end_of_word_suffix.empty())) {
-        throw Error(ErrorKind::kUnsupported, where + ": model.continuing_subword_prefix / end_of_word_suffix "
-                                                     "together with a ByteLevel pre-tokenizer");
+    if (options_.byte_level &&
+        (!options_.continuing_subword_prefix.empty() || !options_.end_of_word_suffix.empty())) {
+        throw Error(ErrorKind::kUnsupported, where +
+                                                 ": model.continuing_subword_prefix / end_of_word_suffix "
+                                                 "together with a ByteLevel pre-tokenizer");
     }
 
     size_t capacity = 16;
@@ -79,14 +82,14 @@ void Bpe::build(const std::unordered_map<std::string, int32_t>& vocab,
         auto a_it = vocab.find(a);
         auto b_it = vocab.find(b);
         if (a_it == vocab.end() || b_it == vocab.end()) {
-            throw Error(ErrorKind::kFormat, where + ": model.merges[" + std::to_string(rank) + "] '" + a + " " + b +
-                                                "' uses a token missing from model.vocab");
+            throw Error(ErrorKind::kFormat, where + ": model.merges[" + std::to_string(rank) + "] '" + a +
+                                                " " + b + "' uses a token missing from model.vocab");
         }
         std::string merged = a + (b.size() >= prefix_len ? b.substr(prefix_len) : std::string());
         auto m_it = vocab.find(merged);
         if (m_it == vocab.end()) {
-            throw Error(ErrorKind::kFormat, where + ": model.merges[" + std::to_string(rank) + "] makes '" + merged +
-                                                "', which is missing from model.vocab");
+            throw Error(ErrorKind::kFormat, where + ": model.merges[" + std::to_string(rank) + "] makes '" +
+                                                merged + "', which is missing from model.vocab");
         }
         merges_.insert(pair_key(a_it->second, b_it->second), {static_cast<uint32_t>(rank), m_it->second});
     }
@@ -236,7 +239,8 @@ void Bpe::merge_with_heap(std::vector<int32_t>& symbols) const {
     };
     std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
     for (size_t i = 0; i + 1 < n; ++i) {
-        if (const auto* m = merges_.find(pair_key(symbols[i], symbols[i + 1]))) queue.push({m->first, i, m->second});
+        if (const auto* m = merges_.find(pair_key(symbols[i], symbols[i + 1])))
+            queue.push({m->first, i, m->second});
     }
     while (!queue.empty()) {
         Entry top = queue.top();
@@ -306,8 +310,9 @@ void Bpe::tokenize(std::string_view piece, std::vector<int32_t>& out) const {
         for (size_t i = hash & mask;; i = (i + 1) & mask) {
             CacheSlot& slot = cache_slots_[i];
             if (slot.key_len == 0) {
-                slot = {hash, static_cast<uint32_t>(cache_keys_.size()), static_cast<uint32_t>(cache_ids_.size()),
-                        static_cast<uint16_t>(piece.size()), static_cast<uint16_t>(symbols.size())};
+                slot = {hash, static_cast<uint32_t>(cache_keys_.size()),
+                        static_cast<uint32_t>(cache_ids_.size()), static_cast<uint16_t>(piece.size()),
+                        static_cast<uint16_t>(symbols.size())};
                 cache_keys_.append(piece);
                 cache_ids_.insert(cache_ids_.end(), symbols.begin(), symbols.end());
                 ++cache_used_;

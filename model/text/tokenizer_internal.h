@@ -32,7 +32,7 @@ bool is_white_space(uint32_t cp);
 
 // GPT-2 byte ↔ unicode table of HF's ByteLevel.
 struct ByteLevelTable {
-    std::string byte_to_utf8[256];                   // byte → its stand-in character, UTF-8 encoded
+    std::string byte_to_utf8[256];                     // byte → its stand-in character, UTF-8 encoded
     std::unordered_map<uint32_t, uint8_t> cp_to_byte;  // stand-in code point → byte
 };
 const ByteLevelTable& byte_level_table();

@@ -14,7 +14,6 @@ namespace surf::model::tokenizer_detail {
 
 // ---- UTF-8 ----
 
-
 namespace {
 
 // Length of the valid UTF-8 sequence at bytes[pos]: > 0 when complete and valid; otherwise -(length of
@@ -213,8 +212,8 @@ Regex::Regex(const std::string& pattern, bool literal, const std::string& where)
     int error = 0;
     PCRE2_SIZE offset = 0;
     uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(), options, &error,
-                                     &offset, nullptr);
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(), options,
+                                     &error, &offset, nullptr);
     if (code == nullptr) {
         PCRE2_UCHAR message[256];
         pcre2_get_error_message(error, message, sizeof(message));
@@ -225,7 +224,9 @@ Regex::Regex(const std::string& pattern, bool literal, const std::string& where)
     jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
 }
 
-Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
+Regex::~Regex() {
+    pcre2_code_free(static_cast<pcre2_code*>(code_));
+}
 
 void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& out) const {
     out.clear();
@@ -245,8 +246,8 @@ void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t
         if (rc < 0) {
             PCRE2_UCHAR message[256];
             pcre2_get_error_message(rc, message, sizeof(message));
-            throw Error(ErrorKind::kResourceExhausted,
-                        std::string("tokenizer regex failed on the input: ") + reinterpret_cast<char*>(message));
+            throw Error(ErrorKind::kResourceExhausted, std::string("tokenizer regex failed on the input: ") +
+                                                           reinterpret_cast<char*>(message));
         }
         PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(s.data);
         size_t start = ovector[0], end = ovector[1];
@@ -380,9 +381,7 @@ void split_piece(std::string_view piece, const PreTokenizerStep& step, std::vect
         case SplitBehavior::kIsolated:
             for (auto r : runs) merged.push_back({r.begin, r.end, false});
             break;
-        case SplitBehavior::kRemoved:
-            merged = runs;
-            break;
+        case SplitBehavior::kRemoved: merged = runs; break;
         case SplitBehavior::kContiguous:
             for (auto r : runs) {
                 if (r.is_match == previous_match && !merged.empty()) {
@@ -484,7 +483,8 @@ void TokenizerData::pre_tokenize(std::string_view text, std::vector<std::string_
 std::optional<std::string> TokenizerData::id_to_token(int32_t id) const {
     if (auto it = added_normalized.find(id); it != added_normalized.end()) return it->second;
     if (auto it = added_by_id.find(id); it != added_by_id.end()) return it->second.content;
-    if (id >= 0 && static_cast<size_t>(id) < model_tokens.size() && has_model_token[id]) return model_tokens[id];
+    if (id >= 0 && static_cast<size_t>(id) < model_tokens.size() && has_model_token[id])
+        return model_tokens[id];
     return std::nullopt;
 }
 
@@ -521,7 +521,8 @@ std::string TokenizerData::run_decoders(std::vector<std::string> tokens) const {
                 };
                 for (auto& t : tokens) {
                     auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
-                    if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && hex(t[3]) && hex(t[4])) {
+                    if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && hex(t[3]) &&
+                        hex(t[4])) {
                         pending.push_back(static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
                     } else {
                         flush();

@@ -167,7 +167,8 @@ std::string stb_reason() {
 
 }  // namespace
 
-Image decode_image(const uint8_t* data, size_t size, const std::string& name, AlphaMode alpha, int64_t max_pixels) {
+Image decode_image(const uint8_t* data, size_t size, const std::string& name, AlphaMode alpha,
+                   int64_t max_pixels) {
     if (data == nullptr || size == 0) fail(ErrorKind::kFormat, name, "empty input");
     if (size > static_cast<size_t>(INT32_MAX)) fail(ErrorKind::kResourceExhausted, name, "input over 2 GiB");
     const int len = static_cast<int>(size);
@@ -250,7 +251,8 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, Al
 
 Image load_image(const std::string& path, AlphaMode alpha) {
     std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) throw Error(ErrorKind::kIo, "image " + path + ": is a folder, not a file");
+    if (std::filesystem::is_directory(path, ec))
+        throw Error(ErrorKind::kIo, "image " + path + ": is a folder, not a file");
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) throw Error(ErrorKind::kIo, "image " + path + ": cannot open file");
     const std::streamoff end = in.tellg();

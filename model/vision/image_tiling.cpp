@@ -385,10 +385,12 @@ std::vector<Image> make_tiles(const Image& image, const TilingConfig& config, Ti
     const int t = config.tile_size;
     std::vector<Image> tiles;
     tiles.reserve(plan.n_tiles);
-    // The thumbnail is resized on a second thread while this one resizes the grid (each takes milliseconds of a core
-    // for a screenshot), since the caller — an agent step — waits for both.
+    // The thumbnail is resized on a second thread while this one resizes the grid (each takes milliseconds of
+    // a core for a screenshot), since the caller — an agent step — waits for both.
     std::future<Image> thumbnail;
-    if (plan.thumbnail) thumbnail = std::async(std::launch::async, [&] { return resize_bicubic(image, t, t, config.resize_order); });
+    if (plan.thumbnail)
+        thumbnail =
+            std::async(std::launch::async, [&] { return resize_bicubic(image, t, t, config.resize_order); });
     const Image resized = resize_bicubic(image, plan.resized_width, plan.resized_height, config.resize_order);
     for (int k = 0; k < plan.grid.cols * plan.grid.rows; ++k) {
         tiles.push_back(crop(resized, (k % plan.grid.cols) * t, (k / plan.grid.cols) * t, t, t));

@@ -13,14 +13,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <thread>
 #include "agent/agent.h"
 #include "agent/environment.h"
-#include <thread>
 #include "model/engine.h"
 #include "tests/browser/test_http_server.h"
+#include "tests/test_util.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"
-#include "tests/test_util.h"
 
 using namespace surf;
 using namespace surf::agent;
@@ -62,7 +62,9 @@ std::vector<nlohmann::json> read_trace(const fs::path& dir) {
     return lines;
 }
 
-std::string slurp(const fs::path& p) { return surf::test::read_file(p.string()); }
+std::string slurp(const fs::path& p) {
+    return surf::test::read_file(p.string());
+}
 
 fs::path fresh_dir(const std::string& name) {
     const fs::path dir = fs::temp_directory_path() / ("surf_agent_e2e_" + name);

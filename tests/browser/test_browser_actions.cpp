@@ -276,7 +276,8 @@ TEST_CASE("navigation guard: an allowed page's subresources to a denied host nev
     REQUIRE(session->navigate(page("/subresources.html", "allowed.test")).ok());
     CHECK(session->wait_for("window.sent === true", 2s));
     CHECK(session->wait_for("document.images[1].complete", 2s));
-    for (int i = 0; i < 40 && env().server.requests("/ws-allowed") == 0; ++i) std::this_thread::sleep_for(50ms);
+    for (int i = 0; i < 40 && env().server.requests("/ws-allowed") == 0; ++i)
+        std::this_thread::sleep_for(50ms);
     CHECK(env().server.requests("/ws-allowed") == 1);  // a handshake to an allowed host reaches the server
     std::this_thread::sleep_for(300ms);  // a request the guard let through would have reached the server
     for (const char* path : {"/sub-frame.html", "/sub-img.png", "/sub-script.js", "/sub-fetch", "/sub-xhr",
@@ -296,7 +297,8 @@ TEST_CASE("navigation guard: a file: page's script cannot leave the start page's
     std::filesystem::create_directories(dir + "/site");
     std::ofstream(dir + "/site/start.html")
         << "<html><head><title>start</title></head><body><a id=next href='next.html'>next</a></body></html>";
-    std::ofstream(dir + "/site/next.html") << "<html><head><title>next</title></head><body>next</body></html>";
+    std::ofstream(dir + "/site/next.html")
+        << "<html><head><title>next</title></head><body>next</body></html>";
     std::ofstream(dir + "/secret.txt") << "secret";
     SessionOptions options;
     options.guard = NavigationGuard({}, {}, LocalSchemes::kFileAlways);

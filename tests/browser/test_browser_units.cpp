@@ -37,8 +37,10 @@ TEST_CASE("navigation guard: suffix match on label boundaries, IP literals, loca
     CHECK(guard.check("data:text/html,hi").allowed);
     CHECK_FALSE(guard.check("file:///etc/passwd").allowed);
     CHECK_FALSE(guard.check("chrome://settings").allowed);
-    CHECK(NavigationGuard({"example.com"}, {}, LocalSchemes::kFileAlways).check("file:///tmp/a.html").allowed);
-    CHECK_FALSE(NavigationGuard({"example.com"}, {}, LocalSchemes::kFileAlways).check("chrome://version").allowed);
+    CHECK(
+        NavigationGuard({"example.com"}, {}, LocalSchemes::kFileAlways).check("file:///tmp/a.html").allowed);
+    CHECK_FALSE(
+        NavigationGuard({"example.com"}, {}, LocalSchemes::kFileAlways).check("chrome://version").allowed);
 
     // A file root: file: URLs under that folder only, however the path is spelled.
     NavigationGuard files({}, {}, LocalSchemes::kFileAlways);
@@ -90,8 +92,10 @@ TEST_CASE("navigation guard: suffix match on label boundaries, IP literals, loca
 
 TEST_CASE("navigation guard: the allow-list as Chromium proxy bypass rules") {
     CHECK(NavigationGuard().proxy_bypass_list().empty());
-    CHECK(NavigationGuard({}, {"ads.example.com"}).proxy_bypass_list().empty());  // a deny-list alone: no proxy
-    CHECK(NavigationGuard({"Example.com", "*.cdn.net", "127.0.0.1", "[::1]", "localhost"}, {}).proxy_bypass_list() ==
+    CHECK(
+        NavigationGuard({}, {"ads.example.com"}).proxy_bypass_list().empty());  // a deny-list alone: no proxy
+    CHECK(NavigationGuard({"Example.com", "*.cdn.net", "127.0.0.1", "[::1]", "localhost"}, {})
+              .proxy_bypass_list() ==
           "<-loopback>;example.com;*.example.com;*.cdn.net;127.0.0.1;[::1];localhost;*.localhost");
 }
 

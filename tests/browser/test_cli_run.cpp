@@ -25,11 +25,11 @@ TEST_CASE("surf run prints each step with the policy's thought, then the status;
     const fs::path out = fs::temp_directory_path() / ("surf_test_cli_run_" + std::to_string(::getpid()));
     fs::remove_all(out);
     const std::string page = "file://" + std::string(SURF_SOURCE_DIR) + "/tests/browser/pages/keys.html";
-    const Result r = run_surf({"run", "Press Enter in the field", "--url", page, "--model",
-                               "tests/fixtures/golden/tiny_fp32", "--profile",
-                               "tests/browser/agent_pages/profile_tiny.json", "--viewport", "320x240",
-                               "--max-steps", "2", "--out", out.string()},
-                              SURF_SOURCE_DIR);
+    const Result r = run_surf(
+        {"run", "Press Enter in the field", "--url", page, "--model", "tests/fixtures/golden/tiny_fp32",
+         "--profile", "tests/browser/agent_pages/profile_tiny.json", "--viewport", "320x240", "--max-steps",
+         "2", "--out", out.string()},
+        SURF_SOURCE_DIR);
     INFO(r.out << r.err);
     REQUIRE(r.code <= 1);  // answered or not: the random model's choice
     CHECK(r.out.find("step   1") != std::string::npos);

@@ -18,8 +18,8 @@
 #include "eval/eval_runner.h"
 #include "model/engine.h"
 #include "tests/browser/test_http_server.h"
-#include "tools/browser/browser.h"
 #include "tests/test_util.h"
+#include "tools/browser/browser.h"
 
 using namespace surf;
 using namespace surf::eval;
@@ -31,7 +31,9 @@ const std::string kSite = SURF_SOURCE_DIR "/tests/browser/eval_site";
 const std::string kProfile = SURF_SOURCE_DIR "/tests/browser/agent_pages/profile_tiny.json";
 const std::string kModel = SURF_FIXTURES_DIR "/golden/tiny_fp32";
 
-std::string slurp(const fs::path& p) { return surf::test::read_file(p.string()); }
+std::string slurp(const fs::path& p) {
+    return surf::test::read_file(p.string());
+}
 
 fs::path fresh_dir(const std::string& name) {
     const fs::path dir = fs::temp_directory_path() / ("surf_eval_e2e_" + name);

@@ -267,15 +267,17 @@ TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an a
         const fs::path tasks = dir / "tasks.jsonl", out = dir / "out", log = dir / "eval.log";
         {
             std::ofstream t(tasks);
-            t << R"({"web_name": "Shop", "id": "Shop--0", "ques": "Find the price of the blue kettle", "web": ")" << pages.url("/index.html")
-              << "\"}\n"
-              << R"({"web_name": "Shop", "id": "Shop--1", "ques": "What does the second page say?", "web": ")" << pages.url("/page2.html")
-              << "\"}\n";
+            t << R"({"web_name": "Shop", "id": "Shop--0", "ques": "Find the price of the blue kettle", "web": ")"
+              << pages.url("/index.html") << "\"}\n"
+              << R"({"web_name": "Shop", "id": "Shop--1", "ques": "What does the second page say?", "web": ")"
+              << pages.url("/page2.html") << "\"}\n";
         }
-        const std::string cmd = std::string(SURF_BINARY_DIR "/surf") + " eval " + tasks.string() + " --out " + out.string() + " --model " +
-                                server.url() + " --model-name tiny --api-key " + kKey + " --tokenizer " + kModel + " --profile " + kPages +
-                                "/profile_tiny.json --concurrency 2 --max-steps 2 --attempts 1 --judge none --viewport 320x240" +
-                                " --allow-domain 127.0.0.1 --page-timeout 10 --timeout 120 > " + log.string() + " 2>&1";
+        const std::string cmd =
+            std::string(SURF_BINARY_DIR "/surf") + " eval " + tasks.string() + " --out " + out.string() +
+            " --model " + server.url() + " --model-name tiny --api-key " + kKey + " --tokenizer " + kModel +
+            " --profile " + kPages +
+            "/profile_tiny.json --concurrency 2 --max-steps 2 --attempts 1 --judge none --viewport 320x240" +
+            " --allow-domain 127.0.0.1 --page-timeout 10 --timeout 120 > " + log.string() + " 2>&1";
         const int status = std::system(cmd.c_str());
         const std::string printed = surf::test::read_file(log.string());
         INFO("surf eval printed:\n" << printed);
@@ -292,17 +294,20 @@ TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an a
             CHECK(r["status"] != "error");
             CHECK(r["prompt_tokens"].get<int64_t>() > 0);
             CHECK(r["steps"].get<int>() >= 1);
-            // The task's trace names the remote backend: the model ran behind the server, not in this process.
-            CHECK(surf::test::read_file((out / r["trace"].get<std::string>() / "trace.jsonl").string()).find("remote " + server.url()) !=
-                  std::string::npos);
+            // The task's trace names the remote backend: the model ran behind the server, not in this
+            // process.
+            CHECK(surf::test::read_file((out / r["trace"].get<std::string>() / "trace.jsonl").string())
+                      .find("remote " + server.url()) != std::string::npos);
         }
         CHECK(records == 2);
         CHECK(json::parse(surf::test::read_file((out / "summary.json").string()))["tasks"] == 2);
-        // A local model's flags are refused with a remote one (exit 2, naming the flag) before anything connects.
-        for (const std::string& bad : {std::string(" eval ") + tasks.string() + " --out " + out.string() + " --template x.jinja",
-                                       std::string(" run \"task\" --url ") + pages.url("/index.html") + " --backend cuda"}) {
-            const std::string refused = std::string(SURF_BINARY_DIR "/surf") + bad + " --model " + server.url() + " --model-name tiny > " +
-                                        log.string() + " 2>&1";
+        // A local model's flags are refused with a remote one (exit 2, naming the flag) before anything
+        // connects.
+        for (const std::string& bad :
+             {std::string(" eval ") + tasks.string() + " --out " + out.string() + " --template x.jinja",
+              std::string(" run \"task\" --url ") + pages.url("/index.html") + " --backend cuda"}) {
+            const std::string refused = std::string(SURF_BINARY_DIR "/surf") + bad + " --model " +
+                                        server.url() + " --model-name tiny > " + log.string() + " 2>&1";
             const int rc = std::system(refused.c_str());
             const std::string said = surf::test::read_file(log.string());
             INFO(bad << ": " << said);

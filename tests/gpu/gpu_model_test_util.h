@@ -11,7 +11,9 @@
 
 namespace surf::gpu_test {
 
-inline std::string golden_fixture(const std::string& name) { return std::string(SURF_FIXTURES_DIR) + "/golden/" + name; }
+inline std::string golden_fixture(const std::string& name) {
+    return std::string(SURF_FIXTURES_DIR) + "/golden/" + name;
+}
 
 // Consecutive KV pages from `first_page` covering `tokens` tokens.
 inline std::vector<int32_t> pages_for(int64_t tokens, int64_t page_size, int32_t first_page) {

@@ -18,7 +18,9 @@ namespace surf::gpu_test {
 
 using kernels::cuda::bf16;
 
-inline float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+inline float round_bf16(float v) {
+    return __bfloat162float(__float2bfloat16_rn(v));
+}
 
 // Device buffer of n elements of T; poison() fills every byte with 0xFF (NaN for fp32 and bf16).
 template <typename T>
@@ -34,7 +36,10 @@ public:
     }
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), n_(o.n_) { o.ptr_ = nullptr; o.n_ = 0; }
+    DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), n_(o.n_) {
+        o.ptr_ = nullptr;
+        o.n_ = 0;
+    }
 
     T* get() const { return ptr_; }
     size_t size() const { return n_; }
@@ -70,7 +75,8 @@ inline std::vector<float> to_float(const std::vector<bf16>& v) {
 
 // Uniform in [lo, hi), resampled away from exact zero; `bf16` rounds every value to bf16 so the CPU
 // reference sees exactly what the kernel sees.
-inline std::vector<float> random_vec(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f, bool bf16 = true) {
+inline std::vector<float> random_vec(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f,
+                                     bool bf16 = true) {
     std::uniform_real_distribution<float> dist(lo, hi);
     std::vector<float> v(n);
     for (auto& x : v) {
@@ -85,8 +91,8 @@ inline std::vector<float> random_vec(size_t n, std::mt19937& rng, float lo = -1.
 // Checks |got − want| ≤ atol + rtol·|want| for every element; NaN never passes. On failure prints the
 // count of bad elements, max abs/rel error, the first bad index and its values.
 // max_rel_l2 > 0 also bounds ‖got − want‖ / ‖want‖ (for outputs whose elements are small averages).
-inline bool compare(const std::string& what, const std::vector<float>& got, const std::vector<float>& want, float atol,
-                    float rtol, double max_rel_l2 = -1.0) {
+inline bool compare(const std::string& what, const std::vector<float>& got, const std::vector<float>& want,
+                    float atol, float rtol, double max_rel_l2 = -1.0) {
     REQUIRE(got.size() == want.size());
     double max_abs = 0.0, max_rel = 0.0, ref_norm = 0.0, err_norm = 0.0;
     size_t bad = 0, first_bad = SIZE_MAX, nan = 0;
@@ -115,16 +121,18 @@ inline bool compare(const std::string& what, const std::vector<float>& got, cons
     }
     char line[512];
     if (bad == 0) {
-        std::snprintf(line, sizeof line, "[ok]   %-48s n=%zu max_abs=%.3g max_rel=%.3g rel_l2=%.3g (atol %.1g rtol %.1g)",
+        std::snprintf(line, sizeof line,
+                      "[ok]   %-48s n=%zu max_abs=%.3g max_rel=%.3g rel_l2=%.3g (atol %.1g rtol %.1g)",
                       what.c_str(), got.size(), max_abs, max_rel, rel_l2, atol, rtol);
         MESSAGE(line);
         return true;
     }
-    std::snprintf(line, sizeof line,
-                  "[FAIL] %-48s n=%zu bad=%zu nan=%zu max_abs=%.3g max_rel=%.3g rel_l2=%.3g first_bad=%zu got=%.6g "
-                  "want=%.6g (atol %.1g rtol %.1g)",
-                  what.c_str(), got.size(), bad, nan, max_abs, max_rel, rel_l2, first_bad,
-                  static_cast<double>(got[first_bad]), static_cast<double>(want[first_bad]), atol, rtol);
+    std::snprintf(
+        line, sizeof line,
+        "[FAIL] %-48s n=%zu bad=%zu nan=%zu max_abs=%.3g max_rel=%.3g rel_l2=%.3g first_bad=%zu got=%.6g "
+        "want=%.6g (atol %.1g rtol %.1g)",
+        what.c_str(), got.size(), bad, nan, max_abs, max_rel, rel_l2, first_bad,
+        static_cast<double>(got[first_bad]), static_cast<double>(want[first_bad]), atol, rtol);
     FAIL_CHECK(line);
     return false;
 }

@@ -9,9 +9,9 @@
 
 #include "agent/loop.h"
 #include "agent/profile.h"
-#include "model/text/chat_template.h"
 #include "model/cuda/cuda_engine.h"
 #include "model/engine.h"
+#include "model/text/chat_template.h"
 
 using namespace surf;
 using namespace surf::agent;
@@ -74,14 +74,18 @@ TEST_CASE("agent loop on the CUDA engine behaves as on the CPU engine") {
     std::filesystem::remove_all(root);
     auto cpu = model::open_cpu_engine(kModel);
     surf::model::cuda::CudaEngineOptions options;
-    options.limits.max_tokens = 4096, options.limits.max_seqs = 8, options.limits.max_slots = 8, options.limits.kv_pages = 1024;
-    options.limits.max_context = 8192, options.limits.max_logit_rows = 16, options.limits.max_image_rows = 4096, options.limits.max_tiles = 16;
+    options.limits.max_tokens = 4096, options.limits.max_seqs = 8, options.limits.max_slots = 8,
+    options.limits.kv_pages = 1024;
+    options.limits.max_context = 8192, options.limits.max_logit_rows = 16,
+    options.limits.max_image_rows = 4096, options.limits.max_tiles = 16;
     auto gpu = surf::model::cuda::open_cuda_engine(kModel, options);
     SyntheticPage cpu_page, gpu_page;
     const RunResult a = run_on(*cpu, cpu_page, root + "/cpu");
     const RunResult b = run_on(*gpu, gpu_page, root + "/gpu");
-    MESSAGE("CPU: " << std::string(run_status_name(a.status)) << " in " << a.steps << " steps, " << a.model_calls << " model calls, " << a.errors << " errors");
-    MESSAGE("GPU: " << std::string(run_status_name(b.status)) << " in " << b.steps << " steps, " << b.model_calls << " model calls, " << b.errors << " errors");
+    MESSAGE("CPU: " << std::string(run_status_name(a.status)) << " in " << a.steps << " steps, "
+                    << a.model_calls << " model calls, " << a.errors << " errors");
+    MESSAGE("GPU: " << std::string(run_status_name(b.status)) << " in " << b.steps << " steps, "
+                    << b.model_calls << " model calls, " << b.errors << " errors");
     for (const RunResult* r : {&a, &b}) {
         CHECK(r->status != RunStatus::kError);
         CHECK(r->steps <= 4);
@@ -90,7 +94,9 @@ TEST_CASE("agent loop on the CUDA engine behaves as on the CPU engine") {
     CHECK(std::filesystem::exists(root + "/gpu/trace.jsonl"));
     CHECK(std::filesystem::exists(root + "/gpu/report.html"));
     size_t same = 0;
-    while (same < cpu_page.actions.size() && same < gpu_page.actions.size() && cpu_page.actions[same] == gpu_page.actions[same]) ++same;
-    MESSAGE(same << " leading actions identical between the CPU and CUDA engines (CPU " << cpu_page.actions.size() << ", GPU "
-                 << gpu_page.actions.size() << ")");
+    while (same < cpu_page.actions.size() && same < gpu_page.actions.size() &&
+           cpu_page.actions[same] == gpu_page.actions[same])
+        ++same;
+    MESSAGE(same << " leading actions identical between the CPU and CUDA engines (CPU "
+                 << cpu_page.actions.size() << ", GPU " << gpu_page.actions.size() << ")");
 }

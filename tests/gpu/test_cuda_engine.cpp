@@ -2,29 +2,32 @@
 // against the golden fixtures and against itself under concurrency and memory pressure.
 #include <doctest/doctest.h>
 
-#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "base/error.h"
-#include "model/text/chat_template.h"
+#include "model/checkpoint/safetensors.h"
 #include "model/cuda/cuda_engine.h"
 #include "model/engine.h"
-#include "model/checkpoint/safetensors.h"
+#include "model/text/chat_template.h"
 #include "tests/engine_contract.h"
 
 using namespace surf::model;
 
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(SURF_FIXTURES_DIR) + "/golden/" + name; }
+std::string fixture(const std::string& name) {
+    return std::string(SURF_FIXTURES_DIR) + "/golden/" + name;
+}
 
 cuda::CudaEngineOptions small_options(int64_t slots = 8) {
     cuda::CudaEngineOptions o;
     o.limits.max_tokens = 512, o.limits.max_seqs = 16, o.limits.max_slots = slots, o.limits.page_size = 16;
     // An odd number of logits rows: the sampler's per-row parameter arrays must stay aligned for any count.
-    o.limits.kv_pages = 512, o.limits.max_context = 2048, o.limits.max_logit_rows = 33, o.limits.max_image_rows = 1024;
+    o.limits.kv_pages = 512, o.limits.max_context = 2048, o.limits.max_logit_rows = 33,
+    o.limits.max_image_rows = 1024;
     o.limits.max_tiles = 16;
     // GEMM autotuning picks algorithms by timing, so two engines may round differently; these tests compare
     // engines token for token, so every engine here uses cuBLASLt's heuristic choice.
@@ -74,21 +77,26 @@ TEST_CASE("CUDA engine: chat template + image prompt, chunked prefill, greedy co
     auto engine = cuda::open_cuda_engine(dir, small_options());
     const ImagePrompt prompt = image_prompt(dir);
     const SessionId s = engine->open_session();
-    const GenerateResult r = engine->generate(s, interleave_images(prompt.rendered, prompt.images), greedy(32));
+    const GenerateResult r =
+        engine->generate(s, interleave_images(prompt.rendered, prompt.images), greedy(32));
     CHECK(r.prefill_tokens == prompt.input_ids);
     const size_t same = leading_matches(r.tokens, prompt.want);
-    MESSAGE("CUDA engine greedy: " << same << " of 32 tokens identical to the reference (tiny_fp32, bf16 weights)");
+    MESSAGE("CUDA engine greedy: " << same
+                                   << " of 32 tokens identical to the reference (tiny_fp32, bf16 weights)");
     CHECK(same == prompt.want.size());
 }
 
-TEST_CASE("CUDA engine: vision batches across steps (min tiles, max wait) serve every image; warm-up of vision passes") {
+TEST_CASE(
+    "CUDA engine: vision batches across steps (min tiles, max wait) serve every image; warm-up of vision "
+    "passes") {
     // A tile minimum no queue reaches: images go through the tower only when their wait runs out or a step
     // has nothing to prefill, so an image request must still finish while text prompts keep the steps busy.
     const std::string dir = fixture("tiny_fp32");
     cuda::CudaEngineOptions o = small_options();
     o.vision_min_tiles = 1000, o.vision_max_wait_steps = 2;
     o.warm_up_vision_batches = {{1}, {2, 1}};
-    for (const std::vector<std::vector<int64_t>>& bad : {std::vector<std::vector<int64_t>>{{}}, {{0}}, {{3, 14}}}) {  // max_tiles is 16
+    for (const std::vector<std::vector<int64_t>>& bad :
+         {std::vector<std::vector<int64_t>>{{}}, {{0}}, {{3, 14}}}) {  // max_tiles is 16
         cuda::CudaEngineOptions wrong = o;
         wrong.warm_up_vision_batches = bad;
         CHECK_THROWS_AS(cuda::open_cuda_engine(dir, wrong), surf::Error);
@@ -98,7 +106,8 @@ TEST_CASE("CUDA engine: vision batches across steps (min tiles, max wait) serve 
     const ImagePrompt prompt = image_prompt(dir);
     // Alone: nothing else to prefill, so the image is encoded at once; the result is the reference's.
     const SessionId alone = engine->open_session();
-    const GenerateResult a = engine->generate(alone, interleave_images(prompt.rendered, prompt.images), greedy(32));
+    const GenerateResult a =
+        engine->generate(alone, interleave_images(prompt.rendered, prompt.images), greedy(32));
     CHECK(leading_matches(a.tokens, prompt.want) == prompt.want.size());
     // Beside two long text prompts (prefill chunks of 48 tokens keep every step busy): the image waits at
     // most 2 steps. The image is new to the cache (a copy with one pixel changed), so it is encoded again.
@@ -108,25 +117,39 @@ TEST_CASE("CUDA engine: vision batches across steps (min tiles, max wait) serve 
     std::string long_text;
     for (int i = 0; i < 40; ++i) long_text += "<SPECIAL_11>User\nitem " + std::to_string(i) + " again\n";
     GenerateResult image_result, text_results[2];
-    std::thread t_image([&] { image_result = engine->generate(engine->open_session(), interleave_images(prompt.rendered, other), greedy(32)); });
-    std::thread t0([&] { text_results[0] = engine->generate(engine->open_session(), {InputPart::of_text(long_text)}, greedy(8)); });
-    std::thread t1([&] { text_results[1] = engine->generate(engine->open_session(), {InputPart::of_text(long_text + " more")}, greedy(8)); });
+    std::thread t_image([&] {
+        image_result =
+            engine->generate(engine->open_session(), interleave_images(prompt.rendered, other), greedy(32));
+    });
+    std::thread t0([&] {
+        text_results[0] =
+            engine->generate(engine->open_session(), {InputPart::of_text(long_text)}, greedy(8));
+    });
+    std::thread t1([&] {
+        text_results[1] =
+            engine->generate(engine->open_session(), {InputPart::of_text(long_text + " more")}, greedy(8));
+    });
     t_image.join(), t0.join(), t1.join();
     CHECK(image_result.tokens.size() == 32);
     CHECK(text_results[0].tokens.size() == 8);
     CHECK(text_results[1].tokens.size() == 8);
     const EngineStats st = engine->stats();
     CHECK(st.vision_batches >= 2);
-    MESSAGE("vision batching across steps: " << st.vision_batches << " vision passes, " << st.steps << " steps; the batched image request "
-                                             << leading_matches(image_result.tokens, prompt.want) << " of 32 tokens as the reference (one pixel differs)");
+    MESSAGE("vision batching across steps: " << st.vision_batches << " vision passes, " << st.steps
+                                             << " steps; the batched image request "
+                                             << leading_matches(image_result.tokens, prompt.want)
+                                             << " of 32 tokens as the reference (one pixel differs)");
 }
 
 TEST_CASE("CUDA engine: offload/restore is exact; concurrent batching keeps sessions apart") {
     const std::string dir = fixture("small_bf16");
     std::vector<std::string> prompts;
-    for (int i = 0; i < 12; ++i) prompts.push_back("<SPECIAL_11>User\nsession " + std::to_string(i) + " asks about item " + std::to_string(i * 7) + "\n<SPECIAL_11>Assistant\n");
+    for (int i = 0; i < 12; ++i)
+        prompts.push_back("<SPECIAL_11>User\nsession " + std::to_string(i) + " asks about item " +
+                          std::to_string(i * 7) + "\n<SPECIAL_11>Assistant\n");
     auto two_turns = [&](Engine& engine, SessionId id, size_t i, int turn) {
-        return engine.generate(id, {InputPart::of_text(turn == 0 ? prompts[i] : " and then?")}, greedy(12)).tokens;
+        return engine.generate(id, {InputPart::of_text(turn == 0 ? prompts[i] : " and then?")}, greedy(12))
+            .tokens;
     };
     // Alone: one session at a time, both turns back to back, plenty of slots.
     std::vector<std::vector<int32_t>> alone(prompts.size());
@@ -178,7 +201,8 @@ TEST_CASE("CUDA engine: offload/restore is exact; concurrent batching keeps sess
     }
     for (auto& t : threads) t.join();
     const EngineStats st = engine->stats();
-    MESSAGE("concurrent with 4 slots: offloads " << st.offloads << ", restores " << st.restores << ", steps " << st.steps);
+    MESSAGE("concurrent with 4 slots: offloads " << st.offloads << ", restores " << st.restores << ", steps "
+                                                 << st.steps);
     CHECK(st.offloads > 0);
     int identical = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -192,7 +216,8 @@ TEST_CASE("CUDA engine: offload/restore is exact; concurrent batching keeps sess
 
 TEST_CASE("CUDA engine: JSON-schema output, fork, stop tokens, errors") {
     auto engine = cuda::open_cuda_engine(fixture("tiny_fp32"), small_options());
-    const auto schema = compile_json_schema_text(R"({"type":"object","properties":{"x":{"type":"integer","minimum":0,"maximum":1000},
+    const auto schema = compile_json_schema_text(
+        R"({"type":"object","properties":{"x":{"type":"integer","minimum":0,"maximum":1000},
         "y":{"type":"integer","minimum":0,"maximum":1000}},"required":["x","y"]})");
     const SessionId s = engine->open_session();
     GenerateOptions g;
@@ -200,7 +225,8 @@ TEST_CASE("CUDA engine: JSON-schema output, fork, stop tokens, errors") {
     g.schema = schema;
     g.sampling.temperature = 1.0f;
     g.sampling.seed = 3;
-    const GenerateResult r = engine->generate(s, {InputPart::of_text("<SPECIAL_11>User\nclick the button\n<SPECIAL_11>Assistant\n")}, g);
+    const GenerateResult r = engine->generate(
+        s, {InputPart::of_text("<SPECIAL_11>User\nclick the button\n<SPECIAL_11>Assistant\n")}, g);
     INFO("output: " << r.text);
     const auto j = nlohmann::json::parse(r.text);
     CHECK(j["x"].get<int>() >= 0);
@@ -215,22 +241,28 @@ TEST_CASE("CUDA engine: JSON-schema output, fork, stop tokens, errors") {
     CHECK_THROWS_AS(engine->generate(s, {InputPart::of_tokens({1 << 30})}, greedy(2)), surf::Error);
     GenerateOptions logits = greedy(2);
     logits.on_logits = [](const float*, int64_t) {};
-    CHECK_THROWS_WITH_AS(engine->generate(s, {InputPart::of_text("x")}, logits), doctest::Contains("on_logits"), surf::Error);
+    CHECK_THROWS_WITH_AS(engine->generate(s, {InputPart::of_text("x")}, logits),
+                         doctest::Contains("on_logits"), surf::Error);
 }
 
-TEST_CASE("CUDA engine: max_tokens 0 prefills only: nothing sampled, nothing pending, the next call continues from the input") {
+TEST_CASE(
+    "CUDA engine: max_tokens 0 prefills only: nothing sampled, nothing pending, the next call continues from "
+    "the input") {
     auto engine = cuda::open_cuda_engine(fixture("tiny_fp32"), small_options());
     surf::test::check_max_tokens_zero_prefills_only(*engine);
 }
 
-TEST_CASE("CUDA engine: steps issued ahead of the previous step's tokens match steps that wait for them; a stop id's token stays in the session") {
+TEST_CASE(
+    "CUDA engine: steps issued ahead of the previous step's tokens match steps that wait for them; a stop "
+    "id's token stays in the session") {
     const std::string dir = fixture("small_bf16");
     cuda::CudaEngineOptions wait_o = small_options(), ahead_o = small_options();
     wait_o.issue_ahead = false, ahead_o.issue_ahead = true;
     auto waits = cuda::open_cuda_engine(dir, wait_o);
     auto ahead = cuda::open_cuda_engine(dir, ahead_o);
-    // One session at a time, so both engines run the same steps (prompts over several 48-token chunks, decode steps
-    // from graphs): the only difference is where a decode row's input id comes from. Token for token identical.
+    // One session at a time, so both engines run the same steps (prompts over several 48-token chunks, decode
+    // steps from graphs): the only difference is where a decode row's input id comes from. Token for token
+    // identical.
     std::string history;
     for (int i = 0; i < 30; ++i) history += "<SPECIAL_11>User\nline " + std::to_string(i) + " of the page\n";
     const std::vector<std::string> turns = {history + "<SPECIAL_11>Assistant\n", " and then?", "x"};
@@ -244,15 +276,18 @@ TEST_CASE("CUDA engine: steps issued ahead of the previous step's tokens match s
         CHECK(a.prefill_tokens == w.prefill_tokens);
         CHECK(a.session_tokens == w.session_tokens);
     }
-    // A stop id met mid-way: both stop on it with the same tokens. The engine that issued ahead has already fed the
-    // stop token (the extra row it planned for a request that might continue), so its next request prefills one
-    // token less; the sessions hold the same tokens either way.
+    // A stop id met mid-way: both stop on it with the same tokens. The engine that issued ahead has already
+    // fed the stop token (the extra row it planned for a request that might continue), so its next request
+    // prefills one token less; the sessions hold the same tokens either way.
     const SessionId qw = waits->open_session(), qa = ahead->open_session();
     const SessionId pw = waits->open_session();
     const std::string prompt = "<SPECIAL_11>User\nwhere is the search box?\n<SPECIAL_11>Assistant\n";
-    const std::vector<int32_t> free_run = waits->generate(pw, {InputPart::of_text(prompt)}, greedy(16)).tokens;
+    const std::vector<int32_t> free_run =
+        waits->generate(pw, {InputPart::of_text(prompt)}, greedy(16)).tokens;
     size_t at = 3;
-    while (at < free_run.size() && std::find(free_run.begin(), free_run.begin() + static_cast<long>(at), free_run[at]) != free_run.begin() + static_cast<long>(at)) ++at;
+    while (at < free_run.size() && std::find(free_run.begin(), free_run.begin() + static_cast<long>(at),
+                                             free_run[at]) != free_run.begin() + static_cast<long>(at))
+        ++at;
     REQUIRE(at < free_run.size());  // a token not seen before it, to stop on
     GenerateOptions stop = greedy(16);
     stop.stop_ids = {free_run[at]};
@@ -263,7 +298,8 @@ TEST_CASE("CUDA engine: steps issued ahead of the previous step's tokens match s
     CHECK(w1.tokens == std::vector<int32_t>(free_run.begin(), free_run.begin() + static_cast<long>(at) + 1));
     CHECK(a1.tokens == w1.tokens);
     CHECK(a1.session_tokens == w1.session_tokens);
-    // A fork right after the stop: a copy of the session with the fed token in it (the copy waits for the step).
+    // A fork right after the stop: a copy of the session with the fed token in it (the copy waits for the
+    // step).
     const SessionId fa = ahead->fork_session(qa);
     const GenerateResult w2 = waits->generate(qw, {InputPart::of_text(" go on")}, greedy(8));
     const GenerateResult a2 = ahead->generate(qa, {InputPart::of_text(" go on")}, greedy(8));
@@ -271,14 +307,17 @@ TEST_CASE("CUDA engine: steps issued ahead of the previous step's tokens match s
     CHECK(a2.session_tokens == w2.session_tokens);
     CHECK(a2.tokens.size() == 8);
     // The stop token went in by a decode row there and as a prompt token here: the same model, other kernels.
-    MESSAGE("after a stop id: " << leading_matches(a2.tokens, std::vector<int64_t>(w2.tokens.begin(), w2.tokens.end())) << " of 8 tokens identical");
-    // An empty request continues from the pending stop token where steps wait; issued ahead, that token is already
-    // in the state (with no logits kept for what follows it): an error that says so.
+    MESSAGE("after a stop id: " << leading_matches(a2.tokens,
+                                                   std::vector<int64_t>(w2.tokens.begin(), w2.tokens.end()))
+                                << " of 8 tokens identical");
+    // An empty request continues from the pending stop token where steps wait; issued ahead, that token is
+    // already in the state (with no logits kept for what follows it): an error that says so.
     const SessionId ew = waits->open_session(), ea = ahead->open_session();
     CHECK(waits->generate(ew, {InputPart::of_text(prompt)}, stop).finish == FinishReason::kStop);
     CHECK(ahead->generate(ea, {InputPart::of_text(prompt)}, stop).finish == FinishReason::kStop);
     CHECK(waits->generate(ew, {}, greedy(2)).tokens.size() == 2);
-    CHECK_THROWS_WITH_AS(ahead->generate(ea, {}, greedy(2)), doctest::Contains("already in its state"), surf::Error);
+    CHECK_THROWS_WITH_AS(ahead->generate(ea, {}, greedy(2)), doctest::Contains("already in its state"),
+                         surf::Error);
     CHECK(ahead->generate(ea, {InputPart::of_text(" go on")}, greedy(2)).tokens.size() == 2);
     const GenerateResult f2 = ahead->generate(fa, {InputPart::of_text(" go on")}, greedy(8));
     CHECK(f2.tokens == a2.tokens);

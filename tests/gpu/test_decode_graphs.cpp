@@ -7,8 +7,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "model/cuda/gpu_model.h"
 #include "model/checkpoint/safetensors.h"
+#include "model/cuda/gpu_model.h"
 #include "model/sampler.h"
 #include "tests/gpu/gpu_model_test_util.h"
 
@@ -31,7 +31,8 @@ std::vector<uint8_t> slot_bytes(GpuModel& m, int32_t slot) {  // (save_slot fold
 TEST_CASE("decode graphs: graph steps match kernel-by-kernel steps; idle sessions untouched") {
     const std::string dir = golden_fixture("small_bf16");
     GpuLimits L;
-    L.max_tokens = 512, L.max_seqs = 16, L.max_slots = 8, L.page_size = 16, L.kv_pages = 512, L.max_context = 1024;
+    L.max_tokens = 512, L.max_seqs = 16, L.max_slots = 8, L.page_size = 16, L.kv_pages = 512,
+    L.max_context = 1024;
     L.max_logit_rows = 64, L.max_image_rows = 512, L.max_tiles = 4;
     GpuLimits no_graphs = L;
     no_graphs.decode_graphs = false;
@@ -47,7 +48,8 @@ TEST_CASE("decode graphs: graph steps match kernel-by-kernel steps; idle session
     std::vector<SeqStep> seqs;
     for (int i = 0; i < n_sessions; ++i) {
         SeqStep s;
-        s.slot = i, s.tokens.assign(prompt.begin(), prompt.begin() + static_cast<long>(prompt.size()) - 3 * i);
+        s.slot = i,
+        s.tokens.assign(prompt.begin(), prompt.begin() + static_cast<long>(prompt.size()) - 3 * i);
         s.pages = pages_for(1024, 16, 64 * i);
         seqs.push_back(s);
     }
@@ -55,7 +57,8 @@ TEST_CASE("decode graphs: graph steps match kernel-by-kernel steps; idle session
     std::vector<float> logits;
     without->copy_logits_to_host(n_sessions, logits);
     std::vector<int32_t> next(n_sessions);
-    for (int i = 0; i < n_sessions; ++i) next[i] = sample_token(logits.data() + i * V, V, SamplingParams{}, 0);
+    for (int i = 0; i < n_sessions; ++i)
+        next[i] = sample_token(logits.data() + i * V, V, SamplingParams{}, 0);
     for (int i = 0; i < n_sessions; ++i) seqs[i].past = static_cast<int64_t>(seqs[i].tokens.size());
     const std::vector<uint8_t> idle_before = slot_bytes(*with, 5);
 
@@ -82,7 +85,8 @@ TEST_CASE("decode graphs: graph steps match kernel-by-kernel steps; idle session
             seqs[i].past += 1;
         }
     }
-    MESSAGE("decode graphs: " << with->decode_graphs_captured() << " graphs captured, " << with->decode_graph_launches()
+    MESSAGE("decode graphs: " << with->decode_graphs_captured() << " graphs captured, "
+                              << with->decode_graph_launches()
                               << " launches; worst logits rel err vs kernel-by-kernel " << worst);
     CHECK(with->decode_graphs_captured() == 3);
     CHECK(with->decode_graph_launches() == 9);  // each shape's first step runs kernel by kernel

@@ -14,9 +14,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include "model/checkpoint/safetensors.h"
 #include "model/cpu/cpu_model.h"
 #include "model/cuda/gpu_model.h"
-#include "model/checkpoint/safetensors.h"
 #include "model/sampler.h"
 #include "tests/gpu/gpu_model_test_util.h"
 
@@ -37,7 +37,8 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t V, int64_t n) {
 }
 
 // One step on two models fed the same rows: their logits (the same row count asserted).
-std::pair<std::vector<float>, std::vector<float>> step_both(GpuModel& a, GpuModel& b, const std::vector<SeqStep>& step) {
+std::pair<std::vector<float>, std::vector<float>> step_both(GpuModel& a, GpuModel& b,
+                                                            const std::vector<SeqStep>& step) {
     const int64_t rows_a = a.forward(step), rows_b = b.forward(step);
     REQUIRE(rows_a == rows_b);
     std::pair<std::vector<float>, std::vector<float>> out;
@@ -49,7 +50,8 @@ std::pair<std::vector<float>, std::vector<float>> step_both(GpuModel& a, GpuMode
 
 GpuLimits small_limits() {
     GpuLimits L;
-    L.max_tokens = 512, L.max_seqs = 8, L.max_slots = 8, L.page_size = 16, L.kv_pages = 256, L.max_context = 1024;
+    L.max_tokens = 512, L.max_seqs = 8, L.max_slots = 8, L.page_size = 16, L.kv_pages = 256,
+    L.max_context = 1024;
     L.max_logit_rows = 256, L.max_image_rows = 512, L.max_tiles = 16;
     return L;
 }
@@ -73,7 +75,8 @@ std::vector<int64_t> greedy(GpuModel& model, SeqStep seq, std::vector<float> log
 
 // Top-1 minus top-2 logit of each greedy step of the reference continuation, relative to the row's
 // max |logit|, from the CPU backend (which matches the reference to ~1e-6).
-std::vector<double> reference_margins(const std::string& dir, const std::vector<float>& pixels, const Checkpoint& expected) {
+std::vector<double> reference_margins(const std::string& dir, const std::vector<float>& pixels,
+                                      const Checkpoint& expected) {
     auto cpu = surf::model::cpu::CpuModel::load(dir);
     Tensor px;
     px.data = pixels;
@@ -85,7 +88,8 @@ std::vector<double> reference_margins(const std::string& dir, const std::vector<
     tokens.insert(tokens.end(), greedy64.begin(), greedy64.end() - 1);
     auto state = cpu->new_state();
     surf::model::cpu::ForwardInput in;
-    in.tokens = &tokens, in.image_embeds = &image, in.image_token_id = cpu->config().image_context_token_id, in.all_logits = true;
+    in.tokens = &tokens, in.image_embeds = &image, in.image_token_id = cpu->config().image_context_token_id,
+    in.all_logits = true;
     const Tensor logits = cpu->forward(state, in);
     const int64_t V = cpu->config().llm.vocab_size, first = static_cast<int64_t>(ids64.size()) - 1;
     std::vector<double> margins;
@@ -94,8 +98,10 @@ std::vector<double> reference_margins(const std::string& dir, const std::vector<
         float top1 = -INFINITY, top2 = -INFINITY, mx = 0;
         for (int64_t v = 0; v < V; ++v) {
             mx = std::max(mx, std::fabs(row[v]));
-            if (row[v] > top1) top2 = top1, top1 = row[v];
-            else if (row[v] > top2) top2 = row[v];
+            if (row[v] > top1)
+                top2 = top1, top1 = row[v];
+            else if (row[v] > top2)
+                top2 = row[v];
         }
         margins.push_back((top1 - top2) / mx);
     }
@@ -128,8 +134,8 @@ void check_text_prompt(GpuModel& model, const std::string& name, const Checkpoin
     CHECK(got == want);
 }
 
-// `logit_tol`: the bf16 threshold (2e-2, as the CPU parity tests) for bf16 fixtures; fp32 fixtures also carry the
-// rounding of their fp32 weights to bf16 on upload, which the bf16 fixture does not have.
+// `logit_tol`: the bf16 threshold (2e-2, as the CPU parity tests) for bf16 fixtures; fp32 fixtures also carry
+// the rounding of their fp32 weights to bf16 on upload, which the bf16 fixture does not have.
 // `require_all_greedy`: the fixture's every reference step has a top-1 − top-2 margin of at least 6% of
 // max|logit| (3× the logits threshold), so no bf16 error within the threshold can flip one: all 32 tokens
 // of the image and the text prompt must equal the reference's.
@@ -165,7 +171,8 @@ void check_fixture(const std::string& name, double logit_tol, bool require_all_g
     for (int64_t i = 0; i < cfg.llm.n_layers(); ++i) {
         model->copy_layer_output(i, T, layer);
         const double e = max_rel_err(layer.data(), expected.to_f32("layers." + std::to_string(i)));
-        MESSAGE(name << " GPU layers." << i << " (" << std::string(layer_kind_name(cfg.llm.layers[i])) << ") rel err " << e);
+        MESSAGE(name << " GPU layers." << i << " (" << std::string(layer_kind_name(cfg.llm.layers[i]))
+                     << ") rel err " << e);
     }
     const double logit_err = max_rel_err(logits.data(), expected.to_f32("logits"));
     MESSAGE(name << " GPU logits rel err " << logit_err << " (threshold " << logit_tol << ")");
@@ -178,10 +185,11 @@ void check_fixture(const std::string& name, double logit_tol, bool require_all_g
     const std::vector<double> margins = reference_margins(dir, pixels, expected);
     size_t same = 0;
     while (same < want.size() && got[same] == want[same]) ++same;
-    MESSAGE(name << " GPU greedy: first " << same << " of " << want.size() << " tokens identical to the reference");
+    MESSAGE(name << " GPU greedy: first " << same << " of " << want.size()
+                 << " tokens identical to the reference");
     if (same < want.size()) {
-        MESSAGE(name << " reference margin at the first difference: " << margins[same] << " of max|logit| (GPU logits error "
-                     << logit_err << ")");
+        MESSAGE(name << " reference margin at the first difference: " << margins[same]
+                     << " of max|logit| (GPU logits error " << logit_err << ")");
         CHECK(margins[same] < 2 * logit_err);
     }
     size_t decisive = 0;  // steps before the first low-margin one
@@ -197,17 +205,22 @@ void check_fixture(const std::string& name, double logit_tol, bool require_all_g
 
 }  // namespace
 
-TEST_CASE("GPU forward: tiny fp32 fixture (weights rounded to bf16 on upload)") { check_fixture("tiny_fp32", 3e-2); }
-TEST_CASE("GPU forward: small bf16 fixture") { check_fixture("small_bf16", 2e-2); }
+TEST_CASE("GPU forward: tiny fp32 fixture (weights rounded to bf16 on upload)") {
+    check_fixture("tiny_fp32", 3e-2);
+}
+TEST_CASE("GPU forward: small bf16 fixture") {
+    check_fixture("small_bf16", 2e-2);
+}
 TEST_CASE("GPU forward: greedy bf16 fixture (every greedy step decisive)") {
     check_fixture("greedy_bf16", 2e-2, true);
 }
 
-// GpuLimits::trailing_layers_on_logit_rows: a prompt that asks for its last row's logits only runs the last mixer's output
-// projection and the layers after it on that row. small_bf16 ends "…M-" (the last Mamba layer's out_proj and an MLP layer
-// on one row), tiny_fp32 "…-M" (the out_proj only). The row's logits against the reference's, off, on, and on with the last
-// Mamba layer's gate z on the logits rows too (GpuLimits::last_mamba_gate_on_logit_rows); then the same prompt beside a
-// decode row (two logits rows of many), both ways.
+// GpuLimits::trailing_layers_on_logit_rows: a prompt that asks for its last row's logits only runs the last
+// mixer's output projection and the layers after it on that row. small_bf16 ends "…M-" (the last Mamba
+// layer's out_proj and an MLP layer on one row), tiny_fp32 "…-M" (the out_proj only). The row's logits
+// against the reference's, off, on, and on with the last Mamba layer's gate z on the logits rows too
+// (GpuLimits::last_mamba_gate_on_logit_rows); then the same prompt beside a decode row (two logits rows of
+// many), both ways.
 void check_trailing_layers(const std::string& name, double logit_tol) {
     const std::string dir = golden_fixture(name);
     auto model = GpuModel::load(dir, small_limits());
@@ -228,7 +241,8 @@ void check_trailing_layers(const std::string& name, double logit_tol) {
         int32_t slot, first_page;
         const char* what;
     };
-    const Setting settings[] = {{false, false, 2, 128, "every row"}, {true, false, 1, 64, "trailing layers on that row only"},
+    const Setting settings[] = {{false, false, 2, 128, "every row"},
+                                {true, false, 1, 64, "trailing layers on that row only"},
                                 {true, true, 4, 160, "trailing layers and the last gate on that row only"}};
     auto set = [&](const Setting& s) {
         GpuLimits knobs = model->limits();
@@ -241,15 +255,17 @@ void check_trailing_layers(const std::string& name, double logit_tol) {
         seq.slot = settings[i].slot, seq.pages = pages_for(T, 16, settings[i].first_page);
         REQUIRE(model->forward({seq}) == 1);
         model->copy_logits_to_host(1, logits[i]);
-        const double err = max_rel_err(logits[i].data(), want), vs_all = max_rel_err(logits[i].data(), logits[0]);
-        MESSAGE(name << " last row's logits, " << std::string(settings[i].what) << ": rel err " << err << " (threshold " << logit_tol << "), vs every row "
-                     << vs_all);
+        const double err = max_rel_err(logits[i].data(), want),
+                     vs_all = max_rel_err(logits[i].data(), logits[0]);
+        MESSAGE(name << " last row's logits, " << std::string(settings[i].what) << ": rel err " << err
+                     << " (threshold " << logit_tol << "), vs every row " << vs_all);
         CHECK(err <= logit_tol);
         CHECK(vs_all <= logit_tol / 2);
     }
 
-    // Mixed: the next token as a decode row beside the prompt again on a fresh slot (logits rows: the decode row and the
-    // prompt's last, of T + 1 rows), against the same decode row alone on slot 2 (a decode-only step runs every row).
+    // Mixed: the next token as a decode row beside the prompt again on a fresh slot (logits rows: the decode
+    // row and the prompt's last, of T + 1 rows), against the same decode row alone on slot 2 (a decode-only
+    // step runs every row).
     const int32_t next = sample_token(logits[1].data(), V, SamplingParams{}, 0);
     set(settings[0]);
     SeqStep dec;
@@ -263,18 +279,24 @@ void check_trailing_layers(const std::string& name, double logit_tol) {
         seq.slot = i == 1 ? 3 : 5, seq.pages = pages_for(T, 16, i == 1 ? 192 : 224);
         REQUIRE(model->forward({dec, seq}) == 2);
         model->copy_logits_to_host(2, mixed);
-        const double dec_err = max_rel_err(mixed.data(), alone), pre_err = max_rel_err(mixed.data() + V, want);
-        MESSAGE(name << " mixed step, " << std::string(settings[i].what) << " (2 logits rows of " << T + 1 << "): decode row vs alone " << dec_err
-                     << ", prompt's last row vs reference " << pre_err);
+        const double dec_err = max_rel_err(mixed.data(), alone),
+                     pre_err = max_rel_err(mixed.data() + V, want);
+        MESSAGE(name << " mixed step, " << std::string(settings[i].what) << " (2 logits rows of " << T + 1
+                     << "): decode row vs alone " << dec_err << ", prompt's last row vs reference "
+                     << pre_err);
         CHECK(dec_err <= logit_tol / 2);
         CHECK(pre_err <= logit_tol);
     }
 }
 
-TEST_CASE("GPU trailing layers on the logits rows only: small bf16 fixture (last Mamba gate and out_proj, last MLP)") {
+TEST_CASE(
+    "GPU trailing layers on the logits rows only: small bf16 fixture (last Mamba gate and out_proj, last "
+    "MLP)") {
     check_trailing_layers("small_bf16", 2e-2);
 }
-TEST_CASE("GPU trailing layers on the logits rows only: tiny fp32 fixture (last Mamba gate and out_proj)") { check_trailing_layers("tiny_fp32", 3e-2); }
+TEST_CASE("GPU trailing layers on the logits rows only: tiny fp32 fixture (last Mamba gate and out_proj)") {
+    check_trailing_layers("tiny_fp32", 3e-2);
+}
 
 TEST_CASE("GPU sessions: prefill(N) = prefill(k) + decode(N-k), batched with another sequence") {
     const std::string dir = golden_fixture("small_bf16");
@@ -295,7 +317,8 @@ TEST_CASE("GPU sessions: prefill(N) = prefill(k) + decode(N-k), batched with ano
     SeqStep head;
     head.slot = 1, head.tokens.assign(tokens.begin(), tokens.begin() + k), head.pages = pages_for(N, 16, 100);
     SeqStep other;
-    other.slot = 2, other.tokens.assign(tokens.begin(), tokens.begin() + 20), other.pages = pages_for(20, 16, 200);
+    other.slot = 2, other.tokens.assign(tokens.begin(), tokens.begin() + 20),
+    other.pages = pages_for(20, 16, 200);
     model->forward({head, other});
     std::vector<float> got;
     double worst = 0;
@@ -303,7 +326,8 @@ TEST_CASE("GPU sessions: prefill(N) = prefill(k) + decode(N-k), batched with ano
         SeqStep dec;
         dec.slot = 1, dec.past = t, dec.tokens = {tokens[t]}, dec.pages = pages_for(N, 16, 100);
         SeqStep pre;  // a prefill row in the same batch: a 2-token continuation of slot 2
-        pre.slot = 2, pre.past = 20 + 2 * (t - k), pre.tokens = {tokens[(t - k) % N], tokens[(t - k + 1) % N]};
+        pre.slot = 2, pre.past = 20 + 2 * (t - k),
+        pre.tokens = {tokens[(t - k) % N], tokens[(t - k + 1) % N]};
         pre.pages = pages_for(pre.past + 2, 16, 200);
         model->forward({dec, pre});
         model->copy_logits_to_host(2, got);
@@ -314,14 +338,16 @@ TEST_CASE("GPU sessions: prefill(N) = prefill(k) + decode(N-k), batched with ano
     CHECK(worst <= 2e-2);
 }
 
-TEST_CASE("GPU long prompt: chunked prefill (1024, 2048, 48 tokens a step) ends in the whole prompt's logits") {
+TEST_CASE(
+    "GPU long prompt: chunked prefill (1024, 2048, 48 tokens a step) ends in the whole prompt's logits") {
     // A 3,284-token prompt, as the agent's first policy call on the tiny model: chunk boundaries far into
-    // the context (past up to 3,072), SSD chunks of 16, every layer kind. The steps are queued back to back, so
-    // the per-step metadata staging buffer must not be rewritten for the next step while the previous step's
-    // upload from it is still queued (that gives NaN logits at 1,024-token chunks).
+    // the context (past up to 3,072), SSD chunks of 16, every layer kind. The steps are queued back to back,
+    // so the per-step metadata staging buffer must not be rewritten for the next step while the previous
+    // step's upload from it is still queued (that gives NaN logits at 1,024-token chunks).
     const std::string dir = golden_fixture("tiny_fp32");
     GpuLimits L;
-    L.max_tokens = 4096, L.max_seqs = 8, L.max_slots = 8, L.page_size = 16, L.kv_pages = 1024, L.max_context = 8192;
+    L.max_tokens = 4096, L.max_seqs = 8, L.max_slots = 8, L.page_size = 16, L.kv_pages = 1024,
+    L.max_context = 8192;
     L.max_logit_rows = 16, L.max_image_rows = 512, L.max_tiles = 16;
     auto model = GpuModel::load(dir, L);
     const int64_t N = 3284, V = model->config().llm.vocab_size;
@@ -350,8 +376,9 @@ TEST_CASE("GPU long prompt: chunked prefill (1024, 2048, 48 tokens a step) ends 
                 model->copy_layer_output(layer, static_cast<int64_t>(s.tokens.size()), h);
                 const auto bad = std::find_if(h.begin(), h.end(), [](float v) { return !std::isfinite(v); });
                 if (bad != h.end()) {
-                    MESSAGE("chunks of " << chunk << ": first non-finite value after layer " << layer << " at token "
-                                         << (bad - h.begin()) / model->config().llm.hidden_size << " of the last chunk");
+                    MESSAGE("chunks of "
+                            << chunk << ": first non-finite value after layer " << layer << " at token "
+                            << (bad - h.begin()) / model->config().llm.hidden_size << " of the last chunk");
                     break;
                 }
             }
@@ -369,7 +396,8 @@ TEST_CASE("GPU long prompt: chunked prefill (1024, 2048, 48 tokens a step) ends 
     CHECK(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }));
 }
 
-TEST_CASE("GPU warm-up: tunes the decode buckets' and the prefill chunk's GEMMs, leaves real sequences alone") {
+TEST_CASE(
+    "GPU warm-up: tunes the decode buckets' and the prefill chunk's GEMMs, leaves real sequences alone") {
     // Tuning needs random-access candidates, so autotuning on (small_limits leaves it at its default, on).
     const std::string dir = golden_fixture("small_bf16");
     auto model = GpuModel::load(dir, small_limits());
@@ -393,8 +421,8 @@ TEST_CASE("GPU warm-up: tunes the decode buckets' and the prefill chunk's GEMMs,
     // The warm-up's steps ran on the scratch slot and page only: the same prompt on another slot gives the
     // same logits (up to the tuned algorithms' summation order).
     CHECK(max_rel_err(last_logits(1).data(), before) <= 1e-2);
-    // Decode steps at a batch bucket (here 4 rows, padded from 3), a 256-row prefill step and a 192-row one (the top
-    // of the 64-row bucket below it, which the warm-up tunes too) tune nothing.
+    // Decode steps at a batch bucket (here 4 rows, padded from 3), a 256-row prefill step and a 192-row one
+    // (the top of the 64-row bucket below it, which the warm-up tunes too) tune nothing.
     const int64_t tuned = model->gemm_tune_totals().first;
     std::vector<SeqStep> rows;
     for (int32_t slot : {0, 1}) {
@@ -410,9 +438,9 @@ TEST_CASE("GPU warm-up: tunes the decode buckets' and the prefill chunk's GEMMs,
     part.slot = 3, part.tokens.assign(192, 7), part.pages = pages_for(192, 16, 192);
     for (int i = 0; i < 3; ++i) model->forward({part});
     CHECK(model->gemm_tune_totals().first == tuned);
-    // Nor does a mixed step of 256 rows with 3 logits rows (two decode rows and a prompt ending in it): the trailing
-    // layers past the last mixer run on those rows, as GEMMs over 8 rows (LogitRows::gemm_rows), which the warm-up
-    // tuned.
+    // Nor does a mixed step of 256 rows with 3 logits rows (two decode rows and a prompt ending in it): the
+    // trailing layers past the last mixer run on those rows, as GEMMs over 8 rows (LogitRows::gemm_rows),
+    // which the warm-up tuned.
     REQUIRE(model->limits().trailing_layers_on_logit_rows);
     std::vector<SeqStep> mixed = rows;
     for (SeqStep& d : mixed) d.past += 1, d.pages = pages_for(N + 2, 16, 64 * d.slot);
@@ -428,7 +456,8 @@ TEST_CASE("GPU warm-up: tunes the decode buckets' and the prefill chunk's GEMMs,
     CHECK(model->gemm_tune_totals().first == tuned);
 }
 
-TEST_CASE("GPU mixed steps: the prefill rows' branches on a second stream give the same logits, bit for bit") {
+TEST_CASE(
+    "GPU mixed steps: the prefill rows' branches on a second stream give the same logits, bit for bit") {
     // GpuLimits::overlap_mamba_branches / overlap_attention_branches only move the prefill rows' conv, SSD
     // scan and attention to another stream (ordered by events): the same kernels on the same data. GEMM
     // algorithms from the heuristic (no tuning) so both models run identical GEMMs.
@@ -449,7 +478,8 @@ TEST_CASE("GPU mixed steps: the prefill rows' branches on a second stream give t
     std::vector<SeqStep> step;
     for (int32_t slot : {0, 1, 2}) {
         SeqStep s;
-        s.slot = slot, s.tokens.assign(tokens.begin(), tokens.begin() + 20 + 5 * slot), s.pages = pages_for(N + 64, 16, 100 * slot);
+        s.slot = slot, s.tokens.assign(tokens.begin(), tokens.begin() + 20 + 5 * slot),
+        s.pages = pages_for(N + 64, 16, 100 * slot);
         step.push_back(s);
     }
     int64_t past[3] = {20, 25, 30};
@@ -459,11 +489,13 @@ TEST_CASE("GPU mixed steps: the prefill rows' branches on a second stream give t
         CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
         CHECK(std::all_of(a.begin(), a.end(), [](float v) { return std::isfinite(v); }));
         ++steps_compared;
-        // Next step: decode rows for slots 0 and 2 (their greedy-free next token: the prompt's), then 3 tokens of slot 1.
+        // Next step: decode rows for slots 0 and 2 (their greedy-free next token: the prompt's), then 3
+        // tokens of slot 1.
         step.clear();
         for (int32_t slot : {0, 2}) {
             SeqStep d;
-            d.slot = slot, d.past = past[slot], d.tokens = {tokens[past[slot] % N]}, d.pages = pages_for(N + 64, 16, 100 * slot);
+            d.slot = slot, d.past = past[slot], d.tokens = {tokens[past[slot] % N]},
+            d.pages = pages_for(N + 64, 16, 100 * slot);
             past[slot] += 1;
             step.push_back(d);
         }
@@ -476,11 +508,13 @@ TEST_CASE("GPU mixed steps: the prefill rows' branches on a second stream give t
     MESSAGE("mixed steps compared bit for bit: " << steps_compared << " (" << V << " logits per row)");
 }
 
-TEST_CASE("GPU mixed steps: the attention pair on split SMs (green contexts, TMA decode) matches the pair on shared SMs") {
-    // GpuLimits::attention_green_decode_sms runs a mixed step's decode attention on the TMA kernel on its own SMs and the
-    // prefill attention on the rest: other kernels, split plans and summation orders than the shared pair, so the
-    // logits agree to bf16 rounding, not bit for bit. The TMA kernel needs head_dim 128: the small fixture's shapes with
-    // head_dim 128 and random weights (both models from one seed).
+TEST_CASE(
+    "GPU mixed steps: the attention pair on split SMs (green contexts, TMA decode) matches the pair on "
+    "shared SMs") {
+    // GpuLimits::attention_green_decode_sms runs a mixed step's decode attention on the TMA kernel on its own
+    // SMs and the prefill attention on the rest: other kernels, split plans and summation orders than the
+    // shared pair, so the logits agree to bf16 rounding, not bit for bit. The TMA kernel needs head_dim 128:
+    // the small fixture's shapes with head_dim 128 and random weights (both models from one seed).
     ModelConfig cfg = load_model_config(golden_fixture("small_bf16"));
     cfg.llm.head_dim = 128;
     GpuLimits L = small_limits();
@@ -492,8 +526,8 @@ TEST_CASE("GPU mixed steps: the attention pair on split SMs (green contexts, TMA
     const int64_t V = cfg.llm.vocab_size;
     std::mt19937 rng(3);
     auto tokens = [&](int64_t n) { return random_tokens(rng, V, n); };
-    // Slots 0–3 start with prompts of 300–480 tokens (several decode splits); then each step decodes slots 0, 2, 3
-    // while slot 1 prefills 40 more tokens.
+    // Slots 0–3 start with prompts of 300–480 tokens (several decode splits); then each step decodes slots 0,
+    // 2, 3 while slot 1 prefills 40 more tokens.
     std::vector<SeqStep> step;
     int64_t past[4] = {0, 0, 0, 0};
     for (int32_t slot = 0; slot < 4; ++slot) {
@@ -507,7 +541,8 @@ TEST_CASE("GPU mixed steps: the attention pair on split SMs (green contexts, TMA
         step.clear();
         for (int32_t slot : {0, 2, 3}) {
             SeqStep d;
-            d.slot = slot, d.past = past[slot], d.tokens = tokens(1), d.pages = pages_for(1000, 16, 64 * slot);
+            d.slot = slot, d.past = past[slot], d.tokens = tokens(1),
+            d.pages = pages_for(1000, 16, 64 * slot);
             past[slot] += 1;
             step.push_back(d);
         }
@@ -527,14 +562,16 @@ TEST_CASE("GPU mixed steps: the attention pair on split SMs (green contexts, TMA
     } else {
         CHECK(split->green_attention_pairs() == 0);  // no TMA decode here: the shared pair ran
     }
-    MESSAGE("split-SM pair against the shared pair: logits max rel err " << worst << ", pairs on split SMs " << split->green_attention_pairs());
+    MESSAGE("split-SM pair against the shared pair: logits max rel err " << worst << ", pairs on split SMs "
+                                                                         << split->green_attention_pairs());
 }
 
 TEST_CASE("GPU warm-up measures the attention pair on split SMs, and its mixed steps match the shared pair") {
-    // GpuLimits::attention_green_decode_sms = −1 (auto): warm_up times the shared pair and each split count on a 100-row
-    // decode beside a prefill chunk (GpuModel::calibrate_attention_split); each mixed step then takes the count its model
-    // predicts fastest, or shares the SMs. Timings on these small shapes say nothing about speed: the test checks that
-    // the measurement ran and is sane, and that mixed steps after it agree with a model that never splits.
+    // GpuLimits::attention_green_decode_sms = −1 (auto): warm_up times the shared pair and each split count
+    // on a 100-row decode beside a prefill chunk (GpuModel::calibrate_attention_split); each mixed step then
+    // takes the count its model predicts fastest, or shares the SMs. Timings on these small shapes say
+    // nothing about speed: the test checks that the measurement ran and is sane, and that mixed steps after
+    // it agree with a model that never splits.
     ModelConfig cfg = load_model_config(golden_fixture("small_bf16"));
     cfg.llm.head_dim = 128;
     GpuLimits L = small_limits();
@@ -572,8 +609,8 @@ TEST_CASE("GPU warm-up measures the attention pair on split SMs, and its mixed s
         CHECK(!m.measured);  // no TMA decode here: nothing to split
         CHECK(split->attention_split_report().empty());
     }
-    // Mixed steps after the warm-up: 24 decode rows on ≈ 600 keys beside a 300-token chunk; whichever way the split
-    // model chose, the logits agree with the shared model's to bf16 rounding.
+    // Mixed steps after the warm-up: 24 decode rows on ≈ 600 keys beside a 300-token chunk; whichever way the
+    // split model chose, the logits agree with the shared model's to bf16 rounding.
     const int64_t V = cfg.llm.vocab_size;
     std::mt19937 rng(5);
     auto tokens = [&](int64_t n) { return random_tokens(rng, V, n); };
@@ -600,5 +637,6 @@ TEST_CASE("GPU warm-up measures the attention pair on split SMs, and its mixed s
         worst = std::max(worst, err);
         CHECK(err < 2e-2);
     }
-    MESSAGE("after the warm-up: logits max rel err " << worst << " against the shared pair, pairs on split SMs " << split->green_attention_pairs());
+    MESSAGE("after the warm-up: logits max rel err "
+            << worst << " against the shared pair, pairs on split SMs " << split->green_attention_pairs());
 }

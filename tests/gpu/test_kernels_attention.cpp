@@ -18,8 +18,9 @@ namespace {
 struct PagedCache {
     int64_t page_size, n_kv, D, max_pages;
     std::vector<int32_t> block_table;  // [n_seq, max_pages]
-    std::vector<float> k, v;            // [n_pages, page_size, n_kv, D]
-    PagedCache(const std::vector<int64_t>& lens, int64_t page_size_, int64_t n_kv_, int64_t D_, std::mt19937& rng)
+    std::vector<float> k, v;           // [n_pages, page_size, n_kv, D]
+    PagedCache(const std::vector<int64_t>& lens, int64_t page_size_, int64_t n_kv_, int64_t D_,
+               std::mt19937& rng)
         : page_size(page_size_), n_kv(n_kv_), D(D_) {
         max_pages = 1;
         int64_t total = 0;
@@ -34,7 +35,8 @@ struct PagedCache {
         block_table.assign(lens.size() * max_pages, -1);
         int64_t next = 0;
         for (size_t s = 0; s < lens.size(); ++s)
-            for (int64_t p = 0; p < (lens[s] + page_size - 1) / page_size; ++p) block_table[s * max_pages + p] = perm[next++];
+            for (int64_t p = 0; p < (lens[s] + page_size - 1) / page_size; ++p)
+                block_table[s * max_pages + p] = perm[next++];
         k = random_vec(n_pages * page_size * n_kv * D, rng);  // unused rows hold random data too
         v = random_vec(n_pages * page_size * n_kv * D, rng);
     }
@@ -56,45 +58,55 @@ struct Heads {
 };
 
 // Runs prefill attention p on each kernel — mma.sync at 16 query rows per warp (the default) and at 32 (two
-// m-tiles sharing fragments), and the Hopper wgmma kernel at key tiles of 64 and 128, plain and warp-specialized, and
-// warp-specialized at 208 (run as 128 except with TMA copies at head dim 80) (on a compute
-// capability 9.0 device; elsewhere it falls back to the default) — and each split count (0 = automatic, given
-// the workspace), each against `ref`. bf16 P and bf16 output: ~2^-8 relative on O, plus P rounding inside
-// the sum; split-KV (partial results merged in fp32) has the same bound.
+// m-tiles sharing fragments), and the Hopper wgmma kernel at key tiles of 64 and 128, plain and
+// warp-specialized, and warp-specialized at 208 (run as 128 except with TMA copies at head dim 80) (on a
+// compute capability 9.0 device; elsewhere it falls back to the default) — and each split count (0 =
+// automatic, given the workspace), each against `ref`. bf16 P and bf16 output: ~2^-8 relative on O, plus P
+// rounding inside the sum; split-KV (partial results merged in fp32) has the same bound.
 void check_prefill_variants(cu::AttentionPrefillParams p, DeviceBuffer<uint8_t>& ws, DeviceBuffer<bf16>& dout,
-                            std::initializer_list<int64_t> split_counts, const std::string& what, const std::vector<float>& ref) {
+                            std::initializer_list<int64_t> split_counts, const std::string& what,
+                            const std::vector<float>& ref) {
     struct Kernel {
         int64_t rows_per_warp, wgmma_key_tile;
         bool warp_specialized;
         const char* name;
     };
-    for (const Kernel& k : {Kernel{0, 0, false, "rows/warp 16"}, Kernel{32, 0, false, "rows/warp 32"}, Kernel{0, 64, false, "wgmma keys 64"},
-                            Kernel{0, 128, false, "wgmma keys 128"}, Kernel{0, 64, true, "wgmma keys 64 warp-specialized"},
-                            Kernel{0, 128, true, "wgmma keys 128 warp-specialized"}, Kernel{0, 208, true, "wgmma keys 208 warp-specialized"}}) {
-        p.rows_per_warp = k.rows_per_warp, p.wgmma_key_tile = k.wgmma_key_tile, p.wgmma_warp_specialized = k.warp_specialized;
+    for (const Kernel& k : {Kernel{0, 0, false, "rows/warp 16"}, Kernel{32, 0, false, "rows/warp 32"},
+                            Kernel{0, 64, false, "wgmma keys 64"}, Kernel{0, 128, false, "wgmma keys 128"},
+                            Kernel{0, 64, true, "wgmma keys 64 warp-specialized"},
+                            Kernel{0, 128, true, "wgmma keys 128 warp-specialized"},
+                            Kernel{0, 208, true, "wgmma keys 208 warp-specialized"}}) {
+        p.rows_per_warp = k.rows_per_warp, p.wgmma_key_tile = k.wgmma_key_tile,
+        p.wgmma_warp_specialized = k.warp_specialized;
         for (int64_t splits : split_counts) {
             p.n_splits = splits;
             p.workspace = splits == 1 ? nullptr : ws.get(), p.workspace_bytes = splits == 1 ? 0 : ws.size();
-            if (splits == 0) MESSAGE("automatic split count" << what << " " << k.name << ": " << cu::attention_prefill_splits(p));
+            if (splits == 0)
+                MESSAGE("automatic split count" << what << " " << k.name << ": "
+                                                << cu::attention_prefill_splits(p));
             dout.poison();
             cu::attention_prefill(p, nullptr);
-            compare("attention_prefill" + what + " splits " + std::to_string(splits) + " " + k.name, to_float(dout.download()), ref,
-                    3e-3f, 2e-2f, 1e-2);
+            compare("attention_prefill" + what + " splits " + std::to_string(splits) + " " + k.name,
+                    to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
         }
     }
 }
 
 }  // namespace
 
-TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes (mma.sync at 16 and 32 rows per warp, wgmma)") {
+TEST_CASE(
+    "kv_cache_append + paged varlen causal prefill over cached prefixes (mma.sync at 16 and 32 rows per "
+    "warp, wgmma)") {
     std::mt19937 rng(7);
-    for (Heads hd : {Heads{"holotron", 40, 8, 128}, Heads{"tiny_fp32", 4, 2, 16}, Heads{"small_bf16", 8, 2, 40}}) {
+    for (Heads hd :
+         {Heads{"holotron", 40, 8, 128}, Heads{"tiny_fp32", 4, 2, 16}, Heads{"small_bf16", 8, 2, 40}}) {
         // (past, new) per sequence: fresh prompts, continuations, single tokens, non-multiples of 64. The
         // second layout is small enough (≤ 100 new tokens, 3 sequences) that the kernel picks its 64-row
         // variant even at the Holotron shape (the first takes 128-row blocks there).
         const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> layouts{
             {{0, 0, 200, 1000, 5, 63}, {1, 130, 77, 64, 1, 65}}, {{0, 300, 17}, {9, 40, 100}}};
-        for (const auto& [layout, page_size] : std::vector<std::pair<size_t, int64_t>>{{0, 16}, {0, 64}, {1, 16}, {1, 64}}) {
+        for (const auto& [layout, page_size] :
+             std::vector<std::pair<size_t, int64_t>>{{0, 16}, {0, 64}, {1, 16}, {1, 64}}) {
             const std::vector<int64_t>& past = layouts[layout].first;
             const std::vector<int64_t>& fresh = layouts[layout].second;
             const size_t n_seq = past.size();
@@ -120,30 +132,59 @@ TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes (m
                     std::copy_n(qkv.data() + t * row_w + qw + kvw, kvw, v_full.data() + r * kvw);
                 }
             }
-            DeviceBuffer<bf16> dqkv(to_bf16(qkv)), dk(to_bf16(cache.k)), dv(to_bf16(cache.v)), dout(n_tok * qw);
+            DeviceBuffer<bf16> dqkv(to_bf16(qkv)), dk(to_bf16(cache.k)), dv(to_bf16(cache.v)),
+                dout(n_tok * qw);
             DeviceBuffer<int32_t> dslot(slot_mapping), dbt(cache.block_table), dcu(cu_q), dlens(seq_lens);
             cu::KvAppendParams ap;
-            ap.k = dqkv.get() + qw; ap.v = dqkv.get() + qw + kvw; ap.k_cache = dk.get(); ap.v_cache = dv.get();
-            ap.slot_mapping = dslot.get(); ap.n_tok = n_tok; ap.n_kv_heads = hd.n_kv; ap.head_dim = hd.D;
-            ap.k_stride = row_w; ap.v_stride = row_w;
+            ap.k = dqkv.get() + qw;
+            ap.v = dqkv.get() + qw + kvw;
+            ap.k_cache = dk.get();
+            ap.v_cache = dv.get();
+            ap.slot_mapping = dslot.get();
+            ap.n_tok = n_tok;
+            ap.n_kv_heads = hd.n_kv;
+            ap.head_dim = hd.D;
+            ap.k_stride = row_w;
+            ap.v_stride = row_w;
             cu::kv_cache_append(ap, nullptr);
-            const std::string tag = std::string(" ") + hd.name + " page " + std::to_string(page_size) + (layout ? " short" : "");
+            const std::string tag =
+                std::string(" ") + hd.name + " page " + std::to_string(page_size) + (layout ? " short" : "");
             compare("kv_cache_append K" + tag, to_float(dk.download()), k_full, 0.0f, 0.0f);
             compare("kv_cache_append V" + tag, to_float(dv.download()), v_full, 0.0f, 0.0f);
 
             cu::AttentionPrefillParams p;
-            p.q = dqkv.get(); p.q_stride = row_w; p.out = dout.get(); p.cu_seqlens_q = dcu.get();
-            p.k_cache = dk.get(); p.v_cache = dv.get(); p.block_table = dbt.get(); p.seq_lens_k = dlens.get();
-            p.page_size = page_size; p.max_pages_per_seq = cache.max_pages;
-            p.n_seq = static_cast<int64_t>(n_seq); p.n_heads = hd.n_heads; p.n_kv_heads = hd.n_kv; p.head_dim = hd.D;
-            p.max_seqlen_q = *std::max_element(fresh.begin(), fresh.end()); p.causal = true;
+            p.q = dqkv.get();
+            p.q_stride = row_w;
+            p.out = dout.get();
+            p.cu_seqlens_q = dcu.get();
+            p.k_cache = dk.get();
+            p.v_cache = dv.get();
+            p.block_table = dbt.get();
+            p.seq_lens_k = dlens.get();
+            p.page_size = page_size;
+            p.max_pages_per_seq = cache.max_pages;
+            p.n_seq = static_cast<int64_t>(n_seq);
+            p.n_heads = hd.n_heads;
+            p.n_kv_heads = hd.n_kv;
+            p.head_dim = hd.D;
+            p.max_seqlen_q = *std::max_element(fresh.begin(), fresh.end());
+            p.causal = true;
             std::vector<float> ref(n_tok * qw);
             for (size_t s = 0; s < n_seq; ++s) {
                 auto ks = cache.gather(k_full, s, lens[s]), vs = cache.gather(v_full, s, lens[s]);
                 cpu::AttentionParams c;
-                c.q = qkv.data() + cu_q[s] * row_w; c.k = ks.data(); c.v = vs.data(); c.out = ref.data() + cu_q[s] * qw;
-                c.T = fresh[s]; c.L = lens[s]; c.n_heads = hd.n_heads; c.n_kv_heads = hd.n_kv; c.head_dim = hd.D;
-                c.q_stride = row_w; c.kv_stride = kvw; c.causal = true;
+                c.q = qkv.data() + cu_q[s] * row_w;
+                c.k = ks.data();
+                c.v = vs.data();
+                c.out = ref.data() + cu_q[s] * qw;
+                c.T = fresh[s];
+                c.L = lens[s];
+                c.n_heads = hd.n_heads;
+                c.n_kv_heads = hd.n_kv;
+                c.head_dim = hd.D;
+                c.q_stride = row_w;
+                c.kv_stride = kvw;
+                c.causal = true;
                 cpu::attention(c);
             }
             // Runs: one pass, 3 forced splits (some empty for the short sequences), the automatic choice.
@@ -154,10 +195,13 @@ TEST_CASE("kv_cache_append + paged varlen causal prefill over cached prefixes (m
     }
 }
 
-TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles (contiguous qkv rows; mma.sync and wgmma)") {
+TEST_CASE(
+    "attention_prefill: bidirectional ViT attention over independent tiles (contiguous qkv rows; mma.sync "
+    "and wgmma)") {
     std::mt19937 rng(8);
     for (Heads hd : {Heads{"radio_h", 16, 16, 80}, Heads{"tiny_vit", 2, 2, 16}}) {
-        const std::vector<int32_t> tile_lens = hd.D == 80 ? std::vector<int32_t>{1032, 794} : std::vector<int32_t>{18, 18, 18};
+        const std::vector<int32_t> tile_lens =
+            hd.D == 80 ? std::vector<int32_t>{1032, 794} : std::vector<int32_t>{18, 18, 18};
         std::vector<int32_t> cu_h{0};
         for (int32_t l : tile_lens) cu_h.push_back(cu_h.back() + l);
         const int64_t n_tok = cu_h.back(), w = hd.n_heads * hd.D, row_w = 3 * w;
@@ -165,17 +209,36 @@ TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles
         DeviceBuffer<bf16> dqkv(to_bf16(qkv)), dout(n_tok * w);
         DeviceBuffer<int32_t> dcu(cu_h);
         cu::AttentionPrefillParams p;
-        p.q = dqkv.get(); p.q_stride = row_w; p.out = dout.get(); p.cu_seqlens_q = dcu.get();
-        p.k = dqkv.get() + w; p.v = dqkv.get() + 2 * w; p.kv_stride = row_w; p.cu_seqlens_k = dcu.get();
-        p.n_seq = static_cast<int64_t>(tile_lens.size()); p.n_heads = hd.n_heads; p.n_kv_heads = hd.n_kv;
-        p.head_dim = hd.D; p.max_seqlen_q = tile_lens[0]; p.causal = false;
+        p.q = dqkv.get();
+        p.q_stride = row_w;
+        p.out = dout.get();
+        p.cu_seqlens_q = dcu.get();
+        p.k = dqkv.get() + w;
+        p.v = dqkv.get() + 2 * w;
+        p.kv_stride = row_w;
+        p.cu_seqlens_k = dcu.get();
+        p.n_seq = static_cast<int64_t>(tile_lens.size());
+        p.n_heads = hd.n_heads;
+        p.n_kv_heads = hd.n_kv;
+        p.head_dim = hd.D;
+        p.max_seqlen_q = tile_lens[0];
+        p.causal = false;
         std::vector<float> ref(n_tok * w);
         for (size_t s = 0; s < tile_lens.size(); ++s) {
             cpu::AttentionParams c;
             const float* base = qkv.data() + cu_h[s] * row_w;
-            c.q = base; c.k = base + w; c.v = base + 2 * w; c.out = ref.data() + cu_h[s] * w;
-            c.T = tile_lens[s]; c.L = tile_lens[s]; c.n_heads = hd.n_heads; c.n_kv_heads = hd.n_kv; c.head_dim = hd.D;
-            c.q_stride = row_w; c.kv_stride = row_w; c.causal = false;
+            c.q = base;
+            c.k = base + w;
+            c.v = base + 2 * w;
+            c.out = ref.data() + cu_h[s] * w;
+            c.T = tile_lens[s];
+            c.L = tile_lens[s];
+            c.n_heads = hd.n_heads;
+            c.n_kv_heads = hd.n_kv;
+            c.head_dim = hd.D;
+            c.q_stride = row_w;
+            c.kv_stride = row_w;
+            c.causal = false;
             cpu::attention(c);
         }
         p.n_tok_q = n_tok, p.max_seqlen_k = tile_lens[0];
@@ -183,19 +246,22 @@ TEST_CASE("attention_prefill: bidirectional ViT attention over independent tiles
         check_prefill_variants(p, ws, dout, {1, 2, 0}, std::string(" bidirectional ") + hd.name, ref);
         // The warp-specialized kernel's K/V tiles by TMA once the buffers' rows are given (kv_rows).
         p.kv_rows = n_tok;
-        check_prefill_variants(p, ws, dout, {1, 2, 0}, std::string(" bidirectional, kv_rows given ") + hd.name, ref);
+        check_prefill_variants(p, ws, dout, {1, 2, 0},
+                               std::string(" bidirectional, kv_rows given ") + hd.name, ref);
     }
 }
 
-TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split counts; cp.async and TMA kernels)") {
+TEST_CASE(
+    "attention_decode: paged split-KV decode (forced and automatic split counts; cp.async and TMA kernels)") {
     std::mt19937 rng(9);
-    for (Heads hd : {Heads{"holotron", 40, 8, 128}, Heads{"tiny_fp32", 4, 2, 16}, Heads{"small_bf16", 8, 2, 40}}) {
+    for (Heads hd :
+         {Heads{"holotron", 40, 8, 128}, Heads{"tiny_fp32", 4, 2, 16}, Heads{"small_bf16", 8, 2, 40}}) {
         const std::vector<int64_t> lens{1, 37, 4096, 1000, 129, 64, 2500};
         for (int64_t page_size : {16, 64}) {
             PagedCache cache(lens, page_size, hd.n_kv, hd.D, rng);
             const int64_t batch = lens.size(), qw = hd.n_heads * hd.D, kvw = hd.n_kv * hd.D;
-            // Rows past each sequence inside its last page are not finite (a reused page may hold anything): no kernel
-            // may let them into a result.
+            // Rows past each sequence inside its last page are not finite (a reused page may hold anything):
+            // no kernel may let them into a result.
             for (size_t s = 0; s < lens.size(); ++s) {
                 for (int64_t j = lens[s]; j % page_size != 0; ++j) {
                     std::fill_n(cache.k.begin() + cache.row(s, j) * kvw, kvw, NAN);
@@ -208,32 +274,53 @@ TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split c
             for (int64_t b = 0; b < batch; ++b) {
                 auto ks = cache.gather(cache.k, b, lens[b]), vs = cache.gather(cache.v, b, lens[b]);
                 cpu::AttentionParams c;
-                c.q = q.data() + b * qw; c.k = ks.data(); c.v = vs.data(); c.out = ref.data() + b * qw;
-                c.T = 1; c.L = lens[b]; c.n_heads = hd.n_heads; c.n_kv_heads = hd.n_kv; c.head_dim = hd.D;
-                c.q_stride = qw; c.kv_stride = kvw; c.causal = true;
+                c.q = q.data() + b * qw;
+                c.k = ks.data();
+                c.v = vs.data();
+                c.out = ref.data() + b * qw;
+                c.T = 1;
+                c.L = lens[b];
+                c.n_heads = hd.n_heads;
+                c.n_kv_heads = hd.n_kv;
+                c.head_dim = hd.D;
+                c.q_stride = qw;
+                c.kv_stride = kvw;
+                c.causal = true;
                 cpu::attention(c);
             }
             std::vector<int32_t> seq_lens(lens.begin(), lens.end());
             DeviceBuffer<bf16> dq(to_bf16(q)), dk(to_bf16(cache.k)), dv(to_bf16(cache.v)), dout(batch * qw);
             DeviceBuffer<int32_t> dbt(cache.block_table), dlens(seq_lens);
-            // The plain kernel (one 32-key tile a warp) and the pipelined one (16-key tiles, two a warp in flight), that
-            // one also with its K/V loads marked evict-first in the L2 (the engine's default).
-            // The TMA kernel (head dim 128 on compute capability 9.0; elsewhere the request falls back to the pipelined
-            // kernel) at one and two persistent blocks an SM.
+            // The plain kernel (one 32-key tile a warp) and the pipelined one (16-key tiles, two a warp in
+            // flight), that one also with its K/V loads marked evict-first in the L2 (the engine's default).
+            // The TMA kernel (head dim 128 on compute capability 9.0; elsewhere the request falls back to the
+            // pipelined kernel) at one and two persistent blocks an SM.
             struct Variant {
                 bool pipelined, evict_first, tma;
                 int32_t per_sm;
                 const char* name;
             };
-            for (const Variant& v : {Variant{false, false, false, 1, " plain"}, Variant{true, false, false, 1, " pipelined"},
-                                     Variant{true, true, false, 1, " pipelined, L2 evict-first"}, Variant{true, true, true, 1, " TMA, 1 block an SM"},
-                                     Variant{true, false, true, 2, " TMA, 2 blocks an SM"}}) {
+            for (const Variant& v :
+                 {Variant{false, false, false, 1, " plain"}, Variant{true, false, false, 1, " pipelined"},
+                  Variant{true, true, false, 1, " pipelined, L2 evict-first"},
+                  Variant{true, true, true, 1, " TMA, 1 block an SM"},
+                  Variant{true, false, true, 2, " TMA, 2 blocks an SM"}}) {
                 for (int32_t splits : {0, 1, 7}) {
                     cu::AttentionDecodeParams p;
-                    p.q = dq.get(); p.out = dout.get(); p.k_cache = dk.get(); p.v_cache = dv.get();
-                    p.block_table = dbt.get(); p.seq_lens = dlens.get(); p.page_size = page_size;
-                    p.max_pages_per_seq = cache.max_pages; p.batch = batch; p.n_heads = hd.n_heads;
-                    p.n_kv_heads = hd.n_kv; p.head_dim = hd.D; p.max_seq_len = 4096; p.n_splits = splits;
+                    p.q = dq.get();
+                    p.out = dout.get();
+                    p.k_cache = dk.get();
+                    p.v_cache = dv.get();
+                    p.block_table = dbt.get();
+                    p.seq_lens = dlens.get();
+                    p.page_size = page_size;
+                    p.max_pages_per_seq = cache.max_pages;
+                    p.batch = batch;
+                    p.n_heads = hd.n_heads;
+                    p.n_kv_heads = hd.n_kv;
+                    p.head_dim = hd.D;
+                    p.max_seq_len = 4096;
+                    p.n_splits = splits;
                     p.pipelined = v.pipelined;
                     p.l2_evict_first = v.evict_first;
                     p.tma = v.tma, p.cache_pages = cache_pages, p.persistent_blocks_per_sm = v.per_sm;
@@ -241,7 +328,8 @@ TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split c
                     ws.poison();
                     dout.poison();
                     cu::attention_decode(p, ws.get(), nullptr);
-                    compare(std::string("attention_decode ") + hd.name + " page " + std::to_string(page_size) + " splits " +
+                    compare(std::string("attention_decode ") + hd.name + " page " +
+                                std::to_string(page_size) + " splits " +
                                 std::to_string(cu::attention_decode_splits(p)) + v.name,
                             to_float(dout.download()), ref, 3e-3f, 2e-2f, 1e-2);
                 }
@@ -250,11 +338,14 @@ TEST_CASE("attention_decode: paged split-KV decode (forced and automatic split c
     }
 }
 
-TEST_CASE("attention_mixed: a mixed step's prefill rows and decode rows in one launch (against the CPU reference)") {
-    // Prefill sequences (past, new) — fresh prompts, continuations, a chunk of 924, row counts off multiples of 64 — and
-    // decode rows of 1 to 4,096 keys in one paged cache. At head dim 128 on a compute capability 9.0 device this is the
-    // one-launch kernel (twice in a row: the queue counters must come back to zero; then with 7 forced decode splits);
-    // at the fixture head dims (and elsewhere) attention_mixed runs the two kernels, checked the same way.
+TEST_CASE(
+    "attention_mixed: a mixed step's prefill rows and decode rows in one launch (against the CPU "
+    "reference)") {
+    // Prefill sequences (past, new) — fresh prompts, continuations, a chunk of 924, row counts off multiples
+    // of 64 — and decode rows of 1 to 4,096 keys in one paged cache. At head dim 128 on a compute
+    // capability 9.0 device this is the one-launch kernel (twice in a row: the queue counters must come back
+    // to zero; then with 7 forced decode splits); at the fixture head dims (and elsewhere) attention_mixed
+    // runs the two kernels, checked the same way.
     std::mt19937 rng(11);
     for (Heads hd : {Heads{"holotron", 40, 8, 128}, Heads{"tiny_fp32", 4, 2, 16}}) {
         const std::vector<int64_t> past{0, 1000, 5, 300}, fresh{200, 130, 63, 924};
@@ -266,7 +357,8 @@ TEST_CASE("attention_mixed: a mixed step's prefill rows and decode rows in one l
             lens.insert(lens.end(), dec_lens.begin(), dec_lens.end());
             PagedCache cache(lens, page_size, hd.n_kv, hd.D, rng);
             const int64_t qw = hd.n_heads * hd.D, kvw = hd.n_kv * hd.D;
-            for (size_t s = 0; s < lens.size(); ++s) {  // rows past a sequence in its last page may hold anything
+            for (size_t s = 0; s < lens.size();
+                 ++s) {  // rows past a sequence in its last page may hold anything
                 for (int64_t j = lens[s]; j % page_size != 0; ++j) {
                     std::fill_n(cache.k.begin() + cache.row(s, j) * kvw, kvw, NAN);
                     std::fill_n(cache.v.begin() + cache.row(s, j) * kvw, kvw, NAN);
@@ -277,8 +369,10 @@ TEST_CASE("attention_mixed: a mixed step's prefill rows and decode rows in one l
                 cu_q.push_back(cu_q.back() + static_cast<int32_t>(fresh[s]));
                 lens_pre.push_back(static_cast<int32_t>(lens[s]));
             }
-            const int64_t n_tok = cu_q.back(), q_stride = qw + 64;  // the prefill's q rows strided, as in the qkv output
-            auto q_pre = random_vec(n_tok * q_stride, rng, -2.0f, 2.0f), q_dec = random_vec(static_cast<int64_t>(n_dec) * qw, rng, -2.0f, 2.0f);
+            const int64_t n_tok = cu_q.back(),
+                          q_stride = qw + 64;  // the prefill's q rows strided, as in the qkv output
+            auto q_pre = random_vec(n_tok * q_stride, rng, -2.0f, 2.0f),
+                 q_dec = random_vec(static_cast<int64_t>(n_dec) * qw, rng, -2.0f, 2.0f);
             std::vector<float> ref_pre(n_tok * qw), ref_dec(n_dec * qw);
             for (size_t s = 0; s < lens.size(); ++s) {
                 auto ks = cache.gather(cache.k, s, lens[s]), vs = cache.gather(cache.v, s, lens[s]);
@@ -286,27 +380,59 @@ TEST_CASE("attention_mixed: a mixed step's prefill rows and decode rows in one l
                 const bool pre = s < n_pre;
                 c.q = pre ? q_pre.data() + cu_q[s] * q_stride : q_dec.data() + (s - n_pre) * qw;
                 c.out = pre ? ref_pre.data() + cu_q[s] * qw : ref_dec.data() + (s - n_pre) * qw;
-                c.k = ks.data(); c.v = vs.data(); c.T = pre ? fresh[s] : 1; c.L = lens[s];
-                c.n_heads = hd.n_heads; c.n_kv_heads = hd.n_kv; c.head_dim = hd.D;
-                c.q_stride = pre ? q_stride : qw; c.kv_stride = kvw; c.causal = true;
+                c.k = ks.data();
+                c.v = vs.data();
+                c.T = pre ? fresh[s] : 1;
+                c.L = lens[s];
+                c.n_heads = hd.n_heads;
+                c.n_kv_heads = hd.n_kv;
+                c.head_dim = hd.D;
+                c.q_stride = pre ? q_stride : qw;
+                c.kv_stride = kvw;
+                c.causal = true;
                 cpu::attention(c);
             }
-            DeviceBuffer<bf16> dq_pre(to_bf16(q_pre)), dq_dec(to_bf16(q_dec)), dk(to_bf16(cache.k)), dv(to_bf16(cache.v));
+            DeviceBuffer<bf16> dq_pre(to_bf16(q_pre)), dq_dec(to_bf16(q_dec)), dk(to_bf16(cache.k)),
+                dv(to_bf16(cache.v));
             DeviceBuffer<bf16> dout_pre(n_tok * qw), dout_dec(n_dec * qw);
-            DeviceBuffer<int32_t> dbt(cache.block_table), dcu(cu_q), dlens_pre(lens_pre), dlens_dec(lens_dec), counters(std::vector<int32_t>{0, 0, 0});
+            DeviceBuffer<int32_t> dbt(cache.block_table), dcu(cu_q), dlens_pre(lens_pre), dlens_dec(lens_dec),
+                counters(std::vector<int32_t>{0, 0, 0});
             cu::AttentionPrefillParams p;
-            p.q = dq_pre.get(); p.q_stride = q_stride; p.out = dout_pre.get(); p.cu_seqlens_q = dcu.get();
-            p.k_cache = dk.get(); p.v_cache = dv.get(); p.block_table = dbt.get(); p.seq_lens_k = dlens_pre.get();
-            p.page_size = page_size; p.max_pages_per_seq = cache.max_pages;
-            p.n_seq = static_cast<int64_t>(n_pre); p.n_heads = hd.n_heads; p.n_kv_heads = hd.n_kv; p.head_dim = hd.D;
-            p.max_seqlen_q = *std::max_element(fresh.begin(), fresh.end()); p.causal = true; p.n_splits = 1;
+            p.q = dq_pre.get();
+            p.q_stride = q_stride;
+            p.out = dout_pre.get();
+            p.cu_seqlens_q = dcu.get();
+            p.k_cache = dk.get();
+            p.v_cache = dv.get();
+            p.block_table = dbt.get();
+            p.seq_lens_k = dlens_pre.get();
+            p.page_size = page_size;
+            p.max_pages_per_seq = cache.max_pages;
+            p.n_seq = static_cast<int64_t>(n_pre);
+            p.n_heads = hd.n_heads;
+            p.n_kv_heads = hd.n_kv;
+            p.head_dim = hd.D;
+            p.max_seqlen_q = *std::max_element(fresh.begin(), fresh.end());
+            p.causal = true;
+            p.n_splits = 1;
             cu::AttentionDecodeParams d;
-            d.q = dq_dec.get(); d.out = dout_dec.get(); d.k_cache = dk.get(); d.v_cache = dv.get();
-            d.block_table = dbt.get() + n_pre * cache.max_pages; d.seq_lens = dlens_dec.get(); d.page_size = page_size;
-            d.max_pages_per_seq = cache.max_pages; d.batch = static_cast<int64_t>(n_dec); d.n_heads = hd.n_heads;
-            d.n_kv_heads = hd.n_kv; d.head_dim = hd.D; d.max_seq_len = 4096; d.l2_evict_first = true;
+            d.q = dq_dec.get();
+            d.out = dout_dec.get();
+            d.k_cache = dk.get();
+            d.v_cache = dv.get();
+            d.block_table = dbt.get() + n_pre * cache.max_pages;
+            d.seq_lens = dlens_dec.get();
+            d.page_size = page_size;
+            d.max_pages_per_seq = cache.max_pages;
+            d.batch = static_cast<int64_t>(n_dec);
+            d.n_heads = hd.n_heads;
+            d.n_kv_heads = hd.n_kv;
+            d.head_dim = hd.D;
+            d.max_seq_len = 4096;
+            d.l2_evict_first = true;
             const bool one_launch = cu::attention_mixed_usable(p, d);
-            MESSAGE("attention_mixed " << std::string(hd.name) << " page " << page_size << ": " << std::string(one_launch ? "one launch" : "two kernels"));
+            MESSAGE("attention_mixed " << std::string(hd.name) << " page " << page_size << ": "
+                                       << std::string(one_launch ? "one launch" : "two kernels"));
             for (int32_t splits : {0, 0, 7}) {
                 d.n_splits = splits;
                 DeviceBuffer<uint8_t> ws(std::max<size_t>(cu::attention_mixed_workspace_bytes(d), 1));
@@ -314,9 +440,12 @@ TEST_CASE("attention_mixed: a mixed step's prefill rows and decode rows in one l
                 dout_pre.poison();
                 dout_dec.poison();
                 cu::attention_mixed(p, d, ws.get(), counters.get(), nullptr);
-                const std::string tag = std::string(" ") + hd.name + " page " + std::to_string(page_size) + " decode splits " + std::to_string(splits);
-                compare("attention_mixed prefill" + tag, to_float(dout_pre.download()), ref_pre, 3e-3f, 2e-2f, 1e-2);
-                compare("attention_mixed decode" + tag, to_float(dout_dec.download()), ref_dec, 3e-3f, 2e-2f, 1e-2);
+                const std::string tag = std::string(" ") + hd.name + " page " + std::to_string(page_size) +
+                                        " decode splits " + std::to_string(splits);
+                compare("attention_mixed prefill" + tag, to_float(dout_pre.download()), ref_pre, 3e-3f, 2e-2f,
+                        1e-2);
+                compare("attention_mixed decode" + tag, to_float(dout_dec.download()), ref_dec, 3e-3f, 2e-2f,
+                        1e-2);
                 CHECK(counters.download() == std::vector<int32_t>{0, 0, 0});
             }
         }

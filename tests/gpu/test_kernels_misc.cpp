@@ -18,18 +18,22 @@ using namespace surf::gpu_test;
 
 TEST_CASE("bilinear_resize (CPE 128→32 and odd sizes), channel-last") {
     std::mt19937 rng(10);
-    struct S { int64_t C, ih, iw, oh, ow; };
+    struct S {
+        int64_t C, ih, iw, oh, ow;
+    };
     for (S s : {S{1280, 128, 128, 32, 32}, S{32, 10, 10, 4, 4}, S{8, 7, 5, 12, 9}}) {
         auto in = random_vec(s.ih * s.iw * s.C, rng);
         std::vector<float> chw(in.size()), ref_chw(s.C * s.oh * s.ow), ref(ref_chw.size());
-        for (int64_t p = 0; p < s.ih * s.iw; ++p) for (int64_t c = 0; c < s.C; ++c) chw[c * s.ih * s.iw + p] = in[p * s.C + c];
+        for (int64_t p = 0; p < s.ih * s.iw; ++p)
+            for (int64_t c = 0; c < s.C; ++c) chw[c * s.ih * s.iw + p] = in[p * s.C + c];
         cpu::bilinear_resize({chw.data(), ref_chw.data(), s.C, s.ih, s.iw, s.oh, s.ow});
-        for (int64_t p = 0; p < s.oh * s.ow; ++p) for (int64_t c = 0; c < s.C; ++c) ref[p * s.C + c] = ref_chw[c * s.oh * s.ow + p];
+        for (int64_t p = 0; p < s.oh * s.ow; ++p)
+            for (int64_t c = 0; c < s.C; ++c) ref[p * s.C + c] = ref_chw[c * s.oh * s.ow + p];
         DeviceBuffer<bf16> din(to_bf16(in)), dout(ref.size());
         dout.poison();
         cu::bilinear_resize({din.get(), dout.get(), s.C, s.ih, s.iw, s.oh, s.ow}, nullptr);
-        compare("bilinear_resize " + std::to_string(s.ih) + "x" + std::to_string(s.iw) + "→" + std::to_string(s.oh) + "x" +
-                    std::to_string(s.ow),
+        compare("bilinear_resize " + std::to_string(s.ih) + "x" + std::to_string(s.iw) + "→" +
+                    std::to_string(s.oh) + "x" + std::to_string(s.ow),
                 to_float(dout.download()), ref, 1e-6f, 8e-3f);
     }
 }
@@ -58,13 +62,15 @@ TEST_CASE("patchify, vit_tokens and pixel_shuffle") {
     // ViT token assembly: 2 tiles × (8 prefix + 1024 patches) × 1280.
     {
         const int64_t tiles = 2, np = 1024, npre = 8, w = 1280;
-        auto emb = random_vec(tiles * np * w, rng), pos = random_vec(np * w, rng), pre = random_vec(npre * w, rng);
+        auto emb = random_vec(tiles * np * w, rng), pos = random_vec(np * w, rng),
+             pre = random_vec(npre * w, rng);
         std::vector<float> ref(tiles * (npre + np) * w);
         for (int64_t t = 0; t < tiles; ++t)
             for (int64_t r = 0; r < npre + np; ++r)
                 for (int64_t c = 0; c < w; ++c)
                     ref[(t * (npre + np) + r) * w + c] =
-                        r < npre ? pre[r * w + c] : emb[(t * np + r - npre) * w + c] + pos[(r - npre) * w + c];
+                        r < npre ? pre[r * w + c]
+                                 : emb[(t * np + r - npre) * w + c] + pos[(r - npre) * w + c];
         DeviceBuffer<bf16> demb(to_bf16(emb)), dpos(to_bf16(pos)), dpre(to_bf16(pre));
         DeviceBuffer<float> dout(ref.size());
         dout.poison();
@@ -77,13 +83,20 @@ TEST_CASE("patchify, vit_tokens and pixel_shuffle") {
         auto in = random_vec(tiles * stride * C, rng);
         std::vector<float> ref(tiles * side * side * C);
         for (int64_t t = 0; t < tiles; ++t)
-            cpu::pixel_shuffle({in.data() + (t * stride + npre) * C, ref.data() + t * side * side * C, side, C, 2});
+            cpu::pixel_shuffle(
+                {in.data() + (t * stride + npre) * C, ref.data() + t * side * side * C, side, C, 2});
         DeviceBuffer<float> din(in);
         DeviceBuffer<bf16> dout(ref.size());
         dout.poison();
         cu::PixelShuffleParams p;
-        p.in = din.get() + npre * C; p.in_dtype = cu::DType::kF32; p.out = dout.get();
-        p.n_tiles = tiles; p.side = side; p.channels = C; p.factor = 2; p.in_tile_stride = stride;
+        p.in = din.get() + npre * C;
+        p.in_dtype = cu::DType::kF32;
+        p.out = dout.get();
+        p.n_tiles = tiles;
+        p.side = side;
+        p.channels = C;
+        p.factor = 2;
+        p.in_tile_stride = stride;
         cu::pixel_shuffle(p, nullptr);
         compare("pixel_shuffle C=" + std::to_string(C), to_float(dout.download()), ref, 1e-6f, 4e-3f);
     }
@@ -109,7 +122,8 @@ TEST_CASE("embed_tokens: gather with image rows merged in order per sequence") {
     for (size_t s = 0; s < lens.size(); ++s) {
         int32_t k = 0;
         for (int32_t t = cu_h[s]; t < cu_h[s + 1]; ++t) {
-            const float* src = ids[t] == image_id ? img.data() + (offsets[s] + k++) * dim : table.data() + ids[t] * dim;
+            const float* src =
+                ids[t] == image_id ? img.data() + (offsets[s] + k++) * dim : table.data() + ids[t] * dim;
             std::copy_n(src, dim, ref.data() + t * dim);
         }
     }
@@ -117,17 +131,28 @@ TEST_CASE("embed_tokens: gather with image rows merged in order per sequence") {
     DeviceBuffer<bf16> dtable(to_bf16(table)), dimg(to_bf16(img));
     DeviceBuffer<float> dout(n_tok * dim);
     cu::EmbedParams p;
-    p.ids = dids.get(); p.table = dtable.get(); p.image_rows = dimg.get(); p.cu_seqlens = dcu.get();
-    p.image_row_offset = doff.get(); p.out = dout.get(); p.out_dtype = cu::DType::kF32;
-    p.n_tok = n_tok; p.n_seq = static_cast<int64_t>(lens.size()); p.dim = dim; p.vocab = vocab;
-    p.n_image_rows = n_img_rows; p.image_token_id = static_cast<int32_t>(image_id);
+    p.ids = dids.get();
+    p.table = dtable.get();
+    p.image_rows = dimg.get();
+    p.cu_seqlens = dcu.get();
+    p.image_row_offset = doff.get();
+    p.out = dout.get();
+    p.out_dtype = cu::DType::kF32;
+    p.n_tok = n_tok;
+    p.n_seq = static_cast<int64_t>(lens.size());
+    p.dim = dim;
+    p.vocab = vocab;
+    p.n_image_rows = n_img_rows;
+    p.image_token_id = static_cast<int32_t>(image_id);
     REQUIRE(cu::embed_workspace_bytes(p) <= ws.size() * 4);
     dout.poison();
     cu::embed_tokens(p, ws.get(), nullptr);
     compare("embed_tokens with image merge", dout.download(), ref, 0.0f, 0.0f);
 }
 
-TEST_CASE("embed_tokens: fed tokens (ids from the previous step's sampled tokens on the device) beside ids and image rows") {
+TEST_CASE(
+    "embed_tokens: fed tokens (ids from the previous step's sampled tokens on the device) beside ids and "
+    "image rows") {
     std::mt19937 rng(13);
     const int64_t vocab = 700, dim = 3072, image_id = 699;
     // Five one-token decode rows first (three of them fed, one fed from a repeated index), then a prompt with
@@ -157,11 +182,22 @@ TEST_CASE("embed_tokens: fed tokens (ids from the previous step's sampled tokens
     DeviceBuffer<bf16> dtable(to_bf16(table)), dimg(to_bf16(img));
     DeviceBuffer<bf16> dout(n_tok * dim);
     cu::EmbedParams p;
-    p.ids = dids.get(); p.table = dtable.get(); p.image_rows = dimg.get(); p.cu_seqlens = dcu.get();
-    p.image_row_offset = doff.get(); p.out = dout.get(); p.out_dtype = cu::DType::kBF16;
-    p.n_tok = n_tok; p.n_seq = static_cast<int64_t>(lens.size()); p.dim = dim; p.vocab = vocab;
-    p.n_image_rows = n_img_rows; p.image_token_id = static_cast<int32_t>(image_id);
-    p.fed_from = dfrom.get(); p.fed_ids = dfed.get(); p.n_fed = n_fed;
+    p.ids = dids.get();
+    p.table = dtable.get();
+    p.image_rows = dimg.get();
+    p.cu_seqlens = dcu.get();
+    p.image_row_offset = doff.get();
+    p.out = dout.get();
+    p.out_dtype = cu::DType::kBF16;
+    p.n_tok = n_tok;
+    p.n_seq = static_cast<int64_t>(lens.size());
+    p.dim = dim;
+    p.vocab = vocab;
+    p.n_image_rows = n_img_rows;
+    p.image_token_id = static_cast<int32_t>(image_id);
+    p.fed_from = dfrom.get();
+    p.fed_ids = dfed.get();
+    p.n_fed = n_fed;
     dout.poison();
     cu::embed_tokens(p, ws.get(), nullptr);
     // bf16 out of a bf16 table: exact.
@@ -200,7 +236,8 @@ TEST_CASE("sample_tokens reproduces model::sample_token (greedy, temperature, to
                 l[7] = -INFINITY;
                 l[10] = l[20] = l[30] = 30.0f;
             }
-            if (r % 17 == 6) {  // bf16-rounded logits: many exact ties, bins holding more than the binned pass takes
+            if (r % 17 ==
+                6) {  // bf16-rounded logits: many exact ties, bins holding more than the binned pass takes
                 for (int64_t i = 0; i < vocab; ++i) l[i] = round_bf16(l[i]);
             }
             if (r % 19 == 7) {  // 1,500 candidates tied at the top: one bin over the binned pass's 1,024
@@ -216,24 +253,38 @@ TEST_CASE("sample_tokens reproduces model::sample_token (greedy, temperature, to
         DeviceBuffer<uint32_t> da(allowed);
         // Samples every row on the GPU under the masks at `dev_allowed` (`stride` words apart, 0: one shared
         // mask) and counts the rows that differ from the CPU sampler under the same masks (`host_allowed`).
-        auto mismatches_vs_cpu = [&](const uint32_t* dev_allowed, const uint32_t* host_allowed, int64_t stride, bool radix_only) {
+        auto mismatches_vs_cpu = [&](const uint32_t* dev_allowed, const uint32_t* host_allowed,
+                                     int64_t stride, bool radix_only) {
             cu::SamplingParams p;
             p.radix_only = radix_only;
-            p.logits = dl.get(); p.temperature = dt.get(); p.top_k = dk.get(); p.top_p = dp.get();
-            p.seed = ds.get(); p.step = dst.get(); p.allowed = dev_allowed; p.allowed_stride = stride;
-            p.tokens = dtok.get(); p.rows = rows; p.vocab = vocab;
+            p.logits = dl.get();
+            p.temperature = dt.get();
+            p.top_k = dk.get();
+            p.top_p = dp.get();
+            p.seed = ds.get();
+            p.step = dst.get();
+            p.allowed = dev_allowed;
+            p.allowed_stride = stride;
+            p.tokens = dtok.get();
+            p.rows = rows;
+            p.vocab = vocab;
             dtok.poison();
             cu::sample_tokens(p, nullptr);
             const auto got = dtok.download();
             int mismatches = 0;
             for (int64_t r = 0; r < rows; ++r) {
                 surf::model::SamplingParams sp;
-                sp.temperature = temp[r]; sp.top_k = top_k[r]; sp.top_p = top_p[r]; sp.seed = seed[r];
-                const int32_t want = surf::model::sample_token(logits.data() + r * vocab, vocab, sp, step[r], host_allowed + r * stride);
+                sp.temperature = temp[r];
+                sp.top_k = top_k[r];
+                sp.top_p = top_p[r];
+                sp.seed = seed[r];
+                const int32_t want = surf::model::sample_token(logits.data() + r * vocab, vocab, sp, step[r],
+                                                               host_allowed + r * stride);
                 if (got[r] != want) {
                     ++mismatches;
-                    MESSAGE("sample mismatch vocab " << vocab << " row " << r << " T " << temp[r] << " k " << top_k[r]
-                                                     << " p " << top_p[r] << " got " << got[r] << " want " << want);
+                    MESSAGE("sample mismatch vocab " << vocab << " row " << r << " T " << temp[r] << " k "
+                                                     << top_k[r] << " p " << top_p[r] << " got " << got[r]
+                                                     << " want " << want);
                 }
             }
             return mismatches;
@@ -245,13 +296,16 @@ TEST_CASE("sample_tokens reproduces model::sample_token (greedy, temperature, to
                 for (auto& s : step) s += 1;
                 dst.upload(step);
                 const int mismatches = mismatches_vs_cpu(da.get(), allowed.data(), words, radix_only);
-                MESSAGE("[" << std::string(mismatches ? "FAIL" : "ok") << "]   sample_tokens (" << std::string(how) << ") vocab " << vocab << " round " << round << ": "
+                MESSAGE("[" << std::string(mismatches ? "FAIL" : "ok") << "]   sample_tokens ("
+                            << std::string(how) << ") vocab " << vocab << " round " << round << ": "
                             << rows - mismatches << "/" << rows << " rows equal to the CPU sampler");
                 CHECK(mismatches == 0);
             }
             // allowed_stride 0: every row samples under one shared mask (row 3's sparse set).
-            const int mismatches = mismatches_vs_cpu(da.get() + 3 * words, allowed.data() + 3 * words, 0, radix_only);
-            MESSAGE("[" << std::string(mismatches ? "FAIL" : "ok") << "]   sample_tokens (" << std::string(how) << ") vocab " << vocab << " shared mask (stride 0): "
+            const int mismatches =
+                mismatches_vs_cpu(da.get() + 3 * words, allowed.data() + 3 * words, 0, radix_only);
+            MESSAGE("[" << std::string(mismatches ? "FAIL" : "ok") << "]   sample_tokens ("
+                        << std::string(how) << ") vocab " << vocab << " shared mask (stride 0): "
                         << rows - mismatches << "/" << rows << " rows equal to the CPU sampler");
             CHECK(mismatches == 0);
         }
@@ -264,7 +318,8 @@ TEST_CASE("occupy_sms holds its SMs: a kernel launched meanwhile runs only on th
     REQUIRE(sms > 8);
     const int free_sms = 8, probes = 16 * sms;
     int* started = nullptr;  // host-mapped flags the occupier blocks set
-    SURF_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&started), sms * sizeof(int), cudaHostAllocMapped));
+    SURF_CUDA_CHECK(
+        cudaHostAlloc(reinterpret_cast<void**>(&started), sms * sizeof(int), cudaHostAllocMapped));
     std::fill(started, started + sms, 0);
     int* started_dev = nullptr;
     SURF_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&started_dev), started, 0));
@@ -276,7 +331,8 @@ TEST_CASE("occupy_sms holds its SMs: a kernel launched meanwhile runs only on th
     op.blocks = sms - free_sms, op.nanoseconds = 200'000'000, op.started = started_dev;  // 200 ms
     cu::occupy_sms(op, hold);
     const auto t0 = std::chrono::steady_clock::now();
-    while (!cu::all_started(started, op.blocks) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+    while (!cu::all_started(started, op.blocks) &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
     }
     REQUIRE(cu::all_started(started, op.blocks));  // every holding block is resident
     cu::probe_sm_ids(ids.get(), probes, probe);

@@ -18,7 +18,8 @@ cuda::CudaEngineOptions options_for(int device) {
     cuda::CudaEngineOptions o;
     o.device = device;
     o.limits.max_tokens = 512, o.limits.max_seqs = 16, o.limits.max_slots = 16, o.limits.kv_pages = 512;
-    o.limits.max_context = 2048, o.limits.max_logit_rows = 32, o.limits.max_image_rows = 512, o.limits.max_tiles = 8;
+    o.limits.max_context = 2048, o.limits.max_logit_rows = 32, o.limits.max_image_rows = 512,
+    o.limits.max_tiles = 8;
     return o;
 }
 
@@ -45,16 +46,19 @@ TEST_CASE("replicas across GPUs: placement, stickiness, same outputs as one engi
     std::vector<std::thread> threads;
     for (int i = 0; i < n_sessions; ++i) {
         threads.emplace_back([&, i] {
-            const std::string p = "<SPECIAL_11>User\nquestion " + std::to_string(i) + "\n<SPECIAL_11>Assistant\n";
+            const std::string p =
+                "<SPECIAL_11>User\nquestion " + std::to_string(i) + "\n<SPECIAL_11>Assistant\n";
             got[i] = replicas.generate(ids[i], {InputPart::of_text(p)}, g).tokens;
-            const auto more = replicas.generate(ids[i], {InputPart::of_text(" again")}, g).tokens;  // same replica: state kept
+            const auto more = replicas.generate(ids[i], {InputPart::of_text(" again")}, g)
+                                  .tokens;  // same replica: state kept
             got[i].insert(got[i].end(), more.begin(), more.end());
         });
     }
     for (auto& t : threads) t.join();
     for (size_t r = 0; r < engines.size(); ++r) {
         const EngineStats s = engines[r]->stats();
-        MESSAGE("replica " << r << ": " << s.decode_tokens << " decode tokens, " << s.prefill_tokens << " prefill tokens");
+        MESSAGE("replica " << r << ": " << s.decode_tokens << " decode tokens, " << s.prefill_tokens
+                           << " prefill tokens");
         CHECK(s.decode_tokens > 0);  // every replica served sessions
     }
     // The same conversations one at a time on one engine.
@@ -69,5 +73,6 @@ TEST_CASE("replicas across GPUs: placement, stickiness, same outputs as one engi
         identical += got[i] == want[i];
     }
     MESSAGE(identical << " of " << n_sessions << " sessions identical to the single-engine run");
-    CHECK(identical * 4 >= n_sessions * 3);  // batching noise may flip a near-tied greedy token (see test_cuda_engine)
+    CHECK(identical * 4 >=
+          n_sessions * 3);  // batching noise may flip a near-tied greedy token (see test_cuda_engine)
 }

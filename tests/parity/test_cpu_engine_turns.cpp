@@ -1,5 +1,5 @@
-// The CPU engine under concurrent calls: calls take turns on the model in arrival order, a long prompt is fed in
-// chunks while others wait, and a call can be cancelled between its prompt's chunks.
+// The CPU engine under concurrent calls: calls take turns on the model in arrival order, a long prompt is fed
+// in chunks while others wait, and a call can be cancelled between its prompt's chunks.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -15,7 +15,9 @@ using namespace surf::model;
 
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(SURF_FIXTURES_DIR) + "/golden/" + name; }
+std::string fixture(const std::string& name) {
+    return std::string(SURF_FIXTURES_DIR) + "/golden/" + name;
+}
 
 // n ordinary text token ids (the fixture's vocabulary: control tokens below 20, image tokens at the end).
 InputPart tokens(int n, int seed = 0) {
@@ -80,7 +82,8 @@ TEST_CASE("a short call finishes before a long prompt that started first") {
     CHECK(long_was_running);
 }
 
-TEST_CASE("a prompt fed in chunks between other calls gives the tokens of another split, an image across a chunk") {
+TEST_CASE(
+    "a prompt fed in chunks between other calls gives the tokens of another split, an image across a chunk") {
     auto engine = open_cpu_engine(fixture("tiny_fp32"));
     auto image = std::make_shared<Image>(load_image(fixture("tiny_fp32") + "/image.png"));
     // The image's tokens start about 2,031 tokens in: the first chunk (2,048) ends inside them.
@@ -145,7 +148,9 @@ TEST_CASE("a call cancelled while it decodes keeps a consistent session") {
     CHECK(engine->generate(s, {InputPart::of_text(" again")}, greedy(2)).tokens.size() == 2);
 }
 
-TEST_CASE("a session cannot serve two calls at once, and one closed while it generates goes when the call returns") {
+TEST_CASE(
+    "a session cannot serve two calls at once, and one closed while it generates goes when the call "
+    "returns") {
     auto engine = open_cpu_engine(fixture("tiny_fp32"));
     const SessionId s = engine->open_session();
     std::promise<void> inside;

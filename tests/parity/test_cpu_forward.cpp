@@ -8,20 +8,24 @@
 #include <filesystem>
 #include <string>
 
-#include "model/cpu/cpu_model.h"
 #include "model/checkpoint/safetensors.h"
-#include "tests/test_util.h"
+#include "model/cpu/cpu_model.h"
 #include "model/sampler.h"
+#include "tests/test_util.h"
 
 using namespace surf::model;
-using surf::test::relative_error;
 using surf::model::cpu::CpuModel;
+using surf::test::relative_error;
 
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(SURF_FIXTURES_DIR) + "/golden/" + name; }
+std::string fixture(const std::string& name) {
+    return std::string(SURF_FIXTURES_DIR) + "/golden/" + name;
+}
 
-std::vector<int32_t> as_tokens(const std::vector<int64_t>& ids) { return std::vector<int32_t>(ids.begin(), ids.end()); }
+std::vector<int32_t> as_tokens(const std::vector<int64_t>& ids) {
+    return std::vector<int32_t>(ids.begin(), ids.end());
+}
 
 struct Tolerances {
     double tensors;  // vision features, hidden states, states
@@ -29,7 +33,8 @@ struct Tolerances {
 };
 
 // Greedy continuation: decode one token at a time from the prompt's state.
-std::vector<int64_t> greedy(const CpuModel& model, cpu::SequenceState& state, const Tensor& last_logits, int n) {
+std::vector<int64_t> greedy(const CpuModel& model, cpu::SequenceState& state, const Tensor& last_logits,
+                            int n) {
     std::vector<int64_t> out;
     const int64_t V = model.config().llm.vocab_size;
     int32_t next = sample_token(last_logits.ptr() + (last_logits.dim(0) - 1) * V, V, SamplingParams{}, 0);
@@ -58,7 +63,8 @@ void check_fixture(const std::string& name, const Tolerances& tol) {
     pixels.data = expected.to_f32("pixel_values");
     pixels.shape = expected.get("pixel_values").shape;
     const Tensor image_embeds = model->encode_images(pixels, &dumper);
-    const double vis_err = relative_error(dumper.find("vision.features")->data(), expected.to_f32("vision.features"));
+    const double vis_err =
+        relative_error(dumper.find("vision.features")->data(), expected.to_f32("vision.features"));
     const double proj_err = relative_error(image_embeds.ptr(), expected.to_f32("vision.projected"));
     MESSAGE(name << ": vision.features rel err " << vis_err << ", vision.projected " << proj_err);
     CHECK(vis_err <= tol.tensors);
@@ -88,8 +94,8 @@ void check_fixture(const std::string& name, const Tolerances& tol) {
         const double bf16_err = relative_error(logits.ptr(), expected.to_f32("bf16.logits"));
         MESSAGE(name << ": logits vs HF native bf16 rel err " << bf16_err);
         // HF running natively in bf16 rounds every activation to bf16; our fp32 math over the same bf16
-        // weights is the more precise of the two. The generator's own fp32-math and native-bf16 runs differ by
-        // 2.7e-2, so this bound is 5e-2 (the fp32-math reference above is held to 1e-4).
+        // weights is the more precise of the two. The generator's own fp32-math and native-bf16 runs differ
+        // by 2.7e-2, so this bound is 5e-2 (the fp32-math reference above is held to 1e-4).
         CHECK(bf16_err <= 5e-2);
     }
 
@@ -98,8 +104,10 @@ void check_fixture(const std::string& name, const Tolerances& tol) {
         const std::string idx = std::to_string(i);
         if (cfg.llm.layers[i] == LayerKind::kMamba2) {
             INFO(name << " state of layer " << idx);
-            CHECK(relative_error(state.mamba[i].conv.ptr(), expected.to_f32("state.conv." + idx)) <= tol.tensors);
-            CHECK(relative_error(state.mamba[i].ssm.ptr(), expected.to_f32("state.ssm." + idx)) <= tol.tensors);
+            CHECK(relative_error(state.mamba[i].conv.ptr(), expected.to_f32("state.conv." + idx)) <=
+                  tol.tensors);
+            CHECK(relative_error(state.mamba[i].ssm.ptr(), expected.to_f32("state.ssm." + idx)) <=
+                  tol.tensors);
         } else if (cfg.llm.layers[i] == LayerKind::kAttention) {
             INFO(name << " kv of layer " << idx);
             CHECK(relative_error(state.kv[i].k.data(), expected.to_f32("state.k." + idx)) <= tol.tensors);
@@ -123,11 +131,17 @@ void check_fixture(const std::string& name, const Tolerances& tol) {
 
 }  // namespace
 
-TEST_CASE("tiny fp32 fixture matches HF transformers") { check_fixture("tiny_fp32", {1e-4, 1e-4}); }
+TEST_CASE("tiny fp32 fixture matches HF transformers") {
+    check_fixture("tiny_fp32", {1e-4, 1e-4});
+}
 
 // Our math is fp32 over the bf16 weights; the fixture's main outputs were computed the same way by
 // the reference, and bf16.logits by HF natively in bf16 (threshold 2e-2).
-TEST_CASE("small bf16 fixture matches HF transformers") { check_fixture("small_bf16", {1e-4, 1e-4}); }
+TEST_CASE("small bf16 fixture matches HF transformers") {
+    check_fixture("small_bf16", {1e-4, 1e-4});
+}
 
 // Same thresholds on the fixture built for decisive greedy steps (every reference margin ≥ 6% of max|logit|).
-TEST_CASE("greedy bf16 fixture matches HF transformers") { check_fixture("greedy_bf16", {1e-4, 1e-4}); }
+TEST_CASE("greedy bf16 fixture matches HF transformers") {
+    check_fixture("greedy_bf16", {1e-4, 1e-4});
+}

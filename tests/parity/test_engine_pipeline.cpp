@@ -3,20 +3,22 @@
 // greedy continuations must equal what the HF reference produced from the same messages and image.
 #include <doctest/doctest.h>
 
-#include <nlohmann/json.hpp>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "model/text/chat_template.h"
-#include "model/engine.h"
 #include "model/checkpoint/safetensors.h"
+#include "model/engine.h"
+#include "model/text/chat_template.h"
 #include "tests/engine_contract.h"
 
 using namespace surf::model;
 
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(SURF_FIXTURES_DIR) + "/golden/" + name; }
+std::string fixture(const std::string& name) {
+    return std::string(SURF_FIXTURES_DIR) + "/golden/" + name;
+}
 
 void check_pipeline(const std::string& name) {
     const std::string dir = fixture(name);
@@ -43,7 +45,8 @@ void check_pipeline(const std::string& name) {
         options.ignore_eos = true;
         const SessionId session = engine->open_session();
         const GenerateResult result = engine->generate(session, interleave_images(rendered, images), options);
-        CHECK(result.prefill_tokens == static_cast<int64_t>(expected.get(std::string(c.prefix) + "input_ids").numel()));
+        CHECK(result.prefill_tokens ==
+              static_cast<int64_t>(expected.get(std::string(c.prefix) + "input_ids").numel()));
         const auto want = expected.to_i64(std::string(c.prefix) + "greedy_tokens");
         CHECK(std::vector<int64_t>(result.tokens.begin(), result.tokens.end()) == want);
         engine->close_session(session);
@@ -52,9 +55,15 @@ void check_pipeline(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("tiny fp32: template + tokenizer + tiling + model give the reference's greedy tokens") { check_pipeline("tiny_fp32"); }
-TEST_CASE("small bf16: template + tokenizer + tiling + model give the reference's greedy tokens") { check_pipeline("small_bf16"); }
-TEST_CASE("greedy bf16: template + tokenizer + tiling + model give the reference's greedy tokens") { check_pipeline("greedy_bf16"); }
+TEST_CASE("tiny fp32: template + tokenizer + tiling + model give the reference's greedy tokens") {
+    check_pipeline("tiny_fp32");
+}
+TEST_CASE("small bf16: template + tokenizer + tiling + model give the reference's greedy tokens") {
+    check_pipeline("small_bf16");
+}
+TEST_CASE("greedy bf16: template + tokenizer + tiling + model give the reference's greedy tokens") {
+    check_pipeline("greedy_bf16");
+}
 
 TEST_CASE("forked sessions continue independently of their parent") {
     auto engine = open_cpu_engine(fixture("tiny_fp32"));
@@ -62,7 +71,8 @@ TEST_CASE("forked sessions continue independently of their parent") {
     options.max_tokens = 8;
     options.ignore_eos = true;
     const SessionId parent = engine->open_session();
-    engine->generate(parent, {InputPart::of_text("<SPECIAL_11>User\nhello there\n<SPECIAL_11>Assistant\n")}, options);
+    engine->generate(parent, {InputPart::of_text("<SPECIAL_11>User\nhello there\n<SPECIAL_11>Assistant\n")},
+                     options);
     const SessionId child = engine->fork_session(parent);
     const GenerateResult a = engine->generate(child, {InputPart::of_text(" more")}, options);
     const GenerateResult b = engine->generate(parent, {InputPart::of_text(" more")}, options);
@@ -71,7 +81,8 @@ TEST_CASE("forked sessions continue independently of their parent") {
     CHECK_THROWS_AS(engine->generate(12345, {InputPart::of_text("x")}, options), surf::Error);
 }
 
-TEST_CASE("max_tokens 0 prefills only: nothing sampled, nothing pending, the next call continues from the input") {
+TEST_CASE(
+    "max_tokens 0 prefills only: nothing sampled, nothing pending, the next call continues from the input") {
     auto engine = open_cpu_engine(fixture("tiny_fp32"));
     surf::test::check_max_tokens_zero_prefills_only(*engine);
 }

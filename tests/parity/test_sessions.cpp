@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/cpu/cpu_model.h"
 #include "model/checkpoint/safetensors.h"
+#include "model/cpu/cpu_model.h"
 
 using namespace surf::model;
 using surf::model::cpu::CpuModel;
@@ -54,7 +54,8 @@ TEST_CASE("prefill(N) = prefill(k) + decode(N-k) = prefill(k) + prefill(N-k)") {
     const Checkpoint expected = Checkpoint::open(dir + "/expected.safetensors");
     const auto ids = expected.to_i64("text.input_ids");
     const std::vector<int32_t> tokens(ids.begin(), ids.end());
-    const int64_t N = static_cast<int64_t>(tokens.size()), chunk = model->config().llm.chunk_size, V = model->config().llm.vocab_size;
+    const int64_t N = static_cast<int64_t>(tokens.size()), chunk = model->config().llm.chunk_size,
+                  V = model->config().llm.vocab_size;
     REQUIRE(N > chunk + 2);
 
     cpu::SequenceState full = model->new_state();
@@ -62,7 +63,8 @@ TEST_CASE("prefill(N) = prefill(k) + decode(N-k) = prefill(k) + prefill(N-k)") {
 
     for (int64_t k : {chunk / 2 + 1, chunk, N - 1}) {
         INFO("split at k = " << k);
-        const std::vector<int32_t> head(tokens.begin(), tokens.begin() + k), tail(tokens.begin() + k, tokens.end());
+        const std::vector<int32_t> head(tokens.begin(), tokens.begin() + k),
+            tail(tokens.begin() + k, tokens.end());
 
         // prefill(k) + prefill(N-k)
         cpu::SequenceState two = model->new_state();

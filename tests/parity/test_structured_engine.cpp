@@ -5,17 +5,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/checkpoint/safetensors.h"
 #include "model/dump.h"
 #include "model/engine.h"
 #include "model/structured/json_schema.h"
-#include "model/checkpoint/safetensors.h"
 #include "tests/test_util.h"
 
 using namespace surf::model;
 
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(SURF_FIXTURES_DIR) + "/golden/" + name; }
+std::string fixture(const std::string& name) {
+    return std::string(SURF_FIXTURES_DIR) + "/golden/" + name;
+}
 
 }  // namespace
 
@@ -42,7 +44,8 @@ TEST_CASE("constrained generation on the fixture tokenizer: valid JSON, same tex
                 streamed += piece;
                 return true;
             };
-            const GenerateResult r = engine->generate(s, {InputPart::of_text("<SPECIAL_11>User\nreply in JSON\n<SPECIAL_11>Assistant\n")}, g);
+            const GenerateResult r = engine->generate(
+                s, {InputPart::of_text("<SPECIAL_11>User\nreply in JSON\n<SPECIAL_11>Assistant\n")}, g);
             INFO("schema " << text << " seed " << seed << " output " << r.text);
             REQUIRE(r.finish == FinishReason::kStop);
             const auto value = nlohmann::json::parse(r.text);  // throws (fails the test) when malformed
@@ -50,7 +53,8 @@ TEST_CASE("constrained generation on the fixture tokenizer: valid JSON, same tex
             std::vector<int32_t> body(r.tokens.begin(), r.tokens.end() - 1);  // drop the stop token
             CHECK(engine->tokenizer().decode(body) == r.text);
             if (parsed_schema.contains("required")) {
-                for (const auto& key : parsed_schema["required"]) CHECK(value.contains(key.get<std::string>()));
+                for (const auto& key : parsed_schema["required"])
+                    CHECK(value.contains(key.get<std::string>()));
             }
             ++checked;
             engine->close_session(s);
@@ -79,5 +83,6 @@ TEST_CASE("SURF_DUMP: the engine writes named intermediates matching the referen
         CHECK(dump.has(name));
         CHECK(expected.has(name));  // the same name the golden file uses
     }
-    CHECK(surf::test::error_of([] { Dumper bad("(unclosed", "/tmp/x"); }).find("SURF_DUMP") != std::string::npos);
+    CHECK(surf::test::error_of([] { Dumper bad("(unclosed", "/tmp/x"); }).find("SURF_DUMP") !=
+          std::string::npos);
 }

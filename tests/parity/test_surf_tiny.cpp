@@ -9,15 +9,15 @@
 #include <filesystem>
 #include <string>
 
+#include "model/checkpoint/safetensors.h"
 #include "model/cpu/cpu_model.h"
 #include "model/vision/image.h"
 #include "model/vision/image_tiling.h"
-#include "model/checkpoint/safetensors.h"
 #include "tests/test_util.h"
 
 using namespace surf::model;
-using surf::test::relative_error;
 using surf::model::cpu::CpuModel;
+using surf::test::relative_error;
 
 namespace {
 
@@ -25,7 +25,8 @@ namespace {
 int32_t argmax_text(const float* logits, int64_t vocab, const ModelConfig& cfg) {
     int32_t best = -1;
     for (int32_t i = 0; i < vocab; ++i) {
-        if (i == cfg.image_context_token_id || i == cfg.image_start_token_id || i == cfg.image_end_token_id) continue;
+        if (i == cfg.image_context_token_id || i == cfg.image_start_token_id || i == cfg.image_end_token_id)
+            continue;
         if (best < 0 || logits[i] > logits[best]) best = i;
     }
     return best;
@@ -56,8 +57,8 @@ TEST_CASE("surf-tiny: the CPU engine matches PyTorch on the shipped weights" * d
         const TiledImage tiled = tile_image(image, tiling_config_from(cfg.image));
         Tensor pixels;
         pixels.data = tiled.pixels;
-        pixels.shape = {static_cast<int64_t>(tiled.pixels.size()) / (3 * tiled.tile_size * tiled.tile_size), 3,
-                        tiled.tile_size, tiled.tile_size};
+        pixels.shape = {static_cast<int64_t>(tiled.pixels.size()) / (3 * tiled.tile_size * tiled.tile_size),
+                        3, tiled.tile_size, tiled.tile_size};
         const Tensor rows = model->encode_images(pixels);
 
         const std::vector<int64_t> ids64 = expected.to_i64(c + ".input_ids");

@@ -14,8 +14,8 @@
 #include "agent/loop.h"
 #include "agent/trace.h"
 #include "base/error.h"
-#include "model/text/chat_template.h"
 #include "model/engine.h"
+#include "model/text/chat_template.h"
 
 using namespace surf;
 using namespace surf::agent;
@@ -126,7 +126,8 @@ public:
     bool reachable = true;
     ActionOutcome open(const std::string& u) override {
         url = u;
-        if (!reachable) return {false, "goto " + u + ": network error (net::ERR_CONNECTION_REFUSED)", "network"};
+        if (!reachable)
+            return {false, "goto " + u + ": network error (net::ERR_CONNECTION_REFUSED)", "network"};
         return {true, "loaded", ""};
     }
     Observation observe() override {
@@ -550,7 +551,8 @@ TEST_CASE("a run's navigation guard opens local pages only when the run starts o
     CHECK(run_guard(o).check("file:///etc/hostname").allowed);
 }
 
-TEST_CASE("the report draws the click point and the policy's own point, with the step's time and model calls") {
+TEST_CASE(
+    "the report draws the click point and the policy's own point, with the step's time and model calls") {
     const auto dir = std::filesystem::temp_directory_path() / "surf_agent_report";
     std::filesystem::remove_all(dir);
     {
@@ -621,20 +623,24 @@ TEST_CASE("secrets: placeholders become values only when typed on an allowed hos
     const Secrets s({{"pw", {"hunter2-xyz", {"example.com"}}}, {"user", {"aiko", {}}}});
     CHECK(s.prompt_note() == "secrets to type as written: <secret:pw>, <secret:user>");
     CHECK(s.redact("typed 'hunter2-xyz' for aiko") == "typed '<secret:pw>' for <secret:user>");
-    CHECK(s.redact_json(nlohmann::ordered_json{{"a", {"x hunter2-xyz"}}}).dump() == R"({"a":["x <secret:pw>"]})");
+    CHECK(s.redact_json(nlohmann::ordered_json{{"a", {"x hunter2-xyz"}}}).dump() ==
+          R"({"a":["x <secret:pw>"]})");
     const Action w = WriteAction{"<secret:user> / <secret:pw>!", "the field", 1, 2};
-    CHECK(std::get<WriteAction>(s.reveal(w, "https://www.example.com/login")).content == "aiko / hunter2-xyz!");
-    CHECK_THROWS_WITH_AS(s.reveal(w, "https://evil.test/"), doctest::Contains("<secret:pw> may not be typed on evil.test"),
-                         Error);
+    CHECK(std::get<WriteAction>(s.reveal(w, "https://www.example.com/login")).content ==
+          "aiko / hunter2-xyz!");
+    CHECK_THROWS_WITH_AS(s.reveal(w, "https://evil.test/"),
+                         doctest::Contains("<secret:pw> may not be typed on evil.test"), Error);
     CHECK_THROWS_WITH_AS(s.reveal(Action{WriteAction{"<secret:nope>", "f", 1, 1}}, "https://example.com/"),
                          doctest::Contains("<secret:nope> is not a secret of this run"), Error);
-    CHECK(std::get<ClickAction>(s.reveal(Action{ClickAction{"<secret:pw>", 1, 1}}, "https://x.test/")).element ==
-          "<secret:pw>");  // only typing reveals
-    CHECK_THROWS_WITH_AS(s.check_task("log in with hunter2-xyz"), doctest::Contains("write <secret:pw> instead"), Error);
+    CHECK(std::get<ClickAction>(s.reveal(Action{ClickAction{"<secret:pw>", 1, 1}}, "https://x.test/"))
+              .element == "<secret:pw>");  // only typing reveals
+    CHECK_THROWS_WITH_AS(s.check_task("log in with hunter2-xyz"),
+                         doctest::Contains("write <secret:pw> instead"), Error);
     CHECK_THROWS_AS(Secrets({{"bad name", {"value", {}}}}), Error);
     CHECK_THROWS_AS(Secrets({{"pw", {"", {}}}}), Error);
     CHECK_THROWS_WITH_AS(Secrets({{"pw", {"abc", {}}}}), doctest::Contains("at least 4 characters"), Error);
-    CHECK_THROWS_WITH_AS(Secrets({{"pw", {"value", {"https://x.com"}}}}), doctest::Contains("secrets.pw.domains"), Error);
+    CHECK_THROWS_WITH_AS(Secrets({{"pw", {"value", {"https://x.com"}}}}),
+                         doctest::Contains("secrets.pw.domains"), Error);
 }
 
 TEST_CASE("secrets: the page gets the value, no prompt, trace, report, event or result holds it") {
@@ -694,12 +700,14 @@ TEST_CASE("secrets: the page gets the value, no prompt, trace, report, event or 
     CHECK_THROWS_WITH_AS(g.run(leaky), doctest::Contains("write <secret:pw> instead"), Error);
 }
 
-TEST_CASE("a structured answer: the run's schemas constrain the answer's content, the result returns it parsed") {
+TEST_CASE(
+    "a structured answer: the run's schemas constrain the answer's content, the result returns it parsed") {
     const std::string schema =
         R"({"type":"object","properties":{"price":{"type":"number"},"currency":{"type":"string"}},)"
         R"("required":["price","currency"],"additionalProperties":false})";
     Fixture f;
-    f.engine.scripts["policy"] = {step_json(R"({"type":"answer","content":{"price":25.5,"currency":"EUR"}})")};
+    f.engine.scripts["policy"] = {
+        step_json(R"({"type":"answer","content":{"price":25.5,"currency":"EUR"}})")};
     f.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
     RunOptions o = options();
     o.answer_schema = schema;
@@ -717,8 +725,10 @@ TEST_CASE("a structured answer: the run's schemas constrain the answer's content
 
     const PromptProfile p = with_answer_content(f.profile, schema);
     CHECK(p.answer_schema->schema_text.find("\"price\"") != std::string::npos);
-    CHECK(f.profile.answer_schema->schema_text.find("\"price\"") == std::string::npos);  // the profile is untouched
-    CHECK_THROWS_WITH_AS(with_answer_content(f.profile, R"({"$ref":"#/x"})"), doctest::Contains("inline"), Error);
+    CHECK(f.profile.answer_schema->schema_text.find("\"price\"") ==
+          std::string::npos);  // the profile is untouched
+    CHECK_THROWS_WITH_AS(with_answer_content(f.profile, R"({"$ref":"#/x"})"), doctest::Contains("inline"),
+                         Error);
     CHECK_THROWS_WITH_AS(with_answer_content(f.profile, "[1]"), doctest::Contains("answer_schema"), Error);
     RunOptions bad = options();
     bad.answer_schema = "not json";
@@ -751,7 +761,8 @@ TEST_CASE("a before-action hook approves, refuses with a reason the policy reads
     CHECK(seen[0].screenshot != nullptr);
     CHECK(!seen[0].png.empty());
     CHECK(seen[1].description.find("scroll") != std::string::npos);
-    // Approved click, refused scroll, the click replaced by a key press, the last click refused by the exception.
+    // Approved click, refused scroll, the click replaced by a key press, the last click refused by the
+    // exception.
     CHECK(f.page.actions == std::vector<std::string>{"click", "key"});
     CHECK(f.engine.of("localizer").size() == 1);  // a refused or replaced click is not located
     const auto policy = f.engine.of("policy");
@@ -760,4 +771,125 @@ TEST_CASE("a before-action hook approves, refuses with a reason the policy reads
     bool key_event = false;
     for (const StepEvent& e : f.events) key_event |= e.action == "key";
     CHECK(key_event);
+}
+
+TEST_CASE(
+    "custom actions join the policy's schema and prompt and run their handler; built-ins can be removed") {
+    Fixture f;
+    f.engine.scripts["policy"] = {
+        step_json(R"({"type":"add_to_cart","sku":"A-17","quantity":2})"),
+        step_json(R"({"type":"add_to_cart","sku":"A-17","quantity":"two"})"),  // its schema refuses: retried
+        step_json(R"({"type":"add_to_cart","sku":"B-2"})"),
+        step_json(R"({"type":"goto","url":"http://127.0.0.1/other"})"),  // removed: retried
+        step_json(R"({"type":"add_to_cart","sku":"FAIL"})"),
+        step_json(kAnswer)};
+    f.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    std::vector<std::pair<std::string, std::string>> calls;  // sku, url
+    RunOptions o = options(8);
+    o.custom_actions.push_back(CustomActionSpec{
+        "add_to_cart", "put an item in the cart by its SKU",
+        R"({"type":"object","properties":{"sku":{"type":"string","minLength":1},"quantity":{"type":"integer",)"
+        R"("minimum":1,"maximum":9}},"required":["sku"]})",
+        [&](const CustomActionCall& call) -> std::string {
+            const std::string sku = call.arguments.at("sku").get<std::string>();
+            if (sku == "FAIL") throw std::runtime_error("the shop is closed");
+            calls.emplace_back(sku, call.url);
+            CHECK(call.page == nullptr);  // the scripted page has no browser tab
+            return "added " + sku + " x" + std::to_string(call.arguments.value("quantity", 1));
+        }});
+    o.removed_actions = {"goto", "back"};
+    const RunResult r = f.run(o);
+    CHECK(r.status == RunStatus::kAnswered);
+    REQUIRE(calls.size() == 2);
+    CHECK(calls[0] == std::pair<std::string, std::string>{"A-17", "http://127.0.0.1/start"});
+    CHECK(calls[1].first == "B-2");
+    CHECK(f.page.actions.empty());  // nothing reached the browser
+    const auto policy = f.engine.of("policy");
+    REQUIRE(!policy.empty());
+    // The schema offers the custom action and no longer the removed ones; the system prompt lists both.
+    CHECK(policy[0].schema_text.find("add_to_cart") != std::string::npos);
+    CHECK(policy[0].schema_text.find(R"("const":"goto")") == std::string::npos);
+    CHECK(policy[0].schema_text.find(R"("const":"back")") == std::string::npos);
+    CHECK(policy[0].schema_text.find(R"("const":"click")") != std::string::npos);
+    CHECK(policy[0].text.find("- add_to_cart {sku, quantity}: put an item in the cart by its SKU") !=
+          std::string::npos);
+    CHECK(policy[0].text.find("Not available in this run: back, goto.") != std::string::npos);
+    // The handler's text is the step's outcome; a refused reply and a handler's failure are fed back.
+    bool saw_added = false, saw_schema = false, saw_removed = false, saw_failed = false;
+    for (const Call& c : policy) {
+        saw_added |= c.text.find("added A-17 x2") != std::string::npos;
+        saw_schema |= c.text.find("do not match its schema") != std::string::npos;
+        saw_removed |= c.text.find("\"goto\" is not an action here") != std::string::npos;
+        saw_failed |= c.text.find("add_to_cart failed: the shop is closed") != std::string::npos;
+    }
+    CHECK(saw_added);
+    CHECK(saw_schema);
+    CHECK(saw_removed);
+    CHECK(saw_failed);
+    bool event = false;
+    for (const StepEvent& e : f.events) event |= e.action == "add_to_cart";
+    CHECK(event);
+}
+
+TEST_CASE("bad custom actions and removals are refused, naming the action and field") {
+    Fixture f;
+    f.engine.scripts["policy"] = {step_json(kAnswer)};
+    const auto handler = [](const CustomActionCall&) { return std::string("done"); };
+    const auto refused = [&](RunOptions o, const std::string& expected) {
+        try {
+            f.run(o);
+            FAIL("accepted: " << expected);
+        } catch (const Error& e) {
+            CHECK(e.kind() == ErrorKind::kInvalidArgument);
+            CHECK_MESSAGE(std::string(e.what()).find(expected) != std::string::npos, e.what());
+        }
+    };
+    RunOptions o = options();
+    o.custom_actions = {{"Bad Name", "x", "{}", handler}};
+    refused(o, "custom_actions[0] (Bad Name).name");
+    o.custom_actions = {{"click", "x", "{}", handler}};
+    refused(o, "a built-in action's name");
+    o.custom_actions = {{"ok", "x", "{}", handler}, {"ok", "y", "{}", handler}};
+    refused(o, "registered twice");
+    o.custom_actions = {{"ok", "x", R"({"type":"string"})", handler}};
+    refused(o, "custom_actions[0] (ok).arguments_schema");
+    o.custom_actions = {{"ok", "x", R"({"properties":{"a":{"$ref":"#/x"}}})", handler}};
+    refused(o, "\"$ref\" is not supported");
+    o.custom_actions = {{"ok", "x", "{}", nullptr}};
+    refused(o, "custom_actions[0] (ok).handler");
+    o.custom_actions = {};
+    o.removed_actions = {"answer"};
+    refused(o, "the answer action cannot be removed");
+    o.removed_actions = {"teleport"};
+    refused(o, "\"teleport\" is not an action of");
+}
+
+TEST_CASE("ask_human is offered only with a handler, and the user's reply is the step's outcome") {
+    Fixture f;
+    f.engine.scripts["policy"] = {
+        step_json(R"({"type":"ask_human","question":"Which colour, blue or red?"})"), step_json(kAnswer)};
+    f.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    std::vector<std::string> asked;
+    RunOptions o = options();
+    o.ask_human = [&](const std::string& q) {
+        asked.push_back(q);
+        return std::string("blue, please");
+    };
+    CHECK(f.run(o).status == RunStatus::kAnswered);
+    CHECK(asked == std::vector<std::string>{"Which colour, blue or red?"});
+    const auto policy = f.engine.of("policy");
+    REQUIRE(policy.size() >= 2);
+    CHECK(policy[0].schema_text.find(R"("const":"ask_human")") != std::string::npos);
+    CHECK(policy[0].text.find("- ask_human {question}:") != std::string::npos);
+    CHECK(policy[1].text.find("the user replied: blue, please") != std::string::npos);
+
+    // Without a handler the action is not offered: the same reply is refused and retried.
+    Fixture g;
+    g.engine.scripts["policy"] = {step_json(R"({"type":"ask_human","question":"?"})"), step_json(kAnswer)};
+    g.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    CHECK(g.run(options()).status == RunStatus::kAnswered);
+    const auto plain = g.engine.of("policy");
+    CHECK(plain[0].schema_text.find("ask_human") == std::string::npos);
+    REQUIRE(plain.size() >= 2);
+    CHECK(plain[1].text.find("unknown action \"ask_human\"") != std::string::npos);
 }

@@ -74,7 +74,8 @@ TEST_CASE("malformed policy output is a kModelOutput error that names the proble
     CHECK(error_of([] {
               parse_policy_output(R"({"thought":"t","note":"","extra":1,"action":{"type":"back"}})");
           }).find("extra") != std::string::npos);
-    CHECK(error_kind_of([] { parse_policy_output(R"({"thought":"t","note":""})"); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] { parse_policy_output(R"({"thought":"t","note":""})"); }) ==
+          ErrorKind::kModelOutput);
     CHECK(error_kind_of([] {
               parse_policy_output(
                   R"({"thought":"t","note":"","action":{"type":"click","element":"  ","x":1,"y":1}})");
@@ -96,7 +97,8 @@ TEST_CASE("localizer and verdict parsing") {
     CHECK(p.y == 1000);
     CHECK(error_kind_of([] { parse_localizer_output(R"({"x":-1,"y":3})", 1000, 1000); }) ==
           ErrorKind::kModelOutput);
-    CHECK(error_kind_of([] { parse_localizer_output(R"({"x":320,"y":3})", 319, 239); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] { parse_localizer_output(R"({"x":320,"y":3})", 319, 239); }) ==
+          ErrorKind::kModelOutput);
     CHECK(error_kind_of([] { parse_localizer_output(R"({"x":"3","y":3})", 1000, 1000); }) ==
           ErrorKind::kModelOutput);
     CHECK(error_kind_of([] { parse_localizer_output(R"({"y":3})", 1000, 1000); }) == ErrorKind::kModelOutput);
@@ -106,7 +108,8 @@ TEST_CASE("localizer and verdict parsing") {
     CHECK_FALSE(parse_verdict("The page shows nothing. NOT SUCCESS").success);
     CHECK(parse_verdict("All done. SUCCESS").success);
     CHECK(error_kind_of([] { parse_verdict("maybe?"); }) == ErrorKind::kModelOutput);
-    CHECK(error_kind_of([] { parse_verdict(R"({"reason":"x","success":"yes"})"); }) == ErrorKind::kModelOutput);
+    CHECK(error_kind_of([] { parse_verdict(R"({"reason":"x","success":"yes"})"); }) ==
+          ErrorKind::kModelOutput);
 }
 
 TEST_CASE("prompt rendering is strict") {
@@ -124,7 +127,8 @@ TEST_CASE("prompt rendering is strict") {
     CHECK(error_kind_of([] { PromptTemplate::load("/nonexistent/prompt.md"); }) == ErrorKind::kIo);
 }
 
-TEST_CASE("an optional value fills its placeholder where the prompt has one and is dropped where it has none") {
+TEST_CASE(
+    "an optional value fills its placeholder where the prompt has one and is dropped where it has none") {
     const PromptTemplate with("Point at {element}. Schema: {schema}", "with.md");
     const PromptTemplate without("Point at {element}.", "without.md");
     CHECK(with.render({{"element", "the button"}}, {{"schema", "{}"}}) == "Point at the button. Schema: {}");

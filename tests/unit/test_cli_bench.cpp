@@ -1,7 +1,7 @@
-// The surf CLI as a child process of the built surf. `surf bench NAME [args...]`: the listing names the CPU benchmarks,
-// an unknown name exits 2 naming it, flags reach the benchmark untouched (its own usage, its exit code),
-// and a benchmark killed by a signal makes surf exit 3. The pass-through and the signal use small shell
-// scripts placed next to the real benchmarks for the duration of a test case.
+// The surf CLI as a child process of the built surf. `surf bench NAME [args...]`: the listing names the CPU
+// benchmarks, an unknown name exits 2 naming it, flags reach the benchmark untouched (its own usage, its exit
+// code), and a benchmark killed by a signal makes surf exit 3. The pass-through and the signal use small
+// shell scripts placed next to the real benchmarks for the duration of a test case.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -113,15 +113,20 @@ TEST_CASE("surf: a numeric flag outside its range exits 2 naming the flag, the v
         std::string want;
     };
     const std::vector<Case> cases = {
-        {{"generate", "--model", tiny, "--prompt", "hi", "--max-tokens", "1099511627776"}, "--max-tokens: 1099511627776 is outside 0..1048576"},
-        {{"generate", "--model", tiny, "--prompt", "hi", "--max-tokens", "99999999999999999999999"}, "--max-tokens"},
-        {{"generate", "--model", tiny, "--prompt", "hi", "--temperature", "1e999"}, "--temperature: 1e999 is outside"},
+        {{"generate", "--model", tiny, "--prompt", "hi", "--max-tokens", "1099511627776"},
+         "--max-tokens: 1099511627776 is outside 0..1048576"},
+        {{"generate", "--model", tiny, "--prompt", "hi", "--max-tokens", "99999999999999999999999"},
+         "--max-tokens"},
+        {{"generate", "--model", tiny, "--prompt", "hi", "--temperature", "1e999"},
+         "--temperature: 1e999 is outside"},
         {{"generate", "--model", tiny, "--prompt", "hi", "--top-p", "nan"}, "--top-p: nan is outside"},
         {{"serve", "--model", tiny, "--threads", "1000000"}, "--threads: 1000000 is outside 1..1024"},
         {{"serve", "--model", tiny, "--max-body-mb", "1e12"}, "--max-body-mb: 1e12 is outside"},
         {{"serve", "--model", tiny, "--max-images", "-1"}, "--max-images: -1 is outside 0..256"},
-        {{"run", "task", "--url", "about:blank", "--model", tiny, "--max-steps", "0"}, "--max-steps: 0 is outside 1..1000"},
-        {{"eval", "tasks.jsonl", "--out", "/tmp/x", "--model", tiny, "--concurrency", "100000"}, "--concurrency: 100000 is outside"},
+        {{"run", "task", "--url", "about:blank", "--model", tiny, "--max-steps", "0"},
+         "--max-steps: 0 is outside 1..1000"},
+        {{"eval", "tasks.jsonl", "--out", "/tmp/x", "--model", tiny, "--concurrency", "100000"},
+         "--concurrency: 100000 is outside"},
     };
     for (const Case& c : cases) {
         const Result r = run_surf(c.args);
@@ -156,11 +161,13 @@ TEST_CASE("surf eval --dry-run checks the file, prints the selection and the pla
         std::ofstream tasks(dir / "tasks.jsonl");
         for (int i = 0; i < 5; ++i) {
             tasks << R"({"web_name": ")" << (i < 3 ? "Amazon" : "Apple") << R"(", "id": "t)" << i
-                  << R"(", "ques": "question )" << i << R"(", "web": "https://example.com/"})" << "\n";
+                  << R"(", "ques": "question )" << i << R"(", "web": "https://example.com/"})"
+                  << "\n";
         }
     }
     // No --out, no model: a dry run needs neither.
-    Result r = run_surf({"eval", (dir / "tasks.jsonl").string(), "--dry-run", "--sites", "amazon", "--limit", "2"});
+    Result r =
+        run_surf({"eval", (dir / "tasks.jsonl").string(), "--dry-run", "--sites", "amazon", "--limit", "2"});
     INFO(r.err);
     CHECK(r.code == 0);
     CHECK(r.out.find("5 tasks, 2 selected") != std::string::npos);
@@ -170,9 +177,7 @@ TEST_CASE("surf eval --dry-run checks the file, prints the selection and the pla
     r = run_surf({"eval", (dir / "tasks.jsonl").string(), "--dry-run", "--ids", "t4,t9"});
     CHECK(r.code != 0);
     CHECK(r.err.find("--ids: no task has the id \"t9\"") != std::string::npos);
-    {
-        std::ofstream(dir / "bad.jsonl") << "{\"web_name\": \"A\", \"id\": 1}\n";
-    }
+    { std::ofstream(dir / "bad.jsonl") << "{\"web_name\": \"A\", \"id\": 1}\n"; }
     r = run_surf({"eval", (dir / "bad.jsonl").string(), "--dry-run"});
     CHECK(r.code != 0);
     CHECK(r.err.find("bad.jsonl:1") != std::string::npos);

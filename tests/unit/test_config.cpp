@@ -80,7 +80,9 @@ TEST_CASE("recent transformers field names: layers_block_type") {
 TEST_CASE("bad configs give errors naming the file and field") {
     json c = holotron_config();
     c["architectures"] = {"LlamaForCausalLM"};
-    CHECK(error_of([&] { load_model_config(write_config(c, "arch")); }).find("unsupported architecture 'LlamaForCausalLM'") != std::string::npos);
+    CHECK(error_of([&] {
+              load_model_config(write_config(c, "arch"));
+          }).find("unsupported architecture 'LlamaForCausalLM'") != std::string::npos);
 
     c = holotron_config();
     c["llm_config"].erase("hidden_size");
@@ -89,49 +91,68 @@ TEST_CASE("bad configs give errors naming the file and field") {
 
     c = holotron_config();
     c["llm_config"]["num_hidden_layers"] = 61;
-    CHECK(error_of([&] { load_model_config(write_config(c, "count")); }).find("does not match the 62 layers") != std::string::npos);
+    CHECK(error_of([&] {
+              load_model_config(write_config(c, "count"));
+          }).find("does not match the 62 layers") != std::string::npos);
 
     c = holotron_config();
     c["llm_config"]["hybrid_override_pattern"] = "M-X";
     c["llm_config"].erase("num_hidden_layers");
-    CHECK(error_of([&] { load_model_config(write_config(c, "char")); }).find("unknown layer character 'X' at position 2") != std::string::npos);
+    CHECK(error_of([&] {
+              load_model_config(write_config(c, "char"));
+          }).find("unknown layer character 'X' at position 2") != std::string::npos);
 
     c = holotron_config();
     c["llm_config"]["n_groups"] = 7;
-    CHECK(error_of([&] { load_model_config(write_config(c, "groups")); }).find("n_groups: 7 does not divide") != std::string::npos);
+    CHECK(error_of([&] {
+              load_model_config(write_config(c, "groups"));
+          }).find("n_groups: 7 does not divide") != std::string::npos);
 
     c = holotron_config();
     c["llm_config"]["num_key_value_heads"] = "eight";
-    CHECK(error_of([&] { load_model_config(write_config(c, "type")); }).find("expected an integer") != std::string::npos);
+    CHECK(error_of([&] { load_model_config(write_config(c, "type")); }).find("expected an integer") !=
+          std::string::npos);
 
     c = holotron_config();
     c["ps_version"] = "v1";
-    CHECK(error_of([&] { load_model_config(write_config(c, "ps")); }).find("ps_version") != std::string::npos);
+    CHECK(error_of([&] { load_model_config(write_config(c, "ps")); }).find("ps_version") !=
+          std::string::npos);
 
     c = holotron_config();
     c["vision_config"]["args"]["min_num_patches"] = 1024;
-    CHECK(error_of([&] { load_model_config(write_config(c, "dyn")); }).find("min_num_patches") != std::string::npos);
+    CHECK(error_of([&] { load_model_config(write_config(c, "dyn")); }).find("min_num_patches") !=
+          std::string::npos);
 
     // Sizes that would exhaust memory are refused before anything is allocated from them.
     c = holotron_config();
     c["llm_config"]["chunk_size"] = 1000000000;
-    CHECK(error_of([&] { load_model_config(write_config(c, "chunk")); }).find("llm_config.chunk_size: 1000000000 is larger than the supported 8192") != std::string::npos);
+    CHECK(error_of([&] {
+              load_model_config(write_config(c, "chunk"));
+          }).find("llm_config.chunk_size: 1000000000 is larger than the supported 8192") !=
+          std::string::npos);
     c = holotron_config();
     c["vision_config"]["num_hidden_layers"] = 1000000000;
-    CHECK(error_of([&] { load_model_config(write_config(c, "vitdepth")); }).find("vision_config.num_hidden_layers: 1000000000 is larger") != std::string::npos);
+    CHECK(error_of([&] {
+              load_model_config(write_config(c, "vitdepth"));
+          }).find("vision_config.num_hidden_layers: 1000000000 is larger") != std::string::npos);
     c = holotron_config();
     c["llm_config"]["vocab_size"] = int64_t{1} << 40;
-    CHECK(error_of([&] { load_model_config(write_config(c, "vocab")); }).find("vocab_size") != std::string::npos);
+    CHECK(error_of([&] { load_model_config(write_config(c, "vocab")); }).find("vocab_size") !=
+          std::string::npos);
     c = holotron_config();
     c["llm_config"]["hybrid_override_pattern"] = std::string(5000, 'M');
     c["llm_config"].erase("num_hidden_layers");
-    CHECK(error_of([&] { load_model_config(write_config(c, "deep")); }).find("5000 layers; at most 1024") != std::string::npos);
+    CHECK(error_of([&] { load_model_config(write_config(c, "deep")); }).find("5000 layers; at most 1024") !=
+          std::string::npos);
     c = holotron_config();
     c["vision_config"]["num_registers"] = -3;
-    CHECK(error_of([&] { load_model_config(write_config(c, "regs")); }).find("num_registers: -3 is outside [0, 1024]") != std::string::npos);
+    CHECK(error_of([&] {
+              load_model_config(write_config(c, "regs"));
+          }).find("num_registers: -3 is outside [0, 1024]") != std::string::npos);
     c = holotron_config();
     c["max_num_tiles"] = 100000;
-    CHECK(error_of([&] { load_model_config(write_config(c, "tiles")); }).find("max_num_tiles") != std::string::npos);
+    CHECK(error_of([&] { load_model_config(write_config(c, "tiles")); }).find("max_num_tiles") !=
+          std::string::npos);
     c = holotron_config();
     c["llm_config"]["max_position_embeddings"] = 131072;
     CHECK(load_model_config(write_config(c, "ctx")).llm.max_position_embeddings == 131072);

@@ -79,7 +79,8 @@ TEST_CASE("gemm: every supported microkernel equals the triple loop, odd sizes, 
     const std::vector<int64_t> sizes = {1, 2, 3, 4, 5, 7, 12, 13, 17, 31, 33, 64, 65};
     for (k::CpuIsa isa : supported_isas()) {
         for (int trial = 0; trial < 60; ++trial) {
-            const int64_t m = sizes[rng() % sizes.size()], n = sizes[rng() % sizes.size()], kk = sizes[rng() % sizes.size()];
+            const int64_t m = sizes[rng() % sizes.size()], n = sizes[rng() % sizes.size()],
+                          kk = sizes[rng() % sizes.size()];
             check_gemm(isa, m, n, kk, {trial % 2 == 0, trial % 3 == 0}, trial % 4 == 1, trial % 5 != 0, rng);
         }
     }
@@ -116,12 +117,13 @@ TEST_CASE("linear equals linear_reference at LM/ViT shapes and odd ones") {
     struct Shape {
         int64_t m, n, k;
     };
-    for (Shape s : {Shape{1, 256, 256}, Shape{2, 1027, 64}, Shape{4, 97, 33}, Shape{5, 64, 1024}, Shape{77, 576, 192},
-                    Shape{300, 1160, 256}, Shape{13, 7, 3}}) {
+    for (Shape s : {Shape{1, 256, 256}, Shape{2, 1027, 64}, Shape{4, 97, 33}, Shape{5, 64, 1024},
+                    Shape{77, 576, 192}, Shape{300, 1160, 256}, Shape{13, 7, 3}}) {
         CAPTURE(s.m);
         CAPTURE(s.n);
         CAPTURE(s.k);
-        const auto x = random_vector(static_cast<size_t>(s.m * s.k), rng), w = random_vector(static_cast<size_t>(s.n * s.k), rng);
+        const auto x = random_vector(static_cast<size_t>(s.m * s.k), rng),
+                   w = random_vector(static_cast<size_t>(s.n * s.k), rng);
         const auto b = random_vector(static_cast<size_t>(s.n), rng);
         for (const float* bias : {b.data(), static_cast<const float*>(nullptr)}) {
             std::vector<float> want(static_cast<size_t>(s.m * s.n)), got(want.size());
@@ -132,15 +134,17 @@ TEST_CASE("linear equals linear_reference at LM/ViT shapes and odd ones") {
     }
 }
 
-TEST_CASE("attention equals attention_reference: causal with a past, GQA, decode, bidirectional with strides") {
+TEST_CASE(
+    "attention equals attention_reference: causal with a past, GQA, decode, bidirectional with strides") {
     std::mt19937 rng(104);
     struct Case {
         int64_t T, L, H, KVH, D;
         bool causal;
         int64_t q_pad, kv_pad;  // extra floats per row (strided q / kv as in the ViT's fused qkv)
     };
-    for (Case c : {Case{9, 9, 4, 2, 8, true, 0, 0}, Case{150, 170, 4, 2, 16, true, 0, 0}, Case{1, 300, 4, 2, 64, true, 0, 0},
-                   Case{3, 3, 1, 1, 5, true, 0, 0}, Case{130, 130, 3, 3, 24, false, 7, 11}, Case{70, 70, 6, 2, 8, false, 0, 0},
+    for (Case c : {Case{9, 9, 4, 2, 8, true, 0, 0}, Case{150, 170, 4, 2, 16, true, 0, 0},
+                   Case{1, 300, 4, 2, 64, true, 0, 0}, Case{3, 3, 1, 1, 5, true, 0, 0},
+                   Case{130, 130, 3, 3, 24, false, 7, 11}, Case{70, 70, 6, 2, 8, false, 0, 0},
                    Case{65, 200, 2, 1, 32, true, 3, 0}}) {
         CAPTURE(c.T);
         CAPTURE(c.L);
@@ -168,7 +172,8 @@ TEST_CASE("ssd equals ssd_reference: chunked at several chunk sizes and lengths,
         int64_t H, P, G, N;
     };
     for (Case c : {Case{6, 5, 3, 7}, Case{8, 64, 1, 64}, Case{4, 16, 2, 16}}) {
-        const int64_t xs = c.H * c.P + 2 * c.G * c.N + 3;  // x, B, C in one strided row, as in the model's xBC
+        const int64_t xs =
+            c.H * c.P + 2 * c.G * c.N + 3;  // x, B, C in one strided row, as in the model's xBC
         for (int64_t T : {1, 7, 37, 200}) {
             for (int64_t chunk : {0, 16, 64, 128}) {
                 CAPTURE(c.H);
@@ -185,7 +190,8 @@ TEST_CASE("ssd equals ssd_reference: chunked at several chunk sizes and lengths,
                 p.dt = dt.data(), p.A = A.data(), p.D = D.data();
                 p.T = T, p.H = c.H, p.P = c.P, p.G = c.G, p.N = c.N;
                 p.x_stride = xs, p.dt_stride = c.H, p.bc_stride = xs, p.chunk = chunk;
-                std::vector<float> s_want = state0, s_got = state0, y_want(static_cast<size_t>(T * c.H * c.P)), y_got(y_want.size());
+                std::vector<float> s_want = state0, s_got = state0,
+                                   y_want(static_cast<size_t>(T * c.H * c.P)), y_got(y_want.size());
                 p.state = s_want.data(), p.y = y_want.data();
                 k::ssd_reference(p);
                 p.state = s_got.data(), p.y = y_got.data();
@@ -206,11 +212,14 @@ TEST_CASE("causal conv1d equals causal_conv1d_reference, state included, for sho
                 CAPTURE(T);
                 CAPTURE(K);
                 const int64_t xs = C + 5;
-                const auto x = random_vector(static_cast<size_t>(T * xs), rng), w = random_vector(static_cast<size_t>(C * K), rng);
+                const auto x = random_vector(static_cast<size_t>(T * xs), rng),
+                           w = random_vector(static_cast<size_t>(C * K), rng);
                 const auto b = random_vector(static_cast<size_t>(C), rng);
                 const auto state0 = random_vector(static_cast<size_t>(C * (K - 1)), rng);
-                std::vector<float> s_want = state0, s_got = state0, o_want(static_cast<size_t>(T * C)), o_got(o_want.size());
-                k::causal_conv1d_reference({x.data(), w.data(), b.data(), s_want.data(), o_want.data(), T, C, K, xs});
+                std::vector<float> s_want = state0, s_got = state0, o_want(static_cast<size_t>(T * C)),
+                                   o_got(o_want.size());
+                k::causal_conv1d_reference(
+                    {x.data(), w.data(), b.data(), s_want.data(), o_want.data(), T, C, K, xs});
                 k::causal_conv1d({x.data(), w.data(), b.data(), s_got.data(), o_got.data(), T, C, K, xs});
                 CHECK(max_abs_diff(o_got, o_want) <= 1e-6f);
                 CHECK(s_got == s_want);
@@ -226,7 +235,8 @@ TEST_CASE("norms equal their references (with residual, groups, odd dims)") {
             CAPTURE(dim);
             CAPTURE(rows);
             const auto x = random_vector(static_cast<size_t>(rows * dim), rng, -3.0f, 3.0f);
-            const auto w = random_vector(static_cast<size_t>(dim), rng, 0.5f, 1.5f), b = random_vector(static_cast<size_t>(dim), rng);
+            const auto w = random_vector(static_cast<size_t>(dim), rng, 0.5f, 1.5f),
+                       b = random_vector(static_cast<size_t>(dim), rng);
             const auto res0 = random_vector(x.size(), rng);
             std::vector<float> y_want(x.size()), y_got(x.size()), r_want = res0, r_got = res0;
             k::rmsnorm_reference({x.data(), r_want.data(), w.data(), y_want.data(), rows, dim, 1e-5f});
@@ -243,7 +253,8 @@ TEST_CASE("norms equal their references (with residual, groups, odd dims)") {
                 const int64_t group = dim % 16 == 0 ? dim / 2 : dim;
                 const int64_t zs = dim + 3;
                 const auto z = random_vector(static_cast<size_t>(rows * zs), rng, -6.0f, 6.0f);
-                k::gated_rmsnorm_reference({x.data(), z.data(), w.data(), y_want.data(), rows, dim, group, zs, 1e-5f});
+                k::gated_rmsnorm_reference(
+                    {x.data(), z.data(), w.data(), y_want.data(), rows, dim, group, zs, 1e-5f});
                 k::gated_rmsnorm({x.data(), z.data(), w.data(), y_got.data(), rows, dim, group, zs, 1e-5f});
                 CHECK(max_abs_diff(y_got, y_want) <= 2e-6f * max_abs(y_want));
             }
@@ -258,11 +269,13 @@ TEST_CASE("gelu and silu equal std::erf / std::exp forms within a few ulp") {
     std::vector<float> want = x, got = x;
     k::gelu_erf_reference(want.data(), static_cast<int64_t>(want.size()));
     k::gelu_erf(got.data(), static_cast<int64_t>(got.size()));
-    for (size_t i = 0; i < x.size(); ++i) REQUIRE(std::fabs(got[i] - want[i]) <= 1e-6f * (1.0f + std::fabs(x[i])));
+    for (size_t i = 0; i < x.size(); ++i)
+        REQUIRE(std::fabs(got[i] - want[i]) <= 1e-6f * (1.0f + std::fabs(x[i])));
     want = x, got = x;
     k::silu_reference(want.data(), static_cast<int64_t>(want.size()));
     k::silu(got.data(), static_cast<int64_t>(got.size()));
-    for (size_t i = 0; i < x.size(); ++i) REQUIRE(std::fabs(got[i] - want[i]) <= 1e-6f * (1.0f + std::fabs(want[i])));
+    for (size_t i = 0; i < x.size(); ++i)
+        REQUIRE(std::fabs(got[i] - want[i]) <= 1e-6f * (1.0f + std::fabs(want[i])));
 }
 
 TEST_CASE("parallel_for covers [0, n) exactly once, nested regions run inline") {

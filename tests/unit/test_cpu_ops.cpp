@@ -12,7 +12,6 @@ namespace k = surf::kernels::cpu;
 using surf::test::max_abs_diff;
 using surf::test::random_vector;
 
-
 TEST_CASE("SSD: chunked form equals the token recurrence, across ragged chunks and from a non-zero state") {
     std::mt19937 rng(11);
     const int64_t H = 6, P = 5, G = 3, N = 7;
@@ -28,7 +27,8 @@ TEST_CASE("SSD: chunked form equals the token recurrence, across ragged chunks a
             std::vector<float> s_rec = state0, s_chunk = state0, y_rec(T * H * P), y_chunk(T * H * P);
             k::SsdParams p;
             p.x = x.data(), p.dt = dt.data(), p.A = A.data(), p.B = B.data(), p.C = C.data(), p.D = D.data();
-            p.T = T, p.H = H, p.P = P, p.G = G, p.N = N, p.x_stride = H * P, p.dt_stride = H, p.bc_stride = G * N;
+            p.T = T, p.H = H, p.P = P, p.G = G, p.N = N, p.x_stride = H * P, p.dt_stride = H,
+            p.bc_stride = G * N;
             p.state = s_rec.data(), p.y = y_rec.data(), p.chunk = 0;
             k::ssd(p);
             p.state = s_chunk.data(), p.y = y_chunk.data(), p.chunk = chunk;
@@ -48,7 +48,8 @@ TEST_CASE("causal conv1d: one call over T tokens equals T one-token calls") {
     k::causal_conv1d({x.data(), w.data(), b.data(), s_all.data(), out_all.data(), T, C, K, C});
     std::vector<float> s_step = state0, out_step(T * C);
     for (int64_t t = 0; t < T; ++t) {
-        k::causal_conv1d({x.data() + t * C, w.data(), b.data(), s_step.data(), out_step.data() + t * C, 1, C, K, C});
+        k::causal_conv1d(
+            {x.data() + t * C, w.data(), b.data(), s_step.data(), out_step.data() + t * C, 1, C, K, C});
     }
     CHECK(max_abs_diff(out_all, out_step) < 1e-6f);
     CHECK(max_abs_diff(s_all, s_step) == 0.0f);
@@ -62,7 +63,8 @@ TEST_CASE("causal conv1d: one call over T tokens equals T one-token calls") {
 TEST_CASE("attention: prefill in one call equals token-by-token decode against the growing cache") {
     std::mt19937 rng(13);
     const int64_t H = 4, KVH = 2, Dh = 8, T = 9;
-    auto q = random_vector(T * H * Dh, rng), kc = random_vector(T * KVH * Dh, rng), vc = random_vector(T * KVH * Dh, rng);
+    auto q = random_vector(T * H * Dh, rng), kc = random_vector(T * KVH * Dh, rng),
+         vc = random_vector(T * KVH * Dh, rng);
     std::vector<float> all(T * H * Dh), step(T * H * Dh);
     k::AttentionParams p;
     p.q = q.data(), p.k = kc.data(), p.v = vc.data(), p.out = all.data();
@@ -110,7 +112,8 @@ TEST_CASE("pixel shuffle v2 follows the spec's index map") {
 TEST_CASE("norms and linear against direct formulas") {
     std::mt19937 rng(14);
     const int64_t rows = 3, dim = 12;
-    auto x = random_vector(rows * dim, rng), w = random_vector(dim, rng, 0.5f, 1.5f), z = random_vector(rows * dim, rng);
+    auto x = random_vector(rows * dim, rng), w = random_vector(dim, rng, 0.5f, 1.5f),
+         z = random_vector(rows * dim, rng);
     std::vector<float> y(rows * dim);
     k::gated_rmsnorm({x.data(), z.data(), w.data(), y.data(), rows, dim, 4, dim, 1e-5f});
     for (int64_t r = 0; r < rows; ++r)
@@ -123,7 +126,8 @@ TEST_CASE("norms and linear against direct formulas") {
                 ss += v[i] * v[i];
             }
             const float inv = 1.0f / std::sqrt(static_cast<float>(ss / 4) + 1e-5f);
-            for (int i = 0; i < 4; ++i) CHECK(y[r * dim + g * 4 + i] == doctest::Approx(w[g * 4 + i] * v[i] * inv).epsilon(1e-5));
+            for (int i = 0; i < 4; ++i)
+                CHECK(y[r * dim + g * 4 + i] == doctest::Approx(w[g * 4 + i] * v[i] * inv).epsilon(1e-5));
         }
     auto W = random_vector(5 * dim, rng), bias = random_vector(5, rng);
     std::vector<float> out(rows * 5);

@@ -29,7 +29,7 @@ TEST_CASE("f16 and f8e4m3 decode known bit patterns") {
     CHECK(f16_to_f32(0xc000) == -2.0f);
     CHECK(f16_to_f32(0x0001) == std::ldexp(1.0f, -24));
     CHECK(std::isinf(f16_to_f32(0x7c00)));
-    CHECK(f8e4m3_to_f32(0x38) == 1.0f);   // exponent 7, mantissa 0
+    CHECK(f8e4m3_to_f32(0x38) == 1.0f);    // exponent 7, mantissa 0
     CHECK(f8e4m3_to_f32(0x7e) == 448.0f);  // the largest finite value
     CHECK(std::isnan(f8e4m3_to_f32(0x7f)));
     CHECK(f8e4m3_to_f32(0x01) == std::ldexp(1.0f, -9));

@@ -10,9 +10,9 @@
 #include <fstream>
 
 #include "agent/profile.h"
+#include "base/error.h"
 #include "eval/eval_config.h"
 #include "eval/eval_runner.h"
-#include "base/error.h"
 #include "model/engine.h"
 #include "tests/test_util.h"
 

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "eval/eval_mind2web.h"
 #include "eval/eval_tasks.h"
-#include "base/error.h"
 #include "tests/test_util.h"
 
 using namespace surf;

@@ -2,8 +2,8 @@
 // exact / normalised matching of answers against reference answers.
 #include <doctest/doctest.h>
 
-#include "eval/eval_judge.h"
 #include "base/error.h"
+#include "eval/eval_judge.h"
 #include "model/structured/json_schema.h"
 
 using namespace surf;

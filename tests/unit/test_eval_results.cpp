@@ -8,9 +8,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/error.h"
 #include "eval/eval_report.h"
 #include "eval/eval_results.h"
-#include "base/error.h"
 
 using namespace surf;
 using namespace surf::eval;
@@ -70,7 +70,8 @@ TEST_CASE("a record round-trips through JSON with every field") {
     // A task without carried fields writes no task_fields key.
     CHECK(!record_to_json(rec("b", "S", "answered", true)).contains("task_fields"));
     CHECK_THROWS_AS(
-        record_from_json(nlohmann::json::parse(R"({"id": "a", "status": "x", "task_fields": [1]})"), "x"), Error);
+        record_from_json(nlohmann::json::parse(R"({"id": "a", "status": "x", "task_fields": [1]})"), "x"),
+        Error);
     CHECK_THROWS_AS(record_from_json(nlohmann::json::parse(R"({"status": "answered"})"), "x"), Error);
     CHECK_THROWS_AS(
         record_from_json(nlohmann::json::parse(R"({"id": "a", "status": "x", "steps": "3"})"), "x"), Error);

@@ -6,8 +6,8 @@
 #include <functional>
 #include <set>
 
-#include "eval/eval_tasks.h"
 #include "base/error.h"
+#include "eval/eval_tasks.h"
 #include "tests/test_util.h"
 
 using namespace surf;
@@ -37,7 +37,8 @@ TEST_CASE("WebVoyager lines parse; the last line may lack its newline; blank lin
     CHECK(parse_tasks(kWebVoyager, "wv.jsonl").size() == 2);  // unterminated last line
 }
 
-TEST_CASE("optional fields: reference answers, allowed domains, max steps; unknown fields are carried along") {
+TEST_CASE(
+    "optional fields: reference answers, allowed domains, max steps; unknown fields are carried along") {
     const EvalTask t = parse_task_line(
         R"({"web_name": "S", "id": 7, "ques": "q", "web": "http://x/", "reference_answer": ["25 EUR", "25 euros"],
             "reference_type": "golden", "allowed_domains": ["x"], "max_steps": 4, "level": "easy"})",
@@ -68,7 +69,9 @@ TEST_CASE("bad task lines are errors naming the file, line and field") {
               parse_task_line(R"({"web_name": "S", "id": "a", "ques": "q", "web": "x.com"})", "w");
           }).find("not an absolute URL") != std::string::npos);
     CHECK(error_of([] {
-              parse_task_line(R"({"web_name": "S", "id": "a", "ques": "q", "web": "javascript://x.com/%0aalert%281%29"})", "w");
+              parse_task_line(
+                  R"({"web_name": "S", "id": "a", "ques": "q", "web": "javascript://x.com/%0aalert%281%29"})",
+                  "w");
           }).find("a javascript: URL is not a page to start on") != std::string::npos);
     CHECK(error_of([] {
               parse_task_line(
@@ -123,7 +126,9 @@ TEST_CASE("--ids, --sites and --limit select tasks in file order; unknown ids an
     std::string text;
     for (int i = 0; i < 6; ++i)
         text += R"({"web_name": ")" + std::string(i % 2 ? "Amazon" : "BBC News") + R"(", "id": "t)" +
-                std::to_string(i) + R"(", "ques": "q", "web": "http://x/"})" "\n";
+                std::to_string(i) +
+                R"(", "ques": "q", "web": "http://x/"})"
+                "\n";
     const auto tasks = parse_tasks(text, "s.jsonl");
     const auto ids = [](const std::vector<EvalTask>& ts) {
         std::string out;
@@ -137,8 +142,9 @@ TEST_CASE("--ids, --sites and --limit select tasks in file order; unknown ids an
     CHECK(ids(select_tasks(tasks, {{"t0", "t1"}, {"Amazon"}, 0})) == "t1 ");
     CHECK(ids(select_tasks(tasks, {{}, {}, 4})) == "t0 t1 t2 t3 ");
     CHECK(error_of([&] { select_tasks(tasks, {{"t9"}, {}, 0}); }) == "--ids: no task has the id \"t9\"");
-    CHECK(error_of([&] { select_tasks(tasks, {{}, {"Ebay"}, 0}); })
-              .find("--sites: no task is on the site \"Ebay\" (the file has: BBC News, Amazon)") == 0);
+    CHECK(error_of([&] {
+              select_tasks(tasks, {{}, {"Ebay"}, 0});
+          }).find("--sites: no task is on the site \"Ebay\" (the file has: BBC News, Amazon)") == 0);
 }
 
 TEST_CASE("trace folder names are safe and distinct") {

@@ -51,7 +51,7 @@ TEST_CASE("image arena: evicting an older copy of an image keeps the cache entry
     const auto b = arena.allocate(100, 2);
     REQUIRE(b.has_value());
     arena.place(*b, 0xCC, 100, true);  // a cache hit copied into b: the cache now points at b's rows
-    arena.unpin(*a, 3);               // b stays pinned (its request is still prefilling)
+    arena.unpin(*a, 3);                // b stays pinned (its request is still prefilling)
     // 250 contiguous rows: evicting a frees [0,100), still not contiguous with [200,400); b is pinned.
     CHECK_FALSE(arena.allocate(250, 4).has_value());
     CHECK(arena.find(0xCC) == std::optional<int64_t>(100));

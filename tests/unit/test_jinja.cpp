@@ -219,10 +219,12 @@ TEST_CASE("jinja rejects pathological nesting instead of overflowing the stack")
 
 TEST_CASE("jinja stops templates that would hang or exhaust memory") {
     // 10^10 iterations and 10^10 bytes if run to the end.
-    const std::string nested = "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
+    const std::string nested =
+        "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
     CHECK(error_of(nested).find("steps") != std::string::npos);
-    const std::string doubling = "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
-                                 "{% endfor %}{{ ns.s }}";
+    const std::string doubling =
+        "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
+        "{% endfor %}{{ ns.s }}";
     CHECK(error_of(doubling).find("concatenation too large") != std::string::npos);
     // A long but reasonable conversation still renders.
     CHECK(render("{% for i in range(20000) %}{{ i % 10 }}{% endfor %}").size() == 20000);

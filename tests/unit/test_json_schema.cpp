@@ -13,7 +13,9 @@ using namespace surf::model;
 
 namespace {
 
-std::shared_ptr<const CompiledSchema> compile(const std::string& text) { return compile_json_schema_text(text); }
+std::shared_ptr<const CompiledSchema> compile(const std::string& text) {
+    return compile_json_schema_text(text);
+}
 
 // Whether the whole text is accepted and the value may end there.
 bool matches(const CompiledSchema& schema, const std::string& text) {
@@ -39,7 +41,8 @@ std::string error_of(const std::string& text) {
 }  // namespace
 
 TEST_CASE("localizer schema: integers 0..1000 enforced digit by digit") {
-    auto s = load_json_schema_file(std::string(SURF_SOURCE_DIR) + "/prompts/schemas/localizer_point.schema.json");
+    auto s =
+        load_json_schema_file(std::string(SURF_SOURCE_DIR) + "/prompts/schemas/localizer_point.schema.json");
     CHECK(matches(*s, R"({"x":0,"y":1000})"));
     CHECK(matches(*s, R"({"x":552,"y":404})"));
     CHECK_FALSE(matches(*s, R"({"x":1001,"y":4})"));
@@ -48,23 +51,28 @@ TEST_CASE("localizer schema: integers 0..1000 enforced digit by digit") {
     CHECK_FALSE(prefix_ok(*s, R"({"x":-)"));
     CHECK_FALSE(prefix_ok(*s, R"({"x":01)"));
     CHECK_FALSE(prefix_ok(*s, R"({"x":1.)"));
-    CHECK_FALSE(prefix_ok(*s, R"({"y":1)"));     // schema order: x first
-    CHECK_FALSE(prefix_ok(*s, R"({ "x":1)"));    // compact: no whitespace
-    CHECK_FALSE(matches(*s, R"({"x":1})"));      // y is required
+    CHECK_FALSE(prefix_ok(*s, R"({"y":1)"));         // schema order: x first
+    CHECK_FALSE(prefix_ok(*s, R"({ "x":1)"));        // compact: no whitespace
+    CHECK_FALSE(matches(*s, R"({"x":1})"));          // y is required
     CHECK_FALSE(prefix_ok(*s, R"({"x":1,"y":2,)"));  // no additional properties
     CHECK(prefix_ok(*s, R"({"x":100)"));
     CHECK_FALSE(matches(*s, R"({"x":100)"));
 }
 
 TEST_CASE("policy schema: discriminated actions") {
-    auto s = load_json_schema_file(std::string(SURF_SOURCE_DIR) + "/prompts/schemas/policy_action.schema.json");
-    CHECK(matches(*s, R"({"thought":"Click search.","note":"","action":{"type":"click","element":"Search box","x":500,"y":20}})"));
+    auto s =
+        load_json_schema_file(std::string(SURF_SOURCE_DIR) + "/prompts/schemas/policy_action.schema.json");
+    CHECK(matches(
+        *s,
+        R"({"thought":"Click search.","note":"","action":{"type":"click","element":"Search box","x":500,"y":20}})"));
     CHECK(matches(*s, R"({"thought":"t","note":"n","action":{"type":"scroll","direction":"down"}})"));
     CHECK(matches(*s, R"({"thought":"t","note":"n","action":{"type":"back"}})"));
     CHECK(matches(*s, R"({"thought":"t","note":"n","action":{"type":"wait","seconds":10}})"));
     CHECK_FALSE(matches(*s, R"({"thought":"t","note":"n","action":{"type":"wait","seconds":11}})"));
-    CHECK_FALSE(matches(*s, R"({"thought":"t","note":"n","action":{"type":"scroll","direction":"sideways"}})"));
-    CHECK_FALSE(matches(*s, R"({"thought":"t","note":"n","action":{"type":"goto","url":""}})"));  // minLength 1
+    CHECK_FALSE(
+        matches(*s, R"({"thought":"t","note":"n","action":{"type":"scroll","direction":"sideways"}})"));
+    CHECK_FALSE(
+        matches(*s, R"({"thought":"t","note":"n","action":{"type":"goto","url":""}})"));  // minLength 1
     CHECK_FALSE(prefix_ok(*s, R"({"thought":"t","note":"n","action":{"type":"jump")"));
     CHECK_FALSE(matches(*s, R"({"thought":"t","note":"n","action":{"type":"click","element":"e","x":5}})"));
 }
@@ -77,20 +85,20 @@ TEST_CASE("strings: escapes, UTF-8 validity and code-point lengths") {
     CHECK_FALSE(matches(*s, "\"\xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80x\""));
     CHECK(matches(*s, R"("\n\"\\")"));
     CHECK(matches(*s, R"("\u00e9\/\t")"));
-    CHECK(matches(*s, R"("\ud83d\ude00")"));                // a surrogate pair is one code point
-    CHECK_FALSE(prefix_ok(*s, R"("\ude00)"));               // lone low surrogate
-    CHECK_FALSE(prefix_ok(*s, R"("\ud83dx)"));              // high surrogate without its pair
-    CHECK_FALSE(prefix_ok(*s, R"("\ud83d\u0041)"));         // high surrogate followed by a non-low one
+    CHECK(matches(*s, R"("\ud83d\ude00")"));         // a surrogate pair is one code point
+    CHECK_FALSE(prefix_ok(*s, R"("\ude00)"));        // lone low surrogate
+    CHECK_FALSE(prefix_ok(*s, R"("\ud83dx)"));       // high surrogate without its pair
+    CHECK_FALSE(prefix_ok(*s, R"("\ud83d\u0041)"));  // high surrogate followed by a non-low one
     CHECK_FALSE(prefix_ok(*s, R"("\x)"));
-    CHECK_FALSE(prefix_ok(*s, "\"\x01"));                    // raw control character
-    CHECK_FALSE(prefix_ok(*s, "\"\x80"));                    // continuation byte without a lead
-    CHECK_FALSE(prefix_ok(*s, "\"\xC0\xAF"));                // overlong
-    CHECK_FALSE(prefix_ok(*s, "\"\xE0\x80"));                // overlong 3-byte
-    CHECK_FALSE(prefix_ok(*s, "\"\xED\xA0"));                // UTF-16 surrogate in UTF-8
-    CHECK_FALSE(prefix_ok(*s, "\"\xF4\x90"));                // above U+10FFFF
+    CHECK_FALSE(prefix_ok(*s, "\"\x01"));      // raw control character
+    CHECK_FALSE(prefix_ok(*s, "\"\x80"));      // continuation byte without a lead
+    CHECK_FALSE(prefix_ok(*s, "\"\xC0\xAF"));  // overlong
+    CHECK_FALSE(prefix_ok(*s, "\"\xE0\x80"));  // overlong 3-byte
+    CHECK_FALSE(prefix_ok(*s, "\"\xED\xA0"));  // UTF-16 surrogate in UTF-8
+    CHECK_FALSE(prefix_ok(*s, "\"\xF4\x90"));  // above U+10FFFF
     CHECK_FALSE(prefix_ok(*s, "\"\xF5"));
-    CHECK(prefix_ok(*s, "\"\xF0\x9F"));                      // a split character is a fine prefix
-    CHECK_FALSE(matches(*s, "\"\xF0\x9F\""));                // but cannot close mid-character
+    CHECK(prefix_ok(*s, "\"\xF0\x9F"));        // a split character is a fine prefix
+    CHECK_FALSE(matches(*s, "\"\xF0\x9F\""));  // but cannot close mid-character
     auto m = compile(R"({"type":"string","minLength":2})");
     CHECK_FALSE(matches(*m, R"("a")"));
     CHECK(matches(*m, R"("ab")"));
@@ -135,7 +143,8 @@ TEST_CASE("objects: optional properties may be skipped, order kept") {
     CHECK_FALSE(prefix_ok(*s, R"({"b":null,"c":6)"));
     auto empty = compile(R"({"type":"object"})");
     CHECK(matches(*empty, "{}"));
-    auto arr = compile(R"({"type":"array","items":{"type":"integer","minimum":0,"maximum":9},"minItems":1,"maxItems":2})");
+    auto arr = compile(
+        R"({"type":"array","items":{"type":"integer","minimum":0,"maximum":9},"minItems":1,"maxItems":2})");
     CHECK(matches(*arr, "[1]"));
     CHECK(matches(*arr, "[1,2]"));
     CHECK_FALSE(matches(*arr, "[]"));
@@ -143,7 +152,8 @@ TEST_CASE("objects: optional properties may be skipped, order kept") {
 }
 
 TEST_CASE("anyOf, oneOf and $ref") {
-    auto s = compile(R"({"$defs":{"p":{"type":"object","properties":{"k":{"const":"p"},"v":{"type":"integer"}},
+    auto s =
+        compile(R"({"$defs":{"p":{"type":"object","properties":{"k":{"const":"p"},"v":{"type":"integer"}},
         "required":["k","v"]},"q":{"type":"object","properties":{"k":{"const":"q"},"w":{"type":"string"}},
         "required":["k"]}},"oneOf":[{"$ref":"#/$defs/p"},{"$ref":"#/$defs/q"}]})");
     CHECK(matches(*s, R"({"k":"p","v":3})"));
@@ -163,7 +173,8 @@ TEST_CASE("schemas outside the subset are rejected with the keyword and its path
     CHECK(e.find("\"pattern\" at /properties/name/pattern") != std::string::npos);
     e = error_of(R"({"type":"string","format":"uri"})");
     CHECK(e.find("\"format\" at /format") != std::string::npos);
-    e = error_of(R"({"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"})");
+    e = error_of(
+        R"({"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"})");
     CHECK(e.find("recursive reference \"#/$defs/n\"") != std::string::npos);
     CHECK(e.find("/$defs/n/properties/next/$ref") != std::string::npos);
     e = error_of(R"({"oneOf":[{"type":"object","properties":{"a":{"type":"string"}}},{"type":"object"}]})");

@@ -105,15 +105,18 @@ namespace {
 
 // Every EngineStats counter (all 8-byte fields, besides the one string warm_up_notes; the static_assert below
 // catches a new one left out here and in EngineStats::operator+=).
-#define SURF_ENGINE_STATS_FIELDS(X)                                                                              \
-    X(prefill_tokens) X(decode_tokens) X(image_tokens) X(steps) X(decode_only_steps) X(step_seconds) X(busy_seconds) \
-    X(plan_seconds) X(issue_seconds) X(results_seconds) X(admission_seconds) X(image_wait_seconds)              \
-    X(decode_only_seconds) X(decode_only_rows) X(decode_only_context) X(decode_only_gpu_seconds)                  \
-    X(mixed_sampled_steps) X(mixed_sampled_seconds) X(mixed_sampled_gpu_seconds) X(sampled_steps)                 \
-    X(sampling_gpu_seconds) X(running)                                                                            \
-    X(waiting) X(resident_sessions) X(offloaded_sessions) X(offloads) X(restores) X(slots_used) X(slots_total)     \
-    X(kv_pages_used) X(kv_pages_total) X(image_cache_hits) X(image_cache_misses) X(vision_batches) X(vision_tiles) \
-    X(graph_steps) X(graphs_captured) X(gemm_shapes_tuned) X(gemm_tune_seconds) X(warm_up_seconds) X(device_bytes)
+// clang-format off
+#define SURF_ENGINE_STATS_FIELDS(X) \
+    X(prefill_tokens) X(decode_tokens) X(image_tokens) X(steps) X(decode_only_steps) X(step_seconds)       \
+    X(busy_seconds) X(plan_seconds) X(issue_seconds) X(results_seconds) X(admission_seconds)               \
+    X(image_wait_seconds) X(decode_only_seconds) X(decode_only_rows) X(decode_only_context)                \
+    X(decode_only_gpu_seconds) X(mixed_sampled_steps) X(mixed_sampled_seconds)                             \
+    X(mixed_sampled_gpu_seconds) X(sampled_steps) X(sampling_gpu_seconds) X(running) X(waiting)            \
+    X(resident_sessions) X(offloaded_sessions) X(offloads) X(restores) X(slots_used) X(slots_total)        \
+    X(kv_pages_used) X(kv_pages_total) X(image_cache_hits) X(image_cache_misses) X(vision_batches)         \
+    X(vision_tiles) X(graph_steps) X(graphs_captured) X(gemm_shapes_tuned) X(gemm_tune_seconds)            \
+    X(warm_up_seconds) X(device_bytes)
+// clang-format on
 #define SURF_COUNT_FIELD(f) +1
 static_assert(sizeof(EngineStats) == 8 * (0 SURF_ENGINE_STATS_FIELDS(SURF_COUNT_FIELD)) + sizeof(std::string),
               "an EngineStats field is missing from this list (and maybe from EngineStats::operator+=)");
@@ -131,7 +134,8 @@ EngineStats numbered_stats(int scale) {
 // A CPU engine that reports the given counters (the CPU engine itself reports none).
 class FixedStatsEngine : public Engine {
 public:
-    FixedStatsEngine(std::shared_ptr<Engine> inner, EngineStats stats) : inner_(std::move(inner)), stats_(stats) {}
+    FixedStatsEngine(std::shared_ptr<Engine> inner, EngineStats stats)
+        : inner_(std::move(inner)), stats_(stats) {}
     const ModelConfig& config() const override { return inner_->config(); }
     const Tokenizer& tokenizer() const override { return inner_->tokenizer(); }
     std::shared_ptr<const TokenIndex> token_index() const override { return inner_->token_index(); }
@@ -140,7 +144,8 @@ public:
     SessionId open_session() override { return inner_->open_session(); }
     SessionId fork_session(SessionId from) override { return inner_->fork_session(from); }
     void close_session(SessionId id) override { inner_->close_session(id); }
-    GenerateResult generate(SessionId id, const std::vector<InputPart>& input, const GenerateOptions& options) override {
+    GenerateResult generate(SessionId id, const std::vector<InputPart>& input,
+                            const GenerateOptions& options) override {
         return inner_->generate(id, input, options);
     }
 
@@ -170,6 +175,7 @@ TEST_CASE("replicas: stats add every counter of every replica") {
     noted += other;
     CHECK(noted.warm_up_notes == "attention pair: 64 SMs");
     const auto engine = cpu();
-    ReplicaEngine r({std::make_shared<FixedStatsEngine>(engine, numbered_stats(1)), std::make_shared<FixedStatsEngine>(engine, numbered_stats(100))});
+    ReplicaEngine r({std::make_shared<FixedStatsEngine>(engine, numbered_stats(1)),
+                     std::make_shared<FixedStatsEngine>(engine, numbered_stats(100))});
     check_all(r.stats(), "ReplicaEngine::stats");
 }

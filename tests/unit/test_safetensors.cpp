@@ -32,7 +32,7 @@ TEST_CASE("safetensors round trip of every dtype, single file and sharded") {
     std::vector<float> a = {1.5f, -2.25f, 3.0f, 4.0f, 5.0f, 6.0f};
     std::vector<uint16_t> b = {f32_to_bf16(0.5f), f32_to_bf16(-7.0f)};
     std::vector<uint16_t> c = {0x3c00, 0xc000, 0x3800};  // f16: 1, -2, 0.5
-    std::vector<uint8_t> d = {0x38, 0xb8};                // f8e4m3: 1, -1
+    std::vector<uint8_t> d = {0x38, 0xb8};               // f8e4m3: 1, -1
     std::vector<int64_t> e = {42, -1};
     write_safetensors(dir + "/model.safetensors",
                       {{"a", DType::kF32, {2, 3}, a.data()},
@@ -56,14 +56,16 @@ TEST_CASE("safetensors round trip of every dtype, single file and sharded") {
     const std::string sharded = temp_dir("sharded");
     write_safetensors(sharded + "/model-00001-of-00002.safetensors", {{"x", DType::kF32, {6}, a.data()}});
     write_safetensors(sharded + "/model-00002-of-00002.safetensors", {{"y", DType::kBF16, {2}, b.data()}});
-    write_file(sharded + "/model.safetensors.index.json",
-               R"({"metadata": {}, "weight_map": {"x": "model-00001-of-00002.safetensors", "y": "model-00002-of-00002.safetensors"}})");
+    write_file(
+        sharded + "/model.safetensors.index.json",
+        R"({"metadata": {}, "weight_map": {"x": "model-00001-of-00002.safetensors", "y": "model-00002-of-00002.safetensors"}})");
     Checkpoint sh = Checkpoint::open(sharded);
     CHECK(sh.size() == 2);
     CHECK(sh.to_f32("y")[1] == -7.0f);
     // An index that names a tensor the shard lacks is an error naming it.
-    write_file(sharded + "/model.safetensors.index.json",
-               R"({"weight_map": {"x": "model-00001-of-00002.safetensors", "y": "model-00002-of-00002.safetensors", "z": "model-00002-of-00002.safetensors"}})");
+    write_file(
+        sharded + "/model.safetensors.index.json",
+        R"({"weight_map": {"x": "model-00001-of-00002.safetensors", "y": "model-00002-of-00002.safetensors", "z": "model-00002-of-00002.safetensors"}})");
     CHECK(error_of([&] { Checkpoint::open(sharded); }).find("'z' is listed") != std::string::npos);
     write_file(sharded + "/model.safetensors.index.json", R"({"weight_map": {"x": "../evil.safetensors"}})");
     CHECK(error_of([&] { Checkpoint::open(sharded); }).find("leaves the folder") != std::string::npos);
@@ -93,14 +95,17 @@ TEST_CASE("corrupt safetensors files give errors naming the file and tensor") {
     CHECK(error_of([&] { SafetensorsFile f(path); }).find("unsupported dtype 'Q4'") != std::string::npos);
 
     write_file(path, header_file(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
-                                      "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}})", 64));
+                                      "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}})",
+                                 64));
     CHECK(error_of([&] { SafetensorsFile f(path); }).find("overlap") != std::string::npos);
 
     write_file(path, header_file("{not json", 8));
     CHECK(error_of([&] { SafetensorsFile f(path); }).find("not valid JSON") != std::string::npos);
 
-    CHECK(error_of([&] { SafetensorsFile f(dir + "/absent.safetensors"); }).find("cannot open") != std::string::npos);
-    CHECK(error_of([&] { Checkpoint::open(dir + "/nothing_here"); }).find("no such file") != std::string::npos);
+    CHECK(error_of([&] { SafetensorsFile f(dir + "/absent.safetensors"); }).find("cannot open") !=
+          std::string::npos);
+    CHECK(error_of([&] { Checkpoint::open(dir + "/nothing_here"); }).find("no such file") !=
+          std::string::npos);
     fs::remove_all(dir);
 }
 
@@ -110,10 +115,12 @@ TEST_CASE("fuzz: 100,000 mutated headers never crash or read out of bounds") {
     std::mt19937_64 rng(1234);
     std::vector<float> payload(64, 0.5f);
     std::vector<std::string> seeds = {
-        serialize_safetensors({{"w", DType::kF32, {4, 4}, payload.data()}, {"b", DType::kBF16, {8}, payload.data()}}),
+        serialize_safetensors(
+            {{"w", DType::kF32, {4, 4}, payload.data()}, {"b", DType::kBF16, {8}, payload.data()}}),
         serialize_safetensors({{"layers.0.mixer.in_proj.weight", DType::kBF16, {2, 3, 4}, payload.data()}},
                               {{"format", "pt"}}),
-        serialize_safetensors({{"e", DType::kF8E4M3, {0}, payload.data()}, {"f", DType::kI64, {2}, payload.data()}}),
+        serialize_safetensors(
+            {{"e", DType::kF8E4M3, {0}, payload.data()}, {"f", DType::kI64, {2}, payload.data()}}),
     };
     const std::string alphabet = "{}[]\":,0123456789-e.FBI68_ \\ufd";
     int accepted = 0, rejected = 0;
@@ -123,12 +130,22 @@ TEST_CASE("fuzz: 100,000 mutated headers never crash or read out of bounds") {
         for (int k = 0; k < edits; ++k) {
             const size_t pos = buf.empty() ? 0 : rng() % buf.size();
             switch (rng() % 6) {
-                case 0: if (!buf.empty()) buf[pos] = static_cast<char>(rng()); break;
-                case 1: if (!buf.empty()) buf[pos] = alphabet[rng() % alphabet.size()]; break;
-                case 2: buf.insert(buf.begin() + static_cast<long>(pos), alphabet[rng() % alphabet.size()]); break;
+                case 0:
+                    if (!buf.empty()) buf[pos] = static_cast<char>(rng());
+                    break;
+                case 1:
+                    if (!buf.empty()) buf[pos] = alphabet[rng() % alphabet.size()];
+                    break;
+                case 2:
+                    buf.insert(buf.begin() + static_cast<long>(pos), alphabet[rng() % alphabet.size()]);
+                    break;
                 case 3: buf.resize(rng() % (buf.size() + 1)); break;
-                case 4: if (buf.size() >= 8) buf[rng() % 8] = static_cast<char>(rng()); break;
-                case 5: if (!buf.empty()) buf.erase(pos, 1); break;
+                case 4:
+                    if (buf.size() >= 8) buf[rng() % 8] = static_cast<char>(rng());
+                    break;
+                case 5:
+                    if (!buf.empty()) buf.erase(pos, 1);
+                    break;
             }
         }
         std::vector<uint8_t> bytes(buf.begin(), buf.end());

@@ -10,7 +10,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-
 #include <chrono>
 #include <fstream>
 #include <mutex>
@@ -41,7 +40,8 @@ struct Reply : surf::test::HttpReply {
 
 Reply http(int port, const std::string& method, const std::string& path, const std::string& body = "",
            const std::vector<std::string>& headers = {}) {
-    return {surf::test::http_request(method, "http://127.0.0.1:" + std::to_string(port) + path, body, headers)};
+    return {
+        surf::test::http_request(method, "http://127.0.0.1:" + std::to_string(port) + path, body, headers)};
 }
 
 // The CPU engine, counting the tokens its generate calls prefill (the CPU engine keeps no EngineStats).
@@ -55,7 +55,8 @@ public:
     model::SessionId open_session() override { return inner_->open_session(); }
     model::SessionId fork_session(model::SessionId from) override { return inner_->fork_session(from); }
     void close_session(model::SessionId id) override { inner_->close_session(id); }
-    model::GenerateResult generate(model::SessionId id, const std::vector<model::InputPart>& input, const model::GenerateOptions& options) override {
+    model::GenerateResult generate(model::SessionId id, const std::vector<model::InputPart>& input,
+                                   const model::GenerateOptions& options) override {
         model::GenerateResult r = inner_->generate(id, input, options);
         prefilled += r.prefill_tokens;
         return r;
@@ -67,7 +68,8 @@ private:
 };
 
 struct Fixture {
-    std::shared_ptr<CountingEngine> counting{std::make_shared<CountingEngine>(model::open_cpu_engine(kModel))};
+    std::shared_ptr<CountingEngine> counting{
+        std::make_shared<CountingEngine>(model::open_cpu_engine(kModel))};
     std::shared_ptr<model::Engine> engine{counting};
     std::shared_ptr<serve::OpenAiService> service;
     std::unique_ptr<serve::HttpServer> server;
@@ -111,7 +113,8 @@ void send_all(int fd, const std::string& bytes) {
 }
 
 std::string post_request(const std::string& body) {
-    return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+    return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+           "application/json\r\nContent-Length: " +
            std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
@@ -257,16 +260,18 @@ TEST_CASE("serve: latency histograms in /metrics and one access-log line per req
     const Reply c = f.chat(body);
     REQUIRE(c.status == 200);
     REQUIRE(http(f.port, "GET", "/v1/models/nope").status == 404);
-    // A request is observed just after its response is sent: poll until both are in (/metrics is never counted).
+    // A request is observed just after its response is sent: poll until both are in (/metrics is never
+    // counted).
     Reply r = http(f.port, "GET", "/metrics");
-    for (int i = 0; i < 500 && r.body.find("surf_request_duration_seconds_count 2") == std::string::npos; ++i) {
+    for (int i = 0; i < 500 && r.body.find("surf_request_duration_seconds_count 2") == std::string::npos;
+         ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
         r = http(f.port, "GET", "/metrics");
     }
-    for (const char* name : {"# TYPE surf_request_duration_seconds histogram",
-                             "surf_request_duration_seconds_bucket{le=\"+Inf\"} 2",
-                             "surf_request_duration_seconds_count 2", "surf_request_queue_seconds_count 2",
-                             "# TYPE surf_time_to_first_token_seconds histogram"}) {
+    for (const char* name :
+         {"# TYPE surf_request_duration_seconds histogram",
+          "surf_request_duration_seconds_bucket{le=\"+Inf\"} 2", "surf_request_duration_seconds_count 2",
+          "surf_request_queue_seconds_count 2", "# TYPE surf_time_to_first_token_seconds histogram"}) {
         CHECK_MESSAGE(r.body.find(name) != std::string::npos, name);
     }
     // The first token is the first text the engine streams: a reply with text has one.
@@ -418,12 +423,14 @@ TEST_CASE("serve: conversation reuse prefills only what a kept session lacks, wi
     Fixture cached(cached_opts), plain;
     const std::string png = read_file(kModel + "/image.png");
     REQUIRE(!png.empty());
-    // An agent's turns: a screenshot and a question, the reply, then the next question with the conversation re-sent.
+    // An agent's turns: a screenshot and a question, the reply, then the next question with the conversation
+    // re-sent.
     json messages = json::array(
         {{{"role", "system"}, {"content", "You are a careful web agent."}},
          {{"role", "user"},
           {"content", json::array({{{"type", "text"}, {"text", "Here is the page."}},
-                                   {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + b64(png)}}}}})}}});
+                                   {{"type", "image_url"},
+                                    {"image_url", {{"url", "data:image/png;base64," + b64(png)}}}}})}}});
     auto turn = [&](Fixture& f) {
         json body = {{"model", "tiny"}, {"messages", messages}, {"max_tokens", 6}, {"temperature", 0}};
         const Reply r = f.chat(body);
@@ -441,7 +448,8 @@ TEST_CASE("serve: conversation reuse prefills only what a kept session lacks, wi
     messages.push_back({{"role", "user"}, {"content", "Now click the search box."}});
     const int64_t before2 = cached.counting->prefilled;
     const json second = turn(cached), second_plain = turn(plain);
-    const int64_t prompt = second["usage"]["prompt_tokens"], reused = second["usage"]["prompt_tokens_details"]["cached_tokens"];
+    const int64_t prompt = second["usage"]["prompt_tokens"],
+                  reused = second["usage"]["prompt_tokens_details"]["cached_tokens"];
     CHECK(prompt == second_plain["usage"]["prompt_tokens"].get<int64_t>());
     // The first prompt up to its generation prompt (image included) came from the kept session.
     CHECK(reused > 16);
@@ -459,7 +467,8 @@ TEST_CASE("serve: conversation reuse prefills only what a kept session lacks, wi
         REQUIRE(r.status == 200);
         CHECK(r.j()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
     }
-    CHECK(http(cached.port, "GET", "/metrics").body.find("surf_prefix_cache_sessions 4") != std::string::npos);
+    CHECK(http(cached.port, "GET", "/metrics").body.find("surf_prefix_cache_sessions 4") !=
+          std::string::npos);
 }
 
 TEST_CASE("serve: malformed bodies, oversized inputs, unknown models and keys get OpenAI-style errors") {
@@ -536,7 +545,9 @@ TEST_CASE("serve: bad UTF-8, unrepresentable numbers and ill-typed option fields
     Fixture f;
     const std::string head = R"({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], )";
     const std::vector<std::string> bodies = {
-        R"({"model": "tiny", "messages": [{"role": "user", "content": "h)" "\xff\xfe" R"(i"}]})",  // invalid UTF-8
+        R"({"model": "tiny", "messages": [{"role": "user", "content": "h)"
+        "\xff\xfe"
+        R"(i"}]})",  // invalid UTF-8
         head + R"("max_tokens": )" + std::string(400, '9') + "}",
         head + R"("temperature": 1e999})",
         head + R"("stream": true, "stream_options": {"include_usage": "yes"}})",
@@ -557,14 +568,16 @@ TEST_CASE("serve: decoded pixels are limited per image and per request, from the
     const model::Image probe = model::decode_image(reinterpret_cast<const uint8_t*>(png.data()), png.size());
     const int64_t one = int64_t{probe.width} * probe.height;
     serve::ServiceOptions so;
-    so.max_image_pixels = one;           // one such image fits ...
-    so.max_request_pixels = 2 * one;     // ... two per request, not three
+    so.max_image_pixels = one;        // one such image fits ...
+    so.max_request_pixels = 2 * one;  // ... two per request, not three
     Fixture f(so);
     const auto body = [&](int n_images) {
         json parts = json::array({{{"type", "text"}, {"text", "What is shown?"}}});
         for (int i = 0; i < n_images; ++i)
-            parts.push_back({{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + b64(png)}}}});
-        return json{{"model", "tiny"}, {"messages", json::array({{{"role", "user"}, {"content", parts}}})},
+            parts.push_back(
+                {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + b64(png)}}}});
+        return json{{"model", "tiny"},
+                    {"messages", json::array({{{"role", "user"}, {"content", parts}}})},
                     {"max_tokens", 2}};
     };
     CHECK(f.chat(body(2)).status == 200);
@@ -603,7 +616,9 @@ TEST_CASE("serve: deeply nested JSON anywhere in the body is a 400, never a cras
     CHECK(http(f.port, "GET", "/health").status == 200);
 }
 
-TEST_CASE("serve: --max-prompt-tokens counts the tokens the engine is fed (the template's special tokens one each)") {
+TEST_CASE(
+    "serve: --max-prompt-tokens counts the tokens the engine is fed (the template's special tokens one "
+    "each)") {
     const json body = user("how many tokens is this prompt?", 2);
     int64_t fed = 0;
     {
@@ -654,8 +669,11 @@ TEST_CASE("serve: a client that disconnects mid-stream cancels its generation an
 TEST_CASE("serve: a client that hangs up on a non-streamed request cancels its generation") {
     Fixture f;
     const std::string body =
-        json{{"model", "tiny"}, {"max_tokens", 4000}, {"ignore_eos", true},
-             {"messages", json::array({{{"role", "user"}, {"content", "write a long story"}}})}}.dump();
+        json{{"model", "tiny"},
+             {"max_tokens", 4000},
+             {"ignore_eos", true},
+             {"messages", json::array({{{"role", "user"}, {"content", "write a long story"}}})}}
+            .dump();
     const int fd = connect_local(f.port);
     send_all(fd, post_request(body));
     REQUIRE(eventually([&] { return f.service->running() == 1; }));
@@ -671,9 +689,10 @@ TEST_CASE("serve: a client that hangs up while its long prompt is fed stops the 
     Fixture f;
     std::string story;
     for (int i = 0; i < 2000; ++i) story += "the long story goes on ";
-    const std::string body =
-        json{{"model", "tiny"}, {"max_tokens", 1}, {"messages", json::array({{{"role", "user"}, {"content", story}}})}}
-            .dump();
+    const std::string body = json{{"model", "tiny"},
+                                  {"max_tokens", 1},
+                                  {"messages", json::array({{{"role", "user"}, {"content", story}}})}}
+                                 .dump();
     // The whole prompt, for scale.
     const auto t0 = std::chrono::steady_clock::now();
     const Reply whole = http(f.port, "POST", "/v1/chat/completions", body);
@@ -693,7 +712,8 @@ TEST_CASE("serve: a client that hangs up while its long prompt is fed stops the 
     CHECK(f.chat(user("hi")).status == 200);
 }
 
-TEST_CASE("serve: slow clients hold no worker: /health and requests are answered while 100 connections stall") {
+TEST_CASE(
+    "serve: slow clients hold no worker: /health and requests are answered while 100 connections stall") {
     serve::HttpServerOptions ho;
     ho.threads = 4;
     ho.read_timeout_ms = 1500;
@@ -718,8 +738,11 @@ TEST_CASE("serve: a full queue is answered 503 with Retry-After, never a reset")
     ho.max_queue = 1;
     Fixture f({}, ho);
     const std::string long_body =
-        json{{"model", "tiny"}, {"max_tokens", 4000}, {"ignore_eos", true},
-             {"messages", json::array({{{"role", "user"}, {"content", "write a long story"}}})}}.dump();
+        json{{"model", "tiny"},
+             {"max_tokens", 4000},
+             {"ignore_eos", true},
+             {"messages", json::array({{{"role", "user"}, {"content", "write a long story"}}})}}
+            .dump();
     const int busy = connect_local(f.port);  // holds the one worker
     send_all(busy, post_request(long_body));
     REQUIRE(eventually([&] { return f.service->running() == 1; }));
@@ -745,7 +768,8 @@ TEST_CASE("serve: helpers (base64, data URLs)") {
     CHECK(!serve::base64_decode("a"));
     CHECK(!serve::base64_decode("aGV*bG8="));
     CHECK(!serve::base64_decode("aG===="));
-    CHECK_THROWS_AS(serve::decode_data_url("data:text/plain;base64,aGk=", 100, 1 << 20, "p"), serve::ApiError);
+    CHECK_THROWS_AS(serve::decode_data_url("data:text/plain;base64,aGk=", 100, 1 << 20, "p"),
+                    serve::ApiError);
     CHECK_THROWS_AS(serve::decode_data_url("data:image/png,raw", 100, 1 << 20, "p"), serve::ApiError);
     try {
         serve::decode_data_url("data:image/png;base64," + std::string(400, 'A'), 100, 1 << 20, "p");

@@ -34,7 +34,9 @@ size_t code_points(const std::string& s) {
 
 bool has_type(const Json& v, const std::string& t) {
     if (t == "string") return v.is_string();
-    if (t == "integer") return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+    if (t == "integer")
+        return v.is_number_integer() ||
+               (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
     if (t == "number") return v.is_number();
     if (t == "boolean") return v.is_boolean();
     if (t == "null") return v.is_null();
@@ -73,8 +75,10 @@ std::string validate(const Json& v, const Json& s, const Json& root, const std::
     }
     if (s.contains("type")) {
         bool ok = false;
-        if (s["type"].is_string()) ok = has_type(v, s["type"].get<std::string>());
-        else for (const Json& t : s["type"]) ok = ok || has_type(v, t.get<std::string>());
+        if (s["type"].is_string())
+            ok = has_type(v, s["type"].get<std::string>());
+        else
+            for (const Json& t : s["type"]) ok = ok || has_type(v, t.get<std::string>());
         if (!ok) return at + ": wrong type";
     }
     if (v.is_string()) {
@@ -86,8 +90,10 @@ std::string validate(const Json& v, const Json& s, const Json& root, const std::
         long double x = num(v);
         if (s.contains("minimum") && x < num(s["minimum"])) return at + ": below minimum";
         if (s.contains("maximum") && x > num(s["maximum"])) return at + ": above maximum";
-        if (s.contains("exclusiveMinimum") && x <= num(s["exclusiveMinimum"])) return at + ": <= exclusiveMinimum";
-        if (s.contains("exclusiveMaximum") && x >= num(s["exclusiveMaximum"])) return at + ": >= exclusiveMaximum";
+        if (s.contains("exclusiveMinimum") && x <= num(s["exclusiveMinimum"]))
+            return at + ": <= exclusiveMinimum";
+        if (s.contains("exclusiveMaximum") && x >= num(s["exclusiveMaximum"]))
+            return at + ": >= exclusiveMaximum";
     }
     if (v.is_array()) {
         if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) return at + ": too many items";
@@ -118,7 +124,9 @@ std::string validate(const Json& v, const Json& s, const Json& root, const std::
 
 // Keys of every object appear in the order the (resolved) schema lists them.
 bool keys_in_schema_order(const Json& v, const Json& s, const Json& root) {
-    if (s.contains("$ref")) return keys_in_schema_order(v, root.at(Json::json_pointer(s["$ref"].get<std::string>().substr(1))), root);
+    if (s.contains("$ref"))
+        return keys_in_schema_order(v, root.at(Json::json_pointer(s["$ref"].get<std::string>().substr(1))),
+                                    root);
     for (const char* k : {"anyOf", "oneOf"}) {
         if (!s.contains(k)) continue;
         for (const Json& alt : s[k]) {
@@ -146,10 +154,20 @@ bool keys_in_schema_order(const Json& v, const Json& s, const Json& root) {
 
 // ---------------------------------------------------------------------------- random schema generator
 
-const char* kNames[] = {"a", "b", "name", "x", "y", "\xC3\xA9t\xC3\xA9", "key with space", "quo\"te",
-                        "back\\slash", "\xE4\xB8\xAD\xE6\x96\x87", "type", "k"};
-const char* kWords[] = {"up", "down", "", "a\"b", "\xC3\xA9", "\xF0\x9F\x98\x80", "line\nbreak", "tab\t",
-                        "click", "the", "1", "null"};
+const char* kNames[] = {"a",
+                        "b",
+                        "name",
+                        "x",
+                        "y",
+                        "\xC3\xA9t\xC3\xA9",
+                        "key with space",
+                        "quo\"te",
+                        "back\\slash",
+                        "\xE4\xB8\xAD\xE6\x96\x87",
+                        "type",
+                        "k"};
+const char* kWords[] = {"up",          "down",  "",      "a\"b", "\xC3\xA9", "\xF0\x9F\x98\x80",
+                        "line\nbreak", "tab\t", "click", "the",  "1",        "null"};
 
 struct SchemaGen {
     std::mt19937_64& rng;
@@ -160,11 +178,11 @@ struct SchemaGen {
 
     Json scalar_value() {
         switch (pick(5)) {
-        case 0: return kWords[pick(12)];
-        case 1: return pick(2000) - 1000;
-        case 2: return pick(2) == 0;
-        case 3: return nullptr;
-        default: return (pick(200) - 100) / 4.0;
+            case 0: return kWords[pick(12)];
+            case 1: return pick(2000) - 1000;
+            case 2: return pick(2) == 0;
+            case 3: return nullptr;
+            default: return (pick(200) - 100) / 4.0;
         }
     }
 
@@ -179,14 +197,29 @@ struct SchemaGen {
     Json integer_schema() {
         Json s = {{"type", "integer"}};
         switch (pick(8)) {
-        case 0: s["minimum"] = 0; s["maximum"] = 1000; break;
-        case 1: s["minimum"] = -50; s["maximum"] = 50; break;
-        case 2: s["minimum"] = 7; s["maximum"] = 7; break;
-        case 3: s["minimum"] = -1000; s["maximum"] = -990; break;
-        case 4: s["minimum"] = 5; break;
-        case 5: s["maximum"] = -5; break;
-        case 6: s["exclusiveMinimum"] = 9; s["exclusiveMaximum"] = 100; break;
-        default: break;
+            case 0:
+                s["minimum"] = 0;
+                s["maximum"] = 1000;
+                break;
+            case 1:
+                s["minimum"] = -50;
+                s["maximum"] = 50;
+                break;
+            case 2:
+                s["minimum"] = 7;
+                s["maximum"] = 7;
+                break;
+            case 3:
+                s["minimum"] = -1000;
+                s["maximum"] = -990;
+                break;
+            case 4: s["minimum"] = 5; break;
+            case 5: s["maximum"] = -5; break;
+            case 6:
+                s["exclusiveMinimum"] = 9;
+                s["exclusiveMaximum"] = 100;
+                break;
+            default: break;
         }
         return s;
     }
@@ -194,11 +227,20 @@ struct SchemaGen {
     Json number_schema() {
         Json s = {{"type", "number"}};
         switch (pick(5)) {
-        case 0: s["minimum"] = 0.5; s["maximum"] = 2.25; break;
-        case 1: s["minimum"] = -1.5; s["exclusiveMaximum"] = 1.5; break;
-        case 2: s["minimum"] = 0; break;
-        case 3: s["exclusiveMinimum"] = 0.1; s["maximum"] = 0.3; break;
-        default: break;
+            case 0:
+                s["minimum"] = 0.5;
+                s["maximum"] = 2.25;
+                break;
+            case 1:
+                s["minimum"] = -1.5;
+                s["exclusiveMaximum"] = 1.5;
+                break;
+            case 2: s["minimum"] = 0; break;
+            case 3:
+                s["exclusiveMinimum"] = 0.1;
+                s["maximum"] = 0.3;
+                break;
+            default: break;
         }
         return s;
     }
@@ -227,49 +269,50 @@ struct SchemaGen {
     Json gen(int depth) {
         int kinds = depth > 0 ? 15 : 9;
         switch (pick(kinds)) {
-        case 0: return string_schema();
-        case 1: {
-            Json e = Json::array();
-            int n = 1 + pick(4);
-            for (int i = 0; i < n; ++i) e.push_back(kWords[pick(12)]);
-            return {{"enum", e}};
-        }
-        case 2: return {{"const", scalar_value()}};
-        case 3: return integer_schema();
-        case 4: return number_schema();
-        case 5: return {{"type", "boolean"}};
-        case 6: return {{"type", "null"}, {"description", "nothing"}};
-        case 7: {
-            Json s = string_schema();
-            s["type"] = pick(2) == 0 ? Json::array({"string", "null"}) : Json::array({"integer", "string"});
-            return s;
-        }
-        case 8: {
-            Json e = Json::array();
-            for (int i = 0; i < 3; ++i) e.push_back(scalar_value());
-            return {{"enum", e}};
-        }
-        case 9:
-        case 10: {
-            Json s = {{"type", "array"}, {"items", gen(depth - 1)}};
-            int mx = pick(4);
-            s["maxItems"] = mx;
-            if (pick(2) == 0) s["minItems"] = pick(mx + 1);
-            return s;
-        }
-        case 11:
-        case 12: return object_schema(depth);
-        case 13: {
-            Json alts = Json::array();
-            int n = 2 + pick(3);
-            for (int i = 0; i < n; ++i) alts.push_back(object_schema(depth, "k" + std::to_string(i)));
-            return {{pick(2) == 0 ? "anyOf" : "oneOf", alts}};
-        }
-        default: {
-            std::string name = "d" + std::to_string(n_defs++);
-            defs[name] = gen(depth - 1);
-            return {{"$ref", "#/$defs/" + name}};
-        }
+            case 0: return string_schema();
+            case 1: {
+                Json e = Json::array();
+                int n = 1 + pick(4);
+                for (int i = 0; i < n; ++i) e.push_back(kWords[pick(12)]);
+                return {{"enum", e}};
+            }
+            case 2: return {{"const", scalar_value()}};
+            case 3: return integer_schema();
+            case 4: return number_schema();
+            case 5: return {{"type", "boolean"}};
+            case 6: return {{"type", "null"}, {"description", "nothing"}};
+            case 7: {
+                Json s = string_schema();
+                s["type"] =
+                    pick(2) == 0 ? Json::array({"string", "null"}) : Json::array({"integer", "string"});
+                return s;
+            }
+            case 8: {
+                Json e = Json::array();
+                for (int i = 0; i < 3; ++i) e.push_back(scalar_value());
+                return {{"enum", e}};
+            }
+            case 9:
+            case 10: {
+                Json s = {{"type", "array"}, {"items", gen(depth - 1)}};
+                int mx = pick(4);
+                s["maxItems"] = mx;
+                if (pick(2) == 0) s["minItems"] = pick(mx + 1);
+                return s;
+            }
+            case 11:
+            case 12: return object_schema(depth);
+            case 13: {
+                Json alts = Json::array();
+                int n = 2 + pick(3);
+                for (int i = 0; i < n; ++i) alts.push_back(object_schema(depth, "k" + std::to_string(i)));
+                return {{pick(2) == 0 ? "anyOf" : "oneOf", alts}};
+            }
+            default: {
+                std::string name = "d" + std::to_string(n_defs++);
+                defs[name] = gen(depth - 1);
+                return {{"$ref", "#/$defs/" + name}};
+            }
         }
     }
 
@@ -307,9 +350,36 @@ TokenVocabulary test_vocabulary() {
         extra.push_back(lit + "}");
         extra.push_back(":" + lit + ",");
     }
-    for (const char* t : {"\\ud83d\\ude00", "\\ud800", "\\udc00", "\\u00e9", "\\u0000\"", "\\\"\"", "\\\\\"", "\\/",
-                          "\"k0\"", "\"k1\"}", "[[", "]]", "],[", "[{\"", "}]}", "null}", "null,", "true]", "-0",
-                          "0.5", "1.", "2.25", "-1.5", "1e5", "e", "E+", "1000", "1001", "-990", "-1000,"}) {
+    for (const char* t : {"\\ud83d\\ude00",
+                          "\\ud800",
+                          "\\udc00",
+                          "\\u00e9",
+                          "\\u0000\"",
+                          "\\\"\"",
+                          "\\\\\"",
+                          "\\/",
+                          "\"k0\"",
+                          "\"k1\"}",
+                          "[[",
+                          "]]",
+                          "],[",
+                          "[{\"",
+                          "}]}",
+                          "null}",
+                          "null,",
+                          "true]",
+                          "-0",
+                          "0.5",
+                          "1.",
+                          "2.25",
+                          "-1.5",
+                          "1e5",
+                          "e",
+                          "E+",
+                          "1000",
+                          "1001",
+                          "-990",
+                          "-1000,"}) {
         extra.push_back(t);
     }
     std::set<std::string> seen(v.token_bytes.begin(), v.token_bytes.end());
@@ -319,12 +389,14 @@ TokenVocabulary test_vocabulary() {
     v.token_bytes.push_back("");            // an unusable special token (empty bytes)
     v.token_bytes.push_back("<|im_end|>");  // a special token with text, flagged unusable
     v.unusable_ids.push_back(static_cast<int32_t>(v.token_bytes.size()) - 1);
-    v.token_bytes.push_back("");            // a second end token
+    v.token_bytes.push_back("");  // a second end token
     v.end_ids = {eos, static_cast<int32_t>(v.token_bytes.size()) - 1};
     return v;
 }
 
-bool bit(const std::vector<uint32_t>& mask, int32_t i) { return mask[i >> 5] >> (i & 31) & 1u; }
+bool bit(const std::vector<uint32_t>& mask, int32_t i) {
+    return mask[i >> 5] >> (i & 31) & 1u;
+}
 
 enum class Logits { kRandomGreedy, kRandomSampled, kAdversarialStructure, kAdversarialLong };
 
@@ -334,8 +406,9 @@ struct Decoded {
 };
 
 // Decode one sequence under the mask; every step's mask may also be checked against brute force.
-Decoded decode(const std::shared_ptr<const CompiledSchema>& schema, const std::shared_ptr<const TokenIndex>& index,
-               std::mt19937_64& rng, Logits mode, bool brute_force) {
+Decoded decode(const std::shared_ptr<const CompiledSchema>& schema,
+               const std::shared_ptr<const TokenIndex>& index, std::mt19937_64& rng, Logits mode,
+               bool brute_force) {
     TokenConstraint c(schema, index);
     const int32_t V = index->vocab_size();
     std::vector<uint32_t> mask(index->mask_words());
@@ -359,20 +432,20 @@ Decoded decode(const std::shared_ptr<const CompiledSchema>& schema, const std::s
             const std::string& b = index->token_bytes(t);
             bool end = index->is_end(t);
             switch (mode) {
-            case Logits::kRandomGreedy:
-            case Logits::kRandomSampled: logits[t] = normal(rng); break;
-            case Logits::kAdversarialStructure:
-                // Favour what breaks JSON: ending early, quotes, brackets, escapes, stray UTF-8 bytes.
-                logits[t] = end ? 50.f
-                            : (b.find_first_of("\"{}[],:\\") != std::string::npos ||
-                               static_cast<unsigned char>(b[0]) >= 0x80)
-                                ? 20.f + normal(rng)
-                                : normal(rng);
-                break;
-            case Logits::kAdversarialLong:
-                // Never want to stop: long tokens, no end token.
-                logits[t] = end ? -50.f : static_cast<float>(b.size()) + normal(rng) * 0.1f;
-                break;
+                case Logits::kRandomGreedy:
+                case Logits::kRandomSampled: logits[t] = normal(rng); break;
+                case Logits::kAdversarialStructure:
+                    // Favour what breaks JSON: ending early, quotes, brackets, escapes, stray UTF-8 bytes.
+                    logits[t] = end ? 50.f
+                                : (b.find_first_of("\"{}[],:\\") != std::string::npos ||
+                                   static_cast<unsigned char>(b[0]) >= 0x80)
+                                    ? 20.f + normal(rng)
+                                    : normal(rng);
+                    break;
+                case Logits::kAdversarialLong:
+                    // Never want to stop: long tokens, no end token.
+                    logits[t] = end ? -50.f : static_cast<float>(b.size()) + normal(rng) * 0.1f;
+                    break;
             }
         }
         apply_token_bitmask(logits.data(), mask.data(), V);
@@ -394,7 +467,8 @@ Decoded decode(const std::shared_ptr<const CompiledSchema>& schema, const std::s
         } else {
             pick = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
         }
-        REQUIRE_MESSAGE((pick >= 0 && !std::isinf(logits[pick])), "empty mask after \"", c.generated_bytes(), "\"");
+        REQUIRE_MESSAGE((pick >= 0 && !std::isinf(logits[pick])), "empty mask after \"", c.generated_bytes(),
+                        "\"");
         c.accept(pick);
         if (index->is_end(pick)) break;
     }
@@ -417,9 +491,12 @@ void check_output(const std::string& text, const Json& schema) {
     bool in_string = false, escaped = false, whitespace = false;
     for (char ch : text) {
         if (in_string) {
-            if (escaped) escaped = false;
-            else if (ch == '\\') escaped = true;
-            else if (ch == '"') in_string = false;
+            if (escaped)
+                escaped = false;
+            else if (ch == '\\')
+                escaped = true;
+            else if (ch == '"')
+                in_string = false;
         } else if (ch == '"') {
             in_string = true;
         } else if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r') {
@@ -494,7 +571,8 @@ TEST_CASE("policy and localizer schemas decode to valid actions and points") {
 
 TEST_CASE("constraint state: end tokens, errors, clone, completion") {
     auto index = test_index();
-    auto schema = compile_json_schema_text(R"({"type":"object","properties":{"x":{"type":"integer","minimum":0,"maximum":9}},"required":["x"]})");
+    auto schema = compile_json_schema_text(
+        R"({"type":"object","properties":{"x":{"type":"integer","minimum":0,"maximum":9}},"required":["x"]})");
     TokenConstraint c(schema, index);
     std::vector<uint32_t> mask(index->mask_words());
     const auto& vocab_end = index->end_ids();
@@ -548,7 +626,8 @@ TEST_CASE("apply_token_bitmask sets disallowed logits to -inf") {
 
 TEST_CASE("one index and schema shared by concurrent sequences") {
     auto index = TokenIndex::build(test_vocabulary());  // fresh: its string cache fills under contention
-    auto schema = load_json_schema_file(std::string(SURF_SOURCE_DIR) + "/prompts/schemas/policy_action.schema.json");
+    auto schema =
+        load_json_schema_file(std::string(SURF_SOURCE_DIR) + "/prompts/schemas/policy_action.schema.json");
     Json json_schema = Json::parse(schema->schema_text);
     std::vector<std::string> outputs(4);
     std::vector<std::thread> threads;

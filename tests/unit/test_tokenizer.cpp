@@ -13,15 +13,17 @@
 #include "base/error.h"
 #include "model/text/tokenizer.h"
 
+using nlohmann::json;
 using surf::Error;
 using surf::ErrorKind;
 using surf::model::StreamDecoder;
 using surf::model::Tokenizer;
-using nlohmann::json;
 
 namespace {
 
-std::string fixture_dir(const std::string& name) { return std::string(SURF_FIXTURES_DIR) + "/tokenizer/" + name; }
+std::string fixture_dir(const std::string& name) {
+    return std::string(SURF_FIXTURES_DIR) + "/tokenizer/" + name;
+}
 
 json read_json(const std::string& path) {
     std::ifstream in(path);
@@ -35,7 +37,8 @@ std::string show_ids(const std::vector<int32_t>& ids) {
     return out.str();
 }
 
-// GPT-2's printable stand-in for a byte: printable Latin-1 stands for itself, the rest take U+0100.. in order.
+// GPT-2's printable stand-in for a byte: printable Latin-1 stands for itself, the rest take U+0100.. in
+// order.
 std::string byte_stand_in(uint8_t byte) {
     auto visible = [](int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE); };
     uint32_t cp = byte;
@@ -83,11 +86,11 @@ size_t check_parity(const std::string& name) {
         bool ok = got == want && got_plain == want_plain && decoded == c["decoded"].get<std::string>() &&
                   decoded_skip == c["decoded_skip_special"].get<std::string>();
         if (!ok && ++failures <= 5) {
-            MESSAGE(name << " mismatch on " << json(text).dump() << "\n  want " << show_ids(want) << "\n  got  "
-                         << show_ids(got) << "\n  plain want " << show_ids(want_plain) << "\n  plain got  "
-                         << show_ids(got_plain) << "\n  decoded " << json(decoded).dump() << " want "
-                         << c["decoded"].dump() << "\n  skip " << json(decoded_skip).dump() << " want "
-                         << c["decoded_skip_special"].dump());
+            MESSAGE(name << " mismatch on " << json(text).dump() << "\n  want " << show_ids(want)
+                         << "\n  got  " << show_ids(got) << "\n  plain want " << show_ids(want_plain)
+                         << "\n  plain got  " << show_ids(got_plain) << "\n  decoded " << json(decoded).dump()
+                         << " want " << c["decoded"].dump() << "\n  skip " << json(decoded_skip).dump()
+                         << " want " << c["decoded_skip_special"].dump());
         }
     }
     for (const auto& c : cases["decode"]) {
@@ -103,7 +106,8 @@ size_t check_parity(const std::string& name) {
     return cases["encode"].size();
 }
 
-std::string stream_all(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip_special, bool* pieces_ok) {
+std::string stream_all(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip_special,
+                       bool* pieces_ok) {
     StreamDecoder stream(tok, skip_special);
     std::string out;
     *pieces_ok = true;
@@ -159,7 +163,8 @@ TEST_CASE("tokenizer: exact parity with HF on the Tekken-style tokenizer (>= 200
     CHECK(check_parity("tekken_like") >= 2000);
 }
 
-TEST_CASE("tokenizer: parity with HF for ByteLevel regex, ignore_merges, string merges and added-token flags") {
+TEST_CASE(
+    "tokenizer: parity with HF for ByteLevel regex, ignore_merges, string merges and added-token flags") {
     check_parity("gpt2_like");
 }
 
@@ -195,19 +200,23 @@ TEST_CASE("tokenizer: special and added tokens, token bytes") {
     CHECK(tok.decode({-5, 1 << 30}).empty());  // unknown ids are dropped, as HF does
 
     // Invalid UTF-8 input reads as U+FFFD.
-    CHECK(tok.encode("a\xFF" "b\xE4\xB8") == tok.encode("a\xEF\xBF\xBD" "b\xEF\xBF\xBD"));
+    CHECK(tok.encode("a\xFF"
+                     "b\xE4\xB8") == tok.encode("a\xEF\xBF\xBD"
+                                                "b\xEF\xBF\xBD"));
 }
 
 TEST_CASE("tokenizer: StreamDecoder never splits a character and matches decode") {
     Tokenizer tok = Tokenizer::load(fixture_dir("tekken_like") + "/tokenizer.json");
-    const int32_t c3 = *tok.token_id("\xC3\x83");      // byte 0xC3
-    const int32_t a9 = *tok.token_id("\xC2\xA9");      // byte 0xA9 ("©" stands for itself)
+    const int32_t c3 = *tok.token_id("\xC3\x83");  // byte 0xC3
+    const int32_t a9 = *tok.token_id("\xC2\xA9");  // byte 0xA9 ("©" stands for itself)
     const int32_t letter_a = *tok.token_id("a");
     StreamDecoder stream(tok);
     CHECK(stream.push(c3).empty());  // first byte of "é" is held
     CHECK(stream.push(a9) == "\xC3\xA9");
     CHECK(stream.push(c3).empty());
-    CHECK(stream.push(letter_a) == "\xEF\xBF\xBD" "a");  // the sequence broke: U+FFFD, like decode
+    CHECK(stream.push(letter_a) ==
+          "\xEF\xBF\xBD"
+          "a");  // the sequence broke: U+FFFD, like decode
     CHECK(stream.push(c3).empty());
     CHECK(stream.flush() == "\xEF\xBF\xBD");
 
@@ -221,7 +230,8 @@ TEST_CASE("tokenizer: StreamDecoder never splits a character and matches decode"
         bool ok = pieces_ok && streamed == c["decoded"].get<std::string>();
         std::string skipped = stream_all(tok, ids, true, &pieces_ok);
         ok = ok && pieces_ok && skipped == c["decoded_skip_special"].get<std::string>();
-        if (!ok && ++failures <= 3) MESSAGE("stream mismatch on " << c["text"].dump() << ": " << json(streamed).dump());
+        if (!ok && ++failures <= 3)
+            MESSAGE("stream mismatch on " << c["text"].dump() << ": " << json(streamed).dump());
     }
     for (const auto& c : cases["decode"]) {  // random ids: broken UTF-8 everywhere
         bool pieces_ok;
@@ -252,7 +262,8 @@ TEST_CASE("tokenizer: concurrent encodes share the word cache safely") {
         threads.emplace_back([&, t] {
             for (size_t i = t; i < cases["encode"].size(); i += 2) {  // overlapping halves
                 const auto& c = cases["encode"][i];
-                if (tok.encode(c["text"].get<std::string>()) != c["ids"].get<std::vector<int32_t>>()) ++failures;
+                if (tok.encode(c["text"].get<std::string>()) != c["ids"].get<std::vector<int32_t>>())
+                    ++failures;
             }
         });
     }
@@ -262,8 +273,8 @@ TEST_CASE("tokenizer: concurrent encodes share the word cache safely") {
 
 TEST_CASE("tokenizer: long and pathological inputs round-trip without crashing") {
     Tokenizer tok = Tokenizer::load(fixture_dir("tekken_like") + "/tokenizer.json");
-    for (const std::string& text : {std::string(200000, 'a'), std::string(100000, ' '), std::string(50000, '\n'),
-                                    std::string(30000, '<')}) {
+    for (const std::string& text : {std::string(200000, 'a'), std::string(100000, ' '),
+                                    std::string(50000, '\n'), std::string(30000, '<')}) {
         CHECK(tok.decode(tok.encode(text)) == text);
     }
     std::string mixed;
@@ -273,8 +284,10 @@ TEST_CASE("tokenizer: long and pathological inputs round-trip without crashing")
 
     // Random byte strings (mostly invalid UTF-8, fragments of special tokens): byte-level BPE is lossless
     // on valid text, and invalid bytes read as U+FFFD, so the round trip is the lossy reading of the input.
-    const std::string alphabet[] = {"a", " ", "\n", "<", ">", "s", "/", "\xC3", "\xA9", "\xE4\xB8\xAD", "\xF0\x9F",
-                                    "\x98\x80", "\xFF", "\x80", "<image>", "<SPECIAL_1", "1>", "\t", "\r", std::string("\0", 1)};
+    const std::string alphabet[] = {"a",          " ",        "\n",   "<",    ">",
+                                    "s",          "/",        "\xC3", "\xA9", "\xE4\xB8\xAD",
+                                    "\xF0\x9F",   "\x98\x80", "\xFF", "\x80", "<image>",
+                                    "<SPECIAL_1", "1>",       "\t",   "\r",   std::string("\0", 1)};
     size_t mismatches = 0;
     for (int i = 0; i < 3000; ++i) {
         std::string text;
@@ -297,7 +310,8 @@ TEST_CASE("tokenizer: bad input gives errors naming the file and field") {
     json unigram = minimal_tokenizer();
     unigram["model"]["type"] = "Unigram";
     std::string path = dir.write("unigram.json", unigram.dump());
-    check_error([&] { Tokenizer::load(path); }, ErrorKind::kUnsupported, {"unigram.json", "model.type", "Unigram"});
+    check_error([&] { Tokenizer::load(path); }, ErrorKind::kUnsupported,
+                {"unigram.json", "model.type", "Unigram"});
 
     json meta = minimal_tokenizer();
     meta["pre_tokenizer"] = json::parse(R"({"type": "Sequence", "pretokenizers": [{"type": "Metaspace"}]})");
@@ -325,21 +339,24 @@ TEST_CASE("tokenizer: bad input gives errors naming the file and field") {
 
     json no_model = minimal_tokenizer();
     no_model.erase("model");
-    check_error([&] { Tokenizer::from_json(no_model.dump(), "x.json"); }, ErrorKind::kFormat, {"x.json", "model"});
+    check_error([&] { Tokenizer::from_json(no_model.dump(), "x.json"); }, ErrorKind::kFormat,
+                {"x.json", "model"});
 
     json bad_vocab = minimal_tokenizer();
     bad_vocab["model"]["vocab"]["c"] = "three";
-    check_error([&] { Tokenizer::from_json(bad_vocab.dump(), "v.json"); }, ErrorKind::kFormat, {"model.vocab['c']"});
+    check_error([&] { Tokenizer::from_json(bad_vocab.dump(), "v.json"); }, ErrorKind::kFormat,
+                {"model.vocab['c']"});
 
     json bad_regex = minimal_tokenizer();
-    bad_regex["pre_tokenizer"] =
-        json::parse(R"({"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated", "invert": false})");
+    bad_regex["pre_tokenizer"] = json::parse(
+        R"({"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated", "invert": false})");
     check_error([&] { Tokenizer::from_json(bad_regex.dump(), "r.json"); }, ErrorKind::kFormat,
                 {"r.json", "pre_tokenizer.pattern", "(unclosed"});
 
     json bad_unk = minimal_tokenizer();
     bad_unk["model"]["unk_token"] = "<unk>";
-    check_error([&] { Tokenizer::from_json(bad_unk.dump(), "u.json"); }, ErrorKind::kFormat, {"model.unk_token"});
+    check_error([&] { Tokenizer::from_json(bad_unk.dump(), "u.json"); }, ErrorKind::kFormat,
+                {"model.unk_token"});
 
     // The minimal file itself loads and merges.
     Tokenizer tok = Tokenizer::from_json(minimal_tokenizer().dump(), "minimal");

@@ -10,10 +10,12 @@ using surf::apps::TraceSummary;
 
 namespace {
 
-// Four names: 0 and 1 overlap at the start, 2 after a 3 µs gap, 3 and 0 together after a 10 µs gap (ns throughout).
+// Four names: 0 and 1 overlap at the start, 2 after a 3 µs gap, 3 and 0 together after a 10 µs gap (ns
+// throughout).
 std::vector<TraceInterval> sample() {
     return {
-        {40000, 50000, 3}, {0, 10000, 0}, {23000, 30000, 2}, {5000, 20000, 1}, {40000, 45000, 0},  // out of order on purpose
+        {40000, 50000, 3}, {0, 10000, 0},     {23000, 30000, 2},
+        {5000, 20000, 1},  {40000, 45000, 0},  // out of order on purpose
     };
 }
 
@@ -31,10 +33,10 @@ TEST_CASE("trace summary: busy union, idle gaps by size, overlap and per-name to
     const TraceSummary s = summarize_trace(sample(), 0, 4);
     CHECK(s.intervals == 5);
     CHECK(s.span_ns == 50000);
-    CHECK(s.busy_ns == 20000 + 7000 + 10000);   // [0, 20 µs) ∪ [23, 30) ∪ [40, 50)
+    CHECK(s.busy_ns == 20000 + 7000 + 10000);  // [0, 20 µs) ∪ [23, 30) ∪ [40, 50)
     CHECK(s.sum_ns == 10000 + 15000 + 7000 + 10000 + 5000);
-    CHECK(gap_count(s, "2-5 us") == 1);          // 20 → 23 µs
-    CHECK(gap_count(s, "5-20 us") == 1);         // 30 → 40 µs
+    CHECK(gap_count(s, "2-5 us") == 1);   // 20 → 23 µs
+    CHECK(gap_count(s, "5-20 us") == 1);  // 30 → 40 µs
     CHECK(gap_count(s, "< 2 us") == 0);
     uint64_t gap_total = 0;
     for (const auto& c : s.gaps) gap_total += c.total_ns;

@@ -15,7 +15,7 @@ TEST_CASE("cuts never split a UTF-8 character, so the result always serialises a
         CHECK(text.compare(0, cut.size(), cut) == 0);
         CHECK_NOTHROW((void)nlohmann::json(shorten_utf8(text, n)).dump());
     }
-    CHECK(utf8_prefix("€x", 2) == "");   // 3-byte character cut: nothing of it kept
+    CHECK(utf8_prefix("€x", 2) == "");  // 3-byte character cut: nothing of it kept
     CHECK(utf8_prefix("€x", 3) == "€");
     CHECK(shorten_utf8("abcdef", 3, "...") == "abc...");
     CHECK(shorten_utf8("abc", 3, "...") == "abc");

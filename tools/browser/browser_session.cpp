@@ -245,8 +245,7 @@ void BrowserSession::on_target_attached(const nlohmann::json& params) {
             "Fetch.enable",
             // Every request, not only navigations: an allowed page's iframes, images, scripts, fetch/XHR and
             // beacons meet the same rules (WebSocket handshakes are not Fetch requests; docs/SECURITY.md).
-            {{"patterns", nlohmann::json::array({{{"urlPattern", "*"}, {"requestStage", "Request"}}})}},
-            sid);
+            {{"patterns", nlohmann::json::array({{{"urlPattern", "*"}, {"requestStage", "Request"}}})}}, sid);
     }
     browser_->post("Runtime.runIfWaitingForDebugger", {}, sid);
 
@@ -379,17 +378,17 @@ void BrowserSession::on_page_event(const std::string& sid, const std::string& me
         if (!main_frame || params.value("resourceType", std::string()) != "Document") {
             // A subresource or a subframe's page: refused without a trace in the agent's observation (a page
             // may embed dozens of refused trackers; the page around them stays usable).
-            browser_->post("Fetch.failRequest", {{"requestId", request_id}, {"errorReason", "BlockedByClient"}},
-                           sid);
+            browser_->post("Fetch.failRequest",
+                           {{"requestId", request_id}, {"errorReason", "BlockedByClient"}}, sid);
             return;
         }
         // The navigation is aborted (like pressing Stop), so the tab stays on the page it was on (or blank);
         // BlockedByClient would commit Chrome's error page at the refused URL instead. A popup whose very
         // first page is refused has nothing to show: it is failed and closed.
         const bool fresh_popup = !tab->committed && !tab->opener_id.empty();
-        browser_->post("Fetch.failRequest",
-                       {{"requestId", request_id}, {"errorReason", fresh_popup ? "BlockedByClient" : "Aborted"}},
-                       sid);
+        browser_->post(
+            "Fetch.failRequest",
+            {{"requestId", request_id}, {"errorReason", fresh_popup ? "BlockedByClient" : "Aborted"}}, sid);
         record(SessionEventKind::kNavigationDenied, decision.reason, url, decision.rule);
         if (fresh_popup) browser_->post("Target.closeTarget", {{"targetId", tab->target_id}}, "");
     } else if (method == "Inspector.targetCrashed") {

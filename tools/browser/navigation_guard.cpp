@@ -98,7 +98,8 @@ bool host_matches_rule(const std::string& host, bool host_is_ip, const std::stri
            host[host.size() - base.size() - 1] == '.';
 }
 
-NavigationGuard::NavigationGuard(std::vector<std::string> allow, std::vector<std::string> deny, LocalSchemes local)
+NavigationGuard::NavigationGuard(std::vector<std::string> allow, std::vector<std::string> deny,
+                                 LocalSchemes local)
     : local_(local) {
     for (const auto& r : allow) allow_.push_back(normalise_rule(r));
     for (const auto& r : deny) deny_.push_back(normalise_rule(r));
@@ -137,7 +138,8 @@ GuardDecision NavigationGuard::check(const std::string& url) const {
                 path = std::filesystem::path(file_url_path(url)).lexically_normal().string();
             } catch (const Error&) {
             }
-            const bool under = file_root_ == "/" || path == file_root_ || path.rfind(file_root_ + "/", 0) == 0;
+            const bool under =
+                file_root_ == "/" || path == file_root_ || path.rfind(file_root_ + "/", 0) == 0;
             if (!path.empty() && path.front() == '/' && under) return d;
             d.allowed = false;
             d.rule = "file-root";
@@ -183,7 +185,6 @@ GuardDecision NavigationGuard::check(const std::string& url) const {
                list + ")";
     return d;
 }
-
 
 void NavigationGuard::set_file_root(const std::string& folder) {
     std::string root = std::filesystem::path(folder).lexically_normal().string();

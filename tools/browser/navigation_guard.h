@@ -56,10 +56,11 @@ public:
     // LocalSchemes says; http(s)/ws(s) by host.
     GuardDecision check(const std::string& url) const;
 
-    // Chromium proxy bypass rules for the allow-list ("" without one): the hosts that connect directly while every
-    // other connection of the session's browser context goes to a proxy that is not there (kUnreachableProxy).
-    // That fails the connections the Fetch interception never sees: WebSocket handshakes, and requests of
-    // workers. Chromium's rules have no exceptions, so a denied host under an allowed one still connects this way.
+    // Chromium proxy bypass rules for the allow-list ("" without one): the hosts that connect directly while
+    // every other connection of the session's browser context goes to a proxy that is not there
+    // (kUnreachableProxy). That fails the connections the Fetch interception never sees: WebSocket
+    // handshakes, and requests of workers. Chromium's rules have no exceptions, so a denied host under an
+    // allowed one still connects this way.
     std::string proxy_bypass_list() const;
 
     const std::vector<std::string>& allow_rules() const { return allow_; }
