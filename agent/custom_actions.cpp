@@ -46,18 +46,21 @@ ojson arguments_object(const CustomActionSpec& spec, const std::string& where) {
         }
     }
     if (!schema.is_object()) bad(where + ".arguments_schema", "expected a JSON schema object");
-    if (has_ref(schema)) bad(where + ".arguments_schema", "\"$ref\" is not supported: write the schema inline");
+    if (has_ref(schema))
+        bad(where + ".arguments_schema", "\"$ref\" is not supported: write the schema inline");
     if (schema.contains("type") && schema["type"] != "object")
         bad(where + ".arguments_schema", "the arguments are an object (\"type\": \"object\")");
     ojson props = schema.value("properties", ojson::object());
     if (!props.is_object()) bad(where + ".arguments_schema.properties", "expected an object");
-    if (props.contains("type")) bad(where + ".arguments_schema.properties", "\"type\" names the action itself");
+    if (props.contains("type"))
+        bad(where + ".arguments_schema.properties", "\"type\" names the action itself");
     ojson required = schema.value("required", ojson::array());
     if (!required.is_array()) bad(where + ".arguments_schema.required", "expected an array of field names");
     for (const auto& r : required)
         if (!r.is_string() || !props.contains(r.get<std::string>()))
             bad(where + ".arguments_schema.required", "names a field that is not a property: " + r.dump());
-    return ojson{{"type", "object"}, {"properties", props}, {"required", required}, {"additionalProperties", false}};
+    return ojson{
+        {"type", "object"}, {"properties", props}, {"required", required}, {"additionalProperties", false}};
 }
 
 // The policy schema's branch for a custom action: {"type": {"const": name}} then its fields.
@@ -97,15 +100,16 @@ std::string prompt_line(const CustomActionSpec& spec, const ojson& args) {
 }  // namespace
 
 CustomActionSpec ask_human_action(std::function<std::string(const std::string& question)> ask) {
-    return {"ask_human",
-            "ask the user a question, only when the task is ambiguous or needs something only they know; their "
-            "reply is the outcome",
-            R"({"properties": {"question": {"type": "string", "minLength": 1, "maxLength": 500}},)"
-            R"( "required": ["question"]})",
-            [ask = std::move(ask)](const CustomActionCall& call) {
-                const std::string reply = ask(call.arguments.at("question").get<std::string>());
-                return "the user replied: " + (reply.empty() ? std::string("(nothing)") : reply);
-            }};
+    return {
+        "ask_human",
+        "ask the user a question, only when the task is ambiguous or needs something only they know; their "
+        "reply is the outcome",
+        R"({"properties": {"question": {"type": "string", "minLength": 1, "maxLength": 500}},)"
+        R"( "required": ["question"]})",
+        [ask = std::move(ask)](const CustomActionCall& call) {
+            const std::string reply = ask(call.arguments.at("question").get<std::string>());
+            return "the user replied: " + (reply.empty() ? std::string("(nothing)") : reply);
+        }};
 }
 
 PromptProfile with_actions(const PromptProfile& profile, const std::vector<CustomActionSpec>& add,
@@ -146,10 +150,12 @@ PromptProfile with_actions(const PromptProfile& profile, const std::vector<Custo
         const std::string where = "custom_actions[" + std::to_string(i) + "] (" + spec.name + ")";
         if (!valid_name(spec.name)) bad(where + ".name", "expected [a-z][a-z0-9_]*, at most 64 characters");
         if (std::find(builtin.begin(), builtin.end(), spec.name) != builtin.end())
-            bad(where + ".name", "a built-in action's name (remove the built-in to replace it: not supported)");
+            bad(where + ".name",
+                "a built-in action's name (remove the built-in to replace it: not supported)");
         if (std::find(p.policy_actions.begin(), p.policy_actions.end(), spec.name) != p.policy_actions.end())
             bad(where + ".name", "registered twice");
-        if (spec.description.empty()) bad(where + ".description", "empty: the policy needs to know what it does");
+        if (spec.description.empty())
+            bad(where + ".description", "empty: the policy needs to know what it does");
         if (!spec.handler) bad(where + ".handler", "missing");
         const ojson args = arguments_object(spec, where);
         auto registered = std::make_shared<CustomActionSchema>();
@@ -189,7 +195,8 @@ void check_custom_arguments(const Action& action, const PromptProfile& profile) 
     std::string text = "{";
     for (const std::string& field : schema.fields) {
         if (!custom->arguments.contains(field)) continue;
-        text += (text.size() > 1 ? "," : "") + nlohmann::json(field).dump() + ":" + custom->arguments[field].dump();
+        text += (text.size() > 1 ? "," : "") + nlohmann::json(field).dump() + ":" +
+                custom->arguments[field].dump();
     }
     text += "}";
     std::string fields;
@@ -197,12 +204,14 @@ void check_custom_arguments(const Action& action, const PromptProfile& profile) 
     for (const auto& [key, value] : custom->arguments.items())
         if (std::find(schema.fields.begin(), schema.fields.end(), key) == schema.fields.end())
             throw Error(ErrorKind::kModelOutput, "action." + key + ": not a field of " + custom->name +
-                                                     " (its fields: " + (fields.empty() ? "none" : fields) + ")");
+                                                     " (its fields: " + (fields.empty() ? "none" : fields) +
+                                                     ")");
     model::ByteMatcher matcher(schema.arguments->grammar);
     if (!matcher.accept_bytes(text) || !matcher.can_end())
         throw Error(ErrorKind::kModelOutput, "action: the fields of " + custom->name +
-                                                 " do not match its schema " + shorten_utf8(schema.arguments->schema_text, 300) +
-                                                 "; got " + shorten_utf8(text, 300));
+                                                 " do not match its schema " +
+                                                 shorten_utf8(schema.arguments->schema_text, 300) + "; got " +
+                                                 shorten_utf8(text, 300));
 }
 
 }  // namespace surf::agent

@@ -44,15 +44,15 @@ struct CustomActionSpec {
 // A registered custom action as the run's profile holds it.
 struct CustomActionSchema {
     std::string name;
-    std::vector<std::string> fields;                            // the schema's properties, in order
-    std::shared_ptr<const model::CompiledSchema> arguments;     // the arguments object
+    std::vector<std::string> fields;                         // the schema's properties, in order
+    std::shared_ptr<const model::CompiledSchema> arguments;  // the arguments object
 };
 
 // The ask_human action: its question field, and the user's reply (from `ask`) as its outcome.
 CustomActionSpec ask_human_action(std::function<std::string(const std::string& question)> ask);
 
-// `profile` with `add` joined to and `remove` taken from the policy's action schema (recompiled), the policy's
-// offered actions updated, and the custom actions listed for the system prompt. Throws
+// `profile` with `add` joined to and `remove` taken from the policy's action schema (recompiled), the
+// policy's offered actions updated, and the custom actions listed for the system prompt. Throws
 // Error(kInvalidArgument) naming the action and field: a bad name, a name taken twice or by a built-in, a
 // schema that is not an object schema or holds "$ref", no handler, removing an action the profile does not
 // offer or the answer action.

@@ -1,6 +1,7 @@
-// Where surf's data folders (prompts/, models/) are at run time, so that a built or installed surf can be moved
-// and a product that links surf finds them: the environment variable first, then the installed layout beside
-// the running program (<program's folder>/../share/surf/NAME), then the source tree surf was built from
+// Where surf's data folders (prompts/, models/) are at run time, so that a built or installed surf can be
+// moved and a product that links surf finds them: the environment variable first, then the installed layout
+// beside the running program (<program's folder>/../share/surf/NAME), then the source tree surf was built
+// from
 // (<source>/NAME), then the install prefix it was configured with (<prefix>/share/surf/NAME).
 #pragma once
 

@@ -1,5 +1,5 @@
 # Sourced by the Nsight Compute scripts that profile single launches of one kernel from a benchmark run
-# (scripts/ncu_mixed.sh, scripts/ncu_decode_green.sh); device machine, after the benchmark is built in build-gpu.
+# (scripts/ncu_decode_green.sh); device machine, after the benchmark is built in build-gpu.
 # Needs OUT set; finds ncu.
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
 

@@ -24,13 +24,10 @@
 // --pair --profile-ranges: after the tables, each pairing once more between cudaProfilerStart / Stop, so that
 // Nsight Compute's range replay (scripts/ncu_ranges.sh) measures the two kernels running together as one
 // result.
-// --pair also times the two in one launch (attention_mixed): beside the pair, each side nearly alone (a
-// 1-token prefill; one decode row), and at 2–32 decode splits. --mixed: only that table (scripts/ncu_mixed.sh
-// profiles its launches).
 // --pair-green N,…: only the pair on disjoint SMs (kernels/cuda/green_context.h): the decode rows on a group
 // of N SMs (split counts auto, 1, 2, 4), the prefill (plain and warp-specialized wgmma) on the rest, against
 // the engine's pair on all SMs. Usage: bench_attention [--reps N] [--kernel NAME] [--case NAME] (one kernel /
-// case, e.g. under ncu) | --pair [--profile-ranges] | --mixed
+// case, e.g. under ncu) | --pair [--profile-ranges]
 //        | --pair-green N,N,…
 #include <algorithm>
 #include <cmath>
@@ -214,7 +211,7 @@ std::vector<int32_t> take_pages(const std::vector<int32_t>& pool, int64_t first,
 // The mixed step's attention layer: prefill of one `fresh`-token chunk on `past` keys (highest-priority
 // stream) beside the decode attention of `rows` rows on `past` keys each (another stream), per prefill
 // kernel.
-void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profile_ranges, bool mixed_only,
+void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profile_ranges,
                 const std::vector<unsigned>& green_sizes) {
     const int64_t nh = 40, nkv = 8, D = 128, page = 16, len_pre = past + fresh,
                   pages_pre = (len_pre + page - 1) / page;
@@ -262,7 +259,7 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
     cudaEvent_t fork, join;
     SURF_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
     SURF_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-    struct Teardown {  // on every return below (the --pair-green and --mixed tables return early)
+    struct Teardown {  // on every return below (the --pair-green table returns early)
         cudaStream_t s0, s1;
         cudaEvent_t e0, e1;
         ~Teardown() {
@@ -381,71 +378,6 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         }
         return;
     }
-    {  // Both in one launch (attention_mixed) against the engine's default pair (plain wgmma prefill on its
-       // stream, pipelined decode).
-        cu::AttentionPrefillParams p;
-        p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr,
-        p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
-        p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1,
-        p.n_heads = nh, p.n_kv_heads = nkv;
-        p.head_dim = D, p.max_seqlen_q = fresh, p.causal = true, p.n_splits = 1, p.wgmma_key_tile = 64;
-        cu::AttentionDecodeParams d = dp;
-        d.pipelined = true, d.l2_evict_first = true, d.n_splits = 0, d.tma = false;
-        size_t mws_bytes = cu::attention_mixed_workspace_bytes(d);
-        for (int32_t splits : {2, 4, 8, 16, 32}) {
-            cu::AttentionDecodeParams ds = d;
-            ds.n_splits = splits;
-            mws_bytes = std::max(mws_bytes, cu::attention_mixed_workspace_bytes(ds));
-        }
-        Buffer<uint8_t> mws(mws_bytes);
-        Buffer<int32_t> counters = upload({0, 0, 0});
-        const bool one = cu::attention_mixed_usable(p, d);
-        const double pre_us = time_on_main([&] { cu::attention_prefill(p, main_s); });
-        const double dec_us1 = time_on_main([&] { cu::attention_decode(d, dws.ptr, main_s); });
-        const double pair_us = time_on_main([&] {
-            SURF_CUDA_CHECK(cudaEventRecord(fork, main_s));
-            SURF_CUDA_CHECK(cudaStreamWaitEvent(pre_s, fork, 0));
-            cu::attention_prefill(p, pre_s);
-            cu::attention_decode(d, dws.ptr, main_s);
-            SURF_CUDA_CHECK(cudaEventRecord(join, pre_s));
-            SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, join, 0));
-        });
-        const double mixed_us =
-            time_on_main([&] { cu::attention_mixed(p, d, mws.ptr, counters.ptr, main_s); });
-        const int64_t bad =
-            count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
-        std::printf(
-            "\n| one launch (attention_mixed%s) | prefill alone us (wgmma 64) | decode alone us (pipelined) "
-            "| pair us (engine default) | "
-            "one launch us | one launch / pair |\n|---|---|---|---|---|---|\n| mixed | %.1f | %.1f | %.1f | "
-            "%.1f | %.3f |%s\n",
-            one ? "" : ": NOT USABLE here, two kernels", pre_us, dec_us1, pair_us, mixed_us,
-            mixed_us / pair_us, bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
-        // Each side nearly alone in the one launch (a 1-token prefill; 1 decode row): which side sets its
-        // time.
-        Buffer<int32_t> cu_one = upload({0, 1}), len_one = upload({static_cast<int32_t>(past + 1)});
-        cu::AttentionPrefillParams p1 = p;
-        p1.cu_seqlens_q = cu_one.ptr, p1.seq_lens_k = len_one.ptr, p1.max_seqlen_q = 1;
-        cu::AttentionDecodeParams d1 = d;
-        d1.batch = 1;
-        const double dec_side_us =
-            time_on_main([&] { cu::attention_mixed(p1, d, mws.ptr, counters.ptr, main_s); });
-        const double pre_side_us =
-            time_on_main([&] { cu::attention_mixed(p, d1, mws.ptr, counters.ptr, main_s); });
-        std::printf(
-            "| one launch, the decode rows beside a 1-token prefill | | %.1f (%.0f GB/s) | | | |\n| one "
-            "launch, the prefill beside 1 decode row | %.1f | | | | |\n",
-            dec_side_us, bytes / (dec_side_us * 1e-6) / 1e9, pre_side_us);
-        for (int32_t splits : {2, 4, 8, 16, 32}) {  // decode item sizes (the automatic plan: 24 items an SM)
-            cu::AttentionDecodeParams ds = d;
-            ds.n_splits = splits;
-            std::printf("| one launch, decode in %d splits (%lld keys an item) | | | | %.1f | |\n", splits,
-                        (long long)((past + splits - 1) / splits),
-                        time_on_main([&] { cu::attention_mixed(p, ds, mws.ptr, counters.ptr, main_s); }));
-        }
-        if (mixed_only) return;
-        std::fflush(stdout);
-    }
     std::printf(
         "\n\"first\": the prefill stream runs a tiny kernel, the decode waits for it, so the prefill's "
         "blocks are placed before the "
@@ -527,14 +459,12 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
 
 int main(int argc, char** argv) {
     int reps = 20;
-    bool pair = false, profile_ranges = false, mixed_only = false;
+    bool pair = false, profile_ranges = false;
     std::vector<unsigned> green_sizes;   // --pair-green N,N,…
     std::string only_kernel, only_case;  // empty = all
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--pair") == 0) {
             pair = true;
-        } else if (std::strcmp(argv[i], "--mixed") == 0) {
-            pair = mixed_only = true;
         } else if (std::strcmp(argv[i], "--pair-green") == 0 && i + 1 < argc) {
             pair = true;
             for (const char* at = argv[++i]; *at;) {
@@ -561,7 +491,7 @@ int main(int argc, char** argv) {
                 stderr,
                 "usage: bench_attention [--reps N] [--kernel \"mma 16\"|\"mma 32\"|\"wgmma 64\"|\"wgmma "
                 "128\"|\"wgmma 64ws\"|\"wgmma 128ws\"|\"wgmma 64wt\"|\"wgmma 128wt\"|\"wgmma 208wt\"] "
-                "[--case NAME] | --pair [--profile-ranges] | --mixed | --pair-green N,N,…\n");
+                "[--case NAME] | --pair [--profile-ranges] | --pair-green N,N,…\n");
             return 2;
         }
     }
@@ -570,7 +500,7 @@ int main(int argc, char** argv) {
     std::printf("# %s, %d SMs; mean of %d launches after 3 warm-ups\n", prop.name, prop.multiProcessorCount,
                 reps);
     if (pair) {
-        bench_pair(924, 5000, 100, reps, profile_ranges, mixed_only, green_sizes);
+        bench_pair(924, 5000, 100, reps, profile_ranges, green_sizes);
         return 0;
     }
     std::printf("| case   | shape%48s| kernel    |        us | TFLOP/s | output |\n", "");

@@ -5,14 +5,14 @@
 // the pair is timed against each alone. If the state update keeps most of its bandwidth on the K spare SMs
 // while the GEMM loses only K/132 of its speed, a layer that splits in_proj into decode and prefill rows and
 // overlaps the decode rows' state update with the prefill rows' GEMM wins (docs/BENCHMARKS.md).
-// Second table: the state update alone on K SMs (the others held by kernels/cuda/sm_occupier.h), i.e. how
+// Second table: the state update alone on K SMs (the others held by apps/bench/sm_occupier.h), i.e. how
 // many SMs it needs for its bandwidth, which decides whether compute-bound work can share the GPU with it.
 // Third table: one vision-tower layer of a 3-tile screenshot (LayerNorm, qkv, attention, proj, LayerNorm,
 // fc1, GELU, fc2 at C-RADIO-H shapes, random weights) beside the same state update, its GEMMs planned for
 // all SMs or fewer, on a stream of the highest priority: the pairing an engine would make by running the
 // tower inside the Mamba layers' state-update windows (docs/BENCHMARKS.md).
 // Fourth table (--bulk-probe: only this one): the read bandwidth K persistent blocks get from bulk copies
-// kept several stages deep (kernels/cuda/sm_occupier.h, bulk_read_probe): the most a state update could get
+// kept several stages deep (apps/bench/sm_occupier.h, bulk_read_probe): the most a state update could get
 // on K SMs if its copies never waited on its own latency (docs/BENCHMARKS.md). Fifth table (--branches: only
 // this one): a mixed step's Mamba branches as the engine issues them (GpuLimits:: overlap_mamba_branches):
 // the prefill rows' SSD scan (one prompt chunk, on a highest-priority stream) beside the decode rows' state
@@ -20,7 +20,7 @@
 // kernel's span inside the pair (events on its stream): which of the two the pairing stretches.
 // --branches-green N,…: that table, then the pair with each branch held to its own SMs by green contexts (the
 // scan on N, the update on the rest).
-// --l2-probe (only this): the L2 → SM read ceiling (kernels/cuda/sm_occupier.h, l2_read_probe) over
+// --l2-probe (only this): the L2 → SM read ceiling (apps/bench/sm_occupier.h, l2_read_probe) over
 // L2-resident buffers, then the in_proj GEMM alone (the heuristic's plan, no tuning) for Nsight Compute to
 // count its L2 → SM bytes against it.
 // --profile-ranges: in the first and third tables, the GEMM (all SMs and 32 left), the state update, the ViT
@@ -45,12 +45,12 @@
 #include <cuda_runtime_api.h>
 
 #include "apps/bench/bench_profile.h"
+#include "apps/bench/sm_occupier.h"
 #include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/green_context.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/random_fill.h"
-#include "kernels/cuda/sm_occupier.h"
 
 namespace cu = surf::kernels::cuda;
 using cu::bf16;

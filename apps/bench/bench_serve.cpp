@@ -51,9 +51,6 @@ std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
                 : "") +
            ", vision tower " + kernel(L.vit_attention_wgmma_keys, L.vit_attention_wgmma_warp_specialized) +
            "; decode attention " +
-           (L.attention_mixed
-                ? "in one launch with a mixed step's prefill attention (attention_mixed), alone "
-                : "") +
            (L.attention_green_decode_sms > 0 ? "on " + std::to_string(L.attention_green_decode_sms) +
                                                    " SMs of its own in mixed steps where that pays (TMA, 2 "
                                                    "blocks an SM; the prefill on the rest), else "
@@ -110,7 +107,6 @@ struct Options {
     // GpuLimits::attention_ws_beside_decode, decode_attention_pipelined, decode_attention_tma,
     // decode_tma_blocks_per_sm
     int attention_ws_beside_decode = -1, decode_pipelined = -1, decode_tma = -1, decode_tma_blocks = -1;
-    int attention_mixed = -1;                           // GpuLimits::attention_mixed
     int attention_green = -1;                           // GpuLimits::attention_green_decode_sms
     int l2_evict_first = -1;                            // GpuLimits::l2_evict_first
     int sampler_binned = -1;                            // GpuLimits::sampler_binned
@@ -221,8 +217,6 @@ Options parse(int argc, char** argv) {
             o.decode_tma = std::atoi(next());
         else if (a == "--decode-tma-blocks")
             o.decode_tma_blocks = std::atoi(next());
-        else if (a == "--attention-mixed")
-            o.attention_mixed = std::atoi(next());
         else if (a == "--attention-green")
             o.attention_green = std::atoi(next());
         else if (a == "--l2-evict-first")
@@ -279,7 +273,7 @@ Options parse(int argc, char** argv) {
                 "0|1] [--mamba-y-bf16 0|1]\n"
                 "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
                 "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] "
-                "[--decode-tma 0|1] [--decode-tma-blocks 1|2] [--attention-mixed 0|1] [--attention-green "
+                "[--decode-tma 0|1] [--decode-tma-blocks 1|2] [--attention-green "
                 "0|SMS (default: counts measured in the warm-up)] [--l2-evict-first 0|1] [--sampler-binned "
                 "0|1]\n"
                 "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--tail-logit-rows 0|1] "
@@ -332,7 +326,6 @@ Options parse(int argc, char** argv) {
     check_range("--decode-pipelined", o.decode_pipelined, 0, 1);
     check_range("--decode-tma", o.decode_tma, 0, 1);
     check_range("--decode-tma-blocks", o.decode_tma_blocks, 1, 2);
-    check_range("--attention-mixed", o.attention_mixed, 0, 1);
     check_range("--attention-green", o.attention_green, 0, 1024);
     check_range("--l2-evict-first", o.l2_evict_first, 0, 1);
     check_range("--sampler-binned", o.sampler_binned, 0, 1);
@@ -562,7 +555,6 @@ int main(int argc, char** argv) {
         if (o.decode_pipelined >= 0) eo.limits.decode_attention_pipelined = o.decode_pipelined == 1;
         if (o.decode_tma >= 0) eo.limits.decode_attention_tma = o.decode_tma == 1;
         if (o.decode_tma_blocks >= 0) eo.limits.decode_tma_blocks_per_sm = o.decode_tma_blocks;
-        if (o.attention_mixed >= 0) eo.limits.attention_mixed = o.attention_mixed == 1;
         if (o.attention_green >= 0) eo.limits.attention_green_decode_sms = o.attention_green;
         if (o.l2_evict_first >= 0) eo.limits.l2_evict_first = o.l2_evict_first == 1;
         if (o.sampler_binned >= 0) eo.limits.sampler_binned = o.sampler_binned == 1;

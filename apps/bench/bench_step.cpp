@@ -318,9 +318,9 @@ int main(int argc, char** argv) {
         // whole() with the step knobs of `knobs` (an A/B of one GpuLimits switch), the defaults L restored
         // after.
         auto whole_with = [&](const GpuLimits& knobs, const std::function<void()>& run, cudaStream_t stream) {
-            model->set_step_knobs(knobs);
+            model->set_step_options(knobs);
             const double ms = whole(run, stream);
-            model->set_step_knobs(L);
+            model->set_step_options(L);
             return ms;
         };
         auto profile = [&](const std::function<void()>& run) {
@@ -520,9 +520,6 @@ int main(int argc, char** argv) {
                     L.decode_attention_tma
                         ? "the decode attention on cp.async (not TMA rings)"
                         : "the decode attention on TMA rings, issued before the prefill's");
-            flipped([](GpuLimits& g) { g.attention_mixed = !g.attention_mixed; },
-                    L.attention_mixed ? "a mixed step's attention as two kernels"
-                                      : "a mixed step's attention in one launch (attention_mixed)");
             for (int sms :
                  {48, 56, 64}) {  // the attention pair on split SMs (GpuLimits::attention_green_decode_sms)
                 if (L.attention_green_decode_sms == sms) continue;

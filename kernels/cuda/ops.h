@@ -479,20 +479,6 @@ bool attention_decode_tma_usable(const AttentionDecodeParams& p);
 size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p);
 void attention_decode(const AttentionDecodeParams& p, void* workspace, cudaStream_t stream);
 
-// A mixed step's prefill (paged, causal) and decode attention in one persistent launch (attention_mixed.cu):
-// every SM multiplies prefill tiles while it streams decode tiles, the split-KV decode results merged by a
-// second small kernel. Runs where attention_mixed_usable holds (head dim 128, GQA group ≤ 16, both sides
-// non-empty, a paged prefill source, compute capability 9.0); otherwise attention_mixed runs
-// attention_prefill then attention_decode. p's split, wgmma and rows-per-warp knobs are not used by the
-// one-launch kernel (its prefill items are 64 query rows of one head, unsplit). `counters`: three int32 in
-// device memory, zero before the first launch; every launch leaves them zero (its last block resets them), so
-// one set serves every launch on one stream.
-bool attention_mixed_usable(const AttentionPrefillParams& p, const AttentionDecodeParams& d);
-size_t attention_mixed_workspace_bytes(
-    const AttentionDecodeParams& d);  // ≥ attention_decode_workspace_bytes(d)
-void attention_mixed(const AttentionPrefillParams& p, const AttentionDecodeParams& d, void* workspace,
-                     int32_t* counters, cudaStream_t stream);
-
 // ---------------------------------------------------------------------------------------------------
 // Vision and embedding glue (vision.cu)
 

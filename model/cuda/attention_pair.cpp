@@ -70,12 +70,10 @@ bool GpuModel::tma_decode_usable(size_t li) {
 
 void GpuModel::attention_pair(size_t li, const bf16* qkv, bf16* out, kc::GreenPair* green) {
     const Step& st = step_;
-    // Both kinds of rows in one launch (GpuLimits::attention_mixed), or on disjoint SMs (green), or the
-    // prefill rows on their own stream at the highest priority (overlap) beside the decode rows. The prefill
-    // goes first, except beside the TMA decode kernel, whose one block an SM goes first so that every SM
-    // keeps it beside a prefill block.
-    const bool mixed = !green && limits_.attention_mixed && st.n_pre > 0 && st.n_dec > 0;
-    const bool overlap = !mixed && !green && overlap_branches(limits_.overlap_attention_branches);
+    // Both kinds of rows on disjoint SMs (green), or the prefill rows on their own stream at the highest
+    // priority (overlap) beside the decode rows. The prefill goes first, except beside the TMA decode kernel,
+    // whose one block an SM goes first so that every SM keeps it beside a prefill block.
+    const bool overlap = !green && overlap_branches(limits_.overlap_attention_branches);
     cudaStream_t pre_stream = overlap ? branch_stream_ : stream_;
     if (green) {
         // stream_ → both green streams → stream_; the prefill first (its blocks fill the other SMs at once).
@@ -91,15 +89,6 @@ void GpuModel::attention_pair(size_t li, const bf16* qkv, bf16* out, kc::GreenPa
             SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_join_, 0));
         }
         ++green_pairs_;
-        return;
-    }
-    if (mixed) {
-        const kc::AttentionPrefillParams ap = pair_prefill_params(li, qkv, out, false, false);
-        const kc::AttentionDecodeParams dp = pair_decode_params(li, qkv, out, nullptr);
-        SURF_CHECK(kc::attention_mixed_workspace_bytes(dp) <= decode_ws_.bytes(),
-                   "decode workspace too small for the mixed attention");
-        auto timed = timer_.scope("attn.mixed", stream_);
-        kc::attention_mixed(ap, dp, decode_ws_.get(), mixed_counters_.as<int32_t>(), stream_);
         return;
     }
     if (overlap) fork_branch();
@@ -122,7 +111,7 @@ void GpuModel::attention_pair(size_t li, const bf16* qkv, bf16* out, kc::GreenPa
 kc::GreenPair* GpuModel::green_for_step(size_t li) {
     const Step& st = step_;
     const int knob = limits_.attention_green_decode_sms;
-    if (knob == 0 || st.n_pre == 0 || st.n_dec == 0 || limits_.attention_mixed) return nullptr;
+    if (knob == 0 || st.n_pre == 0 || st.n_dec == 0) return nullptr;
     if (!tma_decode_usable(li)) return nullptr;
     const LlmConfig& c = cfg_.llm;
     const AttentionSplitModel& m = split_model_;

@@ -247,7 +247,7 @@ void GpuModel::allocate() {
             ws = std::max(ws, static_cast<size_t>(b * c.n_heads * splits * (c.head_dim + 1)) * 4);
             for (int64_t len = L.page_size; len < 2 * L.max_context; len *= 2) {
                 dp.batch = b, dp.max_seq_len = std::min(len, L.max_context);
-                // Either kernel (GpuLimits::decode_attention_tma flips between steps, set_step_knobs), the
+                // Either kernel (GpuLimits::decode_attention_tma flips between steps, set_step_options), the
                 // TMA one at either grid it plans with (one or two blocks an SM: its split plan depends on
                 // the grid).
                 for (const auto& [tma, per_sm] :
@@ -255,13 +255,9 @@ void GpuModel::allocate() {
                     dp.tma = tma, dp.persistent_blocks_per_sm = per_sm;
                     ws = std::max(ws, kc::attention_decode_workspace_bytes(dp));
                 }
-                ws = std::max(
-                    ws, kc::attention_mixed_workspace_bytes(dp));  // GpuLimits::attention_mixed (a step knob)
             }
         }
         decode_ws_ = DeviceBuffer(ws);
-        mixed_counters_ = DeviceBuffer(3 * sizeof(int32_t));
-        SURF_CUDA_CHECK(cudaMemset(mixed_counters_.get(), 0, mixed_counters_.bytes()));
         // Split-KV prefill: up to 4 splits of up to 2,048 query tokens (longer steps have blocks enough).
         if (L.attention_splits)
             prefill_ws_ = DeviceBuffer(

@@ -22,7 +22,11 @@ namespace surf::model::cuda {
 
 namespace kc = surf::kernels::cuda;
 
-struct GpuLimits {
+// The GPU model's options, in three groups by when they apply. Each knob's measurements are in
+// docs/BENCHMARKS.md; A/B switches stay so that a benchmark can compare both ways in one run.
+
+// Sizes fixed when GpuModel allocates its buffers (state slots, the KV pool, workspaces).
+struct GpuCapacity {
     int64_t max_tokens = 4096;      // tokens per forward (decode rows + prefill rows)
     int64_t max_seqs = 128;         // sequences per forward
     int64_t max_slots = 128;        // Mamba state slots (sequences resident on the GPU)
@@ -33,193 +37,81 @@ struct GpuLimits {
     int64_t max_image_rows = 8192;  // projector output rows held for the next forward
     int64_t max_tiles = 32;         // tiles per vision call (one batch of images)
     kc::DType ssm_state = kc::DType::kF32;
-    // Replay window K of the decode rows' state update (kernels/cuda/ops.h SsuParams::replay_window;
-    // ReplaySSM, spec/serving.md §1.6): a slot's stored SSM state lags by up to K − 1 decode tokens whose
-    // inputs are kept per slot and layer (K × 22 KB at the Holotron shapes), so a decode step reads the state
-    // and writes it only every K-th token. Pending tokens are folded in before a prefill continues the slot
-    // and before save_slot. 0 = off (every step reads and writes the state).
+    // Replay window K of the decode rows' state update (SsuParams::replay_window; spec/serving.md §1.6): a
+    // slot's stored state lags by up to K − 1 decode tokens whose inputs are kept per slot, so a decode step
+    // reads and writes the state only every K-th token. 0 = off.
     int ssm_replay_window = 8;
-    // With an fp32 state and replay: each slot's state held as two 16-bit planes, the values rounded to bf16
-    // then the low 16 bits of their fp32 patterns (kernels/cuda/ops.h SsuParams::state_split). The state
-    // stays exact fp32; a decode row that does not fold reads only the bf16 plane for y = S·C (half the
-    // bytes; the reference computes that product from the state rounded to bf16 too). Same memory. Off: the
-    // plain fp32 layout (A/B).
+    // An fp32 state with replay held as a bf16 plane plus the low 16 bits (SsuParams::state_split): exact,
+    // and a decode row that does not fold reads half the bytes.
     bool ssm_state_split = true;
-    // Whether the state is held as two planes: ssm_state_split where it applies (an fp32 state with replay).
     bool state_split_applies() const {
         return ssm_state_split && ssm_state == kc::DType::kF32 && ssm_replay_window > 0;
     }
+};
+
+// Choices made once, when the model is built: graph capture, GEMM tuning and kernels, streams, SM targets.
+struct GpuSetup {
     bool decode_graphs = true;   // replay decode-only steps from CUDA graphs
-    bool autotune_gemms = true;  // time cuBLASLt candidates per GEMM shape (kernels/cuda/ops.h)
-    // Language-model GEMMs of a new row count over 128 take the algorithm tuned for a row count of the same
-    // 64-row bucket when it is valid for them (GemmContext::set_reuse_tuned_in_bucket) instead of being tuned
-    // inside a step on their third use: fewer tuning stalls inside steps, and serving is no slower
-    // (docs/BENCHMARKS.md).
-    bool gemm_reuse_tuned_in_bucket = true;
-    // GEMMs of ≤ 4 rows (decode steps of few sessions) may run on our small-m kernel where tuning finds it
-    // faster than every cuBLASLt candidate (GemmContext::SmallM::kTuned); off: cuBLASLt only (A/B).
-    bool small_m_kernel = true;
-    // Its k split (kernels/cuda/ops.h gemv): 0 = automatic (warps share the long rows of n = 5,120 / 7,168
-    // projections, so that the grid has ≥ 8 blocks an SM), 1 = one warp a row pair everywhere (A/B).
-    int small_m_k_split = 0;
-    // GEMMs may run on our Hopper kernel (kernels/cuda/gemm_wgmma.cu) where tuning finds it faster than every
-    // cuBLASLt candidate (GemmContext::WgmmaGemm::kTuned; both contexts); the MLP's and the projector's ReLU²
-    // then ride in its epilogue (on cuBLASLt gemm() runs them as their own pass). Off (the default): cuBLASLt
-    // only; the kernel wins only the MLP up projection + ReLU² (bench_gemm) and serving does not gain
-    // (docs/BENCHMARKS.md).
-    bool gemm_wgmma = false;
-    // With gemm_wgmma off: the ReLU² GEMMs of ≥ 512 rows (the MLP up projection and the projector's fc1 in
-    // mixed steps) run on our Hopper kernel with the activation in its epilogue, untimed
-    // (GemmContext::WgmmaGemm::kReluSquared); everything else on cuBLASLt. Off: serving does not gain from it
-    // (docs/BENCHMARKS.md).
-    bool gemm_wgmma_relu2 = false;
-    bool lm_stream_priority =
-        false;  // language-model steps at a higher stream priority than the vision tower
-    bool vision_stream_priority =
-        false;  // the vision tower at a higher stream priority than the language model
-    // > 0: the vision tower's GEMMs are planned for this many SMs (cuBLASLt SM count target), so that the
-    // bandwidth-bound language-model kernels running at the same time keep the others. 0: all SMs.
-    int vision_gemm_sms = 0;
-    // > 0: the language model's GEMMs are planned for this many SMs (experiments with two models' steps
-    // running side by side). 0: all SMs.
-    int lm_gemm_sms = 0;
-    // Split-KV prefill attention of the language model (kernels/cuda/ops.h) when a step's blocks would
-    // leave the GPU part idle and no decode attention runs beside it (overlap_attention_branches: the
-    // decode rows' blocks fill the last wave instead); off: one pass over the keys per block (A/B).
-    bool attention_splits = true;
-    // Mixed steps (decode rows and prefill rows together): the prefill rows' conv + SSD scan (Mamba layers)
-    // and prefill attention (attention layers) run on a second stream at the device's highest priority,
-    // beside the decode rows' state update and decode attention (bandwidth-bound) on the language-model
-    // stream, so that the two share SMs instead of running one after the other. Results are identical; mixed
-    // steps and serving are faster (docs/BENCHMARKS.md).
+    bool autotune_gemms = true;  // time cuBLASLt candidates per GEMM shape
+    bool gemm_reuse_tuned_in_bucket =
+        true;                    // a new row count > 128 reuses its 64-row bucket's tuned algorithm
+    bool small_m_kernel = true;  // GEMMs of ≤ 4 rows may run on our small-m kernel where it wins
+    int small_m_k_split = 0;     // its k split: 0 = automatic, 1 = one warp a row pair (A/B)
+    bool gemm_wgmma = false;     // our Hopper GEMM where tuning finds it faster (off: serving does not gain)
+    bool gemm_wgmma_relu2 =
+        false;  // the ReLU² GEMMs of ≥ 512 rows on our Hopper GEMM, activation in its epilogue
+    bool lm_stream_priority = false;      // language-model steps above the vision tower's stream
+    bool vision_stream_priority = false;  // the vision tower above the language model's stream
+    int vision_gemm_sms = 0;  // > 0: the ViT's GEMMs planned for this many SMs (cuBLASLt SM target); 0: all
+    int lm_gemm_sms = 0;      // > 0: the language model's GEMMs planned for this many SMs; 0: all
+};
+
+// How each step runs; GpuModel::set_step_options changes them between steps. Decode graphs keep the settings
+// they were captured with.
+struct GpuStepOptions {
+    // Mixed steps: the prefill rows' conv + SSD scan beside the decode rows' state update, on a second
+    // stream.
     bool overlap_mamba_branches = true;
-    // With overlap_mamba_branches: the decode rows' state update waits for the prefill rows' conv (so that
-    // the scan's blocks are placed first and the update fills the room left); off: it starts as soon as its
-    // own inputs are ready (A/B).
-    bool ssu_after_prefill_conv = true;
-    bool overlap_attention_branches = true;
-    // Head-dim slices per head of the SSD scan (kernels/cuda/ops.h SsdVarlenParams::p_split); 0 = 1 when the
-    // Mamba branches overlap (one block per SM leaves room for the state update's), else the kernel's rule.
-    int ssd_split = 0;
-    // The SSD scan on the Hopper wgmma kernel where it applies (SsdVarlenParams::wgmma: one prompt's heads,
-    // one block an SM) in steps whose Mamba branches run one after the other; beside the decode rows' state
-    // update (overlapped branches) the mma.sync kernel runs, since the wgmma block's registers leave an SM no
-    // room for the update's blocks (the pair is slower on wgmma; docs/BENCHMARKS.md). Off: mma.sync
-    // everywhere (A/B).
-    bool ssd_wgmma = true;
-    // Blocks per (sequence, head) of the decode rows' state update (SsuParams::row_split); 0 = the kernel's
-    // rule.
-    int ssu_split = 0;
-    // The state update (and the replay fold) stages each block's state by one bulk copy on the copy engine
-    // (SsuParams::bulk_stage; compute capability ≥ 9.0, as every target this engine is built for) instead of
-    // cp.async by every thread; results are bit-identical, the update and the mixed step faster
-    // (docs/BENCHMARKS.md). Off: A/B.
-    bool ssu_bulk_stage = true;
-    // Query rows per warp of the mma.sync prefill attention, language model and vision tower, where the wgmma
-    // kernel below is off or unavailable (AttentionPrefillParams::rows_per_warp): 16, or 32 (K/V fragments
-    // shared by two m-tiles; 0 = 16). 32: faster on the language model's prefill and on small ViT batches,
-    // slightly slower on large ones, serving unchanged (bench_attention; docs/BENCHMARKS.md).
-    int attention_rows_per_warp = 32;
-    // Prefill attention on the Hopper wgmma kernel (AttentionPrefillParams::wgmma_key_tile: 0 = off, the
-    // mma.sync kernel at attention_rows_per_warp; 64, 128 or 208 = its key tile, 208 only in the
-    // warp-specialized kernel with TMA copies at head dim 80, i.e. the vision tower's), for the language
-    // model's prefill rows and for the vision tower; compute capability 9.0 only (elsewhere the mma.sync
-    // kernels run). Faster than mma.sync on every prefill shape bench_attention measures. The ViT's key tile
-    // is 208 (5 tiles for a 1,032-token ViT tile instead of 9 of 128, the last holding 8 keys; consumers at
-    // 240 registers by setmaxnreg), faster than 128; the language model's is 64, faster than 128
-    // (docs/BENCHMARKS.md).
-    int attention_wgmma_keys = 64;
-    int vit_attention_wgmma_keys = 208;
-    // The wgmma prefill attention as warp-specialized blocks (AttentionPrefillParams::wgmma_warp_specialized:
-    // one copying warpgroup, two multiplying ones that overlap the softmax with P·V, one block an SM), for
-    // the language model (paged cache: cp.async copies) and for the vision tower (contiguous rows: TMA
-    // copies, kv_rows). Faster than the plain wgmma kernel on the language model's prefill chunks and on ViT
-    // layers, where TMA copies beat cp.async (bench_attention; docs/BENCHMARKS.md).
-    bool attention_wgmma_warp_specialized = true;
-    bool vit_attention_wgmma_warp_specialized = true;
-    // Where a mixed step's attention branches overlap, the language model's prefill attention on the
-    // warp-specialized kernel (one 384-thread block fills an SM) instead of the plain wgmma kernel (two
-    // 256-thread blocks an SM, whose SMs a decode-attention block can share as the blocks come and go). Alone
-    // the warp-specialized kernel is faster, beside the decode the plain one, and serving gains with the
-    // plain one (bench_attention --pair; docs/BENCHMARKS.md). Off: the plain kernel beside decode rows; steps
-    // without decode rows keep attention_wgmma_warp_specialized.
-    bool attention_ws_beside_decode = false;
-    // The decode attention's pipelined kernel (AttentionDecodeParams::pipelined: each warp's next 16-key tile
-    // in flight while it multiplies the current one). Off: one 32-key tile a warp at a time (A/B). Decode
-    // graphs keep the kernel they were captured with.
-    bool decode_attention_pipelined = true;
-    // The decode attention on the TMA kernel (AttentionDecodeParams::tma: persistent blocks whose warps
-    // stream K/V tiles through TMA rings, ≈ 64 KB in flight a block). In a mixed step it runs one block an SM
-    // and is issued before the prefill attention, so that every SM holds one decode block and one prefill
-    // block (the pair shares SMs instead of taking turns); decode-only steps run decode_tma_blocks_per_sm
-    // blocks an SM. Decode graphs keep the kernel they were captured with.
-    bool decode_attention_tma = false;
-    int decode_tma_blocks_per_sm = 1;  // 1 or 2 (the decode workspace is sized for both)
-    // A mixed step's prefill and decode attention in one persistent launch (kc::attention_mixed: each SM
-    // multiplies prefill tiles from one ring while it streams decode tiles through another, GQA heads packed
-    // for wgmma), instead of the two kernels side by side. Off: slower than the two kernels, in the layer and
-    // in serving (docs/BENCHMARKS.md); where the kernel cannot run (kc::attention_mixed_usable) the two
-    // kernels run one after the other.
-    bool attention_mixed = false;
-    // A mixed step's attention pair on disjoint SMs (kernels/cuda/green_context.h): the decode rows on a
-    // green context of some SMs (the driver rounds up to its granularity), on the TMA kernel at two blocks an
-    // SM (its split plan and grid for those SMs), the prefill rows on the other SMs (warp-specialized where
-    // attention_wgmma_warp_specialized). On cp.async the decode kernels pull so few bytes an SM that they
-    // need every SM; the TMA kernel's two blocks (≈ 128 KB in flight an SM) pull enough more that the pair is
-    // shorter on split SMs than sharing all of them (bench_attention
-    // --pair-green; docs/BENCHMARKS.md). Per step, GpuModel::green_for_step predicts both ways from the
-    // step's sides (AttentionSplitModel) and splits where that is ≥ 3% faster, on the SM count predicted
-    // fastest.
-    //   −1 (auto): warm_up measures the model and the counts 40, 48, … (SMs − 40) on the device (a 100-row
-    //   decode on 5,000
-    //      keys beside a chunk of the warm-up's prefill rows on 5,000 past;
-    //      GpuModel::calibrate_attention_split); without warm_up, or where that shape does not fit the
-    //      limits, the pair shares every SM.
-    //   N > 0: that count only (its factors measured in warm_up where it runs, else AttentionSplitCount's
-    //   defaults). 0: off, the two kernels share every SM.
-    // Only where the TMA kernel can run, the driver has green contexts and the device has SMs to spare (else
-    // the shared pair; a refusal is noted once on stderr).
+    bool ssu_after_prefill_conv =
+        true;  // the state update waits for the prefill conv, so the scan is placed first
+    bool overlap_attention_branches = true;  // mixed steps: prefill and decode attention on two streams
+    int ssd_split = 0;  // head-dim slices of the SSD scan; 0 = the rule for the branch layout
+    // Split-KV prefill attention where a step's blocks would leave SMs idle; its workspace is allocated only
+    // when the model is built with it on.
+    bool attention_splits = true;
+    bool ssd_wgmma = true;  // the SSD scan on the wgmma kernel where it runs alone (mma.sync beside decode)
+    int ssu_split = 0;      // blocks per (sequence, head) of the state update; 0 = the kernel's rule
+    bool ssu_bulk_stage = true;  // the state update stages its state by one bulk copy instead of cp.async
+    int attention_rows_per_warp = 32;  // query rows per warp of the mma.sync prefill attention: 16 or 32
+    int attention_wgmma_keys = 64;  // the wgmma prefill attention's key tile for the language model (0 = off)
+    int vit_attention_wgmma_keys =
+        208;  // ... and for the vision tower (208: warp-specialized, TMA, head dim 80)
+    bool attention_wgmma_warp_specialized =
+        true;  // warp-specialized wgmma prefill attention (language model)
+    bool vit_attention_wgmma_warp_specialized = true;  // ... and for the vision tower
+    bool attention_ws_beside_decode =
+        false;  // beside decode rows too (off: the plain wgmma kernel shares SMs better)
+    bool decode_attention_pipelined = true;  // decode attention with the next key tile in flight
+    bool decode_attention_tma = false;  // decode attention on the TMA kernel (persistent blocks, TMA rings)
+    int decode_tma_blocks_per_sm = 1;   // 1 or 2 (the decode workspace is sized for both)
+    // A mixed step's attention pair on disjoint SMs (green contexts), decode on the TMA kernel, where the
+    // step's cost model (AttentionSplitModel) predicts ≥ 3% gain: −1 = SM counts calibrated in warm_up, N > 0
+    // = that count, 0 = off. Only where the TMA kernel and green contexts are available.
     int attention_green_decode_sms = -1;
-    // The decode rows' once-a-step streams, their SSM state (state update and fold) and their K/V (decode
-    // attention), marked evict-first in the L2 (SsuParams / AttentionDecodeParams::l2_evict_first), so that ≈
-    // 25 GB a mixed step of them do not push the residual stream, activations and GEMM operand tiles out of
-    // the 50 MB L2. Off: no hint (A/B). Decode graphs keep the setting they were captured with. The decode
-    // kernels run slightly faster with it, serving is unchanged (docs/BENCHMARKS.md; docs/KERNELS.md,
-    // "evict-first in the L2").
-    bool l2_evict_first = true;
-    // The Mamba layers' scan / state-update output y, which the gated norm reads, stored as bf16 instead of
-    // fp32 (as the mamba_ssm kernels return it; HF's pure-PyTorch path, our parity reference, keeps fp32): 21
-    // instead of 42 MB a layer written and read at 1,024 rows. The gated norm gets faster but the mixed step
-    // does not (bench_step; docs/BENCHMARKS.md), so off: fp32, as the reference.
-    bool mamba_y_bf16 = false;
-    // The ViT MLP's GELU runs in fc1's GEMM epilogue (tanh form, kernels/cuda/ops.h GemmActivation) instead
-    // of as its own exact-erf pass over the [tokens, 5120] activations; off: the separate pass (A/B, parity).
-    bool vit_gelu_in_gemm = true;
-    // The token sampler's binned selection (kernels/cuda/sampling.cu: two passes over a row, the radix digits
-    // only where a bin overflows); off: the radix digits everywhere (A/B). Same tokens either way (tested).
-    bool sampler_binned = true;
-    // Programmatic dependent launch for this library's kernels (kernels/cuda/ops.h set_programmatic_launch):
-    // each may be scheduled while the kernel before it in its stream finishes, waiting on the device for that
-    // kernel's results, so that launch and setup overlap the previous kernel's tail. Results are identical.
-    // Process-wide (the last model built or switched sets it); decode graphs keep the setting they were
-    // captured with. Off: plain launches (A/B).
-    bool programmatic_launch = true;
-    // Past the last layer that mixes rows (Mamba or attention), a row's output feeds only its own logits:
-    // where a step needs logits for fewer rows than it has (prefill chunks and mixed steps: one row a prompt
-    // plus the decode rows), that layer's output projection and the MLP layers after it run on those rows
-    // only, gathered first. The KV cache and the recurrent state still take every row; the logits are the
-    // same computation on the same rows (GEMMs of other row counts may accumulate in another order). Holotron
-    // ends "…M-": the last Mamba layer's out_proj and the last MLP layer. Mixed steps and serving are faster
-    // with it (docs/BENCHMARKS.md). Off: every layer on every row (A/B).
+    bool l2_evict_first = true;    // the decode rows' state and K/V marked evict-first in the L2
+    bool mamba_y_bf16 = false;     // the scan's output y stored as bf16 (off: fp32, as the reference)
+    bool vit_gelu_in_gemm = true;  // the ViT MLP's GELU (tanh form) in fc1's epilogue (off: exact erf pass)
+    bool sampler_binned = true;  // the sampler's binned selection (same tokens; off: radix digits everywhere)
+    bool programmatic_launch =
+        true;  // kernels may be scheduled while the previous one finishes (same results)
+    // Past the last row-mixing layer, the output projection and MLP layers run on the logits rows only.
     bool trailing_layers_on_logit_rows = true;
-    // With trailing_layers_on_logit_rows, where the last mixer is a Mamba layer: its gate z (the first
-    // d_inner columns of in_proj, read only by the gated norm) is computed for the logits rows only — in_proj
-    // runs as its xBC | dt columns on every row and its z columns on the gathered rows — and the gated norm
-    // runs on those rows. That saves the gate's share of in_proj on every other row; serving gains slightly
-    // (docs/BENCHMARKS.md). gpu_test_gpu_forward's trailing-layer cases cover it. Off: the whole in_proj on
-    // every row.
+    // With it, where the last mixer is a Mamba layer: its gate z computed for the logits rows only.
     bool last_mamba_gate_on_logit_rows = true;
 };
+
+// Every option of a GpuModel (GpuModel::load / random), each group also reachable on its own.
+struct GpuLimits : GpuCapacity, GpuSetup, GpuStepOptions {};
 
 // One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
 // row of the image-row buffer its n_tiles · tokens_per_tile projected rows go to.
@@ -270,41 +162,10 @@ public:
 
     const ModelConfig& config() const { return cfg_; }
     const GpuLimits& limits() const { return limits_; }
-    // A/B switch for benchmarks, between steps: takes from `from` the limits that only choose how a step runs
-    // (overlap_*_branches, ssu_after_prefill_conv, ssd_split, ssd_wgmma, ssu_split, ssu_bulk_stage,
-    // attention_splits, attention_rows_per_warp, *attention_wgmma_keys, *attention_wgmma_warp_specialized,
-    // attention_ws_beside_decode, decode_attention_pipelined, decode_attention_tma, decode_tma_blocks_per_sm,
-    // attention_mixed, attention_green_decode_sms, l2_evict_first, vit_gelu_in_gemm, mamba_y_bf16,
-    // sampler_binned, programmatic_launch)
-    // and nothing that sized a buffer. attention_splits takes effect only if the model was built with it (its
-    // workspace).
-    void set_step_knobs(const GpuLimits& from) {
-        limits_.overlap_mamba_branches = from.overlap_mamba_branches;
-        limits_.overlap_attention_branches = from.overlap_attention_branches;
-        limits_.ssu_after_prefill_conv = from.ssu_after_prefill_conv;
-        limits_.ssd_split = from.ssd_split;
-        limits_.ssd_wgmma = from.ssd_wgmma;
-        limits_.ssu_split = from.ssu_split;
-        limits_.ssu_bulk_stage = from.ssu_bulk_stage;
-        limits_.attention_splits = from.attention_splits;
-        limits_.attention_rows_per_warp = from.attention_rows_per_warp;
-        limits_.attention_wgmma_keys = from.attention_wgmma_keys;
-        limits_.vit_attention_wgmma_keys = from.vit_attention_wgmma_keys;
-        limits_.attention_wgmma_warp_specialized = from.attention_wgmma_warp_specialized;
-        limits_.vit_attention_wgmma_warp_specialized = from.vit_attention_wgmma_warp_specialized;
-        limits_.attention_ws_beside_decode = from.attention_ws_beside_decode;
-        limits_.decode_attention_pipelined = from.decode_attention_pipelined;
-        limits_.decode_attention_tma = from.decode_attention_tma;
-        limits_.decode_tma_blocks_per_sm = from.decode_tma_blocks_per_sm;
-        limits_.attention_mixed = from.attention_mixed;
-        limits_.attention_green_decode_sms = from.attention_green_decode_sms;
-        limits_.l2_evict_first = from.l2_evict_first;
-        limits_.vit_gelu_in_gemm = from.vit_gelu_in_gemm;
-        limits_.mamba_y_bf16 = from.mamba_y_bf16;
-        limits_.sampler_binned = from.sampler_binned;
-        limits_.programmatic_launch = from.programmatic_launch;
-        limits_.trailing_layers_on_logit_rows = from.trailing_layers_on_logit_rows;
-        limits_.last_mamba_gate_on_logit_rows = from.last_mamba_gate_on_logit_rows;
+    // Between steps (A/B benchmarks): the per-step options; sizes and setup stay. attention_splits takes
+    // effect only if the model was built with it (its workspace).
+    void set_step_options(const GpuStepOptions& options) {
+        static_cast<GpuStepOptions&>(limits_) = options;
         kernels::cuda::set_programmatic_launch(limits_.programmatic_launch);
     }
     cudaStream_t stream() const { return stream_; }
@@ -506,7 +367,6 @@ private:
         logit_in_, image_rows_;
     DeviceBuffer sampled_tokens_;  // sampled_tokens()
     DeviceBuffer prefill_ws_;      // split-KV partial results of prefill attention
-    DeviceBuffer mixed_counters_;  // kc::attention_mixed's work-queue counters (zero between launches)
     DeviceBuffer vit_h_, vit_ln_, vit_big_, vit_attn_, vit_patches_, vit_pixels_, vit_shuffled_;
     std::vector<DeviceBuffer> layer_out_;
     bool keep_layers_ = false;

@@ -247,7 +247,7 @@ void check_trailing_layers(const std::string& name, double logit_tol) {
     auto set = [&](const Setting& s) {
         GpuLimits knobs = model->limits();
         knobs.trailing_layers_on_logit_rows = s.trailing, knobs.last_mamba_gate_on_logit_rows = s.gate;
-        model->set_step_knobs(knobs);
+        model->set_step_options(knobs);
     };
     std::vector<float> logits[3];
     for (int i = 0; i < 3; ++i) {

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "apps/bench/sm_occupier.h"
 #include "kernels/cpu/cpu_ops.h"
-#include "kernels/cuda/sm_occupier.h"
 #include "model/sampler.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -9,8 +9,10 @@
 
 int main() {
     try {
-        const surf::agent::PromptProfile profile = surf::agent::load_profile(surf::agent::default_profile_path());
-        const surf::model::Tokenizer tokenizer = surf::model::load_model_tokenizer(surf::model::default_model_dir());
+        const surf::agent::PromptProfile profile =
+            surf::agent::load_profile(surf::agent::default_profile_path());
+        const surf::model::Tokenizer tokenizer =
+            surf::model::load_model_tokenizer(surf::model::default_model_dir());
         const auto ids = tokenizer.encode("Click the blue button");
         std::printf("profile %s, %zu tokens\n", surf::agent::default_profile_path().c_str(), ids.size());
         return ids.empty() ? 1 : 0;

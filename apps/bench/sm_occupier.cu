@@ -1,7 +1,7 @@
 // See sm_occupier.h. One 32-thread block per held SM: its dynamic shared memory is the per-block maximum
 // (227 KB on H100), which with the 1 KB every block reserves fills the SM's 228 KB, so no other block that
 // asks for shared memory fits.
-#include "kernels/cuda/sm_occupier.h"
+#include "apps/bench/sm_occupier.h"
 
 #include <algorithm>
 
