@@ -27,6 +27,7 @@
 #include "agent/actions.h"
 #include "agent/custom_actions.h"
 #include "agent/secrets.h"
+#include "model/vision/image.h"
 
 namespace surf::model {
 class Engine;
@@ -118,7 +119,8 @@ enum class RunStatus {
 };
 const char* run_status_name(RunStatus status);
 
-enum class StepEventKind { kStep, kAnswerRejected, kFinished };
+// kStepStarted comes when a step has its screenshot, before the model is asked; kStep when the step is done.
+enum class StepEventKind { kStepStarted, kStep, kAnswerRejected, kFinished };
 
 struct StepEvent {
     StepEventKind kind = StepEventKind::kStep;
@@ -132,8 +134,18 @@ struct StepEvent {
     std::string note;
     std::string outcome;  // what the browser did, or the error
     bool ok = true;
-    double seconds = 0;  // this step's wall time
-    double elapsed = 0;  // since the run began
+    double seconds = 0;                              // this step's wall time
+    double elapsed = 0;                              // since the run began
+    std::string url;                                 // the page the step saw
+    std::shared_ptr<const model::Image> screenshot;  // what the step saw (kStepStarted, kStep), as taken
+};
+
+// One module's model calls in a run (RunResult::usage): retries included.
+struct RoleUsage {
+    int calls = 0;
+    int64_t input_tokens = 0;   // prefilled tokens (image tokens included)
+    int64_t output_tokens = 0;  // generated tokens (a remote backend's count where it gives no ids)
+    double seconds = 0;         // wall time of the calls
 };
 
 struct RunResult {
@@ -149,6 +161,12 @@ struct RunResult {
     std::string error;  // for kError / kNoAnswer: why
     std::string trace_dir;
     nlohmann::json structured;  // with RunOptions::answer_schema: the answer parsed (null without an answer)
+    std::string final_url;      // the page the last step saw
+    std::map<std::string, RoleUsage> usage;  // by role: policy, localizer, validator
+    double model_seconds = 0;                // wall time in model calls
+    double browser_seconds = 0;  // wall time in the browser: opening, screenshots, actions, custom actions
+    std::vector<std::string>
+        screenshots;  // the trace's screenshot files, in step order (empty without a trace)
 };
 
 using StepCallback = std::function<void(const StepEvent&)>;

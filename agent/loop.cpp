@@ -205,6 +205,17 @@ public:
 
 private:
     bool cancelled() const { return ctx_.cancel && ctx_.cancel->load(); }
+    // Runs `f` (a call into the browser) and adds its wall time to RunResult::browser_seconds.
+    template <typename F>
+    auto in_browser(F&& f) {
+        const Clock::time_point t = Clock::now();
+        struct Add {
+            double& total;
+            Clock::time_point t;
+            ~Add() { total += since(t); }
+        } add{result_.browser_seconds, t};
+        return f();
+    }
     ModuleContext module_context();
     void emit(StepEvent e) const;
     void write_start() const;
@@ -295,6 +306,12 @@ ModuleContext Run::module_context() {
     mc.seed = options_.seed;
     mc.sink = [this](const ModelCall& call) {
         ++result_.model_calls;
+        RoleUsage& u = result_.usage[call.role];
+        ++u.calls;
+        u.input_tokens += call.prefill_tokens;
+        u.output_tokens += call.output_tokens;
+        u.seconds += call.latency_seconds;
+        result_.model_seconds += call.latency_seconds;
         if (trace_) trace_->model_call(call);
     };
     mc.should_stop = [this] { return cancelled() || since(t0_) > hard_deadline_; };
@@ -303,7 +320,7 @@ ModuleContext Run::module_context() {
 
 void Run::emit(StepEvent e) const {
     e.elapsed = since(t0_);
-    for (std::string* f : {&e.action, &e.target, &e.description, &e.thought, &e.note, &e.outcome})
+    for (std::string* f : {&e.action, &e.target, &e.description, &e.thought, &e.note, &e.outcome, &e.url})
         *f = secrets_.redact(*f);
     if (!ctx_.on_step) return;
     try {
@@ -351,7 +368,7 @@ RunResult Run::fail_start(const ActionOutcome& opened) {
 
 RunResult Run::execute() {
     write_start();
-    const ActionOutcome opened = ctx_.environment->open(options_.start_url);
+    const ActionOutcome opened = in_browser([&] { return ctx_.environment->open(options_.start_url); });
     last_outcome_ = "opened " + options_.start_url + ": " + opened.message;
     if (trace_)
         trace_->write(
@@ -369,13 +386,14 @@ RunResult Run::execute() {
 
 StepView Run::observe(int step, TraceStep& ts) {
     StepView v;
-    v.obs = ctx_.environment->observe();
+    v.obs = in_browser([&] { return ctx_.environment->observe(); });
     Observation& obs = v.obs;
     v.page_url = obs.url;  // where a secret would be typed; what the model reads is redacted
     obs.url = secrets_.redact(obs.url);
     obs.title = secrets_.redact(obs.title);
     obs.error = secrets_.redact(obs.error);
     for (std::string& e : obs.events) e = secrets_.redact(e);
+    result_.final_url = obs.url;
     v.sent = image_to_send(obs.image, profile_);
     memory_.add_screenshot(v.sent);
     ts.step = step;
@@ -385,6 +403,7 @@ StepView Run::observe(int step, TraceStep& ts) {
     if (trace_ && !obs.png.empty()) {
         try {
             ts.screenshot = trace_->screenshot(step, obs.png);
+            result_.screenshots.push_back(ts.screenshot);
             ts.shot_width = obs.frame.width;
             ts.shot_height = obs.frame.height;
         } catch (const Error& e) {
@@ -406,6 +425,11 @@ void Run::step(int step) {
     const StepView view = observe(step, ts);
     StepEvent ev;
     ev.step = step;
+    ev.url = view.obs.url;
+    ev.screenshot = view.obs.image;
+    StepEvent started = ev;
+    started.kind = StepEventKind::kStepStarted;
+    emit(started);
     PolicyOutput decision;
     try {
         decision =
@@ -588,10 +612,12 @@ ActionOutcome Run::perform(const Action& action, const StepView& view, const Act
         outcome = {false, e.what(), "secret"};  // an unknown placeholder, or a host it may not reach
     }
     if (typed && std::holds_alternative<CustomAction>(*typed))
-        outcome = run_custom_action(actions_, std::get<CustomAction>(*typed), view.page_url,
-                                    ctx_.environment->page());
+        outcome = in_browser([&] {
+            return run_custom_action(actions_, std::get<CustomAction>(*typed), view.page_url,
+                                     ctx_.environment->page());
+        });
     else if (typed)
-        outcome = ctx_.environment->execute(*typed, points);
+        outcome = in_browser([&] { return ctx_.environment->execute(*typed, points); });
     outcome.message = secrets_.redact(outcome.message);
     return outcome;
 }
@@ -650,6 +676,9 @@ RunResult Run::finish() {
                        {"model_calls", result_.model_calls},
                        {"errors", result_.errors},
                        {"policy_fresh_starts", policy_.fresh_starts()},
+                       {"final_url", result_.final_url},
+                       {"model_seconds", result_.model_seconds},
+                       {"browser_seconds", result_.browser_seconds},
                        {"error", result_.error},
                        {"seconds", result_.seconds}});
         trace_->finish(options_, result_);

@@ -178,7 +178,7 @@ int run_agent(const surf::cli::Args& args) {
     if (args.has("ask-human")) run.ask_human = ask_at_terminal(out);
     const auto on_step = [&](const surf::agent::StepEvent& e) {
         using surf::agent::StepEventKind;
-        if (e.kind == StepEventKind::kFinished) return;
+        if (e.kind == StepEventKind::kFinished || e.kind == StepEventKind::kStepStarted) return;
         std::lock_guard<std::mutex> lock(out);
         if (tty) std::printf("\r\033[K");
         running_step = e.step + 1;

@@ -1,15 +1,10 @@
 // Hopper warpgroup MMA (wgmma, PTX ISA 8.0+, sm_90a only): shared-memory matrix descriptors, the fences and
-// group waits, and the two products the wgmma attention kernel needs (attention_wgmma.cu):
-//   wgmma_ss<N>:    D[64×N] (+)= A·Bᵀ, A [64][16] and B [N][16] in shared memory, both K-major (S = Q·Kᵀ; N =
-//   256:
-//                   the GEMM of gemm_wgmma.cu);
-//   wgmma_rs_mn<N>: D[64×N] += A·B, A [64][16] bf16 from registers, B [16][N] in shared memory, N-major
-//                   (O += P·V with V rows as stored);
-//   wgmma_rs_k64:   D[64×64] (+)= A·Bᵀ, A from registers, B [64][16] in shared memory, K-major (S = Q·Kᵀ with
-//   Q held in
-//                   registers: the mixed attention kernel, attention_mixed.cu);
-//   issue_pv<D, NK>: O += P·V of an attention key tile by wgmma_rs_mn (the attention kernels' second
-//   product).
+// group waits, and the products the wgmma kernels need:
+//   wgmma_ss<N>      D[64×N] (+)= A·Bᵀ, A [64][16] and B [N][16] in shared memory, both K-major
+//                    (S = Q·Kᵀ in attention_wgmma.cu; N = 256: the GEMM of gemm_wgmma.cu);
+//   wgmma_rs_mn<N>   D[64×N] += A·B, A [64][16] bf16 from registers, B [16][N] in shared memory, N-major
+//                    (O += P·V with V rows as stored);
+//   issue_pv<D, NK>  O += P·V of an attention key tile by wgmma_rs_mn.
 // One warpgroup (4 warps, 128 threads) issues each product together. Accumulator layout: warp w of the group
 // holds rows 16w + lane/4 and + 8; d[i][0..1] are row lane/4, columns 8i + 2·(lane%4) + {0, 1}; d[i][2..3]
 // row lane/4 + 8 — per warp the layout of mma.sync m16n8k16's C over N/8 n-tiles, so WarpFlash's softmax runs
@@ -127,30 +122,6 @@ template <int N>
 __device__ void wgmma_ss(float (&d)[N / 8][4], uint64_t desc_a, uint64_t desc_b, int scale_d);
 template <int N>
 __device__ void wgmma_rs_mn(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t desc_b);
-
-// ---- S = Q·Kᵀ with Q from registers: m64n64k16, A bf16 from registers (mma.sync's A layout per warp), B in
-// shared memory K-major; scale_d = 0 overwrites D (the mixed attention kernel, attention_mixed.cu)
-// -----------------------
-__device__ __forceinline__ void wgmma_rs_k64(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b,
-                                             int scale_d) {
-#if SURF_WGMMA_ENABLED
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-        "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
-          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
-          "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
-          "+f"(d[7][2]), "+f"(d[7][3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-#endif
-}
 
 #define SURF_WGMMA_D4(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
 

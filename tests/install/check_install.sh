@@ -3,7 +3,8 @@
 # prefix (a built surf must not depend on where it was built or installed), then checks that
 #   - the moved surf finds its prompts and its default model inside the moved prefix;
 #   - the moved surf bench finds the benchmark programs there;
-#   - a product's CMake project builds against find_package(surf), links surf::surf_agent and runs.
+#   - a product's CMake project builds against find_package(surf), links surf::agent and runs;
+#   - the same program builds with pkg-config's surf.
 # Usage: check_install.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1
@@ -30,4 +31,10 @@ cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_BUILD
 cmake --build "$tmp/consumer" > "$tmp/consumer_build.log" 2>&1 || { cat "$tmp/consumer_build.log"; fail "build"; }
 SURF_PROMPTS_DIR="$prefix/share/surf/prompts" SURF_MODEL="$prefix/share/surf/models/surf-tiny" \
     "$tmp/consumer/product" || fail "the product program"
+# The same program by pkg-config (the .pc finds its prefix from its own place).
+pc_dir=$(dirname "$(find "$prefix" -name surf.pc | head -1)")
+pkg_flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs surf) || fail "pkg-config surf"
+c++ -O0 -o "$tmp/product_pc" "$src/tests/install/consumer/product.cpp" $pkg_flags || fail "build with pkg-config"
+SURF_PROMPTS_DIR="$prefix/share/surf/prompts" SURF_MODEL="$prefix/share/surf/models/surf-tiny" \
+    "$tmp/product_pc" || fail "the pkg-config product program"
 echo "install check passed"

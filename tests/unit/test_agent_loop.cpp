@@ -163,6 +163,13 @@ struct Fixture {
     std::vector<StepEvent> events;
     std::atomic<bool> cancel{false};
 
+    std::vector<StepEvent> step_events() const {  // the finished steps' events
+        std::vector<StepEvent> out;
+        for (const StepEvent& e : events)
+            if (e.kind == StepEventKind::kStep) out.push_back(e);
+        return out;
+    }
+
     RunResult run(RunOptions o, Trace* trace = nullptr) {
         LoopContext ctx;
         ctx.engine = &engine;
@@ -419,8 +426,8 @@ TEST_CASE("a drag locates both ends, acts on both points and draws both in the t
         CHECK(f.page.points[0].y == doctest::Approx(120));
         CHECK(f.page.points[1].x == doctest::Approx(240));
         CHECK(f.page.points[1].y == doctest::Approx(60));
-        REQUIRE(f.events.size() >= 1);
-        CHECK(f.events[0].target == "knob -> track end");
+        REQUIRE(f.step_events().size() >= 1);
+        CHECK(f.step_events()[0].target == "knob -> track end");
     }
     std::ifstream in(dir / "trace.jsonl");
     std::string line;
@@ -475,7 +482,8 @@ TEST_CASE("an out-of-range localizer point is retried with feedback, then the st
     CHECK(f.page.actions.empty());
     CHECK(f.engine.of("localizer").size() == static_cast<size_t>(f.profile.localizer.retries + 1));
     CHECK(f.engine.of("localizer")[1].text.find("outside") != std::string::npos);
-    CHECK(f.events[0].ok == false);
+    REQUIRE(!f.step_events().empty());
+    CHECK(f.step_events()[0].ok == false);
 }
 
 TEST_CASE("a start page that does not load ends the run as an error, with no model call") {
@@ -892,4 +900,50 @@ TEST_CASE("ask_human is offered only with a handler, and the user's reply is the
     CHECK(plain[0].schema_text.find("ask_human") == std::string::npos);
     REQUIRE(plain.size() >= 2);
     CHECK(plain[1].text.find("unknown action \"ask_human\"") != std::string::npos);
+}
+
+TEST_CASE(
+    "the result counts each role's calls and tokens, model and browser time, the final URL and the "
+    "screenshots") {
+    const auto dir = std::filesystem::temp_directory_path() / "surf_agent_loop_usage";
+    std::filesystem::remove_all(dir);
+    Fixture f;
+    f.engine.scripts["policy"] = {step_json(kClick), step_json(kAnswer)};
+    f.engine.scripts["localizer"] = {R"({"x":250,"y":500})"};
+    f.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    RunResult r;
+    {
+        Trace trace(dir.string());
+        r = f.run(options(), &trace);
+    }
+    CHECK(r.status == RunStatus::kAnswered);
+    REQUIRE(r.usage.count("policy"));
+    REQUIRE(r.usage.count("localizer"));
+    REQUIRE(r.usage.count("validator"));
+    for (const std::string role : {"policy", "localizer", "validator"}) {
+        const RoleUsage& u = r.usage.at(role);
+        CHECK(u.calls == static_cast<int>(f.engine.of(role).size()));
+        int64_t prefilled = 0;
+        for (const Call& c : f.engine.of(role)) prefilled += static_cast<int64_t>(c.text.size());
+        CHECK(u.input_tokens == prefilled);  // the scripted engine prefills one token a byte
+        CHECK(u.output_tokens == u.calls);   // and answers with one token
+    }
+    int calls = 0;
+    for (const auto& [role, u] : r.usage) calls += u.calls;
+    CHECK(calls == r.model_calls);
+    CHECK(r.model_seconds >= 0);
+    CHECK(r.browser_seconds >= 0);
+    CHECK(r.final_url == "http://127.0.0.1/start");
+    REQUIRE(r.screenshots.size() == 2);
+    for (const std::string& shot : r.screenshots) CHECK(std::filesystem::exists(dir / shot));
+    // Each step is announced with its screenshot before the model is asked, then reported.
+    std::vector<StepEventKind> kinds;
+    for (const StepEvent& e : f.events) kinds.push_back(e.kind);
+    CHECK(kinds == std::vector<StepEventKind>{StepEventKind::kStepStarted, StepEventKind::kStep,
+                                              StepEventKind::kStepStarted, StepEventKind::kStep,
+                                              StepEventKind::kFinished});
+    CHECK(f.events[0].screenshot != nullptr);
+    CHECK(f.events[0].url == "http://127.0.0.1/start");
+    CHECK(f.events[0].action.empty());
+    std::filesystem::remove_all(dir);
 }
