@@ -20,6 +20,13 @@ struct Agent::Impl {
     std::shared_ptr<model::Engine> engine;
     PromptProfile profile;
     std::unique_ptr<model::ChatTemplate> chat_template;
+    // The localizer's and the validator's own models (null engine: the policy's).
+    struct Role {
+        std::shared_ptr<model::Engine> engine;
+        std::unique_ptr<model::ChatTemplate> chat_template;
+        RoleModel view() const { return {engine.get(), chat_template.get()}; }
+    };
+    Role localizer, validator;
     std::shared_ptr<tools::Browser> browser;
     std::mutex run_mutex;
     std::atomic<bool> cancel{false};
@@ -31,7 +38,18 @@ std::unique_ptr<Agent> Agent::create(const AgentConfig& config) {
     // One agent: the engine's warm-up skips the vision passes of every tile count (model::WarmUp).
     std::shared_ptr<model::Engine> engine = model::open_engine(
         config.model_dir, config.backend, "AgentConfig.backend", 0, model::WarmUp::kSingle);
-    return std::make_unique<Agent>(std::move(engine), config);
+    // The other roles' folders, one engine per distinct folder (the policy's own folder: its engine).
+    AgentConfig with_roles = config;
+    std::map<std::string, std::shared_ptr<model::Engine>> opened{{config.model_dir, engine}};
+    for (auto [dir, slot] : {std::pair{&config.localizer_model, &with_roles.localizer_engine},
+                             std::pair{&config.validator_model, &with_roles.validator_engine}}) {
+        if (dir->empty() || *slot) continue;
+        auto& e = opened[*dir];
+        if (!e)
+            e = model::open_engine(*dir, config.backend, "AgentConfig.backend", 0, model::WarmUp::kSingle);
+        if (e != engine) *slot = e;
+    }
+    return std::make_unique<Agent>(std::move(engine), with_roles);
 }
 
 Agent::Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config)
@@ -48,6 +66,13 @@ Agent::Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config)
     } else {
         impl_->chat_template = std::make_unique<model::ChatTemplate>(
             model::ChatTemplate::from_model_dir(impl_->engine->config().dir));
+    }
+    for (auto [from, role] : {std::pair{&config.localizer_engine, &impl_->localizer},
+                              std::pair{&config.validator_engine, &impl_->validator}}) {
+        if (!*from || *from == impl_->engine) continue;
+        role->engine = *from;
+        role->chat_template = std::make_unique<model::ChatTemplate>(
+            model::ChatTemplate::from_model_dir(role->engine->config().dir));
     }
 }
 
@@ -99,6 +124,8 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
         LoopContext ctx;
         ctx.engine = impl_->engine.get();
         ctx.chat_template = impl_->chat_template.get();
+        ctx.localizer = impl_->localizer.view();
+        ctx.validator = impl_->validator.view();
         ctx.profile = &impl_->profile;
         ctx.environment = &environment;
         ctx.trace = trace.get();

@@ -49,6 +49,12 @@ struct AgentConfig {
     // A running browser to share between agents (one Chromium, one isolated context per run); null = the
     // agent launches its own at its first run and shuts it down when destroyed.
     std::shared_ptr<tools::Browser> browser;
+    // Per-role models. A model folder for the localizer or the validator ("" = the policy's model), opened on
+    // `backend` by Agent::create (one engine per distinct folder); or an engine the product built (any
+    // model::Engine: another in-process model, agent/remote's OpenAI-compatible client), which wins over the
+    // folder. Each role renders with its own model's chat template; the prompt profile is shared.
+    std::string localizer_model, validator_model;
+    std::shared_ptr<model::Engine> localizer_engine, validator_engine;
 };
 
 // What the policy wants to do next, shown to a before-action hook (RunOptions::before_action).

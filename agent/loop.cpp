@@ -216,7 +216,7 @@ private:
         } add{result_.browser_seconds, t};
         return f();
     }
-    ModuleContext module_context();
+    ModuleContext module_context(const RoleModel& role = {});
     void emit(StepEvent e) const;
     void write_start() const;
     RunResult fail_start(const ActionOutcome& opened);
@@ -243,7 +243,6 @@ private:
     RunResult result_;
     Trace* trace_;
     SecretsOnTrace secrets_on_trace_;
-    ModuleContext modules_;
     Policy policy_;
     Localizer localizer_;
     Validator validator_;
@@ -287,10 +286,9 @@ Run::Run(const LoopContext& ctx, const RunOptions& options)
       hard_deadline_(options.timeout_seconds + std::max(30.0, 0.25 * options.timeout_seconds)),
       trace_(ctx.trace),
       secrets_on_trace_(ctx.trace, &secrets_),
-      modules_(module_context()),
-      policy_(modules_),
-      localizer_(modules_),
-      validator_(modules_),
+      policy_(module_context()),
+      localizer_(module_context(ctx.localizer)),
+      validator_(module_context(ctx.validator)),
       memory_(memory_task(options, secrets_),
               std::max(profile_.screenshots_on_restart, profile_.validator_screenshots)) {
     result_.trace_dir = trace_ ? trace_->dir() : "";
@@ -298,10 +296,12 @@ Run::Run(const LoopContext& ctx, const RunOptions& options)
 
 // The modules' view of the run (each module keeps a copy): every model call counted and traced, generation
 // stopped on cancel or past the hard deadline.
-ModuleContext Run::module_context() {
+ModuleContext Run::module_context(const RoleModel& role) {
     ModuleContext mc;
-    mc.engine = ctx_.engine;
-    mc.chat_template = ctx_.chat_template;
+    mc.engine = role.engine ? role.engine : ctx_.engine;
+    mc.chat_template = role.engine ? role.chat_template : ctx_.chat_template;
+    if (!mc.chat_template)
+        throw Error(ErrorKind::kInvalidArgument, "LoopContext: a role's model has no chat template");
     mc.profile = &profile_;
     mc.seed = options_.seed;
     mc.sink = [this](const ModelCall& call) {

@@ -16,9 +16,16 @@
 
 namespace surf::agent {
 
-struct LoopContext {
+// A module's model and the chat template it renders with.
+struct RoleModel {
     model::Engine* engine = nullptr;
     const model::ChatTemplate* chat_template = nullptr;
+};
+
+struct LoopContext {
+    model::Engine* engine = nullptr;  // the policy's, and the other roles' unless they name their own
+    const model::ChatTemplate* chat_template = nullptr;
+    RoleModel localizer, validator;  // null engine: the policy's
     const PromptProfile* profile = nullptr;
     Environment* environment = nullptr;
     Trace* trace = nullptr;                     // may be null

@@ -129,6 +129,19 @@ int run_agent(const surf::cli::Args& args) {
     if (args.has("answer-schema")) run.answer_schema = surf::read_text_file(args.get("answer-schema"));
     surf::agent::validate_run_options(run);  // before a model load that can take minutes
 
+    // The localizer's and the validator's own model folders, on the same backend.
+    for (auto [flag, slot] : {std::pair{"localizer-model", &config.localizer_engine},
+                              std::pair{"validator-model", &config.validator_engine}}) {
+        if (!args.has(flag) || args.get(flag) == config.model_dir) continue;
+        const std::string dir = args.get(flag);
+        if (surf::cli::is_remote_model(dir))
+            throw Error(ErrorKind::kInvalidArgument,
+                        std::string("--") + flag + " " + dir +
+                            ": a model folder (a remote endpoint per role is AgentConfig's, in the library)");
+        std::fprintf(stderr, "loading %s (--%s) ...\n", dir.c_str(), flag);
+        *slot = surf::model::open_engine(dir, config.backend, "--backend", 0, surf::model::WarmUp::kSingle);
+    }
+
     std::unique_ptr<surf::agent::Agent> agent;
     if (surf::cli::is_remote_model(config.model_dir)) {
         // A remote OpenAI-compatible server (surf serve, vLLM, SGLang) instead of the in-process engine.
@@ -250,6 +263,8 @@ SURF_COMMAND(surf::cli::Command{
       "policy reads why)"},
      {"confirm-on", "D", "ask only on these hosts (and subdomains); implies --confirm", true},
      {"ask-human", "", "let the agent ask you questions at the terminal (the ask_human action)"},
+     {"localizer-model", "DIR", "the localizer's own model folder (default: --model's)"},
+     {"validator-model", "DIR", "the validator's own model folder (default: --model's)"},
      {"answer-schema", "FILE",
       "a JSON schema the answer must satisfy: the answer is printed as that JSON value"},
      {"secret", "NAME[@D,...]",

@@ -1,6 +1,6 @@
 // Every feature of the agent library in one product program (docs/LIBRARY.md quotes it; CI builds it):
-// a shared engine, custom actions, a removed built-in, secrets, an approval hook, a structured answer, questions
-// to the user, live step events and the run's accounting.
+// a shared engine, custom actions, a removed built-in, secrets, an approval hook, a structured answer,
+// questions to the user, live step events and the run's accounting.
 //   example_library MODEL_DIR URL
 #include <cstdio>
 #include <cstdlib>
@@ -25,8 +25,9 @@ int main(int argc, char** argv) {
         // [config]
 
         sa::RunOptions run;
-        run.task = "Add the cheapest kettle to the cart, then tell me its name and price. Log in as <secret:user> "
-                   "with the password <secret:password> if the shop asks.";
+        run.task =
+            "Add the cheapest kettle to the cart, then tell me its name and price. Log in as <secret:user> "
+            "with the password <secret:password> if the shop asks.";
         run.start_url = argv[2];
         run.allow_domains = {"127.0.0.1", "shop.example"};
         run.max_steps = 20;
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
             std::printf("allow \"%s\" on %s? [y/N] ", p.description.c_str(), p.url.c_str());
             std::string line;
             std::getline(std::cin, line);
-            return line == "y" ? sa::ApprovalDecision::approve() : sa::ApprovalDecision::reject("the user said no");
+            return line == "y" ? sa::ApprovalDecision::approve()
+                               : sa::ApprovalDecision::reject("the user said no");
         };
         // [approval]
 
@@ -77,8 +79,8 @@ int main(int argc, char** argv) {
         // [events]
         const sa::RunResult result = agent->run(run, [](const sa::StepEvent& e) {
             if (e.kind == sa::StepEventKind::kStepStarted)
-                std::printf("step %d on %s (%dx%d)\n", e.step, e.url.c_str(), e.screenshot ? e.screenshot->width : 0,
-                            e.screenshot ? e.screenshot->height : 0);
+                std::printf("step %d on %s (%dx%d)\n", e.step, e.url.c_str(),
+                            e.screenshot ? e.screenshot->width : 0, e.screenshot ? e.screenshot->height : 0);
             else if (e.kind == sa::StepEventKind::kStep)
                 std::printf("  %s -> %s\n", e.description.c_str(), e.outcome.c_str());
         });
@@ -92,7 +94,8 @@ int main(int argc, char** argv) {
                         result.structured["price"].get<double>());
         for (const auto& [role, u] : result.usage)
             std::printf("%-9s %d calls, %lld tokens in, %lld out, %.1f s\n", role.c_str(), u.calls,
-                        static_cast<long long>(u.input_tokens), static_cast<long long>(u.output_tokens), u.seconds);
+                        static_cast<long long>(u.input_tokens), static_cast<long long>(u.output_tokens),
+                        u.seconds);
         std::printf("model %.1f s, browser %.1f s, %zu screenshots in %s\n", result.model_seconds,
                     result.browser_seconds, result.screenshots.size(), result.trace_dir.c_str());
         // [result]

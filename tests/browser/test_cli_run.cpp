@@ -28,10 +28,12 @@ TEST_CASE("surf run prints each step with the policy's thought, then the status;
     const Result r = run_surf(
         {"run", "Press Enter in the field", "--url", page, "--model", "tests/fixtures/golden/tiny_fp32",
          "--profile", "tests/browser/agent_pages/profile_tiny.json", "--viewport", "320x240", "--max-steps",
-         "2", "--out", out.string()},
+         "2", "--out", out.string(), "--validator-model", "tests/fixtures/golden/small_bf16"},
         SURF_SOURCE_DIR);
     INFO(r.out << r.err);
     REQUIRE(r.code <= 1);  // answered or not: the random model's choice
+    // The validator runs on a model of its own.
+    CHECK(r.err.find("loading tests/fixtures/golden/small_bf16 (--validator-model)") != std::string::npos);
     CHECK(r.out.find("step   1") != std::string::npos);
     CHECK(r.out.find("status: ") != std::string::npos);
     CHECK(r.out.find(" running  ") == std::string::npos);  // the spinner is for terminals only

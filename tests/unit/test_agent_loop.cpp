@@ -947,3 +947,34 @@ TEST_CASE(
     CHECK(f.events[0].action.empty());
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("each role may run on its own model: the localizer and the validator ask their own engines") {
+    Fixture f;
+    f.engine.scripts["policy"] = {step_json(kClick), step_json(kAnswer)};
+    ScriptedEngine localizer_engine, validator_engine;
+    localizer_engine.scripts["localizer"] = {R"({"x":250,"y":500})"};
+    validator_engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    LoopContext ctx;
+    ctx.engine = &f.engine;
+    ctx.chat_template = &f.chat_template;
+    ctx.localizer = {&localizer_engine, &f.chat_template};
+    ctx.validator = {&validator_engine, &f.chat_template};
+    ctx.profile = &f.profile;
+    ctx.environment = &f.page;
+    const RunResult r = run_loop(ctx, options());
+    CHECK(r.status == RunStatus::kAnswered);
+    CHECK(r.validated);
+    CHECK(f.engine.of("policy").size() == 2);
+    CHECK(f.engine.of("localizer").empty());
+    CHECK(f.engine.of("validator").empty());
+    CHECK(localizer_engine.of("localizer").size() == 1);
+    CHECK(validator_engine.of("validator").size() == 1);
+    CHECK(localizer_engine.calls.size() == 1);
+    CHECK(validator_engine.calls.size() == 1);
+    CHECK(r.usage.at("localizer").calls == 1);
+    CHECK(f.page.actions == std::vector<std::string>{"click"});
+
+    // A role's engine without a chat template is refused.
+    ctx.validator = {&validator_engine, nullptr};
+    CHECK_THROWS_AS(run_loop(ctx, options()), Error);
+}
