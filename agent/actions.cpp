@@ -17,6 +17,7 @@ constexpr size_t kMaxElementChars = 300;
 constexpr size_t kMaxContentChars = 4000;
 constexpr size_t kMaxUrlChars = 2048;
 constexpr size_t kMaxKeysChars = 40;
+constexpr int kMaxTabIndex = 63;
 
 [[noreturn]] void fail(const std::string& message) {
     throw Error(ErrorKind::kModelOutput, message);
@@ -88,14 +89,14 @@ const char* scroll_direction_name(ScrollDirection d) {
 }
 
 const std::vector<std::string>& action_names() {
-    static const std::vector<std::string> names = {"click",        "write",       "scroll", "goto",  "back",
-                                                   "refresh",      "wait",        "answer", "key",   "hover",
-                                                   "double_click", "right_click", "drag",   "select"};
+    static const std::vector<std::string> names = {
+        "click", "write", "scroll",       "goto",        "back", "refresh", "wait",       "answer",
+        "key",   "hover", "double_click", "right_click", "drag", "select",  "switch_tab", "close_tab"};
     return names;
 }
 
 const char* action_name(const Action& action) {
-    static_assert(std::variant_size_v<Action> == 15,
+    static_assert(std::variant_size_v<Action> == 17,
                   "action_names() lists every built-in alternative of Action");
     if (const auto* c = std::get_if<CustomAction>(&action)) return c->name.c_str();
     return action_names()[action.index()].c_str();
@@ -232,6 +233,8 @@ nlohmann::ordered_json action_to_json(const Action& action) {
                 j["to_element"] = a.to_element;
                 j["to_x"] = a.to_x;
                 j["to_y"] = a.to_y;
+            } else if constexpr (std::is_same_v<T, SwitchTabAction>) {
+                j["index"] = a.index;
             } else if constexpr (std::is_same_v<T, CustomAction>) {
                 for (const auto& [key, value] : a.arguments.items()) j[key] = value;
             }
@@ -270,6 +273,10 @@ std::string describe_action(const Action& action) {
                 return "select " + quoted(a.option) + " in " + quoted(a.element);
             else if constexpr (std::is_same_v<T, DragAction>)
                 return "drag " + quoted(a.element) + " to " + quoted(a.to_element);
+            else if constexpr (std::is_same_v<T, SwitchTabAction>)
+                return "switch_tab " + std::to_string(a.index);
+            else if constexpr (std::is_same_v<T, CloseTabAction>)
+                return "close_tab";
             else if constexpr (std::is_same_v<T, CustomAction>)
                 return a.name + (a.arguments.empty() ? "" : " " + shorten(a.arguments.dump(), 200));
             else
@@ -312,6 +319,14 @@ std::optional<Action> parse_more_actions(const nlohmann::json& a, const std::str
         if (type == "hover") return HoverAction{element, coord("x"), coord("y")};
         if (type == "double_click") return DoubleClickAction{element, coord("x"), coord("y")};
         return RightClickAction{element, coord("x"), coord("y")};
+    }
+    if (type == "switch_tab") {
+        check_fields(a, where, {"type", "index"});
+        return SwitchTabAction{get_int(a, where, "index", 0, kMaxTabIndex)};
+    }
+    if (type == "close_tab") {
+        check_fields(a, where, {"type"});
+        return CloseTabAction{};
     }
     if (type == "select") {
         check_fields(a, where, {"type", "element", "x", "y", "option"});

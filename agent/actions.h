@@ -74,6 +74,14 @@ struct DragAction {
     int to_x = 0, to_y = 0;
 };
 
+// Tabs: a page that opens a tab (target=_blank, window.open) makes it the active one; the observation lists
+// the open tabs when there is more than one. switch_tab makes tab `index` (0 = the first opened) the active
+// one; close_tab closes the active tab and returns to the one active before it.
+struct SwitchTabAction {
+    int index = 0;
+};
+struct CloseTabAction {};
+
 // An action the embedding product registers for a run (RunOptions::custom_actions, agent/custom_actions.h):
 // its name, and the fields the policy wrote beside "type", as the action's schema orders them.
 struct CustomAction {
@@ -81,9 +89,10 @@ struct CustomAction {
     nlohmann::ordered_json arguments = nlohmann::ordered_json::object();
 };
 
-using Action = std::variant<ClickAction, WriteAction, ScrollAction, GotoAction, BackAction, RefreshAction,
-                            WaitAction, AnswerAction, KeyAction, HoverAction, DoubleClickAction,
-                            RightClickAction, DragAction, SelectAction, CustomAction>;
+using Action =
+    std::variant<ClickAction, WriteAction, ScrollAction, GotoAction, BackAction, RefreshAction, WaitAction,
+                 AnswerAction, KeyAction, HoverAction, DoubleClickAction, RightClickAction, DragAction,
+                 SelectAction, SwitchTabAction, CloseTabAction, CustomAction>;
 
 // "click", "write", ... as the schema's `type` discriminator spells them; a custom action's own name.
 const char* action_name(const Action& action);

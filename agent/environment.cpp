@@ -118,6 +118,12 @@ Observation BrowserEnvironment::observe() {
         obs.image = std::make_shared<model::Image>(model::decode_image(shot.bytes, "screenshot"));
         obs.url = session_.url();
         obs.title = session_.title();
+        if (session_.tab_count() > 1) {
+            const std::vector<tools::TabInfo> tabs = session_.tabs();
+            for (size_t i = 0; i < tabs.size(); ++i)
+                obs.tabs.push_back("[" + std::to_string(i) + "] " + tabs[i].title + " (" + tabs[i].url + ")" +
+                                   (tabs[i].active ? " (active)" : ""));
+        }
         if (!obs.url.empty() && obs.url != "about:blank") last_url_ = obs.url;
     } catch (const Error& e) {
         obs.image.reset();
@@ -205,6 +211,19 @@ std::string BrowserEnvironment::act(const Action& action) {
     if (std::holds_alternative<BackAction>(action)) return session_.back().describe();
     if (std::holds_alternative<RefreshAction>(action)) return session_.reload().describe();
     if (auto* w = std::get_if<WaitAction>(&action)) return wait(w->seconds);
+    if (auto* t = std::get_if<SwitchTabAction>(&action)) {
+        const size_t n = session_.tab_count();
+        if (static_cast<size_t>(t->index) >= n)
+            throw Error(ErrorKind::kInvalidArgument, "no tab " + std::to_string(t->index) +
+                                                         " (the open tabs are 0 to " + std::to_string(n - 1) +
+                                                         ")");
+        session_.activate_tab(static_cast<size_t>(t->index));
+        return "switched to tab " + std::to_string(t->index) + ": " + session_.url();
+    }
+    if (std::holds_alternative<CloseTabAction>(action)) {
+        session_.close_active_tab();
+        return "closed the tab; now on " + session_.url();
+    }
     if (auto* c = std::get_if<CustomAction>(&action))
         throw Error(ErrorKind::kInvalidArgument,
                     c->name + " is a custom action: its run's handler performs it");

@@ -30,6 +30,8 @@ struct Observation {
     std::string title;
     std::string error;                // why there is no screenshot ("" when there is one)
     std::vector<std::string> events;  // browser events since the last observation
+    // The open tabs when there is more than one: "[0] title (url)", the active one marked "(active)".
+    std::vector<std::string> tabs;
 };
 
 struct ActionOutcome {

@@ -393,6 +393,7 @@ StepView Run::observe(int step, TraceStep& ts) {
     obs.title = secrets_.redact(obs.title);
     obs.error = secrets_.redact(obs.error);
     for (std::string& e : obs.events) e = secrets_.redact(e);
+    for (std::string& t : obs.tabs) t = secrets_.redact(t);
     result_.final_url = obs.url;
     v.sent = image_to_send(obs.image, profile_);
     memory_.add_screenshot(v.sent);
@@ -413,6 +414,10 @@ StepView Run::observe(int step, TraceStep& ts) {
     v.text = "URL " + (obs.url.empty() ? "(unknown)" : obs.url) + ", title \"" + shorten(obs.title, 120) +
              "\". Last action: " + last_outcome_ + ".";
     for (const std::string& ev : obs.events) v.text += " Browser event: " + ev + ".";
+    if (!obs.tabs.empty()) {
+        v.text += " Open tabs:";
+        for (const std::string& t : obs.tabs) v.text += " " + shorten(t, 200) + ";";
+    }
     if (!obs.error.empty()) v.text += " " + obs.error + ".";
     return v;
 }

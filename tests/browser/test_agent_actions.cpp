@@ -249,3 +249,31 @@ TEST_CASE("a choice whose change handler navigates is settled before the action 
     CHECK(p.run(SelectAction{"navigation list", 0, 0, "go to the target"}, at(120, 135)).ok);
     CHECK(p.env->observe().title == "target page");
 }
+
+TEST_CASE(
+    "tabs: a link to a new tab makes it active and listed; switch_tab and close_tab move between them") {
+    Page p("/popup.html");
+    REQUIRE(p.run(ClickAction{"new tab link", 0, 0}, at(200, 120)).ok);
+    for (int i = 0; i < 50 && p.session->tab_count() < 2; ++i) std::this_thread::sleep_for(100ms);
+    REQUIRE(p.session->tab_count() == 2);
+    Observation o = p.env->observe();
+    REQUIRE(o.tabs.size() == 2);
+    MESSAGE(o.tabs[0] << " | " << o.tabs[1]);
+    CHECK(o.tabs[0].find("[0] opener (") == 0);
+    CHECK(o.tabs[0].find("(active)") == std::string::npos);
+    CHECK(o.tabs[1].find("/target.html") != std::string::npos);
+    CHECK(o.tabs[1].find("(active)") != std::string::npos);
+
+    CHECK(p.run(SwitchTabAction{0}).ok);
+    CHECK(p.session->url().find("/popup.html") != std::string::npos);
+    const ActionOutcome missing = p.run(SwitchTabAction{5});
+    CHECK_FALSE(missing.ok);
+    CHECK(missing.message.find("the open tabs are 0 to 1") != std::string::npos);
+    REQUIRE(p.run(SwitchTabAction{1}).ok);
+    CHECK(p.session->url().find("/target.html") != std::string::npos);
+    const ActionOutcome closed = p.run(CloseTabAction{});
+    CHECK(closed.ok);
+    CHECK(p.session->tab_count() == 1);
+    CHECK(p.session->url().find("/popup.html") != std::string::npos);
+    CHECK(p.env->observe().tabs.empty());  // one tab: nothing to list
+}

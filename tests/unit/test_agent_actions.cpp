@@ -162,7 +162,9 @@ TEST_CASE(
                                        HoverAction{"Products menu", 5, 6},
                                        DoubleClickAction{"cell", 500, 500},
                                        RightClickAction{"row", 0, 1000},
-                                       DragAction{"knob", 100, 500, "track end", 900, 500}};
+                                       DragAction{"knob", 100, 500, "track end", 900, 500},
+                                       SwitchTabAction{1},
+                                       CloseTabAction{}};
     for (const Action& a : added) {
         CAPTURE(action_to_json(a).dump());
         CHECK(decodable(*holotron.policy_schema, a));
@@ -181,7 +183,8 @@ TEST_CASE(
     }
     const std::string tiny_prompt =
         test::read_file(SURF_SOURCE_DIR "/models/surf-tiny/prompts/policy_system.md");
-    for (const char* name : {"key", "select", "hover", "double_click", "right_click", "drag"}) {
+    for (const char* name :
+         {"key", "select", "hover", "double_click", "right_click", "drag", "switch_tab", "close_tab"}) {
         CAPTURE(name);
         CHECK(tiny_prompt.find(name) == std::string::npos);
     }
