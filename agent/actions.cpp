@@ -90,13 +90,13 @@ const char* scroll_direction_name(ScrollDirection d) {
 
 const std::vector<std::string>& action_names() {
     static const std::vector<std::string> names = {
-        "click", "write", "scroll",       "goto",        "back", "refresh", "wait",       "answer",
-        "key",   "hover", "double_click", "right_click", "drag", "select",  "switch_tab", "close_tab"};
+        "click", "write",        "scroll",      "goto", "back",   "refresh",    "wait",      "answer", "key",
+        "hover", "double_click", "right_click", "drag", "select", "switch_tab", "close_tab", "upload"};
     return names;
 }
 
 const char* action_name(const Action& action) {
-    static_assert(std::variant_size_v<Action> == 17,
+    static_assert(std::variant_size_v<Action> == 18,
                   "action_names() lists every built-in alternative of Action");
     if (const auto* c = std::get_if<CustomAction>(&action)) return c->name.c_str();
     return action_names()[action.index()].c_str();
@@ -106,6 +106,7 @@ std::vector<PointTarget> action_points(const Action& action) {
     if (auto* c = std::get_if<ClickAction>(&action)) return {{c->element, c->x, c->y}};
     if (auto* w = std::get_if<WriteAction>(&action)) return {{w->element, w->x, w->y}};
     if (auto* s = std::get_if<SelectAction>(&action)) return {{s->element, s->x, s->y}};
+    if (auto* u = std::get_if<UploadAction>(&action)) return {{u->element, u->x, u->y}};
     if (auto* h = std::get_if<HoverAction>(&action)) return {{h->element, h->x, h->y}};
     if (auto* d = std::get_if<DoubleClickAction>(&action)) return {{d->element, d->x, d->y}};
     if (auto* r = std::get_if<RightClickAction>(&action)) return {{r->element, r->x, r->y}};
@@ -235,6 +236,9 @@ nlohmann::ordered_json action_to_json(const Action& action) {
                 j["to_y"] = a.to_y;
             } else if constexpr (std::is_same_v<T, SwitchTabAction>) {
                 j["index"] = a.index;
+            } else if constexpr (std::is_same_v<T, UploadAction>) {
+                at(a);
+                j["file"] = a.file;
             } else if constexpr (std::is_same_v<T, CustomAction>) {
                 for (const auto& [key, value] : a.arguments.items()) j[key] = value;
             }
@@ -277,6 +281,8 @@ std::string describe_action(const Action& action) {
                 return "switch_tab " + std::to_string(a.index);
             else if constexpr (std::is_same_v<T, CloseTabAction>)
                 return "close_tab";
+            else if constexpr (std::is_same_v<T, UploadAction>)
+                return "upload " + quoted(a.file) + " into " + quoted(a.element);
             else if constexpr (std::is_same_v<T, CustomAction>)
                 return a.name + (a.arguments.empty() ? "" : " " + shorten(a.arguments.dump(), 200));
             else
@@ -327,6 +333,15 @@ std::optional<Action> parse_more_actions(const nlohmann::json& a, const std::str
     if (type == "close_tab") {
         check_fields(a, where, {"type"});
         return CloseTabAction{};
+    }
+    if (type == "upload") {
+        check_fields(a, where, {"type", "element", "x", "y", "file"});
+        UploadAction u;
+        u.element = get_string(a, where, "element", kMaxElementChars, true, true);
+        u.x = coord("x");
+        u.y = coord("y");
+        u.file = get_string(a, where, "file", kMaxElementChars, true, true);
+        return u;
     }
     if (type == "select") {
         check_fields(a, where, {"type", "element", "x", "y", "option"});

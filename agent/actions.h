@@ -81,6 +81,14 @@ struct SwitchTabAction {
     int index = 0;
 };
 struct CloseTabAction {};
+// A file from the run's upload folder (RunOptions::upload_dir) given to the file field at the point: the
+// field is clicked and its file chooser receives the file. Offered only when the run has an upload folder;
+// `file` is a name the policy chose from its list, which the run turns into the file's path before it acts.
+struct UploadAction {
+    std::string element;
+    int x = 0, y = 0;
+    std::string file;
+};
 
 // An action the embedding product registers for a run (RunOptions::custom_actions, agent/custom_actions.h):
 // its name, and the fields the policy wrote beside "type", as the action's schema orders them.
@@ -92,7 +100,7 @@ struct CustomAction {
 using Action =
     std::variant<ClickAction, WriteAction, ScrollAction, GotoAction, BackAction, RefreshAction, WaitAction,
                  AnswerAction, KeyAction, HoverAction, DoubleClickAction, RightClickAction, DragAction,
-                 SelectAction, SwitchTabAction, CloseTabAction, CustomAction>;
+                 SelectAction, SwitchTabAction, CloseTabAction, UploadAction, CustomAction>;
 
 // "click", "write", ... as the schema's `type` discriminator spells them; a custom action's own name.
 const char* action_name(const Action& action);

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <mutex>
+#include <set>
 
 #include "agent/environment.h"
 #include "agent/loop.h"
@@ -14,6 +15,19 @@
 #include "tools/browser/browser_session.h"
 
 namespace surf::agent {
+
+namespace {
+
+// The regular files of `dir` (paths; in-progress downloads, *.crdownload, excluded).
+std::set<std::string> folder_files(const std::string& dir) {
+    std::set<std::string> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+        if (e.is_regular_file(ec) && e.path().extension() != ".crdownload") out.insert(e.path().string());
+    return out;
+}
+
+}  // namespace
 
 struct Agent::Impl {
     AgentConfig config;
@@ -116,6 +130,15 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
         so.viewport.css_height = options.viewport_height;
         so.viewport.device_scale_factor = options.device_scale_factor;
         so.guard = run_guard(options);
+        std::set<std::string> before;  // what the download folder held before the run
+        if (!options.download_dir.empty()) {
+            std::error_code ec;
+            std::filesystem::create_directories(options.download_dir, ec);
+            if (ec) throw Error(ErrorKind::kIo, "download_dir " + options.download_dir + ": " + ec.message());
+            so.allow_downloads = true;
+            so.download_dir = options.download_dir;
+            before = folder_files(options.download_dir);
+        }
         std::unique_ptr<tools::BrowserSession> session = impl_->browser->new_session(so);
         BrowserEnvironmentOptions eo;
         eo.max_wait = std::chrono::milliseconds(static_cast<int64_t>(options.max_wait_seconds * 1000));
@@ -131,7 +154,12 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
         ctx.trace = trace.get();
         ctx.on_step = on_step;
         ctx.cancel = &impl_->cancel;
-        return run_loop(ctx, options);
+        RunResult result = run_loop(ctx, options);
+        if (!options.download_dir.empty()) {
+            for (const std::string& f : folder_files(options.download_dir))
+                if (!before.count(f)) result.downloads.push_back(f);
+        }
+        return result;
     } catch (const Error& e) {
         // Only failures to start (browser, trace folder, options) get here; the loop handles the rest.
         failed.error = std::string(error_kind_name(e.kind())) + ": " + e.what();

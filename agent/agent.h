@@ -114,6 +114,11 @@ struct RunOptions {
     // When set, the policy may ask the user a question (the ask_human action, offered only then) and reads
     // the returned text as the answer. Called from the run's thread; it may block until the user replies.
     std::function<std::string(const std::string& question)> ask_human;
+    // A folder whose files the policy may give to file fields (the upload action, offered only then, names
+    // one of them; nothing outside the folder is ever uploaded). "" = no uploads.
+    std::string upload_dir;
+    // Downloads are saved into this folder (created when missing); "" = downloads are refused.
+    std::string download_dir;
 };
 
 enum class RunStatus {
@@ -171,8 +176,9 @@ struct RunResult {
     std::map<std::string, RoleUsage> usage;  // by role: policy, localizer, validator
     double model_seconds = 0;                // wall time in model calls
     double browser_seconds = 0;  // wall time in the browser: opening, screenshots, actions, custom actions
-    std::vector<std::string>
-        screenshots;  // the trace's screenshot files, in step order (empty without a trace)
+    // The trace's screenshot files, in step order (empty without a trace).
+    std::vector<std::string> screenshots;
+    std::vector<std::string> downloads;  // files the run saved into RunOptions::download_dir
 };
 
 using StepCallback = std::function<void(const StepEvent&)>;

@@ -1,6 +1,7 @@
 #include "agent/custom_actions.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "agent/profile.h"
@@ -110,6 +111,48 @@ CustomActionSpec ask_human_action(std::function<std::string(const std::string& q
             const std::string reply = ask(call.arguments.at("question").get<std::string>());
             return "the user replied: " + (reply.empty() ? std::string("(nothing)") : reply);
         }};
+}
+
+std::vector<std::string> upload_files(const std::string& upload_dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::is_directory(upload_dir, ec)) bad("upload_dir", upload_dir + ": not a folder");
+    std::vector<std::string> files;
+    for (const fs::directory_entry& e : fs::directory_iterator(upload_dir, ec))
+        if (e.is_regular_file(ec)) files.push_back(e.path().filename().string());
+    std::sort(files.begin(), files.end());
+    if (files.size() > 100) files.resize(100);
+    if (files.empty()) bad("upload_dir", upload_dir + ": holds no file to upload");
+    return files;
+}
+
+PromptProfile with_upload(const PromptProfile& profile, const std::vector<std::string>& files) {
+    PromptProfile p = profile;
+    ojson schema = ojson::parse(p.policy_schema_text);
+    ojson& action = schema["properties"]["action"];
+    const char* list_key = action.contains("oneOf") ? "oneOf" : "anyOf";
+    if (!action.contains(list_key)) action = ojson{{list_key, ojson::array({action})}};
+    const ojson coordinate = {{"type", "integer"}, {"minimum", 0}, {"maximum", 1000}};
+    ojson props = ojson::object();
+    props["type"] = ojson{{"const", "upload"}};
+    props["element"] = ojson{{"type", "string"}, {"minLength", 1}, {"maxLength", 300}};
+    props["x"] = coordinate;
+    props["y"] = coordinate;
+    props["file"] = ojson{{"enum", files}};
+    action[list_key].push_back(ojson{{"type", "object"},
+                                     {"description", "Give a file to a file field."},
+                                     {"properties", props},
+                                     {"required", {"type", "element", "x", "y", "file"}},
+                                     {"additionalProperties", false}});
+    p.policy_schema_text = schema.dump();
+    p.policy_schema = model::compile_json_schema(schema, "the policy schema with the upload action");
+    p.policy_actions.push_back("upload");
+    std::string names;
+    for (const std::string& f : files) names += (names.empty() ? "" : ", ") + f;
+    p.policy_system_extra +=
+        "\n\n- upload {element, x, y, file}: click a file field and give it one of these files: " + names +
+        ".\n";
+    return p;
 }
 
 PromptProfile with_actions(const PromptProfile& profile, const std::vector<CustomActionSpec>& add,

@@ -51,6 +51,14 @@ struct CustomActionSchema {
 // The ask_human action: its question field, and the user's reply (from `ask`) as its outcome.
 CustomActionSpec ask_human_action(std::function<std::string(const std::string& question)> ask);
 
+// The files of RunOptions::upload_dir the upload action may name (regular files, sorted, at most 100). Throws
+// Error(kInvalidArgument) naming upload_dir when it is no folder or holds no file.
+std::vector<std::string> upload_files(const std::string& upload_dir);
+
+// `profile` offering the upload action with `files` as the only names it may write, and the system prompt
+// saying so.
+PromptProfile with_upload(const PromptProfile& profile, const std::vector<std::string>& files);
+
 // `profile` with `add` joined to and `remove` taken from the policy's action schema (recompiled), the
 // policy's offered actions updated, and the custom actions listed for the system prompt. Throws
 // Error(kInvalidArgument) naming the action and field: a bad name, a name taken twice or by a built-in, a

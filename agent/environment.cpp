@@ -1,6 +1,7 @@
 #include "agent/environment.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <thread>
 
@@ -165,6 +166,7 @@ std::string BrowserEnvironment::act_at(const Action& action, const tools::CssPoi
                             "); a dropdown made of other elements opens with click, then click its option");
         return choice_outcome(r, s->option, at);
     }
+    if (auto* u = std::get_if<UploadAction>(&action)) return upload(*u, at);
     if (std::holds_alternative<HoverAction>(action)) {
         session_.move_mouse(at.x, at.y);
         return "moved the mouse to " + point_text(at);
@@ -182,6 +184,30 @@ std::string BrowserEnvironment::act_at(const Action& action, const tools::CssPoi
         return "dragged from " + point_text(at) + " to " + point_text(*to);
     }
     throw Error(ErrorKind::kInvalidArgument, std::string(action_name(action)) + " acts on no point");
+}
+
+// Clicks the file field at `at` with the file set for its chooser, and waits for the chooser to take it.
+std::string BrowserEnvironment::upload(const UploadAction& u, const tools::CssPoint& at) {
+    const auto choosers = [&] {
+        size_t n = 0;
+        for (const tools::SessionEvent& e : session_.event_log())
+            n += e.kind == tools::SessionEventKind::kFileChooser;
+        return n;
+    };
+    const size_t before = choosers();
+    session_.set_upload_files({u.file});
+    session_.click(at.x, at.y);
+    bool received = false;
+    for (int i = 0; i < 30 && !received; ++i) {
+        received = choosers() > before;
+        if (!received) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    session_.set_upload_files({});
+    const std::string name = std::filesystem::path(u.file).filename().string();
+    if (!received)
+        throw Error(ErrorKind::kInvalidArgument,
+                    "nothing at " + point_text(at) + " opened a file chooser: click the file field itself");
+    return "gave " + name + " to the file field at " + point_text(at);
 }
 
 std::string BrowserEnvironment::act(const Action& action) {

@@ -84,6 +84,7 @@ private:
                        const std::optional<tools::CssPoint>& to);
     std::string act(const Action& action);
     std::string wait(int seconds);
+    std::string upload(const UploadAction& action, const tools::CssPoint& at);
     void drain_events(std::vector<std::string>* out);
 
     tools::BrowserSession& session_;

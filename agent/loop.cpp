@@ -228,6 +228,7 @@ private:
                 StepEvent& ev);
     void act(Action action, int step, const StepView& view, TraceStep& ts, StepEvent& ev);
     ActionOutcome perform(const Action& action, const StepView& view, const ActionPoints& points);
+    Action with_upload_path(const Action& action) const;
     void record_points(const Action& action, const StepView& view, const ActionPoints& points, TraceStep& ts,
                        StepEvent& ev) const;
     RunResult finish();
@@ -258,6 +259,7 @@ PromptProfile run_profile(const PromptProfile& base, const RunOptions& options,
     PromptProfile p = options.answer_schema.empty() ? base : with_answer_content(base, options.answer_schema);
     if (!actions.empty() || !options.removed_actions.empty())
         p = with_actions(p, actions, options.removed_actions);
+    if (!options.upload_dir.empty()) p = with_upload(p, upload_files(options.upload_dir));
     return p;
 }
 
@@ -607,14 +609,29 @@ void Run::act(Action action, int step, const StepView& view, TraceStep& ts, Step
     last_outcome_ = describe_action(action) + " -> " + shorten(outcome.message, 300);
 }
 
+// An upload's file name turned into its path in the run's upload folder (a name the folder does not list is
+// refused: nothing outside it is ever uploaded).
+Action Run::with_upload_path(const Action& action) const {
+    const auto* u = std::get_if<UploadAction>(&action);
+    if (!u) return action;
+    const std::vector<std::string> files =
+        options_.upload_dir.empty() ? std::vector<std::string>{} : upload_files(options_.upload_dir);
+    if (std::find(files.begin(), files.end(), u->file) == files.end())
+        throw Error(ErrorKind::kInvalidArgument,
+                    "\"" + u->file + "\" is not a file of the run's upload folder");
+    UploadAction resolved = *u;
+    resolved.file = (std::filesystem::path(options_.upload_dir) / u->file).string();
+    return resolved;
+}
+
 // The action with its secrets revealed, done by the browser or by its handler; the outcome redacted.
 ActionOutcome Run::perform(const Action& action, const StepView& view, const ActionPoints& points) {
     ActionOutcome outcome;
     std::optional<Action> typed;
     try {
-        typed = secrets_.reveal(action, view.page_url);
+        typed = secrets_.reveal(with_upload_path(action), view.page_url);
     } catch (const Error& e) {
-        outcome = {false, e.what(), "secret"};  // an unknown placeholder, or a host it may not reach
+        outcome = {false, e.what(), "refused"};  // an unknown placeholder or file, or a host it may not reach
     }
     if (typed && std::holds_alternative<CustomAction>(*typed))
         outcome = in_browser([&] {

@@ -3,6 +3,8 @@
 // browser's default actions saw, not just that the call returned.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -276,4 +278,20 @@ TEST_CASE(
     CHECK(p.session->tab_count() == 1);
     CHECK(p.session->url().find("/popup.html") != std::string::npos);
     CHECK(p.env->observe().tabs.empty());  // one tab: nothing to list
+}
+
+TEST_CASE("upload gives a file to the file field at the point; a point on no file field fails and says so") {
+    const auto file = std::filesystem::temp_directory_path() / "surf-agent-upload.txt";
+    std::ofstream(file) << "hello";
+    Page p("/files.html");
+    const ActionOutcome o = p.run(UploadAction{"file field", 0, 0, file.string()}, at(200, 220));
+    CHECK(o.ok);
+    CHECK(o.message.find("gave surf-agent-upload.txt") == 0);
+    CHECK(p.js("document.getElementById('file').files.length").get<int>() == 1);
+    CHECK(p.js("document.getElementById('file').files[0].name").get<std::string>() ==
+          "surf-agent-upload.txt");
+    const ActionOutcome missed = p.run(UploadAction{"nothing", 0, 0, file.string()}, at(600, 500));
+    CHECK_FALSE(missed.ok);
+    CHECK(missed.message.find("opened a file chooser") != std::string::npos);
+    std::filesystem::remove(file);
 }

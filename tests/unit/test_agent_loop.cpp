@@ -141,11 +141,13 @@ public:
         o.title = "page";
         return o;
     }
-    std::vector<std::string> typed;  // what write actions typed
+    std::vector<std::string> typed;     // what write actions typed
+    std::vector<std::string> uploaded;  // the files upload actions gave
     ActionOutcome execute(const Action& a, const ActionPoints& p) override {
         actions.push_back(action_name(a));
         if (p.at) points.push_back(*p.at);
         if (p.to) points.push_back(*p.to);
+        if (const auto* u = std::get_if<UploadAction>(&a)) uploaded.push_back(u->file);
         if (const auto* w = std::get_if<WriteAction>(&a)) {
             typed.push_back(w->content);
             return {true, "typed '" + w->content + "' and pressed Enter", ""};  // as the browser echoes it
@@ -977,4 +979,45 @@ TEST_CASE("each role may run on its own model: the localizer and the validator a
     // A role's engine without a chat template is refused.
     ctx.validator = {&validator_engine, nullptr};
     CHECK_THROWS_AS(run_loop(ctx, options()), Error);
+}
+
+TEST_CASE(
+    "upload is offered only with an upload folder, names one of its files, and nothing else is uploaded") {
+    const auto dir = std::filesystem::temp_directory_path() / "surf_agent_loop_upload";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "cv.pdf") << "%PDF";
+    std::ofstream(dir / "photo.png") << "png";
+    Fixture f;
+    f.engine.scripts["policy"] = {
+        step_json(R"({"type":"upload","element":"the CV field","x":500,"y":400,"file":"cv.pdf"})"),
+        step_json(R"({"type":"upload","element":"the CV field","x":500,"y":400,"file":"../secret.txt"})"),
+        step_json(kAnswer)};
+    f.engine.scripts["localizer"] = {R"({"x":250,"y":500})"};
+    f.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    RunOptions o = options();
+    o.upload_dir = dir.string();
+    const RunResult r = f.run(o);
+    CHECK(r.status == RunStatus::kAnswered);
+    CHECK(f.page.actions == std::vector<std::string>{"upload"});  // the second file was refused
+    CHECK(f.page.uploaded == std::vector<std::string>{(dir / "cv.pdf").string()});
+    const auto policy = f.engine.of("policy");
+    CHECK(policy[0].schema_text.find(R"("enum":["cv.pdf","photo.png"])") != std::string::npos);
+    CHECK(policy[0].text.find("give it one of these files: cv.pdf, photo.png") != std::string::npos);
+    CHECK(policy[2].text.find("\"../secret.txt\" is not a file of the run's upload folder") !=
+          std::string::npos);
+
+    // Without a folder the action is not offered; a missing or empty folder is refused up front.
+    Fixture g;
+    g.engine.scripts["policy"] = {step_json(kAnswer)};
+    g.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    CHECK(g.run(options()).status == RunStatus::kAnswered);
+    CHECK(g.engine.of("policy")[0].schema_text.find("upload") == std::string::npos);
+    RunOptions missing = options();
+    missing.upload_dir = (dir / "nope").string();
+    CHECK_THROWS_WITH_AS(g.run(missing), doctest::Contains("upload_dir"), Error);
+    std::filesystem::remove(dir / "cv.pdf");
+    std::filesystem::remove(dir / "photo.png");
+    CHECK_THROWS_WITH_AS(g.run(o), doctest::Contains("holds no file"), Error);
+    std::filesystem::remove_all(dir);
 }
