@@ -127,6 +127,8 @@ int run_agent(const surf::cli::Args& args) {
     run.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0, 9223372036854775807LL));
     run.secrets = secrets_from_environment(args.all("secret"));
     if (args.has("answer-schema")) run.answer_schema = surf::read_text_file(args.get("answer-schema"));
+    run.upload_dir = args.get("upload-dir");
+    run.download_dir = args.get("download-dir");
     surf::agent::validate_run_options(run);  // before a model load that can take minutes
 
     // The localizer's and the validator's own model folders, on the same backend.
@@ -224,6 +226,7 @@ int run_agent(const surf::cli::Args& args) {
                 surf::agent::run_status_name(result.status), result.steps, result.answer_attempts,
                 result.model_calls, result.errors, result.seconds);
     if (!result.error.empty()) std::printf("error: %s\n", result.error.c_str());
+    for (const std::string& file : result.downloads) std::printf("downloaded: %s\n", file.c_str());
     if (!result.answer.empty()) {
         std::printf("answer%s: %s\n",
                     result.validated ? "" : (result.forced ? " (forced)" : " (not validated)"),
@@ -263,6 +266,8 @@ SURF_COMMAND(surf::cli::Command{
       "policy reads why)"},
      {"confirm-on", "D", "ask only on these hosts (and subdomains); implies --confirm", true},
      {"ask-human", "", "let the agent ask you questions at the terminal (the ask_human action)"},
+     {"upload-dir", "DIR", "a folder whose files the agent may upload (the upload action)"},
+     {"download-dir", "DIR", "save downloads into this folder (default: downloads are refused)"},
      {"localizer-model", "DIR", "the localizer's own model folder (default: --model's)"},
      {"validator-model", "DIR", "the validator's own model folder (default: --model's)"},
      {"answer-schema", "FILE",
