@@ -130,6 +130,7 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
         so.viewport.css_height = options.viewport_height;
         so.viewport.device_scale_factor = options.device_scale_factor;
         so.guard = run_guard(options);
+        so.storage_state = options.storage_state;
         std::set<std::string> before;  // what the download folder held before the run
         if (!options.download_dir.empty()) {
             std::error_code ec;
@@ -155,6 +156,14 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
         ctx.on_step = on_step;
         ctx.cancel = &impl_->cancel;
         RunResult result = run_loop(ctx, options);
+        if (options.save_storage_state) {
+            try {
+                result.storage_state = session->storage_state();
+            } catch (const Error& e) {
+                result.error +=
+                    (result.error.empty() ? "" : "; ") + std::string("storage state not saved: ") + e.what();
+            }
+        }
         if (!options.download_dir.empty()) {
             for (const std::string& f : folder_files(options.download_dir))
                 if (!before.count(f)) result.downloads.push_back(f);

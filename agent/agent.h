@@ -119,6 +119,10 @@ struct RunOptions {
     std::string upload_dir;
     // Downloads are saved into this folder (created when missing); "" = downloads are refused.
     std::string download_dir;
+    // Cookies and localStorage the run's browser starts with (tools::SessionOptions::storage_state's layout,
+    // Playwright's storageState: a product starts the run logged in); null = a fresh browser context.
+    nlohmann::json storage_state;
+    bool save_storage_state = false;  // RunResult::storage_state gets the context's storage when the run ends
 };
 
 enum class RunStatus {
@@ -179,6 +183,7 @@ struct RunResult {
     // The trace's screenshot files, in step order (empty without a trace).
     std::vector<std::string> screenshots;
     std::vector<std::string> downloads;  // files the run saved into RunOptions::download_dir
+    nlohmann::json storage_state;  // with RunOptions::save_storage_state: cookies and localStorage at the end
 };
 
 using StepCallback = std::function<void(const StepEvent&)>;

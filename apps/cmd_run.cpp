@@ -97,6 +97,15 @@ std::function<std::string(const std::string&)> ask_at_terminal(std::mutex& out) 
     };
 }
 
+// A storage state file (--storage-state): JSON in Playwright's storageState layout; errors name the file.
+nlohmann::json load_storage_state(const std::string& path) {
+    const std::string text = surf::read_text_file(path);
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        throw surf::Error(surf::ErrorKind::kFormat, path + ": not a JSON object (a storage state file)");
+    return j;
+}
+
 int run_agent(const surf::cli::Args& args) {
     using surf::Error;
     using surf::ErrorKind;
@@ -128,6 +137,8 @@ int run_agent(const surf::cli::Args& args) {
     run.secrets = secrets_from_environment(args.all("secret"));
     if (args.has("answer-schema")) run.answer_schema = surf::read_text_file(args.get("answer-schema"));
     run.upload_dir = args.get("upload-dir");
+    if (args.has("storage-state")) run.storage_state = load_storage_state(args.get("storage-state"));
+    run.save_storage_state = args.has("save-storage-state");
     run.download_dir = args.get("download-dir");
     surf::agent::validate_run_options(run);  // before a model load that can take minutes
 
@@ -227,6 +238,11 @@ int run_agent(const surf::cli::Args& args) {
                 result.model_calls, result.errors, result.seconds);
     if (!result.error.empty()) std::printf("error: %s\n", result.error.c_str());
     for (const std::string& file : result.downloads) std::printf("downloaded: %s\n", file.c_str());
+    if (args.has("save-storage-state") && !result.storage_state.is_null()) {
+        const std::string path = args.get("save-storage-state");
+        std::ofstream(path) << result.storage_state.dump(2) << "\n";
+        std::printf("storage state: %s\n", path.c_str());
+    }
     if (!result.answer.empty()) {
         std::printf("answer%s: %s\n",
                     result.validated ? "" : (result.forced ? " (forced)" : " (not validated)"),
@@ -268,6 +284,9 @@ SURF_COMMAND(surf::cli::Command{
      {"ask-human", "", "let the agent ask you questions at the terminal (the ask_human action)"},
      {"upload-dir", "DIR", "a folder whose files the agent may upload (the upload action)"},
      {"download-dir", "DIR", "save downloads into this folder (default: downloads are refused)"},
+     {"storage-state", "FILE",
+      "start with these cookies and localStorage (JSON, Playwright's storageState layout)"},
+     {"save-storage-state", "FILE", "write the cookies and localStorage at the end of the run to FILE"},
      {"localizer-model", "DIR", "the localizer's own model folder (default: --model's)"},
      {"validator-model", "DIR", "the validator's own model folder (default: --model's)"},
      {"answer-schema", "FILE",

@@ -312,3 +312,21 @@ TEST_CASE("two agents share one engine and one browser (one context per run)") {
     CHECK(a.browser_pid() == static_cast<int>(browser->pid()));
     CHECK(browser->launches() == 1);
 }
+
+TEST_CASE("a run starts with the storage state it is given and returns the state it ends with") {
+    test::TestHttpServer server(kPages);
+    auto agent = make_agent();
+    RunOptions run = small_run(server.url("/index.html"), "");
+    run.max_steps = 1;
+    run.use_validator = false;
+    run.storage_state = {{"cookies", {{{"name", "session"}, {"value", "s-77"}, {"domain", "127.0.0.1"}}}},
+                         {"origins", nlohmann::json::array()}};
+    run.save_storage_state = true;
+    const RunResult r = agent->run(run);
+    CHECK(r.status != RunStatus::kError);
+    MESSAGE(r.storage_state.dump());
+    REQUIRE(r.storage_state.contains("cookies"));
+    bool kept = false;
+    for (const auto& c : r.storage_state["cookies"]) kept |= c["name"] == "session" && c["value"] == "s-77";
+    CHECK(kept);
+}

@@ -455,3 +455,51 @@ TEST_CASE("downloads are denied by default or saved per session; file choosers n
     CHECK(saver->wait_for("document.getElementById('file').files.length === 1", 3s));
     std::filesystem::remove(upload);
 }
+
+TEST_CASE("storage state: cookies and localStorage saved from one session start another logged in") {
+    nlohmann::json state;
+    {
+        auto first = env().browser->new_session();
+        REQUIRE(first->navigate(page("/blank.html")).ok());
+        first->evaluate(
+            "document.cookie = 'sid=abc123; path=/'; document.cookie = 'theme=dark; path=/; max-age=3600';"
+            "localStorage.setItem('token', 't-42'); true");
+        state = first->storage_state();
+    }
+    MESSAGE(state.dump());
+    REQUIRE(state["cookies"].size() == 2);
+    CHECK(state["cookies"][0]["domain"] == "127.0.0.1");
+    REQUIRE(state["origins"].size() == 1);
+    CHECK(state["origins"][0]["localStorage"][0] == nlohmann::json({{"name", "token"}, {"value", "t-42"}}));
+
+    SessionOptions options;
+    options.storage_state = state;
+    auto second = env().browser->new_session(options);
+    REQUIRE(second->navigate(page("/blank.html")).ok());
+    const std::string cookies = second->evaluate("document.cookie").get<std::string>();
+    CHECK(cookies.find("sid=abc123") != std::string::npos);
+    CHECK(cookies.find("theme=dark") != std::string::npos);
+    CHECK(second->evaluate("localStorage.getItem('token')") == "t-42");
+    // The page's own later writes are kept across its navigations.
+    second->evaluate("localStorage.setItem('token', 'newer'); true");
+    REQUIRE(second->navigate(page("/click.html")).ok());
+    CHECK(second->evaluate("localStorage.getItem('token')") == "newer");
+    // A second tab of the session shares the restored storage and keeps the page's write.
+    second->evaluate("window.open('/blank.html'); true");
+    for (int i = 0; i < 50 && second->tab_count() < 2; ++i) std::this_thread::sleep_for(100ms);
+    REQUIRE(second->tab_count() == 2);
+    second->settle();
+    CHECK(second->evaluate("localStorage.getItem('token')") == "newer");
+    CHECK(second->storage_state()["origins"][0]["localStorage"] ==
+          nlohmann::json::array({{{"name", "token"}, {"value", "newer"}}}));  // the mark is not saved
+    // A fresh session has none of it.
+    auto fresh = env().browser->new_session();
+    REQUIRE(fresh->navigate(page("/blank.html")).ok());
+    CHECK(fresh->evaluate("document.cookie").get<std::string>().empty());
+    CHECK(fresh->evaluate("localStorage.getItem('token')").is_null());
+
+    SessionOptions bad;
+    bad.storage_state = {{"cookies", {{{"name", "x"}}}}};
+    CHECK_THROWS_WITH_AS(env().browser->new_session(bad), doctest::Contains("storage_state.cookies[0]"),
+                         Error);
+}

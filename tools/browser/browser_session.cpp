@@ -33,6 +33,8 @@ BrowserSession::BrowserSession(std::shared_ptr<Browser> browser, SessionOptions 
                                                      std::to_string(v.device_scale_factor) +
                                                      " is out of range (16..8192 CSS px, scale 0.25..4)");
     }
+    storage_cookie_params(options_.storage_state);  // a malformed state is refused before anything starts
+    restore_script_ = storage_restore_script(options_.storage_state);
     download_dir_ = options_.download_dir.empty()
                         ? browser_->work_dir() / ("downloads-" + std::to_string(index_))
                         : options_.download_dir;
@@ -110,6 +112,10 @@ void BrowserSession::rebuild(uint64_t generation) {
         generation_ = generation;
     }
     browser_->route_context(context, this);
+    if (const std::vector<nlohmann::json> cookies = storage_cookie_params(options_.storage_state);
+        !cookies.empty())
+        browser_->call("Storage.setCookies", {{"cookies", cookies}, {"browserContextId", context}}, "",
+                       timeout);
     nlohmann::json downloads = {{"behavior", options_.allow_downloads ? "allow" : "deny"},
                                 {"browserContextId", context},
                                 {"eventsEnabled", true}};
@@ -145,6 +151,14 @@ std::string BrowserSession::open_tab() {
         throw Error(ErrorKind::kBrowser,
                     "new tab " + target + " was not attached within the command timeout");
     activate_locked(target);
+    if (!restore_script_.empty()) {
+        // Registered once more now that the tab runs: the copy posted while it was paused at attach does not
+        // reach its first navigation (the restore marks itself done, so the second copy changes nothing).
+        const std::string sid = find_tab_locked(target)->cdp_session;
+        lock.unlock();
+        browser_->call("Page.addScriptToEvaluateOnNewDocument", {{"source", restore_script_}}, sid,
+                       options_.command_timeout);
+    }
     return target;
 }
 
@@ -247,6 +261,8 @@ void BrowserSession::on_target_attached(const nlohmann::json& params) {
             // beacons meet the same rules (WebSocket handshakes are not Fetch requests; docs/SECURITY.md).
             {{"patterns", nlohmann::json::array({{{"urlPattern", "*"}, {"requestStage", "Request"}}})}}, sid);
     }
+    if (!restore_script_.empty())
+        browser_->post("Page.addScriptToEvaluateOnNewDocument", {{"source", restore_script_}}, sid);
     browser_->post("Runtime.runIfWaitingForDebugger", {}, sid);
 
     std::lock_guard<std::mutex> lock(state_mutex_);

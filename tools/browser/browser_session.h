@@ -31,6 +31,11 @@ class Browser;
 
 enum class DialogPolicy { kAccept, kDismiss };
 
+// SessionOptions::storage_state's cookies as Storage.setCookies takes them, and the script that restores its
+// localStorage ("" when it has none). Throw Error(kInvalidArgument) naming the malformed entry.
+std::vector<nlohmann::json> storage_cookie_params(const nlohmann::json& state);
+std::string storage_restore_script(const nlohmann::json& state);
+
 struct SessionOptions {
     ViewportGeometry viewport;  // 1280×720 CSS px at device scale factor 1 by default
     DialogPolicy dialog_policy = DialogPolicy::kAccept;
@@ -39,6 +44,9 @@ struct SessionOptions {
     std::filesystem::path download_dir;  // "" = a per-session folder under the browser's work dir
     NavigationGuard guard;
     bool follow_popups = true;  // a tab opened by the page becomes the active tab
+    // Cookies and localStorage to start with, as storage_state() returns them (Playwright's storageState
+    // layout: {"cookies": [...], "origins": [{"origin", "localStorage": [{"name", "value"}]}]}); null = none.
+    nlohmann::json storage_state;
     std::chrono::milliseconds command_timeout{10000};
     std::chrono::milliseconds navigation_timeout{30000};
     // After load: wait for network quiet (networkAlmostIdle) but at most this long.
@@ -174,6 +182,10 @@ public:
     // Files to hand to the next intercepted file chooser (empty: the chooser is dismissed).
     void set_upload_files(std::vector<std::string> paths);
     std::filesystem::path download_dir() const { return download_dir_; }
+    // The context's cookies and the localStorage of the open tabs' origins (and of the origins it started
+    // with that no tab has open), in SessionOptions::storage_state's layout, so that a later session starts
+    // logged in.
+    nlohmann::json storage_state();
     int restarts() const;  // how many times this session was rebuilt after a browser crash
 
     // --- called by Browser on its I/O thread ---
@@ -259,6 +271,7 @@ private:
     std::vector<SessionEvent> events_;
     size_t events_taken_ = 0;
     std::vector<std::string> upload_files_;
+    std::string restore_script_;  // restores SessionOptions::storage_state's localStorage in every new tab
     std::string last_url_;
     int restarts_ = 0;
 };
