@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include "base/error.h"
 #include "tools/browser/input.h"
@@ -334,23 +335,19 @@ std::optional<Action> parse_more_actions(const nlohmann::json& a, const std::str
         check_fields(a, where, {"type"});
         return CloseTabAction{};
     }
+    // An element at a point and one more text field: select's option, upload's file.
+    const auto pointed_text = [&](const char* field) {
+        check_fields(a, where, {"type", "element", "x", "y", field});
+        return std::tuple{get_string(a, where, "element", kMaxElementChars, true, true), coord("x"),
+                          coord("y"), get_string(a, where, field, kMaxElementChars, true, true)};
+    };
     if (type == "upload") {
-        check_fields(a, where, {"type", "element", "x", "y", "file"});
-        UploadAction u;
-        u.element = get_string(a, where, "element", kMaxElementChars, true, true);
-        u.x = coord("x");
-        u.y = coord("y");
-        u.file = get_string(a, where, "file", kMaxElementChars, true, true);
-        return u;
+        auto [element, x, y, file] = pointed_text("file");
+        return UploadAction{element, x, y, file};
     }
     if (type == "select") {
-        check_fields(a, where, {"type", "element", "x", "y", "option"});
-        SelectAction s;
-        s.element = get_string(a, where, "element", kMaxElementChars, true, true);
-        s.x = coord("x");
-        s.y = coord("y");
-        s.option = get_string(a, where, "option", kMaxElementChars, true, true);
-        return s;
+        auto [element, x, y, option] = pointed_text("option");
+        return SelectAction{element, x, y, option};
     }
     if (type == "drag") {
         check_fields(a, where, {"type", "element", "x", "y", "to_element", "to_x", "to_y"});

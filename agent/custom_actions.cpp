@@ -25,17 +25,6 @@ bool valid_name(const std::string& name) {
                        [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
 }
 
-bool has_ref(const ojson& node) {
-    if (node.is_object()) {
-        for (const auto& [key, value] : node.items())
-            if (key == "$ref" || key == "$defs" || key == "definitions" || has_ref(value)) return true;
-    } else if (node.is_array()) {
-        for (const auto& value : node)
-            if (has_ref(value)) return true;
-    }
-    return false;
-}
-
 // The arguments schema of `spec` as an object schema {properties, required}; errors name the action.
 ojson arguments_object(const CustomActionSpec& spec, const std::string& where) {
     ojson schema = ojson::object();
@@ -47,7 +36,7 @@ ojson arguments_object(const CustomActionSpec& spec, const std::string& where) {
         }
     }
     if (!schema.is_object()) bad(where + ".arguments_schema", "expected a JSON schema object");
-    if (has_ref(schema))
+    if (model::schema_has_refs(schema))
         bad(where + ".arguments_schema", "\"$ref\" is not supported: write the schema inline");
     if (schema.contains("type") && schema["type"] != "object")
         bad(where + ".arguments_schema", "the arguments are an object (\"type\": \"object\")");
@@ -91,6 +80,14 @@ std::string branch_action(const ojson& schema, const ojson& branch) {
     return (*b)["properties"]["type"].value("const", std::string());
 }
 
+// The branches of a policy schema's properties.action (its anyOf or oneOf; a single branch becomes an anyOf).
+ojson& action_branches(ojson& schema) {
+    ojson& action = schema["properties"]["action"];
+    const char* list_key = action.contains("oneOf") ? "oneOf" : "anyOf";
+    if (!action.contains(list_key)) action = ojson{{list_key, ojson::array({action})}};
+    return action[list_key];
+}
+
 // One line of the system prompt per custom action: `- name {a, b}: description`.
 std::string prompt_line(const CustomActionSpec& spec, const ojson& args) {
     std::string fields;
@@ -129,9 +126,7 @@ std::vector<std::string> upload_files(const std::string& upload_dir) {
 PromptProfile with_upload(const PromptProfile& profile, const std::vector<std::string>& files) {
     PromptProfile p = profile;
     ojson schema = ojson::parse(p.policy_schema_text);
-    ojson& action = schema["properties"]["action"];
-    const char* list_key = action.contains("oneOf") ? "oneOf" : "anyOf";
-    if (!action.contains(list_key)) action = ojson{{list_key, ojson::array({action})}};
+    ojson& branches = action_branches(schema);
     const ojson coordinate = {{"type", "integer"}, {"minimum", 0}, {"maximum", 1000}};
     ojson props = ojson::object();
     props["type"] = ojson{{"const", "upload"}};
@@ -139,11 +134,11 @@ PromptProfile with_upload(const PromptProfile& profile, const std::vector<std::s
     props["x"] = coordinate;
     props["y"] = coordinate;
     props["file"] = ojson{{"enum", files}};
-    action[list_key].push_back(ojson{{"type", "object"},
-                                     {"description", "Give a file to a file field."},
-                                     {"properties", props},
-                                     {"required", {"type", "element", "x", "y", "file"}},
-                                     {"additionalProperties", false}});
+    branches.push_back(ojson{{"type", "object"},
+                             {"description", "Give a file to a file field."},
+                             {"properties", props},
+                             {"required", {"type", "element", "x", "y", "file"}},
+                             {"additionalProperties", false}});
     p.policy_schema_text = schema.dump();
     p.policy_schema = model::compile_json_schema(schema, "the policy schema with the upload action");
     p.policy_actions.push_back("upload");
@@ -159,10 +154,7 @@ PromptProfile with_actions(const PromptProfile& profile, const std::vector<Custo
                            const std::vector<std::string>& remove) {
     PromptProfile p = profile;
     ojson schema = ojson::parse(p.policy_schema_text);
-    ojson& action = schema["properties"]["action"];
-    const char* list_key = action.contains("oneOf") ? "oneOf" : "anyOf";
-    if (!action.contains(list_key)) action = ojson{{list_key, ojson::array({action})}};
-    ojson& branches = action[list_key];
+    ojson& branches = action_branches(schema);
 
     const std::set<std::string> removed(remove.begin(), remove.end());
     for (const std::string& name : removed) {

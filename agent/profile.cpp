@@ -201,17 +201,6 @@ int put_answer_content(nlohmann::ordered_json& node, const nlohmann::ordered_jso
     return n;
 }
 
-bool has_ref(const nlohmann::ordered_json& node) {
-    if (node.is_object()) {
-        for (const auto& [key, value] : node.items())
-            if (key == "$ref" || key == "$defs" || key == "definitions" || has_ref(value)) return true;
-    } else if (node.is_array()) {
-        for (const auto& value : node)
-            if (has_ref(value)) return true;
-    }
-    return false;
-}
-
 }  // namespace
 
 PromptProfile with_answer_content(const PromptProfile& profile, const std::string& content_schema) {
@@ -225,7 +214,8 @@ PromptProfile with_answer_content(const PromptProfile& profile, const std::strin
         bad(std::string("not JSON: ") + e.what());
     }
     if (!content.is_object()) bad("expected a JSON schema object");
-    if (has_ref(content)) bad("\"$ref\" and definitions are not supported: write the schema inline");
+    if (model::schema_has_refs(content))
+        bad("\"$ref\" and definitions are not supported: write the schema inline");
     PromptProfile p = profile;
     for (auto [text, compiled] : {std::pair{&p.policy_schema_text, &p.policy_schema},
                                   std::pair{&p.answer_schema_text, &p.answer_schema}}) {

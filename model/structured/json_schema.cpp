@@ -558,4 +558,16 @@ size_t SchemaCache::size() const {
     return cache_.size();
 }
 
+bool schema_has_refs(const nlohmann::ordered_json& node) {
+    if (node.is_object()) {
+        for (const auto& [key, value] : node.items())
+            if (key == "$ref" || key == "$defs" || key == "definitions" || schema_has_refs(value))
+                return true;
+    } else if (node.is_array()) {
+        for (const auto& value : node)
+            if (schema_has_refs(value)) return true;
+    }
+    return false;
+}
+
 }  // namespace surf::model

@@ -46,6 +46,10 @@ std::shared_ptr<const CompiledSchema> compile_json_schema_text(std::string_view 
 // Read a schema file (kIo / kFormat errors name the file) and compile it.
 std::shared_ptr<const CompiledSchema> load_json_schema_file(const std::string& path);
 
+// Whether a schema holds "$ref", "$defs" or "definitions" anywhere (for schemas that must be written inline,
+// such as the parts a run splices into a larger schema).
+bool schema_has_refs(const nlohmann::ordered_json& schema);
+
 // Thread-safe cache: the same schema text compiles once per process (requests repeat their schema).
 class SchemaCache {
 public:

@@ -1,6 +1,6 @@
 // Saving and restoring a session's storage (BrowserSession::storage_state, SessionOptions::storage_state):
-// cookies through the Storage domain of the session's browser context, localStorage read from each open tab and
-// restored by a script that runs before the page's own on every new document of a saved origin.
+// cookies through the Storage domain of the session's browser context, localStorage read from each open tab
+// and restored by a script that runs before the page's own on every new document of a saved origin.
 #include <map>
 #include <random>
 
@@ -17,7 +17,9 @@ nlohmann::json cookie_param(const nlohmann::json& c, const std::string& where) {
     if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("value") ||
         !c["value"].is_string() || !c.contains("domain") || !c["domain"].is_string())
         throw Error(ErrorKind::kInvalidArgument, where + ": a cookie needs string name, value and domain");
-    nlohmann::json p = {{"name", c["name"]}, {"value", c["value"]}, {"domain", c["domain"]},
+    nlohmann::json p = {{"name", c["name"]},
+                        {"value", c["value"]},
+                        {"domain", c["domain"]},
                         {"path", c.value("path", std::string("/"))}};
     for (const char* key : {"httpOnly", "secure"})
         if (c.contains(key) && c[key].is_boolean()) p[key] = c[key];
@@ -33,7 +35,8 @@ std::map<std::string, nlohmann::json> saved_origins(const nlohmann::json& state)
     std::map<std::string, nlohmann::json> out;
     if (state.is_null() || !state.contains("origins")) return out;
     const nlohmann::json& origins = state["origins"];
-    if (!origins.is_array()) throw Error(ErrorKind::kInvalidArgument, "storage_state.origins: expected an array");
+    if (!origins.is_array())
+        throw Error(ErrorKind::kInvalidArgument, "storage_state.origins: expected an array");
     for (size_t i = 0; i < origins.size(); ++i) {
         const std::string where = "storage_state.origins[" + std::to_string(i) + "]";
         const nlohmann::json& o = origins[i];
@@ -43,7 +46,8 @@ std::map<std::string, nlohmann::json> saved_origins(const nlohmann::json& state)
         for (const nlohmann::json& item : o.value("localStorage", nlohmann::json::array())) {
             if (!item.is_object() || !item.contains("name") || !item["name"].is_string() ||
                 !item.contains("value") || !item["value"].is_string())
-                throw Error(ErrorKind::kInvalidArgument, where + ".localStorage: items need string name and value");
+                throw Error(ErrorKind::kInvalidArgument,
+                            where + ".localStorage: items need string name and value");
             items.push_back({item["name"], item["value"]});
         }
         out[o["origin"].get<std::string>()] = items;
@@ -64,7 +68,8 @@ std::vector<nlohmann::json> storage_cookie_params(const nlohmann::json& state) {
     if (state.is_null()) return out;
     if (!state.is_object()) throw Error(ErrorKind::kInvalidArgument, "storage_state: expected an object");
     const nlohmann::json cookies = state.value("cookies", nlohmann::json::array());
-    if (!cookies.is_array()) throw Error(ErrorKind::kInvalidArgument, "storage_state.cookies: expected an array");
+    if (!cookies.is_array())
+        throw Error(ErrorKind::kInvalidArgument, "storage_state.cookies: expected an array");
     for (size_t i = 0; i < cookies.size(); ++i)
         out.push_back(cookie_param(cookies[i], "storage_state.cookies[" + std::to_string(i) + "]"));
     saved_origins(state);  // checks the origins too, before the session starts
@@ -76,15 +81,19 @@ std::string storage_restore_script(const nlohmann::json& state) {
     if (origins.empty()) return "";
     nlohmann::json by_origin = nlohmann::json::object();
     for (const auto& [origin, items] : origins) by_origin[origin] = items;
-    // Once per origin and session (localStorage is shared by the session's tabs): a mark holding this session's
-    // nonce, so that the page's own later writes are kept and a mark saved by an earlier session does not count.
+    // Once per origin and session (localStorage is shared by the session's tabs): a mark holding this
+    // session's nonce, so that the page's own later writes are kept and a mark saved by an earlier session
+    // does not count.
     std::random_device device;
     const std::string nonce = std::to_string(device()) + std::to_string(device());
     return "(() => { const saved = " + by_origin.dump() +
            "; const items = saved[location.origin]; if (!items) return; try {"
-           " const mark = 'surf:storage-restored'; if (localStorage.getItem(mark) === '" + nonce + "') return;"
+           " const mark = 'surf:storage-restored'; if (localStorage.getItem(mark) === '" +
+           nonce +
+           "') return;"
            " for (const [name, value] of items) localStorage.setItem(name, value);"
-           " localStorage.setItem(mark, '" + nonce + "'); } catch (e) {} })();";
+           " localStorage.setItem(mark, '" +
+           nonce + "'); } catch (e) {} })();";
 }
 
 nlohmann::json BrowserSession::storage_state() {
@@ -104,9 +113,10 @@ nlohmann::json BrowserSession::storage_state() {
         cookies.push_back(cookie_param(c, "Storage.getCookies"));
     std::map<std::string, nlohmann::json> origins = saved_origins(options_.storage_state);
     for (const std::string& sid : tab_sessions) {
-        const nlohmann::json r =
-            browser_->call("Runtime.evaluate", {{"expression", kReadStorage}, {"returnByValue", true}}, sid, timeout);
-        const nlohmann::json value = r.contains("result") ? r["result"].value("value", nlohmann::json()) : nullptr;
+        const nlohmann::json r = browser_->call(
+            "Runtime.evaluate", {{"expression", kReadStorage}, {"returnByValue", true}}, sid, timeout);
+        const nlohmann::json value =
+            r.contains("result") ? r["result"].value("value", nlohmann::json()) : nullptr;
         if (value.is_object() && value.contains("origin")) origins[value["origin"]] = value["items"];
     }
     nlohmann::json out_origins = nlohmann::json::array();
