@@ -180,22 +180,51 @@ ordered_json summarize(const std::vector<TaskRecord>& records, size_t planned) {
     return s;
 }
 
-std::string svg_histogram(const std::vector<double>& values, int bins, const std::string& x_label,
+RoundBins round_bins(double lo, double hi, int wanted, bool integers) {
+    if (!std::isfinite(lo) || !std::isfinite(hi) || hi < lo) lo = hi = 0;
+    if (integers) {
+        lo = std::floor(lo);
+        hi = std::floor(hi);
+        if (hi - lo + 1 <= 40) return {lo, 1.0, static_cast<int>(hi - lo + 1)};  // one bar per value
+    }
+    const double span = hi > lo ? hi - lo : std::max(1.0, std::fabs(lo));
+    const double raw = span / std::max(1, wanted);
+    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+    const double norm = raw / mag;
+    double step = (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 5 ? 5 : 10) * mag;
+    if (integers) step = std::max(1.0, std::round(step));
+    const double first = std::floor(lo / step) * step;
+    const int count = std::max(1, static_cast<int>(std::floor((hi - first) / step + 1e-9)) + 1);
+    return {first, step, count};
+}
+
+std::string tick_label(double value, double step) {
+    const double a = std::fabs(value);
+    char buf[32];
+    if (a >= 1e3) {  // thousands and millions in k and M
+        const double scale = a >= 1e6 ? 1e6 : 1e3;
+        const double v = value / scale, s = step / scale;
+        std::snprintf(buf, sizeof buf, s >= 1 || std::fabs(v) >= 100 ? "%.0f%s" : "%.1f%s", v,
+                      a >= 1e6 ? "M" : "k");
+        return buf;
+    }
+    const int decimals = step >= 1 ? 0 : std::min(3, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+    return buf;
+}
+
+std::string svg_histogram(const std::vector<double>& values, int wanted, const std::string& x_label,
                           bool integers) {
     const int W = 420, H = 180, left = 36, bottom = 34, top = 12, right = 10;
-    double lo = 0, hi = 1;
+    double lo = 0, hi = 0;
     if (!values.empty()) {
         lo = *std::min_element(values.begin(), values.end());
         hi = *std::max_element(values.begin(), values.end());
     }
-    if (integers) {
-        lo = std::floor(lo);
-        hi = std::floor(hi);
-        if (hi - lo + 1 <= 40) bins = static_cast<int>(hi - lo + 1);  // one bar per value
-    }
-    bins = std::max(1, bins);
-    const double width =
-        integers && bins == static_cast<int>(hi - lo + 1) ? 1.0 : std::max(hi - lo, 1e-9) / bins;
+    const RoundBins rb = round_bins(lo, hi, wanted, integers);
+    lo = rb.lo;
+    const int bins = rb.count;
+    const double width = rb.step;
     std::vector<int> count(static_cast<size_t>(bins), 0);
     for (double v : values) {
         int b = static_cast<int>(std::floor((v - lo) / width));
@@ -217,12 +246,10 @@ std::string svg_histogram(const std::vector<double>& values, int bins, const std
         o << "<rect x=\"" << fmt("%.1f", x + 1) << "\" y=\"" << fmt("%.1f", H - bottom - h) << "\" width=\""
           << fmt("%.1f", std::max(1.0, bar_w - 2)) << "\" height=\"" << fmt("%.1f", h)
           << "\" fill=\"#4a7fb5\"><title>" << count[static_cast<size_t>(b)] << "</title></rect>";
-        const bool label = bins <= 12 || b % ((bins + 11) / 12) == 0;
-        if (label) {
+        if (b % ((bins + 7) / 8) == 0) {  // at most eight labels: they never overlap
             const double v = lo + b * width;
             o << "<text x=\"" << fmt("%.1f", x + bar_w / 2) << "\" y=\"" << H - bottom + 12
-              << "\" font-size=\"10\" text-anchor=\"middle\">" << (integers ? fmt("%.0f", v) : fmt("%.3g", v))
-              << "</text>";
+              << "\" font-size=\"10\" text-anchor=\"middle\">" << tick_label(v, width) << "</text>";
         }
     }
     o << "<text x=\"" << left + plot_w / 2 << "\" y=\"" << H - 6

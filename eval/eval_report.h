@@ -20,8 +20,18 @@ nlohmann::ordered_json summarize(const std::vector<TaskRecord>& records, size_t 
 // per task linking its trace folder (trace paths are relative to the page's folder).
 std::string render_eval_report(const std::vector<TaskRecord>& records, const nlohmann::ordered_json& summary);
 
-// An inline SVG bar chart of a histogram of `values` over `bins` equal bins (integers: one bin per value
-// when the range is small). Exposed for tests.
+// Histogram bins whose edges are round numbers: a step of 1, 2 or 5 × 10^k (whole numbers for integer data,
+// one bin per value when the range is small), the first edge a multiple of the step, about `wanted` bins.
+struct RoundBins {
+    double lo = 0, step = 1;
+    int count = 1;
+};
+RoundBins round_bins(double lo, double hi, int wanted, bool integers);
+// An axis label for an edge at `step` spacing: "0.25", "40", "4.5k", "12M" (never exponent notation).
+std::string tick_label(double value, double step);
+
+// An inline SVG bar chart of a histogram of `values` over about `bins` round bins (round_bins), at most eight
+// labelled edges. Exposed for tests.
 std::string svg_histogram(const std::vector<double>& values, int bins, const std::string& x_label,
                           bool integers);
 

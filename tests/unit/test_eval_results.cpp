@@ -195,6 +195,42 @@ TEST_CASE("histogram SVG: one bar per integer value, counts in titles") {
     CHECK(svg_histogram({2.0, 2.0}, 5, "x", false).find("<title>2</title>") != std::string::npos);
 }
 
+TEST_CASE("histogram axes: round bin edges and short labels, never exponent notation") {
+    RoundBins b = round_bins(0.37, 9.8, 12, false);
+    CHECK(b.step == doctest::Approx(1.0));
+    CHECK(b.lo == doctest::Approx(0.0));
+    CHECK(b.count == 10);
+    b = round_bins(1234, 9876, 12, false);
+    CHECK(b.step == doctest::Approx(1000));
+    CHECK(b.lo == doctest::Approx(1000));
+    CHECK(b.count == 9);
+    b = round_bins(0, 0, 12, false);  // all values equal: a unit span, not 1e-9 wide bins
+    CHECK(b.step == doctest::Approx(0.1));
+    CHECK(b.count == 1);
+    b = round_bins(3, 250, 15, true);
+    CHECK(b.step == doctest::Approx(20));
+    CHECK(b.lo == doctest::Approx(0));
+    CHECK(round_bins(3, 9, 15, true).count == 7);  // one bar per value
+    CHECK(tick_label(0.25, 0.05) == "0.25");
+    CHECK(tick_label(40, 5) == "40");
+    CHECK(tick_label(4500, 500) == "4.5k");
+    CHECK(tick_label(12000, 1000) == "12k");
+    CHECK(tick_label(3e6, 1e6) == "3M");
+    CHECK(tick_label(0, 0.1) == "0.0");
+    for (const std::vector<double>& values :
+         {std::vector<double>{0, 0, 0}, std::vector<double>{4140, 5120, 9999, 20480},
+          std::vector<double>{1e-9, 2e-9}}) {
+        const std::string svg = svg_histogram(values, 12, "x", false);
+        CHECK(svg.find("e+") == std::string::npos);
+        CHECK(svg.find("e-") == std::string::npos);
+        size_t labels = 0;
+        for (size_t p = svg.find("text-anchor=\"middle\">"); p != std::string::npos;
+             p = svg.find("text-anchor=\"middle\">", p + 1))
+            ++labels;
+        CHECK(labels <= 9);  // eight edges at most, and the axis title
+    }
+}
+
 TEST_CASE(
     "merge: shards combine into one report with trace links rewritten; a task in two folders is an error") {
     const fs::path root = fresh("merge");
