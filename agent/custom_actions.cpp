@@ -88,11 +88,19 @@ ojson& action_branches(ojson& schema) {
     return action[list_key];
 }
 
-// One line of the system prompt per custom action: `- name {a, b}: description`.
-std::string prompt_line(const CustomActionSpec& spec, const ojson& args) {
-    std::string fields;
-    for (const auto& [key, value] : args["properties"].items()) fields += (fields.empty() ? "" : ", ") + key;
-    return "- " + spec.name + (fields.empty() ? "" : " {" + fields + "}") + ": " + spec.description + "\n";
+std::string comma_joined(const std::vector<std::string>& items) {
+    std::string out;
+    for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+    return out;
+}
+
+// Adds `- name {a, b}: description` to the system prompt's list of the run's extra actions.
+void add_action_line(PromptProfile& p, const std::string& name, const std::vector<std::string>& fields,
+                     const std::string& description) {
+    const std::string heading = "\n\nMore actions in this run:\n";
+    if (p.policy_system_extra.find(heading) == std::string::npos) p.policy_system_extra += heading;
+    p.policy_system_extra +=
+        "- " + name + (fields.empty() ? "" : " {" + comma_joined(fields) + "}") + ": " + description + "\n";
 }
 
 }  // namespace
@@ -142,11 +150,8 @@ PromptProfile with_upload(const PromptProfile& profile, const std::vector<std::s
     p.policy_schema_text = schema.dump();
     p.policy_schema = model::compile_json_schema(schema, "the policy schema with the upload action");
     p.policy_actions.push_back("upload");
-    std::string names;
-    for (const std::string& f : files) names += (names.empty() ? "" : ", ") + f;
-    p.policy_system_extra +=
-        "\n\n- upload {element, x, y, file}: click a file field and give it one of these files: " + names +
-        ".\n";
+    add_action_line(p, "upload", {"element", "x", "y", "file"},
+                    "click a file field and give it one of these files: " + comma_joined(files) + ".");
     return p;
 }
 
@@ -178,7 +183,6 @@ PromptProfile with_actions(const PromptProfile& profile, const std::vector<Custo
     }
     std::erase_if(p.policy_actions, [&](const std::string& a) { return removed.count(a) > 0; });
 
-    std::string lines;
     const std::vector<std::string>& builtin = action_names();
     for (size_t i = 0; i < add.size(); ++i) {
         const CustomActionSpec& spec = add[i];
@@ -203,18 +207,14 @@ PromptProfile with_actions(const PromptProfile& profile, const std::vector<Custo
         }
         branches.push_back(action_branch(spec, args));
         p.policy_actions.push_back(spec.name);
+        add_action_line(p, spec.name, registered->fields, spec.description);
         p.custom_actions.push_back(std::move(registered));
-        lines += prompt_line(spec, args);
     }
     p.policy_schema_text = schema.dump();
     p.policy_schema = model::compile_json_schema(schema, "the policy schema with the run's actions");
-    p.policy_system_extra.clear();
-    if (!lines.empty()) p.policy_system_extra += "\n\nMore actions in this run:\n" + lines;
-    if (!removed.empty()) {
-        std::string names;
-        for (const std::string& n : removed) names += (names.empty() ? "" : ", ") + n;
-        p.policy_system_extra += "\n\nNot available in this run: " + names + ".\n";
-    }
+    if (!removed.empty())
+        p.policy_system_extra +=
+            "\n\nNot available in this run: " + comma_joined({removed.begin(), removed.end()}) + ".\n";
     return p;
 }
 
@@ -234,8 +234,7 @@ void check_custom_arguments(const Action& action, const PromptProfile& profile) 
                 custom->arguments[field].dump();
     }
     text += "}";
-    std::string fields;
-    for (const std::string& f : schema.fields) fields += (fields.empty() ? "" : ", ") + f;
+    const std::string fields = comma_joined(schema.fields);
     for (const auto& [key, value] : custom->arguments.items())
         if (std::find(schema.fields.begin(), schema.fields.end(), key) == schema.fields.end())
             throw Error(ErrorKind::kModelOutput, "action." + key + ": not a field of " + custom->name +

@@ -237,6 +237,7 @@ private:
     const RunOptions& options_;
     const Secrets secrets_;
     std::vector<CustomActionSpec> actions_;
+    const std::vector<std::string> uploads_;  // the upload folder's files, listed once (the schema's names)
     PromptProfile profile_;
     const Clock::time_point t0_ = Clock::now();
     // Past the budget the next step is the forced answer; past the hard deadline generation is stopped.
@@ -252,14 +253,16 @@ private:
     bool done_ = false;
 };
 
-// A structured answer constrains the answer action's content in the policy's schemas for this run; custom
-// actions join, removed ones leave, the policy's schema and system prompt.
+// A structured answer constrains the answer action's content in the policy's schemas for this run; the upload
+// action (with an upload folder) and custom actions join, removed ones leave, the policy's schema and system
+// prompt.
 PromptProfile run_profile(const PromptProfile& base, const RunOptions& options,
+                          const std::vector<std::string>& uploads,
                           const std::vector<CustomActionSpec>& actions) {
     PromptProfile p = options.answer_schema.empty() ? base : with_answer_content(base, options.answer_schema);
+    if (!uploads.empty()) p = with_upload(p, uploads);
     if (!actions.empty() || !options.removed_actions.empty())
         p = with_actions(p, actions, options.removed_actions);
-    if (!options.upload_dir.empty()) p = with_upload(p, upload_files(options.upload_dir));
     return p;
 }
 
@@ -284,7 +287,8 @@ Run::Run(const LoopContext& ctx, const RunOptions& options)
       options_(validated(options)),
       secrets_(options.secrets),
       actions_(run_actions(options)),
-      profile_(run_profile(*ctx.profile, options, actions_)),
+      uploads_(options.upload_dir.empty() ? std::vector<std::string>{} : upload_files(options.upload_dir)),
+      profile_(run_profile(*ctx.profile, options, uploads_, actions_)),
       hard_deadline_(options.timeout_seconds + std::max(30.0, 0.25 * options.timeout_seconds)),
       trace_(ctx.trace),
       secrets_on_trace_(ctx.trace, &secrets_),
@@ -614,9 +618,7 @@ void Run::act(Action action, int step, const StepView& view, TraceStep& ts, Step
 Action Run::with_upload_path(const Action& action) const {
     const auto* u = std::get_if<UploadAction>(&action);
     if (!u) return action;
-    const std::vector<std::string> files =
-        options_.upload_dir.empty() ? std::vector<std::string>{} : upload_files(options_.upload_dir);
-    if (std::find(files.begin(), files.end(), u->file) == files.end())
+    if (std::find(uploads_.begin(), uploads_.end(), u->file) == uploads_.end())
         throw Error(ErrorKind::kInvalidArgument,
                     "\"" + u->file + "\" is not a file of the run's upload folder");
     UploadAction resolved = *u;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "apps/cli.h"
+#include "base/data_paths.h"
 
 extern char** environ;
 
@@ -54,10 +55,8 @@ const std::map<std::string, KnownBench>& known_benches() {
 
 // Where benchmarks are looked for, in order; empty when /proc/self/exe cannot be read.
 std::vector<fs::path> search_dirs() {
-    std::error_code error;
-    const fs::path self = fs::read_symlink("/proc/self/exe", error);
-    if (error) return {};
-    const fs::path dir = self.parent_path();
+    const fs::path dir = surf::program_dir();
+    if (dir.empty()) return {};
     return {dir / "apps", (dir.parent_path() / "libexec" / "surf").lexically_normal(), dir};
 }
 

@@ -16,16 +16,11 @@ namespace surf {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// The running program's folder (Linux: /proc/self/exe), or "" when it cannot be read.
 fs::path program_dir() {
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     return ec ? fs::path() : exe.parent_path();
 }
-
-}  // namespace
 
 std::vector<std::string> data_dir_candidates(const std::string& name, const char* env_var) {
     std::vector<std::string> out;

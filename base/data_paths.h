@@ -5,10 +5,14 @@
 // (<source>/NAME), then the install prefix it was configured with (<prefix>/share/surf/NAME).
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace surf {
+
+// The running program's folder (Linux: /proc/self/exe), or "" when it cannot be read.
+std::filesystem::path program_dir();
 
 // The places data_dir looks for the folder NAME ("prompts", "models"), in order; the environment variable's
 // value comes first when it is set and not empty.

@@ -33,7 +33,8 @@ BrowserSession::BrowserSession(std::shared_ptr<Browser> browser, SessionOptions 
                                                      std::to_string(v.device_scale_factor) +
                                                      " is out of range (16..8192 CSS px, scale 0.25..4)");
     }
-    storage_cookie_params(options_.storage_state);  // a malformed state is refused before anything starts
+    // A malformed state is refused before anything starts.
+    restore_cookies_ = storage_cookie_params(options_.storage_state);
     restore_script_ = storage_restore_script(options_.storage_state);
     download_dir_ = options_.download_dir.empty()
                         ? browser_->work_dir() / ("downloads-" + std::to_string(index_))
@@ -112,10 +113,9 @@ void BrowserSession::rebuild(uint64_t generation) {
         generation_ = generation;
     }
     browser_->route_context(context, this);
-    if (const std::vector<nlohmann::json> cookies = storage_cookie_params(options_.storage_state);
-        !cookies.empty())
-        browser_->call("Storage.setCookies", {{"cookies", cookies}, {"browserContextId", context}}, "",
-                       timeout);
+    if (!restore_cookies_.empty())
+        browser_->call("Storage.setCookies", {{"cookies", restore_cookies_}, {"browserContextId", context}},
+                       "", timeout);
     nlohmann::json downloads = {{"behavior", options_.allow_downloads ? "allow" : "deny"},
                                 {"browserContextId", context},
                                 {"eventsEnabled", true}};

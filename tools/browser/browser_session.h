@@ -271,6 +271,8 @@ private:
     std::vector<SessionEvent> events_;
     size_t events_taken_ = 0;
     std::vector<std::string> upload_files_;
+    std::vector<nlohmann::json>
+        restore_cookies_;         // SessionOptions::storage_state's cookies, set on each rebuild
     std::string restore_script_;  // restores SessionOptions::storage_state's localStorage in every new tab
     std::string last_url_;
     int restarts_ = 0;

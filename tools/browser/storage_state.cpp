@@ -55,11 +55,16 @@ std::map<std::string, nlohmann::json> saved_origins(const nlohmann::json& state)
     return out;
 }
 
+// The localStorage key that marks an origin restored in this session (never saved).
+constexpr const char* kRestoredMark = "surf:storage-restored";
+
 // Reads one tab's origin and localStorage (null where the page has none, e.g. about:blank).
-constexpr const char* kReadStorage =
-    "(() => { try { if (!location.origin || location.origin === 'null') return null;"
-    " return {origin: location.origin, items: Object.entries(localStorage)"
-    ".filter(([k]) => k !== 'surf:storage-restored')}; } catch (e) { return null; } })()";
+const std::string kReadStorage =
+    std::string(
+        "(() => { try { if (!location.origin || location.origin === 'null') return null;"
+        " return {origin: location.origin, items: Object.entries(localStorage)"
+        ".filter(([k]) => k !== '") +
+    kRestoredMark + "')}; } catch (e) { return null; } })()";
 
 }  // namespace
 
@@ -72,11 +77,12 @@ std::vector<nlohmann::json> storage_cookie_params(const nlohmann::json& state) {
         throw Error(ErrorKind::kInvalidArgument, "storage_state.cookies: expected an array");
     for (size_t i = 0; i < cookies.size(); ++i)
         out.push_back(cookie_param(cookies[i], "storage_state.cookies[" + std::to_string(i) + "]"));
-    saved_origins(state);  // checks the origins too, before the session starts
     return out;
 }
 
 std::string storage_restore_script(const nlohmann::json& state) {
+    if (!state.is_null() && !state.is_object())
+        throw Error(ErrorKind::kInvalidArgument, "storage_state: expected an object");
     const std::map<std::string, nlohmann::json> origins = saved_origins(state);
     if (origins.empty()) return "";
     nlohmann::json by_origin = nlohmann::json::object();
@@ -88,8 +94,8 @@ std::string storage_restore_script(const nlohmann::json& state) {
     const std::string nonce = std::to_string(device()) + std::to_string(device());
     return "(() => { const saved = " + by_origin.dump() +
            "; const items = saved[location.origin]; if (!items) return; try {"
-           " const mark = 'surf:storage-restored'; if (localStorage.getItem(mark) === '" +
-           nonce +
+           " const mark = '" +
+           std::string(kRestoredMark) + "'; if (localStorage.getItem(mark) === '" + nonce +
            "') return;"
            " for (const [name, value] of items) localStorage.setItem(name, value);"
            " localStorage.setItem(mark, '" +
