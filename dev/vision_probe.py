@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--rebalance", action="store_true")
+    ap.add_argument("--fresh-vision", action="store_true")
     ap.add_argument("--scale-weight", type=float, default=0.1)
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -46,7 +47,10 @@ def main():
     init_weights(model, 1)
     if a.init:
         from train.surf_tiny.export import load_into
+        fresh = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(("radio.", "mlp1."))}
         load_into(model, a.init)
+        if a.fresh_vision:
+            model.load_state_dict(fresh, strict=False)
     maker0 = synth.Maker(a.model, a.fonts, per_page=1)
     if a.rebalance:
         model.rebalance(batch(maker0, random.Random(7), 4)[2])
@@ -63,11 +67,13 @@ def main():
         loss.backward()
         g = {k: sum(float(p.grad.norm()) ** 2 for p in m.parameters() if p.grad is not None) ** 0.5
              for k, m in (("radio", model.radio), ("mlp1", model.mlp1), ("llm", model.llm))}
+        for part in (model.radio, model.mlp1, model.llm):
+            torch.nn.utils.clip_grad_norm_(part.parameters(), 1.0)
         opt.step()
         if s % 5 == 0 or s == a.steps - 1:
             with torch.no_grad():
                 tl = float(model(*test[:2], test[2], test[3])[1])
-            print(f"step {s} train {float(reply):.3f} scales {float(model.last_scales[0]):.3g} {float(model.last_scales[1]):.3g} test {tl:.3f} grad " + " ".join(f"{k} {v:.3g}" for k, v in g.items()), flush=True)
+            print(f"step {s} train {float(reply):.3f} scales " + " ".join(f"{float(x):.3g}" for x in model.last_scales) + f" test {tl:.3f} grad " + " ".join(f"{k} {v:.3g}" for k, v in g.items()), flush=True)
 
 
 if __name__ == "__main__":

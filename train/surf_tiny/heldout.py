@@ -1,7 +1,8 @@
 """Held-out measures of a training run: the screenshots whose name hashes below a fraction never train, and at
 the end of the run (or on exported weights, `python3 -m train.surf_tiny.heldout`) their sequences give
 
-  - per role: the teacher-forced reply loss and the share of reply tokens predicted exactly;
+  - per role: the teacher-forced reply loss and the share of reply tokens predicted exactly, and the loss with
+    every screenshot mirrored left to right: equal losses mean the model does not read the image at all;
   - localizer: the greedy point against the recorded one (both on the 0-1000 grid), as the share within 30
     and within 60 units on both axes and the median of the larger axis error, also apart for screenshots of
     one tile and of a grid of tiles;
@@ -61,7 +62,7 @@ def evaluate(model, packed, rows, cache, pad_id, stop_id, tokenizer, make_batch,
         mine = [int(r) for r in rows if packed.role[r] == role_id][:limit]
         if not mine:
             continue
-        loss_sum = right = total = 0
+        loss_sum = mirrored_sum = right = total = 0
         points, verdicts, tiles_of = [], [], []
         for k in range(0, len(mine), batch):
             chunk = mine[k:k + batch]
@@ -72,6 +73,9 @@ def evaluate(model, packed, rows, cache, pad_id, stop_id, tokenizer, make_batch,
             target = tokens[:, 1:]
             pred = logits[:, :-1].argmax(-1)
             loss_sum += float(F.cross_entropy(logits[:, :-1][use], target[use], reduction="sum"))
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                mirrored = _logits(model, tokens, tiles.flip(2), index, normalise)
+            mirrored_sum += float(F.cross_entropy(mirrored[:, :-1][use], target[use], reduction="sum"))
             right += int((pred[use] == target[use]).sum())
             total += int(use.sum())
             if role == "validator":
@@ -79,7 +83,8 @@ def evaluate(model, packed, rows, cache, pad_id, stop_id, tokenizer, make_batch,
             if role == "localizer":
                 points += _greedy_points(model, tokens, mask, tiles, index, normalise, pad_id, stop_id, tokenizer)
                 tiles_of += [int(cache.count[packed.first_shot[r]]) for r in chunk]
-        out[role] = {"sequences": len(mine), "loss": loss_sum / max(1, total), "token_acc": right / max(1, total)}
+        out[role] = {"sequences": len(mine), "loss": loss_sum / max(1, total), "token_acc": right / max(1, total),
+                     "loss_mirrored": mirrored_sum / max(1, total)}
         if points:
             err = np.array([max(abs(p[0] - t[0]), abs(p[1] - t[1])) if p else 1000 for p, t in points])
             out[role].update({"within_30": float((err <= 30).mean()), "within_60": float((err <= 60).mean()),

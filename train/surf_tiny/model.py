@@ -12,6 +12,10 @@ from torch import nn
 from . import ssd
 from .spec import gm
 
+# RMS the projector's first matrix's output is held at (scale_penalty, rebalance): with ReLU² after it, the
+# inner activations then have RMS about 0.3 and the last matrix's entries stay near the size of a fresh init.
+PRE_RMS = 0.5
+
 
 class SurfTiny(nn.Module):
     def __init__(self, config):
@@ -32,37 +36,51 @@ class SurfTiny(nn.Module):
 
     def image_rows(self, pixels):
         """[n_tiles, 3, S, S] normalised → [n_tiles · (S/32)², hidden] projector rows, tiles in order. Keeps the
-        RMS of the ViT's output and of the rows for scale_penalty."""
-        feats, _, projected = gm.vision_forward(self.radio, self.mlp1, pixels)
-        self.last_scales = (_rms(feats), _rms(projected))
+        RMS of the ViT's output, of the projector's first matrix's output and of the rows for scale_penalty."""
+        feats = self.radio(pixels).features
+        n, n_patch, c = feats.shape
+        g = int(round(math.sqrt(n_patch)))
+        shuffled = gm.pixel_shuffle_v2(feats.reshape(n, g, g, c)).reshape(n, -1, 4 * c)
+        pre = self.mlp1.fc1(self.mlp1.norm_weight * _rms_norm(shuffled, self.mlp1.eps))
+        projected = self.mlp1.fc2(torch.relu(pre) ** 2).reshape(-1, self.mlp1.fc2.weight.shape[0])
+        self.last_scales = (_rms(feats), _rms(pre), _rms(projected))
         return projected
 
     def text_rms(self):
         return _rms(self.llm.model.embeddings.weight).detach()
 
     def scale_penalty(self):
-        """(log RMS of the ViT's output)² + (log of the rows' RMS over the text embeddings' RMS)². Both scales are
-        free in the forward pass (pre-LN blocks; the projector's RMSNorm), but the gradient that reaches the
-        vision tower shrinks as they grow, and under Adam parameters with vanishing gradients drift: without
-        this pull the rows grow to thousands of times the text embeddings and the vision tower stops learning."""
-        feat, rows = self.last_scales
-        return torch.log(feat) ** 2 + torch.log(rows / self.text_rms()) ** 2
+        """(log RMS of the ViT's output)² + (log of the projector's inner RMS over PRE_RMS)² + (log of the rows'
+        RMS over the text embeddings' RMS)². These scales are free in the forward pass (pre-LN blocks, the
+        projector's RMSNorm, ReLU² homogeneous of degree 2), but the gradient that reaches the vision tower
+        shrinks as they grow, and under Adam parameters with vanishing gradients drift: without this pull the
+        rows grow to thousands of times the text embeddings and the vision tower stops learning."""
+        feat, pre, rows = self.last_scales
+        return torch.log(feat) ** 2 + torch.log(pre / PRE_RMS) ** 2 + torch.log(rows / self.text_rms()) ** 2
 
     @torch.no_grad()
     def rebalance(self, pixels):
-        """Brings trained weights back to working scales: the ViT's output to RMS 1 by scaling every write into
-        its residual stream (patch and position embeddings, class/register tokens, attention and MLP outputs) by
-        one factor, which changes nothing downstream (its blocks are pre-LN and the projector starts with an
-        RMSNorm); then the projector's rows to the RMS of the text embeddings through its last matrix. The
-        second step does change the language model's input (its residual stream carries the rows), so the
-        model relearns to read images at that scale."""
-        feats, _, rows = gm.vision_forward(self.radio, self.mlp1, pixels)
-        f = 1.0 / float(_rms(feats))
+        """Brings trained weights back to working scales, each step exact:
+        - the ViT's output to RMS 1, by scaling every write into its residual stream (patch and position
+          embeddings, class/register tokens, attention and MLP outputs) by one factor; its blocks are pre-LN and
+          the projector starts with an RMSNorm, so nothing downstream changes;
+        - the projector's inner activations to RMS PRE_RMS, scaling its first matrix by 1/a and its last by a²
+          (ReLU² is homogeneous of degree 2), which leaves its output unchanged;
+        - the rows to the RMS of the text embeddings through the last matrix. This step does change the
+          language model's input (its residual stream carries the rows), so the model relearns to read images
+          at that scale."""
+        self.image_rows(pixels)
+        f = 1.0 / float(self.last_scales[0])
         for name, p in self.radio.named_parameters():
             if name.startswith("embeddings.") or name.endswith(("o_proj.weight", "o_proj.bias", "mlp.fc2.weight",
                                                                    "mlp.fc2.bias")):
                 p.mul_(f)
-        self.mlp1.fc2.weight.mul_(float(self.text_rms()) / float(_rms(rows)))
+        self.image_rows(pixels)
+        a = float(self.last_scales[1]) / PRE_RMS
+        self.mlp1.fc1.weight.div_(a)
+        self.mlp1.fc2.weight.mul_(a * a)
+        self.image_rows(pixels)
+        self.mlp1.fc2.weight.mul_(float(self.text_rms()) / float(self.last_scales[2]))
 
     def forward(self, tokens, loss_mask, pixels, row_index=None, text_mask=None, text_weight=0.0):
         """tokens [B, T] (right-padded), loss_mask [B, T] (1 on reply tokens), pixels [n_tiles, 3, S, S]: the
@@ -101,9 +119,16 @@ def _rms(x):
     return x.float().pow(2).mean().sqrt()
 
 
+def _rms_norm(x, eps):
+    """The projector's RMSNorm without its weight, in float32 as the VL wrapper computes it."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
 def init_weights(model, seed):
     """Standard small-model init: linears N(0, 0.02) with residual outputs scaled by 1/√(2·layers), norms 1,
-    Mamba's A_log = log U(1, 16), D = 1, dt_bias = softplus⁻¹ of a log-uniform dt in [1e-3, 1e-1]."""
+    Mamba's A_log = log U(1, 16), D = 1, dt_bias = softplus⁻¹ of a log-uniform dt in [1e-3, 1e-1], the ViT's
+    position embedding a 2D sin-cos table (sincos_2d)."""
     g = torch.Generator().manual_seed(seed)
     n_layers = len(model.config["llm_config"]["hybrid_override_pattern"])
     resid = 1.0 / math.sqrt(2 * n_layers)
@@ -124,10 +149,31 @@ def init_weights(model, seed):
                 p.zero_()
             elif name.endswith("conv1d.weight"):
                 p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
-            elif name.endswith("position_embedding") or name.endswith("cls_register_token"):
+            elif name.endswith("position_embedding"):
+                p.copy_(sincos_2d(p.shape))
+            elif name.endswith("cls_register_token"):
                 p.copy_(torch.randn(p.shape, generator=g) * 0.02)
             else:
                 std = 0.02
                 if name.endswith(("out_proj.weight", "o_proj.weight", "down_proj.weight", "fc2.weight", "dense.weight")):
                     std *= resid
                 p.copy_(torch.randn(p.shape, generator=g) * std)
+
+
+def sincos_2d(shape, base=200.0):
+    """[1, g·g, d] position table: for row and column, sin and cos of the index at d/4 frequencies from 1 to
+    1/base (MAE's init, with a base fitted to a grid of tens of patches). Smooth in the position, so where a
+    patch lies is a near-linear read-out from the first step on; random rows would have to be learned one by
+    one, which a localizer trained from scratch does not manage."""
+    _, n, d = shape
+    g = int(round(math.sqrt(n)))
+    if g * g != n or d % 4:
+        raise ValueError(f"position table {tuple(shape)}: needs a square grid and a width divisible by 4")
+    freq = base ** (-torch.arange(d // 4, dtype=torch.float64) / (d // 4))
+    idx = torch.arange(g, dtype=torch.float64)
+    row, col = torch.meshgrid(idx, idx, indexing="ij")
+    parts = []
+    for pos in (row.reshape(-1), col.reshape(-1)):
+        angle = pos[:, None] * freq[None, :]
+        parts += [angle.sin(), angle.cos()]
+    return torch.cat(parts, dim=1).float()[None]

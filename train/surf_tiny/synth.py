@@ -408,12 +408,20 @@ def to_1000(v, extent):
     return int(min(1000, max(0, round(1000.0 * v / extent))))
 
 
-class Maker:
-    """Localizer sequences of synthetic pages, tokenized as data.encode_session tokenizes recorded ones."""
+# The reading task (Maker.reading): a training-only prompt, never one the agent sends.
+READ_PROMPT = ("Read the screenshot ({width}×{height} pixels) top to bottom: each element, then its centre as x "
+               "and y from 0 to 1000 of the width and height.")
+READ_MAX = 24  # elements listed per reading sequence
 
-    def __init__(self, model_dir, fonts_dir, per_page=8, sparse=False):
+
+class Maker:
+    """Localizer sequences of synthetic pages, tokenized as data.encode_session tokenizes recorded ones; with
+    `read`, also one reading sequence per page."""
+
+    def __init__(self, model_dir, fonts_dir, per_page=8, sparse=False, read=False):
         from .data import Encoder
         self.sparse = sparse
+        self.read = read
         self.enc = Encoder(model_dir)
         self.fonts = Fonts(fonts_dir)
         self.per_page = per_page
@@ -451,7 +459,25 @@ class Maker:
             a = self.enc.text(before) + [ids["<img>"]] + [ids["<image>"]] * n_img + [ids["</img>"]] + self.enc.text(after)
             b = self.enc.text(reply) + [ids[STOP]]
             out.append((a + b, [0] * len(a) + [1] * len(b)))
+        if self.read:
+            out.append(self.reading(page))
         return out
+
+    def reading(self, page):
+        """(tokens, loss mask) of the page read aloud: the elements in reading order (rows of 16 pixels, then left
+        to right), each as its description and its centre. Every line of the reply needs the image, where a
+        localizer reply needs it for six digits, so the path from the image rows to the reply gets a dense
+        gradient; the language model alone learns to ignore the image otherwise."""
+        ids, W, H = self.enc.ids, page.W, page.H
+        shown = sorted(page.elements, key=lambda e: (e[1][1] // 16, e[1][0]))[:READ_MAX]
+        lines = [desc + " " + json.dumps({"x": to_1000(x + w / 2, W), "y": to_1000(y + h / 2, H)},
+                                         separators=(",", ":")) for desc, (x, y, w, h) in shown]
+        user = READ_PROMPT.replace("{width}", str(W)).replace("{height}", str(H))
+        a = (self.enc.text(f"<SPECIAL_10>System\n\n<SPECIAL_11>User\n{user}") + [ids["<img>"]] +
+             [ids["<image>"]] * spec.image_token_count(W, H) + [ids["</img>"]] +
+             self.enc.text("\n<SPECIAL_11>Assistant\n<think></think>"))
+        b = self.enc.text("\n".join(lines)) + [ids[STOP]]
+        return a + b, [0] * len(a) + [1] * len(b)
 
     def batch(self, seed, token_budget, max_rows=64):
         """One batch of pages of one viewport size, within token_budget and max_rows: collate()'s arrays."""
@@ -495,10 +521,10 @@ class Maker:
 _MAKER = None
 
 
-def _init(model_dir, fonts_dir, per_page, sparse):
+def _init(model_dir, fonts_dir, per_page, sparse, read):
     global _MAKER
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _MAKER = Maker(model_dir, fonts_dir, per_page, sparse)
+    _MAKER = Maker(model_dir, fonts_dir, per_page, sparse, read)
 
 
 def _batch(args):
@@ -508,9 +534,9 @@ def _batch(args):
 class Stream:
     """Synthetic batches made by worker processes ahead of the training loop."""
 
-    def __init__(self, model_dir, fonts_dir, token_budget, workers, seed, per_page=8, sparse=False):
+    def __init__(self, model_dir, fonts_dir, token_budget, workers, seed, per_page=8, sparse=False, read=False):
         import multiprocessing as mp
-        self.pool = mp.get_context("spawn").Pool(workers, _init, (model_dir, fonts_dir, per_page, sparse))
+        self.pool = mp.get_context("spawn").Pool(workers, _init, (model_dir, fonts_dir, per_page, sparse, read))
         self.it = self.pool.imap(_batch, ((seed * 1_000_003 + k, token_budget) for k in range(10 ** 9)),
                                  chunksize=1)
 

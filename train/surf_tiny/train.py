@@ -201,6 +201,8 @@ def main():
                     help="draw at most this many localizer sequences per screenshot each epoch (0 = all)")
     ap.add_argument("--profile-at", type=int, default=-1, help="print a profile of the steps from this one")
     ap.add_argument("--init", help="start from these exported weights (a model folder) instead of random")
+    ap.add_argument("--fresh-vision", action="store_true",
+                    help="with --init: take only the language model from it; the vision tower and projector start new")
     ap.add_argument("--holdout", type=float, default=0.03,
                     help="share of screenshots kept out of training and measured at the start and end (heldout.py)")
     ap.add_argument("--holdout-limit", type=int, default=300, help="held-out sequences measured per role")
@@ -211,6 +213,8 @@ def main():
     ap.add_argument("--synth-share", type=float, default=0.5, help="share of the steps that train on synthetic pages")
     ap.add_argument("--synth-workers", type=int, default=12, help="processes that paint synthetic pages")
     ap.add_argument("--synth-sparse", action="store_true", help="synthetic pages of 1-3 components (synth.py)")
+    ap.add_argument("--synth-read", action="store_true",
+                    help="each synthetic page also trains one reading sequence (synth.Maker.reading)")
     ap.add_argument("--out", help="export the final model folder (bf16 safetensors, config, tokenizer) here")
     ap.add_argument("--weights-out", help="export only the final weights (bf16 safetensors) into this folder")
     a = ap.parse_args()
@@ -223,7 +227,11 @@ def main():
     init_weights(model, a.seed)
     if a.init:
         from .export import load_into
+        fresh = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(("radio.", "mlp1."))}
         load_into(model, a.init)
+        if a.fresh_vision:
+            model.load_state_dict(fresh, strict=False)
+            print("vision tower and projector start fresh; the language model from --init", flush=True)
     model.to(device).train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05, fused=device.type == "cuda")
     packed = Packed(a.data.split(","))
@@ -268,7 +276,7 @@ def main():
     if a.synth_fonts:
         from . import synth
         stream = synth.Stream(a.model, a.synth_fonts, a.tokens_per_batch, a.synth_workers, a.seed + state["step"],
-                              sparse=a.synth_sparse)
+                              sparse=a.synth_sparse, read=a.synth_read)
     log = {"t": time.time(), "real": [0.0, 0], "synth": [0.0, 0]}
     stop, prof, synth_due = False, None, 0.0
 
@@ -286,7 +294,10 @@ def main():
             loss, reply_loss, n = model(tokens, mask, normalise(tiles, device), index, text, a.text_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        # Each part is clipped on its own: under one global norm, a part with a large gradient (the projector,
+        # whose inner activations are big) scales the others' gradients below Adam's epsilon and freezes them.
+        for part in (model.radio, model.mlp1, model.llm):
+            torch.nn.utils.clip_grad_norm_(part.parameters(), 1.0)
         opt.step()
         if prof is not None and state["step"] == a.profile_at + 2:
             if device.type == "cuda":
@@ -301,7 +312,8 @@ def main():
             dt = time.time() - log["t"]
             parts = " ".join(f"{k} {v[0] / v[1]:.4f}" for k, v in log.items() if k != "t" and v[1])
             sc = model.last_scales
-            scales = f" scales {float(sc[0]):.3g} {float(sc[1]) / float(model.text_rms()):.3g}" if sc else ""
+            scales = f" scales {float(sc[0]):.3g} {float(sc[1]):.3g} {float(sc[2]) / float(model.text_rms()):.3g}" \
+                if sc else ""
             print(f"step {state['step']} epoch {state['epoch']} loss {parts}{scales} "
                   f"lr {opt.param_groups[0]['lr']:.2e} {25 / dt:.2f} steps/s", flush=True)
             log.update(t=time.time(), real=[0.0, 0], synth=[0.0, 0])
