@@ -49,6 +49,11 @@ const std::map<std::string, KnownBench>& known_benches() {
         {"cpu", {"the CPU backend: linear GFLOP/s, op timings, one agent step (--model DIR)", false}},
         {"structured", {"cost of JSON-schema-constrained decoding per decode step", false}},
         {"tokenizer", {"tokenizer encode/decode throughput (MB/s) on one core", false}},
+        {"soak",
+         {"surf serve under long mixed load (clients, slow and hostile connections, hang-ups): /health "
+          "latency, "
+          "memory and descriptors",
+          false}},
     };
     return known;
 }

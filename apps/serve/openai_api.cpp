@@ -478,8 +478,11 @@ std::string OpenAiService::render_prompt(const ChatRequest& req) const {
 void OpenAiService::record_finished(int64_t prompt_tokens, int64_t completion_tokens) {
     prompt_tokens_total_ += prompt_tokens;
     completion_tokens_total_ += completion_tokens;
+    const auto now = Clock::now();
     std::lock_guard<std::mutex> lock(metrics_mutex_);
-    recent_tokens_.emplace_back(Clock::now(), completion_tokens);
+    recent_tokens_.emplace_back(now, completion_tokens);
+    // Pruned here as well as in /metrics: a server nobody scrapes keeps only the last 10 s.
+    while (now - recent_tokens_.front().first > std::chrono::seconds(10)) recent_tokens_.pop_front();
 }
 
 void OpenAiService::handle(const HttpRequest& request, HttpResponseWriter& writer) {
