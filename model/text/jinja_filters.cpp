@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "model/text/jinja_ast.h"
 #include "model/text/jinja_builtins.h"
@@ -19,13 +20,6 @@
 namespace surf::model::jinja {
 
 namespace {
-
-const char* const kFilters[] = {
-    "abs",     "attr",    "capitalize", "count",  "d",      "default",    "dictsort",  "e",
-    "escape",  "first",   "float",      "indent", "int",    "items",      "join",      "last",
-    "length",  "list",    "lower",      "map",    "max",    "min",        "reject",    "rejectattr",
-    "replace", "reverse", "round",      "safe",   "select", "selectattr", "sort",      "string",
-    "sum",     "title",   "tojson",     "trim",   "unique", "upper",      "wordcount", "format"};
 
 const char* const kTests[] = {
     "defined", "undefined", "none",     "boolean",  "true",     "false",  "integer", "float",       "number",
@@ -189,180 +183,286 @@ Value sorted(ValueList items, bool reverse, bool case_sensitive, const Value& at
     return Value::list(std::move(items));
 }
 
-Value run_filter(const std::string& name, const Value& v, CallArgs& call) {
-    Args a(call, name);
-    Value result;
-    if (name == "default" || name == "d") {
-        Value fallback = a.optional(0, "default_value", Value::string(""));
-        bool boolean = a.flag(1, "boolean", false);
-        result = (v.is_undefined() || (boolean && !v.truthy())) ? fallback : v;
-    } else if (name == "length" || name == "count") {
-        result = Value::integer(int64_t(length_of(v)));
-    } else if (name == "string") {
-        result = Value::string(to_str(v));
-    } else if (name == "lower" || name == "upper") {
-        result = Value::string(name == "lower" ? lower_string(to_str(v)) : upper_string(to_str(v)));
-    } else if (name == "title") {
-        result = Value::string(jinja_title(to_str(v)));
-    } else if (name == "capitalize") {
-        result = Value::string(capitalize_string(to_str(v)));
-    } else if (name == "trim") {
-        result = Value::string(strip_string(to_str(v), a.optional(0, "chars", Value::none()), true, true));
-    } else if (name == "replace") {
-        result = Value::string(replace_string(to_str(v), to_str(a.required(0, "old")),
-                                              to_str(a.required(1, "new")), a.integer(2, "count", -1)));
-    } else if (name == "tojson") {
-        JsonOptions o;
-        Value indent = a.optional(1, "indent", Value::none());
-        o.ensure_ascii = a.flag(0, "ensure_ascii", false);
-        if (!indent.is_none()) o.indent = int(indent.as_int());
-        Value separators = a.optional(2, "separators", Value::none());
-        if (separators.is_list() && separators.as_list().size() == 2) {
-            o.item_separator = to_str(separators.as_list()[0]);
-            o.key_separator = to_str(separators.as_list()[1]);
-        }
-        o.sort_keys = a.flag(3, "sort_keys", false);
-        result = Value::string(to_json(v, o));
-    } else if (name == "join") {
-        std::string sep = to_str(a.optional(0, "d", Value::string("")));
-        Value attribute = a.optional(1, "attribute", Value::none());
-        std::string out;
-        bool first = true;
-        for (const Value& item : iterate(v)) {
-            if (!first) out += sep;
-            out += to_str(attribute_of(item, attribute));
-            first = false;
-        }
-        result = Value::string(out);
-    } else if (name == "first" || name == "last") {
-        ValueList items = iterate(v);
-        result = items.empty() ? Value::undefined("No " + name + " item, sequence was empty.")
-                               : (name == "first" ? items.front() : items.back());
-    } else if (name == "items") {
-        ValueList items;
-        if (v.is_dict() || v.is_namespace()) {
-            for (const auto& [k, x] : v.as_dict().entries)
-                items.push_back(Value::list({Value::string(k), x}, true));
-        } else if (!v.is_undefined()) {
-            throw TemplateError(std::string("Can only get item pairs from a mapping, not ") + v.type_name());
-        }
-        result = Value::list(std::move(items));
-    } else if (name == "list") {
-        result = Value::list(iterate(v));
-    } else if (name == "reverse") {
-        if (v.is_string()) {
-            std::vector<std::string> chars = utf8_chars(v.as_string());
-            std::string out;
-            for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += *it;
-            result = Value::string(out);
-        } else {
-            ValueList items = iterate(v);
-            std::reverse(items.begin(), items.end());
-            result = Value::list(std::move(items));
-        }
-    } else if (name == "sort") {
-        bool reverse = a.flag(0, "reverse", false);
-        bool case_sensitive = a.flag(1, "case_sensitive", false);
-        result = sorted(iterate(v), reverse, case_sensitive, a.optional(2, "attribute", Value::none()));
-    } else if (name == "dictsort") {
-        bool case_sensitive = a.flag(0, "case_sensitive", false);
-        std::string by = to_str(a.optional(1, "by", Value::string("key")));
-        bool reverse = a.flag(2, "reverse", false);
-        if (!v.is_dict()) throw TemplateError(std::string("dictsort expects a dict, not ") + v.type_name());
-        ValueList pairs;
+// ---- the filters: one function each, found by name in filter_table() ----
+//
+// A filter reads its arguments through Args; the table says whether run_filter then checks that none is left
+// over (the filters that pass their arguments on, such as map and select, check their own).
+
+Value f_default(const std::string&, const Value& v, Args& a, CallArgs&) {
+    Value fallback = a.optional(0, "default_value", Value::string(""));
+    bool boolean = a.flag(1, "boolean", false);
+    return (v.is_undefined() || (boolean && !v.truthy())) ? fallback : v;
+}
+
+Value f_length(const std::string&, const Value& v, Args&, CallArgs&) {
+    return Value::integer(int64_t(length_of(v)));
+}
+
+Value f_string(const std::string&, const Value& v, Args&, CallArgs&) {
+    return Value::string(to_str(v));
+}
+
+Value f_case(const std::string& name, const Value& v, Args&, CallArgs&) {
+    const std::string s = to_str(v);
+    if (name == "lower") return Value::string(lower_string(s));
+    if (name == "upper") return Value::string(upper_string(s));
+    if (name == "title") return Value::string(jinja_title(s));
+    return Value::string(capitalize_string(s));
+}
+
+Value f_trim(const std::string&, const Value& v, Args& a, CallArgs&) {
+    return Value::string(strip_string(to_str(v), a.optional(0, "chars", Value::none()), true, true));
+}
+
+Value f_replace(const std::string&, const Value& v, Args& a, CallArgs&) {
+    return Value::string(replace_string(to_str(v), to_str(a.required(0, "old")), to_str(a.required(1, "new")),
+                                        a.integer(2, "count", -1)));
+}
+
+Value f_tojson(const std::string&, const Value& v, Args& a, CallArgs&) {
+    JsonOptions o;
+    Value indent = a.optional(1, "indent", Value::none());
+    o.ensure_ascii = a.flag(0, "ensure_ascii", false);
+    if (!indent.is_none()) o.indent = int(indent.as_int());
+    Value separators = a.optional(2, "separators", Value::none());
+    if (separators.is_list() && separators.as_list().size() == 2) {
+        o.item_separator = to_str(separators.as_list()[0]);
+        o.key_separator = to_str(separators.as_list()[1]);
+    }
+    o.sort_keys = a.flag(3, "sort_keys", false);
+    return Value::string(to_json(v, o));
+}
+
+Value f_join(const std::string&, const Value& v, Args& a, CallArgs&) {
+    std::string sep = to_str(a.optional(0, "d", Value::string("")));
+    Value attribute = a.optional(1, "attribute", Value::none());
+    std::string out;
+    bool first = true;
+    for (const Value& item : iterate(v)) {
+        if (!first) out += sep;
+        out += to_str(attribute_of(item, attribute));
+        first = false;
+    }
+    return Value::string(out);
+}
+
+Value f_first_last(const std::string& name, const Value& v, Args&, CallArgs&) {
+    ValueList items = iterate(v);
+    if (items.empty()) return Value::undefined("No " + name + " item, sequence was empty.");
+    return name == "first" ? items.front() : items.back();
+}
+
+Value f_items(const std::string&, const Value& v, Args&, CallArgs&) {
+    ValueList items;
+    if (v.is_dict() || v.is_namespace()) {
         for (const auto& [k, x] : v.as_dict().entries)
-            pairs.push_back(Value::list({Value::string(k), x}, true));
-        result = sorted(std::move(pairs), reverse, case_sensitive, Value::integer(by == "value" ? 1 : 0));
-    } else if (name == "unique") {
-        bool case_sensitive = a.flag(0, "case_sensitive", false);
-        Value attribute = a.optional(1, "attribute", Value::none());
-        ValueList out, seen;
+            items.push_back(Value::list({Value::string(k), x}, true));
+    } else if (!v.is_undefined()) {
+        throw TemplateError(std::string("Can only get item pairs from a mapping, not ") + v.type_name());
+    }
+    return Value::list(std::move(items));
+}
+
+Value f_list(const std::string&, const Value& v, Args&, CallArgs&) {
+    return Value::list(iterate(v));
+}
+
+Value f_reverse(const std::string&, const Value& v, Args&, CallArgs&) {
+    if (v.is_string()) {
+        std::vector<std::string> chars = utf8_chars(v.as_string());
+        std::string out;
+        for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += *it;
+        return Value::string(out);
+    }
+    ValueList items = iterate(v);
+    std::reverse(items.begin(), items.end());
+    return Value::list(std::move(items));
+}
+
+Value f_sort(const std::string&, const Value& v, Args& a, CallArgs&) {
+    bool reverse = a.flag(0, "reverse", false);
+    bool case_sensitive = a.flag(1, "case_sensitive", false);
+    return sorted(iterate(v), reverse, case_sensitive, a.optional(2, "attribute", Value::none()));
+}
+
+Value f_dictsort(const std::string&, const Value& v, Args& a, CallArgs&) {
+    bool case_sensitive = a.flag(0, "case_sensitive", false);
+    std::string by = to_str(a.optional(1, "by", Value::string("key")));
+    bool reverse = a.flag(2, "reverse", false);
+    if (!v.is_dict()) throw TemplateError(std::string("dictsort expects a dict, not ") + v.type_name());
+    ValueList pairs;
+    for (const auto& [k, x] : v.as_dict().entries) pairs.push_back(Value::list({Value::string(k), x}, true));
+    return sorted(std::move(pairs), reverse, case_sensitive, Value::integer(by == "value" ? 1 : 0));
+}
+
+Value f_unique(const std::string&, const Value& v, Args& a, CallArgs&) {
+    bool case_sensitive = a.flag(0, "case_sensitive", false);
+    Value attribute = a.optional(1, "attribute", Value::none());
+    ValueList out, seen;
+    for (const Value& item : iterate(v)) {
+        Value key = sort_key(attribute_of(item, attribute), case_sensitive);
+        if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, key); })) {
+            seen.push_back(key);
+            out.push_back(item);
+        }
+    }
+    return Value::list(std::move(out));
+}
+
+Value f_extremum(const std::string& name, const Value& v, Args& a, CallArgs&) {
+    return extremum(v, a, name == "max");
+}
+
+Value f_sum(const std::string&, const Value& v, Args& a, CallArgs&) {
+    Value attribute = a.optional(0, "attribute", Value::none());
+    Value total = a.optional(1, "start", Value::integer(0));
+    for (const Value& item : iterate(v)) total = binary_op("+", total, attribute_of(item, attribute));
+    return total;
+}
+
+// map(filter, args...) applies a filter to each item (and checks its own arguments); map(attribute=...) reads
+// an attribute of each.
+Value f_map(const std::string&, const Value& v, Args& a, CallArgs& call) {
+    ValueList out;
+    if (!call.positional.empty()) {
+        std::string filter = to_str(call.positional[0]);
+        if (!is_known_filter(filter)) throw TemplateError("no filter named '" + filter + "'");
+        CallArgs rest;
+        rest.positional.assign(call.positional.begin() + 1, call.positional.end());
+        rest.keyword = call.keyword;
         for (const Value& item : iterate(v)) {
-            Value key = sort_key(attribute_of(item, attribute), case_sensitive);
-            if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, key); })) {
-                seen.push_back(key);
-                out.push_back(item);
-            }
+            CallArgs args = rest;
+            out.push_back(apply_filter(filter, item, args));
         }
-        result = Value::list(std::move(out));
-    } else if (name == "max" || name == "min") {
-        result = extremum(v, a, name == "max");
-    } else if (name == "sum") {
-        Value attribute = a.optional(0, "attribute", Value::none());
-        Value total = a.optional(1, "start", Value::integer(0));
-        for (const Value& item : iterate(v)) total = binary_op("+", total, attribute_of(item, attribute));
-        result = total;
-    } else if (name == "map") {
-        ValueList out;
-        if (!call.positional.empty()) {
-            std::string filter = to_str(call.positional[0]);
-            if (!is_known_filter(filter)) throw TemplateError("no filter named '" + filter + "'");
-            CallArgs rest;
-            rest.positional.assign(call.positional.begin() + 1, call.positional.end());
-            rest.keyword = call.keyword;
-            for (const Value& item : iterate(v)) {
-                CallArgs args = rest;
-                out.push_back(apply_filter(filter, item, args));
-            }
-            return Value::list(std::move(out));
-        }
-        Value attribute = a.required(0, "attribute");
-        Value fallback = a.optional(1, "default", Value());
-        for (const Value& item : iterate(v)) {
-            Value x = attribute_of(item, attribute);
-            out.push_back(x.is_undefined() && !fallback.is_undefined() ? fallback : x);
-        }
-        result = Value::list(std::move(out));
-    } else if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
-        bool keep = name == "select" || name == "selectattr";
-        return filter_items(v, call, keep, name.size() > 6, name.c_str());
-    } else if (name == "attr") {
-        Value attribute = get_attribute(v, to_str(a.required(0, "name")));
-        // jinja2's attr() does getattr only: dict keys are not attributes.
-        result = v.is_dict() && !attribute.is_callable() ? Value::undefined() : attribute;
-    } else if (name == "abs") {
-        if (!v.is_number())
-            throw TemplateError(std::string("bad operand type for abs(): '") + v.type_name() + "'");
-        result =
-            v.is_float() ? Value::number(std::fabs(v.as_double())) : Value::integer(std::llabs(v.as_int()));
-    } else if ((name == "int" || name == "float") && v.is_undefined()) {
-        fail_undefined(v);  // int(Undefined) raises in jinja2
-    } else if (name == "int") {
-        result = to_int(v, a.optional(0, "default", Value::integer(0)));
-    } else if (name == "float") {
-        result = to_float(v, a.optional(0, "default", Value::number(0.0)));
-    } else if (name == "round") {
-        int64_t precision = a.integer(0, "precision", 0);
-        std::string method = to_str(a.optional(1, "method", Value::string("common")));
-        if (!v.is_number()) throw TemplateError(std::string("round expects a number, not ") + v.type_name());
-        double x = v.as_double();
-        double scale = std::pow(10.0, double(precision));
-        if (method == "common")
-            result = v.is_float() ? Value::number(python_round(x, precision)) : Value::integer(v.as_int());
-        else if (method == "ceil")
-            result = Value::number(std::ceil(x * scale) / scale);
-        else if (method == "floor")
-            result = Value::number(std::floor(x * scale) / scale);
-        else
-            throw TemplateError("method must be common, ceil or floor");
-    } else if (name == "indent") {
-        Value width = a.optional(0, "width", Value::integer(4));
-        bool first = a.flag(1, "first", false);
-        bool blank = a.flag(2, "blank", false);
-        result = Value::string(indent_text(to_str(v), width, first, blank));
-    } else if (name == "escape" || name == "e") {
-        result = Value::string(html_escape(to_str(v)));
-    } else if (name == "safe") {
-        result = v;
-    } else if (name == "wordcount") {
-        result = Value::integer(int64_t(split_string(to_str(v), Value::none(), -1, false).as_list().size()));
-    } else if (name == "format") {
-        if (!call.keyword.empty()) throw TemplateError("format() keyword arguments are not supported");
-        return Value::string(percent_format(to_str(v), Value::list(call.positional, true)));
-    } else {
-        throw TemplateError("no filter named '" + name + "'");
+        return Value::list(std::move(out));
+    }
+    Value attribute = a.required(0, "attribute");
+    Value fallback = a.optional(1, "default", Value());
+    for (const Value& item : iterate(v)) {
+        Value x = attribute_of(item, attribute);
+        out.push_back(x.is_undefined() && !fallback.is_undefined() ? fallback : x);
     }
     a.finish();
+    return Value::list(std::move(out));
+}
+
+Value f_select(const std::string& name, const Value& v, Args&, CallArgs& call) {
+    bool keep = name == "select" || name == "selectattr";
+    return filter_items(v, call, keep, name.size() > 6, name.c_str());
+}
+
+Value f_attr(const std::string&, const Value& v, Args& a, CallArgs&) {
+    Value attribute = get_attribute(v, to_str(a.required(0, "name")));
+    // jinja2's attr() does getattr only: dict keys are not attributes.
+    return v.is_dict() && !attribute.is_callable() ? Value::undefined() : attribute;
+}
+
+Value f_abs(const std::string&, const Value& v, Args&, CallArgs&) {
+    if (!v.is_number())
+        throw TemplateError(std::string("bad operand type for abs(): '") + v.type_name() + "'");
+    return v.is_float() ? Value::number(std::fabs(v.as_double())) : Value::integer(std::llabs(v.as_int()));
+}
+
+Value f_int_float(const std::string& name, const Value& v, Args& a, CallArgs&) {
+    if (v.is_undefined()) fail_undefined(v);  // int(Undefined) raises in jinja2
+    if (name == "int") return to_int(v, a.optional(0, "default", Value::integer(0)));
+    return to_float(v, a.optional(0, "default", Value::number(0.0)));
+}
+
+Value f_round(const std::string&, const Value& v, Args& a, CallArgs&) {
+    int64_t precision = a.integer(0, "precision", 0);
+    std::string method = to_str(a.optional(1, "method", Value::string("common")));
+    if (!v.is_number()) throw TemplateError(std::string("round expects a number, not ") + v.type_name());
+    double x = v.as_double();
+    double scale = std::pow(10.0, double(precision));
+    if (method == "common")
+        return v.is_float() ? Value::number(python_round(x, precision)) : Value::integer(v.as_int());
+    if (method == "ceil") return Value::number(std::ceil(x * scale) / scale);
+    if (method == "floor") return Value::number(std::floor(x * scale) / scale);
+    throw TemplateError("method must be common, ceil or floor");
+}
+
+Value f_indent(const std::string&, const Value& v, Args& a, CallArgs&) {
+    Value width = a.optional(0, "width", Value::integer(4));
+    bool first = a.flag(1, "first", false);
+    bool blank = a.flag(2, "blank", false);
+    return Value::string(indent_text(to_str(v), width, first, blank));
+}
+
+Value f_escape(const std::string&, const Value& v, Args&, CallArgs&) {
+    return Value::string(html_escape(to_str(v)));
+}
+
+Value f_safe(const std::string&, const Value& v, Args&, CallArgs&) {
+    return v;
+}
+
+Value f_wordcount(const std::string&, const Value& v, Args&, CallArgs&) {
+    return Value::integer(int64_t(split_string(to_str(v), Value::none(), -1, false).as_list().size()));
+}
+
+Value f_format(const std::string&, const Value& v, Args&, CallArgs& call) {
+    if (!call.keyword.empty()) throw TemplateError("format() keyword arguments are not supported");
+    return Value::string(percent_format(to_str(v), Value::list(call.positional, true)));
+}
+
+struct FilterEntry {
+    Value (*run)(const std::string& name, const Value& v, Args& a, CallArgs& call);
+    bool check_args;  // run_filter checks that the filter read every argument it was given
+};
+
+const std::map<std::string, FilterEntry>& filter_table() {
+    static const std::map<std::string, FilterEntry> table = {
+        {"abs", {f_abs, true}},
+        {"attr", {f_attr, true}},
+        {"capitalize", {f_case, true}},
+        {"count", {f_length, true}},
+        {"d", {f_default, true}},
+        {"default", {f_default, true}},
+        {"dictsort", {f_dictsort, true}},
+        {"e", {f_escape, true}},
+        {"escape", {f_escape, true}},
+        {"first", {f_first_last, true}},
+        {"float", {f_int_float, true}},
+        {"format", {f_format, false}},
+        {"indent", {f_indent, true}},
+        {"int", {f_int_float, true}},
+        {"items", {f_items, true}},
+        {"join", {f_join, true}},
+        {"last", {f_first_last, true}},
+        {"length", {f_length, true}},
+        {"list", {f_list, true}},
+        {"lower", {f_case, true}},
+        {"map", {f_map, false}},
+        {"max", {f_extremum, true}},
+        {"min", {f_extremum, true}},
+        {"reject", {f_select, false}},
+        {"rejectattr", {f_select, false}},
+        {"replace", {f_replace, true}},
+        {"reverse", {f_reverse, true}},
+        {"round", {f_round, true}},
+        {"safe", {f_safe, true}},
+        {"select", {f_select, false}},
+        {"selectattr", {f_select, false}},
+        {"sort", {f_sort, true}},
+        {"string", {f_string, true}},
+        {"sum", {f_sum, true}},
+        {"title", {f_case, true}},
+        {"tojson", {f_tojson, true}},
+        {"trim", {f_trim, true}},
+        {"unique", {f_unique, true}},
+        {"upper", {f_case, true}},
+        {"wordcount", {f_wordcount, true}},
+    };
+    return table;
+}
+
+Value run_filter(const std::string& name, const Value& v, CallArgs& call) {
+    const auto it = filter_table().find(name);
+    if (it == filter_table().end()) throw TemplateError("no filter named '" + name + "'");
+    Args a(call, name);
+    Value result = it->second.run(name, v, a, call);
+    if (it->second.check_args) a.finish();
     return result;
 }
 
@@ -433,7 +533,7 @@ bool run_test(const std::string& name, const Value& v, CallArgs& call) {
 }  // namespace
 
 bool is_known_filter(const std::string& name) {
-    return std::find(std::begin(kFilters), std::end(kFilters), name) != std::end(kFilters);
+    return filter_table().count(name) > 0;
 }
 
 bool is_known_test(const std::string& name) {
