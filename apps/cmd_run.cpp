@@ -13,7 +13,9 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/custom_actions.h"
 #include "agent/loop.h"
+#include "agent/profile.h"
 #include "apps/cli.h"
 #include "apps/load_report.h"
 #include "apps/remote_model.h"
@@ -140,17 +142,28 @@ int run_agent(const surf::cli::Args& args) {
     if (args.has("storage-state")) run.storage_state = load_storage_state(args.get("storage-state"));
     run.save_storage_state = args.has("save-storage-state");
     run.download_dir = args.get("download-dir");
+    run.removed_actions = args.all("without-action");
     surf::agent::validate_run_options(run);  // before a model load that can take minutes
+    if (!run.removed_actions.empty()) {      // an action the profile's policy lacks: a usage error, named now
+        const std::string profile =
+            config.profile.empty() ? surf::agent::profile_for_model(config.model_dir) : config.profile;
+        surf::agent::with_actions(surf::agent::load_profile(profile), {}, run.removed_actions);
+    }
 
-    // The localizer's and the validator's own model folders, on the same backend.
+    // The localizer's and the validator's own models: a folder on the same backend, or a remote endpoint.
     for (auto [flag, slot] : {std::pair{"localizer-model", &config.localizer_engine},
                               std::pair{"validator-model", &config.validator_engine}}) {
         if (!args.has(flag) || args.get(flag) == config.model_dir) continue;
         const std::string dir = args.get(flag);
-        if (surf::cli::is_remote_model(dir))
-            throw Error(ErrorKind::kInvalidArgument,
-                        std::string("--") + flag + " " + dir +
-                            ": a model folder (a remote endpoint per role is AgentConfig's, in the library)");
+        if (surf::cli::is_remote_model(dir)) {
+            const std::string name = args.get(std::string(flag) + "-name", args.get("model-name"));
+            if (name.empty())
+                throw Error(ErrorKind::kInvalidArgument, std::string("--") + flag + " " + dir + " needs --" +
+                                                             flag +
+                                                             "-name (or --model-name): the served model");
+            *slot = surf::cli::open_remote_model(args, dir, 1, name);
+            continue;
+        }
         std::fprintf(stderr, "loading %s (--%s) ...\n", dir.c_str(), flag);
         *slot = surf::model::open_engine(dir, config.backend, "--backend", 0, surf::model::WarmUp::kSingle);
     }
@@ -287,8 +300,13 @@ SURF_COMMAND(surf::cli::Command{
      {"storage-state", "FILE",
       "start with these cookies and localStorage (JSON, Playwright's storageState layout)"},
      {"save-storage-state", "FILE", "write the cookies and localStorage at the end of the run to FILE"},
-     {"localizer-model", "DIR", "the localizer's own model folder (default: --model's)"},
-     {"validator-model", "DIR", "the validator's own model folder (default: --model's)"},
+     {"localizer-model", "DIR|URL", "the localizer's own model: a folder, or a server's http://HOST:PORT/v1"},
+     {"localizer-model-name", "NAME",
+      "with a remote --localizer-model: the served model (default --model-name)"},
+     {"validator-model", "DIR|URL", "the validator's own model: a folder, or a server's http://HOST:PORT/v1"},
+     {"validator-model-name", "NAME",
+      "with a remote --validator-model: the served model (default --model-name)"},
+     {"without-action", "NAME", "take this action away from the policy (e.g. goto)", true},
      {"answer-schema", "FILE",
       "a JSON schema the answer must satisfy: the answer is printed as that JSON value"},
      {"secret", "NAME[@D,...]",

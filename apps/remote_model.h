@@ -32,13 +32,15 @@ inline void reject_local_model_flags(const Args& args) {
     }
 }
 
-// Connects (GET /models must list --model-name) and prints what it connects to. `requests_in_flight`: how
-// many calls may run at once (agents running together each have one call out at a time).
+// Connects (GET /models must list the model's name: `model_name`, else --model-name) and prints what it
+// connects to. `requests_in_flight`: how many calls may run at once (agents running together each have one
+// call out at a time).
 inline std::shared_ptr<agent::RemoteEngine> open_remote_model(const Args& args, const std::string& url,
-                                                              int requests_in_flight) {
+                                                              int requests_in_flight,
+                                                              const std::string& model_name = "") {
     agent::RemoteEngineOptions remote;
     remote.client.base_url = url;
-    remote.client.model_name = args.require("model-name");
+    remote.client.model_name = model_name.empty() ? args.require("model-name") : model_name;
     const char* env_key = std::getenv("SURF_API_KEY");
     remote.client.api_key = args.get("api-key", env_key ? env_key : "");
     remote.client.max_concurrency = std::max(remote.client.max_concurrency, requests_in_flight);

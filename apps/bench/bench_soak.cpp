@@ -50,7 +50,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 struct Options {
     std::string model;
@@ -62,11 +64,12 @@ struct Options {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-    std::fprintf(stderr,
-                 "bench_soak: %s\nusage: bench_soak --model DIR [--seconds 300] [--clients 4] [--slow 64] "
-                 "[--hostile 1] [--disconnect 1] [--max-tokens 8] [--max-rss-growth-mb 16] [--max-fd-growth 8] "
-                 "[--serve-arg ARG]...\n",
-                 why.c_str());
+    std::fprintf(
+        stderr,
+        "bench_soak: %s\nusage: bench_soak --model DIR [--seconds 300] [--clients 4] [--slow 64] "
+        "[--hostile 1] [--disconnect 1] [--max-tokens 8] [--max-rss-growth-mb 16] [--max-fd-growth 8] "
+        "[--serve-arg ARG]...\n",
+        why.c_str());
     std::exit(2);
 }
 
@@ -85,17 +88,28 @@ Options parse(int argc, char** argv) {
         const std::string a = argv[i];
         if (i + 1 >= argc) usage(a + " needs a value");
         const char* v = argv[++i];
-        if (a == "--model") o.model = v;
-        else if (a == "--seconds") o.seconds = number(a, v, 1, 7 * 86400);
-        else if (a == "--clients") o.clients = static_cast<int>(number(a, v, 0, 256));
-        else if (a == "--slow") o.slow = static_cast<int>(number(a, v, 0, 4000));
-        else if (a == "--hostile") o.hostile = static_cast<int>(number(a, v, 0, 64));
-        else if (a == "--disconnect") o.disconnect = static_cast<int>(number(a, v, 0, 64));
-        else if (a == "--max-tokens") o.max_tokens = static_cast<int>(number(a, v, 1, 4096));
-        else if (a == "--max-rss-growth-mb") o.max_rss_growth_mb = number(a, v, 0, 1e6);
-        else if (a == "--max-fd-growth") o.max_fd_growth = static_cast<int>(number(a, v, 0, 1e6));
-        else if (a == "--serve-arg") o.serve_args.push_back(v);
-        else usage("unknown flag " + a);
+        if (a == "--model")
+            o.model = v;
+        else if (a == "--seconds")
+            o.seconds = number(a, v, 1, 7 * 86400);
+        else if (a == "--clients")
+            o.clients = static_cast<int>(number(a, v, 0, 256));
+        else if (a == "--slow")
+            o.slow = static_cast<int>(number(a, v, 0, 4000));
+        else if (a == "--hostile")
+            o.hostile = static_cast<int>(number(a, v, 0, 64));
+        else if (a == "--disconnect")
+            o.disconnect = static_cast<int>(number(a, v, 0, 64));
+        else if (a == "--max-tokens")
+            o.max_tokens = static_cast<int>(number(a, v, 1, 4096));
+        else if (a == "--max-rss-growth-mb")
+            o.max_rss_growth_mb = number(a, v, 0, 1e6);
+        else if (a == "--max-fd-growth")
+            o.max_fd_growth = static_cast<int>(number(a, v, 0, 1e6));
+        else if (a == "--serve-arg")
+            o.serve_args.push_back(v);
+        else
+            usage("unknown flag " + a);
     }
     if (o.model.empty()) usage("--model DIR is required");
     return o;
@@ -151,25 +165,27 @@ int exchange(int port, const std::string& request, int timeout_ms) {
 }
 
 std::string post(const std::string& path, const std::string& body) {
-    return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n" +
+    return "POST " + path +
+           " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n" +
            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
 std::string chat_body(int max_tokens, bool stream, int k) {
-    return std::string(R"({"model":"soak","max_tokens":)") + std::to_string(max_tokens) +
-           R"(,"stream":)" + (stream ? "true" : "false") +
-           R"(,"messages":[{"role":"user","content":"Request )" + std::to_string(k) +
-           R"(: name one colour."}]})";
+    return std::string(R"({"model":"soak","max_tokens":)") + std::to_string(max_tokens) + R"(,"stream":)" +
+           (stream ? "true" : "false") + R"(,"messages":[{"role":"user","content":"Request )" +
+           std::to_string(k) + R"(: name one colour."}]})";
 }
 
 // Bodies that must each be refused with 400, never crash the server or get 500.
 std::vector<std::string> hostile_bodies() {
-    std::string nested = R"({"model":"soak","messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":)";
+    std::string nested =
+        R"({"model":"soak","messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":)";
     nested += std::string(100000, '[') + std::string(100000, ']') + "}";
     return {
         nested,
         std::string(R"({"model":"soak","messages":[{"role":"user","content":"bad )") + "\xff\xfe" + R"("}]})",
-        R"({"model":"soak","messages":[{"role":"user","content":"hi"}],"max_tokens":)" + std::string(400, '9') + "}",
+        R"({"model":"soak","messages":[{"role":"user","content":"hi"}],"max_tokens":)" +
+            std::string(400, '9') + "}",
         R"({"model":"soak","messages":[{"role":"user","content":"hi"}],"temperature":1e999})",
         R"({"model":"soak","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":"yes"}})",
         R"({"model":"soak","messages":[{"role":"user","content":"hi"}],"response_format":{"type":5}})",
@@ -203,8 +219,9 @@ fs::path surf_binary() {
 }
 
 pid_t start_server(const Options& o, int port) {
-    std::vector<std::string> args = {surf_binary().string(), "serve", "--model", o.model, "--port",
-                                     std::to_string(port), "--model-name", "soak", "--access-log", "off"};
+    std::vector<std::string> args = {
+        surf_binary().string(), "serve",        "--model", o.model,        "--port",
+        std::to_string(port),   "--model-name", "soak",    "--access-log", "off"};
     args.insert(args.end(), o.serve_args.begin(), o.serve_args.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -217,7 +234,9 @@ pid_t start_server(const Options& o, int port) {
     return pid;
 }
 
-bool alive(pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) == 0; }
+bool alive(pid_t pid) {
+    return ::waitpid(pid, nullptr, WNOHANG) == 0;
+}
 
 struct ProcSample {
     double t = 0, rss_mb = 0;
@@ -255,7 +274,8 @@ double percentile(std::vector<double> v, double p) {
 void client_loop(int port, int id, const Options& o, const std::atomic<bool>& stop, Counters& c) {
     for (int k = 0; !stop; ++k) {
         const auto t = Clock::now();
-        const int status = exchange(port, post("/v1/chat/completions", chat_body(o.max_tokens, k % 2, id * 100000 + k)), 120000);
+        const int status = exchange(
+            port, post("/v1/chat/completions", chat_body(o.max_tokens, k % 2, id * 100000 + k)), 120000);
         std::lock_guard<std::mutex> lock(c.mu);
         ++c.chat_status[status];
         if (status == 200) c.chat_latency.push_back(seconds_since(t));
@@ -270,7 +290,10 @@ void slow_loop(int port, const std::atomic<bool>& stop, Counters& c) {
             std::this_thread::sleep_for(std::chrono::milliseconds(200));
             continue;
         }
-        { std::lock_guard<std::mutex> lock(c.mu); ++c.slow_opened; }
+        {
+            std::lock_guard<std::mutex> lock(c.mu);
+            ++c.slow_opened;
+        }
         bool ok = send_all(fd, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
         while (ok && !stop) {
             std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -279,7 +302,10 @@ void slow_loop(int port, const std::atomic<bool>& stop, Counters& c) {
             ok = send_all(fd, "a");
         }
         ::close(fd);
-        if (!stop) { std::lock_guard<std::mutex> lock(c.mu); ++c.slow_dropped; }
+        if (!stop) {
+            std::lock_guard<std::mutex> lock(c.mu);
+            ++c.slow_dropped;
+        }
     }
 }
 
@@ -287,7 +313,10 @@ void hostile_loop(int port, const std::atomic<bool>& stop, Counters& c) {
     const std::vector<std::string> bodies = hostile_bodies();
     for (size_t k = 0; !stop; ++k) {
         const int status = exchange(port, post("/v1/chat/completions", bodies[k % bodies.size()]), 30000);
-        { std::lock_guard<std::mutex> lock(c.mu); ++c.hostile_status[status]; }
+        {
+            std::lock_guard<std::mutex> lock(c.mu);
+            ++c.hostile_status[status];
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
 }
@@ -309,11 +338,14 @@ void disconnect_loop(int port, const std::atomic<bool>& stop, Counters& c) {
 void health_loop(int port, const std::atomic<bool>& stop, Counters& c) {
     while (!stop) {
         const auto t = Clock::now();
-        const int status = exchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 5000);
+        const int status =
+            exchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 5000);
         {
             std::lock_guard<std::mutex> lock(c.mu);
-            if (status == 200) c.health_latency.push_back(seconds_since(t));
-            else ++c.health_failed;
+            if (status == 200)
+                c.health_latency.push_back(seconds_since(t));
+            else
+                ++c.health_failed;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -321,7 +353,8 @@ void health_loop(int port, const std::atomic<bool>& stop, Counters& c) {
 
 bool wait_healthy(int port, pid_t pid) {
     for (int i = 0; i < 1200 && alive(pid); ++i) {
-        if (exchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 1000) == 200)
+        if (exchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 1000) ==
+            200)
             return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -330,7 +363,8 @@ bool wait_healthy(int port, pid_t pid) {
 
 std::string statuses(const std::map<int, int64_t>& m) {
     std::string s;
-    for (const auto& [k, v] : m) s += (s.empty() ? "" : ", ") + (k ? std::to_string(k) : "none") + ": " + std::to_string(v);
+    for (const auto& [k, v] : m)
+        s += (s.empty() ? "" : ", ") + (k ? std::to_string(k) : "none") + ": " + std::to_string(v);
     return s.empty() ? "-" : s;
 }
 
@@ -346,27 +380,35 @@ int report(const Options& o, const std::vector<ProcSample>& samples, Counters& c
     double rss_max = 0;
     int fd_max = 0;
     for (const auto& s : samples) rss_max = std::max(rss_max, s.rss_mb), fd_max = std::max(fd_max, s.fds);
-    std::printf("surf serve soak: %.0f s, %d clients (max_tokens %d), %d slow connections, %d hostile, %d disconnecting\n",
-                elapsed, o.clients, o.max_tokens, o.slow, o.hostile, o.disconnect);
+    std::printf(
+        "surf serve soak: %.0f s, %d clients (max_tokens %d), %d slow connections, %d hostile, %d "
+        "disconnecting\n",
+        elapsed, o.clients, o.max_tokens, o.slow, o.hostile, o.disconnect);
     std::printf("chat completions: %lld ok (%.2f req/s), statuses {%s}, latency p50 %.3f s p99 %.3f s\n",
-                static_cast<long long>(ok), static_cast<double>(ok) / elapsed, statuses(c.chat_status).c_str(),
-                percentile(c.chat_latency, 0.5), percentile(c.chat_latency, 0.99));
-    std::printf("/health every 100 ms: %zu answered, %lld failed, latency p50 %.1f ms p99 %.1f ms max %.1f ms\n",
-                c.health_latency.size(), static_cast<long long>(c.health_failed),
-                1000 * percentile(c.health_latency, 0.5), 1000 * percentile(c.health_latency, 0.99),
-                1000 * percentile(c.health_latency, 1.0));
-    std::printf("slow connections: %lld opened, %lld dropped by the server; hostile statuses {%s}; %lld hang-ups\n",
-                static_cast<long long>(c.slow_opened), static_cast<long long>(c.slow_dropped),
-                statuses(c.hostile_status).c_str(), static_cast<long long>(c.disconnects));
-    std::printf("server RSS: %.1f MB before the load, %.1f MB at %.0f s, %.1f MB at %.0f s, %.1f MB after (max %.1f)\n",
-                before.rss_mb, settled.rss_mb, settled.t, loaded.rss_mb, loaded.t, after.rss_mb, rss_max);
+                static_cast<long long>(ok), static_cast<double>(ok) / elapsed,
+                statuses(c.chat_status).c_str(), percentile(c.chat_latency, 0.5),
+                percentile(c.chat_latency, 0.99));
+    std::printf(
+        "/health every 100 ms: %zu answered, %lld failed, latency p50 %.1f ms p99 %.1f ms max %.1f ms\n",
+        c.health_latency.size(), static_cast<long long>(c.health_failed),
+        1000 * percentile(c.health_latency, 0.5), 1000 * percentile(c.health_latency, 0.99),
+        1000 * percentile(c.health_latency, 1.0));
+    std::printf(
+        "slow connections: %lld opened, %lld dropped by the server; hostile statuses {%s}; %lld hang-ups\n",
+        static_cast<long long>(c.slow_opened), static_cast<long long>(c.slow_dropped),
+        statuses(c.hostile_status).c_str(), static_cast<long long>(c.disconnects));
+    std::printf(
+        "server RSS: %.1f MB before the load, %.1f MB at %.0f s, %.1f MB at %.0f s, %.1f MB after (max "
+        "%.1f)\n",
+        before.rss_mb, settled.rss_mb, settled.t, loaded.rss_mb, loaded.t, after.rss_mb, rss_max);
     std::printf("server descriptors: %d before the load, %d after (max %d, the held connections included)\n",
                 before.fds, after.fds, fd_max);
     std::vector<std::string> failed;
     if (died) failed.push_back("the server died");
     if (c.health_failed) failed.push_back("/health failed");
     if (hostile_wrong) failed.push_back("a hostile request got other than 400");
-    if (loaded.rss_mb - settled.rss_mb > o.max_rss_growth_mb) failed.push_back("memory grew under steady load");
+    if (loaded.rss_mb - settled.rss_mb > o.max_rss_growth_mb)
+        failed.push_back("memory grew under steady load");
     if (after.fds - before.fds > o.max_fd_growth) failed.push_back("descriptors grew");
     if (!ok && o.clients) failed.push_back("no completion succeeded");
     for (const auto& f : failed) std::printf("FAIL: %s\n", f.c_str());
@@ -386,21 +428,28 @@ int main(int argc, char** argv) {
         return 1;
     }
     // Warm-up: a few requests so that one-time allocations (tokenizer caches, sessions) are in the baseline.
-    for (int k = 0; k < 4; ++k) exchange(port, post("/v1/chat/completions", chat_body(o.max_tokens, k % 2, k)), 120000);
+    for (int k = 0; k < 4; ++k)
+        exchange(port, post("/v1/chat/completions", chat_body(o.max_tokens, k % 2, k)), 120000);
     const auto t0 = Clock::now();
     std::vector<ProcSample> samples = {sample(pid, t0)};
     std::atomic<bool> stop{false};
     Counters c;
     std::vector<std::thread> threads;
-    for (int i = 0; i < o.clients; ++i) threads.emplace_back(client_loop, port, i, std::cref(o), std::cref(stop), std::ref(c));
+    for (int i = 0; i < o.clients; ++i)
+        threads.emplace_back(client_loop, port, i, std::cref(o), std::cref(stop), std::ref(c));
     for (int i = 0; i < o.slow; ++i) threads.emplace_back(slow_loop, port, std::cref(stop), std::ref(c));
-    for (int i = 0; i < o.hostile; ++i) threads.emplace_back(hostile_loop, port, std::cref(stop), std::ref(c));
-    for (int i = 0; i < o.disconnect; ++i) threads.emplace_back(disconnect_loop, port, std::cref(stop), std::ref(c));
+    for (int i = 0; i < o.hostile; ++i)
+        threads.emplace_back(hostile_loop, port, std::cref(stop), std::ref(c));
+    for (int i = 0; i < o.disconnect; ++i)
+        threads.emplace_back(disconnect_loop, port, std::cref(stop), std::ref(c));
     threads.emplace_back(health_loop, port, std::cref(stop), std::ref(c));
     bool died = false;
     while (seconds_since(t0) < o.seconds) {
         std::this_thread::sleep_for(std::chrono::seconds(5));
-        if (!alive(pid)) { died = true; break; }
+        if (!alive(pid)) {
+            died = true;
+            break;
+        }
         samples.push_back(sample(pid, t0));
         if (samples.size() % 6 == 1) {  // every 30 s
             std::lock_guard<std::mutex> lock(c.mu);
@@ -415,8 +464,10 @@ int main(int argc, char** argv) {
     const double elapsed = seconds_since(t0);
     // Descriptors and memory once the load has gone: held connections closed, generations ended.
     std::this_thread::sleep_for(std::chrono::seconds(2));
-    if (!died && alive(pid)) samples.push_back(sample(pid, t0));
-    else died = true;
+    if (!died && alive(pid))
+        samples.push_back(sample(pid, t0));
+    else
+        died = true;
     ::kill(pid, SIGTERM);
     ::waitpid(pid, nullptr, 0);
     return report(o, samples, c, elapsed, died);

@@ -318,6 +318,44 @@ TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an a
         fs::remove_all(dir);
     }
 
+    SUBCASE(
+        "surf run with a local policy, the localizer and validator behind the server, and --without-action") {
+        test::TestHttpServer pages(kPages);
+        const fs::path log = fs::temp_directory_path() / "surf_serve_e2e_roles.log";
+        // Only click (which asks the localizer) and answer (which asks the validator) are left, so every step
+        // that parses makes a call to the server.
+        std::string without;
+        for (const char* a : {"back", "double_click", "drag", "goto", "hover", "key", "refresh",
+                              "right_click", "scroll", "select", "wait", "write"})
+            without += std::string(" --without-action ") + a;
+        const double before = metric(server, "surf_prompt_tokens_total");
+        const std::string cmd =
+            std::string(SURF_BINARY_DIR "/surf") + " run \"Find the price of the blue kettle\"" + " --url " +
+            pages.url("/index.html") + " --model " + kModel + " --localizer-model " + server.url() +
+            " --validator-model " + server.url() + " --model-name tiny" + " --api-key " + kKey +
+            " --profile " + kPages + "/profile_tiny.json" + without +
+            " --max-steps 3 --attempts 1 --viewport 320x240 --allow-domain 127.0.0.1" + " --timeout 120 > " +
+            log.string() + " 2>&1";
+        const int status = std::system(cmd.c_str());
+        const std::string printed = surf::test::read_file(log.string());
+        INFO("surf run printed:\n" << printed);
+        REQUIRE(WIFEXITED(status));
+        CHECK((WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1));  // answered or not: no error
+        CHECK(printed.find("connecting to " + server.url()) != std::string::npos);
+        CHECK(metric(server, "surf_prompt_tokens_total") > before);
+        // The policy still runs in this process: the run's own model is the local folder.
+        CHECK(printed.find("loading " + kModel) != std::string::npos);
+        // A name the profile's policy does not have is refused before anything loads.
+        const std::string refused = std::string(SURF_BINARY_DIR "/surf") + " run task --url " +
+                                    pages.url("/index.html") + " --model " + kModel + " --profile " + kPages +
+                                    "/profile_tiny.json --without-action fly > " + log.string() + " 2>&1";
+        const int rc = std::system(refused.c_str());
+        CHECK((WIFEXITED(rc) && WEXITSTATUS(rc) == 2));
+        CHECK(surf::test::read_file(log.string()).find("\"fly\" is not an action") != std::string::npos);
+        CHECK(engine->open_sessions() == 0);
+        fs::remove(log);
+    }
+
     CHECK(server.alive());
     CHECK(http(server.url().substr(0, server.url().size() - 3) + "/health", "", {}, false).status == 200);
     CHECK(metric(server, "surf_sessions_open") == 0);
