@@ -25,7 +25,7 @@ def batch(maker, rng, n, size=(640, 640)):
         x, y = rng.randrange(0, size[0] - 120), rng.randrange(0, size[1] - 50)
         page.button(x, y, "OK", filled=True)
         items.append((page.img, maker.sequences(page)[:1]))
-    tokens, mask, _, tiles, index = maker.collate(items)
+    tokens, mask, _, tiles, index, _ = maker.collate(items)
     return (torch.from_numpy(tokens), torch.from_numpy(mask), normalise(torch.from_numpy(tiles), "cpu"),
             torch.from_numpy(index))
 

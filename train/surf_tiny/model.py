@@ -31,8 +31,13 @@ class SurfTiny(nn.Module):
             if "layer_scale" in name:
                 p.requires_grad_(False)  # C-RADIO has no layer scale: HF's stays the identity
         self.image_id = config["img_context_token_id"]
+        # Training only (never exported): scores each image token's last hidden state against a query from the
+        # state that starts the reply, for pointer_loss.
+        hidden = config["llm_config"]["hidden_size"]
+        self.point_head = nn.Linear(hidden, hidden, bias=False)
         self.scale_weight = 0.1  # weight of scale_penalty in the loss
         self.last_scales = None
+        self.last_pointer = None  # the last batch's pointer_loss, for the log
 
     def image_rows(self, pixels):
         """[n_tiles, 3, S, S] normalised → [n_tiles · (S/32)², hidden] projector rows, tiles in order. Keeps the
@@ -82,12 +87,30 @@ class SurfTiny(nn.Module):
         self.image_rows(pixels)
         self.mlp1.fc2.weight.mul_(float(self.text_rms()) / float(self.last_scales[2]))
 
-    def forward(self, tokens, loss_mask, pixels, row_index=None, text_mask=None, text_weight=0.0):
+    def pointer_loss(self, hidden, tokens, loss_mask, targets):
+        """Mean cross-entropy, over the rows with a target, of picking the image token that holds the element's
+        centre (targets [B]: its index among the row's image tokens, -1 none) by the score of each image token's
+        hidden state against point_head of the state just before the reply, both at the input of the last
+        attention layer (`hidden`), which reads the image for the reply; the final layers' output keeps much
+        less of where things are. A direct gradient from the element asked for to the place it is drawn at:
+        the reply's digits alone give the image path too weak a signal for the language model to read it."""
+        losses = []
+        for b in torch.nonzero(targets >= 0)[:, 0].tolist():
+            images = torch.nonzero(tokens[b] == self.image_id)[:, 0]
+            first_reply = int(torch.nonzero(loss_mask[b])[0, 0])
+            query = self.point_head(hidden[b, first_reply - 1])
+            scores = hidden[b, images].float() @ query.float() / math.sqrt(query.shape[-1])
+            losses.append(F.cross_entropy(scores[None], targets[b:b + 1]))
+        return torch.stack(losses).mean() if losses else None
+
+    def forward(self, tokens, loss_mask, pixels, row_index=None, text_mask=None, text_weight=0.0, points=None,
+                point_weight=0.0):
         """tokens [B, T] (right-padded), loss_mask [B, T] (1 on reply tokens), pixels [n_tiles, 3, S, S]: the
         batch's images in (row, position) order, or, with row_index, each distinct image once and row_index
         the projector row of every <image> token in that order. With text_mask (1 on the prompt's text tokens)
         and text_weight > 0 the prompt's text is also predicted, at that weight: the replies alone are a few
-        percent of the tokens, and reading the prompt (the task, the history) is what they need.
+        percent of the tokens, and reading the prompt (the task, the history) is what they need. With points
+        (pointer targets [B], synth.Maker.collate) and point_weight > 0, pointer_loss joins at that weight.
         Returns (loss to minimise, mean loss on the replies, number of reply tokens)."""
         emb = self.llm.model.embeddings(tokens)
         is_image = tokens == self.image_id
@@ -98,7 +121,9 @@ class SurfTiny(nn.Module):
             if rows.shape[0] != int(is_image.sum()):
                 raise RuntimeError(f"{rows.shape[0]} image rows for {int(is_image.sum())} <image> tokens")
             emb = emb.masked_scatter(is_image[..., None], rows)
-        hidden = self.llm.model(inputs_embeds=emb, use_cache=False).last_hidden_state
+        want_points = points is not None and point_weight > 0
+        out = self.llm.model(inputs_embeds=emb, use_cache=False, output_hidden_states=want_points)
+        hidden = out.last_hidden_state
         # Position t predicts token t+1: keep the positions whose next token carries loss.
         reply = loss_mask[:, 1:].bool()
         use = reply | text_mask[:, 1:].bool() if text_mask is not None and text_weight > 0 else reply
@@ -109,6 +134,12 @@ class SurfTiny(nn.Module):
         reply_loss = per_token[on_reply].sum() / max(1, n)
         extra = self.scale_weight * self.scale_penalty() if self.scale_weight and pixels is not None and \
             pixels.shape[0] else 0.0
+        if want_points:
+            last_attention = self.config["llm_config"]["hybrid_override_pattern"].rindex("*")
+            pointer = self.pointer_loss(out.hidden_states[last_attention], tokens, loss_mask, points)
+            self.last_pointer = None if pointer is None else float(pointer.detach())
+            if pointer is not None:
+                extra = extra + point_weight * pointer
         if use is reply:
             return reply_loss + extra, reply_loss, n
         text = per_token[~on_reply]

@@ -449,16 +449,18 @@ class Maker:
         return p
 
     def sequences(self, page):
-        """[(tokens, loss mask)] for up to per_page of the page's elements; the image span holds <image> tokens."""
+        """[(tokens, loss mask, point)] for up to per_page of the page's elements, point = the element's centre on
+        the 0-1000 grid (None for a reading sequence); the image span holds <image> tokens."""
         ids, W, H = self.enc.ids, page.W, page.H
         n_img = spec.image_token_count(W, H)
         out = []
         for desc, (x, y, w, h) in page.rng.sample(page.elements, min(self.per_page, len(page.elements))):
             before, after = self.parts(W, H, desc)
-            reply = json.dumps({"x": to_1000(x + w / 2, W), "y": to_1000(y + h / 2, H)}, separators=(",", ":"))
+            point = (to_1000(x + w / 2, W), to_1000(y + h / 2, H))
+            reply = json.dumps({"x": point[0], "y": point[1]}, separators=(",", ":"))
             a = self.enc.text(before) + [ids["<img>"]] + [ids["<image>"]] * n_img + [ids["</img>"]] + self.enc.text(after)
             b = self.enc.text(reply) + [ids[STOP]]
-            out.append((a + b, [0] * len(a) + [1] * len(b)))
+            out.append((a + b, [0] * len(a) + [1] * len(b), point))
         if self.read:
             out.append(self.reading(page))
         return out
@@ -477,7 +479,7 @@ class Maker:
              [ids["<image>"]] * spec.image_token_count(W, H) + [ids["</img>"]] +
              self.enc.text("\n<SPECIAL_11>Assistant\n<think></think>"))
         b = self.enc.text("\n".join(lines)) + [ids[STOP]]
-        return a + b, [0] * len(a) + [1] * len(b)
+        return a + b, [0] * len(a) + [1] * len(b), None
 
     def batch(self, seed, token_budget, max_rows=64):
         """One batch of pages of one viewport size, within token_budget and max_rows: collate()'s arrays."""
@@ -496,15 +498,21 @@ class Maker:
 
     def collate(self, items):
         """[(screenshot, its sequences)] → (tokens [B, T], loss mask, text mask, tiles [n, S, S, 3] uint8,
-        projector-row index of every <image> token in (row, position) order), as train.make_batch gives."""
-        per_tile = (spec.SIZES["tile"] // 32) ** 2
-        rows, tiles, gather = [], [], []
+        projector-row index of every <image> token in (row, position) order, pointer targets [B]), the first
+        five as train.make_batch gives. A pointer target is the index, among its sequence's image tokens, of the
+        one whose patches hold the element's centre (-1: none; one tile per screenshot)."""
+        side = spec.SIZES["tile"] // 32
+        per_tile = side**2
+        rows, tiles, gather, targets = [], [], [], []
         for img, seqs in items:
             t, _ = ga.tile_image(img, spec.SIZES["tile"], spec.SIZES["max_tiles"], True)
             first = len(tiles) * per_tile
             tiles += [np.asarray(x, np.uint8) for x in t]
             for s in seqs:
-                rows.append(s)
+                rows.append(s[:2])
+                point = s[2] if len(s) > 2 else None
+                cell = lambda v: min(side - 1, v * side // 1000)
+                targets.append(cell(point[1]) * side + cell(point[0]) if point and len(t) == 1 else -1)
                 gather.append(np.arange(first, first + len(t) * per_tile))
         T = max(len(t) for t, _ in rows)
         pad = self.enc.ids["<unk>"]
@@ -515,7 +523,7 @@ class Maker:
         for i, (t, m) in enumerate(rows):
             tokens[i, :len(t)], mask[i, :len(m)] = t, m
             text[i, :len(t)] = (np.array(m) == 0) & (np.array(t) < first_image)
-        return tokens, mask, text, np.stack(tiles), np.concatenate(gather)
+        return tokens, mask, text, np.stack(tiles), np.concatenate(gather), np.array(targets, np.int64)
 
 
 _MAKER = None

@@ -213,6 +213,8 @@ def main():
     ap.add_argument("--synth-share", type=float, default=0.5, help="share of the steps that train on synthetic pages")
     ap.add_argument("--synth-workers", type=int, default=12, help="processes that paint synthetic pages")
     ap.add_argument("--synth-sparse", action="store_true", help="synthetic pages of 1-3 components (synth.py)")
+    ap.add_argument("--point-weight", type=float, default=0.0,
+                    help="weight of model.pointer_loss on the synthetic localizer sequences (0 = off)")
     ap.add_argument("--synth-read", action="store_true",
                     help="each synthetic page also trains one reading sequence (synth.Maker.reading)")
     ap.add_argument("--out", help="export the final model folder (bf16 safetensors, config, tokenizer) here")
@@ -280,7 +282,7 @@ def main():
     log = {"t": time.time(), "real": [0.0, 0], "synth": [0.0, 0]}
     stop, prof, synth_due = False, None, 0.0
 
-    def step(kind, tokens, mask, tiles, index, text):
+    def step(kind, tokens, mask, tiles, index, text, points=None):
         nonlocal prof
         for g in opt.param_groups:
             g["lr"] = lr_at(state["step"], a.steps, a.lr, a.warmup,
@@ -291,12 +293,13 @@ def main():
                                                       torch.profiler.ProfilerActivity.CUDA])
             prof.__enter__()
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            loss, reply_loss, n = model(tokens, mask, normalise(tiles, device), index, text, a.text_weight)
+            loss, reply_loss, n = model(tokens, mask, normalise(tiles, device), index, text, a.text_weight, points,
+                                        a.point_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         # Each part is clipped on its own: under one global norm, a part with a large gradient (the projector,
         # whose inner activations are big) scales the others' gradients below Adam's epsilon and freezes them.
-        for part in (model.radio, model.mlp1, model.llm):
+        for part in (model.radio, model.mlp1, model.llm, model.point_head):
             torch.nn.utils.clip_grad_norm_(part.parameters(), 1.0)
         opt.step()
         if prof is not None and state["step"] == a.profile_at + 2:
@@ -314,6 +317,8 @@ def main():
             sc = model.last_scales
             scales = f" scales {float(sc[0]):.3g} {float(sc[1]):.3g} {float(sc[2]) / float(model.text_rms()):.3g}" \
                 if sc else ""
+            if model.last_pointer is not None:
+                scales += f" pointer {model.last_pointer:.3f}"
             print(f"step {state['step']} epoch {state['epoch']} loss {parts}{scales} "
                   f"lr {opt.param_groups[0]['lr']:.2e} {25 / dt:.2f} steps/s", flush=True)
             log.update(t=time.time(), real=[0.0, 0], synth=[0.0, 0])
@@ -324,9 +329,9 @@ def main():
         return a.max_minutes and time.time() - t_start > 60 * a.max_minutes
 
     def synthetic_step():
-        tokens, mask, text, tiles, index = stream.next()
+        tokens, mask, text, tiles, index, points = stream.next()
         to = lambda x: torch.from_numpy(x).to(device, non_blocking=True)
-        step("synth", to(tokens), to(mask), to(tiles), to(index), to(text))
+        step("synth", to(tokens), to(mask), to(tiles), to(index), to(text), to(points))
 
     while state["step"] < a.steps and not stop:
         rng = np.random.default_rng(a.seed + state["epoch"])
