@@ -36,10 +36,13 @@ def small_model_dir(tile):
     return out
 
 
-def batch(maker, rng, pages):
+def batch(maker, rng, pages, components=0):
     items = []
     for _ in range(pages):
-        page = maker.page(rng, rng.choice(synth.VIEWPORTS))
+        size = rng.choice(synth.VIEWPORTS)
+        page = maker.page(rng, size)
+        while components and len(page.elements) != components:
+            page = synth.Page(rng, maker.fonts, *size).paint_sparse(components)
         items.append((page.img, maker.sequences(page)))
     tokens, mask, _, tiles, index, points = maker.collate(items)
     return (torch.from_numpy(tokens), torch.from_numpy(mask), torch.from_numpy(tiles), torch.from_numpy(index),
@@ -60,6 +63,7 @@ def main():
     ap.add_argument("--pages", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--point-weight", type=float, default=0.0)
+    ap.add_argument("--components", type=int, default=0, help="exactly this many components per page (0: 1-3)")
     a = ap.parse_args()
     torch.manual_seed(0)
     model_dir = small_model_dir(a.tile)
@@ -71,7 +75,7 @@ def main():
         load_into(model, a.init)
         model.load_state_dict(fresh, strict=False)
     maker = synth.Maker(model_dir, a.fonts, per_page=3, sparse=True)
-    test = batch(maker, random.Random(99), 16)
+    test = batch(maker, random.Random(99), 16, a.components)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05)
     rng = random.Random(0)
     for s in range(a.steps + 1):
@@ -85,7 +89,7 @@ def main():
                   f"{model.last_pointer}", flush=True)
         if s == a.steps:
             break
-        tokens, mask, tiles, index, points = batch(maker, rng, a.pages)
+        tokens, mask, tiles, index, points = batch(maker, rng, a.pages, a.components)
         loss = model(tokens, mask, normalise(tiles, "cpu"), index, points=points, point_weight=a.point_weight)[0]
         opt.zero_grad()
         loss.backward()
