@@ -34,7 +34,7 @@ class SurfTiny(nn.Module):
         # Training only (never exported): scores each image token's last hidden state against a query from the
         # state that starts the reply, for pointer_loss.
         hidden = config["llm_config"]["hidden_size"]
-        self.point_head = nn.Linear(hidden, hidden, bias=False)
+        self.point_head = nn.Linear(hidden, hidden)  # its bias is a query that every reply shares
         self.scale_weight = 0.1  # weight of scale_penalty in the loss
         self.last_scales = None
         self.last_pointer = None  # the last batch's pointer_loss, for the log
@@ -92,14 +92,16 @@ class SurfTiny(nn.Module):
         centre (targets [B]: its index among the row's image tokens, -1 none) by the score of each image token's
         hidden state against point_head of the state just before the reply, both at the input of the last
         attention layer (`hidden`), which reads the image for the reply; the final layers' output keeps much
-        less of where things are. A direct gradient from the element asked for to the place it is drawn at:
-        the reply's digits alone give the image path too weak a signal for the language model to read it."""
+        less of where things are. The score is an unscaled dot product, and point_head's bias is a query shared
+        by every reply (what an element looks like); with a 1/√d scale and no bias the loss stays at chance.
+        A direct gradient from the element asked for to the place it is drawn at: the reply's digits alone give
+        the image path too weak a signal for the language model to read it."""
         losses = []
         for b in torch.nonzero(targets >= 0)[:, 0].tolist():
             images = torch.nonzero(tokens[b] == self.image_id)[:, 0]
             first_reply = int(torch.nonzero(loss_mask[b])[0, 0])
-            query = self.point_head(hidden[b, first_reply - 1])
-            scores = hidden[b, images].float() @ query.float() / math.sqrt(query.shape[-1])
+            query = self.point_head(hidden[b, first_reply - 1]).float()
+            scores = hidden[b, images].float() @ query
             losses.append(F.cross_entropy(scores[None], targets[b:b + 1]))
         return torch.stack(losses).mean() if losses else None
 
