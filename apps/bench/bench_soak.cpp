@@ -143,6 +143,8 @@ bool send_all(int fd, const std::string& data) {
     return true;
 }
 
+const char* const kHealthRequest = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+
 // The reply's status (0 when none came within timeout_ms or the connection failed).
 int exchange(int port, const std::string& request, int timeout_ms) {
     const int fd = connect_to(port);
@@ -340,8 +342,7 @@ void disconnect_loop(int port, const std::atomic<bool>& stop, Counters& c) {
 void health_loop(int port, const std::atomic<bool>& stop, Counters& c) {
     while (!stop) {
         const auto t = Clock::now();
-        const int status =
-            exchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 5000);
+        const int status = exchange(port, kHealthRequest, 5000);
         {
             std::lock_guard<std::mutex> lock(c.mu);
             if (status == 200)
@@ -355,9 +356,7 @@ void health_loop(int port, const std::atomic<bool>& stop, Counters& c) {
 
 bool wait_healthy(int port, pid_t pid) {
     for (int i = 0; i < 1200 && alive(pid); ++i) {
-        if (exchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 1000) ==
-            200)
-            return true;
+        if (exchange(port, kHealthRequest, 1000) == 200) return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return false;
@@ -435,7 +434,7 @@ int main(int argc, char** argv) {
         ::kill(pid, SIGKILL);
         return 1;
     }
-    // Warm-up: a few requests so that one-time allocations (tokenizer caches, sessions) are in the baseline.
+    // Warm-up: a few requests, so that the allocations of the first requests are in the baseline.
     for (int k = 0; k < 4; ++k)
         exchange(port, post("/v1/chat/completions", chat_body(o.max_tokens, k % 2, k)), 120000);
     const auto t0 = Clock::now();

@@ -481,8 +481,12 @@ void OpenAiService::record_finished(int64_t prompt_tokens, int64_t completion_to
     const auto now = Clock::now();
     std::lock_guard<std::mutex> lock(metrics_mutex_);
     recent_tokens_.emplace_back(now, completion_tokens);
-    // Pruned here as well as in /metrics: a server nobody scrapes keeps only the last 10 s.
-    while (now - recent_tokens_.front().first > std::chrono::seconds(10)) recent_tokens_.pop_front();
+    prune_recent_tokens(now);
+}
+
+void OpenAiService::prune_recent_tokens(Clock::time_point now) const {
+    while (!recent_tokens_.empty() && now - recent_tokens_.front().first > kRecentWindow)
+        recent_tokens_.pop_front();
 }
 
 void OpenAiService::handle(const HttpRequest& request, HttpResponseWriter& writer) {
@@ -723,11 +727,11 @@ std::string OpenAiService::metrics_text() const {
     double tokens_per_second = 0;
     {
         std::lock_guard<std::mutex> lock(metrics_mutex_);
-        auto& recent = recent_tokens_;
-        while (!recent.empty() && now - recent.front().first > std::chrono::seconds(10)) recent.pop_front();
+        prune_recent_tokens(now);
         int64_t sum = 0;
-        for (const auto& r : recent) sum += r.second;
-        const double window = std::min(10.0, std::chrono::duration<double>(now - started_).count());
+        for (const auto& r : recent_tokens_) sum += r.second;
+        const double window = std::min(std::chrono::duration<double>(kRecentWindow).count(),
+                                       std::chrono::duration<double>(now - started_).count());
         tokens_per_second = window > 0 ? static_cast<double>(sum) / window : 0;
         os << "# HELP surf_http_responses_total Responses sent, by status code.\n"
               "# TYPE surf_http_responses_total counter\n";

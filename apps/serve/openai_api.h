@@ -123,6 +123,10 @@ private:
                                            const std::vector<model::InputPart>& parts, int64_t& prompt_tokens,
                                            int64_t& cached_tokens);
     void record_finished(int64_t prompt_tokens, int64_t completion_tokens);
+    // Drops the entries of recent_tokens_ older than kRecentWindow (metrics_mutex_ held). Called on every
+    // request as well as by /metrics: a server nobody scrapes keeps only the window.
+    void prune_recent_tokens(std::chrono::steady_clock::time_point now) const;
+    static constexpr std::chrono::seconds kRecentWindow{10};
 
     std::shared_ptr<model::Engine> engine_;
     ServiceOptions options_;
@@ -139,7 +143,7 @@ private:
     mutable std::mutex metrics_mutex_;
     std::map<int, int64_t> responses_by_status_;
     mutable std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>>
-        recent_tokens_;  // last 10 s
+        recent_tokens_;  // completions of the last kRecentWindow
 };
 
 }  // namespace surf::serve
