@@ -58,12 +58,11 @@ def main():
             page = one_component_page(maker, rng)
             items.append((page.img, maker.sequences(page)))
         tokens, _, _, tiles, index, targets = (torch.from_numpy(x) for x in maker.collate(items))
-        rows = model.image_rows(normalise(tiles, "cpu"))[index]
         if a.rows_only:
-            states = [rows]
+            states = [model.image_rows(normalise(tiles, "cpu"))[index]]
         else:
             is_image = tokens == model.image_id
-            emb = model.llm.model.embeddings(tokens).masked_scatter(is_image[..., None], rows)
+            emb = model.embed(tokens, normalise(tiles, "cpu"), index)
             out = model.llm.model(inputs_embeds=emb, use_cache=False, output_hidden_states=True)
             states = [out.hidden_states[k][is_image] for k in layers]
         losses = [F.cross_entropy(head(h.reshape(tokens.shape[0], -1, hidden))[..., 0], targets)

@@ -49,7 +49,7 @@ def batch(maker, rng, pages, components=0):
             torch.from_numpy(points))
 
 
-def reply_loss(model, tokens, mask, tiles, index, points):
+def reply_loss(model, tokens, mask, tiles, index):
     _, loss, _ = model(tokens, mask, normalise(tiles, "cpu"), index)
     return loss
 
@@ -71,9 +71,7 @@ def main():
     init_weights(model, 1)
     if a.init:
         from train.surf_tiny.export import load_into
-        fresh = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(("radio.", "mlp1."))}
-        load_into(model, a.init)
-        model.load_state_dict(fresh, strict=False)
+        load_into(model, a.init, language_model_only=True)
     maker = synth.Maker(model_dir, a.fonts, per_page=3, sparse=True)
     test = batch(maker, random.Random(99), 16, a.components)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05)
@@ -82,8 +80,8 @@ def main():
         if s % 25 == 0:
             model.eval()
             with torch.no_grad():
-                own = float(reply_loss(model, *test))
-                mirrored = float(reply_loss(model, test[0], test[1], test[2].flip(2), test[3], test[4]))
+                own = float(reply_loss(model, *test[:4]))
+                mirrored = float(reply_loss(model, test[0], test[1], test[2].flip(2), test[3]))
             model.train()
             print(f"step {s} test loss {own:.3f} mirrored {mirrored:.3f} gap {mirrored - own:+.3f} pointer "
                   f"{model.last_pointer}", flush=True)

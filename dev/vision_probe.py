@@ -47,10 +47,7 @@ def main():
     init_weights(model, 1)
     if a.init:
         from train.surf_tiny.export import load_into
-        fresh = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(("radio.", "mlp1."))}
-        load_into(model, a.init)
-        if a.fresh_vision:
-            model.load_state_dict(fresh, strict=False)
+        load_into(model, a.init, language_model_only=a.fresh_vision)
     maker0 = synth.Maker(a.model, a.fonts, per_page=1)
     if a.rebalance:
         model.rebalance(batch(maker0, random.Random(7), 4)[2])

@@ -111,8 +111,14 @@ def _resized_pos_embed(pos, shape):
     return out.permute(0, 2, 3, 1).reshape(shape)
 
 
-def load_into(model, model_dir):
-    """Loads an exported folder's weights into a SurfTiny (as fp32): the inverse of to_checkpoint."""
+def load_into(model, model_dir, language_model_only=False):
+    """Loads an exported folder's weights into a SurfTiny (as fp32): the inverse of to_checkpoint. With
+    language_model_only, the vision tower and the projector keep the weights they have."""
+    if language_model_only:
+        own = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(("radio.", "mlp1."))}
+        load_into(model, model_dir)
+        model.load_state_dict(own, strict=False)
+        return
     t = {k: v.float() if v.is_floating_point() else v for k, v in read_checkpoint(model_dir).items()}
     llm = {("model." + k[len("language_model.backbone."):]) if k.startswith("language_model.backbone.")
            else k[len("language_model."):]: v for k, v in t.items() if k.startswith("language_model.")}

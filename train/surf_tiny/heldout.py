@@ -43,11 +43,7 @@ def held_out(packed, fraction):
 
 
 def _logits(model, tokens, tiles, index, normalise):
-    emb = model.llm.model.embeddings(tokens)
-    is_image = tokens == model.image_id
-    if tiles.shape[0]:
-        rows = model.image_rows(normalise(tiles, tokens.device)).to(emb.dtype)[index]
-        emb = emb.masked_scatter(is_image[..., None], rows)
+    emb = model.embed(tokens, normalise(tiles, tokens.device), index)
     return model.llm.lm_head(model.llm.model(inputs_embeds=emb, use_cache=False).last_hidden_state).float()
 
 

@@ -31,10 +31,11 @@ class SurfTiny(nn.Module):
             if "layer_scale" in name:
                 p.requires_grad_(False)  # C-RADIO has no layer scale: HF's stays the identity
         self.image_id = config["img_context_token_id"]
-        # Training only (never exported): scores each image token's last hidden state against a query from the
-        # state that starts the reply, for pointer_loss.
+        # Training only (never exported): the query of pointer_loss, from the state that starts the reply.
         hidden = config["llm_config"]["hidden_size"]
         self.point_head = nn.Linear(hidden, hidden)  # its bias is a query that every reply shares
+        # The projector's inner activations (its first matrix's output), for scale_penalty and rebalance.
+        self.mlp1.fc1.register_forward_hook(lambda module, inputs, output: setattr(self, "_inner", output))
         self.scale_weight = 0.1  # weight of scale_penalty in the loss
         self.last_scales = None
         self.last_pointer = None  # the last batch's pointer_loss, for the log
@@ -42,14 +43,24 @@ class SurfTiny(nn.Module):
     def image_rows(self, pixels):
         """[n_tiles, 3, S, S] normalised → [n_tiles · (S/32)², hidden] projector rows, tiles in order. Keeps the
         RMS of the ViT's output, of the projector's first matrix's output and of the rows for scale_penalty."""
-        feats = self.radio(pixels).features
-        n, n_patch, c = feats.shape
-        g = int(round(math.sqrt(n_patch)))
-        shuffled = gm.pixel_shuffle_v2(feats.reshape(n, g, g, c)).reshape(n, -1, 4 * c)
-        pre = self.mlp1.fc1(self.mlp1.norm_weight * _rms_norm(shuffled, self.mlp1.eps))
-        projected = self.mlp1.fc2(torch.relu(pre) ** 2).reshape(-1, self.mlp1.fc2.weight.shape[0])
-        self.last_scales = (_rms(feats), _rms(pre), _rms(projected))
+        feats, _, projected = gm.vision_forward(self.radio, self.mlp1, pixels)
+        self.last_scales = (_rms(feats), _rms(self._inner), _rms(projected))
         return projected
+
+    def embed(self, tokens, pixels, row_index=None):
+        """The input embeddings of tokens [B, T] with the image rows in place of the <image> tokens: pixels
+        [n_tiles, 3, S, S] are the batch's images in (row, position) order, or, with row_index, each distinct
+        image once and row_index the projector row of every <image> token in that order."""
+        emb = self.llm.model.embeddings(tokens)
+        is_image = tokens == self.image_id
+        if pixels is not None and pixels.shape[0]:
+            rows = self.image_rows(pixels).to(emb.dtype)
+            if row_index is not None:
+                rows = rows[row_index]
+            if rows.shape[0] != int(is_image.sum()):
+                raise RuntimeError(f"{rows.shape[0]} image rows for {int(is_image.sum())} <image> tokens")
+            emb = emb.masked_scatter(is_image[..., None], rows)
+        return emb
 
     def text_rms(self):
         return _rms(self.llm.model.embeddings.weight).detach()
@@ -107,22 +118,13 @@ class SurfTiny(nn.Module):
 
     def forward(self, tokens, loss_mask, pixels, row_index=None, text_mask=None, text_weight=0.0, points=None,
                 point_weight=0.0):
-        """tokens [B, T] (right-padded), loss_mask [B, T] (1 on reply tokens), pixels [n_tiles, 3, S, S]: the
-        batch's images in (row, position) order, or, with row_index, each distinct image once and row_index
-        the projector row of every <image> token in that order. With text_mask (1 on the prompt's text tokens)
+        """tokens [B, T] (right-padded), loss_mask [B, T] (1 on reply tokens), pixels and row_index as embed
+        takes them. With text_mask (1 on the prompt's text tokens)
         and text_weight > 0 the prompt's text is also predicted, at that weight: the replies alone are a few
         percent of the tokens, and reading the prompt (the task, the history) is what they need. With points
         (pointer targets [B], synth.Maker.collate) and point_weight > 0, pointer_loss joins at that weight.
         Returns (loss to minimise, mean loss on the replies, number of reply tokens)."""
-        emb = self.llm.model.embeddings(tokens)
-        is_image = tokens == self.image_id
-        if pixels is not None and pixels.shape[0]:
-            rows = self.image_rows(pixels).to(emb.dtype)
-            if row_index is not None:
-                rows = rows[row_index]
-            if rows.shape[0] != int(is_image.sum()):
-                raise RuntimeError(f"{rows.shape[0]} image rows for {int(is_image.sum())} <image> tokens")
-            emb = emb.masked_scatter(is_image[..., None], rows)
+        emb = self.embed(tokens, pixels, row_index)
         want_points = points is not None and point_weight > 0
         out = self.llm.model(inputs_embeds=emb, use_cache=False, output_hidden_states=want_points)
         hidden = out.last_hidden_state
@@ -150,12 +152,6 @@ class SurfTiny(nn.Module):
 
 def _rms(x):
     return x.float().pow(2).mean().sqrt()
-
-
-def _rms_norm(x, eps):
-    """The projector's RMSNorm without its weight, in float32 as the VL wrapper computes it."""
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 def init_weights(model, seed):

@@ -504,6 +504,7 @@ class Maker:
         side = spec.SIZES["tile"] // 32
         per_tile = side**2
         rows, tiles, gather, targets = [], [], [], []
+        cell = lambda v: min(side - 1, v * side // 1000)  # noqa: E731 (a grid cell of a 0-1000 coordinate)
         for img, seqs in items:
             t, _ = ga.tile_image(img, spec.SIZES["tile"], spec.SIZES["max_tiles"], True)
             first = len(tiles) * per_tile
@@ -511,7 +512,6 @@ class Maker:
             for s in seqs:
                 rows.append(s[:2])
                 point = s[2] if len(s) > 2 else None
-                cell = lambda v: min(side - 1, v * side // 1000)
                 targets.append(cell(point[1]) * side + cell(point[0]) if point and len(t) == 1 else -1)
                 gather.append(np.arange(first, first + len(t) * per_tile))
         T = max(len(t) for t, _ in rows)

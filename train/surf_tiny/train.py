@@ -229,10 +229,8 @@ def main():
     init_weights(model, a.seed)
     if a.init:
         from .export import load_into
-        fresh = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(("radio.", "mlp1."))}
-        load_into(model, a.init)
+        load_into(model, a.init, language_model_only=a.fresh_vision)
         if a.fresh_vision:
-            model.load_state_dict(fresh, strict=False)
             print("vision tower and projector start fresh; the language model from --init", flush=True)
     model.to(device).train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05, fused=device.type == "cuda")
