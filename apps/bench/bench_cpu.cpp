@@ -21,7 +21,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -279,37 +278,24 @@ void make_model(const fs::path& dir, const fs::path& config_from) {
     int64_t n_params = 0;
     for_each_weight(mc, [&](const WeightSpec& spec) {
         if (!spec.required) return;
-        std::vector<int64_t> shape = spec.shape;
+        const std::vector<int64_t> shape = resolved_from_config(mc, spec, 4).shape;
         const std::string& name = spec.name;
-        for (size_t i = 0; i < shape.size(); ++i) {
-            if (shape[i] >= 0) continue;
-            if (name.find("pos_embed") != std::string::npos) {
-                const int64_t g = mc.vision.max_img_size / mc.vision.patch_size;
-                shape[i] = g * g;
-            } else if (name.find("cls_token") != std::string::npos) {
-                shape[i] = 4;
-            } else {
-                shape[i] = mc.llm.vocab_size;  // embeddings and lm_head rows
-            }
-        }
         int64_t numel = 1;
         for (int64_t d : shape) numel *= d;
         std::vector<float> data(static_cast<size_t>(numel));
-        auto ends_with = [&](const char* suffix) {
-            return name.size() >= std::strlen(suffix) && name.ends_with(suffix);
-        };
-        if (ends_with("A_log")) {
+        using R = WeightRole;
+        if (spec.role == R::kMambaALog) {
             for (float& x : data) x = std::log(1.0f + 15.0f * uniform(rng));
-        } else if (ends_with("dt_bias")) {
+        } else if (spec.role == R::kMambaDtBias) {
             for (float& x : data) {
                 const float dt =
                     std::exp(std::log(0.001f) + uniform(rng) * (std::log(0.1f) - std::log(0.001f)));
                 x = dt + std::log(-std::expm1(-dt));  // inverse softplus
             }
-        } else if (ends_with(".D") || (shape.size() == 1 && ends_with("weight")) ||
-                   ends_with("mlp1.0.weight")) {
+        } else if (spec.role == R::kMambaD || spec.role == R::kProjNorm ||
+                   (shape.size() == 1 && name.ends_with("weight"))) {
             std::fill(data.begin(), data.end(), 1.0f);
-        } else if (ends_with("bias")) {
+        } else if (name.ends_with("bias")) {
             std::fill(data.begin(), data.end(), 0.0f);
         } else {
             for (float& x : data) x = normal(rng);

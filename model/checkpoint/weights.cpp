@@ -39,69 +39,93 @@ WeightPrefixes weight_prefixes(const ModelConfig& cfg) {
 }
 
 void for_each_weight(const ModelConfig& cfg, const std::function<void(const WeightSpec&)>& fn) {
+    using R = WeightRole;
     const WeightPrefixes px = weight_prefixes(cfg);
     const LlmConfig& c = cfg.llm;
     const int64_t d = c.hidden_size;
-    fn({px.backbone + "embeddings.weight", {-1, d}});
-    for (int64_t i = 0; i < c.n_layers(); ++i) {
-        const std::string p = px.backbone + "layers." + std::to_string(i) + ".";
-        fn({p + "norm.weight", {d}});
-        switch (c.layers[i]) {
+    int64_t block = -1;  // the LLM layer or ViT block the next per-block entries belong to
+    auto add = [&](std::string name, std::vector<int64_t> shape, R role, bool required = true) {
+        fn({std::move(name), std::move(shape), required, role, block});
+    };
+    add(px.backbone + "embeddings.weight", {-1, d}, R::kEmbeddings);
+    for (block = 0; block < c.n_layers(); ++block) {
+        const std::string p = px.backbone + "layers." + std::to_string(block) + ".";
+        add(p + "norm.weight", {d}, R::kLayerNorm);
+        switch (c.layers[block]) {
             case LayerKind::kMamba2:
-                fn({p + "mixer.in_proj.weight", {c.in_proj_dim(), d}});
-                fn({p + "mixer.conv1d.weight", {c.conv_dim(), 1, c.conv_kernel}});
-                fn({p + "mixer.conv1d.bias", {c.conv_dim()}, c.conv_bias});
-                fn({p + "mixer.dt_bias", {c.mamba_n_heads}});
-                fn({p + "mixer.A_log", {c.mamba_n_heads}});
-                fn({p + "mixer.D", {c.mamba_n_heads}});
-                fn({p + "mixer.norm.weight", {c.d_inner()}});
-                fn({p + "mixer.out_proj.weight", {d, c.d_inner()}});
+                add(p + "mixer.in_proj.weight", {c.in_proj_dim(), d}, R::kMambaInProj);
+                add(p + "mixer.conv1d.weight", {c.conv_dim(), 1, c.conv_kernel}, R::kMambaConvW);
+                add(p + "mixer.conv1d.bias", {c.conv_dim()}, R::kMambaConvB, c.conv_bias);
+                add(p + "mixer.dt_bias", {c.mamba_n_heads}, R::kMambaDtBias);
+                add(p + "mixer.A_log", {c.mamba_n_heads}, R::kMambaALog);
+                add(p + "mixer.D", {c.mamba_n_heads}, R::kMambaD);
+                add(p + "mixer.norm.weight", {c.d_inner()}, R::kMambaNorm);
+                add(p + "mixer.out_proj.weight", {d, c.d_inner()}, R::kMambaOutProj);
                 break;
             case LayerKind::kAttention:
-                fn({p + "mixer.q_proj.weight", {c.n_heads * c.head_dim, d}});
-                fn({p + "mixer.k_proj.weight", {c.n_kv_heads * c.head_dim, d}});
-                fn({p + "mixer.v_proj.weight", {c.n_kv_heads * c.head_dim, d}});
-                fn({p + "mixer.o_proj.weight", {d, c.n_heads * c.head_dim}});
+                add(p + "mixer.q_proj.weight", {c.n_heads * c.head_dim, d}, R::kAttnQ);
+                add(p + "mixer.k_proj.weight", {c.n_kv_heads * c.head_dim, d}, R::kAttnK);
+                add(p + "mixer.v_proj.weight", {c.n_kv_heads * c.head_dim, d}, R::kAttnV);
+                add(p + "mixer.o_proj.weight", {d, c.n_heads * c.head_dim}, R::kAttnO);
                 break;
             case LayerKind::kMlp:
-                fn({p + "mixer.up_proj.weight", {c.intermediate_size, d}});
-                fn({p + "mixer.down_proj.weight", {d, c.intermediate_size}});
+                add(p + "mixer.up_proj.weight", {c.intermediate_size, d}, R::kMlpUp);
+                add(p + "mixer.down_proj.weight", {d, c.intermediate_size}, R::kMlpDown);
                 break;
         }
     }
-    fn({px.backbone + "norm_f.weight", {d}});
-    fn({px.lm_head, {-1, d}, !c.tie_embeddings});
+    block = -1;
+    add(px.backbone + "norm_f.weight", {d}, R::kFinalNorm);
+    add(px.lm_head, {-1, d}, R::kLmHead, !c.tie_embeddings);
     if (!cfg.has_vision) return;
 
     const VisionConfig& v = cfg.vision;
     const int64_t w = v.hidden_size, patch_in = 3 * v.patch_size * v.patch_size;
     const std::string r = px.vision;
-    fn({r + "model.patch_generator.embedder.weight", {w, patch_in}});
-    fn({r + "model.patch_generator.pos_embed", {1, -1, w}});
-    fn({r + "model.patch_generator.cls_token.token", {v.n_prefix, w}});
-    fn({r + "model.patch_generator.video_embedder.weight", {-1, -1}, false});
-    for (int64_t i = 0; i < v.n_layers; ++i) {
-        const std::string b = r + "model.blocks." + std::to_string(i) + ".";
-        fn({b + "norm1.weight", {w}});
-        fn({b + "norm1.bias", {w}});
-        fn({b + "attn.qkv.weight", {3 * w, w}});
-        fn({b + "attn.qkv.bias", {3 * w}});
-        fn({b + "attn.proj.weight", {w, w}});
-        fn({b + "attn.proj.bias", {w}});
-        fn({b + "norm2.weight", {w}});
-        fn({b + "norm2.bias", {w}});
-        fn({b + "mlp.fc1.weight", {v.intermediate_size, w}});
-        fn({b + "mlp.fc1.bias", {v.intermediate_size}});
-        fn({b + "mlp.fc2.weight", {w, v.intermediate_size}});
-        fn({b + "mlp.fc2.bias", {w}});
+    add(r + "model.patch_generator.embedder.weight", {w, patch_in}, R::kPatchEmbed);
+    add(r + "model.patch_generator.pos_embed", {1, -1, w}, R::kPosEmbed);
+    add(r + "model.patch_generator.cls_token.token", {v.n_prefix, w}, R::kPrefix);
+    add(r + "model.patch_generator.video_embedder.weight", {-1, -1}, R::kIgnored, false);
+    for (block = 0; block < v.n_layers; ++block) {
+        const std::string b = r + "model.blocks." + std::to_string(block) + ".";
+        add(b + "norm1.weight", {w}, R::kVitNorm1W);
+        add(b + "norm1.bias", {w}, R::kVitNorm1B);
+        add(b + "attn.qkv.weight", {3 * w, w}, R::kVitQkvW);
+        add(b + "attn.qkv.bias", {3 * w}, R::kVitQkvB);
+        add(b + "attn.proj.weight", {w, w}, R::kVitProjW);
+        add(b + "attn.proj.bias", {w}, R::kVitProjB);
+        add(b + "norm2.weight", {w}, R::kVitNorm2W);
+        add(b + "norm2.bias", {w}, R::kVitNorm2B);
+        add(b + "mlp.fc1.weight", {v.intermediate_size, w}, R::kVitFc1W);
+        add(b + "mlp.fc1.bias", {v.intermediate_size}, R::kVitFc1B);
+        add(b + "mlp.fc2.weight", {w, v.intermediate_size}, R::kVitFc2W);
+        add(b + "mlp.fc2.bias", {w}, R::kVitFc2B);
     }
-    fn({r + "input_conditioner.norm_mean", {3, 1, 1}, false});
-    fn({r + "input_conditioner.norm_std", {3, 1, 1}, false});
-    fn({r + "summary_idxs", {-1}, false});
+    block = -1;
+    add(r + "input_conditioner.norm_mean", {3, 1, 1}, R::kIgnored, false);
+    add(r + "input_conditioner.norm_std", {3, 1, 1}, R::kIgnored, false);
+    add(r + "summary_idxs", {-1}, R::kIgnored, false);
     const int64_t s = cfg.image.shuffle_factor();
-    fn({px.projector + "0.weight", {w * s * s}});
-    fn({px.projector + "1.weight", {cfg.projector_hidden, w * s * s}});
-    fn({px.projector + "3.weight", {d, cfg.projector_hidden}});
+    add(px.projector + "0.weight", {w * s * s}, R::kProjNorm);
+    add(px.projector + "1.weight", {cfg.projector_hidden, w * s * s}, R::kProjFc1);
+    add(px.projector + "3.weight", {d, cfg.projector_hidden}, R::kProjFc2);
+}
+
+WeightSpec resolved_from_config(const ModelConfig& cfg, WeightSpec spec, int64_t default_prefix) {
+    switch (spec.role) {
+        case WeightRole::kEmbeddings:
+        case WeightRole::kLmHead: spec.shape[0] = cfg.llm.vocab_size; break;
+        case WeightRole::kPosEmbed: {
+            const int64_t g = cfg.vision.max_img_size / cfg.vision.patch_size;
+            spec.shape[1] = g * g;
+            break;
+        }
+        case WeightRole::kPrefix:
+            spec.shape[0] = cfg.vision.n_prefix > 0 ? cfg.vision.n_prefix : default_prefix;
+            break;
+        default: break;
+    }
+    return spec;
 }
 
 CheckpointReport check_checkpoint(const ModelConfig& cfg, const Checkpoint& ckpt) {
@@ -175,61 +199,56 @@ void validate_checkpoint(ModelConfig& cfg, const Checkpoint& ckpt) {
     }
 }
 
-ModelWeights load_weights(ModelConfig& cfg, const Checkpoint& ckpt) {
-    validate_checkpoint(cfg, ckpt);
-    const WeightPrefixes px = weight_prefixes(cfg);
-    ModelWeights w;
-    const LlmConfig& c = cfg.llm;
-    w.embeddings = load(ckpt, px.backbone + "embeddings.weight");
-    w.layers.resize(static_cast<size_t>(c.n_layers()));
-    for (int64_t i = 0; i < c.n_layers(); ++i) {
-        const std::string p = px.backbone + "layers." + std::to_string(i) + ".mixer.";
-        LayerWeights& L = w.layers[static_cast<size_t>(i)];
-        L.kind = c.layers[i];
-        L.norm = load(ckpt, px.backbone + "layers." + std::to_string(i) + ".norm.weight");
-        switch (L.kind) {
-            case LayerKind::kMamba2: {
-                MambaWeights& m = L.mamba;
-                m.in_proj = load(ckpt, p + "in_proj.weight");
-                m.conv_w = load(ckpt, p + "conv1d.weight");
-                m.conv_w.shape = {c.conv_dim(), c.conv_kernel};
-                if (c.conv_bias)
-                    m.conv_b = load(ckpt, p + "conv1d.bias");
-                else
-                    m.conv_b = Tensor({c.conv_dim()});
-                m.dt_bias = load(ckpt, p + "dt_bias");
-                m.A = load(ckpt, p + "A_log");
-                for (float& a : m.A.data) a = -std::exp(a);
-                m.D = load(ckpt, p + "D");
-                m.norm = load(ckpt, p + "norm.weight");
-                m.out_proj = load(ckpt, p + "out_proj.weight");
-                break;
-            }
-            case LayerKind::kAttention:
-                L.attn.q = load(ckpt, p + "q_proj.weight");
-                L.attn.k = load(ckpt, p + "k_proj.weight");
-                L.attn.v = load(ckpt, p + "v_proj.weight");
-                L.attn.o = load(ckpt, p + "o_proj.weight");
-                break;
-            case LayerKind::kMlp:
-                L.mlp.up = load(ckpt, p + "up_proj.weight");
-                L.mlp.down = load(ckpt, p + "down_proj.weight");
-                break;
-        }
-    }
-    w.norm_f = load(ckpt, px.backbone + "norm_f.weight");
-    w.lm_head = ckpt.has(px.lm_head) ? load(ckpt, px.lm_head) : w.embeddings;
-    if (w.lm_head.dim(0) != w.embeddings.dim(0)) {
-        throw Error(ErrorKind::kFormat, ckpt.path() + ": lm_head has " + std::to_string(w.lm_head.dim(0)) +
-                                            " rows but embeddings have " +
-                                            std::to_string(w.embeddings.dim(0)));
-    }
-    if (!cfg.has_vision) return w;
+namespace {
 
-    const std::string r = px.vision;
-    VisionWeights& v = w.vision;
-    v.patch_embed = load(ckpt, r + "model.patch_generator.embedder.weight");
-    v.pos_embed = load(ckpt, r + "model.patch_generator.pos_embed");
+// Where a role lives in the host weights; nullptr for the tensors the engine does not read.
+Tensor* host_slot(ModelWeights& w, const WeightSpec& s) {
+    using R = WeightRole;
+    const size_t i = static_cast<size_t>(std::max<int64_t>(s.layer, 0));
+    switch (s.role) {
+        case R::kIgnored: return nullptr;
+        case R::kEmbeddings: return &w.embeddings;
+        case R::kLayerNorm: return &w.layers[i].norm;
+        case R::kFinalNorm: return &w.norm_f;
+        case R::kLmHead: return &w.lm_head;
+        case R::kMambaInProj: return &w.layers[i].mamba.in_proj;
+        case R::kMambaConvW: return &w.layers[i].mamba.conv_w;
+        case R::kMambaConvB: return &w.layers[i].mamba.conv_b;
+        case R::kMambaDtBias: return &w.layers[i].mamba.dt_bias;
+        case R::kMambaALog: return &w.layers[i].mamba.A;
+        case R::kMambaD: return &w.layers[i].mamba.D;
+        case R::kMambaNorm: return &w.layers[i].mamba.norm;
+        case R::kMambaOutProj: return &w.layers[i].mamba.out_proj;
+        case R::kAttnQ: return &w.layers[i].attn.q;
+        case R::kAttnK: return &w.layers[i].attn.k;
+        case R::kAttnV: return &w.layers[i].attn.v;
+        case R::kAttnO: return &w.layers[i].attn.o;
+        case R::kMlpUp: return &w.layers[i].mlp.up;
+        case R::kMlpDown: return &w.layers[i].mlp.down;
+        case R::kPatchEmbed: return &w.vision.patch_embed;
+        case R::kPosEmbed: return &w.vision.pos_embed;
+        case R::kPrefix: return &w.vision.prefix;
+        case R::kVitNorm1W: return &w.vision.blocks[i].norm1_w;
+        case R::kVitNorm1B: return &w.vision.blocks[i].norm1_b;
+        case R::kVitQkvW: return &w.vision.blocks[i].qkv_w;
+        case R::kVitQkvB: return &w.vision.blocks[i].qkv_b;
+        case R::kVitProjW: return &w.vision.blocks[i].proj_w;
+        case R::kVitProjB: return &w.vision.blocks[i].proj_b;
+        case R::kVitNorm2W: return &w.vision.blocks[i].norm2_w;
+        case R::kVitNorm2B: return &w.vision.blocks[i].norm2_b;
+        case R::kVitFc1W: return &w.vision.blocks[i].fc1_w;
+        case R::kVitFc1B: return &w.vision.blocks[i].fc1_b;
+        case R::kVitFc2W: return &w.vision.blocks[i].fc2_w;
+        case R::kVitFc2B: return &w.vision.blocks[i].fc2_b;
+        case R::kProjNorm: return &w.vision.proj_norm;
+        case R::kProjFc1: return &w.vision.proj_fc1;
+        case R::kProjFc2: return &w.vision.proj_fc2;
+    }
+    return nullptr;
+}
+
+// The position table as the ViT reads it: [grid², width] on a square grid at least a tile's patch grid.
+void check_pos_embed(const ModelConfig& cfg, const Checkpoint& ckpt, VisionWeights& v) {
     const int64_t n_pos = v.pos_embed.dim(1);
     v.pos_grid = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(n_pos))));
     if (v.pos_grid * v.pos_grid != n_pos) {
@@ -242,27 +261,35 @@ ModelWeights load_weights(ModelConfig& cfg, const Checkpoint& ckpt) {
                                                  std::to_string(cfg.image.patches_per_side()));
     }
     v.pos_embed.shape = {n_pos, cfg.vision.hidden_size};
-    v.prefix = load(ckpt, r + "model.patch_generator.cls_token.token");
-    v.blocks.resize(static_cast<size_t>(cfg.vision.n_layers));
-    for (int64_t i = 0; i < cfg.vision.n_layers; ++i) {
-        const std::string b = r + "model.blocks." + std::to_string(i) + ".";
-        VitBlockWeights& B = v.blocks[static_cast<size_t>(i)];
-        B.norm1_w = load(ckpt, b + "norm1.weight");
-        B.norm1_b = load(ckpt, b + "norm1.bias");
-        B.qkv_w = load(ckpt, b + "attn.qkv.weight");
-        B.qkv_b = load(ckpt, b + "attn.qkv.bias");
-        B.proj_w = load(ckpt, b + "attn.proj.weight");
-        B.proj_b = load(ckpt, b + "attn.proj.bias");
-        B.norm2_w = load(ckpt, b + "norm2.weight");
-        B.norm2_b = load(ckpt, b + "norm2.bias");
-        B.fc1_w = load(ckpt, b + "mlp.fc1.weight");
-        B.fc1_b = load(ckpt, b + "mlp.fc1.bias");
-        B.fc2_w = load(ckpt, b + "mlp.fc2.weight");
-        B.fc2_b = load(ckpt, b + "mlp.fc2.bias");
+}
+
+}  // namespace
+
+ModelWeights load_weights(ModelConfig& cfg, const Checkpoint& ckpt) {
+    validate_checkpoint(cfg, ckpt);
+    const LlmConfig& c = cfg.llm;
+    ModelWeights w;
+    w.layers.resize(static_cast<size_t>(c.n_layers()));
+    for (int64_t i = 0; i < c.n_layers(); ++i) w.layers[static_cast<size_t>(i)].kind = c.layers[i];
+    if (cfg.has_vision) w.vision.blocks.resize(static_cast<size_t>(cfg.vision.n_layers));
+    for_each_weight(cfg, [&](const WeightSpec& spec) {
+        Tensor* slot = host_slot(w, spec);
+        if (spec.role == WeightRole::kMambaConvB && !c.conv_bias) return;  // the model has none
+        if (slot && ckpt.has(spec.name)) *slot = load(ckpt, spec.name);
+    });
+    for (LayerWeights& L : w.layers) {
+        if (L.kind != LayerKind::kMamba2) continue;
+        L.mamba.conv_w.shape = {c.conv_dim(), c.conv_kernel};
+        if (L.mamba.conv_b.data.empty()) L.mamba.conv_b = Tensor({c.conv_dim()});  // no conv bias: zeros
+        for (float& a : L.mamba.A.data) a = -std::exp(a);                          // A = −exp(A_log)
     }
-    v.proj_norm = load(ckpt, px.projector + "0.weight");
-    v.proj_fc1 = load(ckpt, px.projector + "1.weight");
-    v.proj_fc2 = load(ckpt, px.projector + "3.weight");
+    if (w.lm_head.data.empty()) w.lm_head = w.embeddings;  // tied
+    if (w.lm_head.dim(0) != w.embeddings.dim(0)) {
+        throw Error(ErrorKind::kFormat, ckpt.path() + ": lm_head has " + std::to_string(w.lm_head.dim(0)) +
+                                            " rows but embeddings have " +
+                                            std::to_string(w.embeddings.dim(0)));
+    }
+    if (cfg.has_vision) check_pos_embed(cfg, ckpt, w.vision);
     return w;
 }
 

@@ -1,6 +1,7 @@
 // The weight table (DESIGN.md rule 6): every tensor of a Holotron checkpoint is declared once here with
-// its name, expected shape and whether it is required. Loading, shape checks and the "missing /
-// unexpected tensors" report of `surf inspect` all walk this one table.
+// its name, expected shape, whether it is required and its role. Loading on the CPU (load_weights) and
+// the GPU (upload_weights), random weights for benchmarks, shape checks and the "missing / unexpected
+// tensors" report of `surf inspect` all walk this one table; a backend binds each role to its storage.
 #pragma once
 
 #include <functional>
@@ -13,10 +14,53 @@
 
 namespace surf::model {
 
+// What a tensor is to the engine. Roles inside a block come with the block's index (WeightSpec::layer).
+enum class WeightRole {
+    kIgnored,  // part of the checkpoint layout that the engine does not read
+    kEmbeddings,
+    kLayerNorm,
+    kFinalNorm,
+    kLmHead,  // absent when tied: the embeddings serve
+    kMambaInProj,
+    kMambaConvW,
+    kMambaConvB,  // absent without conv_bias: zeros serve
+    kMambaDtBias,
+    kMambaALog,
+    kMambaD,
+    kMambaNorm,
+    kMambaOutProj,
+    kAttnQ,
+    kAttnK,
+    kAttnV,
+    kAttnO,
+    kMlpUp,
+    kMlpDown,
+    kPatchEmbed,
+    kPosEmbed,
+    kPrefix,  // cls + register tokens
+    kVitNorm1W,
+    kVitNorm1B,
+    kVitQkvW,
+    kVitQkvB,
+    kVitProjW,
+    kVitProjB,
+    kVitNorm2W,
+    kVitNorm2B,
+    kVitFc1W,
+    kVitFc1B,
+    kVitFc2W,
+    kVitFc2B,
+    kProjNorm,  // mlp1.0
+    kProjFc1,   // mlp1.1
+    kProjFc2,   // mlp1.3
+};
+
 struct WeightSpec {
     std::string name;            // full checkpoint name
     std::vector<int64_t> shape;  // expected shape; a dimension of -1 is read from the checkpoint
     bool required = true;
+    WeightRole role = WeightRole::kIgnored;
+    int64_t layer = -1;  // LLM layer or ViT block of a per-block role
 };
 
 // Checkpoint name prefixes: the VL layout nests the LLM under "language_model.".
@@ -32,8 +76,14 @@ WeightPrefixes weight_prefixes(const ModelConfig& cfg);
 // cls_token.token), checks every tensor against the table, and throws kFormat listing the problems.
 void validate_checkpoint(ModelConfig& cfg, const Checkpoint& ckpt);
 
-// Calls fn for every tensor the config implies, in checkpoint order (LLM, vision, projector).
+// Calls fn for every tensor the config implies, in checkpoint order (LLM, vision, projector); q, k and v
+// of an attention layer come in that order, one after the other.
 void for_each_weight(const ModelConfig& cfg, const std::function<void(const WeightSpec&)>& fn);
+
+// The spec with every -1 dimension filled from the config, for weights made without a checkpoint:
+// vocabulary rows, the ViT's position grid at its largest image, and n_prefix (or `default_prefix` when the
+// config leaves it to the checkpoint).
+WeightSpec resolved_from_config(const ModelConfig& cfg, WeightSpec spec, int64_t default_prefix);
 
 struct CheckpointReport {
     std::vector<std::string> missing;           // required by the table, absent from the file

@@ -1,8 +1,8 @@
 #include "model/cuda/gpu_weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "base/error.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -73,97 +73,70 @@ GpuMatrix stacked(const Checkpoint& ckpt, const std::vector<std::string>& names,
     return m;
 }
 
-int64_t bytes_of(const GpuWeights& w);
+// Where a weight's values come from: the checkpoint (upload_weights) or a seeded draw on the GPU
+// (random_weights). Both give the engine's form of a role: A = −exp(A_log), the position table resized to
+// a tile's patch grid, zeros for a conv bias the model lacks.
+class Source {
+public:
+    virtual ~Source() = default;
+    virtual GpuMatrix matrix(const WeightSpec& s) = 0;
+    virtual GpuMatrix stacked(const std::vector<WeightSpec>& parts) = 0;  // row blocks (q, k, v → qkv)
+    virtual GpuVector vector(const WeightSpec& s) = 0;                    // fp32
+    virtual DeviceBuffer bf16(const WeightSpec& s) = 0;                   // bf16, any shape
+    virtual DeviceBuffer tile_pos(const WeightSpec& s) = 0;               // [side², width] bf16
+    virtual int64_t rows(const WeightSpec& s) = 0;
+};
 
-}  // namespace
+class CheckpointSource final : public Source {
+public:
+    CheckpointSource(const ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t stream)
+        : cfg_(cfg), ckpt_(ckpt), stream_(stream) {}
 
-GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t stream) {
-    validate_checkpoint(cfg, ckpt);
-    const WeightPrefixes px = weight_prefixes(cfg);
-    const LlmConfig& c = cfg.llm;
-    GpuWeights w;
-    w.embeddings = matrix(ckpt, px.backbone + "embeddings.weight", stream);
-    w.lm_head = matrix(ckpt, ckpt.has(px.lm_head) ? px.lm_head : px.backbone + "embeddings.weight", stream);
-    w.norm_f = vec(ckpt, px.backbone + "norm_f.weight", stream);
-    w.layers.resize(static_cast<size_t>(c.n_layers()));
-    for (int64_t i = 0; i < c.n_layers(); ++i) {
-        const std::string p = px.backbone + "layers." + std::to_string(i) + ".";
-        GpuLayer& L = w.layers[static_cast<size_t>(i)];
-        L.kind = c.layers[i];
-        L.norm = vec(ckpt, p + "norm.weight", stream);
-        switch (L.kind) {
-            case LayerKind::kMamba2: {
-                L.in_proj = matrix(ckpt, p + "mixer.in_proj.weight", stream);
-                L.out_proj = matrix(ckpt, p + "mixer.out_proj.weight", stream);
-                L.conv_w = vec(ckpt, p + "mixer.conv1d.weight", stream);
-                L.conv_b = c.conv_bias ? vec(ckpt, p + "mixer.conv1d.bias", stream)
-                                       : vec(std::vector<float>(c.conv_dim(), 0.0f), stream);
-                L.dt_bias = vec(ckpt, p + "mixer.dt_bias", stream);
-                std::vector<float> A = ckpt.to_f32(p + "mixer.A_log");
-                for (float& a : A) a = -std::exp(a);
-                L.A = vec(A, stream);
-                L.D = vec(ckpt, p + "mixer.D", stream);
-                L.gated_norm = vec(ckpt, p + "mixer.norm.weight", stream);
-                break;
-            }
-            case LayerKind::kAttention:
-                L.qkv = stacked(
-                    ckpt, {p + "mixer.q_proj.weight", p + "mixer.k_proj.weight", p + "mixer.v_proj.weight"},
-                    stream);
-                L.o = matrix(ckpt, p + "mixer.o_proj.weight", stream);
-                break;
-            case LayerKind::kMlp:
-                L.up = matrix(ckpt, p + "mixer.up_proj.weight", stream);
-                L.down = matrix(ckpt, p + "mixer.down_proj.weight", stream);
-                break;
-        }
+    GpuMatrix matrix(const WeightSpec& s) override {
+        const bool tied = s.role == WeightRole::kLmHead && !ckpt_.has(s.name);
+        return cuda::matrix(ckpt_, tied ? weight_prefixes(cfg_).backbone + "embeddings.weight" : s.name,
+                            stream_);
     }
-    if (cfg.has_vision) {
-        const std::string r = px.vision;
-        const int64_t width = cfg.vision.hidden_size, side = cfg.image.patches_per_side();
-        w.patch_embed = matrix(ckpt, r + "model.patch_generator.embedder.weight", stream);
-        // CPE: resize the stored grid to a tile's patch grid once, in fp32 (spec §4.3), then bf16.
-        const std::vector<float> pos = ckpt.to_f32(r + "model.patch_generator.pos_embed");
+    GpuMatrix stacked(const std::vector<WeightSpec>& parts) override {
+        std::vector<std::string> names;
+        for (const WeightSpec& p : parts) names.push_back(p.name);
+        return cuda::stacked(ckpt_, names, stream_);
+    }
+    GpuVector vector(const WeightSpec& s) override {
+        if (s.role == WeightRole::kMambaConvB && !cfg_.llm.conv_bias)
+            return vec(std::vector<float>(static_cast<size_t>(cfg_.llm.conv_dim()), 0.0f), stream_);
+        std::vector<float> host = ckpt_.to_f32(s.name);
+        if (s.role == WeightRole::kMambaALog)
+            for (float& a : host) a = -std::exp(a);
+        return vec(host, stream_);
+    }
+    DeviceBuffer bf16(const WeightSpec& s) override {
+        return upload_bf16(to_bf16(ckpt_.get(s.name)), stream_);
+    }
+    int64_t rows(const WeightSpec& s) override { return ckpt_.get(s.name).shape[0]; }
+
+    // CPE: the stored grid resized to a tile's patch grid once, in fp32 (spec §4.3), then bf16.
+    DeviceBuffer tile_pos(const WeightSpec& s) override {
+        const int64_t width = cfg_.vision.hidden_size, side = cfg_.image.patches_per_side();
+        const std::vector<float> pos = ckpt_.to_f32(s.name);
         const int64_t n_pos = static_cast<int64_t>(pos.size()) / width;
         const int64_t grid = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(n_pos))));
         std::vector<float> chw(pos.size()), resized(static_cast<size_t>(width * side * side));
         for (int64_t i = 0; i < n_pos; ++i)
             for (int64_t ch = 0; ch < width; ++ch) chw[ch * n_pos + i] = pos[i * width + ch];
         surf::kernels::cpu::bilinear_resize({chw.data(), resized.data(), width, grid, grid, side, side});
-        std::vector<uint16_t> tile_pos(resized.size());
+        std::vector<uint16_t> out(resized.size());
         for (int64_t i = 0; i < side * side; ++i)
             for (int64_t ch = 0; ch < width; ++ch)
-                tile_pos[i * width + ch] = f32_to_bf16(resized[ch * side * side + i]);
-        w.tile_pos = upload_bf16(tile_pos, stream);
-        const TensorInfo& cls = ckpt.get(r + "model.patch_generator.cls_token.token");
-        w.n_prefix = cls.shape[0];
-        w.prefix = upload_bf16(to_bf16(cls), stream);
-        w.vit.resize(static_cast<size_t>(cfg.vision.n_layers));
-        for (int64_t i = 0; i < cfg.vision.n_layers; ++i) {
-            const std::string b = r + "model.blocks." + std::to_string(i) + ".";
-            GpuVitBlock& B = w.vit[static_cast<size_t>(i)];
-            B.norm1_w = vec(ckpt, b + "norm1.weight", stream);
-            B.norm1_b = vec(ckpt, b + "norm1.bias", stream);
-            B.norm2_w = vec(ckpt, b + "norm2.weight", stream);
-            B.norm2_b = vec(ckpt, b + "norm2.bias", stream);
-            B.qkv = matrix(ckpt, b + "attn.qkv.weight", stream);
-            B.qkv_b = upload_bf16(to_bf16(ckpt.get(b + "attn.qkv.bias")), stream);
-            B.proj = matrix(ckpt, b + "attn.proj.weight", stream);
-            B.proj_b = vec(ckpt, b + "attn.proj.bias", stream);
-            B.fc1 = matrix(ckpt, b + "mlp.fc1.weight", stream);
-            B.fc1_b = upload_bf16(to_bf16(ckpt.get(b + "mlp.fc1.bias")), stream);
-            B.fc2 = matrix(ckpt, b + "mlp.fc2.weight", stream);
-            B.fc2_b = vec(ckpt, b + "mlp.fc2.bias", stream);
-        }
-        w.proj_norm = vec(ckpt, px.projector + "0.weight", stream);
-        w.proj_fc1 = matrix(ckpt, px.projector + "1.weight", stream);
-        w.proj_fc2 = matrix(ckpt, px.projector + "3.weight", stream);
+                out[i * width + ch] = f32_to_bf16(resized[ch * side * side + i]);
+        return upload_bf16(out, stream_);
     }
-    w.bytes = bytes_of(w);
-    return w;
-}
 
-namespace {
+private:
+    const ModelConfig& cfg_;
+    const Checkpoint& ckpt_;
+    cudaStream_t stream_;
+};
 
 struct RandomDraw {
     uint64_t seed;
@@ -192,6 +165,69 @@ struct RandomDraw {
     }
 };
 
+// The range a vector or bias of a role is drawn from: norms ≈ 1, A itself in [−16, −1], dt_bias so that
+// softplus gives dt ≈ 0.01–0.13, small biases.
+std::pair<float, float> random_range(WeightRole role) {
+    using R = WeightRole;
+    switch (role) {
+        case R::kMambaConvW: return {-0.5f, 0.5f};
+        case R::kMambaConvB: return {-0.1f, 0.1f};
+        case R::kMambaDtBias: return {-4.5f, -2.0f};
+        case R::kMambaALog: return {-16.0f, -1.0f};
+        case R::kMambaD: return {0.5f, 1.5f};
+        case R::kPrefix: return {-0.5f, 0.5f};
+        case R::kPosEmbed: return {-0.1f, 0.1f};
+        case R::kVitNorm1B:
+        case R::kVitNorm2B:
+        case R::kVitQkvB:
+        case R::kVitProjB:
+        case R::kVitFc1B:
+        case R::kVitFc2B: return {-0.05f, 0.05f};
+        default: return {0.9f, 1.1f};
+    }
+}
+
+class RandomSource final : public Source {
+public:
+    RandomSource(const ModelConfig& cfg, uint64_t seed, cudaStream_t stream)
+        : cfg_(cfg), draw_{seed, stream} {}
+
+    GpuMatrix matrix(const WeightSpec& s) override {
+        const WeightSpec r = resolve(s);
+        return draw_.matrix(r.shape[0], numel(r) / r.shape[0]);
+    }
+    GpuMatrix stacked(const std::vector<WeightSpec>& parts) override {
+        int64_t rows = 0;
+        for (const WeightSpec& p : parts) rows += p.shape[0];
+        return draw_.matrix(rows, parts.front().shape[1]);
+    }
+    GpuVector vector(const WeightSpec& s) override {
+        const auto [lo, hi] = random_range(s.role);
+        return draw_.vector(numel(resolve(s)), lo, hi);
+    }
+    DeviceBuffer bf16(const WeightSpec& s) override {
+        const auto [lo, hi] = random_range(s.role);
+        return draw_.raw_bf16(numel(resolve(s)), lo, hi);
+    }
+    DeviceBuffer tile_pos(const WeightSpec& s) override {
+        const int64_t side = cfg_.image.patches_per_side();
+        const auto [lo, hi] = random_range(s.role);
+        return draw_.raw_bf16(side * side * cfg_.vision.hidden_size, lo, hi);
+    }
+    int64_t rows(const WeightSpec& s) override { return resolve(s).shape[0]; }
+
+private:
+    WeightSpec resolve(const WeightSpec& s) const { return resolved_from_config(cfg_, s, 8); }
+    static int64_t numel(const WeightSpec& s) {
+        int64_t n = 1;
+        for (int64_t d : s.shape) n *= d;
+        return n;
+    }
+
+    const ModelConfig& cfg_;
+    RandomDraw draw_;
+};
+
 int64_t bytes_of(const GpuWeights& w) {
     int64_t total =
         static_cast<int64_t>(w.embeddings.buf.bytes() + w.lm_head.buf.bytes() + w.norm_f.buf.bytes());
@@ -214,71 +250,82 @@ int64_t bytes_of(const GpuWeights& w) {
     return total;
 }
 
+// Puts one table entry where the GPU forward reads it. q and k wait for v, then go up as one qkv matrix.
+void bind(GpuWeights& w, const WeightSpec& s, Source& src, std::vector<WeightSpec>& qkv) {
+    using R = WeightRole;
+    const size_t i = static_cast<size_t>(std::max<int64_t>(s.layer, 0));
+    switch (s.role) {
+        case R::kIgnored: break;
+        case R::kEmbeddings: w.embeddings = src.matrix(s); break;
+        case R::kLayerNorm: w.layers[i].norm = src.vector(s); break;
+        case R::kFinalNorm: w.norm_f = src.vector(s); break;
+        case R::kLmHead: w.lm_head = src.matrix(s); break;
+        case R::kMambaInProj: w.layers[i].in_proj = src.matrix(s); break;
+        case R::kMambaConvW: w.layers[i].conv_w = src.vector(s); break;
+        case R::kMambaConvB: w.layers[i].conv_b = src.vector(s); break;
+        case R::kMambaDtBias: w.layers[i].dt_bias = src.vector(s); break;
+        case R::kMambaALog: w.layers[i].A = src.vector(s); break;
+        case R::kMambaD: w.layers[i].D = src.vector(s); break;
+        case R::kMambaNorm: w.layers[i].gated_norm = src.vector(s); break;
+        case R::kMambaOutProj: w.layers[i].out_proj = src.matrix(s); break;
+        case R::kAttnQ:
+        case R::kAttnK: qkv.push_back(s); break;
+        case R::kAttnV:
+            qkv.push_back(s);
+            w.layers[i].qkv = src.stacked(qkv);
+            qkv.clear();
+            break;
+        case R::kAttnO: w.layers[i].o = src.matrix(s); break;
+        case R::kMlpUp: w.layers[i].up = src.matrix(s); break;
+        case R::kMlpDown: w.layers[i].down = src.matrix(s); break;
+        case R::kPatchEmbed: w.patch_embed = src.matrix(s); break;
+        case R::kPosEmbed: w.tile_pos = src.tile_pos(s); break;
+        case R::kPrefix:
+            w.n_prefix = src.rows(s);
+            w.prefix = src.bf16(s);
+            break;
+        case R::kVitNorm1W: w.vit[i].norm1_w = src.vector(s); break;
+        case R::kVitNorm1B: w.vit[i].norm1_b = src.vector(s); break;
+        case R::kVitQkvW: w.vit[i].qkv = src.matrix(s); break;
+        case R::kVitQkvB: w.vit[i].qkv_b = src.bf16(s); break;
+        case R::kVitProjW: w.vit[i].proj = src.matrix(s); break;
+        case R::kVitProjB: w.vit[i].proj_b = src.vector(s); break;
+        case R::kVitNorm2W: w.vit[i].norm2_w = src.vector(s); break;
+        case R::kVitNorm2B: w.vit[i].norm2_b = src.vector(s); break;
+        case R::kVitFc1W: w.vit[i].fc1 = src.matrix(s); break;
+        case R::kVitFc1B: w.vit[i].fc1_b = src.bf16(s); break;
+        case R::kVitFc2W: w.vit[i].fc2 = src.matrix(s); break;
+        case R::kVitFc2B: w.vit[i].fc2_b = src.vector(s); break;
+        case R::kProjNorm: w.proj_norm = src.vector(s); break;
+        case R::kProjFc1: w.proj_fc1 = src.matrix(s); break;
+        case R::kProjFc2: w.proj_fc2 = src.matrix(s); break;
+    }
+}
+
+GpuWeights build(const ModelConfig& cfg, Source& src) {
+    GpuWeights w;
+    w.layers.resize(static_cast<size_t>(cfg.llm.n_layers()));
+    for (int64_t i = 0; i < cfg.llm.n_layers(); ++i)
+        w.layers[static_cast<size_t>(i)].kind = cfg.llm.layers[i];
+    if (cfg.has_vision) w.vit.resize(static_cast<size_t>(cfg.vision.n_layers));
+    std::vector<WeightSpec> qkv;
+    for_each_weight(cfg, [&](const WeightSpec& spec) { bind(w, spec, src, qkv); });
+    w.bytes = bytes_of(w);
+    return w;
+}
+
 }  // namespace
 
+GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t stream) {
+    validate_checkpoint(cfg, ckpt);
+    CheckpointSource src(cfg, ckpt, stream);
+    return build(cfg, src);
+}
+
 GpuWeights random_weights(const ModelConfig& cfg, uint64_t seed, cudaStream_t stream) {
-    RandomDraw draw{seed, stream};
-    const LlmConfig& c = cfg.llm;
-    const int64_t d = c.hidden_size;
-    GpuWeights w;
-    w.embeddings = draw.matrix(c.vocab_size, d);
-    w.lm_head = draw.matrix(c.vocab_size, d);
-    w.norm_f = draw.vector(d, 0.9f, 1.1f);
-    w.layers.resize(static_cast<size_t>(c.n_layers()));
-    for (int64_t i = 0; i < c.n_layers(); ++i) {
-        GpuLayer& L = w.layers[static_cast<size_t>(i)];
-        L.kind = c.layers[i];
-        L.norm = draw.vector(d, 0.9f, 1.1f);
-        switch (L.kind) {
-            case LayerKind::kMamba2:
-                L.in_proj = draw.matrix(c.in_proj_dim(), d);
-                L.out_proj = draw.matrix(d, c.d_inner());
-                L.conv_w = draw.vector(c.conv_dim() * c.conv_kernel, -0.5f, 0.5f);
-                L.conv_b = draw.vector(c.conv_dim(), -0.1f, 0.1f);
-                L.dt_bias = draw.vector(c.mamba_n_heads, -4.5f, -2.0f);  // softplus → dt ≈ 0.01–0.13
-                L.A = draw.vector(c.mamba_n_heads, -16.0f, -1.0f);
-                L.D = draw.vector(c.mamba_n_heads, 0.5f, 1.5f);
-                L.gated_norm = draw.vector(c.d_inner(), 0.9f, 1.1f);
-                break;
-            case LayerKind::kAttention:
-                L.qkv = draw.matrix((c.n_heads + 2 * c.n_kv_heads) * c.head_dim, d);
-                L.o = draw.matrix(d, c.n_heads * c.head_dim);
-                break;
-            case LayerKind::kMlp:
-                L.up = draw.matrix(c.intermediate_size, d);
-                L.down = draw.matrix(d, c.intermediate_size);
-                break;
-        }
-    }
-    if (cfg.has_vision) {
-        const VisionConfig& v = cfg.vision;
-        const int64_t width = v.hidden_size, side = cfg.image.patches_per_side(),
-                      s = cfg.image.shuffle_factor();
-        w.patch_embed = draw.matrix(width, 3 * v.patch_size * v.patch_size);
-        w.tile_pos = draw.raw_bf16(side * side * width, -0.1f, 0.1f);
-        w.n_prefix = v.n_prefix > 0 ? v.n_prefix : 8;
-        w.prefix = draw.raw_bf16(w.n_prefix * width, -0.5f, 0.5f);
-        w.vit.resize(static_cast<size_t>(v.n_layers));
-        for (auto& B : w.vit) {
-            B.norm1_w = draw.vector(width, 0.9f, 1.1f);
-            B.norm1_b = draw.vector(width, -0.05f, 0.05f);
-            B.norm2_w = draw.vector(width, 0.9f, 1.1f);
-            B.norm2_b = draw.vector(width, -0.05f, 0.05f);
-            B.qkv = draw.matrix(3 * width, width);
-            B.qkv_b = draw.raw_bf16(3 * width, -0.05f, 0.05f);
-            B.proj = draw.matrix(width, width);
-            B.proj_b = draw.vector(width, -0.05f, 0.05f);
-            B.fc1 = draw.matrix(v.intermediate_size, width);
-            B.fc1_b = draw.raw_bf16(v.intermediate_size, -0.05f, 0.05f);
-            B.fc2 = draw.matrix(width, v.intermediate_size);
-            B.fc2_b = draw.vector(width, -0.05f, 0.05f);
-        }
-        w.proj_norm = draw.vector(width * s * s, 0.9f, 1.1f);
-        w.proj_fc1 = draw.matrix(cfg.projector_hidden, width * s * s);
-        w.proj_fc2 = draw.matrix(d, cfg.projector_hidden);
-    }
+    RandomSource src(cfg, seed, stream);
+    GpuWeights w = build(cfg, src);
     SURF_CUDA_CHECK(cudaStreamSynchronize(stream));
-    w.bytes = bytes_of(w);
     return w;
 }
 
