@@ -1,0 +1,162 @@
+"""Diagnostic: can surf-tiny's architecture learn to find one thing in an image and say where it is? The
+smallest localizer task: a white square on black, the localizer prompt asking for "the white square", and the
+reply its centre as surf-tiny writes it ({"x":…,"y":…} on the 0-1000 grid), or with --half one token saying
+which half it is in. --distractors adds grey squares, so the reply must pick the one the prompt names. Prints
+the reply loss, the loss on mirrored images (equal: the reply ignores the image) and the mean error of the
+greedy first digit of x (hundreds; chance ≈ 3.3).
+
+  python3 dev/dot_probe.py [--tile 128] [--steps 400] [--lr 1e-3] [--device cuda]
+
+--tiles 128:1200,256:800,640 trains a curriculum: tiles of 128 pixels (16 image tokens) for 1,200 steps, then
+256 for 800, then 640 (surf-tiny's tile) to the end; one model (its ViT position table at the largest tile,
+resized to each tile as surf's engine does), the square an eighth of the tile, the batch --batch · 128 / tile
+(at least 16). The test set is at the last tile.
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from train.surf_tiny import spec  # noqa: E402
+from train.surf_tiny.data import Encoder  # noqa: E402
+from train.surf_tiny.model import SurfTiny, init_weights  # noqa: E402
+from train.surf_tiny.train import normalise  # noqa: E402
+
+
+def model_dir(tile):
+    spec.SIZES["tile"] = tile
+    spec.SIZES["vit_max_img"] = tile
+    src = os.path.join(spec.REPO, "models", "surf-tiny")
+    ids = spec.token_ids(json.load(open(os.path.join(src, "tokenizer.json"))))
+    out = tempfile.mkdtemp(prefix="dot_probe_")
+    json.dump(spec.configs(ids)[0], open(os.path.join(out, "config.json"), "w"))
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(src, f), out)
+    return out
+
+
+class Task:
+    def __init__(self, mdir, tile, half, distractors, square):
+        self.enc = Encoder(mdir)
+        self.tile, self.half, self.distractors, self.square = tile, half, distractors, square
+        prompt = open(os.path.join(spec.REPO, "models", "surf-tiny", "prompts", "localizer.md")).read()
+        user = prompt.replace("{width}", str(tile)).replace("{height}", str(tile)).replace("{element}",
+                                                                                         "the white square")
+        ids = self.enc.ids
+        self.n_img = (tile // 32) ** 2
+        self.prefix = (self.enc.text(f"<SPECIAL_10>System\n\n<SPECIAL_11>User\n{user}") + [ids["<img>"]] +
+                       [ids["<image>"]] * self.n_img + [ids["</img>"]] +
+                       self.enc.text("\n<SPECIAL_11>Assistant\n<think></think>"))
+        self.stop = ids["<SPECIAL_12>"]
+        self.digit = [self.enc.text(str(d))[0] for d in range(10)]
+
+    def batch(self, g, n, device):
+        S, q = self.tile, self.square
+        tiles = torch.zeros(n, S, S, 3, dtype=torch.uint8)
+        rows, masks, xs = [], [], []
+        for b in range(n):
+            for _ in range(self.distractors):
+                x, y = (int(v) for v in torch.randint(0, S - q, (2,), generator=g))
+                tiles[b, y:y + q, x:x + q] = 110
+            x, y = (int(v) for v in torch.randint(0, S - q, (2,), generator=g))
+            tiles[b, y:y + q, x:x + q] = 255
+            cx, cy = round((x + q / 2) * 1000 / S), round((y + q / 2) * 1000 / S)
+            reply = self.enc.text("left" if cx < 500 else "right") if self.half else \
+                self.enc.text(json.dumps({"x": cx, "y": cy}, separators=(",", ":")))
+            reply = reply + [self.stop]
+            rows.append(self.prefix + reply)
+            masks.append([0] * len(self.prefix) + [1] * len(reply))
+            xs.append(cx)
+        T = max(len(r) for r in rows)
+        tokens = torch.full((n, T), self.enc.ids["<unk>"], dtype=torch.long)
+        mask = torch.zeros(n, T, dtype=torch.uint8)
+        for i, (r, m) in enumerate(zip(rows, masks)):
+            tokens[i, :len(r)], mask[i, :len(m)] = torch.tensor(r), torch.tensor(m)
+        index = torch.arange(n * self.n_img)
+        return tokens.to(device), mask.to(device), tiles, index.to(device), torch.tensor(xs)
+
+
+def first_digit_error(model, task, tokens, mask, pixels, index, xs):
+    """Mean |greedy hundreds digit of x − the true one| at the reply's first digit."""
+    with torch.no_grad():
+        emb = model.embed(tokens, pixels, index)
+        hidden = model.llm.model(inputs_embeds=emb, use_cache=False).last_hidden_state
+        first = mask.float().argmax(1)  # the reply's first token: '{"'; x's first digit is 3 tokens on
+        pos = first + 2  # the position whose next token is x's first digit
+        logits = model.llm.lm_head(hidden[torch.arange(len(first)), pos]).float()
+        guess = logits[:, task.digit].argmax(1).cpu()
+    true = torch.tensor([int(str(x)[0]) if x >= 100 else 0 for x in xs.tolist()])
+    return float((guess - true).abs().float().mean())
+
+
+def _ends(phases):
+    """[(tile, the step its phase ends before)]."""
+    out, end = [], 0
+    for tile, steps in phases:
+        end += steps
+        out.append((tile, end))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tile", type=int, default=128)
+    ap.add_argument("--tiles", default="", help="curriculum: TILE:STEPS,...,TILE (see above)")
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--half", action="store_true")
+    ap.add_argument("--distractors", type=int, default=0)
+    ap.add_argument("--square", type=int, default=16)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--every", type=int, default=25)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    phases = [(int(p.split(":")[0]), int(p.split(":")[1]) if ":" in p else a.steps)
+              for p in a.tiles.split(",")] if a.tiles else [(a.tile, a.steps)]
+    mdir = model_dir(phases[-1][0])
+    model = SurfTiny(json.load(open(os.path.join(mdir, "config.json"))))
+    init_weights(model, 1)
+    model.to(a.device)
+    square = (lambda tile: tile // 8) if a.tiles else (lambda tile: a.square)
+    tasks = [Task(mdir, tile, a.half, a.distractors, square(tile)) for tile, _ in phases]
+    task = tasks[-1]
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05)
+    g, g_test = torch.Generator().manual_seed(1), torch.Generator().manual_seed(99)
+    test = task.batch(g_test, 64, a.device)
+    start = time.time()
+    for s in range(a.steps + 1):
+        if s % a.every == 0:
+            model.eval()
+            tokens, mask, tiles, index, xs = test
+            with torch.no_grad():
+                own = float(model(tokens, mask, normalise(tiles, a.device), index)[1])
+                mirrored = float(model(tokens, mask, normalise(tiles.flip(2), a.device), index)[1])
+            pixels = normalise(tiles, a.device)
+            err = "" if a.half else \
+                f" x-hundreds err {first_digit_error(model, task, tokens, mask, pixels, index, xs):.2f}"
+            model.train()
+            print(f"step {s} loss {own:.3f} mirrored {mirrored:.3f} gap {mirrored - own:+.3f}{err} "
+                  f"({time.time() - start:.0f} s)", flush=True)
+        if s == a.steps:
+            break
+        k = next((i for i, (_, end) in enumerate(_ends(phases)) if s < end), len(phases) - 1)
+        batch = max(16, a.batch * 128 // phases[k][0]) if a.tiles else a.batch
+        tokens, mask, tiles, index, _ = tasks[k].batch(g, batch, a.device)
+        loss = model(tokens, mask, normalise(tiles, a.device), index)[0]
+        opt.zero_grad()
+        loss.backward()
+        for part in (model.radio, model.mlp1, model.llm):
+            torch.nn.utils.clip_grad_norm_(part.parameters(), 1.0)
+        opt.step()
+    shutil.rmtree(mdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
