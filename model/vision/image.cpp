@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "base/error.h"
+#include "model/vision/image_opencv.h"
 
 // stb is compiled here only, with static linkage, so no other translation unit (or Debian's
 // libstb.so) can clash with these symbols. Only PNG, JPEG and BMP are compiled in: formats without a
@@ -41,13 +42,14 @@
 namespace surf::model {
 namespace {
 
-enum class Format { kPng, kJpeg, kBmp, kUnknown };
+enum class Format { kPng, kJpeg, kBmp, kWebp, kUnknown };
 
 Format sniff_format(const uint8_t* d, size_t n) {
     static const uint8_t kPngMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     if (n >= 8 && std::memcmp(d, kPngMagic, 8) == 0) return Format::kPng;
     if (n >= 3 && d[0] == 0xff && d[1] == 0xd8 && d[2] == 0xff) return Format::kJpeg;
     if (n >= 2 && d[0] == 'B' && d[1] == 'M') return Format::kBmp;
+    if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0) return Format::kWebp;
     return Format::kUnknown;
 }
 
@@ -76,7 +78,33 @@ uint32_t le32(const uint8_t* p) {
     return uint32_t{p[3]} << 24 | uint32_t{p[2]} << 16 | uint32_t{p[1]} << 8 | p[0];
 }
 
-// The width and height a PNG or BMP header declares (fixed offsets). False when not found.
+// The canvas a WebP file declares: its first chunk is VP8 (lossy: 14-bit sizes after the start code),
+// VP8L (lossless: 14-bit sizes − 1 after the signature) or VP8X (extended: 24-bit sizes − 1).
+bool webp_size(const uint8_t* d, size_t n, int64_t* w, int64_t* h) {
+    if (n < 30) return false;
+    const uint8_t* c = d + 20;  // the first chunk's payload
+    if (std::memcmp(d + 12, "VP8 ", 4) == 0) {
+        if (c[3] != 0x9d || c[4] != 0x01 || c[5] != 0x2a) return false;
+        *w = (c[6] | c[7] << 8) & 0x3fff;
+        *h = (c[8] | c[9] << 8) & 0x3fff;
+        return true;
+    }
+    if (std::memcmp(d + 12, "VP8L", 4) == 0) {
+        if (c[0] != 0x2f) return false;
+        const uint32_t bits = le32(c + 1);
+        *w = (bits & 0x3fff) + 1;
+        *h = (bits >> 14 & 0x3fff) + 1;
+        return true;
+    }
+    if (std::memcmp(d + 12, "VP8X", 4) == 0) {
+        *w = (c[4] | c[5] << 8 | c[6] << 16) + 1;
+        *h = (c[7] | c[8] << 8 | c[9] << 16) + 1;
+        return true;
+    }
+    return false;
+}
+
+// The width and height a PNG, BMP or WebP header declares (fixed offsets). False when not found.
 bool declared_size(Format format, const uint8_t* d, size_t n, int64_t* w, int64_t* h) {
     switch (format) {
         case Format::kPng:
@@ -89,6 +117,7 @@ bool declared_size(Format format, const uint8_t* d, size_t n, int64_t* w, int64_
             *w = std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(d + 18))));
             *h = std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(d + 22))));
             return true;
+        case Format::kWebp: return webp_size(d, n, w, h);
         default: return false;
     }
 }
@@ -178,7 +207,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, Al
         std::snprintf(head, sizeof(head), "%02x %02x %02x %02x", data[0], size > 1 ? data[1] : 0,
                       size > 2 ? data[2] : 0, size > 3 ? data[3] : 0);
         fail(ErrorKind::kUnsupported, name,
-             std::string("unrecognised format (first bytes ") + head + "; expected PNG, JPEG or BMP)");
+             std::string("unrecognised format (first bytes ") + head + "; expected PNG, JPEG, BMP or WebP)");
     }
 
     // Header first: reject zero-size and decompression bombs before allocating any pixels.
@@ -206,6 +235,13 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, Al
     } else if (declared_size(format, data, size, &declared_w, &declared_h)) {
         check_limits(declared_w, declared_h);
     }
+    if (format == Format::kWebp) {
+        if (declared_w <= 0 || declared_h <= 0) fail(ErrorKind::kFormat, name, "unreadable WebP header");
+        Image image = opencv_decode(data, size, name, alpha == AlphaMode::kCompositeOnWhite);
+        if (image.width != declared_w || image.height != declared_h)
+            fail(ErrorKind::kFormat, name, "header and pixel data disagree on size");
+        return image;
+    }
     if (!stbi_info_from_memory(data, len, &w, &h, &file_channels)) {
         fail(ErrorKind::kFormat, name, "unreadable header (" + stb_reason() + ")");
     }
@@ -232,12 +268,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, Al
         const size_t n = static_cast<size_t>(w) * h;
         const uint8_t* src = rgba.get();
         for (size_t i = 0; i < n; ++i) {
-            const int a = src[4 * i + 3];
-            for (int c = 0; c < 3; ++c) {
-                // PIL's paste-with-mask blend, white underneath: DIV255(255 (255 - a) + v a), rounded.
-                const int t = 255 * (255 - a) + src[4 * i + c] * a + 128;
-                image.pixels[3 * i + c] = static_cast<uint8_t>(((t >> 8) + t) >> 8);
-            }
+            for (int c = 0; c < 3; ++c) image.pixels[3 * i + c] = on_white(src[4 * i + c], src[4 * i + 3]);
         }
         return image;
     }

@@ -1,5 +1,5 @@
-// Decoded images: PNG / JPEG / BMP through stb_image, always converted to
-// 8-bit RGB the way PIL's `Image.convert("RGB")` does (grey replicated, alpha dropped without
+// Decoded images: PNG / JPEG / BMP through stb_image, WebP through OpenCV (builds that have it), always
+// converted to 8-bit RGB the way PIL's `Image.convert("RGB")` does (grey replicated, alpha dropped without
 // compositing, palette looked up). Also PNG encoding for traces and drawing.
 #pragma once
 
@@ -37,8 +37,8 @@ struct Image {
 // What happens to an alpha channel on conversion to RGB.
 enum class AlphaMode {
     kDrop,              // PIL `convert("RGB")`: colour kept as stored, alpha ignored
-    kCompositeOnWhite,  // vLLM's image loader: RGBA images (PNG colour type 6) are pasted onto white
-                        // (`convert_image_mode` → `rgba_to_rgb`); every other mode is converted as kDrop
+    kCompositeOnWhite,  // vLLM's image loader: RGBA images (PNG colour type 6, WebP with alpha) are pasted
+                        // onto white (`convert_image_mode` → `rgba_to_rgb`); every other mode as kDrop
 };
 
 // Decodes an image held in memory. `name` is used in error messages ("<memory>" by default).

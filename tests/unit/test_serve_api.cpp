@@ -25,6 +25,7 @@
 #include "apps/serve/metrics.h"
 #include "apps/serve/openai_api.h"
 #include "apps/serve/prefix_cache.h"
+#include "model/vision/image_opencv.h"
 #include "tests/http_client.h"
 
 using namespace surf;
@@ -776,5 +777,13 @@ TEST_CASE("serve: helpers (base64, data URLs)") {
         FAIL("expected a 413");
     } catch (const serve::ApiError& e) {
         CHECK(e.status == 413);
+    }
+    // WebP, as OpenAI's API takes it (decoded through OpenCV where the build has it).
+    const std::string webp = read_file(std::string(SURF_FIXTURES_DIR) + "/image/webp/lossy_rgb.webp");
+    if (surf::model::opencv_decoding_available()) {
+        const auto image =
+            serve::decode_data_url("data:image/webp;base64," + b64(webp), 1 << 20, 1 << 20, "p");
+        CHECK(image->width == 300);
+        CHECK(image->height == 200);
     }
 }
