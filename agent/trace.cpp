@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "agent/replay.h"
 #include "base/error.h"
 #include "tools/browser/screenshot.h"
 
@@ -146,6 +147,11 @@ void Trace::finish(const RunOptions& options, const RunResult& result) {
             std::lock_guard<std::mutex> lock(mutex_);
             steps = steps_;
         }
+        try {
+            write_replay(dir_, steps, result.answer, (std::filesystem::path(dir_) / "replay.webm").string());
+        } catch (const std::exception& e) {
+            write({{"type", "error"}, {"where", "replay"}, {"message", e.what()}});
+        }
         const std::string html = render_report_html(dir_, options, result, steps);
         const std::filesystem::path path = std::filesystem::path(dir_) / "report.html";
         std::ofstream out(path, std::ios::binary);
@@ -174,6 +180,9 @@ std::string render_report_html(const std::string& dir, const RunOptions& options
       << result.model_calls << " model calls, " << result.errors << " errors, " << result.seconds
       << " s<br><span class=\"k\">Answer:</span> " << html_escape(result.answer) << "</p>\n";
     if (!result.error.empty()) h << "<p class=\"err\">" << html_escape(result.error) << "</p>\n";
+    if (std::filesystem::exists(std::filesystem::path(dir) / "replay.webm"))
+        h << "<p><video class=\"replay\" src=\"replay.webm\" controls muted "
+             "style=\"max-width:100%\"></video></p>\n";
     h << "<p class=\"legend\">Red: where the action clicked (the localizer's point, or the policy's when "
          "trusted); "
          "blue ring: where the policy itself pointed.</p>\n";
