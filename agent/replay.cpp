@@ -24,7 +24,8 @@ namespace surf::agent {
 
 namespace {
 
-// One frame a step, shown 1.5 s (VP8 encodes every frame it is given, repeated ones too), and the answer twice.
+// One frame a step, shown 1.5 s (VP8 encodes every frame it is given, repeated ones too), and the answer
+// twice.
 constexpr double kFps = 1.0 / 1.5;
 constexpr int kAnswerFrames = 2;
 const cv::Scalar kRed(40, 40, 230), kBlue(192, 101, 21), kWhite(255, 255, 255), kBar(30, 30, 30);  // BGR
@@ -68,7 +69,8 @@ cv::Point at(const TraceStep& s, double x, double y, cv::Size size) {
 
 void draw_action(cv::Mat& frame, const TraceStep& s) {
     const int r = std::max(6, frame.cols / 60);
-    if (s.has_policy_point) cv::circle(frame, at(s, s.policy_px, s.policy_py, frame.size()), r, kBlue, 2, cv::LINE_AA);
+    if (s.has_policy_point)
+        cv::circle(frame, at(s, s.policy_px, s.policy_py, frame.size()), r, kBlue, 2, cv::LINE_AA);
     if (!s.has_point) return;
     const cv::Point p = at(s, s.point_px, s.point_py, frame.size());
     if (s.has_to_point) {
@@ -106,8 +108,9 @@ bool replay_available() {
 
 bool write_replay(const std::string& dir, const std::vector<TraceStep>& steps, const std::string& answer,
                   const std::string& path) {
-    const auto first = std::find_if(steps.begin(), steps.end(),
-                                    [](const TraceStep& s) { return !s.screenshot.empty() && s.shot_width > 0; });
+    const auto first = std::find_if(steps.begin(), steps.end(), [](const TraceStep& s) {
+        return !s.screenshot.empty() && s.shot_width > 0;
+    });
     if (first == steps.end()) return false;
     const cv::Size size(first->shot_width / 2 * 2, first->shot_height / 2 * 2);
     cv::VideoWriter writer = open_quietly(path, size);

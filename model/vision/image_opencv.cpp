@@ -24,7 +24,8 @@ Image opencv_decode(const uint8_t* data, size_t size, const std::string& name, b
         throw Error(ErrorKind::kFormat, "image " + name + ": corrupt or unsupported (" + e.msg + ")");
     }
     if (decoded.empty() || decoded.depth() != CV_8U || decoded.rows <= 0 || decoded.cols <= 0)
-        throw Error(ErrorKind::kFormat, "image " + name + ": corrupt, truncated or unsupported (OpenCV read nothing)");
+        throw Error(ErrorKind::kFormat,
+                    "image " + name + ": corrupt, truncated or unsupported (OpenCV read nothing)");
     const int channels = decoded.channels();
     if (channels != 1 && channels != 3 && channels != 4)
         throw Error(ErrorKind::kFormat, "image " + name + ": " + std::to_string(channels) + " channels");

@@ -35,7 +35,8 @@ nlohmann::json fixture() {
 
 // A lossless WebP header (VP8L) declaring width × height, without pixel data.
 std::vector<uint8_t> vp8l_header(uint32_t width, uint32_t height) {
-    std::vector<uint8_t> b = {'R', 'I', 'F', 'F', 26, 0, 0, 0, 'W', 'E', 'B', 'P', 'V', 'P', '8', 'L', 13, 0, 0, 0, 0x2f};
+    std::vector<uint8_t> b = {'R', 'I', 'F', 'F', 26,  0,  0, 0, 'W', 'E', 'B',
+                              'P', 'V', 'P', '8', 'L', 13, 0, 0, 0,   0x2f};
     const uint32_t bits = (width - 1) | (height - 1) << 14;
     for (int s = 0; s < 32; s += 8) b.push_back(static_cast<uint8_t>(bits >> s));
     b.resize(34, 0);
@@ -44,8 +45,8 @@ std::vector<uint8_t> vp8l_header(uint32_t width, uint32_t height) {
 
 // An extended WebP header (VP8X) declaring a canvas of width × height.
 std::vector<uint8_t> vp8x_header(uint32_t width, uint32_t height) {
-    std::vector<uint8_t> b = {'R', 'I', 'F', 'F', 22, 0, 0, 0, 'W', 'E', 'B', 'P', 'V', 'P', '8', 'X', 10, 0, 0, 0,
-                              0, 0, 0, 0};
+    std::vector<uint8_t> b = {'R', 'I', 'F', 'F', 22, 0, 0, 0, 'W', 'E', 'B', 'P',
+                              'V', 'P', '8', 'X', 10, 0, 0, 0, 0,   0,   0,   0};
     for (uint32_t v : {width - 1, height - 1})
         for (int s = 0; s < 24; s += 8) b.push_back(static_cast<uint8_t>(v >> s));
     return b;
@@ -56,7 +57,8 @@ std::vector<uint8_t> vp8x_header(uint32_t width, uint32_t height) {
 TEST_CASE("WebP decodes like Pillow: lossless exactly, lossy within libwebp's rounding") {
     if (!opencv_decoding_available()) {
         std::string message;
-        CHECK(error_kind_of([] { load_image(kDir + "lossless_rgb.webp"); }, &message) == ErrorKind::kUnsupported);
+        CHECK(error_kind_of([] { load_image(kDir + "lossless_rgb.webp"); }, &message) ==
+              ErrorKind::kUnsupported);
         CHECK(message.find("OpenCV") != std::string::npos);
         return;
     }
@@ -75,7 +77,8 @@ TEST_CASE("WebP decodes like Pillow: lossless exactly, lossy within libwebp's ro
                 CHECK(int(p[1]) == s[3].get<int>());
                 CHECK(int(p[2]) == s[4].get<int>());
             }
-            CHECK(hex32(crc32(image.pixels.data(), image.pixels.size())) == entry["crc32"].get<std::string>());
+            CHECK(hex32(crc32(image.pixels.data(), image.pixels.size())) ==
+                  entry["crc32"].get<std::string>());
             ++lossless;
         } else {
             const std::vector<uint8_t> expected = read_bytes(kDir + entry["raw_rgb"].get<std::string>());
@@ -87,7 +90,8 @@ TEST_CASE("WebP decodes like Pillow: lossless exactly, lossy within libwebp's ro
                 max_err = std::max(max_err, e);
                 sum_err += e;
             }
-            MESSAGE(name, ": OpenCV vs Pillow max |diff| = ", max_err, ", mean = ", sum_err / expected.size());
+            MESSAGE(name, ": OpenCV vs Pillow max |diff| = ", max_err,
+                    ", mean = ", sum_err / expected.size());
             CHECK(max_err <= 3);
             CHECK(sum_err / expected.size() < 0.5);
             ++lossy;
@@ -105,13 +109,16 @@ TEST_CASE("WebP decodes like Pillow: lossless exactly, lossy within libwebp's ro
 TEST_CASE("a WebP bomb is refused from its header, before OpenCV decodes anything") {
     std::string message;
     for (const auto& header : {vp8x_header(20000, 20000), vp8x_header(1, 100000)}) {
-        CHECK(error_kind_of([&] { decode_image(header, "bomb.webp"); }, &message) == ErrorKind::kResourceExhausted);
+        CHECK(error_kind_of([&] { decode_image(header, "bomb.webp"); }, &message) ==
+              ErrorKind::kResourceExhausted);
         CHECK(message.find("bomb.webp") != std::string::npos);
     }
-    // A lossless header's 14-bit sizes stay within the side limit; a caller's pixel limit (surf serve's) holds.
+    // A lossless header's 14-bit sizes stay within the side limit; a caller's pixel limit (surf serve's)
+    // holds.
     const std::vector<uint8_t> big = vp8l_header(16384, 16384);
-    CHECK(error_kind_of([&] { decode_image(big.data(), big.size(), "big.webp", AlphaMode::kDrop, 4096 * 4096); },
-                        &message) == ErrorKind::kResourceExhausted);
+    CHECK(error_kind_of(
+              [&] { decode_image(big.data(), big.size(), "big.webp", AlphaMode::kDrop, 4096 * 4096); },
+              &message) == ErrorKind::kResourceExhausted);
     CHECK(message.find("16384x16384") != std::string::npos);
     // Within the limits but without pixel data: a format error (or, without OpenCV, unsupported).
     const ErrorKind kind = error_kind_of([&] { decode_image(vp8l_header(64, 48), "empty.webp"); }, &message);
@@ -124,7 +131,8 @@ TEST_CASE("truncated and corrupted WebP files are errors, never crashes") {
     const std::vector<uint8_t> original = read_bytes(kDir + "lossy_rgb.webp");
     for (size_t cut = 0; cut < original.size(); cut += 97) {
         CAPTURE(cut);
-        const std::vector<uint8_t> bytes(original.begin(), original.begin() + static_cast<std::ptrdiff_t>(cut));
+        const std::vector<uint8_t> bytes(original.begin(),
+                                         original.begin() + static_cast<std::ptrdiff_t>(cut));
         try {
             decode_image(bytes, "cut.webp");
         } catch (const surf::Error&) {

@@ -94,7 +94,7 @@ TEST_CASE("a run without screenshots has no replay, and the report links the rep
     RunResult result;
     CHECK(render_report_html(dir, options, result, {blind}).find("replay.webm") == std::string::npos);
     surf::test::write_file(dir + "/replay.webm", "x");
-    CHECK(render_report_html(dir, options, result, {blind}).find("<video class=\"replay\" src=\"replay.webm\"") !=
-          std::string::npos);
+    CHECK(render_report_html(dir, options, result, {blind})
+              .find("<video class=\"replay\" src=\"replay.webm\"") != std::string::npos);
     std::filesystem::remove_all(dir);
 }
