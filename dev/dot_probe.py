@@ -17,28 +17,17 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from read_probe import small_model_dir  # noqa: E402
 from train.surf_tiny import spec  # noqa: E402
 from train.surf_tiny.data import Encoder  # noqa: E402
 from train.surf_tiny.model import SurfTiny, init_weights  # noqa: E402
 from train.surf_tiny.train import normalise  # noqa: E402
-
-
-def model_dir(tile):
-    spec.SIZES["tile"] = tile
-    spec.SIZES["vit_max_img"] = tile
-    src = os.path.join(spec.REPO, "models", "surf-tiny")
-    ids = spec.token_ids(json.load(open(os.path.join(src, "tokenizer.json"))))
-    out = tempfile.mkdtemp(prefix="dot_probe_")
-    json.dump(spec.configs(ids)[0], open(os.path.join(out, "config.json"), "w"))
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(os.path.join(src, f), out)
-    return out
 
 
 class Task:
@@ -120,7 +109,7 @@ def main():
     torch.manual_seed(0)
     phases = [(int(p.split(":")[0]), int(p.split(":")[1]) if ":" in p else a.steps)
               for p in a.tiles.split(",")] if a.tiles else [(a.tile, a.steps)]
-    mdir = model_dir(phases[-1][0])
+    mdir = small_model_dir(phases[-1][0])
     model = SurfTiny(json.load(open(os.path.join(mdir, "config.json"))))
     init_weights(model, 1)
     model.to(a.device)
