@@ -42,10 +42,15 @@ cv::Mat frame_of(const std::string& dir, const TraceStep& s, cv::Size size) {
     return bgr;
 }
 
-// Hershey fonts draw ASCII only: every other byte becomes '?', and the text is cut to fit `width` pixels.
+// Hershey fonts draw ASCII only: every other character becomes '?', and the text is cut to fit `width`
+// pixels.
 std::string drawable(const std::string& text, int width, double scale) {
     std::string out;
-    for (char c : text) out += (c >= 32 && c < 127) ? c : (c == '\n' ? ' ' : '?');
+    for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        if ((byte & 0xc0) == 0x80) continue;  // a UTF-8 continuation byte: its character is one '?'
+        out += byte >= 32 && byte < 127 ? c : (c == '\n' ? ' ' : '?');
+    }
     int baseline = 0;
     while (!out.empty() && cv::getTextSize(out, cv::FONT_HERSHEY_SIMPLEX, scale, 1, &baseline).width > width)
         out.resize(out.size() * 9 / 10);

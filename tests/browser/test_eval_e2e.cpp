@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "agent/replay.h"
 #include "eval/eval_mind2web.h"
 #include "eval/eval_report.h"
 #include "eval/eval_runner.h"
@@ -20,6 +21,7 @@
 #include "tests/browser/test_http_server.h"
 #include "tests/test_util.h"
 #include "tools/browser/browser.h"
+#include "tools/browser/browser_session.h"
 
 using namespace surf;
 using namespace surf::eval;
@@ -106,6 +108,47 @@ struct Fixture {
 Fixture& fixture() {
     static Fixture f;
     return f;
+}
+
+// Every chart of the page at `url` is readable: no two text labels of one chart overlap and none is in
+// exponent notation; every image (HTML or SVG) decodes; a replay video, if the page has one, loads. Returns
+// "" or what is wrong, as a person looking at the page in Chromium would find it.
+std::string check_page(tools::BrowserSession& session, const std::string& url) {
+    if (!session.navigate(url).ok()) return "cannot open " + url;
+    const nlohmann::json problems = session.evaluate(R"JS((async () => {
+      const out = [];
+      for (const svg of document.querySelectorAll('svg')) {
+        const texts = [...svg.querySelectorAll('text')].map(t => [t.textContent, t.getBBox()]);
+        for (const [s] of texts) if (/\de[+-]?\d/.test(s)) out.push('exponent label ' + s);
+        for (let i = 0; i < texts.length; ++i)
+          for (let j = i + 1; j < texts.length; ++j) {
+            const a = texts[i][1], b = texts[j][1];
+            if (a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height)
+              out.push('labels overlap: ' + texts[i][0] + ' / ' + texts[j][0]);
+          }
+      }
+      const sources = [...document.images].map(i => i.src)
+          .concat([...document.querySelectorAll('image')].map(i => i.href.baseVal));
+      for (const src of sources) {
+        const im = new Image();
+        im.src = src;
+        try { await im.decode(); } catch (e) { out.push('image does not load: ' + src.slice(0, 60)); }
+      }
+      const video = document.querySelector('video');
+      if (video) {
+        const width = await new Promise(done => {
+          if (video.readyState >= 1) return done(video.videoWidth);
+          video.onloadedmetadata = () => done(video.videoWidth);
+          video.onerror = () => done(-1);
+          setTimeout(() => done(-2), 5000);
+        });
+        if (!(width > 0)) out.push('the replay video does not load (' + width + ')');
+      }
+      return out;
+    })())JS");
+    std::string text;
+    for (const auto& p : problems) text += p.get<std::string>() + "\n";
+    return text;
 }
 
 std::map<std::string, TaskRecord> by_id(const std::vector<TaskRecord>& records) {
@@ -201,6 +244,20 @@ TEST_CASE(
     for (const auto& [id, r] : rs)
         CHECK(html.find("href=\"" + r.trace + "/report.html\"") != std::string::npos);
 
+    // Both reports as a person sees them in Chromium: readable charts, every screenshot and the replay load.
+    {
+        tools::SessionOptions so;
+        so.guard = tools::NavigationGuard({}, {}, tools::LocalSchemes::kFileAlways);
+        so.guard.set_file_root(dir.string());
+        auto session = f.browser->new_session(so);
+        CHECK(check_page(*session, "file://" + (dir / "report.html").string()) == "");
+        const TaskRecord& shop = rs.at("Shop--0");
+        CHECK(check_page(*session, "file://" + (dir / shop.trace / "report.html").string()) == "");
+        if (agent::replay_available()) CHECK(fs::exists(dir / shop.trace / "replay.webm"));
+        CHECK(session->evaluate("document.images.length + document.querySelectorAll('image').length")
+                  .get<int>() > 0);
+    }
+
     // Online-Mind2Web's WebJudge layout from the real traces: a folder per task, one thought per step, one
     // screenshot per observed step, the answer in final_result_response.
     const Mind2WebExport m2w = write_mind2web(dir.string(), records, (dir / "mind2web").string());
@@ -223,6 +280,26 @@ TEST_CASE(
     CHECK(second.progress.skipped == 6);
     CHECK(second.progress.done == 0);
     CHECK(slurp(dir / "results.jsonl") == before);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("the report check finds overlapping or exponent labels, broken images and a broken video") {
+    const fs::path dir = fresh_dir("bad_page");
+    fs::create_directories(dir);
+    test::write_file(
+        (dir / "bad.html").string(),
+        "<!DOCTYPE html><html><body><svg width='200' height='50'><text x='10' y='20'>1e+03</text>"
+        "<text x='14' y='22'>2</text></svg><img src='missing.png'>"
+        "<video src='missing.webm'></video></body></html>");
+    tools::SessionOptions so;
+    so.guard = tools::NavigationGuard({}, {}, tools::LocalSchemes::kFileAlways);
+    so.guard.set_file_root(dir.string());
+    auto session = fixture().browser->new_session(so);
+    const std::string problems = check_page(*session, "file://" + (dir / "bad.html").string());
+    CHECK(problems.find("exponent label 1e+03") != std::string::npos);
+    CHECK(problems.find("labels overlap: 1e+03 / 2") != std::string::npos);
+    CHECK(problems.find("image does not load") != std::string::npos);
+    CHECK(problems.find("the replay video does not load") != std::string::npos);
     fs::remove_all(dir);
 }
 
