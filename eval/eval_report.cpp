@@ -257,7 +257,47 @@ std::string svg_histogram(const std::vector<double>& values, int wanted, const s
     return o.str();
 }
 
-std::string render_eval_report(const std::vector<TaskRecord>& records, const ordered_json& s) {
+namespace {
+
+// The task table's sorting (a click on a header; numbers as numbers, again for the reverse order) and its
+// filter (rows holding the text box's words). body[data-ready] marks that the script ran to its end.
+constexpr const char* kTableScript = R"JS(<script>
+(() => {
+  const table = document.getElementById('tasks'), body = table.tBodies[0], filter = document.getElementById('filter');
+  const key = (row, i) => {
+    const text = row.cells[i].textContent.trim(), n = parseFloat(text);
+    return isNaN(n) || !/^-?[0-9.]/.test(text) ? text.toLowerCase() : n;
+  };
+  const compare = (a, b) => typeof a === typeof b ? (a > b) - (a < b) : String(a).localeCompare(String(b));
+  [...table.tHead.rows[0].cells].forEach((th, i) => th.addEventListener('click', () => {
+    const dir = th.dataset.dir === 'asc' ? -1 : 1;
+    th.dataset.dir = dir > 0 ? 'asc' : 'desc';
+    [...body.rows].sort((x, y) => dir * compare(key(x, i), key(y, i))).forEach(r => body.appendChild(r));
+  }));
+  filter.addEventListener('input', () => {
+    const words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
+    for (const row of body.rows) row.hidden = !words.every(w => row.textContent.toLowerCase().includes(w));
+  });
+  document.body.dataset.ready = '1';
+})();
+</script>
+)JS";
+
+// The trace's last screenshot (relative to the results folder), "" when it has none.
+std::string last_screenshot(const std::string& dir, const std::string& trace) {
+    std::error_code ec;
+    std::string last;
+    for (const auto& e : fs::directory_iterator(fs::path(dir) / trace / "screenshots", ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.ends_with(".png") && name > last) last = name;
+    }
+    return last.empty() ? "" : trace + "/screenshots/" + last;
+}
+
+}  // namespace
+
+std::string render_eval_report(const std::vector<TaskRecord>& records, const ordered_json& s,
+                               const std::string& dir) {
     std::ostringstream h;
     h << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>surf eval report</title><style>"
          "body{font-family:sans-serif;margin:20px;color:#222}table{border-collapse:collapse;font-size:13px}"
@@ -265,6 +305,9 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
          "th{background:#eee}.ok{color:#176d17}.bad{color:#a31515}.err{color:#a36b00}"
          ".charts{display:flex;gap:24px;flex-wrap:wrap}.k{color:#666}td.a{max-width:360px;word-break:break-"
          "word}"
+         "th{cursor:pointer}th[data-dir=asc]::after{content:' \\25B2'}th[data-dir=desc]::after{content:' "
+         "\\25BC'}"
+         "img.thumb{width:96px;border:1px solid #ccc}#filter{margin:4px 0 8px;width:320px}"
          "</style></head><body>\n<h1>surf eval</h1>\n";
     const size_t n = records.size();
     h << "<p><span class=\"k\">Tasks:</span> " << n;
@@ -319,10 +362,12 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
       << svg_histogram(model, 12, "model seconds per task", false)
       << svg_histogram(tokens, 12, "tokens per task", false) << "</div>\n";
 
-    h << "<h2>Tasks</h2>\n<table><tr><th>Task</th><th>Site</th><th>Status</th><th>Success</th><th>Judge</th>"
+    h << "<h2>Tasks</h2>\n<input id=\"filter\" type=\"search\" placeholder=\"filter: words in any column\">\n"
+         "<table "
+         "id=\"tasks\"><thead><tr><th>Task</th><th>Site</th><th>Status</th><th>Success</th><th>Judge</th>"
          "<th>Match</th><th>Answer</th><th>Steps</th><th>Tokens</th><th>Model s</th><th>Wall "
          "s</th><th>Trace</th>"
-         "</tr>\n";
+         "</tr></thead><tbody>\n";
     for (const TaskRecord& r : records) {
         const char* cls = r.status == "error" ? "err" : (r.success.value_or(false) ? "ok" : "bad");
         h << "<tr><td title=\"" << html_escape(r.question) << "\">" << html_escape(r.id) << "</td><td>"
@@ -344,12 +389,18 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
           << r.prompt_tokens + r.output_tokens << "</td><td>" << fmt("%.1f", r.model_seconds) << "</td><td>"
           << fmt("%.1f", r.wall_seconds) << "</td><td>";
         if (!r.trace.empty()) {
+            const std::string shot = dir.empty() ? "" : last_screenshot(dir, r.trace);
+            if (!shot.empty()) {
+                h << "<a href=\"" << html_escape(r.trace)
+                  << "/report.html\"><img class=\"thumb\" loading=\"lazy\" "
+                  << "alt=\"last screenshot\" src=\"" << html_escape(shot) << "\"></a><br>";
+            }
             h << "<a href=\"" << html_escape(r.trace) << "/report.html\">report</a> <a href=\""
               << html_escape(r.trace) << "/trace.jsonl\">trace</a>";
         }
         h << "</td></tr>\n";
     }
-    h << "</table>\n</body></html>\n";
+    h << "</tbody></table>\n" << kTableScript << "</body></html>\n";
     return h.str();
 }
 
@@ -358,7 +409,7 @@ void write_summary_and_report(const std::string& dir, const std::vector<TaskReco
     ordered_json s = summarize(records, planned);
     if (!run.is_null()) s["run"] = run;
     write_file_atomic((fs::path(dir) / "summary.json").string(), s.dump(2) + "\n");
-    write_file_atomic((fs::path(dir) / "report.html").string(), render_eval_report(records, s));
+    write_file_atomic((fs::path(dir) / "report.html").string(), render_eval_report(records, s, dir));
 }
 
 std::vector<TaskRecord> merge_results(const std::vector<std::string>& dirs, const std::string& out_dir) {

@@ -16,9 +16,12 @@ namespace surf::eval {
 // number of tasks the run was asked for (0 when unknown, as after a merge).
 nlohmann::ordered_json summarize(const std::vector<TaskRecord>& records, size_t planned = 0);
 
-// A self-contained page: totals, a per-site table, step and latency histograms as inline SVG, and one row
-// per task linking its trace folder (trace paths are relative to the page's folder).
-std::string render_eval_report(const std::vector<TaskRecord>& records, const nlohmann::ordered_json& summary);
+// A page: totals, a per-site table, step and latency histograms as inline SVG, and a task table (sorted by a
+// click on a column's header, filtered by a text box) with one row per task linking its trace folder (trace
+// paths are relative to the page's folder). With `dir`, the results folder, each row shows a thumbnail of its
+// trace's last screenshot (linked, not embedded).
+std::string render_eval_report(const std::vector<TaskRecord>& records, const nlohmann::ordered_json& summary,
+                               const std::string& dir = "");
 
 // Histogram bins whose edges are round numbers: a step of 1, 2 or 5 × 10^k (whole numbers for integer data,
 // one bin per value when the range is small), the first edge a multiple of the step, about `wanted` bins.

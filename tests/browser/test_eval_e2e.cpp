@@ -251,6 +251,23 @@ TEST_CASE(
         so.guard.set_file_root(dir.string());
         auto session = f.browser->new_session(so);
         CHECK(check_page(*session, "file://" + (dir / "report.html").string()) == "");
+        // The task table's script ran; thumbnails of the traces' last screenshots; sorting and filtering.
+        CHECK(session->evaluate("document.body.dataset.ready").get<std::string>() == "1");
+        CHECK(session->evaluate("document.querySelectorAll('img.thumb').length").get<int>() >= 4);
+        const std::string steps_column =
+            "[...document.getElementById('tasks').tBodies[0].rows].map(r => +r.cells[7].textContent)";
+        session->evaluate("document.querySelectorAll('#tasks th')[7].click()");
+        CHECK(session->evaluate("(c => c.every((v, i) => !i || c[i - 1] <= v))(" + steps_column + ")")
+                  .get<bool>());
+        session->evaluate("document.querySelectorAll('#tasks th')[7].click()");
+        CHECK(session->evaluate("(c => c.every((v, i) => !i || c[i - 1] >= v))(" + steps_column + ")")
+                  .get<bool>());
+        CHECK(session
+                  ->evaluate("(() => { const f = document.getElementById('filter'); f.value = 'weather--0';"
+                             " f.dispatchEvent(new Event('input'));"
+                             " return [...document.getElementById('tasks').tBodies[0].rows]"
+                             ".filter(r => !r.hidden).length; })()")
+                  .get<int>() == 1);
         const TaskRecord& shop = rs.at("Shop--0");
         CHECK(check_page(*session, "file://" + (dir / shop.trace / "report.html").string()) == "");
         if (agent::replay_available()) CHECK(fs::exists(dir / shop.trace / "replay.webm"));
