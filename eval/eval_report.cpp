@@ -2,6 +2,7 @@
 #include "base/utf8.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -82,6 +83,35 @@ std::string run_section(const ordered_json& run) {
     return h.str();
 }
 
+// Counts of one group of tasks (a site, a level, a family).
+struct Group {
+    size_t tasks = 0, succeeded = 0, errors = 0;
+    double wall = 0;
+
+    void add(const TaskRecord& r) {
+        ++tasks;
+        wall += r.wall_seconds;
+        succeeded += r.success.value_or(false);
+        errors += r.status == "error";
+    }
+    ordered_json to_json() const {
+        return {{"tasks", tasks},
+                {"succeeded", succeeded},
+                {"success_rate", rate(succeeded, tasks)},
+                {"errors", errors},
+                {"mean_wall_s", tasks ? wall / static_cast<double>(tasks) : 0.0}};
+    }
+};
+
+// Task-file fields whose values group the tasks a second way: surf's own "family", Online-Mind2Web's "level",
+// GAIA's "Level".
+constexpr const char* kGroupFields[] = {"family", "level", "Level"};
+
+// A field's value as a group name: strings as they are, other values as JSON.
+std::string group_name(const ordered_json& value) {
+    return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
 }  // namespace
 
 ordered_json summarize(const std::vector<TaskRecord>& records, size_t planned) {
@@ -95,25 +125,19 @@ ordered_json summarize(const std::vector<TaskRecord>& records, size_t planned) {
     std::set<std::string> judges;
     std::vector<double> steps, wall, model, browser, tokens;
     int64_t prompt = 0, output = 0, image = 0, judge_tokens = 0;
-    struct Site {
-        size_t tasks = 0, succeeded = 0, errors = 0;
-        double wall = 0;
-    };
-    std::map<std::string, Site> sites;
+    std::map<std::string, Group> sites;
+    std::map<std::string, std::map<std::string, Group>> fields;  // field → value → group
     ordered_json error_list = ordered_json::array();
     for (const TaskRecord& r : records) {
         ++status[r.status];
-        Site& site = sites[r.site];
-        ++site.tasks;
-        site.wall += r.wall_seconds;
-        if (r.success) ++known;
-        if (r.success.value_or(false)) {
-            ++succeeded;
-            ++site.succeeded;
+        sites[r.site].add(r);
+        for (const char* key : kGroupFields) {
+            if (r.task_fields.contains(key)) fields[key][group_name(r.task_fields[key])].add(r);
         }
+        if (r.success) ++known;
+        if (r.success.value_or(false)) ++succeeded;
         if (r.status == "error") {
             ++errors;
-            ++site.errors;
             error_list.push_back({{"id", r.id}, {"error", r.error}});
         }
         if (!r.judge.empty()) {
@@ -158,15 +182,16 @@ ordered_json summarize(const std::vector<TaskRecord>& records, size_t planned) {
     ref["contains"] = contains;
     ref["contains_rate"] = rate(contains, with_ref);
     s["reference"] = ref;
-    ordered_json per_site;
-    for (const auto& [name, site] : sites) {
-        per_site[name] = {{"tasks", site.tasks},
-                          {"succeeded", site.succeeded},
-                          {"success_rate", rate(site.succeeded, site.tasks)},
-                          {"errors", site.errors},
-                          {"mean_wall_s", site.tasks ? site.wall / static_cast<double>(site.tasks) : 0.0}};
-    }
+    ordered_json per_site = ordered_json::object();
+    for (const auto& [name, site] : sites) per_site[name] = site.to_json();
     s["per_site"] = per_site;
+    if (!fields.empty()) {
+        ordered_json per_field;
+        for (const auto& [key, groups] : fields) {
+            for (const auto& [value, group] : groups) per_field[key][value] = group.to_json();
+        }
+        s["per_field"] = per_field;
+    }
     s["tokens"] = {{"prompt", prompt},
                    {"output", output},
                    {"image", image},
@@ -259,6 +284,24 @@ std::string svg_histogram(const std::vector<double>& values, int wanted, const s
 
 namespace {
 
+// "Per site" (or level, family): one row per group with its tasks, successes, rate, errors and mean wall
+// time.
+std::string group_table(const std::string& what, const ordered_json& groups) {
+    std::string head = what;
+    head[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(head[0])));
+    std::ostringstream h;
+    h << "<h2>Per " << html_escape(what) << "</h2>\n<table><tr><th>" << html_escape(head)
+      << "</th><th>Tasks</th><th>Succeeded</th><th>Rate</th><th>Errors</th><th>Mean wall (s)</th></tr>\n";
+    for (const auto& [name, v] : groups.items()) {
+        h << "<tr><td>" << html_escape(name) << "</td><td>" << v["tasks"].get<size_t>() << "</td><td>"
+          << v["succeeded"].get<size_t>() << "</td><td>" << pct(v["success_rate"].get<double>())
+          << "</td><td>" << v["errors"].get<size_t>() << "</td><td>"
+          << fmt("%.1f", v["mean_wall_s"].get<double>()) << "</td></tr>\n";
+    }
+    h << "</table>\n";
+    return h.str();
+}
+
 // The task table's sorting (a click on a header; numbers as numbers, again for the reverse order) and its
 // filter (rows holding the text box's words). body[data-ready] marks that the script ran to its end.
 constexpr const char* kTableScript = R"JS(<script>
@@ -339,16 +382,9 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
       << fmt("%.1f", s["wall_s"]["p90"].get<double>()) << " s</p>\n";
 
     if (s.contains("run")) h << run_section(s["run"]);
-    h << "<h2>Per "
-         "site</h2>\n<table><tr><th>Site</th><th>Tasks</th><th>Succeeded</th><th>Rate</th><th>Errors</th>"
-         "<th>Mean wall (s)</th></tr>\n";
-    for (const auto& [site, v] : s["per_site"].items()) {
-        h << "<tr><td>" << html_escape(site) << "</td><td>" << v["tasks"].get<size_t>() << "</td><td>"
-          << v["succeeded"].get<size_t>() << "</td><td>" << pct(v["success_rate"].get<double>())
-          << "</td><td>" << v["errors"].get<size_t>() << "</td><td>"
-          << fmt("%.1f", v["mean_wall_s"].get<double>()) << "</td></tr>\n";
-    }
-    h << "</table>\n";
+    h << group_table("site", s["per_site"]);
+    if (s.contains("per_field"))
+        for (const auto& [key, groups] : s["per_field"].items()) h << group_table(key, groups);
 
     std::vector<double> steps, wall, model, tokens;
     for (const TaskRecord& r : records) {

@@ -182,6 +182,28 @@ TEST_CASE("summary: success rates overall, without errors and per site; judge an
     CHECK(html.find("href=\"traces/a/report.html\"") != std::string::npos);
     CHECK(html.find("S2") != std::string::npos);
     CHECK(summarize({})["success_rate"].get<double>() == 0);  // no division by zero
+    CHECK_FALSE(s.contains("per_field"));                     // no task carries a level or family
+}
+
+TEST_CASE("summary: tasks grouped by their level or family as well as their site") {
+    std::vector<TaskRecord> rs = {rec("a", "S1", "answered", true), rec("b", "S1", "rejected", false),
+                                  rec("c", "S2", "error", false), rec("d", "S2", "answered", true)};
+    rs[0].task_fields = {{"level", "easy"}};
+    rs[1].task_fields = {{"level", "hard"}, {"family", "login"}};
+    rs[2].task_fields = {{"level", "hard"}};
+    rs[3].task_fields = {{"Level", 2}};  // GAIA's numeric level
+    const auto s = summarize(rs);
+    CHECK(s["per_field"]["level"]["easy"]["tasks"] == 1);
+    CHECK(s["per_field"]["level"]["easy"]["success_rate"].get<double>() == doctest::Approx(1.0));
+    CHECK(s["per_field"]["level"]["hard"]["tasks"] == 2);
+    CHECK(s["per_field"]["level"]["hard"]["errors"] == 1);
+    CHECK(s["per_field"]["family"]["login"]["succeeded"] == 0);
+    CHECK(s["per_field"]["Level"]["2"]["succeeded"] == 1);
+    const std::string html = render_eval_report(rs, s);
+    CHECK(html.find("<h2>Per site</h2>") != std::string::npos);
+    CHECK(html.find("<h2>Per level</h2>") != std::string::npos);
+    CHECK(html.find("<h2>Per family</h2>") != std::string::npos);
+    CHECK(html.find("<td>hard</td><td>2</td><td>0</td><td>0.0%</td><td>1</td>") != std::string::npos);
 }
 
 TEST_CASE("histogram SVG: one bar per integer value, counts in titles") {
