@@ -120,13 +120,14 @@ bool write_replay(const std::string& dir, const std::vector<TraceStep>& steps, c
     const cv::Size size(first->shot_width / 2 * 2, first->shot_height / 2 * 2);
     cv::VideoWriter writer = open_quietly(path, size);
     if (!writer.isOpened()) throw Error(ErrorKind::kIo, path + ": cannot open a VP8 video writer");
-    cv::Mat last;
+    cv::Mat last;  // the last screenshot, under the answer
     for (const TraceStep& s : steps) {
-        cv::Mat frame = frame_of(dir, s, size);
+        const cv::Mat shot = frame_of(dir, s, size);
+        cv::Mat frame = shot.clone();
         draw_action(frame, s);
         caption(frame, "step " + std::to_string(s.step) + ": " + (s.action.empty() ? s.error : s.action));
         writer.write(frame);
-        last = frame_of(dir, s, size);
+        if (!s.screenshot.empty()) last = shot;
     }
     caption(last, "answer: " + (answer.empty() ? std::string("(none)") : answer));
     for (int k = 0; k < kAnswerFrames; ++k) writer.write(last);

@@ -147,9 +147,14 @@ void Trace::finish(const RunOptions& options, const RunResult& result) {
             std::lock_guard<std::mutex> lock(mutex_);
             steps = steps_;
         }
+        // A replay left by an earlier run in this folder goes first; one cut short by an error goes too.
+        const std::filesystem::path replay = std::filesystem::path(dir_) / "replay.webm";
+        std::error_code ec;
+        std::filesystem::remove(replay, ec);
         try {
-            write_replay(dir_, steps, result.answer, (std::filesystem::path(dir_) / "replay.webm").string());
+            write_replay(dir_, steps, result.answer, replay.string());
         } catch (const std::exception& e) {
+            std::filesystem::remove(replay, ec);
             write({{"type", "error"}, {"where", "replay"}, {"message", e.what()}});
         }
         const std::string html = render_report_html(dir_, options, result, steps);
