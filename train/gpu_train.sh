@@ -33,7 +33,7 @@ if [ "${CHAIN:-0}" = 1 ]; then
     ARGS+=(--out "$CH/next")
     echo "chain: data $DATA; ${ARGS[*]}"
 fi
-: "${DATA:?}"
+DATA=${DATA:-}  # empty only for the grounding phase: TRAIN_ARGS="--synth-only ..." (train/README.md)
 # Fonts for synthetic pages (synth.py) travel packed: .train_data/fonts.tar.xz (train/README.md).
 if [ -f .train_data/fonts.tar.xz ]; then
     mkdir -p /tmp/surf_fonts && tar -xJf .train_data/fonts.tar.xz -C /tmp/surf_fonts

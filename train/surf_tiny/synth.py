@@ -489,7 +489,7 @@ class Maker:
         while True:
             page = self.page(rng, size)
             seqs = self.sequences(page)
-            longest = max([longest] + [len(t) for t, _ in seqs])
+            longest = max([longest] + [len(s[0]) for s in seqs])
             if items and (longest * (rows + len(seqs)) > token_budget or rows + len(seqs) > max_rows):
                 break
             items.append((page.img, seqs))

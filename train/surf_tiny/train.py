@@ -180,9 +180,41 @@ def lr_at(step, total, peak, warmup, time_frac=0.0, constant=False):
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
 
 
+class ReadCheck:
+    """Whether the model reads the image: the reply loss on a fixed batch of synthetic pages with the real
+    screenshots and with each mirrored left to right. Equal losses mean the replies ignore the image; a model
+    from scratch sits there for a while before it starts to read (docs/BENCHMARKS.md, "The grounding
+    plateau")."""
+
+    def __init__(self, model_dir, fonts_dir, token_budget, sparse, device):
+        from . import synth
+        maker = synth.Maker(model_dir, fonts_dir, sparse=sparse)
+        tokens, mask, _, tiles, index, _ = maker.batch(99, token_budget)
+        to = lambda x: torch.from_numpy(x).to(device)  # noqa: E731
+        self.batch = (to(tokens), to(mask), to(tiles), to(index))
+        self.device = device
+        self.gaps = []
+
+    @torch.no_grad()
+    def measure(self, model, step):
+        tokens, mask, tiles, index = self.batch
+        was_training = model.training
+        model.eval()
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+            own = float(model(tokens, mask, normalise(tiles, self.device), index)[1])
+            mirrored = float(model(tokens, mask, normalise(tiles.flip(2), self.device), index)[1])
+        model.train(was_training)
+        self.gaps.append(mirrored - own)
+        print(f"reads at step {step}: loss {own:.4f} mirrored {mirrored:.4f} gap {mirrored - own:+.4f}", flush=True)
+
+    def reading(self, gap):
+        """The last two checks both showed at least `gap`."""
+        return len(self.gaps) >= 2 and min(self.gaps[-2:]) >= gap
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", required=True, help="packed folders, comma-separated")
+    ap.add_argument("--data", default="", help="packed folders, comma-separated (none with --synth-only)")
     ap.add_argument("--model", required=True, help="folder with config.json and tokenizer.json")
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("--steps", type=int, required=True)
@@ -217,9 +249,21 @@ def main():
                     help="weight of model.pointer_loss on the synthetic localizer sequences (0 = off)")
     ap.add_argument("--synth-read", action="store_true",
                     help="each synthetic page also trains one reading sequence (synth.Maker.reading)")
+    ap.add_argument("--synth-only", action="store_true",
+                    help="train on synthetic pages only (the grounding phase before mixed training; needs --synth-fonts)")
+    ap.add_argument("--read-check", type=int, default=0,
+                    help="every N steps, the reply loss on fixed synthetic pages with real and mirrored images")
+    ap.add_argument("--until-gap", type=float, default=0.0,
+                    help="with --read-check: stop once the mirrored loss exceeds the real one by this, twice running")
     ap.add_argument("--out", help="export the final model folder (bf16 safetensors, config, tokenizer) here")
     ap.add_argument("--weights-out", help="export only the final weights (bf16 safetensors) into this folder")
     a = ap.parse_args()
+    if a.synth_only and not a.synth_fonts:
+        ap.error("--synth-only needs --synth-fonts")
+    if not a.data and not a.synth_only:
+        ap.error("--data is required unless --synth-only")
+    if a.read_check and not a.synth_fonts:
+        ap.error("--read-check measures on synthetic pages: it needs --synth-fonts")
 
     t_start = time.time()
     torch.manual_seed(a.seed)
@@ -234,10 +278,11 @@ def main():
             print("vision tower and projector start fresh; the language model from --init", flush=True)
     model.to(device).train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05, fused=device.type == "cuda")
-    packed = Packed(a.data.split(","))
     ids = spec.token_ids(json.load(open(os.path.join(a.model, "tokenizer.json"))))
     pad_id = ids["<unk>"]
-    packed.first_image_id = min(ids[t] for t in spec.ga.IMAGE_TOKENS)  # <image> <img> </img> end the vocabulary
+    packed = Packed(a.data.split(",")) if a.data else None
+    if packed:
+        packed.first_image_id = min(ids[t] for t in spec.ga.IMAGE_TOKENS)  # <image> <img> </img> end the vocabulary
     os.makedirs(a.ckpt, exist_ok=True)
     state = {"step": 0, "epoch": 0, "batch": 0}
     last = os.path.join(a.ckpt, "last.pt")
@@ -252,12 +297,12 @@ def main():
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state}, last + ".tmp")
         os.replace(last + ".tmp", last)
 
-    cache = TileCache(packed.shot_paths, device, a.workers)
+    cache = TileCache(packed.shot_paths, device, a.workers) if packed else None
     model.scale_weight = a.scale_weight
-    if a.rebalance and state["step"] == 0:
+    if a.rebalance and state["step"] == 0 and cache:
         model.rebalance(normalise(cache.tiles[:16], device))
         print("rebalanced: ViT output RMS 1, projector rows at the text embeddings' RMS", flush=True)
-    held = heldout.held_out(packed, a.holdout)
+    held = heldout.held_out(packed, a.holdout) if packed else np.zeros(0, bool)
     held_rows = np.random.default_rng(a.seed).permutation(np.flatnonzero(held))
     from tokenizers import Tokenizer
     tokenizer = Tokenizer.from_file(os.path.join(a.model, "tokenizer.json"))
@@ -270,8 +315,8 @@ def main():
 
     if a.init and state["step"] == 0:
         measure("start")
-    print(f"{packed.n} sequences, {int(packed.lengths.sum())} tokens; "
-          f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters", flush=True)
+    data = f"{packed.n} sequences, {int(packed.lengths.sum())} tokens" if packed else "synthetic pages only"
+    print(f"{data}; {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters", flush=True)
     stream = None
     if a.synth_fonts:
         from . import synth
@@ -279,6 +324,7 @@ def main():
                               sparse=a.synth_sparse, read=a.synth_read)
     log = {"t": time.time(), "real": [0.0, 0], "synth": [0.0, 0]}
     stop, prof, synth_due = False, None, 0.0
+    reads = ReadCheck(a.model, a.synth_fonts, a.tokens_per_batch, a.synth_sparse, device) if a.read_check else None
 
     def step(kind, tokens, mask, tiles, index, text, points=None):
         nonlocal prof
@@ -322,6 +368,8 @@ def main():
             log.update(t=time.time(), real=[0.0, 0], synth=[0.0, 0])
         if state["step"] % a.save_every == 0:
             save()
+        if reads and state["step"] % a.read_check == 0:
+            reads.measure(model, state["step"])
 
     def out_of_time():
         return a.max_minutes and time.time() - t_start > 60 * a.max_minutes
@@ -331,7 +379,12 @@ def main():
         to = lambda x: torch.from_numpy(x).to(device, non_blocking=True)
         step("synth", to(tokens), to(mask), to(tiles), to(index), to(text), to(points))
 
-    while state["step"] < a.steps and not stop:
+    def read_enough():
+        return a.until_gap > 0 and reads is not None and reads.reading(a.until_gap)
+
+    while a.synth_only and state["step"] < a.steps and not out_of_time() and not read_enough():
+        synthetic_step()
+    while not a.synth_only and state["step"] < a.steps and not stop:
         rng = np.random.default_rng(a.seed + state["epoch"])
         seqs = epoch_sequences(packed, ~held, a.policy_repeat, a.localizer_per_shot, rng)
         lists = batches(seqs, packed.lengths, packed.first_shot, a.tokens_per_batch, rng)
@@ -343,7 +396,7 @@ def main():
                 synth_due -= 1
             step("real", *make_batch(packed, cache, rows, pad_id, device))
             state["batch"] += 1
-            if state["step"] >= a.steps or out_of_time():
+            if state["step"] >= a.steps or out_of_time() or read_enough():
                 stop = True
                 break
         else:
