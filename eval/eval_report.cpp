@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "agent/trace.h"
 #include "base/error.h"
 
@@ -47,14 +49,8 @@ double rate(size_t num, size_t den) {
     return den == 0 ? 0.0 : static_cast<double>(num) / static_cast<double>(den);
 }
 
-std::string fmt(const char* f, double x) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, x);
-    return buf;
-}
-
 std::string pct(double r) {
-    return fmt("%.1f%%", 100.0 * r);
+    return fmt::format("{:.1f}%", 100.0 * r);
 }
 
 std::string tri(const std::optional<bool>& b, const char* yes = "yes", const char* no = "no") {
@@ -225,17 +221,13 @@ RoundBins round_bins(double lo, double hi, int wanted, bool integers) {
 
 std::string tick_label(double value, double step) {
     const double a = std::fabs(value);
-    char buf[32];
     if (a >= 1e3) {  // thousands and millions in k and M
         const double scale = a >= 1e6 ? 1e6 : 1e3;
         const double v = value / scale, s = step / scale;
-        std::snprintf(buf, sizeof buf, s >= 1 || std::fabs(v) >= 100 ? "%.0f%s" : "%.1f%s", v,
-                      a >= 1e6 ? "M" : "k");
-        return buf;
+        return fmt::format("{:.{}f}{}", v, s >= 1 || std::fabs(v) >= 100 ? 0 : 1, a >= 1e6 ? "M" : "k");
     }
     const int decimals = step >= 1 ? 0 : std::min(3, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
-    std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
-    return buf;
+    return fmt::format("{:.{}f}", value, decimals);
 }
 
 std::string svg_histogram(const std::vector<double>& values, int wanted, const std::string& x_label,
@@ -268,12 +260,13 @@ std::string svg_histogram(const std::vector<double>& values, int wanted, const s
     for (int b = 0; b < bins; ++b) {
         const double h = plot_h * count[static_cast<size_t>(b)] / peak;
         const double x = left + b * bar_w;
-        o << "<rect x=\"" << fmt("%.1f", x + 1) << "\" y=\"" << fmt("%.1f", H - bottom - h) << "\" width=\""
-          << fmt("%.1f", std::max(1.0, bar_w - 2)) << "\" height=\"" << fmt("%.1f", h)
+        o << "<rect x=\"" << fmt::format("{:.1f}", x + 1) << "\" y=\""
+          << fmt::format("{:.1f}", H - bottom - h) << "\" width=\""
+          << fmt::format("{:.1f}", std::max(1.0, bar_w - 2)) << "\" height=\"" << fmt::format("{:.1f}", h)
           << "\" fill=\"#4a7fb5\"><title>" << count[static_cast<size_t>(b)] << "</title></rect>";
         if (b % ((bins + 7) / 8) == 0) {  // at most eight labels: they never overlap
             const double v = lo + b * width;
-            o << "<text x=\"" << fmt("%.1f", x + bar_w / 2) << "\" y=\"" << H - bottom + 12
+            o << "<text x=\"" << fmt::format("{:.1f}", x + bar_w / 2) << "\" y=\"" << H - bottom + 12
               << "\" font-size=\"10\" text-anchor=\"middle\">" << tick_label(v, width) << "</text>";
         }
     }
@@ -296,7 +289,7 @@ std::string group_table(const std::string& what, const ordered_json& groups) {
         h << "<tr><td>" << html_escape(name) << "</td><td>" << v["tasks"].get<size_t>() << "</td><td>"
           << v["succeeded"].get<size_t>() << "</td><td>" << pct(v["success_rate"].get<double>())
           << "</td><td>" << v["errors"].get<size_t>() << "</td><td>"
-          << fmt("%.1f", v["mean_wall_s"].get<double>()) << "</td></tr>\n";
+          << fmt::format("{:.1f}", v["mean_wall_s"].get<double>()) << "</td></tr>\n";
     }
     h << "</table>\n";
     return h.str();
@@ -373,13 +366,14 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
     }
     const auto& tok = s["tokens"];
     h << "<span class=\"k\">Tokens:</span> " << tok["prompt"].get<int64_t>() << " prompt, "
-      << tok["output"].get<int64_t>() << " output (" << fmt("%.0f", tok["per_task"]["mean"].get<double>())
-      << " per task), judge " << tok["judge"].get<int64_t>()
-      << " &nbsp; <span class=\"k\">Model time:</span> " << fmt("%.1f", s["model_s"]["mean"].get<double>())
-      << " s per task (" << fmt("%.1f", s["model_s"]["total"].get<double>())
+      << tok["output"].get<int64_t>() << " output ("
+      << fmt::format("{:.0f}", tok["per_task"]["mean"].get<double>()) << " per task), judge "
+      << tok["judge"].get<int64_t>() << " &nbsp; <span class=\"k\">Model time:</span> "
+      << fmt::format("{:.1f}", s["model_s"]["mean"].get<double>()) << " s per task ("
+      << fmt::format("{:.1f}", s["model_s"]["total"].get<double>())
       << " s in all) &nbsp; <span class=\"k\">Wall:</span> p50 "
-      << fmt("%.1f", s["wall_s"]["p50"].get<double>()) << " s, p90 "
-      << fmt("%.1f", s["wall_s"]["p90"].get<double>()) << " s</p>\n";
+      << fmt::format("{:.1f}", s["wall_s"]["p50"].get<double>()) << " s, p90 "
+      << fmt::format("{:.1f}", s["wall_s"]["p90"].get<double>()) << " s</p>\n";
 
     if (s.contains("run")) h << run_section(s["run"]);
     h << group_table("site", s["per_site"]);
@@ -422,8 +416,8 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
               << "<br><small>ref: " << html_escape(r.references.front().substr(0, 200)) << "</small>";
         }
         h << "</td><td class=\"a\">" << html_escape(r.answer) << "</td><td>" << r.steps << "</td><td>"
-          << r.prompt_tokens + r.output_tokens << "</td><td>" << fmt("%.1f", r.model_seconds) << "</td><td>"
-          << fmt("%.1f", r.wall_seconds) << "</td><td>";
+          << r.prompt_tokens + r.output_tokens << "</td><td>" << fmt::format("{:.1f}", r.model_seconds)
+          << "</td><td>" << fmt::format("{:.1f}", r.wall_seconds) << "</td><td>";
         if (!r.trace.empty()) {
             const std::string shot = dir.empty() ? "" : last_screenshot(dir, r.trace);
             if (!shot.empty()) {

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 DEPS="$PWD/.deps"
 mkdir -p "$DEPS" /tmp/surf_debs
 cd /tmp/surf_debs
-pkgs=(nlohmann-json3-dev doctest-dev libpcre2-dev libpcre2-8-0 libstb-dev libstb0 pkgconf pkgconf-bin libpkgconf3)
+pkgs=(nlohmann-json3-dev doctest-dev libpcre2-dev libpcre2-8-0 libstb-dev libstb0 pkgconf pkgconf-bin libpkgconf3
+      libfmt-dev libfmt9)
 apt-get download "${pkgs[@]}"
 for deb in ./*.deb; do dpkg -x "$deb" "$DEPS"; done
 # pkg-config files point at /usr: re-root them at .deps/usr.

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
     build-essential cmake ninja-build pkg-config git clang-format
-    doctest-dev nlohmann-json3-dev libpcre2-dev libstb-dev libcurl4-openssl-dev libyaml-cpp-dev
+    doctest-dev nlohmann-json3-dev libpcre2-dev libstb-dev libcurl4-openssl-dev libyaml-cpp-dev libfmt-dev
     libopencv-imgcodecs-dev libopencv-videoio-dev
     chromium fonts-dejavu-core python3
 )

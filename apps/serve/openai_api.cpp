@@ -8,6 +8,8 @@
 #include <random>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "base/error.h"
 
 namespace surf::serve {
@@ -362,11 +364,8 @@ std::string OpenAiService::next_response_id() {
     // The counter is mixed into the nonce's low bits (splitmix64's odd constant): ids stay distinct within a
     // process and unpredictable from one another.
     const uint64_t n = static_cast<uint64_t>(next_id_++);
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "chatcmpl-%016" PRIx64 "%08" PRIx64,
-                  static_cast<uint64_t>(id_nonce_ + n * 0x9E3779B97F4A7C15u),
-                  static_cast<uint64_t>(n & 0xffffffffu));
-    return buf;
+    return fmt::format("chatcmpl-{:016x}{:08x}", static_cast<uint64_t>(id_nonce_ + n * 0x9E3779B97F4A7C15u),
+                       static_cast<uint64_t>(n & 0xffffffffu));
 }
 
 json OpenAiService::model_object() const {
@@ -510,14 +509,13 @@ void OpenAiService::record_request(const HttpRequest& request, const HttpRespons
         ++responses_by_status_[writer.status()];
     }
     if (options_.access_log) {
-        char line[160];
-        std::snprintf(line, sizeof line, " %d %" PRId64 " %" PRId64 " %.3f", writer.status(),
-                      record.prompt_tokens, record.completion_tokens, seconds);
         // The path is the client's text: control characters are escaped so that one request is one line.
         std::string path;
         for (char c : request.path.substr(0, 200))
             path += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
-        options_.access_log(request.peer + " " + request.method.substr(0, 16) + " " + path + line);
+        options_.access_log(fmt::format("{} {} {} {} {} {} {:.3f}", request.peer,
+                                        request.method.substr(0, 16), path, writer.status(),
+                                        record.prompt_tokens, record.completion_tokens, seconds));
     }
     // The request's duration is observed last: a /metrics that counts it also shows its other observations
     // and its access-log line.
