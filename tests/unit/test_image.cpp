@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "model/vision/image.h"
 #include "tests/test_util.h"
+#include "tests/unit/image_checks.h"
 
 using namespace surf::model;
 using surf::ErrorKind;
@@ -23,13 +24,9 @@ namespace {
 
 using surf::test::error_kind_of;
 using surf::test::hex32;
+using surf::test::read_bytes;
 
 const std::string kDir = std::string(SURF_FIXTURES_DIR) + "/image/";
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-    const std::string bytes = surf::test::read_file(path);
-    return std::vector<uint8_t>(bytes.begin(), bytes.end());
-}
 
 nlohmann::json read_json(const std::string& name) {
     const std::vector<uint8_t> bytes = read_bytes(kDir + name);
@@ -68,13 +65,7 @@ TEST_CASE("lossless sources decode exactly like PIL convert(\"RGB\")") {
         REQUIRE(image.width == entry["width"].get<int>());
         REQUIRE(image.height == entry["height"].get<int>());
         REQUIRE(image.channels == 3);
-        for (const auto& s : entry["samples"]) {
-            const uint8_t* p = image.at(s[0].get<int>(), s[1].get<int>());
-            CHECK(int(p[0]) == s[2].get<int>());
-            CHECK(int(p[1]) == s[3].get<int>());
-            CHECK(int(p[2]) == s[4].get<int>());
-        }
-        CHECK(hex32(crc32(image.pixels.data(), image.pixels.size())) == entry["crc32"].get<std::string>());
+        surf::test::check_like_pil(image, entry);
         ++checked;
     }
     // RGB, RGBA, L, LA, P (with tRNS), 1-bit, 16-bit grey and the three Chromium screenshots.
@@ -116,17 +107,11 @@ TEST_CASE("JPEG sources decode within a small error of PIL (libjpeg)") {
         REQUIRE(image.width == entry["width"].get<int>());
         REQUIRE(image.height == entry["height"].get<int>());
         REQUIRE(image.pixels.size() == expected.size());
-        int max_err = 0;
-        double sum_err = 0;
-        for (size_t i = 0; i < expected.size(); ++i) {
-            const int e = std::abs(int(image.pixels[i]) - int(expected[i]));
-            max_err = std::max(max_err, e);
-            sum_err += e;
-        }
-        MESSAGE(name, ": stb_image vs PIL max |diff| = ", max_err, ", mean = ", sum_err / expected.size());
+        const surf::test::PixelError err = surf::test::pixel_error(image, expected);
+        MESSAGE(name, ": stb_image vs PIL max |diff| = ", err.max, ", mean = ", err.mean);
         // stb_image's IDCT and chroma upsampling are close to, but not identical with, libjpeg-turbo's.
-        CHECK(max_err <= 6);
-        CHECK(sum_err / expected.size() < 1.0);
+        CHECK(err.max <= 6);
+        CHECK(err.mean < 1.0);
         ++checked;
     }
     CHECK(checked == 3);  // baseline 4:2:0 colour, greyscale, progressive 4:4:4 with restart markers
@@ -253,20 +238,6 @@ TEST_CASE("randomly corrupted files never crash") {
     std::mt19937 rng(11);
     for (const char* name : {"noise_rgb.png", "photo.jpg", "progressive.jpg", "palette.png", "bilevel.png"}) {
         CAPTURE(name);
-        const std::vector<uint8_t> original = read_bytes(kDir + "sources/" + name);
-        int decoded = 0, rejected = 0;
-        for (int trial = 0; trial < 400; ++trial) {
-            std::vector<uint8_t> bytes = original;
-            const int flips = 1 + static_cast<int>(rng() % 8);
-            for (int f = 0; f < flips; ++f) bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
-            try {
-                const Image image = decode_image(bytes, name);
-                CHECK(image.pixels.size() == size_t(image.width) * image.height * 3);
-                ++decoded;
-            } catch (const surf::Error&) {
-                ++rejected;
-            }
-        }
-        CHECK(decoded + rejected == 400);
+        surf::test::decode_corrupted(read_bytes(kDir + "sources/" + name), name, 400, rng);
     }
 }
