@@ -52,9 +52,9 @@ inline PixelError pixel_error(const model::Image& image, const std::vector<uint8
     return e;
 }
 
-// Decodes `trials` copies of `original`, each with 1 to 8 random bytes changed: every copy decodes to an image
-// whose pixels fill its size, or is refused with surf::Error (anything else fails the test). Returns how many
-// decoded.
+// Decodes `trials` copies of `original`, each with 1 to 8 random bytes changed: every copy decodes to an
+// image whose pixels fill its size, or is refused with surf::Error (anything else fails the test). Returns
+// how many decoded.
 inline int decode_corrupted(const std::vector<uint8_t>& original, const std::string& name, int trials,
                             std::mt19937& rng) {
     int decoded = 0, rejected = 0;
