@@ -11,6 +11,9 @@ greedy first digit of x (hundreds; chance ≈ 3.3).
 256 for 800, then 640 (surf-tiny's tile) to the end; one model (its ViT position table at the largest tile,
 resized to each tile as surf's engine does), the square an eighth of the tile, the batch --batch · 128 / tile
 (at least 16). The test set is at the last tile.
+
+--squares 320:500,160:500,80 keeps one tile and shrinks the square instead: 500 steps with squares of 320
+pixels, 500 with 160, then 80 to the end (the test set's square is the last).
 """
 import argparse
 import json
@@ -97,6 +100,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tile", type=int, default=128)
     ap.add_argument("--tiles", default="", help="curriculum: TILE:STEPS,...,TILE (see above)")
+    ap.add_argument("--squares", default="", help="curriculum at one tile: SIDE:STEPS,...,SIDE (see above)")
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -104,17 +108,34 @@ def main():
     ap.add_argument("--distractors", type=int, default=0)
     ap.add_argument("--square", type=int, default=16)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--rows-scale", type=float, default=1.0,
+                    help="projector rows at this multiple of the text embeddings' RMS (from the start)")
+    ap.add_argument("--pattern", default="", help="the language model's hybrid_override_pattern instead")
     ap.add_argument("--every", type=int, default=25)
     a = ap.parse_args()
     torch.manual_seed(0)
-    phases = [(int(p.split(":")[0]), int(p.split(":")[1]) if ":" in p else a.steps)
-              for p in a.tiles.split(",")] if a.tiles else [(a.tile, a.steps)]
+    split = lambda spec: [(int(p.split(":")[0]), int(p.split(":")[1]) if ":" in p else a.steps)  # noqa: E731
+                          for p in spec.split(",")]
+    if a.squares:  # phases of square sides at one tile: (tile, steps) and a side per phase
+        sides = split(a.squares)
+        phases = [(a.tile, steps) for _, steps in sides]
+    else:
+        phases = split(a.tiles) if a.tiles else [(a.tile, a.steps)]
     mdir = small_model_dir(phases[-1][0])
-    model = SurfTiny(json.load(open(os.path.join(mdir, "config.json"))))
+    config = json.load(open(os.path.join(mdir, "config.json")))
+    if a.pattern:
+        config["llm_config"]["hybrid_override_pattern"] = a.pattern
+        config["llm_config"]["num_hidden_layers"] = len(a.pattern)
+    model = SurfTiny(config)
     init_weights(model, 1)
+    model.rows_scale = a.rows_scale
+    model.mlp1.fc2.weight.data.mul_(a.rows_scale)
     model.to(a.device)
     square = (lambda tile: tile // 8) if a.tiles else (lambda tile: a.square)
-    tasks = [Task(mdir, tile, a.half, a.distractors, square(tile)) for tile, _ in phases]
+    if a.squares:
+        tasks = [Task(mdir, a.tile, a.half, a.distractors, side) for side, _ in sides]
+    else:
+        tasks = [Task(mdir, tile, a.half, a.distractors, square(tile)) for tile, _ in phases]
     task = tasks[-1]
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05)
     g, g_test = torch.Generator().manual_seed(1), torch.Generator().manual_seed(99)

@@ -30,6 +30,10 @@ class SurfTiny(nn.Module):
         for name, p in self.radio.named_parameters():
             if "layer_scale" in name:
                 p.requires_grad_(False)  # C-RADIO has no layer scale: HF's stays the identity
+        # Training runs attention through PyTorch's fused kernels: eager attention (the golden reference's, for
+        # exactness) materialises each head's 1600×1600 probabilities of the 640-pixel tile in fp32.
+        for part in (self.llm, self.radio):
+            part.config._attn_implementation = "sdpa"
         self.image_id = config["img_context_token_id"]
         # Training only (never exported): the query of pointer_loss, from the state that starts the reply.
         hidden = config["llm_config"]["hidden_size"]
@@ -37,6 +41,7 @@ class SurfTiny(nn.Module):
         # The projector's inner activations (its first matrix's output), for scale_penalty and rebalance.
         self.mlp1.fc1.register_forward_hook(lambda module, inputs, output: setattr(self, "_inner", output))
         self.scale_weight = 0.1  # weight of scale_penalty in the loss
+        self.rows_scale = 1.0  # the RMS scale_penalty holds the projector rows at, over the text embeddings'
         self.last_scales = None
         self.last_pointer = None  # the last batch's pointer_loss, for the log
 
@@ -72,7 +77,7 @@ class SurfTiny(nn.Module):
         shrinks as they grow, and under Adam parameters with vanishing gradients drift: without this pull the
         rows grow to thousands of times the text embeddings and the vision tower stops learning."""
         feat, pre, rows = self.last_scales
-        return torch.log(feat) ** 2 + torch.log(pre / PRE_RMS) ** 2 + torch.log(rows / self.text_rms()) ** 2
+        return torch.log(feat) ** 2 + torch.log(pre / PRE_RMS) ** 2 + torch.log(rows / (self.rows_scale * self.text_rms())) ** 2
 
     @torch.no_grad()
     def rebalance(self, pixels):
@@ -96,7 +101,7 @@ class SurfTiny(nn.Module):
         self.mlp1.fc1.weight.div_(a)
         self.mlp1.fc2.weight.mul_(a * a)
         self.image_rows(pixels)
-        self.mlp1.fc2.weight.mul_(float(self.text_rms()) / float(self.last_scales[2]))
+        self.mlp1.fc2.weight.mul_(self.rows_scale * float(self.text_rms()) / float(self.last_scales[2]))
 
     def pointer_loss(self, hidden, tokens, loss_mask, targets):
         """Mean cross-entropy, over the rows with a target, of picking the image token that holds the element's

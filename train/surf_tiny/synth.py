@@ -418,9 +418,11 @@ class Maker:
     """Localizer sequences of synthetic pages, tokenized as data.encode_session tokenizes recorded ones; with
     `read`, also one reading sequence per page."""
 
-    def __init__(self, model_dir, fonts_dir, per_page=8, sparse=False, read=False):
+    def __init__(self, model_dir, fonts_dir, per_page=8, sparse=False, read=False, viewports=None, max_rows=64):
         from .data import Encoder
         self.sparse = sparse
+        self.viewports = viewports or VIEWPORTS
+        self.max_rows = max_rows
         self.read = read
         self.enc = Encoder(model_dir)
         self.fonts = Fonts(fonts_dir)
@@ -481,10 +483,11 @@ class Maker:
         b = self.enc.text("\n".join(lines)) + [ids[STOP]]
         return a + b, [0] * len(a) + [1] * len(b), None
 
-    def batch(self, seed, token_budget, max_rows=64):
+    def batch(self, seed, token_budget):
         """One batch of pages of one viewport size, within token_budget and max_rows: collate()'s arrays."""
         rng = random.Random(seed)
-        size = rng.choice(VIEWPORTS)
+        size = rng.choice(self.viewports)
+        max_rows = self.max_rows
         items, rows, longest = [], 0, 0
         while True:
             page = self.page(rng, size)
@@ -529,10 +532,10 @@ class Maker:
 _MAKER = None
 
 
-def _init(model_dir, fonts_dir, per_page, sparse, read):
+def _init(model_dir, fonts_dir, options):
     global _MAKER
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _MAKER = Maker(model_dir, fonts_dir, per_page, sparse, read)
+    _MAKER = Maker(model_dir, fonts_dir, **options)
 
 
 def _batch(args):
@@ -542,9 +545,10 @@ def _batch(args):
 class Stream:
     """Synthetic batches made by worker processes ahead of the training loop."""
 
-    def __init__(self, model_dir, fonts_dir, token_budget, workers, seed, per_page=8, sparse=False, read=False):
+    def __init__(self, model_dir, fonts_dir, token_budget, workers, seed, **options):
+        """options: Maker's keyword arguments."""
         import multiprocessing as mp
-        self.pool = mp.get_context("spawn").Pool(workers, _init, (model_dir, fonts_dir, per_page, sparse, read))
+        self.pool = mp.get_context("spawn").Pool(workers, _init, (model_dir, fonts_dir, options))
         self.it = self.pool.imap(_batch, ((seed * 1_000_003 + k, token_budget) for k in range(10 ** 9)),
                                  chunksize=1)
 

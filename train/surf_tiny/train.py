@@ -186,9 +186,9 @@ class ReadCheck:
     from scratch sits there for a while before it starts to read (docs/BENCHMARKS.md, "The grounding
     plateau")."""
 
-    def __init__(self, model_dir, fonts_dir, token_budget, sparse, device):
+    def __init__(self, model_dir, fonts_dir, token_budget, options, device):
         from . import synth
-        maker = synth.Maker(model_dir, fonts_dir, sparse=sparse)
+        maker = synth.Maker(model_dir, fonts_dir, **options)
         tokens, mask, _, tiles, index, _ = maker.batch(99, token_budget)
         to = lambda x: torch.from_numpy(x).to(device)  # noqa: E731
         self.batch = (to(tokens), to(mask), to(tiles), to(index))
@@ -245,6 +245,10 @@ def main():
     ap.add_argument("--synth-share", type=float, default=0.5, help="share of the steps that train on synthetic pages")
     ap.add_argument("--synth-workers", type=int, default=12, help="processes that paint synthetic pages")
     ap.add_argument("--synth-sparse", action="store_true", help="synthetic pages of 1-3 components (synth.py)")
+    ap.add_argument("--synth-viewports", default="",
+                    help="WxH,... the synthetic pages' sizes (default synth.VIEWPORTS); small ones fill the tile "
+                         "with few, large elements")
+    ap.add_argument("--synth-rows", type=int, default=64, help="most sequences in one synthetic batch")
     ap.add_argument("--point-weight", type=float, default=0.0,
                     help="weight of model.pointer_loss on the synthetic localizer sequences (0 = off)")
     ap.add_argument("--synth-read", action="store_true",
@@ -318,13 +322,15 @@ def main():
     data = f"{packed.n} sequences, {int(packed.lengths.sum())} tokens" if packed else "synthetic pages only"
     print(f"{data}; {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters", flush=True)
     stream = None
+    synth_options = {"sparse": a.synth_sparse, "max_rows": a.synth_rows,
+                     "viewports": [tuple(int(v) for v in s.split("x")) for s in a.synth_viewports.split(",") if s]}
     if a.synth_fonts:
         from . import synth
         stream = synth.Stream(a.model, a.synth_fonts, a.tokens_per_batch, a.synth_workers, a.seed + state["step"],
-                              sparse=a.synth_sparse, read=a.synth_read)
+                              read=a.synth_read, **synth_options)
     log = {"t": time.time(), "real": [0.0, 0], "synth": [0.0, 0]}
     stop, prof, synth_due = False, None, 0.0
-    reads = ReadCheck(a.model, a.synth_fonts, a.tokens_per_batch, a.synth_sparse, device) if a.read_check else None
+    reads = ReadCheck(a.model, a.synth_fonts, a.tokens_per_batch, synth_options, device) if a.read_check else None
 
     def step(kind, tokens, mask, tiles, index, text, points=None):
         nonlocal prof
