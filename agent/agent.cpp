@@ -4,13 +4,13 @@
 #include <mutex>
 #include <set>
 
+#include "agent/conversation.h"
 #include "agent/environment.h"
 #include "agent/loop.h"
 #include "agent/profile.h"
 #include "agent/trace.h"
 #include "base/error.h"
 #include "model/engine.h"
-#include "model/text/chat_template.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"
 
@@ -31,16 +31,10 @@ std::set<std::string> folder_files(const std::string& dir) {
 
 struct Agent::Impl {
     AgentConfig config;
-    std::shared_ptr<model::Engine> engine;
+    std::shared_ptr<model::Engine> engine;  // null when the agent runs on another chat model
     PromptProfile profile;
-    std::unique_ptr<model::ChatTemplate> chat_template;
-    // The localizer's and the validator's own models (null engine: the policy's).
-    struct Role {
-        std::shared_ptr<model::Engine> engine;
-        std::unique_ptr<model::ChatTemplate> chat_template;
-        RoleModel view() const { return {engine.get(), chat_template.get()}; }
-    };
-    Role localizer, validator;
+    std::shared_ptr<ChatModel> model;
+    std::shared_ptr<ChatModel> localizer, validator;  // null: the policy's
     std::shared_ptr<tools::Browser> browser;
     std::mutex run_mutex;
     std::atomic<bool> cancel{false};
@@ -55,39 +49,31 @@ std::unique_ptr<Agent> Agent::create(const AgentConfig& config) {
     // The other roles' folders, one engine per distinct folder (the policy's own folder: its engine).
     AgentConfig with_roles = config;
     std::map<std::string, std::shared_ptr<model::Engine>> opened{{config.model_dir, engine}};
-    for (auto [dir, slot] : {std::pair{&config.localizer_model, &with_roles.localizer_engine},
-                             std::pair{&config.validator_model, &with_roles.validator_engine}}) {
+    for (auto [dir, slot] : {std::pair{&config.localizer_model, &with_roles.localizer_chat_model},
+                             std::pair{&config.validator_model, &with_roles.validator_chat_model}}) {
         if (dir->empty() || *slot) continue;
         auto& e = opened[*dir];
         if (!e)
             e = model::open_engine(*dir, config.backend, "AgentConfig.backend", 0, model::WarmUp::kSingle);
-        if (e != engine) *slot = e;
+        if (e != engine) *slot = EngineChatModel::open(e);
     }
     return std::make_unique<Agent>(std::move(engine), with_roles);
 }
 
 Agent::Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config)
-    : impl_(std::make_unique<Impl>()) {
-    if (!engine) throw Error(ErrorKind::kInvalidArgument, "Agent: no engine");
-    impl_->config = config;
+    : Agent(EngineChatModel::open(engine, config.chat_template), config) {
     impl_->engine = std::move(engine);
+}
+
+Agent::Agent(std::shared_ptr<ChatModel> model, const AgentConfig& config) : impl_(std::make_unique<Impl>()) {
+    if (!model) throw Error(ErrorKind::kInvalidArgument, "Agent: no model");
+    impl_->config = config;
+    impl_->model = std::move(model);
+    impl_->localizer = config.localizer_chat_model;
+    impl_->validator = config.validator_chat_model;
     impl_->browser = config.browser;
     impl_->profile =
         load_profile(config.profile.empty() ? profile_for_model(config.model_dir) : config.profile);
-    if (!config.chat_template.empty()) {
-        impl_->chat_template =
-            std::make_unique<model::ChatTemplate>(model::ChatTemplate::from_file(config.chat_template));
-    } else {
-        impl_->chat_template = std::make_unique<model::ChatTemplate>(
-            model::ChatTemplate::from_model_dir(impl_->engine->config().dir));
-    }
-    for (auto [from, role] : {std::pair{&config.localizer_engine, &impl_->localizer},
-                              std::pair{&config.validator_engine, &impl_->validator}}) {
-        if (!*from || *from == impl_->engine) continue;
-        role->engine = *from;
-        role->chat_template = std::make_unique<model::ChatTemplate>(
-            model::ChatTemplate::from_model_dir(role->engine->config().dir));
-    }
 }
 
 Agent::~Agent() {
@@ -146,10 +132,9 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
         eo.cancel = &impl_->cancel;
         BrowserEnvironment environment(*session, eo);
         LoopContext ctx;
-        ctx.engine = impl_->engine.get();
-        ctx.chat_template = impl_->chat_template.get();
-        ctx.localizer = impl_->localizer.view();
-        ctx.validator = impl_->validator.view();
+        ctx.model = impl_->model.get();
+        ctx.localizer_model = impl_->localizer.get();
+        ctx.validator_model = impl_->validator.get();
         ctx.profile = &impl_->profile;
         ctx.environment = &environment;
         ctx.trace = trace.get();

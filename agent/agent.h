@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/actions.h"
+#include "agent/chat.h"
 #include "agent/custom_actions.h"
 #include "agent/secrets.h"
 #include "model/vision/image.h"
@@ -44,17 +45,17 @@ struct AgentConfig {
     std::string profile;        // prompt profile JSON; "" = prompts/profile_holotron.json
     std::string chat_template;  // a .jinja file overriding the checkpoint's template; "" = the checkpoint's
     std::string backend =
-        "cpu";  // "cpu" or "cuda" (when built with CUDA); or pass any engine to Agent(engine, config)
+        "cpu";  // "cpu" or "cuda" (when built with CUDA); or pass any engine or chat model to Agent(...)
     std::string chromium;  // Chromium binary; "" = the usual locations
     // A running browser to share between agents (one Chromium, one isolated context per run); null = the
     // agent launches its own at its first run and shuts it down when destroyed.
     std::shared_ptr<tools::Browser> browser;
     // Per-role models. A model folder for the localizer or the validator ("" = the policy's model), opened on
-    // `backend` by Agent::create (one engine per distinct folder); or an engine the product built (any
-    // model::Engine: another in-process model, agent/remote's OpenAI-compatible client), which wins over the
-    // folder. Each role renders with its own model's chat template; the prompt profile is shared.
+    // `backend` by Agent::create (one engine per distinct folder); or a chat model the product built
+    // (EngineChatModel::open over any model::Engine, agent/remote's RemoteChatModel), which wins over the
+    // folder. Each in-process role renders with its own model's chat template; the prompt profile is shared.
     std::string localizer_model, validator_model;
-    std::shared_ptr<model::Engine> localizer_engine, validator_engine;
+    std::shared_ptr<ChatModel> localizer_chat_model, validator_chat_model;
 };
 
 // What the policy wants to do next, shown to a before-action hook (RunOptions::before_action).
@@ -192,8 +193,11 @@ class Agent {
 public:
     // Loads the model (on config.backend) and the profile; Chromium starts at the first run.
     static std::unique_ptr<Agent> create(const AgentConfig& config);
-    // Shares an engine that already exists (one model for many agents, or the GPU engine).
+    // Shares an engine that already exists (one model for many agents, or the GPU engine); the chats render
+    // with config.chat_template or the checkpoint's own template.
     Agent(std::shared_ptr<model::Engine> engine, const AgentConfig& config);
+    // Runs on any chat model (e.g. agent/remote's RemoteChatModel); config.chat_template does not apply.
+    Agent(std::shared_ptr<ChatModel> model, const AgentConfig& config);
     ~Agent();
     Agent(const Agent&) = delete;
     Agent& operator=(const Agent&) = delete;
@@ -204,7 +208,7 @@ public:
     void cancel();
     // The Chromium process pid (0 if none runs): for monitoring, and for tests that kill it.
     int browser_pid() const;
-    // The engine the agent runs on (e.g. for its stats).
+    // The in-process engine the agent's policy runs on (e.g. for its stats); null on another chat model.
     std::shared_ptr<model::Engine> engine() const;
 
 private:

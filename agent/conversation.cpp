@@ -46,7 +46,7 @@ std::string sanitize_for_prompt(const std::string& text, const std::vector<std::
 }
 
 Conversation::Conversation(model::Engine& engine, const model::ChatTemplate& chat_template,
-                           ConversationOptions options)
+                           ChatOptions options)
     : engine_(engine),
       template_(chat_template),
       options_(std::move(options)),
@@ -178,6 +178,29 @@ TurnReport Conversation::ask(Message user, model::GenerateOptions options) {
         last_render_.clear();  // e.g. a reply cut inside a UTF-8 sequence: start fresh next turn
     }
     return report;
+}
+
+EngineChatModel::EngineChatModel(model::Engine& engine, const model::ChatTemplate& chat_template)
+    : engine_(engine), template_(chat_template) {}
+
+EngineChatModel::EngineChatModel(std::shared_ptr<model::Engine> engine,
+                                 std::unique_ptr<model::ChatTemplate> chat_template)
+    : owned_engine_(std::move(engine)),
+      owned_template_(std::move(chat_template)),
+      engine_(*owned_engine_),
+      template_(*owned_template_) {}
+
+std::shared_ptr<EngineChatModel> EngineChatModel::open(std::shared_ptr<model::Engine> engine,
+                                                       const std::string& template_file) {
+    if (!engine) throw Error(ErrorKind::kInvalidArgument, "EngineChatModel: no engine");
+    auto chat_template = std::make_unique<model::ChatTemplate>(
+        template_file.empty() ? model::ChatTemplate::from_model_dir(engine->config().dir)
+                              : model::ChatTemplate::from_file(template_file));
+    return std::shared_ptr<EngineChatModel>(new EngineChatModel(std::move(engine), std::move(chat_template)));
+}
+
+std::unique_ptr<Chat> EngineChatModel::open_chat(const ChatOptions& options) {
+    return std::make_unique<Conversation>(engine_, template_, options);
 }
 
 }  // namespace surf::agent

@@ -1,6 +1,7 @@
-// A chat with one engine session, fed incrementally. The engine is append-only (recurrent state cannot
-// roll back), so a conversation remembers what its session holds and, for each new turn, renders the
-// whole conversation with the checkpoint's chat template and feeds only what is new:
+// The in-process chat model: a conversation with one engine session, fed incrementally. The engine is
+// append-only (recurrent state cannot roll back), so a conversation remembers what its session holds and,
+// for each new turn, renders the whole conversation with the checkpoint's chat template and feeds only what
+// is new:
 //   prefix  — what the session holds is a prefix of the new render: feed the rest (exact);
 //   splice  — the template rewrites past assistant turns (Nemotron strips the <think></think> the
 //             generation prompt opened and adds "\n" before <SPECIAL_12>), so the session's text differs
@@ -15,46 +16,27 @@
 #include <string>
 #include <vector>
 
+#include "agent/chat.h"
 #include "model/engine.h"
 #include "model/text/chat_template.h"
 
 namespace surf::agent {
 
-struct Message {
-    std::string role;                                         // system, user, assistant
-    std::string text;                                         // text first ...
-    std::vector<std::shared_ptr<const model::Image>> images;  // ... then these images
-};
-
-struct TurnReport {
-    model::GenerateResult result;
-    std::string feed_mode;  // "prefix", "splice", "fresh"
-    int64_t fed_chars = 0;  // characters of text fed this turn
-    int images_fed = 0;
-    double latency_seconds = 0;  // wall time of the engine call
-};
-
-struct ConversationOptions {
-    bool enable_thinking = false;
-    std::string stop_token = "<SPECIAL_12>";
-};
-
-class Conversation {
+class Conversation final : public Chat {
 public:
-    Conversation(model::Engine& engine, const model::ChatTemplate& chat_template,
-                 ConversationOptions options);
-    ~Conversation();
+    Conversation(model::Engine& engine, const model::ChatTemplate& chat_template, ChatOptions options);
+    ~Conversation() override;
     Conversation(const Conversation&) = delete;
     Conversation& operator=(const Conversation&) = delete;
 
     // Replaces the conversation; the next turn starts a fresh session.
-    void reset(std::vector<Message> messages);
+    void reset(std::vector<Message> messages) override;
     // Appends a user message, feeds what is new, generates the reply and appends it (sanitised).
-    TurnReport ask(Message user, model::GenerateOptions options);
+    TurnReport ask(Message user, model::GenerateOptions options) override;
 
-    const std::vector<Message>& messages() const { return messages_; }
-    int64_t session_tokens() const { return session_tokens_; }
-    int fresh_starts() const { return fresh_starts_; }
+    const std::vector<Message>& messages() const override { return messages_; }
+    int64_t session_tokens() const override { return session_tokens_; }
+    int fresh_starts() const override { return fresh_starts_; }
     const std::string& fed_text() const { return fed_; }  // what the session holds, as text
     model::SessionId session() const { return session_; }
 
@@ -64,7 +46,7 @@ private:
 
     model::Engine& engine_;
     const model::ChatTemplate& template_;
-    ConversationOptions options_;
+    ChatOptions options_;
     std::vector<Message> messages_;
     model::SessionId session_ = 0;
     bool open_ = false;
@@ -76,10 +58,31 @@ private:
     std::vector<std::string> special_strings_;
 };
 
-// Neutralises text that would tokenize as a control token or image placeholder ("<SPECIAL_11>", "<image>",
-// "</s>") by replacing its '<' with '‹': page text, tasks and model notes must never forge turns or images.
-std::string sanitize_for_prompt(const std::string& text, const std::vector<std::string>& special_strings);
 // The special-token strings of a tokenizer that look like markup ("<...>").
 std::vector<std::string> markup_special_tokens(const model::Tokenizer& tokenizer);
+
+// A model::Engine and the chat template it renders with, as a ChatModel: each chat is a Conversation.
+class EngineChatModel final : public ChatModel {
+public:
+    // Borrows both; they must outlive the model and its chats.
+    EngineChatModel(model::Engine& engine, const model::ChatTemplate& chat_template);
+    // Owns the engine and loads its template: `template_file`, or "" for the checkpoint's own
+    // (config().dir).
+    static std::shared_ptr<EngineChatModel> open(std::shared_ptr<model::Engine> engine,
+                                                 const std::string& template_file = "");
+
+    std::unique_ptr<Chat> open_chat(const ChatOptions& options) override;
+    std::string name() const override { return engine_.backend_name(); }
+    model::Engine& engine() const { return engine_; }
+
+private:
+    std::shared_ptr<model::Engine> owned_engine_;
+    std::unique_ptr<model::ChatTemplate> owned_template_;
+    model::Engine& engine_;
+    const model::ChatTemplate& template_;
+
+    EngineChatModel(std::shared_ptr<model::Engine> engine,
+                    std::unique_ptr<model::ChatTemplate> chat_template);
+};
 
 }  // namespace surf::agent

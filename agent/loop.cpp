@@ -216,7 +216,7 @@ private:
         } add{result_.browser_seconds, t};
         return f();
     }
-    ModuleContext module_context(const RoleModel& role = {});
+    ModuleContext module_context(ChatModel* role = nullptr);
     void emit(StepEvent e) const;
     void write_start() const;
     RunResult fail_start(const ActionOutcome& opened);
@@ -293,8 +293,8 @@ Run::Run(const LoopContext& ctx, const RunOptions& options)
       trace_(ctx.trace),
       secrets_on_trace_(ctx.trace, &secrets_),
       policy_(module_context()),
-      localizer_(module_context(ctx.localizer)),
-      validator_(module_context(ctx.validator)),
+      localizer_(module_context(ctx.localizer_model)),
+      validator_(module_context(ctx.validator_model)),
       memory_(memory_task(options, secrets_),
               std::max(profile_.screenshots_on_restart, profile_.validator_screenshots)) {
     result_.trace_dir = trace_ ? trace_->dir() : "";
@@ -302,12 +302,10 @@ Run::Run(const LoopContext& ctx, const RunOptions& options)
 
 // The modules' view of the run (each module keeps a copy): every model call counted and traced, generation
 // stopped on cancel or past the hard deadline.
-ModuleContext Run::module_context(const RoleModel& role) {
+ModuleContext Run::module_context(ChatModel* role) {
     ModuleContext mc;
-    mc.engine = role.engine ? role.engine : ctx_.engine;
-    mc.chat_template = role.engine ? role.chat_template : ctx_.chat_template;
-    if (!mc.chat_template)
-        throw Error(ErrorKind::kInvalidArgument, "LoopContext: a role's model has no chat template");
+    mc.model = role ? role : ctx_.model;
+    if (!mc.model) throw Error(ErrorKind::kInvalidArgument, "LoopContext: no chat model");
     mc.profile = &profile_;
     mc.seed = options_.seed;
     mc.sink = [this](const ModelCall& call) {
@@ -349,7 +347,7 @@ void Run::write_start() const {
          {"trust_policy_coordinates", options_.trust_policy_coordinates},
          {"allow_domains", options_.allow_domains},
          {"profile", profile_.name},
-         {"backend", ctx_.engine->backend_name()},
+         {"backend", ctx_.model->name()},
          {"viewport", {options_.viewport_width, options_.viewport_height, options_.device_scale_factor}}});
 }
 

@@ -7,25 +7,18 @@
 #include <atomic>
 
 #include "agent/agent.h"
+#include "agent/chat.h"
 #include "agent/environment.h"
 #include "agent/profile.h"
 #include "agent/trace.h"
-#include "model/engine.h"
-#include "model/text/chat_template.h"
 #include "tools/browser/navigation_guard.h"
 
 namespace surf::agent {
 
-// A module's model and the chat template it renders with.
-struct RoleModel {
-    model::Engine* engine = nullptr;
-    const model::ChatTemplate* chat_template = nullptr;
-};
-
 struct LoopContext {
-    model::Engine* engine = nullptr;  // the policy's, and the other roles' unless they name their own
-    const model::ChatTemplate* chat_template = nullptr;
-    RoleModel localizer, validator;  // null engine: the policy's
+    ChatModel* model = nullptr;            // the policy's, and the other roles' unless they name their own
+    ChatModel* localizer_model = nullptr;  // null: the policy's
+    ChatModel* validator_model = nullptr;  // null: the policy's
     const PromptProfile* profile = nullptr;
     Environment* environment = nullptr;
     Trace* trace = nullptr;                     // may be null

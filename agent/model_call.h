@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "agent/conversation.h"
+#include "agent/chat.h"
 #include "agent/profile.h"
 #include "agent/prompt_renderer.h"
 
@@ -34,7 +34,7 @@ using ModelCallSink = std::function<void(const ModelCall&)>;
 // failure asks the feedback turn and parses again, up to settings.retries more times. Every call goes to
 // `sink`. `should_stop` (may be empty) cancels generation between tokens.
 template <typename T>
-T ask_parsed(Conversation& conversation, Message first, const model::GenerateOptions& options, int retries,
+T ask_parsed(Chat& chat, Message first, const model::GenerateOptions& options, int retries,
              const PromptTemplate& feedback, const std::string& role, int step, const ModelCallSink& sink,
              const std::function<T(const std::string&)>& parse);
 

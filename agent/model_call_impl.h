@@ -6,13 +6,13 @@
 namespace surf::agent {
 
 template <typename T>
-T ask_parsed(Conversation& conversation, Message first, const model::GenerateOptions& options, int retries,
+T ask_parsed(Chat& chat, Message first, const model::GenerateOptions& options, int retries,
              const PromptTemplate& feedback, const std::string& role, int step, const ModelCallSink& sink,
              const std::function<T(const std::string&)>& parse) {
     Message next = std::move(first);
     std::string last_error;
     for (int attempt = 0; attempt <= retries; ++attempt) {
-        const TurnReport turn = conversation.ask(std::move(next), options);
+        const TurnReport turn = chat.ask(std::move(next), options);
         ModelCall call;
         call.role = role;
         call.step = step;

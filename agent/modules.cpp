@@ -9,8 +9,13 @@ namespace surf::agent {
 
 namespace {
 
-ConversationOptions conversation_options(const PromptProfile& p) {
+ChatOptions chat_options(const PromptProfile& p) {
     return {p.enable_thinking, p.stop_token};
+}
+
+ChatModel& model_of(const ModuleContext& ctx) {
+    if (!ctx.model) throw Error(ErrorKind::kInvalidArgument, "ModuleContext: no chat model");
+    return *ctx.model;
 }
 
 model::GenerateOptions module_options(const ModuleSettings& m,
@@ -41,8 +46,7 @@ std::string today_utc() {
 }
 
 Policy::Policy(const ModuleContext& context)
-    : ctx_(context),
-      conversation_(*context.engine, *context.chat_template, conversation_options(*context.profile)) {}
+    : ctx_(context), chat_(model_of(context).open_chat(chat_options(*context.profile))) {}
 
 model::GenerateOptions Policy::options(bool forced, int step) const {
     const PromptProfile& p = *ctx_.profile;
@@ -64,7 +68,7 @@ PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
     Message turn{"user", text, {}};
     if (in.screenshot) turn.images.push_back(in.screenshot);
 
-    const bool over_budget = conversation_.session_tokens() > p.max_session_tokens;
+    const bool over_budget = chat_->session_tokens() > p.max_session_tokens;
     if (!started_ || over_budget) {
         // (Re)build the session: the system prompt, then one turn carrying the last k screenshots so the
         // policy keeps its visual context; the notes and history text carry the rest.
@@ -76,12 +80,12 @@ PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
             if (in.screenshot && (turn.images.empty() || turn.images.back() != in.screenshot))
                 turn.images.push_back(in.screenshot);
         }
-        conversation_.reset({Message{"system", system, {}}});
+        chat_->reset({Message{"system", system, {}}});
         started_ = true;
     }
     return ask_parsed<PolicyOutput>(
-        conversation_, std::move(turn), options(in.forced, in.step), p.policy.retries, *p.retry_feedback,
-        "policy", in.step, ctx_.sink, [&](const std::string& out) {
+        *chat_, std::move(turn), options(in.forced, in.step), p.policy.retries, *p.retry_feedback, "policy",
+        in.step, ctx_.sink, [&](const std::string& out) {
             std::vector<std::string> custom;
             for (const auto& c : p.custom_actions) custom.push_back(c->name);
             PolicyOutput o = parse_policy_output(out, custom);
@@ -101,7 +105,7 @@ LocalizerResult Localizer::locate(const std::string& element, const std::shared_
     if (!sent) throw Error(ErrorKind::kInvalidArgument, "localizer: no screenshot to look at");
     const PromptProfile& p = *ctx_.profile;
     const ImageSize size{sent->width, sent->height};
-    Conversation conversation(*ctx_.engine, *ctx_.chat_template, conversation_options(p));
+    const std::unique_ptr<Chat> chat = model_of(ctx_).open_chat(chat_options(p));
     const std::string text = p.localizer_prompt->render({{"element", element},
                                                          {"width", std::to_string(size.width)},
                                                          {"height", std::to_string(size.height)}},
@@ -109,18 +113,17 @@ LocalizerResult Localizer::locate(const std::string& element, const std::shared_
     Message turn{"user", text, {sent}};
     const auto opts =
         module_options(p.localizer, p.localizer_schema, ctx_, 0x2000u + static_cast<uint64_t>(step));
-    return ask_parsed<LocalizerResult>(
-        conversation, std::move(turn), opts, p.localizer.retries, *p.retry_feedback, "localizer", step,
-        ctx_.sink, [&](const std::string& out) {
-            const LocalizerOutput o =
-                parse_localizer_output(out, max_coordinate_x(p.localizer_convention, size),
-                                       max_coordinate_y(p.localizer_convention, size));
-            LocalizerResult r;
-            r.x = o.x;
-            r.y = o.y;
-            r.css = to_css(p.localizer_convention, o.x, o.y, size, frame);
-            return r;
-        });
+    return ask_parsed<LocalizerResult>(*chat, std::move(turn), opts, p.localizer.retries, *p.retry_feedback,
+                                       "localizer", step, ctx_.sink, [&](const std::string& out) {
+                                           const LocalizerOutput o = parse_localizer_output(
+                                               out, max_coordinate_x(p.localizer_convention, size),
+                                               max_coordinate_y(p.localizer_convention, size));
+                                           LocalizerResult r;
+                                           r.x = o.x;
+                                           r.y = o.y;
+                                           r.css = to_css(p.localizer_convention, o.x, o.y, size, frame);
+                                           return r;
+                                       });
 }
 
 Validator::Validator(const ModuleContext& context) : ctx_(context) {}
@@ -128,8 +131,8 @@ Validator::Validator(const ModuleContext& context) : ctx_(context) {}
 Verdict Validator::judge(const Memory& memory, const std::string& answer,
                          const std::vector<std::shared_ptr<const model::Image>>& screenshots, int step) {
     const PromptProfile& p = *ctx_.profile;
-    Conversation conversation(*ctx_.engine, *ctx_.chat_template, conversation_options(p));
-    conversation.reset(
+    const std::unique_ptr<Chat> chat = model_of(ctx_).open_chat(chat_options(p));
+    chat->reset(
         {Message{"system", p.validator_system->render({}, {{"schema", p.validator_schema_text}}), {}}});
     Message turn{"user",
                  p.validator_turn->render({{"task", memory.task()},
@@ -139,7 +142,7 @@ Verdict Validator::judge(const Memory& memory, const std::string& answer,
                  screenshots};
     const auto opts =
         module_options(p.validator, p.validator_schema, ctx_, 0x3000u + static_cast<uint64_t>(step));
-    return ask_parsed<Verdict>(conversation, std::move(turn), opts, p.validator.retries, *p.retry_feedback,
+    return ask_parsed<Verdict>(*chat, std::move(turn), opts, p.validator.retries, *p.retry_feedback,
                                "validator", step, ctx_.sink,
                                [](const std::string& out) { return parse_verdict(out); });
 }

@@ -1,7 +1,7 @@
-// The three roles of Surfer-H (spec/agent.md §1): policy, localizer, validator. All three talk to the
-// same engine (one copy of the weights); each has its own sessions, so the localizer and validator never
-// touch the policy's state. The policy's session persists across steps and each step feeds only the new
-// turn (text + the new screenshot); the localizer and validator start a fresh session per call.
+// The three roles of Surfer-H (spec/agent.md §1): policy, localizer, validator. Each talks to its chat model
+// (by default one for all three: one copy of the weights) in chats of its own, so the localizer and
+// validator never touch the policy's state. The policy's session persists across steps and each step feeds
+// only the new turn (text + the new screenshot); the localizer and validator start a fresh session per call.
 #pragma once
 
 #include <functional>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "agent/actions.h"
-#include "agent/conversation.h"
+#include "agent/chat.h"
 #include "agent/coordinates.h"
 #include "agent/memory.h"
 #include "agent/model_call.h"
@@ -19,8 +19,7 @@
 namespace surf::agent {
 
 struct ModuleContext {
-    model::Engine* engine = nullptr;
-    const model::ChatTemplate* chat_template = nullptr;
+    ChatModel* model = nullptr;
     const PromptProfile* profile = nullptr;
     ModelCallSink sink;
     std::function<bool()> should_stop;  // true: cancel the current generation
@@ -41,14 +40,14 @@ public:
     // One step: renders the turn, feeds it, parses {thought, note, action}; retries malformed output with
     // feedback. Throws Error(kModelOutput) when every retry fails, kCancelled when stopped.
     PolicyOutput decide(const Memory& memory, const PolicyStepInput& input);
-    int fresh_starts() const { return conversation_.fresh_starts(); }
-    int64_t session_tokens() const { return conversation_.session_tokens(); }
+    int fresh_starts() const { return chat_->fresh_starts(); }
+    int64_t session_tokens() const { return chat_->session_tokens(); }
 
 private:
     model::GenerateOptions options(bool forced, int step) const;
 
     ModuleContext ctx_;
-    Conversation conversation_;
+    std::unique_ptr<Chat> chat_;
     bool started_ = false;
 };
 

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/conversation.h"
 #include "agent/profile.h"
 #include "apps/cli.h"
 #include "apps/config_file.h"
@@ -338,37 +339,31 @@ int run_eval(const surf::cli::Args& cli_args) {
 
     surf::agent::PromptProfile profile = surf::agent::load_profile(config["profile"].get<std::string>());
 
-    std::shared_ptr<surf::model::Engine> engine;
+    std::shared_ptr<surf::agent::ChatModel> model;
     if (remote_model) {
         // The policy, localizer, validator (and the local judge) on an OpenAI-compatible server: every
         // running task has one call out at a time.
-        engine = surf::cli::open_remote_model(args, model_dir, options.concurrency);
+        model = surf::cli::open_remote_model(args, model_dir, options.concurrency);
     } else {
         const std::string backend = args.get("backend", "cpu");
         std::fprintf(stderr, "loading %s (%s) ...\n", model_dir.c_str(), backend.c_str());
         const auto load_start = std::chrono::steady_clock::now();
-        engine = surf::model::open_engine(
+        std::shared_ptr<surf::model::Engine> engine = surf::model::open_engine(
             model_dir, backend, "--backend", 0,
             options.concurrency > 1 ? surf::model::WarmUp::kServing : surf::model::WarmUp::kSingle);
         surf::cli::print_loaded(model_dir, *engine, load_start);
+        model = surf::agent::EngineChatModel::open(engine, args.get("template"));
     }
-    const std::string template_path = args.get("template");
-    auto chat_template = std::make_shared<const surf::model::ChatTemplate>(
-        template_path.empty() ? surf::model::ChatTemplate::from_model_dir(engine->config().dir)
-                              : surf::model::ChatTemplate::from_file(template_path));
     std::shared_ptr<surf::eval::Judge> judge;
     // A remote judge is the same WebVoyager protocol run by an OpenAI-compatible server's model (e.g. a
-    // stronger model served by vLLM or another surf serve): the local judge over a remote engine.
-    std::shared_ptr<surf::model::Engine> judge_engine = engine;
-    std::shared_ptr<const surf::model::ChatTemplate> judge_template = chat_template;
+    // stronger model served by vLLM or another surf serve): the local judge over a remote chat model.
+    std::shared_ptr<surf::agent::ChatModel> judge_model = model;
     if (judge_kind == "remote") {
-        surf::agent::RemoteEngineOptions remote;
+        surf::agent::RemoteChatOptions remote;
         remote.client.base_url = args.require("judge-model");
         remote.client.model_name = args.require("judge-model-name");
         if (const char* key = std::getenv("SURF_JUDGE_API_KEY")) remote.client.api_key = key;
-        judge_engine = surf::agent::open_remote_engine(remote);
-        judge_template = std::make_shared<const surf::model::ChatTemplate>(
-            surf::model::ChatTemplate::from_model_dir(judge_engine->config().dir));
+        judge_model = surf::agent::open_remote_chat_model(remote);
     }
     if (judge_kind == "local" || judge_kind == "remote") {
         surf::eval::LocalJudgeOptions jo;
@@ -378,11 +373,11 @@ int run_eval(const surf::cli::Args& cli_args) {
         jo.stop_token = profile.stop_token;
         jo.image_max_width = profile.image_max_width;
         jo.image_max_height = profile.image_max_height;
-        judge = std::make_shared<surf::eval::LocalJudge>(*judge_engine, *judge_template, jo);
+        judge = std::make_shared<surf::eval::LocalJudge>(*judge_model, jo);
     }
     surf::tools::BrowserOptions bo;
     bo.executable = args.get("chromium");
-    surf::eval::EvalRunner runner(engine, profile, chat_template, judge, options, bo);
+    surf::eval::EvalRunner runner(model, profile, judge, options, bo);
 
     const bool tty = ::isatty(STDERR_FILENO);
     runner.on_record = [&](const surf::eval::TaskRecord& r) {

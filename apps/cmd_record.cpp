@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/conversation.h"
 #include "agent/loop.h"
 #include "agent/modules.h"
 #include "agent/profile.h"
@@ -240,7 +241,8 @@ int run_record(const surf::cli::Args& args) {
     fs::create_directories(out / "shots");
 
     surf::record::OracleEngine engine(model_dir, profile);
-    const surf::model::ChatTemplate chat = surf::model::ChatTemplate::from_model_dir(model_dir);
+    const surf::model::ChatTemplate chat_template = surf::model::ChatTemplate::from_model_dir(model_dir);
+    surf::agent::EngineChatModel chat(engine, chat_template);
     surf::tools::BrowserOptions bo;
     bo.executable = args.get("chromium");
     std::shared_ptr<surf::tools::Browser> browser = surf::tools::Browser::launch(bo);
@@ -277,8 +279,7 @@ int run_record(const surf::cli::Args& args) {
         ep.rng.seed(std::hash<std::string>{}(task.id));
         ep.mistake_pending = std::uniform_real_distribution<double>(0, 1)(ep.rng) < mistakes;
         ep.extra_per_step = extra;
-        ep.modules.engine = &engine;
-        ep.modules.chat_template = &chat;
+        ep.modules.model = &chat;
         ep.modules.profile = &profile;
         engine.set_reply([&](Role role, const std::vector<surf::model::InputPart>& parts, bool forced) {
             try {
@@ -304,8 +305,7 @@ int run_record(const surf::cli::Args& args) {
         run.viewport_width = task.width;
         run.viewport_height = task.height;
         surf::agent::LoopContext ctx;
-        ctx.engine = &engine;
-        ctx.chat_template = &chat;
+        ctx.model = &chat;
         ctx.profile = &profile;
         ctx.environment = &env;
         const surf::agent::RunResult result = surf::agent::run_loop(ctx, run);

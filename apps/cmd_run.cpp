@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/conversation.h"
 #include "agent/custom_actions.h"
 #include "agent/loop.h"
 #include "agent/profile.h"
@@ -151,8 +152,8 @@ int run_agent(const surf::cli::Args& args) {
     }
 
     // The localizer's and the validator's own models: a folder on the same backend, or a remote endpoint.
-    for (auto [flag, slot] : {std::pair{"localizer-model", &config.localizer_engine},
-                              std::pair{"validator-model", &config.validator_engine}}) {
+    for (auto [flag, slot] : {std::pair{"localizer-model", &config.localizer_chat_model},
+                              std::pair{"validator-model", &config.validator_chat_model}}) {
         if (!args.has(flag) || args.get(flag) == config.model_dir) continue;
         const std::string dir = args.get(flag);
         if (surf::cli::is_remote_model(dir)) {
@@ -165,7 +166,8 @@ int run_agent(const surf::cli::Args& args) {
             continue;
         }
         std::fprintf(stderr, "loading %s (--%s) ...\n", dir.c_str(), flag);
-        *slot = surf::model::open_engine(dir, config.backend, "--backend", 0, surf::model::WarmUp::kSingle);
+        *slot = surf::agent::EngineChatModel::open(
+            surf::model::open_engine(dir, config.backend, "--backend", 0, surf::model::WarmUp::kSingle));
     }
 
     std::unique_ptr<surf::agent::Agent> agent;

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "agent/remote/remote_engine.h"
+#include "agent/remote/remote_chat.h"
 #include "apps/cli.h"
 #include "base/error.h"
 
@@ -19,9 +19,8 @@ inline bool is_remote_model(const std::string& model) {
     return model.rfind("http://", 0) == 0 || model.rfind("https://", 0) == 0;
 }
 
-// Flags that mean nothing for a remote model; naming one is a usage error rather than silently ignored (a
-// --template would break the pass-through chat format the remote engine parses; the server renders the
-// checkpoint's own).
+// Flags that mean nothing for a remote model; naming one is a usage error rather than silently ignored (the
+// server runs the model and renders the checkpoint's own template).
 inline void reject_local_model_flags(const Args& args) {
     for (const char* flag : {"backend", "template"}) {
         if (args.has(flag))
@@ -35,10 +34,10 @@ inline void reject_local_model_flags(const Args& args) {
 // Connects (GET /models must list the model's name: `model_name`, else --model-name) and prints what it
 // connects to. `requests_in_flight`: how many calls may run at once (agents running together each have one
 // call out at a time).
-inline std::shared_ptr<agent::RemoteEngine> open_remote_model(const Args& args, const std::string& url,
-                                                              int requests_in_flight,
-                                                              const std::string& model_name = "") {
-    agent::RemoteEngineOptions remote;
+inline std::shared_ptr<agent::RemoteChatModel> open_remote_model(const Args& args, const std::string& url,
+                                                                 int requests_in_flight,
+                                                                 const std::string& model_name = "") {
+    agent::RemoteChatOptions remote;
     remote.client.base_url = url;
     remote.client.model_name = model_name.empty() ? args.require("model-name") : model_name;
     const char* env_key = std::getenv("SURF_API_KEY");
@@ -46,7 +45,7 @@ inline std::shared_ptr<agent::RemoteEngine> open_remote_model(const Args& args, 
     remote.client.max_concurrency = std::max(remote.client.max_concurrency, requests_in_flight);
     remote.tokenizer_dir = args.get("tokenizer");
     std::fprintf(stderr, "connecting to %s (model %s) ...\n", url.c_str(), remote.client.model_name.c_str());
-    return agent::open_remote_engine(remote);
+    return agent::open_remote_chat_model(remote);
 }
 
 }  // namespace surf::cli

@@ -16,7 +16,6 @@
 namespace surf::eval {
 
 using agent::ask_parsed;
-using agent::Conversation;
 using agent::fit_size;
 using agent::ImageSize;
 using agent::Message;
@@ -107,10 +106,8 @@ ParsedJudgeReply parse_judge_reply(const std::string& text) {
     return r;
 }
 
-LocalJudge::LocalJudge(model::Engine& engine, const model::ChatTemplate& chat_template,
-                       LocalJudgeOptions options)
-    : engine_(engine),
-      template_(chat_template),
+LocalJudge::LocalJudge(agent::ChatModel& model, LocalJudgeOptions options)
+    : model_(model),
       options_(std::move(options)),
       system_(PromptTemplate::load(options_.system_prompt.empty() ? agent::prompts_dir() + "/judge_system.md"
                                                                   : options_.system_prompt)),
@@ -141,8 +138,9 @@ JudgeVerdict LocalJudge::judge(const JudgeInput& input) {
         if (s) shots.push_back(fit(s, options_.image_max_width, options_.image_max_height));
     }
     try {
-        Conversation conversation(engine_, template_, {options_.enable_thinking, options_.stop_token});
-        conversation.reset({Message{"system", system_.render({{"schema", schema_text_}}), {}}});
+        const std::unique_ptr<agent::Chat> chat =
+            model_.open_chat({options_.enable_thinking, options_.stop_token});
+        chat->reset({Message{"system", system_.render({{"schema", schema_text_}}), {}}});
         Message turn{"user",
                      turn_.render({{"task", input.task},
                                    {"answer", input.answer.empty() ? "(no answer)" : input.answer},
@@ -158,7 +156,7 @@ JudgeVerdict LocalJudge::judge(const JudgeInput& input) {
             v.raw = call.output;
         };
         const ParsedJudgeReply reply = ask_parsed<ParsedJudgeReply>(
-            conversation, std::move(turn), opts, options_.settings.retries, feedback_, "judge", 0, sink,
+            *chat, std::move(turn), opts, options_.settings.retries, feedback_, "judge", 0, sink,
             [](const std::string& out) { return parse_judge_reply(out); });
         v.success = reply.success;
         v.reason = reply.reason;

@@ -2,10 +2,10 @@
 //
 // 1. The WebVoyager auto-evaluator protocol (spec/agent.md §3.1, evaluation/auto_eval.py): the judge sees
 //    the task, the agent's final answer and the last k screenshots, and answers SUCCESS or NOT SUCCESS
-//    with a reason. `Judge` is the seam: LocalJudge runs it on our engine in its own session with a
+//    with a reason. `Judge` is the seam: LocalJudge runs it on a chat model in a chat of its own with a
 //    schema-constrained verdict (prompts/judge_system.md, prompts/judge_turn.md,
-//    prompts/schemas/judge_verdict.schema.json); a remote OpenAI-compatible judge is LocalJudge over a
-//    RemoteEngine (agent/remote/remote_engine.h) and plugs into EvalRunner unchanged.
+//    prompts/schemas/judge_verdict.schema.json); on our engine (EngineChatModel) or on a remote
+//    OpenAI-compatible server (agent/remote/remote_chat.h), plugged into EvalRunner unchanged.
 // 2. Reference answers, when a task has them: exact and normalised string match.
 #pragma once
 
@@ -14,11 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "agent/conversation.h"
+#include "agent/chat.h"
 #include "agent/profile.h"
 #include "agent/prompt_renderer.h"
 #include "model/engine.h"
-#include "model/text/chat_template.h"
 #include "model/vision/image.h"
 
 namespace surf::eval {
@@ -67,16 +66,16 @@ struct LocalJudgeOptions {
     int image_max_width = 0, image_max_height = 0;  // screenshots are downscaled to fit (0 = as is)
 };
 
-// The judge on our own engine: a fresh session per verdict, never touching the agents' sessions.
+// The judge on a chat model: a fresh chat per verdict, never touching the agents' chats.
 class LocalJudge : public Judge {
 public:
-    LocalJudge(model::Engine& engine, const model::ChatTemplate& chat_template, LocalJudgeOptions options);
+    // Borrows `model`, which must outlive the judge.
+    LocalJudge(agent::ChatModel& model, LocalJudgeOptions options);
     std::string name() const override { return options_.name; }
     JudgeVerdict judge(const JudgeInput& input) override;
 
 private:
-    model::Engine& engine_;
-    const model::ChatTemplate& template_;
+    agent::ChatModel& model_;
     LocalJudgeOptions options_;
     agent::PromptTemplate system_, turn_, feedback_;
     std::shared_ptr<const model::CompiledSchema> schema_;

@@ -65,38 +65,50 @@ double now_seconds() {
     return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
 
-// The shared engine as one task sees it: every call is forwarded unchanged and its token counts and
-// engine seconds are added to the task's totals (and to the run's live token counter).
-class CountingEngine : public model::Engine {
+// The shared chat model as one task sees it: every turn is forwarded unchanged and its token counts and
+// model seconds are added to the task's totals (and to the run's live token counter).
+class CountingChatModel : public agent::ChatModel {
 public:
-    CountingEngine(model::Engine& inner, std::atomic<int64_t>* run_tokens)
+    CountingChatModel(agent::ChatModel& inner, std::atomic<int64_t>* run_tokens)
         : inner_(inner), run_tokens_(run_tokens) {}
 
-    const model::ModelConfig& config() const override { return inner_.config(); }
-    const model::Tokenizer& tokenizer() const override { return inner_.tokenizer(); }
-    std::shared_ptr<const model::TokenIndex> token_index() const override { return inner_.token_index(); }
-    std::string backend_name() const override { return inner_.backend_name(); }
-    model::EngineStats stats() const override { return inner_.stats(); }
-    model::SessionId open_session() override { return inner_.open_session(); }
-    model::SessionId fork_session(model::SessionId from) override { return inner_.fork_session(from); }
-    void close_session(model::SessionId id) override { inner_.close_session(id); }
-
-    model::GenerateResult generate(model::SessionId id, const std::vector<model::InputPart>& input,
-                                   const model::GenerateOptions& options) override {
-        model::GenerateResult r = inner_.generate(id, input, options);
-        prompt_tokens += r.prefill_tokens;
-        image_tokens += r.image_tokens;
-        output_tokens += static_cast<int64_t>(r.tokens.size());
-        seconds += r.prefill_seconds + r.decode_seconds;
-        if (run_tokens_) *run_tokens_ += r.prefill_tokens + static_cast<int64_t>(r.tokens.size());
-        return r;
+    std::unique_ptr<agent::Chat> open_chat(const agent::ChatOptions& options) override {
+        return std::make_unique<Counted>(inner_.open_chat(options), *this);
     }
+    std::string name() const override { return inner_.name(); }
 
     std::atomic<int64_t> prompt_tokens{0}, image_tokens{0}, output_tokens{0};
-    double seconds = 0;  // only the task's own thread calls generate
+    double seconds = 0;  // only the task's own thread asks
 
 private:
-    model::Engine& inner_;
+    class Counted final : public agent::Chat {
+    public:
+        Counted(std::unique_ptr<agent::Chat> inner, CountingChatModel& counts)
+            : inner_(std::move(inner)), counts_(counts) {}
+        void reset(std::vector<agent::Message> messages) override { inner_->reset(std::move(messages)); }
+        agent::TurnReport ask(agent::Message user, model::GenerateOptions options) override {
+            agent::TurnReport t = inner_->ask(std::move(user), std::move(options));
+            counts_.add(t.result);
+            return t;
+        }
+        const std::vector<agent::Message>& messages() const override { return inner_->messages(); }
+        int64_t session_tokens() const override { return inner_->session_tokens(); }
+        int fresh_starts() const override { return inner_->fresh_starts(); }
+
+    private:
+        std::unique_ptr<agent::Chat> inner_;
+        CountingChatModel& counts_;
+    };
+
+    void add(const model::GenerateResult& r) {
+        prompt_tokens += r.prefill_tokens;
+        image_tokens += r.image_tokens;
+        output_tokens += r.output_tokens();
+        seconds += r.prefill_seconds + r.decode_seconds;
+        if (run_tokens_) *run_tokens_ += r.prefill_tokens + r.output_tokens();
+    }
+
+    agent::ChatModel& inner_;
     std::atomic<int64_t>* run_tokens_;
 };
 
@@ -217,17 +229,15 @@ std::string config_conflict(const std::string& dir, const std::vector<std::strin
            "; resume with the same configuration, use another --out, or pass --force to continue anyway";
 }
 
-EvalRunner::EvalRunner(std::shared_ptr<model::Engine> engine, agent::PromptProfile profile,
-                       std::shared_ptr<const model::ChatTemplate> chat_template, std::shared_ptr<Judge> judge,
-                       EvalOptions options, tools::BrowserOptions browser_options)
-    : engine_(std::move(engine)),
+EvalRunner::EvalRunner(std::shared_ptr<agent::ChatModel> model, agent::PromptProfile profile,
+                       std::shared_ptr<Judge> judge, EvalOptions options,
+                       tools::BrowserOptions browser_options)
+    : model_(std::move(model)),
       profile_(std::move(profile)),
-      chat_template_(std::move(chat_template)),
       judge_(std::move(judge)),
       options_(std::move(options)),
       browser_options_(std::move(browser_options)) {
-    if (!engine_ || !chat_template_)
-        throw Error(ErrorKind::kInvalidArgument, "EvalRunner: no engine or template");
+    if (!model_) throw Error(ErrorKind::kInvalidArgument, "EvalRunner: no model");
     if (options_.concurrency < 1 || options_.concurrency > 1024)
         throw Error(ErrorKind::kInvalidArgument,
                     "concurrency: " + std::to_string(options_.concurrency) + " is outside 1..1024");
@@ -379,7 +389,7 @@ bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, Task
     run.trace_dir = trace_dir.string();
     run.seed = options_.seed;
 
-    CountingEngine engine(*engine_, &tokens_);
+    CountingChatModel model(*model_, &tokens_);
     RunResult result;
     std::string fault;
     std::vector<std::shared_ptr<const model::Image>> shots;
@@ -396,8 +406,7 @@ bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, Task
         EvalEnvironment env(*browser_, *session, task, profile_, options_, *cancel, after_open);
         Trace trace(run.trace_dir);
         LoopContext ctx;
-        ctx.engine = &engine;
-        ctx.chat_template = chat_template_.get();
+        ctx.model = &model;
         ctx.profile = &profile_;
         ctx.environment = &env;
         ctx.trace = &trace;
@@ -420,10 +429,10 @@ bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, Task
     rec->steps = result.steps;
     rec->model_calls = result.model_calls;
     rec->step_errors = result.errors;
-    rec->prompt_tokens = engine.prompt_tokens.load();
-    rec->image_tokens = engine.image_tokens.load();
-    rec->output_tokens = engine.output_tokens.load();
-    rec->model_seconds = engine.seconds;
+    rec->prompt_tokens = model.prompt_tokens.load();
+    rec->image_tokens = model.image_tokens.load();
+    rec->output_tokens = model.output_tokens.load();
+    rec->model_seconds = model.seconds;
     if (!fault.empty()) {
         rec->status = "error";
         rec->error = fault;

@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "agent/chat.h"
 #include "agent/profile.h"
 #include "eval/eval_judge.h"
 #include "eval/eval_results.h"
 #include "eval/eval_tasks.h"
 #include "model/engine.h"
-#include "model/text/chat_template.h"
 #include "tools/browser/browser.h"
 
 namespace surf::tools {
@@ -84,9 +84,8 @@ class EvalRunner {
 public:
     // `judge` may be null (no judge). The browser is launched by run() from browser_options unless one
     // is given with set_browser().
-    EvalRunner(std::shared_ptr<model::Engine> engine, agent::PromptProfile profile,
-               std::shared_ptr<const model::ChatTemplate> chat_template, std::shared_ptr<Judge> judge,
-               EvalOptions options, tools::BrowserOptions browser_options = {});
+    EvalRunner(std::shared_ptr<agent::ChatModel> model, agent::PromptProfile profile,
+               std::shared_ptr<Judge> judge, EvalOptions options, tools::BrowserOptions browser_options = {});
     ~EvalRunner();
 
     void set_browser(std::shared_ptr<tools::Browser> browser) { browser_ = std::move(browser); }
@@ -112,9 +111,8 @@ private:
     // Runs one task; returns false when it was stopped (nothing to record).
     bool run_task(const EvalTask& task, const std::string& out_dir, TaskRecord* record);
 
-    std::shared_ptr<model::Engine> engine_;
+    std::shared_ptr<agent::ChatModel> model_;
     agent::PromptProfile profile_;
-    std::shared_ptr<const model::ChatTemplate> chat_template_;
     std::shared_ptr<Judge> judge_;
     EvalOptions options_;
     tools::BrowserOptions browser_options_;

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "agent/conversation.h"
 #include "agent/replay.h"
 #include "eval/eval_mind2web.h"
 #include "eval/eval_report.h"
@@ -63,8 +64,7 @@ const std::set<std::string> kGood = {"Freedonia--0", "Shop--0", "Shop--1", "Weat
 // Everything the runs share: one engine (loaded once for the whole file), one browser per fixture.
 struct Fixture {
     std::shared_ptr<model::Engine> engine = model::open_cpu_engine(kModel);
-    std::shared_ptr<const model::ChatTemplate> chat_template =
-        std::make_shared<const model::ChatTemplate>(model::ChatTemplate::from_model_dir(kModel));
+    std::shared_ptr<agent::EngineChatModel> chat = agent::EngineChatModel::open(engine);
     agent::PromptProfile profile = agent::load_profile(kProfile);
     std::shared_ptr<tools::Browser> browser;
 
@@ -97,9 +97,9 @@ struct Fixture {
             LocalJudgeOptions jo;
             jo.schema = kSite + "/judge_tiny.schema.json";
             jo.settings.max_tokens = 40;
-            judge = std::make_shared<LocalJudge>(*engine, *chat_template, jo);
+            judge = std::make_shared<LocalJudge>(*chat, jo);
         }
-        auto r = std::make_unique<EvalRunner>(engine, profile, chat_template, judge, o);
+        auto r = std::make_unique<EvalRunner>(chat, profile, judge, o);
         r->set_browser(browser);
         return r;
     }

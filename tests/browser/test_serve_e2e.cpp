@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
-#include "agent/remote/remote_engine.h"
+#include "agent/remote/remote_chat.h"
 #include "tests/browser/test_http_server.h"
 #include "tests/http_client.h"
 #include "tests/test_util.h"
@@ -118,8 +118,8 @@ double metric(const ServeProcess& s, const std::string& name) {
     return std::stod(r.body.substr(at + name.size() + 2));
 }
 
-agent::RemoteEngineOptions remote(const ServeProcess& s) {
-    agent::RemoteEngineOptions o;
+agent::RemoteChatOptions remote(const ServeProcess& s) {
+    agent::RemoteChatOptions o;
     o.client.base_url = s.url();
     o.client.model_name = "tiny";
     o.client.api_key = kKey;
@@ -134,16 +134,16 @@ TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an a
     ServeProcess server;
     const std::string chat_url = server.url() + "/chat/completions";
     const std::vector<std::string> auth = {"Authorization: Bearer " + kKey, "Content-Type: application/json"};
-    auto engine = agent::open_remote_engine(remote(server));
+    auto model = agent::open_remote_chat_model(remote(server));
 
-    SUBCASE("16 concurrent streaming json_schema calls through the remote backend") {
+    SUBCASE("16 concurrent streaming json_schema chats through the remote backend") {
         const auto schema = model::compile_json_schema_text(
             R"({"type":"object","properties":{"action":{"type":"string","enum":["click","scroll","answer"]},"x":{"type":"integer","minimum":0,"maximum":1000}},"required":["action","x"]})");
         std::atomic<int> valid{0};
         std::vector<std::thread> threads;
         for (int i = 0; i < 16; ++i) {
             threads.emplace_back([&, i] {
-                const model::SessionId id = engine->open_session();
+                auto chat = model->open_chat({});
                 model::GenerateOptions o;
                 o.max_tokens = 48;
                 o.schema = schema;
@@ -154,12 +154,11 @@ TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an a
                     streamed += p;
                     return true;
                 };
-                const std::string turn =
-                    "<|surf_role:user|>task " + std::to_string(i) + "<|surf_end|><|surf_role:assistant|>";
-                const model::GenerateResult r = engine->generate(id, {model::InputPart::of_text(turn)}, o);
-                const json j = json::parse(r.text);
-                if (streamed == r.text && j["x"].is_number_integer() && j["action"].is_string()) ++valid;
-                engine->close_session(id);
+                const agent::TurnReport t =
+                    chat->ask(agent::Message{"user", "task " + std::to_string(i), {}}, o);
+                const json j = json::parse(t.result.text);
+                if (streamed == t.result.text && j["x"].is_number_integer() && j["action"].is_string())
+                    ++valid;
             });
         }
         for (auto& t : threads) t.join();
@@ -223,7 +222,7 @@ TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an a
         test::TestHttpServer pages(kPages);
         agent::AgentConfig config;
         config.profile = kPages + "/profile_tiny.json";
-        agent::Agent a(engine, config);
+        agent::Agent a(model, config);
         agent::RunOptions run;
         run.task = "Find the price of the blue kettle";
         run.start_url = pages.url("/index.html");
@@ -255,7 +254,7 @@ TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an a
         }
         CHECK(backend_named);
         CHECK(remote_calls >= r.steps);
-        CHECK(engine->open_sessions() == 0);
+        CHECK(metric(server, "surf_sessions_open") == 0);
         fs::remove_all(dir);
     }
 
@@ -314,7 +313,7 @@ TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an a
             CHECK((WIFEXITED(rc) && WEXITSTATUS(rc) == 2));
             CHECK(said.find("applies to a local model folder, not to a remote --model") != std::string::npos);
         }
-        CHECK(engine->open_sessions() == 0);
+        CHECK(metric(server, "surf_sessions_open") == 0);
         fs::remove_all(dir);
     }
 
@@ -352,7 +351,7 @@ TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an a
         const int rc = std::system(refused.c_str());
         CHECK((WIFEXITED(rc) && WEXITSTATUS(rc) == 2));
         CHECK(surf::test::read_file(log.string()).find("\"fly\" is not an action") != std::string::npos);
-        CHECK(engine->open_sessions() == 0);
+        CHECK(metric(server, "surf_sessions_open") == 0);
         fs::remove(log);
     }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/conversation.h"
 #include "agent/loop.h"
 #include "agent/profile.h"
 #include "model/cuda/cuda_engine.h"
@@ -50,6 +51,7 @@ public:
 
 RunResult run_on(model::Engine& engine, SyntheticPage& page, const std::string& trace_dir) {
     const auto tmpl = model::ChatTemplate::from_model_dir(kModel);
+    EngineChatModel chat(engine, tmpl);
     const PromptProfile profile = load_profile(kProfile);
     RunOptions o;
     o.task = "Which box is red?";
@@ -58,8 +60,7 @@ RunResult run_on(model::Engine& engine, SyntheticPage& page, const std::string& 
     o.viewport_width = 320, o.viewport_height = 240;
     o.trace_dir = trace_dir;
     LoopContext ctx;
-    ctx.engine = &engine;
-    ctx.chat_template = &tmpl;
+    ctx.model = &chat;
     ctx.profile = &profile;
     ctx.environment = &page;
     Trace trace(trace_dir);

@@ -160,6 +160,7 @@ struct Fixture {
     ScriptedEngine engine;
     model::ChatTemplate chat_template =
         model::ChatTemplate::from_file(SURF_SOURCE_DIR "/prompts/chat_template_nemotron_nano_v2_vl.jinja");
+    EngineChatModel chat{engine, chat_template};
     PromptProfile profile = load_profile(default_profile_path());
     FakePage page;
     std::vector<StepEvent> events;
@@ -174,8 +175,7 @@ struct Fixture {
 
     RunResult run(RunOptions o, Trace* trace = nullptr) {
         LoopContext ctx;
-        ctx.engine = &engine;
-        ctx.chat_template = &chat_template;
+        ctx.model = &chat;
         ctx.profile = &profile;
         ctx.environment = &page;
         ctx.trace = trace;
@@ -506,8 +506,7 @@ TEST_CASE("cancel stops the run") {
     Fixture f;
     f.engine.scripts["policy"] = {step_json(kScroll)};
     LoopContext ctx;
-    ctx.engine = &f.engine;
-    ctx.chat_template = &f.chat_template;
+    ctx.model = &f.chat;
     ctx.profile = &f.profile;
     ctx.environment = &f.page;
     ctx.cancel = &f.cancel;
@@ -956,11 +955,12 @@ TEST_CASE("each role may run on its own model: the localizer and the validator a
     ScriptedEngine localizer_engine, validator_engine;
     localizer_engine.scripts["localizer"] = {R"({"x":250,"y":500})"};
     validator_engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    EngineChatModel localizer_chat(localizer_engine, f.chat_template);
+    EngineChatModel validator_chat(validator_engine, f.chat_template);
     LoopContext ctx;
-    ctx.engine = &f.engine;
-    ctx.chat_template = &f.chat_template;
-    ctx.localizer = {&localizer_engine, &f.chat_template};
-    ctx.validator = {&validator_engine, &f.chat_template};
+    ctx.model = &f.chat;
+    ctx.localizer_model = &localizer_chat;
+    ctx.validator_model = &validator_chat;
     ctx.profile = &f.profile;
     ctx.environment = &f.page;
     const RunResult r = run_loop(ctx, options());
@@ -976,8 +976,8 @@ TEST_CASE("each role may run on its own model: the localizer and the validator a
     CHECK(r.usage.at("localizer").calls == 1);
     CHECK(f.page.actions == std::vector<std::string>{"click"});
 
-    // A role's engine without a chat template is refused.
-    ctx.validator = {&validator_engine, nullptr};
+    // A run without the policy's model is refused.
+    ctx.model = nullptr;
     CHECK_THROWS_AS(run_loop(ctx, options()), Error);
 }
 

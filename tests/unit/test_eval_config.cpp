@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/conversation.h"
 #include "agent/profile.h"
 #include "base/error.h"
 #include "eval/eval_config.h"
@@ -122,8 +123,7 @@ TEST_CASE(
     "the runner refuses a folder recorded with another configuration before touching it; force goes on") {
     const std::string kModel = SURF_FIXTURES_DIR "/golden/tiny_fp32";
     std::shared_ptr<model::Engine> engine = model::open_cpu_engine(kModel);
-    auto chat_template =
-        std::make_shared<const model::ChatTemplate>(model::ChatTemplate::from_model_dir(kModel));
+    auto chat = agent::EngineChatModel::open(engine);
     const auto profile = agent::load_profile(SURF_SOURCE_DIR "/tests/browser/agent_pages/profile_tiny.json");
     const fs::path dir = fresh("runner");
     const std::string line = R"({"id": "t1", "status": "error", "error": "the start page did not load"})"
@@ -137,7 +137,7 @@ TEST_CASE(
     o.run_record = record(20, 8);
     o.resume_free_keys = {"concurrency"};
     o.retry_errors = true;  // would rewrite results.jsonl, were the run not refused first
-    EvalRunner refused(engine, profile, chat_template, nullptr, o);
+    EvalRunner refused(chat, profile, nullptr, o);
     const std::string error = error_of([&] { refused.run(tasks, dir.string()); });
     CHECK(error.find("max-steps (15 → 20)") != std::string::npos);
     CHECK(error.find("concurrency") == std::string::npos);
@@ -147,7 +147,7 @@ TEST_CASE(
 
     o.retry_errors = false;
     o.force = true;
-    EvalRunner forced(engine, profile, chat_template, nullptr, o);
+    EvalRunner forced(chat, profile, nullptr, o);
     const EvalOutcome out = forced.run(tasks, dir.string());  // t1 is recorded: nothing runs, no browser
     CHECK(out.progress.skipped == 1);
     CHECK(read_run_record(dir.string())->at("config")["max-steps"] == 20);
@@ -159,7 +159,7 @@ TEST_CASE(
     // Only free keys differ: no force needed.
     o.force = false;
     o.run_record = record(20, 2);
-    EvalRunner free_change(engine, profile, chat_template, nullptr, o);
+    EvalRunner free_change(chat, profile, nullptr, o);
     CHECK_NOTHROW(free_change.run(tasks, dir.string()));
     fs::remove_all(dir);
 }
