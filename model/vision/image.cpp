@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "base/error.h"
+#include "model/vision/image_gif.h"
 #include "model/vision/image_opencv.h"
 
 // stb is compiled here only, with static linkage, so no other translation unit (or Debian's
@@ -42,7 +43,7 @@
 namespace surf::model {
 namespace {
 
-enum class Format { kPng, kJpeg, kBmp, kWebp, kUnknown };
+enum class Format { kPng, kJpeg, kBmp, kWebp, kGif, kUnknown };
 
 Format sniff_format(const uint8_t* d, size_t n) {
     static const uint8_t kPngMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
@@ -50,6 +51,7 @@ Format sniff_format(const uint8_t* d, size_t n) {
     if (n >= 3 && d[0] == 0xff && d[1] == 0xd8 && d[2] == 0xff) return Format::kJpeg;
     if (n >= 2 && d[0] == 'B' && d[1] == 'M') return Format::kBmp;
     if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0) return Format::kWebp;
+    if (is_gif(d, n)) return Format::kGif;
     return Format::kUnknown;
 }
 
@@ -207,7 +209,8 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, Al
         std::snprintf(head, sizeof(head), "%02x %02x %02x %02x", data[0], size > 1 ? data[1] : 0,
                       size > 2 ? data[2] : 0, size > 3 ? data[3] : 0);
         fail(ErrorKind::kUnsupported, name,
-             std::string("unrecognised format (first bytes ") + head + "; expected PNG, JPEG, BMP or WebP)");
+             std::string("unrecognised format (first bytes ") + head +
+                 "; expected PNG, JPEG, BMP, WebP or GIF)");
     }
 
     // Header first: reject zero-size and decompression bombs before allocating any pixels.
@@ -235,6 +238,7 @@ Image decode_image(const uint8_t* data, size_t size, const std::string& name, Al
     } else if (declared_size(format, data, size, &declared_w, &declared_h)) {
         check_limits(declared_w, declared_h);
     }
+    if (format == Format::kGif) return decode_gif(data, size, name, check_limits);
     if (format == Format::kWebp) {
         if (declared_w <= 0 || declared_h <= 0) fail(ErrorKind::kFormat, name, "unreadable WebP header");
         Image image = opencv_decode(data, size, name, alpha == AlphaMode::kCompositeOnWhite);

@@ -1,6 +1,7 @@
-// Decoded images: PNG / JPEG / BMP through stb_image, WebP through OpenCV (builds that have it), always
-// converted to 8-bit RGB the way PIL's `Image.convert("RGB")` does (grey replicated, alpha dropped without
-// compositing, palette looked up). Also PNG encoding for traces and drawing.
+// Decoded images: PNG / JPEG / BMP through stb_image, WebP through OpenCV (builds that have it), the first
+// frame of a GIF through image_gif.cpp; always converted to 8-bit RGB the way PIL's `Image.convert("RGB")`
+// does (grey replicated, alpha dropped without compositing, palette looked up). Also PNG encoding for traces
+// and drawing.
 #pragma once
 
 #include <cstddef>

@@ -786,4 +786,9 @@ TEST_CASE("serve: helpers (base64, data URLs)") {
         CHECK(image->width == 300);
         CHECK(image->height == 200);
     }
+    // GIF, as OpenAI's API takes it (the first frame; model/vision/image_gif.cpp).
+    const std::string gif = read_file(std::string(SURF_FIXTURES_DIR) + "/image/gif/noise_interlaced.gif");
+    const auto frame = serve::decode_data_url("data:image/gif;base64," + b64(gif), 1 << 20, 1 << 20, "p");
+    CHECK(frame->width == 160);
+    CHECK(frame->height == 120);
 }
