@@ -36,6 +36,7 @@ struct Agent::Impl {
     std::shared_ptr<ChatModel> model;
     std::shared_ptr<ChatModel> localizer, validator;  // null: the policy's
     std::shared_ptr<tools::Browser> browser;
+    std::vector<std::string> launched_deny;  // the deny-list the agent's own browser was launched with
     std::mutex run_mutex;
     std::atomic<bool> cancel{false};
     mutable std::mutex browser_mutex;
@@ -105,10 +106,19 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
     try {
         {
             std::lock_guard<std::mutex> lock(impl_->browser_mutex);
+            // The browser the agent launches makes the run's denied host names unresolvable (connections
+            // Fetch never sees); a run with another deny-list gets a browser of its own rules.
+            const bool own = !impl_->config.browser;
+            if (impl_->browser && own && impl_->launched_deny != options.deny_domains) {
+                impl_->browser->shutdown();
+                impl_->browser.reset();
+            }
             if (!impl_->browser) {
                 tools::BrowserOptions bo;
                 bo.executable = impl_->config.chromium;
+                bo.deny_hosts = options.deny_domains;
                 impl_->browser = tools::Browser::launch(bo);
+                impl_->launched_deny = options.deny_domains;
             }
         }
         tools::SessionOptions so;

@@ -289,7 +289,12 @@ EvalOutcome EvalRunner::run(const std::vector<EvalTask>& tasks, const std::strin
         }
         t0_ = now_seconds();
     }
-    if (!queue.empty() && !browser_) browser_ = tools::Browser::launch(browser_options_);
+    if (!queue.empty() && !browser_) {
+        // The run's denied host names are unresolvable in its browser (connections Fetch never sees).
+        tools::BrowserOptions bo = browser_options_;
+        bo.deny_hosts.insert(bo.deny_hosts.end(), options_.deny_domains.begin(), options_.deny_domains.end());
+        browser_ = tools::Browser::launch(bo);
+    }
     std::atomic<size_t> next{0};
     const int n_workers = std::min<int>(options_.concurrency, static_cast<int>(queue.size()));
     std::vector<std::thread> workers;

@@ -292,6 +292,41 @@ TEST_CASE("navigation guard: an allowed page's subresources to a denied host nev
     CHECK(!has_event(session->take_events(), SessionEventKind::kNavigationDenied, "denied.test"));
 }
 
+TEST_CASE("navigation guard: under a deny-list alone, WebSockets and workers never reach a denied host") {
+    // The denied host names are unresolvable in a browser launched with them (BrowserOptions::deny_hosts), so
+    // the connections Fetch never sees fail too; the test's own resolver rules follow surf's.
+    BrowserOptions bo;
+    bo.extra_args.push_back("--host-resolver-rules=MAP *.test 127.0.0.1");
+    bo.deny_hosts = {"denied.test", "*.ads.test"};
+    auto browser = Browser::launch(bo);
+    SessionOptions options;
+    options.guard = NavigationGuard({}, bo.deny_hosts);
+    auto session = browser->new_session(options);
+    const int ws_before = env().server.requests("/ws-allowed");
+    REQUIRE(session->navigate(page("/subresources.html", "allowed.test")).ok());
+    CHECK(session->wait_for("window.sent === true", 2s));
+    for (int i = 0; i < 40 && env().server.requests("/ws-allowed") == ws_before; ++i)
+        std::this_thread::sleep_for(50ms);
+    CHECK(env().server.requests("/ws-allowed") == ws_before + 1);  // an allowed host's handshake gets through
+    std::this_thread::sleep_for(300ms);
+    for (const char* path : {"/sub-frame.html", "/sub-img.png", "/sub-fetch", "/sub-ws", "/sub-worker"}) {
+        const std::string where = path;
+        CAPTURE(where);
+        CHECK(env().server.requests(path) == 0);
+    }
+    // Pages on other hosts still load, a subdomain rule leaves its parent alone, and a denied host is refused
+    // by the guard with its reason (not a resolver error).
+    CHECK(session->navigate(page("/blank.html", "ads.test")).ok());
+    CHECK_THROWS_AS(session->navigate(page("/blank.html", "x.ads.test")), Error);
+    browser->shutdown();
+}
+
+TEST_CASE("resolver deny rules: host names and their subdomains, IP addresses left to Fetch") {
+    CHECK(NavigationGuard({}, {"Denied.test", "*.ads.test", "10.0.0.1"}).resolver_deny_rules() ==
+          "MAP denied.test ~NOTFOUND, MAP *.denied.test ~NOTFOUND, MAP *.ads.test ~NOTFOUND");
+    CHECK(NavigationGuard({"example.com"}, {}).resolver_deny_rules().empty());
+}
+
 TEST_CASE("navigation guard: a file: page's script cannot leave the start page's folder") {
     const std::string dir = std::filesystem::temp_directory_path().string() + "/surf_file_root_test";
     std::filesystem::create_directories(dir + "/site");

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "tools/browser/browser_session.h"
+#include "tools/browser/navigation_guard.h"
 
 namespace surf::tools {
 namespace {
@@ -40,6 +41,20 @@ std::string log_tail(const std::filesystem::path& path, size_t max_bytes = 1500)
 }
 
 }  // namespace
+
+// Puts `rules` first in the --host-resolver-rules flag of `args`: Chromium reads the last copy of the flag,
+// so its rules follow ours in the one flag left.
+void merge_resolver_rules(std::vector<std::string>& args, const std::string& rules) {
+    if (rules.empty()) return;
+    static const std::string kFlag = "--host-resolver-rules=";
+    std::string theirs;
+    for (const std::string& a : args)
+        if (a.rfind(kFlag, 0) == 0) theirs = a.substr(kFlag.size());
+    args.erase(
+        std::remove_if(args.begin(), args.end(), [](const std::string& a) { return a.rfind(kFlag, 0) == 0; }),
+        args.end());
+    args.push_back(kFlag + rules + (theirs.empty() ? "" : ", " + theirs));
+}
 
 std::vector<std::string> default_chromium_flags(bool no_sandbox) {
     std::vector<std::string> flags = {
@@ -103,6 +118,7 @@ std::shared_ptr<Browser> Browser::launch(BrowserOptions options) {
     b.executable_ = find_executable(b.options_.executable);
     b.args_ = default_chromium_flags(::geteuid() == 0 || !b.options_.sandbox);
     b.args_.insert(b.args_.end(), b.options_.extra_args.begin(), b.options_.extra_args.end());
+    merge_resolver_rules(b.args_, NavigationGuard({}, b.options_.deny_hosts).resolver_deny_rules());
     std::filesystem::path root =
         b.options_.temp_root.empty() ? std::filesystem::temp_directory_path() : b.options_.temp_root;
     std::string pattern = (root / "surf-browser-XXXXXX").string();

@@ -32,7 +32,11 @@ struct BrowserOptions {
     // false. Keep it true for non-root deployments.
     bool sandbox = true;
     std::vector<std::string> extra_args;  // appended after surf's own flags (e.g. --host-resolver-rules=...)
-    std::filesystem::path temp_root;      // "" = the system temp directory
+    // Deny rules (NavigationGuard's syntax) the browser's resolver enforces for every context:
+    // NavigationGuard::resolver_deny_rules, placed before the rules of an --host-resolver-rules in extra_args
+    // (the first matching rule wins).
+    std::vector<std::string> deny_hosts;
+    std::filesystem::path temp_root;  // "" = the system temp directory
     std::chrono::milliseconds launch_timeout{20000};
     std::chrono::milliseconds command_timeout{10000};  // default for browser-level commands
     // A command that times out triggers a liveness probe (Browser.getVersion) with this deadline; a

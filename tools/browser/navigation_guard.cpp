@@ -125,6 +125,21 @@ std::string NavigationGuard::proxy_bypass_list() const {
     return out;
 }
 
+std::string NavigationGuard::resolver_deny_rules() const {
+    std::string out;
+    auto add = [&](const std::string& pattern) {
+        out += (out.empty() ? "" : ", ") + ("MAP " + pattern + " ~NOTFOUND");
+    };
+    for (const std::string& rule : deny_) {
+        const bool subdomains_only = rule.rfind("*.", 0) == 0;
+        const std::string base = subdomains_only ? rule.substr(2) : rule;
+        if (looks_like_ip(base)) continue;
+        if (!subdomains_only) add(base);
+        add("*." + base);
+    }
+    return out;
+}
+
 GuardDecision NavigationGuard::check(const std::string& url) const {
     GuardDecision d;
     ParsedUrl parsed = parse_url_host(url);

@@ -63,6 +63,13 @@ public:
     // allowed one still connects this way.
     std::string proxy_bypass_list() const;
 
+    // Chromium host-resolver rules ("MAP host ~NOTFOUND, ...") that make the deny-list's host names
+    // unresolvable ("" without host-name deny rules): a browser launched with them fails every connection to
+    // a denied host, the WebSocket handshakes and workers' requests Fetch never sees included, under a
+    // deny-list alone or under an allowed parent domain. IP-address rules have no name to unmap and are left
+    // to Fetch.
+    std::string resolver_deny_rules() const;
+
     const std::vector<std::string>& allow_rules() const { return allow_; }
     const std::vector<std::string>& deny_rules() const { return deny_; }
 
