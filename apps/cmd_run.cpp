@@ -109,23 +109,27 @@ nlohmann::json load_storage_state(const std::string& path) {
     return j;
 }
 
-int run_agent(const surf::cli::Args& args) {
-    using surf::Error;
-    using surf::ErrorKind;
-    if (args.positional().size() != 1)
-        throw Error(ErrorKind::kInvalidArgument, "expected exactly one TASK argument (quote it)");
-    // The flags of the command line first, in the order a user fixes them; the model folder after.
-    const std::string start_url = args.require("url");
-    surf::agent::AgentConfig config;
-    config.model_dir = surf::cli::model_flag(args);
-    config.backend = args.get("backend", "cpu");
-    config.profile = args.get("profile");
-    config.chat_template = args.get("template");
-    config.chromium = args.get("chromium");
+// One finished step (or a rejected answer) as a line, with the policy's thought under it.
+void print_step(const surf::agent::StepEvent& e) {
+    if (e.kind == surf::agent::StepEventKind::kAnswerRejected) {
+        std::printf("      answer rejected: %s\n", one_line(e.outcome, 160).c_str());
+    } else {
+        std::string target = e.target.empty() ? "" : " \"" + one_line(e.target, 60) + "\"";
+        char point[48] = "";
+        if (e.has_point) std::snprintf(point, sizeof point, " @(%.0f,%.0f)", e.x, e.y);
+        std::printf("step %3d  %-8s%s%s  %.1fs  %s%s\n", e.step, e.action.empty() ? "-" : e.action.c_str(),
+                    target.c_str(), point, e.seconds,
+                    e.ok ? "" : "ERROR: ", one_line(e.outcome, 120).c_str());
+        if (!e.thought.empty()) std::printf("          thought: %s\n", one_line(e.thought, 160).c_str());
+    }
+    std::fflush(stdout);
+}
 
+// The run's options from the command line, checked (before a model load that can take minutes).
+surf::agent::RunOptions run_options(const surf::cli::Args& args, const surf::agent::AgentConfig& config) {
     surf::agent::RunOptions run;
     run.task = args.positional()[0];
-    run.start_url = start_url;
+    run.start_url = args.require("url");
     run.max_steps = static_cast<int>(args.get_int("max-steps", 30, 1, 1000));
     run.max_answer_attempts = static_cast<int>(args.get_int("attempts", 3, 1, 100));
     run.timeout_seconds = args.get_double("timeout", 600, 0.001, 86400);
@@ -144,14 +148,19 @@ int run_agent(const surf::cli::Args& args) {
     run.save_storage_state = args.has("save-storage-state");
     run.download_dir = args.get("download-dir");
     run.removed_actions = args.all("without-action");
-    surf::agent::validate_run_options(run);  // before a model load that can take minutes
-    if (!run.removed_actions.empty()) {      // an action the profile's policy lacks: a usage error, named now
+    surf::agent::validate_run_options(run);
+    if (!run.removed_actions.empty()) {  // an action the profile's policy lacks: a usage error, named now
         const std::string profile =
             config.profile.empty() ? surf::agent::profile_for_model(config.model_dir) : config.profile;
         surf::agent::with_actions(surf::agent::load_profile(profile), {}, run.removed_actions);
     }
+    return run;
+}
 
-    // The localizer's and the validator's own models: a folder on the same backend, or a remote endpoint.
+// The localizer's and the validator's own models: a folder on the same backend, or a remote endpoint.
+void open_role_models(const surf::cli::Args& args, surf::agent::AgentConfig& config) {
+    using surf::Error;
+    using surf::ErrorKind;
     for (auto [flag, slot] : {std::pair{"localizer-model", &config.localizer_chat_model},
                               std::pair{"validator-model", &config.validator_chat_model}}) {
         if (!args.has(flag) || args.get(flag) == config.model_dir) continue;
@@ -169,23 +178,30 @@ int run_agent(const surf::cli::Args& args) {
         *slot = surf::agent::EngineChatModel::open(
             surf::model::open_engine(dir, config.backend, "--backend", 0, surf::model::WarmUp::kSingle));
     }
+}
 
-    std::unique_ptr<surf::agent::Agent> agent;
+// The agent on the policy's model: a remote OpenAI-compatible server (surf serve, vLLM, SGLang) or a folder
+// loaded in process.
+std::unique_ptr<surf::agent::Agent> open_agent(const surf::cli::Args& args,
+                                               const surf::agent::AgentConfig& config) {
     if (surf::cli::is_remote_model(config.model_dir)) {
-        // A remote OpenAI-compatible server (surf serve, vLLM, SGLang) instead of the in-process engine.
         surf::cli::reject_local_model_flags(args);
-        agent = std::make_unique<surf::agent::Agent>(surf::cli::open_remote_model(args, config.model_dir, 1),
-                                                     config);
-    } else {
-        std::fprintf(stderr, "loading %s ...\n", config.model_dir.c_str());
-        const auto load_start = std::chrono::steady_clock::now();
-        agent = surf::agent::Agent::create(config);
-        surf::cli::print_loaded(config.model_dir, *agent->engine(), load_start);
+        return std::make_unique<surf::agent::Agent>(surf::cli::open_remote_model(args, config.model_dir, 1),
+                                                    config);
     }
+    std::fprintf(stderr, "loading %s ...\n", config.model_dir.c_str());
+    const auto load_start = std::chrono::steady_clock::now();
+    auto agent = surf::agent::Agent::create(config);
+    surf::cli::print_loaded(config.model_dir, *agent->engine(), load_start);
+    return agent;
+}
 
+// Runs the task with a line per step on stdout and, on a terminal, a spinner for the step that runs now;
+// Ctrl-C cancels the run.
+surf::agent::RunResult run_at_terminal(const surf::cli::Args& args, surf::agent::Agent& agent,
+                                       surf::agent::RunOptions run) {
     std::signal(SIGINT, on_sigint);
     std::atomic<bool> finished{false};
-    // On a terminal a spinner shows the step that runs now; the step lines clear it before they print.
     const bool tty = ::isatty(STDOUT_FILENO) != 0;
     std::mutex out;
     std::atomic<int> running_step{1};
@@ -195,7 +211,7 @@ int run_agent(const surf::cli::Args& args) {
         static const char* frames[] = {"|", "/", "-", "\\"};
         for (int tick = 0; !finished.load(); ++tick) {
             if (g_interrupted) {
-                agent->cancel();
+                agent.cancel();
                 break;
             }
             if (tty) {
@@ -224,22 +240,11 @@ int run_agent(const surf::cli::Args& args) {
         if (tty) std::printf("\r\033[K");
         running_step = e.step + 1;
         step_start = SteadyClock::now().time_since_epoch().count();
-        if (e.kind == StepEventKind::kAnswerRejected) {
-            std::printf("      answer rejected: %s\n", one_line(e.outcome, 160).c_str());
-        } else {
-            std::string target = e.target.empty() ? "" : " \"" + one_line(e.target, 60) + "\"";
-            char point[48] = "";
-            if (e.has_point) std::snprintf(point, sizeof point, " @(%.0f,%.0f)", e.x, e.y);
-            std::printf("step %3d  %-8s%s%s  %.1fs  %s%s\n", e.step,
-                        e.action.empty() ? "-" : e.action.c_str(), target.c_str(), point, e.seconds,
-                        e.ok ? "" : "ERROR: ", one_line(e.outcome, 120).c_str());
-            if (!e.thought.empty()) std::printf("          thought: %s\n", one_line(e.thought, 160).c_str());
-        }
-        std::fflush(stdout);
+        print_step(e);
     };
     surf::agent::RunResult result;
     try {
-        result = agent->run(run, on_step);
+        result = agent.run(run, on_step);
     } catch (...) {
         finished = true;
         watcher.join();
@@ -247,7 +252,11 @@ int run_agent(const surf::cli::Args& args) {
     }
     finished = true;
     watcher.join();
+    return result;
+}
 
+// The summary lines after a run; returns the exit code (0 answered, 1 failed, 3 error).
+int print_result(const surf::cli::Args& args, const surf::agent::RunResult& result) {
     std::printf("status: %s (%d steps, %d answer attempts, %d model calls, %d errors, %.1f s)\n",
                 surf::agent::run_status_name(result.status), result.steps, result.answer_attempts,
                 result.model_calls, result.errors, result.seconds);
@@ -271,6 +280,23 @@ int run_agent(const surf::cli::Args& args) {
         case surf::agent::RunStatus::kError: return 3;
         default: return 1;
     }
+}
+
+int run_agent(const surf::cli::Args& args) {
+    if (args.positional().size() != 1)
+        throw surf::Error(surf::ErrorKind::kInvalidArgument, "expected exactly one TASK argument (quote it)");
+    // The flags of the command line first, in the order a user fixes them; the model folder after.
+    args.require("url");
+    surf::agent::AgentConfig config;
+    config.model_dir = surf::cli::model_flag(args);
+    config.backend = args.get("backend", "cpu");
+    config.profile = args.get("profile");
+    config.chat_template = args.get("template");
+    config.chromium = args.get("chromium");
+    const surf::agent::RunOptions run = run_options(args, config);
+    open_role_models(args, config);
+    std::unique_ptr<surf::agent::Agent> agent = open_agent(args, config);
+    return print_result(args, run_at_terminal(args, *agent, run));
 }
 
 SURF_COMMAND(surf::cli::Command{

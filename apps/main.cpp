@@ -8,6 +8,9 @@
 
 #include "apps/cli.h"
 #include "base/error.h"
+#ifdef SURF_HAVE_CUDA
+#include "model/cuda/cuda_engine.h"
+#endif
 
 namespace {
 
@@ -24,6 +27,9 @@ void print_overview() {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef SURF_HAVE_CUDA
+    surf::model::cuda::register_backend();  // --backend cuda
+#endif
     if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
         print_overview();
         return argc < 2 ? 2 : 0;

@@ -220,6 +220,54 @@ private:
     std::deque<std::shared_ptr<const model::Image>> shots_;
 };
 
+// A task's run: the task's own budget, start page, domains and viewport where it has them, else the eval's.
+RunOptions task_run_options(const EvalTask& task, const EvalOptions& options, const std::string& trace_dir) {
+    RunOptions run;
+    run.task = task.question;
+    run.start_url = task.start_url;
+    run.max_steps = task.max_steps > 0 ? task.max_steps : options.max_steps;
+    run.max_answer_attempts = options.attempts;
+    run.timeout_seconds = options.task_timeout_seconds;
+    run.use_validator = options.use_validator;
+    run.trust_policy_coordinates = options.trust_policy_coordinates;
+    run.allow_domains = task.allowed_domains.empty() ? options.allow_domains : task.allowed_domains;
+    run.deny_domains = options.deny_domains;
+    run.viewport_width = task.viewport_width > 0 ? task.viewport_width : options.viewport_width;
+    run.viewport_height = task.viewport_height > 0 ? task.viewport_height : options.viewport_height;
+    run.device_scale_factor = options.device_scale_factor;
+    run.max_wait_seconds = options.max_wait_seconds;
+    run.trace_dir = trace_dir;
+    run.seed = options.seed;
+    return run;
+}
+
+// The run's outcome and counts in the record: its status ("error" for a fault of the environment, an engine
+// error or a cancelled run), answer, steps and tokens.
+void record_run(const RunResult& result, const std::string& fault, const CountingChatModel& model,
+                TaskRecord* rec) {
+    rec->answer = result.answer;
+    rec->validated = result.validated;
+    rec->forced = result.forced;
+    rec->attempts = result.answer_attempts;
+    rec->steps = result.steps;
+    rec->model_calls = result.model_calls;
+    rec->step_errors = result.errors;
+    rec->prompt_tokens = model.prompt_tokens.load();
+    rec->image_tokens = model.image_tokens.load();
+    rec->output_tokens = model.output_tokens.load();
+    rec->model_seconds = model.seconds;
+    if (!fault.empty()) {
+        rec->status = "error";
+        rec->error = fault;
+    } else if (result.status == RunStatus::kError || result.status == RunStatus::kCancelled) {
+        rec->status = "error";
+        rec->error = result.error.empty() ? run_status_name(result.status) : result.error;
+    } else {
+        rec->status = run_status_name(result.status);
+        rec->error = result.error;
+    }
+}
+
 }  // namespace
 
 std::string config_conflict(const std::string& dir, const std::vector<std::string>& differences) {
@@ -344,6 +392,40 @@ void EvalRunner::worker(const std::vector<const EvalTask*>& queue, std::atomic<s
     }
 }
 
+// Scores an answered run: reference matches, the judge's verdict, and success from the page check, else the
+// judge, else the references.
+void EvalRunner::score(const EvalTask& task, const std::string& answer,
+                       const std::vector<std::shared_ptr<const model::Image>>& shots, TaskRecord* rec) {
+    if (!task.references.empty()) {
+        const AnswerMatch m = match_answer(answer, task.references);
+        rec->exact_match = m.exact;
+        rec->normalized_match = m.normalized;
+        rec->contains_match = m.contains;
+    }
+    if (judge_) {
+        rec->judge = judge_->name();
+        if (answer.empty()) {
+            // Nothing to judge: the agent never declared the task done.
+            rec->judge_success = false;
+            rec->judge_reason = "the agent gave no answer";
+        } else {
+            const JudgeVerdict v = judge_->judge(JudgeInput{task.question, answer, shots});
+            rec->judge_success = v.success;
+            rec->judge_reason = v.success ? v.reason : "no usable verdict: " + v.error;
+            rec->judge_tokens = v.tokens;
+            rec->judge_seconds = v.seconds;
+            tokens_ += v.tokens;
+        }
+    }
+    if (rec->check_success) {
+        rec->success = rec->check_success;
+    } else if (rec->judge_success) {
+        rec->success = rec->judge_success;
+    } else if (rec->normalized_match) {
+        rec->success = *rec->normalized_match || *rec->contains_match;
+    }
+}
+
 bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, TaskRecord* rec) {
     auto cancel = std::make_shared<std::atomic<bool>>(false);
     {
@@ -377,22 +459,7 @@ bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, Task
     std::error_code ec;
     fs::remove_all(trace_dir, ec);  // a partial trace left by a stopped or killed run
 
-    RunOptions run;
-    run.task = task.question;
-    run.start_url = task.start_url;
-    run.max_steps = task.max_steps > 0 ? task.max_steps : options_.max_steps;
-    run.max_answer_attempts = options_.attempts;
-    run.timeout_seconds = options_.task_timeout_seconds;
-    run.use_validator = options_.use_validator;
-    run.trust_policy_coordinates = options_.trust_policy_coordinates;
-    run.allow_domains = task.allowed_domains.empty() ? options_.allow_domains : task.allowed_domains;
-    run.deny_domains = options_.deny_domains;
-    run.viewport_width = task.viewport_width > 0 ? task.viewport_width : options_.viewport_width;
-    run.viewport_height = task.viewport_height > 0 ? task.viewport_height : options_.viewport_height;
-    run.device_scale_factor = options_.device_scale_factor;
-    run.max_wait_seconds = options_.max_wait_seconds;
-    run.trace_dir = trace_dir.string();
-    run.seed = options_.seed;
+    const RunOptions run = task_run_options(task, options_, trace_dir.string());
 
     CountingChatModel model(*model_, &tokens_);
     RunResult result;
@@ -427,57 +494,9 @@ bool EvalRunner::run_task(const EvalTask& task, const std::string& out_dir, Task
     }
     if (fault.empty() && stopping_.load() && result.status == RunStatus::kCancelled) return false;
 
-    rec->answer = result.answer;
-    rec->validated = result.validated;
-    rec->forced = result.forced;
-    rec->attempts = result.answer_attempts;
-    rec->steps = result.steps;
-    rec->model_calls = result.model_calls;
-    rec->step_errors = result.errors;
-    rec->prompt_tokens = model.prompt_tokens.load();
-    rec->image_tokens = model.image_tokens.load();
-    rec->output_tokens = model.output_tokens.load();
-    rec->model_seconds = model.seconds;
-    if (!fault.empty()) {
-        rec->status = "error";
-        rec->error = fault;
-    } else if (result.status == RunStatus::kError || result.status == RunStatus::kCancelled) {
-        rec->status = "error";
-        rec->error = result.error.empty() ? run_status_name(result.status) : result.error;
-    } else {
-        rec->status = run_status_name(result.status);
-        rec->error = result.error;
-    }
-
+    record_run(result, fault, model, rec);
     if (rec->status != "error") {
-        if (!task.references.empty()) {
-            const AnswerMatch m = match_answer(result.answer, task.references);
-            rec->exact_match = m.exact;
-            rec->normalized_match = m.normalized;
-            rec->contains_match = m.contains;
-        }
-        if (judge_) {
-            rec->judge = judge_->name();
-            if (result.answer.empty()) {
-                // Nothing to judge: the agent never declared the task done.
-                rec->judge_success = false;
-                rec->judge_reason = "the agent gave no answer";
-            } else {
-                const JudgeVerdict v = judge_->judge(JudgeInput{task.question, result.answer, shots});
-                rec->judge_success = v.success;
-                rec->judge_reason = v.success ? v.reason : "no usable verdict: " + v.error;
-                rec->judge_tokens = v.tokens;
-                rec->judge_seconds = v.seconds;
-                tokens_ += v.tokens;
-            }
-        }
-        if (rec->check_success) {
-            rec->success = rec->check_success;
-        } else if (rec->judge_success) {
-            rec->success = rec->judge_success;
-        } else if (rec->normalized_match) {
-            rec->success = *rec->normalized_match || *rec->contains_match;
-        }
+        score(task, result.answer, shots, rec);
     } else {
         rec->success = false;
     }

@@ -110,6 +110,8 @@ private:
                 const std::string& out_dir);
     // Runs one task; returns false when it was stopped (nothing to record).
     bool run_task(const EvalTask& task, const std::string& out_dir, TaskRecord* record);
+    void score(const EvalTask& task, const std::string& answer,
+               const std::vector<std::shared_ptr<const model::Image>>& shots, TaskRecord* record);
 
     std::shared_ptr<agent::ChatModel> model_;
     agent::PromptProfile profile_;

@@ -156,11 +156,18 @@ std::unique_ptr<Engine> open_cpu_engine(const std::string& model_dir, const Engi
 // CPU backend tunes nothing.
 enum class WarmUp { kServing, kSingle };
 
-// Loads a model folder on a backend by name: "cpu", or "cuda" (on GPU `device`) where this build has the
-// CUDA backend. `field` names where the name came from ("--backend", "AgentConfig.backend") in errors.
+// Loads a model folder on a backend by name: "cpu", or a registered one ("cuda", on GPU `device`, once the
+// program has linked surf::cuda and called surf::model::cuda::register_backend()). `field` names where the
+// name came from ("--backend", "AgentConfig.backend") in errors.
 std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend,
                                     const std::string& field, int device = 0,
                                     WarmUp warm_up = WarmUp::kServing);
+
+// A backend open_engine can open by name: the model folder, the device, the warm-up.
+using EngineFactory =
+    std::function<std::unique_ptr<Engine>(const std::string& model_dir, int device, WarmUp)>;
+// Makes `name` a backend of open_engine (replacing one of that name). Thread-safe.
+void register_engine_backend(const std::string& name, EngineFactory factory);
 
 // The model used when a command names none: $SURF_MODEL when set, else surf-tiny, the small web-agent model
 // shipped with surf (models/surf-tiny, installed or in the source tree: base/data_paths.h).

@@ -1,29 +1,46 @@
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "base/error.h"
 #include "model/engine.h"
-#ifdef SURF_HAVE_CUDA
-#include "model/cuda/cuda_engine.h"
-#endif
 
 namespace surf::model {
+namespace {
+
+std::mutex& registry_mutex() {
+    static std::mutex m;
+    return m;
+}
+
+std::map<std::string, EngineFactory>& registry() {
+    static std::map<std::string, EngineFactory> r;
+    return r;
+}
+
+}  // namespace
+
+void register_engine_backend(const std::string& name, EngineFactory factory) {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    registry()[name] = std::move(factory);
+}
 
 std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend,
                                     const std::string& field, int device, WarmUp warm_up) {
     if (backend == "cpu") return open_cpu_engine(model_dir);
-    if (backend == "cuda") {
-#ifdef SURF_HAVE_CUDA
-        // The scheduler offloads sessions beyond its resident slots, so any concurrency fits the defaults.
-        cuda::CudaEngineOptions options;
-        options.device = device;
-        options.warm_up_vision_tile_counts = warm_up == WarmUp::kServing;
-        return cuda::open_cuda_engine(model_dir, options);
-#else
-        (void)device, (void)warm_up;
-        throw Error(ErrorKind::kUnsupported, field + " \"cuda\": this build has no CUDA backend");
-#endif
+    EngineFactory factory;
+    {
+        std::lock_guard<std::mutex> lock(registry_mutex());
+        auto it = registry().find(backend);
+        if (it != registry().end()) factory = it->second;
     }
+    if (factory) return factory(model_dir, device, warm_up);
+    if (backend == "cuda")
+        throw Error(ErrorKind::kUnsupported, field +
+                                                 " \"cuda\": this program has no CUDA backend (a build with "
+                                                 "CUDA links surf::cuda and calls "
+                                                 "surf::model::cuda::register_backend())");
     throw Error(ErrorKind::kInvalidArgument, field + " \"" + backend + "\": expected cpu or cuda");
 }
 

@@ -867,6 +867,16 @@ std::unique_ptr<Engine> open_cuda_engine(const std::string& model_dir, const Cud
     return std::make_unique<CudaEngine>(std::move(model), load_model_tokenizer(model_dir), options);
 }
 
+void register_backend() {
+    register_engine_backend("cuda", [](const std::string& model_dir, int device, WarmUp warm_up) {
+        // The scheduler offloads sessions beyond its resident slots, so any concurrency fits the defaults.
+        CudaEngineOptions options;
+        options.device = device;
+        options.warm_up_vision_tile_counts = warm_up == WarmUp::kServing;
+        return open_cuda_engine(model_dir, options);
+    });
+}
+
 std::unique_ptr<Engine> open_random_cuda_engine(const ModelConfig& cfg, const CudaEngineOptions& options,
                                                 uint64_t seed) {
     DeviceGuard device(options.device);

@@ -67,4 +67,8 @@ std::unique_ptr<Engine> open_cuda_engine(const std::string& model_dir, const Cud
 std::unique_ptr<Engine> open_random_cuda_engine(const ModelConfig& cfg, const CudaEngineOptions& options,
                                                 uint64_t seed);
 
+// Makes "cuda" a backend of model::open_engine: the default options on the given device; WarmUp::kServing
+// tunes a vision pass of every tile count (warm_up_vision_tile_counts). Idempotent.
+void register_backend();
+
 }  // namespace surf::model::cuda

@@ -3,7 +3,8 @@
 # prefix (a built surf must not depend on where it was built or installed), then checks that
 #   - the moved surf finds its prompts and its default model inside the moved prefix;
 #   - the moved surf bench finds the benchmark programs there;
-#   - a product's CMake project builds against find_package(surf), links surf::agent and runs;
+#   - a product's CMake project builds against find_package(surf), links surf::agent and runs, and links no
+#     CUDA library (the GPU backend is surf::cuda, linked only by programs that want it);
 #   - the same program builds with pkg-config's surf.
 # Usage: check_install.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -31,6 +32,10 @@ cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_BUILD
 cmake --build "$tmp/consumer" > "$tmp/consumer_build.log" 2>&1 || { cat "$tmp/consumer_build.log"; fail "build"; }
 SURF_PROMPTS_DIR="$prefix/share/surf/prompts" SURF_MODEL="$prefix/share/surf/models/surf-tiny" \
     "$tmp/consumer/product" || fail "the product program"
+# A product that does not link surf::cuda links no CUDA library, whether or not this build has the backend.
+if readelf -d "$tmp/consumer/product" | grep -E "NEEDED.*(cudart|cublas)"; then
+    fail "the product links CUDA libraries without the GPU backend"
+fi
 # The same program by pkg-config (the .pc finds its prefix from its own place).
 pc_dir=$(dirname "$(find "$prefix" -name surf.pc | head -1)")
 pkg_flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs surf) || fail "pkg-config surf"

@@ -14,10 +14,11 @@ import io
 import json
 import os
 import struct
-import zlib
 
 import numpy as np
 from PIL import Image
+
+from make_webp_fixtures import crc32, samples  # the same fixture entries as the WebP files
 
 SRC = "tests/fixtures/image/sources"
 OUT = "tests/fixtures/image/gif"
@@ -106,16 +107,6 @@ def crafted(rng):
                                  lpal=[(1, 2, 3), (250, 250, 0), (0, 250, 250), (90, 90, 90)]),
         "long_runs.gif": gif((300, 200), (0, 0, 300, 200), np.repeat(rng.integers(0, 4, 600), 100).tolist(), gpal=four),
     }
-
-
-def crc32(arr):
-    return f"{zlib.crc32(np.ascontiguousarray(arr, dtype=np.uint8).tobytes()):08x}"
-
-
-def samples(arr, rng, n=40):
-    h, w = arr.shape[:2]
-    pts = [(0, 0), (w - 1, h - 1)] + [(int(rng.integers(0, w)), int(rng.integers(0, h))) for _ in range(n)]
-    return [[x, y, *[int(v) for v in arr[y, x]]] for x, y in pts]
 
 
 def main():

@@ -1,6 +1,6 @@
 // ReplicaEngine over two CPU engines of the tiny fixture model: sessions spread to the least loaded
 // replica and stay there, forks follow their source, results equal a single engine's, stats add up,
-// concurrent callers on both replicas work, and bad ids are errors.
+// concurrent callers on both replicas work, and bad ids are errors. Also open_engine's backends by name.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -178,4 +178,32 @@ TEST_CASE("replicas: stats add every counter of every replica") {
     ReplicaEngine r({std::make_shared<FixedStatsEngine>(engine, numbered_stats(1)),
                      std::make_shared<FixedStatsEngine>(engine, numbered_stats(100))});
     check_all(r.stats(), "ReplicaEngine::stats");
+}
+
+TEST_CASE("open_engine: cpu always, other backends once registered, clear errors otherwise") {
+    CHECK(open_engine(kModel, "cpu", "--backend")->backend_name() == "cpu");
+    try {
+        open_engine(kModel, "tpu", "--backend");
+        FAIL("expected an error");
+    } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::kInvalidArgument);
+        CHECK(std::string(e.what()).find("--backend \"tpu\"") != std::string::npos);
+    }
+    // This program does not link surf::cuda, so "cuda" is not there, whatever the build has.
+    try {
+        open_engine(kModel, "cuda", "AgentConfig.backend");
+        FAIL("expected an error");
+    } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::kUnsupported);
+        CHECK(std::string(e.what()).find("register_backend") != std::string::npos);
+    }
+    // A registered backend gets the folder, the device and the warm-up.
+    int seen_device = -1;
+    register_engine_backend("two", [&](const std::string& dir, int device, WarmUp) {
+        seen_device = device;
+        return std::unique_ptr<Engine>(std::make_unique<ReplicaEngine>(
+            std::vector<std::shared_ptr<Engine>>{cpu(), std::shared_ptr<Engine>(open_cpu_engine(dir))}));
+    });
+    CHECK(open_engine(kModel, "two", "--backend", 3)->backend_name() == "2 replicas [cpu, cpu]");
+    CHECK(seen_device == 3);
 }
