@@ -214,6 +214,97 @@ std::vector<std::string> RemoteClient::models() {
                                              " attempts");
 }
 
+namespace {
+
+// A streamed chat completion as it arrives: server-sent events ("data: {chunk}" lines, "data: [DONE]" at the
+// end, maybe "data: {error}"); the text goes to the caller piece by piece, usage and finish reason into the
+// reply.
+class EventStream {
+public:
+    EventStream(ChatReply& reply, const std::function<bool(std::string_view)>& on_text)
+        : reply_(reply), on_text_(on_text) {}
+
+    // Received bytes; false stops the transfer (the caller stopped, or the stream is broken).
+    bool feed(std::string_view data) {
+        pending_.append(data);
+        size_t nl;
+        while ((nl = pending_.find('\n')) != std::string::npos) {
+            std::string l = pending_.substr(0, nl);
+            pending_.erase(0, nl + 1);
+            if (!l.empty() && l.back() == '\r') l.pop_back();
+            if (!line(l)) return false;
+        }
+        return true;
+    }
+    // The last line, when the stream did not end with a newline.
+    void finish() {
+        if (!pending_.empty()) line(pending_);
+    }
+    bool caller_stopped() const { return caller_stopped_; }
+    const std::string& error() const { return error_; }
+
+private:
+    bool line(const std::string& l) {
+        if (l.rfind("data:", 0) != 0) return true;
+        std::string payload = l.substr(5);
+        if (!payload.empty() && payload[0] == ' ') payload.erase(0, 1);
+        if (payload == "[DONE]") return true;
+        json chunk;
+        try {
+            chunk = json::parse(payload);
+        } catch (const json::exception&) {
+            error_ = "a stream event that is not JSON: " + payload.substr(0, 200);
+            return false;
+        }
+        if (chunk.contains("error")) {
+            error_ = server_message(payload);
+            return false;
+        }
+        if (chunk.contains("usage") && chunk["usage"].is_object()) {
+            reply_.prompt_tokens = chunk["usage"].value("prompt_tokens", int64_t{0});
+            reply_.completion_tokens = chunk["usage"].value("completion_tokens", int64_t{0});
+        }
+        if (!chunk.contains("choices") || !chunk["choices"].is_array() || chunk["choices"].empty())
+            return true;
+        const json& choice = chunk["choices"][0];
+        if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
+            reply_.finish_reason = choice["finish_reason"].get<std::string>();
+        if (!choice.contains("delta") || !choice["delta"].contains("content") ||
+            !choice["delta"]["content"].is_string())
+            return true;
+        const std::string piece = choice["delta"]["content"].get<std::string>();
+        if (piece.empty()) return true;
+        reply_.text += piece;
+        if (on_text_(piece)) return true;
+        caller_stopped_ = true;
+        return false;
+    }
+
+    ChatReply& reply_;
+    const std::function<bool(std::string_view)>& on_text_;
+    std::string pending_, error_;
+    bool caller_stopped_ = false;
+};
+
+// A whole (not streamed) chat completion's text, finish reason and usage into `reply`.
+void parse_completion(const std::string& body, const std::string& where, ChatReply& reply) {
+    try {
+        const json j = json::parse(body);
+        const json& choice = j.at("choices").at(0);
+        const json& content = choice.at("message").at("content");
+        reply.text = content.is_string() ? content.get<std::string>() : "";
+        reply.finish_reason = choice.value("finish_reason", "");
+        if (j.contains("usage") && j["usage"].is_object()) {
+            reply.prompt_tokens = j["usage"].value("prompt_tokens", int64_t{0});
+            reply.completion_tokens = j["usage"].value("completion_tokens", int64_t{0});
+        }
+    } catch (const json::exception& e) {
+        throw Error(ErrorKind::kModelOutput, where + ": not a chat completion: " + e.what());
+    }
+}
+
+}  // namespace
+
 ChatReply RemoteClient::chat(const ChatCall& call) {
     const std::string body = chat_call_body(call, options_.model_name).dump();
     const std::string where = "remote model " + url("/chat/completions");
@@ -233,67 +324,16 @@ ChatReply RemoteClient::chat(const ChatCall& call) {
         }
         reply = ChatReply{};
         reply.attempts = attempt + 1;
-        // Server-sent events: "data: {chunk}" lines, "data: [DONE]" at the end, maybe "data: {error}".
-        std::string pending, stream_error;
-        bool caller_stopped = false;
-        auto on_line = [&](const std::string& line) {
-            if (line.rfind("data:", 0) != 0) return true;
-            std::string payload = line.substr(5);
-            if (!payload.empty() && payload[0] == ' ') payload.erase(0, 1);
-            if (payload == "[DONE]") return true;
-            json chunk;
-            try {
-                chunk = json::parse(payload);
-            } catch (const json::exception&) {
-                stream_error = "a stream event that is not JSON: " + payload.substr(0, 200);
-                return false;
-            }
-            if (chunk.contains("error")) {
-                stream_error = server_message(payload);
-                return false;
-            }
-            if (chunk.contains("usage") && chunk["usage"].is_object()) {
-                reply.prompt_tokens = chunk["usage"].value("prompt_tokens", int64_t{0});
-                reply.completion_tokens = chunk["usage"].value("completion_tokens", int64_t{0});
-            }
-            if (!chunk.contains("choices") || !chunk["choices"].is_array() || chunk["choices"].empty())
-                return true;
-            const json& choice = chunk["choices"][0];
-            if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
-                reply.finish_reason = choice["finish_reason"].get<std::string>();
-            if (choice.contains("delta") && choice["delta"].contains("content") &&
-                choice["delta"]["content"].is_string()) {
-                const std::string piece = choice["delta"]["content"].get<std::string>();
-                if (piece.empty()) return true;
-                reply.text += piece;
-                if (!call.on_text(piece)) {
-                    caller_stopped = true;
-                    return false;
-                }
-            }
-            return true;
-        };
+        EventStream stream(reply, call.on_text);
         std::function<bool(std::string_view)> on_data;
-        if (call.on_text) {
-            on_data = [&](std::string_view data) {
-                pending.append(data);
-                size_t nl;
-                while ((nl = pending.find('\n')) != std::string::npos) {
-                    std::string line = pending.substr(0, nl);
-                    pending.erase(0, nl + 1);
-                    if (!line.empty() && line.back() == '\r') line.pop_back();
-                    if (!on_line(line)) return false;
-                }
-                return true;
-            };
-        }
+        if (call.on_text) on_data = [&](std::string_view data) { return stream.feed(data); };
         const Response r = perform("/chat/completions", &body, on_data);
-        if (caller_stopped) {
+        if (stream.caller_stopped()) {
             reply.cancelled = true;
             reply.finish_reason.clear();
             break;
         }
-        if (!stream_error.empty()) throw Error(ErrorKind::kModelOutput, where + ": " + stream_error);
+        if (!stream.error().empty()) throw Error(ErrorKind::kModelOutput, where + ": " + stream.error());
         if (r.code != CURLE_OK) {
             last = r.curl_error;
             if (r.code == CURLE_OPERATION_TIMEDOUT) {
@@ -312,22 +352,10 @@ ChatReply RemoteClient::chat(const ChatCall& call) {
             throw Error(ErrorKind::kInvalidArgument,
                         where + ": HTTP " + std::to_string(r.status) + ": " + server_message(r.body));
         }
-        if (!call.on_text) {
-            try {
-                const json j = json::parse(r.body);
-                const json& choice = j.at("choices").at(0);
-                const json& content = choice.at("message").at("content");
-                reply.text = content.is_string() ? content.get<std::string>() : "";
-                reply.finish_reason = choice.value("finish_reason", "");
-                if (j.contains("usage") && j["usage"].is_object()) {
-                    reply.prompt_tokens = j["usage"].value("prompt_tokens", int64_t{0});
-                    reply.completion_tokens = j["usage"].value("completion_tokens", int64_t{0});
-                }
-            } catch (const json::exception& e) {
-                throw Error(ErrorKind::kModelOutput, where + ": not a chat completion: " + e.what());
-            }
-        } else if (!pending.empty()) {
-            on_line(pending);
+        if (call.on_text) {
+            stream.finish();
+        } else {
+            parse_completion(r.body, where, reply);
         }
         reply.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
         return reply;
