@@ -241,6 +241,8 @@ def main():
     ap.add_argument("--rebalance", action="store_true",
                     help="rescale the vision tower and projector to their working scales first (model.rebalance)")
     ap.add_argument("--scale-weight", type=float, default=0.1, help="weight of model.scale_penalty in the loss")
+    ap.add_argument("--rows-scale", type=float, default=1.0,
+                    help="the projector rows' RMS over the text embeddings' that scale_penalty holds (model.rows_scale)")
     ap.add_argument("--synth-fonts", help="font folder: mix synthetic grounding pages (synth.py) into training")
     ap.add_argument("--synth-share", type=float, default=0.5, help="share of the steps that train on synthetic pages")
     ap.add_argument("--synth-workers", type=int, default=12, help="processes that paint synthetic pages")
@@ -275,6 +277,10 @@ def main():
     config = json.load(open(os.path.join(a.model, "config.json")))
     model = SurfTiny(config)
     init_weights(model, a.seed)
+    model.rows_scale = a.rows_scale
+    if not a.init:  # a fresh projector starts at that scale; trained weights keep theirs (scale_penalty pulls)
+        with torch.no_grad():
+            model.mlp1.fc2.weight.mul_(a.rows_scale)
     if a.init:
         from .export import load_into
         load_into(model, a.init, language_model_only=a.fresh_vision)
