@@ -268,6 +268,91 @@ nlohmann::ordered_json resolved_config(const surf::cli::Args& args, const std::s
 const std::vector<std::string> kResumeFreeKeys = {"out",   "concurrency",  "ids",          "sites",   "limit",
                                                   "shard", "retry-errors", "mind2web-out", "chromium"};
 
+// The agents' model: an OpenAI-compatible server (every running task has one call out at a time) or a folder
+// loaded in process.
+std::shared_ptr<surf::agent::ChatModel> open_model(const surf::cli::Args& args, const std::string& model_dir,
+                                                   int concurrency) {
+    if (surf::cli::is_remote_model(model_dir))
+        return surf::cli::open_remote_model(args, model_dir, concurrency);
+    const std::string backend = args.get("backend", "cpu");
+    std::fprintf(stderr, "loading %s (%s) ...\n", model_dir.c_str(), backend.c_str());
+    const auto load_start = std::chrono::steady_clock::now();
+    std::shared_ptr<surf::model::Engine> engine = surf::model::open_engine(
+        model_dir, backend, "--backend", 0,
+        concurrency > 1 ? surf::model::WarmUp::kServing : surf::model::WarmUp::kSingle);
+    surf::cli::print_loaded(model_dir, *engine, load_start);
+    return surf::agent::EngineChatModel::open(engine, args.get("template"));
+}
+
+// The judge (null for --judge none): the WebVoyager protocol on the agents' model, or on a remote server's
+// (e.g. a stronger model served by vLLM or another surf serve).
+std::shared_ptr<surf::eval::Judge> make_judge(const surf::cli::Args& args, const std::string& kind,
+                                              const std::shared_ptr<surf::agent::ChatModel>& model,
+                                              const surf::agent::PromptProfile& profile) {
+    if (kind != "local" && kind != "remote") return nullptr;
+    std::shared_ptr<surf::agent::ChatModel> judge_model = model;
+    if (kind == "remote") {
+        surf::agent::RemoteChatOptions remote;
+        remote.client.base_url = args.require("judge-model");
+        remote.client.model_name = args.require("judge-model-name");
+        if (const char* key = std::getenv("SURF_JUDGE_API_KEY")) remote.client.api_key = key;
+        judge_model = surf::agent::open_remote_chat_model(remote);
+    }
+    surf::eval::LocalJudgeOptions jo;
+    jo.name = kind;
+    jo.schema = args.get("judge-schema");
+    jo.enable_thinking = profile.enable_thinking;
+    jo.stop_token = profile.stop_token;
+    jo.image_max_width = profile.image_max_width;
+    jo.image_max_height = profile.image_max_height;
+    // The judge borrows its model; the aliasing pointer keeps the model alive as long as the judge.
+    auto judge = std::make_shared<surf::eval::LocalJudge>(*judge_model, jo);
+    return std::shared_ptr<surf::eval::Judge>(
+        std::make_shared<
+            std::pair<std::shared_ptr<surf::agent::ChatModel>, std::shared_ptr<surf::eval::LocalJudge>>>(
+            judge_model, judge),
+        judge.get());
+}
+
+// Runs the tasks with a live progress line on a terminal (a line per task otherwise); Ctrl-C or SIGTERM stops
+// the run, which stays resumable.
+surf::eval::EvalOutcome run_with_progress(surf::eval::EvalRunner& runner,
+                                          const std::vector<surf::eval::EvalTask>& tasks,
+                                          const std::string& out) {
+    const bool tty = ::isatty(STDERR_FILENO);
+    runner.on_record = [&](const surf::eval::TaskRecord& r) {
+        if (tty) return;  // the live bar shows it
+        const auto p = runner.progress();
+        std::fprintf(stderr, "%s  %s %s\n", progress_line(p).c_str(), r.id.c_str(), r.status.c_str());
+    };
+    std::signal(SIGINT, on_sigint);
+    std::signal(SIGTERM, on_sigint);
+    std::atomic<bool> finished{false};
+    std::thread watcher([&] {
+        bool stopped = false;
+        while (!finished.load()) {
+            if (g_interrupted && !stopped) {
+                runner.stop();
+                stopped = true;
+            }
+            if (tty) std::fprintf(stderr, "\r%s\033[K", progress_line(runner.progress()).c_str());
+            std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        }
+    });
+    surf::eval::EvalOutcome outcome;
+    try {
+        outcome = runner.run(tasks, out);
+    } catch (...) {
+        finished = true;
+        watcher.join();
+        throw;
+    }
+    finished = true;
+    watcher.join();
+    if (tty) std::fprintf(stderr, "\r%s\033[K\n", progress_line(outcome.progress).c_str());
+    return outcome;
+}
+
 int run_eval(const surf::cli::Args& cli_args) {
     if (!cli_args.positional().empty() && cli_args.positional()[0] == "merge") return merge(cli_args);
     // A run configuration fills in what the command line does not give.
@@ -339,78 +424,13 @@ int run_eval(const surf::cli::Args& cli_args) {
 
     surf::agent::PromptProfile profile = surf::agent::load_profile(config["profile"].get<std::string>());
 
-    std::shared_ptr<surf::agent::ChatModel> model;
-    if (remote_model) {
-        // The policy, localizer, validator (and the local judge) on an OpenAI-compatible server: every
-        // running task has one call out at a time.
-        model = surf::cli::open_remote_model(args, model_dir, options.concurrency);
-    } else {
-        const std::string backend = args.get("backend", "cpu");
-        std::fprintf(stderr, "loading %s (%s) ...\n", model_dir.c_str(), backend.c_str());
-        const auto load_start = std::chrono::steady_clock::now();
-        std::shared_ptr<surf::model::Engine> engine = surf::model::open_engine(
-            model_dir, backend, "--backend", 0,
-            options.concurrency > 1 ? surf::model::WarmUp::kServing : surf::model::WarmUp::kSingle);
-        surf::cli::print_loaded(model_dir, *engine, load_start);
-        model = surf::agent::EngineChatModel::open(engine, args.get("template"));
-    }
-    std::shared_ptr<surf::eval::Judge> judge;
-    // A remote judge is the same WebVoyager protocol run by an OpenAI-compatible server's model (e.g. a
-    // stronger model served by vLLM or another surf serve): the local judge over a remote chat model.
-    std::shared_ptr<surf::agent::ChatModel> judge_model = model;
-    if (judge_kind == "remote") {
-        surf::agent::RemoteChatOptions remote;
-        remote.client.base_url = args.require("judge-model");
-        remote.client.model_name = args.require("judge-model-name");
-        if (const char* key = std::getenv("SURF_JUDGE_API_KEY")) remote.client.api_key = key;
-        judge_model = surf::agent::open_remote_chat_model(remote);
-    }
-    if (judge_kind == "local" || judge_kind == "remote") {
-        surf::eval::LocalJudgeOptions jo;
-        jo.name = judge_kind;
-        jo.schema = args.get("judge-schema");
-        jo.enable_thinking = profile.enable_thinking;
-        jo.stop_token = profile.stop_token;
-        jo.image_max_width = profile.image_max_width;
-        jo.image_max_height = profile.image_max_height;
-        judge = std::make_shared<surf::eval::LocalJudge>(*judge_model, jo);
-    }
+    std::shared_ptr<surf::agent::ChatModel> model = open_model(args, model_dir, options.concurrency);
+    const std::shared_ptr<surf::eval::Judge> judge = make_judge(args, judge_kind, model, profile);
     surf::tools::BrowserOptions bo;
     bo.executable = args.get("chromium");
     surf::eval::EvalRunner runner(model, profile, judge, options, bo);
 
-    const bool tty = ::isatty(STDERR_FILENO);
-    runner.on_record = [&](const surf::eval::TaskRecord& r) {
-        if (tty) return;  // the live bar shows it
-        const auto p = runner.progress();
-        std::fprintf(stderr, "%s  %s %s\n", progress_line(p).c_str(), r.id.c_str(), r.status.c_str());
-    };
-    std::signal(SIGINT, on_sigint);
-    std::signal(SIGTERM, on_sigint);
-    std::atomic<bool> finished{false};
-    std::thread watcher([&] {
-        bool stopped = false;
-        while (!finished.load()) {
-            if (g_interrupted && !stopped) {
-                runner.stop();
-                stopped = true;
-            }
-            if (tty) std::fprintf(stderr, "\r%s\033[K", progress_line(runner.progress()).c_str());
-            std::this_thread::sleep_for(std::chrono::milliseconds(250));
-        }
-    });
-    surf::eval::EvalOutcome outcome;
-    try {
-        outcome = runner.run(tasks, out);
-    } catch (...) {
-        finished = true;
-        watcher.join();
-        throw;
-    }
-    finished = true;
-    watcher.join();
-    if (tty) std::fprintf(stderr, "\r%s\033[K\n", progress_line(outcome.progress).c_str());
-
+    const surf::eval::EvalOutcome outcome = run_with_progress(runner, tasks, out);
     const auto s = surf::eval::summarize(outcome.records, tasks.size());
     std::printf("%zu of %zu tasks recorded (%zu this run, %zu skipped): %zu succeeded (%.1f%%), %zu errors\n",
                 outcome.records.size(), tasks.size(), outcome.progress.done, outcome.progress.skipped,
