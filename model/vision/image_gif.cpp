@@ -91,7 +91,10 @@ Frame first_frame(Reader& r, const std::vector<uint8_t>& global_palette, const s
             }
             continue;
         }
-        if (tag != 0x2C) corrupt(name, "has an unknown block 0x" + std::to_string(tag));
+        if (tag != 0x2C) {
+            static const char* kHex = "0123456789abcdef";
+            corrupt(name, std::string("has an unknown block 0x") + kHex[tag >> 4] + kHex[tag & 15]);
+        }
         f.x = r.u16();
         f.y = r.u16();
         f.width = r.u16();
