@@ -112,8 +112,13 @@ struct RunOptions {
     // Actions the product adds for this run (agent/custom_actions.h): they join the policy's schema and
     // system prompt, and their handler runs when the policy chooses one.
     std::vector<CustomActionSpec> custom_actions;
-    // Built-in actions the policy may not use in this run ("goto", "back", ...; never "answer").
+    // Built-in actions the policy may not use in this run ("goto", "back", ...; never "answer"). They leave
+    // its schema and the run's ActionRegistry, so not even an approval hook's replacement performs one.
     std::vector<std::string> removed_actions;
+    // Built-in actions the product performs itself (agent/action_registry.h): each spec names a built-in the
+    // profile offers; the policy writes it as before, and the spec's handler (its description and schema
+    // unused) gets the action's fields as arguments and, for a pointed action, the located point.
+    std::vector<CustomActionSpec> replaced_actions;
     // When set, the policy may ask the user a question (the ask_human action, offered only then) and reads
     // the returned text as the answer. Called from the run's thread; it may block until the user replies.
     std::function<std::string(const std::string& question)> ask_human;

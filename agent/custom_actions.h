@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/actions.h"
+#include "agent/environment.h"
 #include "model/structured/json_schema.h"
 
 namespace surf::tools {
@@ -28,6 +29,9 @@ struct CustomActionCall {
     const nlohmann::ordered_json& arguments;  // the action's fields, as its schema orders them
     const std::string& url;                   // the page's URL when the policy chose the action
     tools::BrowserSession* page;              // the run's browser tab (null in environments without one)
+    // Where a replaced built-in that acts on a point acts (ActionRegistry::replace_builtin), in CSS pixels of
+    // the viewport; null for custom actions.
+    const ActionPoints* points = nullptr;
 };
 
 struct CustomActionSpec {

@@ -1,4 +1,5 @@
 #include "agent/loop.h"
+#include "agent/action_registry.h"
 #include "agent/secrets.h"
 #include "base/utf8.h"
 
@@ -158,20 +159,6 @@ std::string ask_approval(const RunOptions& options, int step, const Observation&
     return "";
 }
 
-// Runs a custom action's handler (RunOptions::custom_actions); an exception is a failed step.
-ActionOutcome run_custom_action(const std::vector<CustomActionSpec>& actions, const CustomAction& action,
-                                const std::string& url, tools::BrowserSession* page) {
-    for (const CustomActionSpec& spec : actions) {
-        if (spec.name != action.name) continue;
-        try {
-            return {true, spec.handler(CustomActionCall{action.arguments, url, page}), ""};
-        } catch (const std::exception& e) {
-            return {false, action.name + " failed: " + e.what(), "custom_action"};
-        }
-    }
-    return {false, action.name + " is not an action of this run", "model_output"};
-}
-
 }  // namespace
 
 namespace {
@@ -239,6 +226,8 @@ private:
     std::vector<CustomActionSpec> actions_;
     const std::vector<std::string> uploads_;  // the upload folder's files, listed once (the schema's names)
     PromptProfile profile_;
+    const ActionRegistry
+        registry_;  // what the run can perform: the profile's built-ins and the custom actions
     const Clock::time_point t0_ = Clock::now();
     // Past the budget the next step is the forced answer; past the hard deadline generation is stopped.
     const double hard_deadline_;
@@ -289,6 +278,7 @@ Run::Run(const LoopContext& ctx, const RunOptions& options)
       actions_(run_actions(options)),
       uploads_(options.upload_dir.empty() ? std::vector<std::string>{} : upload_files(options.upload_dir)),
       profile_(run_profile(*ctx.profile, options, uploads_, actions_)),
+      registry_(run_registry(profile_.policy_actions, actions_, options.replaced_actions)),
       hard_deadline_(options.timeout_seconds + std::max(30.0, 0.25 * options.timeout_seconds)),
       trace_(ctx.trace),
       secrets_on_trace_(ctx.trace, &secrets_),
@@ -633,13 +623,10 @@ ActionOutcome Run::perform(const Action& action, const StepView& view, const Act
     } catch (const Error& e) {
         outcome = {false, e.what(), "refused"};  // an unknown placeholder or file, or a host it may not reach
     }
-    if (typed && std::holds_alternative<CustomAction>(*typed))
+    if (typed)
         outcome = in_browser([&] {
-            return run_custom_action(actions_, std::get<CustomAction>(*typed), view.page_url,
-                                     ctx_.environment->page());
+            return registry_.perform(ActionRequest{*typed, points, view.page_url, *ctx_.environment});
         });
-    else if (typed)
-        outcome = in_browser([&] { return ctx_.environment->execute(*typed, points); });
     outcome.message = secrets_.redact(outcome.message);
     return outcome;
 }

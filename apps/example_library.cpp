@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
                        {"password", {password ? password : "not-set", {"shop.example"}}}};
         // [secrets]
 
-        // [custom] An action of the product's own, and a built-in taken away.
+        // [custom] An action of the product's own, a built-in taken away and one performed by the product.
         run.custom_actions.push_back(
             {"add_to_cart", "put an item in the cart by the SKU printed under its price",
              R"({"properties": {"sku": {"type": "string", "minLength": 1}}, "required": ["sku"]})",
@@ -48,6 +48,12 @@ int main(int argc, char** argv) {
                  return "added " + sku + " to the cart (on " + call.url + ")";  // the policy reads this
              }});
         run.removed_actions = {"goto"};
+        // A built-in performed by the product: the policy still writes `wait`; the handler decides how.
+        run.replaced_actions.push_back({"wait", "", "", [](const sa::CustomActionCall& call) {
+                                            const int s = call.arguments.at("seconds").get<int>();
+                                            return "waited for the shop's spinner instead of " +
+                                                   std::to_string(s) + " s";
+                                        }});
         // [custom]
 
         // [approval] Ask before anything is typed; everything else goes ahead.

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from read_probe import small_model_dir  # noqa: E402
 from train.surf_tiny import spec  # noqa: E402
 from train.surf_tiny.data import Encoder  # noqa: E402
-from train.surf_tiny.model import SurfTiny, init_weights  # noqa: E402
+from train.surf_tiny.model import SurfTiny, highpass_patches, init_weights  # noqa: E402
 from train.surf_tiny.train import normalise  # noqa: E402
 
 
@@ -112,6 +112,9 @@ def main():
                     help="projector rows at this multiple of the text embeddings' RMS (from the start)")
     ap.add_argument("--pattern", default="", help="the language model's hybrid_override_pattern instead")
     ap.add_argument("--every", type=int, default=25)
+    ap.add_argument("--highpass", type=float, default=0.0,
+                    help="this share of the patch filters sums to zero (model.highpass_patches)")
+    ap.add_argument("--save", help="export the final model folder here (train.py --init takes it)")
     a = ap.parse_args()
     torch.manual_seed(0)
     split = lambda spec: [(int(p.split(":")[0]), int(p.split(":")[1]) if ":" in p else a.steps)  # noqa: E731
@@ -130,6 +133,7 @@ def main():
     init_weights(model, 1)
     model.rows_scale = a.rows_scale
     model.mlp1.fc2.weight.data.mul_(a.rows_scale)
+    highpass_patches(model, a.highpass)
     model.to(a.device)
     square = (lambda tile: tile // 8) if a.tiles else (lambda tile: a.square)
     if a.squares:
@@ -165,6 +169,9 @@ def main():
         for part in (model.radio, model.mlp1, model.llm):
             torch.nn.utils.clip_grad_norm_(part.parameters(), 1.0)
         opt.step()
+    if a.save:
+        from train.surf_tiny.export import export
+        export(model, mdir, a.save, weights_only=True)
     shutil.rmtree(mdir, ignore_errors=True)
 
 

@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from train.surf_tiny import spec, synth  # noqa: E402
-from train.surf_tiny.model import SurfTiny, init_weights  # noqa: E402
+from train.surf_tiny.model import SurfTiny, highpass_patches, init_weights  # noqa: E402
 from train.surf_tiny.train import normalise  # noqa: E402
 
 
@@ -36,10 +36,10 @@ def small_model_dir(tile):
     return out
 
 
-def batch(maker, rng, pages, components=0):
+def batch(maker, rng, pages, components=0, viewports=None):
     items = []
     for _ in range(pages):
-        size = rng.choice(synth.VIEWPORTS)
+        size = rng.choice(viewports or synth.VIEWPORTS)
         page = maker.page(rng, size)
         while components and len(page.elements) != components:
             page = synth.Page(rng, maker.fonts, *size).paint_sparse(components)
@@ -64,20 +64,29 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--point-weight", type=float, default=0.0)
     ap.add_argument("--components", type=int, default=0, help="exactly this many components per page (0: 1-3)")
+    ap.add_argument("--rows-scale", type=float, default=1.0,
+                    help="projector rows at this multiple of the text embeddings' RMS (from the start)")
+    ap.add_argument("--every", type=int, default=25)
+    ap.add_argument("--highpass", type=float, default=0.0,
+                    help="this share of the patch filters sums to zero (model.highpass_patches)")
+    ap.add_argument("--viewports", default="", help="WxH,... the pages' sizes (default synth.VIEWPORTS)")
     a = ap.parse_args()
+    viewports = [tuple(int(v) for v in s.split("x")) for s in a.viewports.split(",")] if a.viewports else None
     torch.manual_seed(0)
     model_dir = small_model_dir(a.tile)
     model = SurfTiny(json.load(open(os.path.join(model_dir, "config.json"))))
     init_weights(model, 1)
+    model.mlp1.fc2.weight.data.mul_(a.rows_scale)
+    highpass_patches(model, a.highpass)
     if a.init:
         from train.surf_tiny.export import load_into
         load_into(model, a.init, language_model_only=True)
     maker = synth.Maker(model_dir, a.fonts, per_page=3, sparse=True)
-    test = batch(maker, random.Random(99), 16, a.components)
+    test = batch(maker, random.Random(99), 16, a.components, viewports)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05)
     rng = random.Random(0)
     for s in range(a.steps + 1):
-        if s % 25 == 0:
+        if s % a.every == 0:
             model.eval()
             with torch.no_grad():
                 own = float(reply_loss(model, *test[:4]))
@@ -87,7 +96,7 @@ def main():
                   f"{model.last_pointer}", flush=True)
         if s == a.steps:
             break
-        tokens, mask, tiles, index, points = batch(maker, rng, a.pages, a.components)
+        tokens, mask, tiles, index, points = batch(maker, rng, a.pages, a.components, viewports)
         loss = model(tokens, mask, normalise(tiles, "cpu"), index, points=points, point_weight=a.point_weight)[0]
         opt.zero_grad()
         loss.backward()

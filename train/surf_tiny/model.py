@@ -194,6 +194,17 @@ def init_weights(model, seed):
                 p.copy_(torch.randn(p.shape, generator=g) * std)
 
 
+def highpass_patches(model, share):
+    """Makes `share` of the ViT's patch filters sum to zero over their inputs, so that a patch of one grey
+    (a page's white or black background) gives them nothing and a patch holding strokes or edges gives them
+    its whole response: at a random init, content against background is then the patches' largest feature.
+    The other filters keep the patch's level (filled colours)."""
+    w = model.radio.embeddings.patch_projection.weight
+    n = int(round(share * w.shape[0]))
+    with torch.no_grad():
+        w[:n] -= w[:n].mean(dim=1, keepdim=True)
+
+
 def sincos_2d(shape, base=200.0):
     """[1, g·g, d] position table: for row and column, sin and cos of the index at d/4 frequencies from 1 to
     1/base (MAE's init, with a base fitted to a grid of tens of patches). Smooth in the position, so where a
