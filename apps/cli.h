@@ -3,10 +3,13 @@
 // that names it.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace surf::cli {
@@ -71,6 +74,29 @@ std::vector<std::string> comma_items(const std::string& text);
 
 // surf's version and the backends built in: "0.1.0 (CPU only)".
 std::string version();
+
+// A thread that calls `tick(n)` (n = 0, 1, ...) every `period` while the command works, for a live status
+// line and for turning Ctrl-C into a cancel; `tick` returns false to stop early. Destruction (on every exit
+// path, exceptions included) stops it, joins it and then calls `done` once from it (clearing the status
+// line).
+class Ticker {
+public:
+    Ticker(std::chrono::milliseconds period, std::function<bool(int)> tick, std::function<void()> done = {})
+        : thread_([this, period, tick = std::move(tick), done = std::move(done)] {
+              for (int n = 0; !stop_.load() && tick(n); ++n) std::this_thread::sleep_for(period);
+              if (done) done();
+          }) {}
+    ~Ticker() {
+        stop_ = true;
+        thread_.join();
+    }
+    Ticker(const Ticker&) = delete;
+    Ticker& operator=(const Ticker&) = delete;
+
+private:
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
 
 }  // namespace surf::cli
 

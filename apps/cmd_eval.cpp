@@ -6,7 +6,6 @@
 // failure).
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -15,7 +14,6 @@
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <thread>
 
 #include "agent/conversation.h"
 #include "agent/profile.h"
@@ -305,13 +303,7 @@ std::shared_ptr<surf::eval::Judge> make_judge(const surf::cli::Args& args, const
     jo.stop_token = profile.stop_token;
     jo.image_max_width = profile.image_max_width;
     jo.image_max_height = profile.image_max_height;
-    // The judge borrows its model; the aliasing pointer keeps the model alive as long as the judge.
-    auto judge = std::make_shared<surf::eval::LocalJudge>(*judge_model, jo);
-    return std::shared_ptr<surf::eval::Judge>(
-        std::make_shared<
-            std::pair<std::shared_ptr<surf::agent::ChatModel>, std::shared_ptr<surf::eval::LocalJudge>>>(
-            judge_model, judge),
-        judge.get());
+    return std::make_shared<surf::eval::LocalJudge>(judge_model, jo);
 }
 
 // Runs the tasks with a live progress line on a terminal (a line per task otherwise); Ctrl-C or SIGTERM stops
@@ -327,28 +319,20 @@ surf::eval::EvalOutcome run_with_progress(surf::eval::EvalRunner& runner,
     };
     std::signal(SIGINT, on_sigint);
     std::signal(SIGTERM, on_sigint);
-    std::atomic<bool> finished{false};
-    std::thread watcher([&] {
-        bool stopped = false;
-        while (!finished.load()) {
-            if (g_interrupted && !stopped) {
-                runner.stop();
-                stopped = true;
-            }
-            if (tty) std::fprintf(stderr, "\r%s\033[K", progress_line(runner.progress()).c_str());
-            std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    bool stopped = false;
+    const auto show = [&](int) {
+        if (g_interrupted && !stopped) {
+            runner.stop();
+            stopped = true;
         }
-    });
+        if (tty) std::fprintf(stderr, "\r%s\033[K", progress_line(runner.progress()).c_str());
+        return true;
+    };
     surf::eval::EvalOutcome outcome;
-    try {
+    {
+        const surf::cli::Ticker ticker(std::chrono::milliseconds(250), show);
         outcome = runner.run(tasks, out);
-    } catch (...) {
-        finished = true;
-        watcher.join();
-        throw;
     }
-    finished = true;
-    watcher.join();
     if (tty) std::fprintf(stderr, "\r%s\033[K\n", progress_line(outcome.progress).c_str());
     return outcome;
 }

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include "agent/agent.h"
 #include "agent/conversation.h"
@@ -201,35 +200,33 @@ std::unique_ptr<surf::agent::Agent> open_agent(const surf::cli::Args& args,
 surf::agent::RunResult run_at_terminal(const surf::cli::Args& args, surf::agent::Agent& agent,
                                        surf::agent::RunOptions run) {
     std::signal(SIGINT, on_sigint);
-    std::atomic<bool> finished{false};
     const bool tty = ::isatty(STDOUT_FILENO) != 0;
     std::mutex out;
     std::atomic<int> running_step{1};
     using SteadyClock = std::chrono::steady_clock;
     std::atomic<SteadyClock::rep> step_start{SteadyClock::now().time_since_epoch().count()};
-    std::thread watcher([&] {
+    const auto spin = [&](int tick) {
         static const char* frames[] = {"|", "/", "-", "\\"};
-        for (int tick = 0; !finished.load(); ++tick) {
-            if (g_interrupted) {
-                agent.cancel();
-                break;
-            }
-            if (tty) {
-                const double t = std::chrono::duration<double>(SteadyClock::now().time_since_epoch() -
-                                                               SteadyClock::duration(step_start.load()))
-                                     .count();
-                std::lock_guard<std::mutex> lock(out);
-                std::printf("\r%s step %d running  %.1fs\033[K", frames[tick % 4], running_step.load(), t);
-                std::fflush(stdout);
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (g_interrupted) {
+            agent.cancel();
+            return false;
         }
         if (tty) {
+            const double t = std::chrono::duration<double>(SteadyClock::now().time_since_epoch() -
+                                                           SteadyClock::duration(step_start.load()))
+                                 .count();
             std::lock_guard<std::mutex> lock(out);
-            std::printf("\r\033[K");
+            std::printf("\r%s step %d running  %.1fs\033[K", frames[tick % 4], running_step.load(), t);
             std::fflush(stdout);
         }
-    });
+        return true;
+    };
+    const auto clear = [&] {
+        if (!tty) return;
+        std::lock_guard<std::mutex> lock(out);
+        std::printf("\r\033[K");
+        std::fflush(stdout);
+    };
     if (args.has("confirm") || !args.all("confirm-on").empty())
         run.before_action = confirm_at_terminal(args.all("confirm-on"), out);
     if (args.has("ask-human")) run.ask_human = ask_at_terminal(out);
@@ -242,17 +239,8 @@ surf::agent::RunResult run_at_terminal(const surf::cli::Args& args, surf::agent:
         step_start = SteadyClock::now().time_since_epoch().count();
         print_step(e);
     };
-    surf::agent::RunResult result;
-    try {
-        result = agent.run(run, on_step);
-    } catch (...) {
-        finished = true;
-        watcher.join();
-        throw;
-    }
-    finished = true;
-    watcher.join();
-    return result;
+    const surf::cli::Ticker ticker(std::chrono::milliseconds(100), spin, clear);
+    return agent.run(run, on_step);
 }
 
 // The summary lines after a run; returns the exit code (0 answered, 1 failed, 3 error).

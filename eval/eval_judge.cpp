@@ -106,8 +106,8 @@ ParsedJudgeReply parse_judge_reply(const std::string& text) {
     return r;
 }
 
-LocalJudge::LocalJudge(agent::ChatModel& model, LocalJudgeOptions options)
-    : model_(model),
+LocalJudge::LocalJudge(std::shared_ptr<agent::ChatModel> model, LocalJudgeOptions options)
+    : model_(std::move(model)),
       options_(std::move(options)),
       system_(PromptTemplate::load(options_.system_prompt.empty() ? agent::prompts_dir() + "/judge_system.md"
                                                                   : options_.system_prompt)),
@@ -139,7 +139,7 @@ JudgeVerdict LocalJudge::judge(const JudgeInput& input) {
     }
     try {
         const std::unique_ptr<agent::Chat> chat =
-            model_.open_chat({options_.enable_thinking, options_.stop_token});
+            model_->open_chat({options_.enable_thinking, options_.stop_token});
         chat->reset({Message{"system", system_.render({{"schema", schema_text_}}), {}}});
         Message turn{"user",
                      turn_.render({{"task", input.task},

@@ -69,13 +69,13 @@ struct LocalJudgeOptions {
 // The judge on a chat model: a fresh chat per verdict, never touching the agents' chats.
 class LocalJudge : public Judge {
 public:
-    // Borrows `model`, which must outlive the judge.
-    LocalJudge(agent::ChatModel& model, LocalJudgeOptions options);
+    // Shares `model` (the agent's own, or a judge model of its own).
+    LocalJudge(std::shared_ptr<agent::ChatModel> model, LocalJudgeOptions options);
     std::string name() const override { return options_.name; }
     JudgeVerdict judge(const JudgeInput& input) override;
 
 private:
-    agent::ChatModel& model_;
+    std::shared_ptr<agent::ChatModel> model_;
     LocalJudgeOptions options_;
     agent::PromptTemplate system_, turn_, feedback_;
     std::shared_ptr<const model::CompiledSchema> schema_;

@@ -97,7 +97,7 @@ struct Fixture {
             LocalJudgeOptions jo;
             jo.schema = kSite + "/judge_tiny.schema.json";
             jo.settings.max_tokens = 40;
-            judge = std::make_shared<LocalJudge>(*chat, jo);
+            judge = std::make_shared<LocalJudge>(chat, jo);
         }
         auto r = std::make_unique<EvalRunner>(chat, profile, judge, o);
         r->set_browser(browser);
