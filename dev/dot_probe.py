@@ -34,8 +34,9 @@ from train.surf_tiny.train import normalise  # noqa: E402
 
 
 class Task:
-    def __init__(self, mdir, tile, half, distractors, square):
+    def __init__(self, mdir, tile, half, distractors, square, colours=False):
         self.enc = Encoder(mdir)
+        self.colours = colours
         self.tile, self.half, self.distractors, self.square = tile, half, distractors, square
         prompt = open(os.path.join(spec.REPO, "models", "surf-tiny", "prompts", "localizer.md")).read()
         user = prompt.replace("{width}", str(tile)).replace("{height}", str(tile)).replace("{element}",
@@ -48,16 +49,26 @@ class Task:
         self.stop = ids["<SPECIAL_12>"]
         self.digit = [self.enc.text(str(d))[0] for d in range(10)]
 
+    @staticmethod
+    def colour(g, back):
+        while True:
+            c = torch.randint(0, 256, (3,), generator=g)
+            if int((c - back.long()).abs().sum()) >= 240:
+                return c.to(torch.uint8)
+
     def batch(self, g, n, device):
         S, q = self.tile, self.square
         tiles = torch.zeros(n, S, S, 3, dtype=torch.uint8)
+        if self.colours:  # a random background per image; the square a colour at least 240 away from it (L1)
+            back = torch.randint(0, 256, (n, 3), generator=g)
+            tiles[:] = back[:, None, None, :].to(torch.uint8)
         rows, masks, xs = [], [], []
         for b in range(n):
             for _ in range(self.distractors):
                 x, y = (int(v) for v in torch.randint(0, S - q, (2,), generator=g))
                 tiles[b, y:y + q, x:x + q] = 110
             x, y = (int(v) for v in torch.randint(0, S - q, (2,), generator=g))
-            tiles[b, y:y + q, x:x + q] = 255
+            tiles[b, y:y + q, x:x + q] = self.colour(g, tiles[b, 0, 0]) if self.colours else 255
             cx, cy = round((x + q / 2) * 1000 / S), round((y + q / 2) * 1000 / S)
             reply = self.enc.text("left" if cx < 500 else "right") if self.half else \
                 self.enc.text(json.dumps({"x": cx, "y": cy}, separators=(",", ":")))
@@ -114,6 +125,8 @@ def main():
     ap.add_argument("--every", type=int, default=25)
     ap.add_argument("--highpass", type=float, default=0.0,
                     help="this share of the patch filters sums to zero (model.highpass_patches)")
+    ap.add_argument("--colours", action="store_true",
+                    help="a random background colour per image and a square of another colour (not white on black)")
     ap.add_argument("--save", help="export the final model folder here (train.py --init takes it)")
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -137,9 +150,9 @@ def main():
     model.to(a.device)
     square = (lambda tile: tile // 8) if a.tiles else (lambda tile: a.square)
     if a.squares:
-        tasks = [Task(mdir, a.tile, a.half, a.distractors, side) for side, _ in sides]
+        tasks = [Task(mdir, a.tile, a.half, a.distractors, side, a.colours) for side, _ in sides]
     else:
-        tasks = [Task(mdir, tile, a.half, a.distractors, square(tile)) for tile, _ in phases]
+        tasks = [Task(mdir, tile, a.half, a.distractors, square(tile), a.colours) for tile, _ in phases]
     task = tasks[-1]
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05)
     g, g_test = torch.Generator().manual_seed(1), torch.Generator().manual_seed(99)

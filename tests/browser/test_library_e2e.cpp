@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
+#include "agent/conversation.h"
+#include "model/engine.h"
 #include "tests/browser/test_http_server.h"
 #include "tests/test_util.h"
 #include "tools/browser/browser_session.h"
@@ -34,7 +36,7 @@ fs::path fresh_dir(const std::string& name) {
 
 // The tiny e2e profile with its files' paths made absolute and the policy's action narrowed to `action` (a
 // JSON schema of one action object), written into `dir`; returns the profile's path.
-std::string profile_offering(const fs::path& dir, const nlohmann::json& action) {
+std::string profile_offering(const fs::path& dir, const nlohmann::json& action, int policy_max_tokens = 200) {
     nlohmann::json profile = nlohmann::json::parse(test::read_file(kPages + "/profile_tiny.json"));
     for (auto it = profile.begin(); it != profile.end(); ++it) {
         if (it->is_string() &&
@@ -47,6 +49,7 @@ std::string profile_offering(const fs::path& dir, const nlohmann::json& action) 
     schema["properties"]["action"] = {{"$ref", "#/$defs/only"}};
     std::ofstream(dir / "policy.schema.json") << schema.dump(1);
     profile["policy_schema"] = (dir / "policy.schema.json").string();
+    profile["policy"]["max_tokens"] = policy_max_tokens;
     std::ofstream(dir / "profile.json") << profile.dump(1);
     return (dir / "profile.json").string();
 }
@@ -102,6 +105,21 @@ struct TypedLog {
             return true;
         };
     }
+};
+
+// A role's model that counts the chats opened on it (the run opens one per call it makes for the role).
+class CountingModel : public ChatModel {
+public:
+    explicit CountingModel(std::shared_ptr<ChatModel> inner) : inner_(std::move(inner)) {}
+    std::unique_ptr<Chat> open_chat(const ChatOptions& options) override {
+        ++chats;
+        return inner_->open_chat(options);
+    }
+    std::string name() const override { return inner_->name(); }
+    std::atomic<int> chats{0};
+
+private:
+    std::shared_ptr<ChatModel> inner_;
 };
 
 }  // namespace
@@ -226,5 +244,65 @@ TEST_CASE("a structured answer is written to its schema and returned parsed") {
     CHECK(r.structured.at("price").get<int>() <= 99);
     const std::string currency = r.structured.at("currency").get<std::string>();
     CHECK((currency == "EUR" || currency == "USD"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("ask_human puts the policy's question to the product and the reply is the step's outcome") {
+    test::TestHttpServer server(kPages);
+    const fs::path dir = fresh_dir("ask");
+    // The profile offers `wait` only; the run takes it away, so the one page action left is ask_human. Its
+    // question is free text, which the random model may run on with: a large reply budget.
+    auto agent =
+        agent_with(profile_offering(dir, action_with({{"type", "wait"}, {"seconds", 1}}, false), 2000));
+    RunOptions o = run_on(server.url("/index.html"), dir / "trace", 2);
+    o.removed_actions = {"wait"};
+    std::vector<std::string> questions;
+    o.ask_human = [&](const std::string& q) {
+        questions.push_back(q);
+        return std::string("the blue one");
+    };
+    agent->run(o);
+    CHECK(questions.size() == 1);
+    CHECK(test::read_file((dir / "trace" / "trace.jsonl").string()).find("the user replied: the blue one") !=
+          std::string::npos);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("the localizer and the validator run on models of their own, and the result counts each role") {
+    test::TestHttpServer server(kPages);
+    const fs::path dir = fresh_dir("roles");
+    const auto own = [] {
+        std::shared_ptr<model::Engine> engine = model::open_engine(kModel, "cpu", "the test's role model");
+        return std::make_shared<CountingModel>(EngineChatModel::open(engine, ""));
+    };
+    const auto localizer = own(), validator = own();
+    const auto agent_offering = [&](const std::string& name, const nlohmann::json& action) {
+        AgentConfig config;
+        config.model_dir = kModel;
+        fs::create_directories(dir / name);
+        config.profile = profile_offering(dir / name, action);
+        config.localizer_chat_model = localizer;
+        config.validator_chat_model = validator;
+        return Agent::create(config);
+    };
+    // A write (located by the localizer's model), then the forced answer (not validated).
+    auto writer = agent_offering(
+        "write", action_with({{"type", "write"}, {"content", "abc"}, {"element", "the field"}}, true));
+    const RunResult r = writer->run(run_on(server.url("/field.html"), dir / "trace", 2));
+    CHECK(localizer->chats.load() >= 1);
+    CHECK(validator->chats.load() == 0);
+    CHECK(r.usage.at("localizer").calls >= 1);
+    CHECK(r.usage.at("localizer").input_tokens > 0);
+    CHECK(r.usage.at("policy").calls >= 2);
+    CHECK(r.usage.at("policy").output_tokens > 0);
+    CHECK(r.final_url == server.url("/field.html"));
+    CHECK(r.model_seconds > 0);
+    CHECK(r.browser_seconds > 0);
+    // An answer at the first step, checked by the validator's model.
+    auto answerer = agent_offering("answer", action_with({{"type", "answer"}, {"content", "42"}}, false));
+    const RunResult a = answerer->run(run_on(server.url("/field.html"), dir / "trace2", 2));
+    CHECK(validator->chats.load() >= 1);
+    CHECK(a.usage.at("validator").calls >= 1);
+    CHECK(a.usage.at("validator").output_tokens > 0);
     fs::remove_all(dir);
 }
