@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "model/cpu/cpu_model.h"
+#include "model/decode_rules.h"
 #include "model/dump.h"
 #include "model/engine.h"
 #include "model/engine_input.h"
@@ -244,64 +245,34 @@ private:
         return it->second;
     }
 
-    // The decode loop: sample (under the schema's mask), stream text, stop on a stop id or max_tokens.
+    // The decode loop: sample (under the schema's mask) and feed each token until DecodeRules ends the reply.
     void decode(Session& session, Tensor logits, const GenerateOptions& options, GenerateResult* result) {
         const auto t0 = Clock::now();
         const int64_t V = model_->config().llm.vocab_size;
-        std::vector<int64_t> stops(options.stop_ids.begin(), options.stop_ids.end());
-        if (stops.empty() && !options.ignore_eos) stops = model_->config().eos_token_ids;
-        auto is_stop = [&](int32_t t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
-        std::unique_ptr<TokenConstraint> constraint;
-        std::vector<uint32_t> mask;
-        if (options.schema) {
-            constraint = std::make_unique<TokenConstraint>(options.schema, index_);
-            mask.assign((static_cast<size_t>(V) + 31) / 32, 0u);
-        }
-        StreamDecoder stream(tokenizer_, /*skip_special=*/true);
+        DecodeRules rules(options, model_->config().eos_token_ids, index_, &tokenizer_);
+        std::vector<uint32_t> mask(rules.constrained() ? (static_cast<size_t>(V) + 31) / 32 : 0);
         result->finish = FinishReason::kLength;
         for (int32_t step = 0; step < options.max_tokens; ++step) {
             if (cancelled(options)) {
                 result->finish = FinishReason::kCancelled;
                 break;
             }
-            int32_t token;
-            if (constraint && constraint->is_complete()) {
-                token =
-                    static_cast<int32_t>(stops.empty() ? -1 : stops.front());  // only an end token may follow
-            } else {
+            int32_t token = rules.forced();
+            if (token == DecodeRules::kSample) {
                 const uint32_t* allowed = output_mask_.data();
-                if (constraint) {
-                    std::fill(mask.begin(), mask.end(), 0u);
-                    constraint->fill_allowed(mask.data());
-                    if (constraint->can_end()) {
-                        for (int64_t s : stops) mask[static_cast<size_t>(s) / 32] |= 1u << (s % 32);
-                    }
-                    for (size_t w = 0; w < mask.size(); ++w) mask[w] &= output_mask_[w];
+                if (rules.constrained()) {
+                    rules.fill_mask(mask.data(), output_mask_.data(), mask.size());
                     allowed = mask.data();
                 }
                 if (options.on_logits) options.on_logits(logits.ptr(), V);
                 token = sample_token(logits.ptr(), V, options.sampling,
                                      static_cast<uint64_t>(session.state.n_tokens), allowed);
-                if (token < 0)
-                    throw Error(ErrorKind::kModelOutput,
-                                "the output constraint allows no token at step " + std::to_string(step));
-                if (constraint && !is_stop(token)) constraint->accept(token);
             }
-            result->tokens.push_back(token);
-            if (is_stop(token)) {
-                session.pending = {token};
-                result->finish = FinishReason::kStop;
-                break;
-            }
-            const std::string piece = stream.push(token);
-            result->text += piece;
-            if (options.on_text && !piece.empty() && !options.on_text(piece)) {
-                session.pending = {token};
-                result->finish = FinishReason::kCancelled;
-                break;
-            }
-            if (step + 1 == options.max_tokens) {
-                session.pending = {token};
+            const DecodeRules::Outcome out = rules.accept(token, *result);
+            if (out.done) {
+                if (out.error) throw *out.error;
+                if (out.pending >= 0) session.pending = {out.pending};
+                result->finish = out.finish;
                 break;
             }
             std::vector<int32_t> one = {token};
@@ -310,9 +281,7 @@ private:
             Turn turn(turns_);
             logits = model_->forward(session.state, in);
         }
-        const std::string tail = stream.flush();
-        result->text += tail;
-        if (options.on_text && !tail.empty()) options.on_text(tail);
+        rules.flush(*result);
         result->decode_seconds = seconds_since(t0);
     }
 

@@ -177,11 +177,8 @@ public:
                                                                std::to_string(model_->limits().max_tiles));
             }
         }
-        if (options.schema) {
-            if (!index_) throw Error(ErrorKind::kUnsupported, "structured output needs a tokenizer");
-            req->constraint.emplace(options.schema, index_);
-        }
-        if (tokenizer_) req->stream.emplace(*tokenizer_, true);
+        req->rules.emplace(options, model_->config().eos_token_ids, index_,
+                           tokenizer_ ? &*tokenizer_ : nullptr);
         std::future<GenerateResult> future = req->done.get_future();
         {
             std::lock_guard<std::mutex> lock(mu_);
@@ -469,7 +466,7 @@ private:
     bool can_issue_ahead() const {
         if (!options_.issue_ahead) return false;
         for (int64_t i : in_flight_->sample_rows) {
-            if (in_flight_->owners[static_cast<size_t>(i)]->constraint) return false;
+            if (in_flight_->owners[static_cast<size_t>(i)]->rules->constrained()) return false;
         }
         return true;
     }
@@ -734,44 +731,14 @@ private:
 
     void unpin(int64_t region) { arena_.unpin(region, ++clock_); }
 
-    // mu_ held. Records a sampled token; marks the request finished on a stop id, max_tokens or cancel.
+    // mu_ held. Records a sampled token (DecodeRules); finishes the request when the rules end its reply.
     // `fed`: a step issued ahead already fed the token (SeqStep::token_from), so a finish leaves nothing
     // pending.
     void accept_token(Request& r, int32_t token, bool fed) {
-        GenerateResult& res = r.result;
-        if (res.tokens.empty()) r.first_token_time = Clock::now();
-        if (r.options.max_tokens ==
-            0) {  // prefill only, as on the CPU engine: the input is in the state, nothing is sampled
-            finish(r, FinishReason::kLength, -1, fed);
-            return;
-        }
-        if (token < 0) {
-            finish(r, FinishReason::kStop, token, fed,
-                   Error(ErrorKind::kModelOutput, "the output constraint allows no token"));
-            return;
-        }
-        res.tokens.push_back(token);
-        const std::vector<int64_t> stops = stop_ids(r, model_->config().eos_token_ids);
-        if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-            finish(r, FinishReason::kStop, token, fed);
-            return;
-        }
-        if (r.constraint && !r.constraint->try_accept(token)) {
-            finish(r, FinishReason::kStop, token, fed,
-                   Error(ErrorKind::kModelOutput,
-                         "sampled token " + std::to_string(token) + " broke the output constraint"));
-            return;
-        }
-        if (r.stream) {
-            const std::string piece = r.stream->push(token);
-            res.text += piece;
-            if (r.options.on_text && !piece.empty() && !r.options.on_text(piece)) {
-                finish(r, FinishReason::kCancelled, token, fed);
-                return;
-            }
-        }
-        if (static_cast<int64_t>(res.tokens.size()) >= r.options.max_tokens) {
-            finish(r, FinishReason::kLength, token, fed);
+        if (r.result.tokens.empty()) r.first_token_time = Clock::now();
+        DecodeRules::Outcome out = r.rules->accept(token, r.result);
+        if (out.done) {
+            finish(r, out.finish, out.pending, fed, std::move(out.error));
             return;
         }
         r.last_token = token;
@@ -783,11 +750,7 @@ private:
         Session& s = sessions_.at(r.session);
         if (last >= 0 && !fed) s.pending = {last};
         s.last_fed_ahead = last >= 0 && fed;
-        if (r.stream) {
-            const std::string tail = r.stream->flush();
-            r.result.text += tail;
-            if (r.options.on_text && !tail.empty()) r.options.on_text(tail);
-        }
+        r.rules->flush(r.result);
         // Keep the pages that hold the state; return the reserved rest.
         const int64_t keep = pages_for(s.past + 1);
         while (static_cast<int64_t>(s.pages.size()) > keep) {

@@ -11,9 +11,9 @@
 #include <optional>
 #include <vector>
 
+#include "model/decode_rules.h"
 #include "model/engine.h"
 #include "model/engine_input.h"
-#include "model/structured/token_constraint.h"
 #include "model/text/tokenizer.h"
 
 namespace surf::model::cuda::engine_detail {
@@ -85,9 +85,8 @@ struct Request {
     // the device.
     uint64_t sampled_in_step = 0;
     int32_t sampled_index = -1;
-    uint64_t fed_in_step = 0;  // the last step that fed a token from the device (SeqStep::token_from)
-    std::optional<TokenConstraint> constraint;
-    std::optional<StreamDecoder> stream;
+    uint64_t fed_in_step = 0;          // the last step that fed a token from the device (SeqStep::token_from)
+    std::optional<DecodeRules> rules;  // stop ids, the schema's constraint, streamed text (set at admission)
     GenerateResult result;
     Clock::time_point started, first_token_time;
     std::promise<GenerateResult> done;
@@ -106,14 +105,6 @@ struct IssuedStep {
     bool decode_only = false, graph = false;
     Clock::time_point begin;  // when its planning began
 };
-
-// The ids that end a request: its own stop ids, else the model's eos ids unless it ignores them.
-inline std::vector<int64_t> stop_ids(const Request& r, const std::vector<int64_t>& eos) {
-    if (!r.options.stop_ids.empty())
-        return std::vector<int64_t>(r.options.stop_ids.begin(), r.options.stop_ids.end());
-    if (r.options.ignore_eos) return {};
-    return eos;
-}
 
 // Image rows consumed by tokens [0, pos) of r.tokens (input images start after the pending tokens).
 inline int64_t image_rows_before(const Request& r, int64_t pos) {

@@ -47,28 +47,22 @@ std::vector<int32_t> StepSampling::stage(int set, const std::vector<Request*>& o
         host.temperature[i] = sp.temperature, host.top_k[i] = sp.top_k, host.top_p[i] = sp.top_p,
         host.seed[i] = sp.seed;
         host.step[i] = positions[static_cast<size_t>(rows[i])];
-        S.any_mask |= r.constraint.has_value();
+        S.any_mask |= r.rules->constrained();
     }
     if (!S.any_mask) return forced;
-    const std::vector<int64_t>& eos = model_.config().eos_token_ids;
     for (size_t i = 0; i < n; ++i) {
-        const Request& r = *owners[static_cast<size_t>(rows[i])];
+        const DecodeRules& rules = *owners[static_cast<size_t>(rows[i])]->rules;
         uint32_t* m = host.masks + i * mask_words_;
-        if (!r.constraint) {
+        if (!rules.constrained()) {
             std::copy(output_mask_.begin(), output_mask_.end(), m);
             continue;
         }
-        std::fill(m, m + mask_words_, 0u);
-        const std::vector<int64_t> stops = stop_ids(r, eos);
-        if (r.constraint->is_complete()) {
-            forced[i] = stops.empty() ? -1 : static_cast<int32_t>(stops.front());
+        if (const int32_t token = rules.forced(); token != DecodeRules::kSample) {
+            std::fill(m, m + mask_words_, 0u);
+            forced[i] = token;
             continue;
         }
-        r.constraint->fill_allowed(m);
-        if (r.constraint->can_end()) {
-            for (int64_t s : stops) m[s / 32] |= 1u << (s % 32);
-        }
-        for (size_t w = 0; w < mask_words_; ++w) m[w] &= output_mask_[w];
+        rules.fill_mask(m, output_mask_.data(), mask_words_);
     }
     return forced;
 }
