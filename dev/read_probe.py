@@ -45,13 +45,15 @@ def batch(maker, rng, pages, components=0, viewports=None):
             page = synth.Page(rng, maker.fonts, *size).paint_sparse(components)
         items.append((page.img, maker.sequences(page)))
     tokens, mask, _, tiles, index, points = maker.collate(items)
-    return (torch.from_numpy(tokens), torch.from_numpy(mask), torch.from_numpy(tiles), torch.from_numpy(index),
-            torch.from_numpy(points))
+    return tuple(torch.from_numpy(x).to(DEVICE) for x in (tokens, mask, tiles, index, points))
 
 
 def reply_loss(model, tokens, mask, tiles, index):
-    _, loss, _ = model(tokens, mask, normalise(tiles, "cpu"), index)
+    _, loss, _ = model(tokens, mask, normalise(tiles, DEVICE), index)
     return loss
+
+
+DEVICE = "cpu"
 
 
 def main():
@@ -70,7 +72,12 @@ def main():
     ap.add_argument("--highpass", type=float, default=0.0,
                     help="this share of the patch filters sums to zero (model.highpass_patches)")
     ap.add_argument("--viewports", default="", help="WxH,... the pages' sizes (default synth.VIEWPORTS)")
+    ap.add_argument("--constant-prompt", action="store_true",
+                    help="every localizer prompt asks for \"the element\" at one size (no description, no viewport)")
+    ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
+    global DEVICE
+    DEVICE = a.device
     viewports = [tuple(int(v) for v in s.split("x")) for s in a.viewports.split(",")] if a.viewports else None
     torch.manual_seed(0)
     model_dir = small_model_dir(a.tile)
@@ -81,7 +88,11 @@ def main():
     if a.init:
         from train.surf_tiny.export import load_into
         load_into(model, a.init, language_model_only=True)
+    model.to(DEVICE)
     maker = synth.Maker(model_dir, a.fonts, per_page=3, sparse=True)
+    if a.constant_prompt:
+        parts = maker.parts
+        maker.parts = lambda width, height, element: parts(1280, 720, "the element")
     test = batch(maker, random.Random(99), 16, a.components, viewports)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.05)
     rng = random.Random(0)
@@ -97,7 +108,7 @@ def main():
         if s == a.steps:
             break
         tokens, mask, tiles, index, points = batch(maker, rng, a.pages, a.components, viewports)
-        loss = model(tokens, mask, normalise(tiles, "cpu"), index, points=points, point_weight=a.point_weight)[0]
+        loss = model(tokens, mask, normalise(tiles, DEVICE), index, points=points, point_weight=a.point_weight)[0]
         opt.zero_grad()
         loss.backward()
         for part in (model.radio, model.mlp1, model.llm, model.point_head):
