@@ -2,8 +2,8 @@
 smallest localizer task: a white square on black, the localizer prompt asking for "the white square", and the
 reply its centre as surf-tiny writes it ({"x":…,"y":…} on the 0-1000 grid), or with --half one token saying
 which half it is in. --distractors adds grey squares, so the reply must pick the one the prompt names. Prints
-the reply loss, the loss on mirrored images (equal: the reply ignores the image) and the mean error of the
-greedy first digit of x (hundreds; chance ≈ 3.3).
+the reply loss, the loss on images mirrored both ways (turned half a turn; equal: the reply ignores the
+image) and the mean error of the greedy first digit of x (hundreds; chance ≈ 3.3).
 
   python3 dev/dot_probe.py [--tile 128] [--steps 400] [--lr 1e-3] [--device cuda]
 
@@ -164,7 +164,7 @@ def main():
             tokens, mask, tiles, index, xs = test
             with torch.no_grad():
                 own = float(model(tokens, mask, normalise(tiles, a.device), index)[1])
-                mirrored = float(model(tokens, mask, normalise(tiles.flip(2), a.device), index)[1])
+                mirrored = float(model(tokens, mask, normalise(tiles.flip((1, 2)), a.device), index)[1])
             pixels = normalise(tiles, a.device)
             err = "" if a.half else \
                 f" x-hundreds err {first_digit_error(model, task, tokens, mask, pixels, index, xs):.2f}"

@@ -1,7 +1,7 @@
 """Diagnostic: does a language model start reading the image when it trains on pointing? surf-tiny's layout
 shrunk to a small tile (fast on the CPU), trained on synthetic pages of 1-3 components; every few steps the
-reply loss on fixed test pages is printed with the real images and with every image mirrored. A gap between
-the two means the replies depend on the image.
+reply loss on fixed test pages is printed with the real images and with every image mirrored both ways
+(turned half a turn, so that reading x or y shows). A gap between the two means the replies depend on the image.
 
   python3 dev/read_probe.py --fonts FONTS_DIR [--init MODEL_DIR] [--tile 128] [--steps 400]
 
@@ -101,7 +101,7 @@ def main():
             model.eval()
             with torch.no_grad():
                 own = float(reply_loss(model, *test[:4]))
-                mirrored = float(reply_loss(model, test[0], test[1], test[2].flip(2), test[3]))
+                mirrored = float(reply_loss(model, test[0], test[1], test[2].flip((1, 2)), test[3]))
             model.train()
             print(f"step {s} test loss {own:.3f} mirrored {mirrored:.3f} gap {mirrored - own:+.3f} pointer "
                   f"{model.last_pointer}", flush=True)

@@ -2,7 +2,8 @@
 the end of the run (or on exported weights, `python3 -m train.surf_tiny.heldout`) their sequences give
 
   - per role: the teacher-forced reply loss and the share of reply tokens predicted exactly, and the loss with
-    every screenshot mirrored left to right: equal losses mean the model does not read the image at all;
+    every screenshot mirrored both ways (turned half a turn, so that reading x or y shows): equal losses mean
+    the model does not read the image at all;
   - localizer: the greedy point against the recorded one (both on the 0-1000 grid), as the share within 30
     and within 60 units on both axes and the median of the larger axis error, also apart for screenshots of
     one tile and of a grid of tiles;
@@ -70,7 +71,7 @@ def evaluate(model, packed, rows, cache, pad_id, stop_id, tokenizer, make_batch,
             pred = logits[:, :-1].argmax(-1)
             loss_sum += float(F.cross_entropy(logits[:, :-1][use], target[use], reduction="sum"))
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                mirrored = _logits(model, tokens, tiles.flip(2), index, normalise)
+                mirrored = _logits(model, tokens, tiles.flip((1, 2)), index, normalise)
             mirrored_sum += float(F.cross_entropy(mirrored[:, :-1][use], target[use], reduction="sum"))
             right += int((pred[use] == target[use]).sum())
             total += int(use.sum())

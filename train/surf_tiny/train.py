@@ -182,9 +182,9 @@ def lr_at(step, total, peak, warmup, time_frac=0.0, constant=False):
 
 class ReadCheck:
     """Whether the model reads the image: the reply loss on a fixed batch of synthetic pages with the real
-    screenshots and with each mirrored left to right. Equal losses mean the replies ignore the image; a model
-    from scratch sits there for a while before it starts to read (docs/BENCHMARKS.md, "The grounding
-    plateau")."""
+    screenshots and with each mirrored both ways (turned half a turn, so that reading x or y shows). Equal
+    losses mean the replies ignore the image; a model from scratch sits there for a while before it starts to
+    read (docs/BENCHMARKS.md, "The grounding plateau")."""
 
     def __init__(self, model_dir, fonts_dir, token_budget, options, device):
         from . import synth
@@ -202,7 +202,7 @@ class ReadCheck:
         model.eval()
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
             own = float(model(tokens, mask, normalise(tiles, self.device), index)[1])
-            mirrored = float(model(tokens, mask, normalise(tiles.flip(2), self.device), index)[1])
+            mirrored = float(model(tokens, mask, normalise(tiles.flip((1, 2)), self.device), index)[1])
         model.train(was_training)
         self.gaps.append(mirrored - own)
         print(f"reads at step {step}: loss {own:.4f} mirrored {mirrored:.4f} gap {mirrored - own:+.4f}", flush=True)
