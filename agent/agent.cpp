@@ -99,6 +99,23 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
     std::lock_guard<std::mutex> run_lock(impl_->run_mutex);
     impl_->cancel.store(false);
     validate_run_options(options);
+    if (impl_->config.browser) {
+        // A shared browser keeps the resolver rules it was launched with: a denied host name they leave
+        // resolvable would let the run's WebSocket and workers' connections reach it.
+        const std::vector<std::string> missing =
+            tools::NavigationGuard({}, options.deny_domains)
+                .resolver_rules_missing(impl_->config.browser->deny_hosts());
+        if (!missing.empty()) {
+            std::string names;
+            for (const std::string& m : missing) names += (names.empty() ? "" : ", ") + m;
+            throw Error(
+                ErrorKind::kInvalidArgument,
+                "deny_domains: " + names +
+                    " not denied by the shared browser's resolver (AgentConfig.browser was launched "
+                    "without it in tools::BrowserOptions::deny_hosts): launch it with them, or let the "
+                    "agent launch its own browser");
+        }
+    }
     RunResult failed;
     failed.status = RunStatus::kError;
     std::unique_ptr<Trace> trace;

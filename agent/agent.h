@@ -50,7 +50,8 @@ struct AgentConfig {
     // A running browser to share between agents (one Chromium, one isolated context per run); null = the
     // agent launches its own at its first run, with the run's deny-list unresolvable in it (relaunched for a
     // run with another), and shuts it down when destroyed. A shared browser enforces the resolver deny rules
-    // it was launched with (tools::BrowserOptions::deny_hosts).
+    // it was launched with (tools::BrowserOptions::deny_hosts); a run whose deny_domains names a host name
+    // they leave resolvable is refused (Error kInvalidArgument naming it).
     std::shared_ptr<tools::Browser> browser;
     // Per-role models. A model folder for the localizer or the validator ("" = the policy's model), opened on
     // `backend` by Agent::create (one engine per distinct folder); or a chat model the product built

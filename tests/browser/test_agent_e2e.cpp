@@ -313,6 +313,35 @@ TEST_CASE("two agents share one engine and one browser (one context per run)") {
     CHECK(browser->launches() == 1);
 }
 
+TEST_CASE("a run on a shared browser is refused when its resolver leaves a denied host name resolvable") {
+    test::TestHttpServer server(kPages);
+    tools::BrowserOptions bo;
+    bo.deny_hosts = {"ads.test"};
+    auto browser = tools::Browser::launch(bo);
+    AgentConfig config;
+    config.model_dir = kModel;
+    config.profile = kPages + "/profile_tiny.json";
+    config.browser = browser;
+    auto agent = Agent::create(config);
+    const auto dir = fs::temp_directory_path() / "surf_agent_shared_deny";
+    fs::remove_all(dir);
+    RunOptions o = small_run(server.url("/index.html"), (dir / "a").string(), 1);
+    o.allow_domains.clear();
+    o.deny_domains = {"x.ads.test", "tracker.test"};
+    try {
+        agent->run(o);
+        FAIL("a run with a host name the shared browser resolves was accepted");
+    } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::kInvalidArgument);
+        CHECK(std::string(e.what()).find("deny_domains: tracker.test not denied by the shared browser") !=
+              std::string::npos);
+    }
+    o.deny_domains = {"x.ads.test"};  // under the launched rule: the run goes ahead on the shared browser
+    CHECK(agent->run(o).status != RunStatus::kError);
+    CHECK(browser->launches() == 1);
+    browser->shutdown();
+}
+
 TEST_CASE("a run starts with the storage state it is given and returns the state it ends with") {
     test::TestHttpServer server(kPages);
     auto agent = make_agent();

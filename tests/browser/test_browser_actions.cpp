@@ -327,6 +327,20 @@ TEST_CASE("resolver deny rules: host names and their subdomains, IP addresses le
     CHECK(NavigationGuard({"example.com"}, {}).resolver_deny_rules().empty());
 }
 
+TEST_CASE(
+    "resolver rules a launched deny-list leaves out: a parent or the same rule covers, IP rules never "
+    "count") {
+    const NavigationGuard g({}, {"ads.test", "*.track.test", "a.b.test", "10.0.0.1", "x.test"});
+    CHECK(g.resolver_rules_missing({"ads.test", "track.test", "b.test"}) ==
+          std::vector<std::string>{"x.test"});
+    CHECK(g.resolver_rules_missing({"*.track.test", "*.b.test", "ads.test", "X.test"}).empty());
+    CHECK(g.resolver_rules_missing({}) ==
+          std::vector<std::string>{"ads.test", "*.track.test", "a.b.test", "x.test"});
+    // A subdomain rule does not cover the host itself.
+    CHECK(NavigationGuard({}, {"ads.test"}).resolver_rules_missing({"*.ads.test"}) ==
+          std::vector<std::string>{"ads.test"});
+}
+
 TEST_CASE("navigation guard: a file: page's script cannot leave the start page's folder") {
     const std::string dir = std::filesystem::temp_directory_path().string() + "/surf_file_root_test";
     std::filesystem::create_directories(dir + "/site");

@@ -65,6 +65,8 @@ public:
     int launches() const;         // how many processes have been started (1 + restarts)
     std::string version() const;  // "Chrome/156.0...", from the first launch
     const std::vector<std::string>& launch_args() const { return args_; }
+    // The deny rules its resolver enforces (BrowserOptions::deny_hosts at launch).
+    const std::vector<std::string>& deny_hosts() const { return options_.deny_hosts; }
     const std::filesystem::path& work_dir() const { return work_dir_; }
 
     // --- used by BrowserSession ---

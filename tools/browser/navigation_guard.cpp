@@ -140,6 +140,26 @@ std::string NavigationGuard::resolver_deny_rules() const {
     return out;
 }
 
+std::vector<std::string> NavigationGuard::resolver_rules_missing(
+    const std::vector<std::string>& launched) const {
+    const NavigationGuard have({}, launched);
+    std::vector<std::string> missing;
+    for (const std::string& rule : deny_) {
+        const bool subdomains_only = rule.rfind("*.", 0) == 0;
+        const std::string base = subdomains_only ? rule.substr(2) : rule;
+        if (looks_like_ip(base)) continue;
+        // A launched rule that matches the host (or, for "*.x", a subdomain of it) also covers every
+        // subdomain below it.
+        const std::string probe = subdomains_only ? "a." + base : base;
+        const bool covered = std::any_of(have.deny_.begin(), have.deny_.end(), [&](const std::string& l) {
+            return !looks_like_ip(l.rfind("*.", 0) == 0 ? l.substr(2) : l) &&
+                   host_matches_rule(probe, false, l);
+        });
+        if (!covered) missing.push_back(rule);
+    }
+    return missing;
+}
+
 GuardDecision NavigationGuard::check(const std::string& url) const {
     GuardDecision d;
     ParsedUrl parsed = parse_url_host(url);

@@ -69,6 +69,10 @@ public:
     // deny-list alone or under an allowed parent domain. IP-address rules have no name to unmap and are left
     // to Fetch.
     std::string resolver_deny_rules() const;
+    // This guard's host-name deny rules that a browser launched with `launched` as its deny hosts does not
+    // make unresolvable (normalised rules; IP-address rules are never resolver rules). A run on a shared
+    // browser needs none missing, or its WebSocket and workers' connections to those hosts would go out.
+    std::vector<std::string> resolver_rules_missing(const std::vector<std::string>& launched) const;
 
     const std::vector<std::string>& allow_rules() const { return allow_; }
     const std::vector<std::string>& deny_rules() const { return deny_; }
