@@ -14,6 +14,7 @@
 #include "agent/agent.h"
 #include "agent/conversation.h"
 #include "model/engine.h"
+#include "tests/browser/forced_profile.h"
 #include "tests/browser/test_http_server.h"
 #include "tests/test_util.h"
 #include "tools/browser/browser_session.h"
@@ -32,43 +33,6 @@ fs::path fresh_dir(const std::string& name) {
     fs::remove_all(dir);
     fs::create_directories(dir);
     return dir;
-}
-
-// The tiny e2e profile with its files' paths made absolute and the policy's action narrowed to `action` (a
-// JSON schema of one action object), written into `dir`; returns the profile's path.
-std::string profile_offering(const fs::path& dir, const nlohmann::json& action, int policy_max_tokens = 200) {
-    nlohmann::json profile = nlohmann::json::parse(test::read_file(kPages + "/profile_tiny.json"));
-    for (auto it = profile.begin(); it != profile.end(); ++it) {
-        if (it->is_string() &&
-            (it->get<std::string>().ends_with(".md") || it->get<std::string>().ends_with(".json")))
-            *it = (fs::path(kPages) / it->get<std::string>()).lexically_normal().string();
-    }
-    nlohmann::json schema =
-        nlohmann::json::parse(test::read_file(kPages + "/schemas/policy_tiny.schema.json"));
-    schema["$defs"]["only"] = action;
-    schema["properties"]["action"] = {{"$ref", "#/$defs/only"}};
-    std::ofstream(dir / "policy.schema.json") << schema.dump(1);
-    profile["policy_schema"] = (dir / "policy.schema.json").string();
-    profile["policy"]["max_tokens"] = policy_max_tokens;
-    std::ofstream(dir / "profile.json") << profile.dump(1);
-    return (dir / "profile.json").string();
-}
-
-// An action object with constant fields, e.g. {"type":"write","content":"<secret:pw>"}; x and y free.
-nlohmann::json action_with(const nlohmann::json& constants, bool pointed) {
-    nlohmann::json props = nlohmann::json::object(), required = nlohmann::json::array();
-    for (const auto& [key, value] : constants.items()) {
-        props[key] = {{"const", value}};
-        required.push_back(key);
-    }
-    if (pointed) {
-        for (const char* axis : {"x", "y"}) {
-            props[axis] = {{"$ref", "#/$defs/coordinate"}};
-            required.push_back(axis);
-        }
-    }
-    return {
-        {"type", "object"}, {"properties", props}, {"required", required}, {"additionalProperties", false}};
 }
 
 std::unique_ptr<Agent> agent_with(const std::string& profile) {
@@ -129,8 +93,9 @@ TEST_CASE("a secret is typed into the page and held by no trace file, report, ev
     test::TestHttpServer server(kPages, typed.handler());
     const fs::path dir = fresh_dir("secrets");
     const std::string value = "hunter2S3cret";
-    auto agent = agent_with(profile_offering(
-        dir, action_with({{"type", "write"}, {"content", "<secret:pw>"}, {"element", "the field"}}, true)));
+    auto agent = agent_with(test::profile_offering(
+        dir,
+        test::action_with({{"type", "write"}, {"content", "<secret:pw>"}, {"element", "the field"}}, true)));
     RunOptions o = run_on(server.url("/field.html"), dir / "trace", 2);  // a write, then the forced answer
     o.task = "Log in with the password <secret:pw>";
     o.secrets = {{"pw", {value, {"127.0.0.1"}}}};
@@ -173,7 +138,8 @@ TEST_CASE("a custom action and a replaced built-in run their handlers with the r
     test::TestHttpServer server(kPages);
     const fs::path dir = fresh_dir("custom");
     // The profile offers `wait` only; the run takes it away and adds `stamp`, so every step is a stamp.
-    auto agent = agent_with(profile_offering(dir, action_with({{"type", "wait"}, {"seconds", 1}}, false)));
+    auto agent =
+        agent_with(test::profile_offering(dir, test::action_with({{"type", "wait"}, {"seconds", 1}}, false)));
     RunOptions o = run_on(server.url("/field.html"), dir / "trace", 2);
     std::vector<std::string> urls;
     o.custom_actions.push_back(
@@ -210,8 +176,8 @@ TEST_CASE("the approval hook sees the real page and its refusal keeps the page u
     TypedLog typed;
     test::TestHttpServer server(kPages, typed.handler());
     const fs::path dir = fresh_dir("approval");
-    auto agent = agent_with(profile_offering(
-        dir, action_with({{"type", "write"}, {"content", "abc"}, {"element", "the field"}}, true)));
+    auto agent = agent_with(test::profile_offering(
+        dir, test::action_with({{"type", "write"}, {"content", "abc"}, {"element", "the field"}}, true)));
     RunOptions o = run_on(server.url("/field.html"), dir / "trace", 3);  // the last step is the forced answer
     std::vector<ProposedAction> seen;
     o.before_action = [&](const ProposedAction& p) {
@@ -233,7 +199,8 @@ TEST_CASE("the approval hook sees the real page and its refusal keeps the page u
 TEST_CASE("a structured answer is written to its schema and returned parsed") {
     test::TestHttpServer server(kPages);
     const fs::path dir = fresh_dir("structured");
-    auto agent = agent_with(profile_offering(dir, action_with({{"type", "wait"}, {"seconds", 1}}, false)));
+    auto agent =
+        agent_with(test::profile_offering(dir, test::action_with({{"type", "wait"}, {"seconds", 1}}, false)));
     RunOptions o = run_on(server.url("/field.html"), dir / "trace", 1);
     o.answer_schema =
         R"({"type":"object","properties":{"price":{"type":"integer","minimum":0,"maximum":99},)"
@@ -252,8 +219,8 @@ TEST_CASE("ask_human puts the policy's question to the product and the reply is 
     const fs::path dir = fresh_dir("ask");
     // The profile offers `wait` only; the run takes it away, so the one page action left is ask_human. Its
     // question is free text, which the random model may run on with: a large reply budget.
-    auto agent =
-        agent_with(profile_offering(dir, action_with({{"type", "wait"}, {"seconds", 1}}, false), 2000));
+    auto agent = agent_with(
+        test::profile_offering(dir, test::action_with({{"type", "wait"}, {"seconds", 1}}, false), 2000));
     RunOptions o = run_on(server.url("/index.html"), dir / "trace", 2);
     o.removed_actions = {"wait"};
     std::vector<std::string> questions;
@@ -280,14 +247,14 @@ TEST_CASE("the localizer and the validator run on models of their own, and the r
         AgentConfig config;
         config.model_dir = kModel;
         fs::create_directories(dir / name);
-        config.profile = profile_offering(dir / name, action);
+        config.profile = test::profile_offering(dir / name, action);
         config.localizer_chat_model = localizer;
         config.validator_chat_model = validator;
         return Agent::create(config);
     };
     // A write (located by the localizer's model), then the forced answer (not validated).
     auto writer = agent_offering(
-        "write", action_with({{"type", "write"}, {"content", "abc"}, {"element", "the field"}}, true));
+        "write", test::action_with({{"type", "write"}, {"content", "abc"}, {"element", "the field"}}, true));
     const RunResult r = writer->run(run_on(server.url("/field.html"), dir / "trace", 2));
     CHECK(localizer->chats.load() >= 1);
     CHECK(validator->chats.load() == 0);
@@ -299,7 +266,8 @@ TEST_CASE("the localizer and the validator run on models of their own, and the r
     CHECK(r.model_seconds > 0);
     CHECK(r.browser_seconds > 0);
     // An answer at the first step, checked by the validator's model.
-    auto answerer = agent_offering("answer", action_with({{"type", "answer"}, {"content", "42"}}, false));
+    auto answerer =
+        agent_offering("answer", test::action_with({{"type", "answer"}, {"content", "42"}}, false));
     const RunResult a = answerer->run(run_on(server.url("/field.html"), dir / "trace2", 2));
     CHECK(validator->chats.load() >= 1);
     CHECK(a.usage.at("validator").calls >= 1);
