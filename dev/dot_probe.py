@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from read_probe import small_model_dir  # noqa: E402
 from train.surf_tiny import spec  # noqa: E402
 from train.surf_tiny.data import Encoder  # noqa: E402
-from train.surf_tiny.model import SurfTiny, highpass_patches, init_weights  # noqa: E402
+from train.surf_tiny.model import SurfTiny, highpass_patches, init_weights, saliency_init  # noqa: E402
 from train.surf_tiny.train import normalise  # noqa: E402
 
 
@@ -125,6 +125,7 @@ def main():
     ap.add_argument("--every", type=int, default=25)
     ap.add_argument("--highpass", type=float, default=0.0,
                     help="this share of the patch filters sums to zero (model.highpass_patches)")
+    ap.add_argument("--saliency", action="store_true", help="model.saliency_init (elements share a direction)")
     ap.add_argument("--colours", action="store_true",
                     help="a random background colour per image and a square of another colour (not white on black)")
     ap.add_argument("--save", help="export the final model folder here (train.py --init takes it)")
@@ -147,6 +148,8 @@ def main():
     model.rows_scale = a.rows_scale
     model.mlp1.fc2.weight.data.mul_(a.rows_scale)
     highpass_patches(model, a.highpass)
+    if a.saliency:
+        saliency_init(model)
     model.to(a.device)
     square = (lambda tile: tile // 8) if a.tiles else (lambda tile: a.square)
     if a.squares:

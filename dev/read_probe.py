@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from train.surf_tiny import spec, synth  # noqa: E402
-from train.surf_tiny.model import SurfTiny, highpass_patches, init_weights  # noqa: E402
+from train.surf_tiny.model import SurfTiny, highpass_patches, init_weights, saliency_init  # noqa: E402
 from train.surf_tiny.train import normalise  # noqa: E402
 
 
@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--every", type=int, default=25)
     ap.add_argument("--highpass", type=float, default=0.0,
                     help="this share of the patch filters sums to zero (model.highpass_patches)")
+    ap.add_argument("--saliency", action="store_true", help="model.saliency_init (elements share a direction)")
     ap.add_argument("--viewports", default="", help="WxH,... the pages' sizes (default synth.VIEWPORTS)")
     ap.add_argument("--constant-prompt", action="store_true",
                     help="every localizer prompt asks for \"the element\" at one size (no description, no viewport)")
@@ -85,6 +86,8 @@ def main():
     init_weights(model, 1)
     model.mlp1.fc2.weight.data.mul_(a.rows_scale)
     highpass_patches(model, a.highpass)
+    if a.saliency:
+        saliency_init(model)
     if a.init:
         from train.surf_tiny.export import load_into
         load_into(model, a.init, language_model_only=True)

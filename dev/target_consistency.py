@@ -4,7 +4,7 @@ minus the image's median row, normalised; printed is the mean cosine over pairs 
 on black, a square in random colours on random backgrounds, and synthetic pages of one component. A fixed
 query finds a target whose direction is the same everywhere from the first step.
 
-  python3 dev/target_consistency.py --fonts FONTS_DIR
+  python3 dev/target_consistency.py --fonts FONTS_DIR [--saliency]
 """
 import argparse
 import json
@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from read_probe import small_model_dir  # noqa: E402
 from train.surf_tiny import spec, synth  # noqa: E402
-from train.surf_tiny.model import SurfTiny, init_weights  # noqa: E402
+from train.surf_tiny.model import SurfTiny, init_weights, saliency_init  # noqa: E402
 from train.surf_tiny.train import normalise  # noqa: E402
 
 TILE, SQUARE, IMAGES = 640, 80, 24
@@ -75,11 +75,14 @@ def pages(rng, maker):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fonts", required=True)
+    ap.add_argument("--saliency", action="store_true", help="model.saliency_init first")
     a = ap.parse_args()
     mdir = small_model_dir(TILE)
     model = SurfTiny(json.load(open(os.path.join(mdir, "config.json"))))
     init_weights(model, 1)
     model.mlp1.fc2.weight.data.mul_(30)
+    if a.saliency:
+        saliency_init(model)
     model.eval()
     rng = random.Random(5)
     maker = synth.Maker(mdir, a.fonts, sparse=True)

@@ -205,6 +205,32 @@ def highpass_patches(model, share):
         w[:n] -= w[:n].mean(dim=1, keepdim=True)
 
 
+def saliency_init(model, share=0.9, layer_scale=0.05, gain=300.0, seed=7):
+    """An init under which a page element's image rows share one direction, as a white square's do at any init
+    (dev/target_consistency.py): `share` of the patch filters high-pass (highpass_patches: a flat patch gives
+    them nothing), the ViT's blocks near the identity (their layer scales at `layer_scale`), and the
+    projector's first rows in pairs (+c, −c) over those channels of the four merged patches, whose ReLU²s sum
+    to c², written by its second matrix into one fixed direction with `gain`. A patch with strokes or edges
+    then adds its energy along that direction whatever its colours; training is free to change all of it."""
+    highpass_patches(model, share)
+    d = model.radio.embeddings.patch_projection.weight.shape[0]
+    n = int(round(share * d))
+    fc1, fc2 = model.mlp1.fc1, model.mlp1.fc2
+    g = torch.Generator().manual_seed(seed)
+    u = torch.randn(fc2.weight.shape[0], generator=g)
+    u /= u.norm()
+    with torch.no_grad():
+        for name, p in model.radio.named_parameters():
+            if "layer_scale" in name:
+                p.fill_(layer_scale)
+        pairs = [(q * d + c, sign) for q in range(4) for c in range(n) for sign in (1.0, -1.0)]
+        rows = min(len(pairs), fc1.weight.shape[0]) // 2 * 2
+        fc1.weight[:rows].zero_()
+        for r, (column, sign) in enumerate(pairs[:rows]):
+            fc1.weight[r, column] = sign
+        fc2.weight[:, :rows] = (gain / rows) * u[:, None]
+
+
 def sincos_2d(shape, base=200.0):
     """[1, g·g, d] position table: for row and column, sin and cos of the index at d/4 frequencies from 1 to
     1/base (MAE's init, with a base fitted to a grid of tens of patches). Smooth in the position, so where a

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from . import heldout, spec
-from .model import SurfTiny, highpass_patches, init_weights
+from .model import SurfTiny, highpass_patches, init_weights, saliency_init
 from .spec import ga
 
 
@@ -245,6 +245,8 @@ def main():
                     help="the projector rows' RMS over the text embeddings' that scale_penalty holds (model.rows_scale)")
     ap.add_argument("--highpass", type=float, default=0.0,
                     help="a fresh ViT's patch filters: this share sums to zero (model.highpass_patches)")
+    ap.add_argument("--saliency", action="store_true",
+                    help="a fresh model starts from model.saliency_init (page elements share a direction in the rows)")
     ap.add_argument("--synth-fonts", help="font folder: mix synthetic grounding pages (synth.py) into training")
     ap.add_argument("--synth-share", type=float, default=0.5, help="share of the steps that train on synthetic pages")
     ap.add_argument("--synth-workers", type=int, default=12, help="processes that paint synthetic pages")
@@ -284,6 +286,8 @@ def main():
         with torch.no_grad():
             model.mlp1.fc2.weight.mul_(a.rows_scale)
         highpass_patches(model, a.highpass)
+        if a.saliency:
+            saliency_init(model)
     if a.init:
         from .export import load_into
         load_into(model, a.init, language_model_only=a.fresh_vision)
