@@ -17,10 +17,9 @@ ActionOutcome call_handler(const CustomActionSpec& spec, const nlohmann::ordered
     }
 }
 
-std::string joined(const std::vector<std::string>& names) {
-    std::string s;
-    for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
-    return s.empty() ? "none" : s;
+// The registry's action names for an error ("none" when it has none).
+std::string listed(const std::vector<std::string>& names) {
+    return names.empty() ? "none" : comma_joined(names);
 }
 }  // namespace
 
@@ -51,7 +50,7 @@ void ActionRegistry::replace_builtin(const CustomActionSpec& spec) {
                            [&](const ActionEntry& e) { return e.name == spec.name; });
     if (it == entries_.end() || !it->builtin)
         throw Error(ErrorKind::kInvalidArgument,
-                    where + ": not a built-in action of this run (" + joined(names()) + ")");
+                    where + ": not a built-in action of this run (" + listed(names()) + ")");
     if (spec.name == "answer")
         throw Error(ErrorKind::kInvalidArgument,
                     where + ": the answer action is the loop's, not a page action");
@@ -90,7 +89,7 @@ ActionOutcome ActionRegistry::perform(const ActionRequest& request) const {
     const std::string name = action_name(request.action);
     const ActionEntry* e = find(name);
     if (!e)
-        return {false, name + " is not an action of this run (its actions: " + joined(names()) + ")",
+        return {false, name + " is not an action of this run (its actions: " + listed(names()) + ")",
                 "refused"};
     return e->perform(request);
 }

@@ -106,11 +106,9 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
             tools::NavigationGuard({}, options.deny_domains)
                 .resolver_rules_missing(impl_->config.browser->deny_hosts());
         if (!missing.empty()) {
-            std::string names;
-            for (const std::string& m : missing) names += (names.empty() ? "" : ", ") + m;
             throw Error(
                 ErrorKind::kInvalidArgument,
-                "deny_domains: " + names +
+                "deny_domains: " + comma_joined(missing) +
                     " not denied by the shared browser's resolver (AgentConfig.browser was launched "
                     "without it in tools::BrowserOptions::deny_hosts): launch it with them, or let the "
                     "agent launch its own browser");

@@ -88,12 +88,6 @@ ojson& action_branches(ojson& schema) {
     return action[list_key];
 }
 
-std::string comma_joined(const std::vector<std::string>& items) {
-    std::string out;
-    for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
-    return out;
-}
-
 // Adds `- name {a, b}: description` to the system prompt's list of the run's extra actions.
 void add_action_line(PromptProfile& p, const std::string& name, const std::vector<std::string>& fields,
                      const std::string& description) {
@@ -104,6 +98,12 @@ void add_action_line(PromptProfile& p, const std::string& name, const std::vecto
 }
 
 }  // namespace
+
+std::string comma_joined(const std::vector<std::string>& items) {
+    std::string out;
+    for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+    return out;
+}
 
 CustomActionSpec ask_human_action(std::function<std::string(const std::string& question)> ask) {
     return {

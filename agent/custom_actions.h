@@ -52,6 +52,9 @@ struct CustomActionSchema {
     std::shared_ptr<const model::CompiledSchema> arguments;  // the arguments object
 };
 
+// "a, b, c" ("" for none): the lists of actions and fields in prompts and errors.
+std::string comma_joined(const std::vector<std::string>& items);
+
 // The ask_human action: its question field, and the user's reply (from `ask`) as its outcome.
 CustomActionSpec ask_human_action(std::function<std::string(const std::string& question)> ask);
 

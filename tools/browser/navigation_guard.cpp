@@ -25,6 +25,20 @@ bool looks_like_ip(const std::string& host) {
     return host.find(':') != std::string::npos || looks_like_ipv4(host);
 }
 
+// A normalised rule taken apart: "*.x" is x's subdomains only, "x" is x and its subdomains.
+struct RuleParts {
+    std::string base;
+    bool subdomains_only = false;
+    bool ip = false;  // an address: no subdomains, no name for the resolver
+};
+RuleParts rule_parts(const std::string& rule) {
+    RuleParts r;
+    r.subdomains_only = rule.rfind("*.", 0) == 0;
+    r.base = r.subdomains_only ? rule.substr(2) : rule;
+    r.ip = looks_like_ip(r.base);
+    return r;
+}
+
 std::string normalise_host(std::string host) {
     host = surf::ascii_lower(std::move(host));
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
@@ -113,14 +127,13 @@ std::string NavigationGuard::proxy_bypass_list() const {
     std::string out = "<-loopback>";
     auto add = [&](const std::string& rule) { out += ";" + rule; };
     for (const std::string& rule : allow_) {
-        const bool subdomains_only = rule.rfind("*.", 0) == 0;
-        const std::string base = subdomains_only ? rule.substr(2) : rule;
-        if (looks_like_ip(base)) {
-            add(base.find(':') != std::string::npos ? "[" + base + "]" : base);
+        const RuleParts r = rule_parts(rule);
+        if (r.ip) {
+            add(r.base.find(':') != std::string::npos ? "[" + r.base + "]" : r.base);
             continue;
         }
-        if (!subdomains_only) add(base);
-        add("*." + base);
+        if (!r.subdomains_only) add(r.base);
+        add("*." + r.base);
     }
     return out;
 }
@@ -131,11 +144,10 @@ std::string NavigationGuard::resolver_deny_rules() const {
         out += (out.empty() ? "" : ", ") + ("MAP " + pattern + " ~NOTFOUND");
     };
     for (const std::string& rule : deny_) {
-        const bool subdomains_only = rule.rfind("*.", 0) == 0;
-        const std::string base = subdomains_only ? rule.substr(2) : rule;
-        if (looks_like_ip(base)) continue;
-        if (!subdomains_only) add(base);
-        add("*." + base);
+        const RuleParts r = rule_parts(rule);
+        if (r.ip) continue;
+        if (!r.subdomains_only) add(r.base);
+        add("*." + r.base);
     }
     return out;
 }
@@ -145,15 +157,13 @@ std::vector<std::string> NavigationGuard::resolver_rules_missing(
     const NavigationGuard have({}, launched);
     std::vector<std::string> missing;
     for (const std::string& rule : deny_) {
-        const bool subdomains_only = rule.rfind("*.", 0) == 0;
-        const std::string base = subdomains_only ? rule.substr(2) : rule;
-        if (looks_like_ip(base)) continue;
+        const RuleParts r = rule_parts(rule);
+        if (r.ip) continue;
         // A launched rule that matches the host (or, for "*.x", a subdomain of it) also covers every
         // subdomain below it.
-        const std::string probe = subdomains_only ? "a." + base : base;
+        const std::string probe = r.subdomains_only ? "a." + r.base : r.base;
         const bool covered = std::any_of(have.deny_.begin(), have.deny_.end(), [&](const std::string& l) {
-            return !looks_like_ip(l.rfind("*.", 0) == 0 ? l.substr(2) : l) &&
-                   host_matches_rule(probe, false, l);
+            return !rule_parts(l).ip && host_matches_rule(probe, false, l);
         });
         if (!covered) missing.push_back(rule);
     }
