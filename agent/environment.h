@@ -14,6 +14,7 @@
 #include "agent/actions.h"
 #include "agent/coordinates.h"
 #include "model/vision/image.h"
+#include "tools/browser/page_elements.h"
 #include "tools/browser/screenshot.h"
 
 namespace surf::tools {
@@ -59,6 +60,9 @@ public:
     virtual ActionOutcome execute(const Action& action, const ActionPoints& points) = 0;
     // The browser tab the environment drives, for custom actions' handlers (null where there is none).
     virtual tools::BrowserSession* page() { return nullptr; }
+    // The page's element list (tools/browser/page_elements.h) as the last observe() saw it; the loop asks
+    // only when its profile lists elements. Throws Error(kBrowser) when the page does not answer.
+    virtual std::vector<tools::PageElement> elements() { return {}; }
 };
 
 struct BrowserEnvironmentOptions {
@@ -75,6 +79,7 @@ public:
     Observation observe() override;
     ActionOutcome execute(const Action& action, const ActionPoints& points) override;
     tools::BrowserSession* page() override { return &session_; }
+    std::vector<tools::PageElement> elements() override { return tools::page_elements(session_); }
 
 private:
     ActionOutcome guarded(const std::string& what, const std::function<std::string()>& body);

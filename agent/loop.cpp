@@ -11,6 +11,7 @@
 
 #include "agent/memory.h"
 #include "agent/modules.h"
+#include "agent/page_text.h"
 #include "base/error.h"
 #include "model/vision/image_tiling.h"
 
@@ -33,7 +34,8 @@ std::string shorten(const std::string& s, size_t n) {
 // localizer's generation was stopped (cancel or the hard deadline).
 std::string locate_points(const Action& action, const RunOptions& options, const PromptProfile& profile,
                           Localizer& localizer, const std::shared_ptr<const model::Image>& sent,
-                          const ScreenFrame& frame, int step, ActionPoints* points, bool* stopped) {
+                          const ScreenFrame& frame, const std::string& elements, int step,
+                          ActionPoints* points, bool* stopped) {
     const std::vector<PointTarget> targets = action_points(action);
     for (size_t i = 0; i < targets.size(); ++i) {
         if (!sent) return "no screenshot to locate the element on";
@@ -42,7 +44,7 @@ std::string locate_points(const Action& action, const RunOptions& options, const
             slot = options.trust_policy_coordinates
                        ? to_css(profile.policy_convention, targets[i].x, targets[i].y,
                                 {sent->width, sent->height}, frame)
-                       : localizer.locate(targets[i].element, sent, frame, step).css;
+                       : localizer.locate(targets[i].element, sent, frame, step, elements).css;
         } catch (const Error& e) {
             *stopped = e.kind() == ErrorKind::kCancelled;
             return options.trust_policy_coordinates ? std::string(e.what())
@@ -176,12 +178,14 @@ struct SecretsOnTrace {
 };
 
 // What one step saw: the observation (redacted where the model reads it), the page's real URL (where a secret
-// would be typed), the screenshot as sent to the model, and the observation text for the policy.
+// would be typed), the screenshot as sent to the model, the observation text for the policy and the page's
+// element list as each module's {elements} shows it ("" when the profile lists none).
 struct StepView {
     Observation obs;
     std::string page_url;
     std::shared_ptr<const model::Image> sent;
     std::string text;
+    std::string policy_elements, localizer_elements, validator_elements;
 };
 
 // One run of the loop: its profile (with the run's answer schema and actions), modules, memory and result.
@@ -209,10 +213,11 @@ private:
     RunResult fail_start(const ActionOutcome& opened);
     void step(int step);
     StepView observe(int step, TraceStep& ts);
+    void list_elements(StepView& v);
     void policy_failed(const Error& e, int step, bool forced, const Clock::time_point& step_t0, TraceStep& ts,
                        StepEvent& ev);
-    void answer(const AnswerAction& answer, const Action& action, int step, bool forced, TraceStep& ts,
-                StepEvent& ev);
+    void answer(const AnswerAction& answer, const Action& action, const StepView& view, int step, bool forced,
+                TraceStep& ts, StepEvent& ev);
     void act(Action action, int step, const StepView& view, TraceStep& ts, StepEvent& ev);
     ActionOutcome perform(const Action& action, const StepView& view, const ActionPoints& points);
     Action with_upload_path(const Action& action) const;
@@ -413,7 +418,32 @@ StepView Run::observe(int step, TraceStep& ts) {
         for (const std::string& t : obs.tabs) v.text += " " + shorten(t, 200) + ";";
     }
     if (!obs.error.empty()) v.text += " " + obs.error + ".";
+    if (profile_.page_elements > 0) list_elements(v);
     return v;
+}
+
+// The page's element list in each module's convention; a page that does not answer lists "(none)" and the
+// step goes on with the screenshot.
+void Run::list_elements(StepView& v) {
+    std::vector<tools::PageElement> elements;
+    if (v.sent) {
+        try {
+            elements = in_browser([&] { return ctx_.environment->elements(); });
+        } catch (const Error& e) {
+            v.text += " The page's element list could not be read (" + secrets_.redact(e.what()) + ").";
+        }
+    }
+    for (tools::PageElement& e : elements) {
+        e.description = secrets_.redact(e.description);
+        e.state = secrets_.redact(e.state);
+    }
+    const ImageSize sent = v.sent ? ImageSize{v.sent->width, v.sent->height} : ImageSize{};
+    const auto text = [&](PointConvention c) {
+        return elements_text(elements, profile_.page_elements, c, sent, v.obs.frame);
+    };
+    v.policy_elements = text(profile_.policy_convention);
+    v.localizer_elements = text(profile_.localizer_convention);
+    v.validator_elements = v.policy_elements;
 }
 
 void Run::step(int step) {
@@ -431,8 +461,8 @@ void Run::step(int step) {
     emit(started);
     PolicyOutput decision;
     try {
-        decision =
-            policy_.decide(memory_, PolicyStepInput{step, options_.max_steps, forced, view.text, view.sent});
+        decision = policy_.decide(memory_, PolicyStepInput{step, options_.max_steps, forced, view.text,
+                                                           view.sent, view.policy_elements});
     } catch (const Error& e) {
         policy_failed(e, step, forced, step_t0, ts, ev);
         return;
@@ -447,7 +477,7 @@ void Run::step(int step) {
     ev.thought = decision.thought;
     ev.note = decision.note;
     if (const auto* a = std::get_if<AnswerAction>(&decision.action))
-        answer(*a, decision.action, step, forced, ts, ev);
+        answer(*a, decision.action, view, step, forced, ts, ev);
     else
         act(decision.action, step, view, ts, ev);
     ts.seconds = since(step_t0);
@@ -494,8 +524,8 @@ void Run::policy_failed(const Error& e, int step, bool forced, const Clock::time
 
 // An answer: kept when forced or unvalidated, else judged by the validator; a rejection goes into the notes
 // and the run goes on until the attempts run out.
-void Run::answer(const AnswerAction& answer, const Action& action, int step, bool forced, TraceStep& ts,
-                 StepEvent& ev) {
+void Run::answer(const AnswerAction& answer, const Action& action, const StepView& view, int step,
+                 bool forced, TraceStep& ts, StepEvent& ev) {
     ++result_.answer_attempts;
     result_.answer = answer.content;
     if (forced || !options_.use_validator) {
@@ -510,7 +540,8 @@ void Run::answer(const AnswerAction& answer, const Action& action, int step, boo
     bool verdict_ok = true;
     try {
         verdict = validator_.judge(memory_, answer.content,
-                                   memory_.recent_screenshots(profile_.validator_screenshots), step);
+                                   memory_.recent_screenshots(profile_.validator_screenshots), step,
+                                   view.validator_elements);
     } catch (const Error& e) {
         if (e.kind() == ErrorKind::kCancelled) {
             result_.status = RunStatus::kCancelled;
@@ -571,10 +602,10 @@ void Run::act(Action action, int step, const StepView& view, TraceStep& ts, Step
     }
     ActionPoints points;
     bool stopped = false;
-    const std::string point_error = refusal.empty()
-                                        ? locate_points(action, options_, profile_, localizer_, view.sent,
-                                                        view.obs.frame, step, &points, &stopped)
-                                        : "";
+    const std::string point_error =
+        refusal.empty() ? locate_points(action, options_, profile_, localizer_, view.sent, view.obs.frame,
+                                        view.localizer_elements, step, &points, &stopped)
+                        : "";
     if (stopped) {
         result_.status = cancelled() ? RunStatus::kCancelled : RunStatus::kNoAnswer;
         done_ = true;

@@ -56,15 +56,17 @@ model::GenerateOptions Policy::options(bool forced, int step) const {
 
 PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
     const PromptProfile& p = *ctx_.profile;
-    std::string text = p.policy_turn->render({
-        {"task", memory.task()},
-        {"step", std::to_string(in.step)},
-        {"max_steps", std::to_string(in.max_steps)},
-        {"notes", memory.notes_text()},
-        {"history", memory.history_text(p.history_steps)},
-        {"observation", in.observation},
-        {"forced", in.forced ? " This is the last step: you must answer now with what you know." : ""},
-    });
+    std::string text = p.policy_turn->render(
+        {
+            {"task", memory.task()},
+            {"step", std::to_string(in.step)},
+            {"max_steps", std::to_string(in.max_steps)},
+            {"notes", memory.notes_text()},
+            {"history", memory.history_text(p.history_steps)},
+            {"observation", in.observation},
+            {"forced", in.forced ? " This is the last step: you must answer now with what you know." : ""},
+        },
+        {{"elements", in.elements}});
     Message turn{"user", text, {}};
     if (in.screenshot) turn.images.push_back(in.screenshot);
 
@@ -101,15 +103,16 @@ PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
 Localizer::Localizer(const ModuleContext& context) : ctx_(context) {}
 
 LocalizerResult Localizer::locate(const std::string& element, const std::shared_ptr<const model::Image>& sent,
-                                  const ScreenFrame& frame, int step) {
+                                  const ScreenFrame& frame, int step, const std::string& elements) {
     if (!sent) throw Error(ErrorKind::kInvalidArgument, "localizer: no screenshot to look at");
     const PromptProfile& p = *ctx_.profile;
     const ImageSize size{sent->width, sent->height};
     const std::unique_ptr<Chat> chat = model_of(ctx_).open_chat(chat_options(p));
-    const std::string text = p.localizer_prompt->render({{"element", element},
-                                                         {"width", std::to_string(size.width)},
-                                                         {"height", std::to_string(size.height)}},
-                                                        {{"schema", p.localizer_schema_text}});
+    const std::string text =
+        p.localizer_prompt->render({{"element", element},
+                                    {"width", std::to_string(size.width)},
+                                    {"height", std::to_string(size.height)}},
+                                   {{"schema", p.localizer_schema_text}, {"elements", elements}});
     Message turn{"user", text, {sent}};
     const auto opts =
         module_options(p.localizer, p.localizer_schema, ctx_, 0x2000u + static_cast<uint64_t>(step));
@@ -129,7 +132,8 @@ LocalizerResult Localizer::locate(const std::string& element, const std::shared_
 Validator::Validator(const ModuleContext& context) : ctx_(context) {}
 
 Verdict Validator::judge(const Memory& memory, const std::string& answer,
-                         const std::vector<std::shared_ptr<const model::Image>>& screenshots, int step) {
+                         const std::vector<std::shared_ptr<const model::Image>>& screenshots, int step,
+                         const std::string& elements) {
     const PromptProfile& p = *ctx_.profile;
     const std::unique_ptr<Chat> chat = model_of(ctx_).open_chat(chat_options(p));
     chat->reset(
@@ -138,7 +142,8 @@ Verdict Validator::judge(const Memory& memory, const std::string& answer,
                  p.validator_turn->render({{"task", memory.task()},
                                            {"answer", answer},
                                            {"notes", memory.notes_text()},
-                                           {"n_screenshots", std::to_string(screenshots.size())}}),
+                                           {"n_screenshots", std::to_string(screenshots.size())}},
+                                          {{"elements", elements}}),
                  screenshots};
     const auto opts =
         module_options(p.validator, p.validator_schema, ctx_, 0x3000u + static_cast<uint64_t>(step));

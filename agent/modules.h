@@ -32,6 +32,7 @@ struct PolicyStepInput {
     bool forced = false;                             // the budget is spent: the action must be an answer
     std::string observation;                         // URL, title, the last action's outcome, browser events
     std::shared_ptr<const model::Image> screenshot;  // as sent (may be null when none could be taken)
+    std::string elements;                            // the {elements} text (agent/page_text.h), or ""
 };
 
 class Policy {
@@ -59,9 +60,10 @@ struct LocalizerResult {
 class Localizer {
 public:
     explicit Localizer(const ModuleContext& context);
-    // Finds `element` on `sent` (the image as sent, a resize of the screenshot described by `frame`).
+    // Finds `element` on `sent` (the image as sent, a resize of the screenshot described by `frame`);
+    // `elements` is the page's element list for a prompt with {elements}.
     LocalizerResult locate(const std::string& element, const std::shared_ptr<const model::Image>& sent,
-                           const ScreenFrame& frame, int step);
+                           const ScreenFrame& frame, int step, const std::string& elements = "");
 
 private:
     ModuleContext ctx_;
@@ -71,7 +73,8 @@ class Validator {
 public:
     explicit Validator(const ModuleContext& context);
     Verdict judge(const Memory& memory, const std::string& answer,
-                  const std::vector<std::shared_ptr<const model::Image>>& screenshots, int step);
+                  const std::vector<std::shared_ptr<const model::Image>>& screenshots, int step,
+                  const std::string& elements = "");
 
 private:
     ModuleContext ctx_;

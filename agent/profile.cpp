@@ -149,8 +149,8 @@ PromptProfile load_profile(const std::string& path) {
     p.path = path;
     p.name = r.string("name", fs::path(path).stem().string());
     p.policy_system = r.prompt("policy_system", {"schema", "date"});
-    p.policy_turn =
-        r.prompt("policy_turn", {"task", "step", "max_steps", "notes", "history", "observation", "forced"});
+    p.policy_turn = r.prompt("policy_turn", {"task", "step", "max_steps", "notes", "history", "observation",
+                                             "forced", "elements"});
     p.retry_feedback = r.prompt("retry_feedback", {"error"});
     p.policy_schema = r.schema("policy_schema", &p.policy_schema_text);
     p.policy_actions =
@@ -161,12 +161,12 @@ PromptProfile load_profile(const std::string& path) {
         throw Error(ErrorKind::kConfig, path + ": answer_schema must offer the answer action only");
     p.policy = r.module("policy");
     p.policy_convention = parse_point_convention(r.string("policy_coordinates", "normalized_1000"));
-    p.localizer_prompt = r.prompt("localizer_prompt", {"element", "schema", "width", "height"});
+    p.localizer_prompt = r.prompt("localizer_prompt", {"element", "schema", "width", "height", "elements"});
     p.localizer_schema = r.schema("localizer_schema", &p.localizer_schema_text);
     p.localizer_convention = parse_point_convention(r.string("localizer_coordinates", "normalized_1000"));
     p.localizer = r.module("localizer");
     p.validator_system = r.prompt("validator_system", {"schema"});
-    p.validator_turn = r.prompt("validator_turn", {"task", "answer", "notes", "n_screenshots"});
+    p.validator_turn = r.prompt("validator_turn", {"task", "answer", "notes", "n_screenshots", "elements"});
     p.validator_schema = r.schema("validator_schema", &p.validator_schema_text);
     p.validator = r.module("validator");
     p.enable_thinking = r.boolean("enable_thinking", false);
@@ -177,7 +177,18 @@ PromptProfile load_profile(const std::string& path) {
     p.screenshots_on_restart = static_cast<int>(r.integer("screenshots_on_restart", 3, 1, 16));
     p.validator_screenshots = static_cast<int>(r.integer("validator_screenshots", 3, 1, 16));
     p.max_session_tokens = r.integer("max_session_tokens", 60000, 1000, int64_t{1} << 30);
+    p.page_elements = static_cast<int>(r.integer("page_elements", 0, 0, 1000));
     r.check_unknown();
+    const bool listed = p.policy_turn->placeholders().count("elements") ||
+                        p.localizer_prompt->placeholders().count("elements") ||
+                        p.validator_turn->placeholders().count("elements");
+    if (listed && p.page_elements == 0)
+        throw Error(ErrorKind::kConfig, path +
+                                            ": a prompt uses {elements} but \"page_elements\" is 0 (give the "
+                                            "number of elements to list)");
+    if (!listed && p.page_elements > 0)
+        throw Error(ErrorKind::kConfig, path + ": \"page_elements\" is " + std::to_string(p.page_elements) +
+                                            " but no prompt uses {elements}");
     return p;
 }
 

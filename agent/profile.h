@@ -32,7 +32,7 @@ struct PromptProfile {
     // Policy: system prompt, the per-step user turn, the feedback turn after malformed output.
     std::shared_ptr<PromptTemplate> policy_system;  // {schema} {date}
     std::shared_ptr<PromptTemplate>
-        policy_turn;  // {task} {step} {max_steps} {notes} {history} {observation} {forced}
+        policy_turn;  // {task} {step} {max_steps} {notes} {history} {observation} {forced} [{elements}]
     std::shared_ptr<PromptTemplate> retry_feedback;  // {error}
     std::shared_ptr<const model::CompiledSchema> policy_schema;
     std::string policy_schema_text;           // shown in the system prompt
@@ -46,7 +46,7 @@ struct PromptProfile {
     ModuleSettings policy;
 
     // Localizer: one user turn with the screenshot and the element description.
-    std::shared_ptr<PromptTemplate> localizer_prompt;  // {element} {schema} {width} {height}
+    std::shared_ptr<PromptTemplate> localizer_prompt;  // {element} {schema} {width} {height} [{elements}]
     std::shared_ptr<const model::CompiledSchema> localizer_schema;
     std::string localizer_schema_text;
     PointConvention localizer_convention = PointConvention::kNormalized1000;
@@ -56,7 +56,7 @@ struct PromptProfile {
     // Validator: system prompt + user turn with the task, the answer and the last screenshots.
     std::shared_ptr<PromptTemplate> validator_system;  // {schema}
     std::shared_ptr<PromptTemplate>
-        validator_turn;  // {task} {answer} {notes} {n_screenshots}; the screenshots follow as images
+        validator_turn;  // {task} {answer} {notes} {n_screenshots} [{elements}]; the screenshots follow
     std::shared_ptr<const model::CompiledSchema> validator_schema;
     std::string validator_schema_text;
     ModuleSettings validator;
@@ -66,6 +66,10 @@ struct PromptProfile {
     std::string stop_token = "<SPECIAL_12>";  // ends an assistant turn
     int image_max_width = 0;                  // screenshots are downscaled to fit before sending (0 = as is)
     int image_max_height = 0;
+
+    // The page's element list (agent/page_text.h) in the prompts that use {elements}: at most this many
+    // entries. 0 = none, and then no prompt may use {elements}.
+    int page_elements = 0;
 
     // Memory.
     int history_steps = 3;               // recent actions listed in each turn's text

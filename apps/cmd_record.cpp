@@ -8,11 +8,13 @@
 //                       ({"parts": [{"text": ...} | {"image": "shots/<hash>.png"}], "output": ...,
 //                       "loss": false on a deliberately wrong policy reply})
 //   OUT/shots/          the images as sent to the model, PNG, one file per distinct image
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 
@@ -21,10 +23,10 @@
 #include "agent/conversation.h"
 #include "agent/loop.h"
 #include "agent/modules.h"
+#include "agent/page_text.h"
 #include "agent/profile.h"
 #include "apps/cli.h"
 #include "apps/record/oracle_engine.h"
-#include "apps/record/page_elements.h"
 
 using surf::record::role_name;
 #include "base/error.h"
@@ -33,6 +35,7 @@ using surf::record::role_name;
 #include "model/vision/image.h"
 #include "tools/browser/browser.h"
 #include "tools/browser/browser_session.h"
+#include "tools/browser/page_elements.h"
 
 namespace {
 
@@ -155,14 +158,22 @@ std::string policy_reply(Episode& ep, bool forced) {
     return reply.dump();
 }
 
-// Asks the localizer for a few other elements of the screenshot the policy is looking at.
+// Asks the localizer for a few other elements of the screenshot the policy is looking at: elements whose
+// description is unique on the page (and, for a profile with {elements}, that its list shows), each answered
+// with its box's centre.
 void extra_localizer_calls(Episode& ep, const std::vector<surf::model::InputPart>& parts) {
     std::shared_ptr<const surf::model::Image> shot;
     for (const auto& p : parts)
         if (p.image) shot = p.image;
     if (!shot || ep.extra_per_step <= 0) return;
-    json elements = page_json(*ep.page, surf::record::kPageElementsJs);
-    std::vector<json> list(elements.begin(), elements.end());
+    const surf::agent::PromptProfile& profile = *ep.modules.profile;
+    const std::vector<surf::tools::PageElement> elements = surf::tools::page_elements(*ep.page);
+    std::map<std::string, int> count;
+    for (const auto& e : elements) ++count[e.description];
+    std::vector<surf::tools::PageElement> list;
+    for (const auto& e :
+         profile.page_elements > 0 ? surf::agent::listed_elements(elements, profile.page_elements) : elements)
+        if (count[e.description] == 1) list.push_back(e);
     std::shuffle(list.begin(), list.end(), ep.rng);
     surf::agent::Localizer localizer(ep.modules);
     surf::agent::ScreenFrame frame;
@@ -170,13 +181,17 @@ void extra_localizer_calls(Episode& ep, const std::vector<surf::model::InputPart
     frame.height = shot->height;
     frame.css_region = {0, 0, static_cast<double>(ep.width), static_cast<double>(ep.height)};
     frame.pixels_per_css = shot->width / static_cast<double>(ep.width);
+    const std::string listed =
+        profile.page_elements > 0
+            ? surf::agent::elements_text(elements, profile.page_elements, profile.localizer_convention,
+                                         {shot->width, shot->height}, frame)
+            : "";
     int done = 0;
-    for (const json& e : list) {
+    for (const surf::tools::PageElement& e : list) {
         if (done >= ep.extra_per_step) break;
-        const std::string d = e.at("element").get<std::string>();
-        ep.points[d] = {to_1000(e.at("x").get<double>() + e.at("w").get<double>() / 2, ep.width),
-                        to_1000(e.at("y").get<double>() + e.at("h").get<double>() / 2, ep.height)};
-        localizer.locate(d, shot, frame, ep.step);
+        ep.points[e.description] = {to_1000(e.x + e.width / 2, ep.width),
+                                    to_1000(e.y + e.height / 2, ep.height)};
+        localizer.locate(e.description, shot, frame, ep.step, listed);
         ++done;
     }
 }

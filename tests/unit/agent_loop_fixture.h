@@ -139,6 +139,8 @@ public:
         o.title = "page";
         return o;
     }
+    std::vector<tools::PageElement> listed;  // what elements() answers
+    std::vector<tools::PageElement> elements() override { return listed; }
     std::vector<std::string> typed;     // what write actions typed
     std::vector<std::string> uploaded;  // the files upload actions gave
     ActionOutcome execute(const Action& a, const ActionPoints& p) override {

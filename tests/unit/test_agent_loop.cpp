@@ -669,3 +669,56 @@ TEST_CASE(
     CHECK_THROWS_WITH_AS(g.run(o), doctest::Contains("holds no file"), Error);
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE(
+    "a profile with page_elements shows the page's element list to the policy, localizer and validator") {
+    Fixture f;
+    const auto dir = std::filesystem::temp_directory_path() / "surf_agent_elements_loop";
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(SURF_SOURCE_DIR "/prompts", dir, std::filesystem::copy_options::recursive);
+    for (const char* name : {"policy_turn.md", "localizer.md", "validator_turn.md"}) {
+        std::ifstream in(dir / name);
+        const std::string text((std::istreambuf_iterator<char>(in)), {});
+        std::ofstream(dir / name) << "Elements:\n{elements}\n" << text;
+    }
+    {
+        std::ifstream in(dir / "profile_holotron.json");
+        std::string text((std::istreambuf_iterator<char>(in)), {});
+        text.insert(text.find('{') + 1, "\"page_elements\": 2,");
+        std::ofstream(dir / "profile_holotron.json") << text;
+    }
+    f.profile = load_profile((dir / "profile_holotron.json").string());
+    const std::string value = "s3cr3t-Value-991";
+    // 320x240 CSS at device scale factor 1: (80, 60) is (250, 250) in 0-1000.
+    f.page.listed = {{"the \"OK\" button", "", true, 60, 50, 40, 20},
+                     {"the \"Code\" field", "value \"" + value + "\"", true, 0, 0, 32, 24},
+                     {"the text \"Welcome\"", "", false, 0, 200, 10, 10}};  // over the limit of 2
+    f.engine.scripts["policy"] = {step_json(kClick), step_json(kAnswer)};
+    f.engine.scripts["localizer"] = {R"({"x":250,"y":250})"};
+    f.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    RunOptions o = options();
+    o.secrets = {{"code", {value, {"127.0.0.1"}}}};
+    const RunResult r = f.run(o);
+    CHECK(r.status == RunStatus::kAnswered);
+    const std::string listed =
+        "the \"OK\" button (250, 250)\nthe \"Code\" field (50, 50), value \"<secret:code>\"";
+    for (const char* role : {"policy", "localizer", "validator"}) {
+        REQUIRE_FALSE(f.engine.of(role).empty());
+        const std::string text = f.engine.of(role)[0].text;
+        CHECK_MESSAGE(text.find("Elements:\n" + listed + "\n") != std::string::npos, role, text);
+        CHECK(text.find("Welcome") == std::string::npos);
+        CHECK(text.find(value) == std::string::npos);
+    }
+    REQUIRE(f.page.points.size() == 1);
+    CHECK(f.page.points[0].x == doctest::Approx(80));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a profile without page_elements never asks the page for its elements") {
+    Fixture f;
+    f.page.listed = {{"the \"OK\" button", "", true, 60, 50, 40, 20}};
+    f.engine.scripts["policy"] = {step_json(kAnswer)};
+    f.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    CHECK(f.run(options()).status == RunStatus::kAnswered);
+    CHECK(f.engine.of("policy")[0].text.find("the \"OK\" button") == std::string::npos);
+}

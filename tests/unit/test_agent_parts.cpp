@@ -9,6 +9,7 @@
 #include "agent/actions.h"
 #include "agent/coordinates.h"
 #include "agent/memory.h"
+#include "agent/page_text.h"
 #include "agent/profile.h"
 #include "agent/prompt_renderer.h"
 #include "base/error.h"
@@ -238,4 +239,60 @@ TEST_CASE("memory keeps notes, history and the last k screenshots") {
     REQUIRE(shots.size() == 2);
     CHECK(shots[0] == b);
     CHECK(shots[1] == c);
+}
+
+TEST_CASE("the element list as prompt text: points in the module's convention, states, controls kept first") {
+    std::vector<tools::PageElement> page = {
+        {"the \"Shop\" heading", "", false, 0, 0, 200, 40},
+        {"the \"Email\" field", "value \"ada\"", true, 100, 100, 200, 40},
+        {"the text \"Price: 4 EUR\"", "", false, 0, 300, 100, 20},
+        {"the \"Go\" button", "", true, 600, 400, 40, 80},
+    };
+    // A 640x480 viewport shown at device scale factor 2, sent downscaled to 640x480.
+    const ScreenFrame frame{1280, 960, {0, 0, 640, 480}, 2.0};
+    const ImageSize sent{640, 480};
+    CHECK(elements_text(page, 10, PointConvention::kNormalized1000, sent, frame) ==
+          "the \"Shop\" heading (156, 42)\n"
+          "the \"Email\" field (313, 250), value \"ada\"\n"
+          "the text \"Price: 4 EUR\" (78, 646)\n"
+          "the \"Go\" button (969, 917)");
+    CHECK(elements_text(page, 10, PointConvention::kImagePixels, sent, frame)
+              .find("the \"Go\" button (620, 440)") != std::string::npos);
+    // Over the limit, controls stay and the order stays the page's.
+    CHECK(elements_text(page, 3, PointConvention::kNormalized1000, sent, frame) ==
+          "the \"Shop\" heading (156, 42)\n"
+          "the \"Email\" field (313, 250), value \"ada\"\n"
+          "the \"Go\" button (969, 917)");
+    CHECK(listed_elements(page, 2).size() == 2);
+    CHECK(listed_elements(page, 2)[1].description == "the \"Go\" button");
+    CHECK(elements_text({}, 10, PointConvention::kNormalized1000, sent, frame) == "(none)");
+}
+
+TEST_CASE(
+    "a profile lists page elements only when a prompt shows them, and shows them only when it lists them") {
+    const auto dir = std::filesystem::temp_directory_path() / "surf_agent_elements_profile_test";
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(SURF_SOURCE_DIR "/models/surf-tiny", dir, std::filesystem::copy_options::recursive);
+    const std::string profile = (dir / "surf_profile.json").string();
+    CHECK(load_profile(profile).page_elements > 0);
+    CHECK(load_profile(profile).localizer_prompt->placeholders().count("elements"));
+
+    const auto set_count = [&](int n) {
+        std::ifstream in(profile);
+        std::string text((std::istreambuf_iterator<char>(in)), {});
+        const size_t at = text.find("\"page_elements\"");
+        REQUIRE(at != std::string::npos);
+        text.replace(at, text.find_first_of(",\n}", at) - at, "\"page_elements\": " + std::to_string(n));
+        std::ofstream(profile) << text;
+    };
+    set_count(0);
+    CHECK(error_of([&] { load_profile(profile); }).find("uses {elements} but \"page_elements\" is 0") !=
+          std::string::npos);
+    set_count(30);
+    // Each prompt keeps only placeholders it may use.
+    std::ofstream(dir / "prompts" / "policy_turn.md") << "Task: {task}";
+    std::ofstream(dir / "prompts" / "localizer.md") << "{element}";
+    std::ofstream(dir / "prompts" / "validator_turn.md") << "{task} {answer}";
+    CHECK(error_of([&] { load_profile(profile); }).find("no prompt uses {elements}") != std::string::npos);
+    std::filesystem::remove_all(dir);
 }

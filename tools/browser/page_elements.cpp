@@ -1,0 +1,104 @@
+#include "tools/browser/page_elements.h"
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "tools/browser/browser_session.h"
+
+namespace surf::tools {
+
+namespace {
+
+// Runs in the page. An element is listed when its box lies inside the viewport, it is visible and the point
+// at its centre hits it (or its label), and the rules in describe() give it a description.
+constexpr const char* kPageElementsJs = R"JS(
+(() => {
+  const W = innerWidth, H = innerHeight, out = [];
+  const clean = s => (s || '').replace(/\s+/g, ' ').trim();
+  const short = (s, n) => s.length > 0 && s.length <= (n || 60);
+  const cut = s => s.length > 40 ? s.slice(0, 39) + '…' : s;
+  const labelOf = el => {
+    if (el.id) { const l = document.querySelector('label[for="' + CSS.escape(el.id) + '"]'); if (l) return clean(l.innerText); }
+    const p = el.closest('label'); if (p) return clean(p.innerText);
+    return clean(el.getAttribute('aria-label') || el.getAttribute('title') || '');
+  };
+  const field = el => {
+    const ph = clean(el.placeholder), l = labelOf(el);
+    if (short(l)) return 'the "' + l + '" field';
+    if (short(ph)) return 'the field showing "' + ph + '"';
+    return '';
+  };
+  // [description, state, control]
+  const describe = el => {
+    const tag = el.tagName.toLowerCase(), role = el.getAttribute('role') || '';
+    const text = clean(el.innerText || ''), aria = clean(el.getAttribute('aria-label') || el.getAttribute('title') || '');
+    if (tag === 'input' || tag === 'textarea') {
+      const type = (el.type || 'text').toLowerCase();
+      if (type === 'hidden') return null;
+      if (type === 'checkbox') { const l = labelOf(el); return short(l) ? ['the checkbox next to "' + l + '"', el.checked ? 'checked' : 'not checked', true] : null; }
+      if (type === 'radio') { const l = labelOf(el); return short(l) ? ['the "' + l + '" radio button', el.checked ? 'checked' : 'not checked', true] : null; }
+      if (type === 'submit' || type === 'button') return short(clean(el.value)) ? ['the "' + clean(el.value) + '" button', '', true] : null;
+      const d = field(el);
+      if (!d) return null;
+      const v = type === 'password' ? (el.value ? 'filled' : 'empty') : (el.value ? 'value "' + cut(clean(el.value)) + '"' : 'empty');
+      return [d, v, true];
+    }
+    if (tag === 'select') {
+      const l = labelOf(el), o = el.options[el.selectedIndex];
+      return short(l) ? ['the "' + l + '" dropdown', o ? 'chosen "' + cut(clean(o.text)) + '"' : '', true] : null;
+    }
+    if (tag === 'button' || role === 'button' || role === 'switch') {
+      const name = short(text) ? text : aria;
+      const st = el.getAttribute('aria-checked') || el.getAttribute('aria-pressed');
+      return short(name) ? ['the "' + name + '" button', st === 'true' ? 'on' : st === 'false' ? 'off' : '', true] : null;
+    }
+    if (role === 'checkbox') return short(text || aria) ? ['the checkbox next to "' + (text || aria) + '"', el.getAttribute('aria-checked') === 'true' ? 'checked' : 'not checked', true] : null;
+    if (role === 'tab') return short(text) ? ['the "' + text + '" tab', el.getAttribute('aria-selected') === 'true' ? 'selected' : '', true] : null;
+    if (tag === 'a') return short(text) ? ['the "' + text + '" link', '', true] : (short(aria) ? ['the "' + aria + '" link', '', true] : null);
+    if (role === 'option' || role === 'menuitem' || role === 'treeitem')
+      return short(text) ? ['the "' + text + '" item', el.getAttribute('aria-selected') === 'true' ? 'selected' : '', true] : null;
+    if (/^h[1-4]$/.test(tag)) return short(text) ? ['the "' + text + '" heading', '', false] : null;
+    if (el.children.length === 0 && short(text, 80) && text.length >= 2) return ['the text "' + text + '"', '', false];
+    return null;
+  };
+  const sel = 'button,a,input,textarea,select,[role=button],[role=switch],[role=checkbox],[role=tab],[role=option],[role=menuitem],[role=treeitem],h1,h2,h3,h4,label,span,td,th,li,p,div,dt,dd,b,strong,em';
+  for (const el of document.querySelectorAll(sel)) {
+    const r = el.getBoundingClientRect();
+    if (r.width < 4 || r.height < 4 || r.left < 0 || r.top < 0 || r.right > W || r.bottom > H) continue;
+    const st = getComputedStyle(el);
+    if (st.visibility === 'hidden' || st.display === 'none' || parseFloat(st.opacity) < 0.2) continue;
+    const cx = r.left + r.width / 2, cy = r.top + r.height / 2, hit = document.elementFromPoint(cx, cy);
+    if (!hit || !(hit === el || el.contains(hit) || hit.contains(el) && hit.tagName === 'LABEL')) continue;
+    const d = describe(el);
+    if (!d) continue;
+    out.push({element: d[0], state: d[1], control: d[2], x: r.left, y: r.top, w: r.width, h: r.height});
+  }
+  return JSON.stringify(out);
+})()
+)JS";
+
+}  // namespace
+
+std::vector<PageElement> page_elements(BrowserSession& session) {
+    const nlohmann::json v = session.evaluate(kPageElementsJs);
+    if (!v.is_string()) throw Error(ErrorKind::kBrowser, "page elements: the page returned no list");
+    std::vector<PageElement> out;
+    try {
+        for (const nlohmann::json& e : nlohmann::json::parse(v.get<std::string>())) {
+            PageElement p;
+            p.description = e.at("element").get<std::string>();
+            p.state = e.at("state").get<std::string>();
+            p.control = e.at("control").get<bool>();
+            p.x = e.at("x").get<double>();
+            p.y = e.at("y").get<double>();
+            p.width = e.at("w").get<double>();
+            p.height = e.at("h").get<double>();
+            out.push_back(std::move(p));
+        }
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(ErrorKind::kBrowser, std::string("page elements: malformed list: ") + e.what());
+    }
+    return out;
+}
+
+}  // namespace surf::tools
