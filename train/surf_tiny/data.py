@@ -171,7 +171,9 @@ def encode_session(enc, session, shot_index, shot_sizes):
     return toks, mask, images
 
 
-def pack(paths, model_dir, out, max_tokens=8192):
+def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0):
+    """Packs the episodes' sessions; the screenshots become WebP, lossless unless webp_quality (1-100) is
+    given: lossy shots trade a little image detail for packs that fit the GPU machine's upload."""
     from PIL import Image
     enc = Encoder(model_dir)
     os.makedirs(os.path.join(out, "shots"), exist_ok=True)
@@ -196,8 +198,12 @@ def pack(paths, model_dir, out, max_tokens=8192):
                         dst = os.path.join(out, "shots", name)
                         if not os.path.exists(dst):
                             with Image.open(src) as im:
-                                im.convert("RGB").save(dst + ".tmp", format="WEBP", lossless=True, quality=100,
-                                                       method=1)
+                                if webp_quality:
+                                    im.convert("RGB").save(dst + ".tmp", format="WEBP", quality=webp_quality,
+                                                           method=4)
+                                else:
+                                    im.convert("RGB").save(dst + ".tmp", format="WEBP", lossless=True,
+                                                           quality=100, method=1)
                             os.replace(dst + ".tmp", dst)
                         with Image.open(dst) as im:
                             shot_sizes.append(im.size)

@@ -13,6 +13,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import random
 import subprocess
 import sys
@@ -83,6 +84,9 @@ def main():
     b.add_argument("--episodes", nargs="+", required=True, help="record folders (their shard*/episodes.jsonl)")
     b.add_argument("--model", required=True)
     b.add_argument("--data", required=True)
+    b.add_argument("--webp-quality", type=int, default=0,
+                   help="store the screenshots as lossy WebP of this quality (default: lossless)")
+    b.add_argument("--tokenizer-from", help="keep this model folder's tokenizer instead of training one")
     a = ap.parse_args()
     if a.what == "tasks":
         print(f"{make_tasks(a.split, a.seed, a.count, a.out, a.families)} tasks in {a.out}")
@@ -94,8 +98,13 @@ def main():
         for d in a.episodes:
             for root, _, names in os.walk(d):
                 files += [os.path.join(root, n) for n in names if n == "episodes.jsonl"]
-        data.write_model_files(a.model, data.train_tokenizer(sorted(files)))
-        n, tok, shots = data.pack(sorted(files), a.model, a.data)
+        if a.tokenizer_from:
+            if os.path.abspath(a.tokenizer_from) != os.path.abspath(a.model):
+                for f in ("tokenizer.json", "tokenizer_config.json"):
+                    shutil.copy(os.path.join(a.tokenizer_from, f), os.path.join(a.model, f))
+        else:
+            data.write_model_files(a.model, data.train_tokenizer(sorted(files)))
+        n, tok, shots = data.pack(sorted(files), a.model, a.data, webp_quality=a.webp_quality)
         print(f"{len(files)} episode files: {n} sequences, {tok} tokens, {shots} images -> {a.data}")
 
 
