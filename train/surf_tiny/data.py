@@ -117,21 +117,48 @@ def strip_schema(text):
     return _SCHEMA_LINE.sub("", _SCHEMA_INLINE.sub("\n", text))
 
 
+# The policy turn with the task first (as recorded before the task moved) and the same turn as a policy_turn.md
+# that names the task after the element list renders it: the reply then starts right after the task, as the
+# localizer's starts right after its element.
+_TASK_FIRST = re.compile(r"Task: ([^\n]*)\n(Step \d+ of \d+\..*?)\n(Page elements \(x, y from 0 to 1000\):\n.*?)\n"
+                         r"Screenshot:\n", re.S)
+
+
+def task_after_elements(model_dir):
+    """Whether the model folder's policy turn puts {task} after {elements}."""
+    path = os.path.join(model_dir, "prompts", "policy_turn.md")
+    if not os.path.exists(path):
+        return False
+    t = open(path, encoding="utf-8").read()
+    return "{elements}" in t and t.find("{task}") > t.find("{elements}")
+
+
+def move_task(text):
+    """A recorded policy turn with the task first, as a task-after-elements policy_turn.md renders it."""
+    return _TASK_FIRST.sub(lambda m: f"{m.group(2)}\n{m.group(3)}\nTask: {m.group(1)}\nScreenshot:\n", text)
+
+
 class Encoder:
     """Tokenizes recorded text as the model folder's prompts render it now: recordings made while the prompts
-    carried the output schema lose it when the folder's prompts do not."""
+    carried the output schema lose it when the folder's prompts do not, and a policy turn recorded with the
+    task first gets it after the element list when the folder's policy_turn.md has it there."""
 
     def __init__(self, model_dir):
         from tokenizers import Tokenizer
         self.tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
         self.ids = spec.token_ids(json.load(open(os.path.join(model_dir, "tokenizer.json"), encoding="utf-8")))
         self.strip_schema = prompts_without_schema(model_dir)
+        self.move_task = task_after_elements(model_dir)
 
     def text(self, s):
         return self.tok.encode(s, add_special_tokens=False).ids
 
     def prompt(self, s):
-        return self.text(strip_schema(s) if self.strip_schema else s)
+        if self.strip_schema:
+            s = strip_schema(s)
+        if self.move_task:
+            s = move_task(s)
+        return self.text(s)
 
 
 def is_target(session, k):
@@ -171,9 +198,12 @@ def encode_session(enc, session, shot_index, shot_sizes):
     return toks, mask, images
 
 
-def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0):
+def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0, policy_variants=0):
     """Packs the episodes' sessions; the screenshots become WebP, lossless unless webp_quality (1-100) is
-    given: lossy shots trade a little image detail for packs that fit the GPU machine's upload."""
+    given: lossy shots trade a little image detail for packs that fit the GPU machine's upload.
+    policy_variants > 0 adds that many one-turn policy sessions per episode (augment.py)."""
+    from .augment import policy_variants as make_variants
+    rng = random.Random(20261129)
     from PIL import Image
     enc = Encoder(model_dir)
     os.makedirs(os.path.join(out, "shots"), exist_ok=True)
@@ -209,7 +239,12 @@ def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0):
                             shot_sizes.append(im.size)
                         shot_index[p["image"]] = len(shot_names)
                         shot_names.append(name)
-        for s in ep["sessions"]:
+        sessions = list(ep["sessions"])
+        if policy_variants:
+            policy = next((s for s in sessions if s["role"] == "policy"), None)
+            if policy:
+                sessions += make_variants(policy, rng, policy_variants)
+        for s in sessions:
             if s["role"] not in roles:
                 continue
             toks, mask, images = encode_session(enc, s, shot_index, shot_sizes)

@@ -86,6 +86,8 @@ def main():
     b.add_argument("--data", required=True)
     b.add_argument("--webp-quality", type=int, default=0,
                    help="store the screenshots as lossy WebP of this quality (default: lossless)")
+    b.add_argument("--policy-variants", type=int, default=0,
+                   help="one-turn policy examples made per episode from its first screenshot (augment.py)")
     b.add_argument("--tokenizer-from", help="keep this model folder's tokenizer instead of training one")
     a = ap.parse_args()
     if a.what == "tasks":
@@ -104,7 +106,8 @@ def main():
                     shutil.copy(os.path.join(a.tokenizer_from, f), os.path.join(a.model, f))
         else:
             data.write_model_files(a.model, data.train_tokenizer(sorted(files)))
-        n, tok, shots = data.pack(sorted(files), a.model, a.data, webp_quality=a.webp_quality)
+        n, tok, shots = data.pack(sorted(files), a.model, a.data, webp_quality=a.webp_quality,
+                                   policy_variants=a.policy_variants)
         print(f"{len(files)} episode files: {n} sequences, {tok} tokens, {shots} images -> {a.data}")
 
 

@@ -425,12 +425,14 @@ def main():
         stream.close()
     save()
     print(f"finished at step {state['step']} after {(time.time() - t_start) / 60:.1f} min", flush=True)
-    measure("end")
+    # The weights leave first: the held-out measure takes a minute or more, and a call that runs out of time
+    # during it still returns them.
     from .export import export
     for folder, weights_only in ((a.out, False), (a.weights_out, True)):
         if folder:
             export(model, a.model, folder, weights_only=weights_only)
             print(f"exported to {folder}", flush=True)
+    measure("end")
 
 
 if __name__ == "__main__":

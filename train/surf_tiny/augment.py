@@ -1,0 +1,121 @@
+"""More first-step policy examples from the recorded screenshots (`pipeline build --policy-variants K`).
+
+A recorded episode gives the policy two or three targets, too few for a small model to learn to match a task
+to the page's element list rather than memorise replies. For the first policy turn of an episode, this makes K
+one-turn variants on the same screenshot and element list: a new task about one listed control (click a
+button, link, tab or item; type into a field; tick or untick a box; choose a radio button), worded with the
+train templates of train/tasks/phrasing.py, and the reply the oracle gives for that step (the element as the
+list names it, its listed point). Variants never use eval wordings, and their labels are the page's own.
+"""
+
+import json
+import random
+import re
+import sys
+import os
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tasks"))
+from phrasing import PHRASES, q  # noqa: E402
+
+LIST_HEAD = "Page elements (x, y from 0 to 1000):\n"
+LINE = re.compile(r'^(the (?:checkbox next to )?"(.+)"(?: (button|link|tab|item|field|radio button|dropdown))?) '
+                  r'\((\d+), (\d+)\)(?:, (.*))?$')
+KIND_TEMPLATES = {"button": "click_button", "link": "click_link", "tab": "click_tab", "item": "click_link"}
+THOUGHTS = ["I click {desc}.", "{Desc} is on the page, so I click it.", "The task asks for {label}; I click {desc}."]
+WRITE_THOUGHTS = ["I type {value} into {desc}.", "{Desc} is {state}; I type {value} into it."]
+TICK = {True: ["Tick {label}.", "Check the box {label}.", "Please select the option {label}."],
+        False: ["Untick {label}.", "Uncheck the box {label}.", "Please clear the option {label}."]}
+RADIO = ["Choose {label}.", "Select the {label} option.", "Pick {label} from the choices."]
+
+
+def listed(text):
+    """(description, label, kind, x, y, state) of each listed element in a policy prompt, or [] without a list."""
+    at = text.find(LIST_HEAD)
+    if at < 0:
+        return []
+    body = text[at + len(LIST_HEAD):].split("\nScreenshot:", 1)[0]
+    out = []
+    for line in body.split("\n"):
+        m = LINE.match(line)
+        if m:
+            desc, label, kind, x, y, state = m.groups()
+            if desc.startswith("the checkbox next to"):
+                kind = "checkbox"
+            out.append((desc, label, kind, int(x), int(y), state or ""))
+    return out
+
+
+def reply(thought, action):
+    return json.dumps({"thought": thought, "note": "", "action": action}, ensure_ascii=False,
+                      separators=(",", ":"))
+
+
+def cap(s):
+    return s[:1].upper() + s[1:]
+
+
+def variant(rng, element, others):
+    """(task, reply) for one listed element, or None when it is nothing to act on."""
+    desc, label, kind, x, y, state = element
+    ql = q(label)
+    if kind in KIND_TEMPLATES:
+        task = rng.choice(PHRASES[KIND_TEMPLATES[kind]]["train"]).format(label=ql)
+        t = rng.choice(THOUGHTS).format(desc=desc, Desc=cap(desc), label=ql)
+        return task, reply(t, {"type": "click", "element": desc, "x": x, "y": y})
+    if kind == "field":
+        value = rng.choice(others) if others else "hello"
+        task = rng.choice(PHRASES["type_submit"]["train"]).format(value=q(value), field=ql)
+        t = rng.choice(WRITE_THOUGHTS).format(value=q(value), desc=desc, Desc=cap(desc), state=state or "empty")
+        return task, reply(t, {"type": "write", "content": value, "element": desc, "x": x, "y": y})
+    if kind == "checkbox" and state in ("checked", "not checked"):
+        task = rng.choice(TICK[state == "not checked"]).format(label=ql)
+        return task, reply(f"{cap(desc)} is {state}; I click it.", {"type": "click", "element": desc, "x": x, "y": y})
+    if kind == "radio button" and state == "not checked":
+        task = rng.choice(RADIO).format(label=ql)
+        return task, reply(f"{ql} is not chosen yet; I click {desc}.",
+                           {"type": "click", "element": desc, "x": x, "y": y})
+    return None
+
+
+def policy_variants(session, rng, k):
+    """Up to k one-turn policy sessions made from `session`'s first turn (see the module's docstring)."""
+    first = session["turns"][0]
+    texts = [i for i, p in enumerate(first["parts"]) if "text" in p]
+    if not texts or "Notes:\n(none)" not in first["parts"][texts[0]]["text"]:
+        return []
+    text = first["parts"][texts[0]]["text"]
+    elements = listed(text)
+    labels = [e[1] for e in elements if len(e[1]) <= 30]
+    # A label listed twice is ambiguous: no task names it.
+    candidates = [e for e in elements if labels.count(e[1]) == 1 and
+                  (e[2] in KIND_TEMPLATES or e[2] in ("field", "checkbox", "radio button"))]
+    rng.shuffle(candidates)
+    out = []
+    for element in candidates:
+        if len(out) >= k:
+            break
+        made = variant(rng, element, [v for v in labels if v != element[1]])
+        if made is None:
+            continue
+        task, output = made
+        new_text, n = re.subn(r"\nTask: [^\n]*\n", "\nTask: " + task.replace("\\", "\\\\") + "\n", text, count=1)
+        if n != 1:
+            return []
+        parts = [dict(p) for p in first["parts"]]
+        parts[texts[0]] = {"text": new_text}
+        out.append({"role": "policy", "turns": [{"parts": parts, "output": output}]})
+    return out
+
+
+if __name__ == "__main__":
+    # Prints the variants of the first episodes of a recording, for reading.
+    rng = random.Random(1)
+    with open(sys.argv[1], encoding="utf-8") as f:
+        for line in list(f)[:3]:
+            ep = json.loads(line)
+            for s in ep["sessions"]:
+                if s["role"] == "policy":
+                    for v in policy_variants(s, rng, 3):
+                        t = v["turns"][0]
+                        print(t["parts"][0]["text"].split("Task: ")[1].split("\n")[0], "->", t["output"])
+                    break
