@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -109,6 +110,28 @@ json page_json(surf::tools::BrowserSession& page, const std::string& expression)
     return json::parse(v.get<std::string>());
 }
 
+// For a profile that lists the page's elements: the listed element the oracle's target is (the smallest listed
+// box holding the target's centre, its description listed once), so that the policy names the element and its
+// point exactly as its prompt lists them. Null when the target is not listed.
+std::optional<surf::tools::PageElement> listed_target(Episode& ep, const json& target) {
+    const int limit = ep.modules.profile->page_elements;
+    if (limit <= 0) return std::nullopt;
+    const double cx = target.at("x").get<double>() + target.at("w").get<double>() / 2;
+    const double cy = target.at("y").get<double>() + target.at("h").get<double>() / 2;
+    const std::vector<surf::tools::PageElement> list =
+        surf::agent::listed_elements(surf::tools::page_elements(*ep.page), limit);
+    std::optional<surf::tools::PageElement> best;
+    for (const auto& e : list) {
+        const bool holds = cx >= e.x && cx <= e.x + e.width && cy >= e.y && cy <= e.y + e.height;
+        if (holds && (!best || e.width * e.height < best->width * best->height)) best = e;
+    }
+    if (best && std::count_if(list.begin(), list.end(), [&](const auto& e) {
+                    return e.description == best->description;
+                }) != 1)
+        return std::nullopt;
+    return best;
+}
+
 // The policy's reply in the schema's property order (thought, note, action; the action's own fields in the
 // order prompts' schemas list them), since constrained decoding follows that order.
 std::string policy_reply(Episode& ep, bool forced) {
@@ -135,13 +158,17 @@ std::string policy_reply(Episode& ep, bool forced) {
     out_action["type"] = action["type"];
     if (type == "click" || type == "write") {
         const json& t = o.at("target");
-        const int x = to_1000(t.at("x").get<double>() + t.at("w").get<double>() / 2, ep.width);
-        const int y = to_1000(t.at("y").get<double>() + t.at("h").get<double>() / 2, ep.height);
+        const std::optional<surf::tools::PageElement> listed = listed_target(ep, t);
+        const int x = listed ? to_1000(listed->x + listed->width / 2, ep.width)
+                             : to_1000(t.at("x").get<double>() + t.at("w").get<double>() / 2, ep.width);
+        const int y = listed ? to_1000(listed->y + listed->height / 2, ep.height)
+                             : to_1000(t.at("y").get<double>() + t.at("h").get<double>() / 2, ep.height);
+        const std::string element = listed ? listed->description : action.at("element").get<std::string>();
         if (type == "write") out_action["content"] = action.at("content");
-        out_action["element"] = action.at("element");
+        out_action["element"] = element;
         out_action["x"] = x;
         out_action["y"] = y;
-        ep.points[action.at("element").get<std::string>()] = {x, y};
+        ep.points[element] = {x, y};
     } else if (type == "scroll") {
         out_action["direction"] = action.at("direction");
     } else if (type == "answer") {
