@@ -110,9 +110,9 @@ json page_json(surf::tools::BrowserSession& page, const std::string& expression)
     return json::parse(v.get<std::string>());
 }
 
-// For a profile that lists the page's elements: the listed element the oracle's target is (the smallest listed
-// box holding the target's centre, its description listed once), so that the policy names the element and its
-// point exactly as its prompt lists them. Null when the target is not listed.
+// For a profile that lists the page's elements: the listed element the oracle's target is (the smallest
+// listed box holding the target's centre, its description listed once), so that the policy names the element
+// and its point exactly as its prompt lists them. Null when the target is not listed.
 std::optional<surf::tools::PageElement> listed_target(Episode& ep, const json& target) {
     const int limit = ep.modules.profile->page_elements;
     if (limit <= 0) return std::nullopt;
@@ -125,9 +125,8 @@ std::optional<surf::tools::PageElement> listed_target(Episode& ep, const json& t
         const bool holds = cx >= e.x && cx <= e.x + e.width && cy >= e.y && cy <= e.y + e.height;
         if (holds && (!best || e.width * e.height < best->width * best->height)) best = e;
     }
-    if (best && std::count_if(list.begin(), list.end(), [&](const auto& e) {
-                    return e.description == best->description;
-                }) != 1)
+    if (best && std::count_if(list.begin(), list.end(),
+                              [&](const auto& e) { return e.description == best->description; }) != 1)
         return std::nullopt;
     return best;
 }
