@@ -418,7 +418,10 @@ StepView Run::observe(int step, TraceStep& ts) {
         for (const std::string& t : obs.tabs) v.text += " " + shorten(t, 200) + ";";
     }
     if (!obs.error.empty()) v.text += " " + obs.error + ".";
-    if (profile_.page_elements > 0) list_elements(v);
+    if (profile_.page_elements > 0) {
+        list_elements(v);
+        ts.elements = v.policy_elements;
+    }
     return v;
 }
 

@@ -115,7 +115,7 @@ std::string Trace::screenshot(int step, const std::vector<uint8_t>& png) {
 void Trace::step(const TraceStep& step) {
     TraceStep s = step;
     if (secrets_) {
-        for (std::string* f : {&s.url, &s.thought, &s.note, &s.action, &s.outcome, &s.error})
+        for (std::string* f : {&s.url, &s.thought, &s.note, &s.action, &s.outcome, &s.error, &s.elements})
             *f = secrets_->redact(*f);
         for (auto* list : {&s.events, &s.verdicts})
             for (std::string& e : *list) e = secrets_->redact(e);
@@ -133,6 +133,7 @@ void Trace::step(const TraceStep& step) {
         {"type", "step"},       {"step", s.step},    {"url", s.url},       {"screenshot", s.screenshot},
         {"thought", s.thought}, {"note", s.note},    {"action", s.action}, {"outcome", s.outcome},
         {"error", s.error},     {"events", s.events}};
+    if (!s.elements.empty()) j["elements"] = s.elements;
     if (s.has_point) j["point_px"] = {s.point_px, s.point_py};
     if (s.has_to_point) j["to_point_px"] = {s.to_px, s.to_py};
     if (s.has_policy_point) j["policy_point_px"] = {s.policy_px, s.policy_py};

@@ -32,7 +32,8 @@ struct TraceStep {
     std::string url, thought, note, action, outcome, error;
     std::vector<std::string> verdicts;
     std::vector<std::string> events;  // browser events seen before this step
-    std::vector<std::string> calls;   // the step's model calls, one line each (filled by Trace)
+    std::string elements;            // the page's element list as the policy read it ("" when none is listed)
+    std::vector<std::string> calls;  // the step's model calls, one line each (filled by Trace)
 };
 
 class Trace {

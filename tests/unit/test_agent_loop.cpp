@@ -698,10 +698,23 @@ TEST_CASE(
     f.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
     RunOptions o = options();
     o.secrets = {{"code", {value, {"127.0.0.1"}}}};
-    const RunResult r = f.run(o);
+    RunResult r;
+    {
+        Trace trace((dir / "trace").string());
+        r = f.run(o, &trace);
+    }
     CHECK(r.status == RunStatus::kAnswered);
     const std::string listed =
         "the \"OK\" button (250, 250)\nthe \"Code\" field (50, 50), value \"<secret:code>\"";
+    // The trace keeps the list each step's policy read.
+    std::ifstream trace_in(dir / "trace" / "trace.jsonl");
+    int steps_with_list = 0;
+    for (std::string line; std::getline(trace_in, line);) {
+        CHECK(line.find(value) == std::string::npos);
+        const auto j = nlohmann::json::parse(line);
+        if (j.value("type", "") == "step" && j.value("elements", "") == listed) ++steps_with_list;
+    }
+    CHECK(steps_with_list == 2);
     for (const char* role : {"policy", "localizer", "validator"}) {
         REQUIRE_FALSE(f.engine.of(role).empty());
         const std::string text = f.engine.of(role)[0].text;
