@@ -185,7 +185,7 @@ struct StepView {
     std::string page_url;
     std::shared_ptr<const model::Image> sent;
     std::string text;
-    std::string policy_elements, localizer_elements, validator_elements;
+    std::string policy_elements, localizer_elements;  // the validator reads the policy's
 };
 
 // One run of the loop: its profile (with the run's answer schema and actions), modules, memory and result.
@@ -446,7 +446,6 @@ void Run::list_elements(StepView& v) {
     };
     v.policy_elements = text(profile_.policy_convention);
     v.localizer_elements = text(profile_.localizer_convention);
-    v.validator_elements = v.policy_elements;
 }
 
 void Run::step(int step) {
@@ -544,7 +543,7 @@ void Run::answer(const AnswerAction& answer, const Action& action, const StepVie
     try {
         verdict = validator_.judge(memory_, answer.content,
                                    memory_.recent_screenshots(profile_.validator_screenshots), step,
-                                   view.validator_elements);
+                                   view.policy_elements);
     } catch (const Error& e) {
         if (e.kind() == ErrorKind::kCancelled) {
             result_.status = RunStatus::kCancelled;

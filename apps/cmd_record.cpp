@@ -101,7 +101,13 @@ struct Episode {
     int extra_per_step = 3;
     surf::agent::ModuleContext modules;
     int step = 0;
+    std::vector<surf::tools::PageElement> elements;  // the page's elements, read once per policy call
 };
+
+// The centre of a CSS box on the page's 0-1000 grid.
+std::pair<int, int> centre_1000(const Episode& ep, double x, double y, double w, double h) {
+    return {to_1000(x + w / 2, ep.width), to_1000(y + h / 2, ep.height)};
+}
 
 json page_json(surf::tools::BrowserSession& page, const std::string& expression) {
     const json v = page.evaluate(expression);
@@ -118,8 +124,7 @@ std::optional<surf::tools::PageElement> listed_target(Episode& ep, const json& t
     if (limit <= 0) return std::nullopt;
     const double cx = target.at("x").get<double>() + target.at("w").get<double>() / 2;
     const double cy = target.at("y").get<double>() + target.at("h").get<double>() / 2;
-    const std::vector<surf::tools::PageElement> list =
-        surf::agent::listed_elements(surf::tools::page_elements(*ep.page), limit);
+    const std::vector<surf::tools::PageElement> list = surf::agent::listed_elements(ep.elements, limit);
     std::optional<surf::tools::PageElement> best;
     for (const auto& e : list) {
         const bool holds = cx >= e.x && cx <= e.x + e.width && cy >= e.y && cy <= e.y + e.height;
@@ -158,10 +163,9 @@ std::string policy_reply(Episode& ep, bool forced) {
     if (type == "click" || type == "write") {
         const json& t = o.at("target");
         const std::optional<surf::tools::PageElement> listed = listed_target(ep, t);
-        const int x = listed ? to_1000(listed->x + listed->width / 2, ep.width)
-                             : to_1000(t.at("x").get<double>() + t.at("w").get<double>() / 2, ep.width);
-        const int y = listed ? to_1000(listed->y + listed->height / 2, ep.height)
-                             : to_1000(t.at("y").get<double>() + t.at("h").get<double>() / 2, ep.height);
+        const auto [x, y] = listed ? centre_1000(ep, listed->x, listed->y, listed->width, listed->height)
+                                   : centre_1000(ep, t.at("x").get<double>(), t.at("y").get<double>(),
+                                                 t.at("w").get<double>(), t.at("h").get<double>());
         const std::string element = listed ? listed->description : action.at("element").get<std::string>();
         if (type == "write") out_action["content"] = action.at("content");
         out_action["element"] = element;
@@ -193,7 +197,7 @@ void extra_localizer_calls(Episode& ep, const std::vector<surf::model::InputPart
         if (p.image) shot = p.image;
     if (!shot || ep.extra_per_step <= 0) return;
     const surf::agent::PromptProfile& profile = *ep.modules.profile;
-    const std::vector<surf::tools::PageElement> elements = surf::tools::page_elements(*ep.page);
+    const std::vector<surf::tools::PageElement>& elements = ep.elements;
     std::map<std::string, int> count;
     for (const auto& e : elements) ++count[e.description];
     std::vector<surf::tools::PageElement> list;
@@ -215,8 +219,7 @@ void extra_localizer_calls(Episode& ep, const std::vector<surf::model::InputPart
     int done = 0;
     for (const surf::tools::PageElement& e : list) {
         if (done >= ep.extra_per_step) break;
-        ep.points[e.description] = {to_1000(e.x + e.width / 2, ep.width),
-                                    to_1000(e.y + e.height / 2, ep.height)};
+        ep.points[e.description] = centre_1000(ep, e.x, e.y, e.width, e.height);
         localizer.locate(e.description, shot, frame, ep.step, listed);
         ++done;
     }
@@ -326,6 +329,7 @@ int run_record(const surf::cli::Args& args) {
             try {
                 if (role == Role::kPolicy) {
                     ++ep.step;
+                    ep.elements = surf::tools::page_elements(*session);
                     extra_localizer_calls(ep, parts);
                     return policy_reply(ep, forced);
                 }
