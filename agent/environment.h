@@ -59,10 +59,11 @@ public:
     // `points` holds what action_points(action) names (required for a pointed action, ignored otherwise).
     virtual ActionOutcome execute(const Action& action, const ActionPoints& points) = 0;
     // The browser tab the environment drives, for custom actions' handlers (null where there is none).
-    virtual tools::BrowserSession* page() { return nullptr; }
+    // Pure, like elements(): a wrapper that forgot to forward it would hide the page without a word.
+    virtual tools::BrowserSession* page() = 0;
     // The page's element list (tools/browser/page_elements.h) as the last observe() saw it; the loop asks
     // only when its profile lists elements. Throws Error(kBrowser) when the page does not answer.
-    virtual std::vector<tools::PageElement> elements() { return {}; }
+    virtual std::vector<tools::PageElement> elements() = 0;
 };
 
 struct BrowserEnvironmentOptions {

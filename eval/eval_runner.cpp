@@ -184,6 +184,14 @@ public:
         return o;
     }
 
+    tools::BrowserSession* page() override { return inner_.page(); }
+    std::vector<tools::PageElement> elements() override {
+        const Clock::time_point t0 = Clock::now();
+        std::vector<tools::PageElement> listed = inner_.elements();
+        add_time(t0);
+        return listed;
+    }
+
     const std::string& fault() const { return fault_; }
     double seconds() const { return seconds_; }
     std::vector<std::shared_ptr<const model::Image>> screenshots() const {

@@ -4,7 +4,7 @@
 // concurrency 4 writes results.jsonl, summary.json, report.html and a trace per task; a task whose server
 // never answers and a task whose browser context crashes are recorded as errors while the others finish;
 // a stopped run and a run killed mid-write (simulated by a torn last line) resume without duplicates;
-// shards merged give the same task set as one run.
+// shards merged give the same task set as one run; a profile that lists elements gets the page's list.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -387,4 +387,44 @@ TEST_CASE("shards merged give the same task set as one run") {
     CHECK(merged.size() == 4);
     CHECK(nlohmann::json::parse(slurp(root / "merged" / "summary.json"))["tasks"] == 4);
     fs::remove_all(root);
+}
+
+TEST_CASE("an evaluated task's agent reads the page's element list when its profile lists elements") {
+    test::TestHttpServer server(kSite);
+    Fixture& f = fixture();
+    const fs::path dir = fresh_dir("elements");
+    fs::create_directories(dir);
+    // The e2e profile with surf-tiny's turn prompts, which carry {elements}, and a list of 20 lines.
+    nlohmann::json profile =
+        nlohmann::json::parse(slurp(SURF_SOURCE_DIR "/tests/browser/agent_pages/profile_tiny.json"));
+    for (auto it = profile.begin(); it != profile.end(); ++it) {
+        if (it->is_string() &&
+            (it->get<std::string>().ends_with(".md") || it->get<std::string>().ends_with(".json")))
+            *it = (fs::path(SURF_SOURCE_DIR "/tests/browser/agent_pages") / it->get<std::string>())
+                      .lexically_normal()
+                      .string();
+    }
+    const std::string prompts = SURF_SOURCE_DIR "/models/surf-tiny/prompts/";
+    profile["policy_turn"] = prompts + "policy_turn.md";
+    profile["localizer_prompt"] = prompts + "localizer.md";
+    profile["validator_turn"] = prompts + "validator_turn.md";
+    profile["page_elements"] = 20;
+    std::ofstream(dir / "profile.json") << profile.dump(1);
+    EvalOptions o = f.options(1);
+    o.max_steps = 1;
+    EvalRunner runner(f.chat, agent::load_profile((dir / "profile.json").string()), nullptr, o);
+    runner.set_browser(f.browser);
+    runner.run(only(site_tasks(server), {"Shop--0"}), (dir / "run").string());
+    const auto records = read_results((dir / "run" / "results.jsonl").string());
+    REQUIRE(records.size() == 1);
+    std::string listed;
+    std::ifstream trace(dir / "run" / records[0].trace / "trace.jsonl");
+    for (std::string line; std::getline(trace, line);) {
+        const auto j = nlohmann::json::parse(line);
+        if (j.value("type", "") == "step") listed = j.value("elements", "");
+    }
+    INFO(listed);
+    CHECK(listed.find("the \"Facts\" link (") != std::string::npos);
+    CHECK(listed.find("Blue kettle") != std::string::npos);
+    fs::remove_all(dir);
 }

@@ -57,6 +57,12 @@ TEST_CASE("the element list names each visible element with its state and its bo
     REQUIRE(find(list, "the \"Account\" heading"));
     CHECK_FALSE(find(list, "the \"Account\" heading")->control);
     REQUIRE(find(list, "the text \"Price: 24.99 EUR\""));
+    // Text mixed with inline elements is one line and its parts are not listed again; text around a link
+    // leaves the link its own line.
+    REQUIRE(find(list, "the text \"Blue kettle: 25 EUR\""));
+    CHECK_FALSE(find(list, "the text \"25 EUR\""));
+    REQUIRE(find(list, "the \"terms\" link"));
+    CHECK_FALSE(find(list, "the text \"Read the terms first\""));
 
     CHECK_FALSE(find(list, "the \"Hidden\" button"));     // visibility: hidden
     CHECK_FALSE(find(list, "the \"Far below\" button"));  // outside the viewport

@@ -47,6 +47,8 @@ public:
         actions.push_back(action_name(a));
         return {true, std::string("did ") + action_name(a), ""};
     }
+    tools::BrowserSession* page() override { return nullptr; }
+    std::vector<tools::PageElement> elements() override { return {}; }
 };
 
 RunResult run_on(model::Engine& engine, SyntheticPage& page, const std::string& trace_dir) {

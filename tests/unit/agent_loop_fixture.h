@@ -141,6 +141,7 @@ public:
     }
     std::vector<tools::PageElement> listed;  // what elements() answers
     std::vector<tools::PageElement> elements() override { return listed; }
+    tools::BrowserSession* page() override { return nullptr; }
     std::vector<std::string> typed;     // what write actions typed
     std::vector<std::string> uploaded;  // the files upload actions gave
     ActionOutcome execute(const Action& a, const ActionPoints& p) override {

@@ -59,9 +59,19 @@ constexpr const char* kPageElementsJs = R"JS(
       return short(text) ? ['the "' + text + '" item', el.getAttribute('aria-selected') === 'true' ? 'selected' : '', true] : null;
     if (/^h[1-4]$/.test(tag)) return short(text) ? ['the "' + text + '" heading', '', false] : null;
     if (el.children.length === 0 && short(text, 80) && text.length >= 2) return ['the text "' + text + '"', '', false];
+    // Text mixed with inline elements ("Blue kettle: <b>25 EUR</b>") is one line, so a value keeps its
+    // label; the parts inside are then left out (covered). A block holding a control stays split.
+    if (ownText(el) && short(text, 80) && text.length >= 2 && !el.querySelector(controls)) {
+      covered.add(el);
+      return ['the text "' + text + '"', '', false];
+    }
     return null;
   };
-  const sel = 'button,a,input,textarea,select,[role=button],[role=switch],[role=checkbox],[role=tab],[role=option],[role=menuitem],[role=treeitem],h1,h2,h3,h4,label,span,td,th,li,p,div,dt,dd,b,strong,em';
+  const controls = 'button,a,input,textarea,select,[role=button],[role=switch],[role=checkbox],[role=tab],[role=option],[role=menuitem],[role=treeitem]';
+  const ownText = el => [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+  const covered = new Set();
+  const inCovered = el => { for (let p = el.parentElement; p; p = p.parentElement) if (covered.has(p)) return true; return false; };
+  const sel = controls + ',h1,h2,h3,h4,label,span,td,th,li,p,div,dt,dd,b,strong,em';
   for (const el of document.querySelectorAll(sel)) {
     const r = el.getBoundingClientRect();
     if (r.width < 4 || r.height < 4 || r.left < 0 || r.top < 0 || r.right > W || r.bottom > H) continue;
@@ -69,6 +79,7 @@ constexpr const char* kPageElementsJs = R"JS(
     if (st.visibility === 'hidden' || st.display === 'none' || parseFloat(st.opacity) < 0.2) continue;
     const cx = r.left + r.width / 2, cy = r.top + r.height / 2, hit = document.elementFromPoint(cx, cy);
     if (!hit || !(hit === el || el.contains(hit) || hit.contains(el) && hit.tagName === 'LABEL')) continue;
+    if (covered.size && inCovered(el)) continue;
     const d = describe(el);
     if (!d) continue;
     out.push({element: d[0], state: d[1], control: d[2], x: r.left, y: r.top, w: r.width, h: r.height});
