@@ -8,7 +8,7 @@
 # Chained runs (CHAIN=1): one call's upload is small, but a machine kept warm between calls keeps the
 # files outside the checkout that the earlier calls left. Each call then carries only a new packed folder
 # (.train_data/pN), which joins the chain's data in $CHAIN_DIR, trains on all of it, starts from
-# .train_data/init when carried or else the weights the previous call left there, and leaves its own.
+# .train_data/init when carried or else the weights the previous call left there, and leaves its own there.
 # NEED_PREVIOUS=1 refuses to start without the previous call's weights.
 set -euo pipefail
 export PYTHONUNBUFFERED=1
@@ -20,7 +20,10 @@ if [ "${CHAIN:-0}" = 1 ]; then
     # state lives outside the checkout.
     CH=${CHAIN_DIR:-/tmp/surf_tiny_chain}
     mkdir -p "$CH/data"
-    for p in .train_data/p*/; do p=${p%/}; rm -rf "$CH/data/${p##*/}"; cp -r "$p" "$CH/data/"; done
+    for p in .train_data/p*/; do
+        [ -d "$p" ] || continue  # a call may carry no new data and train on the chain's
+        p=${p%/}; rm -rf "$CH/data/${p##*/}"; cp -r "$p" "$CH/data/"
+    done
     DATA=$(ls -d "$CH"/data/p*/ | sed 's:/$::' | paste -sd,)
     CKPT=$CH/ckpt
     rm -rf "$CKPT"
@@ -30,7 +33,7 @@ if [ "${CHAIN:-0}" = 1 ]; then
     fi
     if [ -d .train_data/init ]; then ARGS+=(--init .train_data/init)
     elif [ -d "$CH/latest" ]; then ARGS+=(--init "$CH/latest"); fi
-    ARGS+=(--out "$CH/next")
+    ARGS+=(--out "$CH/latest")  # train.py replaces the folder only once the new export is complete
     echo "chain: data $DATA; ${ARGS[*]}"
 fi
 DATA=${DATA:-}  # empty only for the grounding phase: TRAIN_ARGS="--synth-only ..." (train/README.md)
@@ -45,6 +48,3 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || tr
 python3 -m train.surf_tiny.train --data "$DATA" --model "$MODEL" --ckpt "$CKPT" --steps "$STEPS" \
     --max-minutes "$MINUTES" --workers "${WORKERS:-14}" --weights-out "$OUT/weights" "${ARGS[@]}" ${TRAIN_ARGS:-} \
     2>&1 | tee -a "$OUT/train.log"
-if [ "${CHAIN:-0}" = 1 ]; then
-    rm -rf "$CH/latest" && mv "$CH/next" "$CH/latest"
-fi

@@ -13,6 +13,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import time
 
 import numpy as np
@@ -428,9 +429,15 @@ def main():
     # The weights leave first: the held-out measure takes a minute or more, and a call that runs out of time
     # during it still returns them.
     from .export import export
+    # Each folder is written beside its place and then renamed into it, so a folder is either the old
+    # export or the complete new one (a chain's next call may start from it; gpu_train.sh).
     for folder, weights_only in ((a.out, False), (a.weights_out, True)):
         if folder:
-            export(model, a.model, folder, weights_only=weights_only)
+            partial = folder.rstrip("/") + ".partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            export(model, a.model, partial, weights_only=weights_only)
+            shutil.rmtree(folder, ignore_errors=True)
+            os.rename(partial, folder)
             print(f"exported to {folder}", flush=True)
     measure("end")
 
