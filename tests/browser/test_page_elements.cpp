@@ -63,6 +63,14 @@ TEST_CASE("the element list names each visible element with its state and its bo
     CHECK_FALSE(find(list, "the text \"25 EUR\""));
     REQUIRE(find(list, "the \"terms\" link"));
     CHECK_FALSE(find(list, "the text \"Read the terms first\""));
+    // In a table, a control without a label, or whose description repeats, names its row.
+    REQUIRE(find(list, "the checkbox in the \"Sunridge Scarf\" row"));
+    CHECK(find(list, "the checkbox in the \"Sunridge Scarf\" row")->state == "checked");
+    REQUIRE(find(list, "the checkbox in the \"Onyx Knife Set\" row"));
+    CHECK(find(list, "the checkbox in the \"Onyx Knife Set\" row")->state == "not checked");
+    REQUIRE(find(list, "the \"Add to cart\" button in the \"Onyx Knife Set\" row"));
+    REQUIRE(find(list, "the \"Add to cart\" button in the \"Sunridge Scarf\" row"));
+    CHECK_FALSE(find(list, "the \"Add to cart\" button"));
 
     CHECK_FALSE(find(list, "the \"Hidden\" button"));     // visibility: hidden
     CHECK_FALSE(find(list, "the \"Far below\" button"));  // outside the viewport

@@ -22,6 +22,13 @@ constexpr const char* kPageElementsJs = R"JS(
     const p = el.closest('label'); if (p) return clean(p.innerText);
     return clean(el.getAttribute('aria-label') || el.getAttribute('title') || '');
   };
+  // The first other cell of the table row that holds el: a row's name ("Sunridge Scarf"), or "".
+  const rowOf = el => {
+    const tr = el.closest('tr');
+    if (!tr) return '';
+    for (const c of tr.cells) { if (c.contains(el)) continue; const t = clean(c.innerText); if (short(t)) return t; }
+    return '';
+  };
   const field = el => {
     const ph = clean(el.placeholder), l = labelOf(el);
     if (short(l)) return 'the "' + l + '" field';
@@ -35,10 +42,11 @@ constexpr const char* kPageElementsJs = R"JS(
     if (tag === 'input' || tag === 'textarea') {
       const type = (el.type || 'text').toLowerCase();
       if (type === 'hidden') return null;
-      if (type === 'checkbox') { const l = labelOf(el); return short(l) ? ['the checkbox next to "' + l + '"', el.checked ? 'checked' : 'not checked', true] : null; }
-      if (type === 'radio') { const l = labelOf(el); return short(l) ? ['the "' + l + '" radio button', el.checked ? 'checked' : 'not checked', true] : null; }
+      const l = labelOf(el), row = rowOf(el), ticked = el.checked ? 'checked' : 'not checked';
+      if (type === 'checkbox') return short(l) ? ['the checkbox next to "' + l + '"', ticked, true] : row ? ['the checkbox in the "' + row + '" row', ticked, true] : null;
+      if (type === 'radio') return short(l) ? ['the "' + l + '" radio button', ticked, true] : row ? ['the radio button in the "' + row + '" row', ticked, true] : null;
       if (type === 'submit' || type === 'button') return short(clean(el.value)) ? ['the "' + clean(el.value) + '" button', '', true] : null;
-      const d = field(el);
+      const d = field(el) || (row ? 'the field in the "' + row + '" row' : '');
       if (!d) return null;
       const v = type === 'password' ? (el.value ? 'filled' : 'empty') : (el.value ? 'value "' + cut(clean(el.value)) + '"' : 'empty');
       return [d, v, true];
@@ -82,7 +90,15 @@ constexpr const char* kPageElementsJs = R"JS(
     if (covered.size && inCovered(el)) continue;
     const d = describe(el);
     if (!d) continue;
-    out.push({element: d[0], state: d[1], control: d[2], x: r.left, y: r.top, w: r.width, h: r.height});
+    out.push({element: d[0], state: d[1], control: d[2], x: r.left, y: r.top, w: r.width, h: r.height, el});
+  }
+  // A control whose description repeats ("Add to cart" in every row) says which row it is in.
+  const count = {};
+  for (const e of out) count[e.element] = (count[e.element] || 0) + 1;
+  for (const e of out) {
+    const row = e.control && count[e.element] > 1 && !e.element.endsWith(' row') ? rowOf(e.el) : '';
+    if (row) e.element += ' in the "' + row + '" row';
+    delete e.el;
   }
   return JSON.stringify(out);
 })()
