@@ -62,6 +62,26 @@ def record(tasks_dir, out, jobs, surf, model, profile, extra):
     return [p.wait() for p in procs]
 
 
+MODEL_FILES = ("config.json", "generation_config.json", "preprocessor_config.json", "tokenizer.json",
+               "tokenizer_config.json")
+
+
+def ship(weights, model, to):
+    """Puts trained weights into a model folder together with the config and tokenizer they were trained with
+    (weights beside another tokenizer read garbage); the folder's prompts and profile stay. Returns the files."""
+    names = sorted(f for f in os.listdir(weights) if f.endswith(".safetensors") or f.endswith(".index.json"))
+    if not any(f.endswith(".safetensors") for f in names):
+        raise SystemExit(f"ship: no .safetensors in {weights}")
+    for f in os.listdir(to):
+        if f.endswith(".safetensors") or f.endswith(".index.json"):
+            os.remove(os.path.join(to, f))
+    for f in names:
+        shutil.copy(os.path.join(weights, f), os.path.join(to, f))
+    for f in MODEL_FILES:
+        shutil.copy(os.path.join(model, f), os.path.join(to, f))
+    return names + list(MODEL_FILES)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="what", required=True)
@@ -89,8 +109,14 @@ def main():
     b.add_argument("--policy-variants", type=int, default=0,
                    help="one-turn policy examples made per episode from its first screenshot (augment.py)")
     b.add_argument("--tokenizer-from", help="keep this model folder's tokenizer instead of training one")
+    s = sub.add_parser("ship", help="put trained weights and their tokenizer into a model folder")
+    s.add_argument("--weights", required=True, help="the exported weights (gpu_train.sh: $OUT/weights)")
+    s.add_argument("--model", required=True, help="the model folder the run trained with (config, tokenizer)")
+    s.add_argument("--to", default=os.path.join(REPO, "models", "surf-tiny"))
     a = ap.parse_args()
-    if a.what == "tasks":
+    if a.what == "ship":
+        print(f"shipped into {a.to}: {', '.join(ship(a.weights, a.model, a.to))}")
+    elif a.what == "tasks":
         print(f"{make_tasks(a.split, a.seed, a.count, a.out, a.families)} tasks in {a.out}")
     elif a.what == "record":
         codes = record(a.tasks, a.out, a.jobs, a.surf, a.model, a.profile, a.extra_points)

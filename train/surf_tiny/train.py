@@ -185,7 +185,7 @@ class ReadCheck:
     """Whether the model reads the image: the reply loss on a fixed batch of synthetic pages with the real
     screenshots and with each mirrored both ways (turned half a turn, so that reading x or y shows). Equal
     losses mean the replies ignore the image; a model from scratch sits there for a while before it starts to
-    read (docs/BENCHMARKS.md, "The grounding plateau")."""
+    read (docs/BENCHMARKS.md, "What was tried for surf-tiny")."""
 
     def __init__(self, model_dir, fonts_dir, token_budget, options, device):
         from . import synth
