@@ -1,9 +1,9 @@
 // The page's element list: the visible, unobstructed elements a person could point at or read, each with a
-// description in the words the policy uses ("the \"Sign in\" button", "the \"Email\" field", "the checkbox in
-// the \"Gift wrap\" row" for a table's unlabelled or repeated control), its state (a
-// field's value, a check box's tick, a dropdown's choice) and its box in CSS pixels of the viewport. A
-// profile with `page_elements` shows it to the model beside the screenshot (agent/page_text.h), and
-// `surf record` asks the localizer about some of its entries on every screenshot.
+// description in the words the policy uses ("the \"Sign in\" button", "the \"Email\" field", "the checkbox
+// in the \"Gift wrap\" row" for a table's unlabelled or repeated control), its state (a field's value, a
+// check box's tick, a dropdown's choice) and its box in CSS pixels of the viewport. A profile with
+// `page_elements` shows it to the model beside the screenshot (agent/page_text.h), and `surf record` asks the
+// localizer about some of its entries on every screenshot.
 #pragma once
 
 #include <string>
