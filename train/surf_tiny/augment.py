@@ -18,8 +18,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tasks"))
 from phrasing import PHRASES, q  # noqa: E402
 
 LIST_HEAD = "Page elements (x, y from 0 to 1000):\n"
-LINE = re.compile(r'^(the (?:checkbox next to )?"(.+)"(?: (button|link|tab|item|field|radio button|dropdown))?) '
-                  r'\((\d+), (\d+)\)(?:, (.*))?$')
+LINE = re.compile(r'^(the (?:checkbox next to |checkbox in the |radio button in the )?"([^"]+)"'
+                  r'(?: (button|link|tab|item|field|radio button|dropdown|row))?) \((\d+), (\d+)\)(?:, (.*))?$')
 KIND_TEMPLATES = {"button": "click_button", "link": "click_link", "tab": "click_tab", "item": "click_link"}
 THOUGHTS = ["I click {desc}.", "{Desc} is on the page, so I click it.", "The task asks for {label}; I click {desc}."]
 WRITE_THOUGHTS = ["I type {value} into {desc}.", "{Desc} is {state}; I type {value} into it."]
@@ -39,8 +39,10 @@ def listed(text):
         m = LINE.match(line)
         if m:
             desc, label, kind, x, y, state = m.groups()
-            if desc.startswith("the checkbox next to"):
+            if desc.startswith("the checkbox "):  # next to its label, or in a table row named by it
                 kind = "checkbox"
+            elif desc.startswith("the radio button in the "):
+                kind = "radio button"
             out.append((desc, label, kind, int(x), int(y), state or ""))
     return out
 
