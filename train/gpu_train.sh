@@ -8,8 +8,9 @@
 # Chained runs (CHAIN=1): one call's upload is small, but a machine kept warm between calls keeps the
 # files outside the checkout that the earlier calls left. Each call then carries only a new packed folder
 # (.train_data/pN), which joins the chain's data in $CHAIN_DIR, trains on all of it, starts from
-# .train_data/init when carried or else the weights the previous call left there, and leaves its own there.
-# NEED_PREVIOUS=1 refuses to start without the previous call's weights.
+# .train_data/init when carried, else the weights the previous call left there, else $INIT (a model folder
+# in the checkout, such as the shipped models/surf-tiny, which every call uploads anyway), and leaves its own
+# there. NEED_PREVIOUS=1 refuses to start without the previous call's weights.
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 : "${MODEL:?}" "${STEPS:?}" "${MINUTES:=8}" "${OUT:=/tmp/surf_tiny_out}"
@@ -32,7 +33,8 @@ if [ "${CHAIN:-0}" = 1 ]; then
         exit 3
     fi
     if [ -d .train_data/init ]; then ARGS+=(--init .train_data/init)
-    elif [ -d "$CH/latest" ]; then ARGS+=(--init "$CH/latest"); fi
+    elif [ -d "$CH/latest" ]; then ARGS+=(--init "$CH/latest")
+    elif [ -n "${INIT:-}" ]; then ARGS+=(--init "$INIT"); fi
     ARGS+=(--out "$CH/latest")  # train.py replaces the folder only once the new export is complete
     echo "chain: data $DATA; ${ARGS[*]}"
 fi
