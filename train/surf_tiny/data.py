@@ -198,10 +198,11 @@ def encode_session(enc, session, shot_index, shot_sizes):
     return toks, mask, images
 
 
-def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0, policy_variants=0):
+def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0, policy_variants=0, part=(0, 1)):
     """Packs the episodes' sessions; the screenshots become WebP, lossless unless webp_quality (1-100) is
     given: lossy shots trade a little image detail for packs that fit the GPU machine's upload.
-    policy_variants > 0 adds that many one-turn policy sessions per episode (augment.py)."""
+    policy_variants > 0 adds that many one-turn policy sessions per episode (augment.py). part (k, n) keeps
+    every n-th episode from the k-th, so that n packs split the episodes between them."""
     from .augment import policy_variants as make_variants
     rng = random.Random(20261129)
     from PIL import Image
@@ -212,7 +213,9 @@ def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0, policy_variants
     episode_keys = []
     roles = {"policy": 0, "localizer": 1, "validator": 2}
     families = {}
-    for ep in read_episodes(paths):
+    for i, ep in enumerate(read_episodes(paths)):
+        if i % part[1] != part[0]:
+            continue
         fam = families.setdefault(ep.get("family", ""), len(families))
         # An episode's key is its first screenshot's name (a content hash): unique across seeds and packs,
         # so that a held-out split by episode (heldout.py) keeps all of a task's sequences on one side.

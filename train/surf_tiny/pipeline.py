@@ -62,6 +62,17 @@ def record(tasks_dir, out, jobs, surf, model, profile, extra):
     return [p.wait() for p in procs]
 
 
+def upload_bytes(folder):
+    """The size of a folder as a tar stream, which is what the GPU machine's upload limit counts: every file
+    pays a 512-byte header and is padded to 512 bytes."""
+    total = 1024
+    for root, dirs, names in os.walk(folder):
+        total += 512 * len(dirs) + 512
+        for n in names:
+            total += 512 + -(-os.path.getsize(os.path.join(root, n)) // 512) * 512
+    return total
+
+
 MODEL_FILES = ("config.json", "generation_config.json", "preprocessor_config.json", "tokenizer.json",
                "tokenizer_config.json")
 
@@ -109,6 +120,8 @@ def main():
     b.add_argument("--policy-variants", type=int, default=0,
                    help="one-turn policy examples made per episode from its first screenshot (augment.py)")
     b.add_argument("--tokenizer-from", help="keep this model folder's tokenizer instead of training one")
+    b.add_argument("--parts", type=int, default=1,
+                   help="split the episodes into this many packs, DATAa, DATAb, ... (one per chained call)")
     s = sub.add_parser("ship", help="put trained weights and their tokenizer into a model folder")
     s.add_argument("--weights", required=True, help="the exported weights (gpu_train.sh: $OUT/weights)")
     s.add_argument("--model", required=True, help="the model folder the run trained with (config, tokenizer)")
@@ -132,9 +145,12 @@ def main():
                     shutil.copy(os.path.join(a.tokenizer_from, f), os.path.join(a.model, f))
         else:
             data.write_model_files(a.model, data.train_tokenizer(sorted(files)))
-        n, tok, shots = data.pack(sorted(files), a.model, a.data, webp_quality=a.webp_quality,
-                                   policy_variants=a.policy_variants)
-        print(f"{len(files)} episode files: {n} sequences, {tok} tokens, {shots} images -> {a.data}")
+        for k in range(a.parts):
+            out = a.data if a.parts == 1 else a.data + chr(ord("a") + k)
+            n, tok, shots = data.pack(sorted(files), a.model, out, webp_quality=a.webp_quality,
+                                       policy_variants=a.policy_variants, part=(k, a.parts))
+            print(f"{len(files)} episode files: {n} sequences, {tok} tokens, {shots} images -> {out} "
+                  f"({upload_bytes(out) / 1e6:.1f} MB as the upload counts it)")
 
 
 if __name__ == "__main__":
