@@ -9,11 +9,25 @@ import torch
 
 
 
+# The files of a model folder that describe its weights: the config and the tokenizer they were trained with.
+MODEL_FILES = ("config.json", "generation_config.json", "preprocessor_config.json", "tokenizer.json",
+               "tokenizer_config.json")
+
+
+def is_weights_file(name):
+    return name.startswith("model") and name.endswith((".safetensors", ".index.json"))
+
+
+def remove_weights(folder):
+    for f in os.listdir(folder):
+        if is_weights_file(f):
+            os.remove(os.path.join(folder, f))
+
+
 def export(model, model_dir, out, max_file_mb=15, weights_only=False):
     from safetensors.torch import save_file
     os.makedirs(out, exist_ok=True)
-    for name in ("config.json", "generation_config.json", "preprocessor_config.json", "tokenizer.json",
-                 "tokenizer_config.json"):
+    for name in MODEL_FILES:
         if not weights_only and os.path.abspath(model_dir) != os.path.abspath(out):
             shutil.copy(os.path.join(model_dir, name), os.path.join(out, name))
     ckpt = to_checkpoint(model)
@@ -29,9 +43,7 @@ def export(model, model_dir, out, max_file_mb=15, weights_only=False):
         cur.append(n)
         size += b
     shards.append(cur)
-    for f in os.listdir(out):
-        if f.startswith("model") and f.endswith((".safetensors", ".index.json")):
-            os.remove(os.path.join(out, f))
+    remove_weights(out)
     if len(shards) == 1:
         save_file(tensors, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
         return

@@ -18,7 +18,7 @@ import random
 import subprocess
 import sys
 
-from . import data
+from . import data, export
 from .spec import REPO
 
 
@@ -73,24 +73,18 @@ def upload_bytes(folder):
     return total
 
 
-MODEL_FILES = ("config.json", "generation_config.json", "preprocessor_config.json", "tokenizer.json",
-               "tokenizer_config.json")
-
-
 def ship(weights, model, to):
     """Puts trained weights into a model folder together with the config and tokenizer they were trained with
     (weights beside another tokenizer read garbage); the folder's prompts and profile stay. Returns the files."""
-    names = sorted(f for f in os.listdir(weights) if f.endswith(".safetensors") or f.endswith(".index.json"))
+    names = sorted(f for f in os.listdir(weights) if export.is_weights_file(f))
     if not any(f.endswith(".safetensors") for f in names):
-        raise SystemExit(f"ship: no .safetensors in {weights}")
-    for f in os.listdir(to):
-        if f.endswith(".safetensors") or f.endswith(".index.json"):
-            os.remove(os.path.join(to, f))
+        raise SystemExit(f"ship: no model*.safetensors in {weights}")
+    export.remove_weights(to)
     for f in names:
         shutil.copy(os.path.join(weights, f), os.path.join(to, f))
-    for f in MODEL_FILES:
+    for f in export.MODEL_FILES:
         shutil.copy(os.path.join(model, f), os.path.join(to, f))
-    return names + list(MODEL_FILES)
+    return names + list(export.MODEL_FILES)
 
 
 def main():
