@@ -15,16 +15,23 @@ namespace surf::test {
 
 inline const std::string kAgentPages = SURF_SOURCE_DIR "/tests/browser/agent_pages";
 
-// The tiny e2e profile with its files' paths made absolute and the policy's action narrowed to `action` (a
-// JSON schema of one action object), written into `dir`; returns the profile's path.
-inline std::string profile_offering(const std::filesystem::path& dir, const nlohmann::json& action,
-                                    int policy_max_tokens = 200) {
+// The tiny e2e profile's JSON with its files' paths made absolute, so that a test can change it and write it
+// anywhere.
+inline nlohmann::json tiny_profile_json() {
     nlohmann::json profile = nlohmann::json::parse(read_file(kAgentPages + "/profile_tiny.json"));
     for (auto it = profile.begin(); it != profile.end(); ++it) {
         if (it->is_string() &&
             (it->get<std::string>().ends_with(".md") || it->get<std::string>().ends_with(".json")))
             *it = (std::filesystem::path(kAgentPages) / it->get<std::string>()).lexically_normal().string();
     }
+    return profile;
+}
+
+// The tiny e2e profile with the policy's action narrowed to `action` (a JSON schema of one action object),
+// written into `dir`; returns the profile's path.
+inline std::string profile_offering(const std::filesystem::path& dir, const nlohmann::json& action,
+                                    int policy_max_tokens = 200) {
+    nlohmann::json profile = tiny_profile_json();
     nlohmann::json schema =
         nlohmann::json::parse(read_file(kAgentPages + "/schemas/policy_tiny.schema.json"));
     schema["$defs"]["only"] = action;

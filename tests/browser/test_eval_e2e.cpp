@@ -19,6 +19,7 @@
 #include "eval/eval_report.h"
 #include "eval/eval_runner.h"
 #include "model/engine.h"
+#include "tests/browser/forced_profile.h"
 #include "tests/browser/test_http_server.h"
 #include "tests/test_util.h"
 #include "tools/browser/browser.h"
@@ -395,15 +396,7 @@ TEST_CASE("an evaluated task's agent reads the page's element list when its prof
     const fs::path dir = fresh_dir("elements");
     fs::create_directories(dir);
     // The e2e profile with surf-tiny's turn prompts, which carry {elements}, and a list of 20 lines.
-    nlohmann::json profile =
-        nlohmann::json::parse(slurp(SURF_SOURCE_DIR "/tests/browser/agent_pages/profile_tiny.json"));
-    for (auto it = profile.begin(); it != profile.end(); ++it) {
-        if (it->is_string() &&
-            (it->get<std::string>().ends_with(".md") || it->get<std::string>().ends_with(".json")))
-            *it = (fs::path(SURF_SOURCE_DIR "/tests/browser/agent_pages") / it->get<std::string>())
-                      .lexically_normal()
-                      .string();
-    }
+    nlohmann::json profile = test::tiny_profile_json();
     const std::string prompts = SURF_SOURCE_DIR "/models/surf-tiny/prompts/";
     profile["policy_turn"] = prompts + "policy_turn.md";
     profile["localizer_prompt"] = prompts + "localizer.md";
