@@ -121,6 +121,8 @@ def main():
     s.add_argument("--model", required=True, help="the model folder the run trained with (config, tokenizer)")
     s.add_argument("--to", default=os.path.join(REPO, "models", "surf-tiny"))
     a = ap.parse_args()
+    if a.what == "build" and a.parts < 1:
+        ap.error(f"--parts {a.parts}: the episodes need at least one pack")
     if a.what == "ship":
         print(f"shipped into {a.to}: {', '.join(ship(a.weights, a.model, a.to))}")
     elif a.what == "tasks":
