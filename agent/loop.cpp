@@ -29,22 +29,43 @@ std::string shorten(const std::string& s, size_t n) {
     return surf::shorten_utf8(s, n);
 }
 
-// The CSS points of a pointed action, one per action_points() target: the policy's own estimates when
-// they are trusted, else the localizer's. Returns "" or why a point is missing; *stopped is set when the
-// localizer's generation was stopped (cancel or the hard deadline).
+// What one step saw: the observation (redacted where the model reads it), the page's real URL (where a secret
+// would be typed), the screenshot as sent to the model, the observation text for the policy and the page's
+// element list as each module's {elements} shows it ("" when the profile lists none).
+struct StepView {
+    Observation obs;
+    std::string page_url;
+    std::shared_ptr<const model::Image> sent;
+    std::string text;
+    std::string policy_elements, localizer_elements;  // the validator reads the policy's
+    std::vector<ListedElement> policy_listed;         // the policy's list, with points in its convention
+};
+
+// The CSS points of a pointed action, one per action_points() target: a listed element's listed point when
+// the profile acts on listed elements only, else the policy's own estimates when they are trusted, else the
+// localizer's. Returns "" or why a point is missing; *stopped is set when the localizer's generation was
+// stopped (cancel or the hard deadline).
 std::string locate_points(const Action& action, const RunOptions& options, const PromptProfile& profile,
                           Localizer& localizer, const std::shared_ptr<const model::Image>& sent,
-                          const ScreenFrame& frame, const std::string& elements, int step,
-                          ActionPoints* points, bool* stopped) {
+                          const ScreenFrame& frame, const StepView& view, int step, ActionPoints* points,
+                          bool* stopped) {
     const std::vector<PointTarget> targets = action_points(action);
     for (size_t i = 0; i < targets.size(); ++i) {
         if (!sent) return "no screenshot to locate the element on";
         std::optional<tools::CssPoint>& slot = i == 0 ? points->at : points->to;
+        const ImageSize size{sent->width, sent->height};
+        const ListedElement* listed =
+            profile.listed_elements_only
+                ? find_listed(view.policy_listed, targets[i].element, targets[i].x, targets[i].y)
+                : nullptr;
         try {
-            slot = options.trust_policy_coordinates
-                       ? to_css(profile.policy_convention, targets[i].x, targets[i].y,
-                                {sent->width, sent->height}, frame)
-                       : localizer.locate(targets[i].element, sent, frame, step, elements).css;
+            if (listed)
+                slot = to_css(profile.policy_convention, listed->x, listed->y, size, frame);
+            else
+                slot = options.trust_policy_coordinates
+                           ? to_css(profile.policy_convention, targets[i].x, targets[i].y, size, frame)
+                           : localizer.locate(targets[i].element, sent, frame, step, view.localizer_elements)
+                                 .css;
         } catch (const Error& e) {
             *stopped = e.kind() == ErrorKind::kCancelled;
             return options.trust_policy_coordinates ? std::string(e.what())
@@ -175,17 +196,6 @@ struct SecretsOnTrace {
     ~SecretsOnTrace() {
         if (trace) trace->set_secrets(nullptr);
     }
-};
-
-// What one step saw: the observation (redacted where the model reads it), the page's real URL (where a secret
-// would be typed), the screenshot as sent to the model, the observation text for the policy and the page's
-// element list as each module's {elements} shows it ("" when the profile lists none).
-struct StepView {
-    Observation obs;
-    std::string page_url;
-    std::shared_ptr<const model::Image> sent;
-    std::string text;
-    std::string policy_elements, localizer_elements;  // the validator reads the policy's
 };
 
 // One run of the loop: its profile (with the run's answer schema and actions), modules, memory and result.
@@ -441,11 +451,12 @@ void Run::list_elements(StepView& v) {
         e.state = secrets_.redact(e.state);
     }
     const ImageSize sent = v.sent ? ImageSize{v.sent->width, v.sent->height} : ImageSize{};
-    const auto text = [&](PointConvention c) {
-        return elements_text(elements, profile_.page_elements, c, sent, v.obs.frame);
+    const auto listed = [&](PointConvention c) {
+        return listed_points(elements, profile_.page_elements, c, sent, v.obs.frame);
     };
-    v.policy_elements = text(profile_.policy_convention);
-    v.localizer_elements = text(profile_.localizer_convention);
+    v.policy_listed = listed(profile_.policy_convention);
+    v.policy_elements = elements_text(v.policy_listed);
+    v.localizer_elements = elements_text(listed(profile_.localizer_convention));
 }
 
 void Run::step(int step) {
@@ -463,8 +474,10 @@ void Run::step(int step) {
     emit(started);
     PolicyOutput decision;
     try {
-        decision = policy_.decide(memory_, PolicyStepInput{step, options_.max_steps, forced, view.text,
-                                                           view.sent, view.policy_elements});
+        PolicyStepInput in{step, options_.max_steps, forced, view.text, view.sent, view.policy_elements, {}};
+        if (profile_.listed_elements_only)
+            for (const ListedElement& e : view.policy_listed) in.element_choices.push_back(e.description);
+        decision = policy_.decide(memory_, in);
     } catch (const Error& e) {
         policy_failed(e, step, forced, step_t0, ts, ev);
         return;
@@ -604,10 +617,10 @@ void Run::act(Action action, int step, const StepView& view, TraceStep& ts, Step
     }
     ActionPoints points;
     bool stopped = false;
-    const std::string point_error =
-        refusal.empty() ? locate_points(action, options_, profile_, localizer_, view.sent, view.obs.frame,
-                                        view.localizer_elements, step, &points, &stopped)
-                        : "";
+    const std::string point_error = refusal.empty()
+                                        ? locate_points(action, options_, profile_, localizer_, view.sent,
+                                                        view.obs.frame, view, step, &points, &stopped)
+                                        : "";
     if (stopped) {
         result_.status = cancelled() ? RunStatus::kCancelled : RunStatus::kNoAnswer;
         done_ = true;

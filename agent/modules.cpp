@@ -1,9 +1,13 @@
 #include "agent/modules.h"
 
 #include <ctime>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "agent/custom_actions.h"
 #include "base/error.h"
+#include "model/structured/json_schema.h"
 
 namespace surf::agent {
 
@@ -34,6 +38,40 @@ model::GenerateOptions module_options(const ModuleSettings& m,
     return o;
 }
 
+// Sets every string field named "element" or "to_element" of an object schema (the pointed actions) to an
+// enum of `choices`, wherever it is in `schema`. Returns how many fields it restricted.
+int restrict_element_fields(nlohmann::ordered_json& schema, const nlohmann::ordered_json& choices) {
+    int n = 0;
+    if (schema.is_object()) {
+        if (schema.contains("properties") && schema["properties"].is_object()) {
+            for (const char* key : {"element", "to_element"}) {
+                auto& props = schema["properties"];
+                if (props.contains(key) && props[key].is_object() &&
+                    props[key].value("type", "") == "string") {
+                    props[key] = {{"enum", choices}};
+                    ++n;
+                }
+            }
+        }
+        for (auto& [key, value] : schema.items()) n += restrict_element_fields(value, choices);
+    } else if (schema.is_array()) {
+        for (auto& value : schema) n += restrict_element_fields(value, choices);
+    }
+    return n;
+}
+
+// The policy's schema with its element fields restricted to the listed descriptions (duplicates once).
+std::shared_ptr<const model::CompiledSchema> listed_schema(const PromptProfile& p,
+                                                           const std::vector<std::string>& descriptions) {
+    nlohmann::ordered_json choices = nlohmann::ordered_json::array();
+    std::set<std::string> seen;
+    for (const std::string& d : descriptions)
+        if (seen.insert(d).second) choices.push_back(d);
+    nlohmann::ordered_json schema = nlohmann::ordered_json::parse(p.policy_schema_text);
+    if (restrict_element_fields(schema, choices) == 0) return p.policy_schema;
+    return model::compile_json_schema(schema, p.path + " (policy_schema, restricted to the listed elements)");
+}
+
 }  // namespace
 
 std::string today_utc() {
@@ -48,10 +86,14 @@ std::string today_utc() {
 Policy::Policy(const ModuleContext& context)
     : ctx_(context), chat_(model_of(context).open_chat(chat_options(*context.profile))) {}
 
-model::GenerateOptions Policy::options(bool forced, int step) const {
+model::GenerateOptions Policy::options(const PolicyStepInput& in) const {
     const PromptProfile& p = *ctx_.profile;
-    return module_options(p.policy, forced ? p.answer_schema : p.policy_schema, ctx_,
-                          0x1000u + static_cast<uint64_t>(step));
+    std::shared_ptr<const model::CompiledSchema> schema = p.policy_schema;
+    if (in.forced)
+        schema = p.answer_schema;
+    else if (p.listed_elements_only && !in.element_choices.empty())
+        schema = listed_schema(p, in.element_choices);
+    return module_options(p.policy, schema, ctx_, 0x1000u + static_cast<uint64_t>(in.step));
 }
 
 PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
@@ -85,19 +127,19 @@ PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
         chat_->reset({Message{"system", system, {}}});
         started_ = true;
     }
-    return ask_parsed<PolicyOutput>(
-        *chat_, std::move(turn), options(in.forced, in.step), p.policy.retries, *p.retry_feedback, "policy",
-        in.step, ctx_.sink, [&](const std::string& out) {
-            std::vector<std::string> custom;
-            for (const auto& c : p.custom_actions) custom.push_back(c->name);
-            PolicyOutput o = parse_policy_output(out, custom);
-            if (in.forced && !is_answer(o.action)) {
-                throw Error(ErrorKind::kModelOutput, "this is the last step: the action must be answer");
-            }
-            if (!in.forced) check_offered(o.action, p.policy_actions);
-            check_custom_arguments(o.action, p);
-            return o;
-        });
+    return ask_parsed<PolicyOutput>(*chat_, std::move(turn), options(in), p.policy.retries, *p.retry_feedback,
+                                    "policy", in.step, ctx_.sink, [&](const std::string& out) {
+                                        std::vector<std::string> custom;
+                                        for (const auto& c : p.custom_actions) custom.push_back(c->name);
+                                        PolicyOutput o = parse_policy_output(out, custom);
+                                        if (in.forced && !is_answer(o.action)) {
+                                            throw Error(ErrorKind::kModelOutput,
+                                                        "this is the last step: the action must be answer");
+                                        }
+                                        if (!in.forced) check_offered(o.action, p.policy_actions);
+                                        check_custom_arguments(o.action, p);
+                                        return o;
+                                    });
 }
 
 Localizer::Localizer(const ModuleContext& context) : ctx_(context) {}

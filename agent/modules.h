@@ -33,6 +33,9 @@ struct PolicyStepInput {
     std::string observation;                         // URL, title, the last action's outcome, browser events
     std::shared_ptr<const model::Image> screenshot;  // as sent (may be null when none could be taken)
     std::string elements;                            // the {elements} text (agent/page_text.h), or ""
+    // With the profile's listed_elements_only: the listed descriptions, the only values the action's element
+    // fields may take (empty: no restriction, as on a page that lists nothing).
+    std::vector<std::string> element_choices;
 };
 
 class Policy {
@@ -45,7 +48,7 @@ public:
     int64_t session_tokens() const { return chat_->session_tokens(); }
 
 private:
-    model::GenerateOptions options(bool forced, int step) const;
+    model::GenerateOptions options(const PolicyStepInput& in) const;
 
     ModuleContext ctx_;
     std::unique_ptr<Chat> chat_;

@@ -23,21 +23,49 @@ std::vector<tools::PageElement> listed_elements(const std::vector<tools::PageEle
     return out;
 }
 
-std::string elements_text(const std::vector<tools::PageElement>& elements, int max_count,
-                          PointConvention convention, ImageSize sent, const ScreenFrame& frame) {
+std::vector<ListedElement> listed_points(const std::vector<tools::PageElement>& elements, int max_count,
+                                         PointConvention convention, ImageSize sent,
+                                         const ScreenFrame& frame) {
     const double max_x = max_coordinate_x(convention, sent), max_y = max_coordinate_y(convention, sent);
-    std::string out;
+    std::vector<ListedElement> out;
     for (const tools::PageElement& e : listed_elements(elements, max_count)) {
         double x = 0, y = 0;
         from_css(convention, {e.x + e.width / 2, e.y + e.height / 2}, sent, frame, &x, &y);
-        x = std::clamp(std::round(x), 0.0, max_x);
-        y = std::clamp(std::round(y), 0.0, max_y);
-        out += e.description + " (" + std::to_string(static_cast<int>(x)) + ", " +
-               std::to_string(static_cast<int>(y)) + ")" + (e.state.empty() ? "" : ", " + e.state) + "\n";
+        out.push_back({e.description, e.state, static_cast<int>(std::clamp(std::round(x), 0.0, max_x)),
+                       static_cast<int>(std::clamp(std::round(y), 0.0, max_y))});
+    }
+    return out;
+}
+
+const ListedElement* find_listed(const std::vector<ListedElement>& listed, const std::string& description,
+                                 double x, double y) {
+    const ListedElement* best = nullptr;
+    double best_d = 0;
+    for (const ListedElement& e : listed) {
+        if (e.description != description) continue;
+        const double d = (e.x - x) * (e.x - x) + (e.y - y) * (e.y - y);
+        if (!best || d < best_d) {
+            best = &e;
+            best_d = d;
+        }
+    }
+    return best;
+}
+
+std::string elements_text(const std::vector<ListedElement>& listed) {
+    std::string out;
+    for (const ListedElement& e : listed) {
+        out += e.description + " (" + std::to_string(e.x) + ", " + std::to_string(e.y) + ")" +
+               (e.state.empty() ? "" : ", " + e.state) + "\n";
     }
     if (out.empty()) return "(none)";
     out.pop_back();
     return out;
+}
+
+std::string elements_text(const std::vector<tools::PageElement>& elements, int max_count,
+                          PointConvention convention, ImageSize sent, const ScreenFrame& frame) {
+    return elements_text(listed_points(elements, max_count, convention, sent, frame));
 }
 
 }  // namespace surf::agent

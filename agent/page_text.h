@@ -17,7 +17,24 @@ namespace surf::agent {
 std::vector<tools::PageElement> listed_elements(const std::vector<tools::PageElement>& elements,
                                                 int max_count);
 
-// listed_elements() as text, one line each; "(none)" for an empty list.
+// One entry of the list as a module reads it: its description and state, and its centre in the module's
+// point convention on the image as sent.
+struct ListedElement {
+    std::string description;
+    std::string state;
+    int x = 0, y = 0;
+};
+
+std::vector<ListedElement> listed_points(const std::vector<tools::PageElement>& elements, int max_count,
+                                         PointConvention convention, ImageSize sent,
+                                         const ScreenFrame& frame);
+
+// The listed entry named `description` nearest to (x, y), or null when none has that description.
+const ListedElement* find_listed(const std::vector<ListedElement>& listed, const std::string& description,
+                                 double x, double y);
+
+// listed_points() as text, one line each; "(none)" for an empty list.
+std::string elements_text(const std::vector<ListedElement>& listed);
 std::string elements_text(const std::vector<tools::PageElement>& elements, int max_count,
                           PointConvention convention, ImageSize sent, const ScreenFrame& frame);
 

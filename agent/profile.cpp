@@ -178,6 +178,7 @@ PromptProfile load_profile(const std::string& path) {
     p.validator_screenshots = static_cast<int>(r.integer("validator_screenshots", 3, 1, 16));
     p.max_session_tokens = r.integer("max_session_tokens", 60000, 1000, int64_t{1} << 30);
     p.page_elements = static_cast<int>(r.integer("page_elements", 0, 0, 1000));
+    p.listed_elements_only = r.boolean("listed_elements_only", false);
     r.check_unknown();
     const bool listed = p.policy_turn->placeholders().count("elements") ||
                         p.localizer_prompt->placeholders().count("elements") ||
@@ -189,6 +190,10 @@ PromptProfile load_profile(const std::string& path) {
     if (!listed && p.page_elements > 0)
         throw Error(ErrorKind::kConfig, path + ": \"page_elements\" is " + std::to_string(p.page_elements) +
                                             " but no prompt uses {elements}");
+    if (p.listed_elements_only && !p.policy_turn->placeholders().count("elements"))
+        throw Error(
+            ErrorKind::kConfig,
+            path + ": \"listed_elements_only\" is true but the policy's turn does not show {elements}");
     return p;
 }
 

@@ -70,6 +70,10 @@ struct PromptProfile {
     // The page's element list (agent/page_text.h) in the prompts that use {elements}: at most this many
     // entries. 0 = none, and then no prompt may use {elements}.
     int page_elements = 0;
+    // The policy's element fields may name only listed elements (its schema gets their descriptions as an
+    // enum each step), and a listed element is acted on at its listed point, without the localizer. For a
+    // small model that copies from the list: it cannot name an element the page lacks.
+    bool listed_elements_only = false;
 
     // Memory.
     int history_steps = 3;               // recent actions listed in each turn's text

@@ -670,10 +670,11 @@ TEST_CASE(
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE(
-    "a profile with page_elements shows the page's element list to the policy, localizer and validator") {
-    Fixture f;
-    const auto dir = std::filesystem::temp_directory_path() / "surf_agent_elements_loop";
+namespace {
+
+// The repo's Holotron profile in a temporary copy whose policy, localizer and validator prompts open with the
+// element list, with `settings` (JSON members) added to the profile.
+PromptProfile listing_profile(const std::filesystem::path& dir, const std::string& settings) {
     std::filesystem::remove_all(dir);
     std::filesystem::copy(SURF_SOURCE_DIR "/prompts", dir, std::filesystem::copy_options::recursive);
     for (const char* name : {"policy_turn.md", "localizer.md", "validator_turn.md"}) {
@@ -681,13 +682,20 @@ TEST_CASE(
         const std::string text((std::istreambuf_iterator<char>(in)), {});
         std::ofstream(dir / name) << "Elements:\n{elements}\n" << text;
     }
-    {
-        std::ifstream in(dir / "profile_holotron.json");
-        std::string text((std::istreambuf_iterator<char>(in)), {});
-        text.insert(text.find('{') + 1, "\"page_elements\": 2,");
-        std::ofstream(dir / "profile_holotron.json") << text;
-    }
-    f.profile = load_profile((dir / "profile_holotron.json").string());
+    std::ifstream in(dir / "profile_holotron.json");
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    text.insert(text.find('{') + 1, settings + ",");
+    std::ofstream(dir / "profile_holotron.json") << text;
+    return load_profile((dir / "profile_holotron.json").string());
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a profile with page_elements shows the page's element list to the policy, localizer and validator") {
+    Fixture f;
+    const auto dir = std::filesystem::temp_directory_path() / "surf_agent_elements_loop";
+    f.profile = listing_profile(dir, "\"page_elements\": 2");
     const std::string value = "s3cr3t-Value-991";
     // 320x240 CSS at device scale factor 1: (80, 60) is (250, 250) in 0-1000.
     f.page.listed = {{"the \"OK\" button", "", true, 60, 50, 40, 20},
@@ -724,6 +732,52 @@ TEST_CASE(
     }
     REQUIRE(f.page.points.size() == 1);
     CHECK(f.page.points[0].x == doctest::Approx(80));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE(
+    "listed_elements_only: the policy may name only listed elements, which are acted on at their listed "
+    "point without the localizer") {
+    Fixture f;
+    const auto dir = std::filesystem::temp_directory_path() / "surf_agent_listed_only";
+    f.profile = listing_profile(dir, "\"page_elements\": 3, \"listed_elements_only\": true");
+    // 320x240 CSS: the two "OK" buttons are at (80, 60) = (250, 250) and (240, 180) = (750, 750) in 0-1000.
+    f.page.listed = {{"the \"OK\" button", "", true, 60, 50, 40, 20},
+                     {"the \"Code\" field", "", true, 0, 0, 32, 24},
+                     {"the \"OK\" button", "", true, 220, 170, 40, 20}};
+    f.engine.scripts["policy"] = {
+        step_json(R"({"type":"click","element":"the \"OK\" button","x":700,"y":800})"),
+        step_json(R"({"type":"click","element":"the \"Cancel\" button","x":100,"y":100})"),
+        step_json(kAnswer)};
+    f.engine.scripts["localizer"] = {R"({"x":500,"y":500})"};
+    f.engine.scripts["validator"] = {R"({"reason":"ok","success":true})"};
+    CHECK(f.run(options()).status == RunStatus::kAnswered);
+    const auto policy = f.engine.of("policy");
+    REQUIRE(policy.size() == 3);
+    // Every element field of the schema is the list's descriptions, each once; the answer step's is not.
+    const std::string choices = R"({"enum":["the \"OK\" button","the \"Code\" field"]})";
+    CHECK(policy[0].schema_text.find(R"("element":)" + choices) != std::string::npos);
+    CHECK(policy[0].schema_text.find(R"("to_element":)" + choices) != std::string::npos);
+    CHECK(policy[0].schema_text.find(R"("element":{"type":"string")") == std::string::npos);
+    // The named element nearest the policy's guess is clicked at its listed point; an unlisted name (which
+    // a model under the schema cannot write) falls back to the localizer.
+    REQUIRE(f.page.points.size() == 2);
+    CHECK(f.page.points[0].x == doctest::Approx(240));
+    CHECK(f.page.points[0].y == doctest::Approx(180));
+    CHECK(f.page.points[1].x == doctest::Approx(160));
+    CHECK(f.engine.of("localizer").size() == 1);
+
+    // Without an element list in the policy's turn the setting is refused.
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(SURF_SOURCE_DIR "/prompts", dir, std::filesystem::copy_options::recursive);
+    {
+        std::ifstream in(dir / "profile_holotron.json");
+        std::string text((std::istreambuf_iterator<char>(in)), {});
+        text.insert(text.find('{') + 1, "\"listed_elements_only\": true,");
+        std::ofstream(dir / "profile_holotron.json") << text;
+    }
+    CHECK_THROWS_WITH_AS(load_profile((dir / "profile_holotron.json").string()),
+                         doctest::Contains("listed_elements_only"), Error);
     std::filesystem::remove_all(dir);
 }
 

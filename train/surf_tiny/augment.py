@@ -16,6 +16,7 @@ import os
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tasks"))
 from phrasing import PHRASES, q  # noqa: E402
+import words  # noqa: E402
 
 LIST_HEAD = "Page elements (x, y from 0 to 1000):\n"
 LINE = re.compile(r'^(the (?:checkbox next to |checkbox in the |radio button in the )?"([^"]+)"'
@@ -47,6 +48,31 @@ def listed(text):
     return out
 
 
+# Words for typed values that no recorded task uses together, so a reply can only get them by copying the task.
+VALUE_WORDS = sorted({w for group in (words.FIRST_NAMES, words.LAST_NAMES, words.CITIES, words.MODEL_WORDS,
+                                      words.BRANDS, words.COLORS, words.PRODUCT_TYPES, words.MATERIALS,
+                                      words.ARTICLE_TOPICS, words.JOBS)
+                      for w in (group.split() if isinstance(group, str) else group)})
+
+
+def random_value(rng, labels):
+    """A value to type: half the time another label of the page, else a random phrase, name, number or code."""
+    if labels and rng.random() < 0.4:
+        return rng.choice(labels)
+    kind = rng.randrange(5)
+    if kind == 0:
+        return " ".join(rng.choice(VALUE_WORDS) for _ in range(rng.randint(1, 4)))
+    if kind == 1:
+        first, last = rng.choice(VALUE_WORDS), rng.choice(VALUE_WORDS)
+        return f"{first.lower()}.{last.lower()}@{rng.choice(VALUE_WORDS).lower()}.com"
+    if kind == 2:
+        return str(rng.randint(0, 10 ** rng.randint(1, 8)))
+    if kind == 3:
+        return rng.choice(VALUE_WORDS).lower() + "_" + str(rng.randint(1, 9999))
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    return "".join(rng.choice(alphabet) for _ in range(rng.randint(4, 12)))
+
+
 def reply(thought, action):
     return json.dumps({"thought": thought, "note": "", "action": action}, ensure_ascii=False,
                       separators=(",", ":"))
@@ -65,7 +91,7 @@ def variant(rng, element, others):
         t = rng.choice(THOUGHTS).format(desc=desc, Desc=cap(desc), label=ql)
         return task, reply(t, {"type": "click", "element": desc, "x": x, "y": y})
     if kind == "field":
-        value = rng.choice(others) if others else "hello"
+        value = random_value(rng, others)
         task = rng.choice(PHRASES["type_submit"]["train"]).format(value=q(value), field=ql)
         t = rng.choice(WRITE_THOUGHTS).format(value=q(value), desc=desc, Desc=cap(desc), state=state or "empty")
         return task, reply(t, {"type": "write", "content": value, "element": desc, "x": x, "y": y})
