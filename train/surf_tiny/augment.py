@@ -56,19 +56,19 @@ VALUE_WORDS = sorted({w for group in (words.FIRST_NAMES, words.LAST_NAMES, words
 
 
 def random_value(rng, labels):
-    """A value to type: half the time another label of the page, else a random phrase, name, number or code."""
+    """A value to type: another label of the page (2 in 5), else a random phrase, email, number or code."""
     if labels and rng.random() < 0.4:
         return rng.choice(labels)
     kind = rng.randrange(5)
     if kind == 0:
         return " ".join(rng.choice(VALUE_WORDS) for _ in range(rng.randint(1, 4)))
     if kind == 1:
-        first, last = rng.choice(VALUE_WORDS), rng.choice(VALUE_WORDS)
-        return f"{first.lower()}.{last.lower()}@{rng.choice(VALUE_WORDS).lower()}.com"
+        first, last, host = (rng.choice(VALUE_WORDS).lower().replace(" ", "") for _ in range(3))
+        return f"{first}.{last}@{host}.com"
     if kind == 2:
         return str(rng.randint(0, 10 ** rng.randint(1, 8)))
     if kind == 3:
-        return rng.choice(VALUE_WORDS).lower() + "_" + str(rng.randint(1, 9999))
+        return rng.choice(VALUE_WORDS).lower().replace(" ", "") + "_" + str(rng.randint(1, 9999))
     alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
     return "".join(rng.choice(alphabet) for _ in range(rng.randint(4, 12)))
 
@@ -132,6 +132,48 @@ def policy_variants(session, rng, k):
         parts = [dict(p) for p in first["parts"]]
         parts[texts[0]] = {"text": new_text}
         out.append({"role": "policy", "turns": [{"parts": parts, "output": output}]})
+    return out
+
+
+def typed_values(session):
+    """The values the session's replies type that its task quotes (the only ones safe to swap)."""
+    first = next((p["text"] for p in session["turns"][0]["parts"] if "text" in p), "")
+    task = re.search(r"\nTask: ([^\n]*)\n", first)
+    values = set()
+    for turn in session["turns"]:
+        try:
+            action = json.loads(turn["output"])["action"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        c = action.get("content", "") if action.get("type") == "write" else ""
+        if task and len(c) >= 3 and '"' not in c and "\\" not in c and c in task.group(1):
+            values.add(c)
+    return values
+
+
+def value_swaps(session, rng, k):
+    """Up to k copies of a policy session in which each value it types that the task quotes is another random
+    value, everywhere in its texts and replies (the task, the element list, the history, the typed content).
+    The screenshots keep the old value where a field shows it: the list and the task are what the reply copies
+    from, and a small model otherwise learns which value goes with which page."""
+    values = typed_values(session)
+    if not values:
+        return []
+    out = []
+    for _ in range(k):
+        swap = {}
+        for c in sorted(values, key=len, reverse=True):
+            v = random_value(rng, [])
+            swap[c] = v if c not in v else v + "x"
+        pattern = re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(c)}(?![A-Za-z0-9])" for c in swap))
+        sub = lambda text: pattern.sub(lambda m: swap[m.group(0)], text)
+        turns = []
+        for turn in session["turns"]:
+            new = dict(turn)
+            new["parts"] = [{"text": sub(p["text"])} if "text" in p else dict(p) for p in turn["parts"]]
+            new["output"] = sub(turn["output"])
+            turns.append(new)
+        out.append({"role": session["role"], "turns": turns})
     return out
 
 

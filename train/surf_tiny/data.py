@@ -198,12 +198,13 @@ def encode_session(enc, session, shot_index, shot_sizes):
     return toks, mask, images
 
 
-def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0, policy_variants=0, part=(0, 1)):
+def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0, policy_variants=0, value_swaps=0, part=(0, 1)):
     """Packs the episodes' sessions; the screenshots become WebP, lossless unless webp_quality (1-100) is
     given: lossy shots trade a little image detail for packs that fit the GPU machine's upload.
-    policy_variants > 0 adds that many one-turn policy sessions per episode (augment.py). part (k, n) keeps
+    policy_variants > 0 adds that many one-turn policy sessions per episode, and value_swaps > 0 that many copies
+    of a policy session that types values from its task, with other values (augment.py). part (k, n) keeps
     every n-th episode from the k-th, so that n packs split the episodes between them."""
-    from .augment import policy_variants as make_variants
+    from .augment import policy_variants as make_variants, value_swaps as make_swaps
     rng = random.Random(20261129)
     from PIL import Image
     enc = Encoder(model_dir)
@@ -243,10 +244,11 @@ def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0, policy_variants
                         shot_index[p["image"]] = len(shot_names)
                         shot_names.append(name)
         sessions = list(ep["sessions"])
-        if policy_variants:
-            policy = next((s for s in sessions if s["role"] == "policy"), None)
-            if policy:
-                sessions += make_variants(policy, rng, policy_variants)
+        policy = next((s for s in sessions if s["role"] == "policy"), None)
+        if policy and policy_variants:
+            sessions += make_variants(policy, rng, policy_variants)
+        if policy and value_swaps:
+            sessions += make_swaps(policy, rng, value_swaps)
         for s in sessions:
             if s["role"] not in roles:
                 continue

@@ -113,6 +113,8 @@ def main():
                    help="store the screenshots as lossy WebP of this quality (default: lossless)")
     b.add_argument("--policy-variants", type=int, default=0,
                    help="one-turn policy examples made per episode from its first screenshot (augment.py)")
+    b.add_argument("--value-swaps", type=int, default=0,
+                   help="copies per episode of a policy session that types values from its task, with other values")
     b.add_argument("--tokenizer-from", help="keep this model folder's tokenizer instead of training one")
     b.add_argument("--parts", type=int, default=1,
                    help="split the episodes into this many packs, DATAa, DATAb, ... (one per chained call)")
@@ -144,7 +146,8 @@ def main():
         for k in range(a.parts):
             out = a.data if a.parts == 1 else a.data + chr(ord("a") + k)
             n, tok, shots = data.pack(sorted(files), a.model, out, webp_quality=a.webp_quality,
-                                       policy_variants=a.policy_variants, part=(k, a.parts))
+                                       policy_variants=a.policy_variants, value_swaps=a.value_swaps,
+                                       part=(k, a.parts))
             print(f"{len(files)} episode files: {n} sequences, {tok} tokens, {shots} images -> {out} "
                   f"({upload_bytes(out) / 1e6:.1f} MB as the upload counts it)")
 

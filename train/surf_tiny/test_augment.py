@@ -1,0 +1,77 @@
+"""Checks augment.py's policy variants and value swaps on a small recorded-style session (no model, no
+browser):  python3 -m train.surf_tiny.test_augment  (run by ctest as train_test_augment)."""
+
+import json
+import random
+
+from . import augment
+
+LIST = ('Page elements (x, y from 0 to 1000):\n'
+        'the "Sign in" heading (500, 139)\n'
+        'the "Username" field (500, 192), empty\n'
+        'the "Password" field (500, 258), empty\n'
+        'the "Log in" button (298, 324)\n'
+        'the checkbox next to "Stay logged in" (235, 593), not checked\n')
+TASK = 'Log into the account "olga@work.com" with the password "Falcon136".'
+
+
+def turn(text, action):
+    return {"parts": [{"text": text}, {"image": "shots/a.png"}],
+            "output": json.dumps({"thought": "t", "note": "", "action": action})}
+
+
+def login_session():
+    first = "Step 1 of 8.\nNotes:\n(none)\n" + LIST + "Task: " + TASK + "\nScreenshot:\n"
+    second = first.replace('"Username" field (500, 192), empty', '"Username" field (500, 192), value "olga@work.com"')
+    return {"role": "policy", "turns": [
+        turn(first, {"type": "write", "content": "olga@work.com", "element": 'the "Username" field', "x": 500,
+                     "y": 192}),
+        turn(second, {"type": "write", "content": "Falcon136", "element": 'the "Password" field', "x": 500,
+                      "y": 258}),
+        turn(second, {"type": "answer", "content": "Logged in as olga@work.com."})]}
+
+
+def check_value_swaps():
+    session = login_session()
+    assert augment.typed_values(session) == {"olga@work.com", "Falcon136"}
+    swaps = augment.value_swaps(session, random.Random(3), 4)
+    assert len(swaps) == 4
+    for s in swaps:
+        texts = [p["text"] for t in s["turns"] for p in t["parts"] if "text" in p] + [t["output"] for t in s["turns"]]
+        joined = "\n".join(texts)
+        assert "olga@work.com" not in joined and "Falcon136" not in joined, joined
+        first = json.loads(s["turns"][0]["output"])["action"]["content"]
+        second = json.loads(s["turns"][1]["output"])["action"]["content"]
+        # The typed values are the task's new values, and the list shows the first as the field's value.
+        assert f'"{first}"' in texts[0] and f'"{second}"' in texts[0]
+        assert f'value "{first}"' in texts[1]
+        assert first in json.loads(s["turns"][2]["output"])["action"]["content"]
+        assert s["turns"][0]["parts"][1] == {"image": "shots/a.png"}  # the screenshots are the recorded ones
+    # A value the task does not quote is never swapped: there is nothing in the prompt to copy it from.
+    other = login_session()
+    other["turns"][0]["output"] = other["turns"][0]["output"].replace("olga@work.com", "someone else")
+    assert augment.typed_values(other) == {"Falcon136"}
+
+
+def check_variants():
+    variants = augment.policy_variants(login_session(), random.Random(1), 10)
+    assert variants, "a first turn with listed controls gives variants"
+    for v in variants:
+        t = v["turns"][0]
+        text = t["parts"][0]["text"]
+        action = json.loads(t["output"])["action"]
+        listed = [e[0] for e in augment.listed(text)]
+        assert action["element"] in listed, (action, listed)
+        assert text.count("\nTask: ") == 1 and TASK not in text
+        if action["type"] == "write":
+            assert f'"{action["content"]}"' in text.split("\nTask: ")[1]
+
+
+def main():
+    check_value_swaps()
+    check_variants()
+    print("augment: ok")
+
+
+if __name__ == "__main__":
+    main()
