@@ -72,6 +72,18 @@ TEST_CASE("the element list names each visible element with its state and its bo
     REQUIRE(find(list, "the \"Add to cart\" button in the \"Sunridge Scarf\" row"));
     CHECK_FALSE(find(list, "the \"Add to cart\" button"));
 
+    // A checkbox drawn by the page (its input invisible) is listed with its label's box; a long label is
+    // named by its first line.
+    const PageElement* dark = find(list, "the checkbox next to \"Dark mode\"");
+    REQUIRE(dark);
+    CHECK(dark->state == "checked");
+    CHECK(dark->x == doctest::Approx(420).epsilon(0.02));
+    CHECK(dark->width >= 200);
+    REQUIRE(find(list, "the \"Large\" radio button"));
+    CHECK(find(list, "the \"Large\" radio button")->state == "not checked");
+    REQUIRE(find(list, "the checkbox next to \"Partner news\""));
+    CHECK(find(list, "the checkbox next to \"Partner news\"")->state == "not checked");
+
     CHECK_FALSE(find(list, "the \"Hidden\" button"));     // visibility: hidden
     CHECK_FALSE(find(list, "the \"Far below\" button"));  // outside the viewport
     CHECK_FALSE(find(list, "the \"Covered\" button"));    // under another element
@@ -87,5 +99,8 @@ TEST_CASE("the element list names each visible element with its state and its bo
     const std::vector<PageElement> after = page_elements(*session);
     CHECK(find(after, "the \"User name\" field")->state == "value \"grace\"");
     CHECK(find(after, "the checkbox next to \"Offers\"")->state == "checked");
+    // A click at the listed centre of a page-drawn checkbox toggles it (the agent clicks there).
+    session->click(dark->x + dark->width / 2, dark->y + dark->height / 2);
+    CHECK(find(page_elements(*session), "the checkbox next to \"Dark mode\"")->state == "not checked");
     browser->shutdown();
 }

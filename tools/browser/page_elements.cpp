@@ -10,17 +10,31 @@ namespace surf::tools {
 namespace {
 
 // Runs in the page. An element is listed when its box lies inside the viewport, it is visible and the point
-// at its centre hits it (or its label), and the rules in describe() give it a description.
+// at its centre hits it (or its label), and the rules in describe() give it a description. A checkbox or radio
+// button whose input is hidden behind a styled label is listed with the label's box.
 constexpr const char* kPageElementsJs = R"JS(
 (() => {
   const W = innerWidth, H = innerHeight, out = [];
   const clean = s => (s || '').replace(/\s+/g, ' ').trim();
   const short = (s, n) => s.length > 0 && s.length <= (n || 60);
   const cut = s => s.length > 40 ? s.slice(0, 39) + '…' : s;
+  // A label's text, or its first line when the whole is long (a title above a description).
+  const labelText = l => {
+    const t = clean(l.innerText);
+    return short(t) ? t : ((l.innerText || '').split('\n').map(clean).find(x => x) || t);
+  };
   const labelOf = el => {
-    if (el.id) { const l = document.querySelector('label[for="' + CSS.escape(el.id) + '"]'); if (l) return clean(l.innerText); }
-    const p = el.closest('label'); if (p) return clean(p.innerText);
+    if (el.id) { const l = document.querySelector('label[for="' + CSS.escape(el.id) + '"]'); if (l) return labelText(l); }
+    const p = el.closest('label'); if (p) return labelText(p);
     return clean(el.getAttribute('aria-label') || el.getAttribute('title') || '');
+  };
+  // A checkbox or radio button drawn by the page instead of the browser: the input is invisible or a few
+  // pixels wide, and its label (which toggles it when clicked) is what the user sees and clicks.
+  const hiddenToggle = label => {
+    const c = label.control;
+    if (!c || c.tagName !== 'INPUT' || !/^(checkbox|radio)$/.test(c.type)) return null;
+    const r = c.getBoundingClientRect(), st = getComputedStyle(c);
+    return r.width < 4 || r.height < 4 || st.visibility === 'hidden' || parseFloat(st.opacity) < 0.2 ? c : null;
   };
   // The first other cell of the table row that holds el: a row's name ("Sunridge Scarf"), or "".
   const rowOf = el => {
@@ -88,7 +102,8 @@ constexpr const char* kPageElementsJs = R"JS(
     const cx = r.left + r.width / 2, cy = r.top + r.height / 2, hit = document.elementFromPoint(cx, cy);
     if (!hit || !(hit === el || el.contains(hit) || hit.contains(el) && hit.tagName === 'LABEL')) continue;
     if (covered.size && inCovered(el)) continue;
-    const d = describe(el);
+    const toggle = el.tagName === 'LABEL' ? hiddenToggle(el) : null;
+    const d = describe(toggle || el);
     if (!d) continue;
     out.push({element: d[0], state: d[1], control: d[2], x: r.left, y: r.top, w: r.width, h: r.height, el});
   }
