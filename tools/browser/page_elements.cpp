@@ -10,8 +10,8 @@ namespace surf::tools {
 namespace {
 
 // Runs in the page. An element is listed when its box lies inside the viewport, it is visible and the point
-// at its centre hits it (or its label), and the rules in describe() give it a description. A checkbox or radio
-// button whose input is hidden behind a styled label is listed with the label's box.
+// at its centre hits it (or its label), and the rules in describe() give it a description. A checkbox or
+// radio button whose input is hidden behind a styled label is listed with the label's box.
 constexpr const char* kPageElementsJs = R"JS(
 (() => {
   const W = innerWidth, H = innerHeight, out = [];
