@@ -21,6 +21,7 @@ import words  # noqa: E402
 LIST_HEAD = "Page elements (x, y from 0 to 1000):\n"
 LINE = re.compile(r'^(the (?:checkbox next to |checkbox in the |radio button in the )?"([^"]+)"'
                   r'(?: (button|link|tab|item|field|radio button|dropdown|row))?) \((\d+), (\d+)\)(?:, (.*))?$')
+TEXT_LINE = re.compile(r'^the text "([^\n]*)" \(\d+, \d+\)$', re.M)
 KIND_TEMPLATES = {"button": "click_button", "link": "click_link", "tab": "click_tab", "item": "click_link"}
 THOUGHTS = ["I click {desc}.", "{Desc} is on the page, so I click it.", "The task asks for {label}; I click {desc}."]
 WRITE_THOUGHTS = ["I type {value} into {desc}.", "{Desc} is {state}; I type {value} into it."]
@@ -151,20 +152,54 @@ def typed_values(session):
     return values
 
 
+def answered_values(session):
+    """The listed texts that the session's final answer quotes verbatim and its task does not name (a price, a
+    date, a person's name read off the page)."""
+    last = session["turns"][-1]
+    try:
+        action = json.loads(last["output"])["action"]
+    except (ValueError, KeyError, TypeError):
+        return set()
+    if action.get("type") != "answer":
+        return set()
+    text = next((p["text"] for p in last["parts"] if "text" in p), "")
+    task = re.search(r"\nTask: ([^\n]*)\n", text)
+    task = task.group(1).lower() if task else ""
+    content = action.get("content", "")
+    values = set()
+    for label in TEXT_LINE.findall(text):
+        if len(label) >= 3 and '"' not in label and "\\" not in label and label in content \
+                and label.lower() not in task:
+            values.add(label)
+    return values
+
+
+def similar_value(rng, value):
+    """A random value of the same shape: each digit another digit, else each word another word."""
+    if any(c.isdigit() for c in value):
+        return "".join(str(rng.randint(1 if c != "0" else 0, 9)) if c.isdigit() else c for c in value)
+    words = [w for w in VALUE_WORDS if " " not in w]
+    out = []
+    for w in value.split(" "):
+        new = rng.choice(words)
+        out.append(new.capitalize() if w[:1].isupper() else new.lower())
+    return " ".join(out)
+
+
 def value_swaps(session, rng, k):
-    """Up to k copies of a policy session in which each value it types that the task quotes is another random
-    value, everywhere in its texts and replies (the task, the element list, the history, the typed content).
-    The screenshots keep the old value where a field shows it: the list and the task are what the reply copies
-    from, and a small model otherwise learns which value goes with which page."""
-    values = typed_values(session)
-    if not values:
+    """Up to k copies of a policy session in which each value it types that the task quotes, and each listed
+    text its answer quotes, is another random value, everywhere in its texts and replies (the task, the element
+    list, the history, the typed content, the answer). The screenshots keep the old value: the list and the
+    task are what the reply copies from, and a small model otherwise learns which value goes with which page."""
+    typed, answered = typed_values(session), answered_values(session)
+    if not typed and not answered:
         return []
     out = []
     for _ in range(k):
         swap = {}
-        for c in sorted(values, key=len, reverse=True):
-            v = random_value(rng, [])
-            swap[c] = v if c not in v else v + "x"
+        for c in sorted(typed | answered, key=len, reverse=True):
+            v = random_value(rng, []) if c in typed else similar_value(rng, c)
+            swap[c] = v if c not in v and v != c else v + "x"
         pattern = re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(c)}(?![A-Za-z0-9])" for c in swap))
         sub = lambda text: pattern.sub(lambda m: swap[m.group(0)], text)
         turns = []

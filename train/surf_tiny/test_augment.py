@@ -17,7 +17,7 @@ TASK = 'Log into the account "olga@work.com" with the password "Falcon136".'
 
 def turn(text, action):
     return {"parts": [{"text": text}, {"image": "shots/a.png"}],
-            "output": json.dumps({"thought": "t", "note": "", "action": action})}
+            "output": json.dumps({"thought": "t", "note": "", "action": action}, ensure_ascii=False)}
 
 
 def login_session():
@@ -53,6 +53,22 @@ def check_value_swaps():
     assert augment.typed_values(other) == {"Falcon136"}
 
 
+def check_answer_swaps():
+    text = ("Step 2 of 8.\nNotes:\n(none)\nPage elements (x, y from 0 to 1000):\n"
+            'the text "Orange Thermos" (300, 200)\nthe text "£83.00" (300, 240)\n'
+            'the "Add to cart" button (300, 280)\nTask: What is the price of the orange thermos?\nScreenshot:\n')
+    session = {"role": "policy", "turns": [
+        turn(text, {"type": "answer", "content": "The orange thermos costs £83.00."})]}
+    # The price is read off the list; the product the task names is not a value to swap.
+    assert augment.answered_values(session) == {"£83.00"}
+    for s in augment.value_swaps(session, random.Random(2), 3):
+        answer = json.loads(s["turns"][0]["output"])["action"]["content"]
+        price = answer.split("costs ")[1].rstrip(".")
+        assert price != "£83.00" and len(price) == len("£83.00") and price.startswith("£"), price
+        assert f'the text "{price}"' in s["turns"][0]["parts"][0]["text"]
+        assert "Orange Thermos" in s["turns"][0]["parts"][0]["text"]
+
+
 def check_variants():
     variants = augment.policy_variants(login_session(), random.Random(1), 10)
     assert variants, "a first turn with listed controls gives variants"
@@ -69,6 +85,7 @@ def check_variants():
 
 def main():
     check_value_swaps()
+    check_answer_swaps()
     check_variants()
     print("augment: ok")
 
