@@ -46,9 +46,10 @@ struct StepView {
 // localizer's. Returns "" or why a point is missing; *stopped is set when the localizer's generation was
 // stopped (cancel or the hard deadline).
 std::string locate_points(const Action& action, const RunOptions& options, const PromptProfile& profile,
-                          Localizer& localizer, const std::shared_ptr<const model::Image>& sent,
-                          const ScreenFrame& frame, const StepView& view, int step, ActionPoints* points,
+                          Localizer& localizer, const StepView& view, int step, ActionPoints* points,
                           bool* stopped) {
+    const std::shared_ptr<const model::Image>& sent = view.sent;
+    const ScreenFrame& frame = view.obs.frame;
     const std::vector<PointTarget> targets = action_points(action);
     for (size_t i = 0; i < targets.size(); ++i) {
         if (!sent) return "no screenshot to locate the element on";
@@ -617,10 +618,9 @@ void Run::act(Action action, int step, const StepView& view, TraceStep& ts, Step
     }
     ActionPoints points;
     bool stopped = false;
-    const std::string point_error = refusal.empty()
-                                        ? locate_points(action, options_, profile_, localizer_, view.sent,
-                                                        view.obs.frame, view, step, &points, &stopped)
-                                        : "";
+    const std::string point_error =
+        refusal.empty() ? locate_points(action, options_, profile_, localizer_, view, step, &points, &stopped)
+                        : "";
     if (stopped) {
         result_.status = cancelled() ? RunStatus::kCancelled : RunStatus::kNoAnswer;
         done_ = true;
