@@ -127,19 +127,18 @@ PolicyOutput Policy::decide(const Memory& memory, const PolicyStepInput& in) {
         chat_->reset({Message{"system", system, {}}});
         started_ = true;
     }
+    const auto parse = [&](const std::string& out) {
+        std::vector<std::string> custom;
+        for (const auto& c : p.custom_actions) custom.push_back(c->name);
+        PolicyOutput o = parse_policy_output(out, custom);
+        if (in.forced && !is_answer(o.action))
+            throw Error(ErrorKind::kModelOutput, "this is the last step: the action must be answer");
+        if (!in.forced) check_offered(o.action, p.policy_actions);
+        check_custom_arguments(o.action, p);
+        return o;
+    };
     return ask_parsed<PolicyOutput>(*chat_, std::move(turn), options(in), p.policy.retries, *p.retry_feedback,
-                                    "policy", in.step, ctx_.sink, [&](const std::string& out) {
-                                        std::vector<std::string> custom;
-                                        for (const auto& c : p.custom_actions) custom.push_back(c->name);
-                                        PolicyOutput o = parse_policy_output(out, custom);
-                                        if (in.forced && !is_answer(o.action)) {
-                                            throw Error(ErrorKind::kModelOutput,
-                                                        "this is the last step: the action must be answer");
-                                        }
-                                        if (!in.forced) check_offered(o.action, p.policy_actions);
-                                        check_custom_arguments(o.action, p);
-                                        return o;
-                                    });
+                                    "policy", in.step, ctx_.sink, parse);
 }
 
 Localizer::Localizer(const ModuleContext& context) : ctx_(context) {}
