@@ -278,7 +278,10 @@ int run_record(const surf::cli::Args& args) {
     const std::vector<RecordTask> tasks = load_record_tasks(args.positional()[0]);
     const std::string model_dir = args.require("model");
     const fs::path out = args.require("out");
-    const surf::agent::PromptProfile profile = surf::agent::load_profile(args.require("profile"));
+    surf::agent::PromptProfile profile = surf::agent::load_profile(args.require("profile"));
+    // Recording keeps the localizer in the loop, since its calls are training data; and the oracle tells the
+    // roles apart by the profile's compiled schemas, which a per-step restricted schema is not.
+    profile.listed_elements_only = false;
     const double mistakes = args.get_double("mistakes", 0.25, 0, 1);
     const int extra = static_cast<int>(args.get_int("extra-points", 3, 0, 100));
     const int settle_ms = static_cast<int>(args.get_int("settle-ms", 150, 0, 10000));
