@@ -54,6 +54,7 @@ VALUE_WORDS = sorted({w for group in (words.FIRST_NAMES, words.LAST_NAMES, words
                                       words.BRANDS, words.COLORS, words.PRODUCT_TYPES, words.MATERIALS,
                                       words.ARTICLE_TOPICS, words.JOBS)
                       for w in (group.split() if isinstance(group, str) else group)})
+SINGLE_WORDS = [w for w in VALUE_WORDS if " " not in w]
 
 
 def random_value(rng, labels):
@@ -136,10 +137,16 @@ def policy_variants(session, rng, k):
     return out
 
 
+def task_of(turn):
+    """The task line of a recorded policy turn's text, or "" when it has none."""
+    text = next((p["text"] for p in turn["parts"] if "text" in p), "")
+    m = re.search(r"\nTask: ([^\n]*)\n", text)
+    return m.group(1) if m else ""
+
+
 def typed_values(session):
     """The values the session's replies type that its task quotes (the only ones safe to swap)."""
-    first = next((p["text"] for p in session["turns"][0]["parts"] if "text" in p), "")
-    task = re.search(r"\nTask: ([^\n]*)\n", first)
+    task = task_of(session["turns"][0])
     values = set()
     for turn in session["turns"]:
         try:
@@ -147,7 +154,7 @@ def typed_values(session):
         except (ValueError, KeyError, TypeError):
             continue
         c = action.get("content", "") if action.get("type") == "write" else ""
-        if task and len(c) >= 3 and '"' not in c and "\\" not in c and c in task.group(1):
+        if task and len(c) >= 3 and '"' not in c and "\\" not in c and c in task:
             values.add(c)
     return values
 
@@ -163,8 +170,7 @@ def answered_values(session):
     if action.get("type") != "answer":
         return set()
     text = next((p["text"] for p in last["parts"] if "text" in p), "")
-    task = re.search(r"\nTask: ([^\n]*)\n", text)
-    task = task.group(1).lower() if task else ""
+    task = task_of(last).lower()
     content = action.get("content", "")
     values = set()
     for label in TEXT_LINE.findall(text):
@@ -178,10 +184,9 @@ def similar_value(rng, value):
     """A random value of the same shape: each digit another digit, else each word another word."""
     if any(c.isdigit() for c in value):
         return "".join(str(rng.randint(1 if c != "0" else 0, 9)) if c.isdigit() else c for c in value)
-    words = [w for w in VALUE_WORDS if " " not in w]
     out = []
     for w in value.split(" "):
-        new = rng.choice(words)
+        new = rng.choice(SINGLE_WORDS)
         out.append(new.capitalize() if w[:1].isupper() else new.lower())
     return " ".join(out)
 

@@ -202,7 +202,7 @@ def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0, policy_variants
     """Packs the episodes' sessions; the screenshots become WebP, lossless unless webp_quality (1-100) is
     given: lossy shots trade a little image detail for packs that fit the GPU machine's upload.
     policy_variants > 0 adds that many one-turn policy sessions per episode, and value_swaps > 0 that many copies
-    of a policy session that types values from its task, with other values (augment.py). part (k, n) keeps
+    of a policy session whose typed or answered values are other values (augment.py). part (k, n) keeps
     every n-th episode from the k-th, so that n packs split the episodes between them."""
     from .augment import policy_variants as make_variants, value_swaps as make_swaps
     rng = random.Random(20261129)

@@ -114,7 +114,7 @@ def main():
     b.add_argument("--policy-variants", type=int, default=0,
                    help="one-turn policy examples made per episode from its first screenshot (augment.py)")
     b.add_argument("--value-swaps", type=int, default=0,
-                   help="copies per episode of a policy session that types values from its task, with other values")
+                   help="copies per episode of a policy session with its typed or answered values replaced")
     b.add_argument("--tokenizer-from", help="keep this model folder's tokenizer instead of training one")
     b.add_argument("--parts", type=int, default=1,
                    help="split the episodes into this many packs, DATAa, DATAb, ... (one per chained call)")
