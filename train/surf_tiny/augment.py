@@ -217,6 +217,77 @@ def value_swaps(session, rng, k):
     return out
 
 
+def typo(rng, value):
+    """The value with one letter or digit replaced, dropped or doubled: the near-copies a small model makes."""
+    spots = [i for i, c in enumerate(value) if c.isalnum()]
+    if not spots:
+        return value + "x"
+    i = rng.choice(spots)
+    c = value[i]
+    kind = rng.randrange(3)
+    if kind == 0:
+        pool = "0123456789" if c.isdigit() else "abcdefghijklmnopqrstuvwxyz"
+        new = rng.choice([d for d in pool if d != c.lower()])
+        return value[:i] + (new.upper() if c.isupper() else new) + value[i + 1:]
+    if kind == 1 and len(spots) > 1:
+        return value[:i] + value[i + 1:]
+    return value[:i] + c + value[i:]
+
+
+VALIDATOR_TRUE = re.compile(r"^The answer gives (.+) for (.+), as the page shows\.$")
+PAGE_HEAD = "Page elements now:\n"
+
+
+def validator_swaps(session, rng, k):
+    """Up to k copies of a validator session that accepts an answer quoting a listed text (a price, a date, a
+    name read off the page). Half keep the verdict with the value replaced everywhere (task side and page side
+    agree); the other half replace it in the answer and notes only, by a value of the same shape or a near-copy
+    with one character changed, and reject it, naming both values. A validator that only learns accepted
+    answers says yes to a misread price."""
+    if session["role"] != "validator" or len(session["turns"]) != 1:
+        return []
+    turn = session["turns"][0]
+    try:
+        verdict = json.loads(turn["output"])
+    except ValueError:
+        return []
+    at = next((i for i, p in enumerate(turn["parts"]) if "text" in p), None)
+    m = VALIDATOR_TRUE.match(verdict.get("reason", "")) if isinstance(verdict, dict) else None
+    if at is None or not m or verdict.get("success") is not True:
+        return []
+    text = turn["parts"][at]["text"]
+    head, sep, page = text.partition(PAGE_HEAD)
+    answer = re.search(r"\nAnswer: ([^\n]*)\n", head)
+    task = task_of(turn).lower()
+    values = [v for v in TEXT_LINE.findall(page) if len(v) >= 3 and '"' not in v and "\\" not in v
+              and answer and v in answer.group(1) and v in m.group(1) and v.lower() not in task]
+    if not sep or not values:
+        return []
+    value = max(values, key=len)
+    word = re.compile(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])")
+    out = []
+    for i in range(k):
+        if i % 2 == 0:
+            new = similar_value(rng, value)
+            new = new if value not in new and new != value else new + "x"
+            new_text = word.sub(new, text)
+            reason = word.sub(new, verdict["reason"])
+            output = {"reason": reason, "success": True}
+        else:
+            new = typo(rng, value) if rng.random() < 0.5 else similar_value(rng, value)
+            if new == value:
+                continue
+            new_text = word.sub(new, head) + sep + page
+            gives = word.sub(new, m.group(1))
+            output = {"reason": f"The answer gives {gives} but the page shows {m.group(1)} for {m.group(2)}.",
+                      "success": False}
+        parts = [dict(p) for p in turn["parts"]]
+        parts[at] = {"text": new_text}
+        out.append({"role": "validator", "turns": [{"parts": parts, "output": json.dumps(
+            output, ensure_ascii=False, separators=(",", ":"))}]})
+    return out
+
+
 if __name__ == "__main__":
     # Prints the variants of the first episodes of a recording, for reading.
     rng = random.Random(1)

@@ -198,13 +198,17 @@ def encode_session(enc, session, shot_index, shot_sizes):
     return toks, mask, images
 
 
-def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0, policy_variants=0, value_swaps=0, part=(0, 1)):
+def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0, policy_variants=0, value_swaps=0, answer_swaps=0,
+         part=(0, 1)):
     """Packs the episodes' sessions; the screenshots become WebP, lossless unless webp_quality (1-100) is
     given: lossy shots trade a little image detail for packs that fit the GPU machine's upload.
     policy_variants > 0 adds that many one-turn policy sessions per episode, and value_swaps > 0 that many copies
-    of a policy session whose typed or answered values are other values (augment.py). part (k, n) keeps
+    of a policy session whose typed or answered values are other values (augment.py). answer_swaps > 0 adds
+    that many more of a policy session whose answer quotes a listed value, and as many validator sessions that
+    judge such an answer with the value replaced (augment.validator_swaps). part (k, n) keeps
     every n-th episode from the k-th, so that n packs split the episodes between them."""
-    from .augment import policy_variants as make_variants, value_swaps as make_swaps
+    from .augment import answered_values, policy_variants as make_variants, value_swaps as make_swaps, \
+        validator_swaps
     rng = random.Random(20261129)
     from PIL import Image
     enc = Encoder(model_dir)
@@ -249,6 +253,10 @@ def pack(paths, model_dir, out, max_tokens=8192, webp_quality=0, policy_variants
             sessions += make_variants(policy, rng, policy_variants)
         if policy and value_swaps:
             sessions += make_swaps(policy, rng, value_swaps)
+        if policy and answer_swaps and answered_values(policy):
+            sessions += make_swaps(policy, rng, answer_swaps)
+        if answer_swaps:
+            sessions += [v for s in ep["sessions"] for v in validator_swaps(s, rng, answer_swaps)]
         for s in sessions:
             if s["role"] not in roles:
                 continue

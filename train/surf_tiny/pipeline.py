@@ -115,6 +115,9 @@ def main():
                    help="one-turn policy examples made per episode from its first screenshot (augment.py)")
     b.add_argument("--value-swaps", type=int, default=0,
                    help="copies per episode of a policy session with its typed or answered values replaced")
+    b.add_argument("--answer-swaps", type=int, default=0,
+                   help="more copies of a policy session whose answer quotes a listed value, and as many "
+                        "validator sessions judging such an answer with the value replaced (accepted or not)")
     b.add_argument("--tokenizer-from", help="keep this model folder's tokenizer instead of training one")
     b.add_argument("--parts", type=int, default=1,
                    help="split the episodes into this many packs, DATAa, DATAb, ... (one per chained call)")
@@ -147,6 +150,7 @@ def main():
             out = a.data if a.parts == 1 else a.data + chr(ord("a") + k)
             n, tok, shots = data.pack(sorted(files), a.model, out, webp_quality=a.webp_quality,
                                        policy_variants=a.policy_variants, value_swaps=a.value_swaps,
+                                       answer_swaps=a.answer_swaps,
                                        part=(k, a.parts))
             print(f"{len(files)} episode files: {n} sequences, {tok} tokens, {shots} images -> {out} "
                   f"({upload_bytes(out) / 1e6:.1f} MB as the upload counts it)")

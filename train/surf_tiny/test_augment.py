@@ -69,6 +69,46 @@ def check_answer_swaps():
         assert "Orange Thermos" in s["turns"][0]["parts"][0]["text"]
 
 
+def check_validator_swaps():
+    text = ("System\nYou check a web agent's answer.\nUser\nTask: What is the price of the orange thermos?\n"
+            "Answer: The orange thermos costs £83.00.\nNotes:\n- The orange thermos is £83.00.\n"
+            'Page elements now:\nthe text "Orange Thermos" (300, 200)\nthe text "£83.00" (300, 240)\n'
+            "Screenshots (1):\n")
+    reason = "The answer gives £83.00 for the orange thermos, as the page shows."
+    session = {"role": "validator", "turns": [{"parts": [{"text": text}, {"image": "shots/a.png"}],
+                                               "output": json.dumps({"reason": reason, "success": True})}]}
+    swaps = augment.validator_swaps(session, random.Random(5), 6)
+    assert len(swaps) >= 5
+    verdicts = set()
+    for s in swaps:
+        t = s["turns"][0]
+        v = json.loads(t["output"])
+        new = t["parts"][0]["text"]
+        head, page = new.split("Page elements now:\n")
+        given = head.split("Answer: The orange thermos costs ")[1].split(".\n")[0]
+        assert given != "£83.00" and f"is {given}." in head, head
+        if v["success"]:
+            # Accepted: the page shows the same new value, and the reason names it.
+            assert f'the text "{given}"' in page and "£83.00" not in new and given in v["reason"]
+        else:
+            # Rejected: the page keeps the real value; the reason names both.
+            assert 'the text "£83.00"' in page
+            assert v["reason"] == f"The answer gives {given} but the page shows £83.00 for the orange thermos."
+        assert t["parts"][1] == {"image": "shots/a.png"}
+        verdicts.add(v["success"])
+    assert verdicts == {True, False}
+    # A rejection, or a verdict on a value the task names, gives no copies.
+    no = json.loads(session["turns"][0]["output"])
+    no["success"] = False
+    assert augment.validator_swaps({"role": "validator", "turns": [dict(session["turns"][0],
+                                   output=json.dumps(no))]}, random.Random(1), 4) == []
+    named = dict(session["turns"][0], parts=[{"text": text.replace("orange thermos?", "£83.00 thermos?")}])
+    assert augment.validator_swaps({"role": "validator", "turns": [named]}, random.Random(1), 4) == []
+    for seed in range(50):
+        typo = augment.typo(random.Random(seed), "Ivan Moreau")
+        assert typo != "Ivan Moreau" and abs(len(typo) - len("Ivan Moreau")) <= 1
+
+
 def check_variants():
     variants = augment.policy_variants(login_session(), random.Random(1), 10)
     assert variants, "a first turn with listed controls gives variants"
@@ -86,6 +126,7 @@ def check_variants():
 def main():
     check_value_swaps()
     check_answer_swaps()
+    check_validator_swaps()
     check_variants()
     print("augment: ok")
 
