@@ -14,9 +14,9 @@
 #include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "model/cuda/engine_records.h"
-#include "model/cuda/image_arena.h"
 #include "model/cuda/step_sampling.h"
 #include "model/engine_input.h"
+#include "model/image_arena.h"
 
 namespace surf::model::cuda {
 

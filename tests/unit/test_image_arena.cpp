@@ -1,11 +1,10 @@
-// The CUDA engine's image-row arena (host bookkeeping only: runs without a GPU where the CUDA backend is
-// built): regions, LRU eviction of unpinned regions with their cache entries, coalescing of free spans.
+// The scheduler's image-row arena (host bookkeeping only): regions, LRU eviction of unpinned regions with
+// their cache entries, coalescing of free spans, growth.
 #include <doctest/doctest.h>
 
-#ifdef SURF_HAVE_CUDA
-#include "model/cuda/image_arena.h"
+#include "model/image_arena.h"
 
-using surf::model::cuda::ImageArena;
+using surf::model::ImageArena;
 
 TEST_CASE("image arena: regions, cache entries, LRU eviction of unpinned regions, coalesced free space") {
     ImageArena arena(1000);
@@ -57,4 +56,16 @@ TEST_CASE("image arena: evicting an older copy of an image keeps the cache entry
     CHECK(arena.find(0xCC) == std::optional<int64_t>(100));
     CHECK(arena.free_rows() == 300);
 }
-#endif
+
+TEST_CASE("image arena: growing adds free rows at the end, merged with a free span there") {
+    ImageArena arena(100);
+    const auto a = arena.allocate(60, 1);
+    REQUIRE(a.has_value());
+    CHECK_FALSE(arena.allocate(80, 2).has_value());  // 40 free rows
+    arena.grow(50);
+    CHECK(arena.rows() == 150);
+    CHECK(arena.free_rows() == 90);
+    const auto b = arena.allocate(80, 3);  // [60, 150): the old tail and the new rows as one span
+    REQUIRE(b.has_value());
+    CHECK(*b == 60);
+}

@@ -97,7 +97,7 @@ TEST_CASE("replicas: same results as one engine, from concurrent callers on both
     CHECK(r.loads()[0].sessions == 0);
     CHECK(r.loads()[1].sessions == 0);
     CHECK(r.loads()[0].generated + r.loads()[1].generated == kThreads);
-    const EngineStats st = r.stats();  // the CPU engine reports no counters: the sum is still well formed
+    const EngineStats st = r.stats();  // the two CPU engines' counters summed
     CHECK(st.running == 0);
 }
 

@@ -1,7 +1,7 @@
-// The image-row arena of a CUDA engine: the GpuModel's buffer of projected image rows, handed out in
-// contiguous regions (one per request: its images' rows in order) and kept after use as the
-// image-embedding cache, keyed by image content hash, until the space is needed (LRU over unpinned
-// regions). Bookkeeping only; the engine moves the rows. Not thread-safe (the engine's lock guards it).
+// The image-row arena of an engine's Scheduler: the executor's buffer of projected image rows, handed out in
+// contiguous regions (one per request: its images' rows in order) and kept after use as the image-embedding
+// cache, keyed by image content hash, until the space is needed (LRU over unpinned regions). Bookkeeping
+// only; the executor moves the rows. Not thread-safe (the engine's lock guards it).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace surf::model::cuda {
+namespace surf::model {
 
 class ImageArena {
 public:
@@ -32,6 +32,9 @@ public:
     void cache(uint64_t hash, int64_t row) { cache_[hash] = row; }
 
     int64_t free_rows() const;
+    int64_t rows() const { return rows_; }
+    // Adds `rows` free rows at the end (a backend whose image rows live in host memory it can extend).
+    void grow(int64_t rows);
 
 private:
     struct Region {
@@ -47,6 +50,7 @@ private:
     std::map<int64_t, int64_t> free_;              // first row → length of each free span
     std::map<int64_t, Region> regions_;            // first row → region
     std::unordered_map<uint64_t, int64_t> cache_;  // content hash → first row of the image
+    int64_t rows_ = 0;
 };
 
-}  // namespace surf::model::cuda
+}  // namespace surf::model

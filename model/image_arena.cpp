@@ -1,9 +1,17 @@
-#include "model/cuda/image_arena.h"
+#include "model/image_arena.h"
 
-namespace surf::model::cuda {
+#include <algorithm>
 
-ImageArena::ImageArena(int64_t rows) {
+namespace surf::model {
+
+ImageArena::ImageArena(int64_t rows) : rows_(std::max<int64_t>(rows, 0)) {
     if (rows > 0) free_[0] = rows;
+}
+
+void ImageArena::grow(int64_t rows) {
+    if (rows <= 0) return;
+    give(rows_, rows);
+    rows_ += rows;
 }
 
 std::optional<int64_t> ImageArena::allocate(int64_t rows, uint64_t now) {
@@ -86,4 +94,4 @@ void ImageArena::give(int64_t first, int64_t rows) {
     }
 }
 
-}  // namespace surf::model::cuda
+}  // namespace surf::model
