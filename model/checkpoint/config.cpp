@@ -359,8 +359,8 @@ ModelConfig load_model_config(const std::string& dir) {
         if (!s.has("llm_config") && !s.has("text_config"))
             throw s.error("llm_config",
                           "missing (a NemotronH_Nano_VL_V2 config nests the language model there)");
-        const char* llm_key = s.has("llm_config") ? "llm_config" : "text_config";
-        cfg.llm = parse_llm(Section{top[llm_key], s.where + ": " + llm_key});
+        cfg.llm_key = s.has("llm_config") ? "llm_config" : "text_config";
+        cfg.llm = parse_llm(Section{top[cfg.llm_key], s.where + ": " + cfg.llm_key});
         if (!s.has("vision_config")) throw s.error("vision_config", "missing");
         const Section vs{top["vision_config"], s.where + ": vision_config"};
         cfg.vision = parse_vision(vs);

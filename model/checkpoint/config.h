@@ -79,6 +79,8 @@ struct ModelConfig {
     std::string dir;
     std::string architecture;  // "NemotronH_Nano_VL_V2" or "NemotronHForCausalLM"
     LlmConfig llm;
+    // The config.json object that holds the llm fields: "llm_config" or "text_config", "" for the top level.
+    std::string llm_key;
     bool has_vision = false;
     VisionConfig vision;
     ImageConfig image;

@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "model/checkpoint/safetensors.h"
+#include "model/cuda/supported_shapes.h"
 
 namespace surf::model::cuda {
 
@@ -31,6 +32,7 @@ cudaStream_t prioritised_stream(bool priority) {
 
 std::unique_ptr<GpuModel> GpuModel::load(const std::string& dir, const GpuLimits& limits) {
     ModelConfig cfg = load_model_config(dir);
+    check_cuda_shapes(cfg);  // before the weights are read or anything is allocated on the device
     const Checkpoint ckpt = Checkpoint::open(dir);
     cudaStream_t stream = prioritised_stream(limits.lm_stream_priority);
     GpuWeights w = upload_weights(cfg, ckpt, stream);
@@ -40,6 +42,7 @@ std::unique_ptr<GpuModel> GpuModel::load(const std::string& dir, const GpuLimits
 }
 
 std::unique_ptr<GpuModel> GpuModel::random(ModelConfig cfg, const GpuLimits& limits, uint64_t seed) {
+    check_cuda_shapes(cfg);
     cudaStream_t stream = prioritised_stream(limits.lm_stream_priority);
     GpuWeights w = random_weights(cfg, seed, stream);
     return std::unique_ptr<GpuModel>(new GpuModel(std::move(cfg), std::move(w), limits, stream));

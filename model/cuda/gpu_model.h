@@ -155,6 +155,8 @@ struct AttentionSplitCount {
 
 class GpuModel {
 public:
+    // Both refuse a config whose shapes the kernels do not run (supported_shapes.h: kUnsupported naming every
+    // such config.json field) before anything is allocated on the device.
     static std::unique_ptr<GpuModel> load(const std::string& dir, const GpuLimits& limits);
     // Random weights drawn on the GPU from `cfg` (benchmarks).
     static std::unique_ptr<GpuModel> random(ModelConfig cfg, const GpuLimits& limits, uint64_t seed);
