@@ -31,6 +31,20 @@ std::string model_flag(const Args& args) {
     return dir;
 }
 
+std::string backend_flag(const Args& args) {
+    const std::string backend = args.get("backend", "cpu");
+    if (backend != "cpu" && backend != "cuda")
+        throw Error(ErrorKind::kInvalidArgument, "--backend \"" + backend + "\": expected cpu or cuda");
+#ifndef SURF_HAVE_CUDA
+    if (backend == "cuda") {
+        throw Error(ErrorKind::kUnsupported,
+                    "--backend cuda: this surf is built without the CUDA backend (surf version lists the "
+                    "backends built in); use --backend cpu");
+    }
+#endif
+    return backend;
+}
+
 namespace {
 
 std::map<std::string, Command>& registry() {

@@ -65,6 +65,10 @@ int register_command(Command command);
 // shipped surf-tiny). Throws kInvalidArgument, saying what to do, when the default is the shipped folder and
 // it holds no weights.
 std::string model_flag(const Args& args);
+// The engine backend a command runs: --backend, default cpu, checked before anything loads. Throws
+// kInvalidArgument for a name other than cpu or cuda, and kUnsupported for cuda in a surf built without the
+// CUDA backend; both say what to pass instead.
+std::string backend_flag(const Args& args);
 const std::map<std::string, Command>& commands();
 // The candidate nearest to `word` by edit distance when it is close enough to be a typo of it, else "".
 std::string closest(const std::string& word, const std::vector<std::string>& candidates);

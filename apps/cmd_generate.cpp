@@ -1,6 +1,7 @@
-// surf generate: one chat turn on a model folder, streamed to stdout. Renders the conversation with
-// the checkpoint's own chat template (or --template FILE), tiles images, and samples.
-// SURF_DUMP=regex (and SURF_DUMP_PATH) dump named intermediates of the forward pass.
+// surf generate: one chat turn on a model folder, streamed to stdout, on the CPU engine or the CUDA engine
+// (--backend cuda). Renders the conversation with the checkpoint's own chat template (or --template FILE),
+// tiles images, and samples. SURF_DUMP=regex (and SURF_DUMP_PATH) dump named intermediates of the CPU
+// engine's forward pass.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -18,7 +19,29 @@ namespace {
 
 using namespace surf::model;
 
+// The engine on `backend`: the CPU engine with the SURF_DUMP options, or a registered backend by name (main
+// registers cuda in a CUDA build) warmed up for one caller.
+std::unique_ptr<Engine> open_generate_engine(const std::string& dir, const std::string& backend) {
+    EngineOptions engine_options;
+    if (const char* pattern = std::getenv("SURF_DUMP")) {
+        engine_options.dump_pattern = pattern;
+        if (const char* path = std::getenv("SURF_DUMP_PATH")) engine_options.dump_path = path;
+    }
+    if (backend == "cpu") return open_cpu_engine(dir, engine_options);
+    if (!engine_options.dump_pattern.empty())
+        std::fprintf(stderr, "surf generate: SURF_DUMP applies to --backend cpu only; ignored\n");
+    return open_engine(dir, backend, "--backend", 0, WarmUp::kSingle);
+}
+
 int run_generate(const surf::cli::Args& args) {
+    // Flags the chosen backend cannot serve fail here, before the model loads.
+    if (args.has("dump-logits") && args.get("backend") == "cuda") {
+        throw surf::Error(
+            surf::ErrorKind::kInvalidArgument,
+            "--dump-logits needs --backend cpu: the cuda engine keeps the logits on the device and "
+            "does not report them");
+    }
+    const std::string backend = surf::cli::backend_flag(args);
     const std::string dir = surf::cli::model_flag(args);
     SamplingParams sampling;
     sampling.temperature = static_cast<float>(args.get_double("temperature", 0.0, 0, 2));
@@ -56,12 +79,7 @@ int run_generate(const surf::cli::Args& args) {
         prompt = tmpl.render(messages, render);
     }
 
-    EngineOptions engine_options;
-    if (const char* pattern = std::getenv("SURF_DUMP")) {
-        engine_options.dump_pattern = pattern;
-        if (const char* path = std::getenv("SURF_DUMP_PATH")) engine_options.dump_path = path;
-    }
-    auto engine = open_cpu_engine(dir, engine_options);
+    auto engine = open_generate_engine(dir, backend);
     std::vector<float> logit_rows;
     int64_t logit_vocab = 0;
     if (args.has("dump-logits")) {
@@ -104,10 +122,11 @@ int run_generate(const surf::cli::Args& args) {
 SURF_COMMAND(surf::cli::Command{
     "generate",
     "Generate a reply to one prompt (with optional images) on a model folder, streaming the text.",
-    "--model DIR --prompt TEXT [--image PATH]... [flags]",
+    "--model DIR --prompt TEXT [--image PATH]... [--backend cpu|cuda] [flags]",
     {{"model", "DIR",
       "model folder (config.json, safetensors, tokenizer.json; default $SURF_MODEL, else the shipped "
       "surf-tiny)"},
+     {"backend", "NAME", "cpu (default) or cuda (a build with the CUDA backend; GPU 0)"},
      {"prompt", "TEXT", "the user message"},
      {"image", "PATH", "an image for the user turn (PNG/JPEG)", true},
      {"system", "TEXT", "a system message"},
@@ -122,7 +141,9 @@ SURF_COMMAND(surf::cli::Command{
      {"seed", "S", "sampling seed (default 0)"},
      {"schema", "FILE", "constrain the output to this JSON schema"},
      {"show-tokens", "", "print the generated token ids on stderr"},
-     {"dump-logits", "FILE", "write the logits of every generated step to FILE (safetensors)"}},
+     {"dump-logits", "FILE",
+      "write the logits of every generated step to FILE (safetensors; --backend cpu only: the CUDA engine "
+      "keeps them on the device)"}},
     run_generate});
 
 }  // namespace
