@@ -260,29 +260,13 @@ private:
                 for (const auto& child : e.children) items.push_back(eval(*child, frame));
                 return Value::list(std::move(items), e.kind == ExprKind::kTuple);
             }
-            case ExprKind::kDict: {
-                Dict d;
-                for (size_t i = 0; i + 1 < e.children.size(); i += 2) {
-                    Value key = eval(*e.children[i], frame);
-                    if (!key.is_string())
-                        throw TemplateError(std::string("dict keys must be strings, got ") + key.type_name());
-                    d.set(key.as_string(), eval(*e.children[i + 1], frame));
-                }
-                return Value::dict(std::move(d));
-            }
+            case ExprKind::kDict: return eval_dict(e, frame);
             case ExprKind::kAttr: return get_attribute(eval(*e.children[0], frame), e.name);
             case ExprKind::kItem: return get_item(eval(*e.children[0], frame), eval(*e.children[1], frame));
             case ExprKind::kSlice:
                 return get_slice(eval(*e.children[0], frame), eval_optional(e.children[1], frame),
                                  eval_optional(e.children[2], frame), eval_optional(e.children[3], frame));
-            case ExprKind::kCall: {
-                Value callee = eval(*e.children[0], frame);
-                CallArgs args = eval_args(e, 1, frame);
-                if (callee.is_undefined()) fail_undefined(callee);
-                if (!callee.is_callable())
-                    throw TemplateError(std::string("'") + callee.type_name() + "' object is not callable");
-                return callee.as_callable().fn(args);
-            }
+            case ExprKind::kCall: return eval_call(e, frame);
             case ExprKind::kFilter: {
                 Value subject = eval(*e.children[0], frame);
                 CallArgs args = eval_args(e, 1, frame);
@@ -293,16 +277,7 @@ private:
                 CallArgs args = eval_args(e, 1, frame);
                 return Value::boolean(apply_test(e.name, subject, args) != e.negated);
             }
-            case ExprKind::kUnary: {
-                Value v = eval(*e.children[0], frame);
-                if (e.name == "not") return Value::boolean(!v.truthy());
-                if (v.is_undefined()) fail_undefined(v);
-                if (!v.is_number())
-                    throw TemplateError(std::string("bad operand type for unary ") + e.name + ": '" +
-                                        v.type_name() + "'");
-                if (e.name == "+") return v.is_bool() ? Value::integer(v.as_int()) : v;
-                return v.is_float() ? Value::number(-v.as_double()) : Value::integer(-v.as_int());
-            }
+            case ExprKind::kUnary: return eval_unary(e, frame);
             case ExprKind::kBinary:
                 return binary_op(e.name, eval(*e.children[0], frame), eval(*e.children[1], frame));
             case ExprKind::kAnd: {
@@ -313,36 +288,74 @@ private:
                 Value left = eval(*e.children[0], frame);
                 return left.truthy() ? left : eval(*e.children[1], frame);
             }
-            case ExprKind::kCompare: {
-                Value left = eval(*e.children[0], frame);
-                for (size_t i = 0; i < e.ops.size(); ++i) {
-                    Value right = eval(*e.children[i + 1], frame);
-                    const std::string& op = e.ops[i];
-                    bool ok;
-                    if (op == "==")
-                        ok = equals(left, right);
-                    else if (op == "!=")
-                        ok = !equals(left, right);
-                    else if (op == "in")
-                        ok = contains(right, left);
-                    else if (op == "not in")
-                        ok = !contains(right, left);
-                    else {
-                        if (left.is_undefined()) fail_undefined(left);
-                        if (right.is_undefined()) fail_undefined(right);
-                        int c = compare(left, right);
-                        ok = op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0;
-                    }
-                    if (!ok) return Value::boolean(false);
-                    left = std::move(right);
-                }
-                return Value::boolean(true);
-            }
+            case ExprKind::kCompare: return eval_compare(e, frame);
             case ExprKind::kCondition:
                 if (eval(*e.children[0], frame).truthy()) return eval(*e.children[1], frame);
                 return e.children[2] ? eval(*e.children[2], frame) : Value::undefined();
         }
         return Value();
+    }
+
+    // `{k: v, ...}`: children alternate key, value; keys must be strings.
+    Value eval_dict(const Expr& e, const FramePtr& frame) {
+        Dict d;
+        for (size_t i = 0; i + 1 < e.children.size(); i += 2) {
+            Value key = eval(*e.children[i], frame);
+            if (!key.is_string())
+                throw TemplateError(std::string("dict keys must be strings, got ") + key.type_name());
+            d.set(key.as_string(), eval(*e.children[i + 1], frame));
+        }
+        return Value::dict(std::move(d));
+    }
+
+    // `f(args)`: the callee and all arguments are evaluated before the callee is checked.
+    Value eval_call(const Expr& e, const FramePtr& frame) {
+        Value callee = eval(*e.children[0], frame);
+        CallArgs args = eval_args(e, 1, frame);
+        if (callee.is_undefined()) fail_undefined(callee);
+        if (!callee.is_callable())
+            throw TemplateError(std::string("'") + callee.type_name() + "' object is not callable");
+        return callee.as_callable().fn(args);
+    }
+
+    // `not x`, `-x`, `+x`.
+    Value eval_unary(const Expr& e, const FramePtr& frame) {
+        Value v = eval(*e.children[0], frame);
+        if (e.name == "not") return Value::boolean(!v.truthy());
+        if (v.is_undefined()) fail_undefined(v);
+        if (!v.is_number())
+            throw TemplateError(std::string("bad operand type for unary ") + e.name + ": '" + v.type_name() +
+                                "'");
+        if (e.name == "+") return v.is_bool() ? Value::integer(v.as_int()) : v;
+        return v.is_float() ? Value::number(-v.as_double()) : Value::integer(-v.as_int());
+    }
+
+    // A comparison chain `a < b <= c`: operands are evaluated left to right and the chain stops at the
+    // first false link, as in Python.
+    Value eval_compare(const Expr& e, const FramePtr& frame) {
+        Value left = eval(*e.children[0], frame);
+        for (size_t i = 0; i < e.ops.size(); ++i) {
+            Value right = eval(*e.children[i + 1], frame);
+            const std::string& op = e.ops[i];
+            bool ok;
+            if (op == "==")
+                ok = equals(left, right);
+            else if (op == "!=")
+                ok = !equals(left, right);
+            else if (op == "in")
+                ok = contains(right, left);
+            else if (op == "not in")
+                ok = !contains(right, left);
+            else {
+                if (left.is_undefined()) fail_undefined(left);
+                if (right.is_undefined()) fail_undefined(right);
+                int c = compare(left, right);
+                ok = op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0;
+            }
+            if (!ok) return Value::boolean(false);
+            left = std::move(right);
+        }
+        return Value::boolean(true);
     }
 
     // One step of work: a statement or a loop iteration. Throws past the step or time budget.

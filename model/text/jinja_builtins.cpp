@@ -61,53 +61,97 @@ Value method(const Value& self, const std::string& name, std::function<Value(con
     });
 }
 
+// True when `affix` (a string, or a tuple of strings tried in order) passes `matches`.
+template <typename Matches>
+Value any_affix(const Value& affix, Matches matches) {
+    if (affix.is_list()) {
+        for (const Value& p : affix.as_list()) {
+            if (matches(p)) return Value::boolean(true);
+        }
+        return Value::boolean(false);
+    }
+    return Value::boolean(matches(affix));
+}
+
+Value str_startswith(const Value& s, Args& a) {
+    Value prefix = a.required(0, "prefix");
+    return any_affix(prefix, [&](const Value& p) {
+        if (!p.is_string()) throw TemplateError("startswith first arg must be str or a tuple of str");
+        return s.as_string().compare(0, p.as_string().size(), p.as_string()) == 0;
+    });
+}
+
+Value str_endswith(const Value& s, Args& a) {
+    Value suffix = a.required(0, "suffix");
+    return any_affix(suffix, [&](const Value& p) {
+        if (!p.is_string()) throw TemplateError("endswith first arg must be str or a tuple of str");
+        const std::string& x = s.as_string();
+        const std::string& y = p.as_string();
+        return x.size() >= y.size() && x.compare(x.size() - y.size(), y.size(), y) == 0;
+    });
+}
+
+Value str_split(const Value& s, Args& a) {
+    return split_string(s.as_string(), a.optional(0, "sep", Value::none()), a.integer(1, "maxsplit", -1),
+                        false);
+}
+
+Value str_rsplit(const Value& s, Args& a) {
+    return split_string(s.as_string(), a.optional(0, "sep", Value::none()), a.integer(1, "maxsplit", -1),
+                        true);
+}
+
+Value str_replace(const Value& s, Args& a) {
+    return Value::string(
+        replace_string(s.as_string(), a.string(0, "old"), a.string(1, "new"), a.integer(2, "count", -1)));
+}
+
+// str.find: the index counts code points, as Python's does.
+Value str_find(const Value& s, Args& a) {
+    const std::string& str = s.as_string();
+    size_t at = str.find(a.string(0, "sub"));
+    return Value::integer(at == std::string::npos ? -1 : int64_t(utf8_length(str.substr(0, at))));
+}
+
+// str.count: non-overlapping occurrences; an empty `sub` matches between every code point.
+Value str_count(const Value& s, Args& a) {
+    const std::string& str = s.as_string();
+    std::string sub = a.string(0, "sub");
+    if (sub.empty()) return Value::integer(int64_t(utf8_length(str)) + 1);
+    int64_t n = 0;
+    for (size_t at = str.find(sub); at != std::string::npos; at = str.find(sub, at + sub.size())) ++n;
+    return Value::integer(n);
+}
+
+Value str_join(const Value& s, Args& a) {
+    std::string out;
+    bool first = true;
+    for (const Value& item : iterate(a.required(0, "iterable"))) {
+        if (!item.is_string()) {
+            throw TemplateError(std::string("sequence item: expected str instance, ") + item.type_name() +
+                                " found");
+        }
+        if (!first) out += s.as_string();
+        out += item.as_string();
+        first = false;
+    }
+    return Value::string(out);
+}
+
+Value str_splitlines(const Value& s, Args&) {
+    ValueList lines;
+    for (std::string& line : split_lines(s.as_string())) lines.push_back(Value::string(std::move(line)));
+    return Value::list(std::move(lines));
+}
+
 Value string_method(const Value& self, const std::string& name) {
     using Fn = std::function<Value(const Value&, Args&)>;
     auto str = [](const Value& v) -> const std::string& { return v.as_string(); };
     static const std::vector<std::pair<std::string, Fn>> kMethods = {
-        {"startswith",
-         [str](const Value& s, Args& a) {
-             Value prefix = a.required(0, "prefix");
-             auto check = [&](const Value& p) {
-                 if (!p.is_string())
-                     throw TemplateError("startswith first arg must be str or a tuple of str");
-                 return str(s).compare(0, p.as_string().size(), p.as_string()) == 0;
-             };
-             if (prefix.is_list()) {
-                 for (const Value& p : prefix.as_list()) {
-                     if (check(p)) return Value::boolean(true);
-                 }
-                 return Value::boolean(false);
-             }
-             return Value::boolean(check(prefix));
-         }},
-        {"endswith",
-         [str](const Value& s, Args& a) {
-             Value suffix = a.required(0, "suffix");
-             auto check = [&](const Value& p) {
-                 if (!p.is_string()) throw TemplateError("endswith first arg must be str or a tuple of str");
-                 const std::string& x = str(s);
-                 const std::string& y = p.as_string();
-                 return x.size() >= y.size() && x.compare(x.size() - y.size(), y.size(), y) == 0;
-             };
-             if (suffix.is_list()) {
-                 for (const Value& p : suffix.as_list()) {
-                     if (check(p)) return Value::boolean(true);
-                 }
-                 return Value::boolean(false);
-             }
-             return Value::boolean(check(suffix));
-         }},
-        {"split",
-         [str](const Value& s, Args& a) {
-             return split_string(str(s), a.optional(0, "sep", Value::none()), a.integer(1, "maxsplit", -1),
-                                 false);
-         }},
-        {"rsplit",
-         [str](const Value& s, Args& a) {
-             return split_string(str(s), a.optional(0, "sep", Value::none()), a.integer(1, "maxsplit", -1),
-                                 true);
-         }},
+        {"startswith", str_startswith},
+        {"endswith", str_endswith},
+        {"split", str_split},
+        {"rsplit", str_rsplit},
         {"strip",
          [str](const Value& s, Args& a) {
              return Value::string(strip_string(str(s), a.optional(0, "chars", Value::none()), true, true));
@@ -120,51 +164,15 @@ Value string_method(const Value& self, const std::string& name) {
          [str](const Value& s, Args& a) {
              return Value::string(strip_string(str(s), a.optional(0, "chars", Value::none()), false, true));
          }},
-        {"replace",
-         [str](const Value& s, Args& a) {
-             return Value::string(
-                 replace_string(str(s), a.string(0, "old"), a.string(1, "new"), a.integer(2, "count", -1)));
-         }},
+        {"replace", str_replace},
         {"upper", [str](const Value& s, Args&) { return Value::string(upper_string(str(s))); }},
         {"lower", [str](const Value& s, Args&) { return Value::string(lower_string(str(s))); }},
         {"title", [str](const Value& s, Args&) { return Value::string(title_string(str(s))); }},
         {"capitalize", [str](const Value& s, Args&) { return Value::string(capitalize_string(str(s))); }},
-        {"find",
-         [str](const Value& s, Args& a) {
-             size_t at = str(s).find(a.string(0, "sub"));
-             return Value::integer(at == std::string::npos ? -1 : int64_t(utf8_length(str(s).substr(0, at))));
-         }},
-        {"count",
-         [str](const Value& s, Args& a) {
-             std::string sub = a.string(0, "sub");
-             if (sub.empty()) return Value::integer(int64_t(utf8_length(str(s))) + 1);
-             int64_t n = 0;
-             for (size_t at = str(s).find(sub); at != std::string::npos;
-                  at = str(s).find(sub, at + sub.size()))
-                 ++n;
-             return Value::integer(n);
-         }},
-        {"join",
-         [str](const Value& s, Args& a) {
-             std::string out;
-             bool first = true;
-             for (const Value& item : iterate(a.required(0, "iterable"))) {
-                 if (!item.is_string()) {
-                     throw TemplateError(std::string("sequence item: expected str instance, ") +
-                                         item.type_name() + " found");
-                 }
-                 if (!first) out += str(s);
-                 out += item.as_string();
-                 first = false;
-             }
-             return Value::string(out);
-         }},
-        {"splitlines",
-         [str](const Value& s, Args&) {
-             ValueList lines;
-             for (std::string& line : split_lines(str(s))) lines.push_back(Value::string(std::move(line)));
-             return Value::list(std::move(lines));
-         }},
+        {"find", str_find},
+        {"count", str_count},
+        {"join", str_join},
+        {"splitlines", str_splitlines},
         {"isdigit", [str](const Value& s, Args&) { return Value::boolean(all_chars(str(s), ::isdigit)); }},
         {"isalpha", [str](const Value& s, Args&) { return Value::boolean(all_chars(str(s), ::isalpha)); }},
         {"isalnum", [str](const Value& s, Args&) { return Value::boolean(all_chars(str(s), ::isalnum)); }},
@@ -388,6 +396,74 @@ static void check_joined_size(size_t a, size_t b) {
     if (int64_t(a) + int64_t(b) > kMaxSequence) throw TemplateError("concatenation too large");
 }
 
+// a + b: numbers add; strings, lists and tuples concatenate.
+static Value add_values(const Value& a, const Value& b, bool numbers, bool floats) {
+    if (numbers)
+        return floats ? Value::number(a.as_double() + b.as_double())
+                      : Value::integer(a.as_int() + b.as_int());
+    if (a.is_string() && b.is_string()) {
+        check_joined_size(a.as_string().size(), b.as_string().size());
+        return Value::string(a.as_string() + b.as_string());
+    }
+    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+        check_joined_size(a.as_list().size(), b.as_list().size());
+        ValueList out = a.as_list();
+        out.insert(out.end(), b.as_list().begin(), b.as_list().end());
+        return Value::list(std::move(out), a.is_tuple());
+    }
+    if (a.is_string() || b.is_string()) {
+        throw TemplateError(std::string("can only concatenate str (not \"") +
+                            (a.is_string() ? b : a).type_name() + "\") to str");
+    }
+    unsupported_operands("+", a, b);
+}
+
+// a * b: numbers multiply; a string or list times an integer repeats.
+static Value multiply_values(const Value& a, const Value& b, bool numbers, bool floats) {
+    if (numbers)
+        return floats ? Value::number(a.as_double() * b.as_double())
+                      : Value::integer(a.as_int() * b.as_int());
+    if ((a.is_string() || a.is_list()) && b.is_number() && !b.is_float()) return repeat(a, b.as_int());
+    if ((b.is_string() || b.is_list()) && a.is_number() && !a.is_float()) return repeat(b, a.as_int());
+    unsupported_operands("*", a, b);
+}
+
+// x // y (floor_division) or x % y of floats, as CPython's float_divmod: fmod-based, so 1 // 0.1 == 9.0 and
+// 1 % 0.1 == 0.0999...
+static double float_divmod(double x, double y, bool floor_division) {
+    double mod = std::fmod(x, y);
+    double div = (x - mod) / y;
+    if (mod != 0.0) {
+        if ((y < 0) != (mod < 0)) {
+            mod += y;
+            div -= 1.0;
+        }
+    } else {
+        mod = std::copysign(0.0, y);
+    }
+    double floordiv;
+    if (div != 0.0) {
+        floordiv = std::floor(div);
+        if (div - floordiv > 0.5) floordiv += 1.0;
+    } else {
+        floordiv = std::copysign(0.0, x / y);
+    }
+    return floor_division ? floordiv : mod;
+}
+
+// a ** b of numbers: an integer for integer operands and a non-negative exponent, else a float.
+static Value power_values(const Value& a, const Value& b, bool floats) {
+    if (a.as_double() == 0.0 && b.as_double() < 0) {
+        throw TemplateError("0.0 cannot be raised to a negative power");
+    }
+    if (!floats && b.as_int() >= 0) {
+        int64_t result = 1;
+        for (int64_t i = 0; i < b.as_int() && i < 64; ++i) result *= a.as_int();
+        return Value::integer(result);
+    }
+    return Value::number(std::pow(a.as_double(), b.as_double()));
+}
+
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (op == "~") {
         std::string left = to_str(a), right = to_str(b);
@@ -398,34 +474,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (b.is_undefined()) fail_undefined(b);
     bool numbers = a.is_number() && b.is_number();
     bool floats = numbers && (a.is_float() || b.is_float());
-    if (op == "+") {
-        if (numbers)
-            return floats ? Value::number(a.as_double() + b.as_double())
-                          : Value::integer(a.as_int() + b.as_int());
-        if (a.is_string() && b.is_string()) {
-            check_joined_size(a.as_string().size(), b.as_string().size());
-            return Value::string(a.as_string() + b.as_string());
-        }
-        if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
-            check_joined_size(a.as_list().size(), b.as_list().size());
-            ValueList out = a.as_list();
-            out.insert(out.end(), b.as_list().begin(), b.as_list().end());
-            return Value::list(std::move(out), a.is_tuple());
-        }
-        if (a.is_string() || b.is_string()) {
-            throw TemplateError(std::string("can only concatenate str (not \"") +
-                                (a.is_string() ? b : a).type_name() + "\") to str");
-        }
-        unsupported_operands(op, a, b);
-    }
-    if (op == "*") {
-        if (numbers)
-            return floats ? Value::number(a.as_double() * b.as_double())
-                          : Value::integer(a.as_int() * b.as_int());
-        if ((a.is_string() || a.is_list()) && b.is_number() && !b.is_float()) return repeat(a, b.as_int());
-        if ((b.is_string() || b.is_list()) && a.is_number() && !a.is_float()) return repeat(b, a.as_int());
-        unsupported_operands(op, a, b);
-    }
+    if (op == "+") return add_values(a, b, numbers, floats);
+    if (op == "*") return multiply_values(a, b, numbers, floats);
     if (op == "%" && a.is_string()) return Value::string(percent_format(a.as_string(), b));
     if (!numbers) unsupported_operands(op, a, b);
     if (op == "-")
@@ -441,38 +491,9 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
         if (!floats)
             return Value::integer(op == "//" ? floor_div(a.as_int(), b.as_int())
                                              : floor_mod(a.as_int(), b.as_int()));
-        // CPython's float_divmod: fmod-based, so 1 // 0.1 == 9.0 and 1 % 0.1 == 0.0999...
-        double x = a.as_double(), y = b.as_double();
-        double mod = std::fmod(x, y);
-        double div = (x - mod) / y;
-        if (mod != 0.0) {
-            if ((y < 0) != (mod < 0)) {
-                mod += y;
-                div -= 1.0;
-            }
-        } else {
-            mod = std::copysign(0.0, y);
-        }
-        double floordiv;
-        if (div != 0.0) {
-            floordiv = std::floor(div);
-            if (div - floordiv > 0.5) floordiv += 1.0;
-        } else {
-            floordiv = std::copysign(0.0, x / y);
-        }
-        return Value::number(op == "//" ? floordiv : mod);
+        return Value::number(float_divmod(a.as_double(), b.as_double(), op == "//"));
     }
-    if (op == "**") {
-        if (a.as_double() == 0.0 && b.as_double() < 0) {
-            throw TemplateError("0.0 cannot be raised to a negative power");
-        }
-        if (!floats && b.as_int() >= 0) {
-            int64_t result = 1;
-            for (int64_t i = 0; i < b.as_int() && i < 64; ++i) result *= a.as_int();
-            return Value::integer(result);
-        }
-        return Value::number(std::pow(a.as_double(), b.as_double()));
-    }
+    if (op == "**") return power_values(a, b, floats);
     unsupported_operands(op, a, b);
 }
 

@@ -156,60 +156,13 @@ private:
         OpenBlock open{tag, line};
         std::string found;
         if (tag == "if") {
-            node->kind = NodeKind::kIf;
-            ExprPtr condition = parse_tuple(false);
-            while (true) {
-                expect_block_end();
-                Body body = parse_until({"elif", "else", "endif"}, &found, &open);
-                node->branches.push_back({std::move(condition), std::move(body)});
-                if (found == "elif") {
-                    condition = parse_tuple(false);
-                    continue;
-                }
-                if (found == "else") {
-                    expect_block_end();
-                    node->else_body = parse_until({"endif"}, &found, &open);
-                }
-                break;
-            }
+            parse_if(*node, open);
         } else if (tag == "for") {
-            node->kind = NodeKind::kFor;
-            node->targets = parse_targets();
-            if (!accept_name("in")) fail("expected 'in' in for loop, got " + describe(peek()));
-            node->expr = parse_tuple(false);
-            if (accept_name("if")) node->condition = parse_expression(true);
-            if (is_name("recursive")) fail("recursive for loops are not supported");
-            expect_block_end();
-            node->body = parse_until({"else", "endfor"}, &found, &open);
-            if (found == "else") {
-                expect_block_end();
-                node->else_body = parse_until({"endfor"}, &found, &open);
-            }
+            parse_for(*node, open);
         } else if (tag == "set") {
-            node->targets = parse_targets();
-            if (node->targets.size() == 1 && accept_op(".")) node->text = expect_name();
-            if (accept_op("=")) {
-                node->kind = NodeKind::kSet;
-                node->expr = parse_tuple(true);
-            } else {
-                if (node->targets.size() != 1 || !node->text.empty())
-                    fail("a block set takes one plain name");
-                if (is_op("|")) fail("filters on a block set are not supported");
-                node->kind = NodeKind::kSetBlock;
-                expect_block_end();
-                node->body = parse_until({"endset"}, &found, &open);
-            }
+            parse_set(*node, open);
         } else if (tag == "macro") {
-            node->kind = NodeKind::kMacro;
-            node->text = expect_name();
-            expect_op("(");
-            while (!accept_op(")")) {
-                node->targets.push_back(expect_name());
-                node->defaults.push_back(accept_op("=") ? parse_expression(true) : nullptr);
-                if (!is_op(")")) expect_op(",");
-            }
-            expect_block_end();
-            node->body = parse_until({"endmacro"}, &found, &open);
+            parse_macro(*node, open);
         } else if (tag == "break" || tag == "continue") {
             node->kind = tag == "break" ? NodeKind::kBreak : NodeKind::kContinue;
         } else if (tag == "generation") {
@@ -226,6 +179,76 @@ private:
         }
         expect_block_end();
         return node;
+    }
+
+    // `if cond %}...{% elif cond %}...{% else %}...{% endif`, up to the final `%}`.
+    void parse_if(Node& node, const OpenBlock& open) {
+        std::string found;
+        node.kind = NodeKind::kIf;
+        ExprPtr condition = parse_tuple(false);
+        while (true) {
+            expect_block_end();
+            Body body = parse_until({"elif", "else", "endif"}, &found, &open);
+            node.branches.push_back({std::move(condition), std::move(body)});
+            if (found == "elif") {
+                condition = parse_tuple(false);
+                continue;
+            }
+            if (found == "else") {
+                expect_block_end();
+                node.else_body = parse_until({"endif"}, &found, &open);
+            }
+            break;
+        }
+    }
+
+    // `for targets in expr [if cond] %}...{% else %}...{% endfor`, up to the final `%}`.
+    void parse_for(Node& node, const OpenBlock& open) {
+        std::string found;
+        node.kind = NodeKind::kFor;
+        node.targets = parse_targets();
+        if (!accept_name("in")) fail("expected 'in' in for loop, got " + describe(peek()));
+        node.expr = parse_tuple(false);
+        if (accept_name("if")) node.condition = parse_expression(true);
+        if (is_name("recursive")) fail("recursive for loops are not supported");
+        expect_block_end();
+        node.body = parse_until({"else", "endfor"}, &found, &open);
+        if (found == "else") {
+            expect_block_end();
+            node.else_body = parse_until({"endfor"}, &found, &open);
+        }
+    }
+
+    // `set x = expr`, `set ns.attr = expr`, or the block form `set x %}...{% endset`.
+    void parse_set(Node& node, const OpenBlock& open) {
+        std::string found;
+        node.targets = parse_targets();
+        if (node.targets.size() == 1 && accept_op(".")) node.text = expect_name();
+        if (accept_op("=")) {
+            node.kind = NodeKind::kSet;
+            node.expr = parse_tuple(true);
+        } else {
+            if (node.targets.size() != 1 || !node.text.empty()) fail("a block set takes one plain name");
+            if (is_op("|")) fail("filters on a block set are not supported");
+            node.kind = NodeKind::kSetBlock;
+            expect_block_end();
+            node.body = parse_until({"endset"}, &found, &open);
+        }
+    }
+
+    // `macro name(arg, arg=default, ...) %}...{% endmacro`.
+    void parse_macro(Node& node, const OpenBlock& open) {
+        std::string found;
+        node.kind = NodeKind::kMacro;
+        node.text = expect_name();
+        expect_op("(");
+        while (!accept_op(")")) {
+            node.targets.push_back(expect_name());
+            node.defaults.push_back(accept_op("=") ? parse_expression(true) : nullptr);
+            if (!is_op(")")) expect_op(",");
+        }
+        expect_block_end();
+        node.body = parse_until({"endmacro"}, &found, &open);
     }
 
     // `x`, `a, b` or `(a, b)` as a for/set target.

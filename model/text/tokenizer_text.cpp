@@ -488,6 +488,77 @@ std::optional<std::string> TokenizerData::id_to_token(int32_t id) const {
     return std::nullopt;
 }
 
+namespace {
+
+// ByteLevel: maps each token's characters back to bytes (a token outside the byte alphabet stays as
+// written) and joins them into one token, invalid UTF-8 replaced.
+void decode_byte_level(std::vector<std::string>& tokens) {
+    std::string bytes;
+    for (const auto& t : tokens) {
+        auto raw = byte_level_decode(t);
+        bytes += raw ? *raw : t;
+    }
+    std::string text;
+    append_utf8_lossy(bytes, true, text);
+    tokens.assign(1, std::move(text));
+}
+
+// ByteFallback: runs of `<0xAB>` tokens become their bytes when those form valid UTF-8, else one U+FFFD
+// per byte.
+void decode_byte_fallback(std::vector<std::string>& tokens) {
+    std::vector<std::string> out;
+    std::string pending;
+    auto flush = [&] {
+        if (pending.empty()) return;
+        if (is_valid_utf8(pending)) {
+            out.push_back(pending);
+        } else {
+            for (size_t i = 0; i < pending.size(); ++i) out.emplace_back("\xEF\xBF\xBD");
+        }
+        pending.clear();
+    };
+    for (auto& t : tokens) {
+        auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+        if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && hex(t[3]) && hex(t[4])) {
+            pending.push_back(static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
+        } else {
+            flush();
+            out.push_back(std::move(t));
+        }
+    }
+    flush();
+    tokens = std::move(out);
+}
+
+// Strip: removes up to step.start leading and step.stop trailing characters equal to step.content.
+void strip_token(std::string& t, const DecoderStep& step) {
+    std::vector<std::pair<size_t, size_t>> chars;  // (offset, length)
+    for (size_t pos = 0, len; pos < t.size(); pos += len) {
+        decode_utf8(t, pos, &len);
+        chars.emplace_back(pos, len);
+    }
+    auto is_content = [&](size_t k) { return t.compare(chars[k].first, chars[k].second, step.content) == 0; };
+    size_t start_cut = 0, stop_cut = chars.size();
+    for (size_t k = 0; k < chars.size() && k < static_cast<size_t>(step.start); ++k) {
+        if (!is_content(k)) break;
+        start_cut = k + 1;
+    }
+    for (size_t k = 0; k < static_cast<size_t>(step.stop) && k < chars.size(); ++k) {
+        size_t index = chars.size() - k - 1;
+        if (!is_content(index)) break;
+        stop_cut = index;
+    }
+    if (start_cut >= stop_cut) {
+        t.clear();
+        return;
+    }
+    size_t begin = chars[start_cut].first;
+    size_t end = stop_cut < chars.size() ? chars[stop_cut].first : t.size();
+    t = t.substr(begin, end - begin);
+}
+
+}  // namespace
+
 std::string TokenizerData::run_decoders(std::vector<std::string> tokens) const {
     if (!has_decoder) {
         std::string out;
@@ -496,43 +567,8 @@ std::string TokenizerData::run_decoders(std::vector<std::string> tokens) const {
     }
     for (const auto& step : decoders) {
         switch (step.kind) {
-            case DecoderStep::Kind::kByteLevel: {
-                std::string bytes;
-                for (const auto& t : tokens) {
-                    auto raw = byte_level_decode(t);
-                    bytes += raw ? *raw : t;
-                }
-                std::string text;
-                append_utf8_lossy(bytes, true, text);
-                tokens.assign(1, std::move(text));
-                break;
-            }
-            case DecoderStep::Kind::kByteFallback: {
-                std::vector<std::string> out;
-                std::string pending;
-                auto flush = [&] {
-                    if (pending.empty()) return;
-                    if (is_valid_utf8(pending)) {
-                        out.push_back(pending);
-                    } else {
-                        for (size_t i = 0; i < pending.size(); ++i) out.emplace_back("\xEF\xBF\xBD");
-                    }
-                    pending.clear();
-                };
-                for (auto& t : tokens) {
-                    auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
-                    if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && hex(t[3]) &&
-                        hex(t[4])) {
-                        pending.push_back(static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
-                    } else {
-                        flush();
-                        out.push_back(std::move(t));
-                    }
-                }
-                flush();
-                tokens = std::move(out);
-                break;
-            }
+            case DecoderStep::Kind::kByteLevel: decode_byte_level(tokens); break;
+            case DecoderStep::Kind::kByteFallback: decode_byte_fallback(tokens); break;
             case DecoderStep::Kind::kFuse: {
                 std::string joined;
                 for (const auto& t : tokens) joined += t;
@@ -540,33 +576,7 @@ std::string TokenizerData::run_decoders(std::vector<std::string> tokens) const {
                 break;
             }
             case DecoderStep::Kind::kStrip:
-                for (auto& t : tokens) {
-                    std::vector<std::pair<size_t, size_t>> chars;  // (offset, length)
-                    for (size_t pos = 0, len; pos < t.size(); pos += len) {
-                        decode_utf8(t, pos, &len);
-                        chars.emplace_back(pos, len);
-                    }
-                    auto is_content = [&](size_t k) {
-                        return t.compare(chars[k].first, chars[k].second, step.content) == 0;
-                    };
-                    size_t start_cut = 0, stop_cut = chars.size();
-                    for (size_t k = 0; k < chars.size() && k < static_cast<size_t>(step.start); ++k) {
-                        if (!is_content(k)) break;
-                        start_cut = k + 1;
-                    }
-                    for (size_t k = 0; k < static_cast<size_t>(step.stop) && k < chars.size(); ++k) {
-                        size_t index = chars.size() - k - 1;
-                        if (!is_content(index)) break;
-                        stop_cut = index;
-                    }
-                    if (start_cut >= stop_cut) {
-                        t.clear();
-                        continue;
-                    }
-                    size_t begin = chars[start_cut].first;
-                    size_t end = stop_cut < chars.size() ? chars[stop_cut].first : t.size();
-                    t = t.substr(begin, end - begin);
-                }
+                for (auto& t : tokens) strip_token(t, step);
                 break;
             case DecoderStep::Kind::kReplace:
                 for (auto& t : tokens) replace_all(t, step.pattern, step.content);
