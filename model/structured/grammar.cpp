@@ -61,80 +61,98 @@ void GrammarStack::push(const Frame& f) {
     frames_[depth_++] = f;
 }
 
+namespace {
+
+// kStrNormal: a closing quote, a backslash, or the first byte of a character (a UTF-8 lead byte records
+// how many continuation bytes follow and the range the next one must fall in).
+StringStep string_char_step(Frame& f, uint8_t byte, uint32_t min_length, uint32_t max_length) {
+    if (byte == '"') return f.b >= min_length ? StringStep::kClosed : StringStep::kDead;
+    if (byte < 0x20) return StringStep::kDead;  // raw control characters are invalid JSON
+    if (f.b >= max_length) return StringStep::kDead;
+    uint32_t pending = 0, lo = 0x80, hi = 0xBF;
+    if (byte == '\\') {
+        f.a = kStrEscape;
+    } else if (byte < 0x80) {
+        // plain ASCII character
+    } else if (byte >= 0xC2 && byte <= 0xDF) {
+        pending = 1;
+    } else if (byte >= 0xE0 && byte <= 0xEF) {
+        pending = 2;
+        if (byte == 0xE0) lo = 0xA0;  // no overlong 3-byte forms
+        if (byte == 0xED) hi = 0x9F;  // no UTF-16 surrogates
+    } else if (byte >= 0xF0 && byte <= 0xF4) {
+        pending = 3;
+        if (byte == 0xF0) lo = 0x90;  // no overlong 4-byte forms
+        if (byte == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
+    } else {
+        return StringStep::kDead;  // continuation byte without a lead, C0/C1, F5..FF
+    }
+    if (pending > 0) {
+        f.a = kStrUtf8;
+        f.c = pending | lo << 8 | hi << 16;
+    }
+    ++f.b;
+    return StringStep::kInside;
+}
+
+// kStrUtf8: a continuation byte within the range the previous byte allows.
+StringStep string_utf8_step(Frame& f, uint8_t byte) {
+    uint32_t pending = f.c & 0xFF, lo = (f.c >> 8) & 0xFF, hi = (f.c >> 16) & 0xFF;
+    if (byte < lo || byte > hi) return StringStep::kDead;
+    if (--pending == 0) {
+        f.a = kStrNormal;
+        f.c = 0;
+    } else {
+        f.c = pending | 0x80u << 8 | 0xBFu << 16;
+    }
+    return StringStep::kInside;
+}
+
+// kStrEscape: the character after a backslash.
+StringStep string_escape_step(Frame& f, uint8_t byte) {
+    if (byte == 'u') {
+        f.a = kStrHex;
+        f.c = 0;
+        return StringStep::kInside;
+    }
+    if (byte == '"' || byte == '\\' || byte == '/' || byte == 'b' || byte == 'f' || byte == 'n' ||
+        byte == 'r' || byte == 't') {
+        f.a = kStrNormal;
+        return StringStep::kInside;
+    }
+    return StringStep::kDead;
+}
+
+// kStrHex: one hex digit of \uXXXX; a prefix that can no longer complete a valid code unit is dead.
+StringStep string_hex_step(Frame& f, uint8_t byte) {
+    int d = hex_value(byte);
+    if (d < 0) return StringStep::kDead;
+    uint32_t digits = (f.c & 0xF) + 1, mode = (f.c >> 4) & 0xF, value = (f.c >> 8) * 16 + d;
+    if (!hex_prefix_ok(value, digits, mode)) return StringStep::kDead;
+    if (digits < 4) {
+        f.c = digits | mode << 4 | value << 8;
+    } else if (mode == 0 && value >= 0xD800 && value <= 0xDBFF) {
+        f.a = kStrNeedBackslash;  // a high surrogate must be followed by a low one
+        f.c = 0;
+    } else {
+        f.a = kStrNormal;
+        f.c = 0;
+    }
+    return StringStep::kInside;
+}
+
+}  // namespace
+
 StringStep string_step(Frame& f, uint8_t byte, uint32_t min_length, uint32_t max_length) {
     switch (f.a) {
         case kStrBeforeOpen:
             if (byte != '"') return StringStep::kDead;
             f.a = kStrNormal;
             return StringStep::kInside;
-        case kStrNormal: {
-            if (byte == '"') return f.b >= min_length ? StringStep::kClosed : StringStep::kDead;
-            if (byte < 0x20) return StringStep::kDead;  // raw control characters are invalid JSON
-            if (f.b >= max_length) return StringStep::kDead;
-            uint32_t pending = 0, lo = 0x80, hi = 0xBF;
-            if (byte == '\\') {
-                f.a = kStrEscape;
-            } else if (byte < 0x80) {
-                // plain ASCII character
-            } else if (byte >= 0xC2 && byte <= 0xDF) {
-                pending = 1;
-            } else if (byte >= 0xE0 && byte <= 0xEF) {
-                pending = 2;
-                if (byte == 0xE0) lo = 0xA0;  // no overlong 3-byte forms
-                if (byte == 0xED) hi = 0x9F;  // no UTF-16 surrogates
-            } else if (byte >= 0xF0 && byte <= 0xF4) {
-                pending = 3;
-                if (byte == 0xF0) lo = 0x90;  // no overlong 4-byte forms
-                if (byte == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
-            } else {
-                return StringStep::kDead;  // continuation byte without a lead, C0/C1, F5..FF
-            }
-            if (pending > 0) {
-                f.a = kStrUtf8;
-                f.c = pending | lo << 8 | hi << 16;
-            }
-            ++f.b;
-            return StringStep::kInside;
-        }
-        case kStrUtf8: {
-            uint32_t pending = f.c & 0xFF, lo = (f.c >> 8) & 0xFF, hi = (f.c >> 16) & 0xFF;
-            if (byte < lo || byte > hi) return StringStep::kDead;
-            if (--pending == 0) {
-                f.a = kStrNormal;
-                f.c = 0;
-            } else {
-                f.c = pending | 0x80u << 8 | 0xBFu << 16;
-            }
-            return StringStep::kInside;
-        }
-        case kStrEscape:
-            if (byte == 'u') {
-                f.a = kStrHex;
-                f.c = 0;
-                return StringStep::kInside;
-            }
-            if (byte == '"' || byte == '\\' || byte == '/' || byte == 'b' || byte == 'f' || byte == 'n' ||
-                byte == 'r' || byte == 't') {
-                f.a = kStrNormal;
-                return StringStep::kInside;
-            }
-            return StringStep::kDead;
-        case kStrHex: {
-            int d = hex_value(byte);
-            if (d < 0) return StringStep::kDead;
-            uint32_t digits = (f.c & 0xF) + 1, mode = (f.c >> 4) & 0xF, value = (f.c >> 8) * 16 + d;
-            if (!hex_prefix_ok(value, digits, mode)) return StringStep::kDead;
-            if (digits < 4) {
-                f.c = digits | mode << 4 | value << 8;
-            } else if (mode == 0 && value >= 0xD800 && value <= 0xDBFF) {
-                f.a = kStrNeedBackslash;  // a high surrogate must be followed by a low one
-                f.c = 0;
-            } else {
-                f.a = kStrNormal;
-                f.c = 0;
-            }
-            return StringStep::kInside;
-        }
+        case kStrNormal: return string_char_step(f, byte, min_length, max_length);
+        case kStrUtf8: return string_utf8_step(f, byte);
+        case kStrEscape: return string_escape_step(f, byte);
+        case kStrHex: return string_hex_step(f, byte);
         case kStrNeedBackslash:
             if (byte != '\\') return StringStep::kDead;
             f.a = kStrNeedU;
@@ -299,29 +317,9 @@ void Grammar::finish_child(GrammarStack parent, const Frame& child, std::vector<
 
 void Grammar::step(const GrammarStack& stack, uint8_t byte, std::vector<GrammarStack>& out) const {
     if (stack.empty()) return;
-    const Frame& top = stack.top();
-    const GrammarNode& n = nodes[top.node];
+    const GrammarNode& n = nodes[stack.top().node];
     switch (n.kind) {
-        case GrammarNodeKind::kLiteral: {
-            const LiteralTrieNode& t = lit_nodes[top.a];
-            for (uint32_t e = t.edge_begin; e < t.edge_end; ++e) {
-                if (lit_edge_byte[e] != byte) continue;
-                GrammarStack s = stack;
-                s.top().a = lit_edge_child[e];
-                const LiteralTrieNode& next = lit_nodes[lit_edge_child[e]];
-                if (next.terminal >= 0 && next.edge_begin == next.edge_end) {
-                    finish_top(s, out);
-                } else {
-                    out.push_back(s);
-                }
-            }
-            if (t.terminal >= 0) {  // a literal that is a prefix of another (numbers: 1 and 10) may stop here
-                std::vector<GrammarStack> popped;
-                finish_top(stack, popped);
-                for (const GrammarStack& s : popped) step(s, byte, out);
-            }
-            return;
-        }
+        case GrammarNodeKind::kLiteral: step_literal(stack, byte, out); return;
         case GrammarNodeKind::kString: {
             GrammarStack s = stack;
             StringStep r = string_step(s.top(), byte, n.min_length, n.max_length);
@@ -329,95 +327,127 @@ void Grammar::step(const GrammarStack& stack, uint8_t byte, std::vector<GrammarS
             if (r == StringStep::kClosed) finish_top(s, out);
             return;
         }
-        case GrammarNodeKind::kNumber: {
-            GrammarStack s = stack;
-            Frame& f = s.top();
-            bool consumed = false;
-            if (byte == '-' && f.a == 0) {
-                f.a = kNumNeg;
-                consumed = number_feasible(n, f);
-            } else if (byte >= '0' && byte <= '9') {
-                uint32_t d = byte - '0';
-                if (!(f.a & kNumDigit)) {
-                    f.a |= kNumDigit | (d == 0 ? uint32_t{kNumLeadZero} : 0u);
-                    f.b = 1;
-                    f.v = d;
-                    consumed = number_feasible(n, f);
-                } else if (f.a & kNumDot) {
-                    uint32_t j = f.c & 0xF;
-                    if (j < n.frac_digits) {
-                        f.c = (j + 1) | ((f.c >> 4) * 10 + d) << 4;
-                        consumed = number_feasible(n, f);
-                    }
-                } else if (!(f.a & kNumLeadZero) && f.b < n.max_int_digits) {
-                    f.v = f.v * 10 + d;
-                    ++f.b;
-                    consumed = number_feasible(n, f);
-                }
-            } else if (byte == '.' && (f.a & kNumDigit) && !(f.a & kNumDot) && n.frac_digits > 0) {
-                f.a |= kNumDot;
-                f.c = 0;
-                consumed = number_feasible(n, f);
-            }
-            if (consumed) out.push_back(s);
-            if (number_complete(n, top)) {  // the number may end here and hand the byte to its parent
-                std::vector<GrammarStack> popped;
-                finish_top(stack, popped);
-                for (const GrammarStack& p : popped) step(p, byte, out);
-            }
-            return;
-        }
-        case GrammarNodeKind::kObject: {
-            GrammarStack s = stack;
-            Frame& f = s.top();
-            uint32_t key_node = n.key_literal[f.b];
-            if (f.a == kObjBeforeOpen) {
-                if (byte != '{') return;
-                f.a = kObjAfterOpen;
-                out.push_back(s);
-            } else if (f.a == kObjAfterOpen || f.a == kObjAfterValue) {
-                if (byte == '}') {
-                    if (n.close_ok[f.b]) finish_top(s, out);
-                } else if (f.a == kObjAfterValue) {
-                    if (byte == ',' && key_node != UINT32_MAX) {
-                        f.a = kObjInKey;
-                        s.push(Frame{key_node, nodes[key_node].trie_root, 0, 0, 0});
-                        out.push_back(s);
-                    }
-                } else if (key_node != UINT32_MAX) {
-                    f.a = kObjInKey;
-                    s.push(Frame{key_node, nodes[key_node].trie_root, 0, 0, 0});
-                    step(s, byte, out);
-                }
-            }
-            return;
-        }
-        case GrammarNodeKind::kArray: {
-            GrammarStack s = stack;
-            Frame& f = s.top();
-            if (f.a == kArrBeforeOpen) {
-                if (byte != '[') return;
-                f.a = kArrAfterOpen;
-                out.push_back(s);
-            } else if (f.a == kArrAfterOpen || f.a == kArrAfterItem) {
-                if (byte == ']') {
-                    if (f.b >= n.min_items) finish_top(s, out);
-                } else if (f.b < n.max_items) {
-                    if (f.a == kArrAfterItem) {
-                        if (byte != ',') return;
-                        f.a = kArrInItem;
-                        push_node(s, n.item, out);
-                    } else {
-                        f.a = kArrInItem;
-                        std::vector<GrammarStack> pushed;
-                        push_node(s, n.item, pushed);
-                        for (const GrammarStack& p : pushed) step(p, byte, out);
-                    }
-                }
-            }
-            return;
-        }
+        case GrammarNodeKind::kNumber: step_number(stack, n, byte, out); return;
+        case GrammarNodeKind::kObject: step_object(stack, n, byte, out); return;
+        case GrammarNodeKind::kArray: step_array(stack, n, byte, out); return;
         case GrammarNodeKind::kAnyOf: SURF_CHECK(false, "anyOf node on the stack");
+    }
+}
+
+void Grammar::step_literal(const GrammarStack& stack, uint8_t byte, std::vector<GrammarStack>& out) const {
+    const LiteralTrieNode& t = lit_nodes[stack.top().a];
+    for (uint32_t e = t.edge_begin; e < t.edge_end; ++e) {
+        if (lit_edge_byte[e] != byte) continue;
+        GrammarStack s = stack;
+        s.top().a = lit_edge_child[e];
+        const LiteralTrieNode& next = lit_nodes[lit_edge_child[e]];
+        if (next.terminal >= 0 && next.edge_begin == next.edge_end) {
+            finish_top(s, out);
+        } else {
+            out.push_back(s);
+        }
+    }
+    if (t.terminal >= 0) {  // a literal that is a prefix of another (numbers: 1 and 10) may stop here
+        std::vector<GrammarStack> popped;
+        finish_top(stack, popped);
+        for (const GrammarStack& s : popped) step(s, byte, out);
+    }
+}
+
+bool Grammar::number_accepts(const GrammarNode& n, Frame& f, uint8_t byte) const {
+    if (byte == '-' && f.a == 0) {
+        f.a = kNumNeg;
+        return number_feasible(n, f);
+    }
+    if (byte >= '0' && byte <= '9') {
+        uint32_t d = byte - '0';
+        if (!(f.a & kNumDigit)) {
+            f.a |= kNumDigit | (d == 0 ? uint32_t{kNumLeadZero} : 0u);
+            f.b = 1;
+            f.v = d;
+            return number_feasible(n, f);
+        }
+        if (f.a & kNumDot) {
+            uint32_t j = f.c & 0xF;
+            if (j < n.frac_digits) {
+                f.c = (j + 1) | ((f.c >> 4) * 10 + d) << 4;
+                return number_feasible(n, f);
+            }
+        } else if (!(f.a & kNumLeadZero) && f.b < n.max_int_digits) {
+            f.v = f.v * 10 + d;
+            ++f.b;
+            return number_feasible(n, f);
+        }
+        return false;
+    }
+    if (byte == '.' && (f.a & kNumDigit) && !(f.a & kNumDot) && n.frac_digits > 0) {
+        f.a |= kNumDot;
+        f.c = 0;
+        return number_feasible(n, f);
+    }
+    return false;
+}
+
+void Grammar::step_number(const GrammarStack& stack, const GrammarNode& n, uint8_t byte,
+                          std::vector<GrammarStack>& out) const {
+    GrammarStack s = stack;
+    if (number_accepts(n, s.top(), byte)) out.push_back(s);
+    if (number_complete(n, stack.top())) {  // the number may end here and hand the byte to its parent
+        std::vector<GrammarStack> popped;
+        finish_top(stack, popped);
+        for (const GrammarStack& p : popped) step(p, byte, out);
+    }
+}
+
+void Grammar::step_object(const GrammarStack& stack, const GrammarNode& n, uint8_t byte,
+                          std::vector<GrammarStack>& out) const {
+    GrammarStack s = stack;
+    Frame& f = s.top();
+    uint32_t key_node = n.key_literal[f.b];
+    if (f.a == kObjBeforeOpen) {
+        if (byte != '{') return;
+        f.a = kObjAfterOpen;
+        out.push_back(s);
+    } else if (f.a == kObjAfterOpen || f.a == kObjAfterValue) {
+        if (byte == '}') {
+            if (n.close_ok[f.b]) finish_top(s, out);
+        } else if (f.a == kObjAfterValue) {
+            if (byte == ',' && key_node != UINT32_MAX) {
+                f.a = kObjInKey;
+                s.push(Frame{key_node, nodes[key_node].trie_root, 0, 0, 0});
+                out.push_back(s);
+            }
+        } else if (key_node != UINT32_MAX) {
+            f.a = kObjInKey;
+            s.push(Frame{key_node, nodes[key_node].trie_root, 0, 0, 0});
+            step(s, byte, out);
+        }
+    }
+}
+
+void Grammar::step_array(const GrammarStack& stack, const GrammarNode& n, uint8_t byte,
+                         std::vector<GrammarStack>& out) const {
+    GrammarStack s = stack;
+    Frame& f = s.top();
+    if (f.a == kArrBeforeOpen) {
+        if (byte != '[') return;
+        f.a = kArrAfterOpen;
+        out.push_back(s);
+    } else if (f.a == kArrAfterOpen || f.a == kArrAfterItem) {
+        if (byte == ']') {
+            if (f.b >= n.min_items) finish_top(s, out);
+        } else if (f.b < n.max_items) {
+            if (f.a == kArrAfterItem) {
+                if (byte != ',') return;
+                f.a = kArrInItem;
+                push_node(s, n.item, out);
+            } else {
+                f.a = kArrInItem;
+                std::vector<GrammarStack> pushed;
+                push_node(s, n.item, pushed);
+                for (const GrammarStack& p : pushed) step(p, byte, out);
+            }
+        }
     }
 }
 

@@ -145,6 +145,16 @@ struct Grammar {
     bool can_continue(const GrammarStack& stack) const;
 
 private:
+    // step() for a top frame of each kind (n is the top frame's node).
+    void step_literal(const GrammarStack& stack, uint8_t byte, std::vector<GrammarStack>& out) const;
+    void step_number(const GrammarStack& stack, const GrammarNode& n, uint8_t byte,
+                     std::vector<GrammarStack>& out) const;
+    void step_object(const GrammarStack& stack, const GrammarNode& n, uint8_t byte,
+                     std::vector<GrammarStack>& out) const;
+    void step_array(const GrammarStack& stack, const GrammarNode& n, uint8_t byte,
+                    std::vector<GrammarStack>& out) const;
+    // Advances a number frame by one byte; true when the byte is part of a number the bounds still allow.
+    bool number_accepts(const GrammarNode& n, Frame& f, uint8_t byte) const;
     void push_node(GrammarStack stack, uint32_t node, std::vector<GrammarStack>& out) const;
     void finish_child(GrammarStack parent, const Frame& child, std::vector<GrammarStack>& out) const;
     bool number_feasible(const GrammarNode& n, const Frame& f) const;

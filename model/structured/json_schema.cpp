@@ -125,24 +125,46 @@ private:
             }
             unsupported(ptr, k);
         }
-        auto only_annotations_besides = [&](const char* main) {
-            for (auto it = s.begin(); it != s.end(); ++it) {
-                if (it.key() != main && !kAnnotations.count(it.key())) {
-                    unsupported(ptr, it.key(), std::string("not supported next to \"") + main + "\"");
-                }
-            }
-        };
         if (s.contains("$ref")) {
-            only_annotations_besides("$ref");
+            only_annotations_besides(s, ptr, "$ref");
             return compile_ref(s["$ref"], ptr + "/$ref");
         }
         if (s.contains("anyOf") || s.contains("oneOf")) {
             const char* key = s.contains("anyOf") ? "anyOf" : "oneOf";
-            only_annotations_besides(key);
+            only_annotations_besides(s, ptr, key);
             return compile_alternatives(s[key], ptr + "/" + key, std::string(key) == "oneOf");
         }
         if (s.contains("enum") || s.contains("const")) return compile_enum(s, ptr);
 
+        std::vector<std::string> types = schema_types(s, ptr);
+        // Every constraint keyword must apply to one of the types: a misplaced keyword is a schema bug.
+        for (auto it = s.begin(); it != s.end(); ++it) {
+            const std::string& k = it.key();
+            auto has = [&](const char* t) { return std::find(types.begin(), types.end(), t) != types.end(); };
+            bool ok = kAnnotations.count(k) || k == "type" || (kStringKeys.count(k) && has("string")) ||
+                      (kNumberKeys.count(k) && (has("integer") || has("number"))) ||
+                      (kObjectKeys.count(k) && has("object")) || (kArrayKeys.count(k) && has("array"));
+            if (!ok) unsupported(ptr, k, "does not apply to type " + s.value("type", Json()).dump());
+        }
+        if (types.size() == 1) return compile_typed(s, types[0], ptr);
+        GrammarNode any;
+        any.kind = GrammarNodeKind::kAnyOf;
+        for (const std::string& t : types) any.alternatives.push_back(compile_typed(s, t, ptr));
+        return add_node(std::move(any));
+    }
+
+    // `main` ($ref, anyOf, oneOf) stands alone: any other keyword but an annotation is refused.
+    void only_annotations_besides(const Json& s, const std::string& ptr, const char* main) const {
+        for (auto it = s.begin(); it != s.end(); ++it) {
+            if (it.key() != main && !kAnnotations.count(it.key())) {
+                unsupported(ptr, it.key(), std::string("not supported next to \"") + main + "\"");
+            }
+        }
+    }
+
+    // The schema's types: its "type" (a name or a non-empty array of names), else inferred from the
+    // keywords present (common in hand-written schemas).
+    std::vector<std::string> schema_types(const Json& s, const std::string& ptr) const {
         std::vector<std::string> types;
         if (s.contains("type")) {
             const Json& t = s["type"];
@@ -158,7 +180,6 @@ private:
                 fail(ErrorKind::kInvalidArgument, ptr + "/type", "must be a string or a non-empty array");
             }
         } else {
-            // Infer the type from the keywords (common in hand-written schemas).
             for (auto it = s.begin(); it != s.end(); ++it) {
                 if (kObjectKeys.count(it.key())) types = {"object"};
                 if (kArrayKeys.count(it.key())) types = {"array"};
@@ -176,20 +197,7 @@ private:
                 fail(ErrorKind::kInvalidArgument, ptr + "/type", "unknown type \"" + t + "\"");
             }
         }
-        // Every constraint keyword must apply to one of the types: a misplaced keyword is a schema bug.
-        for (auto it = s.begin(); it != s.end(); ++it) {
-            const std::string& k = it.key();
-            auto has = [&](const char* t) { return std::find(types.begin(), types.end(), t) != types.end(); };
-            bool ok = kAnnotations.count(k) || k == "type" || (kStringKeys.count(k) && has("string")) ||
-                      (kNumberKeys.count(k) && (has("integer") || has("number"))) ||
-                      (kObjectKeys.count(k) && has("object")) || (kArrayKeys.count(k) && has("array"));
-            if (!ok) unsupported(ptr, k, "does not apply to type " + s.value("type", Json()).dump());
-        }
-        if (types.size() == 1) return compile_typed(s, types[0], ptr);
-        GrammarNode any;
-        any.kind = GrammarNodeKind::kAnyOf;
-        for (const std::string& t : types) any.alternatives.push_back(compile_typed(s, t, ptr));
-        return add_node(std::move(any));
+        return types;
     }
 
     uint32_t compile_ref(const Json& ref, const std::string& ptr) {
