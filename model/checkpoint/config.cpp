@@ -339,89 +339,76 @@ std::vector<LayerKind> parse_layer_pattern(const std::string& pattern, const std
     return layers;
 }
 
-ModelConfig load_model_config(const std::string& dir) {
-    const fs::path root(dir);
-    const fs::path config_path = root / "config.json";
-    if (!fs::exists(config_path))
-        throw Error(ErrorKind::kIo, config_path.string() + ": not found (is '" + dir + "' a model folder?)");
-    const json top = read_json(config_path);
-    if (!top.is_object()) throw Error(ErrorKind::kFormat, config_path.string() + ": not a JSON object");
-    const Section s{top, config_path.string()};
+namespace {
 
-    ModelConfig cfg;
-    cfg.dir = dir;
-    if (top.contains("architectures") && top["architectures"].is_array() && !top["architectures"].empty()) {
-        cfg.architecture =
-            top["architectures"][0].is_string() ? top["architectures"][0].get<std::string>() : "";
+// The image preprocessing of a NemotronH_Nano_VL_V2 config: top-level fields, with vision_config's
+// normalisation as the fallback; the tile must split into patches and the patch grid into shuffle blocks.
+void parse_image(const Section& s, const Section& vs, ModelConfig& cfg) {
+    ImageConfig& im = cfg.image;
+    im.tile_size = s.positive_or("force_image_size", im.tile_size, kMaxPixels);
+    im.patch_size = s.positive_or("patch_size", cfg.vision.patch_size, kMaxPixels);
+    if (im.patch_size != cfg.vision.patch_size) {
+        throw s.error("patch_size", std::to_string(im.patch_size) +
+                                        " differs from vision_config.patch_size " +
+                                        std::to_string(cfg.vision.patch_size));
     }
-    if (cfg.architecture.empty()) cfg.architecture = s.str_or("model_type", "");
-    if (cfg.architecture == "NemotronH_Nano_VL_V2") {
-        if (!s.has("llm_config") && !s.has("text_config"))
-            throw s.error("llm_config",
-                          "missing (a NemotronH_Nano_VL_V2 config nests the language model there)");
-        cfg.llm_key = s.has("llm_config") ? "llm_config" : "text_config";
-        cfg.llm = parse_llm(Section{top[cfg.llm_key], s.where + ": " + cfg.llm_key});
-        if (!s.has("vision_config")) throw s.error("vision_config", "missing");
-        const Section vs{top["vision_config"], s.where + ": vision_config"};
-        cfg.vision = parse_vision(vs);
-        cfg.has_vision = true;
-        ImageConfig& im = cfg.image;
-        im.tile_size = s.positive_or("force_image_size", im.tile_size, kMaxPixels);
-        im.patch_size = s.positive_or("patch_size", cfg.vision.patch_size, kMaxPixels);
-        if (im.patch_size != cfg.vision.patch_size) {
-            throw s.error("patch_size", std::to_string(im.patch_size) +
-                                            " differs from vision_config.patch_size " +
-                                            std::to_string(cfg.vision.patch_size));
-        }
-        im.downsample_ratio = s.num_or("downsample_ratio", im.downsample_ratio);
-        im.ps_version = s.str_or("ps_version", "v2");
-        if (im.ps_version != "v2")
+    im.downsample_ratio = s.num_or("downsample_ratio", im.downsample_ratio);
+    im.ps_version = s.str_or("ps_version", "v2");
+    if (im.ps_version != "v2")
+        throw Error(
+            ErrorKind::kUnsupported,
+            s.where + ".ps_version: only pixel shuffle 'v2' is supported, got '" + im.ps_version + "'");
+    im.use_thumbnail = s.bool_or("use_thumbnail", im.use_thumbnail);
+    im.max_tiles = s.positive_or("max_num_tiles", s.positive_or("max_dynamic_patch", im.max_tiles, kMaxTiles),
+                                 kMaxTiles);
+    im.norm_mean = s.triple_or("norm_mean", vs.triple_or("norm_mean", im.norm_mean));
+    im.norm_std = s.triple_or("norm_std", vs.triple_or("norm_std", im.norm_std));
+    if (im.tile_size % im.patch_size != 0) throw s.error("force_image_size", "not a multiple of patch_size");
+    const int64_t shuffle = im.shuffle_factor();
+    if (shuffle < 1 || std::fabs(1.0 / static_cast<double>(shuffle) - im.downsample_ratio) > 1e-9 ||
+        im.patches_per_side() % shuffle != 0) {
+        throw s.error("downsample_ratio", "must be 1/k with k dividing the patch grid, got " +
+                                              std::to_string(im.downsample_ratio));
+    }
+}
+
+// NemotronH_Nano_VL_V2: the language model nested under llm_config (or text_config), the vision tower, the
+// image preprocessing, the projector and the image tokens.
+void parse_vl_config(const json& top, const Section& s, ModelConfig& cfg) {
+    if (!s.has("llm_config") && !s.has("text_config"))
+        throw s.error("llm_config", "missing (a NemotronH_Nano_VL_V2 config nests the language model there)");
+    cfg.llm_key = s.has("llm_config") ? "llm_config" : "text_config";
+    cfg.llm = parse_llm(Section{top[cfg.llm_key], s.where + ": " + cfg.llm_key});
+    if (!s.has("vision_config")) throw s.error("vision_config", "missing");
+    const Section vs{top["vision_config"], s.where + ": vision_config"};
+    cfg.vision = parse_vision(vs);
+    cfg.has_vision = true;
+    parse_image(s, vs, cfg);
+    if (s.has("vision_config") && vs.has("args")) {
+        const Section args{vs.j["args"], vs.where + ".args"};
+        if (args.has("min_num_patches")) {
             throw Error(
                 ErrorKind::kUnsupported,
-                s.where + ".ps_version: only pixel shuffle 'v2' is supported, got '" + im.ps_version + "'");
-        im.use_thumbnail = s.bool_or("use_thumbnail", im.use_thumbnail);
-        im.max_tiles = s.positive_or("max_num_tiles",
-                                     s.positive_or("max_dynamic_patch", im.max_tiles, kMaxTiles), kMaxTiles);
-        im.norm_mean = s.triple_or("norm_mean", vs.triple_or("norm_mean", im.norm_mean));
-        im.norm_std = s.triple_or("norm_std", vs.triple_or("norm_std", im.norm_std));
-        if (im.tile_size % im.patch_size != 0)
-            throw s.error("force_image_size", "not a multiple of patch_size");
-        const int64_t shuffle = im.shuffle_factor();
-        if (shuffle < 1 || std::fabs(1.0 / static_cast<double>(shuffle) - im.downsample_ratio) > 1e-9 ||
-            im.patches_per_side() % shuffle != 0) {
-            throw s.error("downsample_ratio", "must be 1/k with k dividing the patch grid, got " +
-                                                  std::to_string(im.downsample_ratio));
+                args.where +
+                    ".min_num_patches: dynamic-resolution tiling is not supported (static tiling only)");
         }
-        if (s.has("vision_config") && vs.has("args")) {
-            const Section args{vs.j["args"], vs.where + ".args"};
-            if (args.has("min_num_patches")) {
-                throw Error(
-                    ErrorKind::kUnsupported,
-                    args.where +
-                        ".min_num_patches: dynamic-resolution tiling is not supported (static tiling only)");
-            }
-        }
-        const int64_t vit = s.positive_or("vit_hidden_size", cfg.vision.hidden_size);
-        if (vit != cfg.vision.hidden_size) {
-            throw s.error("vit_hidden_size", std::to_string(vit) + " differs from the vision tower width " +
-                                                 std::to_string(cfg.vision.hidden_size));
-        }
-        cfg.projector_hidden = s.positive("projector_hidden_size");
-        cfg.image_context_token = s.str_or("img_context_token", cfg.image_context_token);
-        cfg.image_start_token = s.str_or("img_start_token", cfg.image_start_token);
-        cfg.image_end_token = s.str_or("img_end_token", cfg.image_end_token);
-        cfg.image_context_token_id = s.int_or("img_context_token_id", s.int_or("image_token_index", -1));
-        cfg.image_start_token_id = s.int_or("img_start_token_id", -1);
-        cfg.image_end_token_id = s.int_or("img_end_token_id", -1);
-    } else if (cfg.architecture == "NemotronHForCausalLM" || cfg.architecture == "nemotron_h") {
-        cfg.llm = parse_llm(Section{top, s.where});
-    } else {
-        throw Error(ErrorKind::kUnsupported,
-                    config_path.string() + ".architectures: unsupported architecture '" + cfg.architecture +
-                        "' (expected NemotronH_Nano_VL_V2 or NemotronHForCausalLM)");
     }
+    const int64_t vit = s.positive_or("vit_hidden_size", cfg.vision.hidden_size);
+    if (vit != cfg.vision.hidden_size) {
+        throw s.error("vit_hidden_size", std::to_string(vit) + " differs from the vision tower width " +
+                                             std::to_string(cfg.vision.hidden_size));
+    }
+    cfg.projector_hidden = s.positive("projector_hidden_size");
+    cfg.image_context_token = s.str_or("img_context_token", cfg.image_context_token);
+    cfg.image_start_token = s.str_or("img_start_token", cfg.image_start_token);
+    cfg.image_end_token = s.str_or("img_end_token", cfg.image_end_token);
+    cfg.image_context_token_id = s.int_or("img_context_token_id", s.int_or("image_token_index", -1));
+    cfg.image_start_token_id = s.int_or("img_start_token_id", -1);
+    cfg.image_end_token_id = s.int_or("img_end_token_id", -1);
+}
 
-    // Special ids: the LLM section first, then generation_config.json (which wins for stopping).
+// Special ids: the LLM section first, then generation_config.json (which wins for stopping).
+void read_special_ids(const json& top, const Section& s, const fs::path& root, ModelConfig& cfg) {
     const json& llm_json = cfg.architecture == "NemotronH_Nano_VL_V2"
                                ? top[s.has("llm_config") ? "llm_config" : "text_config"]
                                : top;
@@ -441,6 +428,10 @@ ModelConfig load_model_config(const std::string& dir) {
             if (!ids.empty()) cfg.bos_token_id = ids[0];
         }
     }
+}
+
+// preprocessor_config.json, when present, overrides the tiling and normalisation of a model with vision.
+void read_preprocessor_config(const fs::path& root, ModelConfig& cfg) {
     const fs::path pre_path = root / "preprocessor_config.json";
     if (cfg.has_vision && fs::exists(pre_path)) {
         const json pre = read_json(pre_path);
@@ -450,6 +441,37 @@ ModelConfig load_model_config(const std::string& dir) {
         cfg.image.norm_mean = ps.triple_or("image_mean", ps.triple_or("norm_mean", cfg.image.norm_mean));
         cfg.image.norm_std = ps.triple_or("image_std", ps.triple_or("norm_std", cfg.image.norm_std));
     }
+}
+
+}  // namespace
+
+ModelConfig load_model_config(const std::string& dir) {
+    const fs::path root(dir);
+    const fs::path config_path = root / "config.json";
+    if (!fs::exists(config_path))
+        throw Error(ErrorKind::kIo, config_path.string() + ": not found (is '" + dir + "' a model folder?)");
+    const json top = read_json(config_path);
+    if (!top.is_object()) throw Error(ErrorKind::kFormat, config_path.string() + ": not a JSON object");
+    const Section s{top, config_path.string()};
+
+    ModelConfig cfg;
+    cfg.dir = dir;
+    if (top.contains("architectures") && top["architectures"].is_array() && !top["architectures"].empty()) {
+        cfg.architecture =
+            top["architectures"][0].is_string() ? top["architectures"][0].get<std::string>() : "";
+    }
+    if (cfg.architecture.empty()) cfg.architecture = s.str_or("model_type", "");
+    if (cfg.architecture == "NemotronH_Nano_VL_V2") {
+        parse_vl_config(top, s, cfg);
+    } else if (cfg.architecture == "NemotronHForCausalLM" || cfg.architecture == "nemotron_h") {
+        cfg.llm = parse_llm(Section{top, s.where});
+    } else {
+        throw Error(ErrorKind::kUnsupported,
+                    config_path.string() + ".architectures: unsupported architecture '" + cfg.architecture +
+                        "' (expected NemotronH_Nano_VL_V2 or NemotronHForCausalLM)");
+    }
+    read_special_ids(top, s, root, cfg);
+    read_preprocessor_config(root, cfg);
     for (int64_t id : cfg.eos_token_ids) {
         if (id < 0 || id >= cfg.llm.vocab_size)
             throw Error(ErrorKind::kConfig,
