@@ -40,7 +40,92 @@ struct Agent::Impl {
     std::mutex run_mutex;
     std::atomic<bool> cancel{false};
     mutable std::mutex browser_mutex;
+
+    // Refuses a run whose denied host names the shared browser's resolver leaves resolvable.
+    void check_shared_browser_denies(const RunOptions& options) const;
+    // Launches the agent's own browser, or relaunches it for a run with another deny-list.
+    void ensure_browser(const RunOptions& options);
+    // One run in a new browser session: the loop, then the storage state and the new downloads.
+    RunResult run_in_session(const RunOptions& options, const StepCallback& on_step, Trace* trace);
 };
+
+void Agent::Impl::check_shared_browser_denies(const RunOptions& options) const {
+    // A shared browser keeps the resolver rules it was launched with: a denied host name they leave
+    // resolvable would let the run's WebSocket and workers' connections reach it.
+    const std::vector<std::string> missing =
+        tools::NavigationGuard({}, options.deny_domains).resolver_rules_missing(config.browser->deny_hosts());
+    if (!missing.empty()) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    "deny_domains: " + comma_joined(missing) +
+                        " not denied by the shared browser's resolver (AgentConfig.browser was launched "
+                        "without it in tools::BrowserOptions::deny_hosts): launch it with them, or let the "
+                        "agent launch its own browser");
+    }
+}
+
+void Agent::Impl::ensure_browser(const RunOptions& options) {
+    std::lock_guard<std::mutex> lock(browser_mutex);
+    // The browser the agent launches makes the run's denied host names unresolvable (connections
+    // Fetch never sees); a run with another deny-list gets a browser of its own rules.
+    const bool own = !config.browser;
+    if (browser && own && launched_deny != options.deny_domains) {
+        browser->shutdown();
+        browser.reset();
+    }
+    if (!browser) {
+        tools::BrowserOptions bo;
+        bo.executable = config.chromium;
+        bo.deny_hosts = options.deny_domains;
+        browser = tools::Browser::launch(bo);
+        launched_deny = options.deny_domains;
+    }
+}
+
+RunResult Agent::Impl::run_in_session(const RunOptions& options, const StepCallback& on_step, Trace* trace) {
+    tools::SessionOptions so;
+    so.viewport.css_width = options.viewport_width;
+    so.viewport.css_height = options.viewport_height;
+    so.viewport.device_scale_factor = options.device_scale_factor;
+    so.guard = run_guard(options);
+    so.storage_state = options.storage_state;
+    std::set<std::string> before;  // what the download folder held before the run
+    if (!options.download_dir.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(options.download_dir, ec);
+        if (ec) throw Error(ErrorKind::kIo, "download_dir " + options.download_dir + ": " + ec.message());
+        so.allow_downloads = true;
+        so.download_dir = options.download_dir;
+        before = folder_files(options.download_dir);
+    }
+    std::unique_ptr<tools::BrowserSession> session = browser->new_session(so);
+    BrowserEnvironmentOptions eo;
+    eo.max_wait = std::chrono::milliseconds(static_cast<int64_t>(options.max_wait_seconds * 1000));
+    eo.cancel = &cancel;
+    BrowserEnvironment environment(*session, eo);
+    LoopContext ctx;
+    ctx.model = model.get();
+    ctx.localizer_model = localizer.get();
+    ctx.validator_model = validator.get();
+    ctx.profile = &profile;
+    ctx.environment = &environment;
+    ctx.trace = trace;
+    ctx.on_step = on_step;
+    ctx.cancel = &cancel;
+    RunResult result = run_loop(ctx, options);
+    if (options.save_storage_state) {
+        try {
+            result.storage_state = session->storage_state();
+        } catch (const Error& e) {
+            result.error +=
+                (result.error.empty() ? "" : "; ") + std::string("storage state not saved: ") + e.what();
+        }
+    }
+    if (!options.download_dir.empty()) {
+        for (const std::string& f : folder_files(options.download_dir))
+            if (!before.count(f)) result.downloads.push_back(f);
+    }
+    return result;
+}
 
 std::unique_ptr<Agent> Agent::create(const AgentConfig& config) {
     if (config.model_dir.empty()) throw Error(ErrorKind::kInvalidArgument, "AgentConfig.model_dir: empty");
@@ -99,86 +184,14 @@ RunResult Agent::run(const RunOptions& options, const StepCallback& on_step) {
     std::lock_guard<std::mutex> run_lock(impl_->run_mutex);
     impl_->cancel.store(false);
     validate_run_options(options);
-    if (impl_->config.browser) {
-        // A shared browser keeps the resolver rules it was launched with: a denied host name they leave
-        // resolvable would let the run's WebSocket and workers' connections reach it.
-        const std::vector<std::string> missing =
-            tools::NavigationGuard({}, options.deny_domains)
-                .resolver_rules_missing(impl_->config.browser->deny_hosts());
-        if (!missing.empty()) {
-            throw Error(
-                ErrorKind::kInvalidArgument,
-                "deny_domains: " + comma_joined(missing) +
-                    " not denied by the shared browser's resolver (AgentConfig.browser was launched "
-                    "without it in tools::BrowserOptions::deny_hosts): launch it with them, or let the "
-                    "agent launch its own browser");
-        }
-    }
+    if (impl_->config.browser) impl_->check_shared_browser_denies(options);
     RunResult failed;
     failed.status = RunStatus::kError;
     std::unique_ptr<Trace> trace;
     if (!options.trace_dir.empty()) trace = std::make_unique<Trace>(options.trace_dir);
     try {
-        {
-            std::lock_guard<std::mutex> lock(impl_->browser_mutex);
-            // The browser the agent launches makes the run's denied host names unresolvable (connections
-            // Fetch never sees); a run with another deny-list gets a browser of its own rules.
-            const bool own = !impl_->config.browser;
-            if (impl_->browser && own && impl_->launched_deny != options.deny_domains) {
-                impl_->browser->shutdown();
-                impl_->browser.reset();
-            }
-            if (!impl_->browser) {
-                tools::BrowserOptions bo;
-                bo.executable = impl_->config.chromium;
-                bo.deny_hosts = options.deny_domains;
-                impl_->browser = tools::Browser::launch(bo);
-                impl_->launched_deny = options.deny_domains;
-            }
-        }
-        tools::SessionOptions so;
-        so.viewport.css_width = options.viewport_width;
-        so.viewport.css_height = options.viewport_height;
-        so.viewport.device_scale_factor = options.device_scale_factor;
-        so.guard = run_guard(options);
-        so.storage_state = options.storage_state;
-        std::set<std::string> before;  // what the download folder held before the run
-        if (!options.download_dir.empty()) {
-            std::error_code ec;
-            std::filesystem::create_directories(options.download_dir, ec);
-            if (ec) throw Error(ErrorKind::kIo, "download_dir " + options.download_dir + ": " + ec.message());
-            so.allow_downloads = true;
-            so.download_dir = options.download_dir;
-            before = folder_files(options.download_dir);
-        }
-        std::unique_ptr<tools::BrowserSession> session = impl_->browser->new_session(so);
-        BrowserEnvironmentOptions eo;
-        eo.max_wait = std::chrono::milliseconds(static_cast<int64_t>(options.max_wait_seconds * 1000));
-        eo.cancel = &impl_->cancel;
-        BrowserEnvironment environment(*session, eo);
-        LoopContext ctx;
-        ctx.model = impl_->model.get();
-        ctx.localizer_model = impl_->localizer.get();
-        ctx.validator_model = impl_->validator.get();
-        ctx.profile = &impl_->profile;
-        ctx.environment = &environment;
-        ctx.trace = trace.get();
-        ctx.on_step = on_step;
-        ctx.cancel = &impl_->cancel;
-        RunResult result = run_loop(ctx, options);
-        if (options.save_storage_state) {
-            try {
-                result.storage_state = session->storage_state();
-            } catch (const Error& e) {
-                result.error +=
-                    (result.error.empty() ? "" : "; ") + std::string("storage state not saved: ") + e.what();
-            }
-        }
-        if (!options.download_dir.empty()) {
-            for (const std::string& f : folder_files(options.download_dir))
-                if (!before.count(f)) result.downloads.push_back(f);
-        }
-        return result;
+        impl_->ensure_browser(options);
+        return impl_->run_in_session(options, on_step, trace.get());
     } catch (const Error& e) {
         // Only failures to start (browser, trace folder, options) get here; the loop handles the rest.
         failed.error = std::string(error_kind_name(e.kind())) + ": " + e.what();

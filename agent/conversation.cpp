@@ -102,48 +102,9 @@ TurnReport Conversation::ask(Message user, model::GenerateOptions options) {
     const std::string full = render(messages_, true);
 
     TurnReport report;
-    std::string delta;
-    if (open_ && starts_with(full, fed_)) {
-        report.feed_mode = "prefix";
-        delta = full.substr(fed_.size());
-    } else if (open_ && !last_render_.empty() && starts_with(full, last_render_)) {
-        // What the template writes after the reply's text (e.g. "\n<SPECIAL_12>\n"), less the stop token
-        // the session already holds.
-        const size_t reply_at = last_reply_.empty() ? std::string::npos : last_render_.rfind(last_reply_);
-        std::string closing =
-            reply_at == std::string::npos ? "" : last_render_.substr(reply_at + last_reply_.size());
-        const size_t stop_at = closing.find(options_.stop_token);
-        if (stop_at != std::string::npos &&
-            starts_with(fed_.substr(fed_.size() - std::min(fed_.size(), options_.stop_token.size())),
-                        options_.stop_token)) {
-            closing = closing.substr(stop_at + options_.stop_token.size());
-        }
-        if (reply_at != std::string::npos) {
-            report.feed_mode = "splice";
-            delta = closing + full.substr(last_render_.size());
-        }
-    }
-    if (report.feed_mode.empty()) {
-        close();
-        session_ = engine_.open_session();
-        open_ = true;
-        fed_.clear();
-        ++fresh_starts_;
-        report.feed_mode = "fresh";
-        delta = full;
-    }
-
-    // The images the delta mentions are the conversation's last ones, in order.
-    std::vector<std::shared_ptr<const model::Image>> all_images;
-    for (const Message& m : messages_) all_images.insert(all_images.end(), m.images.begin(), m.images.end());
+    const std::string delta = next_delta(full, report.feed_mode);
     const size_t n_images = count_of(delta, "<image>");
-    if (n_images > all_images.size()) {
-        throw Error(ErrorKind::kInvalidArgument,
-                    "conversation: the prompt mentions more images than were given");
-    }
-    std::vector<std::shared_ptr<const model::Image>> images(all_images.end() - static_cast<long>(n_images),
-                                                            all_images.end());
-    const std::vector<model::InputPart> parts = model::interleave_images(delta, images);
+    const std::vector<model::InputPart> parts = model::interleave_images(delta, last_images(n_images));
 
     if (options.stop_ids.empty()) {
         if (auto id = engine_.tokenizer().token_id(options_.stop_token)) options.stop_ids = {*id};
@@ -161,10 +122,59 @@ TurnReport Conversation::ask(Message user, model::GenerateOptions options) {
     report.fed_chars = static_cast<int64_t>(delta.size());
     report.images_fed = static_cast<int>(n_images);
     session_tokens_ = report.result.session_tokens;
+    record_reply(delta, report.result);
+    return report;
+}
 
-    fed_ += delta + report.result.text;
-    if (report.result.finish == model::FinishReason::kStop) fed_ += options_.stop_token;
-    last_reply_ = sanitize_for_prompt(report.result.text, special_strings_);
+std::string Conversation::next_delta(const std::string& full, std::string& feed_mode) {
+    std::string delta;
+    if (open_ && starts_with(full, fed_)) {
+        feed_mode = "prefix";
+        delta = full.substr(fed_.size());
+    } else if (open_ && !last_render_.empty() && starts_with(full, last_render_)) {
+        // What the template writes after the reply's text (e.g. "\n<SPECIAL_12>\n"), less the stop token
+        // the session already holds.
+        const size_t reply_at = last_reply_.empty() ? std::string::npos : last_render_.rfind(last_reply_);
+        std::string closing =
+            reply_at == std::string::npos ? "" : last_render_.substr(reply_at + last_reply_.size());
+        const size_t stop_at = closing.find(options_.stop_token);
+        if (stop_at != std::string::npos &&
+            starts_with(fed_.substr(fed_.size() - std::min(fed_.size(), options_.stop_token.size())),
+                        options_.stop_token)) {
+            closing = closing.substr(stop_at + options_.stop_token.size());
+        }
+        if (reply_at != std::string::npos) {
+            feed_mode = "splice";
+            delta = closing + full.substr(last_render_.size());
+        }
+    }
+    if (feed_mode.empty()) {
+        close();
+        session_ = engine_.open_session();
+        open_ = true;
+        fed_.clear();
+        ++fresh_starts_;
+        feed_mode = "fresh";
+        delta = full;
+    }
+    return delta;
+}
+
+std::vector<std::shared_ptr<const model::Image>> Conversation::last_images(size_t n_images) const {
+    std::vector<std::shared_ptr<const model::Image>> all_images;
+    for (const Message& m : messages_) all_images.insert(all_images.end(), m.images.begin(), m.images.end());
+    if (n_images > all_images.size()) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    "conversation: the prompt mentions more images than were given");
+    }
+    return std::vector<std::shared_ptr<const model::Image>>(all_images.end() - static_cast<long>(n_images),
+                                                            all_images.end());
+}
+
+void Conversation::record_reply(const std::string& delta, const model::GenerateResult& result) {
+    fed_ += delta + result.text;
+    if (result.finish == model::FinishReason::kStop) fed_ += options_.stop_token;
+    last_reply_ = sanitize_for_prompt(result.text, special_strings_);
     // Templates strip replies; search for the stripped text when locating it in the render.
     const size_t b = last_reply_.find_first_not_of(" \t\r\n");
     const size_t e = last_reply_.find_last_not_of(" \t\r\n");
@@ -177,7 +187,6 @@ TurnReport Conversation::ask(Message user, model::GenerateOptions options) {
     } catch (const Error&) {
         last_render_.clear();  // e.g. a reply cut inside a UTF-8 sequence: start fresh next turn
     }
-    return report;
 }
 
 EngineChatModel::EngineChatModel(model::Engine& engine, const model::ChatTemplate& chat_template)

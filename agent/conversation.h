@@ -43,6 +43,13 @@ public:
 private:
     std::string render(const std::vector<Message>& messages, bool generation_prompt) const;
     void close();
+    // The text to feed for the prompt `full`: what follows what the session holds ("prefix"), the template's
+    // closing of the last reply and what follows it ("splice"), or all of it in a new session ("fresh").
+    std::string next_delta(const std::string& full, std::string& feed_mode);
+    // The conversation's last `n_images` images, in order; refuses more than were given.
+    std::vector<std::shared_ptr<const model::Image>> last_images(size_t n_images) const;
+    // Records what the session now holds after a reply and appends the reply (sanitised and stripped).
+    void record_reply(const std::string& delta, const model::GenerateResult& result);
 
     model::Engine& engine_;
     const model::ChatTemplate& template_;
