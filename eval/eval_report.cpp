@@ -108,12 +108,8 @@ std::string group_name(const ordered_json& value) {
     return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
-}  // namespace
-
-ordered_json summarize(const std::vector<TaskRecord>& records, size_t planned) {
-    ordered_json s;
-    s["tasks"] = records.size();
-    s["planned"] = planned;
+// The counts and per-task samples that summarize() gathers over the records.
+struct Tally {
     std::map<std::string, size_t> status;
     size_t succeeded = 0, errors = 0, known = 0;
     size_t judged = 0, judge_yes = 0, judge_none = 0;
@@ -124,7 +120,8 @@ ordered_json summarize(const std::vector<TaskRecord>& records, size_t planned) {
     std::map<std::string, Group> sites;
     std::map<std::string, std::map<std::string, Group>> fields;  // field → value → group
     ordered_json error_list = ordered_json::array();
-    for (const TaskRecord& r : records) {
+
+    void add(const TaskRecord& r) {
         ++status[r.status];
         sites[r.site].add(r);
         for (const char* key : kGroupFields) {
@@ -158,46 +155,64 @@ ordered_json summarize(const std::vector<TaskRecord>& records, size_t planned) {
         image += r.image_tokens;
         judge_tokens += r.judge_tokens;
     }
-    s["status"] = status;
-    s["succeeded"] = succeeded;
-    s["success_rate"] = rate(succeeded, records.size());
-    s["success_rate_without_errors"] = rate(succeeded, records.size() - errors);
-    s["with_verdict"] = known;
-    s["errors"] = errors;
-    ordered_json judge;
-    judge["names"] = judges;
-    judge["judged"] = judged;
-    judge["success"] = judge_yes;
-    judge["no_verdict"] = judge_none;
-    judge["success_rate"] = rate(judge_yes, judged);
-    s["judge"] = judge;
-    ordered_json ref;
-    ref["tasks"] = with_ref;
-    ref["exact"] = exact;
-    ref["normalized"] = normalized;
-    ref["contains"] = contains;
-    ref["contains_rate"] = rate(contains, with_ref);
-    s["reference"] = ref;
+
+    ordered_json judge_json() const {
+        ordered_json judge;
+        judge["names"] = judges;
+        judge["judged"] = judged;
+        judge["success"] = judge_yes;
+        judge["no_verdict"] = judge_none;
+        judge["success_rate"] = rate(judge_yes, judged);
+        return judge;
+    }
+
+    ordered_json reference_json() const {
+        ordered_json ref;
+        ref["tasks"] = with_ref;
+        ref["exact"] = exact;
+        ref["normalized"] = normalized;
+        ref["contains"] = contains;
+        ref["contains_rate"] = rate(contains, with_ref);
+        return ref;
+    }
+};
+
+}  // namespace
+
+ordered_json summarize(const std::vector<TaskRecord>& records, size_t planned) {
+    ordered_json s;
+    s["tasks"] = records.size();
+    s["planned"] = planned;
+    Tally t;
+    for (const TaskRecord& r : records) t.add(r);
+    s["status"] = t.status;
+    s["succeeded"] = t.succeeded;
+    s["success_rate"] = rate(t.succeeded, records.size());
+    s["success_rate_without_errors"] = rate(t.succeeded, records.size() - t.errors);
+    s["with_verdict"] = t.known;
+    s["errors"] = t.errors;
+    s["judge"] = t.judge_json();
+    s["reference"] = t.reference_json();
     ordered_json per_site = ordered_json::object();
-    for (const auto& [name, site] : sites) per_site[name] = site.to_json();
+    for (const auto& [name, site] : t.sites) per_site[name] = site.to_json();
     s["per_site"] = per_site;
-    if (!fields.empty()) {
+    if (!t.fields.empty()) {
         ordered_json per_field;
-        for (const auto& [key, groups] : fields) {
+        for (const auto& [key, groups] : t.fields) {
             for (const auto& [value, group] : groups) per_field[key][value] = group.to_json();
         }
         s["per_field"] = per_field;
     }
-    s["tokens"] = {{"prompt", prompt},
-                   {"output", output},
-                   {"image", image},
-                   {"judge", judge_tokens},
-                   {"per_task", distribution(tokens)}};
-    s["model_s"] = distribution(model);
-    s["browser_s"] = distribution(browser);
-    s["wall_s"] = distribution(wall);
-    s["steps"] = distribution(steps);
-    s["error_list"] = error_list;
+    s["tokens"] = {{"prompt", t.prompt},
+                   {"output", t.output},
+                   {"image", t.image},
+                   {"judge", t.judge_tokens},
+                   {"per_task", distribution(t.tokens)}};
+    s["model_s"] = distribution(t.model);
+    s["browser_s"] = distribution(t.browser);
+    s["wall_s"] = distribution(t.wall);
+    s["steps"] = distribution(t.steps);
+    s["error_list"] = t.error_list;
     return s;
 }
 
@@ -330,22 +345,9 @@ std::string last_screenshot(const std::string& dir, const std::string& trace) {
     return last.empty() ? "" : trace + "/screenshots/" + last;
 }
 
-}  // namespace
-
-std::string render_eval_report(const std::vector<TaskRecord>& records, const ordered_json& s,
-                               const std::string& dir) {
+// The headline paragraph: tasks, success, judge verdicts, reference matches, tokens and times.
+std::string headline_section(size_t n, const ordered_json& s) {
     std::ostringstream h;
-    h << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>surf eval report</title><style>"
-         "body{font-family:sans-serif;margin:20px;color:#222}table{border-collapse:collapse;font-size:13px}"
-         "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}"
-         "th{background:#eee}.ok{color:#176d17}.bad{color:#a31515}.err{color:#a36b00}"
-         ".charts{display:flex;gap:24px;flex-wrap:wrap}.k{color:#666}td.a{max-width:360px;word-break:break-"
-         "word}"
-         "th{cursor:pointer}th[data-dir=asc]::after{content:' \\25B2'}th[data-dir=desc]::after{content:' "
-         "\\25BC'}"
-         "img.thumb{width:96px;border:1px solid #ccc}#filter{margin:4px 0 8px;width:320px}"
-         "</style></head><body>\n<h1>surf eval</h1>\n";
-    const size_t n = records.size();
     h << "<p><span class=\"k\">Tasks:</span> " << n;
     if (s.value("planned", 0) > 0) h << " of " << s["planned"].get<size_t>() << " planned";
     h << " &nbsp; <span class=\"k\">Success:</span> <b>" << s["succeeded"].get<size_t>() << " ("
@@ -374,12 +376,12 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
       << " s in all) &nbsp; <span class=\"k\">Wall:</span> p50 "
       << fmt::format("{:.1f}", s["wall_s"]["p50"].get<double>()) << " s, p90 "
       << fmt::format("{:.1f}", s["wall_s"]["p90"].get<double>()) << " s</p>\n";
+    return h.str();
+}
 
-    if (s.contains("run")) h << run_section(s["run"]);
-    h << group_table("site", s["per_site"]);
-    if (s.contains("per_field"))
-        for (const auto& [key, groups] : s["per_field"].items()) h << group_table(key, groups);
-
+// Histograms of steps, wall seconds, model seconds and tokens per task.
+std::string distributions_section(const std::vector<TaskRecord>& records) {
+    std::ostringstream h;
     std::vector<double> steps, wall, model, tokens;
     for (const TaskRecord& r : records) {
         steps.push_back(r.steps);
@@ -391,6 +393,67 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
       << svg_histogram(wall, 12, "wall seconds per task", false)
       << svg_histogram(model, 12, "model seconds per task", false)
       << svg_histogram(tokens, 12, "tokens per task", false) << "</div>\n";
+    return h.str();
+}
+
+// One row of the task table; its thumbnail is the trace's last screenshot when `dir` is known.
+std::string task_row(const TaskRecord& r, const std::string& dir) {
+    std::ostringstream h;
+    const char* cls = r.status == "error" ? "err" : (r.success.value_or(false) ? "ok" : "bad");
+    h << "<tr><td title=\"" << html_escape(r.question) << "\">" << html_escape(r.id) << "</td><td>"
+      << html_escape(r.site) << "</td><td class=\"" << cls << "\">" << html_escape(r.status);
+    if (!r.error.empty()) h << "<br><small>" << html_escape(surf::shorten_utf8(r.error, 300)) << "</small>";
+    h << "</td><td class=\"" << cls << "\">" << tri(r.success) << "</td><td>";
+    if (!r.judge.empty()) {
+        h << tri(r.judge_success, "SUCCESS", "NOT SUCCESS") << "<br><small>"
+          << html_escape(surf::shorten_utf8(r.judge_reason, 300)) << "</small>";
+    }
+    h << "</td><td>";
+    if (!r.references.empty()) {
+        h << "exact " << tri(r.exact_match) << ", norm. " << tri(r.normalized_match) << ", cont. "
+          << tri(r.contains_match) << "<br><small>ref: " << html_escape(r.references.front().substr(0, 200))
+          << "</small>";
+    }
+    h << "</td><td class=\"a\">" << html_escape(r.answer) << "</td><td>" << r.steps << "</td><td>"
+      << r.prompt_tokens + r.output_tokens << "</td><td>" << fmt::format("{:.1f}", r.model_seconds)
+      << "</td><td>" << fmt::format("{:.1f}", r.wall_seconds) << "</td><td>";
+    if (!r.trace.empty()) {
+        const std::string shot = dir.empty() ? "" : last_screenshot(dir, r.trace);
+        if (!shot.empty()) {
+            h << "<a href=\"" << html_escape(r.trace)
+              << "/report.html\"><img class=\"thumb\" loading=\"lazy\" "
+              << "alt=\"last screenshot\" src=\"" << html_escape(shot) << "\"></a><br>";
+        }
+        h << "<a href=\"" << html_escape(r.trace) << "/report.html\">report</a> <a href=\""
+          << html_escape(r.trace) << "/trace.jsonl\">trace</a>";
+    }
+    h << "</td></tr>\n";
+    return h.str();
+}
+
+}  // namespace
+
+std::string render_eval_report(const std::vector<TaskRecord>& records, const ordered_json& s,
+                               const std::string& dir) {
+    std::ostringstream h;
+    h << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>surf eval report</title><style>"
+         "body{font-family:sans-serif;margin:20px;color:#222}table{border-collapse:collapse;font-size:13px}"
+         "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}"
+         "th{background:#eee}.ok{color:#176d17}.bad{color:#a31515}.err{color:#a36b00}"
+         ".charts{display:flex;gap:24px;flex-wrap:wrap}.k{color:#666}td.a{max-width:360px;word-break:break-"
+         "word}"
+         "th{cursor:pointer}th[data-dir=asc]::after{content:' \\25B2'}th[data-dir=desc]::after{content:' "
+         "\\25BC'}"
+         "img.thumb{width:96px;border:1px solid #ccc}#filter{margin:4px 0 8px;width:320px}"
+         "</style></head><body>\n<h1>surf eval</h1>\n";
+    h << headline_section(records.size(), s);
+
+    if (s.contains("run")) h << run_section(s["run"]);
+    h << group_table("site", s["per_site"]);
+    if (s.contains("per_field"))
+        for (const auto& [key, groups] : s["per_field"].items()) h << group_table(key, groups);
+
+    h << distributions_section(records);
 
     h << "<h2>Tasks</h2>\n<input id=\"filter\" type=\"search\" placeholder=\"filter: words in any column\">\n"
          "<table "
@@ -398,38 +461,7 @@ std::string render_eval_report(const std::vector<TaskRecord>& records, const ord
          "<th>Match</th><th>Answer</th><th>Steps</th><th>Tokens</th><th>Model s</th><th>Wall "
          "s</th><th>Trace</th>"
          "</tr></thead><tbody>\n";
-    for (const TaskRecord& r : records) {
-        const char* cls = r.status == "error" ? "err" : (r.success.value_or(false) ? "ok" : "bad");
-        h << "<tr><td title=\"" << html_escape(r.question) << "\">" << html_escape(r.id) << "</td><td>"
-          << html_escape(r.site) << "</td><td class=\"" << cls << "\">" << html_escape(r.status);
-        if (!r.error.empty())
-            h << "<br><small>" << html_escape(surf::shorten_utf8(r.error, 300)) << "</small>";
-        h << "</td><td class=\"" << cls << "\">" << tri(r.success) << "</td><td>";
-        if (!r.judge.empty()) {
-            h << tri(r.judge_success, "SUCCESS", "NOT SUCCESS") << "<br><small>"
-              << html_escape(surf::shorten_utf8(r.judge_reason, 300)) << "</small>";
-        }
-        h << "</td><td>";
-        if (!r.references.empty()) {
-            h << "exact " << tri(r.exact_match) << ", norm. " << tri(r.normalized_match) << ", cont. "
-              << tri(r.contains_match)
-              << "<br><small>ref: " << html_escape(r.references.front().substr(0, 200)) << "</small>";
-        }
-        h << "</td><td class=\"a\">" << html_escape(r.answer) << "</td><td>" << r.steps << "</td><td>"
-          << r.prompt_tokens + r.output_tokens << "</td><td>" << fmt::format("{:.1f}", r.model_seconds)
-          << "</td><td>" << fmt::format("{:.1f}", r.wall_seconds) << "</td><td>";
-        if (!r.trace.empty()) {
-            const std::string shot = dir.empty() ? "" : last_screenshot(dir, r.trace);
-            if (!shot.empty()) {
-                h << "<a href=\"" << html_escape(r.trace)
-                  << "/report.html\"><img class=\"thumb\" loading=\"lazy\" "
-                  << "alt=\"last screenshot\" src=\"" << html_escape(shot) << "\"></a><br>";
-            }
-            h << "<a href=\"" << html_escape(r.trace) << "/report.html\">report</a> <a href=\""
-              << html_escape(r.trace) << "/trace.jsonl\">trace</a>";
-        }
-        h << "</td></tr>\n";
-    }
+    for (const TaskRecord& r : records) h << task_row(r, dir);
     h << "</tbody></table>\n" << kTableScript << "</body></html>\n";
     return h.str();
 }
