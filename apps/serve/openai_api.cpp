@@ -251,8 +251,11 @@ int json_nesting_depth(std::string_view text) {
     return deepest;
 }
 
-ChatRequest parse_chat_request(const std::string& body_text, const ServiceOptions& options,
-                               model::SchemaCache& schemas) {
+namespace {
+
+// The body as JSON: refused before parsing when nested deeper than kMaxJsonDepth, and when it is not an
+// object.
+json parse_body(const std::string& body_text) {
     // Everything downstream (the JSON tree, template values, schemas) walks a body recursively: a body nested
     // deeper than any real request is refused before it is parsed.
     if (const int depth = json_nesting_depth(body_text); depth > kMaxJsonDepth) {
@@ -267,16 +270,11 @@ ChatRequest parse_chat_request(const std::string& body_text, const ServiceOption
         throw bad("", std::string("the body is not valid JSON: ") + e.what());
     }
     if (!body.is_object()) throw bad("", "the body must be a JSON object");
-    ChatRequest req;
-    if (!body.contains("model") || !body["model"].is_string()) throw bad("model", "required (a string)");
-    req.model = body["model"].get<std::string>();
-    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
-        throw bad("messages", "required (a non-empty list)");
-    }
-    for (size_t i = 0; i < body["messages"].size(); ++i) {
-        req.messages.push_back(parse_message(body["messages"][i], i, options, &req.images));
-    }
+    return body;
+}
 
+// max_tokens (or max_completion_tokens), the sampling fields, n and ignore_eos.
+void parse_sampling(const json& body, const ServiceOptions& options, ChatRequest& req) {
     req.options.max_tokens = options.default_max_tokens;
     for (const char* name : {"max_tokens", "max_completion_tokens"}) {
         if (body.contains(name) && !body[name].is_null()) {
@@ -299,11 +297,10 @@ ChatRequest parse_chat_request(const std::string& body_text, const ServiceOption
         if (!body["ignore_eos"].is_boolean()) throw bad("ignore_eos", "expected a boolean");
         req.options.ignore_eos = body["ignore_eos"].get<bool>();
     }
-    for (const char* name : {"stop", "tools", "logprobs", "logit_bias"}) {
-        const json v = body.value(name, json());
-        const bool unset = v.is_null() || (v.is_boolean() && !v.get<bool>()) || (v.is_array() && v.empty());
-        if (!unset) throw bad(name, "not supported by surf serve", "unsupported_parameter");
-    }
+}
+
+// stream and stream_options.include_usage.
+void parse_streaming(const json& body, ChatRequest& req) {
     if (body.contains("stream")) {
         if (!body["stream"].is_boolean() && !body["stream"].is_null())
             throw bad("stream", "expected a boolean");
@@ -317,6 +314,10 @@ ChatRequest parse_chat_request(const std::string& body_text, const ServiceOption
         req.include_usage = so.contains("include_usage") && so["include_usage"].is_boolean() &&
                             so["include_usage"].get<bool>();
     }
+}
+
+// response_format: text, or json_schema compiled (through the cache) into the request's constraint.
+void parse_response_format(const json& body, model::SchemaCache& schemas, ChatRequest& req) {
     if (body.contains("response_format") && !body["response_format"].is_null()) {
         const json& rf = body["response_format"];
         if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
@@ -336,6 +337,30 @@ ChatRequest parse_chat_request(const std::string& body_text, const ServiceOption
             throw bad("response_format.type", "\"" + type + "\" is not supported (text, json_schema)");
         }
     }
+}
+
+}  // namespace
+
+ChatRequest parse_chat_request(const std::string& body_text, const ServiceOptions& options,
+                               model::SchemaCache& schemas) {
+    const json body = parse_body(body_text);
+    ChatRequest req;
+    if (!body.contains("model") || !body["model"].is_string()) throw bad("model", "required (a string)");
+    req.model = body["model"].get<std::string>();
+    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
+        throw bad("messages", "required (a non-empty list)");
+    }
+    for (size_t i = 0; i < body["messages"].size(); ++i) {
+        req.messages.push_back(parse_message(body["messages"][i], i, options, &req.images));
+    }
+    parse_sampling(body, options, req);
+    for (const char* name : {"stop", "tools", "logprobs", "logit_bias"}) {
+        const json v = body.value(name, json());
+        const bool unset = v.is_null() || (v.is_boolean() && !v.get<bool>()) || (v.is_array() && v.empty());
+        if (!unset) throw bad(name, "not supported by surf serve", "unsupported_parameter");
+    }
+    parse_streaming(body, req);
+    parse_response_format(body, schemas, req);
     if (body.contains("chat_template_kwargs")) {
         if (!body["chat_template_kwargs"].is_object())
             throw bad("chat_template_kwargs", "expected an object");
@@ -578,16 +603,56 @@ void OpenAiService::route(const HttpRequest& request, HttpResponseWriter& writer
     }
 }
 
-void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWriter& writer,
-                                     RequestRecord& record) {
-    ChatRequest req = parse_chat_request(request.body, options_, schemas_);
-    if (req.model != options_.model_name) {
-        throw ApiError{404,
-                       "the model \"" + req.model + "\" does not exist; this server serves \"" +
-                           options_.model_name + "\"",
-                       "invalid_request_error", "model", "model_not_found"};
+namespace {
+
+// What identifies one completion in every object it sends: id, creation time and model name.
+struct CompletionIds {
+    std::string id;
+    int64_t created = 0;
+    std::string model;
+
+    // The SSE event of one chat.completion.chunk.
+    std::string chunk(const json& delta, const json& finish) const {
+        json c = {
+            {"id", id},
+            {"object", "chat.completion.chunk"},
+            {"created", created},
+            {"model", model},
+            {"choices", json::array({json{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}})}};
+        return "data: " + c.dump() + "\n\n";
     }
-    const std::string prompt = render_prompt(req);
+};
+
+// The end of a completed generation: a stream's last chunk (and the usage chunk when asked for) and
+// [DONE], or the whole chat.completion object.
+void send_completion(const ChatRequest& req, const CompletionIds& ids, const model::GenerateResult& result,
+                     const json& usage, HttpResponseWriter& writer) {
+    if (req.stream) {
+        std::string tail = ids.chunk(json::object(), finish_name(result.finish));
+        if (req.include_usage) {
+            json u = {{"id", ids.id},       {"object", "chat.completion.chunk"}, {"created", ids.created},
+                      {"model", ids.model}, {"choices", json::array()},          {"usage", usage}};
+            tail += "data: " + u.dump() + "\n\n";
+        }
+        writer.write(tail + "data: [DONE]\n\n");
+        return;
+    }
+    const json message = {{"role", "assistant"}, {"content", result.text}};
+    const json response = {
+        {"id", ids.id},
+        {"object", "chat.completion"},
+        {"created", ids.created},
+        {"model", ids.model},
+        {"choices", json::array({json{
+                        {"index", 0}, {"message", message}, {"finish_reason", finish_name(result.finish)}}})},
+        {"usage", usage}};
+    writer.send(200, "application/json", response.dump());
+}
+
+}  // namespace
+
+std::vector<model::InputPart> OpenAiService::prompt_parts(const ChatRequest& req,
+                                                          const std::string& prompt) const {
     std::vector<model::InputPart> parts;
     try {
         parts = model::interleave_images(prompt, req.images, engine_->config().image_context_token);
@@ -610,49 +675,13 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
                       std::to_string(options_.max_prompt_tokens),
                   "context_length_exceeded");
     }
+    return parts;
+}
 
-    const std::string id = next_response_id();
-    const int64_t created = static_cast<int64_t>(std::time(nullptr));
-    auto chunk = [&](const json& delta, const json& finish) {
-        json c = {
-            {"id", id},
-            {"object", "chat.completion.chunk"},
-            {"created", created},
-            {"model", options_.model_name},
-            {"choices", json::array({json{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}})}};
-        return "data: " + c.dump() + "\n\n";
-    };
-
-    bool client_left = false;
-    // Polled between the prompt's chunks and the decode steps (CPU backend) and at every piece: a client that
-    // hangs up stops its generation wherever it is.
-    const auto hung_up = [&] {
-        if (writer.client_gone()) client_left = true;
-        return client_left;
-    };
-    req.options.is_cancelled = hung_up;
-    if (req.stream) {
-        req.options.on_text = [&](std::string_view piece) {
-            if (record.first_token == Clock::time_point{}) record.first_token = Clock::now();
-            if (hung_up() || !writer.write(chunk(json{{"content", std::string(piece)}}, nullptr))) {
-                client_left = true;
-                return false;
-            }
-            return true;
-        };
-        if (!writer.begin_stream(200, "text/event-stream") ||
-            !writer.write(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr))) {
-            return;
-        }
-    } else {
-        // Nothing is written until the end: the socket is polled at every piece instead.
-        req.options.on_text = [&](std::string_view) {
-            if (record.first_token == Clock::time_point{}) record.first_token = Clock::now();
-            return !hung_up();
-        };
-    }
-    model::GenerateResult result;
-    int64_t prompt_tokens = 0, cached_tokens = 0;
+bool OpenAiService::run_generation(const ChatRequest& req, const std::string& prompt,
+                                   const std::vector<model::InputPart>& parts, HttpResponseWriter& writer,
+                                   model::GenerateResult& result, int64_t& prompt_tokens,
+                                   int64_t& cached_tokens) {
     ++running_;
     try {
         if (prefix_cache_) {
@@ -670,11 +699,59 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
         if (e.kind() == ErrorKind::kResourceExhausted) err.code = "overloaded";
         if (!req.stream) throw err;
         writer.write("data: " + api_error_json(err) + "\n\ndata: [DONE]\n\n");
-        return;
+        return false;
     } catch (...) {
         --running_;
         throw;
     }
+    return true;
+}
+
+void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWriter& writer,
+                                     RequestRecord& record) {
+    ChatRequest req = parse_chat_request(request.body, options_, schemas_);
+    if (req.model != options_.model_name) {
+        throw ApiError{404,
+                       "the model \"" + req.model + "\" does not exist; this server serves \"" +
+                           options_.model_name + "\"",
+                       "invalid_request_error", "model", "model_not_found"};
+    }
+    const std::string prompt = render_prompt(req);
+    const std::vector<model::InputPart> parts = prompt_parts(req, prompt);
+    const CompletionIds ids{next_response_id(), static_cast<int64_t>(std::time(nullptr)),
+                            options_.model_name};
+
+    bool client_left = false;
+    // Polled between the prompt's chunks and the decode steps (CPU backend) and at every piece: a client that
+    // hangs up stops its generation wherever it is.
+    const auto hung_up = [&] {
+        if (writer.client_gone()) client_left = true;
+        return client_left;
+    };
+    req.options.is_cancelled = hung_up;
+    if (req.stream) {
+        req.options.on_text = [&](std::string_view piece) {
+            if (record.first_token == Clock::time_point{}) record.first_token = Clock::now();
+            if (hung_up() || !writer.write(ids.chunk(json{{"content", std::string(piece)}}, nullptr))) {
+                client_left = true;
+                return false;
+            }
+            return true;
+        };
+        if (!writer.begin_stream(200, "text/event-stream") ||
+            !writer.write(ids.chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr))) {
+            return;
+        }
+    } else {
+        // Nothing is written until the end: the socket is polled at every piece instead.
+        req.options.on_text = [&](std::string_view) {
+            if (record.first_token == Clock::time_point{}) record.first_token = Clock::now();
+            return !hung_up();
+        };
+    }
+    model::GenerateResult result;
+    int64_t prompt_tokens = 0, cached_tokens = 0;
+    if (!run_generation(req, prompt, parts, writer, result, prompt_tokens, cached_tokens)) return;
 
     const int64_t completion = static_cast<int64_t>(result.tokens.size());
     record_finished(prompt_tokens, completion);
@@ -688,83 +765,105 @@ void OpenAiService::chat_completions(const HttpRequest& request, HttpResponseWri
         ++cancelled_total_;
         return;
     }
-    if (req.stream) {
-        std::string tail = chunk(json::object(), finish_name(result.finish));
-        if (req.include_usage) {
-            json u = {{"id", id},
-                      {"object", "chat.completion.chunk"},
-                      {"created", created},
-                      {"model", options_.model_name},
-                      {"choices", json::array()},
-                      {"usage", usage}};
-            tail += "data: " + u.dump() + "\n\n";
-        }
-        writer.write(tail + "data: [DONE]\n\n");
-        return;
-    }
-    const json message = {{"role", "assistant"}, {"content", result.text}};
-    const json response = {
-        {"id", id},
-        {"object", "chat.completion"},
-        {"created", created},
-        {"model", options_.model_name},
-        {"choices", json::array({json{
-                        {"index", 0}, {"message", message}, {"finish_reason", finish_name(result.finish)}}})},
-        {"usage", usage}};
-    writer.send(200, "application/json", response.dump());
+    send_completion(req, ids, result, usage, writer);
 }
 
-std::string OpenAiService::metrics_text() const {
-    std::ostringstream os;
-    auto metric = [&](const char* name, const char* type, const char* help, double value) {
-        os << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
-           << name << " " << value << "\n";
-    };
-    const model::EngineStats s = engine_->stats();
-    const auto now = Clock::now();
-    double tokens_per_second = 0;
-    {
-        std::lock_guard<std::mutex> lock(metrics_mutex_);
-        prune_recent_tokens(now);
-        int64_t sum = 0;
-        for (const auto& r : recent_tokens_) sum += r.second;
-        const double window = std::min(std::chrono::duration<double>(kRecentWindow).count(),
-                                       std::chrono::duration<double>(now - started_).count());
-        tokens_per_second = window > 0 ? static_cast<double>(sum) / window : 0;
-        os << "# HELP surf_http_responses_total Responses sent, by status code.\n"
-              "# TYPE surf_http_responses_total counter\n";
-        for (const auto& [status, n] : responses_by_status_) {
-            os << "surf_http_responses_total{code=\"" << status << "\"} " << n << "\n";
-        }
+namespace {
+
+void write_metric(std::ostream& os, const char* name, const char* type, const char* help, double value) {
+    os << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+       << name << " " << value << "\n";
+}
+
+// The engine's own gauges and counters: scheduler, throughput, KV pages, state slots, sessions, memory.
+void write_engine_metrics(std::ostream& os, const model::EngineStats& s) {
+    write_metric(os, "surf_engine_running", "gauge", "Sequences the engine is running.",
+                 static_cast<double>(s.running));
+    write_metric(os, "surf_engine_waiting", "gauge", "Requests waiting inside the engine.",
+                 static_cast<double>(s.waiting));
+    write_metric(os, "surf_engine_decode_tokens_total", "counter", "Tokens decoded by the engine.",
+                 static_cast<double>(s.decode_tokens));
+    write_metric(os, "surf_engine_prefill_tokens_total", "counter", "Tokens prefilled by the engine.",
+                 static_cast<double>(s.prefill_tokens));
+    write_metric(
+        os, "surf_engine_decode_tokens_per_second", "gauge",
+        "Decode-only throughput over the engine's life (tokens / decode-step seconds).",
+        s.decode_only_seconds > 0 ? static_cast<double>(s.decode_only_rows) / s.decode_only_seconds : 0.0);
+    write_metric(os, "surf_kv_pages_used", "gauge", "Paged-KV pages in use.",
+                 static_cast<double>(s.kv_pages_used));
+    write_metric(os, "surf_kv_pages_total", "gauge", "Paged-KV pages.",
+                 static_cast<double>(s.kv_pages_total));
+    write_metric(os, "surf_kv_occupancy", "gauge", "Fraction of KV pages in use.",
+                 s.kv_pages_total > 0
+                     ? static_cast<double>(s.kv_pages_used) / static_cast<double>(s.kv_pages_total)
+                     : 0.0);
+    write_metric(os, "surf_state_slots_used", "gauge", "Recurrent-state (conv + SSM) slots in use.",
+                 static_cast<double>(s.slots_used));
+    write_metric(os, "surf_state_slots_total", "gauge", "Recurrent-state slots.",
+                 static_cast<double>(s.slots_total));
+    write_metric(
+        os, "surf_state_occupancy", "gauge", "Fraction of state slots in use.",
+        s.slots_total > 0 ? static_cast<double>(s.slots_used) / static_cast<double>(s.slots_total) : 0.0);
+    write_metric(os, "surf_sessions_resident", "gauge", "Sessions resident on the device.",
+                 static_cast<double>(s.resident_sessions));
+    write_metric(os, "surf_sessions_offloaded", "gauge", "Sessions offloaded to host memory.",
+                 static_cast<double>(s.offloaded_sessions));
+    write_metric(os, "surf_image_cache_hits_total", "counter", "Image-embedding cache hits.",
+                 static_cast<double>(s.image_cache_hits));
+    write_metric(os, "surf_device_bytes", "gauge", "Bytes allocated on the device.",
+                 static_cast<double>(s.device_bytes));
+}
+
+}  // namespace
+
+double OpenAiService::write_response_counts(std::ostream& os, Clock::time_point now) const {
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    prune_recent_tokens(now);
+    int64_t sum = 0;
+    for (const auto& r : recent_tokens_) sum += r.second;
+    const double window = std::min(std::chrono::duration<double>(kRecentWindow).count(),
+                                   std::chrono::duration<double>(now - started_).count());
+    os << "# HELP surf_http_responses_total Responses sent, by status code.\n"
+          "# TYPE surf_http_responses_total counter\n";
+    for (const auto& [status, n] : responses_by_status_) {
+        os << "surf_http_responses_total{code=\"" << status << "\"} " << n << "\n";
     }
+    return window > 0 ? static_cast<double>(sum) / window : 0;
+}
+
+void OpenAiService::write_service_metrics(std::ostream& os, const model::EngineStats& s,
+                                          double tokens_per_second) const {
     const int64_t queued = queue_probe_ ? queue_probe_() : 0;
-    metric("surf_queue_depth", "gauge",
-           "Requests waiting: HTTP connections not yet picked up plus engine requests waiting for a slot.",
-           static_cast<double>(queued + s.waiting));
-    metric("surf_requests_running", "gauge", "Chat completions generating now.",
-           static_cast<double>(running_.load()));
-    metric("surf_sessions_open", "gauge", "Engine sessions held by in-flight requests.",
-           static_cast<double>(open_sessions_.load()));
-    metric("surf_prompt_tokens_total", "counter",
-           "Prompt tokens of finished requests (those a kept session held included).",
-           static_cast<double>(prompt_tokens_total_.load()));
+    write_metric(
+        os, "surf_queue_depth", "gauge",
+        "Requests waiting: HTTP connections not yet picked up plus engine requests waiting for a slot.",
+        static_cast<double>(queued + s.waiting));
+    write_metric(os, "surf_requests_running", "gauge", "Chat completions generating now.",
+                 static_cast<double>(running_.load()));
+    write_metric(os, "surf_sessions_open", "gauge", "Engine sessions held by in-flight requests.",
+                 static_cast<double>(open_sessions_.load()));
+    write_metric(os, "surf_prompt_tokens_total", "counter",
+                 "Prompt tokens of finished requests (those a kept session held included).",
+                 static_cast<double>(prompt_tokens_total_.load()));
     if (prefix_cache_) {
-        metric("surf_prefix_cache_sessions", "gauge",
-               "Engine sessions kept at the end of recent prompts (conversation reuse).",
-               static_cast<double>(prefix_cache_->size()));
-        metric("surf_prefix_cache_hits_total", "counter", "Requests that started from a kept session.",
-               static_cast<double>(prefix_cache_->hits()));
-        metric("surf_prefix_cached_tokens_total", "counter",
-               "Prompt tokens those kept sessions already held (not prefilled again).",
-               static_cast<double>(prefix_cache_->hit_tokens()));
+        write_metric(os, "surf_prefix_cache_sessions", "gauge",
+                     "Engine sessions kept at the end of recent prompts (conversation reuse).",
+                     static_cast<double>(prefix_cache_->size()));
+        write_metric(os, "surf_prefix_cache_hits_total", "counter",
+                     "Requests that started from a kept session.",
+                     static_cast<double>(prefix_cache_->hits()));
+        write_metric(os, "surf_prefix_cached_tokens_total", "counter",
+                     "Prompt tokens those kept sessions already held (not prefilled again).",
+                     static_cast<double>(prefix_cache_->hit_tokens()));
     }
-    metric("surf_generation_tokens_total", "counter", "Tokens generated.",
-           static_cast<double>(completion_tokens_total_.load()));
-    metric("surf_generation_tokens_per_second", "gauge",
-           "Tokens generated by requests that finished in the last 10 s, per second.", tokens_per_second);
-    metric("surf_requests_cancelled_total", "counter",
-           "Generations cancelled because the client disconnected.",
-           static_cast<double>(cancelled_total_.load()));
+    write_metric(os, "surf_generation_tokens_total", "counter", "Tokens generated.",
+                 static_cast<double>(completion_tokens_total_.load()));
+    write_metric(os, "surf_generation_tokens_per_second", "gauge",
+                 "Tokens generated by requests that finished in the last 10 s, per second.",
+                 tokens_per_second);
+    write_metric(os, "surf_requests_cancelled_total", "counter",
+                 "Generations cancelled because the client disconnected.",
+                 static_cast<double>(cancelled_total_.load()));
     queue_seconds_.write(os, "surf_request_queue_seconds",
                          "Time a chat request waited for a worker after it was read whole.");
     first_token_seconds_.write(os, "surf_time_to_first_token_seconds",
@@ -772,37 +871,17 @@ std::string OpenAiService::metrics_text() const {
     request_seconds_.write(
         os, "surf_request_duration_seconds",
         "Time from a request read whole to its response sent (streams: to the last chunk).");
-    metric("surf_engine_running", "gauge", "Sequences the engine is running.",
-           static_cast<double>(s.running));
-    metric("surf_engine_waiting", "gauge", "Requests waiting inside the engine.",
-           static_cast<double>(s.waiting));
-    metric("surf_engine_decode_tokens_total", "counter", "Tokens decoded by the engine.",
-           static_cast<double>(s.decode_tokens));
-    metric("surf_engine_prefill_tokens_total", "counter", "Tokens prefilled by the engine.",
-           static_cast<double>(s.prefill_tokens));
-    metric("surf_engine_decode_tokens_per_second", "gauge",
-           "Decode-only throughput over the engine's life (tokens / decode-step seconds).",
-           s.decode_only_seconds > 0 ? static_cast<double>(s.decode_only_rows) / s.decode_only_seconds : 0.0);
-    metric("surf_kv_pages_used", "gauge", "Paged-KV pages in use.", static_cast<double>(s.kv_pages_used));
-    metric("surf_kv_pages_total", "gauge", "Paged-KV pages.", static_cast<double>(s.kv_pages_total));
-    metric("surf_kv_occupancy", "gauge", "Fraction of KV pages in use.",
-           s.kv_pages_total > 0 ? static_cast<double>(s.kv_pages_used) / static_cast<double>(s.kv_pages_total)
-                                : 0.0);
-    metric("surf_state_slots_used", "gauge", "Recurrent-state (conv + SSM) slots in use.",
-           static_cast<double>(s.slots_used));
-    metric("surf_state_slots_total", "gauge", "Recurrent-state slots.", static_cast<double>(s.slots_total));
-    metric("surf_state_occupancy", "gauge", "Fraction of state slots in use.",
-           s.slots_total > 0 ? static_cast<double>(s.slots_used) / static_cast<double>(s.slots_total) : 0.0);
-    metric("surf_sessions_resident", "gauge", "Sessions resident on the device.",
-           static_cast<double>(s.resident_sessions));
-    metric("surf_sessions_offloaded", "gauge", "Sessions offloaded to host memory.",
-           static_cast<double>(s.offloaded_sessions));
-    metric("surf_image_cache_hits_total", "counter", "Image-embedding cache hits.",
-           static_cast<double>(s.image_cache_hits));
-    metric("surf_device_bytes", "gauge", "Bytes allocated on the device.",
-           static_cast<double>(s.device_bytes));
-    metric("surf_uptime_seconds", "gauge", "Seconds since the server started.",
-           std::chrono::duration<double>(now - started_).count());
+}
+
+std::string OpenAiService::metrics_text() const {
+    std::ostringstream os;
+    const model::EngineStats s = engine_->stats();
+    const auto now = Clock::now();
+    const double tokens_per_second = write_response_counts(os, now);
+    write_service_metrics(os, s, tokens_per_second);
+    write_engine_metrics(os, s);
+    write_metric(os, "surf_uptime_seconds", "gauge", "Seconds since the server started.",
+                 std::chrono::duration<double>(now - started_).count());
     return os.str();
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -108,6 +109,18 @@ private:
         std::chrono::steady_clock::time_point first_token{};  // unset: no token was generated
     };
     void chat_completions(const HttpRequest& request, HttpResponseWriter& writer, RequestRecord& record);
+    // The prompt as engine input: images interleaved and text parts tokenized; refuses a prompt of more than
+    // options_.max_prompt_tokens text tokens.
+    std::vector<model::InputPart> prompt_parts(const ChatRequest& req, const std::string& prompt) const;
+    // Generates, counting the request in running_. An engine error is thrown as an ApiError, or for a stream
+    // written as an error event (then false).
+    bool run_generation(const ChatRequest& req, const std::string& prompt,
+                        const std::vector<model::InputPart>& parts, HttpResponseWriter& writer,
+                        model::GenerateResult& result, int64_t& prompt_tokens, int64_t& cached_tokens);
+    // metrics_text's parts: the responses by status code (returning the recent tokens per second, both under
+    // metrics_mutex_), then the service's queue, request, token and latency metrics.
+    double write_response_counts(std::ostream& os, std::chrono::steady_clock::time_point now) const;
+    void write_service_metrics(std::ostream& os, const model::EngineStats& s, double tokens_per_second) const;
     void route(const HttpRequest& request, HttpResponseWriter& writer, RequestRecord& record);
     void record_request(const HttpRequest& request, const HttpResponseWriter& writer,
                         const RequestRecord& record, std::chrono::steady_clock::time_point begun);
