@@ -337,6 +337,66 @@ surf::eval::EvalOutcome run_with_progress(surf::eval::EvalRunner& runner,
     return outcome;
 }
 
+// --references FILE: the reference answers attached to the tasks they name.
+void attach_reference_file(const surf::cli::Args& args, std::vector<surf::eval::EvalTask>& tasks) {
+    const std::string path = args.get("references");
+    std::ifstream in(path);
+    if (!in) throw Error(ErrorKind::kIo, path + ": cannot open the reference answers");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const int n = surf::eval::attach_references(tasks, ss.str(), path);
+    std::fprintf(stderr, "reference answers: %d of %zu tasks\n", n, tasks.size());
+}
+
+// --ids, --sites, --limit, then --shard: the tasks this run takes; returns the selection for the config.
+surf::eval::TaskSelection select_run_tasks(const surf::cli::Args& args,
+                                           std::vector<surf::eval::EvalTask>& tasks) {
+    surf::eval::TaskSelection selection;
+    selection.ids = comma_list(args, "ids");
+    selection.sites = comma_list(args, "sites");
+    selection.limit = args.get_int("limit", 0, 0, int64_t{1} << 40);
+    tasks = surf::eval::select_tasks(tasks, selection);
+    if (args.has("shard")) {
+        const surf::eval::Shard shard = surf::eval::parse_shard(args.get("shard"));
+        tasks = surf::eval::select_shard(tasks, shard);
+    }
+    return selection;
+}
+
+// The record of what this run is, checked against the folder's before the model loads: a difference in what
+// is measured refuses the run unless --force.
+void check_run_record(const surf::cli::Args& args, const std::string& out, const std::string& model_dir,
+                      const nlohmann::ordered_json& config, surf::eval::EvalOptions& options) {
+    options.run_record = surf::eval::make_run_record(
+        config, surf::eval::model_fingerprint(model_dir, args.get("model-name")), surf::cli::version());
+    options.resume_free_keys = kResumeFreeKeys;
+    options.force = args.has("force");
+    if (const auto before = surf::eval::read_run_record(out)) {
+        const auto diffs = surf::eval::run_differences(*before, options.run_record, kResumeFreeKeys);
+        if (!diffs.empty() && !options.force)
+            throw Error(ErrorKind::kConfig, surf::eval::config_conflict(out, diffs));
+        for (const std::string& d : diffs)
+            std::fprintf(stderr, "--force: %s differs from %s/config.json\n", d.c_str(), out.c_str());
+    }
+}
+
+// The closing summary, the Mind2Web export; 1 when the run was stopped before the end.
+int report_outcome(const surf::eval::EvalOutcome& outcome, size_t n_tasks, const std::string& out,
+                   const std::string& mind2web_out) {
+    const auto s = surf::eval::summarize(outcome.records, n_tasks);
+    std::printf("%zu of %zu tasks recorded (%zu this run, %zu skipped): %zu succeeded (%.1f%%), %zu errors\n",
+                outcome.records.size(), n_tasks, outcome.progress.done, outcome.progress.skipped,
+                s["succeeded"].get<size_t>(), 100 * s["success_rate"].get<double>(),
+                s["errors"].get<size_t>());
+    std::printf("results: %s/results.jsonl, report: %s/report.html\n", out.c_str(), out.c_str());
+    if (!mind2web_out.empty()) export_mind2web(out, outcome.records, mind2web_out);
+    if (outcome.stopped) {
+        std::printf("stopped: run the same command again to resume\n");
+        return 1;
+    }
+    return 0;
+}
+
 int run_eval(const surf::cli::Args& cli_args) {
     if (!cli_args.positional().empty() && cli_args.positional()[0] == "merge") return merge(cli_args);
     // A run configuration fills in what the command line does not give.
@@ -367,25 +427,9 @@ int run_eval(const surf::cli::Args& cli_args) {
     std::string mind2web_out = args.get("mind2web-out");
     if (mind2web_out.empty() && file.format == surf::eval::TaskFormat::kMind2Web && !out.empty())
         mind2web_out = out + "/mind2web";
-    if (args.has("references")) {
-        const std::string path = args.get("references");
-        std::ifstream in(path);
-        if (!in) throw Error(ErrorKind::kIo, path + ": cannot open the reference answers");
-        std::stringstream ss;
-        ss << in.rdbuf();
-        const int n = surf::eval::attach_references(tasks, ss.str(), path);
-        std::fprintf(stderr, "reference answers: %d of %zu tasks\n", n, tasks.size());
-    }
+    if (args.has("references")) attach_reference_file(args, tasks);
     const size_t in_file = tasks.size();
-    surf::eval::TaskSelection selection;
-    selection.ids = comma_list(args, "ids");
-    selection.sites = comma_list(args, "sites");
-    selection.limit = args.get_int("limit", 0, 0, int64_t{1} << 40);
-    tasks = surf::eval::select_tasks(tasks, selection);
-    if (args.has("shard")) {
-        const surf::eval::Shard shard = surf::eval::parse_shard(args.get("shard"));
-        tasks = surf::eval::select_shard(tasks, shard);
-    }
+    const surf::eval::TaskSelection selection = select_run_tasks(args, tasks);
     const nlohmann::ordered_json config =
         resolved_config(args, model_dir, options, selection, judge_kind, mind2web_out);
     if (dry_run) {
@@ -393,18 +437,7 @@ int run_eval(const surf::cli::Args& cli_args) {
         std::printf("config: %s\n", config.dump().c_str());
         return 0;
     }
-    // The record of what this run is, checked against the folder's before the model loads.
-    options.run_record = surf::eval::make_run_record(
-        config, surf::eval::model_fingerprint(model_dir, args.get("model-name")), surf::cli::version());
-    options.resume_free_keys = kResumeFreeKeys;
-    options.force = args.has("force");
-    if (const auto before = surf::eval::read_run_record(out)) {
-        const auto diffs = surf::eval::run_differences(*before, options.run_record, kResumeFreeKeys);
-        if (!diffs.empty() && !options.force)
-            throw Error(ErrorKind::kConfig, surf::eval::config_conflict(out, diffs));
-        for (const std::string& d : diffs)
-            std::fprintf(stderr, "--force: %s differs from %s/config.json\n", d.c_str(), out.c_str());
-    }
+    check_run_record(args, out, model_dir, config, options);
 
     surf::agent::PromptProfile profile = surf::agent::load_profile(config["profile"].get<std::string>());
 
@@ -415,18 +448,7 @@ int run_eval(const surf::cli::Args& cli_args) {
     surf::eval::EvalRunner runner(model, profile, judge, options, bo);
 
     const surf::eval::EvalOutcome outcome = run_with_progress(runner, tasks, out);
-    const auto s = surf::eval::summarize(outcome.records, tasks.size());
-    std::printf("%zu of %zu tasks recorded (%zu this run, %zu skipped): %zu succeeded (%.1f%%), %zu errors\n",
-                outcome.records.size(), tasks.size(), outcome.progress.done, outcome.progress.skipped,
-                s["succeeded"].get<size_t>(), 100 * s["success_rate"].get<double>(),
-                s["errors"].get<size_t>());
-    std::printf("results: %s/results.jsonl, report: %s/report.html\n", out.c_str(), out.c_str());
-    if (!mind2web_out.empty()) export_mind2web(out, outcome.records, mind2web_out);
-    if (outcome.stopped) {
-        std::printf("stopped: run the same command again to resume\n");
-        return 1;
-    }
-    return 0;
+    return report_outcome(outcome, tasks.size(), out, mind2web_out);
 }
 
 SURF_COMMAND(surf::cli::Command{

@@ -33,16 +33,8 @@ std::unique_ptr<Engine> open_generate_engine(const std::string& dir, const std::
     return open_engine(dir, backend, "--backend", 0, WarmUp::kSingle);
 }
 
-int run_generate(const surf::cli::Args& args) {
-    // Flags the chosen backend cannot serve fail here, before the model loads.
-    if (args.has("dump-logits") && args.get("backend") == "cuda") {
-        throw surf::Error(
-            surf::ErrorKind::kInvalidArgument,
-            "--dump-logits needs --backend cpu: the cuda engine keeps the logits on the device and "
-            "does not report them");
-    }
-    const std::string backend = surf::cli::backend_flag(args);
-    const std::string dir = surf::cli::model_flag(args);
+// Sampling, --max-tokens and --schema.
+GenerateOptions generate_options(const surf::cli::Args& args) {
     SamplingParams sampling;
     sampling.temperature = static_cast<float>(args.get_double("temperature", 0.0, 0, 2));
     sampling.top_p = static_cast<float>(args.get_double("top-p", 1.0, 0, 1));
@@ -53,31 +45,69 @@ int run_generate(const surf::cli::Args& args) {
     options.sampling = sampling;
     options.max_tokens = static_cast<int32_t>(args.get_int("max-tokens", 128, 0, 1 << 20));
     if (args.has("schema")) options.schema = load_json_schema_file(args.get("schema"));
+    return options;
+}
+
+// The prompt: --prompt as given (--raw), or the conversation rendered with the chat template: an optional
+// system message, then one user turn with the images first.
+std::string generate_prompt(const surf::cli::Args& args, const std::string& dir, size_t n_images) {
+    if (args.has("raw")) return args.require("prompt");
+    const ChatTemplate tmpl = args.has("template")
+                                  ? ChatTemplate::from_file(args.get("template"), std::filesystem::path(dir) /
+                                                                                      "tokenizer_config.json")
+                                  : ChatTemplate::from_model_dir(dir);
+    std::vector<ChatMessage> messages;
+    if (args.has("system")) messages.push_back({"system", args.get("system")});
+    std::vector<ChatPart> parts;
+    for (size_t i = 0; i < n_images; ++i) parts.push_back({ChatPartKind::kImage, ""});
+    parts.push_back({ChatPartKind::kText, args.require("prompt")});
+    messages.push_back({"user", parts});
+    ChatRenderOptions render;
+    if (args.has("think")) render.enable_thinking = true;
+    if (args.has("no-think")) render.enable_thinking = false;
+    return tmpl.render(messages, render);
+}
+
+// The timing line on stderr, then the --dump-logits file and the --show-tokens ids.
+void report_generation(const surf::cli::Args& args, const Engine& engine, const GenerateResult& result,
+                       const std::vector<float>& logit_rows, int64_t logit_vocab) {
+    std::fprintf(
+        stderr,
+        "[%s] prefill %lld tokens (%lld image) in %.3f s; generated %zu tokens in %.3f s (%.1f tok/s); "
+        "finish: %s\n",
+        engine.backend_name().c_str(), (long long)result.prefill_tokens, (long long)result.image_tokens,
+        result.prefill_seconds, result.tokens.size(), result.decode_seconds,
+        result.decode_seconds > 0 ? static_cast<double>(result.tokens.size()) / result.decode_seconds : 0.0,
+        finish_reason_name(result.finish));
+    if (args.has("dump-logits") && logit_vocab > 0) {
+        const int64_t rows = static_cast<int64_t>(logit_rows.size()) / logit_vocab;
+        write_safetensors(args.get("dump-logits"),
+                          {{"logits", DType::kF32, {rows, logit_vocab}, logit_rows.data()}});
+        std::fprintf(stderr, "wrote the logits of %lld steps to %s\n", (long long)rows,
+                     args.get("dump-logits").c_str());
+    }
+    if (args.has("show-tokens")) {
+        for (int32_t t : result.tokens) std::fprintf(stderr, "%d ", t);
+        std::fprintf(stderr, "\n");
+    }
+}
+
+int run_generate(const surf::cli::Args& args) {
+    // Flags the chosen backend cannot serve fail here, before the model loads.
+    if (args.has("dump-logits") && args.get("backend") == "cuda") {
+        throw surf::Error(
+            surf::ErrorKind::kInvalidArgument,
+            "--dump-logits needs --backend cpu: the cuda engine keeps the logits on the device and "
+            "does not report them");
+    }
+    const std::string backend = surf::cli::backend_flag(args);
+    const std::string dir = surf::cli::model_flag(args);
+    GenerateOptions options = generate_options(args);
 
     std::vector<std::shared_ptr<const Image>> images;
     for (const std::string& path : args.all("image"))
         images.push_back(std::make_shared<Image>(load_image(path)));
-
-    // The conversation: optional system message, then one user turn with the images first.
-    std::string prompt;
-    if (args.has("raw")) {
-        prompt = args.require("prompt");
-    } else {
-        const ChatTemplate tmpl =
-            args.has("template") ? ChatTemplate::from_file(args.get("template"), std::filesystem::path(dir) /
-                                                                                     "tokenizer_config.json")
-                                 : ChatTemplate::from_model_dir(dir);
-        std::vector<ChatMessage> messages;
-        if (args.has("system")) messages.push_back({"system", args.get("system")});
-        std::vector<ChatPart> parts;
-        for (size_t i = 0; i < images.size(); ++i) parts.push_back({ChatPartKind::kImage, ""});
-        parts.push_back({ChatPartKind::kText, args.require("prompt")});
-        messages.push_back({"user", parts});
-        ChatRenderOptions render;
-        if (args.has("think")) render.enable_thinking = true;
-        if (args.has("no-think")) render.enable_thinking = false;
-        prompt = tmpl.render(messages, render);
-    }
+    const std::string prompt = generate_prompt(args, dir, images.size());
 
     auto engine = open_generate_engine(dir, backend);
     std::vector<float> logit_rows;
@@ -97,25 +127,7 @@ int run_generate(const surf::cli::Args& args) {
     const GenerateResult result = engine->generate(
         session, interleave_images(prompt, images, engine->config().image_context_token), options);
     std::printf("\n");
-    std::fprintf(
-        stderr,
-        "[%s] prefill %lld tokens (%lld image) in %.3f s; generated %zu tokens in %.3f s (%.1f tok/s); "
-        "finish: %s\n",
-        engine->backend_name().c_str(), (long long)result.prefill_tokens, (long long)result.image_tokens,
-        result.prefill_seconds, result.tokens.size(), result.decode_seconds,
-        result.decode_seconds > 0 ? static_cast<double>(result.tokens.size()) / result.decode_seconds : 0.0,
-        finish_reason_name(result.finish));
-    if (args.has("dump-logits") && logit_vocab > 0) {
-        const int64_t rows = static_cast<int64_t>(logit_rows.size()) / logit_vocab;
-        write_safetensors(args.get("dump-logits"),
-                          {{"logits", DType::kF32, {rows, logit_vocab}, logit_rows.data()}});
-        std::fprintf(stderr, "wrote the logits of %lld steps to %s\n", (long long)rows,
-                     args.get("dump-logits").c_str());
-    }
-    if (args.has("show-tokens")) {
-        for (int32_t t : result.tokens) std::fprintf(stderr, "%d ", t);
-        std::fprintf(stderr, "\n");
-    }
+    report_generation(args, *engine, result, logit_rows, logit_vocab);
     return 0;
 }
 

@@ -273,50 +273,61 @@ json parts_json(const std::vector<surf::model::InputPart>& parts, const fs::path
     return list;
 }
 
-int run_record(const surf::cli::Args& args) {
-    if (args.positional().size() != 1) throw Error(ErrorKind::kInvalidArgument, "expected one TASKS.jsonl");
-    const std::vector<RecordTask> tasks = load_record_tasks(args.positional()[0]);
-    const std::string model_dir = args.require("model");
-    const fs::path out = args.require("out");
-    surf::agent::PromptProfile profile = surf::agent::load_profile(args.require("profile"));
+// What run_record reads from its flags besides the tasks.
+struct RecordSettings {
+    std::string model_dir;
+    fs::path out;
+    surf::agent::PromptProfile profile;
+    double mistakes = 0;
+    int extra = 0, settle_ms = 0;
+};
+
+RecordSettings record_settings(const surf::cli::Args& args) {
+    RecordSettings rs;
+    rs.model_dir = args.require("model");
+    rs.out = args.require("out");
+    rs.profile = surf::agent::load_profile(args.require("profile"));
     // Recording keeps the localizer in the loop, since its calls are training data; and the oracle tells the
     // roles apart by the profile's compiled schemas, which a per-step restricted schema is not.
-    profile.listed_elements_only = false;
-    const double mistakes = args.get_double("mistakes", 0.25, 0, 1);
-    const int extra = static_cast<int>(args.get_int("extra-points", 3, 0, 100));
-    const int settle_ms = static_cast<int>(args.get_int("settle-ms", 150, 0, 10000));
-    fs::create_directories(out / "shots");
+    rs.profile.listed_elements_only = false;
+    rs.mistakes = args.get_double("mistakes", 0.25, 0, 1);
+    rs.extra = static_cast<int>(args.get_int("extra-points", 3, 0, 100));
+    rs.settle_ms = static_cast<int>(args.get_int("settle-ms", 150, 0, 10000));
+    return rs;
+}
 
-    surf::record::OracleEngine engine(model_dir, profile);
-    const surf::model::ChatTemplate chat_template = surf::model::ChatTemplate::from_model_dir(model_dir);
-    surf::agent::EngineChatModel chat(engine, chat_template);
-    surf::tools::BrowserOptions bo;
-    bo.executable = args.get("chromium");
-    std::shared_ptr<surf::tools::Browser> browser = surf::tools::Browser::launch(bo);
-    // A folder recorded into before keeps its episodes: their tasks are skipped.
+// The ids of the episodes a folder recorded into before holds: their tasks are skipped.
+std::set<std::string> recorded_ids(const fs::path& out) {
     std::set<std::string> done;
-    {
-        std::ifstream old(out / "episodes.jsonl");
-        for (std::string line; std::getline(old, line);) {
-            try {
-                done.insert(json::parse(line).at("id").get<std::string>());
-            } catch (const json::exception&) {
-                // a torn last line: that task runs again
-            }
+    std::ifstream old(out / "episodes.jsonl");
+    for (std::string line; std::getline(old, line);) {
+        try {
+            done.insert(json::parse(line).at("id").get<std::string>());
+        } catch (const json::exception&) {
+            // a torn last line: that task runs again
         }
     }
-    std::ofstream episodes(out / "episodes.jsonl", std::ios::app);
-    std::set<std::string> saved;
-    int ok = 0, failed = 0;
-    for (const RecordTask& task : tasks) {
-        if (done.count(task.id)) continue;
+    return done;
+}
+
+// Runs tasks through the agent loop on the oracle engine and appends the episodes the page's checker passes.
+struct Recorder {
+    RecordSettings& rs;
+    surf::record::OracleEngine& engine;
+    surf::agent::EngineChatModel& chat;
+    surf::tools::Browser& browser;
+    std::ofstream& episodes;
+    std::set<std::string> saved;  // images already written to shots/
+
+    // Records one task in a new browser session; false (with the reason on stderr) when it is not recorded.
+    bool record(const RecordTask& task) {
         surf::tools::SessionOptions so;
         so.viewport.css_width = task.width;
         so.viewport.css_height = task.height;
         so.guard = surf::tools::NavigationGuard({}, {}, surf::tools::LocalSchemes::kFileAlways);
-        std::unique_ptr<surf::tools::BrowserSession> session = browser->new_session(so);
+        std::unique_ptr<surf::tools::BrowserSession> session = browser.new_session(so);
         surf::agent::BrowserEnvironmentOptions eo;
-        eo.after_action = std::chrono::milliseconds(settle_ms);
+        eo.after_action = std::chrono::milliseconds(rs.settle_ms);
         surf::agent::BrowserEnvironment env(*session, eo);
 
         Episode ep;
@@ -324,10 +335,10 @@ int run_record(const surf::cli::Args& args) {
         ep.width = task.width;
         ep.height = task.height;
         ep.rng.seed(std::hash<std::string>{}(task.id));
-        ep.mistake_pending = std::uniform_real_distribution<double>(0, 1)(ep.rng) < mistakes;
-        ep.extra_per_step = extra;
+        ep.mistake_pending = std::uniform_real_distribution<double>(0, 1)(ep.rng) < rs.mistakes;
+        ep.extra_per_step = rs.extra;
         ep.modules.model = &chat;
-        ep.modules.profile = &profile;
+        ep.modules.profile = &rs.profile;
         engine.set_reply([&](Role role, const std::vector<surf::model::InputPart>& parts, bool forced) {
             try {
                 if (role == Role::kPolicy) {
@@ -354,7 +365,7 @@ int run_record(const surf::cli::Args& args) {
         run.viewport_height = task.height;
         surf::agent::LoopContext ctx;
         ctx.model = &chat;
-        ctx.profile = &profile;
+        ctx.profile = &rs.profile;
         ctx.environment = &env;
         const surf::agent::RunResult result = surf::agent::run_loop(ctx, run);
         bool success = false;
@@ -368,11 +379,20 @@ int run_record(const surf::cli::Args& args) {
         }
         std::vector<surf::record::RecordedSession> sessions = engine.take_sessions();
         if (!success) {
-            ++failed;
             std::fprintf(stderr, "%s: not recorded (%s; %s)\n", task.id.c_str(),
                          surf::agent::run_status_name(result.status), reason.c_str());
-            continue;
+            return false;
         }
+        episodes << episode_line(task, result, sessions, ep).dump() << "\n";
+        episodes.flush();
+        std::printf("%s: %d steps, %zu sessions\n", task.id.c_str(), result.steps, sessions.size());
+        std::fflush(stdout);
+        return true;
+    }
+
+    // One line of episodes.jsonl; the sessions' images are written to shots/ on first use.
+    json episode_line(const RecordTask& task, const surf::agent::RunResult& result,
+                      const std::vector<surf::record::RecordedSession>& sessions, const Episode& ep) {
         json line;
         line["id"] = task.id;
         line["family"] = task.family;
@@ -383,7 +403,7 @@ int run_record(const surf::cli::Args& args) {
         for (const auto& s : sessions) {
             json turns = json::array();
             for (const auto& t : s.turns) {
-                json turn = {{"parts", parts_json(t.parts, out, saved)}, {"output", t.output}};
+                json turn = {{"parts", parts_json(t.parts, rs.out, saved)}, {"output", t.output}};
                 // A deliberate mistake stays in the session (the validator's rejection follows it) but is no
                 // target for the policy.
                 if (s.role == Role::kPolicy && ep.mistakes.count(t.output)) turn["loss"] = false;
@@ -392,13 +412,35 @@ int run_record(const surf::cli::Args& args) {
             js.push_back({{"role", surf::record::role_name(s.role)}, {"turns", turns}});
         }
         line["sessions"] = js;
-        episodes << line.dump() << "\n";
-        episodes.flush();
-        ++ok;
-        std::printf("%s: %d steps, %zu sessions\n", task.id.c_str(), result.steps, sessions.size());
-        std::fflush(stdout);
+        return line;
     }
-    std::printf("recorded %d of %zu tasks (%d failed) into %s\n", ok, tasks.size(), failed, out.c_str());
+};
+
+int run_record(const surf::cli::Args& args) {
+    if (args.positional().size() != 1) throw Error(ErrorKind::kInvalidArgument, "expected one TASKS.jsonl");
+    const std::vector<RecordTask> tasks = load_record_tasks(args.positional()[0]);
+    RecordSettings rs = record_settings(args);
+    fs::create_directories(rs.out / "shots");
+
+    surf::record::OracleEngine engine(rs.model_dir, rs.profile);
+    const surf::model::ChatTemplate chat_template = surf::model::ChatTemplate::from_model_dir(rs.model_dir);
+    surf::agent::EngineChatModel chat(engine, chat_template);
+    surf::tools::BrowserOptions bo;
+    bo.executable = args.get("chromium");
+    std::shared_ptr<surf::tools::Browser> browser = surf::tools::Browser::launch(bo);
+    const std::set<std::string> done = recorded_ids(rs.out);
+    std::ofstream episodes(rs.out / "episodes.jsonl", std::ios::app);
+    Recorder recorder{rs, engine, chat, *browser, episodes, {}};
+    int ok = 0, failed = 0;
+    for (const RecordTask& task : tasks) {
+        if (done.count(task.id)) continue;
+        if (recorder.record(task)) {
+            ++ok;
+        } else {
+            ++failed;
+        }
+    }
+    std::printf("recorded %d of %zu tasks (%d failed) into %s\n", ok, tasks.size(), failed, rs.out.c_str());
     browser->shutdown();
     return failed == 0 ? 0 : 1;
 }
