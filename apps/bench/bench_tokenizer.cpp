@@ -23,134 +23,29 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The words of generate_text's prose, most frequent first (their weights fall as 1/rank).
+constexpr const char* kProseWords =
+    "the of and to a in is it you that he was for on are with as his they be at one have this from "
+    "or had by not word but what some we can out other were all there when up use your how said an "
+    "each she which do their time if will way about many then them write would like so these her "
+    "long make thing see him two has look more day could go come did number sound no most people my "
+    "over know water than call first who may down side been now find browser page click button "
+    "search results website information government international development understanding "
+    "responsibility approximately screenshot navigation application configuration performance "
+    "significantly environment particularly organization technology relationship experience";
+
+// kProseWords split at the spaces.
+std::vector<std::string> prose_words() {
+    std::vector<std::string> words;
+    std::istringstream in(kProseWords);
+    for (std::string w; in >> w;) words.push_back(w);
+    return words;
+}
+
 // English-like prose: common words with a Zipf-like frequency, capitals, punctuation, numbers, paragraphs.
 std::string generate_text(size_t bytes) {
-    static const char* kWords[] = {"the",
-                                   "of",
-                                   "and",
-                                   "to",
-                                   "a",
-                                   "in",
-                                   "is",
-                                   "it",
-                                   "you",
-                                   "that",
-                                   "he",
-                                   "was",
-                                   "for",
-                                   "on",
-                                   "are",
-                                   "with",
-                                   "as",
-                                   "his",
-                                   "they",
-                                   "be",
-                                   "at",
-                                   "one",
-                                   "have",
-                                   "this",
-                                   "from",
-                                   "or",
-                                   "had",
-                                   "by",
-                                   "not",
-                                   "word",
-                                   "but",
-                                   "what",
-                                   "some",
-                                   "we",
-                                   "can",
-                                   "out",
-                                   "other",
-                                   "were",
-                                   "all",
-                                   "there",
-                                   "when",
-                                   "up",
-                                   "use",
-                                   "your",
-                                   "how",
-                                   "said",
-                                   "an",
-                                   "each",
-                                   "she",
-                                   "which",
-                                   "do",
-                                   "their",
-                                   "time",
-                                   "if",
-                                   "will",
-                                   "way",
-                                   "about",
-                                   "many",
-                                   "then",
-                                   "them",
-                                   "write",
-                                   "would",
-                                   "like",
-                                   "so",
-                                   "these",
-                                   "her",
-                                   "long",
-                                   "make",
-                                   "thing",
-                                   "see",
-                                   "him",
-                                   "two",
-                                   "has",
-                                   "look",
-                                   "more",
-                                   "day",
-                                   "could",
-                                   "go",
-                                   "come",
-                                   "did",
-                                   "number",
-                                   "sound",
-                                   "no",
-                                   "most",
-                                   "people",
-                                   "my",
-                                   "over",
-                                   "know",
-                                   "water",
-                                   "than",
-                                   "call",
-                                   "first",
-                                   "who",
-                                   "may",
-                                   "down",
-                                   "side",
-                                   "been",
-                                   "now",
-                                   "find",
-                                   "browser",
-                                   "page",
-                                   "click",
-                                   "button",
-                                   "search",
-                                   "results",
-                                   "website",
-                                   "information",
-                                   "government",
-                                   "international",
-                                   "development",
-                                   "understanding",
-                                   "responsibility",
-                                   "approximately",
-                                   "screenshot",
-                                   "navigation",
-                                   "application",
-                                   "configuration",
-                                   "performance",
-                                   "significantly",
-                                   "environment",
-                                   "particularly",
-                                   "organization",
-                                   "technology",
-                                   "relationship",
-                                   "experience"};
-    const size_t n = sizeof(kWords) / sizeof(kWords[0]);
+    const std::vector<std::string> words = prose_words();
+    const size_t n = words.size();
     std::mt19937 rng(12345);
     std::vector<double> weights(n);
     for (size_t i = 0; i < n; ++i) weights[i] = 1.0 / static_cast<double>(i + 1);
@@ -161,7 +56,7 @@ std::string generate_text(size_t bytes) {
     while (text.size() < bytes) {
         int len = sentence_len(rng);
         for (int w = 0; w < len; ++w) {
-            std::string word = kWords[pick(rng)];
+            std::string word = words[pick(rng)];
             if (w == 0) word[0] = static_cast<char>(word[0] - 'a' + 'A');
             if (percent(rng) < 3) word = std::to_string(number(rng));
             text += word;
