@@ -48,22 +48,102 @@ double median_us(const std::function<void(int)>& fn, int reps) {
     return surf::bench::median_ms([&] { fn(i++); }, reps) * 1e3;
 }
 
-}  // namespace
+// µs and TFLOP/s of a GEMM of `flops` floating-point operations: "12.3 (456)".
+std::string time_cell(double us, double flops) {
+    char s[64];
+    std::snprintf(s, sizeof s, "%.1f (%.0f)", us, flops / (us * 1e-6) / 1e12);
+    return std::string(s);
+}
 
-int main(int argc, char** argv) {
-    int reps = 20;
+// The gemm_wgmma cells (tile 256 pairs, 256 single, 128 pairs, 128 single; "—" where it does not take the
+// shape) and, in *ratio, the best of them over cuBLASLt's `blas` µs. params(i) is the GEMM of launch i.
+template <typename ParamsOf>
+std::string wgmma_cells(const ParamsOf& params, double flops, double blas, int reps, std::string* ratio) {
+    std::string ours_cells;
+    *ratio = "—";
+    if (cu::gemm_wgmma_supported(params(0))) {
+        double best = 0;
+        for (int v = 0; v < 4; ++v) {
+            const int tile_n = v < 2 ? 256 : 128;
+            const bool pairs = v % 2 == 0;
+            const double us =
+                median_us([&](int i) { cu::gemm_wgmma(params(i), tile_n, nullptr, pairs); }, reps);
+            best = v == 0 ? us : std::min(best, us);
+            ours_cells += " | " + time_cell(us, flops);
+        }
+        char r[32];
+        std::snprintf(r, sizeof r, "%.3f", best / blas);
+        *ratio = r;
+    } else {
+        for (int v = 0; v < 4; ++v) ours_cells += " | —";
+    }
+    return ours_cells;
+}
+
+// One table row: the case's GEMM through cuBLASLt (autotuned) and through gemm_wgmma.
+void bench_case(const Case& c, int reps) {
+    const int64_t w_elems = c.n * c.k;
+    const int n_w = static_cast<int>(std::clamp<int64_t>((int64_t{160} << 20) / (w_elems * 2) + 1, 2, 32));
+    std::vector<cu::bf16*> w(n_w);
+    for (int i = 0; i < n_w; ++i) {
+        w[i] = static_cast<cu::bf16*>(dalloc(w_elems * 2));
+        fill(w[i], w_elems, 0.05f, 100 + i);
+    }
+    auto* x = static_cast<cu::bf16*>(dalloc(c.m * c.k * 2));
+    fill(x, c.m * c.k, 1.0f, 7);
+    const size_t y_elem = c.residual ? 4 : 2;  // fp32 residual or bf16 (the bias has y's dtype)
+    void* y = dalloc(c.m * c.n * y_elem);
+    SURF_CUDA_CHECK(cudaMemset(y, 0, c.m * c.n * y_elem));
+    void* bias = dalloc(c.n * y_elem);
+    SURF_CUDA_CHECK(cudaMemset(bias, 0, c.n * y_elem));
+    auto params = [&](int i) {
+        cu::GemmParams p{
+            x,   w[i % n_w], c.bias ? bias : nullptr, y, c.residual ? cu::DType::kF32 : cu::DType::kBF16, c.m,
+            c.n, c.k};
+        p.beta = c.residual ? 1.0f : 0.0f;
+        p.activation = c.act;
+        return p;
+    };
+    cu::GemmContext ctx;
+    ctx.set_autotune(true);
+    ctx.set_wgmma_gemm(cu::GemmContext::WgmmaGemm::kNever);
+    for (int i = 0; i < 3; ++i) cu::gemm(ctx, params(i), nullptr);  // tuned on the third use
+    const double flops = 2.0 * c.m * c.n * c.k;
+    const double blas = median_us([&](int i) { cu::gemm(ctx, params(i), nullptr); }, reps);
+    std::string ratio;
+    const std::string ours_cells = wgmma_cells(params, flops, blas, reps, &ratio);
+    std::printf("| %s | %lld × %lld × %lld | %s%s | %s |\n", c.name, static_cast<long long>(c.m),
+                static_cast<long long>(c.n), static_cast<long long>(c.k), time_cell(blas, flops).c_str(),
+                ours_cells.c_str(), ratio.c_str());
+    std::fflush(stdout);
+    for (auto* p : w) SURF_CUDA_CHECK(cudaFree(p));
+    SURF_CUDA_CHECK(cudaFree(x));
+    SURF_CUDA_CHECK(cudaFree(y));
+    SURF_CUDA_CHECK(cudaFree(bias));
+}
+
+// --reps N (default 20); false after printing the usage or the range error.
+bool parse(int argc, char** argv, int& reps) {
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
             reps = std::atoi(argv[++i]);
         } else {
             std::fprintf(stderr, "usage: bench_gemm [--reps 20]\n");
-            return 2;
+            return false;
         }
     }
     if (reps < 1) {
         std::fprintf(stderr, "bench_gemm: --reps %d is out of range\n", reps);
-        return 2;
+        return false;
     }
+    return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int reps = 20;
+    if (!parse(argc, argv, reps)) return 2;
     cudaDeviceProp prop{};
     SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     const double ceiling = surf::bench::gemm_ceiling() / 1e12;
@@ -92,75 +172,7 @@ int main(int argc, char** argv) {
         "| GEMM | m × n × k | cuBLASLt µs (TFLOP/s) | gemm_wgmma tile 256, pairs | tile 256, single | tile "
         "128, pairs | tile 128, single | best "
         "ours / cuBLASLt |\n|---|---|---|---|---|---|---|---|\n");
-    for (const Case& c : cases) {
-        const int64_t w_elems = c.n * c.k;
-        const int n_w =
-            static_cast<int>(std::clamp<int64_t>((int64_t{160} << 20) / (w_elems * 2) + 1, 2, 32));
-        std::vector<cu::bf16*> w(n_w);
-        for (int i = 0; i < n_w; ++i) {
-            w[i] = static_cast<cu::bf16*>(dalloc(w_elems * 2));
-            fill(w[i], w_elems, 0.05f, 100 + i);
-        }
-        auto* x = static_cast<cu::bf16*>(dalloc(c.m * c.k * 2));
-        fill(x, c.m * c.k, 1.0f, 7);
-        const size_t y_elem = c.residual ? 4 : 2;  // fp32 residual or bf16 (the bias has y's dtype)
-        void* y = dalloc(c.m * c.n * y_elem);
-        SURF_CUDA_CHECK(cudaMemset(y, 0, c.m * c.n * y_elem));
-        void* bias = dalloc(c.n * y_elem);
-        SURF_CUDA_CHECK(cudaMemset(bias, 0, c.n * y_elem));
-        auto params = [&](int i) {
-            cu::GemmParams p{x,
-                             w[i % n_w],
-                             c.bias ? bias : nullptr,
-                             y,
-                             c.residual ? cu::DType::kF32 : cu::DType::kBF16,
-                             c.m,
-                             c.n,
-                             c.k};
-            p.beta = c.residual ? 1.0f : 0.0f;
-            p.activation = c.act;
-            return p;
-        };
-        cu::GemmContext ctx;
-        ctx.set_autotune(true);
-        ctx.set_wgmma_gemm(cu::GemmContext::WgmmaGemm::kNever);
-        for (int i = 0; i < 3; ++i) cu::gemm(ctx, params(i), nullptr);  // tuned on the third use
-        const double flops = 2.0 * c.m * c.n * c.k;
-        const double blas = median_us([&](int i) { cu::gemm(ctx, params(i), nullptr); }, reps);
-        auto cell = [&](double us) {
-            char s[64];
-            std::snprintf(s, sizeof s, "%.1f (%.0f)", us, flops / (us * 1e-6) / 1e12);
-            return std::string(s);
-        };
-        // gemm_wgmma: tile 256 pairs, 256 single, 128 pairs, 128 single; "—" where it does not take the
-        // shape.
-        std::string ours_cells;
-        std::string ratio = "—";
-        if (cu::gemm_wgmma_supported(params(0))) {
-            double best = 0;
-            for (int v = 0; v < 4; ++v) {
-                const int tile_n = v < 2 ? 256 : 128;
-                const bool pairs = v % 2 == 0;
-                const double us =
-                    median_us([&](int i) { cu::gemm_wgmma(params(i), tile_n, nullptr, pairs); }, reps);
-                best = v == 0 ? us : std::min(best, us);
-                ours_cells += " | " + cell(us);
-            }
-            char r[32];
-            std::snprintf(r, sizeof r, "%.3f", best / blas);
-            ratio = r;
-        } else {
-            for (int v = 0; v < 4; ++v) ours_cells += " | —";
-        }
-        std::printf("| %s | %lld × %lld × %lld | %s%s | %s |\n", c.name, static_cast<long long>(c.m),
-                    static_cast<long long>(c.n), static_cast<long long>(c.k), cell(blas).c_str(),
-                    ours_cells.c_str(), ratio.c_str());
-        std::fflush(stdout);
-        for (auto* p : w) SURF_CUDA_CHECK(cudaFree(p));
-        SURF_CUDA_CHECK(cudaFree(x));
-        SURF_CUDA_CHECK(cudaFree(y));
-        SURF_CUDA_CHECK(cudaFree(bias));
-    }
+    for (const Case& c : cases) bench_case(c, reps);
     return 0;
 }
 

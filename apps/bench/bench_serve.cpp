@@ -26,6 +26,7 @@
 #include <cuda_runtime_api.h>
 
 #include "apps/bench/bench_ceilings.h"
+#include "apps/bench/bench_flags.h"
 #include "base/error.h"
 #include "model/checkpoint/config.h"
 #include "model/cuda/cuda_engine.h"
@@ -136,172 +137,95 @@ std::vector<int> parse_list(const char* text) {
     return out;
 }
 
-Options parse(int argc, char** argv) {
-    Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto next = [&]() -> const char* {
-            if (i + 1 >= argc) {
-                std::fprintf(stderr, "bench_serve: %s needs a value\n", a.c_str());
-                std::exit(2);
-            }
-            return argv[++i];
-        };
-        if (a == "--config")
-            o.config_dir = next();
-        else if (a == "--concurrency")
-            o.concurrency = parse_list(next());
-        else if (a == "--steps")
-            o.steps = std::atoi(next());
-        else if (a == "--text-tokens")
-            o.text_tokens = std::atoi(next());
-        else if (a == "--output-tokens")
-            o.output_tokens = std::atoi(next());
-        else if (a == "--mode")
-            o.mode = next();
-        else if (a == "--bf16-state")
-            o.bf16_state = true;
-        else if (a == "--state-split")
-            o.state_split = std::atoi(next());
-        else if (a == "--prefill-chunk")
-            o.prefill_chunk = std::atoll(next());
-        else if (a == "--vision-batch")
-            o.vision_batch_tiles = std::atoll(next());
-        else if (a == "--no-graphs")
-            o.graphs = false;
-        else if (a == "--lm-priority")
-            o.lm_priority = true;
-        else if (a == "--vision-sms")
-            o.vision_sms = std::atoi(next());
-        else if (a == "--overlap-mamba")
-            o.overlap_mamba = std::atoi(next());
-        else if (a == "--overlap-attention")
-            o.overlap_attention = std::atoi(next());
-        else if (a == "--ssd-split")
-            o.ssd_split = std::atoi(next());
-        else if (a == "--ssd-wgmma")
-            o.ssd_wgmma = std::atoi(next());
-        else if (a == "--ssu-split")
-            o.ssu_split = std::atoi(next());
-        else if (a == "--no-attention-splits")
-            o.attention_splits = false;
-        else if (a == "--gemm-reuse-in-bucket")
-            o.gemm_reuse = 1;
-        else if (a == "--no-gemm-reuse-in-bucket")
-            o.gemm_reuse = 0;
-        else if (a == "--no-small-m-kernel")
-            o.small_m_kernel = false;
-        else if (a == "--attention-rows-per-warp")
-            o.attention_rows_per_warp = std::atoi(next());
-        else if (a == "--attention-wgmma")
-            o.attention_wgmma = std::atoi(next());
-        else if (a == "--vit-attention-wgmma")
-            o.vit_attention_wgmma = std::atoi(next());
-        else if (a == "--ssm-replay")
-            o.ssm_replay = std::atoi(next());
-        else if (a == "--ssu-early")
-            o.ssu_early = true;
-        else if (a == "--ssu-bulk")
-            o.ssu_bulk = std::atoi(next());
-        else if (a == "--mamba-y-bf16")
-            o.mamba_y_bf16 = std::atoi(next());
-        else if (a == "--attention-ws")
-            o.attention_ws = std::atoi(next());
-        else if (a == "--vit-attention-ws")
-            o.vit_attention_ws = std::atoi(next());
-        else if (a == "--attention-ws-beside-decode")
-            o.attention_ws_beside_decode = std::atoi(next());
-        else if (a == "--decode-pipelined")
-            o.decode_pipelined = std::atoi(next());
-        else if (a == "--decode-tma")
-            o.decode_tma = std::atoi(next());
-        else if (a == "--decode-tma-blocks")
-            o.decode_tma_blocks = std::atoi(next());
-        else if (a == "--attention-green")
-            o.attention_green = std::atoi(next());
-        else if (a == "--l2-evict-first")
-            o.l2_evict_first = std::atoi(next());
-        else if (a == "--sampler-binned")
-            o.sampler_binned = std::atoi(next());
-        else if (a == "--gemm-wgmma")
-            o.gemm_wgmma = std::atoi(next());
-        else if (a == "--gemm-wgmma-relu2")
-            o.gemm_wgmma_relu2 = std::atoi(next());
-        else if (a == "--tail-logit-rows")
-            o.tail_rows = std::atoi(next());
-        else if (a == "--tail-gate")
-            o.tail_gate = std::atoi(next());
-        else if (a == "--pdl")
-            o.pdl = std::atoi(next());
-        else if (a == "--issue-ahead")
-            o.issue_ahead = std::atoi(next());
-        else if (a == "--gemv-k-split")
-            o.gemv_k_split = std::atoi(next());
-        else if (a == "--vision-min-tiles")
-            o.vision_min_tiles = std::atoll(next());
-        else if (a == "--vision-max-wait")
-            o.vision_max_wait = std::atoll(next());
-        else if (a == "--warm-vision")
-            o.warm_vision = true;
-        else if (a == "--warm-vision-tile-counts")
-            o.warm_vision_tile_counts = std::atoi(next());
-        else if (a == "--no-warm-row-buckets")
-            o.warm_row_buckets = false;
-        else if (a == "--hf-baseline")
-            o.hf_baseline_batch = std::atoi(next());
-        else if (a == "--hf-baseline-steps")
-            o.hf_baseline_steps = std::atoi(next());
-        else if (a == "--image") {
-            const std::string s = next();
-            o.width = std::atoi(s.c_str());
-            o.height = std::atoi(s.c_str() + s.find('x') + 1);
-        } else {
-            std::fprintf(
-                stderr,
-                "usage: bench_serve [--config DIR] [--concurrency 1,16,64,100] [--steps 10] [--mode "
-                "stateful|stateless|both]\n"
-                "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] "
-                "[--bf16-state] [--prefill-chunk 1024]\n"
-                "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
-                "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] "
-                "[--ssd-wgmma 0|1] [--ssu-split N]\n"
-                "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] "
-                "[--attention-rows-per-warp 16|32]\n"
-                "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] "
-                "[--vit-attention-wgmma 0|64|128|208]\n"
-                "                   [--ssm-replay 0|2..32] [--state-split 0|1] [--ssu-early] [--ssu-bulk "
-                "0|1] [--mamba-y-bf16 0|1]\n"
-                "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
-                "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] "
-                "[--decode-tma 0|1] [--decode-tma-blocks 1|2] [--attention-green "
-                "0|SMS (default: counts measured in the warm-up)] [--l2-evict-first 0|1] [--sampler-binned "
-                "0|1]\n"
-                "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--tail-logit-rows 0|1] "
-                "[--tail-gate 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8] [--issue-ahead 0|1]\n"
-                "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] "
-                "[--warm-vision-tile-counts 0|1] [--no-warm-row-buckets]\n"
-                "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n");
-            std::exit(2);
-        }
-    }
-    if (o.vision_sms < 0) {
-        std::fprintf(stderr, "bench_serve: --vision-sms %d is out of range\n", o.vision_sms);
-        std::exit(2);
-    }
-    if (o.attention_rows_per_warp != 0 && o.attention_rows_per_warp != 16 &&
-        o.attention_rows_per_warp != 32) {
-        std::fprintf(stderr, "bench_serve: --attention-rows-per-warp takes 16 or 32, got %d\n",
-                     o.attention_rows_per_warp);
-        std::exit(2);
-    }
-    for (const auto& [flag, keys] : {std::pair<const char*, int>{"--attention-wgmma", o.attention_wgmma},
-                                     {"--vit-attention-wgmma", o.vit_attention_wgmma}}) {
-        if (keys != -1 && !surf::kernels::cuda::valid_wgmma_key_tile(keys)) {
-            std::fprintf(stderr, "bench_serve: %s takes 0, 64, 128 or 208, got %d\n", flag, keys);
-            std::exit(2);
-        }
-    }
-    // -1 is "not given" (the engine's default); anything else outside the range is a usage error.
+constexpr const char* kUsage =
+    "usage: bench_serve [--config DIR] [--concurrency 1,16,64,100] [--steps 10] [--mode "
+    "stateful|stateless|both]\n"
+    "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] "
+    "[--bf16-state] [--prefill-chunk 1024]\n"
+    "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
+    "                   [--overlap-mamba 0|1] [--overlap-attention 0|1] [--ssd-split N] "
+    "[--ssd-wgmma 0|1] [--ssu-split N]\n"
+    "                   [--no-attention-splits] [--[no-]gemm-reuse-in-bucket] "
+    "[--attention-rows-per-warp 16|32]\n"
+    "                   [--no-small-m-kernel] [--attention-wgmma 0|64|128] "
+    "[--vit-attention-wgmma 0|64|128|208]\n"
+    "                   [--ssm-replay 0|2..32] [--state-split 0|1] [--ssu-early] [--ssu-bulk "
+    "0|1] [--mamba-y-bf16 0|1]\n"
+    "                   [--attention-ws 0|1] [--vit-attention-ws 0|1]\n"
+    "                   [--attention-ws-beside-decode 0|1] [--decode-pipelined 0|1] "
+    "[--decode-tma 0|1] [--decode-tma-blocks 1|2] [--attention-green "
+    "0|SMS (default: counts measured in the warm-up)] [--l2-evict-first 0|1] [--sampler-binned "
+    "0|1]\n"
+    "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--tail-logit-rows 0|1] "
+    "[--tail-gate 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8] [--issue-ahead 0|1]\n"
+    "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] "
+    "[--warm-vision-tile-counts 0|1] [--no-warm-row-buckets]\n"
+    "                   [--hf-baseline BATCH [--hf-baseline-steps 2]]\n";
+
+std::vector<surf::bench::Flag> flag_table(Options& o) {
+    using namespace surf::bench;
+    return {text_flag("--config", o.config_dir),
+            {"--concurrency", true, [&o](const char* v) { o.concurrency = parse_list(v); }},
+            int_flag("--steps", o.steps),
+            int_flag("--text-tokens", o.text_tokens),
+            int_flag("--output-tokens", o.output_tokens),
+            text_flag("--mode", o.mode),
+            switch_flag("--bf16-state", o.bf16_state, true),
+            int_flag("--state-split", o.state_split),
+            int64_flag("--prefill-chunk", o.prefill_chunk),
+            int64_flag("--vision-batch", o.vision_batch_tiles),
+            switch_flag("--no-graphs", o.graphs, false),
+            switch_flag("--lm-priority", o.lm_priority, true),
+            int_flag("--vision-sms", o.vision_sms),
+            int_flag("--overlap-mamba", o.overlap_mamba),
+            int_flag("--overlap-attention", o.overlap_attention),
+            int_flag("--ssd-split", o.ssd_split),
+            int_flag("--ssd-wgmma", o.ssd_wgmma),
+            int_flag("--ssu-split", o.ssu_split),
+            switch_flag("--no-attention-splits", o.attention_splits, false),
+            switch_flag("--gemm-reuse-in-bucket", o.gemm_reuse, 1),
+            switch_flag("--no-gemm-reuse-in-bucket", o.gemm_reuse, 0),
+            switch_flag("--no-small-m-kernel", o.small_m_kernel, false),
+            int_flag("--attention-rows-per-warp", o.attention_rows_per_warp),
+            int_flag("--attention-wgmma", o.attention_wgmma),
+            int_flag("--vit-attention-wgmma", o.vit_attention_wgmma),
+            int_flag("--ssm-replay", o.ssm_replay),
+            switch_flag("--ssu-early", o.ssu_early, true),
+            int_flag("--ssu-bulk", o.ssu_bulk),
+            int_flag("--mamba-y-bf16", o.mamba_y_bf16),
+            int_flag("--attention-ws", o.attention_ws),
+            int_flag("--vit-attention-ws", o.vit_attention_ws),
+            int_flag("--attention-ws-beside-decode", o.attention_ws_beside_decode),
+            int_flag("--decode-pipelined", o.decode_pipelined),
+            int_flag("--decode-tma", o.decode_tma),
+            int_flag("--decode-tma-blocks", o.decode_tma_blocks),
+            int_flag("--attention-green", o.attention_green),
+            int_flag("--l2-evict-first", o.l2_evict_first),
+            int_flag("--sampler-binned", o.sampler_binned),
+            int_flag("--gemm-wgmma", o.gemm_wgmma),
+            int_flag("--gemm-wgmma-relu2", o.gemm_wgmma_relu2),
+            int_flag("--tail-logit-rows", o.tail_rows),
+            int_flag("--tail-gate", o.tail_gate),
+            int_flag("--pdl", o.pdl),
+            int_flag("--issue-ahead", o.issue_ahead),
+            int_flag("--gemv-k-split", o.gemv_k_split),
+            int64_flag("--vision-min-tiles", o.vision_min_tiles),
+            int64_flag("--vision-max-wait", o.vision_max_wait),
+            switch_flag("--warm-vision", o.warm_vision, true),
+            int_flag("--warm-vision-tile-counts", o.warm_vision_tile_counts),
+            switch_flag("--no-warm-row-buckets", o.warm_row_buckets, false),
+            int_flag("--hf-baseline", o.hf_baseline_batch),
+            int_flag("--hf-baseline-steps", o.hf_baseline_steps),
+            {"--image", true, [&o](const char* v) {
+                 const std::string s = v;
+                 o.width = std::atoi(s.c_str());
+                 o.height = std::atoi(s.c_str() + s.find('x') + 1);
+             }}};
+}
+
+// The 0/1 (and small-range) knobs: -1 is "not given" (the engine's default); anything else outside the
+// range is a usage error.
+void check_ranges(const Options& o) {
     auto check_range = [](const char* flag, int64_t v, int64_t lo, int64_t hi) {
         if (v != -1 && (v < lo || v > hi)) {
             std::fprintf(stderr, "bench_serve: %s %lld is out of range (%lld to %lld)\n", flag,
@@ -336,6 +260,28 @@ Options parse(int argc, char** argv) {
     check_range("--issue-ahead", o.issue_ahead, 0, 1);
     check_range("--pdl", o.pdl, 0, 1);
     check_range("--gemv-k-split", o.gemv_k_split, 0, 8);
+}
+
+// Refuses values outside what the knobs take (a message on stderr, exit status 2).
+void check_options(const Options& o) {
+    if (o.vision_sms < 0) {
+        std::fprintf(stderr, "bench_serve: --vision-sms %d is out of range\n", o.vision_sms);
+        std::exit(2);
+    }
+    if (o.attention_rows_per_warp != 0 && o.attention_rows_per_warp != 16 &&
+        o.attention_rows_per_warp != 32) {
+        std::fprintf(stderr, "bench_serve: --attention-rows-per-warp takes 16 or 32, got %d\n",
+                     o.attention_rows_per_warp);
+        std::exit(2);
+    }
+    for (const auto& [flag, keys] : {std::pair<const char*, int>{"--attention-wgmma", o.attention_wgmma},
+                                     {"--vit-attention-wgmma", o.vit_attention_wgmma}}) {
+        if (keys != -1 && !surf::kernels::cuda::valid_wgmma_key_tile(keys)) {
+            std::fprintf(stderr, "bench_serve: %s takes 0, 64, 128 or 208, got %d\n", flag, keys);
+            std::exit(2);
+        }
+    }
+    check_ranges(o);
     if (o.gemv_k_split > 0 && (o.gemv_k_split & (o.gemv_k_split - 1)) != 0) {
         std::fprintf(stderr, "bench_serve: --gemv-k-split takes 0 (automatic), 1, 2, 4 or 8, got %d\n",
                      o.gemv_k_split);
@@ -359,6 +305,12 @@ Options parse(int argc, char** argv) {
         std::fprintf(stderr, "bench_serve: --hf-baseline-steps %d is out of range\n", o.hf_baseline_steps);
         std::exit(2);
     }
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    surf::bench::parse_flags(argc, argv, flag_table(o), "bench_serve", kUsage);
+    check_options(o);
     return o;
 }
 
@@ -500,6 +452,262 @@ double mean(const std::vector<double>& v) {
     return v.empty() ? 0 : s / v.size();
 }
 
+// The GpuLimits knobs the flags set; each only when given (-1, or the switch left off, keeps the engine's
+// default).
+void apply_knobs(const Options& o, cuda::GpuLimits& L) {
+    if (o.overlap_mamba >= 0) L.overlap_mamba_branches = o.overlap_mamba == 1;
+    if (o.overlap_attention >= 0) L.overlap_attention_branches = o.overlap_attention == 1;
+    if (o.ssd_split >= 0) L.ssd_split = o.ssd_split;
+    if (o.ssd_wgmma >= 0) L.ssd_wgmma = o.ssd_wgmma == 1;
+    if (o.ssu_split >= 0) L.ssu_split = o.ssu_split;
+    L.attention_splits = o.attention_splits;
+    if (o.gemm_reuse >= 0) L.gemm_reuse_tuned_in_bucket = o.gemm_reuse == 1;
+    L.small_m_kernel = o.small_m_kernel;
+    if (o.attention_rows_per_warp) L.attention_rows_per_warp = o.attention_rows_per_warp;
+    if (o.attention_wgmma >= 0) L.attention_wgmma_keys = o.attention_wgmma;
+    if (o.vit_attention_wgmma >= 0) L.vit_attention_wgmma_keys = o.vit_attention_wgmma;
+    if (o.ssm_replay >= 0) L.ssm_replay_window = o.ssm_replay;
+    if (o.ssu_early) L.ssu_after_prefill_conv = false;
+    if (o.ssu_bulk >= 0) L.ssu_bulk_stage = o.ssu_bulk == 1;
+    if (o.mamba_y_bf16 >= 0) L.mamba_y_bf16 = o.mamba_y_bf16 == 1;
+    if (o.attention_ws >= 0) L.attention_wgmma_warp_specialized = o.attention_ws == 1;
+    if (o.vit_attention_ws >= 0) L.vit_attention_wgmma_warp_specialized = o.vit_attention_ws == 1;
+    if (o.attention_ws_beside_decode >= 0) L.attention_ws_beside_decode = o.attention_ws_beside_decode == 1;
+    if (o.decode_pipelined >= 0) L.decode_attention_pipelined = o.decode_pipelined == 1;
+    if (o.decode_tma >= 0) L.decode_attention_tma = o.decode_tma == 1;
+    if (o.decode_tma_blocks >= 0) L.decode_tma_blocks_per_sm = o.decode_tma_blocks;
+    if (o.attention_green >= 0) L.attention_green_decode_sms = o.attention_green;
+    if (o.l2_evict_first >= 0) L.l2_evict_first = o.l2_evict_first == 1;
+    if (o.sampler_binned >= 0) L.sampler_binned = o.sampler_binned == 1;
+    if (o.gemm_wgmma >= 0) L.gemm_wgmma = o.gemm_wgmma == 1;
+    if (o.gemm_wgmma_relu2 >= 0) L.gemm_wgmma_relu2 = o.gemm_wgmma_relu2 == 1;
+    if (o.tail_rows >= 0) L.trailing_layers_on_logit_rows = o.tail_rows == 1;
+    if (o.tail_gate >= 0) L.last_mamba_gate_on_logit_rows = o.tail_gate == 1;
+    if (o.pdl >= 0) L.programmatic_launch = o.pdl == 1;
+    if (o.gemv_k_split >= 0) L.small_m_k_split = o.gemv_k_split;
+    L.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
+    if (o.state_split >= 0) L.ssm_state_split = o.state_split == 1;
+}
+
+// The engine sized for max_c sessions of this workload, with the flags' knobs, vision batching and warm-up.
+cuda::CudaEngineOptions engine_options(const Options& o, const ModelConfig& cfg, int max_c) {
+    cuda::CudaEngineOptions eo;
+    eo.limits.max_slots = max_c + 4;
+    eo.limits.max_seqs = max_c + 4;
+    eo.limits.max_logit_rows = max_c + 4;
+    eo.limits.max_tokens = o.prefill_chunk + max_c + 4;
+    eo.limits.max_context = o.max_context;
+    eo.limits.page_size = 16;
+    const int64_t per_step = 768 + 2 + o.text_tokens + o.output_tokens;
+    // Stateful sessions grow by a step each; stateless ones hold 3 screenshots and the text history.
+    const int64_t per_session =
+        std::max<int64_t>(static_cast<int64_t>(o.steps) * per_step,
+                          3 * 770 + static_cast<int64_t>(o.steps) * (o.text_tokens + o.output_tokens)) +
+        512;
+    eo.limits.kv_pages = (max_c + 4) * ((per_session + 15) / 16);
+    eo.limits.max_image_rows = 6 * 768 * (max_c + 4) > 262144 ? 262144 : 6 * 768 * (max_c + 4);
+    eo.limits.max_tiles = o.vision_batch_tiles;
+    eo.limits.decode_graphs = o.graphs;
+    eo.limits.lm_stream_priority = o.lm_priority;
+    eo.limits.vision_gemm_sms = o.vision_sms;
+    apply_knobs(o, eo.limits);
+    eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
+    if (o.issue_ahead >= 0) eo.issue_ahead = o.issue_ahead == 1;
+    eo.warm_up_row_buckets = o.warm_row_buckets;
+    if (o.warm_vision_tile_counts >= 0) eo.warm_up_vision_tile_counts = o.warm_vision_tile_counts == 1;
+    if (o.warm_vision && cfg.has_vision) {
+        // Passes of 1, 2, … screenshots of this workload's size, up to the tiles one pass may take.
+        const int64_t per_shot = plan_tiles(o.width, o.height, tiling_config_from(cfg.image)).n_tiles;
+        for (int64_t k = 1; k * per_shot <= o.vision_batch_tiles; ++k)
+            eo.warm_up_vision_batches.push_back(std::vector<int64_t>(k, per_shot));
+    }
+    eo.prefill_chunk = o.prefill_chunk;
+    return eo;
+}
+
+// What the runs' lines are measured against: the copy bandwidth, and the bytes of a decode step replay-aware
+// (roof) and by §4's stock formula, which writes the state every step (stock_roof).
+struct Baselines {
+    double copy_bw = 0;
+    surf::bench::Roofline roof, stock_roof;
+    int replay_window = 0;
+};
+
+// The header lines: the card, the engine's knobs, the vision batching, the workload, the table's head.
+void print_header(const Options& o, const ModelConfig& cfg, const cuda::CudaEngineOptions& eo,
+                  const cudaDeviceProp& prop, double copy_bw, double gemm_tflops, bool split, double load_s,
+                  Engine& engine) {
+    std::printf(
+        "# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), bf16 GEMM ceiling %.0f "
+        "TFLOP/s (8192^3), SSM state %s, "
+        "replay window %d; mixed steps: Mamba branches %s, "
+        "attention branches %s, SSD wgmma kernel %s, SSD slices %s, SSU row slices %s (state staged by "
+        "%s), Mamba y %s, prefill split-KV %s%s%s%s\n",
+        prop.name, prop.multiProcessorCount, copy_bw / 1e9, gemm_tflops,
+        o.bf16_state ? "bf16"
+        : split      ? "fp32 (two 16-bit planes)"
+                     : "fp32",
+        eo.limits.ssm_replay_window, eo.limits.overlap_mamba_branches ? "overlapped" : "serial",
+        eo.limits.overlap_attention_branches ? "overlapped" : "serial",
+        eo.limits.ssd_wgmma ? "where it applies" : "off",
+        eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
+        eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto",
+        eo.limits.ssu_bulk_stage ? "bulk copies" : "cp.async", eo.limits.mamba_y_bf16 ? "bf16" : "fp32",
+        eo.limits.attention_splits ? "auto" : "off",
+        eo.limits.gemm_reuse_tuned_in_bucket ? "; tuned GEMM algorithms reused within 64-row buckets" : "",
+        attention_kernels(eo.limits).c_str(), eo.limits.small_m_kernel ? "" : "; small-m GEMM kernel off");
+    {
+        const bool counts =
+            eo.warm_up_vision_batches.empty() && eo.warm_up_vision_tile_counts && cfg.has_vision;
+        std::printf("# vision: passes wait for %lld tiles or %lld steps; warm-up tunes %s; scheduler: %s\n",
+                    (long long)o.vision_min_tiles, (long long)o.vision_max_wait,
+                    counts ? ("one pass of each tile count 1.." + std::to_string(eo.limits.max_tiles)).c_str()
+                           : (std::to_string(eo.warm_up_vision_batches.size()) + " vision passes").c_str(),
+                    eo.issue_ahead ? "each step issued before the previous step's tokens reach the host"
+                                   : "each step waits for the previous step's tokens");
+    }
+    std::printf(
+        "# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random "
+        "weights drawn and engine "
+        "warmed up in %.1f s (warm-up, GEMM tuning: %.1f s); device memory in use %.1f GiB\n",
+        o.steps, o.width, o.height, o.text_tokens, o.output_tokens, load_s, engine.stats().warm_up_seconds,
+        engine.stats().device_bytes / 1073741824.0);
+    if (const std::string notes = engine.stats().warm_up_notes; !notes.empty())
+        std::printf("# warm-up: %s\n", notes.c_str());
+    std::printf(
+        "| mode | C | output tok/s | total tok/s | appended tok/s | steps/s | step p50 s | step p95 s | "
+        "TTFT p50 s | step %d / step 1 | "
+        "decode rows | decode ms/step | decode %% roofline | device GiB "
+        "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        o.steps);
+}
+
+// The decode-only steps of a run, from the engine's stats before and after it, against the rooflines.
+struct DecodeOnly {
+    double steps = 0, rows = 0, seconds = 0, context = 0;
+    double roof_pct = 0, stock_pct = 0, step_ms = 0, rows_per = 0;
+
+    DecodeOnly(const EngineStats& before, const EngineStats& after, const Baselines& base) {
+        steps = static_cast<double>(after.decode_only_steps - before.decode_only_steps);
+        rows = static_cast<double>(after.decode_only_rows - before.decode_only_rows);
+        seconds = after.decode_only_seconds - before.decode_only_seconds;
+        context = static_cast<double>(after.decode_only_context - before.decode_only_context);
+        if (steps > 0 && seconds > 0) {
+            step_ms = 1e3 * seconds / steps;
+            rows_per = rows / steps;
+            const double bytes = steps * base.roof.step_bytes(rows / steps, context / steps);
+            roof_pct = 100.0 * (bytes / seconds) / base.copy_bw;
+            stock_pct = 100.0 *
+                        (steps * base.stock_roof.step_bytes(rows / steps, context / steps) / seconds) /
+                        base.copy_bw;
+        }
+    }
+};
+
+// The scheduler's share of a run: time with requests in flight, host work a step, GEMM tuning, graphs.
+void print_host_notes(const char* mode, int C, const RunResult& r, const EngineStats& before,
+                      const EngineStats& after) {
+    const double steps_all = static_cast<double>(after.steps - before.steps);
+    const double sec_all = after.step_seconds - before.step_seconds;
+    std::printf(
+        "#   %s C=%d: of the %.2f s wall, the engine had requests in flight %.2f s (steps %.2f "
+        "s, scheduler work between steps "
+        "%.2f s = %.2f ms a step)\n",
+        mode, C, r.wall, after.busy_seconds - before.busy_seconds, sec_all,
+        after.busy_seconds - before.busy_seconds - sec_all,
+        1e3 * (after.busy_seconds - before.busy_seconds - sec_all) / std::max(1.0, steps_all));
+    auto host_ms = [&](double EngineStats::*f) {
+        return 1e3 * (after.*f - before.*f) / std::max(1.0, steps_all);
+    };
+    std::printf(
+        "#   %s C=%d: scheduler thread, ms a step: planning %.3f, issuing the forward %.3f, "
+        "accounting the tokens %.3f, "
+        "admission %.3f, waits for images %.3f\n",
+        mode, C, host_ms(&EngineStats::plan_seconds), host_ms(&EngineStats::issue_seconds),
+        host_ms(&EngineStats::results_seconds), host_ms(&EngineStats::admission_seconds),
+        host_ms(&EngineStats::image_wait_seconds));
+    std::printf(
+        "#   %s C=%d: %lld GEMM shapes tuned during the run (%.2f s of step time), %lld decode "
+        "graphs captured\n",
+        mode, C, static_cast<long long>(after.gemm_shapes_tuned - before.gemm_shapes_tuned),
+        after.gemm_tune_seconds - before.gemm_tune_seconds,
+        static_cast<long long>(after.graphs_captured - before.graphs_captured));
+}
+
+// The "#" lines under a run's row: where the steps' time went, memory, sampling, then the host's share.
+void print_run_notes(const char* mode, int C, const RunResult& r, const EngineStats& before,
+                     const EngineStats& after, const DecodeOnly& d, const Baselines& base) {
+    const double steps_all = static_cast<double>(after.steps - before.steps);
+    const double sec_all = after.step_seconds - before.step_seconds;
+    const double dgpu = after.decode_only_gpu_seconds - before.decode_only_gpu_seconds;
+    const double msteps = static_cast<double>(after.mixed_sampled_steps - before.mixed_sampled_steps);
+    const double msec = after.mixed_sampled_seconds - before.mixed_sampled_seconds;
+    const double mgpu = after.mixed_sampled_gpu_seconds - before.mixed_sampled_gpu_seconds;
+    // Everything is allocated up front, so memory in use after the run is its peak (engine + CUDA
+    // context + libraries; the table's "device GiB" counts the engine's own buffers).
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    std::printf(
+        "#   %s C=%d: %.0f steps (%.0f decode-only at %.1f ms, of which GPU %.1f ms; %.0f "
+        "mixed/prefill at %.1f ms), step time %.1f s of "
+        "%.1f s wall; GPU memory in use %.1f of %.1f GiB%s\n",
+        mode, C, steps_all, d.steps, d.step_ms, d.steps > 0 ? 1e3 * dgpu / d.steps : 0.0, steps_all - d.steps,
+        1e3 * (sec_all - d.seconds) / std::max(1.0, steps_all - d.steps), sec_all, r.wall,
+        (total_bytes - free_bytes) / 1073741824.0, total_bytes / 1073741824.0,
+        r.errors ? " — FAILED REQUESTS, see stderr" : "");
+    if (d.steps > 0 && base.replay_window > 0) {
+        std::printf(
+            "#   %s C=%d: decode-only steps at %.1f%% of the copy bandwidth counting the bytes "
+            "moved with replay window %d; "
+            "%.1f%% by §4's stock formula (state written every step)\n",
+            mode, C, d.roof_pct, base.replay_window, d.stock_pct);
+    }
+    if (msteps > 0) {
+        std::printf(
+            "#   %s C=%d: %.0f mixed steps that sampled: %.1f ms wall, of which the language "
+            "model's GPU span %.1f ms\n",
+            mode, C, msteps, 1e3 * msec / msteps, 1e3 * mgpu / msteps);
+    }
+    const double ssteps = static_cast<double>(after.sampled_steps - before.sampled_steps);
+    if (ssteps > 0) {
+        std::printf(
+            "#   %s C=%d: sampling (parameters up, sample_tokens, tokens back) %.3f ms of GPU "
+            "span a sampled step (%.0f steps)\n",
+            mode, C, 1e3 * (after.sampling_gpu_seconds - before.sampling_gpu_seconds) / ssteps, ssteps);
+    }
+    print_host_notes(mode, C, r, before, after);
+}
+
+// C sessions of `mode` (one run()): its table row and notes. Returns the requests that failed.
+int64_t run_case(Engine& engine, const Options& o, const char* mode, int C, uint64_t run_id,
+                 const Baselines& base) {
+    const EngineStats before = engine.stats();
+    const RunResult r = run(engine, o, C, std::string(mode) == "stateful", run_id);
+    const EngineStats after = engine.stats();
+    const DecodeOnly d(before, after, base);
+    std::printf(
+        "| %s | %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f "
+        "| %.1f |\n",
+        mode, C, r.generated / r.wall, r.processed / r.wall, r.appended / r.wall, r.steps / r.wall,
+        percentile(r.step_latency, 0.5), percentile(r.step_latency, 0.95), percentile(r.ttft, 0.5),
+        mean(r.last_step) / std::max(1e-9, mean(r.first_step)), d.rows_per, d.step_ms, d.roof_pct,
+        after.device_bytes / 1073741824.0);
+    print_run_notes(mode, C, r, before, after, d, base);
+    std::fflush(stdout);
+    return r.errors;
+}
+
+void print_engine_totals(const EngineStats& s) {
+    std::printf(
+        "# engine: %lld steps (%lld decode-only, %lld from %lld CUDA graphs), prefill %lld tokens, "
+        "decode %lld tokens, image cache %lld hits / "
+        "%lld misses, vision %lld batches / %lld tiles, offloads %lld, restores %lld\n",
+        (long long)s.steps, (long long)s.decode_only_steps, (long long)s.graph_steps,
+        (long long)s.graphs_captured, (long long)s.prefill_tokens, (long long)s.decode_tokens,
+        (long long)s.image_cache_hits, (long long)s.image_cache_misses, (long long)s.vision_batches,
+        (long long)s.vision_tiles, (long long)s.offloads, (long long)s.restores);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -514,125 +722,17 @@ int main(int argc, char** argv) {
         // takes the memory).
         const double gemm_tflops = surf::bench::gemm_ceiling() / 1e12;
         const int max_c = *std::max_element(o.concurrency.begin(), o.concurrency.end());
-        cuda::CudaEngineOptions eo;
-        eo.limits.max_slots = max_c + 4;
-        eo.limits.max_seqs = max_c + 4;
-        eo.limits.max_logit_rows = max_c + 4;
-        eo.limits.max_tokens = o.prefill_chunk + max_c + 4;
-        eo.limits.max_context = o.max_context;
-        eo.limits.page_size = 16;
-        const int64_t per_step = 768 + 2 + o.text_tokens + o.output_tokens;
-        // Stateful sessions grow by a step each; stateless ones hold 3 screenshots and the text history.
-        const int64_t per_session =
-            std::max<int64_t>(static_cast<int64_t>(o.steps) * per_step,
-                              3 * 770 + static_cast<int64_t>(o.steps) * (o.text_tokens + o.output_tokens)) +
-            512;
-        eo.limits.kv_pages = (max_c + 4) * ((per_session + 15) / 16);
-        eo.limits.max_image_rows = 6 * 768 * (max_c + 4) > 262144 ? 262144 : 6 * 768 * (max_c + 4);
-        eo.limits.max_tiles = o.vision_batch_tiles;
-        eo.limits.decode_graphs = o.graphs;
-        eo.limits.lm_stream_priority = o.lm_priority;
-        eo.limits.vision_gemm_sms = o.vision_sms;
-        if (o.overlap_mamba >= 0) eo.limits.overlap_mamba_branches = o.overlap_mamba == 1;
-        if (o.overlap_attention >= 0) eo.limits.overlap_attention_branches = o.overlap_attention == 1;
-        if (o.ssd_split >= 0) eo.limits.ssd_split = o.ssd_split;
-        if (o.ssd_wgmma >= 0) eo.limits.ssd_wgmma = o.ssd_wgmma == 1;
-        if (o.ssu_split >= 0) eo.limits.ssu_split = o.ssu_split;
-        eo.limits.attention_splits = o.attention_splits;
-        if (o.gemm_reuse >= 0) eo.limits.gemm_reuse_tuned_in_bucket = o.gemm_reuse == 1;
-        eo.limits.small_m_kernel = o.small_m_kernel;
-        if (o.attention_rows_per_warp) eo.limits.attention_rows_per_warp = o.attention_rows_per_warp;
-        if (o.attention_wgmma >= 0) eo.limits.attention_wgmma_keys = o.attention_wgmma;
-        if (o.vit_attention_wgmma >= 0) eo.limits.vit_attention_wgmma_keys = o.vit_attention_wgmma;
-        if (o.ssm_replay >= 0) eo.limits.ssm_replay_window = o.ssm_replay;
-        if (o.ssu_early) eo.limits.ssu_after_prefill_conv = false;
-        if (o.ssu_bulk >= 0) eo.limits.ssu_bulk_stage = o.ssu_bulk == 1;
-        if (o.mamba_y_bf16 >= 0) eo.limits.mamba_y_bf16 = o.mamba_y_bf16 == 1;
-        if (o.attention_ws >= 0) eo.limits.attention_wgmma_warp_specialized = o.attention_ws == 1;
-        if (o.vit_attention_ws >= 0) eo.limits.vit_attention_wgmma_warp_specialized = o.vit_attention_ws == 1;
-        if (o.attention_ws_beside_decode >= 0)
-            eo.limits.attention_ws_beside_decode = o.attention_ws_beside_decode == 1;
-        if (o.decode_pipelined >= 0) eo.limits.decode_attention_pipelined = o.decode_pipelined == 1;
-        if (o.decode_tma >= 0) eo.limits.decode_attention_tma = o.decode_tma == 1;
-        if (o.decode_tma_blocks >= 0) eo.limits.decode_tma_blocks_per_sm = o.decode_tma_blocks;
-        if (o.attention_green >= 0) eo.limits.attention_green_decode_sms = o.attention_green;
-        if (o.l2_evict_first >= 0) eo.limits.l2_evict_first = o.l2_evict_first == 1;
-        if (o.sampler_binned >= 0) eo.limits.sampler_binned = o.sampler_binned == 1;
-        if (o.gemm_wgmma >= 0) eo.limits.gemm_wgmma = o.gemm_wgmma == 1;
-        if (o.gemm_wgmma_relu2 >= 0) eo.limits.gemm_wgmma_relu2 = o.gemm_wgmma_relu2 == 1;
-        if (o.tail_rows >= 0) eo.limits.trailing_layers_on_logit_rows = o.tail_rows == 1;
-        if (o.tail_gate >= 0) eo.limits.last_mamba_gate_on_logit_rows = o.tail_gate == 1;
-        if (o.pdl >= 0) eo.limits.programmatic_launch = o.pdl == 1;
-        if (o.gemv_k_split >= 0) eo.limits.small_m_k_split = o.gemv_k_split;
-        eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
-        if (o.issue_ahead >= 0) eo.issue_ahead = o.issue_ahead == 1;
-        eo.warm_up_row_buckets = o.warm_row_buckets;
-        if (o.warm_vision_tile_counts >= 0) eo.warm_up_vision_tile_counts = o.warm_vision_tile_counts == 1;
-        if (o.warm_vision && cfg.has_vision) {
-            // Passes of 1, 2, … screenshots of this workload's size, up to the tiles one pass may take.
-            const int64_t per_shot = plan_tiles(o.width, o.height, tiling_config_from(cfg.image)).n_tiles;
-            for (int64_t k = 1; k * per_shot <= o.vision_batch_tiles; ++k)
-                eo.warm_up_vision_batches.push_back(std::vector<int64_t>(k, per_shot));
-        }
-        eo.limits.ssm_state =
-            o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
-        if (o.state_split >= 0) eo.limits.ssm_state_split = o.state_split == 1;
+        const cuda::CudaEngineOptions eo = engine_options(o, cfg, max_c);
         const bool split = eo.limits.state_split_applies();
-        eo.prefill_chunk = o.prefill_chunk;
         const auto tl = Clock::now();
         auto engine = cuda::open_random_cuda_engine(cfg, eo, 42);
         const double load_s = std::chrono::duration<double>(Clock::now() - tl).count();
         // The decode-only steps against the bytes this engine's decode step must move (replay-aware; §4's
         // stock formula, which writes the state every step, is printed per run too).
-        const surf::bench::Roofline roof =
-            surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window, split);
-        const surf::bench::Roofline stock_roof = surf::bench::roofline(cfg, o.bf16_state);
-        std::printf(
-            "# bench_serve on %s (%d SMs), copy bandwidth %.0f GB/s (read+write), bf16 GEMM ceiling %.0f "
-            "TFLOP/s (8192^3), SSM state %s, "
-            "replay window %d; mixed steps: Mamba branches %s, "
-            "attention branches %s, SSD wgmma kernel %s, SSD slices %s, SSU row slices %s (state staged by "
-            "%s), Mamba y %s, prefill split-KV %s%s%s%s\n",
-            prop.name, prop.multiProcessorCount, copy_bw / 1e9, gemm_tflops,
-            o.bf16_state ? "bf16"
-            : split      ? "fp32 (two 16-bit planes)"
-                         : "fp32",
-            eo.limits.ssm_replay_window, eo.limits.overlap_mamba_branches ? "overlapped" : "serial",
-            eo.limits.overlap_attention_branches ? "overlapped" : "serial",
-            eo.limits.ssd_wgmma ? "where it applies" : "off",
-            eo.limits.ssd_split ? std::to_string(eo.limits.ssd_split).c_str() : "auto",
-            eo.limits.ssu_split ? std::to_string(eo.limits.ssu_split).c_str() : "auto",
-            eo.limits.ssu_bulk_stage ? "bulk copies" : "cp.async", eo.limits.mamba_y_bf16 ? "bf16" : "fp32",
-            eo.limits.attention_splits ? "auto" : "off",
-            eo.limits.gemm_reuse_tuned_in_bucket ? "; tuned GEMM algorithms reused within 64-row buckets"
-                                                 : "",
-            attention_kernels(eo.limits).c_str(),
-            eo.limits.small_m_kernel ? "" : "; small-m GEMM kernel off");
-        {
-            const bool counts =
-                eo.warm_up_vision_batches.empty() && eo.warm_up_vision_tile_counts && cfg.has_vision;
-            std::printf(
-                "# vision: passes wait for %lld tiles or %lld steps; warm-up tunes %s; scheduler: %s\n",
-                (long long)o.vision_min_tiles, (long long)o.vision_max_wait,
-                counts ? ("one pass of each tile count 1.." + std::to_string(eo.limits.max_tiles)).c_str()
-                       : (std::to_string(eo.warm_up_vision_batches.size()) + " vision passes").c_str(),
-                eo.issue_ahead ? "each step issued before the previous step's tokens reach the host"
-                               : "each step waits for the previous step's tokens");
-        }
-        std::printf(
-            "# workload: %d steps/session, each %dx%d screenshot + %d text tokens in, %d tokens out; random "
-            "weights drawn and engine "
-            "warmed up in %.1f s (warm-up, GEMM tuning: %.1f s); device memory in use %.1f GiB\n",
-            o.steps, o.width, o.height, o.text_tokens, o.output_tokens, load_s,
-            engine->stats().warm_up_seconds, engine->stats().device_bytes / 1073741824.0);
-        if (const std::string notes = engine->stats().warm_up_notes; !notes.empty())
-            std::printf("# warm-up: %s\n", notes.c_str());
-        std::printf(
-            "| mode | C | output tok/s | total tok/s | appended tok/s | steps/s | step p50 s | step p95 s | "
-            "TTFT p50 s | step %d / step 1 | "
-            "decode rows | decode ms/step | decode %% roofline | device GiB "
-            "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-            o.steps);
+        const Baselines base{copy_bw,
+                             surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window, split),
+                             surf::bench::roofline(cfg, o.bf16_state), eo.limits.ssm_replay_window};
+        print_header(o, cfg, eo, prop, copy_bw, gemm_tflops, split, load_s, *engine);
         uint64_t run_id = 0;
         int64_t failed = 0;
         {
@@ -643,108 +743,9 @@ int main(int argc, char** argv) {
         }
         for (const char* mode : {"stateful", "stateless"}) {
             if (o.mode != "both" && o.mode != mode) continue;
-            for (int C : o.concurrency) {
-                const EngineStats before = engine->stats();
-                const RunResult r = run(*engine, o, C, std::string(mode) == "stateful", ++run_id);
-                const EngineStats after = engine->stats();
-                const double dsteps = static_cast<double>(after.decode_only_steps - before.decode_only_steps);
-                const double drows = static_cast<double>(after.decode_only_rows - before.decode_only_rows);
-                const double dsec = after.decode_only_seconds - before.decode_only_seconds;
-                const double dctx =
-                    static_cast<double>(after.decode_only_context - before.decode_only_context);
-                double roof_pct = 0, stock_pct = 0, step_ms = 0, rows_per = 0;
-                if (dsteps > 0 && dsec > 0) {
-                    step_ms = 1e3 * dsec / dsteps;
-                    rows_per = drows / dsteps;
-                    const double bytes = dsteps * roof.step_bytes(drows / dsteps, dctx / dsteps);
-                    roof_pct = 100.0 * (bytes / dsec) / copy_bw;
-                    stock_pct = 100.0 *
-                                (dsteps * stock_roof.step_bytes(drows / dsteps, dctx / dsteps) / dsec) /
-                                copy_bw;
-                }
-                std::printf(
-                    "| %s | %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f "
-                    "| %.1f |\n",
-                    mode, C, r.generated / r.wall, r.processed / r.wall, r.appended / r.wall,
-                    r.steps / r.wall, percentile(r.step_latency, 0.5), percentile(r.step_latency, 0.95),
-                    percentile(r.ttft, 0.5), mean(r.last_step) / std::max(1e-9, mean(r.first_step)), rows_per,
-                    step_ms, roof_pct, after.device_bytes / 1073741824.0);
-                const double steps_all = static_cast<double>(after.steps - before.steps);
-                const double sec_all = after.step_seconds - before.step_seconds;
-                const double dgpu = after.decode_only_gpu_seconds - before.decode_only_gpu_seconds;
-                const double msteps =
-                    static_cast<double>(after.mixed_sampled_steps - before.mixed_sampled_steps);
-                const double msec = after.mixed_sampled_seconds - before.mixed_sampled_seconds;
-                const double mgpu = after.mixed_sampled_gpu_seconds - before.mixed_sampled_gpu_seconds;
-                // Everything is allocated up front, so memory in use after the run is its peak (engine + CUDA
-                // context + libraries; the table's "device GiB" counts the engine's own buffers).
-                size_t free_bytes = 0, total_bytes = 0;
-                cudaMemGetInfo(&free_bytes, &total_bytes);
-                std::printf(
-                    "#   %s C=%d: %.0f steps (%.0f decode-only at %.1f ms, of which GPU %.1f ms; %.0f "
-                    "mixed/prefill at %.1f ms), step time %.1f s of "
-                    "%.1f s wall; GPU memory in use %.1f of %.1f GiB%s\n",
-                    mode, C, steps_all, dsteps, step_ms, dsteps > 0 ? 1e3 * dgpu / dsteps : 0.0,
-                    steps_all - dsteps, 1e3 * (sec_all - dsec) / std::max(1.0, steps_all - dsteps), sec_all,
-                    r.wall, (total_bytes - free_bytes) / 1073741824.0, total_bytes / 1073741824.0,
-                    r.errors ? " — FAILED REQUESTS, see stderr" : "");
-                if (dsteps > 0 && eo.limits.ssm_replay_window > 0) {
-                    std::printf(
-                        "#   %s C=%d: decode-only steps at %.1f%% of the copy bandwidth counting the bytes "
-                        "moved with replay window %d; "
-                        "%.1f%% by §4's stock formula (state written every step)\n",
-                        mode, C, roof_pct, eo.limits.ssm_replay_window, stock_pct);
-                }
-                if (msteps > 0) {
-                    std::printf(
-                        "#   %s C=%d: %.0f mixed steps that sampled: %.1f ms wall, of which the language "
-                        "model's GPU span %.1f ms\n",
-                        mode, C, msteps, 1e3 * msec / msteps, 1e3 * mgpu / msteps);
-                }
-                const double ssteps = static_cast<double>(after.sampled_steps - before.sampled_steps);
-                if (ssteps > 0) {
-                    std::printf(
-                        "#   %s C=%d: sampling (parameters up, sample_tokens, tokens back) %.3f ms of GPU "
-                        "span a sampled step (%.0f steps)\n",
-                        mode, C, 1e3 * (after.sampling_gpu_seconds - before.sampling_gpu_seconds) / ssteps,
-                        ssteps);
-                }
-                std::printf(
-                    "#   %s C=%d: of the %.2f s wall, the engine had requests in flight %.2f s (steps %.2f "
-                    "s, scheduler work between steps "
-                    "%.2f s = %.2f ms a step)\n",
-                    mode, C, r.wall, after.busy_seconds - before.busy_seconds, sec_all,
-                    after.busy_seconds - before.busy_seconds - sec_all,
-                    1e3 * (after.busy_seconds - before.busy_seconds - sec_all) / std::max(1.0, steps_all));
-                auto host_ms = [&](double EngineStats::*f) {
-                    return 1e3 * (after.*f - before.*f) / std::max(1.0, steps_all);
-                };
-                std::printf(
-                    "#   %s C=%d: scheduler thread, ms a step: planning %.3f, issuing the forward %.3f, "
-                    "accounting the tokens %.3f, "
-                    "admission %.3f, waits for images %.3f\n",
-                    mode, C, host_ms(&EngineStats::plan_seconds), host_ms(&EngineStats::issue_seconds),
-                    host_ms(&EngineStats::results_seconds), host_ms(&EngineStats::admission_seconds),
-                    host_ms(&EngineStats::image_wait_seconds));
-                std::printf(
-                    "#   %s C=%d: %lld GEMM shapes tuned during the run (%.2f s of step time), %lld decode "
-                    "graphs captured\n",
-                    mode, C, static_cast<long long>(after.gemm_shapes_tuned - before.gemm_shapes_tuned),
-                    after.gemm_tune_seconds - before.gemm_tune_seconds,
-                    static_cast<long long>(after.graphs_captured - before.graphs_captured));
-                failed += r.errors;
-                std::fflush(stdout);
-            }
+            for (int C : o.concurrency) failed += run_case(*engine, o, mode, C, ++run_id, base);
         }
-        const EngineStats s = engine->stats();
-        std::printf(
-            "# engine: %lld steps (%lld decode-only, %lld from %lld CUDA graphs), prefill %lld tokens, "
-            "decode %lld tokens, image cache %lld hits / "
-            "%lld misses, vision %lld batches / %lld tiles, offloads %lld, restores %lld\n",
-            (long long)s.steps, (long long)s.decode_only_steps, (long long)s.graph_steps,
-            (long long)s.graphs_captured, (long long)s.prefill_tokens, (long long)s.decode_tokens,
-            (long long)s.image_cache_hits, (long long)s.image_cache_misses, (long long)s.vision_batches,
-            (long long)s.vision_tiles, (long long)s.offloads, (long long)s.restores);
+        print_engine_totals(engine->stats());
         if (failed > 0) {
             std::fprintf(stderr, "bench_serve: %lld requests failed\n", static_cast<long long>(failed));
             return 1;
