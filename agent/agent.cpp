@@ -129,9 +129,11 @@ RunResult Agent::Impl::run_in_session(const RunOptions& options, const StepCallb
 
 std::unique_ptr<Agent> Agent::create(const AgentConfig& config) {
     if (config.model_dir.empty()) throw Error(ErrorKind::kInvalidArgument, "AgentConfig.model_dir: empty");
+    model::EngineOptions options;
+    options.quantize = model::parse_quantize(config.quantize, "AgentConfig.quantize");
     // One agent: the engine's warm-up skips the vision passes of every tile count (model::WarmUp).
     std::shared_ptr<model::Engine> engine = model::open_engine(
-        config.model_dir, config.backend, "AgentConfig.backend", 0, model::WarmUp::kSingle);
+        config.model_dir, config.backend, "AgentConfig.backend", 0, model::WarmUp::kSingle, options);
     // The other roles' folders, one engine per distinct folder (the policy's own folder: its engine).
     AgentConfig with_roles = config;
     std::map<std::string, std::shared_ptr<model::Engine>> opened{{config.model_dir, engine}};
@@ -140,7 +142,8 @@ std::unique_ptr<Agent> Agent::create(const AgentConfig& config) {
         if (dir->empty() || *slot) continue;
         auto& e = opened[*dir];
         if (!e)
-            e = model::open_engine(*dir, config.backend, "AgentConfig.backend", 0, model::WarmUp::kSingle);
+            e = model::open_engine(*dir, config.backend, "AgentConfig.backend", 0, model::WarmUp::kSingle,
+                                   options);
         if (e != engine) *slot = EngineChatModel::open(e);
     }
     return std::make_unique<Agent>(std::move(engine), with_roles);

@@ -46,6 +46,9 @@ struct AgentConfig {
     std::string chat_template;  // a .jinja file overriding the checkpoint's template; "" = the checkpoint's
     std::string backend =
         "cpu";  // "cpu" or "cuda" (when built with CUDA); or pass any engine or chat model to Agent(...)
+    // "none" or "fp8": FP8 E4M3 on load for the language model's linear layers of the folders Agent::create
+    // opens (model::EngineOptions::quantize; the cpu backend only).
+    std::string quantize = "none";
     std::string chromium;  // Chromium binary; "" = the usual locations
     // A running browser to share between agents (one Chromium, one isolated context per run); null = the
     // agent launches its own at its first run, with the run's deny-list unresolvable in it (relaunched for a

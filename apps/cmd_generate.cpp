@@ -21,8 +21,10 @@ using namespace surf::model;
 
 // The engine on `backend`: the CPU engine with the SURF_DUMP options, or a registered backend by name (main
 // registers cuda in a CUDA build) warmed up for one caller.
-std::unique_ptr<Engine> open_generate_engine(const std::string& dir, const std::string& backend) {
+std::unique_ptr<Engine> open_generate_engine(const std::string& dir, const std::string& backend,
+                                             Quantize quantize) {
     EngineOptions engine_options;
+    engine_options.quantize = quantize;
     if (const char* pattern = std::getenv("SURF_DUMP")) {
         engine_options.dump_pattern = pattern;
         if (const char* path = std::getenv("SURF_DUMP_PATH")) engine_options.dump_path = path;
@@ -30,7 +32,8 @@ std::unique_ptr<Engine> open_generate_engine(const std::string& dir, const std::
     if (backend == "cpu") return open_cpu_engine(dir, engine_options);
     if (!engine_options.dump_pattern.empty())
         std::fprintf(stderr, "surf generate: SURF_DUMP applies to --backend cpu only; ignored\n");
-    return open_engine(dir, backend, "--backend", 0, WarmUp::kSingle);
+    engine_options.dump_pattern.clear();
+    return open_engine(dir, backend, "--backend", 0, WarmUp::kSingle, engine_options);
 }
 
 // Sampling, --max-tokens and --schema.
@@ -109,7 +112,8 @@ int run_generate(const surf::cli::Args& args) {
         images.push_back(std::make_shared<Image>(load_image(path)));
     const std::string prompt = generate_prompt(args, dir, images.size());
 
-    auto engine = open_generate_engine(dir, backend);
+    auto engine =
+        open_generate_engine(dir, backend, parse_quantize(args.get("quantize", "none"), "--quantize"));
     std::vector<float> logit_rows;
     int64_t logit_vocab = 0;
     if (args.has("dump-logits")) {
@@ -151,6 +155,9 @@ SURF_COMMAND(surf::cli::Command{
      {"top-p", "P", "nucleus sampling mass (default 1)"},
      {"top-k", "K", "keep the K most likely tokens (default off)"},
      {"seed", "S", "sampling seed (default 0)"},
+     {"quantize", "none|fp8",
+      "fp8: E4M3 weights and activations in the language model's linear layers, quantized on load "
+      "(default none)"},
      {"schema", "FILE", "constrain the output to this JSON schema"},
      {"show-tokens", "", "print the generated token ids on stderr"},
      {"dump-logits", "FILE",

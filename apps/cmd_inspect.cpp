@@ -59,6 +59,10 @@ int run_inspect(const surf::cli::Args& args) {
             cfg.image.use_thumbnail ? "yes" : "no", (long long)cfg.image.tokens_per_tile(),
             (long long)cfg.projector_hidden);
     }
+    if (cfg.quant.method != QuantMethod::kNone) {
+        std::printf("quantization %s (%s): FP8 E4M3 language-model linear layers\n",
+                    quant_method_name(cfg.quant.method), cfg.quant.source.c_str());
+    }
     std::printf("stop ids    ");
     for (int64_t id : cfg.eos_token_ids) std::printf(" %lld", (long long)id);
     std::printf("\n");
@@ -72,15 +76,17 @@ int run_inspect(const surf::cli::Args& args) {
     std::printf("\nparameters   %.6f B (%lld)\n", report.n_parameters / 1e9, (long long)report.n_parameters);
     for (const auto& name : report.missing) std::printf("MISSING      %s\n", name.c_str());
     for (const auto& m : report.shape_mismatches) std::printf("SHAPE        %s\n", m.c_str());
+    for (const auto& m : report.dtype_mismatches) std::printf("DTYPE        %s\n", m.c_str());
     for (const auto& name : report.unexpected) std::printf("UNEXPECTED   %s\n", name.c_str());
     if (report.ok() && report.unexpected.empty())
-        std::printf("check        every tensor present with the expected shape\n");
+        std::printf("check        every tensor present with the expected shape and dtype\n");
     if (!report.ok()) {
         // The listing is on stdout; the verdict goes where scripts look for failures as well.
-        std::fprintf(
-            stderr,
-            "surf inspect: %s does not load: %zu tensors missing, %zu with the wrong shape (listed above)\n",
-            dir.c_str(), report.missing.size(), report.shape_mismatches.size());
+        std::fprintf(stderr,
+                     "surf inspect: %s does not load: %zu tensors missing, %zu with the wrong shape, "
+                     "%zu with the wrong dtype (listed above)\n",
+                     dir.c_str(), report.missing.size(), report.shape_mismatches.size(),
+                     report.dtype_mismatches.size());
     }
     return report.ok() ? 0 : 1;
 }

@@ -174,8 +174,10 @@ void open_role_models(const surf::cli::Args& args, surf::agent::AgentConfig& con
             continue;
         }
         std::fprintf(stderr, "loading %s (--%s) ...\n", dir.c_str(), flag);
-        *slot = surf::agent::EngineChatModel::open(
-            surf::model::open_engine(dir, config.backend, "--backend", 0, surf::model::WarmUp::kSingle));
+        surf::model::EngineOptions options;
+        options.quantize = surf::model::parse_quantize(config.quantize, "--quantize");
+        *slot = surf::agent::EngineChatModel::open(surf::model::open_engine(
+            dir, config.backend, "--backend", 0, surf::model::WarmUp::kSingle, options));
     }
 }
 
@@ -278,6 +280,8 @@ int run_agent(const surf::cli::Args& args) {
     surf::agent::AgentConfig config;
     config.model_dir = surf::cli::model_flag(args);
     config.backend = args.get("backend", "cpu");
+    config.quantize = args.get("quantize", "none");
+    surf::model::parse_quantize(config.quantize, "--quantize");
     config.profile = args.get("profile");
     config.chat_template = args.get("template");
     config.chromium = args.get("chromium");
@@ -298,6 +302,9 @@ SURF_COMMAND(surf::cli::Command{
       "model folder (default $SURF_MODEL, else the shipped surf-tiny), or an OpenAI-compatible server "
       "http://HOST:PORT/v1"},
      {"backend", "NAME", "cpu (default) or cuda"},
+     {"quantize", "none|fp8",
+      "fp8: E4M3 weights and activations in the language model's linear layers, quantized on load (cpu "
+      "backend; default none)"},
      {"model-name", "NAME", "with --model http://HOST:PORT/v1: the served model's name"},
      {"api-key", "KEY", "with a remote --model: Bearer key (default $SURF_API_KEY)"},
      {"tokenizer", "DIR",

@@ -55,16 +55,18 @@ std::vector<int> parse_gpus(const std::string& text) {
 }
 
 std::shared_ptr<surf::model::Engine> open_engines(const std::string& dir, const std::string& backend,
-                                                  const std::string& gpus, int cpu_replicas) {
+                                                  const std::string& gpus, int cpu_replicas,
+                                                  const surf::model::EngineOptions& options) {
     std::vector<std::shared_ptr<surf::model::Engine>> engines;
     if (backend == "cpu") {
         if (!gpus.empty()) throw Error(ErrorKind::kInvalidArgument, "--gpus needs --backend cuda");
-        for (int i = 0; i < cpu_replicas; ++i) engines.push_back(surf::model::open_cpu_engine(dir));
+        for (int i = 0; i < cpu_replicas; ++i) engines.push_back(surf::model::open_cpu_engine(dir, options));
     } else {
         // cuda on each listed GPU (default 0); any other name gets open_engine's error.
         for (int device : backend == "cuda" && !gpus.empty() ? parse_gpus(gpus) : std::vector<int>{0}) {
             if (backend == "cuda") std::fprintf(stderr, "loading %s on cuda:%d ...\n", dir.c_str(), device);
-            engines.push_back(surf::model::open_engine(dir, backend, "--backend", device));
+            engines.push_back(surf::model::open_engine(dir, backend, "--backend", device,
+                                                       surf::model::WarmUp::kServing, options));
         }
     }
     if (engines.size() == 1) return engines[0];
@@ -100,6 +102,8 @@ int serve(const surf::cli::Args& args) {
     if (replicas > 1 && args.get("backend", "cpu") != "cpu") {
         throw Error(ErrorKind::kInvalidArgument, "--replicas is for the cpu backend; use --gpus with cuda");
     }
+    surf::model::EngineOptions engine_options;
+    engine_options.quantize = surf::model::parse_quantize(args.get("quantize", "none"), "--quantize");
 
     surf::serve::ServiceOptions so;
     so.model_name = args.get("model-name");
@@ -139,8 +143,8 @@ int serve(const surf::cli::Args& args) {
 
     std::fprintf(stderr, "loading %s ...\n", dir.c_str());
     const auto load_start = std::chrono::steady_clock::now();
-    std::shared_ptr<surf::model::Engine> engine =
-        open_engines(dir, args.get("backend", "cpu"), args.get("gpus"), static_cast<int>(replicas));
+    std::shared_ptr<surf::model::Engine> engine = open_engines(
+        dir, args.get("backend", "cpu"), args.get("gpus"), static_cast<int>(replicas), engine_options);
     surf::cli::print_loaded(dir, *engine, load_start);
     auto service = std::make_shared<surf::serve::OpenAiService>(engine, so);
     surf::serve::HttpServer server(
@@ -178,6 +182,9 @@ SURF_COMMAND(surf::cli::Command{
      {"port", "P", "TCP port (default 8000; 0 picks a free one)"},
      {"api-key", "K", "require \"Authorization: Bearer K\" (default $SURF_API_KEY; none if unset)"},
      {"backend", "NAME", "cpu (default) or cuda"},
+     {"quantize", "none|fp8",
+      "fp8: E4M3 weights and activations in the language model's linear layers, quantized on load (cpu "
+      "backend; default none)"},
      {"gpus", "LIST", "cuda: one engine per listed GPU, e.g. 0,1 (default 0)"},
      {"replicas", "N", "cpu: N engines in the process (testing the replica spreading; default 1)"},
      {"threads", "N", "requests handled at once (default 64; more wait in a queue)"},

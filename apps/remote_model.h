@@ -22,7 +22,7 @@ inline bool is_remote_model(const std::string& model) {
 // Flags that mean nothing for a remote model; naming one is a usage error rather than silently ignored (the
 // server runs the model and renders the checkpoint's own template).
 inline void reject_local_model_flags(const Args& args) {
-    for (const char* flag : {"backend", "template"}) {
+    for (const char* flag : {"backend", "template", "quantize"}) {
         if (args.has(flag))
             throw Error(ErrorKind::kInvalidArgument,
                         std::string("--") + flag +

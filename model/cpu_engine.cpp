@@ -45,10 +45,20 @@ SchedulerOptions cpu_scheduler_options(const ModelConfig& cfg) {
     return o;
 }
 
+// "cpu", and the FP8 scheme of the language model's GEMMs when there is one.
+std::string backend_description(const ModelConfig& cfg, Quantize quantize) {
+    if (quantize == Quantize::kFp8) return "cpu, fp8 on load";
+    if (cfg.quant.method != QuantMethod::kNone)
+        return std::string("cpu, ") + quant_method_name(cfg.quant.method);
+    return "cpu";
+}
+
 class CpuEngine final : public Engine {
 public:
     CpuEngine(const std::string& dir, const EngineOptions& options)
-        : model_(cpu::CpuModel::load(dir)), tokenizer_(load_model_tokenizer(dir)) {
+        : model_(cpu::CpuModel::load(dir, options.quantize)),
+          tokenizer_(load_model_tokenizer(dir)),
+          name_(backend_description(model_->config(), options.quantize)) {
         if (!options.dump_pattern.empty())
             dumper_ = std::make_unique<Dumper>(options.dump_pattern, options.dump_path);
         const ModelConfig& cfg = model_->config();
@@ -79,7 +89,7 @@ public:
     const ModelConfig& config() const override { return model_->config(); }
     const Tokenizer& tokenizer() const override { return tokenizer_; }
     std::shared_ptr<const TokenIndex> token_index() const override { return index_; }
-    std::string backend_name() const override { return "cpu"; }
+    std::string backend_name() const override { return name_; }
 
     // The scheduler's counters (the pools' sizes are left out: the CPU's are bounded only by memory).
     EngineStats stats() const override {
@@ -234,6 +244,7 @@ private:
     std::unique_ptr<cpu::CpuModel> model_;
     std::unique_ptr<Dumper> dumper_;
     Tokenizer tokenizer_;
+    std::string name_;
     std::shared_ptr<const TokenIndex> index_;
     TilingConfig tiling_;
     ImageTokenIds image_ids_;

@@ -144,6 +144,10 @@ struct EngineOptions {
     // "vision.features" (the CLI takes it from SURF_DUMP), written to dump_path as safetensors.
     std::string dump_pattern;
     std::string dump_path = "surf_dump.safetensors";
+    // FP8 E4M3 on load for the language model's linear layers of a bf16/fp32 checkpoint (per-output-channel
+    // weight scales, dynamic per-token activation scales). An FP8 checkpoint runs in FP8 without it. A
+    // backend that does not support it refuses it (open_engine).
+    Quantize quantize = Quantize::kNone;
 };
 
 // Loads a model folder (config.json, safetensors, tokenizer.json) on the CPU backend.
@@ -158,10 +162,11 @@ enum class WarmUp { kServing, kSingle };
 
 // Loads a model folder on a backend by name: "cpu", or a registered one ("cuda", on GPU `device`, once the
 // program has linked surf::cuda and called surf::model::cuda::register_backend()). `field` names where the
-// name came from ("--backend", "AgentConfig.backend") in errors.
+// name came from ("--backend", "AgentConfig.backend") in errors. `options` go to the CPU engine; another
+// backend refuses options.quantize (kUnsupported) rather than load the model unquantized.
 std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend,
                                     const std::string& field, int device = 0,
-                                    WarmUp warm_up = WarmUp::kServing);
+                                    WarmUp warm_up = WarmUp::kServing, const EngineOptions& options = {});
 
 // A backend open_engine can open by name: the model folder, the device, the warm-up.
 using EngineFactory =

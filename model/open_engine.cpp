@@ -27,13 +27,19 @@ void register_engine_backend(const std::string& name, EngineFactory factory) {
 }
 
 std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend,
-                                    const std::string& field, int device, WarmUp warm_up) {
-    if (backend == "cpu") return open_cpu_engine(model_dir);
+                                    const std::string& field, int device, WarmUp warm_up,
+                                    const EngineOptions& options) {
+    if (backend == "cpu") return open_cpu_engine(model_dir, options);
     EngineFactory factory;
     {
         std::lock_guard<std::mutex> lock(registry_mutex());
         auto it = registry().find(backend);
         if (it != registry().end()) factory = it->second;
+    }
+    if (factory && options.quantize != Quantize::kNone) {
+        throw Error(ErrorKind::kUnsupported, std::string("quantize ") + quantize_name(options.quantize) +
+                                                 ": the " + backend + " backend (" + field +
+                                                 ") does not run FP8 yet; the cpu backend does");
     }
     if (factory) return factory(model_dir, device, warm_up);
     if (backend == "cuda")

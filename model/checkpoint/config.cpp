@@ -471,6 +471,7 @@ ModelConfig load_model_config(const std::string& dir) {
                         "' (expected NemotronH_Nano_VL_V2 or NemotronHForCausalLM)");
     }
     read_special_ids(top, s, root, cfg);
+    cfg.quant = read_quant_config(dir, top, cfg.llm_key);
     read_preprocessor_config(root, cfg);
     for (int64_t id : cfg.eos_token_ids) {
         if (id < 0 || id >= cfg.llm.vocab_size)

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "model/checkpoint/quant_config.h"
+
 namespace surf::model {
 
 enum class LayerKind { kMamba2, kAttention, kMlp };
@@ -93,9 +95,11 @@ struct ModelConfig {
     int64_t image_end_token_id = -1;
     int64_t bos_token_id = -1;
     std::vector<int64_t> eos_token_ids;  // generation stops on any of these
+    QuantConfig quant;                   // an FP8 checkpoint's quantization config (method kNone: none)
 };
 
-// Reads config.json (+ generation_config.json, preprocessor_config.json when present) from `dir`.
+// Reads config.json (+ generation_config.json, preprocessor_config.json, hf_quant_config.json when present)
+// from `dir`.
 // Throws surf::Error(kIo / kFormat / kConfig / kUnsupported) naming the file and field.
 ModelConfig load_model_config(const std::string& dir);
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "kernels/cpu/fp8.h"
 
 namespace surf::model {
 
@@ -66,20 +67,10 @@ float f16_to_f32(uint16_t bits) {
     return sign ? -magnitude : magnitude;
 }
 
-// OCP FP8 E4M3 ("fn" variant as in torch.float8_e4m3fn): bias 7, no infinities, S.1111.111 is NaN.
+// OCP FP8 E4M3 ("fn" variant as in torch.float8_e4m3fn): the kernels' decoder, so that weights and the
+// activations the FP8 GEMM quantizes share one definition.
 float f8e4m3_to_f32(uint8_t bits) {
-    const uint32_t sign = (bits >> 7) & 1u;
-    const uint32_t exponent = (bits >> 3) & 0xfu;
-    const uint32_t mantissa = bits & 0x7u;
-    float magnitude;
-    if (exponent == 15 && mantissa == 7) {
-        magnitude = NAN;
-    } else if (exponent == 0) {
-        magnitude = std::ldexp(static_cast<float>(mantissa), -9);
-    } else {
-        magnitude = std::ldexp(static_cast<float>(mantissa | 0x8u), static_cast<int>(exponent) - 10);
-    }
-    return sign ? -magnitude : magnitude;
+    return kernels::cpu::e4m3_to_f32(bits);
 }
 
 void convert_to_f32(DType dtype, const void* src, size_t n, float* dst) {

@@ -8,16 +8,16 @@ namespace k = surf::kernels::cpu;
 
 void attention_mixer(const LlmConfig& cfg, const AttentionWeights& w, const float* x, int64_t T,
                      KvCache& cache, float* out) {
-    const int64_t d_model = cfg.hidden_size, hd = cfg.head_dim;
+    const int64_t hd = cfg.head_dim;
     const int64_t q_dim = cfg.n_heads * hd, kv_dim = cfg.n_kv_heads * hd;
     const int64_t past = static_cast<int64_t>(cache.k.size()) / kv_dim;
 
     std::vector<float> q(static_cast<size_t>(T * q_dim));  // [T, n_heads, hd]
-    k::linear({x, w.q.ptr(), nullptr, q.data(), T, q_dim, d_model});
+    project(w.q, x, T, q.data());
     cache.k.resize(static_cast<size_t>((past + T) * kv_dim));
     cache.v.resize(static_cast<size_t>((past + T) * kv_dim));
-    k::linear({x, w.k.ptr(), nullptr, cache.k.data() + past * kv_dim, T, kv_dim, d_model});
-    k::linear({x, w.v.ptr(), nullptr, cache.v.data() + past * kv_dim, T, kv_dim, d_model});
+    project(w.k, x, T, cache.k.data() + past * kv_dim);
+    project(w.v, x, T, cache.v.data() + past * kv_dim);
 
     std::vector<float> attn(static_cast<size_t>(T * q_dim));  // [T, n_heads, hd]
     k::AttentionParams p;
@@ -26,7 +26,7 @@ void attention_mixer(const LlmConfig& cfg, const AttentionWeights& w, const floa
     p.causal = true;
     k::attention(p);
 
-    k::linear({attn.data(), w.o.ptr(), nullptr, out, T, d_model, q_dim});
+    project(w.o, attn.data(), T, out);
 }
 
 }  // namespace surf::model::cpu

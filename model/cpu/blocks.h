@@ -23,6 +23,10 @@ struct KvCache {
     std::vector<float> v;  // [n_tokens, n_kv_heads, head_dim]
 };
 
+// y [rows, out] = x [rows, in] · Wᵀ: the fp32 GEMM, or for an FP8 layer the E4M3 GEMM of kernels/cpu/fp8.h
+// (activations quantized per token or with the static input scale, fp32 accumulation, then rescaled).
+void project(const LinearWeight& w, const float* x, int64_t rows, float* y);
+
 // out [T, d_model] = Mamba2Mixer(x [T, d_model]) continuing `state` (spec §1.5, §2).
 void mamba2_mixer(const LlmConfig& cfg, const MambaWeights& w, const float* x, int64_t T, MambaState& state,
                   float* out);

@@ -11,10 +11,10 @@ namespace surf::model::cpu {
 
 namespace k = surf::kernels::cpu;
 
-std::unique_ptr<CpuModel> CpuModel::load(const std::string& dir) {
+std::unique_ptr<CpuModel> CpuModel::load(const std::string& dir, Quantize quantize) {
     ModelConfig cfg = load_model_config(dir);
     Checkpoint ckpt = Checkpoint::open(dir);
-    ModelWeights weights = load_weights(cfg, ckpt);
+    ModelWeights weights = load_weights(cfg, ckpt, quantize);
     return std::make_unique<CpuModel>(std::move(cfg), std::move(weights));
 }
 

@@ -1,5 +1,6 @@
-// The CPU backend: fp32 math over bf16/f16/f32 checkpoints. It is the oracle for the CUDA backend and
-// runs small models (fixtures) end to end in CI.
+// The CPU backend: fp32 math over bf16/f16/f32 checkpoints, with FP8 E4M3 GEMMs in the language model's
+// linear layers of an FP8 checkpoint or after quantize-on-load (the SSM state stays fp32). It is the oracle
+// for the CUDA backend and runs small models (fixtures) end to end in CI.
 #pragma once
 
 #include <memory>
@@ -33,8 +34,9 @@ struct ForwardInput {
 
 class CpuModel {
 public:
-    // Loads config.json and the safetensors weights of a model folder.
-    static std::unique_ptr<CpuModel> load(const std::string& dir);
+    // Loads config.json and the safetensors weights of a model folder; Quantize::kFp8 quantizes the
+    // language model's linear layers on load (load_weights).
+    static std::unique_ptr<CpuModel> load(const std::string& dir, Quantize quantize = Quantize::kNone);
     CpuModel(ModelConfig cfg, ModelWeights weights);
 
     const ModelConfig& config() const { return cfg_; }

@@ -11,13 +11,13 @@ namespace k = surf::kernels::cpu;
 
 void mamba2_mixer(const LlmConfig& cfg, const MambaWeights& w, const float* x, int64_t T, MambaState& state,
                   float* out) {
-    const int64_t d_model = cfg.hidden_size, d_inner = cfg.d_inner(), conv_dim = cfg.conv_dim();
+    const int64_t d_inner = cfg.d_inner(), conv_dim = cfg.conv_dim();
     const int64_t H = cfg.mamba_n_heads, P = cfg.mamba_head_dim, G = cfg.n_groups, N = cfg.d_state;
     const int64_t proj_dim = cfg.in_proj_dim();
 
     // zxbcdt [T, proj_dim]: z = [0, d_inner), xBC = [d_inner, d_inner + conv_dim), dt_raw = last H.
     std::vector<float> zxbcdt(static_cast<size_t>(T * proj_dim));
-    k::linear({x, w.in_proj.ptr(), nullptr, zxbcdt.data(), T, proj_dim, d_model});
+    project(w.in_proj, x, T, zxbcdt.data());
 
     // xBC' [T, conv_dim] = SiLU(conv(xBC)), continuing the conv state.
     std::vector<float> xbc(static_cast<size_t>(T * conv_dim));
@@ -56,7 +56,7 @@ void mamba2_mixer(const LlmConfig& cfg, const MambaWeights& w, const float* x, i
     k::gated_rmsnorm({y.data(), zxbcdt.data(), w.norm.ptr(), normed.data(), T, d_inner, d_inner / G, proj_dim,
                       cfg.norm_eps});
 
-    k::linear({normed.data(), w.out_proj.ptr(), nullptr, out, T, d_model, d_inner});
+    project(w.out_proj, normed.data(), T, out);
 }
 
 }  // namespace surf::model::cpu

@@ -7,11 +7,11 @@ namespace surf::model::cpu {
 namespace k = surf::kernels::cpu;
 
 void mlp_mixer(const LlmConfig& cfg, const MlpWeights& w, const float* x, int64_t T, float* out) {
-    const int64_t d_model = cfg.hidden_size, inter = cfg.intermediate_size;
+    const int64_t inter = cfg.intermediate_size;
     std::vector<float> hidden(static_cast<size_t>(T * inter));  // [T, intermediate]
-    k::linear({x, w.up.ptr(), nullptr, hidden.data(), T, inter, d_model});
+    project(w.up, x, T, hidden.data());
     k::relu_squared(hidden.data(), T * inter);
-    k::linear({hidden.data(), w.down.ptr(), nullptr, out, T, d_model, inter});
+    project(w.down, hidden.data(), T, out);
 }
 
 }  // namespace surf::model::cpu

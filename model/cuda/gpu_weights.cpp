@@ -299,6 +299,8 @@ void bind(GpuWeights& w, const WeightSpec& s, Source& src, std::vector<WeightSpe
         case R::kProjNorm: w.proj_norm = src.vector(s); break;
         case R::kProjFc1: w.proj_fc1 = src.matrix(s); break;
         case R::kProjFc2: w.proj_fc2 = src.matrix(s); break;
+        case R::kWeightScale:
+        case R::kInputScale: break;  // FP8 checkpoints are refused (upload_weights)
     }
 }
 
@@ -317,6 +319,11 @@ GpuWeights build(const ModelConfig& cfg, Source& src) {
 }  // namespace
 
 GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t stream) {
+    if (cfg.quant.method != QuantMethod::kNone) {
+        throw Error(ErrorKind::kUnsupported,
+                    ckpt.path() + ": a " + quant_method_name(cfg.quant.method) + " checkpoint (" +
+                        cfg.quant.source + "): the CUDA backend does not run FP8 yet; the cpu backend does");
+    }
     validate_checkpoint(cfg, ckpt);
     CheckpointSource src(cfg, ckpt, stream);
     return build(cfg, src);

@@ -61,7 +61,7 @@ struct GpuWeights {
 };
 
 // Uploads a checkpoint (after the same shape checks as the CPU loader). `cfg` gets its shape-derived
-// values filled in (vocabulary rows, prefix rows).
+// values filled in (vocabulary rows, prefix rows). An FP8 checkpoint is kUnsupported.
 GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t stream);
 
 // Random weights drawn on the GPU from the config (benchmarks: no 26 GB file to move). Scales keep
