@@ -191,6 +191,11 @@ def similar_value(rng, value):
     return " ".join(out)
 
 
+def whole(value):
+    """A regex matching `value` where no letter or digit touches it on either side."""
+    return rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])"
+
+
 def value_swaps(session, rng, k):
     """Up to k copies of a policy session in which each value it types that the task quotes, and each listed
     text its answer quotes, is another random value, everywhere in its texts and replies (the task, the element
@@ -205,7 +210,7 @@ def value_swaps(session, rng, k):
         for c in sorted(typed | answered, key=len, reverse=True):
             v = random_value(rng, []) if c in typed else similar_value(rng, c)
             swap[c] = v if c not in v and v != c else v + "x"
-        pattern = re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(c)}(?![A-Za-z0-9])" for c in swap))
+        pattern = re.compile("|".join(whole(c) for c in swap))
         sub = lambda text: pattern.sub(lambda m: swap[m.group(0)], text)
         turns = []
         for turn in session["turns"]:
@@ -264,7 +269,7 @@ def validator_swaps(session, rng, k):
     if not sep or not values:
         return []
     value = max(values, key=len)
-    word = re.compile(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])")
+    word = re.compile(whole(value))
     out = []
     for i in range(k):
         if i % 2 == 0:
