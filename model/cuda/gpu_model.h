@@ -17,6 +17,7 @@
 #include "model/cuda/device_buffer.h"
 #include "model/cuda/gpu_weights.h"
 #include "model/cuda/op_timer.h"
+#include "model/executor.h"
 
 namespace surf::model::cuda {
 
@@ -113,28 +114,10 @@ struct GpuStepOptions {
 // Every option of a GpuModel (GpuModel::load / random), each group also reachable on its own.
 struct GpuLimits : GpuCapacity, GpuSetup, GpuStepOptions {};
 
-// One image for the vision tower: its tiles' pixels [n_tiles, 3, S, S] fp32 on the host, and the first
-// row of the image-row buffer its n_tiles · tokens_per_tile projected rows go to.
-struct ImageJob {
-    const float* pixels = nullptr;
-    int64_t n_tiles = 0;
-    int64_t first_row = 0;
-};
-
-// One sequence of a batch. Decode rows (n_tokens == 1, past > 0) must come before prefill rows.
-struct SeqStep {
-    int32_t slot = -1;            // Mamba state slot
-    int64_t past = 0;             // tokens already in the state / KV
-    std::vector<int32_t> tokens;  // new tokens
-    std::vector<int32_t> pages;   // KV pages covering past + tokens.size() tokens, in order
-    int64_t image_row = -1;       // first image row (in the image-row buffer) its image tokens take, or -1
-    bool all_logits = false;      // logits for every new token (else the last only)
-    // A decode row whose input id is still on the device: GpuModel::sampled_tokens()[token_from], written by
-    // the previous step's sampler (a step issued before that step's tokens reach the host); `tokens` then
-    // holds one placeholder. −1: the id is tokens[0].
-    int32_t token_from = -1;
-    bool is_decode() const { return tokens.size() == 1 && past > 0; }
-};
+// A batch's rows and the vision tower's images, as the scheduler plans them (model/executor.h). A decode
+// row's token_from indexes sampled_tokens().
+using surf::model::ImageJob;
+using surf::model::SeqStep;
 
 // The attention pair's cost in a mixed step (GpuModel::green_for_step), from its two sides' sizes: decode K/V
 // bytes and prefill FLOPs at the rates the shared pair's kernels reach alone on every SM; shared ≈ decode +

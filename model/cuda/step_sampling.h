@@ -7,14 +7,40 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "model/cuda/device_buffer.h"
-#include "model/cuda/engine_records.h"
 #include "model/cuda/gpu_model.h"
+#include "model/scheduler.h"
 
 namespace surf::model::cuda::engine_detail {
+
+// Per-row sampling parameters and masks, laid out the same way in the pinned staging buffer and its device
+// mirror: [seed | step | temperature | top_k | top_p] for `cap` rows (8-byte arrays first, so every array
+// is aligned for any cap), then the masks from a 16-byte boundary.
+struct SampleArrays {
+    uint64_t* seed;
+    uint64_t* step;
+    float* temperature;
+    int32_t* top_k;
+    float* top_p;
+    uint32_t* masks;
+
+    // Bytes before the masks.
+    static size_t param_bytes(size_t cap) { return (cap * (8 + 8 + 4 + 4 + 4) + 15) / 16 * 16; }
+    static SampleArrays at(void* base, size_t cap) {
+        SampleArrays a;
+        a.seed = static_cast<uint64_t*>(base);
+        a.step = a.seed + cap;
+        a.temperature = reinterpret_cast<float*>(a.step + cap);
+        a.top_k = reinterpret_cast<int32_t*>(a.temperature + cap);
+        a.top_p = reinterpret_cast<float*>(a.top_k + cap);
+        a.masks = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(base) + param_bytes(cap));
+        return a;
+    }
+};
 
 class StepSampling {
 public:
