@@ -2,7 +2,7 @@
 # Same-machine A/B of a change in one device call (`run` with carry [".deps", "ab_base"]). The base tree is this
 # tree with every file under ab_base/ (same relative paths, e.g. ab_base/kernels/cuda/ssu.cu: the old version, from
 # `git show REV:path`) put in its place; ab_base/ is git-ignored, so it travels only when carried. Both trees build
-# TARGETS at once (build-gpu here, /tmp/ab_base/build-gpu there), TESTS (gpu test binaries) run on the new tree,
+# TARGETS at once (build-gpu here, /tmp/ab_base/build-gpu there; BASE_TARGETS, when set, for the base tree), TESTS (gpu test binaries) run on the new tree,
 # then each ';'-separated RUNS entry (a command relative to the build directory, e.g. "apps/bench_overlap
 # --branches" or "surf bench serve --concurrency 100") runs new, base, new, base … (REPEAT pairs, default 2), so
 # drift of the card's clocks falls on both sides. Logs and summary.txt under $OUT; CALL_BUDGET (default 540 s)
@@ -27,12 +27,12 @@ tar -c --exclude='./build*' --exclude=./.git --exclude=./.deps --exclude=./ab_ba
 ln -s "$D" "$BASE/.deps"
 (cd ab_base && find . -type f) | while read -r f; do cp "ab_base/$f" "$BASE/$f"; echo "base: $f from ab_base" | tee -a "$S"; done
 LOGS=/tmp/ab_logs; mkdir -p "$LOGS"
-build() {  # $1 tree, $2 its log directory (configure.log, build.log); $2.errors.txt: what a failed build printed
-  LOG_DIR="$2" JOBS=8 bash "$1/scripts/build_gpu.sh" ${TARGETS:-bench_overlap} > "$2.errors.txt" 2>&1
+build() {  # $1 tree, $2 its log directory (configure.log, build.log), $3 targets; $2.errors.txt: what a failed build printed
+  LOG_DIR="$2" JOBS=8 bash "$1/scripts/build_gpu.sh" $3 > "$2.errors.txt" 2>&1
 }
 t0=$(date +%s)
-build "$ROOT" "$LOGS/new" & pn=$!
-build "$BASE" "$LOGS/base" & pb=$!
+build "$ROOT" "$LOGS/new" "${TARGETS:-bench_overlap}" & pn=$!
+build "$BASE" "$LOGS/base" "${BASE_TARGETS:-${TARGETS:-bench_overlap}}" & pb=$!
 wait $pn; rn=$?; wait $pb; rb=$?
 echo "build new rc=$rn base rc=$rb ($(( $(date +%s) - t0 )) s)" | tee -a "$S"
 [ $rn -ne 0 ] && { head -20 "$LOGS/new.errors.txt" | tee -a "$S"; exit 1; }
