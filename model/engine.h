@@ -48,9 +48,10 @@ struct GenerateOptions {
     bool ignore_eos = false;                        // generate exactly max_tokens (benchmarks, parity)
     std::function<bool(std::string_view)> on_text;  // streamed UTF-8 text; return false to cancel
     std::function<void(const float*, int64_t)> on_logits;  // the logits [vocab] each token is sampled from
-    // Polled between the prompt's chunks and between decode steps on the CPU backend (a server passes "the
-    // client hung up"): true ends the call with FinishReason::kCancelled. A call cancelled inside its prompt
-    // leaves the session holding part of it, so the session refuses further calls.
+    // Polled before the call's images are encoded and between the prompt's chunks, and on the CPU backend
+    // also between decode steps (a server passes "the client hung up"; on_text returning false cancels a
+    // decode on every backend): true ends the call with FinishReason::kCancelled. A call cancelled inside its
+    // prompt leaves the session holding part of it, so the session refuses further calls.
     std::function<bool()> is_cancelled;
 };
 

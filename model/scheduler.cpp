@@ -412,17 +412,21 @@ bool asks_to_cancel(Request& r) {
 
 }  // namespace
 
-void Scheduler::poll_image_cancels() {
-    if (!vision_batch_due()) return;
+bool Scheduler::poll_image_cancels() {
+    if (!vision_batch_due()) return false;
+    bool any = false;
     for (auto& r : running_) {
-        if (r->pending_images > 0 && !r->cancelled && asks_to_cancel(*r)) r->cancelled = true;
+        if (r->pending_images > 0 && !r->cancelled && asks_to_cancel(*r)) r->cancelled = any = true;
     }
+    return any;
 }
 
-void Scheduler::poll_prefill_cancels() {
+bool Scheduler::poll_prefill_cancels() {
+    bool any = false;
     for (auto& r : running_) {
-        if (wants_prefill(*r) && asks_to_cancel(*r)) r->cancelled = true;
+        if (wants_prefill(*r) && asks_to_cancel(*r)) r->cancelled = any = true;
     }
+    return any;
 }
 
 void Scheduler::poll_sample_cancels(PlannedStep& step) {
@@ -436,6 +440,10 @@ void Scheduler::finish_cancelled() {
     bool any = false;
     for (auto& r : running_) {
         if (!r->cancelled || r->finished()) continue;
+        if (r->decoding) {  // its prompt's last chunk completed after the poll: decode-time cancels apply
+            r->cancelled = false;
+            continue;
+        }
         drop_vision_jobs(*r);
         release_images(*r);
         if (r->prefill_pos == 0)

@@ -212,12 +212,13 @@ public:
     int64_t steps() const { return steps_; }
     bool last_step_prefilled() const { return last_step_prefilled_; }
 
-    // --- cancellation (GenerateOptions::is_cancelled; the CPU engine polls) ---
+    // --- cancellation (GenerateOptions::is_cancelled; both engines poll) ---
     // Each touches only the running requests. Polls the requests whose images the next vision pass takes,
     // then those the next step gives a prompt chunk: a cancelled one is marked, and finishes at the next
-    // finish_cancelled (plan_step calls it).
-    void poll_image_cancels();
-    void poll_prefill_cancels();
+    // finish_cancelled (plan_step calls it). True when one was marked: an engine with a step in flight
+    // completes that step first, since finishing a request releases its images and pages.
+    bool poll_image_cancels();
+    bool poll_prefill_cancels();
     // After the step's forward, before its sampling: a sampled row whose request is cancelled samples
     // nothing and ends the reply there (the tokens fed so far stay in the session).
     void poll_sample_cancels(PlannedStep& step);

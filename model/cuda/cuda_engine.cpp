@@ -275,7 +275,10 @@ private:
         // Images first: a step issued now may prefill them (it waits for the vision stream; the tower
         // overlaps the step in flight).
         if (scheduler_.vision_batch_due()) encode_queued_images();
-        if (in_flight_ && !scheduler_.can_issue_ahead(in_flight_->plan)) complete_in_flight();
+        // A request cancelled inside its prompt finishes at the next plan, which releases its pages and
+        // images: the step in flight, which may read them, completes first.
+        const bool cancels = scheduler_.poll_prefill_cancels();
+        if (in_flight_ && (cancels || !scheduler_.can_issue_ahead(in_flight_->plan))) complete_in_flight();
         std::optional<IssuedStep> next = issue_step();
         if (in_flight_) complete_in_flight();
         in_flight_ = std::move(next);
@@ -360,9 +363,11 @@ private:
     // One batch of queued images (Scheduler::take_vision_batch) through the vision tower. The requests stay
     // running while their images are queued, so their pixels stay alive.
     void encode_queued_images() {
+        if (scheduler_.poll_image_cancels() && in_flight_) complete_in_flight();  // as for prefill cancels
         VisionBatch batch;
         {
             std::lock_guard<std::mutex> lock(mu_);
+            scheduler_.finish_cancelled();
             batch = scheduler_.take_vision_batch();
         }
         if (batch.jobs.empty()) return;

@@ -326,3 +326,47 @@ TEST_CASE(
     MESSAGE("issued ahead: " << st.steps << " steps, " << st.graph_steps << " from graphs");
     CHECK(st.graph_steps > 0);
 }
+
+TEST_CASE(
+    "CUDA engine: a call cancelled inside its prompt stops there, and its session refuses further calls") {
+    auto engine = cuda::open_cuda_engine(fixture("tiny_fp32"), small_options());
+    std::string long_prompt;  // about 300 tokens: several 48-token chunks
+    for (int i = 0; i < 30; ++i)
+        long_prompt += "<SPECIAL_11>User\nline " + std::to_string(i) + " of the page\n";
+
+    // Cancelled before anything is fed: the session stays usable.
+    const SessionId before = engine->open_session();
+    GenerateOptions now = greedy(4);
+    now.is_cancelled = [] { return true; };
+    const GenerateResult none = engine->generate(before, {InputPart::of_text(long_prompt)}, now);
+    CHECK(none.finish == FinishReason::kCancelled);
+    CHECK(none.tokens.empty());
+    CHECK(engine->generate(before, {InputPart::of_text("hi")}, greedy(2)).tokens.size() == 2);
+
+    // Cancelled after the first chunk was issued (the poll before the second chunk's plan says so).
+    const SessionId inside = engine->open_session();
+    int polls = 0;
+    GenerateOptions later = greedy(4);
+    later.is_cancelled = [&] { return ++polls > 1; };
+    const GenerateResult cut = engine->generate(inside, {InputPart::of_text(long_prompt)}, later);
+    CHECK(cut.finish == FinishReason::kCancelled);
+    CHECK(cut.tokens.empty());
+    CHECK(polls == 2);
+    CHECK_THROWS_AS(engine->generate(inside, {InputPart::of_text("more")}, greedy(1)), surf::Error);
+    engine->close_session(inside);
+
+    // An image request cancelled before its image is encoded: nothing fed, the session stays usable, and
+    // another session's image request beside it is unaffected.
+    const ImagePrompt p = image_prompt(fixture("tiny_fp32"));
+    const SessionId pic = engine->open_session();
+    GenerateOptions cancel_image = greedy(4);
+    cancel_image.is_cancelled = [] { return true; };
+    const GenerateResult dropped =
+        engine->generate(pic, interleave_images(p.rendered, p.images), cancel_image);
+    CHECK(dropped.finish == FinishReason::kCancelled);
+    CHECK(dropped.tokens.empty());
+    const SessionId other = engine->open_session();
+    const GenerateResult kept = engine->generate(other, interleave_images(p.rendered, p.images), greedy(32));
+    CHECK(leading_matches(kept.tokens, p.want) == p.want.size());
+    CHECK(engine->generate(pic, {InputPart::of_text("hi")}, greedy(2)).tokens.size() == 2);
+}
