@@ -62,7 +62,12 @@ struct Buffer {
     explicit Buffer(size_t n) {
         SURF_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<size_t>(n, 1) * sizeof(T)));
     }
+    Buffer() = default;
     Buffer(Buffer&& o) noexcept : ptr(std::exchange(o.ptr, nullptr)) {}
+    Buffer& operator=(Buffer&& o) noexcept {
+        std::swap(ptr, o.ptr);
+        return *this;
+    }
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
     ~Buffer() { cudaFree(ptr); }
@@ -211,64 +216,26 @@ std::vector<int32_t> take_pages(const std::vector<int32_t>& pool, int64_t first,
 // The mixed step's attention layer: prefill of one `fresh`-token chunk on `past` keys (highest-priority
 // stream) beside the decode attention of `rows` rows on `past` keys each (another stream), per prefill
 // kernel.
-void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profile_ranges,
-                const std::vector<unsigned>& green_sizes) {
-    const int64_t nh = 40, nkv = 8, D = 128, page = 16, len_pre = past + fresh,
-                  pages_pre = (len_pre + page - 1) / page;
-    const int64_t pages_dec = (past + page - 1) / page, n_pages = pages_pre + rows * pages_dec;
-    std::vector<int32_t> pool(n_pages);
-    std::iota(pool.begin(), pool.end(), 0);
-    std::mt19937 rng(9);
-    std::shuffle(pool.begin(), pool.end(), rng);
-    const int64_t cache_elems = n_pages * page * nkv * D;
-    Buffer<bf16> kc(cache_elems), vc(cache_elems), q_pre(fresh * nh * D), out_pre(fresh * nh * D),
-        q_dec(rows * nh * D), out_dec(rows * nh * D);
-    fill(kc.ptr, cache_elems, 2);
-    fill(vc.ptr, cache_elems, 3);
-    fill(q_pre.ptr, fresh * nh * D, 1);
-    fill(q_dec.ptr, rows * nh * D, 4);
-    Buffer<int32_t> bt_pre = upload(take_pages(pool, 0, pages_pre)),
-                    cu_pre = upload({0, static_cast<int32_t>(fresh)});
-    Buffer<int32_t> len_pre_d = upload({static_cast<int32_t>(len_pre)});
-    Buffer<int32_t> bt_dec = upload(take_pages(pool, pages_pre, rows * pages_dec));
-    Buffer<int32_t> lens_dec = upload(std::vector<int32_t>(rows, static_cast<int32_t>(past)));
-
-    cu::AttentionDecodeParams dp;
-    dp.q = q_dec.ptr, dp.out = out_dec.ptr, dp.k_cache = kc.ptr, dp.v_cache = vc.ptr,
-    dp.block_table = bt_dec.ptr, dp.seq_lens = lens_dec.ptr;
-    dp.page_size = page, dp.max_pages_per_seq = pages_dec, dp.batch = rows, dp.n_heads = nh,
-    dp.n_kv_heads = nkv, dp.head_dim = D;
-    dp.max_seq_len = past, dp.cache_pages = n_pages;
-    constexpr int32_t kMostDecodeSplits = 8;
-    dp.n_splits = kMostDecodeSplits;  // the workspace for the most splits a row below forces
-    size_t dws_bytes = cu::attention_decode_workspace_bytes(dp);
-    dp.n_splits = 0;
-    for (int32_t per_sm : {1, 2}) {  // the TMA kernel's own split plans
-        dp.tma = true, dp.persistent_blocks_per_sm = per_sm;
-        dws_bytes = std::max(dws_bytes, cu::attention_decode_workspace_bytes(dp));
+// The attention pair of a mixed step: the prefill of `fresh` new tokens on `past` (highest-priority stream)
+// beside the decode of `rows` rows on `past`, at Holotron-12B's attention shapes.
+class PairBench {
+public:
+    PairBench(int64_t fresh, int64_t past, int64_t rows, int reps);
+    ~PairBench() {
+        cudaEventDestroy(fork_), cudaEventDestroy(join_), cudaStreamDestroy(pre_s_),
+            cudaStreamDestroy(main_s_);
     }
-    dp.tma = false;
-    Buffer<uint8_t> dws(dws_bytes);
-    Buffer<uint8_t> pws(cu::attention_prefill_workspace_bytes(fresh, nh, D, 2));
+    PairBench(const PairBench&) = delete;
+    PairBench& operator=(const PairBench&) = delete;
 
-    int lo = 0, hi = 0;
-    SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
-    cudaStream_t main_s = nullptr, pre_s = nullptr;
-    SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&main_s, cudaStreamNonBlocking));
-    SURF_CUDA_CHECK(cudaStreamCreateWithPriority(&pre_s, cudaStreamNonBlocking, hi));
-    cudaEvent_t fork, join;
-    SURF_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-    SURF_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-    struct Teardown {  // on every return below (the --pair-green table returns early)
-        cudaStream_t s0, s1;
-        cudaEvent_t e0, e1;
-        ~Teardown() {
-            cudaEventDestroy(e0), cudaEventDestroy(e1), cudaStreamDestroy(s0), cudaStreamDestroy(s1);
-        }
-    } teardown{pre_s, main_s, fork, join};
-    // Mean µs per run of `fn` (which issues on main_s, forking to pre_s where it pairs and joining back).
-    auto time_on_main = [&](const std::function<void()>& fn) { return time_us(fn, reps, main_s); };
-    const double bytes = 2.0 * rows * past * nkv * D * 2;  // K and V read once
+    // Each decode kernel alone (the times the pair tables use as their sum's decode part).
+    void decode_table();
+    // The pair on disjoint SMs (green contexts) for each decode group size, against the pair on all SMs.
+    void green_table(const std::vector<unsigned>& green_sizes);
+    // Each prefill kernel beside each decode kernel on shared SMs, against the sum of the two alone.
+    void overlap_table(bool profile_ranges);
+
+private:
     struct DecodeKind {
         bool pipelined;
         int32_t splits;  // 0 = the kernel's rule
@@ -277,107 +244,207 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         bool tma = false;          // AttentionDecodeParams::tma, at per_sm blocks an SM
         int32_t per_sm = 1;
     };
-    const std::vector<DecodeKind> decode_kinds{
-        {false, 0, "plain"},
-        {true, 0, "pipelined"},
-        {true, 4, "pipelined, 4 splits"},
-        {true, kMostDecodeSplits, "pipelined, 8 splits"},
-        {true, 0, "pipelined, L2 evict-first", true},
-        {true, 0, "TMA, 1 block an SM, L2 evict-first", true, true, 1},
-        {true, 0, "TMA, 2 blocks an SM, L2 evict-first", true, true, 2}};
-    auto set_decode = [&](const DecodeKind& d) {
-        dp.pipelined = d.pipelined, dp.n_splits = d.splits, dp.l2_evict_first = d.evict_first, dp.tma = d.tma,
-        dp.persistent_blocks_per_sm = d.per_sm;
+    static constexpr int32_t kMostDecodeSplits = 8;
+    static constexpr int64_t nh = 40, nkv = 8, D = 128, page = 16;
+
+    cu::AttentionPrefillParams prefill_params(int pre_splits) const;
+    void set_decode(const DecodeKind& d) {
+        dp_.pipelined = d.pipelined, dp_.n_splits = d.splits, dp_.l2_evict_first = d.evict_first,
+        dp_.tma = d.tma, dp_.persistent_blocks_per_sm = d.per_sm;
+    }
+    // Mean µs per run of `fn` (which issues on main_s_, forking to other streams where it pairs and joining
+    // back).
+    double time_on_main(const std::function<void()>& fn) const { return time_us(fn, reps_, main_s_); }
+    // Forks from main_s_ to both streams, runs the prefill on one and the decode `dd` on the other, joins
+    // back.
+    std::function<void()> pair_on(const cu::AttentionPrefillParams& p, cudaStream_t pre_stream,
+                                  cudaStream_t dec_stream, const cu::AttentionDecodeParams& dd) const;
+    void green_rows(unsigned n, cu::AttentionPrefillParams& p, const cu::AttentionDecodeParams& d,
+                    double base_pair) const;
+    int64_t non_finite() const {
+        return count_non_finite(out_pre_.ptr, fresh_ * nh * D) +
+               count_non_finite(out_dec_.ptr, rows_ * nh * D);
+    }
+
+    const int64_t fresh_, past_, rows_, len_pre_, pages_pre_, pages_dec_, n_pages_;
+    const int reps_;
+    const double bytes_;  // the decode's K and V, read once
+    Buffer<bf16> kc_, vc_, q_pre_, out_pre_, q_dec_, out_dec_;
+    Buffer<bf16> marker_{
+        1024};  // "prefill first": a tiny kernel on the prefill stream that the decode waits for
+    Buffer<int32_t> bt_pre_, cu_pre_, len_pre_d_, bt_dec_, lens_dec_;
+    cu::AttentionDecodeParams dp_;
+    Buffer<uint8_t> dws_, pws_;
+    int priority_hi_ = 0;
+    cudaStream_t main_s_ = nullptr, pre_s_ = nullptr;
+    cudaEvent_t fork_ = nullptr, join_ = nullptr;
+    std::vector<DecodeKind> decode_kinds_;
+    std::vector<double> dec_us_;
+};
+
+// Page tables drawn from one shuffled pool: the prefill row's pages, then each decode row's.
+PairBench::PairBench(int64_t fresh, int64_t past, int64_t rows, int reps)
+    : fresh_(fresh),
+      past_(past),
+      rows_(rows),
+      len_pre_(past + fresh),
+      pages_pre_((len_pre_ + page - 1) / page),
+      pages_dec_((past + page - 1) / page),
+      n_pages_(pages_pre_ + rows * pages_dec_),
+      reps_(reps),
+      bytes_(2.0 * rows * past * nkv * D * 2),
+      kc_(n_pages_ * page * nkv * D),
+      vc_(n_pages_ * page * nkv * D),
+      q_pre_(fresh * nh * D),
+      out_pre_(fresh * nh * D),
+      q_dec_(rows * nh * D),
+      out_dec_(rows * nh * D),
+      dws_(0),
+      pws_(cu::attention_prefill_workspace_bytes(fresh, nh, D, 2)) {
+    std::vector<int32_t> pool(n_pages_);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::mt19937 rng(9);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    const int64_t cache_elems = n_pages_ * page * nkv * D;
+    fill(kc_.ptr, cache_elems, 2);
+    fill(vc_.ptr, cache_elems, 3);
+    fill(q_pre_.ptr, fresh * nh * D, 1);
+    fill(q_dec_.ptr, rows * nh * D, 4);
+    bt_pre_ = upload(take_pages(pool, 0, pages_pre_)), cu_pre_ = upload({0, static_cast<int32_t>(fresh)});
+    len_pre_d_ = upload({static_cast<int32_t>(len_pre_)});
+    bt_dec_ = upload(take_pages(pool, pages_pre_, rows * pages_dec_));
+    lens_dec_ = upload(std::vector<int32_t>(rows, static_cast<int32_t>(past)));
+
+    dp_.q = q_dec_.ptr, dp_.out = out_dec_.ptr, dp_.k_cache = kc_.ptr, dp_.v_cache = vc_.ptr,
+    dp_.block_table = bt_dec_.ptr, dp_.seq_lens = lens_dec_.ptr;
+    dp_.page_size = page, dp_.max_pages_per_seq = pages_dec_, dp_.batch = rows, dp_.n_heads = nh,
+    dp_.n_kv_heads = nkv, dp_.head_dim = D;
+    dp_.max_seq_len = past, dp_.cache_pages = n_pages_;
+    dp_.n_splits = kMostDecodeSplits;  // the workspace for the most splits a row below forces
+    size_t dws_bytes = cu::attention_decode_workspace_bytes(dp_);
+    dp_.n_splits = 0;
+    for (int32_t per_sm : {1, 2}) {  // the TMA kernel's own split plans
+        dp_.tma = true, dp_.persistent_blocks_per_sm = per_sm;
+        dws_bytes = std::max(dws_bytes, cu::attention_decode_workspace_bytes(dp_));
+    }
+    dp_.tma = false;
+    dws_ = Buffer<uint8_t>(dws_bytes);
+
+    int lo = 0;
+    SURF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &priority_hi_));
+    SURF_CUDA_CHECK(cudaStreamCreateWithFlags(&main_s_, cudaStreamNonBlocking));
+    SURF_CUDA_CHECK(cudaStreamCreateWithPriority(&pre_s_, cudaStreamNonBlocking, priority_hi_));
+    SURF_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    SURF_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+    decode_kinds_ = {{false, 0, "plain"},
+                     {true, 0, "pipelined"},
+                     {true, 4, "pipelined, 4 splits"},
+                     {true, kMostDecodeSplits, "pipelined, 8 splits"},
+                     {true, 0, "pipelined, L2 evict-first", true},
+                     {true, 0, "TMA, 1 block an SM, L2 evict-first", true, true, 1},
+                     {true, 0, "TMA, 2 blocks an SM, L2 evict-first", true, true, 2}};
+}
+
+cu::AttentionPrefillParams PairBench::prefill_params(int pre_splits) const {
+    cu::AttentionPrefillParams p;
+    p.q = q_pre_.ptr, p.out = out_pre_.ptr, p.cu_seqlens_q = cu_pre_.ptr, p.k_cache = kc_.ptr,
+    p.v_cache = vc_.ptr, p.block_table = bt_pre_.ptr;
+    p.seq_lens_k = len_pre_d_.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre_, p.n_seq = 1,
+    p.n_heads = nh, p.n_kv_heads = nkv;
+    p.head_dim = D, p.max_seqlen_q = fresh_, p.causal = true, p.n_splits = pre_splits;
+    p.workspace = pws_.ptr, p.workspace_bytes = cu::attention_prefill_workspace_bytes(fresh_, nh, D, 2),
+    p.n_tok_q = fresh_, p.max_seqlen_k = len_pre_;
+    return p;
+}
+
+std::function<void()> PairBench::pair_on(const cu::AttentionPrefillParams& p, cudaStream_t pre_stream,
+                                         cudaStream_t dec_stream, const cu::AttentionDecodeParams& dd) const {
+    return [this, &p, pre_stream, dec_stream, dd] {
+        SURF_CUDA_CHECK(cudaEventRecord(fork_, main_s_));
+        SURF_CUDA_CHECK(cudaStreamWaitEvent(pre_stream, fork_, 0));
+        SURF_CUDA_CHECK(cudaStreamWaitEvent(dec_stream, fork_, 0));
+        cu::attention_prefill(p, pre_stream);
+        cu::attention_decode(dd, dws_.ptr, dec_stream);
+        SURF_CUDA_CHECK(cudaEventRecord(join_, pre_stream));
+        SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s_, join_, 0));
+        SURF_CUDA_CHECK(cudaEventRecord(join_, dec_stream));
+        SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s_, join_, 0));
     };
-    Buffer<bf16> marker(
-        1024);  // "prefill first": a tiny kernel on the prefill stream that the decode waits for
+}
+
+void PairBench::decode_table() {
     std::printf(
         "\n### --pair: prefill of %lld new tokens on %lld past (highest-priority stream) beside decode of "
         "%lld rows on %lld past (%d splits)\n\n",
-        (long long)fresh, (long long)past, (long long)rows, (long long)past, cu::attention_decode_splits(dp));
+        (long long)fresh_, (long long)past_, (long long)rows_, (long long)past_,
+        cu::attention_decode_splits(dp_));
     std::printf("| decode kernel | alone us | GB/s |\n|---|---|---|\n");
-    std::vector<double> dec_us;
-    for (const DecodeKind& d : decode_kinds) {
+    dec_us_.clear();
+    for (const DecodeKind& d : decode_kinds_) {
         set_decode(d);
-        const double us = time_on_main([&] { cu::attention_decode(dp, dws.ptr, main_s); });
-        dec_us.push_back(us);
-        std::printf("| %s (%d splits) | %.1f | %.0f |\n", d.name, cu::attention_decode_splits(dp), us,
-                    bytes / (us * 1e-6) / 1e9);
+        const double us = time_on_main([&] { cu::attention_decode(dp_, dws_.ptr, main_s_); });
+        dec_us_.push_back(us);
+        std::printf("| %s (%d splits) | %.1f | %.0f |\n", d.name, cu::attention_decode_splits(dp_), us,
+                    bytes_ / (us * 1e-6) / 1e9);
     }
-    if (!green_sizes.empty()) {
-        // The pair on disjoint SMs (green contexts): the decode rows on a group of N SMs, the chunk's prefill
-        // on the rest, against the engine's pair on all SMs (plain wgmma prefill on the high-priority stream,
-        // pipelined decode).
-        cu::AttentionPrefillParams p;
-        p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr,
-        p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
-        p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1,
-        p.n_heads = nh, p.n_kv_heads = nkv;
-        p.head_dim = D, p.max_seqlen_q = fresh, p.causal = true, p.n_splits = 1;
-        p.workspace = pws.ptr, p.workspace_bytes = cu::attention_prefill_workspace_bytes(fresh, nh, D, 2),
-        p.n_tok_q = fresh, p.max_seqlen_k = len_pre;
-        cu::AttentionDecodeParams d = dp;
-        d.pipelined = true, d.l2_evict_first = true, d.n_splits = 0, d.tma = false;
-        const Kernel plain{0, 64, false, "wgmma 64"}, ws{0, 64, true, "wgmma 64ws"};
-        auto pair_on = [&](cudaStream_t pre_stream, cudaStream_t dec_stream,
-                           const cu::AttentionDecodeParams& dd) {
-            return [&, pre_stream, dec_stream, dd] {
-                SURF_CUDA_CHECK(cudaEventRecord(fork, main_s));
-                SURF_CUDA_CHECK(cudaStreamWaitEvent(pre_stream, fork, 0));
-                SURF_CUDA_CHECK(cudaStreamWaitEvent(dec_stream, fork, 0));
-                cu::attention_prefill(p, pre_stream);
-                cu::attention_decode(dd, dws.ptr, dec_stream);
-                SURF_CUDA_CHECK(cudaEventRecord(join, pre_stream));
-                SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, join, 0));
-                SURF_CUDA_CHECK(cudaEventRecord(join, dec_stream));
-                SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, join, 0));
-            };
-        };
-        plain.apply(p);
-        const double base_pre = time_on_main([&] { cu::attention_prefill(p, main_s); });
-        const double base_dec = time_on_main([&] { cu::attention_decode(d, dws.ptr, main_s); });
-        const double base_pair = time_on_main(pair_on(pre_s, main_s, d));
-        ws.apply(p);
-        const double base_ws = time_on_main([&] { cu::attention_prefill(p, main_s); });
-        std::printf(
-            "\n### --pair-green: the decode rows on N SMs, the prefill on the rest (green contexts)\n\nAll "
-            "SMs: prefill alone %.1f us "
-            "(wgmma 64; ws %.1f), decode alone %.1f us (%.0f GB/s), the engine's pair %.1f us\n\n| decode "
-            "SMs | prefill SMs | decode kernel, splits | "
-            "decode alone us (GB/s) | prefill kernel | prefill alone us | pair us | pair / all-SM pair "
-            "|\n|---|---|---|---|---|---|---|---|\n",
-            base_ws, base_pre, base_dec, bytes / (base_dec * 1e-6) / 1e9, base_pair);
-        for (unsigned n : green_sizes) {
-            cu::GreenPair g(n, hi, hi);
-            struct GreenDecode {
-                int32_t splits;
-                bool tma;
-                int32_t per_sm;
-            };
-            for (const GreenDecode& gd : {GreenDecode{0, false, 1}, GreenDecode{2, false, 1},
-                                          GreenDecode{0, true, 1}, GreenDecode{0, true, 2}}) {
-                cu::AttentionDecodeParams dd = d;
-                dd.n_splits = gd.splits, dd.tma = gd.tma, dd.persistent_blocks_per_sm = gd.per_sm,
-                dd.sm_count = static_cast<int32_t>(g.sms_a);
-                const double dec_alone = time_us([&] { cu::attention_decode(dd, dws.ptr, g.a); }, reps, g.a);
-                for (const Kernel& k : {plain, ws}) {
-                    k.apply(p);
-                    const double pre_alone = time_us([&] { cu::attention_prefill(p, g.b); }, reps, g.b);
-                    const double both = time_on_main(pair_on(g.b, g.a, dd));
-                    const int64_t bad = count_non_finite(out_pre.ptr, fresh * nh * D) +
-                                        count_non_finite(out_dec.ptr, rows * nh * D);
-                    std::printf("| %u | %u | %s%d | %.1f (%.0f) | %s | %.1f | %.1f | %.3f |%s\n", g.sms_a,
-                                g.sms_b,
-                                gd.tma ? (gd.per_sm == 1 ? "TMA 1/SM, " : "TMA 2/SM, ") : "pipelined, ",
-                                cu::attention_decode_splits(dd), dec_alone, bytes / (dec_alone * 1e-6) / 1e9,
-                                k.name, pre_alone, both, both / base_pair,
-                                bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
-                    std::fflush(stdout);
-                }
-            }
+}
+
+// The decode rows on a group of N SMs, the chunk's prefill on the rest, against the engine's pair on all SMs
+// (plain wgmma prefill on the high-priority stream, pipelined decode).
+void PairBench::green_table(const std::vector<unsigned>& green_sizes) {
+    cu::AttentionPrefillParams p = prefill_params(1);
+    cu::AttentionDecodeParams d = dp_;
+    d.pipelined = true, d.l2_evict_first = true, d.n_splits = 0, d.tma = false;
+    const Kernel plain{0, 64, false, "wgmma 64"}, ws{0, 64, true, "wgmma 64ws"};
+    plain.apply(p);
+    const double base_pre = time_on_main([&] { cu::attention_prefill(p, main_s_); });
+    const double base_dec = time_on_main([&] { cu::attention_decode(d, dws_.ptr, main_s_); });
+    const double base_pair = time_on_main(pair_on(p, pre_s_, main_s_, d));
+    ws.apply(p);
+    const double base_ws = time_on_main([&] { cu::attention_prefill(p, main_s_); });
+    std::printf(
+        "\n### --pair-green: the decode rows on N SMs, the prefill on the rest (green contexts)\n\nAll "
+        "SMs: prefill alone %.1f us "
+        "(wgmma 64; ws %.1f), decode alone %.1f us (%.0f GB/s), the engine's pair %.1f us\n\n| decode "
+        "SMs | prefill SMs | decode kernel, splits | "
+        "decode alone us (GB/s) | prefill kernel | prefill alone us | pair us | pair / all-SM pair "
+        "|\n|---|---|---|---|---|---|---|---|\n",
+        base_ws, base_pre, base_dec, bytes_ / (base_dec * 1e-6) / 1e9, base_pair);
+    for (unsigned n : green_sizes) green_rows(n, p, d, base_pair);
+}
+
+// One group size's rows: four decode variants, each beside both prefill kernels.
+void PairBench::green_rows(unsigned n, cu::AttentionPrefillParams& p, const cu::AttentionDecodeParams& d,
+                           double base_pair) const {
+    const Kernel plain{0, 64, false, "wgmma 64"}, ws{0, 64, true, "wgmma 64ws"};
+    cu::GreenPair g(n, priority_hi_, priority_hi_);
+    struct GreenDecode {
+        int32_t splits;
+        bool tma;
+        int32_t per_sm;
+    };
+    for (const GreenDecode& gd : {GreenDecode{0, false, 1}, GreenDecode{2, false, 1}, GreenDecode{0, true, 1},
+                                  GreenDecode{0, true, 2}}) {
+        cu::AttentionDecodeParams dd = d;
+        dd.n_splits = gd.splits, dd.tma = gd.tma, dd.persistent_blocks_per_sm = gd.per_sm,
+        dd.sm_count = static_cast<int32_t>(g.sms_a);
+        const double dec_alone = time_us([&] { cu::attention_decode(dd, dws_.ptr, g.a); }, reps_, g.a);
+        for (const Kernel& k : {plain, ws}) {
+            k.apply(p);
+            const double pre_alone = time_us([&] { cu::attention_prefill(p, g.b); }, reps_, g.b);
+            const double both = time_on_main(pair_on(p, g.b, g.a, dd));
+            const int64_t bad = non_finite();
+            std::printf("| %u | %u | %s%d | %.1f (%.0f) | %s | %.1f | %.1f | %.3f |%s\n", g.sms_a, g.sms_b,
+                        gd.tma ? (gd.per_sm == 1 ? "TMA 1/SM, " : "TMA 2/SM, ") : "pipelined, ",
+                        cu::attention_decode_splits(dd), dec_alone, bytes_ / (dec_alone * 1e-6) / 1e9, k.name,
+                        pre_alone, both, both / base_pair,
+                        bad ? (" NON-FINITE " + std::to_string(bad)).c_str() : "");
+            std::fflush(stdout);
         }
-        return;
     }
+}
+
+void PairBench::overlap_table(bool profile_ranges) {
     std::printf(
         "\n\"first\": the prefill stream runs a tiny kernel, the decode waits for it, so the prefill's "
         "blocks are placed before the "
@@ -387,7 +454,7 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
         "|---|---|---|---|---|---|---|---|\n");
     struct PrefillKind {
         Kernel k;
-        int pre_splits;
+        int pre_splits;  // the engine: 1 where the branch overlaps
         bool first;
         bool after = false;  // issued after the decode
     };
@@ -399,53 +466,44 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
                                   {Kernel{0, 64, false, "wgmma 64"}, 1, true},
                                   {Kernel{0, 64, false, "wgmma 64"}, 1, false, true},
                                   {Kernel{0, 64, true, "wgmma 64ws"}, 1, false, true}}) {
-        cu::AttentionPrefillParams p;
-        p.q = q_pre.ptr, p.out = out_pre.ptr, p.cu_seqlens_q = cu_pre.ptr, p.k_cache = kc.ptr,
-        p.v_cache = vc.ptr, p.block_table = bt_pre.ptr;
-        p.seq_lens_k = len_pre_d.ptr, p.page_size = page, p.max_pages_per_seq = pages_pre, p.n_seq = 1,
-        p.n_heads = nh, p.n_kv_heads = nkv;
-        p.head_dim = D, p.max_seqlen_q = fresh, p.causal = true,
-        p.n_splits = pre_splits;  // the engine: 1 where the branch overlaps
-        p.workspace = pws.ptr, p.workspace_bytes = cu::attention_prefill_workspace_bytes(fresh, nh, D, 2),
-        p.n_tok_q = fresh, p.max_seqlen_k = len_pre;
+        cu::AttentionPrefillParams p = prefill_params(pre_splits);
         k.apply(p);
-        const double pre_us = time_on_main([&] { cu::attention_prefill(p, main_s); });
-        for (size_t di = 0; di < decode_kinds.size(); ++di) {
-            const DecodeKind& d = decode_kinds[di];
+        const double pre_us = time_on_main([&] { cu::attention_prefill(p, main_s_); });
+        for (size_t di = 0; di < decode_kinds_.size(); ++di) {
+            const DecodeKind& d = decode_kinds_[di];
             if (pre_splits != 1 && d.splits != 0)
                 continue;  // split-KV prefill: beside the decode's own split rule only
             if (after != d.tma)
                 continue;  // the TMA decode is measured issued first, the others as the engine issues them
             set_decode(d);
-            auto pair = [&] {
-                SURF_CUDA_CHECK(cudaEventRecord(fork, main_s));
-                SURF_CUDA_CHECK(cudaStreamWaitEvent(pre_s, fork, 0));
+            auto pair = [&, first = first, after = after] {
+                SURF_CUDA_CHECK(cudaEventRecord(fork_, main_s_));
+                SURF_CUDA_CHECK(cudaStreamWaitEvent(pre_s_, fork_, 0));
                 if (first) {
                     cu::UniformFillParams f;
-                    f.x = marker.ptr, f.n = 1024, f.seed = 8;
-                    cu::uniform_fill(f, pre_s);
-                    SURF_CUDA_CHECK(cudaEventRecord(fork, pre_s));
-                    SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, fork, 0));
+                    f.x = marker_.ptr, f.n = 1024, f.seed = 8;
+                    cu::uniform_fill(f, pre_s_);
+                    SURF_CUDA_CHECK(cudaEventRecord(fork_, pre_s_));
+                    SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s_, fork_, 0));
                 }
-                if (after) cu::attention_decode(dp, dws.ptr, main_s);
-                cu::attention_prefill(p, pre_s);
-                if (!after) cu::attention_decode(dp, dws.ptr, main_s);
-                SURF_CUDA_CHECK(cudaEventRecord(join, pre_s));
-                SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s, join, 0));
+                if (after) cu::attention_decode(dp_, dws_.ptr, main_s_);
+                cu::attention_prefill(p, pre_s_);
+                if (!after) cu::attention_decode(dp_, dws_.ptr, main_s_);
+                SURF_CUDA_CHECK(cudaEventRecord(join_, pre_s_));
+                SURF_CUDA_CHECK(cudaStreamWaitEvent(main_s_, join_, 0));
             };
-            const double both_us = time_on_main(pair), sum = pre_us + dec_us[di];
-            if (profile_ranges && !first && pre_splits == 1 &&
-                d.splits == 0) {  // one range each: prefill alone, decode alone, the pair
+            const double both_us = time_on_main(pair), sum = pre_us + dec_us_[di];
+            if (profile_ranges && !first && pre_splits == 1 && d.splits == 0) {
+                // one range each: prefill alone, decode alone, the pair
                 for (const std::function<void()>& run : std::vector<std::function<void()>>{
-                         [&] { cu::attention_prefill(p, main_s); },
-                         [&] { cu::attention_decode(dp, dws.ptr, main_s); }, pair}) {
+                         [&] { cu::attention_prefill(p, main_s_); },
+                         [&] { cu::attention_decode(dp_, dws_.ptr, main_s_); }, pair}) {
                     surf::bench::profiler_range(run);
                 }
                 std::printf("(profile ranges: %s (%d) / %s: prefill alone, decode alone, together)\n", k.name,
                             pre_splits, d.name);
             }
-            const int64_t bad =
-                count_non_finite(out_pre.ptr, fresh * nh * D) + count_non_finite(out_dec.ptr, rows * nh * D);
+            const int64_t bad = non_finite();
             std::printf("| %s (%d)%s%s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |%s\n", k.name,
                         pre_splits, first ? " first" : "", after ? " after" : "", d.name, pre_us,
                         sum - pre_us, sum, both_us, sum - both_us, both_us / sum,
@@ -453,6 +511,16 @@ void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profil
             std::fflush(stdout);
         }
     }
+}
+
+void bench_pair(int64_t fresh, int64_t past, int64_t rows, int reps, bool profile_ranges,
+                const std::vector<unsigned>& green_sizes) {
+    PairBench bench(fresh, past, rows, reps);
+    bench.decode_table();
+    if (!green_sizes.empty())
+        bench.green_table(green_sizes);
+    else
+        bench.overlap_table(profile_ranges);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // shared SMs or on split SMs (green contexts, GpuLimits::attention_green_decode_sms); the cost model that
 // chooses per step, and warm_up's measurement of that model on the device.
 #include <algorithm>
+#include <array>
 #include <cstdio>
 
 #include "base/error.h"
@@ -9,6 +10,33 @@
 #include "model/cuda/gpu_model.h"
 
 namespace surf::model::cuda {
+
+// Mean µs of an issued piece of work on a stream over 8 runs after 2 (calibrate_attention_split).
+class AttentionTimer {
+public:
+    explicit AttentionTimer(cudaStream_t stream) : stream_(stream) {
+        for (cudaEvent_t& e : ev_) SURF_CUDA_CHECK(cudaEventCreate(&e));
+    }
+    ~AttentionTimer() { cudaEventDestroy(ev_[0]), cudaEventDestroy(ev_[1]); }
+    AttentionTimer(const AttentionTimer&) = delete;
+    AttentionTimer& operator=(const AttentionTimer&) = delete;
+
+    template <typename Issue>
+    double us(Issue&& issue) {
+        for (int i = 0; i < 2; ++i) issue();
+        SURF_CUDA_CHECK(cudaEventRecord(ev_[0], stream_));
+        for (int i = 0; i < 8; ++i) issue();
+        SURF_CUDA_CHECK(cudaEventRecord(ev_[1], stream_));
+        SURF_CUDA_CHECK(cudaEventSynchronize(ev_[1]));
+        float ms = 0;
+        SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_[0], ev_[1]));
+        return 1000.0 * ms / 8;
+    }
+
+private:
+    cudaStream_t stream_;
+    cudaEvent_t ev_[2];
+};
 
 kc::AttentionPrefillParams GpuModel::pair_prefill_params(size_t li, const bf16* qkv, bf16* out, bool overlap,
                                                          bool green) const {
@@ -202,23 +230,37 @@ std::string GpuModel::attention_split_report() const {
 
 void GpuModel::calibrate_attention_split(int64_t prefill_tokens) {
     const int knob = limits_.attention_green_decode_sms;
-    const LlmConfig& c = cfg_.llm;
-    const GpuLimits& L = limits_;
     size_t li = 0;
     while (li < w_.layers.size() && w_.layers[li].kind != LayerKind::kAttention) ++li;
     if (knob == 0 || li == w_.layers.size()) return;
-    // The shape: serving C = 100's mixed step (100 decode rows on ≈ 5,000 keys beside the rest of a chunk on
-    // ≈ 5,000 past), within the limits and the free KV pages (warm_up runs before any sequence holds one).
+    DeviceBuffer meta;
+    if (!stage_calibration_step(prefill_tokens, meta)) return;
+    struct ClearStep {
+        Step& s;
+        ~ClearStep() { s = Step{}; }  // its metadata dies with `meta`
+    } clear{step_};
+    if (!tma_decode_usable(li)) return;
+    AttentionTimer timer(stream_);
+    measure_split_counts(li, timer, measure_shared_pair(li, timer));
+    SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+// The shape: serving C = 100's mixed step (100 decode rows on ≈ 5,000 keys beside the rest of a chunk on
+// ≈ 5,000 past), within the limits and the free KV pages (warm_up runs before any sequence holds one), staged
+// in step_ with its metadata (decode lens and block tables, then the prefill row's cu_seqlens, length and
+// block table) in `meta`. False where it does not fit.
+bool GpuModel::stage_calibration_step(int64_t prefill_tokens, DeviceBuffer& meta) {
+    const GpuLimits& L = limits_;
     const int64_t ps = L.page_size;
     const int64_t rows = std::min<int64_t>({100, L.max_seqs - 1, L.max_logit_rows - 1});
     const int64_t chunk = std::min(prefill_tokens, L.max_tokens) - rows;
-    if (rows < 16 || chunk < 128) return;
+    if (rows < 16 || chunk < 128) return false;
     auto pages_for = [&](int64_t past) {
         return rows * ((past + 1 + ps - 1) / ps) + (past + chunk + ps - 1) / ps;
     };
     int64_t past = std::min<int64_t>(5000, L.max_context - chunk);
     while (past >= 1024 && pages_for(past) > L.kv_pages) past -= 256;
-    if (past < 1024) return;
+    if (past < 1024) return false;
     Step& st = step_;
     st = Step{};
     st.n_dec = rows, st.n_pre = 1, st.n_pre_tok = chunk, st.n_tok = rows + chunk, st.max_q = chunk;
@@ -226,7 +268,6 @@ void GpuModel::calibrate_attention_split(int64_t prefill_tokens) {
     st.max_pages = (st.max_len + ps - 1) / ps;
     st.dec_keys = static_cast<double>(rows * (past + 1));
     st.pre_pairs = static_cast<double>(chunk) * (static_cast<double>(past) + (chunk + 1) / 2.0);
-    // Metadata: decode lens and block tables, then the prefill row's cu_seqlens, length and block table.
     std::vector<int32_t> host(static_cast<size_t>(rows + rows * st.max_pages + 3 + st.max_pages), 0);
     int32_t* lens_dec = host.data();
     int32_t* bt_dec = lens_dec + rows;
@@ -242,53 +283,29 @@ void GpuModel::calibrate_attention_split(int64_t prefill_tokens) {
     cu_pre[1] = static_cast<int32_t>(chunk), lens_pre[0] = static_cast<int32_t>(past + chunk);
     for (int64_t p = 0; p < st.max_pages; ++p) bt_pre[p] = page++;
     SURF_CHECK(page <= L.kv_pages, "calibrate_attention_split: ", page, " pages of ", L.kv_pages);
-    DeviceBuffer meta(host.size() * 4);
+    meta = DeviceBuffer(host.size() * 4);
     SURF_CUDA_CHECK(
         cudaMemcpyAsync(meta.get(), host.data(), host.size() * 4, cudaMemcpyHostToDevice, stream_));
     const int32_t* dev = meta.as<int32_t>();
     st.lens_dec = dev, st.bt_dec = dev + rows, st.cu_pre = st.bt_dec + rows * st.max_pages,
     st.lens_pre = st.cu_pre + 2;
     st.bt_pre = st.lens_pre + 1;
-    struct ClearStep {
-        Step& s;
-        ~ClearStep() { s = Step{}; }  // its metadata dies with `meta`
-    } clear{st};
+    return true;
+}
 
+// The shared pair as a step runs it, and its two kernels alone on every SM: AttentionSplitModel. Returns the
+// µs of decode alone, prefill alone and the shared pair.
+std::array<double, 3> GpuModel::measure_shared_pair(size_t li, AttentionTimer& timer) {
+    const LlmConfig& c = cfg_.llm;
+    const Step& st = step_;
     const bf16* qkv = big_.as<bf16>();
     bf16* out = normed_.as<bf16>();
-    if (!tma_decode_usable(li)) return;
-    // Mean µs of `issue` (its work forked from stream_ and joined back where it uses other streams) over 8
-    // runs after 2.
-    cudaEvent_t ev[2];
-    for (cudaEvent_t& e : ev) SURF_CUDA_CHECK(cudaEventCreate(&e));
-    struct Events {
-        cudaEvent_t* e;
-        ~Events() { cudaEventDestroy(e[0]), cudaEventDestroy(e[1]); }
-    } events{ev};
-    auto time_us = [&](auto&& issue) {
-        for (int i = 0; i < 2; ++i) issue();
-        SURF_CUDA_CHECK(cudaEventRecord(ev[0], stream_));
-        for (int i = 0; i < 8; ++i) issue();
-        SURF_CUDA_CHECK(cudaEventRecord(ev[1], stream_));
-        SURF_CUDA_CHECK(cudaEventSynchronize(ev[1]));
-        float ms = 0;
-        SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
-        return 1000.0 * ms / 8;
-    };
-    auto on = [&](cudaStream_t s, auto&& launch) {
-        SURF_CUDA_CHECK(cudaEventRecord(branch_fork_, stream_));
-        SURF_CUDA_CHECK(cudaStreamWaitEvent(s, branch_fork_, 0));
-        launch(s);
-        SURF_CUDA_CHECK(cudaEventRecord(branch_join_, s));
-        SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_join_, 0));
-    };
-    // The shared pair as a step runs it, and its two kernels alone on every SM.
     const bool overlap = overlap_branches(limits_.overlap_attention_branches);
     const kc::AttentionDecodeParams dp_all = pair_decode_params(li, qkv, out, nullptr);
     const kc::AttentionPrefillParams ap_all = pair_prefill_params(li, qkv, out, overlap, false);
-    const double decode_us = time_us([&] { kc::attention_decode(dp_all, decode_ws_.get(), stream_); });
-    const double prefill_us = time_us([&] { kc::attention_prefill(ap_all, stream_); });
-    const double shared_us = time_us([&] { attention_pair(li, qkv, out, nullptr); });
+    const double decode_us = timer.us([&] { kc::attention_decode(dp_all, decode_ws_.get(), stream_); });
+    const double prefill_us = timer.us([&] { kc::attention_prefill(ap_all, stream_); });
+    const double shared_us = timer.us([&] { attention_pair(li, qkv, out, nullptr); });
     AttentionSplitModel m;
     m.decode_bytes_per_s =
         st.dec_keys * static_cast<double>(c.n_kv_heads * c.head_dim) * 4.0 / (decode_us * 1e-6);
@@ -297,7 +314,23 @@ void GpuModel::calibrate_attention_split(int64_t prefill_tokens) {
     m.shared_prefill_share = std::clamp((shared_us - decode_us) / prefill_us, 0.0, 1.0);
     m.measured = true;
     split_model_ = m;
+    return {decode_us, prefill_us, shared_us};
+}
 
+// Each split count (the knob's, or 40, 48, … SMs for the decode rows while 40 are left): its kernels alone on
+// their halves and the pair, against the shared pair measured before.
+void GpuModel::measure_split_counts(size_t li, AttentionTimer& timer, const std::array<double, 3>& shared) {
+    const int knob = limits_.attention_green_decode_sms;
+    const bf16* qkv = big_.as<bf16>();
+    bf16* out = normed_.as<bf16>();
+    const auto [decode_us, prefill_us, shared_us] = shared;
+    auto on = [&](cudaStream_t s, auto&& launch) {  // forked from stream_ and joined back
+        SURF_CUDA_CHECK(cudaEventRecord(branch_fork_, stream_));
+        SURF_CUDA_CHECK(cudaStreamWaitEvent(s, branch_fork_, 0));
+        launch(s);
+        SURF_CUDA_CHECK(cudaEventRecord(branch_join_, s));
+        SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_join_, 0));
+    };
     std::vector<int> counts;
     if (knob > 0)
         counts.push_back(knob);
@@ -309,17 +342,17 @@ void GpuModel::calibrate_attention_split(int64_t prefill_tokens) {
         if (!g) continue;
         const kc::AttentionDecodeParams dp = pair_decode_params(li, qkv, out, g);
         const kc::AttentionPrefillParams ap = pair_prefill_params(li, qkv, out, false, true);
-        const double d_us = time_us(
+        const double d_us = timer.us(
             [&] { on(g->a, [&](cudaStream_t s) { kc::attention_decode(dp, decode_ws_.get(), s); }); });
-        const double p_us = time_us([&] { on(g->b, [&](cudaStream_t s) { kc::attention_prefill(ap, s); }); });
-        const double pair_us = time_us([&] { attention_pair(li, qkv, out, g); });
+        const double p_us =
+            timer.us([&] { on(g->b, [&](cudaStream_t s) { kc::attention_prefill(ap, s); }); });
+        const double pair_us = timer.us([&] { attention_pair(li, qkv, out, g); });
         AttentionSplitCount& k = green_.at(n).cost;
         k.decode_factor = d_us / decode_us, k.prefill_factor = p_us / prefill_us;
         k.overhead = pair_us / std::max(d_us, p_us);
         k.shared_us = shared_us, k.split_us = pair_us, k.measured = true;
     }
     green_pairs_ = pairs_before;  // the counter is for steps
-    SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 }  // namespace surf::model::cuda

@@ -4,6 +4,7 @@
 // allocated at construction for the configured limits; a forward allocates nothing.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -135,6 +136,8 @@ struct AttentionSplitCount {
     double shared_us = 0, split_us = 0;  // the calibration shape's pair both ways (0: not measured)
     bool measured = false;
 };
+
+class AttentionTimer;  // attention_pair.cpp
 
 class GpuModel {
 public:
@@ -289,6 +292,11 @@ private:
     // The green contexts for `sms` decode SMs, created on first use; null where the device or driver refused
     // them (noted once on stderr).
     kc::GreenPair* green_pair(int sms);
+    // calibrate_attention_split's steps: the serving-sized step staged in step_ (false where it does not
+    // fit), the shared pair measured (µs of decode alone, prefill alone, the pair), then each split count.
+    bool stage_calibration_step(int64_t prefill_tokens, DeviceBuffer& meta);
+    std::array<double, 3> measure_shared_pair(size_t li, AttentionTimer& timer);
+    void measure_split_counts(size_t li, AttentionTimer& timer, const std::array<double, 3>& shared);
     // branch_stream_ waits for everything issued so far on stream_.
     void fork_branch();
     // stream_ waits for everything issued so far on branch_stream_.
@@ -298,6 +306,12 @@ private:
     // Folds the pending replay tokens of `n` slots (device arrays of slots and their counts) into layer li's
     // state.
     void fold_replay(size_t li, const int32_t* slots, const int32_t* counts, int64_t n, cudaStream_t stream);
+    // The vision pass in its steps: the jobs checked (their tile count), the tiles embedded, each ViT
+    // block, then the projector into each image's rows.
+    int64_t count_image_tiles(const std::vector<ImageJob>& jobs) const;
+    void embed_tiles(const std::vector<ImageJob>& jobs, int64_t n_tiles);
+    void vit_block(const GpuVitBlock& B, int64_t n_tiles);
+    void project_images(const std::vector<ImageJob>& jobs, int64_t n_tiles);
     uint64_t record_vision();
     void wait_vision(uint64_t ticket);
 

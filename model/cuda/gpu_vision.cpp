@@ -36,13 +36,15 @@ int64_t GpuModel::encode_images(const float* pixels, int64_t n_tiles, int64_t fi
 
 uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
     if (!cfg_.has_vision) throw Error(ErrorKind::kUnsupported, cfg_.dir + ": this model has no vision tower");
-    const int64_t S = cfg_.image.tile_size, side = cfg_.image.patches_per_side(),
-                  width = cfg_.vision.hidden_size;
-    const int64_t n_patch = side * side, n_pre = w_.n_prefix, n_tok_tile = n_pre + n_patch;
-    const int64_t tpt = cfg_.image.tokens_per_tile(), s = cfg_.image.shuffle_factor();
-    const int64_t heads = cfg_.vision.n_heads, inter = cfg_.vision.intermediate_size,
-                  ps = cfg_.image.patch_size;
-    const int64_t tile_floats = 3 * S * S;
+    const int64_t n_tiles = count_image_tiles(jobs);
+    embed_tiles(jobs, n_tiles);
+    for (const GpuVitBlock& B : w_.vit) vit_block(B, n_tiles);
+    project_images(jobs, n_tiles);
+    return record_vision();
+}
+
+int64_t GpuModel::count_image_tiles(const std::vector<ImageJob>& jobs) const {
+    const int64_t tpt = cfg_.image.tokens_per_tile();
     int64_t n_tiles = 0;
     for (const ImageJob& j : jobs) {
         if (j.n_tiles <= 0 || !j.pixels)
@@ -59,12 +61,16 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
                                                        " tiles (limit " + std::to_string(limits_.max_tiles) +
                                                        ")");
     }
-    const int64_t rows = n_tiles * n_tok_tile, out_rows = n_tiles * tpt;
+    return n_tiles;
+}
 
-    // Pixels: host → pinned staging (once the previous upload has left it) → device, asynchronously.
+// Pixels: host → pinned staging (once the previous upload has left it) → device, asynchronously; then the
+// patches, their embeddings (no bias) into vit_ln_, and [prefix ; emb + pos] into the fp32 residual vit_h_.
+void GpuModel::embed_tiles(const std::vector<ImageJob>& jobs, int64_t n_tiles) {
+    const int64_t S = cfg_.image.tile_size, side = cfg_.image.patches_per_side(), ps = cfg_.image.patch_size;
+    const int64_t n_patch = side * side, tile_floats = 3 * S * S, width = cfg_.vision.hidden_size;
     SURF_CUDA_CHECK(cudaEventSynchronize(staging_free_));
-    std::optional<OpTimer::Scope> timed;
-    timed.emplace(timer_.if_enabled(), "vit.upload_embed", vision_stream_);
+    const OpTimer::Scope timed(timer_.if_enabled(), "vit.upload_embed", vision_stream_);
     float* staging = vit_staging_.as<float>();
     for (const ImageJob& j : jobs) {
         std::memcpy(staging, j.pixels, static_cast<size_t>(j.n_tiles * tile_floats) * 4);
@@ -76,76 +82,82 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
     SURF_CUDA_CHECK(cudaEventRecord(staging_free_, vision_stream_));
 
     kc::patchify({vit_pixels_.as<float>(), vit_patches_.as<bf16>(), n_tiles, S, S, ps}, vision_stream_);
-    // Patch embeddings (no bias) into vit_ln_, then [prefix ; emb + pos] into the fp32 residual.
     kc::gemm(*vision_gemm_,
              {vit_patches_.as<bf16>(), w_.patch_embed.ptr(), nullptr, vit_ln_.get(), kc::DType::kBF16,
               n_tiles * n_patch, width, 3 * ps * ps},
              vision_stream_);
     kc::vit_tokens({vit_ln_.as<bf16>(), w_.tile_pos.as<bf16>(), w_.prefix.as<bf16>(), vit_h_.as<float>(),
-                    n_tiles, n_patch, n_pre, width},
+                    n_tiles, n_patch, w_.n_prefix, width},
                    vision_stream_);
+}
 
-    const int32_t* cu_dev =
-        vision_cu_.as<int32_t>();  // tile t's tokens are rows [t·n_tok_tile, (t+1)·n_tok_tile)
+// One ViT block on every tile's tokens: x ← x + proj(Attn(LN1(x))), then x ← x + fc2(GELU(fc1(LN2(x)))).
+void GpuModel::vit_block(const GpuVitBlock& B, int64_t n_tiles) {
+    const int64_t side = cfg_.image.patches_per_side(), width = cfg_.vision.hidden_size;
+    const int64_t n_tok_tile = w_.n_prefix + side * side, rows = n_tiles * n_tok_tile;
+    const int64_t heads = cfg_.vision.n_heads, inter = cfg_.vision.intermediate_size;
+    std::optional<OpTimer::Scope> timed;
     auto time_as = [&](const char* name) {
         timed.reset();
         timed.emplace(timer_.if_enabled(), name, vision_stream_);
     };
-    for (const GpuVitBlock& B : w_.vit) {
-        // x ← x + proj(Attn(LN1(x)))
-        kc::LayerNormParams ln;
-        ln.x = vit_h_.get(), ln.x_dtype = kc::DType::kF32, ln.weight = B.norm1_w.ptr(),
-        ln.bias = B.norm1_b.ptr();
-        ln.y = vit_ln_.as<bf16>(), ln.rows = rows, ln.dim = width, ln.eps = cfg_.vision.norm_eps;
-        time_as("vit.layernorm");
-        kc::layernorm(ln, vision_stream_);
-        time_as("vit.qkv");
-        kc::gemm(*vision_gemm_,
-                 {vit_ln_.as<bf16>(), B.qkv.ptr(), B.qkv_b.get(), vit_big_.get(), kc::DType::kBF16, rows,
-                  3 * width, width},
-                 vision_stream_);
-        kc::AttentionPrefillParams ap;
-        ap.q = vit_big_.as<bf16>(), ap.k = vit_big_.as<bf16>() + width,
-        ap.v = vit_big_.as<bf16>() + 2 * width;
-        ap.q_stride = 3 * width, ap.kv_stride = 3 * width, ap.kv_rows = rows, ap.out = vit_attn_.as<bf16>(),
-        ap.out_stride = width;
-        ap.cu_seqlens_q = cu_dev, ap.cu_seqlens_k = cu_dev, ap.n_seq = n_tiles, ap.n_heads = heads,
-        ap.n_kv_heads = heads;
-        ap.head_dim = width / heads, ap.max_seqlen_q = n_tok_tile, ap.causal = false;
-        // No split-KV here: at 3 tiles (432 blocks) splits make the pass slower (docs/BENCHMARKS.md).
-        ap.n_splits = 1;
-        ap.rows_per_warp = limits_.attention_rows_per_warp;
-        ap.wgmma_key_tile = limits_.vit_attention_wgmma_keys;
-        ap.wgmma_warp_specialized = limits_.vit_attention_wgmma_warp_specialized;
-        time_as("vit.attention");
-        kc::attention_prefill(ap, vision_stream_);
-        time_as("vit.proj");
-        kc::GemmParams proj{vit_attn_.as<bf16>(), B.proj.ptr(), B.proj_b.ptr(), vit_h_.get(),
-                            kc::DType::kF32,      rows,         width,          width};
-        proj.beta = 1.0f;
-        kc::gemm(*vision_gemm_, proj, vision_stream_);
-        // x ← x + fc2(GELU(fc1(LN2(x))))
-        ln.weight = B.norm2_w.ptr(), ln.bias = B.norm2_b.ptr();
-        time_as("vit.layernorm");
-        kc::layernorm(ln, vision_stream_);
-        time_as("vit.fc1");
-        kc::GemmParams fc1{vit_ln_.as<bf16>(), B.fc1.ptr(), B.fc1_b.get(), vit_big_.get(),
-                           kc::DType::kBF16,   rows,        inter,         width};
-        if (limits_.vit_gelu_in_gemm) fc1.activation = kc::GemmActivation::kGeluTanh;
-        kc::gemm(*vision_gemm_, fc1, vision_stream_);
-        if (!limits_.vit_gelu_in_gemm) {
-            time_as("vit.gelu");
-            kc::gelu_erf(vit_big_.as<bf16>(), rows * inter, vision_stream_);
-        }
-        time_as("vit.fc2");
-        kc::GemmParams fc2{vit_big_.as<bf16>(), B.fc2.ptr(), B.fc2_b.ptr(), vit_h_.get(),
-                           kc::DType::kF32,     rows,        width,         inter};
-        fc2.beta = 1.0f;
-        kc::gemm(*vision_gemm_, fc2, vision_stream_);
+    kc::LayerNormParams ln;
+    ln.x = vit_h_.get(), ln.x_dtype = kc::DType::kF32, ln.weight = B.norm1_w.ptr(), ln.bias = B.norm1_b.ptr();
+    ln.y = vit_ln_.as<bf16>(), ln.rows = rows, ln.dim = width, ln.eps = cfg_.vision.norm_eps;
+    time_as("vit.layernorm");
+    kc::layernorm(ln, vision_stream_);
+    time_as("vit.qkv");
+    kc::gemm(*vision_gemm_,
+             {vit_ln_.as<bf16>(), B.qkv.ptr(), B.qkv_b.get(), vit_big_.get(), kc::DType::kBF16, rows,
+              3 * width, width},
+             vision_stream_);
+    const int32_t* cu_dev =
+        vision_cu_.as<int32_t>();  // tile t's tokens are rows [t·n_tok_tile, (t+1)·n_tok_tile)
+    kc::AttentionPrefillParams ap;
+    ap.q = vit_big_.as<bf16>(), ap.k = vit_big_.as<bf16>() + width, ap.v = vit_big_.as<bf16>() + 2 * width;
+    ap.q_stride = 3 * width, ap.kv_stride = 3 * width, ap.kv_rows = rows, ap.out = vit_attn_.as<bf16>(),
+    ap.out_stride = width;
+    ap.cu_seqlens_q = cu_dev, ap.cu_seqlens_k = cu_dev, ap.n_seq = n_tiles, ap.n_heads = heads,
+    ap.n_kv_heads = heads;
+    ap.head_dim = width / heads, ap.max_seqlen_q = n_tok_tile, ap.causal = false;
+    ap.n_splits = 1;  // split-KV makes the vision pass slower (docs/BENCHMARKS.md)
+    ap.rows_per_warp = limits_.attention_rows_per_warp;
+    ap.wgmma_key_tile = limits_.vit_attention_wgmma_keys;
+    ap.wgmma_warp_specialized = limits_.vit_attention_wgmma_warp_specialized;
+    time_as("vit.attention");
+    kc::attention_prefill(ap, vision_stream_);
+    time_as("vit.proj");
+    kc::GemmParams proj{vit_attn_.as<bf16>(), B.proj.ptr(), B.proj_b.ptr(), vit_h_.get(),
+                        kc::DType::kF32,      rows,         width,          width};
+    proj.beta = 1.0f;
+    kc::gemm(*vision_gemm_, proj, vision_stream_);
+    ln.weight = B.norm2_w.ptr(), ln.bias = B.norm2_b.ptr();
+    time_as("vit.layernorm");
+    kc::layernorm(ln, vision_stream_);
+    time_as("vit.fc1");
+    kc::GemmParams fc1{vit_ln_.as<bf16>(), B.fc1.ptr(), B.fc1_b.get(), vit_big_.get(),
+                       kc::DType::kBF16,   rows,        inter,         width};
+    if (limits_.vit_gelu_in_gemm) fc1.activation = kc::GemmActivation::kGeluTanh;
+    kc::gemm(*vision_gemm_, fc1, vision_stream_);
+    if (!limits_.vit_gelu_in_gemm) {
+        time_as("vit.gelu");
+        kc::gelu_erf(vit_big_.as<bf16>(), rows * inter, vision_stream_);
     }
-    // Drop the prefix rows, pixel-shuffle, then mlp1: RMSNorm → Linear → ReLU² → Linear; the last GEMM
-    // runs per image, writing straight into that image's rows.
-    time_as("vit.shuffle_projector");
+    time_as("vit.fc2");
+    kc::GemmParams fc2{vit_big_.as<bf16>(), B.fc2.ptr(), B.fc2_b.ptr(), vit_h_.get(),
+                       kc::DType::kF32,     rows,        width,         inter};
+    fc2.beta = 1.0f;
+    kc::gemm(*vision_gemm_, fc2, vision_stream_);
+}
+
+// Drops the prefix rows, pixel-shuffles, then mlp1: RMSNorm → Linear → ReLU² → Linear; the last GEMM runs per
+// image, writing straight into that image's rows.
+void GpuModel::project_images(const std::vector<ImageJob>& jobs, int64_t n_tiles) {
+    const int64_t side = cfg_.image.patches_per_side(), width = cfg_.vision.hidden_size;
+    const int64_t n_pre = w_.n_prefix, n_tok_tile = n_pre + side * side;
+    const int64_t tpt = cfg_.image.tokens_per_tile(), s = cfg_.image.shuffle_factor(),
+                  out_rows = n_tiles * tpt;
+    const OpTimer::Scope timed(timer_.if_enabled(), "vit.shuffle_projector", vision_stream_);
     bf16* shuffled = vit_shuffled_.as<bf16>();
     bf16* hidden = shuffled + out_rows * std::max(width * s * s, cfg_.projector_hidden);
     kc::pixel_shuffle(
@@ -169,8 +181,6 @@ uint64_t GpuModel::encode_images(const std::vector<ImageJob>& jobs) {
                  vision_stream_);
         row += n;
     }
-    timed.reset();
-    return record_vision();
 }
 
 double GpuModel::warm_up_vision(const std::vector<std::vector<int64_t>>& batches) {

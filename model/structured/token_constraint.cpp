@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <random>
@@ -340,138 +341,155 @@ void apply_token_bitmask_batch(float* logits, size_t logits_stride, const uint32
 
 // ---------------------------------------------------------------------------- synthetic vocabulary
 
-TokenVocabulary synthetic_byte_vocabulary(int32_t size, uint64_t seed) {
-    SURF_CHECK(size > 300, "synthetic vocabulary too small", size);
+namespace {
+
+// Common words of web-agent replies, JSON punctuation pieces, UTF-8 characters and syllables: the pieces
+// synthetic_byte_vocabulary builds its tokens from.
+const char* const kWords[] = {
+    "the",     "of",      "and",       "to",     "in",     "is",    "for",        "on",      "that",
+    "with",    "click",   "write",     "scroll", "goto",   "back",  "refresh",    "wait",    "answer",
+    "element", "content", "button",    "search", "page",   "link",  "the search", "result",  "first",
+    "next",    "login",   "cart",      "price",  "flight", "hotel", "I",          "need",    "should",
+    "will",    "now",     "then",      "find",   "open",   "type",  "into",       "field",   "box",
+    "menu",    "top",     "bottom",    "left",   "right",  "up",    "down",       "thought", "note",
+    "action",  "url",     "http",      "https",  "://",    "www",   ".com",       ".org",    "x",
+    "y",       "seconds", "direction", "task",   "done",
+};
+const char* const kPunct[] = {
+    "\":\"",
+    "\",\"",
+    "\"},{\"",
+    "\":{\"",
+    "\"}",
+    "\"]",
+    "\":[",
+    "},{",
+    "{\"",
+    "\"}}",
+    "\":",
+    "\",",
+    "\"}]",
+    "],\"",
+    "},\"",
+    "\":[{\"",
+    "{}",
+    "[]",
+    ",\"",
+    ":\"",
+    "\"\"",
+    "\\\"",
+    "\\n",
+    "\\\\",
+    "\\u00",
+    "\\u",
+    "\\ud83d",
+    "\\ude00",
+    ".\"",
+    ",\"",
+    "?\"",
+    "!\"",
+    ")\"",
+    "\".",
+    "\")",
+    ".\",\"",
+    "\":\"click",
+    "\":\"write",
+    "\":\"scroll",
+    "\":\"answer",
+    "{\"thought\":\"",
+    "\",\"note\":\"",
+    "\",\"action\":{\"type\":\"",
+    "\"x\":",
+    "\"y\":",
+    ",\"y\":",
+    "{\"x\":",
+    "}}",
+    "]}",
+    "\n",
+    "  ",
+    "\t",
+    " \"",
+    "\" ",
+    "true",
+    "false",
+    "null",
+    ":true",
+    ":false",
+    ":null",
+    "-1",
+    "0.",
+    ".5",
+};
+const char* const kUtf8[] = {"é", "ü", "ñ",    "ß", "中", "文", "日本", "語",
+                             "€", "😀", "🙂", "→", "ç",  "ö",  "å"};
+const char* const kSyllables[] = {
+    "ba", "be", "bi", "bo", "ca",  "ce",   "co", "da",  "de", "di",   "do",   "fa",  "fe", "ga",
+    "ge", "ha", "he", "hi", "ing", "tion", "er", "est", "ly", "ment", "ness", "pre", "re", "un",
+    "ka", "la", "le", "li", "lo",  "ma",   "me", "mi",  "mo", "na",   "ne",   "ni",  "no", "pa",
+    "pe", "pi", "po", "ra", "ri",  "ro",   "sa", "se",  "si", "so",   "ta",   "te",  "ti", "to",
+    "va", "ve", "vi", "wa", "we",  "xa",   "ya", "za",  "ze", "qu",   "st",   "th",  "sh"};
+
+// Tokens in order, each once, up to size − 1 (the last id is the end token).
+struct VocabBuilder {
+    int32_t size;
     std::vector<std::string> tokens;
     std::unordered_set<std::string> seen;
-    auto add = [&](const std::string& t) {
-        if (static_cast<int32_t>(tokens.size()) < size - 1 && !t.empty() && seen.insert(t).second) {
-            tokens.push_back(t);
-        }
-    };
-    for (int b = 0; b < 256; ++b) add(std::string(1, static_cast<char>(b)));
-    const char* words[] = {
-        "the",     "of",      "and",       "to",     "in",     "is",    "for",        "on",      "that",
-        "with",    "click",   "write",     "scroll", "goto",   "back",  "refresh",    "wait",    "answer",
-        "element", "content", "button",    "search", "page",   "link",  "the search", "result",  "first",
-        "next",    "login",   "cart",      "price",  "flight", "hotel", "I",          "need",    "should",
-        "will",    "now",     "then",      "find",   "open",   "type",  "into",       "field",   "box",
-        "menu",    "top",     "bottom",    "left",   "right",  "up",    "down",       "thought", "note",
-        "action",  "url",     "http",      "https",  "://",    "www",   ".com",       ".org",    "x",
-        "y",       "seconds", "direction", "task",   "done",
-    };
-    const char* punct[] = {
-        "\":\"",
-        "\",\"",
-        "\"},{\"",
-        "\":{\"",
-        "\"}",
-        "\"]",
-        "\":[",
-        "},{",
-        "{\"",
-        "\"}}",
-        "\":",
-        "\",",
-        "\"}]",
-        "],\"",
-        "},\"",
-        "\":[{\"",
-        "{}",
-        "[]",
-        ",\"",
-        ":\"",
-        "\"\"",
-        "\\\"",
-        "\\n",
-        "\\\\",
-        "\\u00",
-        "\\u",
-        "\\ud83d",
-        "\\ude00",
-        ".\"",
-        ",\"",
-        "?\"",
-        "!\"",
-        ")\"",
-        "\".",
-        "\")",
-        ".\",\"",
-        "\":\"click",
-        "\":\"write",
-        "\":\"scroll",
-        "\":\"answer",
-        "{\"thought\":\"",
-        "\",\"note\":\"",
-        "\",\"action\":{\"type\":\"",
-        "\"x\":",
-        "\"y\":",
-        ",\"y\":",
-        "{\"x\":",
-        "}}",
-        "]}",
-        "\n",
-        "  ",
-        "\t",
-        " \"",
-        "\" ",
-        "true",
-        "false",
-        "null",
-        ":true",
-        ":false",
-        ":null",
-        "-1",
-        "0.",
-        ".5",
-    };
-    for (const char* w : words) {
+    bool full() const { return static_cast<int32_t>(tokens.size()) >= size - 1; }
+    void add(const std::string& t) {
+        if (!full() && !t.empty() && seen.insert(t).second) tokens.push_back(t);
+    }
+};
+
+// Each word bare, after a space, capitalised, and touching JSON quotes, commas or a period.
+void add_words(VocabBuilder& v) {
+    for (const char* w : kWords) {
         std::string s(w);
-        add(s);
-        add(cat(" ", s));
+        v.add(s);
+        v.add(cat(" ", s));
         std::string cap = s;
         cap[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(cap[0])));
-        add(cap);
-        add(cat(" ", cap));
-        add(cat(s, "\""));
-        add(cat(s, "\","));
-        add(cat("\"", s));
-        add(cat("\"", s, "\":"));
-        add(cat(s, "."));
+        v.add(cap);
+        v.add(cat(" ", cap));
+        v.add(cat(s, "\""));
+        v.add(cat(s, "\","));
+        v.add(cat("\"", s));
+        v.add(cat("\"", s, "\":"));
+        v.add(cat(s, "."));
     }
-    for (const char* p : punct) add(p);
-    for (int i = 0; i < 1000; ++i) add(std::to_string(i));
-    for (int i = 0; i < 100; ++i) add(cat(i < 10 ? "0" : "", std::to_string(i)));
-    for (int i = 0; i < 100; ++i) add(cat(":", std::to_string(i)));
-    for (int i = 0; i < 100; ++i) add(cat(std::to_string(i), ","));
-    for (int i = 0; i < 100; ++i) add(cat(std::to_string(i), "}"));
-    // UTF-8: whole characters, and pieces that split a character (a token boundary inside a code point).
-    const char* utf8[] = {"é", "ü", "ñ", "ß", "中", "文", "日本", "語", "€", "😀", "🙂", "→", "ç", "ö", "å"};
-    for (const char* u : utf8) {
+}
+
+void add_numbers(VocabBuilder& v) {
+    for (int i = 0; i < 1000; ++i) v.add(std::to_string(i));
+    for (int i = 0; i < 100; ++i) v.add(cat(i < 10 ? "0" : "", std::to_string(i)));
+    for (int i = 0; i < 100; ++i) v.add(cat(":", std::to_string(i)));
+    for (int i = 0; i < 100; ++i) v.add(cat(std::to_string(i), ","));
+    for (int i = 0; i < 100; ++i) v.add(cat(std::to_string(i), "}"));
+}
+
+// UTF-8: whole characters, and pieces that split a character (a token boundary inside a code point).
+void add_utf8(VocabBuilder& v) {
+    for (const char* u : kUtf8) {
         std::string s(u);
-        add(s);
-        add(cat(" ", s));
+        v.add(s);
+        v.add(cat(" ", s));
         for (size_t cut = 1; cut < s.size(); ++cut) {
-            add(s.substr(0, cut));
-            add(s.substr(cut));
-            add(cat("a", s.substr(0, cut)));
-            add(cat(s.substr(cut), "b"));
+            v.add(s.substr(0, cut));
+            v.add(s.substr(cut));
+            v.add(cat("a", s.substr(0, cut)));
+            v.add(cat(s.substr(cut), "b"));
         }
     }
-    // Pseudo-words from syllables fill the rest (realistic lengths, shared prefixes, leading spaces).
-    const char* syll[] = {"ba",   "be",  "bi", "bo", "ca", "ce", "co",  "da",   "de", "di",  "do", "fa",
-                          "fe",   "ga",  "ge", "ha", "he", "hi", "ing", "tion", "er", "est", "ly", "ment",
-                          "ness", "pre", "re", "un", "ka", "la", "le",  "li",   "lo", "ma",  "me", "mi",
-                          "mo",   "na",  "ne", "ni", "no", "pa", "pe",  "pi",   "po", "ra",  "ri", "ro",
-                          "sa",   "se",  "si", "so", "ta", "te", "ti",  "to",   "va", "ve",  "vi", "wa",
-                          "we",   "xa",  "ya", "za", "ze", "qu", "st",  "th",   "sh"};
-    const int n_syll = static_cast<int>(sizeof(syll) / sizeof(syll[0]));
+}
+
+// Pseudo-words from syllables fill the rest (realistic lengths, shared prefixes, leading spaces), in roughly
+// the mix of a real BPE vocabulary: half with a leading space, few touching a quote.
+void add_pseudo_words(VocabBuilder& v, uint64_t seed) {
+    const int n_syll = static_cast<int>(std::size(kSyllables));
     std::mt19937_64 rng(seed);
-    while (static_cast<int32_t>(tokens.size()) < size - 1) {
+    while (!v.full()) {
         int parts = 1 + static_cast<int>(rng() % 4);
         std::string w;
-        for (int i = 0; i < parts; ++i) w += syll[rng() % n_syll];
-        // Roughly the mix of a real BPE vocabulary: half with a leading space, few touching a quote.
+        for (int i = 0; i < parts; ++i) w += kSyllables[rng() % n_syll];
         uint64_t style = rng() % 50;
         if (style < 25)
             w = cat(" ", w);
@@ -483,10 +501,23 @@ TokenVocabulary synthetic_byte_vocabulary(int32_t size, uint64_t seed) {
             w = cat("\"", w);
         else if (style == 32)
             w = cat(w, "\",");
-        add(w);
+        v.add(w);
     }
+}
+
+}  // namespace
+
+TokenVocabulary synthetic_byte_vocabulary(int32_t size, uint64_t seed) {
+    SURF_CHECK(size > 300, "synthetic vocabulary too small", size);
+    VocabBuilder v{size, {}, {}};
+    for (int b = 0; b < 256; ++b) v.add(std::string(1, static_cast<char>(b)));
+    add_words(v);
+    for (const char* p : kPunct) v.add(p);
+    add_numbers(v);
+    add_utf8(v);
+    add_pseudo_words(v, seed);
     TokenVocabulary vocab;
-    vocab.token_bytes = std::move(tokens);
+    vocab.token_bytes = std::move(v.tokens);
     vocab.token_bytes.push_back("");  // end token
     vocab.end_ids.push_back(size - 1);
     return vocab;
