@@ -319,18 +319,7 @@ void BrowserSession::on_page_event(const std::string& sid, const std::string& me
     const bool main_frame = params.value("frameId", std::string()) == tab->target_id;
     if (method == "Page.lifecycleEvent") {
         if (!main_frame) return;
-        const std::string loader = params.value("loaderId", std::string());
-        const std::string name = params.value("name", std::string());
-        if (name == "init" && std::find(tab->loader_order.begin(), tab->loader_order.end(), loader) ==
-                                  tab->loader_order.end()) {
-            tab->loader_order.push_back(loader);
-            if (tab->loader_order.size() > 8) {
-                tab->lifecycle.erase(tab->loader_order.front());
-                tab->loader_order.pop_front();
-            }
-        }
-        tab->lifecycle[loader].insert(name);
-        if (name == "load") ++tab->load_events;
+        on_lifecycle_locked(*tab, params);
     } else if (method == "Page.frameStartedLoading" || method == "Page.frameStoppedLoading") {
         if (!main_frame) return;
         tab->loading = method == "Page.frameStartedLoading";
@@ -359,54 +348,11 @@ void BrowserSession::on_page_event(const std::string& sid, const std::string& me
     } else if (method == "Page.navigatedWithinDocument") {
         if (main_frame) tab->url = params.value("url", std::string());
     } else if (method == "Page.javascriptDialogOpening") {
-        const bool accept = options_.dialog_policy == DialogPolicy::kAccept;
-        const std::string type = params.value("type", std::string("alert"));
-        nlohmann::json answer = {{"accept", accept}};
-        if (accept && type == "prompt") answer["promptText"] = options_.prompt_text;
-        browser_->post("Page.handleJavaScriptDialog", answer, sid);
-        record(SessionEventKind::kDialog,
-               "a JavaScript " + type + " dialog was " + (accept ? "accepted" : "dismissed") + ": \"" +
-                   params.value("message", std::string()) + "\"",
-               params.value("url", std::string()), type);
+        answer_dialog_locked(sid, params);
     } else if (method == "Page.fileChooserOpened") {
-        if (!upload_files_.empty() && params.contains("backendNodeId")) {
-            browser_->post("DOM.setFileInputFiles",
-                           {{"files", upload_files_}, {"backendNodeId", params["backendNodeId"]}}, sid);
-        }
-        record(SessionEventKind::kFileChooser,
-               upload_files_.empty()
-                   ? std::string("a file chooser was intercepted and left empty (no upload files set)")
-                   : "a file chooser received " + std::to_string(upload_files_.size()) + " file(s)",
-               tab->url, params.value("mode", std::string()));
+        fill_file_chooser_locked(sid, *tab, params);
     } else if (method == "Fetch.requestPaused") {
-        const std::string request_id = params.value("requestId", std::string());
-        const std::string url = params["request"].value("url", std::string());
-        GuardDecision decision;
-        try {
-            decision = options_.guard.check(url);
-        } catch (const Error& e) {
-            decision = {false, "malformed-url", std::string("request refused: ") + e.what()};
-        }
-        if (decision.allowed) {
-            browser_->post("Fetch.continueRequest", {{"requestId", request_id}}, sid);
-            return;
-        }
-        if (!main_frame || params.value("resourceType", std::string()) != "Document") {
-            // A subresource or a subframe's page: refused without a trace in the agent's observation (a page
-            // may embed dozens of refused trackers; the page around them stays usable).
-            browser_->post("Fetch.failRequest",
-                           {{"requestId", request_id}, {"errorReason", "BlockedByClient"}}, sid);
-            return;
-        }
-        // The navigation is aborted (like pressing Stop), so the tab stays on the page it was on (or blank);
-        // BlockedByClient would commit Chrome's error page at the refused URL instead. A popup whose very
-        // first page is refused has nothing to show: it is failed and closed.
-        const bool fresh_popup = !tab->committed && !tab->opener_id.empty();
-        browser_->post(
-            "Fetch.failRequest",
-            {{"requestId", request_id}, {"errorReason", fresh_popup ? "BlockedByClient" : "Aborted"}}, sid);
-        record(SessionEventKind::kNavigationDenied, decision.reason, url, decision.rule);
-        if (fresh_popup) browser_->post("Target.closeTarget", {{"targetId", tab->target_id}}, "");
+        if (!check_paused_request_locked(sid, *tab, main_frame, params)) return;
     } else if (method == "Inspector.targetCrashed") {
         // The tab itself survives: the next navigation or reload starts a new renderer.
         record(SessionEventKind::kTabCrashed,
@@ -415,6 +361,85 @@ void BrowserSession::on_page_event(const std::string& sid, const std::string& me
         return;
     }
     state_cv_.notify_all();
+}
+
+// A main-frame lifecycle event: the names seen per loader (the last 8 loaders), and the count of loads.
+void BrowserSession::on_lifecycle_locked(Tab& tab, const nlohmann::json& params) {
+    const std::string loader = params.value("loaderId", std::string());
+    const std::string name = params.value("name", std::string());
+    if (name == "init" &&
+        std::find(tab.loader_order.begin(), tab.loader_order.end(), loader) == tab.loader_order.end()) {
+        tab.loader_order.push_back(loader);
+        if (tab.loader_order.size() > 8) {
+            tab.lifecycle.erase(tab.loader_order.front());
+            tab.loader_order.pop_front();
+        }
+    }
+    tab.lifecycle[loader].insert(name);
+    if (name == "load") ++tab.load_events;
+}
+
+// A JavaScript dialog, answered by the dialog policy and recorded.
+void BrowserSession::answer_dialog_locked(const std::string& sid, const nlohmann::json& params) {
+    const bool accept = options_.dialog_policy == DialogPolicy::kAccept;
+    const std::string type = params.value("type", std::string("alert"));
+    nlohmann::json answer = {{"accept", accept}};
+    if (accept && type == "prompt") answer["promptText"] = options_.prompt_text;
+    browser_->post("Page.handleJavaScriptDialog", answer, sid);
+    record(SessionEventKind::kDialog,
+           "a JavaScript " + type + " dialog was " + (accept ? "accepted" : "dismissed") + ": \"" +
+               params.value("message", std::string()) + "\"",
+           params.value("url", std::string()), type);
+}
+
+// A file chooser, given the upload files (or left empty) and recorded.
+void BrowserSession::fill_file_chooser_locked(const std::string& sid, Tab& tab,
+                                              const nlohmann::json& params) {
+    if (!upload_files_.empty() && params.contains("backendNodeId")) {
+        browser_->post("DOM.setFileInputFiles",
+                       {{"files", upload_files_}, {"backendNodeId", params["backendNodeId"]}}, sid);
+    }
+    record(SessionEventKind::kFileChooser,
+           upload_files_.empty()
+               ? std::string("a file chooser was intercepted and left empty (no upload files set)")
+               : "a file chooser received " + std::to_string(upload_files_.size()) + " file(s)",
+           tab.url, params.value("mode", std::string()));
+}
+
+// A request the guard checks (DevTools Fetch): continued, failed quietly (a subresource or a subframe's page)
+// or, for the tab's own navigation, aborted and recorded. True when the tab's state changed (a recorded
+// refusal).
+bool BrowserSession::check_paused_request_locked(const std::string& sid, Tab& tab, bool main_frame,
+                                                 const nlohmann::json& params) {
+    const std::string request_id = params.value("requestId", std::string());
+    const std::string url = params["request"].value("url", std::string());
+    GuardDecision decision;
+    try {
+        decision = options_.guard.check(url);
+    } catch (const Error& e) {
+        decision = {false, "malformed-url", std::string("request refused: ") + e.what()};
+    }
+    if (decision.allowed) {
+        browser_->post("Fetch.continueRequest", {{"requestId", request_id}}, sid);
+        return false;
+    }
+    if (!main_frame || params.value("resourceType", std::string()) != "Document") {
+        // A subresource or a subframe's page: refused without a trace in the agent's observation (a page
+        // may embed dozens of refused trackers; the page around them stays usable).
+        browser_->post("Fetch.failRequest", {{"requestId", request_id}, {"errorReason", "BlockedByClient"}},
+                       sid);
+        return false;
+    }
+    // The navigation is aborted (like pressing Stop), so the tab stays on the page it was on (or blank);
+    // BlockedByClient would commit Chrome's error page at the refused URL instead. A popup whose very
+    // first page is refused has nothing to show: it is failed and closed.
+    const bool fresh_popup = !tab.committed && !tab.opener_id.empty();
+    browser_->post("Fetch.failRequest",
+                   {{"requestId", request_id}, {"errorReason", fresh_popup ? "BlockedByClient" : "Aborted"}},
+                   sid);
+    record(SessionEventKind::kNavigationDenied, decision.reason, url, decision.rule);
+    if (fresh_popup) browser_->post("Target.closeTarget", {{"targetId", tab.target_id}}, "");
+    return true;
 }
 
 void BrowserSession::on_browser_event(const std::string& method, const nlohmann::json& params) {

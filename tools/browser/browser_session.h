@@ -245,6 +245,12 @@ private:
     void record(SessionEventKind kind, std::string message, std::string url = "", std::string detail = "");
     void activate_locked(const std::string& target_id);
     Tab* find_tab_locked(const std::string& cdp_session_or_target);
+    // on_page_event's larger cases, state_mutex_ held.
+    void on_lifecycle_locked(Tab& tab, const nlohmann::json& params);
+    void answer_dialog_locked(const std::string& sid, const nlohmann::json& params);
+    void fill_file_chooser_locked(const std::string& sid, Tab& tab, const nlohmann::json& params);
+    bool check_paused_request_locked(const std::string& sid, Tab& tab, bool main_frame,
+                                     const nlohmann::json& params);
     Tab* active_tab_locked();
     // Whether the active tab is still busy with what an action started: std::nullopt when settled,
     // time_point::max() while it loads (an event ends that), else the end of a bounded wait for a popup
