@@ -20,24 +20,44 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
     Step& st = step_;
     st = Step{};
     int64_t logit_rows = 0, n_fed = 0;
+    plan_step(seqs, logit_rows, n_fed);
+    const bool needs_vision =
+        std::any_of(seqs.begin(), seqs.end(), [](const SeqStep& s) { return s.image_row >= 0; });
+
+    // Decode-only steps run as a graph over a padded batch: the padding rows decode token 0 on the scratch
+    // slot and page; the block-table width and the attention split grid come from the padded shape.
+    const bool graph = graphs_ && st.n_pre == 0 && !keep_layers_ && !timer_.enabled() &&
+                       graphs_->batch_bucket(n_seq) <= L.max_logit_rows;
+    int64_t rows = n_seq;
+    if (graph) {
+        const int64_t max_pages_per_seq = (L.max_context + L.page_size - 1) / L.page_size;
+        rows = graphs_->batch_bucket(n_seq);
+        st.max_pages = DecodeGraphs::pages_bucket(st.max_pages, max_pages_per_seq);
+        st.max_len = std::min(st.max_pages * L.page_size, L.max_context);
+        st.n_dec = st.n_tok = rows;
+        logit_rows = rows;
+    }
+    // Decode graphs always carry the fed-token indices (a graph serves steps with and without them).
+    upload_metadata(seqs, rows, n_fed > 0 || graph);
+
+    if (needs_vision) wait_vision(vision_ticket);
+
+    const std::vector<LogitRun> runs = logit_runs(seqs, rows);
+    if (graph) {
+        graphs_->launch(rows, st.max_pages, stream_, [&] { enqueue_step(runs, logit_rows); });
+        return n_seq;
+    }
+    enqueue_step(runs, logit_rows);
+    return logit_rows;
+}
+
+void GpuModel::plan_step(const std::vector<SeqStep>& seqs, int64_t& logit_rows, int64_t& n_fed) {
+    const GpuLimits& L = limits_;
+    Step& st = step_;
     bool in_decode = true;
     for (const SeqStep& s : seqs) {
+        check_row(s);
         const int64_t n = static_cast<int64_t>(s.tokens.size());
-        if (n == 0) throw Error(ErrorKind::kInvalidArgument, "forward: a sequence with no tokens");
-        if (s.slot < 0 || (s.slot >= L.max_slots && !(warming_up_ && s.slot == scratch_slot_)))
-            throw Error(ErrorKind::kInvalidArgument,
-                        "forward: state slot " + std::to_string(s.slot) + " out of range");
-        if (s.past + n > L.max_context)
-            throw Error(ErrorKind::kResourceExhausted, "forward: context " + std::to_string(s.past + n) +
-                                                           " exceeds " + std::to_string(L.max_context));
-        if (static_cast<int64_t>(s.pages.size()) * L.page_size < s.past + n)
-            throw Error(ErrorKind::kInvalidArgument, "forward: KV pages do not cover the sequence");
-        if (s.token_from >= 0 && (!s.is_decode() || s.token_from >= L.max_logit_rows)) {
-            throw Error(ErrorKind::kInvalidArgument, "forward: token_from " + std::to_string(s.token_from) +
-                                                         " on a row that is not a decode row or past " +
-                                                         std::to_string(L.max_logit_rows) +
-                                                         " sampled tokens");
-        }
         if (s.token_from >= 0) ++n_fed;
         if (s.is_decode()) {
             if (!in_decode)
@@ -66,123 +86,156 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
         throw Error(ErrorKind::kResourceExhausted, "forward: " + std::to_string(logit_rows) +
                                                        " logits rows (limit " +
                                                        std::to_string(L.max_logit_rows) + ")");
-    const bool needs_vision =
-        std::any_of(seqs.begin(), seqs.end(), [](const SeqStep& s) { return s.image_row >= 0; });
+}
 
-    // Decode-only steps run as a graph over a padded batch: the padding rows decode token 0 on the scratch
-    // slot and page; the block-table width and the attention split grid come from the padded shape.
-    const bool graph = graphs_ && st.n_pre == 0 && !keep_layers_ && !timer_.enabled() &&
-                       graphs_->batch_bucket(n_seq) <= L.max_logit_rows;
-    int64_t rows = n_seq;
-    if (graph) {
-        const int64_t max_pages_per_seq = (L.max_context + L.page_size - 1) / L.page_size;
-        rows = graphs_->batch_bucket(n_seq);
-        st.max_pages = DecodeGraphs::pages_bucket(st.max_pages, max_pages_per_seq);
-        st.max_len = std::min(st.max_pages * L.page_size, L.max_context);
-        st.n_dec = st.n_tok = rows;
-        logit_rows = rows;
+void GpuModel::check_row(const SeqStep& s) const {
+    const GpuLimits& L = limits_;
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    if (n == 0) throw Error(ErrorKind::kInvalidArgument, "forward: a sequence with no tokens");
+    if (s.slot < 0 || (s.slot >= L.max_slots && !(warming_up_ && s.slot == scratch_slot_)))
+        throw Error(ErrorKind::kInvalidArgument,
+                    "forward: state slot " + std::to_string(s.slot) + " out of range");
+    if (s.past + n > L.max_context)
+        throw Error(ErrorKind::kResourceExhausted, "forward: context " + std::to_string(s.past + n) +
+                                                       " exceeds " + std::to_string(L.max_context));
+    if (static_cast<int64_t>(s.pages.size()) * L.page_size < s.past + n)
+        throw Error(ErrorKind::kInvalidArgument, "forward: KV pages do not cover the sequence");
+    if (s.token_from >= 0 && (!s.is_decode() || s.token_from >= L.max_logit_rows)) {
+        throw Error(ErrorKind::kInvalidArgument, "forward: token_from " + std::to_string(s.token_from) +
+                                                     " on a row that is not a decode row or past " +
+                                                     std::to_string(L.max_logit_rows) + " sampled tokens");
     }
+}
 
-    // Per-step metadata, packed into one pinned buffer and uploaded with one copy (once the previous
-    // step's copy out of the buffer has run).
-    SURF_CUDA_CHECK(cudaEventSynchronize(meta_uploaded_));
-    int32_t* host = meta_host_.as<int32_t>();
+SeqStep GpuModel::padding_row() const {
+    SeqStep padding;
+    padding.slot = scratch_slot_, padding.past = 0, padding.tokens = {0}, padding.pages = {scratch_page_};
+    return padding;
+}
+
+GpuModel::MetaLayout GpuModel::meta_layout(int64_t rows, int64_t K, bool with_fed) const {
+    const Step& st = step_;
+    MetaLayout m;
     int64_t at = 0;
     auto region = [&](int64_t words) {
         const int64_t start = at;
         at += words;
         return start;
     };
-    const int64_t o_ids = region(st.n_tok), o_cu_all = region(rows + 1), o_img = region(rows);
-    const int64_t o_slots_dec = region(st.n_dec), o_lens_dec = region(st.n_dec),
-                  o_bt_dec = region(st.n_dec * st.max_pages);
-    const int64_t o_slots_pre = region(st.n_pre), o_cu_pre = region(st.n_pre + 1),
-                  o_lens_pre = region(st.n_pre);
-    const int64_t o_bt_pre = region(st.n_pre * st.max_pages), o_slot_map = region(st.n_tok);
-    const int64_t o_init = region((st.n_pre + 3) / 4);  // uint8 flags
+    m.ids = region(st.n_tok), m.cu_all = region(rows + 1), m.img = region(rows);
+    m.slots_dec = region(st.n_dec), m.lens_dec = region(st.n_dec), m.bt_dec = region(st.n_dec * st.max_pages);
+    m.slots_pre = region(st.n_pre), m.cu_pre = region(st.n_pre + 1), m.lens_pre = region(st.n_pre);
+    m.bt_pre = region(st.n_pre * st.max_pages), m.slot_map = region(st.n_tok);
+    m.init = region((st.n_pre + 3) / 4);  // uint8 flags
+    m.replay = region(K > 0 ? st.n_dec : 0), m.fold_slots = region(st.n_fold),
+    m.fold_counts = region(st.n_fold);
+    m.fed = region(with_fed ? st.n_dec : 0);
+    m.words = at;
+    return m;
+}
+
+void GpuModel::upload_metadata(const std::vector<SeqStep>& seqs, int64_t rows, bool with_fed) {
+    const GpuLimits& L = limits_;
+    Step& st = step_;
+    // Per-step metadata, packed into one pinned buffer and uploaded with one copy (once the previous
+    // step's copy out of the buffer has run).
+    SURF_CUDA_CHECK(cudaEventSynchronize(meta_uploaded_));
+    int32_t* host = meta_host_.as<int32_t>();
     // Replay (GpuLimits::ssm_replay_window): the decode rows' pending counts, and the prefill rows that
     // continue a slot with pending tokens (folded into the state before their scan reads it).
     const int64_t K = replay_count_.empty() ? 0 : L.ssm_replay_window;
     std::vector<int32_t> fold_slots, fold_counts;
-    if (K > 0) {
-        for (int64_t i = st.n_dec; i < n_seq; ++i) {
-            const SeqStep& s = seqs[i];
-            if (s.past > 0 && s.slot != scratch_slot_ && replay_count_[s.slot] > 0) {
-                fold_slots.push_back(s.slot);
-                fold_counts.push_back(replay_count_[s.slot]);
-            }
+    if (K > 0) collect_folds(seqs, fold_slots, fold_counts);
+    st.n_fold = static_cast<int64_t>(fold_slots.size());
+    const MetaLayout m = meta_layout(rows, K, with_fed);
+    SURF_CHECK(static_cast<size_t>(m.words) * 4 <= meta_host_.bytes(), "metadata overflow");
+    fill_metadata(seqs, rows, K, with_fed, m, host);
+    std::copy(fold_slots.begin(), fold_slots.end(), host + m.fold_slots);
+    std::copy(fold_counts.begin(), fold_counts.end(), host + m.fold_counts);
+    if (K > 0) advance_replay_counts(seqs, K);
+    int32_t* dev = meta_dev_.as<int32_t>();
+    SURF_CUDA_CHECK(
+        cudaMemcpyAsync(dev, host, static_cast<size_t>(m.words) * 4, cudaMemcpyHostToDevice, stream_));
+    SURF_CUDA_CHECK(cudaEventRecord(meta_uploaded_, stream_));
+    st.slots_dec = dev + m.slots_dec, st.lens_dec = dev + m.lens_dec, st.bt_dec = dev + m.bt_dec;
+    st.slots_pre = dev + m.slots_pre, st.cu_pre = dev + m.cu_pre, st.lens_pre = dev + m.lens_pre,
+    st.bt_pre = dev + m.bt_pre;
+    st.slot_mapping = dev + m.slot_map, st.has_init_pre = reinterpret_cast<const uint8_t*>(dev + m.init);
+    st.ids = dev + m.ids, st.cu_all = dev + m.cu_all, st.image_offsets = dev + m.img;
+    st.fed_from = with_fed ? dev + m.fed : nullptr;
+    st.replay_dec = K > 0 ? dev + m.replay : nullptr, st.fold_slots = dev + m.fold_slots,
+    st.fold_counts = dev + m.fold_counts;
+}
+
+void GpuModel::collect_folds(const std::vector<SeqStep>& seqs, std::vector<int32_t>& fold_slots,
+                             std::vector<int32_t>& fold_counts) const {
+    for (size_t i = static_cast<size_t>(step_.n_dec); i < seqs.size(); ++i) {
+        const SeqStep& s = seqs[i];
+        if (s.past > 0 && s.slot != scratch_slot_ && replay_count_[s.slot] > 0) {
+            fold_slots.push_back(s.slot);
+            fold_counts.push_back(replay_count_[s.slot]);
         }
     }
-    st.n_fold = static_cast<int64_t>(fold_slots.size());
-    const int64_t o_replay = region(K > 0 ? st.n_dec : 0), o_fold_slots = region(st.n_fold),
-                  o_fold_counts = region(st.n_fold);
-    // Decode graphs always carry the fed-token indices (a graph serves steps with and without them).
-    const bool with_fed = n_fed > 0 || graph;
-    const int64_t o_fed = region(with_fed ? st.n_dec : 0);
-    SURF_CHECK(static_cast<size_t>(at) * 4 <= meta_host_.bytes(), "metadata overflow");
-    uint8_t* has_init = reinterpret_cast<uint8_t*>(host + o_init);
+}
+
+void GpuModel::fill_metadata(const std::vector<SeqStep>& seqs, int64_t rows, int64_t K, bool with_fed,
+                             const MetaLayout& m, int32_t* host) const {
+    const GpuLimits& L = limits_;
+    const Step& st = step_;
+    const int64_t n_seq = static_cast<int64_t>(seqs.size());
+    uint8_t* has_init = reinterpret_cast<uint8_t*>(host + m.init);
     int64_t tok = 0, pre_tok = 0;
-    host[o_cu_all] = 0;
-    host[o_cu_pre] = 0;
-    SeqStep padding;
-    padding.slot = scratch_slot_, padding.past = 0, padding.tokens = {0}, padding.pages = {scratch_page_};
+    host[m.cu_all] = 0;
+    host[m.cu_pre] = 0;
+    const SeqStep padding = padding_row();
     for (int64_t i = 0; i < rows; ++i) {
         const SeqStep& s = i < n_seq ? seqs[i] : padding;
         const int64_t n = static_cast<int64_t>(s.tokens.size());
         for (int64_t j = 0; j < n; ++j) {
-            host[o_ids + tok + j] = s.tokens[j];
+            host[m.ids + tok + j] = s.tokens[j];
             const int64_t pos = s.past + j;
-            host[o_slot_map + tok + j] =
+            host[m.slot_map + tok + j] =
                 static_cast<int32_t>(s.pages[pos / L.page_size] * L.page_size + pos % L.page_size);
         }
         tok += n;
-        host[o_cu_all + i + 1] = static_cast<int32_t>(tok);
-        host[o_img + i] = static_cast<int32_t>(std::max<int64_t>(s.image_row, 0));
+        host[m.cu_all + i + 1] = static_cast<int32_t>(tok);
+        host[m.img + i] = static_cast<int32_t>(std::max<int64_t>(s.image_row, 0));
         int32_t* bt;
         if (i < st.n_dec) {
-            host[o_slots_dec + i] = s.slot;
-            if (with_fed) host[o_fed + i] = s.token_from;
-            if (K > 0) host[o_replay + i] = s.slot == scratch_slot_ ? 0 : replay_count_[s.slot];
-            host[o_lens_dec + i] = static_cast<int32_t>(s.past + 1);
-            bt = host + o_bt_dec + i * st.max_pages;
+            host[m.slots_dec + i] = s.slot;
+            if (with_fed) host[m.fed + i] = s.token_from;
+            if (K > 0) host[m.replay + i] = s.slot == scratch_slot_ ? 0 : replay_count_[s.slot];
+            host[m.lens_dec + i] = static_cast<int32_t>(s.past + 1);
+            bt = host + m.bt_dec + i * st.max_pages;
         } else {
             const int64_t k = i - st.n_dec;
-            host[o_slots_pre + k] = s.slot;
+            host[m.slots_pre + k] = s.slot;
             pre_tok += n;
-            host[o_cu_pre + k + 1] = static_cast<int32_t>(pre_tok);
-            host[o_lens_pre + k] = static_cast<int32_t>(s.past + n);
+            host[m.cu_pre + k + 1] = static_cast<int32_t>(pre_tok);
+            host[m.lens_pre + k] = static_cast<int32_t>(s.past + n);
             has_init[k] = s.past > 0 ? 1 : 0;
-            bt = host + o_bt_pre + k * st.max_pages;
+            bt = host + m.bt_pre + k * st.max_pages;
         }
         for (int64_t p = 0; p < st.max_pages; ++p)
             bt[p] = p < static_cast<int64_t>(s.pages.size()) ? s.pages[p] : 0;
     }
-    std::copy(fold_slots.begin(), fold_slots.end(), host + o_fold_slots);
-    std::copy(fold_counts.begin(), fold_counts.end(), host + o_fold_counts);
+}
+
+void GpuModel::advance_replay_counts(const std::vector<SeqStep>& seqs, int64_t K) {
     // The counts after this step: a decode row adds its token (the K-th folds all of them); a prefill row
     // leaves its slot with none pending (folded above, or a new sequence).
-    if (K > 0) {
-        for (int64_t i = 0; i < n_seq; ++i) {
-            const int32_t slot = seqs[i].slot;
-            if (slot == scratch_slot_) continue;
-            replay_count_[slot] = i < st.n_dec ? static_cast<int32_t>((replay_count_[slot] + 1) % K) : 0;
-        }
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        const int32_t slot = seqs[i].slot;
+        if (slot == scratch_slot_) continue;
+        replay_count_[slot] =
+            static_cast<int64_t>(i) < step_.n_dec ? static_cast<int32_t>((replay_count_[slot] + 1) % K) : 0;
     }
-    int32_t* dev = meta_dev_.as<int32_t>();
-    SURF_CUDA_CHECK(cudaMemcpyAsync(dev, host, static_cast<size_t>(at) * 4, cudaMemcpyHostToDevice, stream_));
-    SURF_CUDA_CHECK(cudaEventRecord(meta_uploaded_, stream_));
-    st.slots_dec = dev + o_slots_dec, st.lens_dec = dev + o_lens_dec, st.bt_dec = dev + o_bt_dec;
-    st.slots_pre = dev + o_slots_pre, st.cu_pre = dev + o_cu_pre, st.lens_pre = dev + o_lens_pre,
-    st.bt_pre = dev + o_bt_pre;
-    st.slot_mapping = dev + o_slot_map, st.has_init_pre = reinterpret_cast<const uint8_t*>(dev + o_init);
-    st.ids = dev + o_ids, st.cu_all = dev + o_cu_all, st.image_offsets = dev + o_img;
-    st.fed_from = with_fed ? dev + o_fed : nullptr;
-    st.replay_dec = K > 0 ? dev + o_replay : nullptr, st.fold_slots = dev + o_fold_slots,
-    st.fold_counts = dev + o_fold_counts;
+}
 
-    if (needs_vision) wait_vision(vision_ticket);
-
+std::vector<GpuModel::LogitRun> GpuModel::logit_runs(const std::vector<SeqStep>& seqs, int64_t rows) const {
     // Logits rows: per sequence its last token or all of them, as runs of consecutive tokens.
+    const int64_t n_seq = static_cast<int64_t>(seqs.size());
+    const SeqStep padding = padding_row();
     std::vector<LogitRun> runs;
     int64_t t0 = 0;
     for (int64_t i = 0; i < rows; ++i) {
@@ -195,12 +248,7 @@ int64_t GpuModel::forward(const std::vector<SeqStep>& seqs, uint64_t vision_tick
             runs.push_back({first, count});
         t0 += n;
     }
-    if (graph) {
-        graphs_->launch(rows, st.max_pages, stream_, [&] { enqueue_step(runs, logit_rows); });
-        return n_seq;
-    }
-    enqueue_step(runs, logit_rows);
-    return logit_rows;
+    return runs;
 }
 
 double GpuModel::warm_up(int64_t prefill_tokens, bool row_buckets) {
@@ -379,150 +427,174 @@ void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const 
     kc::gemm(*gemm_, out, stream_);
 }
 
+kc::DType GpuModel::mamba_y_dtype() const {
+    return limits_.mamba_y_bf16 ? kc::DType::kBF16 : kc::DType::kF32;
+}
+
+void* GpuModel::mamba_y(int64_t row) const {
+    const LlmConfig& c = cfg_.llm;
+    const size_t y_elem = kc::dtype_size(mamba_y_dtype());
+    return static_cast<void*>(y_.as<uint8_t>() +
+                              static_cast<size_t>(row * c.mamba_n_heads * c.mamba_head_dim) * y_elem);
+}
+
 void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const LogitRows* tail) {
     const LlmConfig& c = cfg_.llm;
     const Step& st = step_;
-    const int64_t proj = c.in_proj_dim(), d_inner = c.d_inner(), conv_dim = c.conv_dim(), H = c.mamba_n_heads,
-                  P = c.mamba_head_dim;
-    const int64_t G = c.n_groups, N = c.d_state, d = c.hidden_size;
-    bf16* zx = big_.as<bf16>();   // [n_tok, z | xBC | dt]
-    bf16* xbc = xbc_.as<bf16>();  // [n_tok, conv_dim] after conv + SiLU
-    // [n_tok, H·P], fp32 or bf16 (GpuLimits::mamba_y_bf16); y_ is sized for fp32.
-    const kc::DType y_dtype = limits_.mamba_y_bf16 ? kc::DType::kBF16 : kc::DType::kF32;
-    const size_t y_elem = kc::dtype_size(y_dtype);
-    auto y_at = [&](int64_t row) {
-        return static_cast<void*>(y_.as<uint8_t>() + static_cast<size_t>(row * H * P) * y_elem);
-    };
-    // GpuLimits::last_mamba_gate_on_logit_rows: the gate z only for the logits rows (below), so in_proj's z
-    // columns are left out here.
+    const int64_t d_inner = c.d_inner(), H = c.mamba_n_heads, P = c.mamba_head_dim, d = c.hidden_size;
+    const size_t y_elem = kc::dtype_size(mamba_y_dtype());
+    // GpuLimits::last_mamba_gate_on_logit_rows: the gate z only for the logits rows (mamba_gate_on_tail), so
+    // in_proj's z columns are left out here.
     const int64_t tail_rows = tail ? tail->gemm_rows : 0;
     const bool gate_on_tail = tail && limits_.last_mamba_gate_on_logit_rows &&
                               static_cast<size_t>(tail_rows * (d + d_inner)) * 2 +
                                       static_cast<size_t>(tail_rows * H * P) * y_elem <=
                                   big_.bytes();
-    {
-        auto timed = timer_.scope("mamba.in_proj", stream_);
-        if (gate_on_tail) {
-            kc::GemmParams xbc_dt{normed_.as<bf16>(),
-                                  W.in_proj.ptr() + d_inner * d,
-                                  nullptr,
-                                  zx + d_inner,
-                                  kc::DType::kBF16,
-                                  st.n_tok,
-                                  proj - d_inner,
-                                  d};
-            xbc_dt.ldy = proj;
-            kc::gemm(*gemm_, xbc_dt, stream_);
-        } else {
-            kc::gemm(*gemm_,
-                     {normed_.as<bf16>(), W.in_proj.ptr(), nullptr, zx, kc::DType::kBF16, st.n_tok, proj, d},
-                     stream_);
-        }
-    }
-    const float dt_max = c.dt_upper();
+    mamba_in_proj(W, gate_on_tail);
     // Prefill rows first (their own stream when overlapping): conv, then the SSD scan. The decode rows'
     // state update is released only once the prefill conv is done, so that the scan (high priority, one
     // wave of blocks) is placed on the SMs first and the bandwidth-bound update fills the room left.
     const bool overlap = overlap_branches(limits_.overlap_mamba_branches);
     cudaStream_t pre_stream = overlap ? branch_stream_ : stream_;
     if (overlap) fork_branch();
-    if (st.n_pre > 0) {
-        const int64_t t0 = st.n_dec;
-        kc::ConvVarlenParams cv;
-        cv.x = zx + t0 * proj + d_inner, cv.x_stride = proj, cv.weight = W.conv_w.ptr(),
-        cv.bias = W.conv_b.ptr();
-        cv.state = conv_state_[li].get(), cv.state_dtype = kc::DType::kBF16, cv.cu_seqlens = st.cu_pre,
-        cv.slots = st.slots_pre;
-        cv.has_initial_state = st.has_init_pre, cv.out = xbc + t0 * conv_dim, cv.n_tok = st.n_pre_tok,
-        cv.n_seq = st.n_pre;
-        cv.channels = conv_dim, cv.K = c.conv_kernel;
-        {
-            auto timed = timer_.scope("mamba.conv_varlen", pre_stream);
-            kc::causal_conv1d_varlen(cv, pre_stream);
-        }
-        if (overlap) SURF_CUDA_CHECK(cudaEventRecord(branch_ready_, pre_stream));
-        if (st.n_fold > 0) {
-            auto timed = timer_.scope("mamba.replay_fold", pre_stream);
-            fold_replay(li, st.fold_slots, st.fold_counts, st.n_fold, pre_stream);
-        }
-        kc::SsdVarlenParams sp;
-        bf16* xb = xbc + t0 * conv_dim;
-        sp.x = xb, sp.B = xb + d_inner, sp.C = xb + d_inner + G * N, sp.x_stride = conv_dim,
-        sp.bc_stride = conv_dim;
-        sp.dt_raw = zx + t0 * proj + d_inner + conv_dim, sp.dt_stride = proj, sp.dt_bias = W.dt_bias.ptr(),
-        sp.A = W.A.ptr(), sp.D = W.D.ptr();
-        sp.state = ssm_state_[li].get(), sp.state_dtype = limits_.ssm_state,
-        sp.state_split = limits_.state_split_applies(), sp.cu_seqlens = st.cu_pre, sp.slots = st.slots_pre;
-        sp.has_initial_state = st.has_init_pre, sp.y = y_at(t0), sp.y_dtype = y_dtype;
-        sp.n_tok = st.n_pre_tok, sp.n_seq = st.n_pre, sp.H = H, sp.P = P, sp.G = G, sp.N = N,
-        sp.chunk = c.chunk_size;
-        sp.dt_min = c.dt_min, sp.dt_max = dt_max,
-        sp.p_split = limits_.ssd_split ? limits_.ssd_split : (overlap ? 1 : 0);
-        sp.wgmma = limits_.ssd_wgmma && !overlap;
-        SURF_CHECK(kc::ssd_workspace_bytes(sp) <= ssd_ws_.bytes(), "ssd workspace too small");
-        auto timed = timer_.scope("mamba.ssd_scan", pre_stream);
-        kc::ssd_varlen(sp, ssd_ws_.get(), pre_stream);
-    }
-    if (st.n_dec > 0) {
-        kc::ConvUpdateParams cu;
-        cu.x = zx + d_inner, cu.x_stride = proj, cu.weight = W.conv_w.ptr(), cu.bias = W.conv_b.ptr();
-        cu.state = conv_state_[li].get(), cu.state_dtype = kc::DType::kBF16, cu.slots = st.slots_dec,
-        cu.out = xbc;
-        cu.batch = st.n_dec, cu.channels = conv_dim, cu.K = c.conv_kernel;
-        {
-            auto timed = timer_.scope("mamba.conv_update", stream_);
-            kc::causal_conv1d_update(cu, stream_);
-        }
-        if (overlap && limits_.ssu_after_prefill_conv && st.n_pre > 0)
-            SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_ready_, 0));
-        kc::SsuParams su;
-        su.x = xbc, su.B = xbc + d_inner, su.C = xbc + d_inner + G * N, su.x_stride = conv_dim,
-        su.bc_stride = conv_dim;
-        su.dt_raw = zx + d_inner + conv_dim, su.dt_stride = proj, su.dt_bias = W.dt_bias.ptr(),
-        su.A = W.A.ptr(), su.D = W.D.ptr();
-        su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state,
-        su.state_split = limits_.state_split_applies(), su.slots = st.slots_dec, su.y = y_at(0),
-        su.y_dtype = y_dtype;
-        su.batch = st.n_dec, su.H = H, su.P = P, su.G = G, su.N = N, su.dt_min = c.dt_min, su.dt_max = dt_max,
-        su.row_split = limits_.ssu_split;
-        su.bulk_stage = limits_.ssu_bulk_stage;
-        su.l2_evict_first = limits_.l2_evict_first;
-        if (st.replay_dec)
-            su.replay = ssm_replay_[li].get(), su.replay_count = st.replay_dec,
-            su.replay_window = limits_.ssm_replay_window;
-        auto timed = timer_.scope("mamba.state_update", stream_);
-        kc::selective_state_update(su, stream_);
-    }
+    if (st.n_pre > 0) mamba_prefill_rows(li, W, pre_stream, overlap);
+    if (st.n_dec > 0) mamba_decode_rows(li, W, overlap);
     if (overlap) join_branch();
     kc::GatedRmsNormParams gn;
-    gn.y = y_at(0), gn.y_dtype = y_dtype, gn.z = zx, gn.z_stride = proj, gn.weight = W.gated_norm.ptr(),
-    gn.out = normed_.as<bf16>();
-    gn.rows = st.n_tok, gn.dim = d_inner, gn.group_size = d_inner / G, gn.eps = c.norm_eps;
-    if (gate_on_tail) {
-        // zx is no longer read (the conv and the scan are done): big_ takes the logits rows' in_proj input
-        // [R, d], their z [R, d_inner] and their y [R, H·P], one after another; the gated norm writes its R
-        // rows to normed_ once the input rows are copied out of it.
-        const int64_t rows = tail_rows;  // gemm_rows; the gathers and the gated norm take the tail's count
-        bf16* x_rows = big_.as<bf16>();
-        bf16* z_rows = x_rows + rows * d;
-        void* y_rows = z_rows + rows * d_inner;
-        {
-            auto timed = timer_.scope("logits", stream_);
-            gather_rows(x_rows, normed_.get(), static_cast<size_t>(d) * 2, tail->runs);
-            gather_rows(y_rows, y_.get(), static_cast<size_t>(H * P) * y_elem, tail->runs);
-        }
-        {
-            auto timed = timer_.scope("mamba.in_proj", stream_);
-            kc::gemm(*gemm_, {x_rows, W.in_proj.ptr(), nullptr, z_rows, kc::DType::kBF16, rows, d_inner, d},
-                     stream_);
-        }
-        gn.y = y_rows, gn.z = z_rows, gn.z_stride = d_inner, gn.rows = tail->count;
-    }
+    gn.y = mamba_y(0), gn.y_dtype = mamba_y_dtype(), gn.z = big_.as<bf16>(), gn.z_stride = c.in_proj_dim(),
+    gn.weight = W.gated_norm.ptr(), gn.out = normed_.as<bf16>();
+    gn.rows = st.n_tok, gn.dim = d_inner, gn.group_size = d_inner / c.n_groups, gn.eps = c.norm_eps;
+    if (gate_on_tail) mamba_gate_on_tail(W, *tail, gn);
     {
         auto timed = timer_.scope("mamba.gated_norm", stream_);
         kc::gated_rmsnorm(gn, stream_);
     }
     mixer_output(normed_.as<bf16>(), d_inner, W.out_proj, "mamba.out_proj", tail, gate_on_tail);
+}
+
+void GpuModel::mamba_in_proj(const GpuLayer& W, bool gate_on_tail) {
+    const LlmConfig& c = cfg_.llm;
+    const int64_t proj = c.in_proj_dim(), d_inner = c.d_inner(), d = c.hidden_size, n_tok = step_.n_tok;
+    bf16* zx = big_.as<bf16>();  // [n_tok, z | xBC | dt]
+    auto timed = timer_.scope("mamba.in_proj", stream_);
+    if (gate_on_tail) {
+        kc::GemmParams xbc_dt{normed_.as<bf16>(),
+                              W.in_proj.ptr() + d_inner * d,
+                              nullptr,
+                              zx + d_inner,
+                              kc::DType::kBF16,
+                              n_tok,
+                              proj - d_inner,
+                              d};
+        xbc_dt.ldy = proj;
+        kc::gemm(*gemm_, xbc_dt, stream_);
+    } else {
+        kc::gemm(*gemm_, {normed_.as<bf16>(), W.in_proj.ptr(), nullptr, zx, kc::DType::kBF16, n_tok, proj, d},
+                 stream_);
+    }
+}
+
+void GpuModel::mamba_prefill_rows(size_t li, const GpuLayer& W, cudaStream_t pre_stream, bool overlap) {
+    const LlmConfig& c = cfg_.llm;
+    const Step& st = step_;
+    const int64_t proj = c.in_proj_dim(), d_inner = c.d_inner(), conv_dim = c.conv_dim();
+    const int64_t G = c.n_groups, N = c.d_state, t0 = st.n_dec;
+    bf16* zx = big_.as<bf16>();   // [n_tok, z | xBC | dt]
+    bf16* xbc = xbc_.as<bf16>();  // [n_tok, conv_dim] after conv + SiLU
+    kc::ConvVarlenParams cv;
+    cv.x = zx + t0 * proj + d_inner, cv.x_stride = proj, cv.weight = W.conv_w.ptr(), cv.bias = W.conv_b.ptr();
+    cv.state = conv_state_[li].get(), cv.state_dtype = kc::DType::kBF16, cv.cu_seqlens = st.cu_pre,
+    cv.slots = st.slots_pre;
+    cv.has_initial_state = st.has_init_pre, cv.out = xbc + t0 * conv_dim, cv.n_tok = st.n_pre_tok,
+    cv.n_seq = st.n_pre;
+    cv.channels = conv_dim, cv.K = c.conv_kernel;
+    {
+        auto timed = timer_.scope("mamba.conv_varlen", pre_stream);
+        kc::causal_conv1d_varlen(cv, pre_stream);
+    }
+    if (overlap) SURF_CUDA_CHECK(cudaEventRecord(branch_ready_, pre_stream));
+    if (st.n_fold > 0) {
+        auto timed = timer_.scope("mamba.replay_fold", pre_stream);
+        fold_replay(li, st.fold_slots, st.fold_counts, st.n_fold, pre_stream);
+    }
+    kc::SsdVarlenParams sp;
+    bf16* xb = xbc + t0 * conv_dim;
+    sp.x = xb, sp.B = xb + d_inner, sp.C = xb + d_inner + G * N, sp.x_stride = conv_dim,
+    sp.bc_stride = conv_dim;
+    sp.dt_raw = zx + t0 * proj + d_inner + conv_dim, sp.dt_stride = proj, sp.dt_bias = W.dt_bias.ptr(),
+    sp.A = W.A.ptr(), sp.D = W.D.ptr();
+    sp.state = ssm_state_[li].get(), sp.state_dtype = limits_.ssm_state,
+    sp.state_split = limits_.state_split_applies(), sp.cu_seqlens = st.cu_pre, sp.slots = st.slots_pre;
+    sp.has_initial_state = st.has_init_pre, sp.y = mamba_y(t0), sp.y_dtype = mamba_y_dtype();
+    sp.n_tok = st.n_pre_tok, sp.n_seq = st.n_pre, sp.H = c.mamba_n_heads, sp.P = c.mamba_head_dim, sp.G = G,
+    sp.N = N, sp.chunk = c.chunk_size;
+    sp.dt_min = c.dt_min, sp.dt_max = c.dt_upper(),
+    sp.p_split = limits_.ssd_split ? limits_.ssd_split : (overlap ? 1 : 0);
+    sp.wgmma = limits_.ssd_wgmma && !overlap;
+    SURF_CHECK(kc::ssd_workspace_bytes(sp) <= ssd_ws_.bytes(), "ssd workspace too small");
+    auto timed = timer_.scope("mamba.ssd_scan", pre_stream);
+    kc::ssd_varlen(sp, ssd_ws_.get(), pre_stream);
+}
+
+void GpuModel::mamba_decode_rows(size_t li, const GpuLayer& W, bool overlap) {
+    const LlmConfig& c = cfg_.llm;
+    const Step& st = step_;
+    const int64_t proj = c.in_proj_dim(), d_inner = c.d_inner(), conv_dim = c.conv_dim();
+    const int64_t G = c.n_groups, N = c.d_state;
+    bf16* zx = big_.as<bf16>();   // [n_tok, z | xBC | dt]
+    bf16* xbc = xbc_.as<bf16>();  // [n_tok, conv_dim] after conv + SiLU
+    kc::ConvUpdateParams cu;
+    cu.x = zx + d_inner, cu.x_stride = proj, cu.weight = W.conv_w.ptr(), cu.bias = W.conv_b.ptr();
+    cu.state = conv_state_[li].get(), cu.state_dtype = kc::DType::kBF16, cu.slots = st.slots_dec,
+    cu.out = xbc;
+    cu.batch = st.n_dec, cu.channels = conv_dim, cu.K = c.conv_kernel;
+    {
+        auto timed = timer_.scope("mamba.conv_update", stream_);
+        kc::causal_conv1d_update(cu, stream_);
+    }
+    if (overlap && limits_.ssu_after_prefill_conv && st.n_pre > 0)
+        SURF_CUDA_CHECK(cudaStreamWaitEvent(stream_, branch_ready_, 0));
+    kc::SsuParams su;
+    su.x = xbc, su.B = xbc + d_inner, su.C = xbc + d_inner + G * N, su.x_stride = conv_dim,
+    su.bc_stride = conv_dim;
+    su.dt_raw = zx + d_inner + conv_dim, su.dt_stride = proj, su.dt_bias = W.dt_bias.ptr(), su.A = W.A.ptr(),
+    su.D = W.D.ptr();
+    su.state = ssm_state_[li].get(), su.state_dtype = limits_.ssm_state,
+    su.state_split = limits_.state_split_applies(), su.slots = st.slots_dec, su.y = mamba_y(0),
+    su.y_dtype = mamba_y_dtype();
+    su.batch = st.n_dec, su.H = c.mamba_n_heads, su.P = c.mamba_head_dim, su.G = G, su.N = N,
+    su.dt_min = c.dt_min, su.dt_max = c.dt_upper(), su.row_split = limits_.ssu_split;
+    su.bulk_stage = limits_.ssu_bulk_stage;
+    su.l2_evict_first = limits_.l2_evict_first;
+    if (st.replay_dec)
+        su.replay = ssm_replay_[li].get(), su.replay_count = st.replay_dec,
+        su.replay_window = limits_.ssm_replay_window;
+    auto timed = timer_.scope("mamba.state_update", stream_);
+    kc::selective_state_update(su, stream_);
+}
+
+void GpuModel::mamba_gate_on_tail(const GpuLayer& W, const LogitRows& tail, kc::GatedRmsNormParams& gn) {
+    const LlmConfig& c = cfg_.llm;
+    const int64_t d_inner = c.d_inner(), d = c.hidden_size, HP = c.mamba_n_heads * c.mamba_head_dim;
+    const size_t y_elem = kc::dtype_size(mamba_y_dtype());
+    // zx is no longer read (the conv and the scan are done): big_ takes the logits rows' in_proj input
+    // [R, d], their z [R, d_inner] and their y [R, H·P], one after another; the gated norm writes its R
+    // rows to normed_ once the input rows are copied out of it.
+    const int64_t rows = tail.gemm_rows;  // gemm_rows; the gathers and the gated norm take the tail's count
+    bf16* x_rows = big_.as<bf16>();
+    bf16* z_rows = x_rows + rows * d;
+    void* y_rows = z_rows + rows * d_inner;
+    {
+        auto timed = timer_.scope("logits", stream_);
+        gather_rows(x_rows, normed_.get(), static_cast<size_t>(d) * 2, tail.runs);
+        gather_rows(y_rows, y_.get(), static_cast<size_t>(HP) * y_elem, tail.runs);
+    }
+    {
+        auto timed = timer_.scope("mamba.in_proj", stream_);
+        kc::gemm(*gemm_, {x_rows, W.in_proj.ptr(), nullptr, z_rows, kc::DType::kBF16, rows, d_inner, d},
+                 stream_);
+    }
+    gn.y = y_rows, gn.z = z_rows, gn.z_stride = d_inner, gn.rows = tail.count;
 }
 
 void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* tail) {

@@ -160,7 +160,15 @@ int64_t GpuModel::kv_bytes_per_token() const {
 }
 
 void GpuModel::allocate() {
-    const LlmConfig& c = cfg_.llm;
+    check_limits();
+    allocate_state();
+    allocate_activations();
+    allocate_step_workspaces();
+    if (cfg_.has_vision) allocate_vision();
+    SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void GpuModel::check_limits() const {
     const GpuLimits& L = limits_;
     if (L.max_tokens <= 0 || L.max_seqs <= 0 || L.max_slots <= 0 || L.page_size <= 0 || L.kv_pages <= 0) {
         throw Error(ErrorKind::kInvalidArgument, "GPU limits must be positive");
@@ -175,7 +183,11 @@ void GpuModel::allocate() {
             ErrorKind::kInvalidArgument,
             "GPU limits: ssm_replay_window " + std::to_string(L.ssm_replay_window) + " (0 = off, or 2..32)");
     }
-    const int64_t T = L.max_tokens, d = c.hidden_size;
+}
+
+void GpuModel::allocate_state() {
+    const LlmConfig& c = cfg_.llm;
+    const GpuLimits& L = limits_;
     const int64_t conv_slot = c.conv_dim() * (c.conv_kernel - 1);
     const int64_t ssm_slot = c.mamba_n_heads * c.mamba_head_dim * c.d_state;
     const int64_t kv_page = L.page_size * c.n_kv_heads * c.head_dim;
@@ -208,6 +220,12 @@ void GpuModel::allocate() {
         replay_count_.assign(static_cast<size_t>(slots), 0);
         fold_meta_ = DeviceBuffer(2 * sizeof(int32_t));
     }
+}
+
+void GpuModel::allocate_activations() {
+    const LlmConfig& c = cfg_.llm;
+    const GpuLimits& L = limits_;
+    const int64_t T = L.max_tokens, d = c.hidden_size;
     const int64_t qkv_dim = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim;
     const int64_t big = std::max({c.count(LayerKind::kMamba2) ? c.in_proj_dim() : 0,
                                   c.count(LayerKind::kAttention) ? qkv_dim : 0,
@@ -226,7 +244,12 @@ void GpuModel::allocate() {
     // adding into them: never read, but initialized.
     SURF_CUDA_CHECK(cudaMemset(logit_in_.get(), 0, logit_in_.bytes()));
     image_rows_ = DeviceBuffer(static_cast<size_t>(std::max<int64_t>(L.max_image_rows, 1) * d) * 2);
+}
 
+void GpuModel::allocate_step_workspaces() {
+    const LlmConfig& c = cfg_.llm;
+    const GpuLimits& L = limits_;
+    const int64_t T = L.max_tokens, d = c.hidden_size;
     const int64_t max_pages = (L.max_context + L.page_size - 1) / L.page_size;
     if (c.count(LayerKind::kMamba2)) {
         kc::SsdVarlenParams sp;
@@ -235,37 +258,7 @@ void GpuModel::allocate() {
         sp.chunk = c.chunk_size;
         ssd_ws_ = DeviceBuffer(kc::ssd_workspace_bytes(sp));
     }
-    if (c.count(LayerKind::kAttention)) {
-        // The split count depends on the batch and the longest context, so size for the worst case.
-        kc::AttentionDecodeParams dp;
-        dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = c.head_dim;
-        dp.page_size = L.page_size, dp.max_pages_per_seq = max_pages, dp.cache_pages = pages;
-        size_t ws = 0;
-        // The split count never exceeds min(⌈len/128⌉, ⌈8·SMs / (batch·kv_heads)⌉) (attention.cu's plan), so
-        // this bounds every length a step can plan with; the planned sizes at powers of two are checked too.
-        const int64_t sms = device_sms_;
-        for (int64_t b = 1; b <= L.max_seqs; ++b) {
-            const int64_t base = b * c.n_kv_heads;
-            const int64_t splits = std::min((L.max_context + 127) / 128, (8 * sms + base - 1) / base);
-            ws = std::max(ws, static_cast<size_t>(b * c.n_heads * splits * (c.head_dim + 1)) * 4);
-            for (int64_t len = L.page_size; len < 2 * L.max_context; len *= 2) {
-                dp.batch = b, dp.max_seq_len = std::min(len, L.max_context);
-                // Either kernel (GpuLimits::decode_attention_tma flips between steps, set_step_options), the
-                // TMA one at either grid it plans with (one or two blocks an SM: its split plan depends on
-                // the grid).
-                for (const auto& [tma, per_sm] :
-                     {std::pair{false, 1}, std::pair{true, 1}, std::pair{true, 2}}) {
-                    dp.tma = tma, dp.persistent_blocks_per_sm = per_sm;
-                    ws = std::max(ws, kc::attention_decode_workspace_bytes(dp));
-                }
-            }
-        }
-        decode_ws_ = DeviceBuffer(ws);
-        // Split-KV prefill: up to 4 splits of up to 2,048 query tokens (longer steps have blocks enough).
-        if (L.attention_splits)
-            prefill_ws_ = DeviceBuffer(
-                kc::attention_prefill_workspace_bytes(std::min<int64_t>(T, 2048), c.n_heads, c.head_dim, 4));
-    }
+    if (c.count(LayerKind::kAttention)) allocate_attention_workspaces(max_pages);
     kc::EmbedParams ep;
     ep.n_tok = T, ep.n_seq = L.max_seqs, ep.dim = d;
     embed_ws_ = DeviceBuffer(kc::embed_workspace_bytes(ep));
@@ -276,30 +269,64 @@ void GpuModel::allocate() {
         static_cast<size_t>(std::max(L.max_seqs, L.max_logit_rows));  // the last: fed_from
     meta_host_ = PinnedBuffer(meta_words * 4);
     meta_dev_ = DeviceBuffer(meta_words * 4);
+}
 
-    if (cfg_.has_vision) {
-        const int64_t S = cfg_.image.tile_size, side = cfg_.image.patches_per_side(),
-                      width = cfg_.vision.hidden_size;
-        const int64_t n_patch = side * side, n_tok_tile = w_.n_prefix + n_patch, tiles = L.max_tiles;
-        const int64_t rows = tiles * n_tok_tile, s = cfg_.image.shuffle_factor();
-        vit_pixels_ = DeviceBuffer(static_cast<size_t>(tiles * 3 * S * S) * 4);
-        vit_patches_ = DeviceBuffer(
-            static_cast<size_t>(tiles * n_patch * 3 * cfg_.image.patch_size * cfg_.image.patch_size) * 2);
-        vit_h_ = DeviceBuffer(static_cast<size_t>(rows * width) * 4);
-        vit_ln_ = DeviceBuffer(static_cast<size_t>(rows * width) * 2);
-        vit_attn_ = DeviceBuffer(static_cast<size_t>(rows * width) * 2);
-        vit_big_ = DeviceBuffer(
-            static_cast<size_t>(rows * std::max({3 * width, cfg_.vision.intermediate_size, width})) * 2);
-        const int64_t proj_rows = tiles * cfg_.image.tokens_per_tile();
-        vision_cu_ = DeviceBuffer(static_cast<size_t>(tiles + 1) * 4);
-        std::vector<int32_t> cu(static_cast<size_t>(tiles + 1));
-        for (int64_t t = 0; t <= tiles; ++t) cu[t] = static_cast<int32_t>(t * n_tok_tile);
-        SURF_CUDA_CHECK(cudaMemcpy(vision_cu_.get(), cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
-        vit_staging_ = PinnedBuffer(static_cast<size_t>(tiles * 3 * S * S) * 4);
-        vit_shuffled_ = DeviceBuffer(
-            static_cast<size_t>(proj_rows * std::max(width * s * s, cfg_.projector_hidden)) * 2 * 2);
+void GpuModel::allocate_attention_workspaces(int64_t max_pages) {
+    const LlmConfig& c = cfg_.llm;
+    const GpuLimits& L = limits_;
+    const int64_t T = L.max_tokens, pages = L.kv_pages + 1;
+    // The split count depends on the batch and the longest context, so size for the worst case.
+    kc::AttentionDecodeParams dp;
+    dp.n_heads = c.n_heads, dp.n_kv_heads = c.n_kv_heads, dp.head_dim = c.head_dim;
+    dp.page_size = L.page_size, dp.max_pages_per_seq = max_pages, dp.cache_pages = pages;
+    size_t ws = 0;
+    // The split count never exceeds min(⌈len/128⌉, ⌈8·SMs / (batch·kv_heads)⌉) (attention.cu's plan), so
+    // this bounds every length a step can plan with; the planned sizes at powers of two are checked too.
+    const int64_t sms = device_sms_;
+    for (int64_t b = 1; b <= L.max_seqs; ++b) {
+        const int64_t base = b * c.n_kv_heads;
+        const int64_t splits = std::min((L.max_context + 127) / 128, (8 * sms + base - 1) / base);
+        ws = std::max(ws, static_cast<size_t>(b * c.n_heads * splits * (c.head_dim + 1)) * 4);
+        for (int64_t len = L.page_size; len < 2 * L.max_context; len *= 2) {
+            dp.batch = b, dp.max_seq_len = std::min(len, L.max_context);
+            // Either kernel (GpuLimits::decode_attention_tma flips between steps, set_step_options), the
+            // TMA one at either grid it plans with (one or two blocks an SM: its split plan depends on
+            // the grid).
+            for (const auto& [tma, per_sm] : {std::pair{false, 1}, std::pair{true, 1}, std::pair{true, 2}}) {
+                dp.tma = tma, dp.persistent_blocks_per_sm = per_sm;
+                ws = std::max(ws, kc::attention_decode_workspace_bytes(dp));
+            }
+        }
     }
-    SURF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    decode_ws_ = DeviceBuffer(ws);
+    // Split-KV prefill: up to 4 splits of up to 2,048 query tokens (longer steps have blocks enough).
+    if (L.attention_splits)
+        prefill_ws_ = DeviceBuffer(
+            kc::attention_prefill_workspace_bytes(std::min<int64_t>(T, 2048), c.n_heads, c.head_dim, 4));
+}
+
+void GpuModel::allocate_vision() {
+    const GpuLimits& L = limits_;
+    const int64_t S = cfg_.image.tile_size, side = cfg_.image.patches_per_side(),
+                  width = cfg_.vision.hidden_size;
+    const int64_t n_patch = side * side, n_tok_tile = w_.n_prefix + n_patch, tiles = L.max_tiles;
+    const int64_t rows = tiles * n_tok_tile, s = cfg_.image.shuffle_factor();
+    vit_pixels_ = DeviceBuffer(static_cast<size_t>(tiles * 3 * S * S) * 4);
+    vit_patches_ = DeviceBuffer(
+        static_cast<size_t>(tiles * n_patch * 3 * cfg_.image.patch_size * cfg_.image.patch_size) * 2);
+    vit_h_ = DeviceBuffer(static_cast<size_t>(rows * width) * 4);
+    vit_ln_ = DeviceBuffer(static_cast<size_t>(rows * width) * 2);
+    vit_attn_ = DeviceBuffer(static_cast<size_t>(rows * width) * 2);
+    vit_big_ = DeviceBuffer(
+        static_cast<size_t>(rows * std::max({3 * width, cfg_.vision.intermediate_size, width})) * 2);
+    const int64_t proj_rows = tiles * cfg_.image.tokens_per_tile();
+    vision_cu_ = DeviceBuffer(static_cast<size_t>(tiles + 1) * 4);
+    std::vector<int32_t> cu(static_cast<size_t>(tiles + 1));
+    for (int64_t t = 0; t <= tiles; ++t) cu[t] = static_cast<int32_t>(t * n_tok_tile);
+    SURF_CUDA_CHECK(cudaMemcpy(vision_cu_.get(), cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
+    vit_staging_ = PinnedBuffer(static_cast<size_t>(tiles * 3 * S * S) * 4);
+    vit_shuffled_ =
+        DeviceBuffer(static_cast<size_t>(proj_rows * std::max(width * s * s, cfg_.projector_hidden)) * 2 * 2);
 }
 
 // --- state slots and pages ----------------------------------------------------------------------------

@@ -240,6 +240,14 @@ public:
 private:
     GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaStream_t stream);
     void allocate();
+    // allocate's steps: the limits' checks; state slots and KV pools; activation buffers; the per-step
+    // workspaces (SSD scan, attention, embeddings, metadata); the vision tower's buffers.
+    void check_limits() const;
+    void allocate_state();
+    void allocate_activations();
+    void allocate_step_workspaces();
+    void allocate_attention_workspaces(int64_t max_pages);
+    void allocate_vision();
     // A logits row source: `count` consecutive tokens of the step starting at token `first`.
     struct LogitRun {
         int64_t first, count;
@@ -259,6 +267,17 @@ private:
     // `tail` only for the logits rows (GpuLimits::trailing_layers_on_logit_rows: the residual rows are
     // gathered into logit_in_ first).
     void mamba_layer(size_t li, const GpuLayer& L, const LogitRows* tail);
+    // mamba_layer's steps: in_proj (without the z columns when the gate is computed on the logits rows
+    // only); the prefill rows' conv + SSD scan on `pre_stream`; the decode rows' conv update + state update;
+    // the logits rows' z GEMM, pointing the gated norm at those rows.
+    void mamba_in_proj(const GpuLayer& L, bool gate_on_tail);
+    void mamba_prefill_rows(size_t li, const GpuLayer& L, cudaStream_t pre_stream, bool overlap);
+    void mamba_decode_rows(size_t li, const GpuLayer& L, bool overlap);
+    void mamba_gate_on_tail(const GpuLayer& L, const LogitRows& tail, kc::GatedRmsNormParams& gn);
+    // The scan's output y [n_tok, H·P] (GpuLimits::mamba_y_bf16: bf16, else fp32; y_ is sized for fp32):
+    // its dtype and the address of a row.
+    kc::DType mamba_y_dtype() const;
+    void* mamba_y(int64_t row) const;
     void attention_layer(size_t li, const GpuLayer& L, const LogitRows* tail);
     // Adds x [n_tok, k] · wᵀ into the residual stream (the mixers' last GEMM), or with `tail` only the logits
     // rows' part into logit_in_ (residual rows gathered there, x rows gathered into big_, which the mixer no
@@ -301,6 +320,30 @@ private:
     void fork_branch();
     // stream_ waits for everything issued so far on branch_stream_.
     void join_branch();
+    // forward's steps: checks the rows against the limits and counts them into step_ (plus the logits rows
+    // and the rows fed from sampled_tokens()); one row's checks.
+    void plan_step(const std::vector<SeqStep>& seqs, int64_t& logit_rows, int64_t& n_fed);
+    void check_row(const SeqStep& s) const;
+    // A padding row of a graph step: token 0 on the scratch slot and page.
+    SeqStep padding_row() const;
+    // Word offsets of the per-step metadata's regions in meta_host_ / meta_dev_ (int32 words).
+    struct MetaLayout {
+        int64_t ids = 0, cu_all = 0, img = 0, slots_dec = 0, lens_dec = 0, bt_dec = 0, slots_pre = 0,
+                cu_pre = 0, lens_pre = 0, bt_pre = 0, slot_map = 0, init = 0, replay = 0, fold_slots = 0,
+                fold_counts = 0, fed = 0, words = 0;
+    };
+    MetaLayout meta_layout(int64_t rows, int64_t K, bool with_fed) const;
+    // Packs the step's metadata for `rows` rows (seqs, then padding rows), uploads it with one copy and
+    // points step_ at the device copy; advances the replay counts.
+    void upload_metadata(const std::vector<SeqStep>& seqs, int64_t rows, bool with_fed);
+    // The prefill rows that continue a slot with pending replay tokens, and their counts.
+    void collect_folds(const std::vector<SeqStep>& seqs, std::vector<int32_t>& fold_slots,
+                       std::vector<int32_t>& fold_counts) const;
+    void fill_metadata(const std::vector<SeqStep>& seqs, int64_t rows, int64_t K, bool with_fed,
+                       const MetaLayout& m, int32_t* host) const;
+    void advance_replay_counts(const std::vector<SeqStep>& seqs, int64_t K);
+    // The logits rows of `rows` rows (seqs, then padding rows): per row its last token or all of them.
+    std::vector<LogitRun> logit_runs(const std::vector<SeqStep>& seqs, int64_t rows) const;
     // Embeddings, every layer and the logits of the step planned in step_.
     void enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_rows);
     // Folds the pending replay tokens of `n` slots (device arrays of slots and their counts) into layer li's
