@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "base/error.h"
@@ -319,6 +320,69 @@ TEST_CASE("navigation guard: under a deny-list alone, WebSockets and workers nev
     CHECK(session->navigate(page("/blank.html", "ads.test")).ok());
     CHECK_THROWS_AS(session->navigate(page("/blank.html", "x.ads.test")), Error);
     browser->shutdown();
+}
+
+TEST_CASE("navigation guard: an IP-address deny rule stops WebSockets and workers to that address") {
+    // A page on an allowed loopback host opens a WebSocket to 127.0.0.2, and a dedicated and a shared worker
+    // fetch from it: connections Fetch does not see (the handshake, the shared worker's request), with no
+    // host name for resolver rules to unmap. With "127.0.0.2" denied, none reaches it, while the page, a
+    // fetch, a worker's fetch and a WebSocket handshake to the allowed host still go through the session's
+    // proxy.
+    const std::string pages = std::string(SURF_SOURCE_DIR) + "/tests/browser/pages";
+    test::TestHttpServer denied(pages, nullptr, "127.0.0.2");
+    test::TestHttpServer site(pages, [](const test::HttpRequest& req, test::HttpResponse& res) {
+        if (req.path != "/fetch-allowed" && req.path != "/worker-allowed") return false;
+        res.content_type = "text/plain";
+        res.body = req.path == "/fetch-allowed" ? "fetched" : "worker fetched";
+        return true;
+    });
+    const std::string url =
+        site.url("/address_deny.html?denied=127.0.0.2:" + std::to_string(denied.port()), "localhost");
+    const auto wait_until = [](const std::function<bool()>& done) {
+        for (int i = 0; i < 60 && !done(); ++i) std::this_thread::sleep_for(50ms);
+        return done();
+    };
+    const std::string all_results =
+        "['ws_denied', 'ws_allowed', 'fetch_allowed', 'worker_denied', 'worker_allowed', 'shared_denied']"
+        ".every(k => k in results)";
+
+    // Without the rule the page does reach 127.0.0.2 all three ways, so the checks below are not vacuous.
+    {
+        auto open = env().browser->new_session();
+        REQUIRE(open->navigate(url).ok());
+        CHECK(open->wait_for(all_results, 5s));
+        CHECK(wait_until([&] {
+            return denied.requests("/ip-ws") == 1 && denied.requests("/ip-worker") == 1 &&
+                   denied.requests("/ip-shared-worker") == 1;
+        }));
+    }
+    const int seen = denied.connections();
+    const int ws_allowed = site.requests("/ws-allowed");
+
+    SessionOptions options;
+    options.guard = NavigationGuard({}, {"127.0.0.2"});
+    auto session = env().browser->new_session(options);
+    CHECK(session->filtering_proxy());
+    REQUIRE(session->navigate(url).ok());
+    CHECK(session->wait_for(all_results, 5s));
+    CHECK(session->evaluate("results.fetch_allowed") == "fetched");
+    CHECK(session->evaluate("results.worker_allowed") == "worker fetched");
+    CHECK(session->evaluate("results.ws_denied") == "error");
+    CHECK(wait_until([&] { return site.requests("/ws-allowed") == ws_allowed + 1; }));
+    std::this_thread::sleep_for(300ms);  // a connection the proxy let through would have arrived by now
+    CHECK(denied.connections() == seen);
+    const std::vector<std::string> log = session->proxy_log();
+    std::string log_text;
+    for (const std::string& line : log) log_text += line + "\n";
+    CAPTURE(log_text);
+    CHECK(std::count_if(log.begin(), log.end(), [](const std::string& line) {
+              return line.rfind("403 ", 0) == 0 && line.find("deny rule '127.0.0.2'") != std::string::npos;
+          }) >= 2);
+    // The guard still refuses a navigation there itself; data: pages never meet the proxy.
+    CHECK_THROWS_AS(session->navigate(denied.url("/blank.html")), Error);
+    CHECK(session->navigate("data:text/html,<title>data page</title>").ok());
+    CHECK(session->title() == "data page");
+    CHECK(denied.connections() == seen);
 }
 
 TEST_CASE("resolver deny rules: host names and their subdomains, IP addresses left to Fetch") {

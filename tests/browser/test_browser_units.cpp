@@ -64,6 +64,16 @@ TEST_CASE("navigation guard: suffix match on label boundaries, IP literals, loca
     NavigationGuard ip_deny({}, {"0.0.1", "10.0.0.1"});
     CHECK(ip_deny.check("http://127.0.0.1/").allowed);
     CHECK_FALSE(ip_deny.check("http://10.0.0.1/").allowed);
+    // Any spelling of a denied address is that address: IPv4-mapped IPv6, uncompressed IPv6.
+    CHECK_FALSE(ip_deny.check("http://[::ffff:a00:1]/").allowed);
+    CHECK_FALSE(NavigationGuard({}, {"[::1]"}).check("http://[0:0:0:0:0:0:0:1]/").allowed);
+    CHECK(ip_deny.address_deny_rules() == std::vector<std::string>{"10.0.0.1"});  // "0.0.1" is a name
+    CHECK(NavigationGuard({}, {"[::1]", "example.com"}).address_deny_rules() ==
+          std::vector<std::string>{"::1"});
+    CHECK(ip_address_text(*parse_ip_address("::ffff:7f00:2")) == "127.0.0.2");
+    CHECK(ip_address_text(*parse_ip_address("[FE80::0:1]")) == "fe80::1");
+    CHECK_FALSE(parse_ip_address("localhost").has_value());
+    CHECK_FALSE(parse_ip_address("10.0.1").has_value());
     // Wildcards mean subdomains only.
     NavigationGuard sub({"*.example.com"}, {});
     CHECK(sub.check("https://a.example.com/").allowed);

@@ -1,5 +1,6 @@
-// A tiny HTTP/1.0 server for the browser tests: binds 127.0.0.1 on a free port, serves files from
-// tests/browser/pages/ and a few dynamic routes, one thread per connection, "Connection: close".
+// A tiny HTTP/1.0 server for the browser tests: binds 127.0.0.1 (or another loopback address) on a free
+// port, serves files from tests/browser/pages/ and a few dynamic routes, one thread per connection,
+// "Connection: close".
 #pragma once
 
 #include <arpa/inet.h>
@@ -39,18 +40,18 @@ class TestHttpServer {
 public:
     using Handler = std::function<bool(const HttpRequest&, HttpResponse&)>;  // false: not handled
 
-    explicit TestHttpServer(std::string pages_dir, Handler extra = nullptr)
-        : pages_dir_(std::move(pages_dir)), extra_(std::move(extra)) {
+    explicit TestHttpServer(std::string pages_dir, Handler extra = nullptr, std::string address = "127.0.0.1")
+        : pages_dir_(std::move(pages_dir)), extra_(std::move(extra)), address_(std::move(address)) {
         listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         int one = 1;
         ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         sockaddr_in addr{};
         addr.sin_family = AF_INET;
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         addr.sin_port = 0;
-        if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        if (::inet_pton(AF_INET, address_.c_str(), &addr.sin_addr) != 1 ||
+            ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
             ::listen(listen_fd_, 64) != 0) {
-            throw std::runtime_error("test server: cannot listen on 127.0.0.1");
+            throw std::runtime_error("test server: cannot listen on " + address_);
         }
         socklen_t len = sizeof addr;
         ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -60,9 +61,10 @@ public:
     ~TestHttpServer() { stop(); }
 
     int port() const { return port_; }
-    std::string url(const std::string& path, const std::string& host = "127.0.0.1") const {
-        return "http://" + host + ":" + std::to_string(port_) + path;
+    std::string url(const std::string& path, const std::string& host = "") const {
+        return "http://" + (host.empty() ? address_ : host) + ":" + std::to_string(port_) + path;
     }
+    int connections() const { return connections_; }  // accepted so far, whether a request came or not
     int requests(const std::string& path) {
         std::lock_guard<std::mutex> lock(mutex_);
         return hits_[path];
@@ -88,6 +90,7 @@ private:
             if (::poll(&p, 1, 100) <= 0) continue;
             int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
             if (fd < 0) continue;
+            ++connections_;
             std::lock_guard<std::mutex> lock(mutex_);
             workers_.emplace_back([this, fd] { serve(fd); });
         }
@@ -173,9 +176,11 @@ private:
 
     std::string pages_dir_;
     Handler extra_;
+    std::string address_;
     int listen_fd_ = -1;
     int port_ = 0;
     std::atomic<bool> stopping_{false};
+    std::atomic<int> connections_{0};
     std::thread accept_thread_;
     std::mutex mutex_;
     std::vector<std::thread> workers_;

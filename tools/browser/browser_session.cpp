@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "tools/browser/browser.h"
+#include "tools/browser/filtering_proxy.h"
 
 namespace surf::tools {
 
@@ -40,6 +41,8 @@ BrowserSession::BrowserSession(std::shared_ptr<Browser> browser, SessionOptions 
                         ? browser_->work_dir() / ("downloads-" + std::to_string(index_))
                         : options_.download_dir;
     if (options_.allow_downloads) std::filesystem::create_directories(download_dir_);
+    if (!options_.guard.address_deny_rules().empty())
+        proxy_ = std::make_unique<FilteringProxy>(options_.guard);
     std::lock_guard<std::mutex> lock(action_mutex_);
     try {
         ensure_ready();
@@ -64,6 +67,11 @@ BrowserSession::~BrowserSession() {
             // The browser is going away anyway; its contexts die with it.
         }
     }
+    if (proxy_) proxy_->stop();
+}
+
+std::vector<std::string> BrowserSession::proxy_log() const {
+    return proxy_ ? proxy_->log() : std::vector<std::string>{};
 }
 
 void BrowserSession::ensure_ready() {
@@ -99,7 +107,12 @@ void BrowserSession::rebuild(uint64_t generation) {
     const auto timeout = options_.command_timeout;
     nlohmann::json context_params = {{"disposeOnDetach", true}};
     const std::string bypass = options_.guard.proxy_bypass_list();
-    if (!bypass.empty()) {
+    if (proxy_) {
+        // Every connection, loopback and link-local ones included ("<-loopback>" drops Chromium's implicit
+        // bypass of them), meets the filtering proxy, which refuses denied hosts and addresses.
+        context_params["proxyServer"] = proxy_->server();
+        context_params["proxyBypassList"] = "<-loopback>";
+    } else if (!bypass.empty()) {
         // Connections outside the allow-list that Fetch never sees (WebSocket handshakes, workers) meet a
         // proxy that is not there.
         context_params["proxyServer"] = kUnreachableProxy;

@@ -28,6 +28,7 @@
 namespace surf::tools {
 
 class Browser;
+class FilteringProxy;
 
 enum class DialogPolicy { kAccept, kDismiss };
 
@@ -187,6 +188,10 @@ public:
     // logged in.
     nlohmann::json storage_state();
     int restarts() const;  // how many times this session was rebuilt after a browser crash
+    // Whether the session's connections go through a FilteringProxy (its guard has IP-address deny rules),
+    // and that proxy's latest refusals and errors (empty without one).
+    bool filtering_proxy() const { return proxy_ != nullptr; }
+    std::vector<std::string> proxy_log() const;
 
     // --- called by Browser on its I/O thread ---
     void on_target_attached(const nlohmann::json& params);
@@ -260,6 +265,9 @@ private:
     std::shared_ptr<Browser> browser_;
     SessionOptions options_;
     int index_;
+    // Every connection of the context goes through it when the guard has IP-address deny rules; it outlives
+    // the context (the destructor disposes the context first) and keeps its port across rebuilds.
+    std::unique_ptr<FilteringProxy> proxy_;
     std::filesystem::path download_dir_;
     std::mutex action_mutex_;
 

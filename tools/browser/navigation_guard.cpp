@@ -1,7 +1,10 @@
 #include "tools/browser/navigation_guard.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <filesystem>
 
 #include "base/error.h"
@@ -101,11 +104,39 @@ ParsedUrl parse_url_host(const std::string& url) {
     return parsed;
 }
 
+std::optional<IpBytes> parse_ip_address(const std::string& text) {
+    std::string bare = text;
+    if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']') bare = bare.substr(1, bare.size() - 2);
+    IpBytes bytes{};
+    in_addr v4{};
+    if (::inet_pton(AF_INET, bare.c_str(), &v4) == 1) {
+        bytes[10] = bytes[11] = 0xff;
+        std::memcpy(bytes.data() + 12, &v4, 4);
+        return bytes;
+    }
+    if (::inet_pton(AF_INET6, bare.c_str(), bytes.data()) == 1) return bytes;
+    return std::nullopt;
+}
+
+std::string ip_address_text(const IpBytes& address) {
+    static constexpr uint8_t kMappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    char text[INET6_ADDRSTRLEN] = {};
+    if (std::memcmp(address.data(), kMappedPrefix, 12) == 0)
+        ::inet_ntop(AF_INET, address.data() + 12, text, sizeof text);
+    else
+        ::inet_ntop(AF_INET6, address.data(), text, sizeof text);
+    return text;
+}
+
 bool host_matches_rule(const std::string& host, bool host_is_ip, const std::string& rule) {
     if (host.empty()) return false;
     bool subdomains_only = rule.rfind("*.", 0) == 0;
     std::string base = subdomains_only ? rule.substr(2) : rule;
-    if (host_is_ip || looks_like_ip(base)) return !subdomains_only && host == base;
+    if (host_is_ip || looks_like_ip(base)) {
+        if (subdomains_only) return false;
+        const std::optional<IpBytes> a = parse_ip_address(host), b = parse_ip_address(base);
+        return a && b ? *a == *b : host == base;
+    }
     if (!subdomains_only && host == base) return true;
     // Label-boundary suffix: "example.com" matches "a.example.com", never "badexample.com".
     return host.size() > base.size() + 1 && host.compare(host.size() - base.size(), base.size(), base) == 0 &&
@@ -168,6 +199,13 @@ std::vector<std::string> NavigationGuard::resolver_rules_missing(
         if (!covered) missing.push_back(rule);
     }
     return missing;
+}
+
+std::vector<std::string> NavigationGuard::address_deny_rules() const {
+    std::vector<std::string> out;
+    for (const std::string& rule : deny_)
+        if (parse_ip_address(rule)) out.push_back(rule);
+    return out;
 }
 
 GuardDecision NavigationGuard::check(const std::string& url) const {

@@ -4,10 +4,14 @@
 //
 // Rules are host names. "example.com" matches example.com and any subdomain (www.example.com) but not
 // badexample.com; "*.example.com" matches subdomains only; an IP literal ("127.0.0.1", "[::1]") matches
-// that address exactly (no suffix matching on numbers); "localhost" matches localhost and *.localhost.
+// that address exactly, in any spelling of it ("[::ffff:7f00:1]" is 127.0.0.1; no suffix matching on
+// numbers); "localhost" matches localhost and *.localhost.
 // The deny-list wins over the allow-list; with a non-empty allow-list every other host is refused.
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +77,10 @@ public:
     // make unresolvable (normalised rules; IP-address rules are never resolver rules). A run on a shared
     // browser needs none missing, or its WebSocket and workers' connections to those hosts would go out.
     std::vector<std::string> resolver_rules_missing(const std::vector<std::string>& launched) const;
+    // The deny rules that name an IP address ("10.0.0.1", "::1"), normalised. A session whose guard has any
+    // sends its connections through a FilteringProxy (filtering_proxy.h), which refuses those addresses for
+    // the WebSocket handshakes and workers' requests Fetch never sees, and for host names resolving to them.
+    std::vector<std::string> address_deny_rules() const;
 
     const std::vector<std::string>& allow_rules() const { return allow_; }
     const std::vector<std::string>& deny_rules() const { return deny_; }
@@ -91,6 +99,14 @@ inline constexpr const char* kUnreachableProxy = "http://127.0.0.1:9";
 // The local path of a file: URL ("file:///tmp/a%20b.html?x" → "/tmp/a b.html"), percent-decoded, without
 // query or fragment. Throws Error(kInvalidArgument) for another scheme or a host other than localhost.
 std::string file_url_path(const std::string& url);
+
+// An IP address as 16 bytes: IPv6, with an IPv4 address in its IPv4-mapped form (::ffff:a.b.c.d), so that
+// both spellings of one address compare equal.
+using IpBytes = std::array<uint8_t, 16>;
+// The address `text` spells (dotted-quad IPv4, or IPv6 with or without brackets); nullopt for anything else.
+std::optional<IpBytes> parse_ip_address(const std::string& text);
+// The usual text of an address: dotted quad for IPv4 (mapped or not), RFC 5952 IPv6 otherwise.
+std::string ip_address_text(const IpBytes& address);
 
 // True if `host` is matched by `rule` under the rules above (both already normalised).
 bool host_matches_rule(const std::string& host, bool host_is_ip, const std::string& rule);
