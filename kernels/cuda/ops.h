@@ -170,6 +170,67 @@ void gemm_wgmma(const GemmParams& p, int tile_n, cudaStream_t stream, bool clust
 int gemm_wgmma_resident_blocks(int tile_n, bool cluster_pairs);
 
 // ---------------------------------------------------------------------------------------------------
+// FP8 E4M3 (fp8.cu): the W8A8 scheme of the language model's linear layers (kernels/cpu/fp8.h is the
+// reference): E4M3 codes (torch.float8_e4m3fn) with fp32 scales per row, fp32 accumulation.
+
+// Per-row quantization of a bf16 or fp32 matrix (activations per token, weights per output channel):
+//   scale[r] = max_i |x[r, i]| / 448 (1 for an all-zero row),  q[r, i] = e4m3(x[r, i] / scale[r]),
+// or with static_scale > 0 (a checkpoint's calibrated input_scale): q = e4m3(x / static_scale), scale[r] =
+// static_scale. e4m3() saturates at ±448 and rounds to nearest even; the division is IEEE (as the CPU's),
+// so the codes equal kernels/cpu/fp8's bit for bit on the same fp32 values.
+struct Fp8QuantParams {
+    const void* x = nullptr;  // [rows, cols] (row stride ldx, 0 → cols)
+    DType x_dtype = DType::kBF16;
+    uint8_t* q = nullptr;       // [rows, cols] E4M3 codes, contiguous
+    float* scale = nullptr;     // [rows]
+    float static_scale = 0.0f;  // > 0: a static per-tensor scale; 0: per row from the row's amax
+    int64_t rows = 0, cols = 0, ldx = 0;
+};
+void quantize_e4m3(const Fp8QuantParams& p, cudaStream_t stream);
+
+// y[m, n] = (Σ_k xq[m, k]·wq[n, k]) · x_scale[m] · w_scale[n] + beta · y[m, n], fp32 accumulation, then
+// `activation` (kNone or kReluSquared, as gemm()'s: on the value rounded to y's bf16). Both operands are
+// K-major ("TN", the layout Hopper's FP8 tensor cores take). k a multiple of 16, x and w 16-byte aligned.
+struct Fp8GemmParams {
+    const uint8_t* x = nullptr;      // [m, k] E4M3 (contiguous)
+    const float* x_scale = nullptr;  // [m]
+    const uint8_t* w = nullptr;      // [n, k] E4M3 (contiguous)
+    const float* w_scale = nullptr;  // [n]
+    void* y = nullptr;               // [m, n] (row stride ldy, 0 → n)
+    DType y_dtype = DType::kBF16;
+    int64_t m = 0, n = 0, k = 0, ldy = 0;
+    float beta = 0.0f;  // 1 with an fp32 y adds into a residual stream
+    GemmActivation activation = GemmActivation::kNone;
+};
+
+// The FP8 GEMM's cuBLASLt state: handle, workspace, a plan per shape. cuBLASLt applies the two scale vectors
+// itself (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, cuBLAS ≥ 12.9 on Hopper); where it offers no algorithm
+// for a shape that way, that shape runs with unit scales into an fp32 scratch and an epilogue kernel applies
+// scales, beta and activation. Autotuning as GemmContext's (candidates timed on first use up to 128 rows,
+// after 3 uses above, never while capturing). Not thread-safe.
+class Fp8GemmContext {
+public:
+    explicit Fp8GemmContext(size_t workspace_bytes = size_t{32} << 20);
+    ~Fp8GemmContext();
+    Fp8GemmContext(const Fp8GemmContext&) = delete;
+    Fp8GemmContext& operator=(const Fp8GemmContext&) = delete;
+    void set_autotune(bool on);
+    void set_tune_on_first_use(bool on);  // warm-ups: every new shape tuned on its first use
+    // Tests: every shape on the unit-scale GEMM + epilogue kernel path.
+    void set_force_epilogue(bool on);
+    // Shapes planned so far, and how many of them run the epilogue path.
+    int64_t planned() const;
+    int64_t epilogue_planned() const;
+
+    struct Impl;
+    Impl* impl() { return impl_.get(); }
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------
 // Norms and activations (norm.cu)
 
 // With residual: residual ← residual + x; y = w ⊙ residual / sqrt(mean(residual²) + eps).

@@ -1,0 +1,365 @@
+// FP8 E4M3 quantization and the W8A8 GEMM (ops.h). The E4M3 conversion is kernels/cpu/fp8.cpp's
+// f32_to_e4m3, bit for bit: clamp to ±448, round to nearest even (subnormals included). The GEMM is the
+// column-major product yᵀ[n, m] = wq[n, k]·xqᵀ as in gemm.cu (A = w transposed, B = x), both operands
+// K-major.
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cuda/common.cuh"
+
+namespace surf::kernels::cuda {
+
+namespace {
+
+constexpr int kQuantThreads = 256;
+constexpr float kE4M3Max = 448.0f;
+
+// f32_to_e4m3 of kernels/cpu/fp8.cpp on the device.
+__device__ __forceinline__ uint8_t e4m3_code(float x) {
+    const uint32_t bits = __float_as_uint(x);
+    const uint32_t sign = (bits >> 24) & 0x80u;
+    const uint32_t abs_bits = bits & 0x7fffffffu;
+    if (abs_bits > 0x7f800000u) return static_cast<uint8_t>(sign | 0x7fu);   // NaN
+    if (abs_bits >= 0x43e00000u) return static_cast<uint8_t>(sign | 0x7eu);  // |x| ≥ 448: clamped
+    if (abs_bits < 0x3c800000u) {  // |x| < 2^-6: a multiple of 2^-9 (x · 2^9 exact, rounded half to even)
+        return static_cast<uint8_t>(
+            sign | static_cast<uint32_t>(__float2int_rn(__uint_as_float(abs_bits) * 512.0f)));
+    }
+    const uint32_t rounded = abs_bits + 0x7ffffu + ((abs_bits >> 20) & 1u);
+    return static_cast<uint8_t>(sign | ((rounded >> 20) - ((127u - 7u) << 3)));
+}
+
+template <typename T>
+__device__ __forceinline__ float load_value(const T* x, int64_t i) {
+    return detail::to_float(x[i]);
+}
+
+// One block a row: the row's amax (unless the scale is static), then the codes.
+template <typename T>
+__global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_kernel(Fp8QuantParams p, int64_t ldx) {
+    detail::pdl_prologue();
+    __shared__ float scratch[32];
+    const int64_t r = blockIdx.x;
+    const T* x = static_cast<const T*>(p.x) + r * ldx;
+    float scale = p.static_scale;
+    if (scale <= 0.0f) {
+        float amax = 0.0f;
+        for (int64_t i = threadIdx.x; i < p.cols; i += blockDim.x)
+            amax = fmaxf(amax, fabsf(load_value(x, i)));
+        amax = detail::warp_max(amax);
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        if (lane == 0) scratch[warp] = amax;
+        __syncthreads();
+        amax = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : 0.0f;
+        amax = detail::warp_max(amax);
+        scale = amax > 0.0f ? __fdiv_rn(amax, kE4M3Max) : 1.0f;
+    }
+    if (threadIdx.x == 0) p.scale[r] = scale;
+    uint8_t* q = p.q + r * p.cols;
+    for (int64_t i = threadIdx.x; i < p.cols; i += blockDim.x)
+        q[i] = e4m3_code(__fdiv_rn(load_value(x, i), scale));
+}
+
+// y = acc · x_scale[m] · w_scale[n] + beta · y, rounded to Y, then ReLU² on the rounded value (gemm()'s).
+template <typename Y>
+__global__ void fp8_epilogue_kernel(const float* acc, Fp8GemmParams p, int64_t ldy, bool relu2) {
+    detail::pdl_prologue();
+    const int64_t total = p.m * p.n;
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t row = i / p.n, col = i % p.n;
+        Y* y = static_cast<Y*>(p.y) + row * ldy + col;
+        float v = acc[i] * p.x_scale[row] * p.w_scale[col];
+        if (p.beta != 0.0f) v += p.beta * detail::to_float(*y);
+        if (relu2) {
+            const float r = fmaxf(detail::to_float(detail::from_float<Y>(v)), 0.0f);
+            v = r * r;
+        }
+        *y = detail::from_float<Y>(v);
+    }
+}
+
+}  // namespace
+
+void quantize_e4m3(const Fp8QuantParams& p, cudaStream_t stream) {
+    SURF_CHECK(p.x && p.q && p.scale, "quantize_e4m3: null pointer");
+    SURF_CHECK(p.rows >= 0 && p.cols > 0, "quantize_e4m3: rows ", p.rows, " cols ", p.cols);
+    SURF_CHECK(p.static_scale >= 0.0f, "quantize_e4m3: static scale ", p.static_scale);
+    if (p.rows == 0) return;
+    const int64_t ldx = p.ldx ? p.ldx : p.cols;
+    SURF_CHECK(ldx >= p.cols, "quantize_e4m3: row stride ", ldx, " < cols ", p.cols);
+    const dim3 grid(static_cast<unsigned>(p.rows));
+    if (p.x_dtype == DType::kBF16)
+        detail::launch_kernel(quantize_e4m3_kernel<bf16>, grid, kQuantThreads, 0, stream, p, ldx);
+    else
+        detail::launch_kernel(quantize_e4m3_kernel<float>, grid, kQuantThreads, 0, stream, p, ldx);
+    SURF_CUDA_CHECK_LAUNCH();
+}
+
+// --- the GEMM --------------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr int kMaxCandidates = 8;
+constexpr int64_t kTuneOnFirstUseRows = 128;
+constexpr int kTuneAfterUses = 3;
+
+struct Fp8Plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    cublasLtMatmulAlgo_t candidates[kMaxCandidates]{};
+    int n_candidates = 0;
+    int uses = 0;
+    bool tuned = false;
+    bool epilogue = false;  // unit scales into the fp32 scratch, then fp8_epilogue_kernel
+};
+
+// m, n, k, ldy, y dtype, beta ≠ 0, y's alignment.
+using Fp8Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, int>;
+
+int alignment_of(const void* ptr, int64_t ld, size_t elem) {
+    uint64_t v = reinterpret_cast<uint64_t>(ptr) | static_cast<uint64_t>(ld * static_cast<int64_t>(elem));
+    int align = 256;
+    while (align > 1 && (v % static_cast<uint64_t>(align)) != 0) align >>= 1;
+    return align;
+}
+
+}  // namespace
+
+struct Fp8GemmContext::Impl {
+    cublasLtHandle_t handle = nullptr;
+    void* workspace = nullptr;
+    size_t workspace_bytes = 0;
+    std::map<Fp8Key, Fp8Plan> plans;
+    bool autotune = false, tune_first_use = false, force_epilogue = false;
+    int64_t epilogue_plans = 0;
+    // [m, n] fp32: the epilogue path's GEMM output. A larger shape takes a new buffer and the old one stays
+    // allocated until the context goes: decode graphs captured earlier still write to it.
+    void* acc = nullptr;
+    size_t acc_bytes = 0;
+    std::vector<void*> retired;
+    void* scratch = nullptr;  // tuning output
+    size_t scratch_bytes = 0;
+    cudaEvent_t ev[kMaxCandidates + 2] = {};
+
+    static void* grow(void*& buf, size_t& have, size_t bytes) {
+        if (bytes > have) {
+            if (buf) SURF_CUDA_CHECK(cudaFree(buf));
+            buf = nullptr;
+            SURF_CUDA_CHECK(cudaMalloc(&buf, bytes));
+            have = bytes;
+        }
+        return buf;
+    }
+};
+
+Fp8GemmContext::Fp8GemmContext(size_t workspace_bytes) : impl_(std::make_unique<Impl>()) {
+    SURF_CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
+    impl_->workspace_bytes = workspace_bytes;
+    if (workspace_bytes > 0) SURF_CUDA_CHECK(cudaMalloc(&impl_->workspace, workspace_bytes));
+}
+
+Fp8GemmContext::~Fp8GemmContext() {
+    for (auto& [key, plan] : impl_->plans) {
+        cublasLtMatrixLayoutDestroy(plan.a);
+        cublasLtMatrixLayoutDestroy(plan.b);
+        cublasLtMatrixLayoutDestroy(plan.d);
+        cublasLtMatmulDescDestroy(plan.op);
+    }
+    for (void* b : {impl_->workspace, impl_->acc, impl_->scratch}) {
+        if (b) cudaFree(b);
+    }
+    for (void* b : impl_->retired) cudaFree(b);
+    for (cudaEvent_t e : impl_->ev) {
+        if (e) cudaEventDestroy(e);
+    }
+    if (impl_->handle) cublasLtDestroy(impl_->handle);
+}
+
+void Fp8GemmContext::set_autotune(bool on) {
+    impl_->autotune = on;
+}
+void Fp8GemmContext::set_tune_on_first_use(bool on) {
+    impl_->tune_first_use = on;
+}
+void Fp8GemmContext::set_force_epilogue(bool on) {
+    impl_->force_epilogue = on;
+}
+int64_t Fp8GemmContext::planned() const {
+    return static_cast<int64_t>(impl_->plans.size());
+}
+int64_t Fp8GemmContext::epilogue_planned() const {
+    return impl_->epilogue_plans;
+}
+
+namespace {
+
+// Descriptors and heuristic candidates of one way to run p: with the scale vectors in cuBLASLt, or
+// (epilogue) unit scales into an fp32 [m, n] output with beta 0. False where cuBLASLt offers no algorithm.
+bool make_plan(Fp8GemmContext::Impl& impl, const Fp8GemmParams& p, int64_t ldy, int align, bool epilogue,
+               Fp8Plan& plan) {
+    const cudaDataType_t y_type = epilogue || p.y_dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+    const int64_t ld_d = epilogue ? p.n : ldy;
+    SURF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t trans = CUBLAS_OP_T, no_trans = CUBLAS_OP_N;
+    SURF_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
+    SURF_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &no_trans, sizeof(no_trans)));
+    if (!epilogue) {
+        const cublasLtMatmulMatrixScale_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        for (auto attr : {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE}) {
+            if (cublasLtMatmulDescSetAttribute(plan.op, attr, &outer, sizeof(outer)) != CUBLAS_STATUS_SUCCESS)
+                return false;
+        }
+    }
+    SURF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_8F_E4M3, p.k, p.n, p.k));
+    SURF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_8F_E4M3, p.k, p.m, p.k));
+    SURF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.d, y_type, p.n, p.m, ld_d));
+    cublasLtMatmulPreference_t pref = nullptr;
+    SURF_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = impl.workspace_bytes;
+    SURF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                           &ws, sizeof(ws)));
+    const uint32_t a16 = 16, a_d = static_cast<uint32_t>(epilogue ? 16 : align);
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES})
+        SURF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &a16, sizeof(a16)));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+        SURF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &a_d, sizeof(a_d)));
+    cublasLtMatmulHeuristicResult_t results[kMaxCandidates]{};
+    int found = 0;
+    const cublasStatus_t status =
+        cublasLtMatmulAlgoGetHeuristic(impl.handle, plan.op, plan.a, plan.b, plan.d, plan.d, pref,
+                                       impl.autotune ? kMaxCandidates : 1, results, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (status != CUBLAS_STATUS_SUCCESS || found == 0) return false;
+    plan.algo = results[0].algo;
+    for (int i = 0; i < found; ++i) plan.candidates[i] = results[i].algo;
+    plan.n_candidates = found;
+    plan.tuned = !impl.autotune;
+    plan.epilogue = epilogue;
+    return true;
+}
+
+void destroy_plan(Fp8Plan& plan) {
+    if (plan.a) cublasLtMatrixLayoutDestroy(plan.a);
+    if (plan.b) cublasLtMatrixLayoutDestroy(plan.b);
+    if (plan.d) cublasLtMatrixLayoutDestroy(plan.d);
+    if (plan.op) cublasLtMatmulDescDestroy(plan.op);
+    plan = Fp8Plan{};
+}
+
+// One cuBLASLt run of the plan's algorithm `algo` into `out` (the plan's D layout).
+cublasStatus_t run_matmul(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const cublasLtMatmulAlgo_t& algo,
+                          const Fp8GemmParams& p, void* out, cudaStream_t stream) {
+    const float alpha = 1.0f, beta = plan.epilogue ? 0.0f : p.beta;
+    if (!plan.epilogue) {
+        SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                         &p.w_scale, sizeof(p.w_scale)));
+        SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                         &p.x_scale, sizeof(p.x_scale)));
+    }
+    return cublasLtMatmul(impl.handle, plan.op, &alpha, p.w, plan.a, p.x, plan.b, &beta, out, plan.d, out,
+                          plan.d, &algo, impl.workspace, impl.workspace_bytes, stream);
+}
+
+// Times the candidates (outputs to scratch) and keeps the fastest; not while the stream is captured.
+void tune_plan(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy,
+               cudaStream_t stream) {
+    constexpr int kTimedRuns = 2;
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    SURF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) return;
+    plan.tuned = true;
+    const int n = plan.n_candidates;
+    if (n <= 1) return;
+    if (!impl.ev[0]) {
+        for (cudaEvent_t& e : impl.ev) SURF_CUDA_CHECK(cudaEventCreate(&e));
+    }
+    const size_t elem = plan.epilogue || p.y_dtype == DType::kF32 ? 4 : 2;
+    void* out = Fp8GemmContext::Impl::grow(impl.scratch, impl.scratch_bytes,
+                                           static_cast<size_t>(p.m * (plan.epilogue ? p.n : ldy)) * elem);
+    SURF_CUDA_CHECK(
+        cudaMemsetAsync(out, 0, static_cast<size_t>(p.m * (plan.epilogue ? p.n : ldy)) * elem, stream));
+    bool ok[kMaxCandidates] = {};
+    for (int i = 0; i < n; ++i)
+        ok[i] = run_matmul(impl, plan, plan.candidates[i], p, out, stream) == CUBLAS_STATUS_SUCCESS;
+    SURF_CUDA_CHECK(cudaEventRecord(impl.ev[0], stream));
+    for (int i = 0; i < n; ++i) {
+        for (int r = 0; r < kTimedRuns && ok[i]; ++r)
+            ok[i] = run_matmul(impl, plan, plan.candidates[i], p, out, stream) == CUBLAS_STATUS_SUCCESS;
+        SURF_CUDA_CHECK(cudaEventRecord(impl.ev[i + 1], stream));
+    }
+    SURF_CUDA_CHECK(cudaEventSynchronize(impl.ev[n]));
+    float best = std::numeric_limits<float>::infinity();
+    int chosen = 0;
+    for (int i = 0; i < n; ++i) {
+        float ms = 0;
+        SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, impl.ev[i], impl.ev[i + 1]));
+        if (ok[i] && ms < best) best = ms, chosen = i;
+    }
+    plan.algo = plan.candidates[chosen];
+}
+
+Fp8Plan& plan_for(Fp8GemmContext::Impl& impl, const Fp8GemmParams& p, int64_t ldy) {
+    const int align = alignment_of(p.y, ldy, dtype_size(p.y_dtype));
+    const Fp8Key key{p.m, p.n, p.k, ldy, static_cast<int>(p.y_dtype), p.beta != 0.0f, align};
+    auto it = impl.plans.find(key);
+    if (it != impl.plans.end()) return it->second;
+    Fp8Plan plan;
+    if (impl.force_epilogue || !make_plan(impl, p, ldy, align, false, plan)) {
+        destroy_plan(plan);
+        SURF_CHECK(make_plan(impl, p, ldy, align, true, plan),
+                   "fp8_gemm: cuBLASLt has no E4M3 algorithm for m ", p.m, " n ", p.n, " k ", p.k);
+        ++impl.epilogue_plans;
+    }
+    return impl.plans.emplace(key, plan).first->second;
+}
+
+}  // namespace
+
+void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream) {
+    SURF_CHECK(p.x && p.x_scale && p.w && p.w_scale && p.y, "fp8_gemm: null pointer");
+    SURF_CHECK(p.m > 0 && p.n > 0 && p.k > 0 && p.k % 16 == 0, "fp8_gemm: m ", p.m, " n ", p.n, " k ", p.k,
+               " (k a multiple of 16)");
+    SURF_CHECK(reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0,
+               "fp8_gemm: x and w must be 16-byte aligned");
+    const int64_t ldy = p.ldy ? p.ldy : p.n;
+    SURF_CHECK(ldy >= p.n, "fp8_gemm: ldy ", ldy, " < n ", p.n);
+    SURF_CHECK(p.activation == GemmActivation::kNone ||
+                   (p.activation == GemmActivation::kReluSquared && p.y_dtype == DType::kBF16 && ldy == p.n),
+               "fp8_gemm: activation needs ReLU² on a bf16 y with row stride n");
+    Fp8GemmContext::Impl& impl = *ctx.impl();
+    Fp8Plan& plan = plan_for(impl, p, ldy);
+    if (!plan.tuned &&
+        ++plan.uses >= (p.m <= kTuneOnFirstUseRows || impl.tune_first_use ? 1 : kTuneAfterUses))
+        tune_plan(impl, plan, p, ldy, stream);
+    const bool relu2 = p.activation == GemmActivation::kReluSquared;
+    if (!plan.epilogue) {
+        SURF_CUBLAS_CHECK(run_matmul(impl, plan, plan.algo, p, p.y, stream));
+        if (relu2) relu_squared(static_cast<bf16*>(p.y), p.m * p.n, stream);
+        return;
+    }
+    // The scratch grows outside graph capture (a decode graph's shapes run uncaptured first).
+    const size_t acc_bytes = static_cast<size_t>(p.m * p.n) * 4;
+    if (acc_bytes > impl.acc_bytes) {
+        if (impl.acc) impl.retired.push_back(impl.acc);
+        SURF_CUDA_CHECK(cudaMalloc(&impl.acc, acc_bytes));
+        impl.acc_bytes = acc_bytes;
+    }
+    float* acc = static_cast<float*>(impl.acc);
+    SURF_CUBLAS_CHECK(run_matmul(impl, plan, plan.algo, p, acc, stream));
+    const int64_t total = p.m * p.n;
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096)));
+    if (p.y_dtype == DType::kF32)
+        detail::launch_kernel(fp8_epilogue_kernel<float>, grid, 256, 0, stream, acc, p, ldy, relu2);
+    else
+        detail::launch_kernel(fp8_epilogue_kernel<bf16>, grid, 256, 0, stream, acc, p, ldy, relu2);
+    SURF_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace surf::kernels::cuda

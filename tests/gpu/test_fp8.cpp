@@ -1,0 +1,213 @@
+// FP8 E4M3 kernels against kernels/cpu/fp8 on random inputs: quantize_e4m3's codes and scales bit for bit
+// (per row from bf16 and fp32, static scale with saturation, all-zero rows, subnormal codes), and fp8_gemm
+// against fp8_linear_reference on the same quantized operands (both cuBLASLt paths: scale vectors in the
+// GEMM, and unit scales + epilogue kernel), for m = 1, 3, 64, 300 with fp32 / bf16 outputs, beta = 1 into a
+// residual, ReLU² and a row stride past n.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/fp8.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace cpu = surf::kernels::cpu;
+namespace cu = surf::kernels::cuda;
+using namespace surf::gpu_test;
+
+namespace {
+
+// Rows of bf16 values with a spread of magnitudes: most rows random, row 0 all zeros (scale 1), row 1 one
+// large value among tiny ones (subnormal codes after scaling).
+std::vector<float> test_rows(int64_t rows, int64_t cols, std::mt19937& rng) {
+    std::vector<float> x = random_vec(static_cast<size_t>(rows * cols), rng, -3.0f, 3.0f);
+    if (rows > 1) std::fill(x.begin(), x.begin() + cols, 0.0f);
+    if (rows > 2) {
+        for (int64_t i = 0; i < cols; ++i) x[cols + i] = round_bf16(x[cols + i] * 1e-4f);
+        x[cols] = 40.0f;
+    }
+    return x;
+}
+
+struct Quantized {
+    std::vector<uint8_t> codes;
+    std::vector<float> scale;
+};
+
+Quantized gpu_quantize(const std::vector<float>& x, int64_t rows, int64_t cols, bool bf16_input,
+                       float static_scale) {
+    DeviceBuffer<uint8_t> q(static_cast<size_t>(rows * cols));
+    DeviceBuffer<float> s(static_cast<size_t>(rows));
+    cu::Fp8QuantParams p;
+    DeviceBuffer<bf16> xb(bf16_input ? to_bf16(x) : std::vector<bf16>{});
+    DeviceBuffer<float> xf(bf16_input ? std::vector<float>{} : x);
+    p.x = bf16_input ? static_cast<const void*>(xb.get()) : static_cast<const void*>(xf.get());
+    p.x_dtype = bf16_input ? cu::DType::kBF16 : cu::DType::kF32;
+    p.q = q.get(), p.scale = s.get(), p.static_scale = static_scale, p.rows = rows, p.cols = cols;
+    cu::quantize_e4m3(p, nullptr);
+    return {q.download(), s.download()};
+}
+
+// The CPU's codes and scales: quantize_rows_e4m3's scales, f32_to_e4m3 of x / scale.
+Quantized cpu_quantize(const std::vector<float>& x, int64_t rows, int64_t cols, float static_scale) {
+    Quantized out;
+    out.scale.assign(static_cast<size_t>(rows), static_scale);
+    if (static_scale <= 0.0f) {
+        std::vector<float> values(x.size());
+        cpu::quantize_rows_e4m3({x.data(), values.data(), out.scale.data(), rows, cols});
+    }
+    out.codes.resize(x.size());
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < cols; ++i)
+            out.codes[r * cols + i] = cpu::f32_to_e4m3(x[r * cols + i] / out.scale[r]);
+    return out;
+}
+
+void check_same(const std::string& what, const Quantized& got, const Quantized& want) {
+    size_t bad_codes = 0, bad_scales = 0, first = SIZE_MAX;
+    for (size_t i = 0; i < want.codes.size(); ++i) {
+        if (got.codes[i] != want.codes[i]) {
+            ++bad_codes;
+            if (first == SIZE_MAX) first = i;
+        }
+    }
+    for (size_t r = 0; r < want.scale.size(); ++r) bad_scales += got.scale[r] != want.scale[r];
+    INFO(what, ": ", bad_codes, " codes differ (first at ", first, "), ", bad_scales, " scales differ");
+    CHECK(bad_codes == 0);
+    CHECK(bad_scales == 0);
+}
+
+}  // namespace
+
+TEST_CASE("quantize_e4m3: codes and scales bit for bit as kernels/cpu/fp8") {
+    std::mt19937 rng(81);
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 64}, {3, 1040}, {64, 4096}, {300, 200}}) {
+        const std::vector<float> x = test_rows(rows, cols, rng);
+        const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+        check_same("per row, bf16 " + shape, gpu_quantize(x, rows, cols, true, 0.0f),
+                   cpu_quantize(x, rows, cols, 0.0f));
+        check_same("per row, fp32 " + shape, gpu_quantize(x, rows, cols, false, 0.0f),
+                   cpu_quantize(x, rows, cols, 0.0f));
+        // A static scale that saturates the larger values (|x| / 0.005 > 448 for |x| > 2.24).
+        check_same("static scale " + shape, gpu_quantize(x, rows, cols, true, 0.005f),
+                   cpu_quantize(x, rows, cols, 0.005f));
+    }
+    // Every fp32 value halfway between two E4M3 values (ties to even) and just beside them, scale 1.
+    std::vector<float> ties;
+    for (int code = 0; code < 0x7e; ++code) {
+        const float a = cpu::e4m3_to_f32(static_cast<uint8_t>(code)),
+                    b = cpu::e4m3_to_f32(static_cast<uint8_t>(code + 1)), mid = 0.5f * (a + b);
+        for (float v : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) {
+            ties.push_back(v);
+            ties.push_back(-v);
+        }
+    }
+    const int64_t n = static_cast<int64_t>(ties.size());
+    check_same("ties, static scale 1", gpu_quantize(ties, 1, n, false, 1.0f), cpu_quantize(ties, 1, n, 1.0f));
+}
+
+namespace {
+
+struct GemmCase {
+    int64_t m, n, k;
+    cu::DType y_dtype;
+    bool residual, relu2;
+    int64_t ldy;  // 0 → n
+};
+
+// y on the GPU (quantize x per token, fp8_gemm) against fp8_linear_reference on the same bf16 x and the same
+// E4M3 weights. Tolerance: Hopper's FP8 tensor cores accumulate a k-slice at reduced precision before
+// cuBLASLt adds it into fp32, and the order differs from the loop's, so the accumulated sum may differ by a
+// few units of 2^-14 of Σ|xq·wq| (bound 2^-12 of it, times the scales); a bf16 output adds up to one bf16 ulp
+// (2^-8 relative: the two sums may round to either side of a boundary), and ReLU² doubles relative errors.
+void run_gemm_case(cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng) {
+    const std::vector<float> x = random_vec(static_cast<size_t>(c.m * c.k), rng, -2.0f, 2.0f);
+    const std::vector<float> w = random_vec(static_cast<size_t>(c.n * c.k), rng, -0.1f, 0.1f);
+    const Quantized wq = gpu_quantize(w, c.n, c.k, true, 0.0f);
+    check_same("weights", wq, cpu_quantize(w, c.n, c.k, 0.0f));
+    std::vector<float> w_values(wq.codes.size());
+    for (size_t i = 0; i < w_values.size(); ++i) w_values[i] = cpu::e4m3_to_f32(wq.codes[i]);
+    std::vector<float> ref(static_cast<size_t>(c.m * c.n));
+    cpu::fp8_linear_reference({x.data(), w_values.data(), wq.scale.data(), 0.0f, ref.data(), c.m, c.n, c.k});
+    // Σ|xq·wq|·sx·sw per output: the accumulation error's scale.
+    const Quantized xq = cpu_quantize(x, c.m, c.k, 0.0f);
+    std::vector<double> magnitude(ref.size());
+    for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+            double s = 0;
+            for (int64_t t = 0; t < c.k; ++t)
+                s += std::fabs(cpu::e4m3_to_f32(xq.codes[i * c.k + t]) * w_values[j * c.k + t]);
+            magnitude[i * c.n + j] = s * xq.scale[i] * wq.scale[j];
+        }
+    const int64_t ldy = c.ldy ? c.ldy : c.n;
+    const std::vector<float> residual = random_vec(static_cast<size_t>(c.m * ldy), rng, -4.0f, 4.0f);
+    DeviceBuffer<uint8_t> dxq(static_cast<size_t>(c.m * c.k)), dwq(wq.codes);
+    DeviceBuffer<float> dsx(static_cast<size_t>(c.m)), dsw(wq.scale);
+    DeviceBuffer<bf16> dx(to_bf16(x));
+    cu::Fp8QuantParams qp;
+    qp.x = dx.get(), qp.q = dxq.get(), qp.scale = dsx.get(), qp.rows = c.m, qp.cols = c.k;
+    cu::quantize_e4m3(qp, nullptr);
+    const bool f32 = c.y_dtype == cu::DType::kF32;
+    DeviceBuffer<float> yf(f32 ? residual : std::vector<float>{});
+    DeviceBuffer<bf16> yb(f32 ? std::vector<bf16>{} : to_bf16(residual));
+    cu::Fp8GemmParams p;
+    p.x = dxq.get(), p.x_scale = dsx.get(), p.w = dwq.get(), p.w_scale = dsw.get();
+    p.y = f32 ? static_cast<void*>(yf.get()) : static_cast<void*>(yb.get());
+    p.y_dtype = c.y_dtype, p.m = c.m, p.n = c.n, p.k = c.k, p.ldy = c.ldy, p.beta = c.residual ? 1.0f : 0.0f;
+    p.activation = c.relu2 ? cu::GemmActivation::kReluSquared : cu::GemmActivation::kNone;
+    for (int rep = 0; rep < 2; ++rep) {  // the second run takes the tuned plan (the first may tune)
+        if (f32) yf.upload(residual);
+        cu::fp8_gemm(ctx, p, nullptr);
+    }
+    const std::vector<float> got = f32 ? yf.download() : to_float(yb.download());
+    size_t bad = 0, first = SIZE_MAX;
+    double max_err = 0;
+    for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < ldy; ++j) {
+            const size_t o = static_cast<size_t>(i * ldy + j);
+            double want, tol;
+            if (j >= c.n) {
+                want = f32 ? residual[o] : round_bf16(residual[o]), tol = 0;  // untouched
+            } else {
+                const double v = ref[i * c.n + j] + (c.residual ? residual[o] : 0.0f);
+                const double acc_tol = std::ldexp(magnitude[i * c.n + j], -12) + 1e-6 * std::fabs(v);
+                want = v, tol = acc_tol + (f32 ? 0.0 : std::ldexp(std::fabs(v), -8));
+                if (c.relu2) {
+                    const double r = std::max(0.0, static_cast<double>(round_bf16(static_cast<float>(v))));
+                    want = r * r;
+                    tol = 2.0 * (std::fabs(v) + tol) * tol + std::ldexp(want, -7) + 1e-30;
+                }
+            }
+            const double err = std::fabs(got[o] - want);
+            max_err = std::max(max_err, err);
+            if (!(err <= tol)) {
+                ++bad;
+                if (first == SIZE_MAX) first = o;
+            }
+        }
+    INFO("fp8_gemm m ", c.m, " n ", c.n, " k ", c.k, (f32 ? " fp32" : " bf16"),
+         (c.residual ? " +residual" : ""), (c.relu2 ? " relu2" : ""), " ldy ", ldy, ": ", bad,
+         " outside tolerance (first ", first, "), max abs err ", max_err);
+    CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("fp8_gemm against fp8_linear_reference, both scale paths") {
+    for (bool force_epilogue : {false, true}) {
+        cu::Fp8GemmContext ctx;
+        ctx.set_autotune(true);
+        ctx.set_force_epilogue(force_epilogue);
+        std::mt19937 rng(force_epilogue ? 83 : 82);
+        for (int64_t m : {1, 3, 64, 300}) {
+            run_gemm_case(ctx, {m, 256, 512, cu::DType::kF32, false, false, 0}, rng);
+            run_gemm_case(ctx, {m, 200, 1024, cu::DType::kF32, true, false, 0}, rng);
+            run_gemm_case(ctx, {m, 384, 256, cu::DType::kBF16, false, false, 0}, rng);
+            run_gemm_case(ctx, {m, 512, 768, cu::DType::kBF16, false, true, 0}, rng);
+            run_gemm_case(ctx, {m, 128, 512, cu::DType::kBF16, false, false, 192}, rng);
+        }
+        MESSAGE((force_epilogue ? "forced epilogue: " : "scale vectors: "), ctx.planned(), " shapes, ",
+                ctx.epilogue_planned(), " on the epilogue path");
+        if (force_epilogue) CHECK(ctx.epilogue_planned() == ctx.planned());
+    }
+}
