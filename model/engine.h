@@ -163,17 +163,18 @@ enum class WarmUp { kServing, kSingle };
 
 // Loads a model folder on a backend by name: "cpu", or a registered one ("cuda", on GPU `device`, once the
 // program has linked surf::cuda and called surf::model::cuda::register_backend()). `field` names where the
-// name came from ("--backend", "AgentConfig.backend") in errors. `options` go to the CPU engine; another
-// backend refuses options.quantize (kUnsupported) rather than load the model unquantized.
+// name came from ("--backend", "AgentConfig.backend") in errors. `options` go to the backend; one registered
+// without FP8 refuses options.quantize (kUnsupported) rather than load the model unquantized.
 std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend,
                                     const std::string& field, int device = 0,
                                     WarmUp warm_up = WarmUp::kServing, const EngineOptions& options = {});
 
-// A backend open_engine can open by name: the model folder, the device, the warm-up.
-using EngineFactory =
-    std::function<std::unique_ptr<Engine>(const std::string& model_dir, int device, WarmUp)>;
-// Makes `name` a backend of open_engine (replacing one of that name). Thread-safe.
-void register_engine_backend(const std::string& name, EngineFactory factory);
+// A backend open_engine can open by name: the model folder, the device, the warm-up and the options.
+using EngineFactory = std::function<std::unique_ptr<Engine>(const std::string& model_dir, int device, WarmUp,
+                                                            const EngineOptions& options)>;
+// Makes `name` a backend of open_engine (replacing one of that name). Thread-safe. `runs_fp8`: the backend
+// honours EngineOptions::quantize; open_engine refuses it for one that does not.
+void register_engine_backend(const std::string& name, EngineFactory factory, bool runs_fp8 = false);
 
 // The model used when a command names none: $SURF_MODEL when set, else surf-tiny, the small web-agent model
 // shipped with surf (models/surf-tiny, installed or in the source tree: base/data_paths.h).

@@ -14,34 +14,40 @@ std::mutex& registry_mutex() {
     return m;
 }
 
-std::map<std::string, EngineFactory>& registry() {
-    static std::map<std::string, EngineFactory> r;
+struct Backend {
+    EngineFactory factory;
+    bool runs_fp8 = false;
+};
+
+std::map<std::string, Backend>& registry() {
+    static std::map<std::string, Backend> r;
     return r;
 }
 
 }  // namespace
 
-void register_engine_backend(const std::string& name, EngineFactory factory) {
+void register_engine_backend(const std::string& name, EngineFactory factory, bool runs_fp8) {
     std::lock_guard<std::mutex> lock(registry_mutex());
-    registry()[name] = std::move(factory);
+    registry()[name] = Backend{std::move(factory), runs_fp8};
 }
 
 std::unique_ptr<Engine> open_engine(const std::string& model_dir, const std::string& backend,
                                     const std::string& field, int device, WarmUp warm_up,
                                     const EngineOptions& options) {
     if (backend == "cpu") return open_cpu_engine(model_dir, options);
-    EngineFactory factory;
+    Backend found;
     {
         std::lock_guard<std::mutex> lock(registry_mutex());
         auto it = registry().find(backend);
-        if (it != registry().end()) factory = it->second;
+        if (it != registry().end()) found = it->second;
     }
-    if (factory && options.quantize != Quantize::kNone) {
+    const EngineFactory& factory = found.factory;
+    if (factory && options.quantize != Quantize::kNone && !found.runs_fp8) {
         throw Error(ErrorKind::kUnsupported, std::string("quantize ") + quantize_name(options.quantize) +
                                                  ": the " + backend + " backend (" + field +
-                                                 ") does not run FP8 yet; the cpu backend does");
+                                                 ") does not run FP8; the cpu and cuda backends do");
     }
-    if (factory) return factory(model_dir, device, warm_up);
+    if (factory) return factory(model_dir, device, warm_up, options);
     if (backend == "cuda")
         throw Error(ErrorKind::kUnsupported, field +
                                                  " \"cuda\": this program has no CUDA backend (a build with "

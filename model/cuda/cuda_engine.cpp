@@ -422,13 +422,18 @@ std::unique_ptr<Engine> open_cuda_engine(const std::string& model_dir, const Cud
 }
 
 void register_backend() {
-    register_engine_backend("cuda", [](const std::string& model_dir, int device, WarmUp warm_up) {
-        // The scheduler offloads sessions beyond its resident slots, so any concurrency fits the defaults.
-        CudaEngineOptions options;
-        options.device = device;
-        options.warm_up_vision_tile_counts = warm_up == WarmUp::kServing;
-        return open_cuda_engine(model_dir, options);
-    });
+    register_engine_backend(
+        "cuda",
+        [](const std::string& model_dir, int device, WarmUp warm_up, const EngineOptions& engine_options) {
+            // The scheduler offloads sessions beyond its resident slots, so any concurrency fits the
+            // defaults.
+            CudaEngineOptions options;
+            options.device = device;
+            options.warm_up_vision_tile_counts = warm_up == WarmUp::kServing;
+            options.limits.quantize = engine_options.quantize;
+            return open_cuda_engine(model_dir, options);
+        },
+        true);
 }
 
 std::unique_ptr<Engine> open_random_cuda_engine(const ModelConfig& cfg, const CudaEngineOptions& options,

@@ -257,9 +257,14 @@ double GpuModel::warm_up(int64_t prefill_tokens, bool row_buckets) {
     warming_up_ = true;
     struct Reset {
         bool& flag;
-        ~Reset() { flag = false; }
-    } reset{warming_up_};
+        kc::Fp8GemmContext* fp8;
+        ~Reset() {
+            flag = false;
+            if (fp8) fp8->set_tune_on_first_use(false);
+        }
+    } reset{warming_up_, fp8_gemm_.get()};
     const kc::TuneOnFirstUse tuning(*gemm_);  // each throw-away step below runs once
+    if (fp8_gemm_) fp8_gemm_->set_tune_on_first_use(true);
     SeqStep row;
     row.slot = scratch_slot_, row.past = 1, row.tokens = {0};
     row.pages.assign(static_cast<size_t>((2 + L.page_size - 1) / L.page_size),
@@ -421,10 +426,48 @@ void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const 
         rows = tail->gemm_rows;
         residual = logit_in_.as<float>();
     }
-    kc::GemmParams out{x, w.ptr(), nullptr, residual, kc::DType::kF32, rows, d, k};
+    kc::GemmParams out{x, nullptr, nullptr, residual, kc::DType::kF32, rows, d, k};
     out.beta = 1.0f;
     auto timed = timer_.scope(op, stream_);
-    kc::gemm(*gemm_, out, stream_);
+    linear(out, w);
+}
+
+void GpuModel::linear(kc::GemmParams p, const GpuMatrix& w, int64_t row0) {
+    if (!w.fp8) {
+        p.w = w.ptr() + row0 * w.cols;
+        kc::gemm(*gemm_, p, stream_);
+        return;
+    }
+    SURF_CHECK(!p.bias && p.alpha == 1.0f && p.m <= limits_.max_tokens && p.k == w.cols && p.k <= fp8_cols_,
+               "FP8 linear: m ", p.m, " k ", p.k, " (weights ", w.cols, ", buffer ", fp8_cols_, ")");
+    // Each part of w (q, k, v of ModelOpt's qkv) quantizes x with its own static scale; parts that share
+    // the activation scheme run as one GEMM.
+    const int64_t end = row0 + p.n;
+    int64_t at = 0;
+    for (size_t i = 0; i < w.parts.size();) {
+        const float input_scale = w.parts[i].input_scale;
+        int64_t lo = at, hi = at;
+        for (; i < w.parts.size() && w.parts[i].input_scale == input_scale; ++i) hi += w.parts[i].rows;
+        at = hi;
+        lo = std::max(lo, row0), hi = std::min(hi, end);
+        if (lo >= hi) continue;
+        fp8_linear_rows(p, w, input_scale, lo, hi - lo, lo - row0);
+    }
+}
+
+void GpuModel::fp8_linear_rows(const kc::GemmParams& p, const GpuMatrix& w, float input_scale, int64_t row,
+                               int64_t n, int64_t y_col) {
+    kc::Fp8QuantParams q;
+    q.x = p.x, q.x_dtype = kc::DType::kBF16, q.q = fp8_x_.as<uint8_t>(), q.scale = fp8_x_scale_.as<float>();
+    q.static_scale = input_scale, q.rows = p.m, q.cols = p.k, q.ldx = p.ldx;
+    kc::quantize_e4m3(q, stream_);
+    kc::Fp8GemmParams g;
+    g.x = fp8_x_.as<uint8_t>(), g.x_scale = fp8_x_scale_.as<float>(), g.w = w.codes() + row * w.cols,
+    g.w_scale = w.scales() + row;
+    g.y = static_cast<uint8_t*>(p.y) + static_cast<size_t>(y_col) * kc::dtype_size(p.y_dtype);
+    g.y_dtype = p.y_dtype, g.m = p.m, g.n = n, g.k = p.k, g.ldy = p.ldy ? p.ldy : p.n, g.beta = p.beta;
+    g.activation = p.activation;
+    kc::fp8_gemm(*fp8_gemm_, g, stream_);
 }
 
 kc::DType GpuModel::mamba_y_dtype() const {
@@ -478,19 +521,12 @@ void GpuModel::mamba_in_proj(const GpuLayer& W, bool gate_on_tail) {
     bf16* zx = big_.as<bf16>();  // [n_tok, z | xBC | dt]
     auto timed = timer_.scope("mamba.in_proj", stream_);
     if (gate_on_tail) {
-        kc::GemmParams xbc_dt{normed_.as<bf16>(),
-                              W.in_proj.ptr() + d_inner * d,
-                              nullptr,
-                              zx + d_inner,
-                              kc::DType::kBF16,
-                              n_tok,
-                              proj - d_inner,
-                              d};
+        kc::GemmParams xbc_dt{normed_.as<bf16>(), nullptr, nullptr,        zx + d_inner,
+                              kc::DType::kBF16,   n_tok,   proj - d_inner, d};
         xbc_dt.ldy = proj;
-        kc::gemm(*gemm_, xbc_dt, stream_);
+        linear(xbc_dt, W.in_proj, d_inner);
     } else {
-        kc::gemm(*gemm_, {normed_.as<bf16>(), W.in_proj.ptr(), nullptr, zx, kc::DType::kBF16, n_tok, proj, d},
-                 stream_);
+        linear({normed_.as<bf16>(), nullptr, nullptr, zx, kc::DType::kBF16, n_tok, proj, d}, W.in_proj);
     }
 }
 
@@ -591,8 +627,7 @@ void GpuModel::mamba_gate_on_tail(const GpuLayer& W, const LogitRows& tail, kc::
     }
     {
         auto timed = timer_.scope("mamba.in_proj", stream_);
-        kc::gemm(*gemm_, {x_rows, W.in_proj.ptr(), nullptr, z_rows, kc::DType::kBF16, rows, d_inner, d},
-                 stream_);
+        linear({x_rows, nullptr, nullptr, z_rows, kc::DType::kBF16, rows, d_inner, d}, W.in_proj);
     }
     gn.y = y_rows, gn.z = z_rows, gn.z_stride = d_inner, gn.rows = tail.count;
 }
@@ -607,9 +642,7 @@ void GpuModel::attention_layer(size_t li, const GpuLayer& W, const LogitRows* ta
         normed_.as<bf16>();  // [n_tok, n_heads, hd] (the norm output is consumed by the qkv GEMM first)
     {
         auto timed = timer_.scope("attn.qkv", stream_);
-        kc::gemm(*gemm_,
-                 {normed_.as<bf16>(), W.qkv.ptr(), nullptr, qkv, kc::DType::kBF16, st.n_tok, qkv_dim, d},
-                 stream_);
+        linear({normed_.as<bf16>(), nullptr, nullptr, qkv, kc::DType::kBF16, st.n_tok, qkv_dim, d}, W.qkv);
     }
     kc::KvAppendParams ka;
     ka.k = qkv + q_dim, ka.v = qkv + q_dim + kv_dim, ka.k_stride = qkv_dim, ka.v_stride = qkv_dim;
@@ -646,14 +679,14 @@ void GpuModel::mlp_layer(const GpuLayer& W, float* residual, int64_t n) {
         // ReLU² in the GEMM's epilogue where our kernel runs it, else gemm() runs relu_squared after
         // cuBLASLt.
         auto timed = timer_.scope("mlp.up_relu2", stream_);
-        kc::GemmParams up{normed_.as<bf16>(), W.up.ptr(), nullptr, hidden, kc::DType::kBF16, n, inter, d};
+        kc::GemmParams up{normed_.as<bf16>(), nullptr, nullptr, hidden, kc::DType::kBF16, n, inter, d};
         up.activation = kc::GemmActivation::kReluSquared;
-        kc::gemm(*gemm_, up, stream_);
+        linear(up, W.up);
     }
-    kc::GemmParams down{hidden, W.down.ptr(), nullptr, residual, kc::DType::kF32, n, d, inter};
+    kc::GemmParams down{hidden, nullptr, nullptr, residual, kc::DType::kF32, n, d, inter};
     down.beta = 1.0f;
     auto timed = timer_.scope("mlp.down", stream_);
-    kc::gemm(*gemm_, down, stream_);
+    linear(down, W.down);
 }
 
 void GpuModel::copy_logits_to_host(int64_t rows, std::vector<float>& host) {

@@ -35,7 +35,7 @@ std::unique_ptr<GpuModel> GpuModel::load(const std::string& dir, const GpuLimits
     check_cuda_shapes(cfg);  // before the weights are read or anything is allocated on the device
     const Checkpoint ckpt = Checkpoint::open(dir);
     cudaStream_t stream = prioritised_stream(limits.lm_stream_priority);
-    GpuWeights w = upload_weights(cfg, ckpt, stream);
+    GpuWeights w = upload_weights(cfg, ckpt, stream, limits.quantize);
     std::unique_ptr<GpuModel> model(new GpuModel(std::move(cfg), std::move(w), limits, stream));
     model->image_token_id_ = static_cast<int32_t>(model->cfg_.image_context_token_id);
     return model;
@@ -44,7 +44,7 @@ std::unique_ptr<GpuModel> GpuModel::load(const std::string& dir, const GpuLimits
 std::unique_ptr<GpuModel> GpuModel::random(ModelConfig cfg, const GpuLimits& limits, uint64_t seed) {
     check_cuda_shapes(cfg);
     cudaStream_t stream = prioritised_stream(limits.lm_stream_priority);
-    GpuWeights w = random_weights(cfg, seed, stream);
+    GpuWeights w = random_weights(cfg, seed, stream, limits.quantize);
     return std::unique_ptr<GpuModel>(new GpuModel(std::move(cfg), std::move(w), limits, stream));
 }
 
@@ -87,6 +87,10 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
     vision_gemm_->set_wgmma_gemm(wgmma);
     vision_gemm_->set_sm_count_target(limits_.vision_gemm_sms);
     gemm_->set_sm_count_target(limits_.lm_gemm_sms);
+    if (has_fp8(w_)) {
+        fp8_gemm_ = std::make_unique<kc::Fp8GemmContext>();
+        fp8_gemm_->set_autotune(limits_.autotune_gemms);
+    }
     vision_stream_ = prioritised_stream(limits_.vision_stream_priority);
     vision_events_.assign(32, nullptr);
     for (cudaEvent_t& ev : vision_events_)
@@ -244,6 +248,11 @@ void GpuModel::allocate_activations() {
     // adding into them: never read, but initialized.
     SURF_CUDA_CHECK(cudaMemset(logit_in_.get(), 0, logit_in_.bytes()));
     image_rows_ = DeviceBuffer(static_cast<size_t>(std::max<int64_t>(L.max_image_rows, 1) * d) * 2);
+    if (fp8_gemm_) {
+        fp8_cols_ = fp8_max_cols(w_);
+        fp8_x_ = DeviceBuffer(static_cast<size_t>(T * fp8_cols_));
+        fp8_x_scale_ = DeviceBuffer(static_cast<size_t>(T) * 4);
+    }
 }
 
 void GpuModel::allocate_step_workspaces() {

@@ -66,6 +66,9 @@ struct GpuSetup {
     bool vision_stream_priority = false;  // the vision tower above the language model's stream
     int vision_gemm_sms = 0;  // > 0: the ViT's GEMMs planned for this many SMs (cuBLASLt SM target); 0: all
     int lm_gemm_sms = 0;      // > 0: the language model's GEMMs planned for this many SMs; 0: all
+    // FP8 E4M3 on load for the language model's linear layers of a bf16/fp32 checkpoint (upload_weights,
+    // random_weights); an FP8 checkpoint runs in FP8 without it.
+    Quantize quantize = Quantize::kNone;
 };
 
 // How each step runs; GpuModel::set_step_options changes them between steps. Decode graphs keep the settings
@@ -159,6 +162,7 @@ public:
     cudaStream_t stream() const { return stream_; }
     cudaStream_t vision_stream() const { return vision_stream_; }
     int64_t weight_bytes() const { return w_.bytes; }
+    bool fp8() const { return fp8_gemm_ != nullptr; }  // any language-model linear layer in FP8
     int64_t state_bytes_per_slot() const;
     int64_t kv_bytes_per_token() const;
     int32_t image_token_id() const { return image_token_id_; }
@@ -284,6 +288,14 @@ private:
     // longer needs, unless x_gathered: x already holds just those rows).
     void mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const char* op, const LogitRows* tail,
                       bool x_gathered = false);
+    // A language-model linear layer: y ← x·wᵀ over rows [row0, row0 + p.n) of w, with p as kc::gemm takes
+    // it less its weight pointer. A bf16 w goes through gemm_; an FP8 w quantizes x to E4M3 per token (or
+    // with the part's static input scale) into fp8_x_ and runs fp8_gemm_.
+    void linear(kc::GemmParams p, const GpuMatrix& w, int64_t row0 = 0);
+    // linear's FP8 GEMM over n rows of w from `row` sharing one activation scheme, into y's columns from
+    // y_col.
+    void fp8_linear_rows(const kc::GemmParams& p, const GpuMatrix& w, float input_scale, int64_t row,
+                         int64_t n, int64_t y_col);
     // h ← h + down(ReLU²(up(x))) for n rows: x = normed_, h = `residual` (residual_ or, past the last mixer,
     // logit_in_).
     void mlp_layer(const GpuLayer& L, float* residual, int64_t n);
@@ -363,6 +375,11 @@ private:
     GpuLimits limits_;
     cudaStream_t stream_ = nullptr;
     std::unique_ptr<kc::GemmContext> gemm_;
+    // FP8 weights only: their GEMMs' context, and the activations quantized for the next one ([max_tokens,
+    // fp8_cols_] E4M3 codes, [max_tokens] fp32 scales).
+    std::unique_ptr<kc::Fp8GemmContext> fp8_gemm_;
+    DeviceBuffer fp8_x_, fp8_x_scale_;
+    int64_t fp8_cols_ = 0;
     // The vision tower runs on its own stream so that it overlaps the language model's steps (decode
     // steps leave the tensor cores idle). Ticket t's completion is vision_events_[t % ring]; an event is
     // re-recorded only after its previous ticket completed, so tickets older than the ring are done.

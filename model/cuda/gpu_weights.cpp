@@ -73,6 +73,51 @@ GpuMatrix stacked(const Checkpoint& ckpt, const std::vector<std::string>& names,
     return m;
 }
 
+// The FP8 GEMM reads K-major E4M3 rows 16 bytes at a time.
+void check_fp8_cols(const std::string& name, int64_t cols) {
+    if (cols % 16 != 0)
+        throw Error(ErrorKind::kUnsupported, name + ": " + std::to_string(cols) +
+                                                 " input features; the CUDA FP8 GEMM needs a multiple of 16");
+}
+
+// A [rows, cols] bf16 or fp32 matrix on the device quantized per output row (Quantize::kFp8), one part with
+// dynamic per-token activations.
+GpuMatrix quantize_on_device(const void* x, kc::DType dtype, int64_t rows, int64_t cols,
+                             cudaStream_t stream) {
+    GpuMatrix m;
+    m.rows = rows, m.cols = cols, m.fp8 = true;
+    m.buf = DeviceBuffer(static_cast<size_t>(rows * cols));
+    m.w_scale = DeviceBuffer(static_cast<size_t>(rows) * 4);
+    m.parts = {{rows, 0.0f}};
+    kc::Fp8QuantParams p;
+    p.x = x, p.x_dtype = dtype, p.q = m.buf.as<uint8_t>(), p.scale = m.w_scale.as<float>(), p.rows = rows,
+    p.cols = cols;
+    kc::quantize_e4m3(p, stream);
+    SURF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return m;
+}
+
+// An FP8 checkpoint's scale tensor as the CPU loader reads it: finite and positive, else kFormat.
+std::vector<float> checked_scale(const Checkpoint& ckpt, const WeightSpec& spec) {
+    std::vector<float> values = ckpt.to_f32(spec.name);
+    for (float v : values) {
+        if (!(std::isfinite(v) && v > 0.0f))
+            throw Error(ErrorKind::kFormat, ckpt.get(spec.name).file + ": " + spec.name + " holds " +
+                                                std::to_string(v) + ", not a finite positive scale");
+    }
+    return values;
+}
+
+// A language-model linear layer's row blocks (q, k, v, or one weight) and the scale tensors that follow each.
+struct LinearGroup {
+    std::vector<WeightSpec> weights, scales;
+    int64_t rows() const {
+        int64_t n = 0;
+        for (const WeightSpec& w : weights) n += w.shape[0];
+        return n;
+    }
+};
+
 // Where a weight's values come from: the checkpoint (upload_weights) or a seeded draw on the GPU
 // (random_weights). Both give the engine's form of a role: A = −exp(A_log), the position table resized to
 // a tile's patch grid, zeros for a conv bias the model lacks.
@@ -81,16 +126,18 @@ public:
     virtual ~Source() = default;
     virtual GpuMatrix matrix(const WeightSpec& s) = 0;
     virtual GpuMatrix stacked(const std::vector<WeightSpec>& parts) = 0;  // row blocks (q, k, v → qkv)
-    virtual GpuVector vector(const WeightSpec& s) = 0;                    // fp32
-    virtual DeviceBuffer bf16(const WeightSpec& s) = 0;                   // bf16, any shape
-    virtual DeviceBuffer tile_pos(const WeightSpec& s) = 0;               // [side², width] bf16
+    // A language-model linear layer (its row blocks stacked): bf16, or FP8 from the checkpoint or quantized.
+    virtual GpuMatrix linear(const LinearGroup& group) = 0;
+    virtual GpuVector vector(const WeightSpec& s) = 0;       // fp32
+    virtual DeviceBuffer bf16(const WeightSpec& s) = 0;      // bf16, any shape
+    virtual DeviceBuffer tile_pos(const WeightSpec& s) = 0;  // [side², width] bf16
     virtual int64_t rows(const WeightSpec& s) = 0;
 };
 
 class CheckpointSource final : public Source {
 public:
-    CheckpointSource(const ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t stream)
-        : cfg_(cfg), ckpt_(ckpt), stream_(stream) {}
+    CheckpointSource(const ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t stream, Quantize quantize)
+        : cfg_(cfg), ckpt_(ckpt), stream_(stream), quantize_(quantize) {}
 
     GpuMatrix matrix(const WeightSpec& s) override {
         const bool tied = s.role == WeightRole::kLmHead && !ckpt_.has(s.name);
@@ -101,6 +148,30 @@ public:
         std::vector<std::string> names;
         for (const WeightSpec& p : parts) names.push_back(p.name);
         return cuda::stacked(ckpt_, names, stream_);
+    }
+    GpuMatrix linear(const LinearGroup& g) override {
+        const bool e4m3 = g.weights.front().dtype == WeightDType::kE4M3;
+        for (const WeightSpec& w : g.weights) {
+            if ((w.dtype == WeightDType::kE4M3) != e4m3)
+                throw Error(ErrorKind::kUnsupported,
+                            ckpt_.path() + ": " + w.name +
+                                ": q, k and v quantized differently (the CUDA backend "
+                                "stacks them into one GEMM)");
+        }
+        if (e4m3) return checkpoint_fp8(g);
+        if (quantize_ != Quantize::kFp8)
+            return g.weights.size() == 1 ? matrix(g.weights.front()) : stacked(g.weights);
+        std::vector<float> host;
+        for (const WeightSpec& w : g.weights) {
+            const std::vector<float> part = ckpt_.to_f32(w.name);
+            host.insert(host.end(), part.begin(), part.end());
+        }
+        const int64_t rows = g.rows(), cols = static_cast<int64_t>(host.size()) / rows;
+        check_fp8_cols(g.weights.front().name, cols);
+        DeviceBuffer staging(host.size() * 4);
+        SURF_CUDA_CHECK(
+            cudaMemcpyAsync(staging.get(), host.data(), staging.bytes(), cudaMemcpyHostToDevice, stream_));
+        return quantize_on_device(staging.get(), kc::DType::kF32, rows, cols, stream_);
     }
     GpuVector vector(const WeightSpec& s) override {
         if (s.role == WeightRole::kMambaConvB && !cfg_.llm.conv_bias)
@@ -133,9 +204,49 @@ public:
     }
 
 private:
+    // An FP8 checkpoint's layer: E4M3 codes as stored, each part's weight scale on its rows (a per-tensor
+    // scale repeated) and its static input scale (ModelOpt) or dynamic per-token activations.
+    GpuMatrix checkpoint_fp8(const LinearGroup& g) {
+        GpuMatrix m;
+        m.fp8 = true;
+        std::vector<uint8_t> codes;
+        std::vector<float> scales;
+        for (const WeightSpec& w : g.weights) {
+            const TensorInfo& info = ckpt_.get(w.name);
+            const uint8_t* data = static_cast<const uint8_t*>(info.data);
+            for (size_t i = 0; i < info.n_bytes; ++i) {
+                if ((data[i] & 0x7f) == 0x7f)
+                    throw Error(ErrorKind::kFormat, info.file + ": " + w.name + " holds the E4M3 NaN code");
+            }
+            codes.insert(codes.end(), data, data + info.n_bytes);
+            m.cols = info.shape[1];
+            GpuMatrix::Part part{info.shape[0], 0.0f};
+            for (const WeightSpec& sc : g.scales) {
+                if (sc.scales != w.role) continue;
+                const std::vector<float> v = checked_scale(ckpt_, sc);
+                if (sc.role == WeightRole::kInputScale) {
+                    part.input_scale = v[0];
+                } else {
+                    for (int64_t r = 0; r < part.rows; ++r) scales.push_back(v.size() == 1 ? v[0] : v[r]);
+                }
+            }
+            m.rows += part.rows;
+            m.parts.push_back(part);
+        }
+        check_fp8_cols(g.weights.front().name, m.cols);
+        SURF_CHECK(static_cast<int64_t>(scales.size()) == m.rows, "FP8 weight scales: ", scales.size(),
+                   " for ", m.rows, " rows");
+        m.buf = DeviceBuffer(codes.size());
+        SURF_CUDA_CHECK(
+            cudaMemcpyAsync(m.buf.get(), codes.data(), codes.size(), cudaMemcpyHostToDevice, stream_));
+        m.w_scale = vec(scales, stream_).buf;
+        return m;
+    }
+
     const ModelConfig& cfg_;
     const Checkpoint& ckpt_;
     cudaStream_t stream_;
+    Quantize quantize_;
 };
 
 struct RandomDraw {
@@ -189,8 +300,8 @@ std::pair<float, float> random_range(WeightRole role) {
 
 class RandomSource final : public Source {
 public:
-    RandomSource(const ModelConfig& cfg, uint64_t seed, cudaStream_t stream)
-        : cfg_(cfg), draw_{seed, stream} {}
+    RandomSource(const ModelConfig& cfg, uint64_t seed, cudaStream_t stream, Quantize quantize)
+        : cfg_(cfg), draw_{seed, stream}, quantize_(quantize) {}
 
     GpuMatrix matrix(const WeightSpec& s) override {
         const WeightSpec r = resolve(s);
@@ -200,6 +311,12 @@ public:
         int64_t rows = 0;
         for (const WeightSpec& p : parts) rows += p.shape[0];
         return draw_.matrix(rows, parts.front().shape[1]);
+    }
+    GpuMatrix linear(const LinearGroup& g) override {
+        GpuMatrix m = g.weights.size() == 1 ? matrix(g.weights.front()) : stacked(g.weights);
+        if (quantize_ != Quantize::kFp8) return m;
+        check_fp8_cols(g.weights.front().name, m.cols);
+        return quantize_on_device(m.buf.get(), kc::DType::kBF16, m.rows, m.cols, draw_.stream);
     }
     GpuVector vector(const WeightSpec& s) override {
         const auto [lo, hi] = random_range(s.role);
@@ -226,6 +343,7 @@ private:
 
     const ModelConfig& cfg_;
     RandomDraw draw_;
+    Quantize quantize_;
 };
 
 int64_t bytes_of(const GpuWeights& w) {
@@ -234,7 +352,9 @@ int64_t bytes_of(const GpuWeights& w) {
     for (const auto& L : w.layers) {
         for (const DeviceBuffer* b :
              {&L.norm.buf, &L.in_proj.buf, &L.out_proj.buf, &L.conv_w.buf, &L.conv_b.buf, &L.dt_bias.buf,
-              &L.A.buf, &L.D.buf, &L.gated_norm.buf, &L.qkv.buf, &L.o.buf, &L.up.buf, &L.down.buf}) {
+              &L.A.buf, &L.D.buf, &L.gated_norm.buf, &L.qkv.buf, &L.o.buf, &L.up.buf, &L.down.buf,
+              &L.in_proj.w_scale, &L.out_proj.w_scale, &L.qkv.w_scale, &L.o.w_scale, &L.up.w_scale,
+              &L.down.w_scale}) {
             total += static_cast<int64_t>(b->bytes());
         }
     }
@@ -250,9 +370,54 @@ int64_t bytes_of(const GpuWeights& w) {
     return total;
 }
 
-// Puts one table entry where the GPU forward reads it. q and k wait for v, then go up as one qkv matrix.
-void bind(GpuWeights& w, const WeightSpec& s, Source& src, std::vector<WeightSpec>& qkv) {
+// The language-model linear layers, where the forward reads them.
+GpuMatrix& linear_slot(GpuWeights& w, WeightRole role, int64_t layer) {
     using R = WeightRole;
+    GpuLayer& L = w.layers[static_cast<size_t>(layer)];
+    switch (role) {
+        case R::kMambaInProj: return L.in_proj;
+        case R::kMambaOutProj: return L.out_proj;
+        case R::kAttnQ:
+        case R::kAttnK:
+        case R::kAttnV: return L.qkv;
+        case R::kAttnO: return L.o;
+        case R::kMlpUp: return L.up;
+        case R::kMlpDown: return L.down;
+        default: SURF_CHECK(false, "not a language-model linear role");
+    }
+    return L.in_proj;
+}
+
+// Whether s continues the pending linear layer: a scale of one of its weights, or k / v after q / k.
+bool continues(const LinearGroup& g, const WeightSpec& s) {
+    using R = WeightRole;
+    if (g.weights.empty()) return false;
+    if (s.role == R::kWeightScale || s.role == R::kInputScale) return true;
+    const R last = g.weights.back().role;
+    return (s.role == R::kAttnK && last == R::kAttnQ) || (s.role == R::kAttnV && last == R::kAttnK);
+}
+
+// Puts the pending linear layer (its weights and scales, complete) where the forward reads it.
+void flush(GpuWeights& w, LinearGroup& g, Source& src) {
+    if (g.weights.empty()) return;
+    const WeightSpec& first = g.weights.front();
+    linear_slot(w, first.role, first.layer) = src.linear(g);
+    g = LinearGroup{};
+}
+
+// Puts one table entry where the GPU forward reads it. A language-model linear layer waits in `pending`
+// until its scales (FP8 checkpoints) and, for q and k, the other row blocks of qkv have come.
+void bind(GpuWeights& w, const WeightSpec& s, Source& src, LinearGroup& pending) {
+    using R = WeightRole;
+    if (!continues(pending, s)) flush(w, pending, src);
+    if (s.lm_linear) {
+        pending.weights.push_back(s);
+        return;
+    }
+    if (s.role == R::kWeightScale || s.role == R::kInputScale) {
+        pending.scales.push_back(s);
+        return;
+    }
     const size_t i = static_cast<size_t>(std::max<int64_t>(s.layer, 0));
     switch (s.role) {
         case R::kIgnored: break;
@@ -260,24 +425,22 @@ void bind(GpuWeights& w, const WeightSpec& s, Source& src, std::vector<WeightSpe
         case R::kLayerNorm: w.layers[i].norm = src.vector(s); break;
         case R::kFinalNorm: w.norm_f = src.vector(s); break;
         case R::kLmHead: w.lm_head = src.matrix(s); break;
-        case R::kMambaInProj: w.layers[i].in_proj = src.matrix(s); break;
         case R::kMambaConvW: w.layers[i].conv_w = src.vector(s); break;
         case R::kMambaConvB: w.layers[i].conv_b = src.vector(s); break;
         case R::kMambaDtBias: w.layers[i].dt_bias = src.vector(s); break;
         case R::kMambaALog: w.layers[i].A = src.vector(s); break;
         case R::kMambaD: w.layers[i].D = src.vector(s); break;
         case R::kMambaNorm: w.layers[i].gated_norm = src.vector(s); break;
-        case R::kMambaOutProj: w.layers[i].out_proj = src.matrix(s); break;
+        case R::kMambaInProj:
+        case R::kMambaOutProj:
         case R::kAttnQ:
-        case R::kAttnK: qkv.push_back(s); break;
+        case R::kAttnK:
         case R::kAttnV:
-            qkv.push_back(s);
-            w.layers[i].qkv = src.stacked(qkv);
-            qkv.clear();
-            break;
-        case R::kAttnO: w.layers[i].o = src.matrix(s); break;
-        case R::kMlpUp: w.layers[i].up = src.matrix(s); break;
-        case R::kMlpDown: w.layers[i].down = src.matrix(s); break;
+        case R::kAttnO:
+        case R::kMlpUp:
+        case R::kMlpDown:
+        case R::kWeightScale:
+        case R::kInputScale: break;  // (above)
         case R::kPatchEmbed: w.patch_embed = src.matrix(s); break;
         case R::kPosEmbed: w.tile_pos = src.tile_pos(s); break;
         case R::kPrefix:
@@ -299,8 +462,6 @@ void bind(GpuWeights& w, const WeightSpec& s, Source& src, std::vector<WeightSpe
         case R::kProjNorm: w.proj_norm = src.vector(s); break;
         case R::kProjFc1: w.proj_fc1 = src.matrix(s); break;
         case R::kProjFc2: w.proj_fc2 = src.matrix(s); break;
-        case R::kWeightScale:
-        case R::kInputScale: break;  // FP8 checkpoints are refused (upload_weights)
     }
 }
 
@@ -310,30 +471,46 @@ GpuWeights build(const ModelConfig& cfg, Source& src) {
     for (int64_t i = 0; i < cfg.llm.n_layers(); ++i)
         w.layers[static_cast<size_t>(i)].kind = cfg.llm.layers[i];
     if (cfg.has_vision) w.vit.resize(static_cast<size_t>(cfg.vision.n_layers));
-    std::vector<WeightSpec> qkv;
-    for_each_weight(cfg, [&](const WeightSpec& spec) { bind(w, spec, src, qkv); });
+    LinearGroup pending;
+    for_each_weight(cfg, [&](const WeightSpec& spec) { bind(w, spec, src, pending); });
+    flush(w, pending, src);
     w.bytes = bytes_of(w);
     return w;
 }
 
 }  // namespace
 
-GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t stream) {
-    if (cfg.quant.method != QuantMethod::kNone) {
-        throw Error(ErrorKind::kUnsupported,
-                    ckpt.path() + ": a " + quant_method_name(cfg.quant.method) + " checkpoint (" +
-                        cfg.quant.source + "): the CUDA backend does not run FP8 yet; the cpu backend does");
+GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t stream, Quantize quantize) {
+    if (quantize != Quantize::kNone && cfg.quant.method != QuantMethod::kNone) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    std::string("quantize ") + quantize_name(quantize) + ": " + ckpt.path() +
+                        " is already quantized (" + cfg.quant.source + ": " +
+                        quant_method_name(cfg.quant.method) + "); load it without quantizing");
     }
     validate_checkpoint(cfg, ckpt);
-    CheckpointSource src(cfg, ckpt, stream);
+    CheckpointSource src(cfg, ckpt, stream, quantize);
     return build(cfg, src);
 }
 
-GpuWeights random_weights(const ModelConfig& cfg, uint64_t seed, cudaStream_t stream) {
-    RandomSource src(cfg, seed, stream);
+GpuWeights random_weights(const ModelConfig& cfg, uint64_t seed, cudaStream_t stream, Quantize quantize) {
+    RandomSource src(cfg, seed, stream, quantize);
     GpuWeights w = build(cfg, src);
     SURF_CUDA_CHECK(cudaStreamSynchronize(stream));
     return w;
+}
+
+bool has_fp8(const GpuWeights& w) {
+    return fp8_max_cols(w) > 0;
+}
+
+int64_t fp8_max_cols(const GpuWeights& w) {
+    int64_t cols = 0;
+    for (const GpuLayer& L : w.layers) {
+        for (const GpuMatrix* m : {&L.in_proj, &L.out_proj, &L.qkv, &L.o, &L.up, &L.down}) {
+            if (m->fp8) cols = std::max(cols, m->cols);
+        }
+    }
+    return cols;
 }
 
 }  // namespace surf::model::cuda

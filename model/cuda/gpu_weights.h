@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/ops.h"
 #include "model/checkpoint/config.h"
+#include "model/checkpoint/quant_config.h"
 #include "model/checkpoint/safetensors.h"
 #include "model/cuda/device_buffer.h"
 
@@ -15,10 +16,23 @@ namespace surf::model::cuda {
 
 using bf16 = surf::kernels::cuda::bf16;
 
+// A matrix [out, in] in bf16, or (a language-model linear layer with Quantize::kFp8 or from an FP8
+// checkpoint) in E4M3 codes with one fp32 scale per output row. An FP8 matrix's rows come in parts (q, k, v
+// stacked into qkv; one part otherwise), each with its activation scheme: a static per-tensor input scale
+// (ModelOpt) or 0, dynamic per token.
 struct GpuMatrix {
-    DeviceBuffer buf;
-    int64_t rows = 0, cols = 0;  // [out, in]
+    DeviceBuffer buf;  // [rows, cols] bf16, or E4M3 codes when fp8
+    int64_t rows = 0, cols = 0;
+    bool fp8 = false;
+    DeviceBuffer w_scale;  // [rows] fp32 (FP8)
+    struct Part {
+        int64_t rows = 0;
+        float input_scale = 0.0f;
+    };
+    std::vector<Part> parts;  // FP8: row blocks in order, covering every row
     const bf16* ptr() const { return buf.as<bf16>(); }
+    const uint8_t* codes() const { return buf.as<uint8_t>(); }
+    const float* scales() const { return w_scale.as<float>(); }
 };
 struct GpuVector {
     DeviceBuffer buf;
@@ -61,12 +75,21 @@ struct GpuWeights {
 };
 
 // Uploads a checkpoint (after the same shape checks as the CPU loader). `cfg` gets its shape-derived
-// values filled in (vocabulary rows, prefix rows). An FP8 checkpoint is kUnsupported.
-GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t stream);
+// values filled in (vocabulary rows, prefix rows). The language-model linear layers (WeightSpec::lm_linear)
+// of an FP8 checkpoint keep their E4M3 codes and scales; Quantize::kFp8 quantizes those of a bf16/fp32
+// checkpoint on the GPU per output channel (dynamic per-token activations), and is kInvalidArgument on a
+// checkpoint that is already quantized. The lm_head, embeddings and vision tower stay bf16, as on the CPU.
+GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t stream,
+                          Quantize quantize = Quantize::kNone);
 
 // Random weights drawn on the GPU from the config (benchmarks: no 26 GB file to move). Scales keep
 // activations bounded: matrices ~ U(±1/sqrt(in)), norms ≈ 1, A_log = log(U(1,16)), dt_bias so that dt ≈
-// 0.01–0.1.
-GpuWeights random_weights(const ModelConfig& cfg, uint64_t seed, cudaStream_t stream);
+// 0.01–0.1. Quantize::kFp8: the language-model linear layers drawn in bf16, then quantized on the GPU.
+GpuWeights random_weights(const ModelConfig& cfg, uint64_t seed, cudaStream_t stream,
+                          Quantize quantize = Quantize::kNone);
+
+// Whether any matrix is FP8, and the widest input (cols) of those that are (the activation buffer's row).
+bool has_fp8(const GpuWeights& w);
+int64_t fp8_max_cols(const GpuWeights& w);
 
 }  // namespace surf::model::cuda

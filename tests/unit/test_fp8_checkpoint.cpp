@@ -317,10 +317,11 @@ TEST_CASE(
 }
 
 TEST_CASE("a backend without FP8 refuses EngineOptions::quantize instead of ignoring it") {
-    register_engine_backend("no-fp8", [](const std::string&, int, WarmUp) -> std::unique_ptr<Engine> {
-        FAIL("the backend must not be opened");
-        return nullptr;
-    });
+    register_engine_backend(
+        "no-fp8", [](const std::string&, int, WarmUp, const EngineOptions&) -> std::unique_ptr<Engine> {
+            FAIL("the backend must not be opened");
+            return nullptr;
+        });
     EngineOptions options;
     options.quantize = Quantize::kFp8;
     std::string message;

@@ -199,7 +199,7 @@ TEST_CASE("open_engine: cpu always, other backends once registered, clear errors
     }
     // A registered backend gets the folder, the device and the warm-up.
     int seen_device = -1;
-    register_engine_backend("two", [&](const std::string& dir, int device, WarmUp) {
+    register_engine_backend("two", [&](const std::string& dir, int device, WarmUp, const EngineOptions&) {
         seen_device = device;
         return std::unique_ptr<Engine>(std::make_unique<ReplicaEngine>(
             std::vector<std::shared_ptr<Engine>>{cpu(), std::shared_ptr<Engine>(open_cpu_engine(dir))}));
