@@ -84,12 +84,14 @@ struct Roofline {
     }
 };
 
+// `fp8`: the language model's linear layers in E4M3 (one byte a weight; the lm_head stays bf16).
 inline Roofline roofline(const model::ModelConfig& cfg, bool bf16_state, int64_t replay_window = 0,
-                         bool split_state = false) {
+                         bool split_state = false, bool fp8 = false) {
     using model::LayerKind;
     const model::LlmConfig& c = cfg.llm;
-    double params = static_cast<double>(c.vocab_size) *
-                    c.hidden_size;  // lm_head (the embedding row gather is negligible)
+    const double head = static_cast<double>(c.vocab_size) *
+                        c.hidden_size;  // lm_head (the embedding row gather is negligible)
+    double params = 0;
     for (LayerKind k : c.layers) {
         params += c.hidden_size;
         if (k == LayerKind::kMamba2)
@@ -100,7 +102,7 @@ inline Roofline roofline(const model::ModelConfig& cfg, bool bf16_state, int64_t
             params += static_cast<double>((c.n_heads * 2 + c.n_kv_heads * 2) * c.head_dim) * c.hidden_size;
     }
     Roofline r;
-    r.weight_bytes = 2.0 * params;
+    r.weight_bytes = 2.0 * head + (fp8 ? 1.0 : 2.0) * params;
     const double ssm =
         static_cast<double>(c.mamba_n_heads * c.mamba_head_dim * c.d_state) * (bf16_state ? 2 : 4);
     const double conv = static_cast<double>(c.conv_dim() * (c.conv_kernel - 1)) * 2;
@@ -118,6 +120,23 @@ inline Roofline roofline(const model::ModelConfig& cfg, bool bf16_state, int64_t
     r.kv_bytes_per_token =
         static_cast<double>(c.count(LayerKind::kAttention)) * 2 * c.n_kv_heads * c.head_dim * 2;
     return r;
+}
+
+// Device bytes one resident session holds: its state slot (conv + SSM state and, with a replay window, its
+// replay entries) and the KV pages of `tokens` tokens (pages of 16).
+inline double session_bytes(const model::ModelConfig& cfg, bool bf16_state, int64_t replay_window,
+                            int64_t tokens) {
+    using model::LayerKind;
+    const model::LlmConfig& c = cfg.llm;
+    const double layers = static_cast<double>(c.count(LayerKind::kMamba2));
+    const double ssm =
+        static_cast<double>(c.mamba_n_heads * c.mamba_head_dim * c.d_state) * (bf16_state ? 2 : 4);
+    const double conv = static_cast<double>(c.conv_dim() * (c.conv_kernel - 1)) * 2;
+    const double replay = static_cast<double>(replay_window) * 2.0 *
+                          static_cast<double>(kernels::cuda::ssm_replay_entry_elems(
+                              c.mamba_n_heads, c.mamba_head_dim, c.n_groups, c.d_state));
+    const double kv = static_cast<double>(c.count(LayerKind::kAttention)) * 2 * c.n_kv_heads * c.head_dim * 2;
+    return layers * (ssm + conv + replay) + kv * static_cast<double>((tokens + 15) / 16 * 16);
 }
 
 }  // namespace surf::bench

@@ -82,6 +82,7 @@ struct Options {
     std::vector<int> concurrency = {1, 16, 64, 100};
     int steps = 10, text_tokens = 200, output_tokens = 100, width = 1280, height = 720;
     std::string mode = "both";
+    std::string quantize = "none";  // GpuLimits::quantize: none | fp8
     bool bf16_state = false;
     int state_split = -1;          // -1: the engine's default (GpuLimits::ssm_state_split)
     int64_t prefill_chunk = 1024;  // the engine's default
@@ -139,7 +140,7 @@ std::vector<int> parse_list(const char* text) {
 
 constexpr const char* kUsage =
     "usage: bench_serve [--config DIR] [--concurrency 1,16,64,100] [--steps 10] [--mode "
-    "stateful|stateless|both]\n"
+    "stateful|stateless|both] [--quantize none|fp8]\n"
     "                   [--text-tokens 200] [--output-tokens 100] [--image 1280x720] "
     "[--bf16-state] [--prefill-chunk 1024]\n"
     "                   [--vision-batch TILES] [--no-graphs] [--lm-priority] [--vision-sms N]\n"
@@ -170,6 +171,7 @@ std::vector<surf::bench::Flag> flag_table(Options& o) {
             int_flag("--text-tokens", o.text_tokens),
             int_flag("--output-tokens", o.output_tokens),
             text_flag("--mode", o.mode),
+            text_flag("--quantize", o.quantize),
             switch_flag("--bf16-state", o.bf16_state, true),
             int_flag("--state-split", o.state_split),
             int64_flag("--prefill-chunk", o.prefill_chunk),
@@ -264,6 +266,10 @@ void check_ranges(const Options& o) {
 
 // Refuses values outside what the knobs take (a message on stderr, exit status 2).
 void check_options(const Options& o) {
+    if (o.quantize != "none" && o.quantize != "fp8") {
+        std::fprintf(stderr, "bench_serve: --quantize takes none or fp8, got %s\n", o.quantize.c_str());
+        std::exit(2);
+    }
     if (o.vision_sms < 0) {
         std::fprintf(stderr, "bench_serve: --vision-sms %d is out of range\n", o.vision_sms);
         std::exit(2);
@@ -510,6 +516,7 @@ cuda::CudaEngineOptions engine_options(const Options& o, const ModelConfig& cfg,
     eo.limits.decode_graphs = o.graphs;
     eo.limits.lm_stream_priority = o.lm_priority;
     eo.limits.vision_gemm_sms = o.vision_sms;
+    eo.limits.quantize = parse_quantize(o.quantize, "--quantize");
     apply_knobs(o, eo.limits);
     eo.vision_min_tiles = o.vision_min_tiles, eo.vision_max_wait_steps = o.vision_max_wait;
     if (o.issue_ahead >= 0) eo.issue_ahead = o.issue_ahead == 1;
@@ -580,6 +587,26 @@ void print_header(const Options& o, const ModelConfig& cfg, const cuda::CudaEngi
         "decode rows | decode ms/step | decode %% roofline | device GiB "
         "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         o.steps);
+}
+
+// The weights' bytes and how many sessions of this workload (at their last step's length) would fit: the
+// device memory free now plus what this engine's state slots and KV pages hold, over a session's bytes.
+void print_capacity(const Options& o, const ModelConfig& cfg, const cuda::CudaEngineOptions& eo,
+                    double weight_bytes, int max_c) {
+    size_t free_bytes = 0, total = 0;
+    SURF_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    const int64_t tokens = static_cast<int64_t>(o.steps) * (768 + 2 + o.text_tokens + o.output_tokens);
+    const double session = surf::bench::session_bytes(cfg, o.bf16_state, eo.limits.ssm_replay_window, tokens);
+    const double slot = surf::bench::session_bytes(cfg, o.bf16_state, eo.limits.ssm_replay_window, 0);
+    const double page = surf::bench::session_bytes(cfg, o.bf16_state, eo.limits.ssm_replay_window, 16) - slot;
+    const double held =
+        static_cast<double>(eo.limits.max_slots) * slot + static_cast<double>(eo.limits.kv_pages) * page;
+    std::printf(
+        "# capacity: weights %.2f GiB (language-model linear layers %s); a stateful session of %lld tokens "
+        "holds %.1f MiB; about %.0f such sessions fit in the free memory plus this engine's %d slots\n",
+        weight_bytes / 1073741824.0, o.quantize == "fp8" ? "FP8 E4M3" : "bf16",
+        static_cast<long long>(tokens), session / 1048576.0,
+        (static_cast<double>(free_bytes) + held) / session, max_c + 4);
 }
 
 // The decode-only steps of a run, from the engine's stats before and after it, against the rooflines.
@@ -729,10 +756,12 @@ int main(int argc, char** argv) {
         const double load_s = std::chrono::duration<double>(Clock::now() - tl).count();
         // The decode-only steps against the bytes this engine's decode step must move (replay-aware; §4's
         // stock formula, which writes the state every step, is printed per run too).
-        const Baselines base{copy_bw,
-                             surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window, split),
-                             surf::bench::roofline(cfg, o.bf16_state), eo.limits.ssm_replay_window};
+        const Baselines base{
+            copy_bw,
+            surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window, split, o.quantize == "fp8"),
+            surf::bench::roofline(cfg, o.bf16_state), eo.limits.ssm_replay_window};
         print_header(o, cfg, eo, prop, copy_bw, gemm_tflops, split, load_s, *engine);
+        print_capacity(o, cfg, eo, base.roof.weight_bytes, max_c);
         uint64_t run_id = 0;
         int64_t failed = 0;
         {
