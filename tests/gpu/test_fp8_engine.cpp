@@ -119,8 +119,24 @@ TEST_CASE("CUDA FP8 refusals: quantizing an FP8 checkpoint") {
 
 namespace {
 
-// Agent prompt text (the prompt files the agent renders), tokenized and cut into windows of `len` tokens.
+// Agent prompts: the surf_tiny golden fixture's policy and localizer prompts (their text tokens, the image's
+// context tokens left out, then their greedy continuations), then windows of `len` tokens of the prompt files
+// the agent renders until the windows hold min_positions positions.
 std::vector<std::vector<int32_t>> prompt_windows(int64_t len, int64_t min_positions) {
+    std::vector<std::vector<int32_t>> windows;
+    int64_t positions = 0;
+    const Checkpoint golden =
+        Checkpoint::open(std::string(SURF_FIXTURES_DIR) + "/surf_tiny/expected.safetensors");
+    const int64_t image_token = load_model_config(kSurfTiny).image_context_token_id;
+    for (const char* name : {"case0", "case1"}) {
+        std::vector<int32_t> w;
+        for (const char* part : {".input_ids", ".greedy_tokens"}) {
+            for (int64_t id : golden.to_i64(std::string(name) + part))
+                if (id != image_token) w.push_back(static_cast<int32_t>(id));
+        }
+        positions += static_cast<int64_t>(w.size());
+        windows.push_back(std::move(w));
+    }
     const Tokenizer tok = Tokenizer::load(kSurfTiny + "/tokenizer.json");
     std::string text;
     for (const char* f : {"policy_system.md", "policy_turn.md", "localizer.md", "retry_feedback.md",
@@ -131,12 +147,13 @@ std::vector<std::vector<int32_t>> prompt_windows(int64_t len, int64_t min_positi
         text += ss.str() + "\n";
     }
     const std::vector<int32_t> ids = tok.encode(text, false);
-    // Windows at half-window strides until they hold min_positions positions (12 at most).
-    std::vector<std::vector<int32_t>> windows;
-    for (int64_t at = 0; at + len <= static_cast<int64_t>(ids.size()) &&
-                         static_cast<int64_t>(windows.size()) * len < min_positions && windows.size() < 12;
-         at += len / 2)
+    // Windows at half-window strides (12 at most).
+    for (int64_t at = 0;
+         at + len <= static_cast<int64_t>(ids.size()) && positions < min_positions && windows.size() < 12;
+         at += len / 2) {
         windows.emplace_back(ids.begin() + at, ids.begin() + at + len);
+        positions += len;
+    }
     return windows;
 }
 
