@@ -40,7 +40,8 @@ const std::vector<surf::cli::FlagSpec> kEvalFlags = {
     {"out", "DIR", "results folder (results.jsonl, summary.json, report.html, traces/); re-run to resume"},
     {"model", "DIR|URL",
      "model folder (default $SURF_MODEL, else the shipped surf-tiny), or an OpenAI-compatible server "
-     "http://HOST:PORT/v1"},
+     "http://HOST:PORT/v1, or several comma-separated (replicas: each chat stays on one; one that is "
+     "down passes its chats to another)"},
     {"backend", "NAME", "cpu (default) or cuda"},
     {"model-name", "NAME", "with --model http://HOST:PORT/v1: the served model's name"},
     {"api-key", "KEY", "with a remote --model: Bearer key (default $SURF_API_KEY)"},

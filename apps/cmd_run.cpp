@@ -300,7 +300,8 @@ SURF_COMMAND(surf::cli::Command{
     {{"url", "URL", "start page"},
      {"model", "DIR|URL",
       "model folder (default $SURF_MODEL, else the shipped surf-tiny), or an OpenAI-compatible server "
-      "http://HOST:PORT/v1"},
+      "http://HOST:PORT/v1, or several comma-separated (replicas: each chat stays on one; one that is "
+      "down passes its chats to another)"},
      {"backend", "NAME", "cpu (default) or cuda"},
      {"quantize", "none|fp8",
       "fp8: E4M3 weights and activations in the language model's linear layers, quantized on load (cpu "

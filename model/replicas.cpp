@@ -62,6 +62,7 @@ SessionId ReplicaEngine::open_session() {
                 best = i;
         }
         ++load_[best].sessions;  // reserve before the (possibly slow) open, so racing opens spread out
+        ++load_[best].placed;
     }
     SessionId local;
     try {
@@ -69,6 +70,7 @@ SessionId ReplicaEngine::open_session() {
     } catch (...) {
         std::lock_guard<std::mutex> lock(mutex_);
         --load_[best].sessions;
+        --load_[best].placed;
         throw;
     }
     std::lock_guard<std::mutex> lock(mutex_);
@@ -83,6 +85,7 @@ SessionId ReplicaEngine::fork_session(SessionId from) {
         std::lock_guard<std::mutex> lock(mutex_);
         src = find(from);
         ++load_[src.replica].sessions;
+        ++load_[src.replica].placed;
     }
     SessionId local;
     try {
@@ -90,6 +93,7 @@ SessionId ReplicaEngine::fork_session(SessionId from) {
     } catch (...) {
         std::lock_guard<std::mutex> lock(mutex_);
         --load_[src.replica].sessions;
+        --load_[src.replica].placed;
         throw;
     }
     std::lock_guard<std::mutex> lock(mutex_);

@@ -15,6 +15,7 @@ namespace surf::model {
 
 struct ReplicaLoad {
     int64_t sessions = 0;    // open sessions placed on this replica
+    int64_t placed = 0;      // sessions placed on it so far (opened or forked there)
     int64_t generating = 0;  // generate() calls running on it now
     int64_t generated = 0;   // generate() calls it has run
 };

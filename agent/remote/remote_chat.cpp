@@ -95,10 +95,14 @@ json openai_messages(
     return out;
 }
 
-// One conversation: the messages so far, re-sent whole on every turn.
+// One conversation: the messages so far, re-sent whole on every turn to the server it is placed on.
 class RemoteChat final : public Chat {
 public:
-    RemoteChat(RemoteChatModel& model, ChatOptions options) : model_(model), options_(std::move(options)) {}
+    RemoteChat(RemoteChatModel& model, ChatOptions options)
+        : model_(model), options_(std::move(options)), endpoint_(model.endpoints_.place()) {}
+    ~RemoteChat() override { model_.endpoints_.leave(endpoint_); }
+    RemoteChat(const RemoteChat&) = delete;
+    RemoteChat& operator=(const RemoteChat&) = delete;
 
     void reset(std::vector<Message> messages) override {
         for (Message& m : messages) m.text = sanitize_for_prompt(m.text, model_.special_strings_);
@@ -122,6 +126,7 @@ private:
     std::vector<Message> messages_;
     std::map<const model::Image*, std::string> data_urls_;  // the images messages_ holds, encoded once
     int64_t session_tokens_ = 0;
+    size_t endpoint_;  // the server this chat's turns go to (RemoteEndpoints moves it when it fails)
 };
 
 const std::string& RemoteChat::data_url(const std::shared_ptr<const model::Image>& image) {
@@ -162,7 +167,7 @@ TurnReport RemoteChat::ask(Message user, model::GenerateOptions options) {
     ChatReply reply;
     const auto t0 = std::chrono::steady_clock::now();
     try {
-        reply = model_.client_.chat(call_for(options));
+        reply = model_.endpoints_.chat(endpoint_, call_for(options));
     } catch (...) {
         messages_.pop_back();  // the conversation holds what it held before
         throw;
@@ -185,9 +190,19 @@ TurnReport RemoteChat::ask(Message user, model::GenerateOptions options) {
     return report;
 }
 
+namespace {
+
+std::vector<std::string> base_urls(const RemoteChatOptions& o) {
+    std::vector<std::string> urls = {o.client.base_url};
+    urls.insert(urls.end(), o.more_base_urls.begin(), o.more_base_urls.end());
+    return urls;
+}
+
+}  // namespace
+
 RemoteChatModel::RemoteChatModel(RemoteChatOptions options)
     : options_(std::move(options)),
-      client_(options_.client),
+      endpoints_(options_.client, base_urls(options_), options_.down_seconds),
       special_strings_(special_strings_of(options_.tokenizer_dir)) {}
 
 std::unique_ptr<Chat> RemoteChatModel::open_chat(const ChatOptions& options) {
@@ -195,17 +210,21 @@ std::unique_ptr<Chat> RemoteChatModel::open_chat(const ChatOptions& options) {
 }
 
 std::string RemoteChatModel::name() const {
-    return "remote " + client_.options().base_url + " (" + client_.options().model_name + ")";
+    std::string urls;
+    for (const std::string& url : base_urls(options_)) urls += (urls.empty() ? "" : ", ") + url;
+    return "remote " + urls + " (" + options_.client.model_name + ")";
 }
 
 std::shared_ptr<RemoteChatModel> open_remote_chat_model(const RemoteChatOptions& options) {
     auto model = std::make_shared<RemoteChatModel>(options);
-    if (options.check_model) {
-        const std::vector<std::string> ids = model->client().models();
+    if (!options.check_model) return model;
+    for (size_t e = 0; e < model->endpoints().size(); ++e) {
+        RemoteClient& client = model->endpoints().client(e);
+        const std::vector<std::string> ids = client.models();
         if (std::find(ids.begin(), ids.end(), options.client.model_name) == ids.end()) {
             std::string list;
             for (const auto& i : ids) list += (list.empty() ? "" : ", ") + i;
-            throw Error(ErrorKind::kInvalidArgument, "remote model server " + model->client().url("") +
+            throw Error(ErrorKind::kInvalidArgument, "remote model server " + client.url("") +
                                                          " does not serve \"" + options.client.model_name +
                                                          "\" (it serves: " + list + ")");
         }

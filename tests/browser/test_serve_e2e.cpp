@@ -6,12 +6,6 @@
 // keeps serving throughout and stops cleanly on SIGTERM.
 #include <doctest/doctest.h>
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -25,6 +19,7 @@
 #include "agent/remote/remote_chat.h"
 #include "tests/browser/test_http_server.h"
 #include "tests/http_client.h"
+#include "tests/serve_process.h"
 #include "tests/test_util.h"
 
 using namespace surf;
@@ -37,62 +32,11 @@ const std::string kModel = SURF_FIXTURES_DIR "/golden/tiny_fp32";
 const std::string kPages = SURF_SOURCE_DIR "/tests/browser/agent_pages";
 const std::string kKey = "e2e-key";
 
-// `surf serve` as a child process; the port comes from its "listening on" line.
-struct ServeProcess {
-    pid_t pid = -1;
-    int port = 0;
-    int out_fd = -1;
-
-    ServeProcess() {
-        const std::string exe = SURF_BINARY_DIR "/surf";
-        REQUIRE_MESSAGE(fs::exists(exe), "build the surf executable first: " << exe);
-        int fds[2];
-        REQUIRE(::pipe(fds) == 0);
-        pid = ::fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            ::dup2(fds[1], 1);
-            ::close(fds[0]);
-            ::close(fds[1]);
-            const int devnull = ::open("/dev/null", O_WRONLY);
-            ::dup2(devnull, 2);
-            ::execl(exe.c_str(), exe.c_str(), "serve", "--model", kModel.c_str(), "--model-name", "tiny",
-                    "--port", "0", "--api-key", kKey.c_str(), "--replicas", "2", "--max-body-mb", "1",
-                    "--prefix-cache", "8", nullptr);
-            ::_exit(127);
-        }
-        ::close(fds[1]);
-        out_fd = fds[0];
-        std::string line;
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-            pollfd p{out_fd, POLLIN, 0};
-            if (::poll(&p, 1, 200) <= 0) continue;
-            char buf[256];
-            const ssize_t n = ::read(out_fd, buf, sizeof buf);
-            if (n <= 0) break;
-            line.append(buf, static_cast<size_t>(n));
-        }
-        const size_t at = line.find("127.0.0.1:");
-        REQUIRE_MESSAGE(at != std::string::npos, "surf serve did not start: " << line);
-        port = std::stoi(line.substr(at + 10));
-    }
-    ~ServeProcess() {
-        if (pid > 0) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, nullptr, 0);
-        }
-        if (out_fd >= 0) ::close(out_fd);
-    }
-    bool alive() const { return ::waitpid(pid, nullptr, WNOHANG) == 0; }
-    int terminate() {
-        ::kill(pid, SIGTERM);
-        int status = 0;
-        ::waitpid(pid, &status, 0);
-        pid = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    }
-    std::string url() const { return "http://127.0.0.1:" + std::to_string(port) + "/v1"; }
+// `surf serve` as a child process.
+struct ServeProcess : surf::test::ServeProcess {
+    ServeProcess()
+        : surf::test::ServeProcess({"--model", kModel, "--model-name", "tiny", "--api-key", kKey,
+                                    "--replicas", "2", "--max-body-mb", "1", "--prefix-cache", "8"}) {}
 };
 
 using Reply = surf::test::HttpReply;
@@ -111,8 +55,7 @@ std::string error_code(const Reply& r) {
 
 // A gauge from /metrics.
 double metric(const ServeProcess& s, const std::string& name) {
-    const Reply r = http("http://127.0.0.1:" + std::to_string(s.port) + "/metrics", "",
-                         {"Authorization: Bearer " + kKey}, false);
+    const Reply r = http(s.origin() + "/metrics", "", {"Authorization: Bearer " + kKey}, false);
     const size_t at = r.body.find("\n" + name + " ");
     REQUIRE_MESSAGE(at != std::string::npos, name);
     return std::stod(r.body.substr(at + name.size() + 2));

@@ -57,6 +57,9 @@ TEST_CASE("replicas: least-loaded placement, sticky sessions, forks on their sou
     CHECK(r.loads()[r.replica_of(a)].generated == 2);
     CHECK(r.loads()[0].generating == 0);
     CHECK(r.loads()[1].generating == 0);
+    // Every open and fork counts where it was placed; closing does not take it back.
+    CHECK(r.loads()[0].placed + r.loads()[1].placed == 6);
+    CHECK(r.loads()[one].placed == 3 + (r.replica_of(a) == one ? 1 : 0));
 
     CHECK_THROWS_AS(r.generate(9999, hello, greedy(1)), Error);
     CHECK_THROWS_AS(r.fork_session(9999), Error);
