@@ -206,8 +206,8 @@ TEST_CASE("fp8_gemm against fp8_linear_reference, both scale paths") {
             run_gemm_case(ctx, {m, 512, 768, cu::DType::kBF16, false, true, 0}, rng);
             run_gemm_case(ctx, {m, 128, 512, cu::DType::kBF16, false, false, 192}, rng);
         }
-        MESSAGE((force_epilogue ? "forced epilogue: " : "scale vectors: "), ctx.planned(), " shapes, ",
-                ctx.epilogue_planned(), " on the epilogue path");
+        MESSAGE(std::string(force_epilogue ? "forced epilogue: " : "scale vectors: ")
+                << ctx.planned() << " shapes, " << ctx.epilogue_planned() << " on the epilogue path");
         if (force_epilogue) CHECK(ctx.epilogue_planned() == ctx.planned());
     }
 }
