@@ -71,6 +71,146 @@ agent::RemoteChatOptions remote(const ServeProcess& s) {
     return o;
 }
 
+// An agent run on local pages with every model call through the server; its trace names the remote backend.
+void check_agent_run(const ServeProcess& server, const std::shared_ptr<agent::ChatModel>& model) {
+    test::TestHttpServer pages(kPages);
+    agent::AgentConfig config;
+    config.profile = kPages + "/profile_tiny.json";
+    agent::Agent a(model, config);
+    agent::RunOptions run;
+    run.task = "Find the price of the blue kettle";
+    run.start_url = pages.url("/index.html");
+    run.max_steps = 3;
+    run.max_answer_attempts = 2;
+    run.timeout_seconds = 120;
+    run.viewport_width = 320;
+    run.viewport_height = 240;
+    run.max_wait_seconds = 0.2;
+    run.allow_domains = {"127.0.0.1"};
+    const fs::path dir = fs::temp_directory_path() / "surf_serve_e2e_agent";
+    fs::remove_all(dir);
+    run.trace_dir = dir.string();
+    const agent::RunResult r = a.run(run);
+    MESSAGE("status " << std::string(agent::run_status_name(r.status)) << ", steps " << r.steps << ", calls "
+                      << r.model_calls << ", " << r.seconds << " s, error " << r.error);
+    CHECK(r.status != agent::RunStatus::kError);
+    CHECK(r.steps >= 1);
+    CHECK(r.model_calls >= r.steps);
+    std::ifstream in(dir / "trace.jsonl");
+    std::string line;
+    int remote_calls = 0;
+    bool backend_named = false;
+    while (std::getline(in, line)) {
+        const json j = json::parse(line);
+        if (j["type"] == "run_start")
+            backend_named = j.dump().find("remote " + server.url()) != std::string::npos;
+        if (j["type"] == "model_call" && j["prompt_tokens"].get<int64_t>() > 0) ++remote_calls;
+    }
+    CHECK(backend_named);
+    CHECK(remote_calls >= r.steps);
+    CHECK(metric(server, "surf_sessions_open") == 0);
+    fs::remove_all(dir);
+}
+
+// `surf eval --model URL` on a two-task file: every call through the server, each trace naming it; a local
+// model's flags are refused with a remote one.
+void check_eval_through_server(const ServeProcess& server) {
+    test::TestHttpServer pages(kPages);
+    const fs::path dir = fs::temp_directory_path() / "surf_serve_e2e_eval";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const fs::path tasks = dir / "tasks.jsonl", out = dir / "out", log = dir / "eval.log";
+    {
+        std::ofstream t(tasks);
+        t << R"({"web_name": "Shop", "id": "Shop--0", "ques": "Find the price of the blue kettle", "web": ")"
+          << pages.url("/index.html") << "\"}\n"
+          << R"({"web_name": "Shop", "id": "Shop--1", "ques": "What does the second page say?", "web": ")"
+          << pages.url("/page2.html") << "\"}\n";
+    }
+    const std::string cmd =
+        std::string(SURF_BINARY_DIR "/surf") + " eval " + tasks.string() + " --out " + out.string() +
+        " --model " + server.url() + " --model-name tiny --api-key " + kKey + " --tokenizer " + kModel +
+        " --profile " + kPages +
+        "/profile_tiny.json --concurrency 2 --max-steps 2 --attempts 1 --judge none --viewport 320x240" +
+        " --allow-domain 127.0.0.1 --page-timeout 10 --timeout 120 > " + log.string() + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    const std::string printed = surf::test::read_file(log.string());
+    INFO("surf eval printed:\n" << printed);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(printed.find("connecting to " + server.url()) != std::string::npos);
+    std::ifstream results(out / "results.jsonl");
+    std::string line;
+    int records = 0;
+    while (std::getline(results, line)) {
+        const json r = json::parse(line);
+        INFO(r.dump());
+        ++records;
+        CHECK(r["status"] != "error");
+        CHECK(r["prompt_tokens"].get<int64_t>() > 0);
+        CHECK(r["steps"].get<int>() >= 1);
+        // The task's trace names the remote backend: the model ran behind the server, not in this
+        // process.
+        CHECK(surf::test::read_file((out / r["trace"].get<std::string>() / "trace.jsonl").string())
+                  .find("remote " + server.url()) != std::string::npos);
+    }
+    CHECK(records == 2);
+    CHECK(json::parse(surf::test::read_file((out / "summary.json").string()))["tasks"] == 2);
+    // A local model's flags are refused with a remote one (exit 2, naming the flag) before anything
+    // connects.
+    for (const std::string& bad :
+         {std::string(" eval ") + tasks.string() + " --out " + out.string() + " --template x.jinja",
+          std::string(" run \"task\" --url ") + pages.url("/index.html") + " --backend cuda"}) {
+        const std::string refused = std::string(SURF_BINARY_DIR "/surf") + bad + " --model " + server.url() +
+                                    " --model-name tiny > " + log.string() + " 2>&1";
+        const int rc = std::system(refused.c_str());
+        const std::string said = surf::test::read_file(log.string());
+        INFO(bad << ": " << said);
+        CHECK((WIFEXITED(rc) && WEXITSTATUS(rc) == 2));
+        CHECK(said.find("applies to a local model folder, not to a remote --model") != std::string::npos);
+    }
+    CHECK(metric(server, "surf_sessions_open") == 0);
+    fs::remove_all(dir);
+}
+
+// `surf run` with a local policy and the localizer and validator behind the server; --without-action.
+void check_roles_through_server(const ServeProcess& server) {
+    test::TestHttpServer pages(kPages);
+    const fs::path log = fs::temp_directory_path() / "surf_serve_e2e_roles.log";
+    // Only click (which asks the localizer) and answer (which asks the validator) are left, so every step
+    // that parses makes a call to the server.
+    std::string without;
+    for (const char* a : {"back", "double_click", "drag", "goto", "hover", "key", "refresh", "right_click",
+                          "scroll", "select", "wait", "write"})
+        without += std::string(" --without-action ") + a;
+    const double before = metric(server, "surf_prompt_tokens_total");
+    const std::string cmd = std::string(SURF_BINARY_DIR "/surf") +
+                            " run \"Find the price of the blue kettle\"" + " --url " +
+                            pages.url("/index.html") + " --model " + kModel + " --localizer-model " +
+                            server.url() + " --validator-model " + server.url() + " --model-name tiny" +
+                            " --api-key " + kKey + " --profile " + kPages + "/profile_tiny.json" + without +
+                            " --max-steps 3 --attempts 1 --viewport 320x240 --allow-domain 127.0.0.1" +
+                            " --timeout 120 > " + log.string() + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    const std::string printed = surf::test::read_file(log.string());
+    INFO("surf run printed:\n" << printed);
+    REQUIRE(WIFEXITED(status));
+    CHECK((WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1));  // answered or not: no error
+    CHECK(printed.find("connecting to " + server.url()) != std::string::npos);
+    CHECK(metric(server, "surf_prompt_tokens_total") > before);
+    // The policy still runs in this process: the run's own model is the local folder.
+    CHECK(printed.find("loading " + kModel) != std::string::npos);
+    // A name the profile's policy does not have is refused before anything loads.
+    const std::string refused = std::string(SURF_BINARY_DIR "/surf") + " run task --url " +
+                                pages.url("/index.html") + " --model " + kModel + " --profile " + kPages +
+                                "/profile_tiny.json --without-action fly > " + log.string() + " 2>&1";
+    const int rc = std::system(refused.c_str());
+    CHECK((WIFEXITED(rc) && WEXITSTATUS(rc) == 2));
+    CHECK(surf::test::read_file(log.string()).find("\"fly\" is not an action") != std::string::npos);
+    CHECK(metric(server, "surf_sessions_open") == 0);
+    fs::remove(log);
+}
+
 }  // namespace
 
 TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an agent run") {
@@ -162,140 +302,16 @@ TEST_CASE("surf serve end to end: remote backend, error codes, disconnects, an a
     }
 
     SUBCASE("a web agent runs end to end through the server") {
-        test::TestHttpServer pages(kPages);
-        agent::AgentConfig config;
-        config.profile = kPages + "/profile_tiny.json";
-        agent::Agent a(model, config);
-        agent::RunOptions run;
-        run.task = "Find the price of the blue kettle";
-        run.start_url = pages.url("/index.html");
-        run.max_steps = 3;
-        run.max_answer_attempts = 2;
-        run.timeout_seconds = 120;
-        run.viewport_width = 320;
-        run.viewport_height = 240;
-        run.max_wait_seconds = 0.2;
-        run.allow_domains = {"127.0.0.1"};
-        const fs::path dir = fs::temp_directory_path() / "surf_serve_e2e_agent";
-        fs::remove_all(dir);
-        run.trace_dir = dir.string();
-        const agent::RunResult r = a.run(run);
-        MESSAGE("status " << std::string(agent::run_status_name(r.status)) << ", steps " << r.steps
-                          << ", calls " << r.model_calls << ", " << r.seconds << " s, error " << r.error);
-        CHECK(r.status != agent::RunStatus::kError);
-        CHECK(r.steps >= 1);
-        CHECK(r.model_calls >= r.steps);
-        std::ifstream in(dir / "trace.jsonl");
-        std::string line;
-        int remote_calls = 0;
-        bool backend_named = false;
-        while (std::getline(in, line)) {
-            const json j = json::parse(line);
-            if (j["type"] == "run_start")
-                backend_named = j.dump().find("remote " + server.url()) != std::string::npos;
-            if (j["type"] == "model_call" && j["prompt_tokens"].get<int64_t>() > 0) ++remote_calls;
-        }
-        CHECK(backend_named);
-        CHECK(remote_calls >= r.steps);
-        CHECK(metric(server, "surf_sessions_open") == 0);
-        fs::remove_all(dir);
+        check_agent_run(server, model);
     }
 
     SUBCASE("surf eval --model URL runs a task file with every model call going through the server") {
-        test::TestHttpServer pages(kPages);
-        const fs::path dir = fs::temp_directory_path() / "surf_serve_e2e_eval";
-        fs::remove_all(dir);
-        fs::create_directories(dir);
-        const fs::path tasks = dir / "tasks.jsonl", out = dir / "out", log = dir / "eval.log";
-        {
-            std::ofstream t(tasks);
-            t << R"({"web_name": "Shop", "id": "Shop--0", "ques": "Find the price of the blue kettle", "web": ")"
-              << pages.url("/index.html") << "\"}\n"
-              << R"({"web_name": "Shop", "id": "Shop--1", "ques": "What does the second page say?", "web": ")"
-              << pages.url("/page2.html") << "\"}\n";
-        }
-        const std::string cmd =
-            std::string(SURF_BINARY_DIR "/surf") + " eval " + tasks.string() + " --out " + out.string() +
-            " --model " + server.url() + " --model-name tiny --api-key " + kKey + " --tokenizer " + kModel +
-            " --profile " + kPages +
-            "/profile_tiny.json --concurrency 2 --max-steps 2 --attempts 1 --judge none --viewport 320x240" +
-            " --allow-domain 127.0.0.1 --page-timeout 10 --timeout 120 > " + log.string() + " 2>&1";
-        const int status = std::system(cmd.c_str());
-        const std::string printed = surf::test::read_file(log.string());
-        INFO("surf eval printed:\n" << printed);
-        REQUIRE(WIFEXITED(status));
-        CHECK(WEXITSTATUS(status) == 0);
-        CHECK(printed.find("connecting to " + server.url()) != std::string::npos);
-        std::ifstream results(out / "results.jsonl");
-        std::string line;
-        int records = 0;
-        while (std::getline(results, line)) {
-            const json r = json::parse(line);
-            INFO(r.dump());
-            ++records;
-            CHECK(r["status"] != "error");
-            CHECK(r["prompt_tokens"].get<int64_t>() > 0);
-            CHECK(r["steps"].get<int>() >= 1);
-            // The task's trace names the remote backend: the model ran behind the server, not in this
-            // process.
-            CHECK(surf::test::read_file((out / r["trace"].get<std::string>() / "trace.jsonl").string())
-                      .find("remote " + server.url()) != std::string::npos);
-        }
-        CHECK(records == 2);
-        CHECK(json::parse(surf::test::read_file((out / "summary.json").string()))["tasks"] == 2);
-        // A local model's flags are refused with a remote one (exit 2, naming the flag) before anything
-        // connects.
-        for (const std::string& bad :
-             {std::string(" eval ") + tasks.string() + " --out " + out.string() + " --template x.jinja",
-              std::string(" run \"task\" --url ") + pages.url("/index.html") + " --backend cuda"}) {
-            const std::string refused = std::string(SURF_BINARY_DIR "/surf") + bad + " --model " +
-                                        server.url() + " --model-name tiny > " + log.string() + " 2>&1";
-            const int rc = std::system(refused.c_str());
-            const std::string said = surf::test::read_file(log.string());
-            INFO(bad << ": " << said);
-            CHECK((WIFEXITED(rc) && WEXITSTATUS(rc) == 2));
-            CHECK(said.find("applies to a local model folder, not to a remote --model") != std::string::npos);
-        }
-        CHECK(metric(server, "surf_sessions_open") == 0);
-        fs::remove_all(dir);
+        check_eval_through_server(server);
     }
 
     SUBCASE(
         "surf run with a local policy, the localizer and validator behind the server, and --without-action") {
-        test::TestHttpServer pages(kPages);
-        const fs::path log = fs::temp_directory_path() / "surf_serve_e2e_roles.log";
-        // Only click (which asks the localizer) and answer (which asks the validator) are left, so every step
-        // that parses makes a call to the server.
-        std::string without;
-        for (const char* a : {"back", "double_click", "drag", "goto", "hover", "key", "refresh",
-                              "right_click", "scroll", "select", "wait", "write"})
-            without += std::string(" --without-action ") + a;
-        const double before = metric(server, "surf_prompt_tokens_total");
-        const std::string cmd =
-            std::string(SURF_BINARY_DIR "/surf") + " run \"Find the price of the blue kettle\"" + " --url " +
-            pages.url("/index.html") + " --model " + kModel + " --localizer-model " + server.url() +
-            " --validator-model " + server.url() + " --model-name tiny" + " --api-key " + kKey +
-            " --profile " + kPages + "/profile_tiny.json" + without +
-            " --max-steps 3 --attempts 1 --viewport 320x240 --allow-domain 127.0.0.1" + " --timeout 120 > " +
-            log.string() + " 2>&1";
-        const int status = std::system(cmd.c_str());
-        const std::string printed = surf::test::read_file(log.string());
-        INFO("surf run printed:\n" << printed);
-        REQUIRE(WIFEXITED(status));
-        CHECK((WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1));  // answered or not: no error
-        CHECK(printed.find("connecting to " + server.url()) != std::string::npos);
-        CHECK(metric(server, "surf_prompt_tokens_total") > before);
-        // The policy still runs in this process: the run's own model is the local folder.
-        CHECK(printed.find("loading " + kModel) != std::string::npos);
-        // A name the profile's policy does not have is refused before anything loads.
-        const std::string refused = std::string(SURF_BINARY_DIR "/surf") + " run task --url " +
-                                    pages.url("/index.html") + " --model " + kModel + " --profile " + kPages +
-                                    "/profile_tiny.json --without-action fly > " + log.string() + " 2>&1";
-        const int rc = std::system(refused.c_str());
-        CHECK((WIFEXITED(rc) && WEXITSTATUS(rc) == 2));
-        CHECK(surf::test::read_file(log.string()).find("\"fly\" is not an action") != std::string::npos);
-        CHECK(metric(server, "surf_sessions_open") == 0);
-        fs::remove(log);
+        check_roles_through_server(server);
     }
 
     CHECK(server.alive());
