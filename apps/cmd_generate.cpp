@@ -96,13 +96,6 @@ void report_generation(const surf::cli::Args& args, const Engine& engine, const 
 }
 
 int run_generate(const surf::cli::Args& args) {
-    // Flags the chosen backend cannot serve fail here, before the model loads.
-    if (args.has("dump-logits") && args.get("backend") == "cuda") {
-        throw surf::Error(
-            surf::ErrorKind::kInvalidArgument,
-            "--dump-logits needs --backend cpu: the cuda engine keeps the logits on the device and "
-            "does not report them");
-    }
     const std::string backend = surf::cli::backend_flag(args);
     const std::string dir = surf::cli::model_flag(args);
     GenerateOptions options = generate_options(args);
@@ -161,8 +154,7 @@ SURF_COMMAND(surf::cli::Command{
      {"schema", "FILE", "constrain the output to this JSON schema"},
      {"show-tokens", "", "print the generated token ids on stderr"},
      {"dump-logits", "FILE",
-      "write the logits of every generated step to FILE (safetensors; --backend cpu only: the CUDA engine "
-      "keeps them on the device)"}},
+      "write the logits each generated token is drawn from to FILE (safetensors, [steps, vocab])"}},
     run_generate});
 
 }  // namespace

@@ -139,11 +139,6 @@ public:
                             const GenerateOptions& options) override {
         validate(options.sampling);
         if (options.max_tokens < 0) throw Error(ErrorKind::kInvalidArgument, "max_tokens must be ≥ 0");
-        if (options.on_logits) {
-            throw Error(ErrorKind::kUnsupported,
-                        "the CUDA engine does not report logits (GenerateOptions::on_logits): they stay on "
-                        "the device; the CPU engine reports them");
-        }
         auto req = std::make_unique<Request>();
         req->session = id;
         req->options = options;

@@ -49,7 +49,10 @@ std::vector<int32_t> StepSampling::stage(int set, const std::vector<Request*>& o
         host.step[i] = positions[static_cast<size_t>(rows[i])];
         S.any_mask |= r.rules->constrained();
     }
-    if (!S.any_mask) return forced;
+    if (!S.any_mask) {
+        stage_reports(S, owners, rows, forced);
+        return forced;
+    }
     for (size_t i = 0; i < n; ++i) {
         const DecodeRules& rules = *owners[static_cast<size_t>(rows[i])]->rules;
         uint32_t* m = host.masks + i * mask_words_;
@@ -64,7 +67,20 @@ std::vector<int32_t> StepSampling::stage(int set, const std::vector<Request*>& o
         }
         rules.fill_mask(m, output_mask_.data(), mask_words_);
     }
+    stage_reports(S, owners, rows, forced);
     return forced;
+}
+
+void StepSampling::stage_reports(Set& S, const std::vector<Request*>& owners,
+                                 const std::vector<int64_t>& rows, const std::vector<int32_t>& forced) {
+    S.report_rows.clear();
+    S.report_to.clear();
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const Request& r = *owners[static_cast<size_t>(rows[i])];
+        if (!r.options.on_logits || forced[i] >= 0 || r.options.max_tokens == 0) continue;
+        S.report_rows.push_back(i);
+        S.report_to.push_back(&r.options.on_logits);
+    }
 }
 
 void StepSampling::enqueue(int set, const std::vector<int64_t>& rows) {
@@ -78,6 +94,16 @@ void StepSampling::enqueue(int set, const std::vector<int64_t>& rows) {
                                     cudaMemcpyHostToDevice, stream));
     const SampleArrays dev = SampleArrays::at(params_dev_.get(), cap_);
     int32_t* tokens = model_.sampled_tokens();
+    if (!S.report_rows.empty()) {  // the raw logits, before the sampler reads them
+        const size_t V = static_cast<size_t>(model_.config().llm.vocab_size);
+        const size_t bytes = S.report_rows.size() * V * 4;
+        if (S.logits_host.bytes() < bytes) S.logits_host = PinnedBuffer(bytes);
+        for (size_t j = 0; j < S.report_rows.size(); ++j) {
+            const float* row = model_.logits() + rows[S.report_rows[j]] * model_.logits_stride();
+            SURF_CUDA_CHECK(cudaMemcpyAsync(S.logits_host.as<float>() + j * V, row, V * 4,
+                                            cudaMemcpyDeviceToHost, stream));
+        }
+    }
     // Logits row i belongs to sequence i; sampled rows come in runs of consecutive sequences.
     size_t i = 0;
     while (i < n) {
@@ -104,6 +130,8 @@ void StepSampling::enqueue(int set, const std::vector<int64_t>& rows) {
 std::vector<int32_t> StepSampling::wait(int set, const std::vector<int32_t>& forced) {
     Set& S = sets_[set];
     SURF_CUDA_CHECK(cudaEventSynchronize(S.end));
+    const int64_t V = model_.config().llm.vocab_size;
+    for (size_t j = 0; j < S.report_rows.size(); ++j) (*S.report_to[j])(S.logits_host.as<float>() + j * V, V);
     std::vector<int32_t> out(forced.size());
     const int32_t* got = S.tokens_host.as<int32_t>();
     for (size_t k = 0; k < out.size(); ++k) out[k] = forced[k] >= 0 ? forced[k] : got[k];

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/cuda/device_buffer.h"
@@ -57,12 +58,14 @@ public:
     // a complete constraint forces (its stop id), or −1.
     std::vector<int32_t> stage(int set, const std::vector<Request*>& owners,
                                const std::vector<uint64_t>& positions, const std::vector<int64_t>& rows);
-    // Enqueues on the model's stream: the staged parameters up, the sampler over logits rows `rows` (sequence
-    // i's logits are row i), the tokens into GpuModel::sampled_tokens()[0, rows.size()) and back to the host.
-    // Call with the model's stream to yourself (the engine's gpu lock), after stage(set, …) and the step's
-    // forward.
+    // Enqueues on the model's stream: the staged parameters up, the raw logits of the rows whose requests
+    // report them (GenerateOptions::on_logits; rows that draw a token) to the host, the sampler over logits
+    // rows `rows` (sequence i's logits are row i), the tokens into GpuModel::sampled_tokens()[0, rows.size())
+    // and back to the host. Call with the model's stream to yourself (the engine's gpu lock), after
+    // stage(set, …) and the step's forward.
     void enqueue(int set, const std::vector<int64_t>& rows);
-    // Waits for set's tokens and returns them, `forced` (from stage) applied.
+    // Waits for set's tokens and returns them, `forced` (from stage) applied, after handing each reporting
+    // row's logits to its request's on_logits (on the caller's thread, as the CPU engine does).
     std::vector<int32_t> wait(int set, const std::vector<int32_t>& forced);
     // Set's sampling span on the GPU (parameters up to tokens back), and the event its tokens' copy
     // completes.
@@ -74,7 +77,15 @@ private:
         PinnedBuffer params_host, tokens_host;
         cudaEvent_t begin = nullptr, end = nullptr;
         bool any_mask = false;
+        // The sampled rows (indexes into the step's rows) that report their logits, their callbacks (their
+        // requests outlive the step), and the host rows the logits land in (grown on first use).
+        std::vector<size_t> report_rows;
+        std::vector<const std::function<void(const float*, int64_t)>*> report_to;
+        PinnedBuffer logits_host;
     };
+    // Which of the step's sampled rows report their logits: those with on_logits that draw a token.
+    void stage_reports(Set& S, const std::vector<Request*>& owners, const std::vector<int64_t>& rows,
+                       const std::vector<int32_t>& forced);
     GpuModel& model_;
     std::vector<uint32_t> output_mask_;
     DeviceBuffer output_mask_dev_;

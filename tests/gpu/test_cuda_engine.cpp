@@ -13,6 +13,7 @@
 #include "model/engine.h"
 #include "model/text/chat_template.h"
 #include "tests/engine_contract.h"
+#include "tests/test_util.h"
 
 using namespace surf::model;
 
@@ -369,4 +370,34 @@ TEST_CASE(
     const GenerateResult kept = engine->generate(other, interleave_images(p.rendered, p.images), greedy(32));
     CHECK(leading_matches(kept.tokens, p.want) == p.want.size());
     CHECK(engine->generate(pic, {InputPart::of_text("hi")}, greedy(2)).tokens.size() == 2);
+}
+
+TEST_CASE("CUDA engine: on_logits reports the logits each token is drawn from, as the CPU engine does") {
+    const std::string dir = fixture("tiny_fp32");
+    auto engine = cuda::open_cuda_engine(dir, small_options());
+    auto cpu = open_cpu_engine(dir);
+    const ImagePrompt p = image_prompt(dir);
+    std::vector<float> gpu_rows, cpu_rows;
+    int64_t vocab = 0;
+    GenerateOptions g = greedy(32), c = greedy(32);
+    g.on_logits = [&](const float* row, int64_t v) {
+        gpu_rows.insert(gpu_rows.end(), row, row + v), vocab = v;
+    };
+    c.on_logits = [&](const float* row, int64_t v) { cpu_rows.insert(cpu_rows.end(), row, row + v); };
+    const GenerateResult rg =
+        engine->generate(engine->open_session(), interleave_images(p.rendered, p.images), g);
+    const GenerateResult rc = cpu->generate(cpu->open_session(), interleave_images(p.rendered, p.images), c);
+    REQUIRE(vocab > 0);
+    REQUIRE(gpu_rows.size() == rg.tokens.size() * static_cast<size_t>(vocab));
+    REQUIRE(rg.tokens == rc.tokens);
+    REQUIRE(cpu_rows.size() == gpu_rows.size());
+    // Each row is the one its greedy token was drawn from, and the rows are the CPU engine's within the bf16
+    // GPU tests' logits tolerance (tiny_fp32 at bf16 weights: 3e-2).
+    for (size_t t = 0; t < rg.tokens.size(); ++t) {
+        const float* row = gpu_rows.data() + t * static_cast<size_t>(vocab);
+        CHECK(std::max_element(row, row + vocab) - row == rg.tokens[t]);
+    }
+    const double err = surf::test::relative_error(gpu_rows.data(), cpu_rows);
+    MESSAGE("on_logits: " << rg.tokens.size() << " rows, rel err against the CPU engine " << err);
+    CHECK(err <= 3e-2);
 }
