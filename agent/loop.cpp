@@ -478,6 +478,7 @@ void Run::step(int step) {
         PolicyStepInput in{step, options_.max_steps, forced, view.text, view.sent, view.policy_elements, {}};
         if (profile_.listed_elements_only)
             for (const ListedElement& e : view.policy_listed) in.element_choices.push_back(e.description);
+        if (profile_.typed_text_from_task_quotes) in.text_choices = quoted_strings(options_.task);
         decision = policy_.decide(memory_, in);
     } catch (const Error& e) {
         policy_failed(e, step, forced, step_t0, ts, ev);

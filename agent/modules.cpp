@@ -1,5 +1,6 @@
 #include "agent/modules.h"
 
+#include <algorithm>
 #include <ctime>
 #include <set>
 
@@ -60,19 +61,69 @@ int restrict_element_fields(nlohmann::ordered_json& schema, const nlohmann::orde
     return n;
 }
 
-// The policy's schema with its element fields restricted to the listed descriptions (duplicates once).
-std::shared_ptr<const model::CompiledSchema> listed_schema(const PromptProfile& p,
-                                                           const std::vector<std::string>& descriptions) {
+// Sets the "content" string field of every variant whose "type" is the constant "write" to an enum of
+// `choices`. Returns how many it restricted.
+int restrict_write_text(nlohmann::ordered_json& schema, const nlohmann::ordered_json& choices) {
+    int n = 0;
+    if (schema.is_object()) {
+        auto props = schema.find("properties");
+        if (props != schema.end() && props->is_object() && props->contains("type") &&
+            props->contains("content") && (*props)["type"].value("const", "") == "write" &&
+            (*props)["content"].value("type", "") == "string") {
+            (*props)["content"] = {{"enum", choices}};
+            ++n;
+        }
+        for (auto& [key, value] : schema.items()) n += restrict_write_text(value, choices);
+    } else if (schema.is_array()) {
+        for (auto& value : schema) n += restrict_write_text(value, choices);
+    }
+    return n;
+}
+
+nlohmann::ordered_json unique_choices(const std::vector<std::string>& values) {
     nlohmann::ordered_json choices = nlohmann::ordered_json::array();
     std::set<std::string> seen;
-    for (const std::string& d : descriptions)
-        if (seen.insert(d).second) choices.push_back(d);
+    for (const std::string& v : values)
+        if (seen.insert(v).second) choices.push_back(v);
+    return choices;
+}
+
+// The policy's schema with its element fields restricted to the listed descriptions and its write text to
+// the task's quoted strings (each list with duplicates once; an empty list restricts nothing).
+std::shared_ptr<const model::CompiledSchema> restricted_schema(const PromptProfile& p,
+                                                               const PolicyStepInput& in) {
     nlohmann::ordered_json schema = nlohmann::ordered_json::parse(p.policy_schema_text);
-    if (restrict_element_fields(schema, choices) == 0) return p.policy_schema;
-    return model::compile_json_schema(schema, p.path + " (policy_schema, restricted to the listed elements)");
+    int n = 0;
+    if (!in.element_choices.empty()) n += restrict_element_fields(schema, unique_choices(in.element_choices));
+    if (!in.text_choices.empty()) n += restrict_write_text(schema, unique_choices(in.text_choices));
+    if (n == 0) return p.policy_schema;
+    return model::compile_json_schema(schema, p.path +
+                                                  " (policy_schema, restricted to the listed elements and "
+                                                  "the task's quoted text)");
 }
 
 }  // namespace
+
+std::vector<std::string> quoted_strings(const std::string& task) {
+    static const std::pair<std::string, std::string> kPairs[] = {{"\"", "\""}, {"“", "”"}, {"«", "»"}};
+    std::vector<std::pair<size_t, std::string>> found;  // (position, text), sorted by position at the end
+    for (const auto& [open, close] : kPairs) {
+        size_t at = 0;
+        while ((at = task.find(open, at)) != std::string::npos) {
+            const size_t begin = at + open.size(), end = task.find(close, begin);
+            if (end == std::string::npos) break;
+            std::string text = task.substr(begin, end - begin);
+            const size_t first = text.find_first_not_of(' '), last = text.find_last_not_of(' ');
+            text = first == std::string::npos ? "" : text.substr(first, last - first + 1);
+            if (!text.empty() && text.size() <= 200) found.emplace_back(at, std::move(text));
+            at = end + close.size();
+        }
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<std::string> out;
+    for (auto& [pos, text] : found) out.push_back(std::move(text));
+    return out;
+}
 
 std::string today_utc() {
     const std::time_t now = std::time(nullptr);
@@ -91,8 +142,8 @@ model::GenerateOptions Policy::options(const PolicyStepInput& in) const {
     std::shared_ptr<const model::CompiledSchema> schema = p.policy_schema;
     if (in.forced)
         schema = p.answer_schema;
-    else if (p.listed_elements_only && !in.element_choices.empty())
-        schema = listed_schema(p, in.element_choices);
+    else if (!in.element_choices.empty() || !in.text_choices.empty())
+        schema = restricted_schema(p, in);
     return module_options(p.policy, schema, ctx_, 0x1000u + static_cast<uint64_t>(in.step));
 }
 

@@ -36,7 +36,14 @@ struct PolicyStepInput {
     // With the profile's listed_elements_only: the listed descriptions, the only values the action's element
     // fields may take (empty: no restriction, as on a page that lists nothing).
     std::vector<std::string> element_choices;
+    // With the profile's typed_text_from_task_quotes: the task's quoted strings, the only values a write
+    // action's text may take (empty: no restriction, as for a task that quotes nothing).
+    std::vector<std::string> text_choices;
 };
+
+// The strings a task quotes, in order: between ASCII double quotes, between “ and ”, and between « and »
+// (spaces inside the guillemets trimmed); empty or over 200-byte ones are left out.
+std::vector<std::string> quoted_strings(const std::string& task);
 
 class Policy {
 public:

@@ -179,6 +179,7 @@ PromptProfile load_profile(const std::string& path) {
     p.max_session_tokens = r.integer("max_session_tokens", 60000, 1000, int64_t{1} << 30);
     p.page_elements = static_cast<int>(r.integer("page_elements", 0, 0, 1000));
     p.listed_elements_only = r.boolean("listed_elements_only", false);
+    p.typed_text_from_task_quotes = r.boolean("typed_text_from_task_quotes", false);
     r.check_unknown();
     const bool listed = p.policy_turn->placeholders().count("elements") ||
                         p.localizer_prompt->placeholders().count("elements") ||

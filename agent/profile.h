@@ -74,6 +74,9 @@ struct PromptProfile {
     // enum each step), and a listed element is acted on at its listed point, without the localizer. For a
     // small model that copies from the list: it cannot name an element the page lacks.
     bool listed_elements_only = false;
+    // A write action types one of the task's quoted strings ("…", “…”, «…») when the task quotes any (its
+    // schema gets them as an enum each step): a small model copies the text whole instead of garbling it.
+    bool typed_text_from_task_quotes = false;
 
     // Memory.
     int history_steps = 3;               // recent actions listed in each turn's text

@@ -781,6 +781,27 @@ TEST_CASE(
     std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("typed_text_from_task_quotes: a write action types one of the task's quoted strings") {
+    Fixture f;
+    const auto dir = std::filesystem::temp_directory_path() / "surf_agent_quoted_text";
+    f.profile = listing_profile(dir, "\"page_elements\": 3, \"typed_text_from_task_quotes\": true");
+    f.page.listed = {{"the \"User\" field", "", true, 0, 0, 32, 24}};
+    f.engine.scripts["policy"] = {step_json(kAnswer), step_json(kAnswer)};
+    f.engine.scripts["validator"] = {R"({"reason":"ok","success":true})",
+                                     R"({"reason":"ok","success":true})"};
+    RunOptions o = options();
+    o.task = R"(Sign in as "ivan50" with the password “Ridge-952”.)";
+    CHECK(f.run(o).status == RunStatus::kAnswered);
+    o.task = "Sign in as ivan50.";  // nothing quoted: the text stays free
+    CHECK(f.run(o).status == RunStatus::kAnswered);
+    const auto policy = f.engine.of("policy");
+    REQUIRE(policy.size() == 2);
+    CHECK(policy[0].schema_text.find(R"("content":{"enum":["ivan50","Ridge-952"]})") != std::string::npos);
+    CHECK(policy[0].schema_text.find(R"("content":{"type":"string")") != std::string::npos);  // the answer's
+    CHECK(policy[1].schema_text.find(R"("enum":["ivan50")") == std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a profile without page_elements never asks the page for its elements") {
     Fixture f;
     f.page.listed = {{"the \"OK\" button", "", true, 60, 50, 40, 20}};

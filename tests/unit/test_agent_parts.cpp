@@ -9,6 +9,7 @@
 #include "agent/actions.h"
 #include "agent/coordinates.h"
 #include "agent/memory.h"
+#include "agent/modules.h"
 #include "agent/page_text.h"
 #include "agent/profile.h"
 #include "agent/prompt_renderer.h"
@@ -295,4 +296,14 @@ TEST_CASE(
     std::ofstream(dir / "prompts" / "validator_turn.md") << "{task} {answer}";
     CHECK(error_of([&] { load_profile(profile); }).find("no prompt uses {elements}") != std::string::npos);
     std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("quoted_strings: the task's quoted values in order, for typed_text_from_task_quotes") {
+    using agent::quoted_strings;
+    CHECK(quoted_strings(R"(Access the account: user "ivan50", pass "Ridge-952".)") ==
+          std::vector<std::string>{"ivan50", "Ridge-952"});
+    CHECK(quoted_strings("Tapez « Lyon » puis “Rechercher”") ==
+          std::vector<std::string>{"Lyon", "Rechercher"});
+    CHECK(quoted_strings("Search for wireless mice").empty());
+    CHECK(quoted_strings(R"(an empty "" and an unclosed "quote)").empty());
 }
