@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <functional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -39,45 +40,49 @@ model::GenerateOptions module_options(const ModuleSettings& m,
     return o;
 }
 
+// Calls fn on every object in `schema` (the root and every nested object, through arrays too); returns the
+// sum of what the calls return.
+int for_each_object(nlohmann::ordered_json& schema, const std::function<int(nlohmann::ordered_json&)>& fn) {
+    int n = 0;
+    if (schema.is_object()) {
+        n += fn(schema);
+        for (auto& [key, value] : schema.items()) n += for_each_object(value, fn);
+    } else if (schema.is_array()) {
+        for (auto& value : schema) n += for_each_object(value, fn);
+    }
+    return n;
+}
+
 // Sets every string field named "element" or "to_element" of an object schema (the pointed actions) to an
 // enum of `choices`, wherever it is in `schema`. Returns how many fields it restricted.
 int restrict_element_fields(nlohmann::ordered_json& schema, const nlohmann::ordered_json& choices) {
-    int n = 0;
-    if (schema.is_object()) {
-        if (schema.contains("properties") && schema["properties"].is_object()) {
-            for (const char* key : {"element", "to_element"}) {
-                auto& props = schema["properties"];
-                if (props.contains(key) && props[key].is_object() &&
-                    props[key].value("type", "") == "string") {
-                    props[key] = {{"enum", choices}};
-                    ++n;
-                }
+    return for_each_object(schema, [&](nlohmann::ordered_json& object) {
+        int n = 0;
+        auto props = object.find("properties");
+        if (props == object.end() || !props->is_object()) return 0;
+        for (const char* key : {"element", "to_element"}) {
+            if (props->contains(key) && (*props)[key].is_object() &&
+                (*props)[key].value("type", "") == "string") {
+                (*props)[key] = {{"enum", choices}};
+                ++n;
             }
         }
-        for (auto& [key, value] : schema.items()) n += restrict_element_fields(value, choices);
-    } else if (schema.is_array()) {
-        for (auto& value : schema) n += restrict_element_fields(value, choices);
-    }
-    return n;
+        return n;
+    });
 }
 
 // Sets the "content" string field of every variant whose "type" is the constant "write" to an enum of
 // `choices`. Returns how many it restricted.
 int restrict_write_text(nlohmann::ordered_json& schema, const nlohmann::ordered_json& choices) {
-    int n = 0;
-    if (schema.is_object()) {
-        auto props = schema.find("properties");
-        if (props != schema.end() && props->is_object() && props->contains("type") &&
-            props->contains("content") && (*props)["type"].value("const", "") == "write" &&
-            (*props)["content"].value("type", "") == "string") {
-            (*props)["content"] = {{"enum", choices}};
-            ++n;
-        }
-        for (auto& [key, value] : schema.items()) n += restrict_write_text(value, choices);
-    } else if (schema.is_array()) {
-        for (auto& value : schema) n += restrict_write_text(value, choices);
-    }
-    return n;
+    return for_each_object(schema, [&](nlohmann::ordered_json& object) {
+        auto props = object.find("properties");
+        if (props == object.end() || !props->is_object() || !props->contains("type") ||
+            !props->contains("content") || (*props)["type"].value("const", "") != "write" ||
+            (*props)["content"].value("type", "") != "string")
+            return 0;
+        (*props)["content"] = {{"enum", choices}};
+        return 1;
+    });
 }
 
 nlohmann::ordered_json unique_choices(const std::vector<std::string>& values) {

@@ -285,10 +285,10 @@ void print_table_head(const Options& o) {
 // The weights' bytes and how many sessions of this workload (at their last step's length) would fit: the
 // device memory free now plus what this engine's state slots and KV pages hold, over a session's bytes.
 void print_capacity(const Options& o, const ModelConfig& cfg, const cuda::CudaEngineOptions& eo,
-                    double weight_bytes, int max_c) {
+                    double weight_bytes) {
     size_t free_bytes = 0, total = 0;
     SURF_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-    const int64_t tokens = static_cast<int64_t>(o.steps) * (768 + 2 + o.text_tokens + o.output_tokens);
+    const int64_t tokens = static_cast<int64_t>(o.steps) * tokens_per_step(o);
     const double session = surf::bench::session_bytes(cfg, o.bf16_state, eo.limits.ssm_replay_window, tokens);
     const double slot = surf::bench::session_bytes(cfg, o.bf16_state, eo.limits.ssm_replay_window, 0);
     const double page = surf::bench::session_bytes(cfg, o.bf16_state, eo.limits.ssm_replay_window, 16) - slot;
@@ -299,7 +299,7 @@ void print_capacity(const Options& o, const ModelConfig& cfg, const cuda::CudaEn
         "holds %.1f MiB; about %.0f such sessions fit in the free memory plus this engine's %d slots\n",
         weight_bytes / 1073741824.0, o.quantize == "fp8" ? "FP8 E4M3" : "bf16",
         static_cast<long long>(tokens), session / 1048576.0,
-        (static_cast<double>(free_bytes) + held) / session, max_c + 4);
+        (static_cast<double>(free_bytes) + held) / session, static_cast<int>(eo.limits.max_slots));
 }
 
 // The decode-only steps of a run, from the engine's stats before and after it, against the rooflines.
@@ -556,7 +556,7 @@ int main(int argc, char** argv) {
             surf::bench::roofline(cfg, o.bf16_state, eo.limits.ssm_replay_window, split, o.quantize == "fp8"),
             surf::bench::roofline(cfg, o.bf16_state), eo.limits.ssm_replay_window};
         print_header(o, cfg, eo, prop, copy_bw, gemm_tflops, split, load_s, engine);
-        print_capacity(o, cfg, eo, base.roof.weight_bytes, per_engine);
+        print_capacity(o, cfg, eo, base.roof.weight_bytes);
         if (engines.replicas) {
             std::printf(
                 "# replicas: %s, one per GPU, each sized for %d sessions; a session goes to the GPU holding "

@@ -325,6 +325,12 @@ inline void apply_knobs(const Options& o, cuda::GpuLimits& L) {
     if (o.state_split >= 0) L.ssm_state_split = o.state_split == 1;
 }
 
+// The tokens a step appends to a stateful session: the screenshot (768 image tokens and their 2 markers), the
+// text, the reply.
+inline int64_t tokens_per_step(const Options& o) {
+    return 768 + 2 + o.text_tokens + o.output_tokens;
+}
+
 // The engine sized for max_c sessions of this workload, with the flags' knobs, vision batching and warm-up.
 inline cuda::CudaEngineOptions engine_options(const Options& o, const ModelConfig& cfg, int max_c) {
     cuda::CudaEngineOptions eo;
@@ -334,7 +340,7 @@ inline cuda::CudaEngineOptions engine_options(const Options& o, const ModelConfi
     eo.limits.max_tokens = o.prefill_chunk + max_c + 4;
     eo.limits.max_context = o.max_context;
     eo.limits.page_size = 16;
-    const int64_t per_step = 768 + 2 + o.text_tokens + o.output_tokens;
+    const int64_t per_step = tokens_per_step(o);
     // Stateful sessions grow by a step each; stateless ones hold 3 screenshots and the text history.
     const int64_t per_session =
         std::max<int64_t>(static_cast<int64_t>(o.steps) * per_step,
