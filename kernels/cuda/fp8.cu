@@ -135,7 +135,7 @@ struct Fp8GemmContext::Impl {
     void* workspace = nullptr;
     size_t workspace_bytes = 0;
     std::map<Fp8Key, Fp8Plan> plans;
-    bool autotune = false, tune_first_use = false, force_epilogue = false;
+    bool autotune = false, tune_first_use = false, force_epilogue = false, small_m = true;
     int64_t epilogue_plans = 0;
     // [m, n] fp32: the epilogue path's GEMM output. A larger shape takes a new buffer and the old one stays
     // allocated until the context goes: decode graphs captured earlier still write to it.
@@ -188,6 +188,9 @@ void Fp8GemmContext::set_tune_on_first_use(bool on) {
 }
 void Fp8GemmContext::set_force_epilogue(bool on) {
     impl_->force_epilogue = on;
+}
+void Fp8GemmContext::set_small_m_kernel(bool on) {
+    impl_->small_m = on;
 }
 int64_t Fp8GemmContext::planned() const {
     return static_cast<int64_t>(impl_->plans.size());
@@ -334,6 +337,10 @@ void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream) 
                    (p.activation == GemmActivation::kReluSquared && p.y_dtype == DType::kBF16 && ldy == p.n),
                "fp8_gemm: activation needs ReLU² on a bf16 y with row stride n");
     Fp8GemmContext::Impl& impl = *ctx.impl();
+    if (impl.small_m && !impl.force_epilogue && fp8_gemv_supported(p)) {
+        fp8_gemv(p, stream);
+        return;
+    }
     Fp8Plan& plan = plan_for(impl, p, ldy);
     if (!plan.tuned &&
         ++plan.uses >= (p.m <= kTuneOnFirstUseRows || impl.tune_first_use ? 1 : kTuneAfterUses))

@@ -218,6 +218,8 @@ public:
     void set_tune_on_first_use(bool on);  // warm-ups: every new shape tuned on its first use
     // Tests: every shape on the unit-scale GEMM + epilogue kernel path.
     void set_force_epilogue(bool on);
+    // GEMMs of ≤ 4 rows on fp8_gemv instead of cuBLASLt (default on).
+    void set_small_m_kernel(bool on);
     // Shapes planned so far, and how many of them run the epilogue path.
     int64_t planned() const;
     int64_t epilogue_planned() const;
@@ -229,6 +231,14 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream);
+
+// The small-m FP8 GEMM (fp8_gemv.cu) for decode steps: fp8_gemm()'s contract for m ≤ 4 rows with k a multiple
+// of 16 and x and w 16-byte aligned; one-byte weights streamed by 16-byte loads, codes decoded in registers,
+// fp32 accumulation in another order than cuBLASLt's, the scale / beta / ReLU² epilogue in the same kernel.
+// fp8_gemm() routes to it per Fp8GemmContext::set_small_m_kernel. k_split as gemv's (0 = fp8_gemv_k_split).
+bool fp8_gemv_supported(const Fp8GemmParams& p);
+void fp8_gemv(const Fp8GemmParams& p, cudaStream_t stream, int k_split = 0);
+int fp8_gemv_k_split(int64_t n, int64_t k);
 
 // ---------------------------------------------------------------------------------------------------
 // Norms and activations (norm.cu)

@@ -198,6 +198,7 @@ TEST_CASE("fp8_gemm against fp8_linear_reference, both scale paths") {
         cu::Fp8GemmContext ctx;
         ctx.set_autotune(true);
         ctx.set_force_epilogue(force_epilogue);
+        ctx.set_small_m_kernel(false);  // cuBLASLt at every m here; fp8_gemv has its own case below
         std::mt19937 rng(force_epilogue ? 83 : 82);
         for (int64_t m : {1, 3, 64, 300}) {
             run_gemm_case(ctx, {m, 256, 512, cu::DType::kF32, false, false, 0}, rng);
@@ -210,4 +211,20 @@ TEST_CASE("fp8_gemm against fp8_linear_reference, both scale paths") {
                 << ctx.planned() << " shapes, " << ctx.epilogue_planned() << " on the epilogue path");
         if (force_epilogue) CHECK(ctx.epilogue_planned() == ctx.planned());
     }
+}
+
+TEST_CASE("fp8_gemv (decode rows, m ≤ 4) against fp8_linear_reference, k split or not") {
+    cu::Fp8GemmContext ctx;  // the small-m kernel is on by default: every case below runs on it
+    std::mt19937 rng(84);
+    for (int64_t m : {1, 2, 3, 4}) {
+        run_gemm_case(ctx, {m, 256, 512, cu::DType::kF32, false, false, 0}, rng);
+        run_gemm_case(ctx, {m, 200, 1024, cu::DType::kF32, true, false, 0}, rng);
+        run_gemm_case(ctx, {m, 384, 256, cu::DType::kBF16, false, false, 0}, rng);
+        run_gemm_case(ctx, {m, 512, 768, cu::DType::kBF16, false, true, 0}, rng);
+        run_gemm_case(ctx, {m, 128, 512, cu::DType::kBF16, false, false, 192}, rng);
+        run_gemm_case(ctx, {m, 34, 8192, cu::DType::kF32, true, false, 0}, rng);  // few long rows: k split
+    }
+    MESSAGE("small-m: " << ctx.planned() << " cuBLASLt plans (0 expected)");
+    CHECK(ctx.planned() == 0);
+    CHECK(cu::fp8_gemv_k_split(34, 8192) > 1);
 }
