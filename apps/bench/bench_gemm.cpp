@@ -3,7 +3,10 @@
 // both tile widths (ReLU² in its epilogue). Shapes: a mixed step's language-model projections (1,024 rows), a
 // 3-tile screenshot's ViT projections (3,096 rows) and the projector (768 rows), each with the epilogue the
 // engine uses (bias, GELU, fp32 residual accumulate). Weights rotate over copies together larger than the L2,
-// as 32 or 62 layers' weights do. Median of --reps launches each. Usage: bench_gemm [--reps 20]
+// as 32 or 62 layers' weights do. Median of --reps launches each. A second table runs the language model's
+// shapes in FP8 E4M3 (per-row activation and per-channel weight scales, as `--quantize fp8`): the activation
+// quantization pass, cuBLASLt with its fp32 scratch and epilogue pass, and fp8_gemm_wgmma, against the bf16
+// GEMM. Usage: bench_gemm [--reps 20]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -122,6 +125,77 @@ void bench_case(const Case& c, int reps) {
     SURF_CUDA_CHECK(cudaFree(bias));
 }
 
+// One FP8 table row: the case's GEMM in bf16 (cuBLASLt, tuned) against its FP8 forms.
+void bench_fp8_case(const Case& c, int reps) {
+    const int64_t w_elems = c.n * c.k;
+    const int n_w = static_cast<int>(std::clamp<int64_t>((int64_t{160} << 20) / w_elems + 1, 2, 32));
+    auto* wb = static_cast<cu::bf16*>(dalloc(w_elems * 2));
+    std::vector<uint8_t*> w(n_w);
+    std::vector<float*> ws(n_w);
+    for (int i = 0; i < n_w; ++i) {
+        fill(wb, w_elems, 0.05f, 100 + i);
+        w[i] = static_cast<uint8_t*>(dalloc(w_elems));
+        ws[i] = static_cast<float*>(dalloc(c.n * 4));
+        cu::Fp8QuantParams q;
+        q.x = wb, q.q = w[i], q.scale = ws[i], q.rows = c.n, q.cols = c.k;
+        cu::quantize_e4m3(q, nullptr);
+    }
+    auto* x = static_cast<cu::bf16*>(dalloc(c.m * c.k * 2));
+    fill(x, c.m * c.k, 1.0f, 7);
+    auto* xq = static_cast<uint8_t*>(dalloc(c.m * c.k));
+    auto* xs = static_cast<float*>(dalloc(c.m * 4));
+    cu::Fp8QuantParams qx;
+    qx.x = x, qx.q = xq, qx.scale = xs, qx.rows = c.m, qx.cols = c.k;
+    const size_t y_elem = c.residual ? 4 : 2;
+    void* y = dalloc(c.m * c.n * y_elem);
+    SURF_CUDA_CHECK(cudaMemset(y, 0, c.m * c.n * y_elem));
+    auto params = [&](int i) {
+        cu::Fp8GemmParams p;
+        p.x = xq, p.x_scale = xs, p.w = w[i % n_w], p.w_scale = ws[i % n_w], p.y = y;
+        p.y_dtype = c.residual ? cu::DType::kF32 : cu::DType::kBF16, p.m = c.m, p.n = c.n, p.k = c.k;
+        p.beta = c.residual ? 1.0f : 0.0f;
+        p.activation = c.act;
+        return p;
+    };
+    const double quant = median_us([&](int) { cu::quantize_e4m3(qx, nullptr); }, reps);
+    cu::Fp8GemmContext lt;
+    lt.set_autotune(true);
+    lt.set_wgmma(cu::Fp8GemmContext::Wgmma::kNever);
+    for (int i = 0; i < 3; ++i) cu::fp8_gemm(lt, params(i), nullptr);  // tuned on the third use
+    const double flops = 2.0 * c.m * c.n * c.k;
+    const double lt_us = median_us([&](int i) { cu::fp8_gemm(lt, params(i), nullptr); }, reps);
+    double best = lt_us;
+    std::string cells;
+    for (bool pairs : {true, false}) {
+        const double us = median_us([&](int i) { cu::fp8_gemm_wgmma(params(i), nullptr, pairs); }, reps);
+        best = std::min(best, us);
+        cells += " | " + time_cell(us, flops);
+    }
+    // The bf16 GEMM of the same shape (weights rotating as above).
+    auto* wbf = static_cast<cu::bf16*>(dalloc(w_elems * 2 * 2));
+    fill(wbf, w_elems * 2, 0.05f, 3);
+    cu::GemmContext ctx;
+    ctx.set_autotune(true);
+    auto bf16_params = [&](int i) {
+        cu::GemmParams p{x, wbf + (i % 2) * w_elems, nullptr, y,
+                         c.residual ? cu::DType::kF32 : cu::DType::kBF16, c.m, c.n, c.k};
+        p.beta = c.residual ? 1.0f : 0.0f;
+        p.activation = c.act;
+        return p;
+    };
+    for (int i = 0; i < 3; ++i) cu::gemm(ctx, bf16_params(i), nullptr);
+    const double bf16_us = median_us([&](int i) { cu::gemm(ctx, bf16_params(i), nullptr); }, reps);
+    std::printf("| %s | %lld × %lld × %lld | %s | %.1f | %s%s | %.3f |\n", c.name, static_cast<long long>(c.m),
+                static_cast<long long>(c.n), static_cast<long long>(c.k), time_cell(bf16_us, flops).c_str(), quant,
+                time_cell(lt_us, flops).c_str(), cells.c_str(), (best + quant) / bf16_us);
+    std::fflush(stdout);
+    for (auto* p : w) SURF_CUDA_CHECK(cudaFree(p));
+    for (auto* p : ws) SURF_CUDA_CHECK(cudaFree(p));
+    for (void* p : {static_cast<void*>(wb), static_cast<void*>(wbf), static_cast<void*>(x),
+                    static_cast<void*>(xq), static_cast<void*>(xs), y})
+        SURF_CUDA_CHECK(cudaFree(p));
+}
+
 // --reps N (default 20); false after printing the usage or the range error.
 bool parse(int argc, char** argv, int& reps) {
     for (int i = 1; i < argc; ++i) {
@@ -173,6 +247,15 @@ int main(int argc, char** argv) {
         "128, pairs | tile 128, single | best "
         "ours / cuBLASLt |\n|---|---|---|---|---|---|---|---|\n");
     for (const Case& c : cases) bench_case(c, reps);
+    std::printf(
+        "\nFP8 E4M3 (per-row activation, per-channel weight scales): µs (TFLOP/s); the ratio counts the best FP8 "
+        "GEMM plus the quantization pass\n\n| GEMM | m × n × k | bf16 cuBLASLt | quantize x µs | FP8 cuBLASLt + "
+        "epilogue pass | fp8_gemm_wgmma, pairs | single | (best FP8 + quantize) / bf16 |\n"
+        "|---|---|---|---|---|---|---|---|\n");
+    for (const Case& c : cases) {
+        if (std::strncmp(c.name, "vit.", 4) != 0 && std::strncmp(c.name, "projector", 9) != 0)
+            bench_fp8_case(c, reps);
+    }
     return 0;
 }
 

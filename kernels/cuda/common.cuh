@@ -65,6 +65,17 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     return warp_sum(v);
 }
 
+// Maximum over the block, as block_sum.
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < n_warps ? scratch[lane] : -INFINITY;
+    return warp_max(v);
+}
+
 __device__ __forceinline__ float softplus(float x) {
     return x > 20.0f ? x : log1pf(__expf(x));
 }

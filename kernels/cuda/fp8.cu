@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
@@ -37,48 +38,123 @@ __device__ __forceinline__ float load_value(const T* x, int64_t i) {
     return detail::to_float(x[i]);
 }
 
-// One block a row: the row's amax (unless the scale is static), then the codes.
+// The row's scale: static, or its amax / 448 (1 for an all-zero row), IEEE division as the CPU's.
+__device__ __forceinline__ float row_scale(float static_scale, float amax, float* scratch) {
+    if (static_scale > 0.0f) return static_scale;
+    amax = detail::block_max(amax, scratch);
+    return amax > 0.0f ? __fdiv_rn(amax, kE4M3Max) : 1.0f;
+}
+
+// One block a row, any dtype, stride and width: the row's amax (unless the scale is static), then the codes.
 template <typename T>
 __global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_kernel(Fp8QuantParams p, int64_t ldx) {
     detail::pdl_prologue();
     __shared__ float scratch[32];
     const int64_t r = blockIdx.x;
     const T* x = static_cast<const T*>(p.x) + r * ldx;
-    float scale = p.static_scale;
-    if (scale <= 0.0f) {
-        float amax = 0.0f;
-        for (int64_t i = threadIdx.x; i < p.cols; i += blockDim.x)
-            amax = fmaxf(amax, fabsf(load_value(x, i)));
-        amax = detail::warp_max(amax);
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-        if (lane == 0) scratch[warp] = amax;
-        __syncthreads();
-        amax = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : 0.0f;
-        amax = detail::warp_max(amax);
-        scale = amax > 0.0f ? __fdiv_rn(amax, kE4M3Max) : 1.0f;
+    float amax = 0.0f;
+    if (p.static_scale <= 0.0f) {
+        for (int64_t i = threadIdx.x; i < p.cols; i += blockDim.x) amax = fmaxf(amax, fabsf(load_value(x, i)));
     }
+    const float scale = row_scale(p.static_scale, amax, scratch);
     if (threadIdx.x == 0) p.scale[r] = scale;
     uint8_t* q = p.q + r * p.cols;
     for (int64_t i = threadIdx.x; i < p.cols; i += blockDim.x)
         q[i] = e4m3_code(__fdiv_rn(load_value(x, i), scale));
 }
 
+// The activations' kernel: bf16 rows of a multiple of 8 columns (16-byte aligned rows) up to
+// kQuantThreads · 8 · kVecChunks wide. Each thread loads its 16-byte chunks once into registers, the block
+// reduces the amax, and each chunk's eight codes leave as one 8-byte store: one read and one write of the row.
+constexpr int kVecChunks = 12;  // rows up to 24,576 columns
+
+__global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_bf16x8_kernel(Fp8QuantParams p, int64_t ldx) {
+    detail::pdl_prologue();
+    __shared__ float scratch[32];
+    const int64_t r = blockIdx.x;
+    const uint4* x = reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) + r * ldx);
+    const int chunks = static_cast<int>(p.cols / 8);
+    uint4 raw[kVecChunks];
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kVecChunks; ++j) {
+        const int c = threadIdx.x + j * kQuantThreads;
+        if (c < chunks) {
+            raw[j] = x[c];
+            float v[8];
+            detail::unpack_bf16x8(raw[j], v);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
+        }
+    }
+    const float scale = row_scale(p.static_scale, amax, scratch);
+    if (threadIdx.x == 0) p.scale[r] = scale;
+    uint2* q = reinterpret_cast<uint2*>(p.q + r * p.cols);
+#pragma unroll
+    for (int j = 0; j < kVecChunks; ++j) {
+        const int c = threadIdx.x + j * kQuantThreads;
+        if (c < chunks) {
+            float v[8];
+            detail::unpack_bf16x8(raw[j], v);
+            uint32_t w[2] = {0, 0};
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+                w[e / 4] |= static_cast<uint32_t>(e4m3_code(__fdiv_rn(v[e], scale))) << (8 * (e % 4));
+            q[c] = make_uint2(w[0], w[1]);
+        }
+    }
+}
+
 // y = acc · x_scale[m] · w_scale[n] + beta · y, rounded to Y, then ReLU² on the rounded value (gemm()'s).
-template <typename Y>
+// Rows over blockIdx.y (grid-strided), columns over the block: four consecutive columns a thread where n,
+// ldy and the pointers allow vector accesses (kVec4), else one.
+template <typename Y, bool kVec4>
 __global__ void fp8_epilogue_kernel(const float* acc, Fp8GemmParams p, int64_t ldy, bool relu2) {
     detail::pdl_prologue();
-    const int64_t total = p.m * p.n;
-    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-        const int64_t row = i / p.n, col = i % p.n;
-        Y* y = static_cast<Y*>(p.y) + row * ldy + col;
-        float v = acc[i] * p.x_scale[row] * p.w_scale[col];
-        if (p.beta != 0.0f) v += p.beta * detail::to_float(*y);
-        if (relu2) {
-            const float r = fmaxf(detail::to_float(detail::from_float<Y>(v)), 0.0f);
-            v = r * r;
+    constexpr int kPer = kVec4 ? 4 : 1;
+    const int64_t col0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kPer;
+    if (col0 >= p.n) return;
+    float ws[kPer];
+    if constexpr (kVec4) {
+        const float4 w4 = *reinterpret_cast<const float4*>(p.w_scale + col0);
+        ws[0] = w4.x, ws[1] = w4.y, ws[2] = w4.z, ws[3] = w4.w;
+    } else {
+        ws[0] = p.w_scale[col0];
+    }
+    for (int64_t row = blockIdx.y; row < p.m; row += gridDim.y) {
+        const float xs = p.x_scale[row];
+        float a[kPer], v[kPer];
+        if constexpr (kVec4) {
+            const float4 a4 = *reinterpret_cast<const float4*>(acc + row * p.n + col0);
+            a[0] = a4.x, a[1] = a4.y, a[2] = a4.z, a[3] = a4.w;
+        } else {
+            a[0] = acc[row * p.n + col0];
         }
-        *y = detail::from_float<Y>(v);
+        Y* y = static_cast<Y*>(p.y) + row * ldy + col0;
+        Y old[kPer];
+        if (p.beta != 0.0f) {
+#pragma unroll
+            for (int e = 0; e < kPer; ++e) old[e] = y[e];
+        }
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) {
+            v[e] = a[e] * xs * ws[e];
+            if (p.beta != 0.0f) v[e] += p.beta * detail::to_float(old[e]);
+            if (relu2) {
+                const float r = fmaxf(detail::to_float(detail::from_float<Y>(v[e])), 0.0f);
+                v[e] = r * r;
+            }
+        }
+        if constexpr (kVec4 && std::is_same_v<Y, float>) {
+            *reinterpret_cast<float4*>(y) = make_float4(v[0], v[1], v[2], v[3]);
+        } else if constexpr (kVec4) {
+            const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]), hi = __floats2bfloat162_rn(v[2], v[3]);
+            uint2 packed;
+            packed.x = *reinterpret_cast<const uint32_t*>(&lo), packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+            *reinterpret_cast<uint2*>(y) = packed;
+        } else {
+            y[0] = detail::from_float<Y>(v[0]);
+        }
     }
 }
 
@@ -92,7 +168,12 @@ void quantize_e4m3(const Fp8QuantParams& p, cudaStream_t stream) {
     const int64_t ldx = p.ldx ? p.ldx : p.cols;
     SURF_CHECK(ldx >= p.cols, "quantize_e4m3: row stride ", ldx, " < cols ", p.cols);
     const dim3 grid(static_cast<unsigned>(p.rows));
-    if (p.x_dtype == DType::kBF16)
+    const bool vec = p.x_dtype == DType::kBF16 && p.cols % 8 == 0 && ldx % 8 == 0 &&
+                     reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.q) % 8 == 0 &&
+                     p.cols <= int64_t{kQuantThreads} * 8 * kVecChunks;
+    if (vec)
+        detail::launch_kernel(quantize_e4m3_bf16x8_kernel, grid, kQuantThreads, 0, stream, p, ldx);
+    else if (p.x_dtype == DType::kBF16)
         detail::launch_kernel(quantize_e4m3_kernel<bf16>, grid, kQuantThreads, 0, stream, p, ldx);
     else
         detail::launch_kernel(quantize_e4m3_kernel<float>, grid, kQuantThreads, 0, stream, p, ldx);
@@ -116,6 +197,7 @@ struct Fp8Plan {
     int uses = 0;
     bool tuned = false;
     bool epilogue = false;  // unit scales into the fp32 scratch, then fp8_epilogue_kernel
+    bool wgmma = false;     // fp8_gemm_wgmma instead of cuBLASLt (timed faster when the shape was tuned)
 };
 
 // m, n, k, ldy, y dtype, beta ≠ 0, y's alignment.
@@ -136,7 +218,8 @@ struct Fp8GemmContext::Impl {
     size_t workspace_bytes = 0;
     std::map<Fp8Key, Fp8Plan> plans;
     bool autotune = false, tune_first_use = false, force_epilogue = false, small_m = true;
-    int64_t epilogue_plans = 0;
+    Fp8GemmContext::Wgmma wgmma = Fp8GemmContext::Wgmma::kTuned;
+    int64_t epilogue_plans = 0, wgmma_plans = 0;
     // [m, n] fp32: the epilogue path's GEMM output. A larger shape takes a new buffer and the old one stays
     // allocated until the context goes: decode graphs captured earlier still write to it.
     void* acc = nullptr;
@@ -144,7 +227,7 @@ struct Fp8GemmContext::Impl {
     std::vector<void*> retired;
     void* scratch = nullptr;  // tuning output
     size_t scratch_bytes = 0;
-    cudaEvent_t ev[kMaxCandidates + 2] = {};
+    cudaEvent_t ev[kMaxCandidates + 4] = {};  // tuning: the candidates, then cuBLASLt's pick and the wgmma
 
     static void* grow(void*& buf, size_t& have, size_t bytes) {
         if (bytes > have) {
@@ -164,11 +247,11 @@ Fp8GemmContext::Fp8GemmContext(size_t workspace_bytes) : impl_(std::make_unique<
 }
 
 Fp8GemmContext::~Fp8GemmContext() {
-    for (auto& [key, plan] : impl_->plans) {
-        cublasLtMatrixLayoutDestroy(plan.a);
-        cublasLtMatrixLayoutDestroy(plan.b);
-        cublasLtMatrixLayoutDestroy(plan.d);
-        cublasLtMatmulDescDestroy(plan.op);
+    for (auto& [key, plan] : impl_->plans) {  // (a shape only fp8_gemm_wgmma runs has no descriptors)
+        if (plan.a) cublasLtMatrixLayoutDestroy(plan.a);
+        if (plan.b) cublasLtMatrixLayoutDestroy(plan.b);
+        if (plan.d) cublasLtMatrixLayoutDestroy(plan.d);
+        if (plan.op) cublasLtMatmulDescDestroy(plan.op);
     }
     for (void* b : {impl_->workspace, impl_->acc, impl_->scratch}) {
         if (b) cudaFree(b);
@@ -191,6 +274,12 @@ void Fp8GemmContext::set_force_epilogue(bool on) {
 }
 void Fp8GemmContext::set_small_m_kernel(bool on) {
     impl_->small_m = on;
+}
+void Fp8GemmContext::set_wgmma(Wgmma mode) {
+    impl_->wgmma = mode;
+}
+int64_t Fp8GemmContext::wgmma_planned() const {
+    return impl_->wgmma_plans;
 }
 int64_t Fp8GemmContext::planned() const {
     return static_cast<int64_t>(impl_->plans.size());
@@ -270,24 +359,51 @@ cublasStatus_t run_matmul(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const cubla
                           plan.d, &algo, impl.workspace, impl.workspace_bytes, stream);
 }
 
-// Times the candidates (outputs to scratch) and keeps the fastest; not while the stream is captured.
-void tune_plan(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy,
-               cudaStream_t stream) {
-    constexpr int kTimedRuns = 2;
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    SURF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
-    if (capturing != cudaStreamCaptureStatusNone) return;
-    plan.tuned = true;
-    const int n = plan.n_candidates;
-    if (n <= 1) return;
-    if (!impl.ev[0]) {
-        for (cudaEvent_t& e : impl.ev) SURF_CUDA_CHECK(cudaEventCreate(&e));
+void launch_epilogue(const float* acc, const Fp8GemmParams& p, int64_t ldy, bool relu2, cudaStream_t stream) {
+    constexpr int kThreads = 256;
+    const size_t y_bytes = dtype_size(p.y_dtype);
+    const bool vec4 = p.n % 4 == 0 && ldy % 4 == 0 && reinterpret_cast<uintptr_t>(p.y) % (4 * y_bytes) == 0 &&
+                      reinterpret_cast<uintptr_t>(p.w_scale) % 16 == 0;
+    const int64_t threads_per_row = vec4 ? p.n / 4 : p.n;
+    const dim3 grid(static_cast<unsigned>((threads_per_row + kThreads - 1) / kThreads),
+                    static_cast<unsigned>(std::min<int64_t>(p.m, 65535)));
+    if (p.y_dtype == DType::kF32)
+        detail::launch_kernel(vec4 ? fp8_epilogue_kernel<float, true> : fp8_epilogue_kernel<float, false>, grid,
+                              kThreads, 0, stream, acc, p, ldy, relu2);
+    else
+        detail::launch_kernel(vec4 ? fp8_epilogue_kernel<bf16, true> : fp8_epilogue_kernel<bf16, false>, grid,
+                              kThreads, 0, stream, acc, p, ldy, relu2);
+    SURF_CUDA_CHECK_LAUNCH();
+}
+
+// cuBLASLt's way of p with the plan's algorithm, into p.y: the matmul, then the epilogue kernel (epilogue
+// plans) or the ReLU² pass.
+void run_cublaslt(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy,
+                  cudaStream_t stream) {
+    const bool relu2 = p.activation == GemmActivation::kReluSquared;
+    if (!plan.epilogue) {
+        SURF_CUBLAS_CHECK(run_matmul(impl, plan, plan.algo, p, p.y, stream));
+        if (relu2) relu_squared(static_cast<bf16*>(p.y), p.m * p.n, stream);
+        return;
     }
-    const size_t elem = plan.epilogue || p.y_dtype == DType::kF32 ? 4 : 2;
-    void* out = Fp8GemmContext::Impl::grow(impl.scratch, impl.scratch_bytes,
-                                           static_cast<size_t>(p.m * (plan.epilogue ? p.n : ldy)) * elem);
-    SURF_CUDA_CHECK(
-        cudaMemsetAsync(out, 0, static_cast<size_t>(p.m * (plan.epilogue ? p.n : ldy)) * elem, stream));
+    // The scratch grows outside graph capture (a decode graph's shapes run uncaptured first).
+    const size_t acc_bytes = static_cast<size_t>(p.m * p.n) * 4;
+    if (acc_bytes > impl.acc_bytes) {
+        if (impl.acc) impl.retired.push_back(impl.acc);
+        SURF_CUDA_CHECK(cudaMalloc(&impl.acc, acc_bytes));
+        impl.acc_bytes = acc_bytes;
+    }
+    float* acc = static_cast<float*>(impl.acc);
+    SURF_CUBLAS_CHECK(run_matmul(impl, plan, plan.algo, p, acc, stream));
+    launch_epilogue(acc, p, ldy, relu2, stream);
+}
+
+constexpr int kTimedRuns = 2;
+
+// Times the cuBLASLt candidates (outputs to `out`) and keeps the fastest.
+void pick_candidate(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, void* out,
+                    cudaStream_t stream) {
+    const int n = plan.n_candidates;
     bool ok[kMaxCandidates] = {};
     for (int i = 0; i < n; ++i)
         ok[i] = run_matmul(impl, plan, plan.candidates[i], p, out, stream) == CUBLAS_STATUS_SUCCESS;
@@ -308,17 +424,81 @@ void tune_plan(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p
     plan.algo = plan.candidates[chosen];
 }
 
+// Times cuBLASLt's pick with its extra passes against fp8_gemm_wgmma, both writing to `out` ([m, ldy] of
+// y's dtype), and keeps the faster.
+void pick_wgmma(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy, void* out,
+                cudaStream_t stream) {
+    Fp8GemmParams q = p;
+    q.y = out;
+    cudaEvent_t* ev = impl.ev + kMaxCandidates + 1;
+    run_cublaslt(impl, plan, q, ldy, stream);
+    fp8_gemm_wgmma(q, stream);
+    SURF_CUDA_CHECK(cudaEventRecord(ev[0], stream));
+    for (int r = 0; r < kTimedRuns; ++r) run_cublaslt(impl, plan, q, ldy, stream);
+    SURF_CUDA_CHECK(cudaEventRecord(ev[1], stream));
+    for (int r = 0; r < kTimedRuns; ++r) fp8_gemm_wgmma(q, stream);
+    SURF_CUDA_CHECK(cudaEventRecord(ev[2], stream));
+    SURF_CUDA_CHECK(cudaEventSynchronize(ev[2]));
+    float lt_ms = 0, wgmma_ms = 0;
+    SURF_CUDA_CHECK(cudaEventElapsedTime(&lt_ms, ev[0], ev[1]));
+    SURF_CUDA_CHECK(cudaEventElapsedTime(&wgmma_ms, ev[1], ev[2]));
+    plan.wgmma = wgmma_ms < lt_ms;
+    if (plan.wgmma) ++impl.wgmma_plans;
+}
+
+// Times the candidates (and fp8_gemm_wgmma, per the context's setting) on scratch outputs and keeps the
+// fastest; not while the stream is captured.
+void tune_plan(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy,
+               cudaStream_t stream) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    SURF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) return;
+    plan.tuned = true;
+    const bool time_wgmma = impl.wgmma == Fp8GemmContext::Wgmma::kTuned && fp8_gemm_wgmma_supported(p);
+    if (plan.n_candidates <= 1 && !time_wgmma) return;
+    if (!impl.ev[0]) {
+        for (cudaEvent_t& e : impl.ev) SURF_CUDA_CHECK(cudaEventCreate(&e));
+    }
+    const size_t lt_bytes = static_cast<size_t>(p.m * (plan.epilogue ? p.n : ldy)) *
+                            (plan.epilogue || p.y_dtype == DType::kF32 ? 4 : 2);
+    const size_t y_bytes = static_cast<size_t>(p.m * ldy) * dtype_size(p.y_dtype);
+    const size_t bytes = std::max(lt_bytes, y_bytes);
+    void* out = Fp8GemmContext::Impl::grow(impl.scratch, impl.scratch_bytes, bytes);
+    SURF_CUDA_CHECK(cudaMemsetAsync(out, 0, bytes, stream));
+    if (plan.n_candidates > 1) pick_candidate(impl, plan, p, out, stream);
+    if (time_wgmma) pick_wgmma(impl, plan, p, ldy, out, stream);
+}
+
 Fp8Plan& plan_for(Fp8GemmContext::Impl& impl, const Fp8GemmParams& p, int64_t ldy) {
     const int align = alignment_of(p.y, ldy, dtype_size(p.y_dtype));
     const Fp8Key key{p.m, p.n, p.k, ldy, static_cast<int>(p.y_dtype), p.beta != 0.0f, align};
     auto it = impl.plans.find(key);
     if (it != impl.plans.end()) return it->second;
+    using Wgmma = Fp8GemmContext::Wgmma;
+    const bool wgmma_ok = impl.wgmma != Wgmma::kNever && fp8_gemm_wgmma_supported(p);
     Fp8Plan plan;
-    if (impl.force_epilogue || !make_plan(impl, p, ldy, align, false, plan)) {
+    auto wgmma_only = [&] {  // no cuBLASLt descriptors: the shape always runs fp8_gemm_wgmma
         destroy_plan(plan);
-        SURF_CHECK(make_plan(impl, p, ldy, align, true, plan),
-                   "fp8_gemm: cuBLASLt has no E4M3 algorithm for m ", p.m, " n ", p.n, " k ", p.k);
-        ++impl.epilogue_plans;
+        plan.wgmma = plan.tuned = true;
+        ++impl.wgmma_plans;
+        return impl.plans.emplace(key, plan).first;
+    };
+    if (impl.wgmma == Wgmma::kAlways && wgmma_ok) return wgmma_only()->second;
+    bool have = !impl.force_epilogue && make_plan(impl, p, ldy, align, false, plan);
+    if (!have) {
+        destroy_plan(plan);
+        have = make_plan(impl, p, ldy, align, true, plan);
+        if (have) ++impl.epilogue_plans;
+    }
+    if (!have) {
+        SURF_CHECK(wgmma_ok, "fp8_gemm: cuBLASLt has no E4M3 algorithm for m ", p.m, " n ", p.n, " k ", p.k,
+                   " and fp8_gemm_wgmma does not take it");
+        return wgmma_only()->second;
+    }
+    // Without tuning (autotuning off), kTuned runs fp8_gemm_wgmma wherever it may.
+    if (impl.wgmma == Wgmma::kTuned && !impl.autotune && wgmma_ok) {
+        plan.wgmma = true;
+        ++impl.wgmma_plans;
     }
     return impl.plans.emplace(key, plan).first->second;
 }
@@ -345,28 +525,11 @@ void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream) 
     if (!plan.tuned &&
         ++plan.uses >= (p.m <= kTuneOnFirstUseRows || impl.tune_first_use ? 1 : kTuneAfterUses))
         tune_plan(impl, plan, p, ldy, stream);
-    const bool relu2 = p.activation == GemmActivation::kReluSquared;
-    if (!plan.epilogue) {
-        SURF_CUBLAS_CHECK(run_matmul(impl, plan, plan.algo, p, p.y, stream));
-        if (relu2) relu_squared(static_cast<bf16*>(p.y), p.m * p.n, stream);
+    if (plan.wgmma) {
+        fp8_gemm_wgmma(p, stream);
         return;
     }
-    // The scratch grows outside graph capture (a decode graph's shapes run uncaptured first).
-    const size_t acc_bytes = static_cast<size_t>(p.m * p.n) * 4;
-    if (acc_bytes > impl.acc_bytes) {
-        if (impl.acc) impl.retired.push_back(impl.acc);
-        SURF_CUDA_CHECK(cudaMalloc(&impl.acc, acc_bytes));
-        impl.acc_bytes = acc_bytes;
-    }
-    float* acc = static_cast<float*>(impl.acc);
-    SURF_CUBLAS_CHECK(run_matmul(impl, plan, plan.algo, p, acc, stream));
-    const int64_t total = p.m * p.n;
-    const dim3 grid(static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096)));
-    if (p.y_dtype == DType::kF32)
-        detail::launch_kernel(fp8_epilogue_kernel<float>, grid, 256, 0, stream, acc, p, ldy, relu2);
-    else
-        detail::launch_kernel(fp8_epilogue_kernel<bf16>, grid, 256, 0, stream, acc, p, ldy, relu2);
-    SURF_CUDA_CHECK_LAUNCH();
+    run_cublaslt(impl, plan, p, ldy, stream);
 }
 
 }  // namespace surf::kernels::cuda
