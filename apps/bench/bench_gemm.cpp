@@ -5,8 +5,8 @@
 // engine uses (bias, GELU, fp32 residual accumulate). Weights rotate over copies together larger than the L2,
 // as 32 or 62 layers' weights do. Median of --reps launches each. A second table runs the language model's
 // shapes in FP8 E4M3 (per-row activation and per-channel weight scales, as `--quantize fp8`): the activation
-// quantization pass, cuBLASLt with its fp32 scratch and epilogue pass, and fp8_gemm_wgmma, against the bf16
-// GEMM. Usage: bench_gemm [--reps 20]
+// quantization pass and cuBLASLt with its fp32 scratch and epilogue pass, against the bf16 GEMM. Usage:
+// bench_gemm [--reps 20]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -160,17 +160,9 @@ void bench_fp8_case(const Case& c, int reps) {
     const double quant = median_us([&](int) { cu::quantize_e4m3(qx, nullptr); }, reps);
     cu::Fp8GemmContext lt;
     lt.set_autotune(true);
-    lt.set_wgmma(cu::Fp8GemmContext::Wgmma::kNever);
     for (int i = 0; i < 3; ++i) cu::fp8_gemm(lt, params(i), nullptr);  // tuned on the third use
     const double flops = 2.0 * c.m * c.n * c.k;
     const double lt_us = median_us([&](int i) { cu::fp8_gemm(lt, params(i), nullptr); }, reps);
-    double best = lt_us;
-    std::string cells;
-    for (bool pairs : {true, false}) {
-        const double us = median_us([&](int i) { cu::fp8_gemm_wgmma(params(i), nullptr, pairs); }, reps);
-        best = std::min(best, us);
-        cells += " | " + time_cell(us, flops);
-    }
     // The bf16 GEMM of the same shape (weights rotating as above).
     auto* wbf = static_cast<cu::bf16*>(dalloc(w_elems * 2 * 2));
     fill(wbf, w_elems * 2, 0.05f, 3);
@@ -185,9 +177,9 @@ void bench_fp8_case(const Case& c, int reps) {
     };
     for (int i = 0; i < 3; ++i) cu::gemm(ctx, bf16_params(i), nullptr);
     const double bf16_us = median_us([&](int i) { cu::gemm(ctx, bf16_params(i), nullptr); }, reps);
-    std::printf("| %s | %lld × %lld × %lld | %s | %.1f | %s%s | %.3f |\n", c.name, static_cast<long long>(c.m),
+    std::printf("| %s | %lld × %lld × %lld | %s | %.1f | %s | %.3f |\n", c.name, static_cast<long long>(c.m),
                 static_cast<long long>(c.n), static_cast<long long>(c.k), time_cell(bf16_us, flops).c_str(), quant,
-                time_cell(lt_us, flops).c_str(), cells.c_str(), (best + quant) / bf16_us);
+                time_cell(lt_us, flops).c_str(), (lt_us + quant) / bf16_us);
     std::fflush(stdout);
     for (auto* p : w) SURF_CUDA_CHECK(cudaFree(p));
     for (auto* p : ws) SURF_CUDA_CHECK(cudaFree(p));
@@ -248,10 +240,9 @@ int main(int argc, char** argv) {
         "ours / cuBLASLt |\n|---|---|---|---|---|---|---|---|\n");
     for (const Case& c : cases) bench_case(c, reps);
     std::printf(
-        "\nFP8 E4M3 (per-row activation, per-channel weight scales): µs (TFLOP/s); the ratio counts the best FP8 "
-        "GEMM plus the quantization pass\n\n| GEMM | m × n × k | bf16 cuBLASLt | quantize x µs | FP8 cuBLASLt + "
-        "epilogue pass | fp8_gemm_wgmma, pairs | single | (best FP8 + quantize) / bf16 |\n"
-        "|---|---|---|---|---|---|---|---|\n");
+        "\nFP8 E4M3 (per-row activation, per-channel weight scales): µs (TFLOP/s)\n\n| GEMM | m × n × k | bf16 "
+        "cuBLASLt | quantize x µs | FP8 cuBLASLt + epilogue pass | (FP8 + quantize) / bf16 |\n"
+        "|---|---|---|---|---|---|\n");
     for (const Case& c : cases) {
         if (std::strncmp(c.name, "vit.", 4) != 0 && std::strncmp(c.name, "projector", 9) != 0)
             bench_fp8_case(c, reps);

@@ -74,10 +74,6 @@ std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
            (L.gemm_wgmma         ? "cuBLASLt or gemm_wgmma, whichever tunes faster"
             : L.gemm_wgmma_relu2 ? "cuBLASLt, ReLU² ones of >= 512 rows on gemm_wgmma (fused)"
                                  : "cuBLASLt") +
-           "; FP8 GEMMs (if any) " +
-           (L.fp8_wgmma == 0   ? "cuBLASLt"
-            : L.fp8_wgmma == 2 ? "fp8_gemm_wgmma"
-                               : "cuBLASLt or fp8_gemm_wgmma, whichever tunes faster") +
            "; " + (L.programmatic_launch ? "programmatic dependent launch" : "plain launches") + "; " +
            (L.trailing_layers_on_logit_rows
                 ? std::string("last mixer's output") + (L.last_mamba_gate_on_logit_rows ? " and gate" : "") +

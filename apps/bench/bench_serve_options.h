@@ -55,7 +55,6 @@ struct Options {
     int sampler_binned = -1;                            // GpuLimits::sampler_binned
     int gemm_wgmma = -1;                                // GpuLimits::gemm_wgmma
     int gemm_wgmma_relu2 = -1;                          // GpuLimits::gemm_wgmma_relu2
-    int fp8_wgmma = -1;                                 // GpuLimits::fp8_wgmma
     int tail_rows = -1;                                 // GpuLimits::trailing_layers_on_logit_rows
     int tail_gate = -1;                                 // GpuLimits::last_mamba_gate_on_logit_rows
     int pdl = -1;                                       // GpuLimits::programmatic_launch
@@ -125,7 +124,7 @@ inline constexpr const char* kUsage =
     "[--decode-tma 0|1] [--decode-tma-blocks 1|2] [--attention-green "
     "0|SMS (default: counts measured in the warm-up)] [--l2-evict-first 0|1] [--sampler-binned "
     "0|1]\n"
-    "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--fp8-wgmma 0|1|2] [--tail-logit-rows 0|1] "
+    "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--tail-logit-rows 0|1] "
     "[--tail-gate 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8] [--issue-ahead 0|1]\n"
     "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] "
     "[--warm-vision-tile-counts 0|1] [--no-warm-row-buckets]\n"
@@ -174,7 +173,6 @@ inline std::vector<surf::bench::Flag> flag_table(Options& o) {
             int_flag("--sampler-binned", o.sampler_binned),
             int_flag("--gemm-wgmma", o.gemm_wgmma),
             int_flag("--gemm-wgmma-relu2", o.gemm_wgmma_relu2),
-            int_flag("--fp8-wgmma", o.fp8_wgmma),
             int_flag("--tail-logit-rows", o.tail_rows),
             int_flag("--tail-gate", o.tail_gate),
             int_flag("--pdl", o.pdl),
@@ -227,7 +225,6 @@ inline void check_ranges(const Options& o) {
     check_range("--sampler-binned", o.sampler_binned, 0, 1);
     check_range("--gemm-wgmma", o.gemm_wgmma, 0, 1);
     check_range("--gemm-wgmma-relu2", o.gemm_wgmma_relu2, 0, 1);
-    check_range("--fp8-wgmma", o.fp8_wgmma, 0, 2);
     check_range("--tail-logit-rows", o.tail_rows, 0, 1);
     check_range("--tail-gate", o.tail_gate, 0, 1);
     check_range("--issue-ahead", o.issue_ahead, 0, 1);
@@ -320,7 +317,6 @@ inline void apply_knobs(const Options& o, cuda::GpuLimits& L) {
     if (o.sampler_binned >= 0) L.sampler_binned = o.sampler_binned == 1;
     if (o.gemm_wgmma >= 0) L.gemm_wgmma = o.gemm_wgmma == 1;
     if (o.gemm_wgmma_relu2 >= 0) L.gemm_wgmma_relu2 = o.gemm_wgmma_relu2 == 1;
-    if (o.fp8_wgmma >= 0) L.fp8_wgmma = o.fp8_wgmma;
     if (o.tail_rows >= 0) L.trailing_layers_on_logit_rows = o.tail_rows == 1;
     if (o.tail_gate >= 0) L.last_mamba_gate_on_logit_rows = o.tail_gate == 1;
     if (o.pdl >= 0) L.programmatic_launch = o.pdl == 1;

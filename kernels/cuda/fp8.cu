@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <cuda_fp8.h>
+
 #include "kernels/cuda/common.cuh"
 
 namespace surf::kernels::cuda {
@@ -66,6 +68,8 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_kernel(Fp8QuantPa
 // The activations' kernel: bf16 rows of a multiple of 8 columns (16-byte aligned rows) up to
 // kQuantThreads · 8 · kVecChunks wide. Each thread loads its 16-byte chunks once into registers, the block
 // reduces the amax, and each chunk's eight codes leave as one 8-byte store: one read and one write of the row.
+// The codes come from the hardware conversion (cvt.rn.satfinite.e4m3x2.f32: round to nearest even, ±448 at
+// saturation, as e4m3_code; a NaN becomes an E4M3 NaN whose sign bit may differ from e4m3_code's).
 constexpr int kVecChunks = 12;  // rows up to 24,576 columns
 
 __global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_bf16x8_kernel(Fp8QuantParams p, int64_t ldx) {
@@ -98,8 +102,11 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_bf16x8_kernel(Fp8
             detail::unpack_bf16x8(raw[j], v);
             uint32_t w[2] = {0, 0};
 #pragma unroll
-            for (int e = 0; e < 8; ++e)
-                w[e / 4] |= static_cast<uint32_t>(e4m3_code(__fdiv_rn(v[e], scale))) << (8 * (e % 4));
+            for (int e = 0; e < 8; e += 2) {
+                const float2 pair = make_float2(__fdiv_rn(v[e], scale), __fdiv_rn(v[e + 1], scale));
+                w[e / 4] |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(pair, __NV_SATFINITE, __NV_E4M3))
+                            << (8 * (e % 4));
+            }
             q[c] = make_uint2(w[0], w[1]);
         }
     }
@@ -197,7 +204,6 @@ struct Fp8Plan {
     int uses = 0;
     bool tuned = false;
     bool epilogue = false;  // unit scales into the fp32 scratch, then fp8_epilogue_kernel
-    bool wgmma = false;     // fp8_gemm_wgmma instead of cuBLASLt (timed faster when the shape was tuned)
 };
 
 // m, n, k, ldy, y dtype, beta ≠ 0, y's alignment.
@@ -218,8 +224,7 @@ struct Fp8GemmContext::Impl {
     size_t workspace_bytes = 0;
     std::map<Fp8Key, Fp8Plan> plans;
     bool autotune = false, tune_first_use = false, force_epilogue = false, small_m = true;
-    Fp8GemmContext::Wgmma wgmma = Fp8GemmContext::Wgmma::kTuned;
-    int64_t epilogue_plans = 0, wgmma_plans = 0;
+    int64_t epilogue_plans = 0;
     // [m, n] fp32: the epilogue path's GEMM output. A larger shape takes a new buffer and the old one stays
     // allocated until the context goes: decode graphs captured earlier still write to it.
     void* acc = nullptr;
@@ -227,7 +232,7 @@ struct Fp8GemmContext::Impl {
     std::vector<void*> retired;
     void* scratch = nullptr;  // tuning output
     size_t scratch_bytes = 0;
-    cudaEvent_t ev[kMaxCandidates + 4] = {};  // tuning: the candidates, then cuBLASLt's pick and the wgmma
+    cudaEvent_t ev[kMaxCandidates + 2] = {};
 
     static void* grow(void*& buf, size_t& have, size_t bytes) {
         if (bytes > have) {
@@ -247,11 +252,11 @@ Fp8GemmContext::Fp8GemmContext(size_t workspace_bytes) : impl_(std::make_unique<
 }
 
 Fp8GemmContext::~Fp8GemmContext() {
-    for (auto& [key, plan] : impl_->plans) {  // (a shape only fp8_gemm_wgmma runs has no descriptors)
-        if (plan.a) cublasLtMatrixLayoutDestroy(plan.a);
-        if (plan.b) cublasLtMatrixLayoutDestroy(plan.b);
-        if (plan.d) cublasLtMatrixLayoutDestroy(plan.d);
-        if (plan.op) cublasLtMatmulDescDestroy(plan.op);
+    for (auto& [key, plan] : impl_->plans) {
+        cublasLtMatrixLayoutDestroy(plan.a);
+        cublasLtMatrixLayoutDestroy(plan.b);
+        cublasLtMatrixLayoutDestroy(plan.d);
+        cublasLtMatmulDescDestroy(plan.op);
     }
     for (void* b : {impl_->workspace, impl_->acc, impl_->scratch}) {
         if (b) cudaFree(b);
@@ -275,12 +280,7 @@ void Fp8GemmContext::set_force_epilogue(bool on) {
 void Fp8GemmContext::set_small_m_kernel(bool on) {
     impl_->small_m = on;
 }
-void Fp8GemmContext::set_wgmma(Wgmma mode) {
-    impl_->wgmma = mode;
-}
-int64_t Fp8GemmContext::wgmma_planned() const {
-    return impl_->wgmma_plans;
-}
+
 int64_t Fp8GemmContext::planned() const {
     return static_cast<int64_t>(impl_->plans.size());
 }
@@ -424,49 +424,22 @@ void pick_candidate(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmPara
     plan.algo = plan.candidates[chosen];
 }
 
-// Times cuBLASLt's pick with its extra passes against fp8_gemm_wgmma, both writing to `out` ([m, ldy] of
-// y's dtype), and keeps the faster.
-void pick_wgmma(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy, void* out,
-                cudaStream_t stream) {
-    Fp8GemmParams q = p;
-    q.y = out;
-    cudaEvent_t* ev = impl.ev + kMaxCandidates + 1;
-    run_cublaslt(impl, plan, q, ldy, stream);
-    fp8_gemm_wgmma(q, stream);
-    SURF_CUDA_CHECK(cudaEventRecord(ev[0], stream));
-    for (int r = 0; r < kTimedRuns; ++r) run_cublaslt(impl, plan, q, ldy, stream);
-    SURF_CUDA_CHECK(cudaEventRecord(ev[1], stream));
-    for (int r = 0; r < kTimedRuns; ++r) fp8_gemm_wgmma(q, stream);
-    SURF_CUDA_CHECK(cudaEventRecord(ev[2], stream));
-    SURF_CUDA_CHECK(cudaEventSynchronize(ev[2]));
-    float lt_ms = 0, wgmma_ms = 0;
-    SURF_CUDA_CHECK(cudaEventElapsedTime(&lt_ms, ev[0], ev[1]));
-    SURF_CUDA_CHECK(cudaEventElapsedTime(&wgmma_ms, ev[1], ev[2]));
-    plan.wgmma = wgmma_ms < lt_ms;
-    if (plan.wgmma) ++impl.wgmma_plans;
-}
-
-// Times the candidates (and fp8_gemm_wgmma, per the context's setting) on scratch outputs and keeps the
-// fastest; not while the stream is captured.
+// Times the candidates on a scratch output and keeps the fastest; not while the stream is captured.
 void tune_plan(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy,
                cudaStream_t stream) {
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     SURF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
     if (capturing != cudaStreamCaptureStatusNone) return;
     plan.tuned = true;
-    const bool time_wgmma = impl.wgmma == Fp8GemmContext::Wgmma::kTuned && fp8_gemm_wgmma_supported(p);
-    if (plan.n_candidates <= 1 && !time_wgmma) return;
+    if (plan.n_candidates <= 1) return;
     if (!impl.ev[0]) {
         for (cudaEvent_t& e : impl.ev) SURF_CUDA_CHECK(cudaEventCreate(&e));
     }
-    const size_t lt_bytes = static_cast<size_t>(p.m * (plan.epilogue ? p.n : ldy)) *
-                            (plan.epilogue || p.y_dtype == DType::kF32 ? 4 : 2);
-    const size_t y_bytes = static_cast<size_t>(p.m * ldy) * dtype_size(p.y_dtype);
-    const size_t bytes = std::max(lt_bytes, y_bytes);
+    const size_t bytes = static_cast<size_t>(p.m * (plan.epilogue ? p.n : ldy)) *
+                         (plan.epilogue || p.y_dtype == DType::kF32 ? 4 : 2);
     void* out = Fp8GemmContext::Impl::grow(impl.scratch, impl.scratch_bytes, bytes);
     SURF_CUDA_CHECK(cudaMemsetAsync(out, 0, bytes, stream));
-    if (plan.n_candidates > 1) pick_candidate(impl, plan, p, out, stream);
-    if (time_wgmma) pick_wgmma(impl, plan, p, ldy, out, stream);
+    pick_candidate(impl, plan, p, out, stream);
 }
 
 Fp8Plan& plan_for(Fp8GemmContext::Impl& impl, const Fp8GemmParams& p, int64_t ldy) {
@@ -474,31 +447,12 @@ Fp8Plan& plan_for(Fp8GemmContext::Impl& impl, const Fp8GemmParams& p, int64_t ld
     const Fp8Key key{p.m, p.n, p.k, ldy, static_cast<int>(p.y_dtype), p.beta != 0.0f, align};
     auto it = impl.plans.find(key);
     if (it != impl.plans.end()) return it->second;
-    using Wgmma = Fp8GemmContext::Wgmma;
-    const bool wgmma_ok = impl.wgmma != Wgmma::kNever && fp8_gemm_wgmma_supported(p);
     Fp8Plan plan;
-    auto wgmma_only = [&] {  // no cuBLASLt descriptors: the shape always runs fp8_gemm_wgmma
+    if (impl.force_epilogue || !make_plan(impl, p, ldy, align, false, plan)) {
         destroy_plan(plan);
-        plan.wgmma = plan.tuned = true;
-        ++impl.wgmma_plans;
-        return impl.plans.emplace(key, plan).first;
-    };
-    if (impl.wgmma == Wgmma::kAlways && wgmma_ok) return wgmma_only()->second;
-    bool have = !impl.force_epilogue && make_plan(impl, p, ldy, align, false, plan);
-    if (!have) {
-        destroy_plan(plan);
-        have = make_plan(impl, p, ldy, align, true, plan);
-        if (have) ++impl.epilogue_plans;
-    }
-    if (!have) {
-        SURF_CHECK(wgmma_ok, "fp8_gemm: cuBLASLt has no E4M3 algorithm for m ", p.m, " n ", p.n, " k ", p.k,
-                   " and fp8_gemm_wgmma does not take it");
-        return wgmma_only()->second;
-    }
-    // Without tuning (autotuning off), kTuned runs fp8_gemm_wgmma wherever it may.
-    if (impl.wgmma == Wgmma::kTuned && !impl.autotune && wgmma_ok) {
-        plan.wgmma = true;
-        ++impl.wgmma_plans;
+        SURF_CHECK(make_plan(impl, p, ldy, align, true, plan),
+                   "fp8_gemm: cuBLASLt has no E4M3 algorithm for m ", p.m, " n ", p.n, " k ", p.k);
+        ++impl.epilogue_plans;
     }
     return impl.plans.emplace(key, plan).first->second;
 }
@@ -525,10 +479,6 @@ void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream) 
     if (!plan.tuned &&
         ++plan.uses >= (p.m <= kTuneOnFirstUseRows || impl.tune_first_use ? 1 : kTuneAfterUses))
         tune_plan(impl, plan, p, ldy, stream);
-    if (plan.wgmma) {
-        fp8_gemm_wgmma(p, stream);
-        return;
-    }
     run_cublaslt(impl, plan, p, ldy, stream);
 }
 

@@ -27,11 +27,6 @@
 // (docs/BENCHMARKS.md), so the engine's tuner keeps cuBLASLt (GpuLimits::gemm_wgmma off). Registers: the
 // launch gives each of the 384 threads 168; the producer drops to 24 and the consumers rise to 240 (BN = 256
 // holds 128 fp32 accumulators a thread).
-//
-// FP8 (F8, fp8_gemm_wgmma): the same pipeline over E4M3 codes. A stage holds 128 columns (the same 128 bytes a
-// row), consumed by four wgmma m64n128k32 products into a second accumulator set that is added to the first
-// in fp32 once they complete (the tensor cores' FP8 accumulation keeps fewer bits than fp32), so BN = 128
-// (two sets of 64 registers). The epilogue multiplies by x's row scale and w's column scale first.
 #include <cuda.h>
 
 #include <algorithm>
@@ -45,17 +40,13 @@ namespace surf::kernels::cuda {
 
 namespace {
 
-constexpr int kBM = 128, kThreads = 384;
-// A stage holds 128 bytes of every row: 64 bf16 or 128 E4M3 columns (F8), one 128-byte swizzle row either way.
-constexpr int kRowBytes = 128;
-template <bool F8>
-constexpr int kBK = F8 ? 128 : 64;
+constexpr int kBM = 128, kBK = 64, kThreads = 384;
 
 enum : int { kActNone = 0, kActGeluTanh = 1, kActReluSquared = 2 };
 
 template <int BN>
 struct Tiles {
-    static constexpr int kABytes = kBM * kRowBytes, kBBytes = BN * kRowBytes;
+    static constexpr int kABytes = kBM * kBK * 2, kBBytes = BN * kBK * 2;
     static constexpr int kStageBytes =
         kABytes + kBBytes;                             // 48 KB (BN 256) / 32 KB (BN 128), multiples of 1,024
     static constexpr int kStages = BN == 256 ? 4 : 6;  // 192 KB of ring either way
@@ -71,8 +62,6 @@ struct EpilogueArgs {
     int m, n;
     int y_f32;
     int act;
-    const float* row_scale;  // F8: x's scale per row and w's per column (the product's y = acc · both)
-    const float* col_scale;
 };
 
 #if SURF_WGMMA_ENABLED  // used only by the sm_90a kernel body
@@ -164,7 +153,7 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* smem, const void* te
 // blocks' rings, halving the weights' L2 → SM traffic (without it that traffic is the kernel's limit at large
 // m; docs/BENCHMARKS.md). A stage is refilled only once the consumers of both blocks have released it
 // (`empty` counts 16 warps, half of them remote).
-template <int BN, int CL, bool F8>
+template <int BN, int CL>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
                       EpilogueArgs e, int k_tiles, int m_tiles, int n_tiles) {
@@ -211,13 +200,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                     unsigned char* stage = ring + s * T::kStageBytes;
                     detail::mbarrier_arrive_expect_tx(
                         full + s, T::kStageBytes);  // x, and all of w's slice (half from the peer)
-                    const int k0 = kt * kBK<F8>;
-                    detail::tma_load_2d(stage, &map_x, k0, row0, full + s);
+                    detail::tma_load_2d(stage, &map_x, kt * kBK, row0, full + s);
                     if constexpr (CL == 2) {
-                        tma_load_2d_multicast(stage + T::kABytes + rank * (T::kBBytes / 2), &map_w, k0,
+                        tma_load_2d_multicast(stage + T::kABytes + rank * (T::kBBytes / 2), &map_w, kt * kBK,
                                               col0 + static_cast<int>(rank) * (BN / 2), full + s, 0x3);
                     } else {
-                        detail::tma_load_2d(stage + T::kABytes, &map_w, k0, col0, full + s);
+                        detail::tma_load_2d(stage + T::kABytes, &map_w, kt * kBK, col0, full + s);
                     }
                 }
             }
@@ -241,54 +229,26 @@ __global__ void __launch_bounds__(kThreads, 1)
         int it = 0;
         for (int t = first; t < items; t += stride) {
             const int tm = (t % m_groups) * CL + static_cast<int>(rank), tn = t / m_groups;
-            if constexpr (F8) {
-                // FP8: each stage's four k32 products go to `part`, which is added to d in fp32 once they
-                // complete. The tensor cores' FP8 accumulation keeps fewer bits than fp32; promoting every
-                // 128 columns bounds that error to one stage's sum (as cuBLASLt without fast accumulation
-                // and DeepSeek-V3's FP8 GEMMs do). The other consumer warpgroup's products run meanwhile.
-                float part[BN / 8][4];
-                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-                    const int s = it % kStages;
-                    detail::mbarrier_wait(full + s, static_cast<uint32_t>((it / kStages) & 1));
-                    const unsigned char* stage = ring + s * T::kStageBytes;
-                    const uint64_t da = wgmma::make_desc_sw128(stage + half * 64 * kRowBytes);
-                    const uint64_t db = wgmma::make_desc_sw128(stage + T::kABytes);
-                    wgmma::fence();
+            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                const int s = it % kStages;
+                detail::mbarrier_wait(full + s, static_cast<uint32_t>((it / kStages) & 1));
+                const unsigned char* stage = ring + s * T::kStageBytes;
+                const uint64_t da =
+                    wgmma::make_desc_sw128(stage + half * 64 * 128);  // this warpgroup's 64 rows of x
+                const uint64_t db = wgmma::make_desc_sw128(stage + T::kABytes);
+                wgmma::fence();
 #pragma unroll
-                    for (int kk = 0; kk < kBK<F8> / 32; ++kk)
-                        wgmma::wgmma_ss_e4m3<BN>(part, da + 2 * kk, db + 2 * kk, kk > 0 ? 1 : 0);
-                    wgmma::commit();
-                    wgmma::wait<0>();
-                    wgmma::fence_operands(part);
-                    release(s);
-#pragma unroll
-                    for (int i = 0; i < BN / 8; ++i) {
-#pragma unroll
-                        for (int j = 0; j < 4; ++j) d[i][j] = kt > 0 ? d[i][j] + part[i][j] : part[i][j];
-                    }
+                for (int kk = 0; kk < kBK / 16; ++kk)
+                    wgmma::wgmma_ss<BN>(d, da + 2 * kk, db + 2 * kk, (kt > 0 || kk > 0) ? 1 : 0);
+                wgmma::commit();
+                if (kt > 0) {
+                    wgmma::wait<1>();  // the previous stage's products are done: hand it back
+                    release((it - 1) % kStages);
                 }
-            } else {
-                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-                    const int s = it % kStages;
-                    detail::mbarrier_wait(full + s, static_cast<uint32_t>((it / kStages) & 1));
-                    const unsigned char* stage = ring + s * T::kStageBytes;
-                    const uint64_t da =
-                        wgmma::make_desc_sw128(stage + half * 64 * kRowBytes);  // this warpgroup's 64 rows of x
-                    const uint64_t db = wgmma::make_desc_sw128(stage + T::kABytes);
-                    wgmma::fence();
-#pragma unroll
-                    for (int kk = 0; kk < kBK<F8> / 16; ++kk)
-                        wgmma::wgmma_ss<BN>(d, da + 2 * kk, db + 2 * kk, (kt > 0 || kk > 0) ? 1 : 0);
-                    wgmma::commit();
-                    if (kt > 0) {
-                        wgmma::wait<1>();  // the previous stage's products are done: hand it back
-                        release((it - 1) % kStages);
-                    }
-                }
-                wgmma::wait<0>();
-                release((it - 1) % kStages);
-                wgmma::fence_operands(d);
             }
+            wgmma::wait<0>();
+            release((it - 1) % kStages);
+            wgmma::fence_operands(d);
 
             // Accumulator layout (wgmma.cuh): d[i][0..1] row lane/4, columns 8i + 2·(lane%4) + {0, 1};
             // d[i][2..3] row + 8.
@@ -298,17 +258,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int h = 0; h < 2; ++h) {
                 const int r = row + 8 * h;
                 if (r >= e.m) continue;
-                const float rs = F8 ? e.row_scale[r] : 1.0f;
 #pragma unroll
                 for (int i = 0; i < BN / 8; ++i) {
                     const int c = col + 8 * i;
-                    if (c >= e.n) continue;
-                    if constexpr (F8) {
-                        store_pair(e, r, c, d[i][2 * h] * rs * e.col_scale[c],
-                                   d[i][2 * h + 1] * rs * e.col_scale[c + 1]);
-                    } else {
-                        store_pair(e, r, c, d[i][2 * h], d[i][2 * h + 1]);
-                    }
+                    if (c < e.n) store_pair(e, r, c, d[i][2 * h], d[i][2 * h + 1]);
                 }
             }
         }
@@ -326,9 +279,9 @@ bool aligned_to(const void* p, uintptr_t bytes) {
 
 // The kernel with its shared-memory allowance on the current device (a per-device attribute, so set on every
 // call: engines on several GPUs share this code).
-template <int BN, int CL, bool F8>
+template <int BN, int CL>
 auto* prepared_kernel() {
-    auto* kernel = gemm_wgmma_kernel<BN, CL, F8>;
+    auto* kernel = gemm_wgmma_kernel<BN, CL>;
     SURF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(Tiles<BN>::kSmemBytes)));
     return kernel;
@@ -349,7 +302,7 @@ cudaLaunchConfig_t cluster_launch(unsigned grid, cudaStream_t stream, cudaLaunch
 
 // Blocks of the kernel that fit the device at once: one an SM, or (CL = 2) twice the clusters of two that fit
 // (an H100's GPCs do not all hold an even count of SMs). Cached per device.
-template <int BN, int CL, bool F8>
+template <int BN, int CL>
 int resident_blocks() {
     static std::atomic<int> known[64] = {};
     return detail::per_device(known, [](int) {
@@ -360,22 +313,37 @@ int resident_blocks() {
             const cudaLaunchConfig_t cfg = cluster_launch<BN, CL>(
                 static_cast<unsigned>(detail::device_sm_count() / CL * CL), nullptr, attr);
             int clusters = 0;
-            SURF_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, prepared_kernel<BN, CL, F8>(), &cfg));
+            SURF_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, prepared_kernel<BN, CL>(), &cfg));
             return std::max(clusters, 1) * CL;
         }
     });
 }
 
-// The persistent grid over m × n tiles of kBM × BN, k in slices of kBK<F8>.
-template <int BN, int CL, bool F8>
-void launch_tiles(const CUtensorMap& map_x, const CUtensorMap& map_w, const EpilogueArgs& e, int64_t k,
-                  int max_blocks, cudaStream_t stream) {
-    const int m_tiles = (e.m + kBM - 1) / kBM, n_tiles = (e.n + BN - 1) / BN;
-    const int k_tiles = static_cast<int>((k + kBK<F8> - 1) / kBK<F8>);
-    auto* kernel = prepared_kernel<BN, CL, F8>();
+template <int BN, int CL>
+void launch(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, int max_blocks, cudaStream_t stream) {
+    const CUtensorMap map_x = detail::bf16_tensor_map_2d(p.x, p.k, p.m, ldx, kBK, kBM,
+                                                         CU_TENSOR_MAP_SWIZZLE_128B, "gemm_wgmma (x)");
+    const CUtensorMap map_w = detail::bf16_tensor_map_2d(p.w, p.k, p.n, ldw, kBK, BN / CL,
+                                                         CU_TENSOR_MAP_SWIZZLE_128B, "gemm_wgmma (w)");
+    const int act = p.activation == GemmActivation::kGeluTanh      ? kActGeluTanh
+                    : p.activation == GemmActivation::kReluSquared ? kActReluSquared
+                                                                   : kActNone;
+    const EpilogueArgs e{p.y,
+                         p.bias,
+                         ldy,
+                         p.alpha,
+                         p.beta,
+                         static_cast<int>(p.m),
+                         static_cast<int>(p.n),
+                         p.y_dtype == DType::kF32 ? 1 : 0,
+                         act};
+    const int m_tiles = static_cast<int>((p.m + kBM - 1) / kBM),
+              n_tiles = static_cast<int>((p.n + BN - 1) / BN);
+    const int k_tiles = static_cast<int>((p.k + kBK - 1) / kBK);
+    auto* kernel = prepared_kernel<BN, CL>();
     const int items = (m_tiles + CL - 1) / CL * n_tiles;
-    const int resident = max_blocks > 0 ? std::min(max_blocks, resident_blocks<BN, CL, F8>())
-                                        : resident_blocks<BN, CL, F8>();
+    const int resident =
+        max_blocks > 0 ? std::min(max_blocks, resident_blocks<BN, CL>()) : resident_blocks<BN, CL>();
     const int grid = std::min(items, std::max(resident / CL, 1)) * CL;
     if constexpr (CL == 1) {
         detail::launch_kernel(kernel, grid, kThreads, Tiles<BN>::kSmemBytes, stream, map_x, map_w, e, k_tiles,
@@ -389,53 +357,6 @@ void launch_tiles(const CUtensorMap& map_x, const CUtensorMap& map_w, const Epil
         SURF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_x, map_w, e, k_tiles, m_tiles, n_tiles));
     }
     SURF_CUDA_CHECK_LAUNCH();
-}
-
-int activation_code(GemmActivation a) {
-    return a == GemmActivation::kGeluTanh ? kActGeluTanh : a == GemmActivation::kReluSquared ? kActReluSquared
-                                                                                          : kActNone;
-}
-
-template <int BN, int CL>
-void launch(const GemmParams& p, int64_t ldx, int64_t ldw, int64_t ldy, int max_blocks, cudaStream_t stream) {
-    const CUtensorMap map_x = detail::bf16_tensor_map_2d(p.x, p.k, p.m, ldx, kBK<false>, kBM,
-                                                         CU_TENSOR_MAP_SWIZZLE_128B, "gemm_wgmma (x)");
-    const CUtensorMap map_w = detail::bf16_tensor_map_2d(p.w, p.k, p.n, ldw, kBK<false>, BN / CL,
-                                                         CU_TENSOR_MAP_SWIZZLE_128B, "gemm_wgmma (w)");
-    const EpilogueArgs e{p.y,
-                         p.bias,
-                         ldy,
-                         p.alpha,
-                         p.beta,
-                         static_cast<int>(p.m),
-                         static_cast<int>(p.n),
-                         p.y_dtype == DType::kF32 ? 1 : 0,
-                         activation_code(p.activation),
-                         nullptr,
-                         nullptr};
-    launch_tiles<BN, CL, false>(map_x, map_w, e, p.k, max_blocks, stream);
-}
-
-// The FP8 kernel: tile width 128 (its fp32 promotion holds two accumulator sets a thread).
-template <int CL>
-void launch_fp8(const Fp8GemmParams& p, int64_t ldy, int max_blocks, cudaStream_t stream) {
-    constexpr int BN = 128;
-    const CUtensorMap map_x = detail::byte_tensor_map_2d(p.x, p.k, p.m, p.k, kBK<true>, kBM,
-                                                         CU_TENSOR_MAP_SWIZZLE_128B, "fp8_gemm_wgmma (x)");
-    const CUtensorMap map_w = detail::byte_tensor_map_2d(p.w, p.k, p.n, p.k, kBK<true>, BN / CL,
-                                                         CU_TENSOR_MAP_SWIZZLE_128B, "fp8_gemm_wgmma (w)");
-    const EpilogueArgs e{p.y,
-                         nullptr,
-                         ldy,
-                         1.0f,
-                         p.beta,
-                         static_cast<int>(p.m),
-                         static_cast<int>(p.n),
-                         p.y_dtype == DType::kF32 ? 1 : 0,
-                         activation_code(p.activation),
-                         p.x_scale,
-                         p.w_scale};
-    launch_tiles<BN, CL, true>(map_x, map_w, e, p.k, max_blocks, stream);
 }
 
 }  // namespace
@@ -470,30 +391,8 @@ void gemm_wgmma(const GemmParams& p, int tile_n, cudaStream_t stream, bool clust
 
 int gemm_wgmma_resident_blocks(int tile_n, bool cluster_pairs) {
     SURF_CHECK(tile_n == 256 || tile_n == 128, "gemm_wgmma: tile_n ", tile_n, " (128 or 256)");
-    if (tile_n == 256)
-        return cluster_pairs ? resident_blocks<256, 2, false>() : resident_blocks<256, 1, false>();
-    return cluster_pairs ? resident_blocks<128, 2, false>() : resident_blocks<128, 1, false>();
-}
-
-bool fp8_gemm_wgmma_supported(const Fp8GemmParams& p) {
-    const int64_t ldy = p.ldy ? p.ldy : p.n;
-    const uintptr_t y_pair = p.y_dtype == DType::kF32 ? 8 : 4;
-    return p.x && p.x_scale && p.w && p.w_scale && p.y && p.m > 0 && p.n > 0 && p.k > 0 &&
-           p.m < (int64_t{1} << 31) && p.n < (int64_t{1} << 31) && p.k % 16 == 0 && aligned_to(p.x, 16) &&
-           aligned_to(p.w, 16) && p.n % 2 == 0 && ldy >= p.n && ldy % 2 == 0 && aligned_to(p.y, y_pair) &&
-           p.activation != GemmActivation::kGeluTanh && detail::device_runs_sm90a();
-}
-
-void fp8_gemm_wgmma(const Fp8GemmParams& p, cudaStream_t stream, bool cluster_pairs, int max_blocks) {
-    SURF_CHECK(fp8_gemm_wgmma_supported(p), "fp8_gemm_wgmma: unsupported shape or layout (m ", p.m, " n ",
-               p.n, " k ", p.k,
-               "; needs k a multiple of 16, 16-byte aligned x and w, even n and y stride, compute "
-               "capability 9.0)");
-    const int64_t ldy = p.ldy ? p.ldy : p.n;
-    if (cluster_pairs && p.m > kBM)
-        launch_fp8<2>(p, ldy, max_blocks, stream);
-    else
-        launch_fp8<1>(p, ldy, max_blocks, stream);
+    if (tile_n == 256) return cluster_pairs ? resident_blocks<256, 2>() : resident_blocks<256, 1>();
+    return cluster_pairs ? resident_blocks<128, 2>() : resident_blocks<128, 1>();
 }
 
 }  // namespace surf::kernels::cuda

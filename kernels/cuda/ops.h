@@ -207,8 +207,7 @@ struct Fp8GemmParams {
 // itself (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, cuBLAS ≥ 12.9 on Hopper); where it offers no algorithm
 // for a shape that way, that shape runs with unit scales into an fp32 scratch and an epilogue kernel applies
 // scales, beta and activation. Autotuning as GemmContext's (candidates timed on first use up to 128 rows,
-// after 3 uses above, never while capturing); the tuning also times fp8_gemm_wgmma against cuBLASLt's pick
-// with its extra passes and keeps the faster. Rows of ≤ 4 go to fp8_gemv. Not thread-safe.
+// after 3 uses above, never while capturing). Rows of ≤ 4 go to fp8_gemv. Not thread-safe.
 class Fp8GemmContext {
 public:
     explicit Fp8GemmContext(size_t workspace_bytes = size_t{32} << 20);
@@ -221,12 +220,6 @@ public:
     void set_force_epilogue(bool on);
     // GEMMs of ≤ 4 rows on fp8_gemv instead of cuBLASLt (default on).
     void set_small_m_kernel(bool on);
-    // fp8_gemm_wgmma: kTuned times it against cuBLASLt (with its epilogue pass, if any) when a shape is
-    // tuned, kAlways runs it wherever supported (tests, benchmarks), kNever keeps cuBLASLt.
-    enum class Wgmma { kNever, kTuned, kAlways };
-    void set_wgmma(Wgmma mode);
-    // Shapes whose tuning chose fp8_gemm_wgmma.
-    int64_t wgmma_planned() const;
     // Shapes planned so far, and how many of them run the epilogue path.
     int64_t planned() const;
     int64_t epilogue_planned() const;
@@ -238,15 +231,6 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream);
-
-// The FP8 variant of gemm_wgmma (gemm_wgmma.cu; compute capability 9.0): fp8_gemm()'s contract, tiles of
-// 128 × 128 outputs, 128 E4M3 columns a stage, wgmma k32 products promoted to fp32 registers every stage,
-// the scale / beta / ReLU² epilogue from the accumulators. Supported where k is a multiple of 16, x and w are
-// 16-byte aligned and n and y's row stride are even; fp8_gemm() times it against cuBLASLt per shape
-// (Fp8GemmContext::set_wgmma). cluster_pairs and max_blocks as gemm_wgmma's.
-bool fp8_gemm_wgmma_supported(const Fp8GemmParams& p);
-void fp8_gemm_wgmma(const Fp8GemmParams& p, cudaStream_t stream, bool cluster_pairs = true,
-                    int max_blocks = 0);
 
 // The small-m FP8 GEMM (fp8_gemv.cu) for decode steps: fp8_gemm()'s contract for m ≤ 4 rows with k a multiple
 // of 16 and x and w 16-byte aligned; one-byte weights streamed by 16-byte loads, codes decoded in registers,

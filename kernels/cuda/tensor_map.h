@@ -1,4 +1,4 @@
-// 2D TMA tensor maps over bf16 and one-byte (E4M3) matrices (host side), shared by the kernels that load tiles with
+// 2D TMA tensor maps over bf16 matrices (host side), shared by the kernels that load tiles with
 // cp.async.bulk.tensor (attention_wgmma.cu, gemm_wgmma.cu). The driver's encoder is reached through the
 // runtime's driver entry point, so nothing links libcuda.
 #pragma once
@@ -15,9 +15,6 @@ namespace surf::kernels::cuda::detail {
 // aligned), read in boxes of box_cols × box_rows with the given swizzle; out-of-range elements read as zeros.
 // `who` names the caller in the error raised when the encoder refuses the shape.
 CUtensorMap bf16_tensor_map_2d(const bf16* base, int64_t cols, int64_t rows, int64_t stride, int box_cols,
-                               int box_rows, CUtensorMapSwizzle swizzle, const char* who);
-// The same over one-byte elements (E4M3 codes): stride a multiple of 16, base 16-byte aligned.
-CUtensorMap byte_tensor_map_2d(const uint8_t* base, int64_t cols, int64_t rows, int64_t stride, int box_cols,
                                int box_rows, CUtensorMapSwizzle swizzle, const char* who);
 
 }  // namespace surf::kernels::cuda::detail

@@ -2,7 +2,6 @@
 // group waits, and the products the wgmma kernels need:
 //   wgmma_ss<N>      D[64×N] (+)= A·Bᵀ, A [64][16] and B [N][16] in shared memory, both K-major
 //                    (S = Q·Kᵀ in attention_wgmma.cu; N = 256: the GEMM of gemm_wgmma.cu);
-//   wgmma_ss_e4m3<N> the same for E4M3 operands, k32 a step (gemm_wgmma.cu's FP8 kernel);
 //   wgmma_rs_mn<N>   D[64×N] += A·B, A [64][16] bf16 from registers, B [16][N] in shared memory, N-major
 //                    (O += P·V with V rows as stored);
 //   issue_pv<D, NK>  O += P·V of an attention key tile by wgmma_rs_mn.
@@ -197,32 +196,6 @@ __device__ __forceinline__ void wgmma_ss<256>(float (&d)[32][4], uint64_t desc_a
 #endif
 }
 
-// ---- FP8: m64nNk32 E4M3 × E4M3 → f32, A and B from shared memory, both K-major (the only order FP8 takes);
-// 32 one-byte elements are the same 32 bytes a bf16 k16 step spans, so descriptors advance as wgmma_ss's
-// (the FP8 GEMM of gemm_wgmma.cu) ---------------------------------------------------------------------
-template <int N>
-__device__ void wgmma_ss_e4m3(float (&d)[N / 8][4], uint64_t desc_a, uint64_t desc_b, int scale_d);
-template <>
-__device__ __forceinline__ void wgmma_ss_e4m3<128>(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b,
-                                                   int scale_d) {
-#if SURF_WGMMA_ENABLED
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, %64, %65, p, 1, 1;\n}\n"
-        : SURF_WGMMA_D4(0), SURF_WGMMA_D4(1), SURF_WGMMA_D4(2), SURF_WGMMA_D4(3), SURF_WGMMA_D4(4),
-          SURF_WGMMA_D4(5), SURF_WGMMA_D4(6), SURF_WGMMA_D4(7), SURF_WGMMA_D4(8), SURF_WGMMA_D4(9),
-          SURF_WGMMA_D4(10), SURF_WGMMA_D4(11), SURF_WGMMA_D4(12), SURF_WGMMA_D4(13), SURF_WGMMA_D4(14),
-          SURF_WGMMA_D4(15)
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-#endif
-}
 // ---- m64n80k16, A and B from shared memory in either major order ----------------------------------------
 // D[64×80] (+)= A·B, each operand K-major (0) or MN-major (1: transposed, rows along K) as kTransA / kTransB
 // say (the SSD scan's C·S_inᵀ: A K-major, B MN-major; its state update Bᵀ·(w ⊙ X): both MN-major).

@@ -91,9 +91,6 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
         fp8_gemm_ = std::make_unique<kc::Fp8GemmContext>();
         fp8_gemm_->set_autotune(limits_.autotune_gemms);
         fp8_gemm_->set_small_m_kernel(limits_.small_m_kernel);
-        fp8_gemm_->set_wgmma(limits_.fp8_wgmma == 0   ? kc::Fp8GemmContext::Wgmma::kNever
-                             : limits_.fp8_wgmma == 2 ? kc::Fp8GemmContext::Wgmma::kAlways
-                                                      : kc::Fp8GemmContext::Wgmma::kTuned);
     }
     vision_stream_ = prioritised_stream(limits_.vision_stream_priority);
     vision_events_.assign(32, nullptr);

@@ -62,9 +62,6 @@ struct GpuSetup {
     bool gemm_wgmma = false;     // our Hopper GEMM where tuning finds it faster (off: serving does not gain)
     bool gemm_wgmma_relu2 =
         false;  // the ReLU² GEMMs of ≥ 512 rows on our Hopper GEMM, activation in its epilogue
-    // FP8 linears on our Hopper FP8 GEMM (fp8_gemm_wgmma): 0 never (cuBLASLt), 1 where tuning times it faster
-    // than cuBLASLt with its extra passes, 2 wherever it runs.
-    int fp8_wgmma = 1;
     bool lm_stream_priority = false;      // language-model steps above the vision tower's stream
     bool vision_stream_priority = false;  // the vision tower above the language model's stream
     int vision_gemm_sms = 0;  // > 0: the ViT's GEMMs planned for this many SMs (cuBLASLt SM target); 0: all

@@ -240,10 +240,6 @@ TEST_CASE("CUDA engine: JSON-schema output, fork, stop tokens, errors") {
     CHECK(a == b);
     CHECK_THROWS_AS(engine->generate(999, {InputPart::of_text("x")}, greedy(2)), surf::Error);
     CHECK_THROWS_AS(engine->generate(s, {InputPart::of_tokens({1 << 30})}, greedy(2)), surf::Error);
-    GenerateOptions logits = greedy(2);
-    logits.on_logits = [](const float*, int64_t) {};
-    CHECK_THROWS_WITH_AS(engine->generate(s, {InputPart::of_text("x")}, logits),
-                         doctest::Contains("on_logits"), surf::Error);
 }
 
 TEST_CASE(

@@ -201,8 +201,7 @@ TEST_CASE("fp8_gemm against fp8_linear_reference, both scale paths") {
         cu::Fp8GemmContext ctx;
         ctx.set_autotune(true);
         ctx.set_force_epilogue(force_epilogue);
-        ctx.set_small_m_kernel(false);  // cuBLASLt at every m here; fp8_gemv and the wgmma kernel have their
-        ctx.set_wgmma(cu::Fp8GemmContext::Wgmma::kNever);  // own cases below
+        ctx.set_small_m_kernel(false);  // cuBLASLt at every m here; fp8_gemv has its own case below
         std::mt19937 rng(force_epilogue ? 83 : 82);
         for (int64_t m : {1, 3, 64, 300}) {
             run_gemm_case(ctx, {m, 256, 512, cu::DType::kF32, false, false, 0}, rng);
@@ -231,42 +230,4 @@ TEST_CASE("fp8_gemv (decode rows, m ≤ 4) against fp8_linear_reference, k split
     MESSAGE("small-m: " << ctx.planned() << " cuBLASLt plans (0 expected)");
     CHECK(ctx.planned() == 0);
     CHECK(cu::fp8_gemv_k_split(34, 8192) > 1);
-}
-
-TEST_CASE("fp8_gemm_wgmma against fp8_linear_reference: row tiles, clusters, ragged n and k, epilogues") {
-    {
-        // The kernel needs compute capability 9.0: probe a shape it takes elsewhere.
-        DeviceBuffer<uint8_t> codes(std::vector<uint8_t>(16, 0));
-        DeviceBuffer<float> f(std::vector<float>(2, 1.0f));
-        cu::Fp8GemmParams probe;
-        probe.x = codes.get(), probe.w = codes.get(), probe.x_scale = f.get(), probe.w_scale = f.get();
-        probe.y = f.get(), probe.y_dtype = cu::DType::kF32, probe.m = 1, probe.n = 2, probe.k = 16;
-        if (!cu::fp8_gemm_wgmma_supported(probe)) {
-            MESSAGE("not compute capability 9.0: fp8_gemm_wgmma is not built to run here");
-            return;
-        }
-    }
-    cu::Fp8GemmContext ctx;
-    ctx.set_small_m_kernel(false);
-    ctx.set_wgmma(cu::Fp8GemmContext::Wgmma::kAlways);
-    std::mt19937 rng(85);
-    // m: one partial tile, one full tile, two tiles (a cluster pair), three (a pair and a lone tile).
-    for (int64_t m : {3, 128, 129, 300}) {
-        run_gemm_case(ctx, {m, 256, 512, cu::DType::kF32, false, false, 0}, rng);
-        run_gemm_case(ctx, {m, 200, 1040, cu::DType::kF32, true, false, 0}, rng);  // ragged n and k tiles
-        run_gemm_case(ctx, {m, 384, 272, cu::DType::kBF16, false, false, 0}, rng);
-        run_gemm_case(ctx, {m, 512, 768, cu::DType::kBF16, false, true, 0}, rng);
-        run_gemm_case(ctx, {m, 128, 512, cu::DType::kBF16, false, false, 192}, rng);
-        run_gemm_case(ctx, {m, 34, 8192, cu::DType::kF32, true, false, 0}, rng);  // long k: 64 promotions
-    }
-    MESSAGE("wgmma: " << ctx.wgmma_planned() << " of " << ctx.planned() << " shapes");
-    CHECK(ctx.wgmma_planned() == ctx.planned());
-
-    // The default (kTuned with autotuning): the tuning times the kernel against cuBLASLt and either may win;
-    // the result must hold whichever does.
-    cu::Fp8GemmContext tuned;
-    tuned.set_autotune(true);
-    for (int64_t m : {64, 300})
-        run_gemm_case(tuned, {m, 1024, 1024, cu::DType::kBF16, false, false, 0}, rng);
-    MESSAGE("tuned: " << tuned.wgmma_planned() << " of " << tuned.planned() << " shapes chose the wgmma kernel");
 }
