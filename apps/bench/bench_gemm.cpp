@@ -169,8 +169,14 @@ void bench_fp8_case(const Case& c, int reps) {
     cu::GemmContext ctx;
     ctx.set_autotune(true);
     auto bf16_params = [&](int i) {
-        cu::GemmParams p{x, wbf + (i % 2) * w_elems, nullptr, y,
-                         c.residual ? cu::DType::kF32 : cu::DType::kBF16, c.m, c.n, c.k};
+        cu::GemmParams p{x,
+                         wbf + (i % 2) * w_elems,
+                         nullptr,
+                         y,
+                         c.residual ? cu::DType::kF32 : cu::DType::kBF16,
+                         c.m,
+                         c.n,
+                         c.k};
         p.beta = c.residual ? 1.0f : 0.0f;
         p.activation = c.act;
         return p;
@@ -178,8 +184,8 @@ void bench_fp8_case(const Case& c, int reps) {
     for (int i = 0; i < 3; ++i) cu::gemm(ctx, bf16_params(i), nullptr);
     const double bf16_us = median_us([&](int i) { cu::gemm(ctx, bf16_params(i), nullptr); }, reps);
     std::printf("| %s | %lld × %lld × %lld | %s | %.1f | %s | %.3f |\n", c.name, static_cast<long long>(c.m),
-                static_cast<long long>(c.n), static_cast<long long>(c.k), time_cell(bf16_us, flops).c_str(), quant,
-                time_cell(lt_us, flops).c_str(), (lt_us + quant) / bf16_us);
+                static_cast<long long>(c.n), static_cast<long long>(c.k), time_cell(bf16_us, flops).c_str(),
+                quant, time_cell(lt_us, flops).c_str(), (lt_us + quant) / bf16_us);
     std::fflush(stdout);
     for (auto* p : w) SURF_CUDA_CHECK(cudaFree(p));
     for (auto* p : ws) SURF_CUDA_CHECK(cudaFree(p));
@@ -240,7 +246,8 @@ int main(int argc, char** argv) {
         "ours / cuBLASLt |\n|---|---|---|---|---|---|---|---|\n");
     for (const Case& c : cases) bench_case(c, reps);
     std::printf(
-        "\nFP8 E4M3 (per-row activation, per-channel weight scales): µs (TFLOP/s)\n\n| GEMM | m × n × k | bf16 "
+        "\nFP8 E4M3 (per-row activation, per-channel weight scales): µs (TFLOP/s)\n\n| GEMM | m × n × k | "
+        "bf16 "
         "cuBLASLt | quantize x µs | FP8 cuBLASLt + epilogue pass | (FP8 + quantize) / bf16 |\n"
         "|---|---|---|---|---|---|\n");
     for (const Case& c : cases) {

@@ -56,7 +56,8 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_kernel(Fp8QuantPa
     const T* x = static_cast<const T*>(p.x) + r * ldx;
     float amax = 0.0f;
     if (p.static_scale <= 0.0f) {
-        for (int64_t i = threadIdx.x; i < p.cols; i += blockDim.x) amax = fmaxf(amax, fabsf(load_value(x, i)));
+        for (int64_t i = threadIdx.x; i < p.cols; i += blockDim.x)
+            amax = fmaxf(amax, fabsf(load_value(x, i)));
     }
     const float scale = row_scale(p.static_scale, amax, scratch);
     if (threadIdx.x == 0) p.scale[r] = scale;
@@ -67,9 +68,9 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_kernel(Fp8QuantPa
 
 // The activations' kernel: bf16 rows of a multiple of 8 columns (16-byte aligned rows) up to
 // kQuantThreads · 8 · kVecChunks wide. Each thread loads its 16-byte chunks once into registers, the block
-// reduces the amax, and each chunk's eight codes leave as one 8-byte store: one read and one write of the row.
-// The codes come from the hardware conversion (cvt.rn.satfinite.e4m3x2.f32: round to nearest even, ±448 at
-// saturation, as e4m3_code; a NaN becomes an E4M3 NaN whose sign bit may differ from e4m3_code's).
+// reduces the amax, and each chunk's eight codes leave as one 8-byte store: one read and one write of the
+// row. The codes come from the hardware conversion (cvt.rn.satfinite.e4m3x2.f32: round to nearest even, ±448
+// at saturation, as e4m3_code; a NaN becomes an E4M3 NaN whose sign bit may differ from e4m3_code's).
 constexpr int kVecChunks = 12;  // rows up to 24,576 columns
 
 __global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_bf16x8_kernel(Fp8QuantParams p, int64_t ldx) {
@@ -155,9 +156,11 @@ __global__ void fp8_epilogue_kernel(const float* acc, Fp8GemmParams p, int64_t l
         if constexpr (kVec4 && std::is_same_v<Y, float>) {
             *reinterpret_cast<float4*>(y) = make_float4(v[0], v[1], v[2], v[3]);
         } else if constexpr (kVec4) {
-            const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]), hi = __floats2bfloat162_rn(v[2], v[3]);
+            const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]),
+                                 hi = __floats2bfloat162_rn(v[2], v[3]);
             uint2 packed;
-            packed.x = *reinterpret_cast<const uint32_t*>(&lo), packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+            packed.x = *reinterpret_cast<const uint32_t*>(&lo),
+            packed.y = *reinterpret_cast<const uint32_t*>(&hi);
             *reinterpret_cast<uint2*>(y) = packed;
         } else {
             y[0] = detail::from_float<Y>(v[0]);
@@ -176,7 +179,8 @@ void quantize_e4m3(const Fp8QuantParams& p, cudaStream_t stream) {
     SURF_CHECK(ldx >= p.cols, "quantize_e4m3: row stride ", ldx, " < cols ", p.cols);
     const dim3 grid(static_cast<unsigned>(p.rows));
     const bool vec = p.x_dtype == DType::kBF16 && p.cols % 8 == 0 && ldx % 8 == 0 &&
-                     reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.q) % 8 == 0 &&
+                     reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(p.q) % 8 == 0 &&
                      p.cols <= int64_t{kQuantThreads} * 8 * kVecChunks;
     if (vec)
         detail::launch_kernel(quantize_e4m3_bf16x8_kernel, grid, kQuantThreads, 0, stream, p, ldx);
@@ -368,8 +372,8 @@ void launch_epilogue(const float* acc, const Fp8GemmParams& p, int64_t ldy, bool
     const dim3 grid(static_cast<unsigned>((threads_per_row + kThreads - 1) / kThreads),
                     static_cast<unsigned>(std::min<int64_t>(p.m, 65535)));
     if (p.y_dtype == DType::kF32)
-        detail::launch_kernel(vec4 ? fp8_epilogue_kernel<float, true> : fp8_epilogue_kernel<float, false>, grid,
-                              kThreads, 0, stream, acc, p, ldy, relu2);
+        detail::launch_kernel(vec4 ? fp8_epilogue_kernel<float, true> : fp8_epilogue_kernel<float, false>,
+                              grid, kThreads, 0, stream, acc, p, ldy, relu2);
     else
         detail::launch_kernel(vec4 ? fp8_epilogue_kernel<bf16, true> : fp8_epilogue_kernel<bf16, false>, grid,
                               kThreads, 0, stream, acc, p, ldy, relu2);

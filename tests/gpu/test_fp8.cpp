@@ -83,8 +83,14 @@ TEST_CASE("quantize_e4m3: codes and scales bit for bit as kernels/cpu/fp8") {
     std::mt19937 rng(81);
     // bf16 rows of a multiple of 8 up to 24,576 columns take the vectorized kernel; 1,036 and 24,584 columns
     // (and fp32 input) the general one.
-    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 64}, {3, 1040}, {64, 4096}, {300, 200}, {3, 20480},
-                              {3, 24576}, {3, 24584}, {4, 1036}}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 64},
+                              {3, 1040},
+                              {64, 4096},
+                              {300, 200},
+                              {3, 20480},
+                              {3, 24576},
+                              {3, 24584},
+                              {4, 1036}}) {
         const std::vector<float> x = test_rows(rows, cols, rng);
         const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
         check_same("per row, bf16 " + shape, gpu_quantize(x, rows, cols, true, 0.0f),
