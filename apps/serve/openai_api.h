@@ -59,6 +59,8 @@ struct ApiError {
     std::string code;   // "" = null
 };
 std::string api_error_json(const ApiError& error);
+// A 400 naming the request parameter (message prefixed with "param: ").
+ApiError bad_request(const std::string& param, const std::string& message, const std::string& code = "");
 
 // A chat completion request, parsed and checked.
 struct ChatRequest {
