@@ -33,7 +33,7 @@ int64_t int_field(const json& body, const char* name, int64_t lo, int64_t hi) {
                           : v.get<int64_t>();
     if (x < lo || x > hi) {
         throw bad_request(name, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                            std::to_string(x));
+                                    std::to_string(x));
     }
     return x;
 }
@@ -43,12 +43,13 @@ model::ChatMessage parse_message(const json& m, size_t index, const ServiceOptio
                                  std::vector<std::shared_ptr<const model::Image>>* images) {
     const std::string where = "messages[" + std::to_string(index) + "]";
     if (!m.is_object()) throw bad_request(where, "expected an object");
-    if (!m.contains("role") || !m["role"].is_string()) throw bad_request(where + ".role", "expected a string");
+    if (!m.contains("role") || !m["role"].is_string())
+        throw bad_request(where + ".role", "expected a string");
     model::ChatMessage out;
     out.role = m["role"].get<std::string>();
     if (out.role != "system" && out.role != "user" && out.role != "assistant" && out.role != "developer") {
         throw bad_request(where + ".role",
-                  "\"" + out.role + "\" is not supported (system, developer, user, assistant)");
+                          "\"" + out.role + "\" is not supported (system, developer, user, assistant)");
     }
     if (out.role == "developer") out.role = "system";  // OpenAI's newer name for the system role
     const json content = m.value("content", json());
@@ -80,9 +81,9 @@ model::ChatMessage parse_message(const json& m, size_t index, const ServiceOptio
                 else
                     throw bad_request(pw + ".image_url", "expected {\"url\": \"data:image/...;base64,...\"}");
                 if (static_cast<int>(images->size()) >= options.max_images) {
-                    throw bad_request(pw,
-                              "more than " + std::to_string(options.max_images) + " images in one request",
-                              "too_many_images");
+                    throw bad_request(
+                        pw, "more than " + std::to_string(options.max_images) + " images in one request",
+                        "too_many_images");
                 }
                 // Each image may use what the request's pixel budget has left, so decoding never exceeds it.
                 int64_t used = 0;
@@ -136,12 +137,13 @@ std::optional<std::string> base64_decode(const std::string& text) {
 std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size_t max_bytes,
                                                     int64_t max_pixels, const std::string& param) {
     if (url.rfind("data:", 0) != 0) {
-        throw bad_request(param,
-                  "only data URLs (data:image/png;base64,...) are accepted; the server fetches nothing",
-                  "invalid_image_url");
+        throw bad_request(
+            param, "only data URLs (data:image/png;base64,...) are accepted; the server fetches nothing",
+            "invalid_image_url");
     }
     const size_t comma = url.find(',');
-    if (comma == std::string::npos) throw bad_request(param, "malformed data URL (no comma)", "invalid_image_url");
+    if (comma == std::string::npos)
+        throw bad_request(param, "malformed data URL (no comma)", "invalid_image_url");
     const std::string meta = url.substr(5, comma - 5);
     if (meta.rfind("image/", 0) != 0 || meta.size() < 7 || meta.compare(meta.size() - 7, 7, ";base64") != 0) {
         throw bad_request(
@@ -150,8 +152,8 @@ std::shared_ptr<const model::Image> decode_data_url(const std::string& url, size
             "invalid_image_url");
     }
     if ((url.size() - comma - 1) / 4 * 3 > max_bytes) {
-        ApiError e =
-            bad_request(param, "image larger than " + std::to_string(max_bytes) + " bytes", "image_too_large");
+        ApiError e = bad_request(param, "image larger than " + std::to_string(max_bytes) + " bytes",
+                                 "image_too_large");
         e.status = 413;
         throw e;
     }
@@ -196,7 +198,7 @@ json parse_body(const std::string& body_text) {
     // deeper than any real request is refused before it is parsed.
     if (const int depth = json_nesting_depth(body_text); depth > kMaxJsonDepth) {
         throw bad_request("", "the body nests " + std::to_string(depth) + " levels deep; at most " +
-                          std::to_string(kMaxJsonDepth) + " are allowed");
+                                  std::to_string(kMaxJsonDepth) + " are allowed");
     }
     json body;
     try {
@@ -270,7 +272,8 @@ void parse_response_format(const json& body, model::SchemaCache& schemas, ChatRe
                 throw bad_request("response_format.json_schema.schema", e.what(), "invalid_schema");
             }
         } else if (type != "text") {
-            throw bad_request("response_format.type", "\"" + type + "\" is not supported (text, json_schema)");
+            throw bad_request("response_format.type",
+                              "\"" + type + "\" is not supported (text, json_schema)");
         }
     }
 }
@@ -281,7 +284,8 @@ ChatRequest parse_chat_request(const std::string& body_text, const ServiceOption
                                model::SchemaCache& schemas) {
     const json body = parse_body(body_text);
     ChatRequest req;
-    if (!body.contains("model") || !body["model"].is_string()) throw bad_request("model", "required (a string)");
+    if (!body.contains("model") || !body["model"].is_string())
+        throw bad_request("model", "required (a string)");
     req.model = body["model"].get<std::string>();
     if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
         throw bad_request("messages", "required (a non-empty list)");

@@ -361,7 +361,8 @@ std::vector<model::InputPart> OpenAiService::prompt_parts(const ChatRequest& req
     try {
         parts = model::interleave_images(prompt, req.images, engine_->config().image_context_token);
     } catch (const Error& e) {
-        throw bad_request("messages", std::string("text must not contain the image placeholder itself: ") + e.what());
+        throw bad_request("messages",
+                          std::string("text must not contain the image placeholder itself: ") + e.what());
     }
     // The text parts are tokenized once, here, as the engine would (special tokens parsed): the limit counts
     // what the engine is fed, and the prefix cache and the engine take the ids instead of tokenizing the text
@@ -375,9 +376,10 @@ std::vector<model::InputPart> OpenAiService::prompt_parts(const ChatRequest& req
     }
     if (options_.max_prompt_tokens > 0 && text_tokens > options_.max_prompt_tokens) {
         throw bad_request("messages",
-                  "the prompt has " + std::to_string(text_tokens) + " text tokens; this server accepts " +
-                      std::to_string(options_.max_prompt_tokens),
-                  "context_length_exceeded");
+                          "the prompt has " + std::to_string(text_tokens) +
+                              " text tokens; this server accepts " +
+                              std::to_string(options_.max_prompt_tokens),
+                          "context_length_exceeded");
     }
     return parts;
 }
