@@ -12,6 +12,7 @@
 #include "agent/memory.h"
 #include "agent/modules.h"
 #include "agent/page_text.h"
+#include "agent/thought_target.h"
 #include "base/error.h"
 #include "model/vision/image_tiling.h"
 
@@ -484,6 +485,8 @@ void Run::step(int step) {
         policy_failed(e, step, forced, step_t0, ts, ev);
         return;
     }
+    if (profile_.element_follows_thought)
+        ts.policy_element = follow_thought(decision.action, decision.thought, view.policy_listed);
     memory_.add_note(decision.note);
     ts.thought = decision.thought;
     ts.note = decision.note;

@@ -32,7 +32,7 @@ std::vector<ListedElement> listed_points(const std::vector<tools::PageElement>& 
         double x = 0, y = 0;
         from_css(convention, {e.x + e.width / 2, e.y + e.height / 2}, sent, frame, &x, &y);
         out.push_back({e.description, e.state, static_cast<int>(std::clamp(std::round(x), 0.0, max_x)),
-                       static_cast<int>(std::clamp(std::round(y), 0.0, max_y))});
+                       static_cast<int>(std::clamp(std::round(y), 0.0, max_y)), e.control});
     }
     return out;
 }

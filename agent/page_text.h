@@ -23,6 +23,7 @@ struct ListedElement {
     std::string description;
     std::string state;
     int x = 0, y = 0;
+    bool control = false;  // something to act on (tools::PageElement::control), not a heading or a text
 };
 
 std::vector<ListedElement> listed_points(const std::vector<tools::PageElement>& elements, int max_count,

@@ -180,6 +180,7 @@ PromptProfile load_profile(const std::string& path) {
     p.page_elements = static_cast<int>(r.integer("page_elements", 0, 0, 1000));
     p.listed_elements_only = r.boolean("listed_elements_only", false);
     p.typed_text_from_task_quotes = r.boolean("typed_text_from_task_quotes", false);
+    p.element_follows_thought = r.boolean("element_follows_thought", false);
     r.check_unknown();
     const bool listed = p.policy_turn->placeholders().count("elements") ||
                         p.localizer_prompt->placeholders().count("elements") ||

@@ -77,6 +77,9 @@ struct PromptProfile {
     // A write action types one of the task's quoted strings ("…", “…”, «…») when the task quotes any (its
     // schema gets them as an enum each step): a small model copies the text whole instead of garbling it.
     bool typed_text_from_task_quotes = false;
+    // A click, write or select whose element contains none of the strings its thought quotes is turned to
+    // the listed control that does (agent/thought_target.h); the trace keeps the policy's own element.
+    bool element_follows_thought = false;
 
     // Memory.
     int history_steps = 3;               // recent actions listed in each turn's text

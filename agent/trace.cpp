@@ -134,6 +134,7 @@ void Trace::step(const TraceStep& step) {
         {"thought", s.thought}, {"note", s.note},    {"action", s.action}, {"outcome", s.outcome},
         {"error", s.error},     {"events", s.events}};
     if (!s.elements.empty()) j["elements"] = s.elements;
+    if (!s.policy_element.empty()) j["policy_element"] = s.policy_element;
     if (s.has_point) j["point_px"] = {s.point_px, s.point_py};
     if (s.has_to_point) j["to_point_px"] = {s.to_px, s.to_py};
     if (s.has_policy_point) j["policy_point_px"] = {s.policy_px, s.policy_py};

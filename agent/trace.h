@@ -30,6 +30,7 @@ struct TraceStep {
     double policy_px = 0, policy_py = 0;  // screenshot pixels
     double seconds = 0;                   // the step's wall time
     std::string url, thought, note, action, outcome, error;
+    std::string policy_element;  // the element the policy named, where the run turned the action to another
     std::vector<std::string> verdicts;
     std::vector<std::string> events;  // browser events seen before this step
     std::string elements;            // the page's element list as the policy read it ("" when none is listed)

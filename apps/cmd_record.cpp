@@ -291,6 +291,7 @@ RecordSettings record_settings(const surf::cli::Args& args) {
     // roles apart by the profile's compiled schemas, which a per-step restricted schema is not.
     rs.profile.listed_elements_only = false;
     rs.profile.typed_text_from_task_quotes = false;  // the oracle types the task's exact text anyway
+    rs.profile.element_follows_thought = false;      // the oracle's actions are the demonstrations
     rs.mistakes = args.get_double("mistakes", 0.25, 0, 1);
     rs.extra = static_cast<int>(args.get_int("extra-points", 3, 0, 100));
     rs.settle_ms = static_cast<int>(args.get_int("settle-ms", 150, 0, 10000));

@@ -13,6 +13,7 @@
 #include "agent/page_text.h"
 #include "agent/profile.h"
 #include "agent/prompt_renderer.h"
+#include "agent/thought_target.h"
 #include "base/error.h"
 #include "tests/test_util.h"
 
@@ -306,4 +307,48 @@ TEST_CASE("quoted_strings: the task's quoted values in order, for typed_text_fro
           std::vector<std::string>{"Lyon", "Rechercher"});
     CHECK(quoted_strings("Search for wireless mice").empty());
     CHECK(quoted_strings(R"(an empty "" and an unclosed "quote)").empty());
+}
+
+TEST_CASE("follow_thought: a pointed action's element turned to the listed control its thought quotes") {
+    using agent::ListedElement;
+    const std::vector<ListedElement> listed = {
+        {"the text \"SMS alerts\"", "", 371, 285, false},
+        {"the checkbox next to \"Partner news\"", "not checked", 663, 323, true},
+        {"the checkbox next to \"SMS alerts\"", "not checked", 663, 520, true},
+        {"the \"Add to cart\" button in the \"Blue kettle\" row", "", 800, 100, true},
+        {"the \"Add to cart\" button in the \"Red kettle\" row", "", 800, 400, true},
+        {"the \"Save\" button", "", 500, 900, true},
+    };
+    SUBCASE("the element names another control: it becomes the quoted one, at its listed point") {
+        agent::Action a = agent::ClickAction{"the checkbox next to \"Partner news\"", 663, 323};
+        CHECK(agent::follow_thought(a, R"(I need "SMS alerts" on; it is off.)", listed) ==
+              "the checkbox next to \"Partner news\"");
+        const auto& c = std::get<agent::ClickAction>(a);
+        CHECK(c.element == "the checkbox next to \"SMS alerts\"");  // the control, not the text
+        CHECK(c.x == 663);
+        CHECK(c.y == 520);
+    }
+    SUBCASE("the element already contains a quoted string: unchanged") {
+        agent::Action a = agent::ClickAction{"the \"Save\" button", 500, 900};
+        CHECK(agent::follow_thought(a, R"(Boxes set; now "Save".)", listed).empty());
+        CHECK(std::get<agent::ClickAction>(a).element == "the \"Save\" button");
+    }
+    SUBCASE("several quotes: the last one a control names wins; several controls: the nearest") {
+        agent::Action a = agent::ClickAction{"the \"Save\" button", 790, 380};
+        CHECK_FALSE(agent::follow_thought(a, R"(The "Options" list is open; "Add to cart" is next.)", listed)
+                        .empty());
+        CHECK(std::get<agent::ClickAction>(a).element ==
+              "the \"Add to cart\" button in the \"Red kettle\" row");
+    }
+    SUBCASE("nothing quoted, nothing listed, or an action without an element: unchanged") {
+        agent::Action a = agent::ClickAction{"the \"Save\" button", 500, 900};
+        CHECK(agent::follow_thought(a, "I click the checkbox.", listed).empty());
+        CHECK(agent::follow_thought(a, R"(I want "Wi-Fi".)", listed).empty());  // no listed control names it
+        CHECK(agent::follow_thought(a, R"(I want "SMS alerts".)", {}).empty());
+        agent::Action scroll = agent::ScrollAction{};
+        CHECK(agent::follow_thought(scroll, R"(I look for "SMS alerts".)", listed).empty());
+        agent::Action w = agent::WriteAction{"ada", "the \"Save\" button", 500, 900};
+        CHECK_FALSE(agent::follow_thought(w, R"(I type into "SMS alerts".)", listed).empty());
+        CHECK(std::get<agent::WriteAction>(w).element == "the checkbox next to \"SMS alerts\"");
+    }
 }
