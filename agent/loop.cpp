@@ -242,6 +242,7 @@ private:
     const Secrets secrets_;
     std::vector<CustomActionSpec> actions_;
     const std::vector<std::string> uploads_;  // the upload folder's files, listed once (the schema's names)
+    const std::vector<std::string> task_quotes_;  // the task's quoted strings (quoted_strings)
     PromptProfile profile_;
     const ActionRegistry
         registry_;  // what the run can perform: the profile's built-ins and the custom actions
@@ -294,6 +295,7 @@ Run::Run(const LoopContext& ctx, const RunOptions& options)
       secrets_(options.secrets),
       actions_(run_actions(options)),
       uploads_(options.upload_dir.empty() ? std::vector<std::string>{} : upload_files(options.upload_dir)),
+      task_quotes_(quoted_strings(options.task)),
       profile_(run_profile(*ctx.profile, options, uploads_, actions_)),
       registry_(run_registry(profile_.policy_actions, actions_, options.replaced_actions)),
       hard_deadline_(options.timeout_seconds + std::max(30.0, 0.25 * options.timeout_seconds)),
@@ -454,7 +456,7 @@ void Run::list_elements(StepView& v) {
     }
     const ImageSize sent = v.sent ? ImageSize{v.sent->width, v.sent->height} : ImageSize{};
     const auto listed = [&](PointConvention c) {
-        return listed_points(elements, profile_.page_elements, c, sent, v.obs.frame);
+        return listed_points(elements, profile_.page_elements, c, sent, v.obs.frame, task_quotes_);
     };
     v.policy_listed = listed(profile_.policy_convention);
     v.policy_elements = elements_text(v.policy_listed);
@@ -479,7 +481,7 @@ void Run::step(int step) {
         PolicyStepInput in{step, options_.max_steps, forced, view.text, view.sent, view.policy_elements, {}};
         if (profile_.listed_elements_only)
             for (const ListedElement& e : view.policy_listed) in.element_choices.push_back(e.description);
-        if (profile_.typed_text_from_task_quotes) in.text_choices = quoted_strings(options_.task);
+        if (profile_.typed_text_from_task_quotes) in.text_choices = task_quotes_;
         decision = policy_.decide(memory_, in);
     } catch (const Error& e) {
         policy_failed(e, step, forced, step_t0, ts, ev);

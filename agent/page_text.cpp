@@ -2,16 +2,25 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace surf::agent {
 
 std::vector<tools::PageElement> listed_elements(const std::vector<tools::PageElement>& elements,
-                                                int max_count) {
+                                                int max_count, const std::vector<std::string>& named) {
     std::vector<bool> keep(elements.size(), false);
     int left = std::max(0, max_count);
-    for (bool controls : {true, false}) {
+    const auto names_one = [&](const tools::PageElement& e) {
+        return std::any_of(named.begin(), named.end(),
+                           [&](const std::string& s) { return e.description.find(s) != std::string::npos; });
+    };
+    // Passes in priority order: named by the task, controls, the rest.
+    const std::function<bool(const tools::PageElement&)> passes[] = {
+        names_one, [](const tools::PageElement& e) { return e.control; },
+        [](const tools::PageElement&) { return true; }};
+    for (const auto& wanted : passes) {
         for (size_t i = 0; i < elements.size() && left > 0; ++i) {
-            if (elements[i].control == controls) {
+            if (!keep[i] && wanted(elements[i])) {
                 keep[i] = true;
                 --left;
             }
@@ -24,11 +33,11 @@ std::vector<tools::PageElement> listed_elements(const std::vector<tools::PageEle
 }
 
 std::vector<ListedElement> listed_points(const std::vector<tools::PageElement>& elements, int max_count,
-                                         PointConvention convention, ImageSize sent,
-                                         const ScreenFrame& frame) {
+                                         PointConvention convention, ImageSize sent, const ScreenFrame& frame,
+                                         const std::vector<std::string>& named) {
     const double max_x = max_coordinate_x(convention, sent), max_y = max_coordinate_y(convention, sent);
     std::vector<ListedElement> out;
-    for (const tools::PageElement& e : listed_elements(elements, max_count)) {
+    for (const tools::PageElement& e : listed_elements(elements, max_count, named)) {
         double x = 0, y = 0;
         from_css(convention, {e.x + e.width / 2, e.y + e.height / 2}, sent, frame, &x, &y);
         out.push_back({e.description, e.state, static_cast<int>(std::clamp(std::round(x), 0.0, max_x)),

@@ -12,10 +12,12 @@
 
 namespace surf::agent {
 
-// The entries elements_text() shows: at most `max_count`, in document order; when the page has more, controls
-// (buttons, links, fields, boxes) are kept before headings and texts.
+// The entries elements_text() shows: at most `max_count`, in document order. When the page has more, the
+// elements whose description contains one of `named` (the task's quoted strings) are kept first, then
+// controls (buttons, links, fields, boxes), then headings and texts: on a crowded page the one the task names
+// stays listed.
 std::vector<tools::PageElement> listed_elements(const std::vector<tools::PageElement>& elements,
-                                                int max_count);
+                                                int max_count, const std::vector<std::string>& named = {});
 
 // One entry of the list as a module reads it: its description and state, and its centre in the module's
 // point convention on the image as sent.
@@ -27,8 +29,8 @@ struct ListedElement {
 };
 
 std::vector<ListedElement> listed_points(const std::vector<tools::PageElement>& elements, int max_count,
-                                         PointConvention convention, ImageSize sent,
-                                         const ScreenFrame& frame);
+                                         PointConvention convention, ImageSize sent, const ScreenFrame& frame,
+                                         const std::vector<std::string>& named = {});
 
 // The listed entry named `description` nearest to (x, y), or null when none has that description.
 const ListedElement* find_listed(const std::vector<ListedElement>& listed, const std::string& description,

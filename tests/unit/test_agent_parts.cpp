@@ -243,7 +243,10 @@ TEST_CASE("memory keeps notes, history and the last k screenshots") {
     CHECK(shots[1] == c);
 }
 
-TEST_CASE("the element list as prompt text: points in the module's convention, states, controls kept first") {
+TEST_CASE(
+    "the element list as prompt text: points in the module's convention, states, the task's named elements "
+    "and "
+    "controls kept first") {
     std::vector<tools::PageElement> page = {
         {"the \"Shop\" heading", "", false, 0, 0, 200, 40},
         {"the \"Email\" field", "value \"ada\"", true, 100, 100, 200, 40},
@@ -267,6 +270,13 @@ TEST_CASE("the element list as prompt text: points in the module's convention, s
           "the \"Go\" button (969, 917)");
     CHECK(listed_elements(page, 2).size() == 2);
     CHECK(listed_elements(page, 2)[1].description == "the \"Go\" button");
+    // An element naming one of the task's quoted strings is kept before the controls, the order still the
+    // page's; a name no element contains changes nothing.
+    const auto named = listed_elements(page, 2, {"Price: 4"});
+    REQUIRE(named.size() == 2);
+    CHECK(named[0].description == "the \"Email\" field");
+    CHECK(named[1].description == "the text \"Price: 4 EUR\"");
+    CHECK(listed_elements(page, 2, {"Checkout"})[1].description == "the \"Go\" button");
     CHECK(elements_text({}, 10, PointConvention::kNormalized1000, sent, frame) == "(none)");
 }
 
