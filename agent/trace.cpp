@@ -229,8 +229,12 @@ std::string render_report_html(const std::string& dir, const RunOptions& options
           << html_escape(s.url) << "</span>"
           << "<p><span class=\"k\">Thought:</span><pre>" << html_escape(s.thought) << "</pre></p>"
           << "<p><span class=\"k\">Note:</span><pre>" << html_escape(s.note) << "</pre></p>"
-          << "<p><span class=\"k\">Action:</span> <code>" << html_escape(s.action) << "</code></p>"
-          << "<p><span class=\"k\">Result:</span> " << html_escape(s.outcome) << "</p>";
+          << "<p><span class=\"k\">Action:</span> <code>" << html_escape(s.action) << "</code></p>";
+        if (!s.policy_element.empty()) {
+            h << "<p><span class=\"k\">The policy named:</span> " << html_escape(s.policy_element)
+              << " (turned to the element its thought quotes)</p>";
+        }
+        h << "<p><span class=\"k\">Result:</span> " << html_escape(s.outcome) << "</p>";
         if (!s.error.empty()) h << "<p class=\"err\">" << html_escape(s.error) << "</p>";
         for (const std::string& e : s.events)
             h << "<p><span class=\"k\">Browser:</span> " << html_escape(e) << "</p>";

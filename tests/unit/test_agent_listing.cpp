@@ -177,5 +177,9 @@ TEST_CASE("element_follows_thought: a click turned to the listed control its tho
     CHECK(trace_text.find(R"("policy_element":"the checkbox next to \"Partner news\"")") !=
           std::string::npos);
     CHECK(trace_text.find(R"(\"element\":\"the checkbox next to \\\"SMS alerts\\\"\")") != std::string::npos);
+    std::ifstream report(trace_dir / "report.html");
+    const std::string html((std::istreambuf_iterator<char>(report)), {});
+    CHECK(html.find("The policy named:</span> the checkbox next to &quot;Partner news&quot;") !=
+          std::string::npos);
     std::filesystem::remove_all(dir);
 }
