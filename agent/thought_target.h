@@ -13,10 +13,11 @@
 namespace surf::agent {
 
 // When the thought quotes strings (quoted_strings' rules), the action is a click, write or select, and its
-// element contains none of them: the element becomes the listed control whose description contains the
-// thought's last quoted string that any listed control contains (nearest to the action's point where several
-// do), with that entry's point. Headings and text are never chosen. Returns the element it replaced ("" when
-// the action stays as it was).
+// element contains none of them: the element becomes the listed element whose description contains the
+// thought's last quoted string that any suitable element contains (nearest to the action's point where
+// several do), with that entry's point. Suitable: any control for a click, a field or dropdown for a write, a
+// dropdown for a select; headings and text never. Returns the element it replaced ("" when the action stays
+// as it was).
 std::string follow_thought(Action& action, const std::string& thought,
                            const std::vector<ListedElement>& listed);
 

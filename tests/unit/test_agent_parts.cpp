@@ -357,8 +357,18 @@ TEST_CASE("follow_thought: a pointed action's element turned to the listed contr
         CHECK(agent::follow_thought(a, R"(I want "SMS alerts".)", {}).empty());
         agent::Action scroll = agent::ScrollAction{};
         CHECK(agent::follow_thought(scroll, R"(I look for "SMS alerts".)", listed).empty());
+    }
+    SUBCASE("a write is turned only to a field or a dropdown, a select only to a dropdown") {
+        std::vector<ListedElement> form = listed;
+        form.push_back({"the \"SMS alerts\" field", "empty", 300, 600, true});
+        form.push_back({"the \"Country\" dropdown", "chosen \"Peru\"", 300, 700, true});
         agent::Action w = agent::WriteAction{"ada", "the \"Save\" button", 500, 900};
-        CHECK_FALSE(agent::follow_thought(w, R"(I type into "SMS alerts".)", listed).empty());
-        CHECK(std::get<agent::WriteAction>(w).element == "the checkbox next to \"SMS alerts\"");
+        CHECK_FALSE(agent::follow_thought(w, R"(I type into "SMS alerts".)", form).empty());
+        CHECK(std::get<agent::WriteAction>(w).element == "the \"SMS alerts\" field");  // not the checkbox
+        agent::Action only_box = agent::WriteAction{"ada", "the \"Save\" button", 500, 900};
+        CHECK(agent::follow_thought(only_box, R"(I type into "SMS alerts".)", listed).empty());
+        agent::Action s = agent::SelectAction{"the \"Save\" button", 500, 900, "Chile"};
+        CHECK_FALSE(agent::follow_thought(s, R"(I open "Country".)", form).empty());
+        CHECK(std::get<agent::SelectAction>(s).element == "the \"Country\" dropdown");
     }
 }
