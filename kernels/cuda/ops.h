@@ -177,7 +177,7 @@ int gemm_wgmma_resident_blocks(int tile_n, bool cluster_pairs);
 //   scale[r] = max_i |x[r, i]| / 448 (1 for an all-zero row),  q[r, i] = e4m3(x[r, i] / scale[r]),
 // or with static_scale > 0 (a checkpoint's calibrated input_scale): q = e4m3(x / static_scale), scale[r] =
 // static_scale. e4m3() saturates at ±448 and rounds to nearest even; the division is IEEE (as the CPU's),
-// so the codes equal kernels/cpu/fp8's bit for bit on the same fp32 values.
+// so the codes equal kernels/cpu/fp8's bit for bit on the same fp32 values (a NaN's sign bit aside).
 struct Fp8QuantParams {
     const void* x = nullptr;  // [rows, cols] (row stride ldx, 0 → cols)
     DType x_dtype = DType::kBF16;
