@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 
 namespace surf::agent {
 
@@ -10,17 +9,16 @@ std::vector<tools::PageElement> listed_elements(const std::vector<tools::PageEle
                                                 int max_count, const std::vector<std::string>& named) {
     std::vector<bool> keep(elements.size(), false);
     int left = std::max(0, max_count);
-    const auto names_one = [&](const tools::PageElement& e) {
-        return std::any_of(named.begin(), named.end(),
-                           [&](const std::string& s) { return e.description.find(s) != std::string::npos; });
+    // Priority 0: named by the task, 1: a control, 2: the rest; each pass keeps the next priority in page
+    // order.
+    const auto priority = [&](const tools::PageElement& e) {
+        for (const std::string& s : named)
+            if (e.description.find(s) != std::string::npos) return 0;
+        return e.control ? 1 : 2;
     };
-    // Passes in priority order: named by the task, controls, the rest.
-    const std::function<bool(const tools::PageElement&)> passes[] = {
-        names_one, [](const tools::PageElement& e) { return e.control; },
-        [](const tools::PageElement&) { return true; }};
-    for (const auto& wanted : passes) {
+    for (int pass = 0; pass < 3; ++pass) {
         for (size_t i = 0; i < elements.size() && left > 0; ++i) {
-            if (!keep[i] && wanted(elements[i])) {
+            if (priority(elements[i]) == pass) {
                 keep[i] = true;
                 --left;
             }
