@@ -65,6 +65,42 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     return warp_sum(v);
 }
 
+// The small-m GEMMs' (gemv.cu, fp8_gemv.cu) reduction of a warp's partial dot products acc[m][r]: each summed
+// over the warp, then, where KS warps split k, the group's slices added in slice order by its first warp
+// (`partial`: the block's shared [warps][M][R], unused when KS = 1). Returns false on the warps whose sums
+// went to their group's first warp, which have nothing to store. Contains __syncthreads when KS > 1.
+template <int M, int R, int KS>
+__device__ __forceinline__ bool reduce_split_k(float (&acc)[M][R], float (*partial)[M][R], int warp,
+                                               int slice, int lane) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[m][r] = warp_sum(acc[m][r]);
+    }
+    if constexpr (KS > 1) {
+        if (lane == 0) {
+#pragma unroll
+            for (int m = 0; m < M; ++m) {
+#pragma unroll
+                for (int r = 0; r < R; ++r) partial[warp][m][r] = acc[m][r];
+            }
+        }
+        __syncthreads();
+        if (slice != 0) return false;
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                float sum = partial[warp][m][r];
+#pragma unroll
+                for (int k = 1; k < KS; ++k) sum += partial[warp + k][m][r];
+                acc[m][r] = sum;
+            }
+        }
+    }
+    return true;
+}
+
 // Maximum over the block, as block_sum.
 __device__ __forceinline__ float block_max(float v, float* scratch) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;

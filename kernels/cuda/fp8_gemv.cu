@@ -21,7 +21,6 @@ constexpr int kMaxM = 4;
 
 using detail::from_float;
 using detail::to_float;
-using detail::warp_sum;
 
 // The 16 E4M3 codes of a 16-byte vector as floats, in memory order.
 __device__ __forceinline__ void decode16(const uint4& v, float (&f)[16]) {
@@ -97,32 +96,7 @@ __global__ void __launch_bounds__(kThreads)
         wrow[r] = reinterpret_cast<const uint4*>(p.w + min(n0 + r, p.n - 1) * p.k);
     float acc[M][kRowsPerWarp] = {};
     if (n0 < p.n) accumulate<M>(p, wrow, v_begin, v_end, lane, acc);
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-#pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) acc[m][r] = warp_sum(acc[m][r]);
-    }
-    if constexpr (KS > 1) {  // the group's slices, in slice order, by its first warp's lane 0
-        if (lane == 0) {
-#pragma unroll
-            for (int m = 0; m < M; ++m) {
-#pragma unroll
-                for (int r = 0; r < kRowsPerWarp; ++r) partial[warp][m][r] = acc[m][r];
-            }
-        }
-        __syncthreads();
-        if (slice != 0) return;
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-#pragma unroll
-            for (int r = 0; r < kRowsPerWarp; ++r) {
-                float sum = partial[warp][m][r];
-#pragma unroll
-                for (int k = 1; k < KS; ++k) sum += partial[warp + k][m][r];
-                acc[m][r] = sum;
-            }
-        }
-    }
+    if (!detail::reduce_split_k<M, kRowsPerWarp, KS>(acc, partial, warp, slice, lane)) return;
     if (lane != 0 || n0 >= p.n) return;
     TY* y = static_cast<TY*>(p.y);
 #pragma unroll

@@ -20,7 +20,6 @@ constexpr int kMaxM = 4;
 using detail::from_float;
 using detail::to_float;
 using detail::unpack_bf16x8;
-using detail::warp_sum;
 
 __device__ __forceinline__ float dot8(const uint4& w, const float (&x)[8]) {
     float wf[8];
@@ -74,32 +73,7 @@ __global__ void __launch_bounds__(kGemvThreads)
             }
         }
     }
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-#pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) acc[m][r] = warp_sum(acc[m][r]);
-    }
-    if constexpr (KS > 1) {  // the group's slices, in slice order, by its first warp's lane 0
-        if (lane == 0) {
-#pragma unroll
-            for (int m = 0; m < M; ++m) {
-#pragma unroll
-                for (int r = 0; r < kRowsPerWarp; ++r) partial[warp][m][r] = acc[m][r];
-            }
-        }
-        __syncthreads();
-        if (slice != 0) return;
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-#pragma unroll
-            for (int r = 0; r < kRowsPerWarp; ++r) {
-                float sum = partial[warp][m][r];
-#pragma unroll
-                for (int k = 1; k < KS; ++k) sum += partial[warp + k][m][r];
-                acc[m][r] = sum;
-            }
-        }
-    }
+    if (!detail::reduce_split_k<M, kRowsPerWarp, KS>(acc, partial, warp, slice, lane)) return;
     if (lane != 0 || n0 >= p.n) return;
     const TY* bias = static_cast<const TY*>(p.bias);
     TY* y = static_cast<TY*>(p.y);
