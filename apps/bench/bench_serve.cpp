@@ -80,7 +80,10 @@ std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
                       " and trailing MLPs on logits rows only"
                 : std::string("every layer on every row")) +
            "; small-m kernel k split " +
-           (L.small_m_k_split ? std::to_string(L.small_m_k_split) : std::string("automatic"));
+           (L.small_m_k_split ? std::to_string(L.small_m_k_split) : std::string("automatic")) +
+           "; FP8 inputs " +
+           (L.fp8_fused_quantize ? "quantized by their producers where they can"
+                                 : "quantized in a pass of their own");
 }
 
 std::shared_ptr<const Image> random_screenshot(int w, int h, uint64_t seed) {

@@ -9,16 +9,13 @@
 #include <type_traits>
 #include <vector>
 
-#include <cuda_fp8.h>
-
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8_common.cuh"
 
 namespace surf::kernels::cuda {
 
 namespace {
 
 constexpr int kQuantThreads = 256;
-constexpr float kE4M3Max = 448.0f;
 
 // f32_to_e4m3 of kernels/cpu/fp8.cpp on the device.
 __device__ __forceinline__ uint8_t e4m3_code(float x) {
@@ -40,11 +37,11 @@ __device__ __forceinline__ float load_value(const T* x, int64_t i) {
     return detail::to_float(x[i]);
 }
 
-// The row's scale: static, or its amax / 448 (1 for an all-zero row), IEEE division as the CPU's.
+// The row's scale (detail::e4m3_row_scale) from each thread's part of the amax; every thread of the block
+// calls it.
 __device__ __forceinline__ float row_scale(float static_scale, float amax, float* scratch) {
     if (static_scale > 0.0f) return static_scale;
-    amax = detail::block_max(amax, scratch);
-    return amax > 0.0f ? __fdiv_rn(amax, kE4M3Max) : 1.0f;
+    return detail::e4m3_row_scale(0.0f, detail::block_max(amax, scratch));
 }
 
 // One block a row, any dtype, stride and width: the row's amax (unless the scale is static), then the codes.
@@ -101,14 +98,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_bf16x8_kernel(Fp8
         if (c < chunks) {
             float v[8];
             detail::unpack_bf16x8(raw[j], v);
-            uint32_t w[2] = {0, 0};
-#pragma unroll
-            for (int e = 0; e < 8; e += 2) {
-                const float2 pair = make_float2(__fdiv_rn(v[e], scale), __fdiv_rn(v[e + 1], scale));
-                w[e / 4] |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(pair, __NV_SATFINITE, __NV_E4M3))
-                            << (8 * (e % 4));
-            }
-            q[c] = make_uint2(w[0], w[1]);
+            q[c] = detail::e4m3x8(v, scale);
         }
     }
 }
@@ -165,6 +155,61 @@ __global__ void fp8_epilogue_kernel(const float* acc, Fp8GemmParams p, int64_t l
         } else {
             y[0] = detail::from_float<Y>(v[0]);
         }
+    }
+}
+
+// fp8_epilogue_kernel's bf16 results and their quantization (p.fp8_out) in one pass: a block a row, each
+// thread's four-column chunks held in registers between the row's amax and the codes. Rows of a multiple of
+// 4 columns up to kRowThreads · 4 · kRowChunks (the language model's MLP width and below).
+constexpr int kRowThreads = 512;
+constexpr int kRowChunks = 12;  // rows up to 24,576 columns
+
+template <bool kRelu2>
+__global__ void __launch_bounds__(kRowThreads)
+    fp8_epilogue_rows_kernel(const float* acc, Fp8GemmParams p, int64_t ldy) {
+    detail::pdl_prologue();
+    __shared__ float scratch[32];
+    const int64_t row = blockIdx.x;
+    const int chunks = static_cast<int>(p.n / 4);
+    const float xs = p.x_scale[row];
+    const float4* a4 = reinterpret_cast<const float4*>(acc + row * p.n);
+    const float4* w4 = reinterpret_cast<const float4*>(p.w_scale);
+    uint2* y = reinterpret_cast<uint2*>(static_cast<bf16*>(p.y) + row * ldy);
+    float v[kRowChunks][4];
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kRowChunks; ++j) {
+        const int c = threadIdx.x + j * kRowThreads;
+        if (c >= chunks) continue;
+        const float4 a = a4[c], ws = w4[c];
+        v[j][0] = a.x * xs * ws.x, v[j][1] = a.y * xs * ws.y, v[j][2] = a.z * xs * ws.z,
+        v[j][3] = a.w * xs * ws.w;
+        if (p.beta != 0.0f) {
+            const uint2 old = y[c];
+            const float o[4] = {__uint_as_float(old.x << 16), __uint_as_float(old.x & 0xffff0000u),
+                                __uint_as_float(old.y << 16), __uint_as_float(old.y & 0xffff0000u)};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) v[j][e] += p.beta * o[e];
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            if (kRelu2) {
+                const float r = fmaxf(detail::bf16_rounded(v[j][e]), 0.0f);
+                v[j][e] = r * r;
+            }
+            v[j][e] = detail::bf16_rounded(v[j][e]);
+            amax = fmaxf(amax, fabsf(v[j][e]));
+        }
+        if (p.fp8_out.keep_y)
+            y[c] = make_uint2(detail::pack_bf16x2(v[j][0], v[j][1]), detail::pack_bf16x2(v[j][2], v[j][3]));
+    }
+    const float scale = row_scale(p.fp8_out.static_scale, amax, scratch);
+    if (threadIdx.x == 0) p.fp8_out.scale[row] = scale;
+    uint32_t* q = reinterpret_cast<uint32_t*>(p.fp8_out.q + row * p.n);
+#pragma unroll
+    for (int j = 0; j < kRowChunks; ++j) {
+        const int c = threadIdx.x + j * kRowThreads;
+        if (c < chunks) q[c] = detail::e4m3x4(v[j], scale);
     }
 }
 
@@ -380,14 +425,31 @@ void launch_epilogue(const float* acc, const Fp8GemmParams& p, int64_t ldy, bool
     SURF_CUDA_CHECK_LAUNCH();
 }
 
+// Whether fp8_epilogue_rows_kernel takes p (with its FP8 output).
+bool rows_epilogue_supported(const Fp8GemmParams& p, int64_t ldy) {
+    return p.fp8_out.q && p.y_dtype == DType::kBF16 && p.n % 4 == 0 && ldy % 4 == 0 &&
+           p.n <= int64_t{kRowThreads} * 4 * kRowChunks && p.m <= 0x7fffffff &&
+           reinterpret_cast<uintptr_t>(p.y) % 8 == 0 && reinterpret_cast<uintptr_t>(p.w_scale) % 16 == 0 &&
+           reinterpret_cast<uintptr_t>(p.fp8_out.q) % 4 == 0;
+}
+
+// p.fp8_out from the bf16 y already written (the paths without a fused quantization).
+void quantize_output(const Fp8GemmParams& p, int64_t ldy, cudaStream_t stream) {
+    Fp8QuantParams q;
+    q.x = p.y, q.x_dtype = DType::kBF16, q.q = p.fp8_out.q, q.scale = p.fp8_out.scale;
+    q.static_scale = p.fp8_out.static_scale, q.rows = p.m, q.cols = p.n, q.ldx = ldy;
+    quantize_e4m3(q, stream);
+}
+
 // cuBLASLt's way of p with the plan's algorithm, into p.y: the matmul, then the epilogue kernel (epilogue
-// plans) or the ReLU² pass.
+// plans; the row kernel where it also quantizes) or the ReLU² pass, then the quantization unless fused.
 void run_cublaslt(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy,
                   cudaStream_t stream) {
     const bool relu2 = p.activation == GemmActivation::kReluSquared;
     if (!plan.epilogue) {
         SURF_CUBLAS_CHECK(run_matmul(impl, plan, plan.algo, p, p.y, stream));
         if (relu2) relu_squared(static_cast<bf16*>(p.y), p.m * p.n, stream);
+        if (p.fp8_out.q) quantize_output(p, ldy, stream);
         return;
     }
     // The scratch grows outside graph capture (a decode graph's shapes run uncaptured first).
@@ -399,7 +461,14 @@ void run_cublaslt(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams
     }
     float* acc = static_cast<float*>(impl.acc);
     SURF_CUBLAS_CHECK(run_matmul(impl, plan, plan.algo, p, acc, stream));
+    if (rows_epilogue_supported(p, ldy)) {
+        detail::launch_kernel(relu2 ? fp8_epilogue_rows_kernel<true> : fp8_epilogue_rows_kernel<false>,
+                              static_cast<unsigned>(p.m), kRowThreads, 0, stream, acc, p, ldy);
+        SURF_CUDA_CHECK_LAUNCH();
+        return;
+    }
     launch_epilogue(acc, p, ldy, relu2, stream);
+    if (p.fp8_out.q) quantize_output(p, ldy, stream);
 }
 
 constexpr int kTimedRuns = 2;
@@ -474,9 +543,12 @@ void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream) 
     SURF_CHECK(p.activation == GemmActivation::kNone ||
                    (p.activation == GemmActivation::kReluSquared && p.y_dtype == DType::kBF16 && ldy == p.n),
                "fp8_gemm: activation needs ReLU² on a bf16 y with row stride n");
+    SURF_CHECK(!p.fp8_out.q || (p.fp8_out.scale && p.y_dtype == DType::kBF16),
+               "fp8_gemm: an FP8 output needs its scales and a bf16 y");
     Fp8GemmContext::Impl& impl = *ctx.impl();
     if (impl.small_m && !impl.force_epilogue && fp8_gemv_supported(p)) {
         fp8_gemv(p, stream);
+        if (p.fp8_out.q) quantize_output(p, ldy, stream);
         return;
     }
     Fp8Plan& plan = plan_for(impl, p, ldy);

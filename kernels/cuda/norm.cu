@@ -5,10 +5,11 @@
 // norm) is worked on by a team: one warp when it has ≤ 32·kWarpVecs vectors (kRowWarps rows a block, warp
 // shuffles only), else a whole block with just enough threads that each holds ≤ kBlockVecs vectors. Rows
 // that are not a multiple of 8 elements, misaligned, or too long for that take the generic kernels, which
-// re-read the row from L1/L2 in the second pass.
+// re-read the row from L1/L2 in the second pass. The RMSNorms can also write their output's E4M3 codes
+// (Fp8RowOut) from the same registers, sparing the next FP8 GEMM its quantization pass.
 #include <type_traits>
 
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8_common.cuh"
 
 namespace surf::kernels::cuda {
 
@@ -80,7 +81,42 @@ struct RowTeam {
         else
             return block_sum(v, scratch);
     }
+    __device__ float max(float v, float* scratch) const {
+        if constexpr (kWarp)
+            return detail::warp_max(v);
+        else
+            return detail::block_max(v, scratch);
+    }
 };
+
+// A row's values as its bf16 output holds them (v is overwritten), and this thread's part of their amax.
+template <int kVecs>
+__device__ __forceinline__ float round_for_e4m3(float (&v)[kVecs][kVec], const bool (&have)[kVecs]) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kVecs; ++j) {
+        if (!have[j]) continue;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+            v[j][e] = detail::bf16_rounded(v[j][e]);
+            amax = fmaxf(amax, fabsf(v[j][e]));
+        }
+    }
+    return amax;
+}
+
+// This thread's vectors of a row (vector j at column vec(j)·8 of q) as E4M3 codes: quantize_e4m3's.
+template <bool kWarp, int kVecs>
+__device__ __forceinline__ void store_e4m3(const RowTeam<kWarp>& team, uint8_t* q,
+                                           const float (&v)[kVecs][kVec], const bool (&have)[kVecs],
+                                           float scale) {
+#pragma unroll
+    for (int j = 0; j < kVecs; ++j) {
+        if (have[j])
+            *reinterpret_cast<uint2*>(q + static_cast<int64_t>(team.vec(j)) * kVec) =
+                detail::e4m3x8(v[j], scale);
+    }
+}
 
 // Loads this thread's vectors of a row and folds in the residual (residual ← residual + x); all loads are
 // issued before the residual stores. Returns the source values in v; vectors past n_vec are left untouched
@@ -135,17 +171,24 @@ __global__ void __launch_bounds__(kMaxRowThreads) rmsnorm_vec_kernel(RmsNormPara
     sumsq = team.sum(sumsq, scratch);
     const float inv = rsqrtf(sumsq / static_cast<float>(p.dim) + p.eps);
     bf16* y = p.y + row * p.dim;
+    bool have[kVecs];
 #pragma unroll
     for (int j = 0; j < kVecs; ++j) {
         const int i = team.vec(j);
-        if (i < n_vec) {
-            float w[kVec], o[kVec];
+        have[j] = i < n_vec;
+        if (have[j]) {
+            float w[kVec];
             load8(p.weight + i * kVec, w);
 #pragma unroll
-            for (int e = 0; e < kVec; ++e) o[e] = w[e] * (v[j][e] * inv);
-            store8(y + i * kVec, o);
+            for (int e = 0; e < kVec; ++e) v[j][e] = w[e] * (v[j][e] * inv);
+            store8(y + i * kVec, v[j]);
         }
     }
+    if (p.fp8_out.q == nullptr) return;
+    const float amax = team.max(round_for_e4m3(v, have), scratch);
+    const float scale = detail::e4m3_row_scale(p.fp8_out.static_scale, amax);
+    if (team.first == 0) p.fp8_out.scale[row] = scale;
+    store_e4m3(team, p.fp8_out.q + row * p.dim, v, have, scale);
 }
 
 template <typename TX, bool kWarp>
@@ -237,16 +280,27 @@ __global__ void __launch_bounds__(kMaxRowThreads)
     const float inv = rsqrtf(sumsq / static_cast<float>(p.group_size) + p.eps);
     bf16* out = p.out + row * p.dim + g0;
     const float* wg = p.weight + g0;
+    bool have[kVecs];
 #pragma unroll
     for (int j = 0; j < kVecs; ++j) {
         const int i = team.vec(j);
-        if (i < n_vec) {
-            float w[kVec], o[kVec];
+        have[j] = i < n_vec;
+        if (have[j]) {
+            float w[kVec];
             load8(wg + i * kVec, w);
 #pragma unroll
-            for (int e = 0; e < kVec; ++e) o[e] = w[e] * (v[j][e] * inv);
-            store8(out + i * kVec, o);
+            for (int e = 0; e < kVec; ++e) v[j][e] = w[e] * (v[j][e] * inv);
+            store8(out + i * kVec, v[j]);
         }
+    }
+    // With an FP8 output the launch makes a block one row (a warp team per group): the row's amax is the
+    // block's.
+    if constexpr (kWarp) {
+        if (p.fp8_out.q == nullptr) return;
+        const float amax = detail::block_max(round_for_e4m3(v, have), scratch);
+        const float scale = detail::e4m3_row_scale(p.fp8_out.static_scale, amax);
+        if (threadIdx.x == 0) p.fp8_out.scale[row] = scale;
+        store_e4m3(team, p.fp8_out.q + row * p.dim + g0, v, have, scale);
     }
 }
 
@@ -415,6 +469,18 @@ void launch_rows(const VecLaunch& L, cudaStream_t stream, void (*warp_teams)(Arg
     detail::launch_kernel((L.warp ? warp_teams : block_teams), L.blocks, L.threads, 0, stream, args...);
 }
 
+bool aligned8(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 8 == 0;
+}
+
+// A norm's FP8 output from its bf16 result [rows, dim] (the kernels that do not quantize in the same pass).
+void quantize_rows(const Fp8RowOut& out, const bf16* y, int64_t rows, int64_t dim, cudaStream_t stream) {
+    Fp8QuantParams q;
+    q.x = y, q.x_dtype = DType::kBF16, q.q = out.q, q.scale = out.scale, q.static_scale = out.static_scale;
+    q.rows = rows, q.cols = dim;
+    quantize_e4m3(q, stream);
+}
+
 }  // namespace
 
 void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
@@ -425,7 +491,8 @@ void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
     const bool f32 = p.x_dtype == DType::kF32;
     const VecLaunch L = vec_launch(p.rows, p.dim / kVec);
     const bool vec = L.ok && p.dim % kVec == 0 && x_stride % kVec == 0 && aligned16(p.x) &&
-                     aligned16(p.residual) && aligned16(p.weight) && aligned16(p.y);
+                     aligned16(p.residual) && aligned16(p.weight) && aligned16(p.y) && aligned8(p.fp8_out.q);
+    SURF_CHECK(!p.fp8_out.q || p.fp8_out.scale, "rmsnorm: FP8 output without scales");
     if (vec && f32)
         launch_rows(L, stream, rmsnorm_vec_kernel<float, true>, rmsnorm_vec_kernel<float, false>, p,
                     x_stride);
@@ -438,6 +505,7 @@ void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
         detail::launch_kernel(rmsnorm_kernel<bf16>, static_cast<unsigned>(p.rows), kNormThreads, 0, stream, p,
                               x_stride);
     SURF_CUDA_CHECK_LAUNCH();
+    if (!vec && p.fp8_out.q) quantize_rows(p.fp8_out, p.y, p.rows, p.dim, stream);
 }
 
 void layernorm(const LayerNormParams& p, cudaStream_t stream) {
@@ -474,25 +542,35 @@ void gated_rmsnorm(const GatedRmsNormParams& p, cudaStream_t stream) {
     SURF_CHECK(p.rows <= 0x7fffffff && groups <= 65535 && p.rows * groups <= 0x7fffffff,
                "gated_rmsnorm: rows ", p.rows, " groups ", groups);
     const bool f32 = p.y_dtype == DType::kF32;
-    const VecLaunch L = vec_launch(p.rows * groups, p.group_size / kVec);
+    VecLaunch L = vec_launch(p.rows * groups, p.group_size / kVec);
     const bool vec = L.ok && p.group_size % kVec == 0 && y_stride % kVec == 0 && z_stride % kVec == 0 &&
                      aligned16(p.y) && aligned16(p.z) && aligned16(p.weight) && aligned16(p.out);
+    SURF_CHECK(!p.fp8_out.q || p.fp8_out.scale, "gated_rmsnorm: FP8 output without scales");
+    // The FP8 output in the same pass: one block a row, a warp team per group. Otherwise the kernels run
+    // without it and quantize_e4m3 follows.
+    const bool fused_fp8 = p.fp8_out.q && vec && L.warp && groups <= 32 && aligned8(p.fp8_out.q);
+    GatedRmsNormParams kp = p;
+    if (fused_fp8)
+        L.blocks = static_cast<unsigned>(p.rows), L.threads = static_cast<unsigned>(32 * groups);
+    else
+        kp.fp8_out = {};
     if (vec && f32)
         launch_rows(L, stream, gated_rmsnorm_vec_kernel<float, true>, gated_rmsnorm_vec_kernel<float, false>,
-                    p, y_stride, z_stride);
+                    kp, y_stride, z_stride);
     else if (vec)
-        launch_rows(L, stream, gated_rmsnorm_vec_kernel<bf16, true>, gated_rmsnorm_vec_kernel<bf16, false>, p,
-                    y_stride, z_stride);
+        launch_rows(L, stream, gated_rmsnorm_vec_kernel<bf16, true>, gated_rmsnorm_vec_kernel<bf16, false>,
+                    kp, y_stride, z_stride);
     else {
         const dim3 grid(static_cast<unsigned>(p.rows), static_cast<unsigned>(groups));
         if (f32)
-            detail::launch_kernel(gated_rmsnorm_kernel<float>, grid, kNormThreads, 0, stream, p, y_stride,
+            detail::launch_kernel(gated_rmsnorm_kernel<float>, grid, kNormThreads, 0, stream, kp, y_stride,
                                   z_stride);
         else
-            detail::launch_kernel(gated_rmsnorm_kernel<bf16>, grid, kNormThreads, 0, stream, p, y_stride,
+            detail::launch_kernel(gated_rmsnorm_kernel<bf16>, grid, kNormThreads, 0, stream, kp, y_stride,
                                   z_stride);
     }
     SURF_CUDA_CHECK_LAUNCH();
+    if (p.fp8_out.q && !fused_fp8) quantize_rows(p.fp8_out, p.out, p.rows, p.dim, stream);
 }
 
 void relu_squared(bf16* x, int64_t n, cudaStream_t stream) {

@@ -188,6 +188,19 @@ struct Fp8QuantParams {
 };
 void quantize_e4m3(const Fp8QuantParams& p, cudaStream_t stream);
 
+// A producer's E4M3 output beside its bf16 result (rmsnorm, gated_rmsnorm, fp8_gemm): the result's rows
+// quantized as quantize_e4m3 quantizes the bf16 result (the same codes and scales), written in the same pass
+// where the producer's kernel allows, else by quantize_e4m3 after it. It spares the next GEMM's
+// quantization pass: one read of the row and a launch.
+struct Fp8RowOut {
+    uint8_t* q = nullptr;       // [rows, cols] E4M3 codes, contiguous, 8-byte aligned; null: no FP8 output
+    float* scale = nullptr;     // [rows]
+    float static_scale = 0.0f;  // as Fp8QuantParams
+    // false: the bf16 result is not needed, and a kernel that quantizes in the same pass does not write it
+    // (fp8_gemm's fused epilogue; the norms always write it).
+    bool keep_y = true;
+};
+
 // y[m, n] = (Σ_k xq[m, k]·wq[n, k]) · x_scale[m] · w_scale[n] + beta · y[m, n], fp32 accumulation, then
 // `activation` (kNone or kReluSquared, as gemm()'s: on the value rounded to y's bf16). Both operands are
 // K-major ("TN", the layout Hopper's FP8 tensor cores take). k a multiple of 16, x and w 16-byte aligned.
@@ -201,6 +214,7 @@ struct Fp8GemmParams {
     int64_t m = 0, n = 0, k = 0, ldy = 0;
     float beta = 0.0f;  // 1 with an fp32 y adds into a residual stream
     GemmActivation activation = GemmActivation::kNone;
+    Fp8RowOut fp8_out;  // y's rows quantized (bf16 y only); fused into the epilogue path's kernel
 };
 
 // The FP8 GEMM's cuBLASLt state: handle, workspace, a plan per shape. cuBLASLt applies the two scale vectors
@@ -253,6 +267,7 @@ struct RmsNormParams {
     bf16* y = nullptr;              // [rows, dim]
     int64_t rows = 0, dim = 0, x_stride = 0;
     float eps = 1e-5f;
+    Fp8RowOut fp8_out;  // y's rows quantized; fused into the vector kernels
 };
 void rmsnorm(const RmsNormParams& p, cudaStream_t stream);
 
@@ -279,6 +294,8 @@ struct GatedRmsNormParams {
     bf16* out = nullptr;            // [rows, dim]
     int64_t rows = 0, dim = 0, group_size = 0, y_stride = 0, z_stride = 0;
     float eps = 1e-5f;
+    // out's rows quantized; fused where a row's groups fit one block of warp teams (≤ 32 groups of ≤ 1,280)
+    Fp8RowOut fp8_out;
 };
 void gated_rmsnorm(const GatedRmsNormParams& p, cudaStream_t stream);
 

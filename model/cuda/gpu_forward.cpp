@@ -2,6 +2,7 @@
 // are padded to a graph bucket and replayed from a CUDA graph.
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -359,10 +360,14 @@ void GpuModel::enqueue_step(const std::vector<LogitRun>& runs, int64_t logit_row
         rn.x = residual, rn.x_dtype = kc::DType::kF32, rn.weight = layer.norm.ptr(),
         rn.y = normed_.as<bf16>();
         rn.rows = rows, rn.dim = d, rn.eps = c.norm_eps;
+        // The norm's output is the first GEMM's input: its FP8 codes from the norm (not on the logits rows,
+        // where the MLP's GEMMs take more rows than the norm).
+        if (!on_logit_rows) rn.fp8_out = fp8_out_for(first_linear(layer), rows, d);
         {
             auto timed = timer_.scope("norm", stream_);
             kc::rmsnorm(rn, stream_);
         }
+        set_fp8_ready(rn.fp8_out, rn.y, rows, d);
         switch (layer.kind) {
             case LayerKind::kMamba2: mamba_layer(li, layer, mixer_tail); break;
             case LayerKind::kAttention: attention_layer(li, layer, mixer_tail); break;
@@ -432,42 +437,92 @@ void GpuModel::mixer_output(const bf16* x, int64_t k, const GpuMatrix& w, const 
     linear(out, w);
 }
 
-void GpuModel::linear(kc::GemmParams p, const GpuMatrix& w, int64_t row0) {
+const GpuMatrix& GpuModel::first_linear(const GpuLayer& layer) {
+    switch (layer.kind) {
+        case LayerKind::kMamba2: return layer.in_proj;
+        case LayerKind::kAttention: return layer.qkv;
+        case LayerKind::kMlp: break;
+    }
+    return layer.up;
+}
+
+kc::Fp8RowOut GpuModel::fp8_out_for(const GpuMatrix& w, int64_t rows, int64_t cols, bool keep_y) const {
+    if (!limits_.fp8_fused_quantize || !w.fp8 || w.parts.empty() || cols != w.cols || cols > fp8_cols_ ||
+        rows > limits_.max_tokens)
+        return {};
+    for (const GpuMatrix::Part& part : w.parts) {
+        if (part.input_scale != w.parts.front().input_scale) return {};
+    }
+    kc::Fp8RowOut out;
+    out.q = fp8_x_.as<uint8_t>(), out.scale = fp8_x_scale_.as<float>();
+    out.static_scale = w.parts.front().input_scale, out.keep_y = keep_y;
+    return out;
+}
+
+void GpuModel::set_fp8_ready(const kc::Fp8RowOut& out, const void* x, int64_t rows, int64_t cols) {
+    if (out.q) fp8_ready_ = {x, rows, cols, out.static_scale};
+}
+
+void GpuModel::linear(kc::GemmParams p, const GpuMatrix& w, int64_t row0, const kc::Fp8RowOut& y_fp8) {
+    Fp8Ready ready = std::exchange(fp8_ready_, Fp8Ready{});
+    SURF_CHECK(!y_fp8.q || (p.y_dtype == kc::DType::kBF16 && (p.ldy == 0 || p.ldy == p.n)),
+               "linear: an FP8 output needs a contiguous bf16 y");
+    bool y_fp8_done = false;
     if (!w.fp8) {
         p.w = w.ptr() + row0 * w.cols;
         kc::gemm(*gemm_, p, stream_);
-        return;
+    } else {
+        SURF_CHECK(
+            !p.bias && p.alpha == 1.0f && p.m <= limits_.max_tokens && p.k == w.cols && p.k <= fp8_cols_,
+            "FP8 linear: m ", p.m, " k ", p.k, " (weights ", w.cols, ", buffer ", fp8_cols_, ")");
+        // Each part of w (q, k, v of ModelOpt's qkv) quantizes x with its own static scale; parts that
+        // share the activation scheme run as one GEMM, which also gives y's codes where it is the only one.
+        const int64_t end = row0 + p.n;
+        int64_t at = 0;
+        for (size_t i = 0; i < w.parts.size();) {
+            const float input_scale = w.parts[i].input_scale;
+            int64_t lo = at, hi = at;
+            for (; i < w.parts.size() && w.parts[i].input_scale == input_scale; ++i) hi += w.parts[i].rows;
+            at = hi;
+            lo = std::max(lo, row0), hi = std::min(hi, end);
+            if (lo >= hi) continue;
+            const bool whole = lo == row0 && hi == end;
+            fp8_linear_rows(p, w, input_scale, lo, hi - lo, lo - row0, ready,
+                            whole ? y_fp8 : kc::Fp8RowOut{});
+            y_fp8_done = y_fp8_done || whole;
+        }
     }
-    SURF_CHECK(!p.bias && p.alpha == 1.0f && p.m <= limits_.max_tokens && p.k == w.cols && p.k <= fp8_cols_,
-               "FP8 linear: m ", p.m, " k ", p.k, " (weights ", w.cols, ", buffer ", fp8_cols_, ")");
-    // Each part of w (q, k, v of ModelOpt's qkv) quantizes x with its own static scale; parts that share
-    // the activation scheme run as one GEMM.
-    const int64_t end = row0 + p.n;
-    int64_t at = 0;
-    for (size_t i = 0; i < w.parts.size();) {
-        const float input_scale = w.parts[i].input_scale;
-        int64_t lo = at, hi = at;
-        for (; i < w.parts.size() && w.parts[i].input_scale == input_scale; ++i) hi += w.parts[i].rows;
-        at = hi;
-        lo = std::max(lo, row0), hi = std::min(hi, end);
-        if (lo >= hi) continue;
-        fp8_linear_rows(p, w, input_scale, lo, hi - lo, lo - row0);
+    if (!y_fp8.q) return;
+    if (!y_fp8_done) {
+        kc::Fp8QuantParams q;
+        q.x = p.y, q.x_dtype = kc::DType::kBF16, q.q = y_fp8.q, q.scale = y_fp8.scale;
+        q.static_scale = y_fp8.static_scale, q.rows = p.m, q.cols = p.n;
+        kc::quantize_e4m3(q, stream_);
     }
+    set_fp8_ready(y_fp8, p.y, p.m, p.n);
 }
 
 void GpuModel::fp8_linear_rows(const kc::GemmParams& p, const GpuMatrix& w, float input_scale, int64_t row,
-                               int64_t n, int64_t y_col) {
-    kc::Fp8QuantParams q;
-    q.x = p.x, q.x_dtype = kc::DType::kBF16, q.q = fp8_x_.as<uint8_t>(), q.scale = fp8_x_scale_.as<float>();
-    q.static_scale = input_scale, q.rows = p.m, q.cols = p.k, q.ldx = p.ldx;
-    kc::quantize_e4m3(q, stream_);
+                               int64_t n, int64_t y_col, Fp8Ready& ready, const kc::Fp8RowOut& y_fp8) {
+    const int64_t ldx = p.ldx ? p.ldx : p.k;
+    if (!(ready.x == p.x && ready.rows == p.m && ready.cols == p.k && ldx == p.k &&
+          ready.static_scale == input_scale)) {
+        kc::Fp8QuantParams q;
+        q.x = p.x, q.x_dtype = kc::DType::kBF16, q.q = fp8_x_.as<uint8_t>(),
+        q.scale = fp8_x_scale_.as<float>();
+        q.static_scale = input_scale, q.rows = p.m, q.cols = p.k, q.ldx = p.ldx;
+        kc::quantize_e4m3(q, stream_);
+        ready = {p.x, p.m, p.k, input_scale};
+    }
     kc::Fp8GemmParams g;
     g.x = fp8_x_.as<uint8_t>(), g.x_scale = fp8_x_scale_.as<float>(), g.w = w.codes() + row * w.cols,
     g.w_scale = w.scales() + row;
     g.y = static_cast<uint8_t*>(p.y) + static_cast<size_t>(y_col) * kc::dtype_size(p.y_dtype);
     g.y_dtype = p.y_dtype, g.m = p.m, g.n = n, g.k = p.k, g.ldy = p.ldy ? p.ldy : p.n, g.beta = p.beta;
     g.activation = p.activation;
+    g.fp8_out = y_fp8;
     kc::fp8_gemm(*fp8_gemm_, g, stream_);
+    if (y_fp8.q) ready = {};  // fp8_x_ now holds y's codes
 }
 
 kc::DType GpuModel::mamba_y_dtype() const {
@@ -508,10 +563,13 @@ void GpuModel::mamba_layer(size_t li, const GpuLayer& W, const LogitRows* tail) 
     gn.weight = W.gated_norm.ptr(), gn.out = normed_.as<bf16>();
     gn.rows = st.n_tok, gn.dim = d_inner, gn.group_size = d_inner / c.n_groups, gn.eps = c.norm_eps;
     if (gate_on_tail) mamba_gate_on_tail(W, *tail, gn);
+    // out_proj's FP8 input from the norm (with `tail`, out_proj takes gathered rows instead).
+    if (!tail) gn.fp8_out = fp8_out_for(W.out_proj, gn.rows, d_inner);
     {
         auto timed = timer_.scope("mamba.gated_norm", stream_);
         kc::gated_rmsnorm(gn, stream_);
     }
+    set_fp8_ready(gn.fp8_out, gn.out, gn.rows, d_inner);
     mixer_output(normed_.as<bf16>(), d_inner, W.out_proj, "mamba.out_proj", tail, gate_on_tail);
 }
 
@@ -681,7 +739,9 @@ void GpuModel::mlp_layer(const GpuLayer& W, float* residual, int64_t n) {
         auto timed = timer_.scope("mlp.up_relu2", stream_);
         kc::GemmParams up{normed_.as<bf16>(), nullptr, nullptr, hidden, kc::DType::kBF16, n, inter, d};
         up.activation = kc::GemmActivation::kReluSquared;
-        linear(up, W.up);
+        // An FP8 down projection takes its input's codes from up's epilogue; the bf16 hidden rows are then
+        // not needed.
+        linear(up, W.up, 0, fp8_out_for(W.down, n, inter, false));
     }
     kc::GemmParams down{hidden, nullptr, nullptr, residual, kc::DType::kF32, n, d, inter};
     down.beta = 1.0f;

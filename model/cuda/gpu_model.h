@@ -113,6 +113,9 @@ struct GpuStepOptions {
     bool trailing_layers_on_logit_rows = true;
     // With it, where the last mixer is a Mamba layer: its gate z computed for the logits rows only.
     bool last_mamba_gate_on_logit_rows = true;
+    // FP8 linear layers: the norms and the up projection's epilogue write the next GEMM's E4M3 input beside
+    // their bf16 output (kc::Fp8RowOut), instead of a quantization pass before the GEMM (same codes).
+    bool fp8_fused_quantize = true;
 };
 
 // Every option of a GpuModel (GpuModel::load / random), each group also reachable on its own.
@@ -291,11 +294,21 @@ private:
     // A language-model linear layer: y ← x·wᵀ over rows [row0, row0 + p.n) of w, with p as kc::gemm takes
     // it less its weight pointer. A bf16 w goes through gemm_; an FP8 w quantizes x to E4M3 per token (or
     // with the part's static input scale) into fp8_x_ and runs fp8_gemm_.
-    void linear(kc::GemmParams p, const GpuMatrix& w, int64_t row0 = 0);
+    // y_fp8 (from fp8_out_for): y's E4M3 codes too, for the next linear() on y.
+    void linear(kc::GemmParams p, const GpuMatrix& w, int64_t row0 = 0, const kc::Fp8RowOut& y_fp8 = {});
     // linear's FP8 GEMM over n rows of w from `row` sharing one activation scheme, into y's columns from
-    // y_col.
+    // y_col; x's codes come from `ready` where they match x, else from a quantization into fp8_x_.
+    struct Fp8Ready;
     void fp8_linear_rows(const kc::GemmParams& p, const GpuMatrix& w, float input_scale, int64_t row,
-                         int64_t n, int64_t y_col);
+                         int64_t n, int64_t y_col, Fp8Ready& ready, const kc::Fp8RowOut& y_fp8);
+    // A producer's FP8 output (into fp8_x_) for its result x [rows, cols] that the linear layer w takes
+    // next; none where w is not FP8, its parts quantize x with different static scales, the option is off
+    // or the buffer is too small.
+    kc::Fp8RowOut fp8_out_for(const GpuMatrix& w, int64_t rows, int64_t cols, bool keep_y = true) const;
+    // Records that fp8_x_ holds x's codes (after the producer's launch; nothing where out has none).
+    void set_fp8_ready(const kc::Fp8RowOut& out, const void* x, int64_t rows, int64_t cols);
+    // The linear layer a layer's input norm feeds.
+    static const GpuMatrix& first_linear(const GpuLayer& layer);
     // h ← h + down(ReLU²(up(x))) for n rows: x = normed_, h = `residual` (residual_ or, past the last mixer,
     // logit_in_).
     void mlp_layer(const GpuLayer& L, float* residual, int64_t n);
@@ -380,6 +393,14 @@ private:
     std::unique_ptr<kc::Fp8GemmContext> fp8_gemm_;
     DeviceBuffer fp8_x_, fp8_x_scale_;
     int64_t fp8_cols_ = 0;
+    // The matrix whose E4M3 codes a producer left in fp8_x_ (set_fp8_ready). The next linear() call takes
+    // it whatever its x, so that codes never outlive the step they were written for.
+    struct Fp8Ready {
+        const void* x = nullptr;
+        int64_t rows = 0, cols = 0;
+        float static_scale = 0.0f;
+    };
+    Fp8Ready fp8_ready_;
     // The vision tower runs on its own stream so that it overlaps the language model's steps (decode
     // steps leave the tensor cores idle). Ticket t's completion is vision_events_[t % ring]; an event is
     // re-recorded only after its previous ticket completed, so tickets older than the ring are done.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/fp8.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -236,4 +237,134 @@ TEST_CASE("fp8_gemv (decode rows, m ≤ 4) against fp8_linear_reference, k split
     MESSAGE("small-m: " << ctx.planned() << " cuBLASLt plans (0 expected)");
     CHECK(ctx.planned() == 0);
     CHECK(cu::fp8_gemv_k_split(34, 8192) > 1);
+}
+
+// ---- producers with an FP8 output (Fp8RowOut) --------------------------------------------------------
+// Each producer's codes and scales must be quantize_e4m3's of its own bf16 result, bit for bit: the CPU's
+// quantization (cpu_quantize) of the downloaded bf16 rows is the reference, and the bf16 result itself must
+// not change with the FP8 output on.
+
+namespace {
+
+struct Fp8Out {
+    DeviceBuffer<uint8_t> q;
+    DeviceBuffer<float> scale;
+    Fp8Out(int64_t rows, int64_t cols)
+        : q(static_cast<size_t>(rows * cols)), scale(static_cast<size_t>(rows)) {}
+    cu::Fp8RowOut out(float static_scale, bool keep_y = true) {
+        cu::Fp8RowOut o;
+        o.q = q.get(), o.scale = scale.get(), o.static_scale = static_scale, o.keep_y = keep_y;
+        return o;
+    }
+    Quantized download() { return {q.download(), scale.download()}; }
+};
+
+void check_bf16_same(const std::string& what, const std::vector<bf16>& got, const std::vector<bf16>& want) {
+    size_t bad = 0;
+    for (size_t i = 0; i < want.size(); ++i) bad += std::memcmp(&got[i], &want[i], sizeof(bf16)) != 0;
+    INFO(what, ": ", bad, " bf16 values differ with the FP8 output on");
+    CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("rmsnorm with an FP8 output: quantize_e4m3's codes of its bf16 rows") {
+    std::mt19937 rng(85);
+    // 5,120: block teams; 1,024: warp teams; 1,004: the generic kernel, then quantize_e4m3.
+    for (auto [rows, dim] : {std::pair<int64_t, int64_t>{5, 5120}, {37, 1024}, {3, 1004}, {130, 5120}}) {
+        for (bool f32 : {true, false}) {
+            for (float static_scale : {0.0f, 0.004f}) {
+                std::vector<float> x = random_vec(static_cast<size_t>(rows * dim), rng, -3.0f, 3.0f);
+                std::fill(x.begin(), x.begin() + dim, 0.0f);  // an all-zero row: scale 1
+                const std::vector<float> w = random_vec(static_cast<size_t>(dim), rng, 0.5f, 1.5f);
+                DeviceBuffer<float> dxf(f32 ? x : std::vector<float>{}), dw(w);
+                DeviceBuffer<bf16> dxb(f32 ? std::vector<bf16>{} : to_bf16(x));
+                DeviceBuffer<bf16> plain(static_cast<size_t>(rows * dim)),
+                    fused(static_cast<size_t>(rows * dim));
+                cu::RmsNormParams p;
+                p.x = f32 ? static_cast<const void*>(dxf.get()) : static_cast<const void*>(dxb.get());
+                p.x_dtype = f32 ? cu::DType::kF32 : cu::DType::kBF16, p.weight = dw.get();
+                p.rows = rows, p.dim = dim, p.y = plain.get();
+                cu::rmsnorm(p, nullptr);
+                Fp8Out out(rows, dim);
+                p.y = fused.get(), p.fp8_out = out.out(static_scale);
+                cu::rmsnorm(p, nullptr);
+                const std::vector<bf16> y = fused.download();
+                const std::string tag = std::to_string(rows) + "x" + std::to_string(dim) +
+                                        (f32 ? " fp32" : " bf16") +
+                                        (static_scale > 0 ? " static" : " per row");
+                check_bf16_same("rmsnorm " + tag, y, plain.download());
+                check_same("rmsnorm " + tag, out.download(),
+                           cpu_quantize(to_float(y), rows, dim, static_scale));
+            }
+        }
+    }
+}
+
+TEST_CASE("gated_rmsnorm with an FP8 output: quantize_e4m3's codes of its bf16 rows") {
+    std::mt19937 rng(86);
+    struct G {
+        int64_t rows, dim, group;
+    };
+    // 8 groups of 1,280 (the model's): one block a row of warp teams, fused; 40 groups of 256: more groups
+    // than a block's warps; one group of 4,096: block teams. Both take quantize_e4m3 after the norm.
+    for (G g : {G{7, 10240, 1280}, G{130, 10240, 1280}, G{3, 10240, 256}, G{3, 4096, 4096}}) {
+        const std::vector<float> y = random_vec(static_cast<size_t>(g.rows * g.dim), rng, -2.0f, 2.0f),
+                                 z = random_vec(static_cast<size_t>(g.rows * g.dim), rng, -3.0f, 3.0f),
+                                 w = random_vec(static_cast<size_t>(g.dim), rng, 0.5f, 1.5f);
+        DeviceBuffer<float> dy(y), dw(w);
+        DeviceBuffer<bf16> dz(to_bf16(z)), plain(y.size()), fused(y.size());
+        cu::GatedRmsNormParams p;
+        p.y = dy.get(), p.y_dtype = cu::DType::kF32, p.z = dz.get(), p.weight = dw.get(), p.out = plain.get();
+        p.rows = g.rows, p.dim = g.dim, p.group_size = g.group;
+        cu::gated_rmsnorm(p, nullptr);
+        Fp8Out out(g.rows, g.dim);
+        p.out = fused.get(), p.fp8_out = out.out(0.0f);
+        cu::gated_rmsnorm(p, nullptr);
+        const std::vector<bf16> got = fused.download();
+        const std::string tag =
+            std::to_string(g.rows) + "x" + std::to_string(g.dim) + " group " + std::to_string(g.group);
+        check_bf16_same("gated_rmsnorm " + tag, got, plain.download());
+        check_same("gated_rmsnorm " + tag, out.download(), cpu_quantize(to_float(got), g.rows, g.dim, 0.0f));
+    }
+}
+
+TEST_CASE(
+    "fp8_gemm with an FP8 output: the epilogue row kernel, fp8_gemv and the widths past the row kernel") {
+    std::mt19937 rng(87);
+    struct C {
+        int64_t m, n, k;
+        bool relu2;
+    };
+    for (bool small_m : {false, true}) {
+        cu::Fp8GemmContext ctx;
+        ctx.set_force_epilogue(!small_m);  // the fused row kernel on every cuBLASLt shape (what sm_90 runs)
+        for (C c : {C{64, 20480, 512, true}, C{300, 1024, 256, false}, C{3, 2048, 512, true},
+                    C{5, 24584, 256, true}}) {
+            if (small_m && c.m > 4) c.m = 2;
+            const std::vector<float> x = random_vec(static_cast<size_t>(c.m * c.k), rng, -2.0f, 2.0f),
+                                     w = random_vec(static_cast<size_t>(c.n * c.k), rng, -0.1f, 0.1f);
+            const Quantized xq = cpu_quantize(x, c.m, c.k, 0.0f), wq = cpu_quantize(w, c.n, c.k, 0.0f);
+            DeviceBuffer<uint8_t> dxq(xq.codes), dwq(wq.codes);
+            DeviceBuffer<float> dsx(xq.scale), dsw(wq.scale);
+            DeviceBuffer<bf16> plain(static_cast<size_t>(c.m * c.n)), fused(static_cast<size_t>(c.m * c.n));
+            cu::Fp8GemmParams p;
+            p.x = dxq.get(), p.x_scale = dsx.get(), p.w = dwq.get(), p.w_scale = dsw.get(), p.y = plain.get();
+            p.y_dtype = cu::DType::kBF16, p.m = c.m, p.n = c.n, p.k = c.k;
+            p.activation = c.relu2 ? cu::GemmActivation::kReluSquared : cu::GemmActivation::kNone;
+            cu::fp8_gemm(ctx, p, nullptr);
+            const std::vector<bf16> want = plain.download();
+            const std::string tag = (small_m ? "fp8_gemv " : "epilogue ") + std::to_string(c.m) + "x" +
+                                    std::to_string(c.n) + "x" + std::to_string(c.k) +
+                                    (c.relu2 ? " relu2" : "");
+            const Quantized want_q = cpu_quantize(to_float(want), c.m, c.n, 0.0f);
+            for (bool keep_y : {true, false}) {
+                Fp8Out out(c.m, c.n);
+                p.y = fused.get(), p.fp8_out = out.out(0.0f, keep_y);
+                cu::fp8_gemm(ctx, p, nullptr);
+                if (keep_y) check_bf16_same("fp8_gemm " + tag, fused.download(), want);
+                check_same("fp8_gemm " + tag + (keep_y ? " keep y" : " codes only"), out.download(), want_q);
+            }
+        }
+    }
 }

@@ -148,6 +148,38 @@ TEST_CASE("CUDA FP8 checkpoints (ModelOpt static input scales, compressed-tensor
                           kFp8 + "compressed_tensors/expected.safetensors", Quantize::kNone);
 }
 
+// GpuLimits::fp8_fused_quantize: the norms and the up projection's epilogue write the next GEMM's codes
+// (the same codes as quantize_e4m3's, kernels tested in test_fp8.cpp), so the logits must not change at all:
+// one prompt as a prefill step (the GEMMs' epilogue row kernel) and then as decode steps (fp8_gemv).
+TEST_CASE("CUDA FP8: codes from the producers give the logits of separate quantization passes, bit for bit") {
+    const std::pair<std::string, Quantize> models[] = {{kGreedyBf16, Quantize::kFp8},
+                                                       {kFp8 + "modelopt", Quantize::kNone}};
+    const std::string prompts[] = {kFp8 + "on_load/expected.safetensors",
+                                   kFp8 + "modelopt/expected.safetensors"};
+    for (int i = 0; i < 2; ++i) {
+        const std::vector<int64_t> ids = Checkpoint::open(prompts[i]).to_i64("input_ids");
+        const std::vector<int32_t> window(ids.begin(), ids.end());
+        std::vector<float> logits[2];
+        for (bool fused : {false, true}) {
+            cuda::GpuLimits L = small_limits(models[i].second);
+            L.fp8_fused_quantize = fused;
+            auto m = cuda::GpuModel::load(models[i].first, L);
+            SeqStep s;
+            s.slot = 1, s.past = 0, s.tokens = window, s.pages = {8, 9, 10, 11};
+            m->forward({s});
+            m->copy_logits_to_host(1, logits[fused]);
+            const std::vector<float> decode = gpu_teacher_forced(*m, window);
+            logits[fused].insert(logits[fused].end(), decode.begin(), decode.end());
+        }
+        REQUIRE(logits[0].size() == logits[1].size());
+        size_t differ = 0;
+        for (size_t k = 0; k < logits[0].size(); ++k) differ += logits[0][k] != logits[1][k];
+        MESSAGE(models[i].first << ": " << differ << " of " << logits[0].size()
+                                << " logits differ with the producers' codes");
+        CHECK(differ == 0);
+    }
+}
+
 TEST_CASE("CUDA FP8 refusals: quantizing an FP8 checkpoint") {
     CHECK_THROWS_AS(cuda::GpuModel::load(kFp8 + "modelopt", small_limits(Quantize::kFp8)), surf::Error);
 }
