@@ -83,7 +83,8 @@ std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
            (L.small_m_k_split ? std::to_string(L.small_m_k_split) : std::string("automatic")) +
            "; FP8 inputs " +
            (L.fp8_fused_quantize ? "quantized by their producers where they can"
-                                 : "quantized in a pass of their own");
+                                 : "quantized in a pass of their own") +
+           "; FP8 GEMM products " + (L.fp8_bf16_products ? "bf16" : "fp32") + " before the scales";
 }
 
 std::shared_ptr<const Image> random_screenshot(int w, int h, uint64_t seed) {

@@ -103,11 +103,22 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_bf16x8_kernel(Fp8
     }
 }
 
+// Four consecutive values of the unscaled product (fp32, or bf16: 8-byte loads).
+__device__ __forceinline__ void load_acc4(const float* acc, int64_t i, float (&a)[4]) {
+    const float4 v = *reinterpret_cast<const float4*>(acc + i);
+    a[0] = v.x, a[1] = v.y, a[2] = v.z, a[3] = v.w;
+}
+__device__ __forceinline__ void load_acc4(const bf16* acc, int64_t i, float (&a)[4]) {
+    const uint2 v = *reinterpret_cast<const uint2*>(acc + i);
+    a[0] = __uint_as_float(v.x << 16), a[1] = __uint_as_float(v.x & 0xffff0000u);
+    a[2] = __uint_as_float(v.y << 16), a[3] = __uint_as_float(v.y & 0xffff0000u);
+}
+
 // y = acc · x_scale[m] · w_scale[n] + beta · y, rounded to Y, then ReLU² on the rounded value (gemm()'s).
 // Rows over blockIdx.y (grid-strided), columns over the block: four consecutive columns a thread where n,
 // ldy and the pointers allow vector accesses (kVec4), else one.
-template <typename Y, bool kVec4>
-__global__ void fp8_epilogue_kernel(const float* acc, Fp8GemmParams p, int64_t ldy, bool relu2) {
+template <typename Y, bool kVec4, typename Acc>
+__global__ void fp8_epilogue_kernel(const Acc* acc, Fp8GemmParams p, int64_t ldy, bool relu2) {
     detail::pdl_prologue();
     constexpr int kPer = kVec4 ? 4 : 1;
     const int64_t col0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kPer;
@@ -122,12 +133,10 @@ __global__ void fp8_epilogue_kernel(const float* acc, Fp8GemmParams p, int64_t l
     for (int64_t row = blockIdx.y; row < p.m; row += gridDim.y) {
         const float xs = p.x_scale[row];
         float a[kPer], v[kPer];
-        if constexpr (kVec4) {
-            const float4 a4 = *reinterpret_cast<const float4*>(acc + row * p.n + col0);
-            a[0] = a4.x, a[1] = a4.y, a[2] = a4.z, a[3] = a4.w;
-        } else {
-            a[0] = acc[row * p.n + col0];
-        }
+        if constexpr (kVec4)
+            load_acc4(acc, row * p.n + col0, a);
+        else
+            a[0] = detail::to_float(acc[row * p.n + col0]);
         Y* y = static_cast<Y*>(p.y) + row * ldy + col0;
         Y old[kPer];
         if (p.beta != 0.0f) {
@@ -164,15 +173,15 @@ __global__ void fp8_epilogue_kernel(const float* acc, Fp8GemmParams p, int64_t l
 constexpr int kRowThreads = 512;
 constexpr int kRowChunks = 12;  // rows up to 24,576 columns
 
-template <bool kRelu2>
+template <bool kRelu2, typename Acc>
 __global__ void __launch_bounds__(kRowThreads)
-    fp8_epilogue_rows_kernel(const float* acc, Fp8GemmParams p, int64_t ldy) {
+    fp8_epilogue_rows_kernel(const Acc* acc, Fp8GemmParams p, int64_t ldy) {
     detail::pdl_prologue();
     __shared__ float scratch[32];
     const int64_t row = blockIdx.x;
     const int chunks = static_cast<int>(p.n / 4);
     const float xs = p.x_scale[row];
-    const float4* a4 = reinterpret_cast<const float4*>(acc + row * p.n);
+    const Acc* a_row = acc + row * p.n;
     const float4* w4 = reinterpret_cast<const float4*>(p.w_scale);
     uint2* y = reinterpret_cast<uint2*>(static_cast<bf16*>(p.y) + row * ldy);
     float v[kRowChunks][4];
@@ -181,9 +190,11 @@ __global__ void __launch_bounds__(kRowThreads)
     for (int j = 0; j < kRowChunks; ++j) {
         const int c = threadIdx.x + j * kRowThreads;
         if (c >= chunks) continue;
-        const float4 a = a4[c], ws = w4[c];
-        v[j][0] = a.x * xs * ws.x, v[j][1] = a.y * xs * ws.y, v[j][2] = a.z * xs * ws.z,
-        v[j][3] = a.w * xs * ws.w;
+        float a[4];
+        load_acc4(a_row, int64_t{c} * 4, a);
+        const float4 ws = w4[c];
+        v[j][0] = a[0] * xs * ws.x, v[j][1] = a[1] * xs * ws.y, v[j][2] = a[2] * xs * ws.z,
+        v[j][3] = a[3] * xs * ws.w;
         if (p.beta != 0.0f) {
             const uint2 old = y[c];
             const float o[4] = {__uint_as_float(old.x << 16), __uint_as_float(old.x & 0xffff0000u),
@@ -252,7 +263,8 @@ struct Fp8Plan {
     int n_candidates = 0;
     int uses = 0;
     bool tuned = false;
-    bool epilogue = false;  // unit scales into the fp32 scratch, then fp8_epilogue_kernel
+    bool epilogue = false;  // unit scales into the scratch, then fp8_epilogue_kernel
+    bool acc_bf16 = false;  // the epilogue path's scratch in bf16
 };
 
 // m, n, k, ldy, y dtype, beta ≠ 0, y's alignment.
@@ -272,10 +284,10 @@ struct Fp8GemmContext::Impl {
     void* workspace = nullptr;
     size_t workspace_bytes = 0;
     std::map<Fp8Key, Fp8Plan> plans;
-    bool autotune = false, tune_first_use = false, force_epilogue = false, small_m = true;
+    bool autotune = false, tune_first_use = false, force_epilogue = false, small_m = true, acc_bf16 = false;
     int64_t epilogue_plans = 0;
-    // [m, n] fp32: the epilogue path's GEMM output. A larger shape takes a new buffer and the old one stays
-    // allocated until the context goes: decode graphs captured earlier still write to it.
+    // [m, n] fp32 or bf16: the epilogue path's GEMM output. A larger shape takes a new buffer and the old one
+    // stays allocated until the context goes: decode graphs captured earlier still write to it.
     void* acc = nullptr;
     size_t acc_bytes = 0;
     std::vector<void*> retired;
@@ -329,6 +341,10 @@ void Fp8GemmContext::set_force_epilogue(bool on) {
 void Fp8GemmContext::set_small_m_kernel(bool on) {
     impl_->small_m = on;
 }
+void Fp8GemmContext::set_bf16_products(bool on) {
+    SURF_CHECK(impl_->plans.empty(), "Fp8GemmContext::set_bf16_products: after the first GEMM");
+    impl_->acc_bf16 = on;
+}
 
 int64_t Fp8GemmContext::planned() const {
     return static_cast<int64_t>(impl_->plans.size());
@@ -340,10 +356,13 @@ int64_t Fp8GemmContext::epilogue_planned() const {
 namespace {
 
 // Descriptors and heuristic candidates of one way to run p: with the scale vectors in cuBLASLt, or
-// (epilogue) unit scales into an fp32 [m, n] output with beta 0. False where cuBLASLt offers no algorithm.
+// (epilogue) unit scales into an fp32 or (acc_bf16) bf16 [m, n] output with beta 0. False where cuBLASLt
+// offers no algorithm.
 bool make_plan(Fp8GemmContext::Impl& impl, const Fp8GemmParams& p, int64_t ldy, int align, bool epilogue,
-               Fp8Plan& plan) {
-    const cudaDataType_t y_type = epilogue || p.y_dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+               bool acc_bf16, Fp8Plan& plan) {
+    plan.acc_bf16 = epilogue && acc_bf16;
+    const cudaDataType_t y_type =
+        plan.acc_bf16 ? CUDA_R_16BF : (epilogue || p.y_dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF);
     const int64_t ld_d = epilogue ? p.n : ldy;
     SURF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t trans = CUBLAS_OP_T, no_trans = CUBLAS_OP_N;
@@ -408,7 +427,8 @@ cublasStatus_t run_matmul(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const cubla
                           plan.d, &algo, impl.workspace, impl.workspace_bytes, stream);
 }
 
-void launch_epilogue(const float* acc, const Fp8GemmParams& p, int64_t ldy, bool relu2, cudaStream_t stream) {
+template <typename Acc>
+void launch_epilogue(const Acc* acc, const Fp8GemmParams& p, int64_t ldy, bool relu2, cudaStream_t stream) {
     constexpr int kThreads = 256;
     const size_t y_bytes = dtype_size(p.y_dtype);
     const bool vec4 = p.n % 4 == 0 && ldy % 4 == 0 && reinterpret_cast<uintptr_t>(p.y) % (4 * y_bytes) == 0 &&
@@ -417,11 +437,13 @@ void launch_epilogue(const float* acc, const Fp8GemmParams& p, int64_t ldy, bool
     const dim3 grid(static_cast<unsigned>((threads_per_row + kThreads - 1) / kThreads),
                     static_cast<unsigned>(std::min<int64_t>(p.m, 65535)));
     if (p.y_dtype == DType::kF32)
-        detail::launch_kernel(vec4 ? fp8_epilogue_kernel<float, true> : fp8_epilogue_kernel<float, false>,
-                              grid, kThreads, 0, stream, acc, p, ldy, relu2);
+        detail::launch_kernel(
+            vec4 ? fp8_epilogue_kernel<float, true, Acc> : fp8_epilogue_kernel<float, false, Acc>, grid,
+            kThreads, 0, stream, acc, p, ldy, relu2);
     else
-        detail::launch_kernel(vec4 ? fp8_epilogue_kernel<bf16, true> : fp8_epilogue_kernel<bf16, false>, grid,
-                              kThreads, 0, stream, acc, p, ldy, relu2);
+        detail::launch_kernel(
+            vec4 ? fp8_epilogue_kernel<bf16, true, Acc> : fp8_epilogue_kernel<bf16, false, Acc>, grid,
+            kThreads, 0, stream, acc, p, ldy, relu2);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -441,6 +463,21 @@ void quantize_output(const Fp8GemmParams& p, int64_t ldy, cudaStream_t stream) {
     quantize_e4m3(q, stream);
 }
 
+// The epilogue path after the matmul: the row kernel where it also quantizes, else the epilogue kernel and
+// (for an FP8 output) quantize_e4m3.
+template <typename Acc>
+void run_epilogue(const Acc* acc, const Fp8GemmParams& p, int64_t ldy, bool relu2, cudaStream_t stream) {
+    if (rows_epilogue_supported(p, ldy)) {
+        detail::launch_kernel(
+            relu2 ? fp8_epilogue_rows_kernel<true, Acc> : fp8_epilogue_rows_kernel<false, Acc>,
+            static_cast<unsigned>(p.m), kRowThreads, 0, stream, acc, p, ldy);
+        SURF_CUDA_CHECK_LAUNCH();
+        return;
+    }
+    launch_epilogue(acc, p, ldy, relu2, stream);
+    if (p.fp8_out.q) quantize_output(p, ldy, stream);
+}
+
 // cuBLASLt's way of p with the plan's algorithm, into p.y: the matmul, then the epilogue kernel (epilogue
 // plans; the row kernel where it also quantizes) or the ReLU² pass, then the quantization unless fused.
 void run_cublaslt(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy,
@@ -453,22 +490,17 @@ void run_cublaslt(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams
         return;
     }
     // The scratch grows outside graph capture (a decode graph's shapes run uncaptured first).
-    const size_t acc_bytes = static_cast<size_t>(p.m * p.n) * 4;
+    const size_t acc_bytes = static_cast<size_t>(p.m * p.n) * (plan.acc_bf16 ? 2 : 4);
     if (acc_bytes > impl.acc_bytes) {
         if (impl.acc) impl.retired.push_back(impl.acc);
         SURF_CUDA_CHECK(cudaMalloc(&impl.acc, acc_bytes));
         impl.acc_bytes = acc_bytes;
     }
-    float* acc = static_cast<float*>(impl.acc);
-    SURF_CUBLAS_CHECK(run_matmul(impl, plan, plan.algo, p, acc, stream));
-    if (rows_epilogue_supported(p, ldy)) {
-        detail::launch_kernel(relu2 ? fp8_epilogue_rows_kernel<true> : fp8_epilogue_rows_kernel<false>,
-                              static_cast<unsigned>(p.m), kRowThreads, 0, stream, acc, p, ldy);
-        SURF_CUDA_CHECK_LAUNCH();
-        return;
-    }
-    launch_epilogue(acc, p, ldy, relu2, stream);
-    if (p.fp8_out.q) quantize_output(p, ldy, stream);
+    SURF_CUBLAS_CHECK(run_matmul(impl, plan, plan.algo, p, impl.acc, stream));
+    if (plan.acc_bf16)
+        run_epilogue(static_cast<const bf16*>(impl.acc), p, ldy, relu2, stream);
+    else
+        run_epilogue(static_cast<const float*>(impl.acc), p, ldy, relu2, stream);
 }
 
 constexpr int kTimedRuns = 2;
@@ -509,7 +541,7 @@ void tune_plan(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p
         for (cudaEvent_t& e : impl.ev) SURF_CUDA_CHECK(cudaEventCreate(&e));
     }
     const size_t bytes = static_cast<size_t>(p.m * (plan.epilogue ? p.n : ldy)) *
-                         (plan.epilogue || p.y_dtype == DType::kF32 ? 4 : 2);
+                         (plan.acc_bf16 ? 2 : (plan.epilogue || p.y_dtype == DType::kF32 ? 4 : 2));
     void* out = Fp8GemmContext::Impl::grow(impl.scratch, impl.scratch_bytes, bytes);
     SURF_CUDA_CHECK(cudaMemsetAsync(out, 0, bytes, stream));
     pick_candidate(impl, plan, p, out, stream);
@@ -521,10 +553,16 @@ Fp8Plan& plan_for(Fp8GemmContext::Impl& impl, const Fp8GemmParams& p, int64_t ld
     auto it = impl.plans.find(key);
     if (it != impl.plans.end()) return it->second;
     Fp8Plan plan;
-    if (impl.force_epilogue || !make_plan(impl, p, ldy, align, false, plan)) {
+    if (impl.force_epilogue || !make_plan(impl, p, ldy, align, false, false, plan)) {
+        // bf16 products where asked for and cuBLASLt has an algorithm (a bf16 D's columns of n elements
+        // must be 16-byte multiples), else fp32.
         destroy_plan(plan);
-        SURF_CHECK(make_plan(impl, p, ldy, align, true, plan),
-                   "fp8_gemm: cuBLASLt has no E4M3 algorithm for m ", p.m, " n ", p.n, " k ", p.k);
+        bool made = impl.acc_bf16 && make_plan(impl, p, ldy, align, true, true, plan);
+        if (!made) {
+            destroy_plan(plan);
+            made = make_plan(impl, p, ldy, align, true, false, plan);
+        }
+        SURF_CHECK(made, "fp8_gemm: cuBLASLt has no E4M3 algorithm for m ", p.m, " n ", p.n, " k ", p.k);
         ++impl.epilogue_plans;
     }
     return impl.plans.emplace(key, plan).first->second;

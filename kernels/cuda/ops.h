@@ -219,9 +219,10 @@ struct Fp8GemmParams {
 
 // The FP8 GEMM's cuBLASLt state: handle, workspace, a plan per shape. cuBLASLt applies the two scale vectors
 // itself (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, cuBLAS ≥ 12.9 on Hopper); where it offers no algorithm
-// for a shape that way, that shape runs with unit scales into an fp32 scratch and an epilogue kernel applies
-// scales, beta and activation. Autotuning as GemmContext's (candidates timed on first use up to 128 rows,
-// after 3 uses above, never while capturing). Rows of ≤ 4 go to fp8_gemv. Not thread-safe.
+// for a shape that way (every shape on sm_90 with cuBLAS 13.1), that shape runs with unit scales into a
+// scratch (fp32, or bf16 per set_bf16_products) and an epilogue kernel applies scales, beta and activation.
+// Autotuning as GemmContext's (candidates timed on first use up to 128 rows, after 3 uses above, never while
+// capturing). Rows of ≤ 4 go to fp8_gemv. Not thread-safe.
 class Fp8GemmContext {
 public:
     explicit Fp8GemmContext(size_t workspace_bytes = size_t{32} << 20);
@@ -234,6 +235,9 @@ public:
     void set_force_epilogue(bool on);
     // GEMMs of ≤ 4 rows on fp8_gemv instead of cuBLASLt (default on).
     void set_small_m_kernel(bool on);
+    // The epilogue path's unscaled products in bf16 instead of fp32 (default off): half the scratch's bytes
+    // written and read, for one more rounding (2^-9 relative) before the scales. Before the first GEMM.
+    void set_bf16_products(bool on);
     // Shapes planned so far, and how many of them run the epilogue path.
     int64_t planned() const;
     int64_t epilogue_planned() const;

@@ -69,6 +69,9 @@ struct GpuSetup {
     // FP8 E4M3 on load for the language model's linear layers of a bf16/fp32 checkpoint (upload_weights,
     // random_weights); an FP8 checkpoint runs in FP8 without it.
     Quantize quantize = Quantize::kNone;
+    // FP8 GEMMs: cuBLASLt's unscaled products in bf16 before the scale epilogue (Fp8GemmContext::
+    // set_bf16_products), else fp32.
+    bool fp8_bf16_products = true;
 };
 
 // How each step runs; GpuModel::set_step_options changes them between steps. Decode graphs keep the settings

@@ -1,8 +1,8 @@
 // FP8 E4M3 kernels against kernels/cpu/fp8 on random inputs: quantize_e4m3's codes and scales bit for bit
 // (per row from bf16 and fp32, static scale with saturation, all-zero rows, subnormal codes), and fp8_gemm
 // against fp8_linear_reference on the same quantized operands (both cuBLASLt paths: scale vectors in the
-// GEMM, and unit scales + epilogue kernel), for m = 1, 3, 64, 300 with fp32 / bf16 outputs, beta = 1 into a
-// residual, ReLU² and a row stride past n.
+// GEMM, and unit scales + epilogue kernel with fp32 or bf16 products), for m = 1, 3, 64, 300 with fp32 / bf16
+// outputs, beta = 1 into a residual, ReLU² and a row stride past n; and the producers' FP8 outputs.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -130,7 +130,9 @@ struct GemmCase {
 // cuBLASLt adds it into fp32, and the order differs from the loop's, so the accumulated sum may differ by a
 // few units of 2^-14 of Σ|xq·wq| (bound 2^-12 of it, times the scales); a bf16 output adds up to one bf16 ulp
 // (2^-8 relative: the two sums may round to either side of a boundary), and ReLU² doubles relative errors.
-void run_gemm_case(cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng) {
+// bf16_products: the product is rounded to bf16 before the scales (2^-9 relative; 2^-8 allowed, as above).
+void run_gemm_case(cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng,
+                   bool bf16_products = false) {
     const std::vector<float> x = random_vec(static_cast<size_t>(c.m * c.k), rng, -2.0f, 2.0f);
     const std::vector<float> w = random_vec(static_cast<size_t>(c.n * c.k), rng, -0.1f, 0.1f);
     const Quantized wq = gpu_quantize(w, c.n, c.k, true, 0.0f);
@@ -180,7 +182,8 @@ void run_gemm_case(cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng
                 want = f32 ? residual[o] : round_bf16(residual[o]), tol = 0;  // untouched
             } else {
                 const double v = ref[i * c.n + j] + (c.residual ? residual[o] : 0.0f);
-                const double acc_tol = std::ldexp(magnitude[i * c.n + j], -12) + 1e-6 * std::fabs(v);
+                const double acc_tol = std::ldexp(magnitude[i * c.n + j], -12) + 1e-6 * std::fabs(v) +
+                                       (bf16_products ? std::ldexp(std::fabs(ref[i * c.n + j]), -8) : 0.0);
                 want = v, tol = acc_tol + (f32 ? 0.0 : std::ldexp(std::fabs(v), -8));
                 if (c.relu2) {
                     const double r = std::max(0.0, static_cast<double>(round_bf16(static_cast<float>(v))));
@@ -203,21 +206,27 @@ void run_gemm_case(cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng
 
 }  // namespace
 
-TEST_CASE("fp8_gemm against fp8_linear_reference, both scale paths") {
-    for (bool force_epilogue : {false, true}) {
+TEST_CASE("fp8_gemm against fp8_linear_reference, both scale paths, fp32 and bf16 products") {
+    for (int mode = 0; mode < 3; ++mode) {
+        const bool force_epilogue = mode > 0, bf16_products = mode == 2;
         cu::Fp8GemmContext ctx;
         ctx.set_autotune(true);
         ctx.set_force_epilogue(force_epilogue);
+        ctx.set_bf16_products(bf16_products);
         ctx.set_small_m_kernel(false);  // cuBLASLt at every m here; fp8_gemv has its own case below
-        std::mt19937 rng(force_epilogue ? 83 : 82);
+        std::mt19937 rng(82 + mode);
         for (int64_t m : {1, 3, 64, 300}) {
-            run_gemm_case(ctx, {m, 256, 512, cu::DType::kF32, false, false, 0}, rng);
-            run_gemm_case(ctx, {m, 200, 1024, cu::DType::kF32, true, false, 0}, rng);
-            run_gemm_case(ctx, {m, 384, 256, cu::DType::kBF16, false, false, 0}, rng);
-            run_gemm_case(ctx, {m, 512, 768, cu::DType::kBF16, false, true, 0}, rng);
-            run_gemm_case(ctx, {m, 128, 512, cu::DType::kBF16, false, false, 192}, rng);
+            run_gemm_case(ctx, {m, 256, 512, cu::DType::kF32, false, false, 0}, rng, bf16_products);
+            run_gemm_case(ctx, {m, 200, 1024, cu::DType::kF32, true, false, 0}, rng, bf16_products);
+            run_gemm_case(ctx, {m, 384, 256, cu::DType::kBF16, false, false, 0}, rng, bf16_products);
+            run_gemm_case(ctx, {m, 512, 768, cu::DType::kBF16, false, true, 0}, rng, bf16_products);
+            run_gemm_case(ctx, {m, 128, 512, cu::DType::kBF16, false, false, 192}, rng, bf16_products);
+            // n = 196: a bf16 D's 392-byte columns have no algorithm, so these take fp32 products
+            run_gemm_case(ctx, {m, 196, 256, cu::DType::kF32, true, false, 0}, rng, bf16_products);
         }
-        MESSAGE(std::string(force_epilogue ? "forced epilogue: " : "scale vectors: ")
+        MESSAGE(std::string(mode == 0   ? "scale vectors: "
+                            : mode == 1 ? "forced epilogue: "
+                                        : "bf16 products: ")
                 << ctx.planned() << " shapes, " << ctx.epilogue_planned() << " on the epilogue path");
         if (force_epilogue) CHECK(ctx.epilogue_planned() == ctx.planned());
     }
@@ -336,9 +345,11 @@ TEST_CASE(
         int64_t m, n, k;
         bool relu2;
     };
-    for (bool small_m : {false, true}) {
+    for (int mode = 0; mode < 3; ++mode) {
+        const bool small_m = mode == 2;
         cu::Fp8GemmContext ctx;
         ctx.set_force_epilogue(!small_m);  // the fused row kernel on every cuBLASLt shape (what sm_90 runs)
+        ctx.set_bf16_products(mode == 1);
         for (C c : {C{64, 20480, 512, true}, C{300, 1024, 256, false}, C{3, 2048, 512, true},
                     C{5, 24584, 256, true}}) {
             if (small_m && c.m > 4) c.m = 2;
@@ -354,9 +365,11 @@ TEST_CASE(
             p.activation = c.relu2 ? cu::GemmActivation::kReluSquared : cu::GemmActivation::kNone;
             cu::fp8_gemm(ctx, p, nullptr);
             const std::vector<bf16> want = plain.download();
-            const std::string tag = (small_m ? "fp8_gemv " : "epilogue ") + std::to_string(c.m) + "x" +
-                                    std::to_string(c.n) + "x" + std::to_string(c.k) +
-                                    (c.relu2 ? " relu2" : "");
+            const std::string tag = std::string(small_m     ? "fp8_gemv "
+                                                : mode == 1 ? "epilogue, bf16 products "
+                                                            : "epilogue ") +
+                                    std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
+                                    std::to_string(c.k) + (c.relu2 ? " relu2" : "");
             const Quantized want_q = cpu_quantize(to_float(want), c.m, c.n, 0.0f);
             for (bool keep_y : {true, false}) {
                 Fp8Out out(c.m, c.n);
