@@ -61,6 +61,19 @@ std::vector<float> gpu_teacher_forced(cuda::GpuModel& m, const std::vector<int32
     return all;
 }
 
+// Logits [len, vocab] of one window as a single prefill step, every row's: its GEMMs have len rows and take
+// cuBLASLt's FP8 path (the products, the epilogue kernels), where decode rows take fp8_gemv.
+std::vector<float> gpu_prefill(cuda::GpuModel& m, const std::vector<int32_t>& window) {
+    const int64_t len = static_cast<int64_t>(window.size());
+    SeqStep s;
+    s.slot = 0, s.past = 0, s.tokens = window, s.all_logits = true;
+    for (int32_t i = 0; i < (len + 15) / 16; ++i) s.pages.push_back(i);
+    m.forward({s});
+    std::vector<float> out;
+    m.copy_logits_to_host(len, out);
+    return out;
+}
+
 std::vector<float> cpu_teacher_forced(const cpu::CpuModel& m, const std::vector<int32_t>& window) {
     cpu::SequenceState state = m.new_state();
     cpu::ForwardInput in;
@@ -304,4 +317,43 @@ TEST_CASE("FP8 accuracy on surf-tiny: teacher-forced decode, FP8 vs bf16 on the 
     CHECK(vs_cpu.top1() >= std::max(0.85, scheme.top1() - 0.03));
     CHECK(vs_cpu.mean_err() <= 1.5 * scheme.mean_err());
     CHECK(bf16_vs_fp32.top1() >= 0.95);  // the bf16 GPU path itself, for scale
+
+    // The same windows as prefill steps: FP8 against bf16 on cuBLASLt's path, with bf16 products
+    // (GpuLimits::fp8_bf16_products, one more rounding of 2^-9 before the scales) and with fp32 ones, held to
+    // the decode rows' rule. bf16 against fp32 products is a bf16-sized difference that the next layers' E4M3
+    // steps turn into other codes, as GPU against CPU FP8 above: held to that rule.
+    auto prefill_model = [](Quantize q, bool bf16_products) {
+        cuda::GpuLimits L = small_limits(q);
+        L.max_logit_rows = L.max_tokens, L.fp8_bf16_products = bf16_products;  // a window in one step
+        return cuda::GpuModel::load(kSurfTiny, L);
+    };
+    auto pre_bf16 = prefill_model(Quantize::kNone, true), pre_fp8 = prefill_model(Quantize::kFp8, true),
+         pre_fp8_f32 = prefill_model(Quantize::kFp8, false);
+    Agreement pre_vs_bf16, f32_vs_bf16, products;
+    for (const auto& w : windows) {
+        const std::vector<float> f = gpu_prefill(*pre_fp8, w), f32 = gpu_prefill(*pre_fp8_f32, w),
+                                 b = gpu_prefill(*pre_bf16, w);
+        pre_vs_bf16.add(f, b, V);
+        f32_vs_bf16.add(f32, b, V);
+        products.add(f, f32, V);
+    }
+    std::ostringstream pre;
+    pre << "| surf-tiny, the same " << pre_vs_bf16.positions
+        << " positions as prefill steps | logits rel err mean | max | "
+        << "top-1 agreement |\n|---|---|---|---|\n";
+    for (const auto& [name, a] : {std::pair<const char*, const Agreement*>{
+                                      "GPU FP8 vs GPU bf16 (cuBLASLt, bf16 products)", &pre_vs_bf16},
+                                  {"GPU FP8 vs GPU bf16 (cuBLASLt, fp32 products)", &f32_vs_bf16},
+                                  {"GPU FP8 bf16 products vs fp32 products", &products}}) {
+        char line[256];
+        std::snprintf(line, sizeof(line), "| %s | %.4f | %.4f | %.4f |\n", name, a->mean_err(),
+                      a->rel_err_max, a->top1());
+        pre << line;
+    }
+    std::printf("%s", pre.str().c_str());
+    MESSAGE(pre.str());
+    CHECK(pre_vs_bf16.top1() >= std::max(0.85, scheme.top1() - 0.03));
+    CHECK(f32_vs_bf16.top1() >= std::max(0.85, scheme.top1() - 0.03));
+    CHECK(products.top1() >= std::max(0.85, scheme.top1() - 0.03));
+    CHECK(products.mean_err() <= 1.5 * scheme.mean_err());
 }
