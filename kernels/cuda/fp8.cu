@@ -247,6 +247,14 @@ void quantize_e4m3(const Fp8QuantParams& p, cudaStream_t stream) {
     SURF_CUDA_CHECK_LAUNCH();
 }
 
+void quantize_e4m3(const Fp8RowOut& out, const bf16* y, int64_t rows, int64_t cols, int64_t ldy,
+                   cudaStream_t stream) {
+    Fp8QuantParams q;
+    q.x = y, q.x_dtype = DType::kBF16, q.q = out.q, q.scale = out.scale, q.static_scale = out.static_scale;
+    q.rows = rows, q.cols = cols, q.ldx = ldy;
+    quantize_e4m3(q, stream);
+}
+
 // --- the GEMM --------------------------------------------------------------------------------------------
 
 namespace {
@@ -457,10 +465,7 @@ bool rows_epilogue_supported(const Fp8GemmParams& p, int64_t ldy) {
 
 // p.fp8_out from the bf16 y already written (the paths without a fused quantization).
 void quantize_output(const Fp8GemmParams& p, int64_t ldy, cudaStream_t stream) {
-    Fp8QuantParams q;
-    q.x = p.y, q.x_dtype = DType::kBF16, q.q = p.fp8_out.q, q.scale = p.fp8_out.scale;
-    q.static_scale = p.fp8_out.static_scale, q.rows = p.m, q.cols = p.n, q.ldx = ldy;
-    quantize_e4m3(q, stream);
+    quantize_e4m3(p.fp8_out, static_cast<const bf16*>(p.y), p.m, p.n, ldy, stream);
 }
 
 // The epilogue path after the matmul: the row kernel where it also quantizes, else the epilogue kernel and

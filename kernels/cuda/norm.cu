@@ -473,14 +473,6 @@ bool aligned8(const void* p) {
     return reinterpret_cast<uintptr_t>(p) % 8 == 0;
 }
 
-// A norm's FP8 output from its bf16 result [rows, dim] (the kernels that do not quantize in the same pass).
-void quantize_rows(const Fp8RowOut& out, const bf16* y, int64_t rows, int64_t dim, cudaStream_t stream) {
-    Fp8QuantParams q;
-    q.x = y, q.x_dtype = DType::kBF16, q.q = out.q, q.scale = out.scale, q.static_scale = out.static_scale;
-    q.rows = rows, q.cols = dim;
-    quantize_e4m3(q, stream);
-}
-
 }  // namespace
 
 void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
@@ -505,7 +497,7 @@ void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
         detail::launch_kernel(rmsnorm_kernel<bf16>, static_cast<unsigned>(p.rows), kNormThreads, 0, stream, p,
                               x_stride);
     SURF_CUDA_CHECK_LAUNCH();
-    if (!vec && p.fp8_out.q) quantize_rows(p.fp8_out, p.y, p.rows, p.dim, stream);
+    if (!vec && p.fp8_out.q) quantize_e4m3(p.fp8_out, p.y, p.rows, p.dim, 0, stream);
 }
 
 void layernorm(const LayerNormParams& p, cudaStream_t stream) {
@@ -570,7 +562,7 @@ void gated_rmsnorm(const GatedRmsNormParams& p, cudaStream_t stream) {
                                   z_stride);
     }
     SURF_CUDA_CHECK_LAUNCH();
-    if (p.fp8_out.q && !fused_fp8) quantize_rows(p.fp8_out, p.out, p.rows, p.dim, stream);
+    if (p.fp8_out.q && !fused_fp8) quantize_e4m3(p.fp8_out, p.out, p.rows, p.dim, 0, stream);
 }
 
 void relu_squared(bf16* x, int64_t n, cudaStream_t stream) {

@@ -200,6 +200,10 @@ struct Fp8RowOut {
     // (fp8_gemm's fused epilogue; the norms always write it).
     bool keep_y = true;
 };
+// out from a bf16 result y [rows, cols] (row stride ldy, 0 → cols) already written: the producers' way where
+// their kernel does not quantize in the same pass.
+void quantize_e4m3(const Fp8RowOut& out, const bf16* y, int64_t rows, int64_t cols, int64_t ldy,
+                   cudaStream_t stream);
 
 // y[m, n] = (Σ_k xq[m, k]·wq[n, k]) · x_scale[m] · w_scale[n] + beta · y[m, n], fp32 accumulation, then
 // `activation` (kNone or kReluSquared, as gemm()'s: on the value rounded to y's bf16). Both operands are

@@ -493,12 +493,7 @@ void GpuModel::linear(kc::GemmParams p, const GpuMatrix& w, int64_t row0, const 
         }
     }
     if (!y_fp8.q) return;
-    if (!y_fp8_done) {
-        kc::Fp8QuantParams q;
-        q.x = p.y, q.x_dtype = kc::DType::kBF16, q.q = y_fp8.q, q.scale = y_fp8.scale;
-        q.static_scale = y_fp8.static_scale, q.rows = p.m, q.cols = p.n;
-        kc::quantize_e4m3(q, stream_);
-    }
+    if (!y_fp8_done) kc::quantize_e4m3(y_fp8, static_cast<const bf16*>(p.y), p.m, p.n, 0, stream_);
     set_fp8_ready(y_fp8, p.y, p.m, p.n);
 }
 
