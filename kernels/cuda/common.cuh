@@ -69,6 +69,32 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 // over the warp, then, where KS warps split k, the group's slices added in slice order by its first warp
 // (`partial`: the block's shared [warps][M][R], unused when KS = 1). Returns false on the warps whose sums
 // went to their group's first warp, which have nothing to store. Contains __syncthreads when KS > 1.
+// The small-m kernels' weight stream (gemv.cu, fp8_gemv.cu): a warp's lane walks the 16-byte vectors
+// [v_begin + lane, v_end) of the warp's R weight rows, 32 apart, in rounds of kLoads vectors a row: a round's
+// streaming loads (read once, past L1 and L2) are all issued before use(v, w) takes its vectors one by one
+// (w[r]: row r's vector v), so that kLoads · R loads a lane are in flight ahead of the FMAs.
+template <int R, int kLoads, typename Use>
+__device__ __forceinline__ void stream_weight_rows(const uint4* const (&wrow)[R], int64_t v_begin, int64_t v_end,
+                                                   int lane, Use&& use) {
+    for (int64_t v0 = v_begin + lane; v0 < v_end; v0 += 32 * kLoads) {
+        uint4 wv[kLoads][R];
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) {
+            const int64_t v = v0 + u * 32;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                if (v < v_end) wv[u][r] = __ldcs(wrow[r] + v);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) {
+            const int64_t v = v0 + u * 32;
+            if (v >= v_end) break;
+            use(v, wv[u]);
+        }
+    }
+}
+
 template <int M, int R, int KS>
 __device__ __forceinline__ bool reduce_split_k(float (&acc)[M][R], float (*partial)[M][R], int warp,
                                                int slice, int lane) {

@@ -196,9 +196,8 @@ __global__ void __launch_bounds__(kRowThreads)
         v[j][0] = a[0] * xs * ws.x, v[j][1] = a[1] * xs * ws.y, v[j][2] = a[2] * xs * ws.z,
         v[j][3] = a[3] * xs * ws.w;
         if (p.beta != 0.0f) {
-            const uint2 old = y[c];
-            const float o[4] = {__uint_as_float(old.x << 16), __uint_as_float(old.x & 0xffff0000u),
-                                __uint_as_float(old.y << 16), __uint_as_float(old.y & 0xffff0000u)};
+            float o[4];
+            load_acc4(static_cast<const bf16*>(p.y) + row * ldy, int64_t{c} * 4, o);
 #pragma unroll
             for (int e = 0; e < 4; ++e) v[j][e] += p.beta * o[e];
         }

@@ -49,23 +49,11 @@ __device__ __forceinline__ void accumulate(const Fp8GemmParams& p, const uint4* 
                                            int64_t v_begin, int64_t v_end, int lane,
                                            float (&acc)[M][kRowsPerWarp]) {
     const int64_t x_vecs = p.k / 16;
-    for (int64_t v0 = v_begin + lane; v0 < v_end; v0 += 32 * kLoadsInFlight) {
-        uint4 wv[kRowsPerWarp][kLoadsInFlight];
-#pragma unroll
-        for (int u = 0; u < kLoadsInFlight; ++u) {
-            const int64_t v = v0 + u * 32;
-#pragma unroll
-            for (int r = 0; r < kRowsPerWarp; ++r) {
-                if (v < v_end) wv[r][u] = __ldcs(wrow[r] + v);  // read once: stream past L1/L2
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < kLoadsInFlight; ++u) {
-            const int64_t v = v0 + u * 32;
-            if (v >= v_end) break;
+    detail::stream_weight_rows<kRowsPerWarp, kLoadsInFlight>(
+        wrow, v_begin, v_end, lane, [&](int64_t v, const uint4(&wv)[kRowsPerWarp]) {
             float wf[kRowsPerWarp][16];
 #pragma unroll
-            for (int r = 0; r < kRowsPerWarp; ++r) decode16(wv[r][u], wf[r]);
+            for (int r = 0; r < kRowsPerWarp; ++r) decode16(wv[r], wf[r]);
 #pragma unroll
             for (int m = 0; m < M; ++m) {
                 float xf[16];
@@ -73,8 +61,7 @@ __device__ __forceinline__ void accumulate(const Fp8GemmParams& p, const uint4* 
 #pragma unroll
                 for (int r = 0; r < kRowsPerWarp; ++r) acc[m][r] += dot16(wf[r], xf);
             }
-        }
-    }
+        });
 }
 
 // y[m, n] = (Σ_k xq[m, k]·wq[n, k])·x_scale[m]·w_scale[n] (+ beta·y[m, n]), rounded to TY, then ReLU² of the

@@ -49,29 +49,16 @@ __global__ void __launch_bounds__(kGemvThreads)
         wrow[r] = reinterpret_cast<const uint4*>(p.w + min(n0 + r, p.n - 1) * ldw);
     float acc[M][kRowsPerWarp] = {};
     if (n0 < p.n) {
-        for (int64_t v0 = v_begin + lane; v0 < v_end; v0 += 32 * kLoadsInFlight) {
-            uint4 wv[kRowsPerWarp][kLoadsInFlight];
-#pragma unroll
-            for (int u = 0; u < kLoadsInFlight; ++u) {
-                const int64_t v = v0 + u * 32;
-#pragma unroll
-                for (int r = 0; r < kRowsPerWarp; ++r) {
-                    if (v < v_end) wv[r][u] = __ldcs(wrow[r] + v);  // read once: stream past L1/L2
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < kLoadsInFlight; ++u) {
-                const int64_t v = v0 + u * 32;
-                if (v >= v_end) break;
+        detail::stream_weight_rows<kRowsPerWarp, kLoadsInFlight>(
+            wrow, v_begin, v_end, lane, [&](int64_t v, const uint4(&wv)[kRowsPerWarp]) {
 #pragma unroll
                 for (int m = 0; m < M; ++m) {
                     float xf[8];
                     unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(p.x + m * ldx) + v), xf);
 #pragma unroll
-                    for (int r = 0; r < kRowsPerWarp; ++r) acc[m][r] += dot8(wv[r][u], xf);
+                    for (int r = 0; r < kRowsPerWarp; ++r) acc[m][r] += dot8(wv[r], xf);
                 }
-            }
-        }
+            });
     }
     if (!detail::reduce_split_k<M, kRowsPerWarp, KS>(acc, partial, warp, slice, lane)) return;
     if (lane != 0 || n0 >= p.n) return;
