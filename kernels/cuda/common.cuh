@@ -74,8 +74,8 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 // streaming loads (read once, past L1 and L2) are all issued before use(v, w) takes its vectors one by one
 // (w[r]: row r's vector v), so that kLoads · R loads a lane are in flight ahead of the FMAs.
 template <int R, int kLoads, typename Use>
-__device__ __forceinline__ void stream_weight_rows(const uint4* const (&wrow)[R], int64_t v_begin, int64_t v_end,
-                                                   int lane, Use&& use) {
+__device__ __forceinline__ void stream_weight_rows(const uint4* const (&wrow)[R], int64_t v_begin,
+                                                   int64_t v_end, int lane, Use&& use) {
     for (int64_t v0 = v_begin + lane; v0 < v_end; v0 += 32 * kLoads) {
         uint4 wv[kLoads][R];
 #pragma unroll
