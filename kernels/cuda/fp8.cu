@@ -292,6 +292,7 @@ struct Fp8GemmContext::Impl {
     size_t workspace_bytes = 0;
     std::map<Fp8Key, Fp8Plan> plans;
     bool autotune = false, tune_first_use = false, force_epilogue = false, small_m = true, acc_bf16 = false;
+    bool fast_accum = false;
     int64_t epilogue_plans = 0;
     // [m, n] fp32 or bf16: the epilogue path's GEMM output. A larger shape takes a new buffer and the old one
     // stays allocated until the context goes: decode graphs captured earlier still write to it.
@@ -353,6 +354,11 @@ void Fp8GemmContext::set_bf16_products(bool on) {
     impl_->acc_bf16 = on;
 }
 
+void Fp8GemmContext::set_fast_accum(bool on) {
+    SURF_CHECK(impl_->plans.empty(), "Fp8GemmContext::set_fast_accum: after the first GEMM");
+    impl_->fast_accum = on;
+}
+
 int64_t Fp8GemmContext::planned() const {
     return static_cast<int64_t>(impl_->plans.size());
 }
@@ -377,6 +383,9 @@ bool make_plan(Fp8GemmContext::Impl& impl, const Fp8GemmParams& p, int64_t ldy, 
         cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
     SURF_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &no_trans, sizeof(no_trans)));
+    const int8_t fast_accum = impl.fast_accum ? 1 : 0;
+    SURF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum,
+                                                     sizeof(fast_accum)));
     if (!epilogue) {
         const cublasLtMatmulMatrixScale_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
         for (auto attr : {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE}) {

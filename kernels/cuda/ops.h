@@ -242,6 +242,11 @@ public:
     // The epilogue path's unscaled products in bf16 instead of fp32 (default off): half the scratch's bytes
     // written and read, for one more rounding (2^-9 relative) before the scales. Before the first GEMM.
     void set_bf16_products(bool on);
+    // cuBLASLt's fast FP8 accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM; default off): the tensor cores'
+    // accumulator carries the sum over all of k instead of being promoted into fp32 registers every few
+    // k-steps. Faster; its error grows with k, since the tensor cores keep fewer bits in each addition than
+    // fp32 (gpu_test_fp8 measures it up to k = 20,480). Before the first GEMM.
+    void set_fast_accum(bool on);
     // Shapes planned so far, and how many of them run the epilogue path.
     int64_t planned() const;
     int64_t epilogue_planned() const;

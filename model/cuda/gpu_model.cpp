@@ -92,6 +92,7 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
         fp8_gemm_->set_autotune(limits_.autotune_gemms);
         fp8_gemm_->set_small_m_kernel(limits_.small_m_kernel);
         fp8_gemm_->set_bf16_products(limits_.fp8_bf16_products);
+        fp8_gemm_->set_fast_accum(limits_.fp8_fast_accum);
     }
     vision_stream_ = prioritised_stream(limits_.vision_stream_priority);
     vision_events_.assign(32, nullptr);

@@ -72,6 +72,10 @@ struct GpuSetup {
     // FP8 GEMMs: cuBLASLt's unscaled products in bf16 before the scale epilogue (Fp8GemmContext::
     // set_bf16_products), else fp32.
     bool fp8_bf16_products = true;
+    // FP8 GEMMs: cuBLASLt's fast accumulation (Fp8GemmContext::set_fast_accum), as FP8 serving engines run
+    // it: faster, with an accumulation error that grows with k yet stays far below E4M3's own steps (measured
+    // in docs/BENCHMARKS.md, FP8 accuracy); false promotes the sums into fp32 every few k-steps.
+    bool fp8_fast_accum = true;
 };
 
 // How each step runs; GpuModel::set_step_options changes them between steps. Decode graphs keep the settings

@@ -131,8 +131,10 @@ struct GemmCase {
 // few units of 2^-14 of Σ|xq·wq| (bound 2^-12 of it, times the scales); a bf16 output adds up to one bf16 ulp
 // (2^-8 relative: the two sums may round to either side of a boundary), and ReLU² doubles relative errors.
 // bf16_products: the product is rounded to bf16 before the scales (2^-9 relative; 2^-8 allowed, as above).
-void run_gemm_case(cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng,
-                   bool bf16_products = false) {
+// acc_rel replaces the accumulation bound 2^-12 (fast accumulation's); worst_acc, where given, receives the
+// largest |error| / (Σ|xq·wq| · scales) over the outputs.
+void run_gemm_case(cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng, bool bf16_products = false,
+                   double acc_rel = 0x1p-12, double* worst_acc = nullptr) {
     const std::vector<float> x = random_vec(static_cast<size_t>(c.m * c.k), rng, -2.0f, 2.0f);
     const std::vector<float> w = random_vec(static_cast<size_t>(c.n * c.k), rng, -0.1f, 0.1f);
     const Quantized wq = gpu_quantize(w, c.n, c.k, true, 0.0f);
@@ -182,7 +184,9 @@ void run_gemm_case(cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng
                 want = f32 ? residual[o] : round_bf16(residual[o]), tol = 0;  // untouched
             } else {
                 const double v = ref[i * c.n + j] + (c.residual ? residual[o] : 0.0f);
-                const double acc_tol = std::ldexp(magnitude[i * c.n + j], -12) + 1e-6 * std::fabs(v) +
+                if (worst_acc && magnitude[i * c.n + j] > 0)
+                    *worst_acc = std::max(*worst_acc, std::fabs(got[o] - v) / magnitude[i * c.n + j]);
+                const double acc_tol = acc_rel * magnitude[i * c.n + j] + 1e-6 * std::fabs(v) +
                                        (bf16_products ? std::ldexp(std::fabs(ref[i * c.n + j]), -8) : 0.0);
                 want = v, tol = acc_tol + (f32 ? 0.0 : std::ldexp(std::fabs(v), -8));
                 if (c.relu2) {
@@ -229,6 +233,29 @@ TEST_CASE("fp8_gemm against fp8_linear_reference, both scale paths, fp32 and bf1
                                         : "bf16 products: ")
                 << ctx.planned() << " shapes, " << ctx.epilogue_planned() << " on the epilogue path");
         if (force_epilogue) CHECK(ctx.epilogue_planned() == ctx.planned());
+    }
+}
+
+// Fast accumulation (Fp8GemmContext::set_fast_accum): the tensor cores keep about 14 bits of the running sum
+// in each addition (DeepSeek-V3 §3.3.2 measured this on Hopper), so an error of up to 2^-14 of the sum's
+// magnitude may enter at each of the k / 32 MMA steps: bound (k / 32) · 2^-14 of Σ|xq·wq|. Measured beside
+// the promoted path on the language model's k (5,120 to 20,480).
+TEST_CASE("fp8_gemm with fast accumulation against fp8_linear_reference, up to k = 20,480") {
+    for (const bool fast : {false, true}) {
+        cu::Fp8GemmContext ctx;
+        ctx.set_autotune(true);
+        ctx.set_small_m_kernel(false);
+        ctx.set_fast_accum(fast);
+        std::mt19937 rng(97);
+        for (int64_t k : {1024, 5120, 20480}) {
+            double worst = 0;
+            const double bound = fast ? static_cast<double>(k) / 32 * 0x1p-14 : 0x1p-12;
+            run_gemm_case(ctx, {200, 256, k, cu::DType::kF32, true, false, 0}, rng, false, bound, &worst);
+            run_gemm_case(ctx, {200, 256, k, cu::DType::kBF16, false, false, 0}, rng, false, bound);
+            MESSAGE(std::string(fast ? "fast" : "promoted")
+                    << " accumulation, k " << k << ": largest error " << worst << " of Σ|xq·wq| (bound "
+                    << bound << ")");
+        }
     }
 }
 

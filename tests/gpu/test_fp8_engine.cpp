@@ -322,29 +322,34 @@ TEST_CASE("FP8 accuracy on surf-tiny: teacher-forced decode, FP8 vs bf16 on the 
     // (GpuLimits::fp8_bf16_products, one more rounding of 2^-9 before the scales) and with fp32 ones, held to
     // the decode rows' rule. bf16 against fp32 products is a bf16-sized difference that the next layers' E4M3
     // steps turn into other codes, as GPU against CPU FP8 above: held to that rule.
-    auto prefill_model = [](Quantize q, bool bf16_products) {
+    auto prefill_model = [](Quantize q, bool bf16_products, bool fast_accum = false) {
         cuda::GpuLimits L = small_limits(q);
         L.max_logit_rows = L.max_tokens, L.fp8_bf16_products = bf16_products;  // a window in one step
+        L.fp8_fast_accum = fast_accum;
         return cuda::GpuModel::load(kSurfTiny, L);
     };
     auto pre_bf16 = prefill_model(Quantize::kNone, true), pre_fp8 = prefill_model(Quantize::kFp8, true),
-         pre_fp8_f32 = prefill_model(Quantize::kFp8, false);
-    Agreement pre_vs_bf16, f32_vs_bf16, products;
+         pre_fp8_f32 = prefill_model(Quantize::kFp8, false),
+         pre_fp8_fast = prefill_model(Quantize::kFp8, true, true);
+    Agreement pre_vs_bf16, f32_vs_bf16, products, fast_vs_bf16;
     for (const auto& w : windows) {
         const std::vector<float> f = gpu_prefill(*pre_fp8, w), f32 = gpu_prefill(*pre_fp8_f32, w),
-                                 b = gpu_prefill(*pre_bf16, w);
+                                 b = gpu_prefill(*pre_bf16, w), fast = gpu_prefill(*pre_fp8_fast, w);
         pre_vs_bf16.add(f, b, V);
         f32_vs_bf16.add(f32, b, V);
         products.add(f, f32, V);
+        fast_vs_bf16.add(fast, b, V);
     }
     std::ostringstream pre;
     pre << "| surf-tiny, the same " << pre_vs_bf16.positions
         << " positions as prefill steps | logits rel err mean | max | "
         << "top-1 agreement |\n|---|---|---|---|\n";
-    for (const auto& [name, a] : {std::pair<const char*, const Agreement*>{
-                                      "GPU FP8 vs GPU bf16 (cuBLASLt, bf16 products)", &pre_vs_bf16},
-                                  {"GPU FP8 vs GPU bf16 (cuBLASLt, fp32 products)", &f32_vs_bf16},
-                                  {"GPU FP8 bf16 products vs fp32 products", &products}}) {
+    for (const auto& [name, a] :
+         {std::pair<const char*, const Agreement*>{"GPU FP8 vs GPU bf16 (cuBLASLt, bf16 products)",
+                                                   &pre_vs_bf16},
+          {"GPU FP8 vs GPU bf16 (cuBLASLt, fp32 products)", &f32_vs_bf16},
+          {"GPU FP8 bf16 products vs fp32 products", &products},
+          {"GPU FP8 vs GPU bf16 (cuBLASLt, bf16 products, fast accumulation)", &fast_vs_bf16}}) {
         char line[256];
         std::snprintf(line, sizeof(line), "| %s | %.4f | %.4f | %.4f |\n", name, a->mean_err(),
                       a->rel_err_max, a->top1());
@@ -356,4 +361,5 @@ TEST_CASE("FP8 accuracy on surf-tiny: teacher-forced decode, FP8 vs bf16 on the 
     CHECK(f32_vs_bf16.top1() >= std::max(0.85, scheme.top1() - 0.03));
     CHECK(products.top1() >= std::max(0.85, scheme.top1() - 0.03));
     CHECK(products.mean_err() <= 1.5 * scheme.mean_err());
+    CHECK(fast_vs_bf16.top1() >= std::max(0.85, scheme.top1() - 0.03));  // surf-tiny's k is at most 1,024
 }
