@@ -65,10 +65,6 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     return warp_sum(v);
 }
 
-// The small-m GEMMs' (gemv.cu, fp8_gemv.cu) reduction of a warp's partial dot products acc[m][r]: each summed
-// over the warp, then, where KS warps split k, the group's slices added in slice order by its first warp
-// (`partial`: the block's shared [warps][M][R], unused when KS = 1). Returns false on the warps whose sums
-// went to their group's first warp, which have nothing to store. Contains __syncthreads when KS > 1.
 // The small-m kernels' weight stream (gemv.cu, fp8_gemv.cu): a warp's lane walks the 16-byte vectors
 // [v_begin + lane, v_end) of the warp's R weight rows, 32 apart, in rounds of kLoads vectors a row: a round's
 // streaming loads (read once, past L1 and L2) are all issued before use(v, w) takes its vectors one by one
@@ -95,6 +91,10 @@ __device__ __forceinline__ void stream_weight_rows(const uint4* const (&wrow)[R]
     }
 }
 
+// The small-m GEMMs' (gemv.cu, fp8_gemv.cu) reduction of a warp's partial dot products acc[m][r]: each summed
+// over the warp, then, where KS warps split k, the group's slices added in slice order by its first warp
+// (`partial`: the block's shared [warps][M][R], unused when KS = 1). Returns false on the warps whose sums
+// went to their group's first warp, which have nothing to store. Contains __syncthreads when KS > 1.
 template <int M, int R, int KS>
 __device__ __forceinline__ bool reduce_split_k(float (&acc)[M][R], float (*partial)[M][R], int warp,
                                                int slice, int lane) {

@@ -239,7 +239,7 @@ TEST_CASE("fp8_gemm against fp8_linear_reference, both scale paths, fp32 and bf1
 // Fast accumulation (Fp8GemmContext::set_fast_accum): the tensor cores keep about 14 bits of the running sum
 // in each addition (DeepSeek-V3 §3.3.2 measured this on Hopper), so an error of up to 2^-14 of the sum's
 // magnitude may enter at each of the k / 32 MMA steps: bound (k / 32) · 2^-14 of Σ|xq·wq|. Measured beside
-// the promoted path on the language model's k (5,120 to 20,480).
+// the promoted path at k = 1,024 and at the language model's k (5,120 to 20,480).
 TEST_CASE("fp8_gemm with fast accumulation against fp8_linear_reference, up to k = 20,480") {
     for (const bool fast : {false, true}) {
         cu::Fp8GemmContext ctx;

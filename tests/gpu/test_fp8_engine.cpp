@@ -319,7 +319,8 @@ TEST_CASE("FP8 accuracy on surf-tiny: teacher-forced decode, FP8 vs bf16 on the 
     CHECK(bf16_vs_fp32.top1() >= 0.95);  // the bf16 GPU path itself, for scale
 
     // The same windows as prefill steps: FP8 against bf16 on cuBLASLt's path, with bf16 products
-    // (GpuLimits::fp8_bf16_products, one more rounding of 2^-9 before the scales) and with fp32 ones, held to
+    // (GpuLimits::fp8_bf16_products, one more rounding of 2^-9 before the scales) and with fp32 ones, the
+    // sums promoted to fp32, and with bf16 products and fast accumulation (the engine's defaults), held to
     // the decode rows' rule. bf16 against fp32 products is a bf16-sized difference that the next layers' E4M3
     // steps turn into other codes, as GPU against CPU FP8 above: held to that rule.
     auto prefill_model = [](Quantize q, bool bf16_products, bool fast_accum = false) {

@@ -243,10 +243,7 @@ TEST_CASE("memory keeps notes, history and the last k screenshots") {
     CHECK(shots[1] == c);
 }
 
-TEST_CASE(
-    "the element list as prompt text: points in the module's convention, states, the task's named elements "
-    "and "
-    "controls kept first") {
+TEST_CASE("the element list as prompt text: module points, states, task-named elements and controls first") {
     std::vector<tools::PageElement> page = {
         {"the \"Shop\" heading", "", false, 0, 0, 200, 40},
         {"the \"Email\" field", "value \"ada\"", true, 100, 100, 200, 40},
