@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device call (`run` with carry [".deps"]): build the attention kernel test and bench_attention, run the test, then
+# Device call (`run` with carry [".deps/usr", ".deps/cutlass-include.tar.xz"]): build the attention kernel test and bench_attention, run the test, then
 # bench_attention over a matrix of kernels × cases.
 # KERNELS / CASES are space-separated (kernel names with their space written as '_': wgmma_128wt).
 set -uo pipefail

@@ -8,6 +8,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG_DIR="${LOG_DIR:-/tmp}"; mkdir -p "$LOG_DIR"
 D="$PWD/.deps"
+# CUTLASS's headers travel packed (a device call carries at most 64 MiB; scripts/fetch_gpu_deps.sh packs them).
+if [ ! -f "$D/cutlass/include/cutlass/cutlass.h" ] && [ -f "$D/cutlass-include.tar.xz" ]; then
+  mkdir -p "$D/cutlass" && tar xJf "$D/cutlass-include.tar.xz" -C "$D/cutlass"
+fi
 export PKG_CONFIG_PATH="$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
 extra=()
 if ! command -v pkg-config > /dev/null && [ -x "$D/usr/bin/pkgconf" ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Same-machine A/B of a change in one device call (`run` with carry [".deps", "ab_base"]). The base tree is this
+# Same-machine A/B of a change in one device call (`run` with carry [".deps/usr", ".deps/cutlass-include.tar.xz", "ab_base"]). The base tree is this
 # tree with every file under ab_base/ (same relative paths, e.g. ab_base/kernels/cuda/ssu.cu: the old version, from
 # `git show REV:path`) put in its place; ab_base/ is git-ignored, so it travels only when carried. Both trees build
 # TARGETS at once (build-gpu here, /tmp/ab_base/build-gpu there; BASE_TARGETS, when set, for the base tree), TESTS (gpu test binaries) run on the new tree,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call of choice (`run` with carry [".deps"]): build TARGETS, run TESTS (gpu test binaries), then
+# One device call of choice (`run` with carry [".deps/usr", ".deps/cutlass-include.tar.xz"]): build TARGETS, run TESTS (gpu test binaries), then
 # the APPS benchmark programs (no arguments), the APP_RUNS benchmark runs (';'-separated, with arguments), bench_step once per ';'-separated STEP_ARGS entry and
 # `surf bench serve` once per ';'-separated SERVE_ARGS entry (KTRACE=S: each under apps/bench/kernel_trace.cpp's CUPTI trace, its first S
 # seconds left out; add kernel_trace to TARGETS). Logs and a

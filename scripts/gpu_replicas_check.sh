@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call on a host with two GPUs (`run` with kind nvidia-h200-x2, carry [".deps"]): build bench_serve,
+# One device call on a host with two GPUs (`run` with kind nvidia-h200-x2, carry [".deps/usr", ".deps/cutlass-include.tar.xz"]): build bench_serve,
 # surf and the replica GPU test, run gpu_test_replicas_gpu, then the same workload on one GPU and on two:
 #   surf bench serve --gpus 0   --concurrency 100 ARGS
 #   surf bench serve --gpus 0,1 --concurrency 200 ARGS

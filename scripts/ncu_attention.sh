@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nsight Compute over one prefill-attention launch per kernel (device machine; `run` with carry [".deps"]):
+# Nsight Compute over one prefill-attention launch per kernel (device machine; `run` with carry [".deps/usr", ".deps/cutlass-include.tar.xz"]):
 # builds bench_attention (NO_BUILD=1 skips that), then profiles its 4th launch (after 3 warm-ups) of CASE on each of
 # KERNELS: speed of light, warp states and stall reasons, pipe utilisation (tensor = "shared" pipe, XU = SFU, FMA,
 # ALU), L2 and shared-memory traffic, occupancy. Reports under $OUT/ncu_attention_<case>_<kernel>.txt; the key

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Nsight Compute of the TMA decode attention (kernels/cuda/attention_decode_tma.cu) at two blocks an SM, as
-# `bench_attention --pair-green 56 --reps 3` launches it (device machine; `run` with carry [".deps"], after bench_attention is
+# `bench_attention --pair-green 56 --reps 3` launches it (device machine; `run` with carry [".deps/usr", ".deps/cutlass-include.tar.xz"], after bench_attention is
 # built in build-gpu): on every SM (the first table's "TMA, 2 blocks an SM" row), alone on a green context of 56 SMs, and on
 # those 56 beside the warp-specialized prefill on the other 76 (as the engine's mixed step runs it). Why: there it sets most
 # of the pair's time (docs/BENCHMARKS.md); what bounds it per SM (bytes in flight, the warps' tile chains,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nsight Compute over ranges a benchmark marks (device machine; `run` with carry [".deps"]):
+# Nsight Compute over ranges a benchmark marks (device machine; `run` with carry [".deps/usr", ".deps/cutlass-include.tar.xz"]):
 #   bash scripts/ncu_ranges.sh bench_attention --pair --reps 2 --profile-ranges
 #   bash scripts/ncu_ranges.sh bench_overlap --reps 3 --profile-ranges
 # Builds the target (NO_BUILD=1 skips that), then runs it under application-range replay: each cudaProfilerStart / Stop

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Nsight Compute of an SSD scan kernel on `bench_kernels --ssd-only`'s 924-token case (device machine; `run` with
-# carry [".deps"], after bench_kernels is built in build-gpu): speed of light, warp states and stall reasons,
+# carry [".deps/usr", ".deps/cutlass-include.tar.xz"], after bench_kernels is built in build-gpu): speed of light, warp states and stall reasons,
 # source counters, occupancy. Each run of that section times the wgmma-where-available scan, then mma.sync, 12
 # launches each (2 warm-ups): the 924-token case is the 3rd launch set of ssd_wgmma (skip 26, the default) and the
 # 9th of ssd_fused (KERNEL=ssd_fused SKIP=98).

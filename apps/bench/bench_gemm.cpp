@@ -5,7 +5,8 @@
 // engine uses (bias, GELU, fp32 residual accumulate). Weights rotate over copies together larger than the L2,
 // as 32 or 62 layers' weights do. Median of --reps launches each. A second table runs the language model's
 // shapes in FP8 E4M3 (per-row activation and per-channel weight scales, as `--quantize fp8`): the activation
-// quantization pass and cuBLASLt with its fp32 scratch and epilogue pass, against the bf16 GEMM. Usage:
+// quantization pass and cuBLASLt with its scratch and epilogue pass, and CUTLASS with the scales in its
+// epilogue (each config), against the bf16 GEMM. Usage:
 // bench_gemm [--reps 20]
 #include <algorithm>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #ifdef SURF_HAVE_CUDA
 #include "apps/bench/bench_ceilings.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fp8_cutlass.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/random_fill.h"
 
@@ -158,11 +160,24 @@ void bench_fp8_case(const Case& c, int reps) {
         return p;
     };
     const double quant = median_us([&](int) { cu::quantize_e4m3(qx, nullptr); }, reps);
-    cu::Fp8GemmContext lt;
-    lt.set_autotune(true);
-    for (int i = 0; i < 3; ++i) cu::fp8_gemm(lt, params(i), nullptr);  // tuned on the third use
     const double flops = 2.0 * c.m * c.n * c.k;
-    const double lt_us = median_us([&](int i) { cu::fp8_gemm(lt, params(i), nullptr); }, reps);
+    // cuBLASLt (tuned) with its epilogue pass, then each CUTLASS config where it takes the shape (0: not).
+    auto fp8_us = [&](cu::Fp8GemmContext::Cutlass mode, int config) {
+        cu::Fp8GemmContext ctx8;
+        ctx8.set_autotune(true);
+        ctx8.set_cutlass(mode, config);
+        for (int i = 0; i < 3; ++i) cu::fp8_gemm(ctx8, params(i), nullptr);  // tuned on the third use
+        return median_us([&](int i) { cu::fp8_gemm(ctx8, params(i), nullptr); }, reps);
+    };
+    const double lt_us = fp8_us(cu::Fp8GemmContext::Cutlass::kNever, 0);
+    const bool cutlass = cu::fp8_cutlass::supports(params(0), c.n);
+    double best_us = lt_us;
+    std::string cutlass_cells;
+    for (int config = 0; config < cu::fp8_cutlass::kConfigs; ++config) {
+        const double us = cutlass ? fp8_us(cu::Fp8GemmContext::Cutlass::kAlways, config) : 0.0;
+        cutlass_cells += " " + (cutlass ? time_cell(us, flops) : std::string("—")) + " |";
+        if (cutlass) best_us = std::min(best_us, us);
+    }
     // The bf16 GEMM of the same shape (weights rotating as above).
     auto* wbf = static_cast<cu::bf16*>(dalloc(w_elems * 2 * 2));
     fill(wbf, w_elems * 2, 0.05f, 3);
@@ -183,9 +198,10 @@ void bench_fp8_case(const Case& c, int reps) {
     };
     for (int i = 0; i < 3; ++i) cu::gemm(ctx, bf16_params(i), nullptr);
     const double bf16_us = median_us([&](int i) { cu::gemm(ctx, bf16_params(i), nullptr); }, reps);
-    std::printf("| %s | %lld × %lld × %lld | %s | %.1f | %s | %.3f |\n", c.name, static_cast<long long>(c.m),
-                static_cast<long long>(c.n), static_cast<long long>(c.k), time_cell(bf16_us, flops).c_str(),
-                quant, time_cell(lt_us, flops).c_str(), (lt_us + quant) / bf16_us);
+    std::printf("| %s | %lld × %lld × %lld | %s | %.1f | %s |%s %.3f | %.3f |\n", c.name,
+                static_cast<long long>(c.m), static_cast<long long>(c.n), static_cast<long long>(c.k),
+                time_cell(bf16_us, flops).c_str(), quant, time_cell(lt_us, flops).c_str(), cutlass_cells.c_str(),
+                (lt_us + quant) / bf16_us, (best_us + quant) / bf16_us);
     std::fflush(stdout);
     for (auto* p : w) SURF_CUDA_CHECK(cudaFree(p));
     for (auto* p : ws) SURF_CUDA_CHECK(cudaFree(p));
@@ -246,10 +262,12 @@ int main(int argc, char** argv) {
         "ours / cuBLASLt |\n|---|---|---|---|---|---|---|---|\n");
     for (const Case& c : cases) bench_case(c, reps);
     std::printf(
-        "\nFP8 E4M3 (per-row activation, per-channel weight scales): µs (TFLOP/s)\n\n| GEMM | m × n × k | "
-        "bf16 "
-        "cuBLASLt | quantize x µs | FP8 cuBLASLt + epilogue pass | (FP8 + quantize) / bf16 |\n"
-        "|---|---|---|---|---|---|\n");
+        "\nFP8 E4M3 (per-row activation, per-channel weight scales): µs (TFLOP/s); CUTLASS configs as "
+        "fp8_cutlass.h's (— where it does not take the shape)\n\n| GEMM | m × n × k | bf16 cuBLASLt | quantize x "
+        "µs | FP8 cuBLASLt + epilogue pass | CUTLASS %s | %s | %s | %s | (cuBLASLt FP8 + quantize) / bf16 | "
+        "(best FP8 + quantize) / bf16 |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+        cu::fp8_cutlass::config_name(0), cu::fp8_cutlass::config_name(1), cu::fp8_cutlass::config_name(2),
+        cu::fp8_cutlass::config_name(3));
     for (const Case& c : cases) {
         if (std::strncmp(c.name, "vit.", 4) != 0 && std::strncmp(c.name, "projector", 9) != 0)
             bench_fp8_case(c, reps);

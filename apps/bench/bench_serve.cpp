@@ -85,7 +85,11 @@ std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
            (L.fp8_fused_quantize ? "quantized by their producers where they can"
                                  : "quantized in a pass of their own") +
            "; FP8 GEMM products " + (L.fp8_bf16_products ? "bf16" : "fp32") + " before the scales" +
-           (L.fp8_fast_accum ? ", fast accumulation" : ", accumulation promoted to fp32");
+           (L.fp8_fast_accum ? ", fast accumulation" : ", accumulation promoted to fp32") +
+           "; CUTLASS FP8 GEMM " +
+           (!surf::kernels::cuda::Fp8GemmContext::cutlass_available() ? "not built"
+            : L.fp8_cutlass                                          ? "tuned beside cuBLASLt"
+                                                                     : "off");
 }
 
 std::shared_ptr<const Image> random_screenshot(int w, int h, uint64_t seed) {

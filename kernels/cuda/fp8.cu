@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cuda/fp8_common.cuh"
+#include "kernels/cuda/fp8_cutlass.h"
 
 namespace surf::kernels::cuda {
 
@@ -272,6 +273,7 @@ struct Fp8Plan {
     bool tuned = false;
     bool epilogue = false;  // unit scales into the scratch, then fp8_epilogue_kernel
     bool acc_bf16 = false;  // the epilogue path's scratch in bf16
+    int cutlass = -1;       // the fp8_cutlass config this shape runs on; -1: cuBLASLt
 };
 
 // m, n, k, ldy, y dtype, beta ≠ 0, y's alignment.
@@ -293,7 +295,9 @@ struct Fp8GemmContext::Impl {
     std::map<Fp8Key, Fp8Plan> plans;
     bool autotune = false, tune_first_use = false, force_epilogue = false, small_m = true, acc_bf16 = false;
     bool fast_accum = false;
-    int64_t epilogue_plans = 0;
+    Fp8GemmContext::Cutlass cutlass = Fp8GemmContext::Cutlass::kTuned;
+    int cutlass_config = 0;  // kAlways's
+    int64_t epilogue_plans = 0, cutlass_plans = 0;
     // [m, n] fp32 or bf16: the epilogue path's GEMM output. A larger shape takes a new buffer and the old one
     // stays allocated until the context goes: decode graphs captured earlier still write to it.
     void* acc = nullptr;
@@ -301,6 +305,8 @@ struct Fp8GemmContext::Impl {
     std::vector<void*> retired;
     void* scratch = nullptr;  // tuning output
     size_t scratch_bytes = 0;
+    void* y_scratch = nullptr;  // tuning's y when whole ways (matmul + epilogue, CUTLASS) are timed
+    size_t y_scratch_bytes = 0;
     cudaEvent_t ev[kMaxCandidates + 2] = {};
 
     static void* grow(void*& buf, size_t& have, size_t bytes) {
@@ -327,7 +333,7 @@ Fp8GemmContext::~Fp8GemmContext() {
         cublasLtMatrixLayoutDestroy(plan.d);
         cublasLtMatmulDescDestroy(plan.op);
     }
-    for (void* b : {impl_->workspace, impl_->acc, impl_->scratch}) {
+    for (void* b : {impl_->workspace, impl_->acc, impl_->scratch, impl_->y_scratch}) {
         if (b) cudaFree(b);
     }
     for (void* b : impl_->retired) cudaFree(b);
@@ -357,6 +363,14 @@ void Fp8GemmContext::set_bf16_products(bool on) {
 void Fp8GemmContext::set_fast_accum(bool on) {
     SURF_CHECK(impl_->plans.empty(), "Fp8GemmContext::set_fast_accum: after the first GEMM");
     impl_->fast_accum = on;
+void Fp8GemmContext::set_cutlass(Cutlass mode, int config) {
+    SURF_CHECK(config >= 0 && config < fp8_cutlass::kConfigs, "Fp8GemmContext::set_cutlass: config ", config,
+               " (0 to ", fp8_cutlass::kConfigs - 1, ")");
+    impl_->cutlass = mode;
+    impl_->cutlass_config = config;
+}
+bool Fp8GemmContext::cutlass_available() {
+    return fp8_cutlass::available();
 }
 
 int64_t Fp8GemmContext::planned() const {
@@ -364,6 +378,9 @@ int64_t Fp8GemmContext::planned() const {
 }
 int64_t Fp8GemmContext::epilogue_planned() const {
     return impl_->epilogue_plans;
+}
+int64_t Fp8GemmContext::cutlass_planned() const {
+    return impl_->cutlass_plans;
 }
 
 namespace {
@@ -518,6 +535,12 @@ void run_cublaslt(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams
 
 constexpr int kTimedRuns = 2;
 
+void create_events(Fp8GemmContext::Impl& impl) {
+    if (!impl.ev[0]) {
+        for (cudaEvent_t& e : impl.ev) SURF_CUDA_CHECK(cudaEventCreate(&e));
+    }
+}
+
 // Times the cuBLASLt candidates (outputs to `out`) and keeps the fastest.
 void pick_candidate(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, void* out,
                     cudaStream_t stream) {
@@ -550,14 +573,66 @@ void tune_plan(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p
     if (capturing != cudaStreamCaptureStatusNone) return;
     plan.tuned = true;
     if (plan.n_candidates <= 1) return;
-    if (!impl.ev[0]) {
-        for (cudaEvent_t& e : impl.ev) SURF_CUDA_CHECK(cudaEventCreate(&e));
-    }
+    create_events(impl);
     const size_t bytes = static_cast<size_t>(p.m * (plan.epilogue ? p.n : ldy)) *
                          (plan.acc_bf16 ? 2 : (plan.epilogue || p.y_dtype == DType::kF32 ? 4 : 2));
     void* out = Fp8GemmContext::Impl::grow(impl.scratch, impl.scratch_bytes, bytes);
     SURF_CUDA_CHECK(cudaMemsetAsync(out, 0, bytes, stream));
     pick_candidate(impl, plan, p, out, stream);
+}
+
+// Times the plan's cuBLASLt way whole (matmul, then the epilogue pass) against each CUTLASS config on a scratch
+// y, and runs the shape on the fastest from now on.
+void pick_cutlass(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy,
+                  cudaStream_t stream) {
+    Fp8GemmParams t = p;
+    const size_t y_bytes = static_cast<size_t>(p.m * ldy) * dtype_size(p.y_dtype);
+    t.y = Fp8GemmContext::Impl::grow(impl.y_scratch, impl.y_scratch_bytes, y_bytes);
+    SURF_CUDA_CHECK(cudaMemsetAsync(t.y, 0, y_bytes, stream));
+    constexpr int kWays = 1 + fp8_cutlass::kConfigs;  // way 0: cuBLASLt; way c + 1: config c
+    static_assert(kWays + 1 <= kMaxCandidates + 2, "one event per way and one before");
+    create_events(impl);
+    auto run_way = [&](int way) {
+        if (way == 0) {
+            run_cublaslt(impl, plan, t, ldy, stream);
+            return true;
+        }
+        return fp8_cutlass::run(way - 1, t, ldy, impl.workspace, impl.workspace_bytes, stream);
+    };
+    bool ok[kWays] = {};
+    for (int w = 0; w < kWays; ++w) ok[w] = run_way(w);  // warm-up, and which configs take the shape
+    SURF_CUDA_CHECK(cudaEventRecord(impl.ev[0], stream));
+    for (int w = 0; w < kWays; ++w) {
+        for (int r = 0; r < kTimedRuns && ok[w]; ++r) run_way(w);
+        SURF_CUDA_CHECK(cudaEventRecord(impl.ev[w + 1], stream));
+    }
+    SURF_CUDA_CHECK(cudaEventSynchronize(impl.ev[kWays]));
+    float best = std::numeric_limits<float>::infinity();
+    int chosen = 0;
+    for (int w = 0; w < kWays; ++w) {
+        float ms = 0;
+        SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, impl.ev[w], impl.ev[w + 1]));
+        if (ok[w] && ms < best) best = ms, chosen = w;
+    }
+    plan.cutlass = chosen - 1;
+    if (plan.cutlass >= 0) ++impl.cutlass_plans;
+}
+
+// A new shape takes CUTLASS where a tuned shape of the same n, k, y and ⌈m / 64⌉ runs on it (its tile counts
+// along m are the same): mixed steps' row counts vary by a few rows from step to step, and each would
+// otherwise run its first uses on cuBLASLt and then stall the step for its own tuning.
+void take_bucket_choice(Fp8GemmContext::Impl& impl, const Fp8Key& key, Fp8Plan& plan) {
+    if (impl.cutlass != Fp8GemmContext::Cutlass::kTuned) return;
+    auto bucket = [](int64_t m) { return (m + 63) / 64; };
+    for (const auto& [other, tuned] : impl.plans) {
+        Fp8Key same = other;
+        std::get<0>(same) = std::get<0>(key);
+        if (same == key && tuned.tuned && tuned.cutlass >= 0 && bucket(std::get<0>(other)) == bucket(std::get<0>(key))) {
+            plan.cutlass = tuned.cutlass, plan.tuned = true;
+            ++impl.cutlass_plans;
+            return;
+        }
+    }
 }
 
 Fp8Plan& plan_for(Fp8GemmContext::Impl& impl, const Fp8GemmParams& p, int64_t ldy) {
@@ -578,6 +653,7 @@ Fp8Plan& plan_for(Fp8GemmContext::Impl& impl, const Fp8GemmParams& p, int64_t ld
         SURF_CHECK(made, "fp8_gemm: cuBLASLt has no E4M3 algorithm for m ", p.m, " n ", p.n, " k ", p.k);
         ++impl.epilogue_plans;
     }
+    take_bucket_choice(impl, key, plan);
     return impl.plans.emplace(key, plan).first->second;
 }
 
@@ -602,10 +678,20 @@ void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream) 
         if (p.fp8_out.q) quantize_output(p, ldy, stream);
         return;
     }
+    if (impl.cutlass == Fp8GemmContext::Cutlass::kAlways && fp8_cutlass::supports(p, ldy)) {
+        SURF_CHECK(fp8_cutlass::run(impl.cutlass_config, p, ldy, impl.workspace, impl.workspace_bytes, stream),
+                   "fp8_gemm: CUTLASS config ", impl.cutlass_config, " refused m ", p.m, " n ", p.n, " k ", p.k);
+        return;
+    }
     Fp8Plan& plan = plan_for(impl, p, ldy);
     if (!plan.tuned &&
-        ++plan.uses >= (p.m <= kTuneOnFirstUseRows || impl.tune_first_use ? 1 : kTuneAfterUses))
+        ++plan.uses >= (p.m <= kTuneOnFirstUseRows || impl.tune_first_use ? 1 : kTuneAfterUses)) {
         tune_plan(impl, plan, p, ldy, stream);
+        if (plan.tuned && impl.cutlass == Fp8GemmContext::Cutlass::kTuned && fp8_cutlass::supports(p, ldy))
+            pick_cutlass(impl, plan, p, ldy, stream);
+    }
+    if (plan.cutlass >= 0 && fp8_cutlass::run(plan.cutlass, p, ldy, impl.workspace, impl.workspace_bytes, stream))
+        return;
     run_cublaslt(impl, plan, p, ldy, stream);
 }
 

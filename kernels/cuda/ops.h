@@ -221,10 +221,11 @@ struct Fp8GemmParams {
     Fp8RowOut fp8_out;  // y's rows quantized (bf16 y only); fused into the epilogue path's kernel
 };
 
-// The FP8 GEMM's cuBLASLt state: handle, workspace, a plan per shape. cuBLASLt applies the two scale vectors
+// The FP8 GEMM's state: cuBLASLt handle, workspace, a plan per shape. cuBLASLt applies the two scale vectors
 // itself (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, cuBLAS ≥ 12.9 on Hopper); where it offers no algorithm
 // for a shape that way (every shape on sm_90 with cuBLAS 13.1), that shape runs with unit scales into a
-// scratch (fp32, or bf16 per set_bf16_products) and an epilogue kernel applies scales, beta and activation.
+// scratch (fp32, or bf16 per set_bf16_products) and an epilogue kernel applies scales, beta and activation,
+// or, where tuning finds it faster, on CUTLASS's kernel with the scales in its epilogue (set_cutlass).
 // Autotuning as GemmContext's (candidates timed on first use up to 128 rows, after 3 uses above, never while
 // capturing). Rows of ≤ 4 go to fp8_gemv. Not thread-safe.
 class Fp8GemmContext {
@@ -247,9 +248,18 @@ public:
     // k-steps. Faster; its error grows with k, since the tensor cores keep fewer bits in each addition than
     // fp32 (gpu_test_fp8 measures it up to k = 20,480). Before the first GEMM.
     void set_fast_accum(bool on);
-    // Shapes planned so far, and how many of them run the epilogue path.
+    // CUTLASS's FP8 GEMM with the scales in its own epilogue (fp8_cutlass.h), where it is built and takes the
+    // shape (a bf16 y, or an fp32 residual y with beta 1; no activation or FP8 output): kTuned (default) times
+    // its configs beside cuBLASLt's matmul + epilogue pass whenever such a shape is tuned (with autotuning
+    // only) and keeps the fastest; kAlways runs config `config` on every shape it takes (tests); kNever not at
+    // all.
+    enum class Cutlass { kTuned, kAlways, kNever };
+    void set_cutlass(Cutlass mode, int config = 0);
+    static bool cutlass_available();  // built with CUTLASS's headers
+    // Shapes planned so far, how many of them run the epilogue path, and how many run on CUTLASS.
     int64_t planned() const;
     int64_t epilogue_planned() const;
+    int64_t cutlass_planned() const;
 
     struct Impl;
     Impl* impl() { return impl_.get(); }

@@ -66,6 +66,8 @@ public:
             stats_.warm_up_seconds =
                 model_->warm_up(std::min(options_.prefill_chunk, L.max_tokens), options_.warm_up_row_buckets);
             stats_.warm_up_notes = model_->attention_split_report();
+            if (const std::string fp8 = model_->fp8_gemm_report(); !fp8.empty())
+                stats_.warm_up_notes += (stats_.warm_up_notes.empty() ? "" : "; ") + fp8;
         }
         if (cfg.has_vision) {
             std::vector<std::vector<int64_t>> passes = options_.warm_up_vision_batches;

@@ -93,6 +93,8 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
         fp8_gemm_->set_small_m_kernel(limits_.small_m_kernel);
         fp8_gemm_->set_bf16_products(limits_.fp8_bf16_products);
         fp8_gemm_->set_fast_accum(limits_.fp8_fast_accum);
+        fp8_gemm_->set_cutlass(limits_.fp8_cutlass ? kc::Fp8GemmContext::Cutlass::kTuned
+                                                   : kc::Fp8GemmContext::Cutlass::kNever);
     }
     vision_stream_ = prioritised_stream(limits_.vision_stream_priority);
     vision_events_.assign(32, nullptr);
@@ -141,6 +143,16 @@ std::vector<kc::GemmContext::TuneRecord> GpuModel::gemm_tune_log() const {
     const auto& vision = vision_gemm_->tune_log();
     log.insert(log.end(), vision.begin(), vision.end());
     return log;
+}
+
+std::string GpuModel::fp8_gemm_report() const {
+    if (!fp8_gemm_) return "";
+    const int64_t n = fp8_gemm_->planned(), cutlass = fp8_gemm_->cutlass_planned();
+    return "FP8 GEMM shapes planned: " + std::to_string(n) + " (" +
+           std::to_string(fp8_gemm_->epilogue_planned()) + " with cuBLASLt's epilogue pass), " +
+           std::to_string(cutlass) + " of them on CUTLASS" +
+           (kc::Fp8GemmContext::cutlass_available() ? "" : " (not built)") +
+           "; rows of at most 4 on fp8_gemv";
 }
 
 std::pair<int64_t, double> GpuModel::gemm_tune_totals() const {

@@ -76,6 +76,9 @@ struct GpuSetup {
     // it: faster, with an accumulation error that grows with k yet stays far below E4M3's own steps (measured
     // in docs/BENCHMARKS.md, FP8 accuracy); false promotes the sums into fp32 every few k-steps.
     bool fp8_fast_accum = true;
+    // FP8 GEMMs: CUTLASS's kernel with the scales in its epilogue timed beside cuBLASLt's matmul + epilogue
+    // pass when a shape is tuned, the faster kept (Fp8GemmContext::set_cutlass; builds with CUTLASS only).
+    bool fp8_cutlass = true;
 };
 
 // How each step runs; GpuModel::set_step_options changes them between steps. Decode graphs keep the settings
@@ -227,6 +230,8 @@ public:
     std::vector<kc::GemmContext::TuneRecord> gemm_tune_log() const;
     // How many GEMM shapes have been tuned and the GPU seconds their tuning runs took (both contexts).
     std::pair<int64_t, double> gemm_tune_totals() const;
+    // One line on the FP8 GEMM shapes planned so far and how they run ("" without FP8).
+    std::string fp8_gemm_report() const;
     // [rows, vocab] fp32 on the device, rows logits_stride() apart (the vocabulary rounded up to 64 so the
     // lm_head GEMM writes aligned rows; a vocabulary of 131,075 would otherwise force 4-byte-aligned
     // kernels).

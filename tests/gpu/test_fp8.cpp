@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/cpu/fp8.h"
+#include "kernels/cuda/fp8_cutlass.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace cpu = surf::kernels::cpu;
@@ -257,6 +258,39 @@ TEST_CASE("fp8_gemm with fast accumulation against fp8_linear_reference, up to k
                     << bound << ")");
         }
     }
+}
+
+TEST_CASE("fp8_gemm on each CUTLASS config (scales in its epilogue) against fp8_linear_reference") {
+    REQUIRE(cu::Fp8GemmContext::cutlass_available());  // GPU builds carry .deps/cutlass
+    for (int config = 0; config < cu::fp8_cutlass::kConfigs; ++config) {
+        cu::Fp8GemmContext ctx;
+        ctx.set_autotune(true);
+        ctx.set_small_m_kernel(false);
+        ctx.set_cutlass(cu::Fp8GemmContext::Cutlass::kAlways, config);  // every shape it takes
+        std::mt19937 rng(90 + config);
+        for (int64_t m : {1, 3, 64, 130, 300, 1100}) {
+            run_gemm_case(ctx, {m, 200, 1024, cu::DType::kF32, true, false, 0}, rng);  // residual, n % 8 ≠ 0
+            run_gemm_case(ctx, {m, 384, 256, cu::DType::kBF16, false, false, 0}, rng);
+            run_gemm_case(ctx, {m, 520, 272, cu::DType::kBF16, false, false, 0}, rng);  // k % 128 ≠ 0
+            run_gemm_case(ctx, {m, 128, 512, cu::DType::kBF16, false, false, 192}, rng);  // y's columns of 192
+            run_gemm_case(ctx, {m, 196, 256, cu::DType::kF32, true, false, 200}, rng);
+            // not CUTLASS's (fp32 without residual, ReLU²): cuBLASLt plans
+            run_gemm_case(ctx, {m, 256, 512, cu::DType::kF32, false, false, 0}, rng);
+            run_gemm_case(ctx, {m, 512, 768, cu::DType::kBF16, false, true, 0}, rng);
+        }
+        MESSAGE(cu::fp8_cutlass::config_name(config) << ": " << ctx.planned() << " cuBLASLt plans");
+        CHECK(ctx.planned() == 12);  // only the two shapes CUTLASS does not take, at each m
+    }
+    // Tuned: each shape CUTLASS takes runs on whichever way (cuBLASLt + epilogue pass, or a config) is fastest.
+    cu::Fp8GemmContext ctx;
+    ctx.set_autotune(true);
+    ctx.set_small_m_kernel(false);
+    std::mt19937 rng(95);
+    for (int64_t m : {64, 1100}) {
+        run_gemm_case(ctx, {m, 1024, 2048, cu::DType::kBF16, false, false, 0}, rng);
+        run_gemm_case(ctx, {m, 1024, 2048, cu::DType::kF32, true, false, 0}, rng);
+    }
+    MESSAGE("tuned: " << ctx.cutlass_planned() << " of " << ctx.planned() << " shapes on CUTLASS");
 }
 
 TEST_CASE("fp8_gemv (decode rows, m ≤ 4) against fp8_linear_reference, k split or not") {
