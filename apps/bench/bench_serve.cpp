@@ -88,8 +88,9 @@ std::string attention_kernels(const surf::model::cuda::GpuLimits& L) {
            (L.fp8_fast_accum ? ", fast accumulation" : ", accumulation promoted to fp32") +
            "; CUTLASS FP8 GEMM " +
            (!surf::kernels::cuda::Fp8GemmContext::cutlass_available() ? "not built"
-            : L.fp8_cutlass                                          ? "tuned beside cuBLASLt"
-                                                                     : "off");
+            : L.fp8_cutlass                                           ? "tuned beside cuBLASLt"
+                                                                      : "off") +
+           "; vision tower " + (L.vit_fp8 ? "FP8" : "bf16");
 }
 
 std::shared_ptr<const Image> random_screenshot(int w, int h, uint64_t seed) {

@@ -64,6 +64,7 @@ struct Options {
     int fp8_bf16_products = -1;                         // GpuLimits::fp8_bf16_products
     int fp8_fast_accum = -1;                            // GpuLimits::fp8_fast_accum
     int fp8_cutlass = -1;                               // GpuLimits::fp8_cutlass
+    int vit_fp8 = -1;                                   // GpuLimits::vit_fp8
     int64_t vision_min_tiles = 0, vision_max_wait = 2;  // CudaEngineOptions: vision batches across steps
     bool warm_vision = false;  // warm-up tunes the vision passes of 1 .. vision-batch tiles of screenshots
                                // (instead of every tile count)
@@ -131,7 +132,7 @@ inline constexpr const char* kUsage =
     "                   [--gemm-wgmma 0|1] [--gemm-wgmma-relu2 0|1] [--tail-logit-rows 0|1] "
     "[--tail-gate 0|1] [--pdl 0|1] [--gemv-k-split 0|1|2|4|8] [--issue-ahead 0|1]\n"
     "                   [--fp8-fused-quantize 0|1] [--fp8-bf16-products 0|1] [--fp8-fast-accum 0|1]\n"
-    "                   [--fp8-fused-quantize 0|1] [--fp8-bf16-products 0|1] [--fp8-cutlass 0|1]\n"
+    "                   [--fp8-cutlass 0|1] [--vit-fp8 0|1]\n"
     "                   [--vision-min-tiles N [--vision-max-wait STEPS]] [--warm-vision] "
     "[--warm-vision-tile-counts 0|1] [--no-warm-row-buckets]\n"
     "                   [--hf-baseline BATCH [--hf-baseline-steps 2]] [--gpus 0,1]\n";
@@ -188,6 +189,7 @@ inline std::vector<surf::bench::Flag> flag_table(Options& o) {
             int_flag("--fp8-bf16-products", o.fp8_bf16_products),
             int_flag("--fp8-fast-accum", o.fp8_fast_accum),
             int_flag("--fp8-cutlass", o.fp8_cutlass),
+            int_flag("--vit-fp8", o.vit_fp8),
             int64_flag("--vision-min-tiles", o.vision_min_tiles),
             int64_flag("--vision-max-wait", o.vision_max_wait),
             switch_flag("--warm-vision", o.warm_vision, true),
@@ -242,6 +244,7 @@ inline void check_ranges(const Options& o) {
     check_range("--fp8-bf16-products", o.fp8_bf16_products, 0, 1);
     check_range("--fp8-fast-accum", o.fp8_fast_accum, 0, 1);
     check_range("--fp8-cutlass", o.fp8_cutlass, 0, 1);
+    check_range("--vit-fp8", o.vit_fp8, 0, 1);
     check_range("--pdl", o.pdl, 0, 1);
     check_range("--gemv-k-split", o.gemv_k_split, 0, 8);
 }
@@ -339,6 +342,7 @@ inline void apply_knobs(const Options& o, cuda::GpuLimits& L) {
     if (o.fp8_bf16_products >= 0) L.fp8_bf16_products = o.fp8_bf16_products == 1;
     if (o.fp8_fast_accum >= 0) L.fp8_fast_accum = o.fp8_fast_accum == 1;
     if (o.fp8_cutlass >= 0) L.fp8_cutlass = o.fp8_cutlass == 1;
+    if (o.vit_fp8 >= 0) L.vit_fp8 = o.vit_fp8 == 1;
     L.ssm_state = o.bf16_state ? surf::kernels::cuda::DType::kBF16 : surf::kernels::cuda::DType::kF32;
     if (o.state_split >= 0) L.ssm_state_split = o.state_split == 1;
 }

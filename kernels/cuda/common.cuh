@@ -31,6 +31,12 @@ __device__ __forceinline__ bf16 from_float<bf16>(float v) {
     return __float2bfloat16_rn(v);
 }
 
+// GemmActivation::kGeluTanh's function (ops.h): 0.5·v·(1 + tanh(√(2/π)·(v + 0.044715·v³))).
+__device__ __forceinline__ float gelu_tanh(float v) {
+    const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+    return 0.5f * v * (1.0f + tanhf(u));
+}
+
 // Eight bf16 (one 16-byte load) to fp32; exact: the bf16 bits are the high half of the fp32 bits (the low
 // element in the low half of each 32-bit word).
 __device__ __forceinline__ void unpack_bf16x8(const uint4& raw, float (&v)[8]) {

@@ -115,21 +115,36 @@ __device__ __forceinline__ void load_acc4(const bf16* acc, int64_t i, float (&a)
     a[2] = __uint_as_float(v.y << 16), a[3] = __uint_as_float(v.y & 0xffff0000u);
 }
 
-// y = acc · x_scale[m] · w_scale[n] + beta · y, rounded to Y, then ReLU² on the rounded value (gemm()'s).
-// Rows over blockIdx.y (grid-strided), columns over the block: four consecutive columns a thread where n,
-// ldy and the pointers allow vector accesses (kVec4), else one.
+// The activation of an output (gemm()'s): GELU on the fp32 value; ReLU² on the value rounded to Y.
+template <typename Y>
+__device__ __forceinline__ float activate(float v, GemmActivation act) {
+    if (act == GemmActivation::kGeluTanh) return detail::gelu_tanh(v);
+    if (act == GemmActivation::kReluSquared) {
+        const float r = fmaxf(detail::to_float(detail::from_float<Y>(v)), 0.0f);
+        return r * r;
+    }
+    return v;
+}
+
+// y = act(acc · x_scale[m] · w_scale[n] + bias[n] + beta · y), rounded to Y. Rows over blockIdx.y
+// (grid-strided), columns over the block: four consecutive columns a thread where n, ldy and the pointers
+// allow vector accesses (kVec4), else one.
 template <typename Y, bool kVec4, typename Acc>
-__global__ void fp8_epilogue_kernel(const Acc* acc, Fp8GemmParams p, int64_t ldy, bool relu2) {
+__global__ void fp8_epilogue_kernel(const Acc* acc, Fp8GemmParams p, int64_t ldy) {
     detail::pdl_prologue();
     constexpr int kPer = kVec4 ? 4 : 1;
     const int64_t col0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kPer;
     if (col0 >= p.n) return;
-    float ws[kPer];
+    float ws[kPer], bias[kPer] = {};
     if constexpr (kVec4) {
         const float4 w4 = *reinterpret_cast<const float4*>(p.w_scale + col0);
         ws[0] = w4.x, ws[1] = w4.y, ws[2] = w4.z, ws[3] = w4.w;
     } else {
         ws[0] = p.w_scale[col0];
+    }
+    if (p.bias) {
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) bias[e] = detail::to_float(static_cast<const Y*>(p.bias)[col0 + e]);
     }
     for (int64_t row = blockIdx.y; row < p.m; row += gridDim.y) {
         const float xs = p.x_scale[row];
@@ -146,12 +161,9 @@ __global__ void fp8_epilogue_kernel(const Acc* acc, Fp8GemmParams p, int64_t ldy
         }
 #pragma unroll
         for (int e = 0; e < kPer; ++e) {
-            v[e] = a[e] * xs * ws[e];
+            v[e] = a[e] * xs * ws[e] + bias[e];
             if (p.beta != 0.0f) v[e] += p.beta * detail::to_float(old[e]);
-            if (relu2) {
-                const float r = fmaxf(detail::to_float(detail::from_float<Y>(v[e])), 0.0f);
-                v[e] = r * r;
-            }
+            v[e] = activate<Y>(v[e], p.activation);
         }
         if constexpr (kVec4 && std::is_same_v<Y, float>) {
             *reinterpret_cast<float4*>(y) = make_float4(v[0], v[1], v[2], v[3]);
@@ -174,7 +186,7 @@ __global__ void fp8_epilogue_kernel(const Acc* acc, Fp8GemmParams p, int64_t ldy
 constexpr int kRowThreads = 512;
 constexpr int kRowChunks = 12;  // rows up to 24,576 columns
 
-template <bool kRelu2, typename Acc>
+template <typename Acc>
 __global__ void __launch_bounds__(kRowThreads)
     fp8_epilogue_rows_kernel(const Acc* acc, Fp8GemmParams p, int64_t ldy) {
     detail::pdl_prologue();
@@ -196,6 +208,12 @@ __global__ void __launch_bounds__(kRowThreads)
         const float4 ws = w4[c];
         v[j][0] = a[0] * xs * ws.x, v[j][1] = a[1] * xs * ws.y, v[j][2] = a[2] * xs * ws.z,
         v[j][3] = a[3] * xs * ws.w;
+        if (p.bias) {
+            float b[4];
+            load_acc4(static_cast<const bf16*>(p.bias), int64_t{c} * 4, b);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) v[j][e] += b[e];
+        }
         if (p.beta != 0.0f) {
             float o[4];
             load_acc4(static_cast<const bf16*>(p.y) + row * ldy, int64_t{c} * 4, o);
@@ -204,11 +222,7 @@ __global__ void __launch_bounds__(kRowThreads)
         }
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            if (kRelu2) {
-                const float r = fmaxf(detail::bf16_rounded(v[j][e]), 0.0f);
-                v[j][e] = r * r;
-            }
-            v[j][e] = detail::bf16_rounded(v[j][e]);
+            v[j][e] = detail::bf16_rounded(activate<bf16>(v[j][e], p.activation));
             amax = fmaxf(amax, fabsf(v[j][e]));
         }
         if (p.fp8_out.keep_y)
@@ -276,8 +290,8 @@ struct Fp8Plan {
     int cutlass = -1;       // the fp8_cutlass config this shape runs on; -1: cuBLASLt
 };
 
-// m, n, k, ldy, y dtype, beta ≠ 0, y's alignment.
-using Fp8Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, int>;
+// m, n, k, ldy, y dtype, beta ≠ 0, y's alignment, activation + 8 with a bias.
+using Fp8Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, int, int>;
 
 int alignment_of(const void* ptr, int64_t ld, size_t elem) {
     uint64_t v = reinterpret_cast<uint64_t>(ptr) | static_cast<uint64_t>(ld * static_cast<int64_t>(elem));
@@ -363,6 +377,7 @@ void Fp8GemmContext::set_bf16_products(bool on) {
 void Fp8GemmContext::set_fast_accum(bool on) {
     SURF_CHECK(impl_->plans.empty(), "Fp8GemmContext::set_fast_accum: after the first GEMM");
     impl_->fast_accum = on;
+}
 void Fp8GemmContext::set_cutlass(Cutlass mode, int config) {
     SURF_CHECK(config >= 0 && config < fp8_cutlass::kConfigs, "Fp8GemmContext::set_cutlass: config ", config,
                " (0 to ", fp8_cutlass::kConfigs - 1, ")");
@@ -461,22 +476,23 @@ cublasStatus_t run_matmul(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const cubla
 }
 
 template <typename Acc>
-void launch_epilogue(const Acc* acc, const Fp8GemmParams& p, int64_t ldy, bool relu2, cudaStream_t stream) {
+void launch_epilogue(const Acc* acc, const Fp8GemmParams& p, int64_t ldy, cudaStream_t stream) {
     constexpr int kThreads = 256;
     const size_t y_bytes = dtype_size(p.y_dtype);
     const bool vec4 = p.n % 4 == 0 && ldy % 4 == 0 && reinterpret_cast<uintptr_t>(p.y) % (4 * y_bytes) == 0 &&
-                      reinterpret_cast<uintptr_t>(p.w_scale) % 16 == 0;
+                      reinterpret_cast<uintptr_t>(p.w_scale) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(p.bias) % (4 * y_bytes) == 0;
     const int64_t threads_per_row = vec4 ? p.n / 4 : p.n;
     const dim3 grid(static_cast<unsigned>((threads_per_row + kThreads - 1) / kThreads),
                     static_cast<unsigned>(std::min<int64_t>(p.m, 65535)));
     if (p.y_dtype == DType::kF32)
         detail::launch_kernel(
             vec4 ? fp8_epilogue_kernel<float, true, Acc> : fp8_epilogue_kernel<float, false, Acc>, grid,
-            kThreads, 0, stream, acc, p, ldy, relu2);
+            kThreads, 0, stream, acc, p, ldy);
     else
         detail::launch_kernel(
             vec4 ? fp8_epilogue_kernel<bf16, true, Acc> : fp8_epilogue_kernel<bf16, false, Acc>, grid,
-            kThreads, 0, stream, acc, p, ldy, relu2);
+            kThreads, 0, stream, acc, p, ldy);
     SURF_CUDA_CHECK_LAUNCH();
 }
 
@@ -485,7 +501,7 @@ bool rows_epilogue_supported(const Fp8GemmParams& p, int64_t ldy) {
     return p.fp8_out.q && p.y_dtype == DType::kBF16 && p.n % 4 == 0 && ldy % 4 == 0 &&
            p.n <= int64_t{kRowThreads} * 4 * kRowChunks && p.m <= 0x7fffffff &&
            reinterpret_cast<uintptr_t>(p.y) % 8 == 0 && reinterpret_cast<uintptr_t>(p.w_scale) % 16 == 0 &&
-           reinterpret_cast<uintptr_t>(p.fp8_out.q) % 4 == 0;
+           reinterpret_cast<uintptr_t>(p.fp8_out.q) % 4 == 0 && reinterpret_cast<uintptr_t>(p.bias) % 8 == 0;
 }
 
 // p.fp8_out from the bf16 y already written (the paths without a fused quantization).
@@ -496,15 +512,14 @@ void quantize_output(const Fp8GemmParams& p, int64_t ldy, cudaStream_t stream) {
 // The epilogue path after the matmul: the row kernel where it also quantizes, else the epilogue kernel and
 // (for an FP8 output) quantize_e4m3.
 template <typename Acc>
-void run_epilogue(const Acc* acc, const Fp8GemmParams& p, int64_t ldy, bool relu2, cudaStream_t stream) {
+void run_epilogue(const Acc* acc, const Fp8GemmParams& p, int64_t ldy, cudaStream_t stream) {
     if (rows_epilogue_supported(p, ldy)) {
-        detail::launch_kernel(
-            relu2 ? fp8_epilogue_rows_kernel<true, Acc> : fp8_epilogue_rows_kernel<false, Acc>,
-            static_cast<unsigned>(p.m), kRowThreads, 0, stream, acc, p, ldy);
+        detail::launch_kernel(fp8_epilogue_rows_kernel<Acc>, static_cast<unsigned>(p.m), kRowThreads, 0,
+                              stream, acc, p, ldy);
         SURF_CUDA_CHECK_LAUNCH();
         return;
     }
-    launch_epilogue(acc, p, ldy, relu2, stream);
+    launch_epilogue(acc, p, ldy, stream);
     if (p.fp8_out.q) quantize_output(p, ldy, stream);
 }
 
@@ -512,8 +527,8 @@ void run_epilogue(const Acc* acc, const Fp8GemmParams& p, int64_t ldy, bool relu
 // plans; the row kernel where it also quantizes) or the ReLU² pass, then the quantization unless fused.
 void run_cublaslt(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy,
                   cudaStream_t stream) {
-    const bool relu2 = p.activation == GemmActivation::kReluSquared;
     if (!plan.epilogue) {
+        const bool relu2 = p.activation == GemmActivation::kReluSquared;
         SURF_CUBLAS_CHECK(run_matmul(impl, plan, plan.algo, p, p.y, stream));
         if (relu2) relu_squared(static_cast<bf16*>(p.y), p.m * p.n, stream);
         if (p.fp8_out.q) quantize_output(p, ldy, stream);
@@ -528,9 +543,9 @@ void run_cublaslt(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams
     }
     SURF_CUBLAS_CHECK(run_matmul(impl, plan, plan.algo, p, impl.acc, stream));
     if (plan.acc_bf16)
-        run_epilogue(static_cast<const bf16*>(impl.acc), p, ldy, relu2, stream);
+        run_epilogue(static_cast<const bf16*>(impl.acc), p, ldy, stream);
     else
-        run_epilogue(static_cast<const float*>(impl.acc), p, ldy, relu2, stream);
+        run_epilogue(static_cast<const float*>(impl.acc), p, ldy, stream);
 }
 
 constexpr int kTimedRuns = 2;
@@ -581,8 +596,8 @@ void tune_plan(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p
     pick_candidate(impl, plan, p, out, stream);
 }
 
-// Times the plan's cuBLASLt way whole (matmul, then the epilogue pass) against each CUTLASS config on a scratch
-// y, and runs the shape on the fastest from now on.
+// Times the plan's cuBLASLt way whole (matmul, then the epilogue pass) against each CUTLASS config on a
+// scratch y, and runs the shape on the fastest from now on.
 void pick_cutlass(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy,
                   cudaStream_t stream) {
     Fp8GemmParams t = p;
@@ -627,7 +642,8 @@ void take_bucket_choice(Fp8GemmContext::Impl& impl, const Fp8Key& key, Fp8Plan& 
     for (const auto& [other, tuned] : impl.plans) {
         Fp8Key same = other;
         std::get<0>(same) = std::get<0>(key);
-        if (same == key && tuned.tuned && tuned.cutlass >= 0 && bucket(std::get<0>(other)) == bucket(std::get<0>(key))) {
+        if (same == key && tuned.tuned && tuned.cutlass >= 0 &&
+            bucket(std::get<0>(other)) == bucket(std::get<0>(key))) {
             plan.cutlass = tuned.cutlass, plan.tuned = true;
             ++impl.cutlass_plans;
             return;
@@ -637,11 +653,20 @@ void take_bucket_choice(Fp8GemmContext::Impl& impl, const Fp8Key& key, Fp8Plan& 
 
 Fp8Plan& plan_for(Fp8GemmContext::Impl& impl, const Fp8GemmParams& p, int64_t ldy) {
     const int align = alignment_of(p.y, ldy, dtype_size(p.y_dtype));
-    const Fp8Key key{p.m, p.n, p.k, ldy, static_cast<int>(p.y_dtype), p.beta != 0.0f, align};
+    const Fp8Key key{p.m,
+                     p.n,
+                     p.k,
+                     ldy,
+                     static_cast<int>(p.y_dtype),
+                     p.beta != 0.0f,
+                     align,
+                     static_cast<int>(p.activation) + (p.bias ? 8 : 0)};
     auto it = impl.plans.find(key);
     if (it != impl.plans.end()) return it->second;
     Fp8Plan plan;
-    if (impl.force_epilogue || !make_plan(impl, p, ldy, align, false, false, plan)) {
+    // cuBLASLt's scale vectors come without bias or GELU here: those shapes take the epilogue path.
+    const bool epilogue_only = impl.force_epilogue || p.bias || p.activation == GemmActivation::kGeluTanh;
+    if (epilogue_only || !make_plan(impl, p, ldy, align, false, false, plan)) {
         // bf16 products where asked for and cuBLASLt has an algorithm (a bf16 D's columns of n elements
         // must be 16-byte multiples), else fp32.
         destroy_plan(plan);
@@ -667,30 +692,35 @@ void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream) 
                "fp8_gemm: x and w must be 16-byte aligned");
     const int64_t ldy = p.ldy ? p.ldy : p.n;
     SURF_CHECK(ldy >= p.n, "fp8_gemm: ldy ", ldy, " < n ", p.n);
-    SURF_CHECK(p.activation == GemmActivation::kNone ||
-                   (p.activation == GemmActivation::kReluSquared && p.y_dtype == DType::kBF16 && ldy == p.n),
-               "fp8_gemm: activation needs ReLU² on a bf16 y with row stride n");
+    SURF_CHECK(
+        p.activation == GemmActivation::kNone ||
+            (p.activation == GemmActivation::kReluSquared && p.y_dtype == DType::kBF16 && ldy == p.n) ||
+            (p.activation == GemmActivation::kGeluTanh && p.y_dtype == DType::kBF16),
+        "fp8_gemm: activation needs ReLU² on a bf16 y with row stride n, or GELU on a bf16 y");
     SURF_CHECK(!p.fp8_out.q || (p.fp8_out.scale && p.y_dtype == DType::kBF16),
                "fp8_gemm: an FP8 output needs its scales and a bf16 y");
     Fp8GemmContext::Impl& impl = *ctx.impl();
+    const bool cutlass_takes = impl.fast_accum && fp8_cutlass::supports(p, ldy);
     if (impl.small_m && !impl.force_epilogue && fp8_gemv_supported(p)) {
         fp8_gemv(p, stream);
         if (p.fp8_out.q) quantize_output(p, ldy, stream);
         return;
     }
-    if (impl.cutlass == Fp8GemmContext::Cutlass::kAlways && fp8_cutlass::supports(p, ldy)) {
-        SURF_CHECK(fp8_cutlass::run(impl.cutlass_config, p, ldy, impl.workspace, impl.workspace_bytes, stream),
-                   "fp8_gemm: CUTLASS config ", impl.cutlass_config, " refused m ", p.m, " n ", p.n, " k ", p.k);
+    if (impl.cutlass == Fp8GemmContext::Cutlass::kAlways && cutlass_takes) {
+        SURF_CHECK(
+            fp8_cutlass::run(impl.cutlass_config, p, ldy, impl.workspace, impl.workspace_bytes, stream),
+            "fp8_gemm: CUTLASS config ", impl.cutlass_config, " refused m ", p.m, " n ", p.n, " k ", p.k);
         return;
     }
     Fp8Plan& plan = plan_for(impl, p, ldy);
     if (!plan.tuned &&
         ++plan.uses >= (p.m <= kTuneOnFirstUseRows || impl.tune_first_use ? 1 : kTuneAfterUses)) {
         tune_plan(impl, plan, p, ldy, stream);
-        if (plan.tuned && impl.cutlass == Fp8GemmContext::Cutlass::kTuned && fp8_cutlass::supports(p, ldy))
+        if (plan.tuned && impl.cutlass == Fp8GemmContext::Cutlass::kTuned && cutlass_takes)
             pick_cutlass(impl, plan, p, ldy, stream);
     }
-    if (plan.cutlass >= 0 && fp8_cutlass::run(plan.cutlass, p, ldy, impl.workspace, impl.workspace_bytes, stream))
+    if (plan.cutlass >= 0 &&
+        fp8_cutlass::run(plan.cutlass, p, ldy, impl.workspace, impl.workspace_bytes, stream))
         return;
     run_cublaslt(impl, plan, p, ldy, stream);
 }

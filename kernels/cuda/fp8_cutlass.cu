@@ -4,18 +4,20 @@
 namespace surf::kernels::cuda::fp8_cutlass {
 
 const char* config_name(int config) {
-    static const char* const kNames[kConfigs] = {
-        "128x128 cooperative 1x2 stream-K", "64x128 ping-pong 1x2", "128x128 cooperative 2x1",
-        "128x128 cooperative 1x2"};
+    static const char* const kNames[kConfigs] = {"128x128 ping-pong 2x1", "64x128 ping-pong 2x1",
+                                                 "128x128 cooperative 1x2",
+                                                 "128x128 cooperative 1x2 stream-K"};
     return config >= 0 && config < kConfigs ? kNames[config] : "?";
 }
 
 bool supports(const Fp8GemmParams& p, int64_t ldy) {
-    const bool bf16_out = p.y_dtype == DType::kBF16 && p.beta == 0.0f;
-    const bool residual = p.y_dtype == DType::kF32 && p.beta == 1.0f;
+    const bool bf16_out =
+        p.y_dtype == DType::kBF16 && p.beta == 0.0f && p.activation != GemmActivation::kReluSquared;
+    const bool residual = p.y_dtype == DType::kF32 && p.beta == 1.0f && p.activation == GemmActivation::kNone;
     const int64_t y_bytes = p.y_dtype == DType::kF32 ? 4 : 2;
-    return available() && (bf16_out || residual) && p.activation == GemmActivation::kNone && !p.fp8_out.q &&
-           p.k % 16 == 0 && (ldy * y_bytes) % 16 == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0 &&
+    const bool bias_ok = !p.bias || (reinterpret_cast<uintptr_t>(p.bias) % 16 == 0 && p.n % 8 == 0);
+    return available() && (bf16_out || residual) && bias_ok && !p.fp8_out.q && p.k % 16 == 0 &&
+           (ldy * y_bytes) % 16 == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0 &&
            reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0 &&
            p.m <= 0x7fffffff && p.n <= 0x7fffffff && p.k <= 0x7fffffff;
 }
@@ -27,12 +29,11 @@ bool available() {
 }
 
 size_t workspace_bytes(int config, const Fp8GemmParams& p, int64_t ldy) {
-    const bool residual = p.y_dtype == DType::kF32;
     switch (config) {
-        case 0: return detail::workspace_bytes_c0(p, ldy, residual);
-        case 1: return detail::workspace_bytes_c1(p, ldy, residual);
-        case 2: return detail::workspace_bytes_c2(p, ldy, residual);
-        case 3: return detail::workspace_bytes_c3(p, ldy, residual);
+        case 0: return detail::workspace_bytes_c0(p, ldy);
+        case 1: return detail::workspace_bytes_c1(p, ldy);
+        case 2: return detail::workspace_bytes_c2(p, ldy);
+        case 3: return detail::workspace_bytes_c3(p, ldy);
         default: return 0;
     }
 }
@@ -40,12 +41,11 @@ size_t workspace_bytes(int config, const Fp8GemmParams& p, int64_t ldy) {
 bool run(int config, const Fp8GemmParams& p, int64_t ldy, void* workspace, size_t workspace_size,
          cudaStream_t stream) {
     if (!supports(p, ldy) || workspace_bytes(config, p, ldy) > workspace_size) return false;
-    const bool residual = p.y_dtype == DType::kF32;
     switch (config) {
-        case 0: return detail::run_c0(p, ldy, residual, workspace, stream);
-        case 1: return detail::run_c1(p, ldy, residual, workspace, stream);
-        case 2: return detail::run_c2(p, ldy, residual, workspace, stream);
-        case 3: return detail::run_c3(p, ldy, residual, workspace, stream);
+        case 0: return detail::run_c0(p, ldy, workspace, stream);
+        case 1: return detail::run_c1(p, ldy, workspace, stream);
+        case 2: return detail::run_c2(p, ldy, workspace, stream);
+        case 3: return detail::run_c3(p, ldy, workspace, stream);
         default: return false;
     }
 }

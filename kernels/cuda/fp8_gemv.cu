@@ -129,8 +129,9 @@ void launch_m(const Fp8GemmParams& p, int64_t ldy, int k_split, cudaStream_t str
 }  // namespace
 
 bool fp8_gemv_supported(const Fp8GemmParams& p) {
-    return p.m >= 1 && p.m <= kMaxM && p.n > 0 && p.k > 0 && p.k % 16 == 0 &&
-           reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
+    return p.m >= 1 && p.m <= kMaxM && p.n > 0 && p.k > 0 && p.k % 16 == 0 && !p.bias &&
+           p.activation != GemmActivation::kGeluTanh && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+           reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
 }
 
 int fp8_gemv_k_split(int64_t n, int64_t k) {

@@ -65,11 +65,6 @@ struct EpilogueArgs {
 };
 
 #if SURF_WGMMA_ENABLED  // used only by the sm_90a kernel body
-__device__ __forceinline__ float gelu_tanh(float v) {
-    const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-    return 0.5f * v * (1.0f + tanhf(u));
-}
-
 // One output pair (columns col, col + 1 of a row): alpha, beta·y, bias and the activation in fp32, then y's
 // rounding. ReLU² squares the value rounded to y's dtype (what the linear's output followed by the
 // relu_squared pass gives).
@@ -87,7 +82,7 @@ __device__ __forceinline__ void store_pair(const EpilogueArgs& e, int row, int c
             v0 += b.x, v1 += b.y;
         }
         if (e.act == kActGeluTanh)
-            v0 = gelu_tanh(v0), v1 = gelu_tanh(v1);
+            v0 = detail::gelu_tanh(v0), v1 = detail::gelu_tanh(v1);
         else if (e.act == kActReluSquared)
             v0 = fmaxf(v0, 0.0f) * fmaxf(v0, 0.0f), v1 = fmaxf(v1, 0.0f) * fmaxf(v1, 0.0f);
         *yp = make_float2(v0, v1);
@@ -104,7 +99,7 @@ __device__ __forceinline__ void store_pair(const EpilogueArgs& e, int row, int c
             v0 += b.x, v1 += b.y;
         }
         if (e.act == kActGeluTanh) {
-            v0 = gelu_tanh(v0), v1 = gelu_tanh(v1);
+            v0 = detail::gelu_tanh(v0), v1 = detail::gelu_tanh(v1);
         } else if (e.act == kActReluSquared) {
             const float2 r = __bfloat1622float2(__floats2bfloat162_rn(v0, v1));
             v0 = fmaxf(r.x, 0.0f) * fmaxf(r.x, 0.0f), v1 = fmaxf(r.y, 0.0f) * fmaxf(r.y, 0.0f);

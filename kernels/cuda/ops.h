@@ -216,7 +216,9 @@ struct Fp8GemmParams {
     void* y = nullptr;               // [m, n] (row stride ldy, 0 → n)
     DType y_dtype = DType::kBF16;
     int64_t m = 0, n = 0, k = 0, ldy = 0;
-    float beta = 0.0f;  // 1 with an fp32 y adds into a residual stream
+    float beta = 0.0f;           // 1 with an fp32 y adds into a residual stream
+    const void* bias = nullptr;  // [n] or null, same dtype as y, added before beta·y and the activation
+    // kReluSquared (a bf16 y of row stride n) or kGeluTanh (a bf16 y), after the bias and beta·y.
     GemmActivation activation = GemmActivation::kNone;
     Fp8RowOut fp8_out;  // y's rows quantized (bf16 y only); fused into the epilogue path's kernel
 };
@@ -249,10 +251,10 @@ public:
     // fp32 (gpu_test_fp8 measures it up to k = 20,480). Before the first GEMM.
     void set_fast_accum(bool on);
     // CUTLASS's FP8 GEMM with the scales in its own epilogue (fp8_cutlass.h), where it is built and takes the
-    // shape (a bf16 y, or an fp32 residual y with beta 1; no activation or FP8 output): kTuned (default) times
-    // its configs beside cuBLASLt's matmul + epilogue pass whenever such a shape is tuned (with autotuning
-    // only) and keeps the fastest; kAlways runs config `config` on every shape it takes (tests); kNever not at
-    // all.
+    // shape (fp8_cutlass::supports), with fast accumulation (its kernels accumulate so): kTuned (default)
+    // times its configs beside cuBLASLt's matmul + epilogue pass whenever such a shape is tuned (with
+    // autotuning only) and keeps the fastest; kAlways runs config `config` on every shape it takes (tests);
+    // kNever not at all.
     enum class Cutlass { kTuned, kAlways, kNever };
     void set_cutlass(Cutlass mode, int config = 0);
     static bool cutlass_available();  // built with CUTLASS's headers
@@ -270,9 +272,10 @@ private:
 void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream);
 
 // The small-m FP8 GEMM (fp8_gemv.cu) for decode steps: fp8_gemm()'s contract for m ≤ 4 rows with k a multiple
-// of 16 and x and w 16-byte aligned; one-byte weights streamed by 16-byte loads, codes decoded in registers,
-// fp32 accumulation in another order than cuBLASLt's, the scale / beta / ReLU² epilogue in the same kernel.
-// fp8_gemm() routes to it per Fp8GemmContext::set_small_m_kernel. k_split as gemv's (0 = fp8_gemv_k_split).
+// of 16, x and w 16-byte aligned, no bias and no GELU; one-byte weights streamed by 16-byte loads, codes
+// decoded in registers, fp32 accumulation in another order than cuBLASLt's, the scale / beta / ReLU² epilogue
+// in the same kernel. fp8_gemm() routes to it per Fp8GemmContext::set_small_m_kernel. k_split as gemv's (0 =
+// fp8_gemv_k_split).
 bool fp8_gemv_supported(const Fp8GemmParams& p);
 void fp8_gemv(const Fp8GemmParams& p, cudaStream_t stream, int k_split = 0);
 int fp8_gemv_k_split(int64_t n, int64_t k);

@@ -95,6 +95,15 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
         fp8_gemm_->set_fast_accum(limits_.fp8_fast_accum);
         fp8_gemm_->set_cutlass(limits_.fp8_cutlass ? kc::Fp8GemmContext::Cutlass::kTuned
                                                    : kc::Fp8GemmContext::Cutlass::kNever);
+        if (limits_.vit_fp8 && cfg_.has_vision) {
+            quantize_vision(w_, stream_);
+            vision_fp8_gemm_ = std::make_unique<kc::Fp8GemmContext>();
+            vision_fp8_gemm_->set_autotune(limits_.autotune_gemms);
+            vision_fp8_gemm_->set_bf16_products(limits_.fp8_bf16_products);
+            vision_fp8_gemm_->set_fast_accum(limits_.fp8_fast_accum);
+            vision_fp8_gemm_->set_cutlass(limits_.fp8_cutlass ? kc::Fp8GemmContext::Cutlass::kTuned
+                                                              : kc::Fp8GemmContext::Cutlass::kNever);
+        }
     }
     vision_stream_ = prioritised_stream(limits_.vision_stream_priority);
     vision_events_.assign(32, nullptr);
@@ -343,6 +352,10 @@ void GpuModel::allocate_vision() {
     vit_attn_ = DeviceBuffer(static_cast<size_t>(rows * width) * 2);
     vit_big_ = DeviceBuffer(
         static_cast<size_t>(rows * std::max({3 * width, cfg_.vision.intermediate_size, width})) * 2);
+    if (vision_fp8_gemm_) {
+        vit_q_ = DeviceBuffer(static_cast<size_t>(rows * std::max(width, cfg_.vision.intermediate_size)));
+        vit_q_scale_ = DeviceBuffer(static_cast<size_t>(rows) * 4);
+    }
     const int64_t proj_rows = tiles * cfg_.image.tokens_per_tile();
     vision_cu_ = DeviceBuffer(static_cast<size_t>(tiles + 1) * 4);
     std::vector<int32_t> cu(static_cast<size_t>(tiles + 1));

@@ -79,6 +79,10 @@ struct GpuSetup {
     // FP8 GEMMs: CUTLASS's kernel with the scales in its epilogue timed beside cuBLASLt's matmul + epilogue
     // pass when a shape is tuned, the faster kept (Fp8GemmContext::set_cutlass; builds with CUTLASS only).
     bool fp8_cutlass = true;
+    // With FP8 language-model weights: the vision tower's linear layers in FP8 too (quantize_vision on load,
+    // activations per token, the vision stream's own Fp8GemmContext); its accuracy on the vision features is
+    // measured in docs/BENCHMARKS.md (FP8 accuracy).
+    bool vit_fp8 = false;
 };
 
 // How each step runs; GpuModel::set_step_options changes them between steps. Decode graphs keep the settings
@@ -391,6 +395,10 @@ private:
     int64_t count_image_tiles(const std::vector<ImageJob>& jobs) const;
     void embed_tiles(const std::vector<ImageJob>& jobs, int64_t n_tiles);
     void vit_block(const GpuVitBlock& B, int64_t n_tiles);
+    // One ViT linear layer y = act(x·Wᵀ + bias + beta·y) on the vision stream: cuBLASLt in bf16, or (FP8 W)
+    // x quantized per token into vit_q_ and vision_fp8_gemm_.
+    void vit_linear(const GpuMatrix& W, const bf16* x, const void* bias, void* y, kc::DType y_dtype,
+                    int64_t rows, float beta, kc::GemmActivation act = kc::GemmActivation::kNone);
     void project_images(const std::vector<ImageJob>& jobs, int64_t n_tiles);
     uint64_t record_vision();
     void wait_vision(uint64_t ticket);
@@ -420,6 +428,7 @@ private:
     std::vector<cudaEvent_t> vision_events_;
     uint64_t vision_issued_ = 0;
     std::unique_ptr<kc::GemmContext> vision_gemm_;
+    std::unique_ptr<kc::Fp8GemmContext> vision_fp8_gemm_;  // GpuLimits::vit_fp8 only
     // The prefill rows' branch of a mixed step's layer (GpuLimits::overlap_*_branches), at the highest
     // priority; fork / ready (the prefill conv is done) / join events, re-recorded every layer.
     cudaStream_t branch_stream_ = nullptr;
@@ -460,6 +469,7 @@ private:
     DeviceBuffer sampled_tokens_;  // sampled_tokens()
     DeviceBuffer prefill_ws_;      // split-KV partial results of prefill attention
     DeviceBuffer vit_h_, vit_ln_, vit_big_, vit_attn_, vit_patches_, vit_pixels_, vit_shuffled_;
+    DeviceBuffer vit_q_, vit_q_scale_;  // FP8 vision: a linear layer's input codes and per-token scales
     std::vector<DeviceBuffer> layer_out_;
     bool keep_layers_ = false;
     // Per-step metadata: one pinned staging buffer and its device mirror. The buffer is rewritten only once

@@ -107,10 +107,7 @@ void GpuModel::vit_block(const GpuVitBlock& B, int64_t n_tiles) {
     time_as("vit.layernorm");
     kc::layernorm(ln, vision_stream_);
     time_as("vit.qkv");
-    kc::gemm(*vision_gemm_,
-             {vit_ln_.as<bf16>(), B.qkv.ptr(), B.qkv_b.get(), vit_big_.get(), kc::DType::kBF16, rows,
-              3 * width, width},
-             vision_stream_);
+    vit_linear(B.qkv, vit_ln_.as<bf16>(), B.qkv_b.get(), vit_big_.get(), kc::DType::kBF16, rows, 0.0f);
     const int32_t* cu_dev =
         vision_cu_.as<int32_t>();  // tile t's tokens are rows [t·n_tok_tile, (t+1)·n_tok_tile)
     kc::AttentionPrefillParams ap;
@@ -127,27 +124,37 @@ void GpuModel::vit_block(const GpuVitBlock& B, int64_t n_tiles) {
     time_as("vit.attention");
     kc::attention_prefill(ap, vision_stream_);
     time_as("vit.proj");
-    kc::GemmParams proj{vit_attn_.as<bf16>(), B.proj.ptr(), B.proj_b.ptr(), vit_h_.get(),
-                        kc::DType::kF32,      rows,         width,          width};
-    proj.beta = 1.0f;
-    kc::gemm(*vision_gemm_, proj, vision_stream_);
+    vit_linear(B.proj, vit_attn_.as<bf16>(), B.proj_b.ptr(), vit_h_.get(), kc::DType::kF32, rows, 1.0f);
     ln.weight = B.norm2_w.ptr(), ln.bias = B.norm2_b.ptr();
     time_as("vit.layernorm");
     kc::layernorm(ln, vision_stream_);
     time_as("vit.fc1");
-    kc::GemmParams fc1{vit_ln_.as<bf16>(), B.fc1.ptr(), B.fc1_b.get(), vit_big_.get(),
-                       kc::DType::kBF16,   rows,        inter,         width};
-    if (limits_.vit_gelu_in_gemm) fc1.activation = kc::GemmActivation::kGeluTanh;
-    kc::gemm(*vision_gemm_, fc1, vision_stream_);
+    vit_linear(B.fc1, vit_ln_.as<bf16>(), B.fc1_b.get(), vit_big_.get(), kc::DType::kBF16, rows, 0.0f,
+               limits_.vit_gelu_in_gemm ? kc::GemmActivation::kGeluTanh : kc::GemmActivation::kNone);
     if (!limits_.vit_gelu_in_gemm) {
         time_as("vit.gelu");
         kc::gelu_erf(vit_big_.as<bf16>(), rows * inter, vision_stream_);
     }
     time_as("vit.fc2");
-    kc::GemmParams fc2{vit_big_.as<bf16>(), B.fc2.ptr(), B.fc2_b.ptr(), vit_h_.get(),
-                       kc::DType::kF32,     rows,        width,         inter};
-    fc2.beta = 1.0f;
-    kc::gemm(*vision_gemm_, fc2, vision_stream_);
+    vit_linear(B.fc2, vit_big_.as<bf16>(), B.fc2_b.ptr(), vit_h_.get(), kc::DType::kF32, rows, 1.0f);
+}
+
+void GpuModel::vit_linear(const GpuMatrix& W, const bf16* x, const void* bias, void* y, kc::DType y_dtype,
+                          int64_t rows, float beta, kc::GemmActivation act) {
+    if (!W.fp8) {
+        kc::GemmParams g{x, W.ptr(), bias, y, y_dtype, rows, W.rows, W.cols};
+        g.beta = beta, g.activation = act;
+        kc::gemm(*vision_gemm_, g, vision_stream_);
+        return;
+    }
+    kc::Fp8QuantParams q;
+    q.x = x, q.x_dtype = kc::DType::kBF16, q.q = vit_q_.as<uint8_t>(), q.scale = vit_q_scale_.as<float>();
+    q.rows = rows, q.cols = W.cols;
+    kc::quantize_e4m3(q, vision_stream_);
+    kc::Fp8GemmParams p;
+    p.x = q.q, p.x_scale = q.scale, p.w = W.codes(), p.w_scale = W.scales(), p.y = y, p.y_dtype = y_dtype;
+    p.m = rows, p.n = W.rows, p.k = W.cols, p.beta = beta, p.bias = bias, p.activation = act;
+    kc::fp8_gemm(*vision_fp8_gemm_, p, vision_stream_);
 }
 
 // Drops the prefix rows, pixel-shuffles, then mlp1: RMSNorm → Linear → ReLU² → Linear; the last GEMM runs per
@@ -204,6 +211,7 @@ double GpuModel::warm_up_vision(const std::vector<std::vector<int64_t>>& batches
     }
     const std::vector<float> pixels(static_cast<size_t>(most * 3 * S * S), 0.0f);
     const kc::TuneOnFirstUse tuning(*vision_gemm_);  // one pass a shape instead of three
+    if (vision_fp8_gemm_) vision_fp8_gemm_->set_tune_on_first_use(true);
     for (const std::vector<int64_t>& b : batches) {
         std::vector<ImageJob> jobs;
         int64_t tile = 0;
@@ -213,6 +221,7 @@ double GpuModel::warm_up_vision(const std::vector<std::vector<int64_t>>& batches
         }
         encode_images(jobs);
     }
+    if (vision_fp8_gemm_) vision_fp8_gemm_->set_tune_on_first_use(false);
     SURF_CUDA_CHECK(cudaStreamSynchronize(vision_stream_));
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -499,6 +499,19 @@ GpuWeights random_weights(const ModelConfig& cfg, uint64_t seed, cudaStream_t st
     return w;
 }
 
+void quantize_vision(GpuWeights& w, cudaStream_t stream) {
+    for (GpuVitBlock& b : w.vit) {
+        for (GpuMatrix* m : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {
+            if (m->fp8) continue;
+            check_fp8_cols("vision tower linear layer", m->cols);
+            GpuMatrix q = quantize_on_device(m->buf.get(), kc::DType::kBF16, m->rows, m->cols, stream);
+            w.bytes += static_cast<int64_t>(q.buf.bytes() + q.w_scale.bytes()) -
+                       static_cast<int64_t>(m->buf.bytes());
+            *m = std::move(q);  // quantize_on_device has synchronised: the bf16 buffer is free to go
+        }
+    }
+}
+
 bool has_fp8(const GpuWeights& w) {
     return fp8_max_cols(w) > 0;
 }

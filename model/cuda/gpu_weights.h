@@ -88,7 +88,12 @@ GpuWeights upload_weights(ModelConfig& cfg, const Checkpoint& ckpt, cudaStream_t
 GpuWeights random_weights(const ModelConfig& cfg, uint64_t seed, cudaStream_t stream,
                           Quantize quantize = Quantize::kNone);
 
-// Whether any matrix is FP8, and the widest input (cols) of those that are (the activation buffer's row).
+// The vision tower's linear layers (qkv, proj, fc1, fc2 of every block) quantized to E4M3 on the device, per
+// output channel, for dynamic per-token activations (GpuLimits::vit_fp8); FP8 ones are left as they are.
+void quantize_vision(GpuWeights& w, cudaStream_t stream);
+
+// Whether any language-model matrix is FP8, and the widest input (cols) of those that are (the activation
+// buffer's row).
 bool has_fp8(const GpuWeights& w);
 int64_t fp8_max_cols(const GpuWeights& w);
 

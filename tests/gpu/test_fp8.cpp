@@ -2,7 +2,8 @@
 // (per row from bf16 and fp32, static scale with saturation, all-zero rows, subnormal codes), and fp8_gemm
 // against fp8_linear_reference on the same quantized operands (both cuBLASLt paths: scale vectors in the
 // GEMM, and unit scales + epilogue kernel with fp32 or bf16 products), for m = 1, 3, 64, 300 with fp32 / bf16
-// outputs, beta = 1 into a residual, ReLU² and a row stride past n; and the producers' FP8 outputs.
+// outputs, beta = 1 into a residual, ReLU², bias, GELU and a row stride past n; fast accumulation and
+// CUTLASS's kernels up to the language model's k; and the producers' FP8 outputs.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -123,14 +124,21 @@ struct GemmCase {
     int64_t m, n, k;
     cu::DType y_dtype;
     bool residual, relu2;
-    int64_t ldy;  // 0 → n
+    int64_t ldy;        // 0 → n
+    bool bias = false;  // a bias [n] in y's dtype
+    bool gelu = false;  // GELU (tanh form) after the bias
 };
+
+double gelu_tanh(double v) {
+    return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+}
 
 // y on the GPU (quantize x per token, fp8_gemm) against fp8_linear_reference on the same bf16 x and the same
 // E4M3 weights. Tolerance: Hopper's FP8 tensor cores accumulate a k-slice at reduced precision before
 // cuBLASLt adds it into fp32, and the order differs from the loop's, so the accumulated sum may differ by a
 // few units of 2^-14 of Σ|xq·wq| (bound 2^-12 of it, times the scales); a bf16 output adds up to one bf16 ulp
-// (2^-8 relative: the two sums may round to either side of a boundary), and ReLU² doubles relative errors.
+// (2^-8 relative: the two sums may round to either side of a boundary), ReLU² doubles relative errors and
+// GELU (slope ≤ 1.13) carries them through with its own float rounding.
 // bf16_products: the product is rounded to bf16 before the scales (2^-9 relative; 2^-8 allowed, as above).
 // acc_rel replaces the accumulation bound 2^-12 (fast accumulation's); worst_acc, where given, receives the
 // largest |error| / (Σ|xq·wq| · scales) over the outputs.
@@ -156,6 +164,10 @@ void run_gemm_case(cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng
         }
     const int64_t ldy = c.ldy ? c.ldy : c.n;
     const std::vector<float> residual = random_vec(static_cast<size_t>(c.m * ldy), rng, -4.0f, 4.0f);
+    std::vector<float> bias =
+        c.bias ? random_vec(static_cast<size_t>(c.n), rng, -1.0f, 1.0f) : std::vector<float>{};
+    if (c.y_dtype == cu::DType::kBF16)
+        for (float& b : bias) b = round_bf16(b);
     DeviceBuffer<uint8_t> dxq(static_cast<size_t>(c.m * c.k)), dwq(wq.codes);
     DeviceBuffer<float> dsx(static_cast<size_t>(c.m)), dsw(wq.scale);
     DeviceBuffer<bf16> dx(to_bf16(x));
@@ -165,11 +177,17 @@ void run_gemm_case(cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng
     const bool f32 = c.y_dtype == cu::DType::kF32;
     DeviceBuffer<float> yf(f32 ? residual : std::vector<float>{});
     DeviceBuffer<bf16> yb(f32 ? std::vector<bf16>{} : to_bf16(residual));
+    DeviceBuffer<float> bias_f(f32 ? bias : std::vector<float>{});
+    DeviceBuffer<bf16> bias_b(f32 ? std::vector<bf16>{} : to_bf16(bias));
     cu::Fp8GemmParams p;
     p.x = dxq.get(), p.x_scale = dsx.get(), p.w = dwq.get(), p.w_scale = dsw.get();
     p.y = f32 ? static_cast<void*>(yf.get()) : static_cast<void*>(yb.get());
     p.y_dtype = c.y_dtype, p.m = c.m, p.n = c.n, p.k = c.k, p.ldy = c.ldy, p.beta = c.residual ? 1.0f : 0.0f;
-    p.activation = c.relu2 ? cu::GemmActivation::kReluSquared : cu::GemmActivation::kNone;
+    p.activation = c.relu2  ? cu::GemmActivation::kReluSquared
+                   : c.gelu ? cu::GemmActivation::kGeluTanh
+                            : cu::GemmActivation::kNone;
+    if (c.bias)
+        p.bias = f32 ? static_cast<const void*>(bias_f.get()) : static_cast<const void*>(bias_b.get());
     for (int rep = 0; rep < 2; ++rep) {  // the second run takes the tuned plan (the first may tune)
         if (f32) yf.upload(residual);
         cu::fp8_gemm(ctx, p, nullptr);
@@ -184,7 +202,8 @@ void run_gemm_case(cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng
             if (j >= c.n) {
                 want = f32 ? residual[o] : round_bf16(residual[o]), tol = 0;  // untouched
             } else {
-                const double v = ref[i * c.n + j] + (c.residual ? residual[o] : 0.0f);
+                const double v =
+                    ref[i * c.n + j] + (c.bias ? bias[j] : 0.0f) + (c.residual ? residual[o] : 0.0f);
                 if (worst_acc && magnitude[i * c.n + j] > 0)
                     *worst_acc = std::max(*worst_acc, std::fabs(got[o] - v) / magnitude[i * c.n + j]);
                 const double acc_tol = acc_rel * magnitude[i * c.n + j] + 1e-6 * std::fabs(v) +
@@ -195,6 +214,10 @@ void run_gemm_case(cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng
                     want = r * r;
                     tol = 2.0 * (std::fabs(v) + tol) * tol + std::ldexp(want, -7) + 1e-30;
                 }
+                if (c.gelu) {
+                    want = gelu_tanh(v);
+                    tol = 1.13 * acc_tol + std::ldexp(std::fabs(want), -8) + 1e-6;
+                }
             }
             const double err = std::fabs(got[o] - want);
             max_err = std::max(max_err, err);
@@ -204,8 +227,9 @@ void run_gemm_case(cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng
             }
         }
     INFO("fp8_gemm m ", c.m, " n ", c.n, " k ", c.k, (f32 ? " fp32" : " bf16"),
-         (c.residual ? " +residual" : ""), (c.relu2 ? " relu2" : ""), " ldy ", ldy, ": ", bad,
-         " outside tolerance (first ", first, "), max abs err ", max_err);
+         (c.residual ? " +residual" : ""), (c.relu2 ? " relu2" : ""), (c.bias ? " +bias" : ""),
+         (c.gelu ? " gelu" : ""), " ldy ", ldy, ": ", bad, " outside tolerance (first ", first,
+         "), max abs err ", max_err);
     CHECK(bad == 0);
 }
 
@@ -228,12 +252,18 @@ TEST_CASE("fp8_gemm against fp8_linear_reference, both scale paths, fp32 and bf1
             run_gemm_case(ctx, {m, 128, 512, cu::DType::kBF16, false, false, 192}, rng, bf16_products);
             // n = 196: a bf16 D's 392-byte columns have no algorithm, so these take fp32 products
             run_gemm_case(ctx, {m, 196, 256, cu::DType::kF32, true, false, 0}, rng, bf16_products);
+            // bias and GELU (the vision tower's epilogues): the epilogue path in every mode
+            run_gemm_case(ctx, {m, 384, 256, cu::DType::kBF16, false, false, 0, true}, rng, bf16_products);
+            run_gemm_case(ctx, {m, 512, 320, cu::DType::kBF16, false, false, 0, true, true}, rng,
+                          bf16_products);
+            run_gemm_case(ctx, {m, 256, 512, cu::DType::kF32, true, false, 0, true}, rng, bf16_products);
         }
         MESSAGE(std::string(mode == 0   ? "scale vectors: "
                             : mode == 1 ? "forced epilogue: "
                                         : "bf16 products: ")
                 << ctx.planned() << " shapes, " << ctx.epilogue_planned() << " on the epilogue path");
         if (force_epilogue) CHECK(ctx.epilogue_planned() == ctx.planned());
+        CHECK(ctx.epilogue_planned() >= 12);  // the bias and GELU shapes at each m
     }
 }
 
@@ -260,35 +290,50 @@ TEST_CASE("fp8_gemm with fast accumulation against fp8_linear_reference, up to k
     }
 }
 
-TEST_CASE("fp8_gemm on each CUTLASS config (scales in its epilogue) against fp8_linear_reference") {
+// CUTLASS's kernels accumulate as fast accumulation does: the bound of the case above, (k / 32) · 2^-14 of
+// Σ|xq·wq| (at least the promoted path's 2^-12).
+TEST_CASE(
+    "fp8_gemm on each CUTLASS config (scales, bias, GELU in its epilogue) against fp8_linear_reference") {
     REQUIRE(cu::Fp8GemmContext::cutlass_available());  // GPU builds carry .deps/cutlass
+    auto run_case = [](cu::Fp8GemmContext& ctx, const GemmCase& c, std::mt19937& rng) {
+        run_gemm_case(ctx, c, rng, false, std::max(0x1p-12, static_cast<double>(c.k) / 32 * 0x1p-14));
+    };
     for (int config = 0; config < cu::fp8_cutlass::kConfigs; ++config) {
         cu::Fp8GemmContext ctx;
         ctx.set_autotune(true);
         ctx.set_small_m_kernel(false);
+        ctx.set_fast_accum(true);
         ctx.set_cutlass(cu::Fp8GemmContext::Cutlass::kAlways, config);  // every shape it takes
         std::mt19937 rng(90 + config);
         for (int64_t m : {1, 3, 64, 130, 300, 1100}) {
-            run_gemm_case(ctx, {m, 200, 1024, cu::DType::kF32, true, false, 0}, rng);  // residual, n % 8 ≠ 0
-            run_gemm_case(ctx, {m, 384, 256, cu::DType::kBF16, false, false, 0}, rng);
-            run_gemm_case(ctx, {m, 520, 272, cu::DType::kBF16, false, false, 0}, rng);  // k % 128 ≠ 0
-            run_gemm_case(ctx, {m, 128, 512, cu::DType::kBF16, false, false, 192}, rng);  // y's columns of 192
-            run_gemm_case(ctx, {m, 196, 256, cu::DType::kF32, true, false, 200}, rng);
-            // not CUTLASS's (fp32 without residual, ReLU²): cuBLASLt plans
-            run_gemm_case(ctx, {m, 256, 512, cu::DType::kF32, false, false, 0}, rng);
-            run_gemm_case(ctx, {m, 512, 768, cu::DType::kBF16, false, true, 0}, rng);
+            run_case(ctx, {m, 200, 1024, cu::DType::kF32, true, false, 0}, rng);  // residual, n % 8 ≠ 0
+            run_case(ctx, {m, 384, 256, cu::DType::kBF16, false, false, 0}, rng);
+            run_case(ctx, {m, 520, 272, cu::DType::kBF16, false, false, 0}, rng);    // k % 128 ≠ 0
+            run_case(ctx, {m, 128, 512, cu::DType::kBF16, false, false, 192}, rng);  // y's columns of 192
+            run_case(ctx, {m, 196, 256, cu::DType::kF32, true, false, 200}, rng);
+            run_case(ctx, {m, 384, 256, cu::DType::kBF16, false, false, 0, true}, rng);        // + bias
+            run_case(ctx, {m, 512, 320, cu::DType::kBF16, false, false, 0, true, true}, rng);  // + bias, GELU
+            run_case(ctx, {m, 256, 640, cu::DType::kBF16, false, false, 0, false, true}, rng);  // GELU
+            run_case(ctx, {m, 256, 512, cu::DType::kF32, true, false, 0, true}, rng);  // residual + bias
+            // not CUTLASS's (fp32 without residual, ReLU², a bias with n % 8 ≠ 0): cuBLASLt plans
+            run_case(ctx, {m, 256, 512, cu::DType::kF32, false, false, 0}, rng);
+            run_case(ctx, {m, 512, 768, cu::DType::kBF16, false, true, 0}, rng);
+            run_case(ctx, {m, 196, 256, cu::DType::kBF16, false, false, 0, true}, rng);
         }
         MESSAGE(cu::fp8_cutlass::config_name(config) << ": " << ctx.planned() << " cuBLASLt plans");
-        CHECK(ctx.planned() == 12);  // only the two shapes CUTLASS does not take, at each m
+        CHECK(ctx.planned() == 18);  // only the three shapes CUTLASS does not take, at each m
     }
-    // Tuned: each shape CUTLASS takes runs on whichever way (cuBLASLt + epilogue pass, or a config) is fastest.
+    // Tuned: each shape CUTLASS takes runs on whichever way (cuBLASLt + epilogue pass, or a config) is
+    // fastest.
     cu::Fp8GemmContext ctx;
     ctx.set_autotune(true);
     ctx.set_small_m_kernel(false);
+    ctx.set_fast_accum(true);
     std::mt19937 rng(95);
     for (int64_t m : {64, 1100}) {
-        run_gemm_case(ctx, {m, 1024, 2048, cu::DType::kBF16, false, false, 0}, rng);
-        run_gemm_case(ctx, {m, 1024, 2048, cu::DType::kF32, true, false, 0}, rng);
+        run_case(ctx, {m, 1024, 2048, cu::DType::kBF16, false, false, 0}, rng);
+        run_case(ctx, {m, 1024, 2048, cu::DType::kF32, true, false, 0}, rng);
+        run_case(ctx, {m, 1024, 1280, cu::DType::kBF16, false, false, 0, true, true}, rng);
     }
     MESSAGE("tuned: " << ctx.cutlass_planned() << " of " << ctx.planned() << " shapes on CUTLASS");
 }
