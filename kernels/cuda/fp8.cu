@@ -104,6 +104,48 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_bf16x8_kernel(Fp8
     }
 }
 
+// quantize_e4m3_bf16x8_kernel for narrow rows (the vision tower's 1,280): a warp a row, eight rows a block,
+// up to kWarpChunks 16-byte chunks a lane held in registers; the amax is a warp reduction, with no block
+// barrier.
+constexpr int kWarpChunks = 8;  // rows up to 2,048 columns
+constexpr int kWarpRowsPerBlock = 8;
+
+__global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
+    quantize_e4m3_bf16x8_warp_kernel(Fp8QuantParams p, int64_t ldx) {
+    detail::pdl_prologue();
+    const int lane = threadIdx.x & 31;
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
+    if (r >= p.rows) return;
+    const uint4* x = reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) + r * ldx);
+    const int chunks = static_cast<int>(p.cols / 8);
+    uint4 raw[kWarpChunks];
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kWarpChunks; ++j) {
+        const int c = lane + j * 32;
+        if (c < chunks) {
+            raw[j] = x[c];
+            float v[8];
+            detail::unpack_bf16x8(raw[j], v);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
+        }
+    }
+    const float scale =
+        p.static_scale > 0.0f ? p.static_scale : detail::e4m3_row_scale(0.0f, detail::warp_max(amax));
+    if (lane == 0) p.scale[r] = scale;
+    uint2* q = reinterpret_cast<uint2*>(p.q + r * p.cols);
+#pragma unroll
+    for (int j = 0; j < kWarpChunks; ++j) {
+        const int c = lane + j * 32;
+        if (c < chunks) {
+            float v[8];
+            detail::unpack_bf16x8(raw[j], v);
+            q[c] = detail::e4m3x8(v, scale);
+        }
+    }
+}
+
 // Four consecutive values of the unscaled product (fp32, or bf16: 8-byte loads).
 __device__ __forceinline__ void load_acc4(const float* acc, int64_t i, float (&a)[4]) {
     const float4 v = *reinterpret_cast<const float4*>(acc + i);
@@ -252,7 +294,11 @@ void quantize_e4m3(const Fp8QuantParams& p, cudaStream_t stream) {
                      reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(p.q) % 8 == 0 &&
                      p.cols <= int64_t{kQuantThreads} * 8 * kVecChunks;
-    if (vec)
+    if (vec && p.cols <= 32 * 8 * kWarpChunks)
+        detail::launch_kernel(quantize_e4m3_bf16x8_warp_kernel,
+                              static_cast<unsigned>((p.rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock),
+                              32 * kWarpRowsPerBlock, 0, stream, p, ldx);
+    else if (vec)
         detail::launch_kernel(quantize_e4m3_bf16x8_kernel, grid, kQuantThreads, 0, stream, p, ldx);
     else if (p.x_dtype == DType::kBF16)
         detail::launch_kernel(quantize_e4m3_kernel<bf16>, grid, kQuantThreads, 0, stream, p, ldx);

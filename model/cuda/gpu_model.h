@@ -79,9 +79,9 @@ struct GpuSetup {
     // FP8 GEMMs: CUTLASS's kernel with the scales in its epilogue timed beside cuBLASLt's matmul + epilogue
     // pass when a shape is tuned, the faster kept (Fp8GemmContext::set_cutlass; builds with CUTLASS only).
     bool fp8_cutlass = true;
-    // With FP8 language-model weights: the vision tower's linear layers in FP8 too (quantize_vision on load,
-    // activations per token, the vision stream's own Fp8GemmContext); its accuracy on the vision features is
-    // measured in docs/BENCHMARKS.md (FP8 accuracy).
+    // With FP8 language-model weights: the vision tower's qkv, fc1 and fc2 in FP8 too (quantize_vision on
+    // load, activations per token, the vision stream's own Fp8GemmContext); its accuracy on the vision
+    // features is measured in docs/BENCHMARKS.md (FP8 accuracy).
     bool vit_fp8 = false;
 };
 

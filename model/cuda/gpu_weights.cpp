@@ -501,7 +501,7 @@ GpuWeights random_weights(const ModelConfig& cfg, uint64_t seed, cudaStream_t st
 
 void quantize_vision(GpuWeights& w, cudaStream_t stream) {
     for (GpuVitBlock& b : w.vit) {
-        for (GpuMatrix* m : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) {
+        for (GpuMatrix* m : {&b.qkv, &b.fc1, &b.fc2}) {
             if (m->fp8) continue;
             check_fp8_cols("vision tower linear layer", m->cols);
             GpuMatrix q = quantize_on_device(m->buf.get(), kc::DType::kBF16, m->rows, m->cols, stream);

@@ -84,10 +84,13 @@ void check_same(const std::string& what, const Quantized& got, const Quantized& 
 
 TEST_CASE("quantize_e4m3: codes and scales bit for bit as kernels/cpu/fp8") {
     std::mt19937 rng(81);
-    // bf16 rows of a multiple of 8 up to 24,576 columns take the vectorized kernel; 1,036 and 24,584 columns
-    // (and fp32 input) the general one.
+    // bf16 rows of a multiple of 8 take the vectorized kernels (a warp a row up to 2,048 columns, a block a
+    // row up to 24,576); 1,036 and 24,584 columns (and fp32 input) the general one.
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 64},
                               {3, 1040},
+                              {77, 1280},
+                              {9, 2048},
+                              {5, 2056},
                               {64, 4096},
                               {300, 200},
                               {3, 20480},
@@ -320,7 +323,8 @@ TEST_CASE(
             run_case(ctx, {m, 512, 768, cu::DType::kBF16, false, true, 0}, rng);
             run_case(ctx, {m, 196, 256, cu::DType::kBF16, false, false, 0, true}, rng);
         }
-        MESSAGE(cu::fp8_cutlass::config_name(config) << ": " << ctx.planned() << " cuBLASLt plans");
+        MESSAGE(std::string(cu::fp8_cutlass::config_name(config))
+                << ": " << ctx.planned() << " cuBLASLt plans");
         CHECK(ctx.planned() == 18);  // only the three shapes CUTLASS does not take, at each m
     }
     // Tuned: each shape CUTLASS takes runs on whichever way (cuBLASLt + epilogue pass, or a config) is

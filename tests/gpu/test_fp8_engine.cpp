@@ -364,3 +364,43 @@ TEST_CASE("FP8 accuracy on surf-tiny: teacher-forced decode, FP8 vs bf16 on the 
     CHECK(products.mean_err() <= 1.5 * scheme.mean_err());
     CHECK(fast_vs_bf16.top1() >= std::max(0.85, scheme.top1() - 0.03));  // surf-tiny's k is at most 1,024
 }
+
+// GpuLimits::vit_fp8: the vision tower's qkv, fc1 and fc2 in FP8 (per-channel weights, per-token
+// activations) on the golden fixtures' images. Its vision features and image-prompt logits against the
+// PyTorch golden (bf16 / fp32 reference) beside those of the bf16 vision tower under the same FP8 language
+// model, so the table shows what the tower's quantization adds. Held to the FP8 logits tolerance.
+TEST_CASE("CUDA FP8 vision tower on the golden fixtures: features and image-prompt logits") {
+    for (const std::string name : {"greedy_bf16", "small_bf16"}) {
+        const std::string dir = std::string(SURF_FIXTURES_DIR) + "/golden/" + name;
+        const Checkpoint expected = Checkpoint::open(dir + "/expected.safetensors");
+        const std::vector<float> pixels = expected.to_f32("pixel_values");
+        const int64_t n_tiles = expected.get("pixel_values").shape[0];
+        const auto ids64 = expected.to_i64("input_ids");
+        double feat_err[2] = {}, logit_err[2] = {};
+        std::vector<float> logits[2];
+        for (int vit_fp8 = 0; vit_fp8 < 2; ++vit_fp8) {
+            cuda::GpuLimits L = small_limits(Quantize::kFp8);
+            L.vit_fp8 = vit_fp8 == 1;
+            auto model = cuda::GpuModel::load(dir, L);
+            model->encode_images(pixels.data(), n_tiles, 0);
+            std::vector<float> features;
+            model->copy_vision_features(n_tiles, features);
+            feat_err[vit_fp8] = relative_error(features.data(), expected.to_f32("vision.features"));
+            SeqStep seq;
+            seq.slot = 0, seq.tokens.assign(ids64.begin(), ids64.end()), seq.image_row = 0,
+            seq.all_logits = true;
+            const int64_t T = static_cast<int64_t>(seq.tokens.size());
+            for (int32_t i = 0; i < (T + 15) / 16; ++i) seq.pages.push_back(i);
+            REQUIRE(model->forward({seq}) == T);
+            model->copy_logits_to_host(T, logits[vit_fp8]);
+            logit_err[vit_fp8] = relative_error(logits[vit_fp8].data(), expected.to_f32("logits"));
+        }
+        const double between = relative_error(logits[1].data(), logits[0]);
+        MESSAGE(name << ": vision features rel err vs the golden " << feat_err[1] << " with the FP8 tower, "
+                     << feat_err[0] << " with bf16; image-prompt logits (FP8 language model) " << logit_err[1]
+                     << " / " << logit_err[0] << "; FP8 tower vs bf16 tower " << between);
+        CHECK(feat_err[1] <= kFp8LogitTolerance);
+        CHECK(logit_err[1] <= kFp8LogitTolerance);
+        CHECK(between <= kFp8LogitTolerance);
+    }
+}
