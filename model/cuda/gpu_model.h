@@ -82,7 +82,7 @@ struct GpuSetup {
     // With FP8 language-model weights: the vision tower's qkv, fc1 and fc2 in FP8 too (quantize_vision on
     // load, activations per token, the vision stream's own Fp8GemmContext); its accuracy on the vision
     // features is measured in docs/BENCHMARKS.md (FP8 accuracy).
-    bool vit_fp8 = false;
+    bool vit_fp8 = true;
 };
 
 // How each step runs; GpuModel::set_step_options changes them between steps. Decode graphs keep the settings
