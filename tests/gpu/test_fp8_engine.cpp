@@ -381,6 +381,7 @@ TEST_CASE("CUDA FP8 vision tower on the golden fixtures: features and image-prom
         for (int vit_fp8 = 0; vit_fp8 < 2; ++vit_fp8) {
             cuda::GpuLimits L = small_limits(Quantize::kFp8);
             L.vit_fp8 = vit_fp8 == 1, L.max_tiles = std::max<int64_t>(L.max_tiles, n_tiles);
+            L.max_logit_rows = L.max_tokens;  // every row of the prompt
             auto model = cuda::GpuModel::load(dir, L);
             model->encode_images(pixels.data(), n_tiles, 0);
             std::vector<float> features;
