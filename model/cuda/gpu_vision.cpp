@@ -212,7 +212,14 @@ double GpuModel::warm_up_vision(const std::vector<std::vector<int64_t>>& batches
     const std::vector<float> pixels(static_cast<size_t>(most * 3 * S * S), 0.0f);
     const kc::TuneOnFirstUse tuning(*vision_gemm_);  // one pass a shape instead of three
     if (vision_fp8_gemm_) vision_fp8_gemm_->set_tune_on_first_use(true);
-    for (const std::vector<int64_t>& b : batches) {
+    // The largest pass first: the FP8 GEMMs' product scratch then grows once, not once a pass size (a
+    // grown-out scratch stays allocated for graphs captured earlier).
+    std::vector<std::vector<int64_t>> order = batches;
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+        return std::accumulate(a.begin(), a.end(), int64_t{0}) >
+               std::accumulate(b.begin(), b.end(), int64_t{0});
+    });
+    for (const std::vector<int64_t>& b : order) {
         std::vector<ImageJob> jobs;
         int64_t tile = 0;
         for (int64_t n : b) {
