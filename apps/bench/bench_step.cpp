@@ -51,6 +51,9 @@ struct Options {
     bool gemm_wgmma = false;  // GpuLimits::gemm_wgmma: our Hopper GEMM timed beside cuBLASLt's candidates
     bool gemm_wgmma_relu2 = false;  // GpuLimits::gemm_wgmma_relu2: the large ReLU² GEMMs on it, fused
     int gemv_k_split = 0;           // GpuLimits::small_m_k_split
+    std::string quantize =
+        "none";        // GpuLimits::quantize: none | fp8 (the language model's linear layers in E4M3)
+    int vit_fp8 = -1;  // GpuLimits::vit_fp8; -1 = the default
     int pdl = -1;  // GpuLimits::programmatic_launch (also what the decode graphs are captured with); -1 = the
                    // default
 };
@@ -64,7 +67,7 @@ constexpr const char* kUsage =
     "0|64|128|208] [--ssm-replay 0|2..32] [--state-split 0|1]\n"
     "                  [--nano [--nano-prefill-sms N] [--nano-decode-priority]] "
     "[--gemm-wgmma] [--gemm-wgmma-relu2] [--pdl 0|1]\n"
-    "                  [--gemv-k-split 0|1|2|4|8]\n";
+    "                  [--gemv-k-split 0|1|2|4|8] [--quantize none|fp8] [--vit-fp8 0|1]\n";
 
 std::vector<surf::bench::Flag> flag_table(Options& o) {
     using namespace surf::bench;
@@ -90,7 +93,9 @@ std::vector<surf::bench::Flag> flag_table(Options& o) {
             switch_flag("--gemm-wgmma", o.gemm_wgmma, true),
             switch_flag("--gemm-wgmma-relu2", o.gemm_wgmma_relu2, true),
             int_flag("--pdl", o.pdl),
-            int_flag("--gemv-k-split", o.gemv_k_split)};
+            int_flag("--gemv-k-split", o.gemv_k_split),
+            text_flag("--quantize", o.quantize),
+            int_flag("--vit-fp8", o.vit_fp8)};
 }
 
 // Refuses values outside what the knobs take (a message on stderr, exit status 2).
@@ -106,6 +111,14 @@ void check_options(const Options& o) {
         o.gemv_k_split != 8) {
         std::fprintf(stderr, "bench_step: --gemv-k-split takes 0 (automatic), 1, 2, 4 or 8, got %d\n",
                      o.gemv_k_split);
+        std::exit(2);
+    }
+    if (o.quantize != "none" && o.quantize != "fp8") {
+        std::fprintf(stderr, "bench_step: --quantize takes none or fp8, got %s\n", o.quantize.c_str());
+        std::exit(2);
+    }
+    if (o.vit_fp8 < -1 || o.vit_fp8 > 1) {
+        std::fprintf(stderr, "bench_step: --vit-fp8 takes 0 or 1, got %d\n", o.vit_fp8);
         std::exit(2);
     }
     if (o.pdl != -1 && o.pdl != 0 && o.pdl != 1) {
@@ -218,6 +231,8 @@ GpuLimits limits_for(const Options& o, const ModelConfig& cfg, int64_t pages_per
     if (o.vit_attention_wgmma >= 0) L.vit_attention_wgmma_keys = o.vit_attention_wgmma;
     if (o.ssm_replay >= 0) L.ssm_replay_window = o.ssm_replay;
     if (o.state_split >= 0) L.ssm_state_split = o.state_split == 1;
+    if (o.quantize == "fp8") L.quantize = Quantize::kFp8;
+    if (o.vit_fp8 >= 0) L.vit_fp8 = o.vit_fp8 == 1;
     return L;
 }
 
@@ -258,12 +273,16 @@ struct StepBench {
         std::printf(
             "# bench_step on %s (%d SMs): bf16 GEMM ceiling %.0f TFLOP/s (8192^3), copy bandwidth %.0f GB/s "
             "(read+write); SSM state "
-            "%s, replay window %d; %d reps per case\n",
+            "%s, replay window %d; weights %s; %d reps per case\n",
             prop.name, prop.multiProcessorCount, ceiling, copy_bw / 1e9,
             o.bf16_state ? "bf16"
             : split      ? "fp32 (two 16-bit planes)"
                          : "fp32",
-            L.ssm_replay_window, o.reps);
+            L.ssm_replay_window,
+            L.quantize == Quantize::kFp8 ? (L.vit_fp8 ? "FP8 (language model and vision tower)"
+                                                      : "FP8 (language model; vision tower bf16)")
+                                         : "bf16",
+            o.reps);
         if (const std::string split_report = model->attention_split_report(); !split_report.empty())
             std::printf("# %s\n", split_report.c_str());
         build_steps();
@@ -447,13 +466,15 @@ struct StepBench {
         const double rows = static_cast<double>(o.decode_rows),
                      ctx = rows * static_cast<double>(o.context + 1);
         const double bytes =
-            surf::bench::roofline(cfg, o.bf16_state, L.ssm_replay_window, split).step_bytes(rows, ctx);
+            surf::bench::roofline(cfg, o.bf16_state, L.ssm_replay_window, split, o.quantize == "fp8")
+                .step_bytes(rows, ctx);
         std::printf(
             "\ndecode step vs roofline: %.1f GB in %.2f ms = %.0f GB/s = %.1f%% of the copy bandwidth",
             bytes / 1e9, graph_ms, bytes / (graph_ms * 1e-3) / 1e9,
             100.0 * bytes / (graph_ms * 1e-3) / copy_bw);
         if (L.ssm_replay_window > 0) {
-            const double stock = surf::bench::roofline(cfg, o.bf16_state).step_bytes(rows, ctx);
+            const double stock =
+                surf::bench::roofline(cfg, o.bf16_state, 0, false, o.quantize == "fp8").step_bytes(rows, ctx);
             std::printf(
                 " (replay window %d; §4's stock formula, state read and written every step: %.1f GB = "
                 "%.1f%%)",

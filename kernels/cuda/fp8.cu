@@ -3,6 +3,7 @@
 // column-major product yᵀ[n, m] = wq[n, k]·xqᵀ as in gemm.cu (A = w transposed, B = x), both operands
 // K-major.
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -602,17 +603,17 @@ void create_events(Fp8GemmContext::Impl& impl) {
     }
 }
 
-// Times the cuBLASLt candidates (outputs to `out`) and keeps the fastest.
-void pick_candidate(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, void* out,
-                    cudaStream_t stream) {
-    const int n = plan.n_candidates;
-    bool ok[kMaxCandidates] = {};
-    for (int i = 0; i < n; ++i)
-        ok[i] = run_matmul(impl, plan, plan.candidates[i], p, out, stream) == CUBLAS_STATUS_SUCCESS;
+// Runs way(0 .. n-1) once each (warm-up; false: the way does not take the problem), then kTimedRuns times
+// each between events, and returns the fastest way that ran; n ≤ kMaxCandidates + 1 (one event per way and
+// one before).
+int fastest_way(Fp8GemmContext::Impl& impl, int n, const std::function<bool(int)>& way, cudaStream_t stream) {
+    SURF_CHECK(n >= 1 && n <= kMaxCandidates + 1, "fp8_gemm: ", n, " ways to time");
+    create_events(impl);
+    bool ok[kMaxCandidates + 1] = {};
+    for (int i = 0; i < n; ++i) ok[i] = way(i);
     SURF_CUDA_CHECK(cudaEventRecord(impl.ev[0], stream));
     for (int i = 0; i < n; ++i) {
-        for (int r = 0; r < kTimedRuns && ok[i]; ++r)
-            ok[i] = run_matmul(impl, plan, plan.candidates[i], p, out, stream) == CUBLAS_STATUS_SUCCESS;
+        for (int r = 0; r < kTimedRuns && ok[i]; ++r) ok[i] = way(i);
         SURF_CUDA_CHECK(cudaEventRecord(impl.ev[i + 1], stream));
     }
     SURF_CUDA_CHECK(cudaEventSynchronize(impl.ev[n]));
@@ -623,7 +624,7 @@ void pick_candidate(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmPara
         SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, impl.ev[i], impl.ev[i + 1]));
         if (ok[i] && ms < best) best = ms, chosen = i;
     }
-    plan.algo = plan.candidates[chosen];
+    return chosen;
 }
 
 // Times the candidates on a scratch output and keeps the fastest; not while the stream is captured.
@@ -634,12 +635,16 @@ void tune_plan(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p
     if (capturing != cudaStreamCaptureStatusNone) return;
     plan.tuned = true;
     if (plan.n_candidates <= 1) return;
-    create_events(impl);
     const size_t bytes = static_cast<size_t>(p.m * (plan.epilogue ? p.n : ldy)) *
                          (plan.acc_bf16 ? 2 : (plan.epilogue || p.y_dtype == DType::kF32 ? 4 : 2));
     void* out = Fp8GemmContext::Impl::grow(impl.scratch, impl.scratch_bytes, bytes);
     SURF_CUDA_CHECK(cudaMemsetAsync(out, 0, bytes, stream));
-    pick_candidate(impl, plan, p, out, stream);
+    plan.algo = plan.candidates[fastest_way(
+        impl, plan.n_candidates,
+        [&](int i) {
+            return run_matmul(impl, plan, plan.candidates[i], p, out, stream) == CUBLAS_STATUS_SUCCESS;
+        },
+        stream)];
 }
 
 // Times the plan's cuBLASLt way whole (matmul, then the epilogue pass) against each CUTLASS config on a
@@ -650,31 +655,14 @@ void pick_cutlass(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams
     const size_t y_bytes = static_cast<size_t>(p.m * ldy) * dtype_size(p.y_dtype);
     t.y = Fp8GemmContext::Impl::grow(impl.y_scratch, impl.y_scratch_bytes, y_bytes);
     SURF_CUDA_CHECK(cudaMemsetAsync(t.y, 0, y_bytes, stream));
-    constexpr int kWays = 1 + fp8_cutlass::kConfigs;  // way 0: cuBLASLt; way c + 1: config c
-    static_assert(kWays + 1 <= kMaxCandidates + 2, "one event per way and one before");
-    create_events(impl);
-    auto run_way = [&](int way) {
+    auto run_way = [&](int way) {  // way 0: cuBLASLt; way c + 1: config c
         if (way == 0) {
             run_cublaslt(impl, plan, t, ldy, stream);
             return true;
         }
         return fp8_cutlass::run(way - 1, t, ldy, impl.workspace, impl.workspace_bytes, stream);
     };
-    bool ok[kWays] = {};
-    for (int w = 0; w < kWays; ++w) ok[w] = run_way(w);  // warm-up, and which configs take the shape
-    SURF_CUDA_CHECK(cudaEventRecord(impl.ev[0], stream));
-    for (int w = 0; w < kWays; ++w) {
-        for (int r = 0; r < kTimedRuns && ok[w]; ++r) run_way(w);
-        SURF_CUDA_CHECK(cudaEventRecord(impl.ev[w + 1], stream));
-    }
-    SURF_CUDA_CHECK(cudaEventSynchronize(impl.ev[kWays]));
-    float best = std::numeric_limits<float>::infinity();
-    int chosen = 0;
-    for (int w = 0; w < kWays; ++w) {
-        float ms = 0;
-        SURF_CUDA_CHECK(cudaEventElapsedTime(&ms, impl.ev[w], impl.ev[w + 1]));
-        if (ok[w] && ms < best) best = ms, chosen = w;
-    }
+    const int chosen = fastest_way(impl, 1 + fp8_cutlass::kConfigs, run_way, stream);
     plan.cutlass = chosen - 1;
     if (plan.cutlass >= 0) ++impl.cutlass_plans;
 }

@@ -54,8 +54,12 @@ int64_t row_threads(int64_t n_vec) {
     return std::max<int64_t>((t + 31) / 32 * 32, 32);
 }
 
+bool aligned(const void* p, uintptr_t bytes) {
+    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
 bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+    return aligned(p, 16);
 }
 
 // The threads working on one item (a row, or a row group of the gated norm): a warp (kWarp; item = warp of
@@ -469,10 +473,6 @@ void launch_rows(const VecLaunch& L, cudaStream_t stream, void (*warp_teams)(Arg
     detail::launch_kernel((L.warp ? warp_teams : block_teams), L.blocks, L.threads, 0, stream, args...);
 }
 
-bool aligned8(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 8 == 0;
-}
-
 }  // namespace
 
 void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
@@ -483,7 +483,8 @@ void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
     const bool f32 = p.x_dtype == DType::kF32;
     const VecLaunch L = vec_launch(p.rows, p.dim / kVec);
     const bool vec = L.ok && p.dim % kVec == 0 && x_stride % kVec == 0 && aligned16(p.x) &&
-                     aligned16(p.residual) && aligned16(p.weight) && aligned16(p.y) && aligned8(p.fp8_out.q);
+                     aligned16(p.residual) && aligned16(p.weight) && aligned16(p.y) &&
+                     aligned(p.fp8_out.q, 8);
     SURF_CHECK(!p.fp8_out.q || p.fp8_out.scale, "rmsnorm: FP8 output without scales");
     if (vec && f32)
         launch_rows(L, stream, rmsnorm_vec_kernel<float, true>, rmsnorm_vec_kernel<float, false>, p,
@@ -540,7 +541,7 @@ void gated_rmsnorm(const GatedRmsNormParams& p, cudaStream_t stream) {
     SURF_CHECK(!p.fp8_out.q || p.fp8_out.scale, "gated_rmsnorm: FP8 output without scales");
     // The FP8 output in the same pass: one block a row, a warp team per group. Otherwise the kernels run
     // without it and quantize_e4m3 follows.
-    const bool fused_fp8 = p.fp8_out.q && vec && L.warp && groups <= 32 && aligned8(p.fp8_out.q);
+    const bool fused_fp8 = p.fp8_out.q && vec && L.warp && groups <= 32 && aligned(p.fp8_out.q, 8);
     GatedRmsNormParams kp = p;
     if (fused_fp8)
         L.blocks = static_cast<unsigned>(p.rows), L.threads = static_cast<unsigned>(32 * groups);

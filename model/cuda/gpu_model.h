@@ -80,10 +80,10 @@ struct GpuSetup {
     // pass when a shape is tuned, the faster kept (Fp8GemmContext::set_cutlass; builds with CUTLASS only).
     bool fp8_cutlass = true;
     // With FP8 language-model weights: the vision tower's qkv, fc1 and fc2 in FP8 too (quantize_vision on
-    // load, activations per token, the vision stream's own Fp8GemmContext). Off by default: its error on the
-    // vision features is measured only on random-weight towers (docs/BENCHMARKS.md, FP8 accuracy), not on a
-    // trained C-RADIO, whose outlier tokens are what per-token scales must hold.
-    bool vit_fp8 = false;
+    // load, activations per token, the vision stream's own Fp8GemmContext). On surf-tiny's trained tower it
+    // changes the image-conditioned next-token choice less often than the FP8 language model does
+    // (docs/BENCHMARKS.md, FP8 accuracy); false keeps the tower bf16 (`--vit-fp8 0`).
+    bool vit_fp8 = true;
 };
 
 // How each step runs; GpuModel::set_step_options changes them between steps. Decode graphs keep the settings

@@ -90,7 +90,8 @@ GpuWeights random_weights(const ModelConfig& cfg, uint64_t seed, cudaStream_t st
 
 // The vision tower's qkv, fc1 and fc2 of every block quantized to E4M3 on the device, per output channel, for
 // dynamic per-token activations (GpuLimits::vit_fp8); proj (1,280 × 1,280 in C-RADIO) stays bf16: at k =
-// n = width its FP8 GEMM plus the activations' quantization is no faster (docs/BENCHMARKS.md, bench_gemm).
+// n = width its FP8 GEMM plus the activations' quantization is no faster (docs/BENCHMARKS.md, bench_gemm). A
+// layer whose input features are not a multiple of 16 stays bf16 too.
 void quantize_vision(GpuWeights& w, cudaStream_t stream);
 
 // Whether any language-model matrix is FP8, and the widest input (cols) of those that are (the activation

@@ -24,6 +24,8 @@
 #include "model/cuda/gpu_model.h"
 #include "model/engine.h"
 #include "model/text/tokenizer.h"
+#include "model/vision/image.h"
+#include "model/vision/image_tiling.h"
 #include "tests/test_util.h"
 
 using namespace surf::model;
@@ -408,4 +410,103 @@ TEST_CASE("CUDA FP8 vision tower on the golden fixtures: features and image-prom
         CHECK(feat_err[1] <= 0.1);
         CHECK(std::isfinite(between));
     }
+}
+
+// GpuLimits::vit_fp8 on a trained tower: surf-tiny's ViT (trained in train/surf_tiny, where the random
+// golden towers above carry no learned outliers) on five screenshots, each through surf's tiling as in a run:
+// the golden fixture's two (a 320×240 widget) and three synthetic pages (1280×720, 1024×768 with alpha,
+// 390×844). Each image goes into both golden prompts (a policy and a localizer call), and every position
+// from the image's last token on is compared, teacher-forced over the prompt and its golden greedy tokens
+// as one prefill step: the FP8 tower against the bf16 tower under the same FP8 language model (what the
+// tower's quantization adds), beside the FP8 language model against bf16 (what --quantize fp8 already
+// costs). The tower's effect is held to the language model's rule above (top-1 agreement within 0.03 of the
+// language model's own, at least 0.85) and its features to 0.1 of max|ref|; on the fixture's own images the
+// last prompt position is also compared with the PyTorch golden.
+TEST_CASE("CUDA FP8 vision tower on surf-tiny's trained tower: features and image-conditioned logits") {
+    const std::string fixture = std::string(SURF_FIXTURES_DIR) + "/surf_tiny";
+    const std::string sources = std::string(SURF_FIXTURES_DIR) + "/image/sources/";
+    const Checkpoint expected = Checkpoint::open(fixture + "/expected.safetensors");
+    auto load = [](Quantize q, bool vit_fp8) {
+        cuda::GpuLimits L = small_limits(q);
+        L.max_tokens = 1024, L.max_logit_rows = 1024, L.max_tiles = 1, L.max_image_rows = 1024;
+        L.vit_fp8 = vit_fp8;
+        return cuda::GpuModel::load(kSurfTiny, L);
+    };
+    auto bf16 = load(Quantize::kNone, false), fp8 = load(Quantize::kFp8, false),
+         fp8_vit = load(Quantize::kFp8, true);
+    const ModelConfig& cfg = bf16->config();
+    const int64_t V = cfg.llm.vocab_size;
+    Agreement tower, language_model;
+    double feat_err_max = 0, feat_err_sum = 0;
+    int64_t images = 0;
+    std::ostringstream golden_lines;
+    for (const std::string& path :
+         {fixture + "/case0.png", fixture + "/case1.png", sources + "screen_1280x720.png",
+          sources + "screen_1024x768_rgba.png", sources + "screen_390x844.png"}) {
+        const TiledImage tiled = tile_image(load_image(path), tiling_config_from(cfg.image));
+        const int64_t n_tiles =
+            static_cast<int64_t>(tiled.pixels.size()) / (3 * tiled.tile_size * tiled.tile_size);
+        std::vector<float> features[2];
+        for (int v = 0; v < 2; ++v) {
+            cuda::GpuModel& m = v ? *fp8_vit : *fp8;
+            m.encode_images(tiled.pixels.data(), n_tiles, 0);
+            m.copy_vision_features(n_tiles, features[v]);
+        }
+        bf16->encode_images(tiled.pixels.data(), n_tiles, 0);
+        const double fe = relative_error(features[1].data(), features[0]);
+        feat_err_max = std::max(feat_err_max, fe), feat_err_sum += fe, ++images;
+        for (const std::string c : {"case0", "case1"}) {
+            const std::vector<int64_t> ids = expected.to_i64(c + ".input_ids");
+            const std::vector<int64_t> greedy = expected.to_i64(c + ".greedy_tokens");
+            std::vector<int32_t> window(ids.begin(), ids.end());
+            window.insert(window.end(), greedy.begin(), greedy.end() - 1);
+            const auto last_image = std::find(window.rbegin(), window.rend(), cfg.image_context_token_id);
+            const int64_t first = window.rend() - last_image - 1, T = static_cast<int64_t>(window.size());
+            REQUIRE(std::count(window.begin(), window.end(), cfg.image_context_token_id) ==
+                    n_tiles * cfg.image.tokens_per_tile());
+            auto logits = [&](cuda::GpuModel& m) {
+                SeqStep s;
+                s.slot = 0, s.tokens = window, s.image_row = 0, s.all_logits = true;
+                for (int32_t i = 0; i < (T + 15) / 16; ++i) s.pages.push_back(i);
+                REQUIRE(m.forward({s}) == T);
+                std::vector<float> out;
+                m.copy_logits_to_host(T, out);
+                return rows_from(out, first, T - first, V);
+            };
+            const std::vector<float> with_fp8_vit = logits(*fp8_vit), with_fp8 = logits(*fp8),
+                                     with_bf16 = logits(*bf16);
+            tower.add(with_fp8_vit, with_fp8, V);
+            language_model.add(with_fp8, with_bf16, V);
+            if (path == fixture + "/" + c + ".png") {  // the prompt's own screenshot: the golden applies
+                const std::vector<float> want = expected.to_f32(c + ".last_logits");
+                const int64_t last = static_cast<int64_t>(ids.size()) - 1 - first;
+                golden_lines << c
+                             << " on its own screenshot, last prompt position against the PyTorch golden: "
+                             << "FP8 tower " << relative_error(with_fp8_vit.data() + last * V, want)
+                             << ", bf16 tower " << relative_error(with_fp8.data() + last * V, want)
+                             << " (FP8 language model), bf16 model "
+                             << relative_error(with_bf16.data() + last * V, want) << "\n";
+            }
+        }
+    }
+    std::ostringstream table;
+    table << "| surf-tiny, " << images << " screenshots × 2 prompts, " << tower.positions
+          << " image-conditioned positions | logits rel err mean | max | top-1 agreement "
+             "|\n|---|---|---|---|\n";
+    for (const auto& [name, a] :
+         {std::pair<const char*, const Agreement*>{"FP8 tower vs bf16 tower (FP8 language model)", &tower},
+          {"FP8 language model vs bf16 (bf16 tower)", &language_model}}) {
+        char line[256];
+        std::snprintf(line, sizeof(line), "| %s | %.4f | %.4f | %.4f |\n", name, a->mean_err(),
+                      a->rel_err_max, a->top1());
+        table << line;
+    }
+    table << "vision features, FP8 tower vs bf16 tower: rel err mean " << feat_err_sum / images << ", max "
+          << feat_err_max << "\n"
+          << golden_lines.str();
+    std::printf("%s", table.str().c_str());
+    MESSAGE(table.str());
+    CHECK(tower.positions >= 300);
+    CHECK(feat_err_max <= 0.1);
+    CHECK(tower.top1() >= std::max(0.85, language_model.top1() - 0.03));
 }
