@@ -6,8 +6,9 @@
 // as 32 or 62 layers' weights do. Median of --reps launches each. A second table runs the language model's
 // and vision tower's shapes in FP8 E4M3 (per-row activation and per-channel weight scales, as `--quantize
 // fp8`), fast accumulation: the activation quantization pass and cuBLASLt with its scratch and epilogue pass,
-// and CUTLASS with the scales, bias and GELU in its epilogue (each config), against the bf16 GEMM. Usage:
-// bench_gemm [--reps 20]
+// and CUTLASS with the scales, bias and GELU in its epilogue (each config), against the bf16 GEMM. A third
+// table runs the language model's four Mamba / MLP shapes at decode rows (8 to 64) in bf16 and FP8, with and
+// without fp8_skinny, in GB/s of weights streamed. Usage: bench_gemm [--reps 20] [--decode]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -127,72 +128,84 @@ void bench_case(const Case& c, int reps) {
     SURF_CUDA_CHECK(cudaFree(bias));
 }
 
-// One FP8 table row: the case's GEMM in bf16 (cuBLASLt, tuned) against its FP8 forms.
-void bench_fp8_case(const Case& c, int reps) {
-    const int64_t w_elems = c.n * c.k;
-    const int n_w = static_cast<int>(std::clamp<int64_t>((int64_t{160} << 20) / w_elems + 1, 2, 32));
-    auto* wb = static_cast<cu::bf16*>(dalloc(w_elems * 2));
-    std::vector<uint8_t*> w(n_w);
-    std::vector<float*> ws(n_w);
-    for (int i = 0; i < n_w; ++i) {
-        fill(wb, w_elems, 0.05f, 100 + i);
-        w[i] = static_cast<uint8_t*>(dalloc(w_elems));
-        ws[i] = static_cast<float*>(dalloc(c.n * 4));
-        cu::Fp8QuantParams q;
-        q.x = wb, q.q = w[i], q.scale = ws[i], q.rows = c.n, q.cols = c.k;
-        cu::quantize_e4m3(q, nullptr);
-    }
-    auto* x = static_cast<cu::bf16*>(dalloc(c.m * c.k * 2));
-    fill(x, c.m * c.k, 1.0f, 7);
-    auto* xq = static_cast<uint8_t*>(dalloc(c.m * c.k));
-    auto* xs = static_cast<float*>(dalloc(c.m * 4));
+// A case's FP8 operands: E4M3 weights in copies together larger than the L2 (launch i takes copy i mod n),
+// the activations quantized per row, y, a zero bias; the bf16 weights they came from stay for the bf16 GEMM.
+struct Fp8Operands {
+    const Case& c;
+    std::vector<uint8_t*> w;
+    std::vector<float*> ws;
+    cu::bf16 *wb = nullptr, *x = nullptr;
+    uint8_t* xq = nullptr;
+    float* xs = nullptr;
+    void *y = nullptr, *bias = nullptr;
     cu::Fp8QuantParams qx;
-    qx.x = x, qx.q = xq, qx.scale = xs, qx.rows = c.m, qx.cols = c.k;
-    const size_t y_elem = c.residual ? 4 : 2;
-    void* y = dalloc(c.m * c.n * y_elem);
-    SURF_CUDA_CHECK(cudaMemset(y, 0, c.m * c.n * y_elem));
-    void* bias = dalloc(c.n * y_elem);
-    SURF_CUDA_CHECK(cudaMemset(bias, 0, c.n * y_elem));
-    auto params = [&](int i) {
+
+    explicit Fp8Operands(const Case& cs) : c(cs) {
+        const int64_t w_elems = c.n * c.k;
+        const int n_w = static_cast<int>(std::clamp<int64_t>((int64_t{160} << 20) / w_elems + 1, 2, 32));
+        wb = static_cast<cu::bf16*>(dalloc(w_elems * 2));
+        for (int i = 0; i < n_w; ++i) {
+            fill(wb, w_elems, 0.05f, 100 + i);
+            w.push_back(static_cast<uint8_t*>(dalloc(w_elems)));
+            ws.push_back(static_cast<float*>(dalloc(c.n * 4)));
+            cu::Fp8QuantParams q;
+            q.x = wb, q.q = w.back(), q.scale = ws.back(), q.rows = c.n, q.cols = c.k;
+            cu::quantize_e4m3(q, nullptr);
+        }
+        x = static_cast<cu::bf16*>(dalloc(c.m * c.k * 2));
+        fill(x, c.m * c.k, 1.0f, 7);
+        xq = static_cast<uint8_t*>(dalloc(c.m * c.k));
+        xs = static_cast<float*>(dalloc(c.m * 4));
+        qx.x = x, qx.q = xq, qx.scale = xs, qx.rows = c.m, qx.cols = c.k;
+        cu::quantize_e4m3(qx, nullptr);
+        const size_t y_elem = c.residual ? 4 : 2;
+        y = dalloc(c.m * c.n * y_elem);
+        SURF_CUDA_CHECK(cudaMemset(y, 0, c.m * c.n * y_elem));
+        bias = dalloc(c.n * y_elem);
+        SURF_CUDA_CHECK(cudaMemset(bias, 0, c.n * y_elem));
+    }
+    ~Fp8Operands() {
+        for (auto* p : w) cudaFree(p);
+        for (auto* p : ws) cudaFree(p);
+        for (void* p : {static_cast<void*>(wb), static_cast<void*>(x), static_cast<void*>(xq),
+                        static_cast<void*>(xs), y, bias})
+            cudaFree(p);
+    }
+    cu::Fp8GemmParams params(int i) const {
         cu::Fp8GemmParams p;
-        p.x = xq, p.x_scale = xs, p.w = w[i % n_w], p.w_scale = ws[i % n_w], p.y = y;
+        p.x = xq, p.x_scale = xs, p.w = w[i % w.size()], p.w_scale = ws[i % w.size()], p.y = y;
         p.y_dtype = c.residual ? cu::DType::kF32 : cu::DType::kBF16, p.m = c.m, p.n = c.n, p.k = c.k;
         p.beta = c.residual ? 1.0f : 0.0f;
         p.activation = c.act;
         p.bias = c.bias ? bias : nullptr;
         return p;
-    };
-    const double quant = median_us([&](int) { cu::quantize_e4m3(qx, nullptr); }, reps);
-    const double flops = 2.0 * c.m * c.n * c.k;
-    // cuBLASLt (tuned) with its epilogue pass, then each CUTLASS config where it takes the shape (0: not);
-    // fast accumulation in both, as the engine runs them.
-    auto fp8_us = [&](cu::Fp8GemmContext::Cutlass mode, int config) {
+    }
+    // Median µs of fp8_gemm on a fresh context with autotuning and fast accumulation, as the engine runs it,
+    // with CUTLASS and fp8_skinny as given.
+    double fp8_us(cu::Fp8GemmContext::Cutlass cutlass, int config, cu::Fp8GemmContext::Skinny skinny,
+                  int reps) const {
         cu::Fp8GemmContext ctx8;
         ctx8.set_autotune(true);
         ctx8.set_fast_accum(true);
-        ctx8.set_cutlass(mode, config);
+        ctx8.set_cutlass(cutlass, config);
+        ctx8.set_skinny(skinny);
         for (int i = 0; i < 3; ++i) cu::fp8_gemm(ctx8, params(i), nullptr);  // tuned on the third use
         return median_us([&](int i) { cu::fp8_gemm(ctx8, params(i), nullptr); }, reps);
-    };
-    const double lt_us = fp8_us(cu::Fp8GemmContext::Cutlass::kNever, 0);
-    const bool cutlass = cu::fp8_cutlass::supports(params(0), c.n);
-    double best_us = lt_us;
-    std::string cutlass_cells;
-    for (int config = 0; config < cu::fp8_cutlass::kConfigs; ++config) {
-        const double us = cutlass ? fp8_us(cu::Fp8GemmContext::Cutlass::kAlways, config) : 0.0;
-        cutlass_cells += " " + (cutlass ? time_cell(us, flops) : std::string("—")) + " |";
-        if (cutlass) best_us = std::min(best_us, us);
     }
-    // The bf16 GEMM of the same shape (weights rotating as above).
+};
+
+// The bf16 GEMM of a case (cuBLASLt, tuned; two weight copies of x's operands), median µs.
+double bf16_us(const Case& c, const Fp8Operands& o, int reps) {
+    const int64_t w_elems = c.n * c.k;
     auto* wbf = static_cast<cu::bf16*>(dalloc(w_elems * 2 * 2));
     fill(wbf, w_elems * 2, 0.05f, 3);
     cu::GemmContext ctx;
     ctx.set_autotune(true);
     auto bf16_params = [&](int i) {
-        cu::GemmParams p{x,
+        cu::GemmParams p{o.x,
                          wbf + (i % 2) * w_elems,
                          nullptr,
-                         y,
+                         o.y,
                          c.residual ? cu::DType::kF32 : cu::DType::kBF16,
                          c.m,
                          c.n,
@@ -202,26 +215,69 @@ void bench_fp8_case(const Case& c, int reps) {
         return p;
     };
     for (int i = 0; i < 3; ++i) cu::gemm(ctx, bf16_params(i), nullptr);
-    const double bf16_us = median_us([&](int i) { cu::gemm(ctx, bf16_params(i), nullptr); }, reps);
-    std::printf("| %s | %lld × %lld × %lld | %s | %.1f | %s |%s %.3f | %.3f |\n", c.name,
-                static_cast<long long>(c.m), static_cast<long long>(c.n), static_cast<long long>(c.k),
-                time_cell(bf16_us, flops).c_str(), quant, time_cell(lt_us, flops).c_str(),
-                cutlass_cells.c_str(), (lt_us + quant) / bf16_us, (best_us + quant) / bf16_us);
-    std::fflush(stdout);
-    for (auto* p : w) SURF_CUDA_CHECK(cudaFree(p));
-    for (auto* p : ws) SURF_CUDA_CHECK(cudaFree(p));
-    for (void* p : {static_cast<void*>(wb), static_cast<void*>(wbf), static_cast<void*>(x),
-                    static_cast<void*>(xq), static_cast<void*>(xs), y, bias})
-        SURF_CUDA_CHECK(cudaFree(p));
+    const double us = median_us([&](int i) { cu::gemm(ctx, bf16_params(i), nullptr); }, reps);
+    SURF_CUDA_CHECK(cudaFree(wbf));
+    return us;
 }
 
-// --reps N (default 20); false after printing the usage or the range error.
-bool parse(int argc, char** argv, int& reps) {
+// One FP8 table row: the case's GEMM in bf16 (cuBLASLt, tuned) against its FP8 forms.
+void bench_fp8_case(const Case& c, int reps) {
+    const Fp8Operands o(c);
+    const cu::Fp8QuantParams& qx = o.qx;
+    const double quant = median_us([&](int) { cu::quantize_e4m3(qx, nullptr); }, reps);
+    const double flops = 2.0 * c.m * c.n * c.k;
+    // cuBLASLt (tuned) with its epilogue pass, then each CUTLASS config where it takes the shape (0: not);
+    // fast accumulation in both, as the engine runs them.
+    using Cut = cu::Fp8GemmContext::Cutlass;
+    const auto no_skinny = cu::Fp8GemmContext::Skinny::kNever;
+    const double lt_us = o.fp8_us(Cut::kNever, 0, no_skinny, reps);
+    const bool cutlass = cu::fp8_cutlass::supports(o.params(0), c.n);
+    double best_us = lt_us;
+    std::string cutlass_cells;
+    for (int config = 0; config < cu::fp8_cutlass::kConfigs; ++config) {
+        const double us = cutlass ? o.fp8_us(Cut::kAlways, config, no_skinny, reps) : 0.0;
+        cutlass_cells += " " + (cutlass ? time_cell(us, flops) : std::string("—")) + " |";
+        if (cutlass) best_us = std::min(best_us, us);
+    }
+    const double b_us = bf16_us(c, o, reps);
+    std::printf("| %s | %lld × %lld × %lld | %s | %.1f | %s |%s %.3f | %.3f |\n", c.name,
+                static_cast<long long>(c.m), static_cast<long long>(c.n), static_cast<long long>(c.k),
+                time_cell(b_us, flops).c_str(), quant, time_cell(lt_us, flops).c_str(), cutlass_cells.c_str(),
+                (lt_us + quant) / b_us, (best_us + quant) / b_us);
+    std::fflush(stdout);
+}
+
+// One row of the decode table: a language-model GEMM at decode rows, weight bytes streamed per µs (GB/s) in
+// bf16, in FP8 on the ways before fp8_skinny (cuBLASLt + epilogue pass, CUTLASS; the faster, tuned), on
+// fp8_skinny alone (its automatic k split), and as the engine now tunes it (all of them timed).
+void bench_fp8_decode_case(const Case& c, int reps) {
+    const Fp8Operands o(c);
+    const double bytes = static_cast<double>(c.n) * c.k;
+    using Cut = cu::Fp8GemmContext::Cutlass;
+    using Sk = cu::Fp8GemmContext::Skinny;
+    const double b_us = bf16_us(c, o, reps), before = o.fp8_us(Cut::kTuned, 0, Sk::kNever, reps),
+                 skinny = o.fp8_us(Cut::kNever, 0, Sk::kAlways, reps),
+                 tuned = o.fp8_us(Cut::kTuned, 0, Sk::kTuned, reps);
+    auto cell = [&](double us, double b) {
+        char s[48];
+        std::snprintf(s, sizeof s, "%.1f (%.0f)", us, b / (us * 1e-6) / 1e9);
+        return std::string(s);
+    };
+    std::printf("| %s | %lld × %lld × %lld | %s | %s | %s | %s |\n", c.name, static_cast<long long>(c.m),
+                static_cast<long long>(c.n), static_cast<long long>(c.k), cell(b_us, 2 * bytes).c_str(),
+                cell(before, bytes).c_str(), cell(skinny, bytes).c_str(), cell(tuned, bytes).c_str());
+    std::fflush(stdout);
+}
+
+// --reps N (default 20), --decode (the decode table only); false after printing the usage or the range error.
+bool parse(int argc, char** argv, int& reps, bool& decode_only) {
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
             reps = std::atoi(argv[++i]);
+        } else if (std::strcmp(argv[i], "--decode") == 0) {
+            decode_only = true;
         } else {
-            std::fprintf(stderr, "usage: bench_gemm [--reps 20]\n");
+            std::fprintf(stderr, "usage: bench_gemm [--reps 20] [--decode]\n");
             return false;
         }
     }
@@ -236,7 +292,8 @@ bool parse(int argc, char** argv, int& reps) {
 
 int main(int argc, char** argv) {
     int reps = 20;
-    if (!parse(argc, argv, reps)) return 2;
+    bool decode_only = false;
+    if (!parse(argc, argv, reps, decode_only)) return 2;
     cudaDeviceProp prop{};
     SURF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     const double ceiling = surf::bench::gemm_ceiling() / 1e12;
@@ -258,23 +315,41 @@ int main(int argc, char** argv) {
         {"projector.fc1 + ReLU²", 768, 20480, 5120, false, false, A::kReluSquared},
         {"projector.fc2", 768, 5120, 20480, false, false, A::kNone},
     };
-    std::printf("gemm_wgmma resident blocks: tile 256 %d (pairs) / %d (single), tile 128 %d / %d\n\n",
-                cu::gemm_wgmma_resident_blocks(256, true), cu::gemm_wgmma_resident_blocks(256, false),
-                cu::gemm_wgmma_resident_blocks(128, true), cu::gemm_wgmma_resident_blocks(128, false));
+    if (!decode_only) {
+        std::printf("gemm_wgmma resident blocks: tile 256 %d (pairs) / %d (single), tile 128 %d / %d\n\n",
+                    cu::gemm_wgmma_resident_blocks(256, true), cu::gemm_wgmma_resident_blocks(256, false),
+                    cu::gemm_wgmma_resident_blocks(128, true), cu::gemm_wgmma_resident_blocks(128, false));
+        std::printf(
+            "| GEMM | m × n × k | cuBLASLt µs (TFLOP/s) | gemm_wgmma tile 256, pairs | tile 256, single | "
+            "tile "
+            "128, pairs | tile 128, single | best "
+            "ours / cuBLASLt |\n|---|---|---|---|---|---|---|---|\n");
+        for (const Case& c : cases) bench_case(c, reps);
+        std::printf(
+            "\nFP8 E4M3 (per-row activation, per-channel weight scales): µs (TFLOP/s); CUTLASS configs as "
+            "fp8_cutlass.h's (— where it does not take the shape)\n\n| GEMM | m × n × k | bf16 cuBLASLt | "
+            "quantize x "
+            "µs | FP8 cuBLASLt + epilogue pass | CUTLASS %s | %s | %s | %s | (cuBLASLt FP8 + quantize) / "
+            "bf16 | "
+            "(best FP8 + quantize) / bf16 |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+            cu::fp8_cutlass::config_name(0), cu::fp8_cutlass::config_name(1), cu::fp8_cutlass::config_name(2),
+            cu::fp8_cutlass::config_name(3));
+        for (const Case& c : cases) bench_fp8_case(c, reps);
+    }
     std::printf(
-        "| GEMM | m × n × k | cuBLASLt µs (TFLOP/s) | gemm_wgmma tile 256, pairs | tile 256, single | tile "
-        "128, pairs | tile 128, single | best "
-        "ours / cuBLASLt |\n|---|---|---|---|---|---|---|---|\n");
-    for (const Case& c : cases) bench_case(c, reps);
-    std::printf(
-        "\nFP8 E4M3 (per-row activation, per-channel weight scales): µs (TFLOP/s); CUTLASS configs as "
-        "fp8_cutlass.h's (— where it does not take the shape)\n\n| GEMM | m × n × k | bf16 cuBLASLt | "
-        "quantize x "
-        "µs | FP8 cuBLASLt + epilogue pass | CUTLASS %s | %s | %s | %s | (cuBLASLt FP8 + quantize) / bf16 | "
-        "(best FP8 + quantize) / bf16 |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
-        cu::fp8_cutlass::config_name(0), cu::fp8_cutlass::config_name(1), cu::fp8_cutlass::config_name(2),
-        cu::fp8_cutlass::config_name(3));
-    for (const Case& c : cases) bench_fp8_case(c, reps);
+        "\nFP8 at decode rows (the language model's shapes, copy bandwidth %.0f GB/s): µs (GB/s of "
+        "weights)\n\n"
+        "| GEMM | m × n × k | bf16 cuBLASLt | FP8 cuBLASLt + pass or CUTLASS, tuned | fp8_skinny | FP8 as "
+        "the engine "
+        "tunes it |\n|---|---|---|---|---|---|\n",
+        surf::bench::copy_bandwidth() / 1e9);
+    for (int64_t m : {8, 16, 32, 50, 64}) {
+        for (int i = 0; i < 4; ++i) {
+            Case d = cases[i];
+            d.m = m;
+            bench_fp8_decode_case(d, reps);
+        }
+    }
     return 0;
 }
 
