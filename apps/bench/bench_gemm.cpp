@@ -7,8 +7,8 @@
 // and vision tower's shapes in FP8 E4M3 (per-row activation and per-channel weight scales, as `--quantize
 // fp8`), fast accumulation: the activation quantization pass and cuBLASLt with its scratch and epilogue pass,
 // and CUTLASS with the scales, bias and GELU in its epilogue (each config), against the bf16 GEMM. A third
-// table runs the language model's four Mamba / MLP shapes at decode rows (8 to 64) in bf16 and FP8, with and
-// without fp8_skinny, in GB/s of weights streamed. Usage: bench_gemm [--reps 20] [--decode]
+// table runs the language model's four Mamba / MLP shapes at decode rows (8 to 64) in bf16 and FP8, in GB/s
+// of weights streamed. Usage: bench_gemm [--reps 20] [--decode]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -181,14 +181,12 @@ struct Fp8Operands {
         return p;
     }
     // Median µs of fp8_gemm on a fresh context with autotuning and fast accumulation, as the engine runs it,
-    // with CUTLASS and fp8_skinny as given.
-    double fp8_us(cu::Fp8GemmContext::Cutlass cutlass, int config, cu::Fp8GemmContext::Skinny skinny,
-                  int reps) const {
+    // with CUTLASS as given.
+    double fp8_us(cu::Fp8GemmContext::Cutlass cutlass, int config, int reps) const {
         cu::Fp8GemmContext ctx8;
         ctx8.set_autotune(true);
         ctx8.set_fast_accum(true);
         ctx8.set_cutlass(cutlass, config);
-        ctx8.set_skinny(skinny);
         for (int i = 0; i < 3; ++i) cu::fp8_gemm(ctx8, params(i), nullptr);  // tuned on the third use
         return median_us([&](int i) { cu::fp8_gemm(ctx8, params(i), nullptr); }, reps);
     }
@@ -229,13 +227,12 @@ void bench_fp8_case(const Case& c, int reps) {
     // cuBLASLt (tuned) with its epilogue pass, then each CUTLASS config where it takes the shape (0: not);
     // fast accumulation in both, as the engine runs them.
     using Cut = cu::Fp8GemmContext::Cutlass;
-    const auto no_skinny = cu::Fp8GemmContext::Skinny::kNever;
-    const double lt_us = o.fp8_us(Cut::kNever, 0, no_skinny, reps);
+    const double lt_us = o.fp8_us(Cut::kNever, 0, reps);
     const bool cutlass = cu::fp8_cutlass::supports(o.params(0), c.n);
     double best_us = lt_us;
     std::string cutlass_cells;
     for (int config = 0; config < cu::fp8_cutlass::kConfigs; ++config) {
-        const double us = cutlass ? o.fp8_us(Cut::kAlways, config, no_skinny, reps) : 0.0;
+        const double us = cutlass ? o.fp8_us(Cut::kAlways, config, reps) : 0.0;
         cutlass_cells += " " + (cutlass ? time_cell(us, flops) : std::string("—")) + " |";
         if (cutlass) best_us = std::min(best_us, us);
     }
@@ -247,25 +244,20 @@ void bench_fp8_case(const Case& c, int reps) {
     std::fflush(stdout);
 }
 
-// One row of the decode table: a language-model GEMM at decode rows, weight bytes streamed per µs (GB/s) in
-// bf16, in FP8 on the ways before fp8_skinny (cuBLASLt + epilogue pass, CUTLASS; the faster, tuned), on
-// fp8_skinny alone (its automatic k split), and as the engine now tunes it (all of them timed).
+// One row of the decode table: a language-model GEMM at decode rows, weight bytes streamed per µs (GB/s), in
+// bf16 and in FP8 as the engine runs it (cuBLASLt + epilogue pass or CUTLASS, the faster, tuned).
 void bench_fp8_decode_case(const Case& c, int reps) {
     const Fp8Operands o(c);
     const double bytes = static_cast<double>(c.n) * c.k;
-    using Cut = cu::Fp8GemmContext::Cutlass;
-    using Sk = cu::Fp8GemmContext::Skinny;
-    const double b_us = bf16_us(c, o, reps), before = o.fp8_us(Cut::kTuned, 0, Sk::kNever, reps),
-                 skinny = o.fp8_us(Cut::kNever, 0, Sk::kAlways, reps),
-                 tuned = o.fp8_us(Cut::kTuned, 0, Sk::kTuned, reps);
+    const double b_us = bf16_us(c, o, reps), fp8 = o.fp8_us(cu::Fp8GemmContext::Cutlass::kTuned, 0, reps);
     auto cell = [&](double us, double b) {
         char s[48];
         std::snprintf(s, sizeof s, "%.1f (%.0f)", us, b / (us * 1e-6) / 1e9);
         return std::string(s);
     };
-    std::printf("| %s | %lld × %lld × %lld | %s | %s | %s | %s |\n", c.name, static_cast<long long>(c.m),
+    std::printf("| %s | %lld × %lld × %lld | %s | %s | %.3f |\n", c.name, static_cast<long long>(c.m),
                 static_cast<long long>(c.n), static_cast<long long>(c.k), cell(b_us, 2 * bytes).c_str(),
-                cell(before, bytes).c_str(), cell(skinny, bytes).c_str(), cell(tuned, bytes).c_str());
+                cell(fp8, bytes).c_str(), fp8 / b_us);
     std::fflush(stdout);
 }
 
@@ -339,9 +331,8 @@ int main(int argc, char** argv) {
     std::printf(
         "\nFP8 at decode rows (the language model's shapes, copy bandwidth %.0f GB/s): µs (GB/s of "
         "weights)\n\n"
-        "| GEMM | m × n × k | bf16 cuBLASLt | FP8 cuBLASLt + pass or CUTLASS, tuned | fp8_skinny | FP8 as "
-        "the engine "
-        "tunes it |\n|---|---|---|---|---|---|\n",
+        "| GEMM | m × n × k | bf16 cuBLASLt | FP8 (cuBLASLt + pass or CUTLASS, tuned) | FP8 / bf16 "
+        "|\n|---|---|---|---|---|\n",
         surf::bench::copy_bandwidth() / 1e9);
     for (int64_t m : {8, 16, 32, 50, 64}) {
         for (int i = 0; i < 4; ++i) {

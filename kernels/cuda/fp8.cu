@@ -4,7 +4,6 @@
 // K-major.
 #include <algorithm>
 #include <functional>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -336,7 +335,6 @@ struct Fp8Plan {
     bool epilogue = false;  // unit scales into the scratch, then fp8_epilogue_kernel
     bool acc_bf16 = false;  // the epilogue path's scratch in bf16
     int cutlass = -1;       // the fp8_cutlass config this shape runs on; -1: cuBLASLt
-    int skinny_split = 0;   // > 0: the shape runs on fp8_skinny with this k split
 };
 
 // m, n, k, ldy, y dtype, beta ≠ 0, y's alignment, activation + 8 with a bias.
@@ -360,8 +358,7 @@ struct Fp8GemmContext::Impl {
     bool fast_accum = false;
     Fp8GemmContext::Cutlass cutlass = Fp8GemmContext::Cutlass::kTuned;
     int cutlass_config = 0;  // kAlways's
-    Fp8GemmContext::Skinny skinny = Fp8GemmContext::Skinny::kTuned;
-    int64_t epilogue_plans = 0, cutlass_plans = 0, skinny_plans = 0;
+    int64_t epilogue_plans = 0, cutlass_plans = 0;
     // [m, n] fp32 or bf16: the epilogue path's GEMM output. A larger shape takes a new buffer and the old one
     // stays allocated until the context goes: decode graphs captured earlier still write to it.
     void* acc = nullptr;
@@ -434,9 +431,6 @@ void Fp8GemmContext::set_cutlass(Cutlass mode, int config) {
     impl_->cutlass = mode;
     impl_->cutlass_config = config;
 }
-void Fp8GemmContext::set_skinny(Skinny mode) {
-    impl_->skinny = mode;
-}
 bool Fp8GemmContext::cutlass_available() {
     return fp8_cutlass::available();
 }
@@ -449,9 +443,6 @@ int64_t Fp8GemmContext::epilogue_planned() const {
 }
 int64_t Fp8GemmContext::cutlass_planned() const {
     return impl_->cutlass_plans;
-}
-int64_t Fp8GemmContext::skinny_planned() const {
-    return impl_->skinny_plans;
 }
 
 namespace {
@@ -656,37 +647,24 @@ void tune_plan(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p
         stream)];
 }
 
-constexpr int kSkinnySplits[] = {1, 2, 4, 8};
-
-// Times the plan's cuBLASLt way whole (matmul, then the epilogue pass) against each CUTLASS config (where
-// `cutlass`) and fp8_skinny at each k split (where `skinny`) on a scratch y, and runs the shape on the
-// fastest from now on.
-void pick_way(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy, bool cutlass,
-              bool skinny, cudaStream_t stream) {
+// Times the plan's cuBLASLt way whole (matmul, then the epilogue pass) against each CUTLASS config on a
+// scratch y, and runs the shape on the fastest from now on.
+void pick_cutlass(Fp8GemmContext::Impl& impl, Fp8Plan& plan, const Fp8GemmParams& p, int64_t ldy,
+                  cudaStream_t stream) {
     Fp8GemmParams t = p;
     const size_t y_bytes = static_cast<size_t>(p.m * ldy) * dtype_size(p.y_dtype);
     t.y = Fp8GemmContext::Impl::grow(impl.y_scratch, impl.y_scratch_bytes, y_bytes);
     SURF_CUDA_CHECK(cudaMemsetAsync(t.y, 0, y_bytes, stream));
-    constexpr int kSkinnyWays = static_cast<int>(std::size(kSkinnySplits));
-    auto run_way = [&](int way) {  // way 0: cuBLASLt; then the CUTLASS configs; then the skinny splits
+    auto run_way = [&](int way) {  // way 0: cuBLASLt; way c + 1: config c
         if (way == 0) {
             run_cublaslt(impl, plan, t, ldy, stream);
             return true;
         }
-        if (way <= fp8_cutlass::kConfigs)
-            return cutlass && fp8_cutlass::run(way - 1, t, ldy, impl.workspace, impl.workspace_bytes, stream);
-        if (!skinny) return false;
-        fp8_skinny(t, stream, kSkinnySplits[way - 1 - fp8_cutlass::kConfigs]);
-        return true;
+        return fp8_cutlass::run(way - 1, t, ldy, impl.workspace, impl.workspace_bytes, stream);
     };
-    const int chosen = fastest_way(impl, 1 + fp8_cutlass::kConfigs + kSkinnyWays, run_way, stream);
-    if (chosen > fp8_cutlass::kConfigs) {
-        plan.skinny_split = kSkinnySplits[chosen - 1 - fp8_cutlass::kConfigs];
-        ++impl.skinny_plans;
-    } else {
-        plan.cutlass = chosen - 1;
-        if (plan.cutlass >= 0) ++impl.cutlass_plans;
-    }
+    const int chosen = fastest_way(impl, 1 + fp8_cutlass::kConfigs, run_way, stream);
+    plan.cutlass = chosen - 1;
+    if (plan.cutlass >= 0) ++impl.cutlass_plans;
 }
 
 // A new shape takes CUTLASS where a tuned shape of the same n, k, y and ⌈m / 64⌉ runs on it (its tile counts
@@ -762,12 +740,6 @@ void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream) 
         if (p.fp8_out.q) quantize_output(p, ldy, stream);
         return;
     }
-    const bool skinny_takes = !impl.force_epilogue && fp8_skinny_supported(p);
-    if (impl.skinny == Fp8GemmContext::Skinny::kAlways && skinny_takes) {
-        fp8_skinny(p, stream);
-        if (p.fp8_out.q) quantize_output(p, ldy, stream);
-        return;
-    }
     if (impl.cutlass == Fp8GemmContext::Cutlass::kAlways && cutlass_takes) {
         SURF_CHECK(
             fp8_cutlass::run(impl.cutlass_config, p, ldy, impl.workspace, impl.workspace_bytes, stream),
@@ -778,14 +750,8 @@ void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream) 
     if (!plan.tuned &&
         ++plan.uses >= (p.m <= kTuneOnFirstUseRows || impl.tune_first_use ? 1 : kTuneAfterUses)) {
         tune_plan(impl, plan, p, ldy, stream);
-        const bool cutlass = impl.cutlass == Fp8GemmContext::Cutlass::kTuned && cutlass_takes;
-        const bool skinny = impl.skinny == Fp8GemmContext::Skinny::kTuned && skinny_takes;
-        if (plan.tuned && (cutlass || skinny)) pick_way(impl, plan, p, ldy, cutlass, skinny, stream);
-    }
-    if (plan.skinny_split > 0) {
-        fp8_skinny(p, stream, plan.skinny_split);
-        if (p.fp8_out.q) quantize_output(p, ldy, stream);
-        return;
+        if (plan.tuned && impl.cutlass == Fp8GemmContext::Cutlass::kTuned && cutlass_takes)
+            pick_cutlass(impl, plan, p, ldy, stream);
     }
     if (plan.cutlass >= 0 &&
         fp8_cutlass::run(plan.cutlass, p, ldy, impl.workspace, impl.workspace_bytes, stream))

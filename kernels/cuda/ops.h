@@ -229,7 +229,7 @@ struct Fp8GemmParams {
 // scratch (fp32, or bf16 per set_bf16_products) and an epilogue kernel applies scales, beta and activation,
 // or, where tuning finds it faster, on CUTLASS's kernel with the scales in its epilogue (set_cutlass).
 // Autotuning as GemmContext's (candidates timed on first use up to 128 rows, after 3 uses above, never while
-// capturing). Rows of ≤ 4 go to fp8_gemv; 5 to 64 rows may go to fp8_skinny (set_skinny). Not thread-safe.
+// capturing). Rows of ≤ 4 go to fp8_gemv. Not thread-safe.
 class Fp8GemmContext {
 public:
     explicit Fp8GemmContext(size_t workspace_bytes = size_t{32} << 20);
@@ -257,17 +257,11 @@ public:
     // kNever not at all.
     enum class Cutlass { kTuned, kAlways, kNever };
     void set_cutlass(Cutlass mode, int config = 0);
-    // fp8_skinny for 5 to 64 rows: kTuned (default) times it at each k split beside the other ways whenever
-    // such a shape is tuned (with autotuning only) and keeps the fastest; kAlways runs it on every shape it
-    // takes (tests); kNever not at all.
-    enum class Skinny { kTuned, kAlways, kNever };
-    void set_skinny(Skinny mode);
     static bool cutlass_available();  // built with CUTLASS's headers
-    // Shapes planned so far, how many of them run the epilogue path, on CUTLASS, and on fp8_skinny.
+    // Shapes planned so far, how many of them run the epilogue path, and how many run on CUTLASS.
     int64_t planned() const;
     int64_t epilogue_planned() const;
     int64_t cutlass_planned() const;
-    int64_t skinny_planned() const;
 
     struct Impl;
     Impl* impl() { return impl_.get(); }
@@ -285,16 +279,6 @@ void fp8_gemm(Fp8GemmContext& ctx, const Fp8GemmParams& p, cudaStream_t stream);
 bool fp8_gemv_supported(const Fp8GemmParams& p);
 void fp8_gemv(const Fp8GemmParams& p, cudaStream_t stream, int k_split = 0);
 int fp8_gemv_k_split(int64_t n, int64_t k);
-
-// The FP8 GEMM of decode steps with 5 to 64 rows (fp8_skinny.cu): fp8_gemm()'s contract with k a multiple of
-// 16, x and w 16-byte aligned, no bias and no GELU; the weights streamed once through mma.sync E4M3
-// tensor-core tiles (weight rows on M, activation rows on N), fp32 accumulators, the scale / beta / ReLU²
-// epilogue in the same kernel. fp8_gemm() times it beside its other ways when it tunes such a shape
-// (Fp8GemmContext:: set_skinny). k_split: warps of a block that share 16 weight rows, each over a slice of k
-// (1, 2, 4, 8; 0 = fp8_skinny_k_split).
-bool fp8_skinny_supported(const Fp8GemmParams& p);
-void fp8_skinny(const Fp8GemmParams& p, cudaStream_t stream, int k_split = 0);
-int fp8_skinny_k_split(int64_t n, int64_t k);
 
 // ---------------------------------------------------------------------------------------------------
 // Norms and activations (norm.cu)

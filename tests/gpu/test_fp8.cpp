@@ -358,60 +358,6 @@ TEST_CASE("fp8_gemv (decode rows, m ≤ 4) against fp8_linear_reference, k split
     CHECK(cu::fp8_gemv_k_split(34, 8192) > 1);
 }
 
-// fp8_skinny's MMAs (mma.sync m16n8k32 E4M3 with fp32 accumulators) are held to the fast accumulation bound:
-// (k / 32) · 2^-14 of Σ|xq·wq|, one reduced-precision step per MMA's 32 products. m from 5 to 64 (one to
-// eight activation tiles, partial ones), k a multiple of 64 or not (a lane-quad's tail past k), every k
-// split.
-TEST_CASE("fp8_skinny (decode rows, 5 ≤ m ≤ 64) against fp8_linear_reference, every k split") {
-    cu::Fp8GemmContext ctx;
-    ctx.set_skinny(cu::Fp8GemmContext::Skinny::kAlways);  // every shape below runs on it
-    std::mt19937 rng(85);
-    double worst = 0;
-    for (int64_t m : {5, 8, 13, 33, 50, 64}) {
-        const double bound = 1024.0 / 32 * 0x1p-14;
-        run_gemm_case(ctx, {m, 256, 512, cu::DType::kF32, false, false, 0}, rng, false, bound, &worst);
-        run_gemm_case(ctx, {m, 200, 1024, cu::DType::kF32, true, false, 0}, rng, false, bound, &worst);
-        run_gemm_case(ctx, {m, 384, 272, cu::DType::kBF16, false, false, 0}, rng, false, bound);
-        run_gemm_case(ctx, {m, 512, 768, cu::DType::kBF16, false, true, 0}, rng, false, bound);
-        run_gemm_case(ctx, {m, 128, 512, cu::DType::kBF16, false, false, 192}, rng, false, bound);
-        run_gemm_case(ctx, {m, 34, 8192, cu::DType::kF32, true, false, 0}, rng, false, 8192.0 / 32 * 0x1p-14,
-                      &worst);
-    }
-    MESSAGE("fp8_skinny: largest error " << worst << " of Σ|xq·wq|; " << ctx.planned()
-                                         << " cuBLASLt plans (0 expected)");
-    CHECK(ctx.planned() == 0);
-    CHECK(cu::fp8_skinny_k_split(34, 8192) > 1);
-    // Each k split on one shape, against the automatic one's output within the same bound.
-    std::mt19937 r2(86);
-    for (int ks : {1, 2, 4, 8}) {
-        const int64_t m = 50, n = 96, k = 4160;
-        std::vector<uint8_t> xq(static_cast<size_t>(m * k)), wq(static_cast<size_t>(n * k));
-        for (auto& b : xq) b = static_cast<uint8_t>(r2() % 0x7f) | (r2() % 2 ? 0x80 : 0);  // finite codes
-        for (auto& b : wq) b = static_cast<uint8_t>(r2() % 0x7f) | (r2() % 2 ? 0x80 : 0);
-        const std::vector<float> ones_m(static_cast<size_t>(m), 1.0f), ones_n(static_cast<size_t>(n), 1.0f);
-        DeviceBuffer<uint8_t> dx(xq), dw(wq);
-        DeviceBuffer<float> sx(ones_m), sw(ones_n), y(std::vector<float>(static_cast<size_t>(m * n), 0.0f));
-        cu::Fp8GemmParams p;
-        p.x = dx.get(), p.x_scale = sx.get(), p.w = dw.get(), p.w_scale = sw.get(), p.y = y.get();
-        p.y_dtype = cu::DType::kF32, p.m = m, p.n = n, p.k = k;
-        cu::fp8_skinny(p, nullptr, ks);
-        const std::vector<float> got = y.download();
-        int64_t bad = 0;
-        for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < n; ++j) {
-                double sum = 0, mag = 0;
-                for (int64_t t = 0; t < k; ++t) {
-                    const double v =
-                        double(cpu::e4m3_to_f32(xq[i * k + t])) * cpu::e4m3_to_f32(wq[j * k + t]);
-                    sum += v, mag += std::fabs(v);
-                }
-                bad += !(std::fabs(got[i * n + j] - sum) <= double(k) / 32 * 0x1p-14 * mag + 1e-6);
-            }
-        INFO("k split " << ks);
-        CHECK(bad == 0);
-    }
-}
-
 // ---- producers with an FP8 output (Fp8RowOut) --------------------------------------------------------
 // Each producer's codes and scales must be quantize_e4m3's of its own bf16 result, bit for bit: the CPU's
 // quantization (cpu_quantize) of the downloaded bf16 rows is the reference, and the bf16 result itself must
