@@ -245,19 +245,27 @@ void bench_fp8_case(const Case& c, int reps) {
 }
 
 // One row of the decode table: a language-model GEMM at decode rows, weight bytes streamed per µs (GB/s), in
-// bf16 and in FP8 as the engine runs it (cuBLASLt + epilogue pass or CUTLASS, the faster, tuned).
+// bf16, in FP8 on cuBLASLt + epilogue pass alone, on each CUTLASS config that takes it, and as the engine
+// runs it (every way timed, the fastest kept).
 void bench_fp8_decode_case(const Case& c, int reps) {
     const Fp8Operands o(c);
     const double bytes = static_cast<double>(c.n) * c.k;
-    const double b_us = bf16_us(c, o, reps), fp8 = o.fp8_us(cu::Fp8GemmContext::Cutlass::kTuned, 0, reps);
+    using Cut = cu::Fp8GemmContext::Cutlass;
     auto cell = [&](double us, double b) {
         char s[48];
         std::snprintf(s, sizeof s, "%.1f (%.0f)", us, b / (us * 1e-6) / 1e9);
         return std::string(s);
     };
-    std::printf("| %s | %lld × %lld × %lld | %s | %s | %.3f |\n", c.name, static_cast<long long>(c.m),
+    const double b_us = bf16_us(c, o, reps), lt = o.fp8_us(Cut::kNever, 0, reps);
+    std::string configs;
+    const bool cutlass = cu::fp8_cutlass::supports(o.params(0), c.n);
+    for (int config = 0; config < cu::fp8_cutlass::kConfigs; ++config)
+        configs +=
+            " " + (cutlass ? cell(o.fp8_us(Cut::kAlways, config, reps), bytes) : std::string("—")) + " |";
+    const double tuned = o.fp8_us(Cut::kTuned, 0, reps);
+    std::printf("| %s | %lld × %lld × %lld | %s | %s |%s %s | %.3f |\n", c.name, static_cast<long long>(c.m),
                 static_cast<long long>(c.n), static_cast<long long>(c.k), cell(b_us, 2 * bytes).c_str(),
-                cell(fp8, bytes).c_str(), fp8 / b_us);
+                cell(lt, bytes).c_str(), configs.c_str(), cell(tuned, bytes).c_str(), tuned / b_us);
     std::fflush(stdout);
 }
 
@@ -317,23 +325,27 @@ int main(int argc, char** argv) {
             "128, pairs | tile 128, single | best "
             "ours / cuBLASLt |\n|---|---|---|---|---|---|---|---|\n");
         for (const Case& c : cases) bench_case(c, reps);
+        std::string heads, rule;
+        for (int config = 0; config < cu::fp8_cutlass::kConfigs; ++config)
+            heads += std::string(" CUTLASS ") + cu::fp8_cutlass::config_name(config) + " |", rule += "---|";
         std::printf(
             "\nFP8 E4M3 (per-row activation, per-channel weight scales): µs (TFLOP/s); CUTLASS configs as "
             "fp8_cutlass.h's (— where it does not take the shape)\n\n| GEMM | m × n × k | bf16 cuBLASLt | "
-            "quantize x "
-            "µs | FP8 cuBLASLt + epilogue pass | CUTLASS %s | %s | %s | %s | (cuBLASLt FP8 + quantize) / "
-            "bf16 | "
-            "(best FP8 + quantize) / bf16 |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
-            cu::fp8_cutlass::config_name(0), cu::fp8_cutlass::config_name(1), cu::fp8_cutlass::config_name(2),
-            cu::fp8_cutlass::config_name(3));
+            "quantize x µs | FP8 cuBLASLt + epilogue pass |%s (cuBLASLt FP8 + quantize) / bf16 | (best FP8 + "
+            "quantize) / bf16 |\n|---|---|---|---|---|%s---|---|\n",
+            heads.c_str(), rule.c_str());
         for (const Case& c : cases) bench_fp8_case(c, reps);
     }
+    std::string heads, rule;
+    for (int config = 0; config < cu::fp8_cutlass::kConfigs; ++config)
+        heads += std::string(" CUTLASS ") + cu::fp8_cutlass::config_name(config) + " |", rule += "---|";
     std::printf(
-        "\nFP8 at decode rows (the language model's shapes, copy bandwidth %.0f GB/s): µs (GB/s of "
-        "weights)\n\n"
-        "| GEMM | m × n × k | bf16 cuBLASLt | FP8 (cuBLASLt + pass or CUTLASS, tuned) | FP8 / bf16 "
-        "|\n|---|---|---|---|---|\n",
-        surf::bench::copy_bandwidth() / 1e9);
+        "\nFP8 at decode rows (the language model's shapes, copy bandwidth %.0f GB/s): µs (GB/s of weights); "
+        "the "
+        "engine's FP8 way is the fastest of the others\n\n| GEMM | m × n × k | bf16 cuBLASLt | FP8 cuBLASLt "
+        "+ "
+        "pass |%s FP8 as the engine runs it | FP8 / bf16 |\n|---|---|---|---|%s---|---|\n",
+        surf::bench::copy_bandwidth() / 1e9, heads.c_str(), rule.c_str());
     for (int64_t m : {8, 16, 32, 50, 64}) {
         for (int i = 0; i < 4; ++i) {
             Case d = cases[i];

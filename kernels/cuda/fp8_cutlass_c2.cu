@@ -9,4 +9,5 @@ using Cluster = cute::Shape<cute::_1, cute::_2, cute::_1>;
 
 SURF_FP8_CUTLASS_CONFIG(2, c2::Tile, c2::Cluster,
                         cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum,
-                        cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::gemm::PersistentScheduler)
+                        cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::gemm::PersistentScheduler,
+                        false)

@@ -9,4 +9,5 @@ using Cluster = cute::Shape<cute::_1, cute::_2, cute::_1>;
 
 SURF_FP8_CUTLASS_CONFIG(3, c3::Tile, c3::Cluster,
                         cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum,
-                        cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::gemm::StreamKScheduler)
+                        cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::gemm::StreamKScheduler,
+                        false)
