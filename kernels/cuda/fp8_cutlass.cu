@@ -4,12 +4,9 @@
 namespace surf::kernels::cuda::fp8_cutlass {
 
 const char* config_name(int config) {
-    static const char* const kNames[kConfigs] = {"128x128 ping-pong 2x1",
-                                                 "64x128 ping-pong 2x1",
+    static const char* const kNames[kConfigs] = {"128x128 ping-pong 2x1", "64x128 ping-pong 2x1",
                                                  "128x128 cooperative 1x2",
-                                                 "128x128 cooperative 1x2 stream-K",
-                                                 "swapped 128x64 cooperative stream-K",
-                                                 "swapped 128x32x256 cooperative stream-K"};
+                                                 "128x128 cooperative 1x2 stream-K"};
     return config >= 0 && config < kConfigs ? kNames[config] : "?";
 }
 
@@ -37,8 +34,6 @@ size_t workspace_bytes(int config, const Fp8GemmParams& p, int64_t ldy) {
         case 1: return detail::workspace_bytes_c1(p, ldy);
         case 2: return detail::workspace_bytes_c2(p, ldy);
         case 3: return detail::workspace_bytes_c3(p, ldy);
-        case 4: return detail::workspace_bytes_c4(p, ldy);
-        case 5: return detail::workspace_bytes_c5(p, ldy);
         default: return 0;
     }
 }
@@ -51,8 +46,6 @@ bool run(int config, const Fp8GemmParams& p, int64_t ldy, void* workspace, size_
         case 1: return detail::run_c1(p, ldy, workspace, stream);
         case 2: return detail::run_c2(p, ldy, workspace, stream);
         case 3: return detail::run_c3(p, ldy, workspace, stream);
-        case 4: return detail::run_c4(p, ldy, workspace, stream);
-        case 5: return detail::run_c5(p, ldy, workspace, stream);
         default: return false;
     }
 }

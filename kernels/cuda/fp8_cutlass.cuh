@@ -2,9 +2,7 @@
 // fp8_cutlass_c<N>.cu instantiates one config (a translation unit each, since a CUTLASS kernel takes long to
 // compile).
 //
-// x [m, k] and w [n, k] are both K-major: A = x row-major, B = w column-major (CUTLASS's "TN"); or, swapped
-// (kSwap), A = w and B = x, so that the weights' n runs along the tile's M and few rows of x fill a narrow N
-// tile (decode steps), y then written as the column-major [n, m] it is. The mainloop
+// x [m, k] and w [n, k] are both K-major: A = x row-major, B = w column-major (CUTLASS's "TN"). The mainloop
 // accumulates with fast accumulation (the FP8FastAccum schedules: no promotion into fp32 registers along k,
 // as cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM). The epilogue is a visitor tree over the fp32 accumulators:
 // acc · w_scale[n] · x_scale[m] + bias[n] (a null bias reads as zeros), then per output kind GELU, or + C = y
@@ -27,7 +25,7 @@ namespace surf::kernels::cuda::fp8_cutlass::detail {
 namespace fusion = cutlass::epilogue::fusion;
 
 template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSchedule, class Scheduler,
-          Out kOut, bool kSwap>
+          Out kOut>
 struct ScaledGemm {
     using E4M3 = cutlass::float_e4m3_t;
     static constexpr bool kResidual = kOut == Out::kResidual;
@@ -37,22 +35,12 @@ struct ScaledGemm {
     static constexpr int kAlignD = 16 / static_cast<int>(sizeof(ElementD));
     static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
     using RowStride = cute::Stride<cute::_0, cute::_1, cute::_0>;
-    using ColStride = cute::Stride<cute::_1, cute::_0, cute::_0>;
-    // A vector over the outputs n (a row vector of the tile; a column vector when swapped) and over the rows
-    // m.
-    template <class Element, int kAlign = 128 / cutlass::sizeof_bits_v<Element>>
-    using PerN =
-        std::conditional_t<kSwap, fusion::Sm90ColBroadcast<0, TileShape, Element, float, ColStride, kAlign>,
-                           fusion::Sm90RowBroadcast<0, TileShape, Element, float, RowStride, kAlign>>;
-    template <class Element>
-    using PerM = std::conditional_t<kSwap, fusion::Sm90RowBroadcast<0, TileShape, Element, float, RowStride>,
-                                    fusion::Sm90ColBroadcast<0, TileShape, Element, float, ColStride>>;
-    using LayoutY = std::conditional_t<kSwap, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
 
-    // acc · w_scale[n], then · x_scale[m] + bias[n].
-    using ScaleW = PerN<float>;
-    using ScaleX = PerM<float>;
-    using Bias = PerN<ElementBias, kAlignD>;
+    // acc · w_scale[n] (a row vector), then · x_scale[m] (a column vector) + bias[n] (a row vector).
+    using ScaleW = fusion::Sm90RowBroadcast<0, TileShape, float, float, RowStride>;
+    using ScaleX =
+        fusion::Sm90ColBroadcast<0, TileShape, float, float, cute::Stride<cute::_1, cute::_0, cute::_0>>;
+    using Bias = fusion::Sm90RowBroadcast<0, TileShape, ElementBias, float, RowStride, kAlignD>;
     using AccW = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::multiplies, float, float, kRound>,
                                  fusion::Sm90AccFetch, ScaleW>;
     template <class Element>
@@ -73,8 +61,8 @@ struct ScaledGemm {
 
     using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-        cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, LayoutY, kAlignD, ElementD,
-        LayoutY, kAlignD, EpilogueSchedule, Visitor>::CollectiveOp;
+        cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, cutlass::layout::RowMajor,
+        kAlignD, ElementD, cutlass::layout::RowMajor, kAlignD, EpilogueSchedule, Visitor>::CollectiveOp;
     using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, E4M3, cutlass::layout::RowMajor, 16, E4M3,
         cutlass::layout::ColumnMajor, 16, float, TileShape, ClusterShape,
@@ -93,11 +81,7 @@ struct ScaledGemm {
         const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
         const StrideA sa = cute::make_stride(int64_t{p.k}, cute::Int<1>{}, int64_t{0});
         const StrideB sb = cute::make_stride(int64_t{p.k}, cute::Int<1>{}, int64_t{0});
-        StrideD sd{};  // y [m, n] of row stride ldy: row-major, or swapped the column-major [n, m]
-        if constexpr (kSwap)
-            sd = cute::make_stride(cute::Int<1>{}, int64_t{ldy}, int64_t{0});
-        else
-            sd = cute::make_stride(int64_t{ldy}, cute::Int<1>{}, int64_t{0});
+        const StrideD sd = cute::make_stride(int64_t{ldy}, cute::Int<1>{}, int64_t{0});
         const typename AccW::Arguments acc_w{{}, {p.w_scale, 0.0f, {}}, {}};
         const typename ScaleX::Arguments scale_x{p.x_scale, 0.0f, {}};
         const typename Bias::Arguments bias{static_cast<const ElementBias*>(p.bias), ElementBias(0), {}};
@@ -110,13 +94,12 @@ struct ScaledGemm {
             visit = {acc_w, scale_x, bias, {}};
         const auto* c = kResidual ? static_cast<const ElementD*>(p.y) : nullptr;
         StrideC sc{};
-        if constexpr (kResidual) sc = sd;
-        const auto* x = reinterpret_cast<const E4M3*>(p.x);
-        const auto* w = reinterpret_cast<const E4M3*>(p.w);
-        return typename Gemm::Arguments{cutlass::gemm::GemmUniversalMode::kGemm,
-                                        {kSwap ? n : m, kSwap ? m : n, k, 1},
-                                        {kSwap ? w : x, sa, kSwap ? x : w, sb},
-                                        {visit, c, sc, static_cast<ElementD*>(p.y), sd}};
+        if constexpr (kResidual) sc = cute::make_stride(int64_t{ldy}, cute::Int<1>{}, int64_t{0});
+        return typename Gemm::Arguments{
+            cutlass::gemm::GemmUniversalMode::kGemm,
+            {m, n, k, 1},
+            {reinterpret_cast<const E4M3*>(p.x), sa, reinterpret_cast<const E4M3*>(p.w), sb},
+            {visit, c, sc, static_cast<ElementD*>(p.y), sd}};
     }
 
     static size_t workspace_bytes(const Fp8GemmParams& p, int64_t ldy) {
@@ -153,15 +136,15 @@ bool run_of(const Fp8GemmParams& p, int64_t ldy, void* ws, cudaStream_t stream) 
 }  // namespace surf::kernels::cuda::fp8_cutlass::detail
 
 // Defines config N's two entry points of fp8_cutlass.h over ScaledGemm<Tile, Cluster, Kernel, Epilogue,
-// Scheduler, ·, Swap>.
-#define SURF_FP8_CUTLASS_CONFIG(N, TILE, CLUSTER, KERNEL_SCHEDULE, EPILOGUE_SCHEDULE, SCHEDULER, SWAP)      \
-    namespace surf::kernels::cuda::fp8_cutlass::detail {                                                    \
-    template <Out kOut>                                                                                     \
-    using Config##N = ScaledGemm<TILE, CLUSTER, KERNEL_SCHEDULE, EPILOGUE_SCHEDULE, SCHEDULER, kOut, SWAP>; \
-    size_t workspace_bytes_c##N(const Fp8GemmParams& p, int64_t ldy) {                                      \
-        return workspace_bytes_of<Config##N>(p, ldy);                                                       \
-    }                                                                                                       \
-    bool run_c##N(const Fp8GemmParams& p, int64_t ldy, void* ws, cudaStream_t stream) {                     \
-        return run_of<Config##N>(p, ldy, ws, stream);                                                       \
-    }                                                                                                       \
+// Scheduler, ·>.
+#define SURF_FP8_CUTLASS_CONFIG(N, TILE, CLUSTER, KERNEL_SCHEDULE, EPILOGUE_SCHEDULE, SCHEDULER)      \
+    namespace surf::kernels::cuda::fp8_cutlass::detail {                                              \
+    template <Out kOut>                                                                               \
+    using Config##N = ScaledGemm<TILE, CLUSTER, KERNEL_SCHEDULE, EPILOGUE_SCHEDULE, SCHEDULER, kOut>; \
+    size_t workspace_bytes_c##N(const Fp8GemmParams& p, int64_t ldy) {                                \
+        return workspace_bytes_of<Config##N>(p, ldy);                                                 \
+    }                                                                                                 \
+    bool run_c##N(const Fp8GemmParams& p, int64_t ldy, void* ws, cudaStream_t stream) {               \
+        return run_of<Config##N>(p, ldy, ws, stream);                                                 \
+    }                                                                                                 \
     }

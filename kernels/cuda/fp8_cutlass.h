@@ -13,7 +13,7 @@
 namespace surf::kernels::cuda::fp8_cutlass {
 
 // Tile and schedule variants (config_name); each is built for every output kind (Out).
-constexpr int kConfigs = 6;
+constexpr int kConfigs = 4;
 const char* config_name(int config);
 
 bool available();
@@ -46,14 +46,10 @@ size_t workspace_bytes_c0(const Fp8GemmParams& p, int64_t ldy);
 size_t workspace_bytes_c1(const Fp8GemmParams& p, int64_t ldy);
 size_t workspace_bytes_c2(const Fp8GemmParams& p, int64_t ldy);
 size_t workspace_bytes_c3(const Fp8GemmParams& p, int64_t ldy);
-size_t workspace_bytes_c4(const Fp8GemmParams& p, int64_t ldy);
-size_t workspace_bytes_c5(const Fp8GemmParams& p, int64_t ldy);
 bool run_c0(const Fp8GemmParams& p, int64_t ldy, void* ws, cudaStream_t stream);
 bool run_c1(const Fp8GemmParams& p, int64_t ldy, void* ws, cudaStream_t stream);
 bool run_c2(const Fp8GemmParams& p, int64_t ldy, void* ws, cudaStream_t stream);
 bool run_c3(const Fp8GemmParams& p, int64_t ldy, void* ws, cudaStream_t stream);
-bool run_c4(const Fp8GemmParams& p, int64_t ldy, void* ws, cudaStream_t stream);
-bool run_c5(const Fp8GemmParams& p, int64_t ldy, void* ws, cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace surf::kernels::cuda::fp8_cutlass

@@ -8,4 +8,4 @@ using Cluster = cute::Shape<cute::_2, cute::_1, cute::_1>;
 }  // namespace surf::kernels::cuda::fp8_cutlass::detail::c0
 
 SURF_FP8_CUTLASS_CONFIG(0, c0::Tile, c0::Cluster, cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8FastAccum,
-                        cutlass::epilogue::TmaWarpSpecialized, cutlass::gemm::PersistentScheduler, false)
+                        cutlass::epilogue::TmaWarpSpecialized, cutlass::gemm::PersistentScheduler)

@@ -8,4 +8,4 @@ using Cluster = cute::Shape<cute::_2, cute::_1, cute::_1>;
 }  // namespace surf::kernels::cuda::fp8_cutlass::detail::c1
 
 SURF_FP8_CUTLASS_CONFIG(1, c1::Tile, c1::Cluster, cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8FastAccum,
-                        cutlass::epilogue::TmaWarpSpecialized, cutlass::gemm::PersistentScheduler, false)
+                        cutlass::epilogue::TmaWarpSpecialized, cutlass::gemm::PersistentScheduler)

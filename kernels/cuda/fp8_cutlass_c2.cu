@@ -9,5 +9,4 @@ using Cluster = cute::Shape<cute::_1, cute::_2, cute::_1>;
 
 SURF_FP8_CUTLASS_CONFIG(2, c2::Tile, c2::Cluster,
                         cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum,
-                        cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::gemm::PersistentScheduler,
-                        false)
+                        cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::gemm::PersistentScheduler)

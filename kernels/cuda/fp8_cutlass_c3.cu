@@ -9,5 +9,4 @@ using Cluster = cute::Shape<cute::_1, cute::_2, cute::_1>;
 
 SURF_FP8_CUTLASS_CONFIG(3, c3::Tile, c3::Cluster,
                         cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum,
-                        cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::gemm::StreamKScheduler,
-                        false)
+                        cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::gemm::StreamKScheduler)
