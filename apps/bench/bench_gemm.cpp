@@ -192,7 +192,7 @@ struct Fp8Operands {
     }
 };
 
-// The bf16 GEMM of a case (cuBLASLt, tuned; two weight copies of x's operands), median µs.
+// The bf16 GEMM of a case (cuBLASLt, tuned) on o's x and y with two bf16 weight copies, median µs.
 double bf16_us(const Case& c, const Fp8Operands& o, int reps) {
     const int64_t w_elems = c.n * c.k;
     auto* wbf = static_cast<cu::bf16*>(dalloc(w_elems * 2 * 2));

@@ -51,9 +51,8 @@ struct Options {
     bool gemm_wgmma = false;  // GpuLimits::gemm_wgmma: our Hopper GEMM timed beside cuBLASLt's candidates
     bool gemm_wgmma_relu2 = false;  // GpuLimits::gemm_wgmma_relu2: the large ReLU² GEMMs on it, fused
     int gemv_k_split = 0;           // GpuLimits::small_m_k_split
-    std::string quantize =
-        "none";        // GpuLimits::quantize: none | fp8 (the language model's linear layers in E4M3)
-    int vit_fp8 = -1;  // GpuLimits::vit_fp8; -1 = the default
+    std::string quantize = "none";  // GpuLimits::quantize: none | fp8 (language-model linear layers in E4M3)
+    int vit_fp8 = -1;               // GpuLimits::vit_fp8; -1 = the default
     int pdl = -1;  // GpuLimits::programmatic_launch (also what the decode graphs are captured with); -1 = the
                    // default
 };
