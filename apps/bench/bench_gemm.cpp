@@ -315,6 +315,10 @@ int main(int argc, char** argv) {
         {"projector.fc1 + ReLU²", 768, 20480, 5120, false, false, A::kReluSquared},
         {"projector.fc2", 768, 5120, 20480, false, false, A::kNone},
     };
+    // The FP8 tables' CUTLASS columns: a header cell and a rule cell per config.
+    std::string heads, rule;
+    for (int config = 0; config < cu::fp8_cutlass::kConfigs; ++config)
+        heads += std::string(" CUTLASS ") + cu::fp8_cutlass::config_name(config) + " |", rule += "---|";
     if (!decode_only) {
         std::printf("gemm_wgmma resident blocks: tile 256 %d (pairs) / %d (single), tile 128 %d / %d\n\n",
                     cu::gemm_wgmma_resident_blocks(256, true), cu::gemm_wgmma_resident_blocks(256, false),
@@ -325,9 +329,6 @@ int main(int argc, char** argv) {
             "128, pairs | tile 128, single | best "
             "ours / cuBLASLt |\n|---|---|---|---|---|---|---|---|\n");
         for (const Case& c : cases) bench_case(c, reps);
-        std::string heads, rule;
-        for (int config = 0; config < cu::fp8_cutlass::kConfigs; ++config)
-            heads += std::string(" CUTLASS ") + cu::fp8_cutlass::config_name(config) + " |", rule += "---|";
         std::printf(
             "\nFP8 E4M3 (per-row activation, per-channel weight scales): µs (TFLOP/s); CUTLASS configs as "
             "fp8_cutlass.h's (— where it does not take the shape)\n\n| GEMM | m × n × k | bf16 cuBLASLt | "
@@ -336,15 +337,10 @@ int main(int argc, char** argv) {
             heads.c_str(), rule.c_str());
         for (const Case& c : cases) bench_fp8_case(c, reps);
     }
-    std::string heads, rule;
-    for (int config = 0; config < cu::fp8_cutlass::kConfigs; ++config)
-        heads += std::string(" CUTLASS ") + cu::fp8_cutlass::config_name(config) + " |", rule += "---|";
     std::printf(
         "\nFP8 at decode rows (the language model's shapes, copy bandwidth %.0f GB/s): µs (GB/s of weights); "
-        "the "
-        "engine's FP8 way is the fastest of the others\n\n| GEMM | m × n × k | bf16 cuBLASLt | FP8 cuBLASLt "
-        "+ "
-        "pass |%s FP8 as the engine runs it | FP8 / bf16 |\n|---|---|---|---|%s---|---|\n",
+        "the engine's FP8 way is the fastest of the others\n\n| GEMM | m × n × k | bf16 cuBLASLt | FP8 "
+        "cuBLASLt + pass |%s FP8 as the engine runs it | FP8 / bf16 |\n|---|---|---|---|%s---|---|\n",
         surf::bench::copy_bandwidth() / 1e9, heads.c_str(), rule.c_str());
     for (int64_t m : {8, 16, 32, 50, 64}) {
         for (int i = 0; i < 4; ++i) {
