@@ -72,17 +72,15 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_kernel(Fp8QuantPa
 // at saturation, as e4m3_code; a NaN becomes an E4M3 NaN whose sign bit may differ from e4m3_code's).
 constexpr int kVecChunks = 12;  // rows up to 24,576 columns
 
-__global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_bf16x8_kernel(Fp8QuantParams p, int64_t ldx) {
-    detail::pdl_prologue();
-    __shared__ float scratch[32];
-    const int64_t r = blockIdx.x;
-    const uint4* x = reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) + r * ldx);
-    const int chunks = static_cast<int>(p.cols / 8);
-    uint4 raw[kVecChunks];
+// A row's 16-byte bf16 chunks first, first + kStride, … (at most kChunks, those below `chunks`) loaded into
+// raw; returns their amax.
+template <int kChunks, int kStride>
+__device__ __forceinline__ float load_bf16_chunks(const uint4* x, int chunks, int first,
+                                                  uint4 (&raw)[kChunks]) {
     float amax = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kVecChunks; ++j) {
-        const int c = threadIdx.x + j * kQuantThreads;
+    for (int j = 0; j < kChunks; ++j) {
+        const int c = first + j * kStride;
         if (c < chunks) {
             raw[j] = x[c];
             float v[8];
@@ -91,18 +89,36 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_bf16x8_kernel(Fp8
             for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
         }
     }
-    const float scale = row_scale(p.static_scale, amax, scratch);
-    if (threadIdx.x == 0) p.scale[r] = scale;
-    uint2* q = reinterpret_cast<uint2*>(p.q + r * p.cols);
+    return amax;
+}
+
+// The chunks load_bf16_chunks loaded, as E4M3 codes at `scale`: one 8-byte store a chunk.
+template <int kChunks, int kStride>
+__device__ __forceinline__ void store_e4m3_chunks(const uint4 (&raw)[kChunks], int chunks, int first,
+                                                  float scale, uint2* q) {
 #pragma unroll
-    for (int j = 0; j < kVecChunks; ++j) {
-        const int c = threadIdx.x + j * kQuantThreads;
+    for (int j = 0; j < kChunks; ++j) {
+        const int c = first + j * kStride;
         if (c < chunks) {
             float v[8];
             detail::unpack_bf16x8(raw[j], v);
             q[c] = detail::e4m3x8(v, scale);
         }
     }
+}
+
+__global__ void __launch_bounds__(kQuantThreads) quantize_e4m3_bf16x8_kernel(Fp8QuantParams p, int64_t ldx) {
+    detail::pdl_prologue();
+    __shared__ float scratch[32];
+    const int64_t r = blockIdx.x;
+    const uint4* x = reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) + r * ldx);
+    const int chunks = static_cast<int>(p.cols / 8), first = static_cast<int>(threadIdx.x);
+    uint4 raw[kVecChunks];
+    const float amax = load_bf16_chunks<kVecChunks, kQuantThreads>(x, chunks, first, raw);
+    const float scale = row_scale(p.static_scale, amax, scratch);
+    if (threadIdx.x == 0) p.scale[r] = scale;
+    store_e4m3_chunks<kVecChunks, kQuantThreads>(raw, chunks, first, scale,
+                                                 reinterpret_cast<uint2*>(p.q + r * p.cols));
 }
 
 // quantize_e4m3_bf16x8_kernel for narrow rows (the vision tower's 1,280): a warp a row, eight rows a block,
@@ -120,31 +136,10 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock)
     const uint4* x = reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.x) + r * ldx);
     const int chunks = static_cast<int>(p.cols / 8);
     uint4 raw[kWarpChunks];
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kWarpChunks; ++j) {
-        const int c = lane + j * 32;
-        if (c < chunks) {
-            raw[j] = x[c];
-            float v[8];
-            detail::unpack_bf16x8(raw[j], v);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
-        }
-    }
-    const float scale =
-        p.static_scale > 0.0f ? p.static_scale : detail::e4m3_row_scale(0.0f, detail::warp_max(amax));
+    const float amax = load_bf16_chunks<kWarpChunks, 32>(x, chunks, lane, raw);
+    const float scale = detail::e4m3_row_scale(p.static_scale, detail::warp_max(amax));
     if (lane == 0) p.scale[r] = scale;
-    uint2* q = reinterpret_cast<uint2*>(p.q + r * p.cols);
-#pragma unroll
-    for (int j = 0; j < kWarpChunks; ++j) {
-        const int c = lane + j * 32;
-        if (c < chunks) {
-            float v[8];
-            detail::unpack_bf16x8(raw[j], v);
-            q[c] = detail::e4m3x8(v, scale);
-        }
-    }
+    store_e4m3_chunks<kWarpChunks, 32>(raw, chunks, lane, scale, reinterpret_cast<uint2*>(p.q + r * p.cols));
 }
 
 // Four consecutive values of the unscaled product (fp32, or bf16: 8-byte loads).

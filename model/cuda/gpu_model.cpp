@@ -66,6 +66,15 @@ GpuMatrix pad_rows(GpuMatrix m, int64_t rows, cudaStream_t stream) {
     return out;
 }
 
+// The settings an FP8 GEMM context (the language model's or the vision tower's) takes from the limits.
+void configure_fp8_gemm(kc::Fp8GemmContext& ctx, const GpuLimits& limits) {
+    ctx.set_autotune(limits.autotune_gemms);
+    ctx.set_bf16_products(limits.fp8_bf16_products);
+    ctx.set_fast_accum(limits.fp8_fast_accum);
+    ctx.set_cutlass(limits.fp8_cutlass ? kc::Fp8GemmContext::Cutlass::kTuned
+                                       : kc::Fp8GemmContext::Cutlass::kNever);
+}
+
 }  // namespace
 
 GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaStream_t stream)
@@ -89,20 +98,12 @@ GpuModel::GpuModel(ModelConfig cfg, GpuWeights w, const GpuLimits& limits, cudaS
     gemm_->set_sm_count_target(limits_.lm_gemm_sms);
     if (has_fp8(w_)) {
         fp8_gemm_ = std::make_unique<kc::Fp8GemmContext>();
-        fp8_gemm_->set_autotune(limits_.autotune_gemms);
+        configure_fp8_gemm(*fp8_gemm_, limits_);
         fp8_gemm_->set_small_m_kernel(limits_.small_m_kernel);
-        fp8_gemm_->set_bf16_products(limits_.fp8_bf16_products);
-        fp8_gemm_->set_fast_accum(limits_.fp8_fast_accum);
-        fp8_gemm_->set_cutlass(limits_.fp8_cutlass ? kc::Fp8GemmContext::Cutlass::kTuned
-                                                   : kc::Fp8GemmContext::Cutlass::kNever);
         if (limits_.vit_fp8 && cfg_.has_vision) {
             quantize_vision(w_, stream_);
             vision_fp8_gemm_ = std::make_unique<kc::Fp8GemmContext>();
-            vision_fp8_gemm_->set_autotune(limits_.autotune_gemms);
-            vision_fp8_gemm_->set_bf16_products(limits_.fp8_bf16_products);
-            vision_fp8_gemm_->set_fast_accum(limits_.fp8_fast_accum);
-            vision_fp8_gemm_->set_cutlass(limits_.fp8_cutlass ? kc::Fp8GemmContext::Cutlass::kTuned
-                                                              : kc::Fp8GemmContext::Cutlass::kNever);
+            configure_fp8_gemm(*vision_fp8_gemm_, limits_);
         }
     }
     vision_stream_ = prioritised_stream(limits_.vision_stream_priority);
